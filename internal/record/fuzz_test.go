@@ -1,0 +1,163 @@
+package record
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
+)
+
+// addSeeds adds batches of every codec, franz-go's and Build's, whole,
+// torn and concatenated, and a few hostile ones.
+func addSeeds(f *testing.F) {
+	var all []byte
+	for i, c := range allCodecs {
+		fb := franzBatch(f, c, 1_700_000_000_000, testRecords(6))
+		b := mustBuild(f, Header{BaseOffset: int64(i), Attributes: int16(c), FirstTimestamp: 5}, testRecords(3))
+		f.Add(fb)
+		f.Add(b)
+		f.Add(b[:len(b)-1])
+		f.Add(b[:HeaderSize])
+		all = append(all, b...)
+	}
+	f.Add(all)
+	f.Add(all[:len(all)-7])
+	f.Add(append(bytes.Clone(all), make([]byte, 64)...))
+	f.Add(mustBuild(f, Header{Attributes: int16(CodecGzip), LastOffsetDelta: 3}, nil))
+	f.Add(withPayload(CodecNone, 1, []byte{12, 0, 0, 0, 1, 1, 0}))
+	f.Add(withPayload(CodecNone, 1<<31-1, []byte{12, 0, 0, 0, 1, 1, 0}))
+	f.Add(withPayload(CodecSnappy, 1, append(append([]byte{}, xerialMagic...), 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 1, 0, 'x')))
+	f.Add([]byte{})
+}
+
+// FuzzRecords decodes arbitrary bytes, and the same bytes with their
+// framing and CRC made right so that the decoders see them. Whatever
+// decodes must re-encode with Build to the same records, Each must agree
+// with Records, and what Records refuses no validator accepts.
+func FuzzRecords(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRecords(t, b)
+		if len(b) >= HeaderSize {
+			fixed := bytes.Clone(b)
+			fixed[offMagic] = Magic
+			setLength(fixed)
+			checkRecords(t, fixCRC(fixed))
+		}
+	})
+}
+
+func checkRecords(t *testing.T, b []byte) {
+	h, recs, err := Records(b)
+	if err != nil {
+		if _, verr := Validate(b); verr == nil {
+			t.Fatalf("Validate accepts a batch Records refuses: %v", err)
+		}
+		if _, verr := ValidateStored(b); verr == nil {
+			t.Fatalf("ValidateStored accepts a batch Records refuses: %v", err)
+		}
+		return
+	}
+	n := 0
+	if _, err := Each(b, func(*Record) error { n++; return nil }); err != nil || n != len(recs) {
+		t.Fatalf("Each saw %d records (%v), Records %d", n, err, len(recs))
+	}
+	for _, r := range recs {
+		if r.OffsetDelta < 0 {
+			return // Build refuses these, rightly
+		}
+	}
+	rebuilt, err := Build(h, recs)
+	if err != nil {
+		t.Fatalf("Build of decoded records: %v", err)
+	}
+	h2, again, err := Records(rebuilt)
+	if err != nil {
+		t.Fatalf("Records of rebuilt batch: %v", err)
+	}
+	if err := sameRecords(again, recs); err != nil {
+		t.Fatal(err)
+	}
+	last := h.LastOffsetDelta
+	for _, r := range recs {
+		last = max(last, r.OffsetDelta)
+	}
+	if h2.NumRecords != h.NumRecords || h2.Codec() != h.Codec() || h2.LastOffsetDelta != last {
+		t.Fatalf("rebuilt header %+v from %+v", h2, h)
+	}
+}
+
+// FuzzSplit checks that Split cuts b into contiguous whole batches and
+// fails only when something is left it cannot frame.
+func FuzzSplit(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		batches, err := Split(b)
+		off := 0
+		for _, p := range batches {
+			if len(p) < HeaderSize || !bytes.Equal(p, b[off:off+len(p)]) {
+				t.Fatalf("piece of %d bytes at %d is not the input's", len(p), off)
+			}
+			if h, err := ParseHeader(p); err != nil || h.Size() != len(p) {
+				t.Fatalf("piece at %d: %+v, %v", off, h, err)
+			}
+			off += len(p)
+		}
+		if (err == nil) != (off == len(b)) {
+			t.Fatalf("Split consumed %d of %d bytes, err %v", off, len(b), err)
+		}
+	})
+}
+
+// FuzzValidPrefix checks that the prefix is whole, CRC-valid batches and
+// that what follows does not start with one.
+func FuzzValidPrefix(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, headers := ValidPrefix(b)
+		if n < 0 || n > len(b) {
+			t.Fatalf("prefix %d of %d bytes", n, len(b))
+		}
+		batches, err := Split(b[:n])
+		if err != nil || len(batches) != len(headers) {
+			t.Fatalf("prefix splits into %d batches (%v), %d headers", len(batches), err, len(headers))
+		}
+		for i, p := range batches {
+			if h, err := CheckCRC(p); err != nil || h != headers[i] {
+				t.Fatalf("batch %d: %+v, %v; ValidPrefix said %+v", i, h, err, headers[i])
+			}
+		}
+		if n < len(b) {
+			if next, err := Split(b[n:]); len(next) > 0 {
+				if _, err := CheckCRC(next[0]); err == nil {
+					t.Fatal("ValidPrefix stopped before a valid batch")
+				}
+			} else if err == nil {
+				t.Fatal("Split frames the rest without error but returns nothing")
+			}
+		}
+	})
+}
+
+// FuzzSnappyBlock checks that the fast Snappy path (checkSnappy, then S2's
+// decoder) accepts exactly what the strict Snappy decoder accepts, and
+// decodes it alike.
+func FuzzSnappyBlock(f *testing.F) {
+	raw := mustBuild(f, Header{}, testRecords(20))
+	f.Add(s2.EncodeSnappy(nil, raw))
+	f.Add(s2.Encode(nil, raw)) // uses S2's repeat extension
+	f.Add(s2.EncodeSnappy(nil, bytes.Repeat([]byte("abcabcabd"), 100)))
+	f.Add([]byte{0})
+	f.Fuzz(func(t *testing.T, src []byte) {
+		n, err := s2.DecodedLen(src)
+		if err != nil || n > 1<<20 {
+			return
+		}
+		want, werr := snappy.DecodeStrict(nil, src)
+		got, gerr := decodeSnappyBlock(make([]byte, n), src)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("strict: %v (%d bytes); ours: %v (%d bytes)", werr, len(want), gerr, len(got))
+		}
+	})
+}
