@@ -1,0 +1,184 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Store is the Pebble key-value store that holds a broker's metadata, group
+// and producer state and the per-key index (DESIGN.md §3). It is a thin
+// wrapper: keys and values are opaque bytes, iteration is in ascending
+// bytewise key order, and writes go through a Batch so that one block's
+// changes land atomically.
+//
+// A Store is safe for concurrent use; Batches are not.
+type Store struct {
+	db *pebble.DB
+}
+
+// Batch collects writes to commit atomically with Commit.
+type Batch struct {
+	s   *Store
+	b   *pebble.Batch
+	err error // the first error of DeletePrefix, returned by Commit
+}
+
+// storeCacheBytes is the block cache of one Store. Stores hold small
+// metadata; tests open many of them on a 2-core machine.
+const storeCacheBytes = 8 << 20
+
+// OpenStore opens the Pebble database in dir, creating it if needed.
+// Pebble's informational logging is discarded and its errors go to
+// slog.Default().
+func OpenStore(dir string) (*Store, error) {
+	cache := pebble.NewCache(storeCacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	opts := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                4 << 20,
+		MemTableStopWritesThreshold: 4,
+		MaxOpenFiles:                256,
+		L0CompactionThreshold:       4,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      quietLogger{},
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("stele/storage: opening store %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Get returns a copy of the value stored under key, and whether there is one.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("stele/storage: store get: %w", err)
+	}
+	out := append([]byte{}, v...)
+	if err := closer.Close(); err != nil {
+		return nil, false, fmt.Errorf("stele/storage: store get: %w", err)
+	}
+	return out, true, nil
+}
+
+// Scan calls fn for every key starting with prefix, in ascending key order,
+// and stops at the first error fn returns (which Scan returns). k and v are
+// only valid during the call.
+func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("stele/storage: store scan: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("stele/storage: store scan: %w", err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("stele/storage: store scan: %w", err)
+	}
+	return nil
+}
+
+// NewBatch starts a batch of writes.
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+
+// Close flushes nothing (committed batches are already in Pebble's WAL) and
+// closes the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("stele/storage: closing store: %w", err)
+	}
+	return nil
+}
+
+// Set stores v under k. The batch copies both.
+func (b *Batch) Set(k, v []byte) { _ = b.b.Set(k, v, nil) }
+
+// Delete removes k.
+func (b *Batch) Delete(k []byte) { _ = b.b.Delete(k, nil) }
+
+// DeletePrefix removes every key that starts with prefix: one range
+// deletion, cheap however many keys it covers. A prefix with no upper bound
+// (empty, or only 0xff bytes) is rare; its keys are then listed and deleted
+// one by one, and an error doing so is returned by Commit.
+func (b *Batch) DeletePrefix(prefix []byte) {
+	if end := prefixEnd(prefix); end != nil {
+		_ = b.b.DeleteRange(prefix, end, nil)
+		return
+	}
+	err := b.s.Scan(prefix, func(k, _ []byte) error { return b.b.Delete(k, nil) })
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+// Len is the number of operations in the batch.
+func (b *Batch) Len() int { return int(b.b.Count()) }
+
+// Commit applies the batch atomically. With sync, it returns only after the
+// write is durable (Pebble's WAL is fsynced). The batch cannot be reused.
+func (b *Batch) Commit(sync bool) error {
+	if b.err != nil {
+		b.Close()
+		return b.err
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	err := b.b.Commit(opts)
+	if cerr := b.b.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("stele/storage: store commit: %w", err)
+	}
+	return nil
+}
+
+// Close discards an uncommitted batch.
+func (b *Batch) Close() { _ = b.b.Close() }
+
+// prefixEnd returns the smallest key greater than every key starting with
+// prefix, or nil when there is none (prefix empty or all 0xff).
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte{}, prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// quietLogger drops Pebble's informational messages and passes its errors to
+// slog. Fatalf keeps Pebble's contract: the process stops, because Pebble
+// only calls it on an internal invariant violation it cannot continue from.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	slog.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	slog.Error("pebble: fatal: " + fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
