@@ -1,0 +1,240 @@
+package fsm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ConfigType is the type of a topic config's value, as DescribeConfigs
+// reports it (KIP-569 uses the same names).
+type ConfigType int8
+
+// Config types, numbered as Kafka's DescribeConfigs v3+ reports them.
+const (
+	TypeBoolean ConfigType = 1
+	TypeString  ConfigType = 2
+	TypeInt     ConfigType = 3
+	TypeLong    ConfigType = 5
+	TypeDouble  ConfigType = 6
+	TypeList    ConfigType = 7
+)
+
+// ConfigDef describes one topic config: its default, how a value is checked,
+// and whether Stele enforces it. Names, types and defaults are Apache Kafka's.
+type ConfigDef struct {
+	Name    string
+	Type    ConfigType
+	Default string
+	// Enforced is false for configs Stele accepts and reports for
+	// compatibility but that change nothing here (replication and flush
+	// settings, for instance: every broker holds every partition and
+	// durability comes from consensus). docs/kafka-api.md lists them.
+	Enforced bool
+	Doc      string
+	min, max int64
+	valid    []string // for strings and lists: the allowed values
+}
+
+const maxLong = math.MaxInt64
+
+// topicConfigs is sorted by name.
+var topicConfigs = []ConfigDef{
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Enforced: true, valid: []string{"compact", "delete"},
+		Doc: "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"},
+		Doc: "batches are stored as the producer compressed them whatever the value"},
+	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Enforced: true, min: 0, max: maxLong,
+		Doc: "how long tombstones stay in a compacted topic"},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", min: 0, max: maxLong},
+	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", min: 1, max: maxLong,
+		Doc: "durability comes from consensus; the log is fsynced at every commit"},
+	{Name: "flush.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+		Doc: "durability comes from consensus; the log is fsynced at every commit"},
+	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Enforced: true, min: 0, max: math.MaxInt32},
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", min: 1, max: maxLong},
+	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Enforced: true, min: 0, max: math.MaxInt32,
+		Doc: "largest record batch the topic accepts"},
+	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true"},
+	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: "9223372036854775807", Enforced: true, min: 0, max: maxLong,
+		Doc: "largest difference allowed between a CreateTime timestamp and the block time"},
+	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Enforced: true, valid: []string{"CreateTime", "LogAppendTime"},
+		Doc: "LogAppendTime stamps batches with the block time"},
+	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Enforced: true,
+		Doc: "compact once this share of the log has not been compacted yet"},
+	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", min: 0, max: maxLong},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", min: 1, max: math.MaxInt32,
+		Doc: "every broker holds every partition; a write is acknowledged once committed by consensus"},
+	{Name: "preallocate", Type: TypeBoolean, Default: "false"},
+	{Name: "retention.bytes", Type: TypeLong, Default: "-1", Enforced: true, min: -1, max: maxLong},
+	{Name: "retention.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: -1, max: maxLong},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Enforced: true, min: 14, max: math.MaxInt32},
+	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", min: 4, max: math.MaxInt32},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", min: 0, max: maxLong},
+	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: 1, max: maxLong},
+	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false"},
+}
+
+// TopicConfigDefs returns the definitions of every topic config, by name.
+func TopicConfigDefs() []ConfigDef { return topicConfigs }
+
+// LookupConfig returns the definition of the named topic config.
+func LookupConfig(name string) (ConfigDef, bool) {
+	i := sort.Search(len(topicConfigs), func(i int) bool { return topicConfigs[i].Name >= name })
+	if i < len(topicConfigs) && topicConfigs[i].Name == name {
+		return topicConfigs[i], true
+	}
+	return ConfigDef{}, false
+}
+
+// ValidateConfig checks one topic config value, with the messages Kafka gives.
+func ValidateConfig(name, value string) error {
+	d, ok := LookupConfig(name)
+	if !ok {
+		return fmt.Errorf("unknown topic config name: %s", name)
+	}
+	switch d.Type {
+	case TypeBoolean:
+		if !strings.EqualFold(value, "true") && !strings.EqualFold(value, "false") {
+			return fmt.Errorf("invalid value %s for configuration %s: expected value to be either true or false", value, name)
+		}
+	case TypeInt, TypeLong:
+		v, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil || (d.Type == TypeInt && (v < math.MinInt32 || v > math.MaxInt32)) {
+			return fmt.Errorf("invalid value %s for configuration %s: not a number of type %s", value, name, typeName(d.Type))
+		}
+		if v < d.min || v > d.max {
+			return fmt.Errorf("invalid value %s for configuration %s: value must be at least %d", value, name, d.min)
+		}
+	case TypeDouble:
+		if _, err := parseRatio(value); err != nil {
+			return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
+		}
+	case TypeString:
+		if !contains(d.valid, value) {
+			return fmt.Errorf("invalid value %s for configuration %s: string must be one of: %s", value, name, strings.Join(d.valid, ", "))
+		}
+	case TypeList:
+		for _, v := range splitList(value) {
+			if !contains(d.valid, v) {
+				return fmt.Errorf("invalid value %s for configuration %s: list contains invalid value %q; valid values are %s", value, name, v, strings.Join(d.valid, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+func typeName(t ConfigType) string {
+	switch t {
+	case TypeInt:
+		return "INT"
+	case TypeLong:
+		return "LONG"
+	}
+	return "STRING"
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ratioScale is the fixed-point scale of ratios: the state machine does no
+// floating point, so "0.5" is held as 500000 parts per million.
+const ratioScale = 1_000_000
+
+// parseRatio parses a decimal between 0 and 1 into parts per million without
+// floating point.
+func parseRatio(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" {
+		return 0, fmt.Errorf("not a number")
+	}
+	w, err := strconv.ParseInt(orZero(whole), 10, 64)
+	if err != nil || w < 0 || w > 1 {
+		return 0, fmt.Errorf("value must be between 0 and 1")
+	}
+	if len(frac) > 6 {
+		frac = frac[:6]
+	}
+	f, err := strconv.ParseInt(orZero(frac+strings.Repeat("0", 6-len(frac))), 10, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("not a number")
+	}
+	v := w*ratioScale + f
+	if v > ratioScale {
+		return 0, fmt.Errorf("value must be between 0 and 1")
+	}
+	return v, nil
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// TopicConfig is a topic's effective configuration, resolved once when it
+// changes so the produce path reads plain fields.
+type TopicConfig struct {
+	Compact, Delete             bool
+	DeleteRetentionMs           int64
+	IndexIntervalBytes          int32
+	MaxMessageBytes             int32
+	LogAppendTime               bool
+	TimestampDifferenceMaxMs    int64
+	MinCleanableDirtyRatioPPM   int64
+	RetentionBytes, RetentionMs int64
+	SegmentBytes                int64
+	SegmentMs                   int64
+}
+
+// resolveConfig computes the effective config from a topic's explicit
+// configs (already validated) over the defaults.
+func resolveConfig(explicit map[string]string) TopicConfig {
+	get := func(name string) string {
+		if v, ok := explicit[name]; ok {
+			return v
+		}
+		d, _ := LookupConfig(name)
+		return d.Default
+	}
+	num := func(name string) int64 {
+		v, _ := strconv.ParseInt(strings.TrimSpace(get(name)), 10, 64)
+		return v
+	}
+	var c TopicConfig
+	for _, p := range splitList(get("cleanup.policy")) {
+		c.Compact = c.Compact || p == "compact"
+		c.Delete = c.Delete || p == "delete"
+	}
+	c.DeleteRetentionMs = num("delete.retention.ms")
+	c.IndexIntervalBytes = int32(num("index.interval.bytes"))
+	c.MaxMessageBytes = int32(num("max.message.bytes"))
+	c.LogAppendTime = get("message.timestamp.type") == "LogAppendTime"
+	c.TimestampDifferenceMaxMs = num("message.timestamp.difference.max.ms")
+	c.MinCleanableDirtyRatioPPM, _ = parseRatio(get("min.cleanable.dirty.ratio"))
+	c.RetentionBytes = num("retention.bytes")
+	c.RetentionMs = num("retention.ms")
+	c.SegmentBytes = num("segment.bytes")
+	c.SegmentMs = num("segment.ms")
+	return c
+}

@@ -1,0 +1,366 @@
+// Package fsm is Stele's replicated state machine: the commands, their
+// encoding, Apply, the replicated state (topics, partitions and their logs)
+// and the app hash.
+//
+// Apply must be deterministic and produce the same result on all peers: given
+// the same sequence of blocks, every broker holds byte-identical partition
+// logs, the same state and the same app hash. So nothing in this package reads
+// the wall clock (time comes with the block), a random source, the
+// environment, or iterates a map into anything that reaches output, and there
+// is no floating point. A malformed command is rejected with a result, never
+// panicked on: under BFT a bad transaction from a Byzantine proposer must not
+// halt honest brokers.
+//
+// Effects of FinalizeBlock (ApplyBlock) stay invisible until Commit: readers
+// see the View and the partition offsets published at Commit. Files are
+// appended during apply; a crash before Commit is repaired at Open by cutting
+// every log back to its committed end, after which the orderer replays the
+// block. Destructive file operations (deleting segments or whole logs) run
+// only after Commit and are redone at Open if a crash interrupted them.
+//
+// fsm imports storage and record, never consensus or a front-end.
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// ErrHeight is returned when a block does not follow the last applied one.
+var ErrHeight = errors.New("stele/fsm: block out of order")
+
+// Options configures a state machine. Everything here that influences Apply
+// must be the same on every broker of a cluster.
+type Options struct {
+	// Dir holds the partition logs (Dir/logs) and the metadata store (Dir/meta).
+	Dir string
+	// HousekeepingIntervalMs is how often, in block time, retention and
+	// compaction are evaluated. Default 30000.
+	HousekeepingIntervalMs int64
+	Logger                 *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.HousekeepingIntervalMs <= 0 {
+		o.HousekeepingIntervalMs = 30_000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// FSM is the state machine. ApplyBlock and Commit are called by one goroutine
+// (the applier); View, Info and the partitions' read methods by any.
+type FSM struct {
+	opts  Options
+	store *storage.Store
+
+	// Applier-owned.
+	height        int64
+	appHash       []byte
+	blockTime     int64 // ms
+	lastHousekeep int64 // block time of the last housekeeping pass
+	topics        map[string]*Topic
+	byID          map[TopicID]*Topic
+	dirtyTopics   map[string]bool
+	dirtyParts    map[*Partition]bool
+	deleted       []*Topic // deleted this block; files removed after Commit
+	metaChanged   bool
+	applied       bool // a block has been applied and not committed
+
+	// Published at Commit.
+	view      atomic.Pointer[View]
+	committed struct {
+		sync.Mutex
+		height  int64
+		appHash []byte
+	}
+}
+
+// Open loads the committed state from opts.Dir, cuts every partition log back
+// to its committed end, and redoes interrupted deletions and compactions.
+func Open(opts Options) (*FSM, error) {
+	opts.setDefaults()
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("stele/fsm: %w", err)
+	}
+	store, err := storage.OpenStore(filepath.Join(opts.Dir, "meta"))
+	if err != nil {
+		return nil, err
+	}
+	f := &FSM{
+		opts:        opts,
+		store:       store,
+		topics:      map[string]*Topic{},
+		byID:        map[TopicID]*Topic{},
+		dirtyTopics: map[string]bool{},
+		dirtyParts:  map[*Partition]bool{},
+	}
+	if err := f.load(); err != nil {
+		f.closeLogs()
+		store.Close()
+		return nil, err
+	}
+	f.publish(true)
+	return f, nil
+}
+
+// Info returns the height and app hash of the last Commit.
+func (f *FSM) Info() (height int64, appHash []byte) {
+	f.committed.Lock()
+	defer f.committed.Unlock()
+	return f.committed.height, append([]byte(nil), f.committed.appHash...)
+}
+
+// View returns the committed topics.
+func (f *FSM) View() *View { return f.view.Load() }
+
+// Validate checks that tx decodes and that each command is well formed on its
+// own (names, counts, record batches and their CRCs). It depends on nothing
+// but tx, so every broker gives the same answer; whether a command applies to
+// the current state is decided by ApplyBlock.
+func Validate(tx []byte) (Tx, error) {
+	t, err := DecodeTx(tx)
+	if err != nil {
+		return Tx{}, err
+	}
+	for i, c := range t.Commands {
+		if r := CheckCommand(c); r.Code != 0 {
+			return Tx{}, fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, c.Kind(), r.Message)
+		}
+	}
+	return t, nil
+}
+
+// Precheck is the cheap admission check for the mempool (CheckTx): the
+// transaction decodes, every command but Produce passes CheckCommand, and
+// every produced batch is whole with a good CRC. Records are not decoded;
+// Validate does that before a block is proposed or accepted.
+func Precheck(tx []byte) error {
+	t, err := DecodeTx(tx)
+	if err != nil {
+		return err
+	}
+	for i, c := range t.Commands {
+		p, ok := c.(Produce)
+		if !ok {
+			if r := CheckCommand(c); r.Code != 0 {
+				return fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, c.Kind(), r.Message)
+			}
+			continue
+		}
+		batches, err := record.Split(p.Records)
+		if err == nil && len(batches) == 0 {
+			err = record.ErrTruncated
+		}
+		for _, b := range batches {
+			if err != nil {
+				break
+			}
+			_, err = record.CheckCRC(b)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: command %d (Produce): %v", ErrMalformed, i, err)
+		}
+	}
+	return nil
+}
+
+// ApplyBlock applies the transactions of block height at block time timeMs
+// (milliseconds since the epoch). Every transaction gets an outcome; one that
+// does not decode is skipped with a non-zero code.
+func (f *FSM) ApplyBlock(height, timeMs int64, txs [][]byte) (BlockOutcome, error) {
+	if f.applied {
+		return BlockOutcome{}, fmt.Errorf("%w: block %d applied twice without Commit", ErrHeight, f.height)
+	}
+	if height != f.height+1 {
+		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
+	}
+	f.applied = true
+	f.height = height
+	if timeMs > f.blockTime { // block time never goes backwards for us
+		f.blockTime = timeMs
+	}
+	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
+	// The app hash chains every transaction and its results, and whatever
+	// housekeeping changed. A block that changes nothing keeps the previous
+	// hash: CometBFT makes another block after every block whose app hash
+	// changed, so a hash that moved on empty blocks would never let the
+	// chain idle.
+	h := sha256.New()
+	h.Write([]byte("stele/apphash/v1"))
+	h.Write(f.appHash)
+	var num [8]byte
+	binary.BigEndian.PutUint64(num[:], uint64(height))
+	h.Write(num[:])
+	binary.BigEndian.PutUint64(num[:], uint64(f.blockTime))
+	h.Write(num[:])
+	for i, raw := range txs {
+		o := &out.Txs[i]
+		tx, err := DecodeTx(raw)
+		if err != nil {
+			o.Code, o.Log = 1, err.Error()
+		} else {
+			o.Nonce = tx.Nonce
+			o.Results = make([]Result, len(tx.Commands))
+			for j, c := range tx.Commands {
+				o.Results[j] = f.apply(c, i, j)
+			}
+			o.Data = encodeResults(o.Results)
+		}
+		txHash := sha256.Sum256(raw)
+		h.Write(txHash[:])
+		binary.BigEndian.PutUint32(num[:4], o.Code)
+		h.Write(num[:4])
+		resHash := sha256.Sum256(o.Data)
+		h.Write(resHash[:])
+	}
+	changes := f.housekeep()
+	for _, c := range changes {
+		h.Write([]byte(c))
+	}
+	if len(txs) > 0 || len(changes) > 0 {
+		f.appHash = h.Sum(nil)
+	}
+	out.AppHash = append([]byte(nil), f.appHash...)
+	return out, nil
+}
+
+// apply runs one command against the state.
+func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
+	if _, ok := c.(Produce); !ok { // produce validates each batch itself
+		if r := CheckCommand(c); r.Code != 0 {
+			return r
+		}
+	}
+	switch c := c.(type) {
+	case CreateTopic:
+		return f.createTopic(c, txIndex, cmdIndex)
+	case DeleteTopic:
+		return f.deleteTopic(c)
+	case CreatePartitions:
+		return f.createPartitions(c)
+	case AlterConfigs:
+		return f.alterConfigs(c)
+	case Produce:
+		return f.produce(c)
+	case DeleteRecords:
+		return f.deleteRecords(c)
+	}
+	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
+}
+
+// Commit makes the last applied block durable (logs fsynced, state written
+// with a synced batch), publishes it to readers, then runs the file deletions
+// and compactions the block decided. It returns the lowest height the orderer
+// must keep: every block up to the committed one is reflected in durable state.
+func (f *FSM) Commit() (retainHeight int64, err error) {
+	if !f.applied {
+		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
+	}
+	for p := range f.dirtyParts {
+		if err := p.log.Sync(); err != nil {
+			return 0, fmt.Errorf("stele/fsm: sync %s-%d: %w", p.Topic, p.Index, err)
+		}
+	}
+	if err := f.persist(); err != nil {
+		return 0, err
+	}
+	f.applied = false
+	f.publish(f.metaChanged)
+	f.afterCommit()
+	f.metaChanged = false
+	clear(f.dirtyTopics)
+	clear(f.dirtyParts)
+	f.deleted = f.deleted[:0]
+	return f.height, nil
+}
+
+// publish makes the committed state visible to readers.
+func (f *FSM) publish(metaChanged bool) {
+	for p := range f.dirtyParts {
+		p.hwm.Store(p.next)
+		p.lso.Store(p.start)
+	}
+	for _, t := range f.deleted {
+		for _, p := range t.Partitions {
+			p.removed.Store(true)
+		}
+	}
+	if metaChanged || f.view.Load() == nil {
+		f.view.Store(buildView(f.height, f.topics))
+	}
+	f.committed.Lock()
+	f.committed.height = f.height
+	f.committed.appHash = append([]byte(nil), f.appHash...)
+	f.committed.Unlock()
+}
+
+// afterCommit runs the destructive file operations decided by the committed
+// block. A failure is logged, not returned: the state already says what the
+// files must look like and Open redoes these steps.
+func (f *FSM) afterCommit() {
+	for _, t := range f.deleted {
+		for _, p := range t.Partitions {
+			if err := p.log.Remove(); err != nil {
+				f.opts.Logger.Error("removing deleted partition", "topic", t.Name, "partition", p.Index, "err", err)
+			}
+		}
+	}
+	for p := range f.dirtyParts {
+		f.settleFiles(p)
+	}
+}
+
+// settleFiles brings a partition's files in line with its committed state:
+// segments below the log start offset are deleted and a decided compaction
+// is run. Both are idempotent, so Open calls it for every partition.
+func (f *FSM) settleFiles(p *Partition) {
+	if p.start > p.log.BaseOffset() {
+		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
+			f.opts.Logger.Error("deleting segments", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+	}
+	if p.pendingCompact {
+		p.pendingCompact = false
+		if _, err := p.log.Compact(p.compactHorizon); err != nil {
+			f.opts.Logger.Error("compacting", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+	}
+}
+
+// Close closes the logs and the metadata store.
+func (f *FSM) Close() error {
+	f.closeLogs()
+	return f.store.Close()
+}
+
+func (f *FSM) closeLogs() {
+	for _, name := range sortedNames(f.topics) {
+		for _, p := range f.topics[name].Partitions {
+			p.log.Close()
+		}
+	}
+}
+
+func sortedNames(m map[string]*Topic) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

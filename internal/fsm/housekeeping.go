@@ -1,0 +1,89 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// housekeep runs retention and decides compactions, at most once per
+// HousekeepingIntervalMs of block time, and describes each change it made
+// (for the app hash). Everything it reads (configs, block time, the
+// segments' committed sizes and timestamps) is the same on every broker; the
+// files it decides to delete or compact are changed after Commit.
+func (f *FSM) housekeep() (changes []string) {
+	if f.blockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
+		return nil
+	}
+	f.lastHousekeep = f.blockTime
+	for _, name := range sortedNames(f.topics) {
+		t := f.topics[name]
+		for _, p := range t.Partitions {
+			segs := p.log.Segments()
+			if t.Config.Delete {
+				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {
+					p.start = start
+					f.dirtyParts[p] = true
+					changes = append(changes, fmt.Sprintf("retention %s %d %d", t.Name, p.Index, start))
+				}
+			}
+			if t.Config.Compact && compactionDue(t.Config, segs, p.cleanedUpTo) {
+				p.cleanedUpTo = segs[len(segs)-1].BaseOffset
+				p.compactHorizon = f.blockTime - t.Config.DeleteRetentionMs
+				p.compactedAt = f.height
+				p.pendingCompact = true
+				f.dirtyParts[p] = true
+				changes = append(changes, fmt.Sprintf("compact %s %d %d %d", t.Name, p.Index, p.cleanedUpTo, p.compactHorizon))
+			}
+		}
+	}
+	return changes
+}
+
+// retentionStart returns the log start offset retention allows: Kafka's rules
+// for retention.ms (a segment goes once its largest timestamp is older than
+// the retention) and retention.bytes (oldest segments go while the log
+// without them is still at least that size). The active segment counts too,
+// except when empty, as in Kafka.
+func retentionStart(c TopicConfig, segs []storage.SegmentInfo, next, now int64) int64 {
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	drop := 0
+	for i, s := range segs {
+		if s.Size == 0 {
+			break
+		}
+		byTime := c.RetentionMs >= 0 && s.MaxTimestamp >= 0 && now-s.MaxTimestamp > c.RetentionMs
+		bySize := c.RetentionBytes >= 0 && total-s.Size >= c.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.Size
+		drop = i + 1
+	}
+	if drop == 0 {
+		return 0
+	}
+	if drop == len(segs) {
+		return next
+	}
+	return segs[drop].BaseOffset
+}
+
+// compactionDue reports whether the sealed segments hold enough data that
+// compaction has not seen: min.cleanable.dirty.ratio of their bytes.
+func compactionDue(c TopicConfig, segs []storage.SegmentInfo, cleanedUpTo int64) bool {
+	if len(segs) < 2 {
+		return false
+	}
+	var total, dirty int64
+	for _, s := range segs[:len(segs)-1] {
+		total += s.Size
+		if s.BaseOffset >= cleanedUpTo {
+			dirty += s.Size
+		}
+	}
+	return dirty > 0 && dirty*ratioScale >= c.MinCleanableDirtyRatioPPM*total
+}

@@ -1,0 +1,209 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// The metadata store's keys:
+//
+//	m/state                           height, app hash, block time, last housekeeping
+//	t/<topic>                         a topic: ID, replication factor, partitions, configs
+//	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
+//
+// Values use the command encoding's writer, prefixed by a format version.
+const persistVersion = 1
+
+var keyState = []byte("m/state")
+
+func topicKey(name string) []byte { return append([]byte("t/"), name...) }
+
+func partitionKey(topic string, index int32) []byte {
+	k := append([]byte("p/"), topic...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint32(k, uint32(index))
+}
+
+func partitionPrefix(topic string) []byte { return append(append([]byte("p/"), topic...), 0) }
+
+// persist writes everything the applied block changed in one synced batch.
+func (f *FSM) persist() error {
+	b := f.store.NewBatch()
+	w := &writer{}
+	w.u8(persistVersion)
+	w.i64(f.height)
+	w.bytes(f.appHash)
+	w.i64(f.blockTime)
+	w.i64(f.lastHousekeep)
+	b.Set(keyState, w.b)
+	for _, t := range f.deleted {
+		b.Delete(topicKey(t.Name))
+		for _, p := range t.Partitions {
+			b.Delete(partitionKey(t.Name, p.Index))
+		}
+	}
+	names := make([]string, 0, len(f.dirtyTopics))
+	for n := range f.dirtyTopics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if t := f.topics[n]; t != nil {
+			b.Set(topicKey(n), encodeTopic(t))
+		}
+	}
+	for p := range f.dirtyParts {
+		w := &writer{}
+		w.u8(persistVersion)
+		w.i64(p.next)
+		w.i64(p.start)
+		w.i64(p.cleanedUpTo)
+		w.i64(p.compactHorizon)
+		w.i64(p.compactedAt)
+		b.Set(partitionKey(p.Topic, p.Index), w.b)
+	}
+	if err := b.Commit(true); err != nil {
+		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
+	}
+	return nil
+}
+
+func encodeTopic(t *Topic) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.raw(t.ID[:])
+	w.i16(t.ReplicationFactor)
+	w.i32(int32(len(t.Partitions)))
+	keys := sortedKeys(t.Configs)
+	w.count(len(keys))
+	for _, k := range keys {
+		w.str(k)
+		w.str(t.Configs[k])
+	}
+	return w.b
+}
+
+// load reads the committed state and opens every partition log, cutting it
+// back to its committed end.
+func (f *FSM) load() error {
+	v, ok, err := f.store.Get(keyState)
+	if err != nil {
+		return err
+	}
+	if ok {
+		r := &reader{b: v}
+		if ver := r.u8(); ver != persistVersion {
+			return fmt.Errorf("stele/fsm: state format %d is not supported by this version (%d)", ver, persistVersion)
+		}
+		f.height, f.appHash, f.blockTime, f.lastHousekeep = r.i64(), append([]byte(nil), r.bytes()...), r.i64(), r.i64()
+		if err := r.done(); err != nil {
+			return fmt.Errorf("stele/fsm: reading state: %w", err)
+		}
+	}
+	err = f.store.Scan([]byte("t/"), func(k, v []byte) error {
+		name := string(k[2:])
+		r := &reader{b: v}
+		if ver := r.u8(); ver != persistVersion {
+			return fmt.Errorf("stele/fsm: topic %q: state format %d not supported", name, ver)
+		}
+		t := &Topic{Name: name, Configs: map[string]string{}}
+		copy(t.ID[:], r.take(16))
+		t.ReplicationFactor = r.i16()
+		n := r.i32()
+		for i, c := 0, r.count(2); i < c; i++ {
+			t.Configs[r.str()] = r.str()
+		}
+		if err := r.done(); err != nil {
+			return fmt.Errorf("stele/fsm: reading topic %q: %w", name, err)
+		}
+		t.Config = resolveConfig(t.Configs)
+		for i := int32(0); i < n; i++ {
+			t.Partitions = append(t.Partitions, &Partition{Topic: name, Index: i})
+		}
+		f.topics[name] = t
+		f.byID[t.ID] = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedNames(f.topics) {
+		if err := f.loadPartitions(f.topics[name]); err != nil {
+			return err
+		}
+	}
+	return f.removeStrayLogs()
+}
+
+func (f *FSM) loadPartitions(t *Topic) error {
+	states := map[int32][]byte{}
+	err := f.store.Scan(partitionPrefix(t.Name), func(k, v []byte) error {
+		idx := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
+		states[idx] = append([]byte(nil), v...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range t.Partitions {
+		v, ok := states[p.Index]
+		if !ok {
+			return fmt.Errorf("stele/fsm: topic %q partition %d has no state", t.Name, p.Index)
+		}
+		r := &reader{b: v}
+		if ver := r.u8(); ver != persistVersion {
+			return fmt.Errorf("stele/fsm: partition %s-%d: state format %d not supported", t.Name, p.Index, ver)
+		}
+		p.next, p.start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.i64(), r.i64(), r.i64(), r.i64(), r.i64()
+		if err := r.done(); err != nil {
+			return fmt.Errorf("stele/fsm: reading partition %s-%d: %w", t.Name, p.Index, err)
+		}
+		dir := f.partitionDir(t.Name, p.Index)
+		if id, ok := readPartitionMetadata(dir); !ok || id != t.ID {
+			return fmt.Errorf("stele/fsm: %s does not hold topic %s (id %s): the data directory is damaged", dir, t.Name, t.ID)
+		}
+		if err := f.openPartitionLog(t, p, false); err != nil {
+			return fmt.Errorf("stele/fsm: opening %s: %w", dir, err)
+		}
+		if end := p.log.NextOffset(); end < p.next {
+			return fmt.Errorf("stele/fsm: %s ends at offset %d but %d were committed: the log lost acknowledged data", dir, end, p.next)
+		}
+		if err := p.log.TruncateTo(p.next); err != nil {
+			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.next, err)
+		}
+		p.pendingCompact = p.compactedAt == f.height && p.compactedAt > 0
+		f.settleFiles(p)
+		p.hwm.Store(p.next)
+		p.lso.Store(p.start)
+	}
+	return nil
+}
+
+// removeStrayLogs deletes partition directories that belong to no committed
+// topic: leftovers of a deleted topic, or of a block that was applied but
+// not committed before a crash.
+func (f *FSM) removeStrayLogs() error {
+	logs := filepath.Join(f.opts.Dir, "logs")
+	entries, err := os.ReadDir(logs)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			keep[filepath.Base(f.partitionDir(t.Name, p.Index))] = true
+		}
+	}
+	for _, e := range entries {
+		if e.IsDir() && !keep[e.Name()] {
+			f.opts.Logger.Info("removing stray partition directory", "dir", e.Name())
+			if err := os.RemoveAll(filepath.Join(logs, e.Name())); err != nil {
+				return fmt.Errorf("stele/fsm: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// produce appends a partition's batches, all or nothing: every batch is
+// checked against the topic's configs before the first is written.
+func (f *FSM) produce(c Produce) Result {
+	t, r := f.lookup(c.Topic, TopicID{})
+	if t == nil {
+		return r
+	}
+	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
+	}
+	p := t.Partitions[c.Partition]
+	batches, err := record.Split(c.Records)
+	if err == nil && len(batches) == 0 {
+		err = record.ErrTruncated
+	}
+	if err != nil {
+		return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
+	}
+	cfg := t.Config
+	for _, b := range batches {
+		h, err := record.Validate(b)
+		if err != nil {
+			return fail(record.ErrorCode(err), err.Error())
+		}
+		if res := f.checkBatch(cfg, h, b); res.Code != 0 {
+			return res
+		}
+	}
+	base := p.next
+	for _, b := range batches {
+		b = append([]byte(nil), b...) // the block's bytes are not ours to rewrite
+		h, _ := record.ParseHeader(b)
+		record.SetBaseOffset(b, p.next)
+		record.SetPartitionLeaderEpoch(b, 0)
+		if cfg.LogAppendTime {
+			record.SetLogAppendTime(b, f.blockTime)
+		}
+		if err := p.log.Append(b, f.blockTime); err != nil {
+			// The log is cut back to the committed end at the next start;
+			// until then this partition refuses writes past the failure.
+			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
+		}
+		p.next += int64(h.LastOffsetDelta) + 1
+	}
+	f.dirtyParts[p] = true
+	res := Result{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.start}
+	if cfg.LogAppendTime {
+		res.LogAppendTime = f.blockTime
+	}
+	return res
+}
+
+// checkBatch applies the topic's rules to one batch, as Kafka's LogValidator
+// does.
+func (f *FSM) checkBatch(cfg TopicConfig, h record.Header, b []byte) Result {
+	if len(b) > int(cfg.MaxMessageBytes) {
+		return fail(kerr.MessageTooLarge.Code, fmt.Sprintf("record batch of %d bytes exceeds max.message.bytes %d", len(b), cfg.MaxMessageBytes))
+	}
+	if h.Control() {
+		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
+	}
+	if h.Transactional() {
+		return fail(kerr.InvalidTxnState.Code, "transactional produce is not supported yet")
+	}
+	if !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong {
+		d := h.MaxTimestamp - f.blockTime
+		if d < 0 {
+			d = -d
+		}
+		if d > cfg.TimestampDifferenceMaxMs {
+			return fail(kerr.InvalidTimestamp.Code, fmt.Sprintf("timestamp %d is more than message.timestamp.difference.max.ms %d from the broker's time %d", h.MaxTimestamp, cfg.TimestampDifferenceMaxMs, f.blockTime))
+		}
+	}
+	if cfg.Compact {
+		_, recs, err := record.Records(b)
+		if err != nil {
+			return fail(kerr.CorruptMessage.Code, err.Error())
+		}
+		for _, rec := range recs {
+			if rec.Key == nil {
+				return fail(kerr.InvalidRecord.Code, "compacted topic cannot accept message without key")
+			}
+		}
+	}
+	return Result{}
+}
+
+func (f *FSM) deleteRecords(c DeleteRecords) Result {
+	t, r := f.lookup(c.Topic, TopicID{})
+	if t == nil {
+		return r
+	}
+	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
+	}
+	p := t.Partitions[c.Partition]
+	off := c.Offset
+	if off == -1 {
+		off = p.next
+	}
+	if off > p.next {
+		return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d: the high watermark is %d", off, p.next))
+	}
+	if off > p.start {
+		p.start = off
+		f.dirtyParts[p] = true
+	}
+	return Result{LowWatermark: p.start}
+}

@@ -1,0 +1,184 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// TopicID is a topic's 16-byte UUID (KIP-516), derived deterministically from
+// the chain so that every broker assigns the same one.
+type TopicID [16]byte
+
+// IsZero reports whether id is the zero UUID, which Kafka reserves for "none".
+func (id TopicID) IsZero() bool { return id == TopicID{} }
+
+func (id TopicID) String() string {
+	h := hex.EncodeToString(id[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// ErrPartitionGone is returned by reads of a partition whose topic has been
+// deleted since the caller looked it up.
+var ErrPartitionGone = errors.New("stele/fsm: partition deleted")
+
+// ErrOffsetOutOfRange is returned by reads below the log start offset or past
+// the high watermark.
+var ErrOffsetOutOfRange = errors.New("stele/fsm: offset out of range")
+
+// Topic is the replicated state of one topic. Its fields are written only by
+// the applier; readers see topics through a View.
+type Topic struct {
+	Name              string
+	ID                TopicID
+	ReplicationFactor int16
+	// Configs holds the explicitly set configs; Config the effective ones.
+	Configs    map[string]string
+	Config     TopicConfig
+	Partitions []*Partition
+	deleted    bool
+}
+
+// Partition is one partition's log and offsets. The applier owns next,
+// start and the compaction marks; readers use the committed offsets, which
+// are published at Commit, and the Read methods.
+type Partition struct {
+	Topic string
+	Index int32
+	log   *storage.Log
+
+	// Applier-owned state, persisted at Commit.
+	next           int64 // log end offset
+	start          int64 // log start offset
+	cleanedUpTo    int64 // compaction has processed everything below this offset
+	compactHorizon int64 // tombstone horizon of the last compaction decided
+	compactedAt    int64 // height that decided it (0: never)
+	pendingCompact bool
+
+	// Committed state, read by anyone.
+	hwm     atomic.Int64
+	lso     atomic.Int64
+	removed atomic.Bool
+}
+
+// HighWatermark is the offset after the last committed record.
+func (p *Partition) HighWatermark() int64 { return p.hwm.Load() }
+
+// LogStartOffset is the first offset a consumer may read.
+func (p *Partition) LogStartOffset() int64 { return p.lso.Load() }
+
+// Read returns whole committed batches starting with the one holding offset,
+// at most maxBytes but at least one batch (KIP-74). It returns nil at the
+// high watermark and ErrOffsetOutOfRange outside [log start, high watermark].
+// The first batch may begin before offset (the client skips those records).
+func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
+	if p.removed.Load() {
+		return nil, ErrPartitionGone
+	}
+	hwm, lso := p.hwm.Load(), p.lso.Load()
+	if offset < lso || offset > hwm {
+		return nil, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, lso, hwm)
+	}
+	if offset == hwm {
+		return nil, nil
+	}
+	return p.log.Read(offset, maxBytes, hwm)
+}
+
+// OffsetForTimestamp returns the first committed offset whose timestamp is at
+// least ts (ListOffsets by time); found is false if there is none.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
+	if p.removed.Load() {
+		return 0, 0, false, ErrPartitionGone
+	}
+	offset, timestamp, found, err = p.log.OffsetForTimestamp(ts, p.hwm.Load())
+	if found && offset < p.lso.Load() {
+		offset = p.lso.Load()
+	}
+	return offset, timestamp, found, err
+}
+
+// MaxTimestamp returns the committed record with the largest timestamp
+// (ListOffsets -3, KIP-734); offset -1 when the partition is empty.
+func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
+	if p.removed.Load() {
+		return 0, 0, ErrPartitionGone
+	}
+	if p.hwm.Load() == p.lso.Load() {
+		return -1, -1, nil
+	}
+	return p.log.MaxTimestamp(p.hwm.Load())
+}
+
+// Size is the partition's size on disk in bytes.
+func (p *Partition) Size() int64 {
+	if p.removed.Load() {
+		return 0
+	}
+	return p.log.Size()
+}
+
+// View is an immutable picture of the committed topics. A new View is
+// published at every Commit that changed a topic; partitions inside it carry
+// live committed offsets.
+type View struct {
+	Height int64
+	names  []string
+	topics map[string]*TopicView
+	byID   map[TopicID]*TopicView
+}
+
+// TopicView is a committed topic as readers see it. Do not modify it.
+type TopicView struct {
+	Name              string
+	ID                TopicID
+	ReplicationFactor int16
+	Configs           map[string]string
+	Config            TopicConfig
+	Partitions        []*Partition
+}
+
+// Topics returns the committed topics sorted by name.
+func (v *View) Topics() []*TopicView {
+	out := make([]*TopicView, len(v.names))
+	for i, n := range v.names {
+		out[i] = v.topics[n]
+	}
+	return out
+}
+
+// Topic returns the named topic, or nil.
+func (v *View) Topic(name string) *TopicView { return v.topics[name] }
+
+// TopicByID returns the topic with the given ID, or nil.
+func (v *View) TopicByID(id TopicID) *TopicView { return v.byID[id] }
+
+// Partition returns the partition, or nil if the topic or partition does not exist.
+func (v *View) Partition(topic string, index int32) *Partition {
+	t := v.topics[topic]
+	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
+		return nil
+	}
+	return t.Partitions[index]
+}
+
+func buildView(height int64, topics map[string]*Topic) *View {
+	v := &View{Height: height, topics: make(map[string]*TopicView, len(topics)), byID: make(map[TopicID]*TopicView, len(topics))}
+	for name, t := range topics {
+		cfg := make(map[string]string, len(t.Configs))
+		for k, val := range t.Configs {
+			cfg[k] = val
+		}
+		tv := &TopicView{Name: t.Name, ID: t.ID, ReplicationFactor: t.ReplicationFactor, Configs: cfg, Config: t.Config,
+			Partitions: append([]*Partition(nil), t.Partitions...)}
+		v.topics[name] = tv
+		v.byID[t.ID] = tv
+		v.names = append(v.names, name)
+	}
+	sort.Strings(v.names)
+	return v
+}

@@ -1,0 +1,393 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// MaxPartitions bounds the partitions of one topic: each is a directory of
+// files on every broker.
+const MaxPartitions = 10_000
+
+// ValidTopicName reports, with Kafka's wording, why name cannot be a topic name.
+func ValidTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("topic name is illegal, it can't be empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name cannot be \".\" or \"..\"")
+	case len(name) > 249:
+		return fmt.Errorf("topic name is illegal, it can't be longer than 249 characters, topic name: %s", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("topic name %s is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
+// CheckCommand validates a command on its own, without the state: what
+// every broker would refuse to order. Apply checks it again.
+func CheckCommand(c Command) Result {
+	switch c := c.(type) {
+	case CreateTopic:
+		if err := ValidTopicName(c.Name); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
+			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions))
+		}
+		if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
+			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor must be larger than 0, or -1 to use the default, got %d", c.ReplicationFactor))
+		}
+		seen := map[string]bool{}
+		for _, e := range c.Configs {
+			if seen[e.Name] {
+				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
+			}
+			seen[e.Name] = true
+			if err := ValidateConfig(e.Name, e.Value); err != nil {
+				return fail(kerr.InvalidConfig.Code, err.Error())
+			}
+		}
+	case DeleteTopic:
+		if c.ID.IsZero() {
+			if err := ValidTopicName(c.Name); err != nil {
+				return fail(kerr.InvalidTopicException.Code, err.Error())
+			}
+		}
+	case CreatePartitions:
+		if err := ValidTopicName(c.Name); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Count <= 0 || c.Count > MaxPartitions {
+			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
+		}
+	case AlterConfigs:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		for _, ch := range c.Changes {
+			if _, ok := LookupConfig(ch.Name); !ok {
+				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
+			}
+			switch ch.Op {
+			case OpSet:
+				if err := ValidateConfig(ch.Name, ch.Value); err != nil {
+					return fail(kerr.InvalidConfig.Code, err.Error())
+				}
+			case OpDelete:
+			case OpAppend, OpSubtract:
+				if d, _ := LookupConfig(ch.Name); d.Type != TypeList {
+					return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not a list: APPEND and SUBTRACT apply only to lists", ch.Name))
+				}
+			default:
+				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown config operation %d", ch.Op))
+			}
+		}
+	case Produce:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		batches, err := record.Split(c.Records)
+		if err != nil || len(batches) == 0 {
+			return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
+		}
+		for _, b := range batches {
+			if _, err := record.Validate(b); err != nil {
+				return fail(record.ErrorCode(err), err.Error())
+			}
+		}
+	case DeleteRecords:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Offset < -1 {
+			return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d", c.Offset))
+		}
+	}
+	return Result{}
+}
+
+func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
+	if t, ok := f.topics[c.Name]; ok && !t.deleted {
+		return fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
+	}
+	for _, t := range f.deleted {
+		if t.Name == c.Name {
+			return fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' is marked for deletion", c.Name))
+		}
+	}
+	if collides := f.collidingTopic(c.Name); collides != "" {
+		return fail(kerr.InvalidTopicException.Code, fmt.Sprintf("topic '%s' collides with existing topic: %s", c.Name, collides))
+	}
+	t := &Topic{
+		Name:              c.Name,
+		ID:                f.topicID(c.Name, txIndex, cmdIndex),
+		ReplicationFactor: c.ReplicationFactor,
+		Configs:           map[string]string{},
+	}
+	for _, e := range c.Configs {
+		t.Configs[e.Name] = e.Value
+	}
+	t.Config = resolveConfig(t.Configs)
+	if err := f.addPartitions(t, c.Partitions); err != nil {
+		for _, p := range t.Partitions {
+			p.log.Remove()
+		}
+		return fail(kerr.KafkaStorageError.Code, err.Error())
+	}
+	f.topics[t.Name] = t
+	f.byID[t.ID] = t
+	f.dirtyTopics[t.Name] = true
+	f.metaChanged = true
+	return Result{TopicID: t.ID}
+}
+
+// collidingTopic returns an existing topic whose name differs from name only
+// by '.' versus '_' (Kafka forbids these: their metric names collide).
+func (f *FSM) collidingTopic(name string) string {
+	if !strings.ContainsAny(name, "._") {
+		return ""
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, other := range sortedNames(f.topics) {
+		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
+			return other
+		}
+	}
+	return ""
+}
+
+// topicID derives a topic's UUID from the chain: the previous app hash, the
+// height and the command's position make it unique and the same everywhere.
+func (f *FSM) topicID(name string, txIndex, cmdIndex int) TopicID {
+	h := sha256.New()
+	h.Write([]byte("stele/topic-id"))
+	h.Write(f.appHash)
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(f.height))
+	binary.BigEndian.PutUint32(b[8:12], uint32(txIndex))
+	binary.BigEndian.PutUint32(b[12:], uint32(cmdIndex))
+	h.Write(b[:])
+	h.Write([]byte(name))
+	var id TopicID
+	copy(id[:], h.Sum(nil))
+	id[6] = id[6]&0x0f | 0x40 // an RFC 4122 version 4 layout, as Kafka's own
+	id[8] = id[8]&0x3f | 0x80
+	return id
+}
+
+// addPartitions creates partitions up to count, with empty logs.
+func (f *FSM) addPartitions(t *Topic, count int32) error {
+	for i := int32(len(t.Partitions)); i < count; i++ {
+		p := &Partition{Topic: t.Name, Index: i}
+		if err := f.openPartitionLog(t, p, true); err != nil {
+			return err
+		}
+		t.Partitions = append(t.Partitions, p)
+		f.dirtyParts[p] = true
+	}
+	return nil
+}
+
+func (f *FSM) partitionDir(topic string, index int32) string {
+	return filepath.Join(f.opts.Dir, "logs", fmt.Sprintf("%s-%d", topic, index))
+}
+
+// openPartitionLog opens p's log; fresh means the partition is being created
+// now, so leftovers of an uncommitted earlier attempt are wiped first.
+func (f *FSM) openPartitionLog(t *Topic, p *Partition, fresh bool) error {
+	dir := f.partitionDir(t.Name, p.Index)
+	if fresh {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	l, err := storage.OpenLog(dir, logConfig(t.Config))
+	if err != nil {
+		return err
+	}
+	p.log = l
+	if fresh {
+		return writePartitionMetadata(dir, t.ID)
+	}
+	return nil
+}
+
+func logConfig(c TopicConfig) storage.LogConfig {
+	return storage.LogConfig{SegmentBytes: c.SegmentBytes, SegmentMs: c.SegmentMs, IndexIntervalBytes: c.IndexIntervalBytes}
+}
+
+// writePartitionMetadata writes Kafka's partition.metadata file naming the
+// topic ID the directory belongs to.
+func writePartitionMetadata(dir string, id TopicID) error {
+	body := fmt.Sprintf("version: 0\ntopic_id: %s\n", base64.RawURLEncoding.EncodeToString(id[:]))
+	return os.WriteFile(filepath.Join(dir, "partition.metadata"), []byte(body), 0o644)
+}
+
+func readPartitionMetadata(dir string) (TopicID, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "partition.metadata"))
+	if err != nil {
+		return TopicID{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "topic_id: "); ok {
+			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
+			if err != nil || len(raw) != 16 {
+				return TopicID{}, false
+			}
+			var id TopicID
+			copy(id[:], raw)
+			return id, true
+		}
+	}
+	return TopicID{}, false
+}
+
+func (f *FSM) lookup(name string, id TopicID) (*Topic, Result) {
+	if !id.IsZero() {
+		t := f.byID[id]
+		if t == nil || t.deleted {
+			return nil, fail(kerr.UnknownTopicID.Code, fmt.Sprintf("topic id %s does not exist", id))
+		}
+		return t, Result{}
+	}
+	t := f.topics[name]
+	if t == nil || t.deleted {
+		return nil, fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' does not exist", name))
+	}
+	return t, Result{}
+}
+
+func (f *FSM) deleteTopic(c DeleteTopic) Result {
+	t, r := f.lookup(c.Name, c.ID)
+	if t == nil {
+		return r
+	}
+	t.deleted = true
+	delete(f.topics, t.Name)
+	delete(f.byID, t.ID)
+	for _, p := range t.Partitions {
+		delete(f.dirtyParts, p)
+	}
+	f.deleted = append(f.deleted, t)
+	f.dirtyTopics[t.Name] = true
+	f.metaChanged = true
+	return Result{TopicID: t.ID}
+}
+
+func (f *FSM) createPartitions(c CreatePartitions) Result {
+	t, r := f.lookup(c.Name, TopicID{})
+	if t == nil {
+		return r
+	}
+	if have := int32(len(t.Partitions)); c.Count <= have {
+		return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
+	}
+	if err := f.addPartitions(t, c.Count); err != nil {
+		return fail(kerr.KafkaStorageError.Code, err.Error())
+	}
+	f.dirtyTopics[t.Name] = true
+	f.metaChanged = true
+	return Result{}
+}
+
+func (f *FSM) alterConfigs(c AlterConfigs) Result {
+	t, r := f.lookup(c.Topic, TopicID{})
+	if t == nil {
+		return r
+	}
+	next, err := ApplyConfigChanges(t.Configs, c)
+	if err != nil {
+		return fail(kerr.InvalidConfig.Code, err.Error())
+	}
+	t.Configs = next
+	t.Config = resolveConfig(next)
+	f.dirtyTopics[t.Name] = true
+	f.metaChanged = true
+	for _, p := range t.Partitions {
+		if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
+			// A local I/O failure: this broker's files no longer match the
+			// others', and the result code (hashed) says so.
+			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("applying configs to %s-%d: %v", t.Name, p.Index, err))
+		}
+	}
+	return Result{}
+}
+
+// ApplyConfigChanges returns what a topic's explicit configs become once c
+// is applied (without changing current), or the first invalid value. The
+// state machine applies AlterConfigs with it; front-ends use it to answer
+// validate-only requests the same way.
+func ApplyConfigChanges(current map[string]string, c AlterConfigs) (map[string]string, error) {
+	next := map[string]string{}
+	if c.Incremental {
+		for k, v := range current {
+			next[k] = v
+		}
+	}
+	for _, ch := range c.Changes {
+		switch ch.Op {
+		case OpSet:
+			next[ch.Name] = ch.Value
+		case OpDelete:
+			delete(next, ch.Name)
+		case OpAppend, OpSubtract:
+			d, _ := LookupConfig(ch.Name)
+			cur, ok := next[ch.Name]
+			if !ok {
+				cur = d.Default
+			}
+			next[ch.Name] = editList(cur, ch.Value, ch.Op == OpAppend)
+		}
+	}
+	for _, name := range sortedKeys(next) {
+		if err := ValidateConfig(name, next[name]); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+// editList appends to or removes from a comma-separated list the values in change.
+func editList(cur, change string, add bool) string {
+	items := splitList(cur)
+	for _, v := range splitList(change) {
+		if add {
+			if !contains(items, v) {
+				items = append(items, v)
+			}
+			continue
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if it != v {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
+	}
+	return strings.Join(items, ",")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,91 @@
+package fsm
+
+// A transaction is the unit the orderer carries: a header, a nonce that makes
+// every transaction unique (the orderer's mempool drops exact duplicates), and
+// a list of commands. Its layout, all integers big-endian:
+//
+//	magic   "STL"        3 bytes
+//	version 1            1 byte
+//	nonce                16 bytes, chosen by the submitting broker
+//	count                uvarint, 1..maxCommands
+//	count × { kind u8, length uvarint, body [length]byte }
+//
+// Each body must be consumed exactly by its kind's decoder.
+
+const (
+	txVersion   = 1
+	maxCommands = 1 << 16
+)
+
+var txMagic = [3]byte{'S', 'T', 'L'}
+
+// Nonce makes a transaction unique; it carries no meaning for the state.
+type Nonce [16]byte
+
+// Tx is a decoded transaction.
+type Tx struct {
+	Nonce    Nonce
+	Commands []Command
+}
+
+// EncodeTx encodes a transaction.
+func EncodeTx(tx Tx) []byte {
+	size := 32
+	for _, c := range tx.Commands {
+		if p, ok := c.(Produce); ok {
+			size += len(p.Records) + len(p.Topic) + 16
+		} else {
+			size += 64
+		}
+	}
+	w := &writer{b: make([]byte, 0, size)}
+	w.raw(txMagic[:])
+	w.u8(txVersion)
+	w.raw(tx.Nonce[:])
+	w.count(len(tx.Commands))
+	body := &writer{}
+	for _, c := range tx.Commands {
+		body.b = body.b[:0]
+		c.encode(body)
+		w.u8(uint8(c.Kind()))
+		w.bytes(body.b)
+	}
+	return w.b
+}
+
+// DecodeTx decodes a transaction. Byte slices in the result (such as a
+// Produce's Records) alias b. It checks the encoding only; whether the
+// commands make sense is checked by Validate and by Apply.
+func DecodeTx(b []byte) (Tx, error) {
+	r := &reader{b: b}
+	var tx Tx
+	magic := r.take(3)
+	if r.e == nil && string(magic) != string(txMagic[:]) {
+		r.fail("bad magic %q", magic)
+	}
+	if v := r.u8(); r.e == nil && v != txVersion {
+		r.fail("unsupported transaction version %d", v)
+	}
+	copy(tx.Nonce[:], r.take(len(tx.Nonce)))
+	n := r.count(2)
+	if r.e == nil && (n == 0 || n > maxCommands) {
+		r.fail("%d commands", n)
+	}
+	for i := 0; i < n && r.e == nil; i++ {
+		k := Kind(r.u8())
+		body := &reader{b: r.bytes()}
+		if r.e != nil {
+			break
+		}
+		c := decodeCommand(k, body)
+		if err := body.done(); err != nil {
+			r.e = err
+			break
+		}
+		tx.Commands = append(tx.Commands, c)
+	}
+	if err := r.done(); err != nil {
+		return Tx{}, err
+	}
+	return tx, nil
+}
