@@ -1,0 +1,82 @@
+// Package consensus defines how Stele's replicated state machine is driven by an
+// ordering service: the Application the orderer calls and the Orderer the broker
+// submits transactions to.
+//
+// Two orderers exist: cometbft/ embeds a CometBFT node in-process (the only
+// production path, one validator for a single node, 3f+1 for a cluster), and
+// local/ orders transactions in memory for unit tests and deterministic
+// simulation.
+//
+// consensus may import internal/fsm's types but never a front-end; the
+// Application is implemented by the broker, which wraps the fsm.
+package consensus
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrStopped is returned by Submit once the orderer has been stopped.
+var ErrStopped = errors.New("stele/consensus: orderer stopped")
+
+// ErrMempoolFull is returned by Submit when the orderer cannot take more
+// transactions now; the caller should retry later or fail the request.
+var ErrMempoolFull = errors.New("stele/consensus: mempool full")
+
+// TxResult is the outcome of one transaction in a block. Code and Data are
+// hashed into the next block header by CometBFT (LastResultsHash), so they
+// must be deterministic; Log is not hashed and is for humans.
+type TxResult struct {
+	Code uint32
+	Data []byte
+	Log  string
+}
+
+// Block is one ordered block handed to the application.
+type Block struct {
+	Height int64
+	// Time is the block's consensus time. It is the only clock the state
+	// machine may read.
+	Time time.Time
+	Txs  [][]byte
+	// Proposer is the address of the validator that proposed the block.
+	Proposer []byte
+}
+
+// Application is the deterministic state machine as seen by an orderer.
+// The orderer calls FinalizeBlock then Commit for every height, in order,
+// from one goroutine. CheckTx may be called concurrently with them.
+type Application interface {
+	// Info returns the height and app hash of the last completed Commit
+	// (0 and nil for a fresh state). The orderer replays the blocks after it.
+	Info() (height int64, appHash []byte)
+	// CheckTx is the cheap admission check for a transaction entering the
+	// mempool. It need not be deterministic and must not change state.
+	CheckTx(tx []byte) error
+	// ValidateTx is the full, deterministic validity check a proposal's
+	// transactions must pass (ProcessProposal); it must not change state and
+	// must not depend on anything local to this broker.
+	ValidateTx(tx []byte) error
+	// FinalizeBlock applies a block and returns one result per transaction
+	// and the app hash after it. Its effects must stay invisible (to readers
+	// and to waiting clients) until Commit.
+	FinalizeBlock(b Block) (results []TxResult, appHash []byte, err error)
+	// Commit makes the effects of the last FinalizeBlock durable and visible
+	// and returns the lowest height whose block the orderer must keep (blocks
+	// below it may be pruned).
+	Commit() (retainHeight int64, err error)
+}
+
+// Orderer orders transactions into blocks and drives an Application.
+type Orderer interface {
+	// Start begins ordering. It returns once the orderer has caught up with
+	// (replayed) every block the application lacked at start, or failed.
+	Start(ctx context.Context) error
+	// Submit hands a transaction to the orderer. A nil error means it was
+	// admitted (passed CheckTx), not that it was committed: the application
+	// learns of the commit through FinalizeBlock/Commit.
+	Submit(ctx context.Context, tx []byte) error
+	// Stop stops ordering and waits for every goroutine it started.
+	Stop() error
+}
