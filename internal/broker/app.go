@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stele-io/stele/internal/consensus"
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// app is the broker's consensus.Application: the fsm plus the hand-over of
+// committed results to the callers waiting for them.
+type app struct{ b *Broker }
+
+func (a app) Info() (int64, []byte) { return a.b.fsm.Info() }
+
+func (a app) CheckTx(tx []byte) error { return fsm.Precheck(tx) }
+
+func (a app) ValidateTx(tx []byte) error {
+	_, err := fsm.Validate(tx)
+	return err
+}
+
+func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
+	out, err := a.b.fsm.ApplyBlock(blk.Height, blk.Time.UnixMilli(), blk.Txs)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([]consensus.TxResult, len(out.Txs))
+	for i, t := range out.Txs {
+		res[i] = consensus.TxResult{Code: t.Code, Data: t.Data, Log: t.Log}
+	}
+	a.b.mu.Lock()
+	a.b.mu.applied = &out
+	a.b.mu.Unlock()
+	return res, out.AppHash, nil
+}
+
+// Commit makes the block durable and visible, then answers its callers and
+// wakes long-polling readers.
+func (a app) Commit() (int64, error) {
+	retain, err := a.b.fsm.Commit()
+	if err != nil {
+		return 0, fmt.Errorf("stele/broker: commit: %w", err)
+	}
+	b := a.b
+	now := time.Now()
+	b.mu.Lock()
+	out := b.mu.applied
+	b.mu.applied = nil
+	if out != nil {
+		for _, t := range out.Txs {
+			in, ok := b.mu.waiting[t.Nonce]
+			if !ok {
+				continue
+			}
+			delete(b.mu.waiting, t.Nonce)
+			b.metrics.commitLatency.Observe(now.Sub(in.submitted).Seconds())
+			for i, s := range in.slots {
+				if t.Code != 0 || i >= len(t.Results) {
+					s.req.finish(s.idx, fsm.Result{}, fmt.Errorf("stele/broker: transaction rejected: %s", t.Log))
+					continue
+				}
+				s.req.finish(s.idx, t.Results[i], nil)
+			}
+		}
+	}
+	close(b.mu.changed)
+	b.mu.changed = make(chan struct{})
+	b.mu.Unlock()
+	if out != nil {
+		b.metrics.height.Set(float64(out.Height))
+	}
+	return retain, nil
+}

@@ -1,0 +1,348 @@
+// Package broker is the node-local service both front-ends call: it turns
+// requests into fsm commands, coalesces the commands that arrive together into
+// one transaction, hands it to the orderer, and answers each caller once the
+// block holding its commands has been committed and applied. It also
+// implements consensus.Application over the fsm and tells long-polling readers
+// when new data has been committed.
+//
+// broker imports consensus and fsm; front-ends (kafka, httpapi) import broker.
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stele-io/stele/internal/consensus"
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// ErrTooLarge is returned for a command that cannot fit in one transaction.
+var ErrTooLarge = errors.New("stele/broker: command larger than the largest transaction")
+
+// ErrClosed is returned once the broker is shutting down.
+var ErrClosed = errors.New("stele/broker: shutting down")
+
+// Options configures a Broker.
+type Options struct {
+	// MaxTxBytes bounds one transaction; it must not exceed the orderer's
+	// limit. Default 16 MiB.
+	MaxTxBytes int
+	Logger     *slog.Logger
+	// Registerer receives the broker's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxTxBytes <= 0 {
+		o.MaxTxBytes = 16 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Broker serves one node. Create it with New, give App() to the orderer,
+// then call Start with the orderer.
+type Broker struct {
+	opts    Options
+	fsm     *fsm.FSM
+	orderer consensus.Orderer
+	metrics *metrics
+
+	queue chan *request
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	// mu guards the waiting transactions, the outcomes of the block being
+	// applied, and the change channel.
+	mu struct {
+		sync.Mutex
+		waiting map[fsm.Nonce]*inflight
+		applied *fsm.BlockOutcome
+		changed chan struct{}
+		closed  bool
+	}
+}
+
+// request is one caller's commands waiting for their results.
+type request struct {
+	cmds    []fsm.Command
+	valid   []int // indexes of the commands that were queued
+	results []fsm.Result
+	errs    []error
+	left    int
+	done    chan struct{}
+}
+
+// inflight is a submitted transaction: which request each command came from.
+type inflight struct {
+	submitted time.Time
+	slots     []slot
+}
+
+type slot struct {
+	req *request
+	idx int
+}
+
+// New creates a broker over a state machine.
+func New(f *fsm.FSM, opts Options) *Broker {
+	opts.setDefaults()
+	b := &Broker{opts: opts, fsm: f, queue: make(chan *request, 1024), stop: make(chan struct{})}
+	b.mu.waiting = map[fsm.Nonce]*inflight{}
+	b.mu.changed = make(chan struct{})
+	b.metrics = newMetrics(opts.Registerer, f)
+	return b
+}
+
+// App returns the consensus.Application the orderer drives.
+func (b *Broker) App() consensus.Application { return app{b} }
+
+// Start begins submitting to the orderer, which must already be started.
+func (b *Broker) Start(o consensus.Orderer) {
+	b.orderer = o
+	b.wg.Add(1)
+	go b.submitLoop()
+}
+
+// Close stops submitting and fails every waiting caller. The orderer is
+// stopped by its owner.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.mu.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	b.wg.Wait()
+	b.mu.Lock()
+	for n, in := range b.mu.waiting {
+		for _, s := range in.slots {
+			s.req.finish(s.idx, fsm.Result{}, ErrClosed)
+		}
+		delete(b.mu.waiting, n)
+	}
+	b.mu.Unlock()
+}
+
+// View returns the committed topics.
+func (b *Broker) View() *fsm.View { return b.fsm.View() }
+
+// Height returns the last committed height.
+func (b *Broker) Height() int64 { h, _ := b.fsm.Info(); return h }
+
+// Info returns the last committed height and app hash.
+func (b *Broker) Info() (int64, []byte) { return b.fsm.Info() }
+
+// Changed returns a channel closed at the next Commit; long-polling readers
+// wait on it and then look again.
+func (b *Broker) Changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.changed
+}
+
+// Pending is a set of submitted commands whose results are not in yet.
+type Pending struct {
+	r   *request
+	err error // set when the commands never reached the queue
+}
+
+// Enqueue queues cmds for ordering and returns at once (blocking only while
+// the queue is full, which pushes back on the caller). Commands that fail
+// fsm.CheckCommand are answered at once and never ordered, so one bad
+// command cannot spoil the transaction it would have shared with others.
+// Commands queued by one goroutine are ordered in the order queued.
+func (b *Broker) Enqueue(ctx context.Context, cmds ...fsm.Command) *Pending {
+	r := &request{cmds: cmds, results: make([]fsm.Result, len(cmds)), errs: make([]error, len(cmds)), done: make(chan struct{})}
+	var valid []int
+	for i, c := range cmds {
+		if res := fsm.CheckCommand(c); res.Code != 0 {
+			r.results[i] = res
+			continue
+		}
+		valid = append(valid, i)
+	}
+	r.left = len(valid)
+	if r.left == 0 {
+		close(r.done)
+		return &Pending{r: r}
+	}
+	r.valid = valid
+	select {
+	case b.queue <- r:
+		return &Pending{r: r}
+	case <-ctx.Done():
+		return &Pending{r: r, err: ctx.Err()}
+	case <-b.stop:
+		return &Pending{r: r, err: ErrClosed}
+	}
+}
+
+// Wait returns one result per command once the block holding it is
+// committed. A per-command error means the command's fate is unknown or it
+// was never ordered (ctx ended, orderer refused, shutting down); a Result
+// with a non-zero Code means it was ordered and rejected, or refused before
+// ordering.
+func (p *Pending) Wait(ctx context.Context) ([]fsm.Result, []error) {
+	if p.err != nil {
+		return p.r.abandon(p.err)
+	}
+	select {
+	case <-p.r.done:
+		return p.r.results, p.r.errs
+	case <-ctx.Done():
+		return p.r.abandon(ctx.Err())
+	}
+}
+
+// Submit is Enqueue then Wait.
+func (b *Broker) Submit(ctx context.Context, cmds ...fsm.Command) ([]fsm.Result, []error) {
+	return b.Enqueue(ctx, cmds...).Wait(ctx)
+}
+
+// SubmitOne is Submit for a single command, folding an error into the result.
+func (b *Broker) SubmitOne(ctx context.Context, c fsm.Command) (fsm.Result, error) {
+	res, errs := b.Submit(ctx, c)
+	if errs[0] != nil {
+		return fsm.Result{}, errs[0]
+	}
+	return res[0], nil
+}
+
+// abandon answers for a request given up on before its results came: the
+// results of commands refused up front, err for each command that was
+// queued. It copies, since the queued commands' results may still arrive.
+func (r *request) abandon(err error) ([]fsm.Result, []error) {
+	errs := make([]error, len(r.cmds))
+	results := make([]fsm.Result, len(r.cmds))
+	queued := map[int]bool{}
+	for _, i := range r.valid {
+		errs[i] = err
+		queued[i] = true
+	}
+	for i := range r.cmds {
+		if !queued[i] {
+			results[i] = r.results[i]
+		}
+	}
+	return results, errs
+}
+
+// finish records a command's outcome. Callers hold b.mu or own r exclusively.
+func (r *request) finish(idx int, res fsm.Result, err error) {
+	r.results[idx], r.errs[idx] = res, err
+	r.left--
+	if r.left == 0 {
+		close(r.done)
+	}
+}
+
+// submitLoop is the group commit: whatever requests are queued when it looks
+// go into as few transactions as fit MaxTxBytes.
+func (b *Broker) submitLoop() {
+	defer b.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-b.queue:
+		case <-b.stop:
+			return
+		}
+		reqs := []*request{first}
+	drain:
+		for len(reqs) < 4096 {
+			select {
+			case r := <-b.queue:
+				reqs = append(reqs, r)
+			default:
+				break drain
+			}
+		}
+		b.submitBatch(reqs)
+	}
+}
+
+// submitBatch packs the requests' commands into transactions and submits them.
+func (b *Broker) submitBatch(reqs []*request) {
+	var (
+		tx    fsm.Tx
+		slots []slot
+		size  int
+	)
+	flush := func() {
+		if len(tx.Commands) > 0 {
+			b.send(tx, slots)
+		}
+		tx, slots, size = fsm.Tx{}, nil, 0
+	}
+	for _, r := range reqs {
+		for _, i := range r.valid {
+			c := r.cmds[i]
+			n := commandSize(c)
+			if n > b.opts.MaxTxBytes-64 {
+				b.mu.Lock()
+				r.finish(i, fsm.Result{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, b.opts.MaxTxBytes-64))
+				b.mu.Unlock()
+				continue
+			}
+			if size+n > b.opts.MaxTxBytes-64 {
+				flush()
+			}
+			tx.Commands = append(tx.Commands, c)
+			slots = append(slots, slot{r, i})
+			size += n
+		}
+	}
+	flush()
+}
+
+func commandSize(c fsm.Command) int {
+	if p, ok := c.(fsm.Produce); ok {
+		return len(p.Records) + len(p.Topic) + 24
+	}
+	return 256
+}
+
+func (b *Broker) send(tx fsm.Tx, slots []slot) {
+	if _, err := rand.Read(tx.Nonce[:]); err != nil {
+		b.failSlots(slots, err)
+		return
+	}
+	raw := fsm.EncodeTx(tx)
+	b.mu.Lock()
+	b.mu.waiting[tx.Nonce] = &inflight{submitted: time.Now(), slots: slots}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.orderer.Submit(ctx, raw); err != nil {
+		b.mu.Lock()
+		_, still := b.mu.waiting[tx.Nonce]
+		delete(b.mu.waiting, tx.Nonce)
+		b.mu.Unlock()
+		if still {
+			b.opts.Logger.Warn("orderer refused a transaction", "commands", len(tx.Commands), "bytes", len(raw), "err", err)
+			b.failSlots(slots, err)
+		}
+		return
+	}
+	b.metrics.txs.Inc()
+	b.metrics.txBytes.Add(float64(len(raw)))
+}
+
+func (b *Broker) failSlots(slots []slot, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range slots {
+		s.req.finish(s.idx, fsm.Result{}, err)
+	}
+}

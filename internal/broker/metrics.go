@@ -1,0 +1,42 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+type metrics struct {
+	txs           prometheus.Counter
+	txBytes       prometheus.Counter
+	commitLatency prometheus.Histogram
+	height        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
+	m := &metrics{
+		txs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Name: "transactions_submitted_total",
+			Help: "Transactions this broker handed to the orderer.",
+		}),
+		txBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Name: "transaction_bytes_submitted_total",
+			Help: "Bytes of transactions this broker handed to the orderer.",
+		}),
+		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "stele", Name: "commit_latency_seconds",
+			Help:    "Time from submitting a transaction to its block being committed and applied.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		height: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "stele", Name: "block_height",
+			Help: "Height of the last committed block.",
+		}),
+	}
+	h, _ := f.Info()
+	m.height.Set(float64(h))
+	if reg != nil {
+		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height)
+	}
+	return m
+}
