@@ -1,0 +1,404 @@
+package kafka
+
+// DescribeConfigs: v0-4
+// AlterConfigs: v0-2
+// IncrementalAlterConfigs: v0-1
+// Behavior:
+//  * TOPIC resources: every topic config Stele knows (fsm.TopicConfigDefs,
+//    Kafka's names, types and defaults) is described; explicitly set ones
+//    with source DYNAMIC_TOPIC_CONFIG, the others DEFAULT_CONFIG. v1+ with
+//    include_synonyms lists the topic value, then the broker-level default
+//    under its broker name (retention.ms -> log.retention.ms). v3+ reports
+//    config types, and documentation when asked; configs Stele accepts but
+//    does not enforce say so in their documentation.
+//  * BROKER resources: the broker's own id describes read-only configs
+//    derived from its options (broker.id, node.id, auto.create.topics.enable,
+//    num.partitions, default.replication.factor, socket.request.max.bytes,
+//    log.dirs) as STATIC_BROKER_CONFIG and the broker-level names of the
+//    topic defaults (log.retention.ms, log.segment.bytes, message.max.bytes,
+//    ...) as DEFAULT_CONFIG. The empty name (cluster-wide dynamic defaults)
+//    describes nothing: there are none. Another broker's id gets
+//    INVALID_REQUEST, as in Kafka.
+//  * AlterConfigs replaces a topic's explicit configs with exactly those
+//    given. IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT
+//    (the last two to list configs only; on an unset list they start from
+//    the default). Both submit one AlterConfigs command per topic, all in
+//    one Submit; validate_only checks the resulting configs against the
+//    committed state and changes nothing.
+//  * Errors: unknown topic UNKNOWN_TOPIC_OR_PARTITION; unknown config name
+//    or invalid value INVALID_CONFIG with Kafka's message; a null value
+//    (other than for DELETE), a config named twice or a resource named
+//    twice INVALID_REQUEST; BROKER resources INVALID_REQUEST (broker configs
+//    are read-only in Stele); other resource types INVALID_REQUEST.
+// Not done: dynamic broker configs, BROKER_LOGGER, CLIENT_METRICS and GROUP
+// resources; sensitive configs (there are none); alter policies.
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// configEntry is one config as DescribeConfigs and CreateTopics report it.
+type configEntry struct {
+	name, value string
+	source      kmsg.ConfigSource
+	readOnly    bool
+	sensitive   bool
+	typ         kmsg.ConfigType
+	doc         string
+	synonyms    []configSynonym
+}
+
+// configSynonym is where else a config's value could come from, in order
+// of precedence (KIP-226).
+type configSynonym struct {
+	name, value string
+	source      kmsg.ConfigSource
+}
+
+// alterResource is one resource of an AlterConfigs or
+// IncrementalAlterConfigs request, reduced to what both have in common.
+type alterResource struct {
+	typ     kmsg.ConfigResourceType
+	name    string
+	changes []fsm.ConfigChange
+	nulls   []string // configs given a null value where one is needed
+	dupKeys bool     // a config named more than once
+}
+
+func handleDescribeConfigs(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.DescribeConfigsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	view := c.s.b.View()
+	for _, rr := range r.Resources {
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		entries, p := c.s.describeResource(view, rr.ResourceType, rr.ResourceName)
+		if p.failed() {
+			res.ErrorCode, res.ErrorMessage = p.code, p.message()
+			resp.Resources = append(resp.Resources, res)
+			continue
+		}
+		want := map[string]bool{}
+		for _, n := range rr.ConfigNames {
+			want[n] = true
+		}
+		for _, e := range entries {
+			if len(want) > 0 && !want[e.name] {
+				continue
+			}
+			rc := kmsg.NewDescribeConfigsResponseResourceConfig()
+			rc.Name, rc.Value = e.name, kmsg.StringPtr(e.value)
+			rc.ReadOnly, rc.IsSensitive = e.readOnly, e.sensitive
+			rc.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
+			rc.Source, rc.ConfigType = e.source, e.typ
+			if r.IncludeSynonyms {
+				for _, s := range e.synonyms {
+					syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					syn.Name, syn.Value, syn.Source = s.name, kmsg.StringPtr(s.value), s.source
+					rc.ConfigSynonyms = append(rc.ConfigSynonyms, syn)
+				}
+			}
+			if r.IncludeDocumentation && e.doc != "" {
+				rc.Documentation = kmsg.StringPtr(e.doc)
+			}
+			res.Configs = append(res.Configs, rc)
+		}
+		resp.Resources = append(resp.Resources, res)
+	}
+	return done(resp), nil
+}
+
+// describeResource returns every config of one resource.
+func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, name string) ([]configEntry, problem) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if err := fsm.ValidTopicName(name); err != nil {
+			return nil, newProblem(kerr.InvalidTopicException, err.Error())
+		}
+		t := view.Topic(name)
+		if t == nil {
+			return nil, newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", name))
+		}
+		return topicConfigEntries(t.Configs), problem{}
+	case kmsg.ConfigResourceTypeBroker:
+		if name == "" {
+			return nil, problem{} // no cluster-wide dynamic defaults
+		}
+		if p := s.checkBrokerName(name); p.failed() {
+			return nil, p
+		}
+		return s.brokerConfigEntries(), problem{}
+	}
+	return nil, newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", typ))
+}
+
+// checkBrokerName accepts this broker's id only, as Kafka does.
+func (s *Server) checkBrokerName(name string) problem {
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Broker id must be an integer, but it is: %s", name))
+	}
+	if int32(id) != s.opts.NodeID {
+		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", s.opts.NodeID, name))
+	}
+	return problem{}
+}
+
+// topicConfigEntries describes every topic config given a topic's explicit
+// ones, sorted by name.
+func topicConfigEntries(explicit map[string]string) []configEntry {
+	defs := fsm.TopicConfigDefs()
+	out := make([]configEntry, 0, len(defs))
+	for _, d := range defs {
+		def := configSynonym{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig}
+		if b := brokerConfigName(d.Name); b != "" {
+			def.name = b
+		}
+		e := configEntry{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig,
+			typ: kmsg.ConfigType(d.Type), doc: configDoc(d)}
+		if v, ok := explicit[d.Name]; ok {
+			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
+			e.synonyms = append(e.synonyms, configSynonym{name: d.Name, value: v, source: kmsg.ConfigSourceDynamicTopicConfig})
+		}
+		e.synonyms = append(e.synonyms, def)
+		out = append(out, e)
+	}
+	return out
+}
+
+func configDoc(d fsm.ConfigDef) string {
+	if d.Enforced {
+		return d.Doc
+	}
+	note := "Accepted for compatibility; Stele does not enforce it."
+	if d.Doc == "" {
+		return note
+	}
+	return d.Doc + ". " + note
+}
+
+// brokerConfigEntries describes this broker's configs, sorted by name. All
+// are read-only: Stele has no dynamic broker configs.
+func (s *Server) brokerConfigEntries() []configEntry {
+	static := func(name, value string, typ kmsg.ConfigType, doc string) configEntry {
+		return configEntry{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, typ: typ, doc: doc}
+	}
+	id := strconv.Itoa(int(s.opts.NodeID))
+	out := []configEntry{
+		static("broker.id", id, kmsg.ConfigTypeInt, "This broker's node id."),
+		static("node.id", id, kmsg.ConfigTypeInt, "This broker's node id."),
+		static("auto.create.topics.enable", strconv.FormatBool(s.opts.AutoCreateTopics), kmsg.ConfigTypeBoolean,
+			"Whether Metadata and Produce create unknown topics."),
+		static("num.partitions", strconv.Itoa(int(s.opts.DefaultPartitions)), kmsg.ConfigTypeInt,
+			"Partitions of auto-created topics and of CreateTopics with -1 partitions."),
+		static("default.replication.factor", strconv.Itoa(int(s.brokerCount())), kmsg.ConfigTypeInt,
+			"Every broker holds every partition: the replication factor is the number of brokers."),
+		static("socket.request.max.bytes", strconv.Itoa(int(s.opts.MaxRequestBytes)), kmsg.ConfigTypeInt,
+			"Largest request frame accepted; larger ones close the connection."),
+		{name: "delete.topic.enable", value: "true", source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
+			typ: kmsg.ConfigTypeBoolean, doc: "Topics can always be deleted."},
+	}
+	if s.opts.DataDir != "" {
+		dir := s.opts.DataDir
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		out = append(out, static("log.dirs", dir, kmsg.ConfigTypeString, "The directory holding this broker's data."))
+	}
+	for _, d := range fsm.TopicConfigDefs() {
+		name := brokerConfigName(d.Name)
+		if name == "" {
+			continue
+		}
+		out = append(out, configEntry{name: name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
+			typ: kmsg.ConfigType(d.Type), doc: fmt.Sprintf("The default of the topic config %s. %s", d.Name, configDoc(d))})
+	}
+	for i := range out {
+		out[i].synonyms = []configSynonym{{name: out[i].name, value: out[i].value, source: out[i].source}}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// brokerConfigName is the broker config that gives a topic config its
+// default in Kafka, or "" if there is none.
+func brokerConfigName(topicConfig string) string {
+	switch topicConfig {
+	case "cleanup.policy":
+		return "log.cleanup.policy"
+	case "compression.type", "min.insync.replicas", "unclean.leader.election.enable":
+		return topicConfig
+	case "delete.retention.ms":
+		return "log.cleaner.delete.retention.ms"
+	case "file.delete.delay.ms":
+		return "log.segment.delete.delay.ms"
+	case "flush.messages":
+		return "log.flush.interval.messages"
+	case "flush.ms":
+		return "log.flush.interval.ms"
+	case "index.interval.bytes":
+		return "log.index.interval.bytes"
+	case "max.compaction.lag.ms":
+		return "log.cleaner.max.compaction.lag.ms"
+	case "max.message.bytes":
+		return "message.max.bytes"
+	case "message.downconversion.enable":
+		return "log.message.downconversion.enable"
+	case "message.timestamp.difference.max.ms":
+		return "log.message.timestamp.difference.max.ms"
+	case "message.timestamp.type":
+		return "log.message.timestamp.type"
+	case "min.cleanable.dirty.ratio":
+		return "log.cleaner.min.cleanable.ratio"
+	case "min.compaction.lag.ms":
+		return "log.cleaner.min.compaction.lag.ms"
+	case "preallocate":
+		return "log.preallocate"
+	case "retention.bytes":
+		return "log.retention.bytes"
+	case "retention.ms":
+		return "log.retention.ms"
+	case "segment.bytes":
+		return "log.segment.bytes"
+	case "segment.index.bytes":
+		return "log.index.size.max.bytes"
+	case "segment.jitter.ms":
+		return "log.roll.jitter.ms"
+	case "segment.ms":
+		return "log.roll.ms"
+	}
+	return ""
+}
+
+func handleAlterConfigs(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.AlterConfigsRequest)
+	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+	rs := make([]alterResource, len(r.Resources))
+	for i, rr := range r.Resources {
+		a := alterResource{typ: rr.ResourceType, name: rr.ResourceName}
+		seen := map[string]bool{}
+		for _, rc := range rr.Configs {
+			a.dupKeys = a.dupKeys || seen[rc.Name]
+			seen[rc.Name] = true
+			if rc.Value == nil {
+				a.nulls = append(a.nulls, rc.Name)
+				continue
+			}
+			a.changes = append(a.changes, fsm.ConfigChange{Op: fsm.OpSet, Name: rc.Name, Value: *rc.Value})
+		}
+		rs[i] = a
+	}
+	for i, p := range c.alterConfigs(rs, false, r.ValidateOnly) {
+		res := kmsg.NewAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rs[i].typ, rs[i].name
+		res.ErrorCode, res.ErrorMessage = p.code, p.message()
+		resp.Resources = append(resp.Resources, res)
+	}
+	return done(resp), nil
+}
+
+func handleIncrementalAlterConfigs(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	rs := make([]alterResource, len(r.Resources))
+	for i, rr := range r.Resources {
+		a := alterResource{typ: rr.ResourceType, name: rr.ResourceName}
+		seen := map[string]bool{}
+		for _, rc := range rr.Configs {
+			a.dupKeys = a.dupKeys || seen[rc.Name]
+			seen[rc.Name] = true
+			ch := fsm.ConfigChange{Op: fsm.ConfigOp(rc.Op), Name: rc.Name}
+			switch {
+			case rc.Value != nil:
+				ch.Value = *rc.Value
+			case rc.Op != kmsg.IncrementalAlterConfigOpDelete:
+				a.nulls = append(a.nulls, rc.Name)
+			}
+			a.changes = append(a.changes, ch)
+		}
+		rs[i] = a
+	}
+	for i, p := range c.alterConfigs(rs, true, r.ValidateOnly) {
+		res := kmsg.NewIncrementalAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rs[i].typ, rs[i].name
+		res.ErrorCode, res.ErrorMessage = p.code, p.message()
+		resp.Resources = append(resp.Resources, res)
+	}
+	return done(resp), nil
+}
+
+// alterConfigs checks each resource, submits the topic changes that pass
+// together (unless validateOnly) and returns each resource's outcome.
+// AlterConfigs has no timeout field, so the default one applies.
+func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) []problem {
+	view := c.s.b.View()
+	type key struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	named := map[key]int{}
+	for _, r := range rs {
+		named[key{r.typ, r.name}]++
+	}
+	out := make([]problem, len(rs))
+	var (
+		cmds  []fsm.Command
+		slots []int
+	)
+	for i, r := range rs {
+		var p problem
+		switch {
+		case named[key{r.typ, r.name}] > 1:
+			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("Duplicate resource: %s %q is named more than once.", r.typ, r.name))
+		case r.typ == kmsg.ConfigResourceTypeBroker:
+			p = newProblem(kerr.InvalidRequest, "broker configs are read-only in Stele: set them in the broker's configuration and restart it")
+		case r.typ != kmsg.ConfigResourceTypeTopic:
+			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", r.typ))
+		case r.dupKeys:
+			p = newProblem(kerr.InvalidRequest, "Error due to duplicate config keys")
+		case len(r.nulls) > 0:
+			p = newProblem(kerr.InvalidRequest, "Null value not supported for : "+strings.Join(r.nulls, ", "))
+		default:
+			cmd := fsm.AlterConfigs{Topic: r.name, Incremental: incremental, Changes: r.changes}
+			if p = checkAlterConfigs(view, cmd); !p.failed() && !validateOnly {
+				cmds = append(cmds, cmd)
+				slots = append(slots, i)
+			}
+		}
+		out[i] = p
+	}
+	if len(cmds) > 0 {
+		for i, o := range c.submit(0, cmds...) {
+			out[slots[i]] = fromOutcome(o)
+		}
+	}
+	return out
+}
+
+// checkAlterConfigs says why cmd cannot apply to the committed view: the
+// topic must exist and every resulting config must be valid.
+func checkAlterConfigs(view *fsm.View, cmd fsm.AlterConfigs) problem {
+	if err := fsm.ValidTopicName(cmd.Topic); err != nil {
+		return newProblem(kerr.InvalidTopicException, err.Error())
+	}
+	t := view.Topic(cmd.Topic)
+	if t == nil {
+		return newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", cmd.Topic))
+	}
+	if p := checked(cmd); p.failed() {
+		return p
+	}
+	if _, err := fsm.ApplyConfigChanges(t.Configs, cmd); err != nil {
+		return newProblem(kerr.InvalidConfig, err.Error())
+	}
+	return problem{}
+}

@@ -1,0 +1,178 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// respond produces a request's response once it is ready. It runs on the
+// connection's writer, in request order, so it may block (a long-polling
+// Fetch, a Produce waiting for its commit). A nil response writes nothing
+// (acks=0).
+type respond func() kmsg.Response
+
+// route serves one API key at versions min..max.
+type route struct {
+	key      int16
+	min, max int16
+	// handle starts serving a decoded request on the connection's reader,
+	// in arrival order. Work whose order matters (handing produced batches
+	// to the broker) happens here; waiting belongs in the returned respond.
+	// An error closes the connection.
+	handle func(c *conn, req kmsg.Request) (respond, error)
+}
+
+// done wraps an already computed response.
+func done(resp kmsg.Response) respond { return func() kmsg.Response { return resp } }
+
+// conn is one client connection.
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	ctx      context.Context
+	cancel   context.CancelFunc
+	clientID string
+	pending  chan pending
+}
+
+type pending struct {
+	corr    int32
+	key     int16
+	started time.Time
+	fn      respond
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, pending: make(chan pending, s.opts.MaxInflight)}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// serve runs the connection until the client leaves, a request is refused,
+// or the server closes.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.pending)
+	c.cancel() // nobody is left to read what is still pending
+	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "reason", err)
+	}
+	<-writerDone
+}
+
+func (c *conn) readLoop() error {
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+			return err
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 8 || n > c.s.opts.MaxRequestBytes {
+			c.s.metrics.rejected.WithLabelValues("frame_size").Inc()
+			return fmt.Errorf("request frame of %d bytes (socket.request.max.bytes is %d)", n, c.s.opts.MaxRequestBytes)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(c.nc, body); err != nil {
+			return err
+		}
+		p, err := c.start(body)
+		if err != nil {
+			return err
+		}
+		select {
+		case c.pending <- p:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// start decodes one request and starts serving it.
+func (c *conn) start(body []byte) (pending, error) {
+	r := kbin.Reader{Src: body}
+	key, version, corr := r.Int16(), r.Int16(), r.Int32()
+	clientID := r.NullableString()
+	if r.Complete() != nil {
+		c.s.metrics.rejected.WithLabelValues("header").Inc()
+		return pending{}, fmt.Errorf("malformed request header")
+	}
+	if clientID != nil {
+		c.clientID = *clientID
+	}
+	p := pending{corr: corr, key: key, started: time.Now()}
+	rt, ok := c.s.routes[key]
+	if !ok {
+		c.s.metrics.rejected.WithLabelValues("api_key").Inc()
+		return p, fmt.Errorf("unsupported API key %d", key)
+	}
+	if version < rt.min || version > rt.max {
+		if key == apiVersionsKey {
+			// KIP-511: answer in v0 with the versions we do serve, without
+			// decoding a body we may not understand.
+			p.fn = done(c.s.apiVersionsUnsupported())
+			return p, nil
+		}
+		c.s.metrics.rejected.WithLabelValues("api_version").Inc()
+		return p, fmt.Errorf("unsupported version %d of %s (served: %d-%d)", version, kmsg.NameForKey(key), rt.min, rt.max)
+	}
+	req := kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&r)
+		if r.Complete() != nil {
+			c.s.metrics.rejected.WithLabelValues("header").Inc()
+			return p, fmt.Errorf("malformed request header tags")
+		}
+	}
+	if err := req.ReadFrom(r.Src); err != nil {
+		c.s.metrics.rejected.WithLabelValues("body").Inc()
+		return p, fmt.Errorf("malformed %s v%d request: %v", kmsg.NameForKey(key), version, err)
+	}
+	fn, err := rt.handle(c, req)
+	if err != nil {
+		return p, err
+	}
+	p.fn = fn
+	return p, nil
+}
+
+func (c *conn) writeLoop() {
+	var buf []byte
+	broken := false
+	for p := range c.pending {
+		resp := p.fn()
+		if resp == nil || broken {
+			continue
+		}
+		c.s.metrics.observe(p.key, resp, time.Since(p.started))
+		buf = append(buf[:0], 0, 0, 0, 0)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
+		if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+			buf = append(buf, 0) // response header v1: no tagged fields
+		}
+		buf = resp.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
+		if _, err := c.nc.Write(buf); err != nil {
+			broken = true
+			c.cancel()
+			c.nc.Close() // the reader sees the close and stops
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// TestProduceConsumeRoundTrip: franz-go with its defaults (idempotence
+// requested, so it must fall back when InitProducerId is not offered)
+// produces keyed records to a 3-partition topic and reads every one back in
+// per-partition order.
+func TestProduceConsumeRoundTrip(t *testing.T) {
+	addr := newTestBroker(t)
+	adm := kadm.NewClient(client(t, addr))
+	if _, err := adm.CreateTopic(ctx(t), 3, -1, nil, "rt"); err != nil {
+		t.Fatal(err)
+	}
+	prod := client(t, addr, kgo.DefaultProduceTopic("rt"), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	const n = 2000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var perr error
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		prod.Produce(ctx(t), &kgo.Record{Key: []byte(strconv.Itoa(i % 17)), Value: []byte(fmt.Sprintf("v%d", i))}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				perr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	cons := client(t, addr, kgo.ConsumeTopics("rt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[int32][]int64{}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := cons.PollFetches(ctx(t))
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], r.Offset)
+			seen[string(r.Value)] = true
+		})
+	}
+	for p, offs := range got {
+		for i, o := range offs {
+			if o != int64(i) {
+				t.Fatalf("partition %d: record %d has offset %d", p, i, o)
+			}
+		}
+	}
+	offs, err := adm.ListEndOffsets(ctx(t), "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != n {
+		t.Fatalf("end offsets sum to %d, want %d", total, n)
+	}
+}
+
+// TestAutoCreate: Metadata for an unknown topic creates it, with the
+// default partition count, when auto-creation is on.
+func TestAutoCreate(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr, kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "auto", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	td, err := kadm.NewClient(cl).ListTopics(ctx(t), "auto")
+	if err != nil || td["auto"].Err != nil || len(td["auto"].Partitions) != 1 {
+		t.Fatalf("auto-created topic: %v %+v", err, td["auto"])
+	}
+}
+
+func TestListOffsetsByTime(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr, kgo.DefaultProduceTopic("lo"), kgo.AllowAutoTopicCreation())
+	base := time.UnixMilli(1_600_000_000_000)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Second)}
+		if err := cl.ProduceSync(ctx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	lo, err := adm.ListOffsetsAfterMilli(ctx(t), base.Add(4500*time.Millisecond).UnixMilli(), "lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lo.Lookup("lo", 0); o.Offset != 5 {
+		t.Fatalf("offset after 4.5 s: %d, want 5", o.Offset)
+	}
+	start, _ := adm.ListStartOffsets(ctx(t), "lo")
+	end, _ := adm.ListEndOffsets(ctx(t), "lo")
+	if s, _ := start.Lookup("lo", 0); s.Offset != 0 {
+		t.Fatalf("start offset %d", s.Offset)
+	}
+	if e, _ := end.Lookup("lo", 0); e.Offset != 10 {
+		t.Fatalf("end offset %d", e.Offset)
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "lo"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -3
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.Offset != 9 || p.Timestamp != base.Add(9*time.Second).UnixMilli() {
+		t.Fatalf("max timestamp: offset %d ts %d", p.Offset, p.Timestamp)
+	}
+}
+
+// TestFetchLongPoll: a fetch at the end waits for max_wait and is woken
+// early by a produce.
+func TestFetchLongPoll(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr, kgo.DefaultProduceTopic("lp"), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx(t), &kgo.Record{Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := client(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"lp": {0: kgo.NewOffset().At(1)}}), kgo.FetchMaxWait(5*time.Second))
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("b")})
+	}()
+	fs := cons.PollFetches(ctx(t))
+	recs := fs.Records()
+	if len(recs) != 1 || string(recs[0].Value) != "b" {
+		t.Fatalf("long poll returned %d records, err %v", len(recs), fs.Err0())
+	}
+}
+
+func TestProduceErrors(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr, kgo.RecordRetries(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx(t), 1, -1, map[string]*string{"max.message.bytes": kadm.StringPtr("200")}, "small"); err != nil {
+		t.Fatal(err)
+	}
+	err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "small", Value: make([]byte, 1000)}).FirstErr()
+	if !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("oversized record: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	err = cl.ProduceSync(ctx(t), &kgo.Record{Topic: "small", Partition: 0, Value: []byte("ok")}).FirstErr()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawRequest sends one framed request and returns the response body after
+// the correlation id, or an error if the broker closed the connection.
+func rawConn(t testing.TB, addr string) net.Conn {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func frame(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func readFrame(c net.Conn) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(c, b)
+	return b, err
+}
+
+// TestBadInputClosesOnlyThatConnection: each malformed request closes its
+// own connection, as Apache Kafka does, and the broker goes on serving.
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	addr := newTestBroker(t)
+	hdr := func(key, version int16) []byte {
+		b := binary.BigEndian.AppendUint16(nil, uint16(key))
+		b = binary.BigEndian.AppendUint16(b, uint16(version))
+		b = binary.BigEndian.AppendUint32(b, 7)
+		return binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	}
+	cases := map[string][]byte{
+		"oversized frame":  binary.BigEndian.AppendUint32(nil, 200<<20),
+		"negative frame":   binary.BigEndian.AppendUint32(nil, 0xfffffff0),
+		"unknown api key":  frame(hdr(9999, 0)),
+		"unserved version": frame(hdr(0, 99)),
+		"truncated body":   frame(append(hdr(3, 1), 0, 0, 0, 5)),
+		"garbage":          frame([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}),
+		"short header":     frame([]byte{0, 3, 0}),
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := rawConn(t, addr)
+			c.Write(raw)
+			if _, err := readFrame(c); err == nil {
+				t.Fatalf("broker answered instead of closing")
+			}
+		})
+	}
+	// ApiVersions at an unknown version: UNSUPPORTED_VERSION in v0 (KIP-511).
+	c := rawConn(t, addr)
+	c.Write(frame(append(hdr(18, 99), 1, 2, 3)))
+	resp, err := readFrame(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := int16(binary.BigEndian.Uint16(resp[4:6])); code != kerr.UnsupportedVersion.Code {
+		t.Fatalf("ApiVersions v99: error code %d", code)
+	}
+	// And the broker still serves.
+	cl := client(t, addr)
+	if err := cl.Ping(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFetchEmptyRecordsNotNull: a partition with nothing to return carries
+// an empty record set, never a null one (librdkafka rejects null).
+func TestFetchEmptyRecordsNotNull(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 1, -1, nil, "empty"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MaxBytes = 10, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "empty"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.RecordBatches == nil {
+		t.Fatalf("error %d, records nil: %v", p.ErrorCode, p.RecordBatches == nil)
+	}
+}

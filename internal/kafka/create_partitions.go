@@ -1,0 +1,90 @@
+package kafka
+
+// CreatePartitions: v0-3
+// Behavior:
+//  * Raises each topic's partition count to count. Every topic becomes one
+//    CreatePartitions command; they are submitted together and commit in
+//    one block. The answer waits up to timeout_ms (<= 0: 30 s).
+//  * A count not above the current one gets INVALID_PARTITIONS, an unknown
+//    topic UNKNOWN_TOPIC_OR_PARTITION, a topic named twice INVALID_REQUEST
+//    ("Duplicate topic name.", one answer, nothing changed for it).
+//  * An explicit assignment gets INVALID_REQUEST: every broker holds every
+//    partition.
+//  * validate_only runs the same checks against the committed state and
+//    changes nothing.
+// Not done: partition count policies (there is no alter policy).
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.CreatePartitionsRequest)
+	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	view := c.s.b.View()
+
+	names := make([]string, len(r.Topics))
+	for i, rt := range r.Topics {
+		names[i] = rt.Topic
+	}
+	seen := counts(names)
+	answered := map[string]bool{}
+	var (
+		cmds  []fsm.Command
+		slots []int
+	)
+	for _, rt := range r.Topics {
+		if answered[rt.Topic] {
+			continue
+		}
+		answered[rt.Topic] = true
+		cmd := fsm.CreatePartitions{Name: rt.Topic, Count: rt.Count}
+		var p problem
+		if seen[rt.Topic] > 1 {
+			p = newProblem(kerr.InvalidRequest, "Duplicate topic name.")
+		} else {
+			p = checkCreatePartitions(view, cmd, len(rt.Assignment) > 0)
+		}
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		st.ErrorCode, st.ErrorMessage = p.code, p.message()
+		resp.Topics = append(resp.Topics, st)
+		if !p.failed() && !r.ValidateOnly {
+			cmds = append(cmds, cmd)
+			slots = append(slots, len(resp.Topics)-1)
+		}
+	}
+	if len(cmds) == 0 {
+		return done(resp), nil
+	}
+	for i, o := range c.submit(r.TimeoutMillis, cmds...) {
+		st := &resp.Topics[slots[i]]
+		p := fromOutcome(o)
+		st.ErrorCode, st.ErrorMessage = p.code, p.message()
+	}
+	return done(resp), nil
+}
+
+// checkCreatePartitions says why cmd cannot apply to the committed view.
+func checkCreatePartitions(view *fsm.View, cmd fsm.CreatePartitions, assigned bool) problem {
+	t := view.Topic(cmd.Name)
+	switch {
+	case t == nil:
+		return newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", cmd.Name))
+	case assigned:
+		return newProblem(kerr.InvalidRequest, "manual replica assignment is not supported: every broker holds every partition; give only the new count")
+	}
+	if p := checked(cmd); p.failed() {
+		return p
+	}
+	if have := int32(len(t.Partitions)); cmd.Count <= have {
+		return newProblem(kerr.InvalidPartitions,
+			fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, cmd.Count))
+	}
+	return problem{}
+}

@@ -1,0 +1,78 @@
+package kafka
+
+// DescribeCluster: v0-2
+// Behavior:
+//  * Lists the brokers Metadata lists (for now this broker alone, at its
+//    advertised address), the cluster id, and this broker as the
+//    controller: every broker applies every change itself, so whichever
+//    broker a client asks can serve admin requests.
+//  * Cluster authorized operations are -2147483648 unless asked for; when
+//    asked for, every cluster operation Kafka defines (there are no ACLs
+//    yet).
+//  * Only the BROKER endpoint type exists: asking for controllers gets
+//    MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), an unknown type
+//    UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers answer.
+//  * No broker is ever fenced (v2's include_fenced_brokers changes nothing).
+// Not done: racks; the other brokers of a multi-broker cluster (they come
+// with the cluster membership the consensus layer will provide).
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// endpointTypeBroker and endpointTypeController are KIP-919's endpoint types.
+const (
+	endpointTypeBroker     = 1
+	endpointTypeController = 2
+)
+
+// clusterOps is the authorized-operations bitfield of a client allowed
+// every operation Kafka defines on the cluster resource.
+const clusterOps = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12 // CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+
+func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.DescribeClusterRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = endpointTypeBroker
+	resp.ClusterAuthorizedOperations = authorizedOpsUnknown
+	switch r.EndpointType {
+	case endpointTypeBroker:
+	case endpointTypeController:
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
+		if r.Version == 0 {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+		}
+		resp.ErrorMessage = kmsg.StringPtr("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
+		return done(resp), nil
+	default:
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		if r.Version == 0 {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+		}
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Unsupported endpoint type %d", r.EndpointType))
+		return done(resp), nil
+	}
+	resp.ClusterID = c.s.opts.ClusterID
+	resp.ControllerID = c.s.opts.NodeID
+	resp.Brokers = c.s.clusterBrokers()
+	if r.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOps
+	}
+	return done(resp), nil
+}
+
+// clusterBrokers lists the brokers of the cluster as DescribeCluster
+// reports them: for now this broker alone, as Metadata does.
+func (s *Server) clusterBrokers() []kmsg.DescribeClusterResponseBroker {
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID = s.opts.NodeID
+	b.Host, b.Port = s.Addr()
+	return []kmsg.DescribeClusterResponseBroker{b}
+}
+
+// brokerCount is the number of brokers, which is every partition's
+// replication factor: every broker holds every partition.
+func (s *Server) brokerCount() int16 { return int16(len(s.clusterBrokers())) }

@@ -1,0 +1,54 @@
+package kafka
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stele-io/stele/internal/broker"
+	"github.com/stele-io/stele/internal/consensus/local"
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// testBroker is an in-process Stele broker: fsm, broker and this front-end
+// over the in-memory orderer, listening on a free 127.0.0.1 port.
+type testBroker struct {
+	addr string
+	fsm  *fsm.FSM
+	b    *broker.Broker
+	srv  *Server
+}
+
+// newTestBroker starts a broker for t and stops it when t ends.
+func newTestBroker(t testing.TB) string { return startTestBroker(t, nil).addr }
+
+func startTestBroker(t testing.TB, tweak func(*Options)) *testBroker {
+	t.Helper()
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := broker.New(f, broker.Options{})
+	o := local.New(b.App(), local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond})
+	if err := o.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.Start(o)
+	opts := Options{NodeID: 0, ClusterID: "stele-test", AutoCreateTopics: true, DefaultPartitions: 1, DataDir: "/tmp"}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	srv := New(b, opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		b.Close()
+		o.Stop()
+		f.Close()
+	})
+	return &testBroker{addr: ln.Addr().String(), fsm: f, b: b, srv: srv}
+}

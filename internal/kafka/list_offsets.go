@@ -1,0 +1,78 @@
+package kafka
+
+// ListOffsets: v1-8
+// Behavior:
+//  * -2 (earliest) and -4 (earliest local, KIP-405: there is no tiered
+//    storage, so it is the same) answer the log start offset; -1 (latest)
+//    the high watermark, which is also the last stable offset since there
+//    are no transactions yet; -3 (max timestamp, KIP-734) the record with
+//    the largest timestamp; a timestamp the first offset whose record
+//    timestamp is at least it, or offset -1 when there is none.
+//  * The leader epoch is always 0; a current_leader_epoch above it gets
+//    UNKNOWN_LEADER_EPOCH.
+//  * A partition named twice in one request gets INVALID_REQUEST.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.ListOffsetsRequest)
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	view := c.s.b.View()
+	type tp struct {
+		t string
+		p int32
+	}
+	seen := map[tp]bool{}
+	for _, rt := range r.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			p := view.Partition(rt.Topic, rp.Partition)
+			switch {
+			case seen[tp{rt.Topic, rp.Partition}]:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.CurrentLeaderEpoch > 0:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			default:
+				sp.LeaderEpoch = 0
+				switch ts := rp.Timestamp; ts {
+				case -2, -4:
+					sp.Offset = p.LogStartOffset()
+				case -1:
+					sp.Offset = p.HighWatermark()
+				case -3:
+					off, t, err := p.MaxTimestamp()
+					if err != nil {
+						sp.ErrorCode = kerr.KafkaStorageError.Code
+						break
+					}
+					sp.Offset, sp.Timestamp = off, t
+				default:
+					if ts < 0 {
+						sp.ErrorCode = kerr.InvalidRequest.Code
+						break
+					}
+					off, t, found, err := p.OffsetForTimestamp(ts)
+					switch {
+					case err != nil:
+						sp.ErrorCode = kerr.KafkaStorageError.Code
+					case found:
+						sp.Offset, sp.Timestamp = off, t
+					}
+				}
+			}
+			seen[tp{rt.Topic, rp.Partition}] = true
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return done(resp), nil
+}

@@ -1,0 +1,105 @@
+package kafka
+
+import (
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type metrics struct {
+	requests     *prometheus.CounterVec   // api, error
+	latency      *prometheus.HistogramVec // api
+	rejected     *prometheus.CounterVec   // reason
+	produceBytes prometheus.Counter
+	fetchBytes   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "requests_total",
+			Help: "Kafka requests answered, by API and by the error codes in the response (NONE when there were none).",
+		}, []string{"api", "error"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "request_duration_seconds",
+			Help:    "Time from reading a Kafka request to having its response ready.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"api"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "connections_closed_on_bad_input_total",
+			Help: "Connections closed because of a request Kafka would also refuse to answer, by reason.",
+		}, []string{"reason"}),
+		produceBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "produce_bytes_total",
+			Help: "Record batch bytes accepted by Produce.",
+		}),
+		fetchBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "fetch_bytes_total",
+			Help: "Record batch bytes returned by Fetch.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes)
+	}
+	return m
+}
+
+// observe counts an answered request under each distinct error code found
+// anywhere in its response.
+func (m *metrics) observe(key int16, resp kmsg.Response, took time.Duration) {
+	api := kmsg.NameForKey(key)
+	m.latency.WithLabelValues(api).Observe(took.Seconds())
+	codes := map[int16]bool{}
+	collectErrorCodes(reflect.ValueOf(resp), codes)
+	if len(codes) == 0 {
+		m.requests.WithLabelValues(api, "NONE").Inc()
+		return
+	}
+	for code := range codes {
+		name := strconv.Itoa(int(code))
+		if err := kerr.ErrorForCode(code); err != nil {
+			if ke, ok := err.(*kerr.Error); ok {
+				name = ke.Message
+			}
+		}
+		m.requests.WithLabelValues(api, name).Inc()
+	}
+}
+
+var int16Type = reflect.TypeOf(int16(0))
+
+// collectErrorCodes walks a kmsg response for non-zero ErrorCode fields.
+// It skips byte slices (record batches) so large fetches cost little.
+func collectErrorCodes(v reflect.Value, codes map[int16]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			collectErrorCodes(v.Elem(), codes)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f := t.Field(i)
+			if f.Name == "ErrorCode" && f.Type == int16Type {
+				if c := int16(v.Field(i).Int()); c != 0 {
+					codes[c] = true
+				}
+				continue
+			}
+			if f.IsExported() {
+				collectErrorCodes(v.Field(i), codes)
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := 0; i < v.Len(); i++ {
+			collectErrorCodes(v.Index(i), codes)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package kafka
+
+// OffsetForLeaderEpoch: v0-4
+// Behavior:
+//  * Stele's leader epoch is always 0 (Metadata reports 0 for every
+//    partition): consensus orders every write, so a log is never truncated
+//    by a leader change and epoch 0 spans the whole log.
+//  * The end offset is found as Kafka's LeaderEpochFileCache finds it, with
+//    one epoch, 0, starting at the log start offset: epoch 0 answers (0,
+//    high watermark); -1 (undefined) and any epoch above 0 answer (-1, -1),
+//    Kafka's "unknown epoch"; an epoch below -1 answers itself with the log
+//    start offset.
+//  * current_leader_epoch -1 is not checked; above 0 it gets
+//    UNKNOWN_LEADER_EPOCH (the client knows a newer epoch than ours), below
+//    -1 FENCED_LEADER_EPOCH, as Kafka compares them.
+//  * An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION.
+//  * replica_id (v3+) is not checked: every broker holds every partition
+//    and there are no Kafka-protocol followers.
+// Not done: nothing else.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleOffsetForLeaderEpoch(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	view := c.s.b.View()
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition() // epoch and end offset -1
+			sp.Partition = rp.Partition
+			p := view.Partition(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.CurrentLeaderEpoch > 0:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case rp.CurrentLeaderEpoch < -1:
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case rp.LeaderEpoch == 0:
+				sp.LeaderEpoch, sp.EndOffset = 0, p.HighWatermark()
+			case rp.LeaderEpoch < -1:
+				sp.LeaderEpoch, sp.EndOffset = rp.LeaderEpoch, p.LogStartOffset()
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return done(resp), nil
+}

@@ -1,0 +1,182 @@
+// Package kafka is Stele's Kafka wire-protocol front-end: it accepts client
+// connections, frames and decodes requests with kmsg, answers them from the
+// broker's committed state or by submitting commands to the broker, and
+// writes responses in request order.
+//
+// Each API family lives in its own file, which opens with the versions served
+// and what is not done. Only implemented APIs are advertised by ApiVersions.
+//
+// Behavior common to every API:
+//   - A request frame larger than MaxRequestBytes, a frame that does not
+//     decode, or an API key or version that is not served closes the
+//     connection, as Apache Kafka does; ApiVersions with an unknown version
+//     is answered with UNSUPPORTED_VERSION in the v0 format instead (KIP-511).
+//   - Requests on one connection are started in order and answered in
+//     order. Produce requests are handed to the broker in the order they
+//     arrived, then the connection goes on reading while their blocks commit,
+//     so a client's in-flight requests are pipelined.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stele-io/stele/internal/broker"
+)
+
+// Options configures the Kafka front-end.
+type Options struct {
+	// NodeID is this broker's Kafka node id.
+	NodeID int32
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients to
+	// connect to; they default to the listener's address.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// ClusterID is reported by Metadata and DescribeCluster.
+	ClusterID string
+	// MaxRequestBytes is socket.request.max.bytes: larger frames close the
+	// connection. Default 100 MiB.
+	MaxRequestBytes int32
+	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka;
+	// the zero value here is false, so server sets it explicitly).
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions for auto-created topics and
+	// CreateTopics with -1 partitions. Default 1.
+	DefaultPartitions int32
+	// DataDir is reported by DescribeLogDirs.
+	DataDir string
+	// MaxInflight bounds the requests one connection may have started but
+	// not yet answered. Default 64.
+	MaxInflight int
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 100 << 20
+	}
+	if o.DefaultPartitions <= 0 {
+		o.DefaultPartitions = 1
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server serves the Kafka protocol for one broker.
+type Server struct {
+	opts    Options
+	b       *broker.Broker
+	routes  map[int16]route
+	metrics *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     struct {
+		sync.Mutex
+		ln    net.Listener
+		conns map[*conn]struct{}
+	}
+}
+
+// New creates a Kafka front-end over b.
+func New(b *broker.Broker, opts Options) *Server {
+	opts.setDefaults()
+	s := &Server{opts: opts, b: b}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.conns = map[*conn]struct{}{}
+	s.routes = map[int16]route{}
+	for _, group := range [][]route{coreRoutes(), adminRoutes()} {
+		for _, r := range group {
+			s.routes[r.key] = r
+		}
+	}
+	s.metrics = newMetrics(opts.Registerer)
+	return s
+}
+
+// Serve accepts connections on ln until Close. It fills in the advertised
+// address from ln when the options left it empty.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.opts.AdvertisedHost == "" || s.opts.AdvertisedPort == 0 {
+		host, port, err := net.SplitHostPort(ln.Addr().String())
+		if err != nil {
+			return fmt.Errorf("stele/kafka: listener address: %w", err)
+		}
+		p, _ := strconv.Atoi(port)
+		if s.opts.AdvertisedHost == "" {
+			s.opts.AdvertisedHost = host
+		}
+		if s.opts.AdvertisedPort == 0 {
+			s.opts.AdvertisedPort = int32(p)
+		}
+	}
+	s.mu.Lock()
+	s.mu.ln = ln
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return fmt.Errorf("stele/kafka: accept: %w", err)
+		}
+		delay = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.mu.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Addr is the advertised host and port.
+func (s *Server) Addr() (string, int32) { return s.opts.AdvertisedHost, s.opts.AdvertisedPort }
+
+// Close stops accepting, closes every connection and waits for them.
+func (s *Server) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	if s.mu.ln != nil {
+		s.mu.ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
