@@ -1,0 +1,161 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/consensus/local"
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/record"
+)
+
+func batch(t testing.TB, n int) []byte {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte("k"), Value: []byte(fmt.Sprint(i))}
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func start(t testing.TB) (*Broker, *local.Orderer, *fsm.FSM) {
+	t.Helper()
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(f, Options{MaxTxBytes: 64 << 10})
+	o := local.New(b.App(), local.Options{Step: time.Millisecond})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.Start(o)
+	t.Cleanup(func() {
+		b.Close()
+		o.Stop()
+		f.Close()
+	})
+	return b, o, f
+}
+
+// TestConcurrentProducers: many callers at once get distinct, gap-free
+// offsets, and the blocks replayed into a second state machine give the same
+// app hash (the whole broker path is deterministic given the blocks).
+func TestConcurrentProducers(t *testing.T) {
+	b, o, f := start(t)
+	ctx := context.Background()
+	if r, err := b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}); err != nil || r.Code != 0 {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	const callers, each = 16, 20
+	var mu sync.Mutex
+	offsets := map[int64]bool{}
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				r, err := b.SubmitOne(ctx, fsm.Produce{Topic: "t", Records: batch(t, 3)})
+				if err != nil || r.Code != 0 {
+					t.Errorf("produce: %v %+v", err, r)
+					return
+				}
+				mu.Lock()
+				offsets[r.BaseOffset] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for i := int64(0); i < callers*each; i++ {
+		if !offsets[i*3] {
+			t.Fatalf("no batch at offset %d", i*3)
+		}
+	}
+	if hwm := b.View().Partition("t", 0).HighWatermark(); hwm != callers*each*3 {
+		t.Fatalf("high watermark %d", hwm)
+	}
+	blocks := o.Blocks()
+	if len(blocks) >= callers*each {
+		t.Logf("no coalescing happened: %d blocks for %d produces", len(blocks), callers*each)
+	}
+	replica, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close()
+	for _, blk := range blocks {
+		if _, err := replica.ApplyBlock(blk.Height, blk.Time.UnixMilli(), blk.Txs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := replica.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, want := f.Info()
+	if _, got := replica.Info(); !bytes.Equal(got, want) {
+		t.Fatalf("replica app hash %x, broker %x", got, want)
+	}
+}
+
+// TestBadCommandAnsweredAlone: a corrupt batch is refused before ordering,
+// and the good commands submitted with it are still applied.
+func TestBadCommandAnsweredAlone(t *testing.T) {
+	b, _, _ := start(t)
+	ctx := context.Background()
+	good := batch(t, 2)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 1
+	res, errs := b.Submit(ctx,
+		fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1},
+		fsm.Produce{Topic: "t", Records: bad},
+		fsm.Produce{Topic: "t", Records: good},
+	)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+	}
+	if res[0].Code != 0 || res[2].Code != 0 || res[2].BaseOffset != 0 {
+		t.Fatalf("good commands: %+v %+v", res[0], res[2])
+	}
+	if res[1].Code != kerr.CorruptMessage.Code {
+		t.Fatalf("corrupt batch: code %d, want CORRUPT_MESSAGE", res[1].Code)
+	}
+}
+
+// TestTooLarge: a command that cannot fit a transaction fails alone.
+func TestTooLarge(t *testing.T) {
+	b, _, _ := start(t)
+	ctx := context.Background()
+	b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	big := make([]record.Record, 1)
+	big[0] = record.Record{Value: bytes.Repeat([]byte{1}, 100<<10)}
+	raw, _ := record.Build(record.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, big)
+	if _, err := b.SubmitOne(ctx, fsm.Produce{Topic: "t", Records: raw}); err == nil {
+		t.Fatal("a 100 KiB command fit a 64 KiB transaction")
+	}
+}
+
+// TestWaitHonoursContext: a caller that gives up gets its context's error.
+func TestWaitHonoursContext(t *testing.T) {
+	b, o, _ := start(t)
+	o.Stop() // nothing will ever commit now
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	if err == nil {
+		t.Fatal("submit succeeded with the orderer stopped")
+	}
+}
