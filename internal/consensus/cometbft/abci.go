@@ -1,0 +1,284 @@
+package cometbft
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	abci "github.com/cometbft/cometbft/abci/types"
+	"github.com/cometbft/cometbft/types"
+
+	"github.com/stele-io/stele/internal/consensus"
+)
+
+// ABCI response codes of CheckTx.
+const (
+	// CodeRejected is CheckTx's code for a transaction the application
+	// refused; Log carries its message.
+	CodeRejected uint32 = 1
+	// CodeTooLarge is CheckTx's code for a transaction over the chain's
+	// max_tx_bytes.
+	CodeTooLarge uint32 = 2
+	// codeUnsupported answers ABCI calls Stele does not serve (Query,
+	// InsertTx).
+	codeUnsupported uint32 = 3
+)
+
+// ErrAppFailed wraps an application error from FinalizeBlock or Commit.
+// CometBFT halts consensus on it; the node must be restarted once the cause
+// is fixed (blocks are then replayed from the last Commit).
+var ErrAppFailed = errors.New("stele/consensus/cometbft: application failed")
+
+// txRemover is the part of CometBFT's mempool the adapter uses to forget
+// transactions that no longer pass ValidateTx.
+type txRemover interface {
+	RemoveTxByKey(types.TxKey) error
+}
+
+// abciApp adapts a consensus.Application to CometBFT's ABCI++ Application.
+// CometBFT calls it over four connections, each serialised on its own
+// (proxy.NewConnSyncLocalClientCreator): consensus (InitChain, Prepare/
+// ProcessProposal, FinalizeBlock, Commit, vote extensions), mempool
+// (CheckTx), query (Info, Query) and snapshot. The consensus.Application
+// contract allows CheckTx and Info concurrently with the consensus calls.
+//
+// Nothing a peer sends reaches a panic: a transaction that makes the
+// application's CheckTx or ValidateTx panic is treated as rejected.
+type abciApp struct {
+	app        consensus.Application
+	maxTxBytes int64
+	logger     *slog.Logger
+
+	mempool atomic.Pointer[txRemover] // set once the node exists
+
+	// waiting holds the keys (types.TxKey) of transactions a local Submit is
+	// waiting on; CheckTx stores the application's error under the key so
+	// Submit can return it unflattened.
+	waiting sync.Map
+
+	fatal atomic.Pointer[error] // first FinalizeBlock/Commit failure
+
+	// Touched by the consensus connection only.
+	finalized       int64  // height of the last FinalizeBlock
+	lastHash        []byte // app hash after it
+	warnedEmptyHash bool
+}
+
+var _ abci.Application = (*abciApp)(nil)
+
+func newABCIApp(app consensus.Application, maxTxBytes int64, logger *slog.Logger) *abciApp {
+	return &abciApp{app: app, maxTxBytes: maxTxBytes, logger: logger}
+}
+
+// err returns the application failure that halted consensus, if any.
+func (a *abciApp) err() error {
+	if p := a.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (a *abciApp) fail(err error) error {
+	err = fmt.Errorf("%w: %w", ErrAppFailed, err)
+	a.fatal.CompareAndSwap(nil, &err)
+	a.logger.Error("application failed; consensus halts", "err", err)
+	return err
+}
+
+// Info implements abci.Application.
+func (a *abciApp) Info(context.Context, *abci.RequestInfo) (*abci.ResponseInfo, error) {
+	h, hash := a.app.Info()
+	return &abci.ResponseInfo{Data: "stele", LastBlockHeight: h, LastBlockAppHash: hash}, nil
+}
+
+// Query implements abci.Application. Stele serves reads through its own
+// APIs, not CometBFT's abci_query.
+func (a *abciApp) Query(context.Context, *abci.RequestQuery) (*abci.ResponseQuery, error) {
+	return &abci.ResponseQuery{Code: codeUnsupported, Log: "stele does not serve ABCI queries; use the Kafka or HTTP API"}, nil
+}
+
+// CheckTx implements abci.Application: the cheap admission check, for
+// local submissions and transactions gossiped by peers alike.
+func (a *abciApp) CheckTx(_ context.Context, req *abci.RequestCheckTx) (*abci.ResponseCheckTx, error) {
+	if int64(len(req.Tx)) > a.maxTxBytes {
+		return &abci.ResponseCheckTx{Code: CodeTooLarge,
+			Log: fmt.Sprintf("transaction of %d bytes exceeds the chain's max_tx_bytes %d", len(req.Tx), a.maxTxBytes)}, nil
+	}
+	if err := a.guard("CheckTx", a.app.CheckTx, req.Tx); err != nil {
+		key := types.Tx(req.Tx).Key()
+		if _, ok := a.waiting.Load(key); ok {
+			a.waiting.Store(key, err)
+		}
+		return &abci.ResponseCheckTx{Code: CodeRejected, Log: err.Error()}, nil
+	}
+	return &abci.ResponseCheckTx{Code: abci.CodeTypeOK}, nil
+}
+
+// InsertTx implements abci.Application; it serves only the "app" mempool
+// type, which Stele does not use.
+func (a *abciApp) InsertTx(context.Context, *abci.RequestInsertTx) (*abci.ResponseInsertTx, error) {
+	return &abci.ResponseInsertTx{Code: codeUnsupported}, nil
+}
+
+// ReapTxs implements abci.Application; see InsertTx.
+func (a *abciApp) ReapTxs(context.Context, *abci.RequestReapTxs) (*abci.ResponseReapTxs, error) {
+	return &abci.ResponseReapTxs{}, nil
+}
+
+// InitChain implements abci.Application. It is called once, for a fresh
+// application (Info height 0); the genesis validators and consensus
+// parameters are kept, and the app hash is the fresh state's.
+func (a *abciApp) InitChain(context.Context, *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
+	h, hash := a.app.Info()
+	if h != 0 {
+		return nil, fmt.Errorf("stele/consensus/cometbft: InitChain for an application at height %d", h)
+	}
+	return &abci.ResponseInitChain{AppHash: hash}, nil
+}
+
+// PrepareProposal implements abci.Application. It keeps the mempool's
+// order, drops transactions failing ValidateTx (and forgets them from the
+// mempool, where they would otherwise be proposed again forever), and stops
+// at the first transaction that would take the proposal past req.MaxTxBytes,
+// so the proposal is a prefix of the valid ones and never exceeds the limit.
+func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPrepareProposal) (*abci.ResponsePrepareProposal, error) {
+	txs := make([][]byte, 0, len(req.Txs))
+	var size int64
+	for _, tx := range req.Txs {
+		if err := a.validate(tx); err != nil {
+			a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
+			a.forget(tx)
+			continue
+		}
+		n := types.ComputeProtoSizeForTxs([]types.Tx{tx})
+		if size+n > req.MaxTxBytes {
+			break
+		}
+		size += n
+		txs = append(txs, tx)
+	}
+	return &abci.ResponsePrepareProposal{Txs: txs}, nil
+}
+
+// ProcessProposal implements abci.Application. A proposal is rejected when
+// any transaction fails ValidateTx or exceeds the chain's max_tx_bytes;
+// both are deterministic functions of the proposal and the state.
+func (a *abciApp) ProcessProposal(_ context.Context, req *abci.RequestProcessProposal) (*abci.ResponseProcessProposal, error) {
+	for i, tx := range req.Txs {
+		if err := a.validate(tx); err != nil {
+			a.logger.Warn("rejecting proposal with an invalid transaction",
+				"height", req.Height, "proposer", fmt.Sprintf("%X", req.ProposerAddress), "tx_index", i, "err", err)
+			return &abci.ResponseProcessProposal{Status: abci.ResponseProcessProposal_REJECT}, nil
+		}
+	}
+	return &abci.ResponseProcessProposal{Status: abci.ResponseProcessProposal_ACCEPT}, nil
+}
+
+// FinalizeBlock implements abci.Application. The transactions are handed
+// to the application without copying: CometBFT does not change a decided
+// block, and the application must not either.
+func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBlock) (*abci.ResponseFinalizeBlock, error) {
+	if err := a.err(); err != nil {
+		return nil, err
+	}
+	b := consensus.Block{Height: req.Height, Time: req.Time, Txs: req.Txs, Proposer: req.ProposerAddress}
+	results, appHash, err := a.app.FinalizeBlock(b)
+	if err != nil {
+		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))
+	}
+	if len(results) != len(req.Txs) {
+		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d returned %d results for %d transactions",
+			req.Height, len(results), len(req.Txs)))
+	}
+	if len(req.Txs) == 0 && a.lastHash != nil && !bytes.Equal(a.lastHash, appHash) && !a.warnedEmptyHash {
+		a.warnedEmptyHash = true
+		a.logger.Warn("the app hash changed on an empty block: CometBFT makes a new block after every block whose app hash changed, so the node will never be idle",
+			"height", req.Height)
+	}
+	a.finalized, a.lastHash = req.Height, appHash
+	res := &abci.ResponseFinalizeBlock{TxResults: make([]*abci.ExecTxResult, len(results)), AppHash: appHash}
+	for i, r := range results {
+		res.TxResults[i] = &abci.ExecTxResult{Code: r.Code, Data: r.Data, Log: r.Log}
+	}
+	return res, nil
+}
+
+// ExtendVote implements abci.Application; Stele uses no vote extensions.
+func (a *abciApp) ExtendVote(context.Context, *abci.RequestExtendVote) (*abci.ResponseExtendVote, error) {
+	return &abci.ResponseExtendVote{}, nil
+}
+
+// VerifyVoteExtension implements abci.Application; see ExtendVote.
+func (a *abciApp) VerifyVoteExtension(context.Context, *abci.RequestVerifyVoteExtension) (*abci.ResponseVerifyVoteExtension, error) {
+	return &abci.ResponseVerifyVoteExtension{Status: abci.ResponseVerifyVoteExtension_ACCEPT}, nil
+}
+
+// Commit implements abci.Application. The application's retain height is
+// passed on, capped at the committed height.
+func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCommit, error) {
+	if err := a.err(); err != nil {
+		return nil, err
+	}
+	retain, err := a.app.Commit()
+	if err != nil {
+		return nil, a.fail(fmt.Errorf("Commit at height %d: %w", a.finalized, err))
+	}
+	if retain > a.finalized {
+		a.logger.Warn("application asked to retain blocks above the committed height; capping",
+			"retain_height", retain, "height", a.finalized)
+		retain = a.finalized
+	}
+	return &abci.ResponseCommit{RetainHeight: max(retain, 0)}, nil
+}
+
+// ListSnapshots implements abci.Application. State sync snapshots are not
+// served yet: a new node catches up by replaying blocks.
+func (a *abciApp) ListSnapshots(context.Context, *abci.RequestListSnapshots) (*abci.ResponseListSnapshots, error) {
+	return &abci.ResponseListSnapshots{}, nil
+}
+
+// OfferSnapshot implements abci.Application; see ListSnapshots.
+func (a *abciApp) OfferSnapshot(context.Context, *abci.RequestOfferSnapshot) (*abci.ResponseOfferSnapshot, error) {
+	return &abci.ResponseOfferSnapshot{Result: abci.ResponseOfferSnapshot_ABORT}, nil
+}
+
+// LoadSnapshotChunk implements abci.Application; see ListSnapshots.
+func (a *abciApp) LoadSnapshotChunk(context.Context, *abci.RequestLoadSnapshotChunk) (*abci.ResponseLoadSnapshotChunk, error) {
+	return &abci.ResponseLoadSnapshotChunk{}, nil
+}
+
+// ApplySnapshotChunk implements abci.Application; see ListSnapshots.
+func (a *abciApp) ApplySnapshotChunk(context.Context, *abci.RequestApplySnapshotChunk) (*abci.ResponseApplySnapshotChunk, error) {
+	return &abci.ResponseApplySnapshotChunk{Result: abci.ResponseApplySnapshotChunk_ABORT}, nil
+}
+
+// validate is the deterministic validity check of a proposal's transaction.
+func (a *abciApp) validate(tx []byte) error {
+	if int64(len(tx)) > a.maxTxBytes {
+		return fmt.Errorf("transaction of %d bytes exceeds max_tx_bytes %d", len(tx), a.maxTxBytes)
+	}
+	return a.guard("ValidateTx", a.app.ValidateTx, tx)
+}
+
+// guard calls check(tx), turning a panic into an error: a transaction that
+// crashes the application's validation is invalid, not fatal.
+func (a *abciApp) guard(name string, check func([]byte) error, tx []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.logger.Error("application panicked on a transaction; treating it as invalid", "call", name, "panic", r)
+			err = fmt.Errorf("stele/consensus/cometbft: %s panicked: %v", name, r)
+		}
+	}()
+	return check(tx)
+}
+
+// forget removes tx from the mempool, if the node is up.
+func (a *abciApp) forget(tx []byte) {
+	if mp := a.mempool.Load(); mp != nil {
+		_ = (*mp).RemoveTxByKey(types.Tx(tx).Key()) // not found is fine
+	}
+}

@@ -1,0 +1,301 @@
+package cometbft
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	abci "github.com/cometbft/cometbft/abci/types"
+	"github.com/cometbft/cometbft/types"
+
+	"github.com/stele-io/stele/internal/consensus"
+)
+
+// fakeApp is a scriptable consensus.Application for adapter unit tests.
+// CheckTx and ValidateTx panic on transactions starting with "panic";
+// ValidateTx rejects those starting with "bad".
+type fakeApp struct {
+	height    int64
+	hash      []byte
+	results   func(b consensus.Block) []consensus.TxResult
+	finalErr  error
+	commitErr error
+	retain    int64
+	blocks    []consensus.Block
+}
+
+func (f *fakeApp) Info() (int64, []byte) { return f.height, f.hash }
+
+func (f *fakeApp) CheckTx(tx []byte) error {
+	if bytes.HasPrefix(tx, []byte("panic")) {
+		panic("fake: CheckTx exploded")
+	}
+	if bytes.HasPrefix(tx, []byte("refuse")) {
+		return errToyRefused
+	}
+	return nil
+}
+
+func (f *fakeApp) ValidateTx(tx []byte) error {
+	if bytes.HasPrefix(tx, []byte("panic")) {
+		var m map[string]int
+		m["boom"]++ // a nil map write: a real bug on a malformed input
+	}
+	if bytes.HasPrefix(tx, []byte("bad")) {
+		return errors.New("fake: bad tx")
+	}
+	return nil
+}
+
+func (f *fakeApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
+	if f.finalErr != nil {
+		return nil, nil, f.finalErr
+	}
+	f.blocks = append(f.blocks, b)
+	if f.results != nil {
+		return f.results(b), f.hash, nil
+	}
+	res := make([]consensus.TxResult, len(b.Txs))
+	for i := range res {
+		res[i] = consensus.TxResult{Code: uint32(i), Data: []byte{byte(i)}, Log: fmt.Sprint("tx ", i)}
+	}
+	if len(b.Txs) > 0 {
+		f.hash = append([]byte(nil), b.Txs[len(b.Txs)-1]...)
+	}
+	return res, f.hash, nil
+}
+
+func (f *fakeApp) Commit() (int64, error) { return f.retain, f.commitErr }
+
+type fakeMempool struct{ removed []types.TxKey }
+
+func (m *fakeMempool) RemoveTxByKey(k types.TxKey) error {
+	m.removed = append(m.removed, k)
+	return nil
+}
+
+func newTestAdapter(app consensus.Application, maxTx int64) (*abciApp, *fakeMempool) {
+	a := newABCIApp(app, maxTx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	mp := &fakeMempool{}
+	var r txRemover = mp
+	a.mempool.Store(&r)
+	return a, mp
+}
+
+func protoSize(txs ...string) int64 {
+	var tt []types.Tx
+	for _, tx := range txs {
+		tt = append(tt, types.Tx(tx))
+	}
+	return types.ComputeProtoSizeForTxs(tt)
+}
+
+func TestPrepareProposalKeepsOrderDropsInvalidAndStaysWithinLimit(t *testing.T) {
+	a, mp := newTestAdapter(&fakeApp{}, 100)
+	ctx := context.Background()
+	txs := [][]byte{[]byte("t1"), []byte("bad1"), []byte("panic!"), []byte("t2"), []byte("t3-longer"), []byte("t4")}
+	// Room for t1 and t2 but not t3-longer: the proposal stops there (t4
+	// would fit but would overtake t3-longer).
+	limit := protoSize("t1", "t2") + 3
+	res, err := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: limit, Txs: txs, Height: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]byte{[]byte("t1"), []byte("t2")}; !reflect.DeepEqual(res.Txs, want) {
+		t.Errorf("proposal %q, want %q", res.Txs, want)
+	}
+	if got := protoSize(string(res.Txs[0]), string(res.Txs[1])); got > limit {
+		t.Errorf("proposal of %d bytes exceeds MaxTxBytes %d", got, limit)
+	}
+	wantRemoved := []types.TxKey{types.Tx("bad1").Key(), types.Tx("panic!").Key()}
+	if !reflect.DeepEqual(mp.removed, wantRemoved) {
+		t.Errorf("removed from the mempool %d txs, want the 2 invalid ones", len(mp.removed))
+	}
+
+	// With room for everything, every valid tx is kept in order.
+	res, _ = a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Txs: txs})
+	if want := [][]byte{[]byte("t1"), []byte("t2"), []byte("t3-longer"), []byte("t4")}; !reflect.DeepEqual(res.Txs, want) {
+		t.Errorf("proposal %q, want %q", res.Txs, want)
+	}
+	// A limit smaller than the first tx gives an empty proposal.
+	res, _ = a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 2, Txs: txs})
+	if len(res.Txs) != 0 {
+		t.Errorf("proposal %q under a 2-byte limit, want none", res.Txs)
+	}
+}
+
+func TestProcessProposalRejectsInvalidOversizedAndPanicking(t *testing.T) {
+	a, _ := newTestAdapter(&fakeApp{}, 8)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		txs  []string
+		want abci.ResponseProcessProposal_ProposalStatus
+	}{
+		{nil, abci.ResponseProcessProposal_ACCEPT},
+		{[]string{"a", "b"}, abci.ResponseProcessProposal_ACCEPT},
+		{[]string{"a", "bad"}, abci.ResponseProcessProposal_REJECT},
+		{[]string{"123456789"}, abci.ResponseProcessProposal_REJECT}, // over max_tx_bytes 8
+		{[]string{"panic"}, abci.ResponseProcessProposal_REJECT},
+	} {
+		var txs [][]byte
+		for _, tx := range tc.txs {
+			txs = append(txs, []byte(tx))
+		}
+		res, err := a.ProcessProposal(ctx, &abci.RequestProcessProposal{Txs: txs, ProposerAddress: []byte{1, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != tc.want {
+			t.Errorf("ProcessProposal(%q) = %v, want %v", tc.txs, res.Status, tc.want)
+		}
+	}
+}
+
+func TestCheckTxCodes(t *testing.T) {
+	a, _ := newTestAdapter(&fakeApp{}, 8)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		tx   string
+		code uint32
+	}{
+		{"ok", abci.CodeTypeOK},
+		{"refuse", CodeRejected},
+		{"panic", CodeRejected},
+		{"123456789", CodeTooLarge},
+	} {
+		res, err := a.CheckTx(ctx, &abci.RequestCheckTx{Tx: []byte(tc.tx)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code != tc.code {
+			t.Errorf("CheckTx(%q) code %d (%s), want %d", tc.tx, res.Code, res.Log, tc.code)
+		}
+		if res.Code != abci.CodeTypeOK && res.Log == "" {
+			t.Errorf("CheckTx(%q) rejected without a log message", tc.tx)
+		}
+	}
+}
+
+func TestFinalizeBlockAndCommitMapping(t *testing.T) {
+	app := &fakeApp{retain: 99}
+	a, _ := newTestAdapter(app, 1<<10)
+	ctx := context.Background()
+	when := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
+	req := &abci.RequestFinalizeBlock{Height: 7, Time: when, Txs: [][]byte{[]byte("x"), []byte("y")}, ProposerAddress: []byte("prop")}
+	res, err := a.FinalizeBlock(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := app.blocks[0]
+	if got.Height != 7 || !got.Time.Equal(when) || !reflect.DeepEqual(got.Txs, req.Txs) || string(got.Proposer) != "prop" {
+		t.Errorf("application got block %+v", got)
+	}
+	if len(res.TxResults) != 2 || res.TxResults[1].Code != 1 || !bytes.Equal(res.TxResults[1].Data, []byte{1}) || res.TxResults[1].Log != "tx 1" {
+		t.Errorf("results %v", res.TxResults)
+	}
+	if string(res.AppHash) != "y" {
+		t.Errorf("app hash %q, want %q", res.AppHash, "y")
+	}
+	c, err := a.Commit(ctx, &abci.RequestCommit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RetainHeight != 7 {
+		t.Errorf("retain height %d, want 99 capped at the committed height 7", c.RetainHeight)
+	}
+	app.retain = 3
+	if _, err := a.FinalizeBlock(ctx, &abci.RequestFinalizeBlock{Height: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := a.Commit(ctx, &abci.RequestCommit{}); c.RetainHeight != 3 {
+		t.Errorf("retain height %d, want 3", c.RetainHeight)
+	}
+}
+
+func TestApplicationFailureIsFatal(t *testing.T) {
+	ctx := context.Background()
+
+	app := &fakeApp{results: func(consensus.Block) []consensus.TxResult { return nil }}
+	a, _ := newTestAdapter(app, 1<<10)
+	_, err := a.FinalizeBlock(ctx, &abci.RequestFinalizeBlock{Height: 1, Txs: [][]byte{[]byte("x")}})
+	if !errors.Is(err, ErrAppFailed) {
+		t.Errorf("FinalizeBlock with too few results: got %v, want ErrAppFailed", err)
+	}
+	if !errors.Is(a.err(), ErrAppFailed) {
+		t.Errorf("failure not recorded: %v", a.err())
+	}
+	if _, err := a.Commit(ctx, &abci.RequestCommit{}); !errors.Is(err, ErrAppFailed) {
+		t.Errorf("Commit after a failure: got %v", err)
+	}
+
+	disk := errors.New("fake: disk full")
+	a2, _ := newTestAdapter(&fakeApp{commitErr: disk}, 1<<10)
+	if _, err := a2.FinalizeBlock(ctx, &abci.RequestFinalizeBlock{Height: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.Commit(ctx, &abci.RequestCommit{}); !errors.Is(err, disk) || !errors.Is(err, ErrAppFailed) {
+		t.Errorf("Commit failure: got %v, want ErrAppFailed wrapping the app's error", err)
+	}
+}
+
+func TestInfoAndInitChain(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newTestAdapter(&fakeApp{height: 0, hash: []byte("fresh")}, 1)
+	res, err := a.InitChain(ctx, &abci.RequestInitChain{})
+	if err != nil || string(res.AppHash) != "fresh" || res.Validators != nil || res.ConsensusParams != nil {
+		t.Errorf("InitChain = %+v, %v; want the fresh app hash and the genesis validators and params", res, err)
+	}
+	b, _ := newTestAdapter(&fakeApp{height: 4, hash: []byte("h4")}, 1)
+	info, _ := b.Info(ctx, &abci.RequestInfo{})
+	if info.LastBlockHeight != 4 || string(info.LastBlockAppHash) != "h4" {
+		t.Errorf("Info = %+v", info)
+	}
+	if _, err := b.InitChain(ctx, &abci.RequestInitChain{}); err == nil {
+		t.Error("InitChain accepted an application at height 4")
+	}
+}
+
+// FuzzAdapterTransactions feeds arbitrary transactions, as a peer could,
+// through every adapter call that sees them: none may panic, and a
+// proposal PrepareProposal builds must pass ProcessProposal.
+func FuzzAdapterTransactions(f *testing.F) {
+	f.Add([]byte("ok"), []byte("bad"), int64(100))
+	f.Add([]byte("panic"), []byte{}, int64(0))
+	f.Add([]byte{0xff, 0x00}, []byte("refuse"), int64(3))
+	f.Fuzz(func(t *testing.T, tx1, tx2 []byte, limit int64) {
+		a, _ := newTestAdapter(&fakeApp{}, 64)
+		ctx := context.Background()
+		for _, tx := range [][]byte{tx1, tx2} {
+			if _, err := a.CheckTx(ctx, &abci.RequestCheckTx{Tx: tx}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prep, err := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: limit, Txs: [][]byte{tx1, tx2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tt []types.Tx
+		for _, tx := range prep.Txs {
+			tt = append(tt, tx)
+		}
+		if n := types.ComputeProtoSizeForTxs(tt); len(tt) > 0 && n > limit {
+			t.Fatalf("proposal of %d bytes over the %d limit", n, limit)
+		}
+		proc, err := a.ProcessProposal(ctx, &abci.RequestProcessProposal{Txs: prep.Txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proc.Status != abci.ResponseProcessProposal_ACCEPT {
+			t.Fatalf("own proposal %q rejected", prep.Txs)
+		}
+		if _, err := a.ProcessProposal(ctx, &abci.RequestProcessProposal{Txs: [][]byte{tx1, tx2}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,78 @@
+package cometbft
+
+import (
+	"context"
+	"log/slog"
+
+	cmtlog "github.com/cometbft/cometbft/libs/log"
+)
+
+// slogLogger forwards CometBFT's log lines to a slog.Logger. CometBFT is
+// chatty at Info (several lines per block), so its Debug and Info lines are
+// forwarded only when the slog logger has Debug enabled; Warn and Error
+// always are.
+type slogLogger struct {
+	l *slog.Logger
+}
+
+var _ cmtlog.Logger = slogLogger{}
+
+func newCometLogger(l *slog.Logger) cmtlog.Logger {
+	return slogLogger{l: l.With("component", "cometbft")}
+}
+
+func (s slogLogger) verbose() bool {
+	return s.l.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// Debug implements cmtlog.Logger.
+func (s slogLogger) Debug(msg string, keyvals ...any) {
+	if s.verbose() {
+		s.l.Debug(msg, keyvals...)
+	}
+}
+
+// Info implements cmtlog.Logger.
+func (s slogLogger) Info(msg string, keyvals ...any) {
+	if s.verbose() {
+		s.l.Info(msg, keyvals...)
+	}
+}
+
+// Warn implements cmtlog.Logger.
+func (s slogLogger) Warn(msg string, keyvals ...any) { s.l.Warn(msg, keyvals...) }
+
+// Error implements cmtlog.Logger. A few errors CometBFT logs on every
+// orderly shutdown or cleanup are demoted to Debug.
+func (s slogLogger) Error(msg string, keyvals ...any) {
+	if benign(msg, keyvals) {
+		s.Debug(msg, keyvals...)
+		return
+	}
+	s.l.Error(msg, keyvals...)
+}
+
+// benign reports CometBFT error lines that describe an orderly stop or the
+// cleanup after a failed start, not a fault.
+func benign(msg string, keyvals []any) bool {
+	switch msg {
+	case "Stopped accept routine, as transport is closed",
+		"Not stopping P2P Switch service -- has not been started yet",
+		"Won't start a peer - switch is not running":
+		return true
+	case "Error closing switch", "Error stopping pool":
+		for i := 0; i+1 < len(keyvals); i += 2 {
+			if k, ok := keyvals[i].(string); ok && k == "err" {
+				if err, ok := keyvals[i+1].(error); ok {
+					return err.Error() == "not started" || err.Error() == "already stopped"
+				}
+			}
+		}
+	}
+	return false
+}
+
+// With implements cmtlog.Logger.
+func (s slogLogger) With(keyvals ...any) cmtlog.Logger {
+	return slogLogger{l: s.l.With(keyvals...)}
+}
