@@ -1,0 +1,50 @@
+package server
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayers keeps DESIGN.md §2 true: dependencies point down the package
+// list, never up. Each package may import only the Stele packages below it.
+func TestLayers(t *testing.T) {
+	const mod = "github.com/stele-io/stele/internal/"
+	// Each package and the Stele packages it must never import.
+	forbidden := map[string][]string{
+		"record":    {"storage", "fsm", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"storage":   {"fsm", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"fsm":       {"consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"consensus": {"broker", "kafka", "httpapi", "server", "cli"},
+		"broker":    {"kafka", "httpapi", "server", "cli"},
+		"kafka":     {"httpapi", "server", "cli"},
+		"httpapi":   {"kafka", "server", "cli"},
+		"server":    {"cli"},
+	}
+	for pkg, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg+"/...").CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range bad {
+				if dep == mod+b || strings.HasPrefix(dep, mod+b+"/") {
+					t.Errorf("internal/%s depends on internal/%s (DESIGN.md §2: dependencies point down)", pkg, b)
+				}
+			}
+		}
+	}
+	// The state machine must not reach the clock or randomness through a
+	// package of its own choosing either: it imports nothing that runs
+	// goroutines or talks to the network.
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+"fsm").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list fsm: %v\n%s", err, out)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		switch imp {
+		case "math/rand", "math/rand/v2", "crypto/rand", "time", "net", "net/http", "os/exec":
+			t.Errorf("internal/fsm imports %s: the state machine must be deterministic", imp)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+// Package server wires one Stele node together and runs it: configuration,
+// then storage and the state machine, then consensus, then the front-ends;
+// shutdown runs the same steps backwards.
+//
+// server may import every internal package except cli.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/stele-io/stele/internal/broker"
+	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/httpapi"
+	"github.com/stele-io/stele/internal/kafka"
+)
+
+// Config is a node's configuration.
+type Config struct {
+	// DataDir holds everything the node keeps: cometbft/ (CometBFT's home:
+	// keys, genesis, blocks), logs/ (partition logs), meta/ (Pebble).
+	DataDir string
+	// KafkaAddr is the Kafka listener, HTTPAddr the HTTP one.
+	KafkaAddr string
+	HTTPAddr  string
+	// AdvertisedKafka is the host:port Metadata tells clients to use
+	// (default: the Kafka listener's address).
+	AdvertisedKafka string
+	// P2PAddr is CometBFT's peer-to-peer listener.
+	P2PAddr string
+	// NodeID is the Kafka node id.
+	NodeID int32
+	// AutoCreateTopics is auto.create.topics.enable; DefaultPartitions is
+	// num.partitions.
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// TimeoutCommit overrides CometBFT's pause after each block (0: default).
+	TimeoutCommit time.Duration
+	Logger        *slog.Logger
+}
+
+// DefaultConfig is what `stele serve` runs without flags.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:           "./stele-data",
+		KafkaAddr:         "127.0.0.1:9092",
+		HTTPAddr:          "127.0.0.1:8080",
+		P2PAddr:           "127.0.0.1:26656",
+		AutoCreateTopics:  true,
+		DefaultPartitions: 1,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("stele/server: a data directory is required")
+	}
+	for name, addr := range map[string]string{"kafka": c.KafkaAddr, "http": c.HTTPAddr, "p2p": c.P2PAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("stele/server: --%s %q is not host:port: %v", name, addr, err)
+		}
+	}
+	if c.AdvertisedKafka != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertisedKafka); err != nil {
+			return fmt.Errorf("stele/server: --advertise %q is not host:port: %v", c.AdvertisedKafka, err)
+		}
+	}
+	if c.DefaultPartitions < 1 {
+		return fmt.Errorf("stele/server: num.partitions must be at least 1, got %d", c.DefaultPartitions)
+	}
+	return nil
+}
+
+// Node is a running node.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	fsm     *fsm.FSM
+	broker  *broker.Broker
+	orderer *cometbft.Orderer
+	kafka   *kafka.Server
+	http    *http.Server
+	kafkaLn net.Listener
+	httpLn  net.Listener
+	errc    chan error
+}
+
+// Start starts a node and returns once it serves clients.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("stele/server: %w", err)
+	}
+	if n.kafkaLn, err = net.Listen("tcp", cfg.KafkaAddr); err != nil {
+		return nil, fmt.Errorf("stele/server: kafka listener: %w", err)
+	}
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("stele/server: http listener: %w", err)
+	}
+
+	home := filepath.Join(cfg.DataDir, "cometbft")
+	ccfg := cometbft.DefaultConfig(home)
+	ccfg.P2PListen = "tcp://" + cfg.P2PAddr
+	if cfg.TimeoutCommit > 0 {
+		ccfg.TimeoutCommit = cfg.TimeoutCommit
+	}
+	if err := cometbft.Init(home, cometbft.InitOptions{Config: ccfg}); err != nil {
+		return nil, err
+	}
+	genesis, appState, err := cometbft.ReadGenesis(home)
+	if err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.fsm, err = fsm.Open(fsm.Options{Dir: cfg.DataDir, Logger: log.With("component", "fsm")}); err != nil {
+		return nil, err
+	}
+	n.broker = broker.New(n.fsm, broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg})
+	if n.orderer, err = cometbft.New(ccfg, n.broker.App(), log.With("component", "cometbft")); err != nil {
+		return nil, err
+	}
+	if err := n.orderer.Start(ctx); err != nil {
+		n.orderer = nil
+		return nil, err
+	}
+	n.broker.Start(n.orderer)
+
+	kopts := kafka.Options{
+		NodeID:            cfg.NodeID,
+		ClusterID:         genesis.ChainID,
+		AutoCreateTopics:  cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions,
+		DataDir:           cfg.DataDir,
+		Logger:            log.With("component", "kafka"),
+		Registerer:        reg,
+	}
+	if cfg.AdvertisedKafka != "" {
+		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: --advertise port %q: %v", port, err)
+		}
+		kopts.AdvertisedHost, kopts.AdvertisedPort = host, int32(p)
+	}
+	n.kafka = kafka.New(n.broker, kopts)
+	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
+	n.http = &http.Server{Handler: httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID}), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			n.errc <- err
+		}
+	}()
+	h, _ := n.broker.Info()
+	log.Info("stele is serving", "kafka", n.kafkaLn.Addr().String(), "http", n.httpLn.Addr().String(),
+		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
+	return n, nil
+}
+
+// KafkaAddr is the address the Kafka listener is bound to.
+func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
+
+// HTTPAddr is the address the HTTP listener is bound to.
+func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// Wait blocks until ctx ends, a listener fails, or consensus halts (the
+// state machine failed to apply or commit a block: restarting replays it).
+func (n *Node) Wait(ctx context.Context) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-n.errc:
+			return err
+		case <-tick.C:
+			if err := n.orderer.Err(); err != nil {
+				return fmt.Errorf("stele/server: consensus halted: %w", err)
+			}
+		}
+	}
+}
+
+// Close shuts the node down: front-ends first, then the broker, consensus
+// and the state machine.
+func (n *Node) Close() error {
+	if n.kafka != nil {
+		n.kafka.Close()
+	} else if n.kafkaLn != nil {
+		n.kafkaLn.Close()
+	}
+	if n.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.http.Shutdown(ctx)
+		cancel()
+	} else if n.httpLn != nil {
+		n.httpLn.Close()
+	}
+	if n.broker != nil {
+		n.broker.Close()
+	}
+	var err error
+	if n.orderer != nil {
+		err = n.orderer.Stop()
+	}
+	if n.fsm != nil {
+		err = errors.Join(err, n.fsm.Close())
+	}
+	n.log.Info("stele stopped")
+	return err
+}
+
+// Run starts a node and serves until ctx ends (SIGTERM, SIGINT), then shuts
+// it down cleanly.
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	werr := n.Wait(ctx)
+	return errors.Join(werr, n.Close())
+}

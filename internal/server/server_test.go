@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func testConfig(t testing.TB, dir string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	return cfg
+}
+
+// TestServeRestart runs a real node (embedded CometBFT), writes through
+// franz-go, stops it cleanly, starts it again on the same data directory and
+// reads everything back: committed state survives a restart and is not
+// applied twice.
+func TestServeRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, "r"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := 0; i < 100; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`stele_kafka_requests_total{api="Produce",error="NONE"}`, "stele_block_height", "stele_commit_latency_seconds_bucket"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	h1, hash1 := n.broker.Info()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err = Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	h2, hash2 := n.broker.Info()
+	if h2 < h1 || (h2 == h1 && string(hash1) != string(hash2)) {
+		t.Fatalf("after restart: height %d (was %d)", h2, h1)
+	}
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("r"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]int{}
+	for len(seen) < 100 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for v, c := range seen {
+		if c != 1 {
+			t.Fatalf("record %s read %d times", v, c)
+		}
+	}
+	// A second produce after the restart continues the offsets.
+	cl2, _ := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	defer cl2.Close()
+	r := &kgo.Record{Topic: "r", Partition: 0, Value: []byte("after")}
+	if err := cl2.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	end, _ := kadm.NewClient(cl2).ListEndOffsets(ctx, "r")
+	var total int64
+	end.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != 101 {
+		t.Fatalf("end offsets sum to %d after restart, want 101", total)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.KafkaAddr = "9092"
+	if err := bad.Validate(); err == nil {
+		t.Error("a Kafka address without a host was accepted")
+	}
+	bad = cfg
+	bad.DataDir = ""
+	if err := bad.Validate(); err == nil {
+		t.Error("an empty data directory was accepted")
+	}
+}
+
+// TestPortTaken: a listener that cannot bind fails the start with a clear
+// error and leaves nothing running.
+func TestPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := testConfig(t, t.TempDir())
+	cfg.KafkaAddr = ln.Addr().String()
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "kafka listener") {
+		t.Fatalf("start on a taken port: %v", err)
+	}
+}
