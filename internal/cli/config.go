@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// newConfigCmd returns `stele config`, the counterpart of kafka-configs.sh.
+func newConfigCmd(g *globalOptions) *cobra.Command {
+	return newGroupCmd("config", "Describe and alter topic and broker configs",
+		newConfigDescribeCmd(g),
+		newConfigAlterCmd(g),
+	)
+}
+
+// configResource is the target of a config command: a topic or a broker.
+type configResource struct {
+	kind kmsg.ConfigResourceType
+	name string // topic name, or the broker id in decimal
+}
+
+// resourceFlags are --topic and --broker, exactly one of which is needed.
+type resourceFlags struct {
+	topic  string
+	broker int32
+}
+
+func (r *resourceFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&r.topic, "topic", "", "the topic")
+	c.Flags().Int32Var(&r.broker, "broker", -1, "the broker id")
+}
+
+// resolve checks that exactly one of --topic and --broker was given.
+func (r *resourceFlags) resolve(c *cobra.Command) (configResource, error) {
+	hasTopic, hasBroker := c.Flags().Changed("topic"), c.Flags().Changed("broker")
+	switch {
+	case hasTopic && hasBroker:
+		return configResource{}, usageErrorf("give either --topic or --broker, not both")
+	case hasTopic && r.topic == "":
+		return configResource{}, usageErrorf("--topic needs a topic name")
+	case hasTopic:
+		return configResource{kind: kmsg.ConfigResourceTypeTopic, name: r.topic}, nil
+	case hasBroker && r.broker < 0:
+		return configResource{}, usageErrorf("invalid --broker %d: broker ids are 0 or more", r.broker)
+	case hasBroker:
+		return configResource{kind: kmsg.ConfigResourceTypeBroker, name: strconv.Itoa(int(r.broker))}, nil
+	default:
+		return configResource{}, usageErrorf("say which configs: --topic NAME or --broker ID")
+	}
+}
+
+// String names the resource for people.
+func (r configResource) String() string {
+	if r.kind == kmsg.ConfigResourceTypeTopic {
+		return fmt.Sprintf("topic %q", r.name)
+	}
+	return "broker " + r.name
+}
+
+func (r configResource) kindName() string {
+	if r.kind == kmsg.ConfigResourceTypeTopic {
+		return "topic"
+	}
+	return "broker"
+}
+
+// configEntry is the JSON form of one config in `config describe`. Value is
+// null for sensitive configs and for configs without a value.
+type configEntry struct {
+	Name      string  `json:"name"`
+	Value     *string `json:"value"`
+	Source    string  `json:"source"`
+	ReadOnly  bool    `json:"read_only"`
+	Sensitive bool    `json:"sensitive"`
+	Default   bool    `json:"default"`
+}
+
+// configsDescribed is the JSON form of `config describe`.
+type configsDescribed struct {
+	Resource string        `json:"resource"`
+	Name     string        `json:"name"`
+	Configs  []configEntry `json:"configs"`
+}
+
+func newConfigDescribeCmd(g *globalOptions) *cobra.Command {
+	var (
+		res resourceFlags
+		all bool
+	)
+	c := &cobra.Command{
+		Use:   "describe (--topic NAME | --broker ID) [--all]",
+		Short: "Describe the configs of a topic or a broker (kafka-configs.sh --describe)",
+		Long: `Describe the configs of a topic or a broker (kafka-configs.sh --describe).
+
+Without --all only dynamic overrides are shown, as kafka-configs.sh does:
+source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker.
+With --all every config is shown with its source, and whether it is read-only
+or sensitive (sensitive values are never sent by the broker).`,
+		Example: `  stele config describe --topic orders
+  stele config describe --broker 0 --all --output json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := res.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			cl, err := g.newClient()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := g.requestContext(cmd)
+			defer cancel()
+			entries, err := describeConfigs(ctx, cl, r)
+			if err != nil {
+				return err
+			}
+			out := configsDescribed{Resource: r.kindName(), Name: r.name, Configs: []configEntry{}}
+			for _, e := range entries {
+				if all || e.Source == dynamicSource(r.kind).String() {
+					out.Configs = append(out.Configs, e)
+				}
+			}
+			if g.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "NAME\tVALUE\tSOURCE\tREAD-ONLY\tSENSITIVE")
+			for _, e := range out.Configs {
+				v := "-"
+				switch {
+				case e.Sensitive:
+					v = "(sensitive)"
+				case e.Value != nil:
+					v = *e.Value
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%t\n", e.Name, v, e.Source, e.ReadOnly, e.Sensitive)
+			}
+			return tw.Flush()
+		},
+	}
+	res.register(c)
+	c.Flags().BoolVar(&all, "all", false, "show every config, not only dynamic overrides")
+	return c
+}
+
+// dynamicSource is the source of the overrides kafka-configs.sh shows
+// without --all for a resource kind.
+func dynamicSource(kind kmsg.ConfigResourceType) kmsg.ConfigSource {
+	if kind == kmsg.ConfigResourceTypeBroker {
+		return kmsg.ConfigSourceDynamicBrokerConfig
+	}
+	return kmsg.ConfigSourceDynamicTopicConfig
+}
+
+// describeConfigs issues DescribeConfigs for one resource, sorted by name.
+// It uses the request directly rather than kadm.DescribeTopicConfigs /
+// DescribeBrokerConfigs because kadm drops the read-only flag; kgo still
+// routes a broker resource to that broker, as kadm does.
+func describeConfigs(ctx context.Context, cl *kgo.Client, r configResource) ([]configEntry, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType = r.kind
+	rr.ResourceName = r.name
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("describe configs of %s: %w", r, err)
+	}
+	if len(resp.Resources) != 1 {
+		return nil, fmt.Errorf("describe configs of %s: the broker answered for %d resources, want 1", r, len(resp.Resources))
+	}
+	res := resp.Resources[0]
+	if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
+		if isUnknownTopic(err) && r.kind == kmsg.ConfigResourceTypeTopic {
+			return nil, topicNotFoundError{r.name}
+		}
+		msg := ""
+		if res.ErrorMessage != nil {
+			msg = *res.ErrorMessage
+		}
+		return nil, brokerError("describe configs of "+r.String(), err, msg)
+	}
+	out := make([]configEntry, 0, len(res.Configs))
+	for _, c := range res.Configs {
+		e := configEntry{
+			Name: c.Name, Value: c.Value, Source: c.Source.String(),
+			ReadOnly: c.ReadOnly, Sensitive: c.IsSensitive,
+			Default: c.Source == kmsg.ConfigSourceDefaultConfig || c.Source == kmsg.ConfigSourceStaticBrokerConfig,
+		}
+		if c.IsSensitive {
+			e.Value = nil
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// configsAltered is the JSON form of `config alter`.
+type configsAltered struct {
+	Resource string            `json:"resource"`
+	Name     string            `json:"name"`
+	Set      map[string]string `json:"set,omitempty"`
+	Deleted  []string          `json:"deleted,omitempty"`
+}
+
+func newConfigAlterCmd(g *globalOptions) *cobra.Command {
+	var (
+		res                    resourceFlags
+		sets, deletes          []string
+		kafkaAdds, kafkaDelete []string
+	)
+	c := &cobra.Command{
+		Use:   "alter (--topic NAME | --broker ID) [--set k=v ...] [--delete k ...]",
+		Short: "Change configs of a topic or a broker (kafka-configs.sh --alter)",
+		Long: `Change configs of a topic or a broker with an incremental alter
+(IncrementalAlterConfigs): configs not named are left as they are.
+
+--set k=v and --delete k take one config each and may be repeated. The
+kafka-configs.sh spellings are accepted too, with their syntax:
+--add-config 'k1=v1,k2=[a,b]' (comma-separated, brackets around list values)
+and --delete-config 'k1,k2'.`,
+		Example: `  stele config alter --topic orders --set retention.ms=3600000 --delete cleanup.policy
+  stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := res.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			allSets := append([]string(nil), sets...)
+			for _, s := range kafkaAdds {
+				kv, err := parseKafkaAddConfig(s)
+				if err != nil {
+					return err
+				}
+				allSets = append(allSets, kv...)
+			}
+			allDeletes := append([]string(nil), deletes...)
+			for _, s := range kafkaDelete {
+				allDeletes = append(allDeletes, strings.Split(s, ",")...)
+			}
+			if len(allSets) == 0 && len(allDeletes) == 0 {
+				return usageErrorf("nothing to alter: give --set k=v or --delete k")
+			}
+			ops, err := alterOps(allSets, "--set", allDeletes, "--delete")
+			if err != nil {
+				return err
+			}
+			adm, cl, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := g.requestContext(cmd)
+			defer cancel()
+			if r.kind == kmsg.ConfigResourceTypeTopic {
+				rs, err := adm.AlterTopicConfigs(ctx, ops, r.name)
+				err = alterConfigsError(r.String(), r.name, rs, err)
+				if err != nil {
+					return err
+				}
+			} else {
+				rs, err := adm.AlterBrokerConfigs(ctx, ops, res.broker)
+				err = alterConfigsError(r.String(), r.name, rs, err)
+				if err != nil {
+					return err
+				}
+			}
+			out := configsAltered{Resource: r.kindName(), Name: r.name}
+			out.Set, out.Deleted = summarizeOps(ops)
+			if g.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Altered configs of %s%s.\n", r,
+				describeAlteration(topicAltered{Set: out.Set, Deleted: out.Deleted}))
+			return err
+		},
+	}
+	res.register(c)
+	f := c.Flags()
+	f.StringArrayVar(&sets, "set", nil, "set a config key=value (repeatable)")
+	f.StringArrayVar(&deletes, "delete", nil, "remove a config, back to its default (repeatable)")
+	f.StringArrayVar(&kafkaAdds, "add-config", nil, "kafka-configs.sh form of --set: 'k1=v1,k2=[a,b]'")
+	f.StringArrayVar(&kafkaDelete, "delete-config", nil, "kafka-configs.sh form of --delete: 'k1,k2'")
+	return c
+}
+
+// parseKafkaAddConfig parses kafka-configs.sh's --add-config syntax:
+// comma-separated key=value pairs, where a value holding commas is written
+// in brackets ("cleanup.policy=[compact,delete]"). It returns k=v strings
+// with the brackets removed, as kafka-configs.sh does.
+func parseKafkaAddConfig(s string) ([]string, error) {
+	var out []string
+	for _, pair := range splitOutsideBrackets(s, ',') {
+		kv := splitOutsideBrackets(pair, '=')
+		if len(kv) != 2 || strings.TrimSpace(kv[0]) == "" {
+			return nil, usageErrorf("invalid --add-config %q: every config must be key=val or key=[val1,val2]", s)
+		}
+		v := strings.NewReplacer("[", "", "]", "").Replace(strings.TrimSpace(kv[1]))
+		out = append(out, strings.TrimSpace(kv[0])+"="+v)
+	}
+	return out, nil
+}
+
+// splitOutsideBrackets splits s at every sep that is not inside [ ].
+func splitOutsideBrackets(s string, sep byte) []string {
+	var (
+		out   []string
+		depth int
+		start int
+	)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			if depth > 0 {
+				depth--
+			}
+		case sep:
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}

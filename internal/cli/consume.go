@@ -1,0 +1,327 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// consumeOptions are the flags of `stele consume`.
+type consumeOptions struct {
+	fromBeginning bool
+	offset        string
+	partition     int32
+	maxMessages   int64
+	idle          time.Duration
+	format        string
+	isolation     *enumFlag
+}
+
+func newConsumeCmd(g *globalOptions) *cobra.Command {
+	o := &consumeOptions{isolation: newEnumFlag("read_uncommitted", "read_uncommitted", "read_committed")}
+	c := &cobra.Command{
+		Use:   "consume TOPIC",
+		Short: "Print records of a topic (kafka-console-consumer.sh)",
+		Long: `Print records of a topic to stdout (kafka-console-consumer.sh), without a
+consumer group: every partition is read directly and nothing is committed.
+
+By default it starts at the end of each partition and runs until interrupted
+(SIGINT/SIGTERM), then exits 0. --max-messages and --timeout-idle end it
+earlier. "Processed a total of N messages" is printed on stderr at exit.
+
+--format is a template as kcat's -f; --output json prints one JSON object per
+record per line instead (key, value and header values are strings, or all
+base64 with "encoding": "base64" when any of them is not valid UTF-8).`,
+		Example: `  stele consume orders --from-beginning --max-messages 10
+  stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
+  stele consume orders --from-beginning --timeout-idle 5s --output json`,
+		Args: exactArgs("TOPIC"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return runConsume(cmd, g, o, a[0])
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the earliest offset instead of the end")
+	f.StringVar(&o.offset, "offset", "", "start offset with --partition: N, earliest or latest")
+	f.Int32Var(&o.partition, "partition", -1, "consume only this partition")
+	f.Int64Var(&o.maxMessages, "max-messages", 0, "exit after printing this many records")
+	f.DurationVar(&o.idle, "timeout-idle", 0, "exit when no record arrives for this long (default: run until interrupted)")
+	f.StringVar(&o.format, "format", defaultFormat, formatHelp)
+	f.Var(o.isolation, "isolation", "read_committed hides records of open and aborted transactions")
+	return c
+}
+
+// startOffset turns the start flags into a kgo offset; exact is set for a
+// numeric --offset, which must be checked against the partition's bounds.
+func (o *consumeOptions) startOffset() (start kgo.Offset, exact int64, err error) {
+	switch o.offset {
+	case "":
+		if o.fromBeginning {
+			return kgo.NewOffset().AtStart(), -1, nil
+		}
+		return kgo.NewOffset().AtEnd(), -1, nil
+	case "earliest":
+		return kgo.NewOffset().AtStart(), -1, nil
+	case "latest":
+		return kgo.NewOffset().AtEnd(), -1, nil
+	}
+	n, err := strconv.ParseInt(o.offset, 10, 64)
+	if err != nil || n < 0 {
+		return kgo.Offset{}, -1, usageErrorf("invalid --offset %q: want a number from 0, earliest or latest", o.offset)
+	}
+	return kgo.NewOffset().At(n), n, nil
+}
+
+// validate checks flag combinations, as kafka-console-consumer.sh does.
+func (o *consumeOptions) validate(cmd *cobra.Command, g *globalOptions) error {
+	switch {
+	case o.offset != "" && o.partition < 0:
+		return usageErrorf("--offset needs --partition: offsets are per partition")
+	case o.offset != "" && o.fromBeginning:
+		return usageErrorf("give either --from-beginning or --offset, not both")
+	case o.partition < -1:
+		return usageErrorf("invalid --partition %d: partitions are numbered from 0", o.partition)
+	case o.maxMessages < 0:
+		return usageErrorf("invalid --max-messages %d: must be 0 (no limit) or more", o.maxMessages)
+	case o.idle < 0:
+		return usageErrorf("invalid --timeout-idle %v: must be positive", o.idle)
+	case g.jsonOutput() && cmd.Flags().Changed("format"):
+		return usageErrorf("--format and --output json cannot be used together")
+	}
+	return nil
+}
+
+func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string) error {
+	if err := o.validate(cmd, g); err != nil {
+		return err
+	}
+	format, err := parseFormat(o.format)
+	if err != nil {
+		return usageError{err}
+	}
+	start, exact, err := o.startOffset()
+	if err != nil {
+		return err
+	}
+	if err := checkConsumeTarget(cmd, g, topic, o.partition, exact); err != nil {
+		return err
+	}
+
+	opts := []kgo.Opt{kgo.ConsumeResetOffset(start)}
+	if o.partition >= 0 {
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {o.partition: start}}))
+	} else {
+		opts = append(opts, kgo.ConsumeTopics(topic))
+	}
+	if o.isolation.String() == "read_committed" {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := g.newClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	var emit func(*bufio.Writer, *kgo.Record) error
+	if g.jsonOutput() {
+		emit = emitJSON
+	} else {
+		var buf []byte
+		emit = func(w *bufio.Writer, r *kgo.Record) error {
+			buf = format.append(buf[:0], r)
+			_, err := w.Write(buf)
+			return err
+		}
+	}
+	n, err := consumeLoop(cmd.Context(), cl, o, bufio.NewWriter(cmd.OutOrStdout()), cmd.ErrOrStderr(), emit)
+	fmt.Fprintf(cmd.ErrOrStderr(), "Processed a total of %d messages\n", n)
+	return err
+}
+
+// checkConsumeTarget fails early, with a clear message, when the topic or
+// partition does not exist or a numeric start offset is out of range.
+func checkConsumeTarget(cmd *cobra.Command, g *globalOptions, topic string, partition int32, exact int64) error {
+	adm, cl, err := g.newAdmin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := g.requestContext(cmd)
+	defer cancel()
+	if _, err := topicPartitions(ctx, adm, topic, partition); err != nil {
+		return err
+	}
+	if exact < 0 {
+		return nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list offsets of topic %q: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list offsets of topic %q: %w", topic, err)
+	}
+	s, ok1 := starts.Lookup(topic, partition)
+	e, ok2 := ends.Lookup(topic, partition)
+	if !ok1 || !ok2 || s.Err != nil || e.Err != nil {
+		return fmt.Errorf("cannot check --offset %d: the broker did not list the offsets of topic %q partition %d",
+			exact, topic, partition)
+	}
+	if exact < s.Offset || exact > e.Offset {
+		return fmt.Errorf("offset %d is out of range for topic %q partition %d: start offsets go from %d (log start) to %d (log end)",
+			exact, topic, partition, s.Offset, e.Offset)
+	}
+	return nil
+}
+
+// topicPartitions returns the number of partitions of topic, failing when
+// the topic or (if partition >= 0) the partition does not exist.
+func topicPartitions(ctx context.Context, adm *kadm.Client, topic string, partition int32) (int, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("look up topic %q: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	switch {
+	case !ok || isUnknownTopic(td.Err):
+		return 0, topicNotFoundError{topic}
+	case td.Err != nil:
+		return 0, brokerError(fmt.Sprintf("look up topic %q", topic), td.Err, "")
+	}
+	n := len(td.Partitions)
+	if partition >= int32(n) {
+		return 0, fmt.Errorf("topic %q has %d partitions (0 to %d); partition %d does not exist",
+			topic, n, n-1, partition)
+	}
+	return n, nil
+}
+
+// consumeLoop polls and emits records until --max-messages is reached, no
+// record arrives for --timeout-idle, ctx is cancelled (a clean exit), or the
+// client reports an error it cannot recover from. It returns the number of
+// records emitted.
+func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bufio.Writer, stderr io.Writer,
+	emit func(*bufio.Writer, *kgo.Record) error) (int64, error) {
+	var n int64
+	lastRecord := time.Now()
+	for {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if o.idle > 0 {
+			pollCtx, cancel = context.WithDeadline(ctx, lastRecord.Add(o.idle))
+		}
+		maxPoll := 0
+		if o.maxMessages > 0 {
+			maxPoll = int(min(o.maxMessages-n, 1<<20))
+		}
+		fs := cl.PollRecords(pollCtx, maxPoll)
+		cancel()
+
+		var fatal error
+		fs.EachError(func(topic string, partition int32, err error) {
+			var loss *kgo.ErrDataLoss
+			switch {
+			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			case errors.As(err, &loss):
+				fmt.Fprintf(stderr, "stele: warning: %v\n", err)
+			case fatal != nil:
+			case isUnknownTopic(err):
+				fatal = fmt.Errorf("consume topic %q: %w (was the topic deleted?)", topic, err)
+			default:
+				fatal = fmt.Errorf("consume topic %q partition %d: %w", topic, partition, err)
+			}
+		})
+		var werr error
+		before := n
+		fs.EachRecord(func(r *kgo.Record) {
+			if werr != nil || (o.maxMessages > 0 && n >= o.maxMessages) {
+				return
+			}
+			if werr = emit(out, r); werr == nil {
+				n++
+			}
+		})
+		if n > before {
+			lastRecord = time.Now()
+		}
+		if err := out.Flush(); err != nil && werr == nil {
+			werr = err
+		}
+		switch {
+		case werr != nil:
+			return n, fmt.Errorf("write record: %w", werr)
+		case fatal != nil:
+			return n, fatal
+		case o.maxMessages > 0 && n >= o.maxMessages:
+			return n, nil
+		case ctx.Err() != nil:
+			return n, nil // interrupted: a clean exit
+		case o.idle > 0 && time.Since(lastRecord) >= o.idle:
+			return n, nil
+		}
+	}
+}
+
+// consumedRecord is the JSON form of one record printed by consume.
+type consumedRecord struct {
+	Topic     string           `json:"topic"`
+	Partition int32            `json:"partition"`
+	Offset    int64            `json:"offset"`
+	Timestamp int64            `json:"timestamp"`
+	Key       *string          `json:"key"`
+	Value     *string          `json:"value"`
+	Headers   []consumedHeader `json:"headers"`
+	Encoding  string           `json:"encoding,omitempty"`
+}
+
+type consumedHeader struct {
+	Key   string  `json:"key"`
+	Value *string `json:"value"`
+}
+
+// emitJSON writes r as one JSON line. When the key, the value or a header
+// value is not valid UTF-8, all three are base64 and Encoding says so.
+func emitJSON(w *bufio.Writer, r *kgo.Record) error {
+	binary := !utf8.Valid(r.Key) || !utf8.Valid(r.Value)
+	for _, h := range r.Headers {
+		binary = binary || !utf8.Valid(h.Value)
+	}
+	enc := func(b []byte) *string {
+		if b == nil {
+			return nil
+		}
+		s := string(b)
+		if binary {
+			s = base64.StdEncoding.EncodeToString(b)
+		}
+		return &s
+	}
+	cr := consumedRecord{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(),
+		Key: enc(r.Key), Value: enc(r.Value), Headers: []consumedHeader{},
+	}
+	for _, h := range r.Headers {
+		cr.Headers = append(cr.Headers, consumedHeader{Key: h.Key, Value: enc(h.Value)})
+	}
+	if binary {
+		cr.Encoding = "base64"
+	}
+	b, err := json.Marshal(cr)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
