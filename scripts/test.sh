@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# scripts/test.sh: Stele's whole test suite, the README's test command.
+# .ci/run runs exactly this. It needs only the Go toolchain; the end-to-end
+# tests install their clients (kcat, confluent-kafka, kafka-python) from
+# Debian's packages when they are missing and this runs as root.
+#
+#   scripts/test.sh              vet, unit and protocol tests (with the race
+#                                detector on the concurrent packages), then
+#                                the end-to-end tests with real clients
+#   STELE_TEST_FUZZ=30s scripts/test.sh
+#                                also run every fuzz target for that long
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+# The race detector roughly doubles run time; it covers the packages where
+# goroutines meet (front-end, broker, storage readers, consensus adapters).
+go test -count=1 -timeout 20m ./...
+go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/storage/... ./internal/consensus/...
+
+if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
+	echo "== fuzz ($STELE_TEST_FUZZ each)"
+	for pkg in $(go list ./...); do
+		for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+			go test -run '^$' -fuzz "^${target}\$" -fuzztime "$STELE_TEST_FUZZ" -fuzzminimizetime 5s "$pkg"
+		done
+	done
+fi
+
+echo "== end-to-end tests"
+test/e2e/run.sh
