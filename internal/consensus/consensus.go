@@ -42,6 +42,11 @@ type Block struct {
 	Txs  [][]byte
 	// Proposer is the address of the validator that proposed the block.
 	Proposer []byte
+	// Signers are the addresses of the validators whose precommit for the
+	// previous block this block carries (its last commit), in the order
+	// the commit lists them. Every broker sees the same list, so the state
+	// machine may derive which brokers are alive from it.
+	Signers [][]byte
 }
 
 // Application is the deterministic state machine as seen by an orderer.

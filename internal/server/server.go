@@ -40,6 +40,11 @@ type Config struct {
 	AdvertisedKafka string
 	// P2PAddr is CometBFT's peer-to-peer listener.
 	P2PAddr string
+	// P2PExternal is the host:port peers dial to reach this node when it
+	// differs from P2PAddr (a wildcard listener, NAT).
+	P2PExternal string
+	// Peers are the CometBFT peers to stay connected to, "nodeid@host:port".
+	Peers []string
 	// NodeID is the Kafka node id.
 	NodeID int32
 	// AutoCreateTopics is auto.create.topics.enable; DefaultPartitions is
@@ -126,6 +131,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	home := filepath.Join(cfg.DataDir, "cometbft")
 	ccfg := cometbft.DefaultConfig(home)
 	ccfg.P2PListen = "tcp://" + cfg.P2PAddr
+	ccfg.ExternalAddress = cfg.P2PExternal
+	ccfg.PersistentPeers = cfg.Peers
 	if cfg.TimeoutCommit > 0 {
 		ccfg.TimeoutCommit = cfg.TimeoutCommit
 	}

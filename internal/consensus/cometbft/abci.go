@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	abci "github.com/cometbft/cometbft/abci/types"
+	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 	"github.com/cometbft/cometbft/types"
 
 	"github.com/stele-io/stele/internal/consensus"
@@ -186,6 +187,11 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 		return nil, err
 	}
 	b := consensus.Block{Height: req.Height, Time: req.Time, Txs: req.Txs, Proposer: req.ProposerAddress}
+	for _, v := range req.DecidedLastCommit.Votes {
+		if v.BlockIdFlag == cmtproto.BlockIDFlagCommit {
+			b.Signers = append(b.Signers, v.Validator.Address)
+		}
+	}
 	results, appHash, err := a.app.FinalizeBlock(b)
 	if err != nil {
 		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))

@@ -70,12 +70,32 @@ type InitOptions struct {
 	// Config is written to config.toml by Init (which sets its Home); a
 	// Config without P2PListen means DefaultConfig. InitCluster ignores it.
 	Config Config
+	// Brokers, for InitCluster: one entry per node, in the nodes' order,
+	// with NodeID, Kafka and HTTP set; InitCluster fills in Validator and
+	// records the list in the genesis. Empty means no directory.
+	Brokers []GenesisBroker
 }
 
 // GenesisAppState is the application part of the genesis (app_state).
 type GenesisAppState struct {
 	// MaxTxBytes is the largest transaction a valid proposal may hold.
 	MaxTxBytes int64 `json:"max_tx_bytes"`
+	// Brokers is the cluster's broker directory: which validator each Kafka
+	// node id is and where clients reach it. Every broker reads the same
+	// list, so Metadata answers agree. Empty for a single node started with
+	// Init (it then describes only itself).
+	Brokers []GenesisBroker `json:"brokers,omitempty"`
+}
+
+// GenesisBroker is one broker of the directory.
+type GenesisBroker struct {
+	NodeID int32 `json:"node_id"`
+	// Kafka is the advertised Kafka address, host:port.
+	Kafka string `json:"kafka"`
+	// HTTP is the advertised HTTP address, host:port.
+	HTTP string `json:"http,omitempty"`
+	// Validator is the hex address of the broker's validator key.
+	Validator string `json:"validator"`
 }
 
 // Identity is what a home's keys tell others about the node.
@@ -277,7 +297,17 @@ func NewGenesis(opts InitOptions, validators []Identity) (*types.GenesisDoc, err
 	if err := checkBlockFitsTx(params, len(validators), opts.MaxTxBytes); err != nil {
 		return nil, err
 	}
-	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes})
+	var brokers []GenesisBroker
+	if len(opts.Brokers) > 0 {
+		if len(opts.Brokers) != len(validators) {
+			return nil, fmt.Errorf("stele/consensus/cometbft: %d brokers for %d validators", len(opts.Brokers), len(validators))
+		}
+		for i, b := range opts.Brokers {
+			b.Validator = validators[i].ValidatorPubKey.Address().String()
+			brokers = append(brokers, b)
+		}
+	}
+	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes, Brokers: brokers})
 	if err != nil {
 		return nil, fmt.Errorf("stele/consensus/cometbft: app state: %w", err)
 	}
