@@ -22,7 +22,7 @@ func (a app) ValidateTx(tx []byte) error {
 }
 
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
-	out, err := a.b.fsm.ApplyBlock(blk.Height, blk.Time.UnixMilli(), blk.Txs)
+	out, err := a.b.fsm.ApplyBlock(fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers})
 	if err != nil {
 		return nil, nil, err
 	}

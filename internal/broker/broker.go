@@ -346,3 +346,7 @@ func (b *Broker) failSlots(slots []slot, err error) {
 		s.req.finish(s.idx, fsm.Result{}, err)
 	}
 }
+
+// Liveness returns the validators seen signing blocks and the block time of
+// the last commit (see fsm.FSM.Liveness).
+func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }

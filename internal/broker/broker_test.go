@@ -96,7 +96,7 @@ func TestConcurrentProducers(t *testing.T) {
 	}
 	defer replica.Close()
 	for _, blk := range blocks {
-		if _, err := replica.ApplyBlock(blk.Height, blk.Time.UnixMilli(), blk.Txs); err != nil {
+		if _, err := replica.ApplyBlock(fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := replica.Commit(); err != nil {

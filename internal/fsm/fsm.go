@@ -69,24 +69,28 @@ type FSM struct {
 	store *storage.Store
 
 	// Applier-owned.
-	height        int64
-	appHash       []byte
-	blockTime     int64 // ms
-	lastHousekeep int64 // block time of the last housekeeping pass
-	topics        map[string]*Topic
-	byID          map[TopicID]*Topic
-	dirtyTopics   map[string]bool
-	dirtyParts    map[*Partition]bool
-	deleted       []*Topic // deleted this block; files removed after Commit
-	metaChanged   bool
-	applied       bool // a block has been applied and not committed
+	height         int64
+	appHash        []byte
+	blockTime      int64 // ms
+	lastHousekeep  int64 // block time of the last housekeeping pass
+	topics         map[string]*Topic
+	byID           map[TopicID]*Topic
+	dirtyTopics    map[string]bool
+	dirtyParts     map[*Partition]bool
+	deleted        []*Topic // deleted this block; files removed after Commit
+	metaChanged    bool
+	applied        bool               // a block has been applied and not committed
+	signers        map[string]*Signer // by hex address
+	signersChanged bool
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
 	committed struct {
 		sync.Mutex
-		height  int64
-		appHash []byte
+		height    int64
+		appHash   []byte
+		blockTime int64
+		signers   []Signer
 	}
 }
 
@@ -179,10 +183,22 @@ func Precheck(tx []byte) error {
 	return nil
 }
 
-// ApplyBlock applies the transactions of block height at block time timeMs
-// (milliseconds since the epoch). Every transaction gets an outcome; one that
+// Block is an ordered block as the state machine sees it.
+type Block struct {
+	Height int64
+	// TimeMs is the block time in milliseconds since the epoch: the only
+	// clock the state machine reads.
+	TimeMs int64
+	Txs    [][]byte
+	// Signers are the validator addresses whose vote for the previous block
+	// this block carries; they tell which brokers are alive (Liveness).
+	Signers [][]byte
+}
+
+// ApplyBlock applies a block. Every transaction gets an outcome; one that
 // does not decode is skipped with a non-zero code.
-func (f *FSM) ApplyBlock(height, timeMs int64, txs [][]byte) (BlockOutcome, error) {
+func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
+	height, timeMs, txs := b.Height, b.TimeMs, b.Txs
 	if f.applied {
 		return BlockOutcome{}, fmt.Errorf("%w: block %d applied twice without Commit", ErrHeight, f.height)
 	}
@@ -194,6 +210,7 @@ func (f *FSM) ApplyBlock(height, timeMs int64, txs [][]byte) (BlockOutcome, erro
 	if timeMs > f.blockTime { // block time never goes backwards for us
 		f.blockTime = timeMs
 	}
+	f.recordSigners(b.Signers)
 	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
 	// The app hash chains every transaction and its results, and whatever
 	// housekeeping changed. A block that changes nothing keeps the previous
@@ -303,9 +320,12 @@ func (f *FSM) publish(metaChanged bool) {
 	if metaChanged || f.view.Load() == nil {
 		f.view.Store(buildView(f.height, f.topics))
 	}
+	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height
 	f.committed.appHash = append([]byte(nil), f.appHash...)
+	f.committed.blockTime = f.blockTime
+	f.committed.signers = signers
 	f.committed.Unlock()
 }
 

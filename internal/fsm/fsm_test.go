@@ -98,7 +98,7 @@ func applyAll(t testing.TB, f *FSM, blocks []block) [][]byte {
 	t.Helper()
 	var hashes [][]byte
 	for i, b := range blocks {
-		out, err := f.ApplyBlock(int64(i+1), b.time, b.txs)
+		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestRecoveryReplaysUncommittedBlock(t *testing.T) {
 	f := open(t, dir)
 	want := applyAll(t, open(t, t.TempDir()), blocks)
 	applyAll(t, f, blocks[:10])
-	if _, err := f.ApplyBlock(11, blocks[10].time, blocks[10].txs); err != nil {
+	if _, err := f.ApplyBlock(Block{Height: 11, TimeMs: blocks[10].time, Txs: blocks[10].txs}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close() // no Commit: as if killed
@@ -197,7 +197,7 @@ func TestRecoveryReplaysUncommittedBlock(t *testing.T) {
 		t.Fatalf("after crash: height %d hash %x, want 10 %x", h, hash, want[9])
 	}
 	for i := 10; i < len(blocks); i++ {
-		out, err := f.ApplyBlock(int64(i+1), blocks[i].time, blocks[i].txs)
+		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestProduceResults(t *testing.T) {
 	corrupt := append([]byte(nil), good...)
 	corrupt[len(corrupt)-1] ^= 0xff
 	big := batch(t, t0, record.CodecNone, "k", 20)
-	out, err := f.ApplyBlock(1, t0, [][]byte{
+	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1, Configs: []ConfigEntry{{"max.message.bytes", "1000"}}}),
 		tx(2,
 			Produce{Topic: "t", Partition: 0, Records: good},
@@ -227,7 +227,7 @@ func TestProduceResults(t *testing.T) {
 			Produce{Topic: "t", Partition: 1, Records: big},
 			Produce{Topic: "u", Partition: 0, Records: good},
 		),
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +269,44 @@ func TestProduceResults(t *testing.T) {
 func TestBlockOrder(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	if _, err := f.ApplyBlock(2, t0, nil); err == nil {
+	if _, err := f.ApplyBlock(Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
 		t.Fatal("applied height 2 first")
 	}
-	if _, err := f.ApplyBlock(1, t0, nil); err != nil {
+	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: nil}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ApplyBlock(2, t0, nil); err == nil {
+	if _, err := f.ApplyBlock(Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
 		t.Fatal("applied height 2 before committing 1")
 	}
+}
+
+// TestLiveness: the signers of each block are recorded with the height they
+// signed and survive a restart.
+func TestLiveness(t *testing.T) {
+	dir := t.TempDir()
+	f := open(t, dir)
+	a, b := []byte{0xa}, []byte{0xb}
+	for h, signers := range [][][]byte{nil, {a, b}, {a}} {
+		if _, err := f.ApplyBlock(Block{Height: int64(h + 1), TimeMs: t0 + int64(h)*1000, Signers: signers}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(f *FSM) {
+		t.Helper()
+		ss, now := f.Liveness()
+		if now != t0+2000 || len(ss) != 2 {
+			t.Fatalf("liveness: %+v at %d", ss, now)
+		}
+		if ss[0].LastHeight != 2 || ss[0].LastTimeMs != t0+2000 || ss[1].LastHeight != 1 || ss[1].LastTimeMs != t0+1000 {
+			t.Fatalf("liveness: %+v", ss)
+		}
+	}
+	check(f)
+	f.Close()
+	f = open(t, dir)
+	defer f.Close()
+	check(f)
 }

@@ -39,6 +39,10 @@ func (f *FSM) persist() error {
 	w.i64(f.blockTime)
 	w.i64(f.lastHousekeep)
 	b.Set(keyState, w.b)
+	if f.signersChanged {
+		b.Set(keySigners, encodeSigners(f.sortedSigners()))
+		f.signersChanged = false
+	}
 	for _, t := range f.deleted {
 		b.Delete(topicKey(t.Name))
 		for _, p := range t.Partitions {
@@ -101,6 +105,13 @@ func (f *FSM) load() error {
 		f.height, f.appHash, f.blockTime, f.lastHousekeep = r.i64(), append([]byte(nil), r.bytes()...), r.i64(), r.i64()
 		if err := r.done(); err != nil {
 			return fmt.Errorf("stele/fsm: reading state: %w", err)
+		}
+	}
+	if v, ok, err := f.store.Get(keySigners); err != nil {
+		return err
+	} else if ok {
+		if f.signers, err = decodeSigners(v); err != nil {
+			return fmt.Errorf("stele/fsm: reading signers: %w", err)
 		}
 	}
 	err = f.store.Scan([]byte("t/"), func(k, v []byte) error {

@@ -64,13 +64,16 @@ func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
 	return done(resp), nil
 }
 
-// clusterBrokers lists the brokers of the cluster as DescribeCluster
-// reports them: for now this broker alone, as Metadata does.
+// clusterBrokers lists every broker of the cluster, as Metadata does.
 func (s *Server) clusterBrokers() []kmsg.DescribeClusterResponseBroker {
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID = s.opts.NodeID
-	b.Host, b.Port = s.Addr()
-	return []kmsg.DescribeClusterResponseBroker{b}
+	all, _ := s.members()
+	out := make([]kmsg.DescribeClusterResponseBroker, len(all))
+	for i, m := range all {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = m.NodeID, m.Host, m.Port
+		out[i] = b
+	}
+	return out
 }
 
 // brokerCount is the number of brokers, which is every partition's

@@ -23,26 +23,35 @@ type testBroker struct {
 func newTestBroker(t testing.TB) string { return startTestBroker(t, nil).addr }
 
 func startTestBroker(t testing.TB, tweak func(*Options)) *testBroker {
+	return startTestBrokerSigned(t, nil, tweak)
+}
+
+// startTestBrokerSigned is startTestBroker with these validators signing
+// every block.
+func startTestBrokerSigned(t testing.TB, signers [][]byte, tweak func(*Options)) *testBroker {
 	t.Helper()
 	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := broker.New(f, broker.Options{})
-	o := local.New(b.App(), local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond})
+	o := local.New(b.App(), local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond, Signers: signers})
 	if err := o.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	b.Start(o)
-	opts := Options{NodeID: 0, ClusterID: "stele-test", AutoCreateTopics: true, DefaultPartitions: 1, DataDir: "/tmp"}
-	if tweak != nil {
-		tweak(&opts)
-	}
-	srv := New(b, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	// The advertised address is filled in up front so tweak can use it.
+	opts := Options{NodeID: 0, ClusterID: "stele-test", AutoCreateTopics: true, DefaultPartitions: 1, DataDir: "/tmp",
+		AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(port)}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	srv := New(b, opts)
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()

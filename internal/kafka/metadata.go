@@ -2,8 +2,13 @@ package kafka
 
 // Metadata: v0-12
 // Behavior:
-//  * Every broker holds every partition: each partition lists this broker as
-//    leader (leader epoch 0), replica and in-sync replica.
+//  * Every broker holds every partition: Metadata lists every broker of the
+//    cluster's directory, every broker as a replica of every partition, the
+//    live ones (whose validator signed a block in the last 10 s of block
+//    time) as in-sync replicas, and a leader chosen among the live brokers
+//    from the topic and partition, so clients spread their load and move
+//    off a dead broker at their next metadata refresh. Any broker accepts
+//    produce and fetch for any partition. The leader epoch is always 0.
 //  * A null topic list (v1+; an empty one in v0) asks for every topic.
 //  * Unknown topics are created when auto.create.topics.enable is on and the
 //    request allows it (always before v4), with num.partitions partitions;
@@ -25,19 +30,23 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	s := c.s
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.opts.NodeID, s.opts.AdvertisedHost, s.opts.AdvertisedPort
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	all, live := s.members()
+	for _, m := range all {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = m.NodeID, m.Host, m.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	mem := membership{replicas: nodeIDs(all), isr: nodeIDs(live), live: live}
 	clusterID := s.opts.ClusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.opts.NodeID
 	resp.AuthorizedOperations = authorizedOpsUnknown
 
 	view := s.b.View()
-	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
-	if all {
+	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	if allTopics {
 		for _, t := range view.Topics() {
-			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			resp.Topics = append(resp.Topics, topicMetadata(t, mem))
 		}
 		return done(resp), nil
 	}
@@ -84,12 +93,18 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.topicMetadata(t))
+		resp.Topics = append(resp.Topics, topicMetadata(t, mem))
 	}
 	return done(resp), nil
 }
 
-func (s *Server) topicMetadata(t *fsm.TopicView) kmsg.MetadataResponseTopic {
+// membership is what every partition's metadata says about the brokers.
+type membership struct {
+	replicas, isr []int32
+	live          []BrokerInfo
+}
+
+func topicMetadata(t *fsm.TopicView, m membership) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -98,10 +113,10 @@ func (s *Server) topicMetadata(t *fsm.TopicView) kmsg.MetadataResponseTopic {
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = s.opts.NodeID
+		mp.Leader = leader(m.live, t.Name, p.Index)
 		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{s.opts.NodeID}
-		mp.ISR = []int32{s.opts.NodeID}
+		mp.Replicas = m.replicas
+		mp.ISR = m.isr
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -53,6 +53,12 @@ type Options struct {
 	DefaultPartitions int32
 	// DataDir is reported by DescribeLogDirs.
 	DataDir string
+	// Brokers is the cluster's broker directory (from the genesis); empty
+	// for a single node, which then describes only itself.
+	Brokers []BrokerInfo
+	// LiveWindow is how recently a broker's validator must have signed a
+	// block for Metadata to name it a partition leader. Default 10 s.
+	LiveWindow time.Duration
 	// MaxInflight bounds the requests one connection may have started but
 	// not yet answered. Default 64.
 	MaxInflight int
@@ -69,6 +75,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
+	}
+	if o.LiveWindow <= 0 {
+		o.LiveWindow = defaultLiveWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -176,6 +177,23 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		kopts.AdvertisedHost, kopts.AdvertisedPort = host, int32(p)
 	}
+	if kopts.Brokers, err = directory(appState.Brokers); err != nil {
+		return nil, err
+	}
+	if len(kopts.Brokers) > 0 {
+		self := -1
+		for i, b := range kopts.Brokers {
+			if b.NodeID == cfg.NodeID {
+				self = i
+			}
+		}
+		if self < 0 {
+			return nil, fmt.Errorf("stele/server: node id %d is not in the genesis broker directory of %s", cfg.NodeID, home)
+		}
+		if cfg.AdvertisedKafka == "" {
+			kopts.AdvertisedHost, kopts.AdvertisedPort = kopts.Brokers[self].Host, kopts.Brokers[self].Port
+		}
+	}
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
 	n.http = &http.Server{Handler: httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID}), ReadHeaderTimeout: 10 * time.Second}
@@ -188,6 +206,27 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	log.Info("stele is serving", "kafka", n.kafkaLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
 	return n, nil
+}
+
+// directory turns the genesis broker directory into the front-end's.
+func directory(gbs []cometbft.GenesisBroker) ([]kafka.BrokerInfo, error) {
+	var out []kafka.BrokerInfo
+	for _, g := range gbs {
+		host, port, err := net.SplitHostPort(g.Kafka)
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: genesis broker %d: kafka address %q: %v", g.NodeID, g.Kafka, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: genesis broker %d: kafka port %q: %v", g.NodeID, port, err)
+		}
+		v, err := hex.DecodeString(g.Validator)
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: genesis broker %d: validator %q: %v", g.NodeID, g.Validator, err)
+		}
+		out = append(out, kafka.BrokerInfo{NodeID: g.NodeID, Host: host, Port: int32(p), Validator: v})
+	}
+	return out, nil
 }
 
 // KafkaAddr is the address the Kafka listener is bound to.

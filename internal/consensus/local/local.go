@@ -64,6 +64,9 @@ type Options struct {
 	Manual bool
 	// Proposer is put in every block's Proposer field (nil means "local").
 	Proposer []byte
+	// Signers is put in every block's Signers field after the first (as if
+	// these validators signed every block); nil means none.
+	Signers [][]byte
 }
 
 func (o *Options) setDefaults() {
@@ -382,6 +385,9 @@ func (o *Orderer) makeBlock() (consensus.Block, error) {
 		Txs:      txs,
 		Proposer: append([]byte(nil), o.opts.Proposer...),
 	}
+	if height > 1 {
+		b.Signers = o.opts.Signers
+	}
 	results, _, err := o.app.FinalizeBlock(copyBlock(b))
 	if err == nil && len(results) != len(txs) {
 		err = fmt.Errorf("%w: %d for %d transactions at height %d", ErrBadResults, len(results), len(txs), height)
@@ -461,5 +467,9 @@ func copyBlock(b consensus.Block) consensus.Block {
 		c.Txs[i] = append([]byte(nil), tx...)
 	}
 	c.Proposer = append([]byte(nil), b.Proposer...)
+	c.Signers = make([][]byte, len(b.Signers))
+	for i, s := range b.Signers {
+		c.Signers[i] = append([]byte(nil), s...)
+	}
 	return c
 }

@@ -1,0 +1,84 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/hex"
+	"sort"
+)
+
+// Signer is what the chain says about one validator's liveness: the last
+// height whose block it signed and that block's successor's time.
+type Signer struct {
+	Address    []byte
+	LastHeight int64
+	LastTimeMs int64
+}
+
+// recordSigners notes that the block's signers signed the previous height.
+// Liveness is derived from the chain alone, so every broker computes the
+// same; it is not part of the app hash (the signatures themselves are in
+// the block headers).
+func (f *FSM) recordSigners(signers [][]byte) {
+	if len(signers) == 0 {
+		return
+	}
+	if f.signers == nil {
+		f.signers = map[string]*Signer{}
+	}
+	for _, a := range signers {
+		k := hex.EncodeToString(a)
+		s := f.signers[k]
+		if s == nil {
+			s = &Signer{Address: append([]byte(nil), a...)}
+			f.signers[k] = s
+		}
+		s.LastHeight, s.LastTimeMs = f.height-1, f.blockTime
+	}
+	f.signersChanged = true
+}
+
+// sortedSigners returns a copy of the signers ordered by address.
+func (f *FSM) sortedSigners() []Signer {
+	out := make([]Signer, 0, len(f.signers))
+	for _, s := range f.signers {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].Address, out[j].Address) < 0 })
+	return out
+}
+
+// Liveness returns, as of the last Commit, every validator seen signing and
+// the block time of that commit (ms). A validator is alive for the front-end
+// when it signed within a window of that time.
+func (f *FSM) Liveness() (signers []Signer, blockTimeMs int64) {
+	f.committed.Lock()
+	defer f.committed.Unlock()
+	return f.committed.signers, f.committed.blockTime
+}
+
+var keySigners = []byte("m/signers")
+
+func encodeSigners(ss []Signer) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.count(len(ss))
+	for _, s := range ss {
+		w.bytes(s.Address)
+		w.i64(s.LastHeight)
+		w.i64(s.LastTimeMs)
+	}
+	return w.b
+}
+
+func decodeSigners(b []byte) (map[string]*Signer, error) {
+	r := &reader{b: b}
+	if v := r.u8(); r.e == nil && v != persistVersion {
+		r.fail("signers format %d", v)
+	}
+	out := map[string]*Signer{}
+	for i, n := 0, r.count(17); i < n; i++ {
+		s := &Signer{Address: append([]byte(nil), r.bytes()...), LastHeight: r.i64(), LastTimeMs: r.i64()}
+		out[hex.EncodeToString(s.Address)] = s
+	}
+	return out, r.done()
+}

@@ -1,0 +1,67 @@
+package kafka
+
+import (
+	"bytes"
+	"hash/fnv"
+	"time"
+)
+
+// BrokerInfo is one broker of the cluster's directory (the genesis lists
+// them): its Kafka node id, where clients reach it, and its validator.
+type BrokerInfo struct {
+	NodeID    int32
+	Host      string
+	Port      int32
+	Validator []byte
+}
+
+// defaultLiveWindow is how recently (in block time) a broker's validator
+// must have signed a block for the broker to lead partitions.
+const defaultLiveWindow = 10 * time.Second
+
+// members returns every broker of the cluster and those alive now: brokers
+// whose validator signed a block within LiveWindow of the last committed
+// block time. Both come from the chain, so every broker answers alike. A
+// node without a directory (a single node) is the whole cluster and alive.
+// When the chain shows nobody alive (no commit signatures seen yet), every
+// broker counts as alive.
+func (s *Server) members() (all, live []BrokerInfo) {
+	if len(s.opts.Brokers) == 0 {
+		host, port := s.Addr()
+		self := []BrokerInfo{{NodeID: s.opts.NodeID, Host: host, Port: port}}
+		return self, self
+	}
+	all = s.opts.Brokers
+	signers, now := s.b.Liveness()
+	window := s.opts.LiveWindow.Milliseconds()
+	for _, b := range all {
+		for _, sg := range signers {
+			if bytes.Equal(sg.Address, b.Validator) && now-sg.LastTimeMs <= window {
+				live = append(live, b)
+				break
+			}
+		}
+	}
+	if len(live) == 0 {
+		live = all
+	}
+	return all, live
+}
+
+// leader names the partition's leader among the live brokers: spread by
+// topic and partition so that clients spread their load, and the same on
+// every broker for the same chain.
+func leader(live []BrokerInfo, topic string, partition int32) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	i := (uint64(h.Sum32()) + uint64(uint32(partition))) % uint64(len(live))
+	return live[i].NodeID
+}
+
+func nodeIDs(bs []BrokerInfo) []int32 {
+	ids := make([]int32, len(bs))
+	for i, b := range bs {
+		ids[i] = b.NodeID
+	}
+	return ids
+}

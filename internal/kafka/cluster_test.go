@@ -1,0 +1,53 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestMetadataCluster: with a broker directory of three, Metadata lists all
+// three as replicas (only broker 0 exists: the client talks to it alone), only those whose validator signs blocks as in-sync and
+// as leaders, and spreads leadership between them.
+func TestMetadataCluster(t *testing.T) {
+	a, b, c := []byte("validator-a"), []byte("validator-b"), []byte("validator-c")
+	tb := startTestBrokerSigned(t, [][]byte{a, b}, func(o *Options) {
+		o.Brokers = []BrokerInfo{
+			{NodeID: 0, Host: o.AdvertisedHost, Port: o.AdvertisedPort, Validator: a},
+			{NodeID: 1, Host: "127.0.0.1", Port: 2, Validator: b},
+			{NodeID: 2, Host: "127.0.0.1", Port: 3, Validator: c},
+		}
+	})
+	cl := client(t, tb.addr)
+	// Two blocks: the second carries the signatures of the first.
+	for _, name := range []string{"spread", "other"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 8, -1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("spread")
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Brokers) != 3 {
+		t.Fatalf("%d brokers listed, want 3", len(resp.Brokers))
+	}
+	leaders := map[int32]int{}
+	for _, p := range resp.Topics[0].Partitions {
+		leaders[p.Leader]++
+		if len(p.Replicas) != 3 || len(p.ISR) != 2 {
+			t.Fatalf("partition %d: replicas %v isr %v", p.Partition, p.Replicas, p.ISR)
+		}
+	}
+	if leaders[2] != 0 {
+		t.Errorf("broker 2 (its validator never signs) leads %d partitions", leaders[2])
+	}
+	if leaders[0] == 0 || leaders[1] == 0 {
+		t.Errorf("leadership not spread over the live brokers: %v", leaders)
+	}
+}
