@@ -1,5 +1,6 @@
 // Package httpapi serves Stele's HTTP endpoints: /healthz for liveness and
-// readiness checks and /metrics for Prometheus. Later issues add the native
+// readiness checks, /metrics for Prometheus and /v1/cluster for the
+// consensus view (validators, their last signed blocks, peers). Later issues add the native
 // API, the schema registry and the console here.
 //
 // httpapi imports broker; nothing below it imports httpapi.
@@ -21,6 +22,8 @@ type Options struct {
 	Broker   *broker.Broker
 	Gatherer prometheus.Gatherer
 	NodeID   int32
+	// Cluster reports the consensus view for GET /v1/cluster.
+	Cluster func() ClusterStatus
 }
 
 // Health is the body of /healthz.
@@ -40,5 +43,6 @@ func New(opts Options) http.Handler {
 		json.NewEncoder(w).Encode(Health{Status: "ok", NodeID: opts.NodeID, Height: h, AppHash: hex.EncodeToString(hash)})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/cluster", serveCluster(opts))
 	return mux
 }

@@ -196,7 +196,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
-	n.http = &http.Server{Handler: httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID}), ReadHeaderTimeout: 10 * time.Second}
+	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }
+	n.http = &http.Server{Handler: httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			n.errc <- err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stele-io/stele/internal/httpapi"
 )
 
 func freeAddr(t testing.TB) string {
@@ -70,6 +73,18 @@ func TestServeRestart(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	resp, err = http.Get("http://" + n.HTTPAddr() + "/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st httpapi.ClusterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(st.Validators) != 1 || st.Validators[0].LastSignedHeight < 1 || st.Height < 2 || st.ChainID == "" {
+		t.Errorf("/v1/cluster of a single node: %+v", st)
 	}
 	h1, hash1 := n.broker.Info()
 	if err := n.Close(); err != nil {

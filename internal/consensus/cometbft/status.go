@@ -1,0 +1,60 @@
+package cometbft
+
+import (
+	"encoding/hex"
+
+	cs "github.com/cometbft/cometbft/consensus"
+	"github.com/cometbft/cometbft/types"
+)
+
+// PeerInfo is one connected CometBFT peer.
+type PeerInfo struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Outbound bool   `json:"outbound"`
+	// Height is the height the peer last told us it is at (0: unknown).
+	Height int64 `json:"height"`
+}
+
+// ValidatorInfo is one validator of the chain (from the genesis: the
+// validator set does not change yet).
+type ValidatorInfo struct {
+	Address string `json:"address"`
+	PubKey  string `json:"pub_key"`
+	Power   int64  `json:"power"`
+	Name    string `json:"name"`
+}
+
+// Peers returns the connected peers (nil when the node is not running).
+func (o *Orderer) Peers() []PeerInfo {
+	n := o.Node()
+	if n == nil {
+		return nil
+	}
+	var out []PeerInfo
+	for _, p := range n.Switch().Peers().Copy() {
+		pi := PeerInfo{ID: string(p.ID()), Outbound: p.IsOutbound()}
+		if a := p.SocketAddr(); a != nil {
+			pi.Addr = a.DialString()
+		}
+		if ps, ok := p.Get(types.PeerStateKey).(*cs.PeerState); ok {
+			pi.Height = ps.GetHeight()
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
+// Validators returns the chain's validators (nil when the node is not
+// running).
+func (o *Orderer) Validators() []ValidatorInfo {
+	n := o.Node()
+	if n == nil {
+		return nil
+	}
+	var out []ValidatorInfo
+	for _, v := range n.GenesisDoc().Validators {
+		out = append(out, ValidatorInfo{Address: v.Address.String(), PubKey: hex.EncodeToString(v.PubKey.Bytes()), Power: v.Power, Name: v.Name})
+	}
+	return out
+}

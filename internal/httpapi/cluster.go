@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// ClusterStatus is the body of GET /v1/cluster.
+type ClusterStatus struct {
+	NodeID     int32           `json:"node_id"`
+	ChainID    string          `json:"chain_id"`
+	Height     int64           `json:"height"`
+	AppHash    string          `json:"app_hash"`
+	BlockTime  time.Time       `json:"block_time"`
+	Validators []ValidatorView `json:"validators"`
+	Peers      []PeerView      `json:"peers"`
+}
+
+// ValidatorView is one validator: who it is, which broker, and what the
+// chain says about its liveness.
+type ValidatorView struct {
+	Address string `json:"address"`
+	PubKey  string `json:"pub_key"`
+	Power   int64  `json:"power"`
+	Name    string `json:"name"`
+	// NodeID and Kafka come from the genesis broker directory (absent for
+	// a single node started without one).
+	NodeID *int32 `json:"node_id,omitempty"`
+	Kafka  string `json:"kafka,omitempty"`
+	// LastSignedHeight is the last height whose block this validator's
+	// signature is in the chain for (0: none seen); LastSignedTime the block
+	// time of the commit that carried it.
+	LastSignedHeight int64      `json:"last_signed_height"`
+	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
+}
+
+// PeerView is one connected CometBFT peer.
+type PeerView struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Outbound bool   `json:"outbound"`
+	Height   int64  `json:"height"`
+}
+
+
+func serveCluster(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if opts.Cluster == nil {
+			http.Error(w, "cluster status is not available on this broker", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(opts.Cluster())
+	}
+}
