@@ -43,7 +43,6 @@ type PeerView struct {
 	Height   int64  `json:"height"`
 }
 
-
 func serveCluster(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if opts.Cluster == nil {
