@@ -2,6 +2,8 @@ package cometbft
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	cmtlog "github.com/cometbft/cometbft/libs/log"
@@ -11,8 +13,16 @@ import (
 // chatty at Info (several lines per block), so its Debug and Info lines are
 // forwarded only when the slog logger has Debug enabled; Warn and Error
 // always are.
+// ErrConsensusHalted is reported by Orderer.Err once CometBFT's consensus
+// routine has stopped on a failure, typically because this broker's state
+// gives a different app hash than the one 2/3+ of the validators committed.
+var ErrConsensusHalted = errors.New("stele/consensus/cometbft: consensus halted")
+
 type slogLogger struct {
 	l *slog.Logger
+	// halted is called when CometBFT reports that its consensus routine
+	// stopped on a failure (nil: nobody listens).
+	halted func(error)
 }
 
 var _ cmtlog.Logger = slogLogger{}
@@ -20,6 +30,12 @@ var _ cmtlog.Logger = slogLogger{}
 func newCometLogger(l *slog.Logger) cmtlog.Logger {
 	return slogLogger{l: l.With("component", "cometbft")}
 }
+
+// consensusFailure is what CometBFT logs when its consensus routine stops
+// on a panic: most importantly "+2/3 committed an invalid block", which is
+// how a broker whose state no longer matches the chain (a different app
+// hash) finds out. The node stays up but will never commit again.
+const consensusFailure = "CONSENSUS FAILURE!!!"
 
 func (s slogLogger) verbose() bool {
 	return s.l.Enabled(context.Background(), slog.LevelDebug)
@@ -45,6 +61,9 @@ func (s slogLogger) Warn(msg string, keyvals ...any) { s.l.Warn(msg, keyvals...)
 // Error implements cmtlog.Logger. A few errors CometBFT logs on every
 // orderly shutdown or cleanup are demoted to Debug.
 func (s slogLogger) Error(msg string, keyvals ...any) {
+	if msg == consensusFailure && s.halted != nil {
+		s.halted(fmt.Errorf("%w: %v", ErrConsensusHalted, valueOf(keyvals, "err")))
+	}
 	if benign(msg, keyvals) {
 		s.Debug(msg, keyvals...)
 		return
@@ -74,5 +93,22 @@ func benign(msg string, keyvals []any) bool {
 
 // With implements cmtlog.Logger.
 func (s slogLogger) With(keyvals ...any) cmtlog.Logger {
-	return slogLogger{l: s.l.With(keyvals...)}
+	return slogLogger{l: s.l.With(keyvals...), halted: s.halted}
+}
+
+func valueOf(keyvals []any, key string) any {
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if k, ok := keyvals[i].(string); ok && k == key {
+			return keyvals[i+1]
+		}
+	}
+	return nil
+}
+
+// haltingLogger makes l call halted when CometBFT reports a consensus
+// failure.
+func haltingLogger(l cmtlog.Logger, halted func(error)) cmtlog.Logger {
+	sl := l.(slogLogger)
+	sl.halted = halted
+	return sl
 }

@@ -165,7 +165,7 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		func() (*types.GenesisDoc, error) { return doc, nil },
 		res.dbProvider(cmtcfg.DefaultDBProvider),
 		node.DefaultMetricsProvider(cc.Instrumentation),
-		newCometLogger(o.logger),
+		haltingLogger(newCometLogger(o.logger), func(err error) { a.fail(err) }),
 	)
 	if err != nil {
 		return nil, nil, res, fmt.Errorf("stele/consensus/cometbft: starting node: %w", err)
