@@ -162,7 +162,7 @@ func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPreparePro
 		size += n
 		txs = append(txs, tx)
 	}
-	return &abci.ResponsePrepareProposal{Txs: txs}, nil
+	return &abci.ResponsePrepareProposal{Txs: byzantineProposal(txs)}, nil
 }
 
 // ProcessProposal implements abci.Application. A proposal is rejected when
