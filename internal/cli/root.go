@@ -112,7 +112,8 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.register(root)
 
-	// Subcommands; new ones are added to this list. serve is in serve.go.
+	// Subcommands; new ones are added to this list. serve is in serve.go,
+	// cluster (init, up) in cluster.go and cluster_up.go.
 	root.AddCommand(
 		newServeCmd(),
 		newTopicCmd(g),
@@ -120,6 +121,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newConsumeCmd(g),
 		newConfigCmd(g),
 		newDumpLogCmd(g),
+		newClusterCmd(g),
 		newVersionCmd(g),
 	)
 	return root, g

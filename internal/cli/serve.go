@@ -3,6 +3,7 @@ package cli
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,11 +22,17 @@ func newServeCmd() *cobra.Command {
 /metrics) and an embedded CometBFT node that orders every change.
 
 On first start the data directory is created with a fresh single-validator
-chain (keys and genesis under DATA/cometbft). SIGTERM or SIGINT shut the
-broker down cleanly; a kill -9 loses no acknowledged write: the state is
-rebuilt from the committed blocks at the next start.`,
+chain (keys and genesis under DATA/cometbft), unless 'stele cluster init'
+wrote it. SIGTERM or SIGINT shut the broker down cleanly; a kill -9 loses no
+acknowledged write: the state is rebuilt from the committed blocks at the
+next start.
+
+When DATA/stele.json exists (the node file 'stele cluster init' writes) its
+settings -- node id, listeners, advertised addresses, peers -- replace the
+defaults; a flag given on the command line still wins over the file.`,
 		Example: `  stele serve
-  stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092`,
+  stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092
+  stele serve --data cluster/node0                 # ports and peers from cluster/node0/stele.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -37,8 +44,16 @@ rebuilt from the committed blocks at the next start.`,
 			if strings.EqualFold(logFormat, "json") {
 				h = slog.NewJSONHandler(cmd.ErrOrStderr(), hopts)
 			}
-			cfg.Logger = slog.New(h)
-			return server.Run(cmd.Context(), cfg)
+			log := slog.New(h)
+			run, used, err := withNodeFile(cmd.Flags().Changed, cfg)
+			if err != nil {
+				return err
+			}
+			if used {
+				log.Info("using the node file", "path", filepath.Join(cfg.DataDir, server.NodeFileName))
+			}
+			run.Logger = log
+			return server.Run(cmd.Context(), run)
 		},
 	}
 	f := cmd.Flags()
@@ -47,12 +62,49 @@ rebuilt from the committed blocks at the next start.`,
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listener host:port (/healthz, /metrics)")
 	f.StringVar(&cfg.AdvertisedKafka, "advertise", "", "host:port clients are told to connect to (default: the Kafka listener)")
 	f.StringVar(&cfg.P2PAddr, "p2p", cfg.P2PAddr, "CometBFT peer-to-peer listener host:port")
+	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")
+	f.StringSliceVar(&cfg.Peers, "peers", nil, "CometBFT peers to stay connected to, comma-separated nodeid@host:port")
+	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "Kafka node id of this broker")
 	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "auto.create.topics.enable: create unknown topics on Metadata and Produce")
 	f.Int32Var(&cfg.DefaultPartitions, "num-partitions", cfg.DefaultPartitions, "num.partitions: partitions of auto-created topics")
 	f.DurationVar(&cfg.TimeoutCommit, "timeout-commit", 0, "CometBFT pause after each block (default 0: the next block starts at once)")
 	f.StringVar(&logLevel, "log-level", envOr("STELE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STELE_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
+}
+
+// withNodeFile returns cfg (the defaults with the command-line flags
+// applied) overlaid with DATA/stele.json when that file exists: the file
+// replaces the defaults, and every flag for which changed (cobra's
+// Flags().Changed) is true keeps its command-line value. It reports whether
+// a node file was read.
+func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Config, bool, error) {
+	nf, ok, err := server.ReadNodeFile(cfg.DataDir)
+	if err != nil || !ok {
+		return cfg, false, err
+	}
+	merged := cfg
+	merged.ApplyNodeFile(nf)
+	// The flags the node file has a say in, and how each flag's value is
+	// put back when it was given.
+	keep := []struct {
+		flag    string
+		restore func()
+	}{
+		{"node-id", func() { merged.NodeID = cfg.NodeID }},
+		{"kafka", func() { merged.KafkaAddr = cfg.KafkaAddr }},
+		{"http", func() { merged.HTTPAddr = cfg.HTTPAddr }},
+		{"p2p", func() { merged.P2PAddr = cfg.P2PAddr }},
+		{"advertise", func() { merged.AdvertisedKafka = cfg.AdvertisedKafka }},
+		{"p2p-external", func() { merged.P2PExternal = cfg.P2PExternal }},
+		{"peers", func() { merged.Peers = cfg.Peers }},
+	}
+	for _, k := range keep {
+		if changed(k.flag) {
+			k.restore()
+		}
+	}
+	return merged, true, nil
 }
 
 func envOr(name, def string) string {
