@@ -1,0 +1,312 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// Snapshots for state sync.
+//
+// A snapshot at height H holds the whole committed state at H: every key of
+// the metadata store and every file of every partition directory, so a
+// broker with an empty data directory that restores it is in the state it
+// would have reached by applying blocks 1..H. Taking one has two steps:
+//
+//   - CaptureSnapshot, on the applier right after Commit, records the state
+//     without touching log files: a Pebble checkpoint, and a pin of every
+//     partition log (its segment files held open, with their committed
+//     sizes; see storage.LogPin).
+//   - BuildSnapshot, on any goroutine, hard-links the pinned files into the
+//     snapshot directory, writes the store's keys into meta.kv, cuts the
+//     files into chunks, hashes every chunk and writes the manifest. Chunks
+//     are not stored: Snapshot.Chunk reads one from the linked files when a
+//     peer asks for it, and checks it against its hash.
+//
+// The snapshot's bytes depend only on the committed state, so every honest
+// broker builds the same snapshot at a height, with the same hash, and a
+// restoring broker can fetch its chunks from all of them.
+//
+// The state is the metadata store (Dir/meta) and the partition directories
+// (Dir/logs); a new kind of state kept elsewhere must be captured here too.
+
+// SnapshotChunkBytes is the most file data one chunk carries. CometBFT
+// carries chunks in messages of at most 16e6 bytes; 8 MiB of data plus the
+// pieces' framing (bounded by maxChunkPieces) stays well below.
+const SnapshotChunkBytes = 8 << 20
+
+const (
+	// packBytes: files up to this size are packed several to a chunk;
+	// larger files get chunks of their own, cut at multiples of
+	// SnapshotChunkBytes from the file's start, so a file that did not
+	// change gives the same chunks as in the previous snapshot and
+	// BuildSnapshot takes their hashes from there instead of reading it.
+	packBytes      = 1 << 20
+	maxChunkPieces = 4096
+)
+
+// The layout of a snapshot directory.
+const (
+	manifestFile = "manifest" // written last by BuildSnapshot: the snapshot is complete
+	filesDir     = "files"    // meta.kv and logs/..., as named in the snapshot
+	pebbleDir    = "pebble"   // the store checkpoint, until BuildSnapshot serialises it
+)
+
+// manifest describes a snapshot directory (JSON; it never leaves the broker).
+type manifest struct {
+	Format  uint32     `json:"format"`
+	Height  int64      `json:"height"`
+	AppHash []byte     `json:"app_hash"`
+	Files   []snapFile `json:"files"`
+	Chunks  [][]byte   `json:"chunk_hashes,omitempty"`
+}
+
+type snapFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// span is a run of one file (an index into the manifest's files) in a chunk.
+type span struct {
+	file           int
+	offset, length int64
+}
+
+// SnapshotCapture is the committed state CaptureSnapshot recorded, to be
+// built into a snapshot by BuildSnapshot (or let go by Release).
+type SnapshotCapture struct {
+	dir   string
+	m     manifest
+	parts []capturedPartition
+}
+
+type capturedPartition struct {
+	dir string // logs/<topic>-<partition>
+	id  TopicID
+	pin *storage.LogPin
+}
+
+// CaptureSnapshot records the committed state for a snapshot in dir, which
+// it creates and which must not exist: a checkpoint of the metadata store,
+// and a pin of every partition log (storage.Log.Pin). It must be called by
+// the applier, after a Commit and before the next ApplyBlock; it does no
+// work per byte or per file of the logs, so it holds the applier up for
+// the time of the store checkpoint (milliseconds). dir must be on the data
+// directory's file system (BuildSnapshot hard-links segment files).
+func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
+	if f.applied {
+		return nil, fmt.Errorf("%w: snapshot while block %d is applied but not committed", ErrHeight, f.height)
+	}
+	if f.height == 0 {
+		return nil, fmt.Errorf("%w: no block committed yet, nothing to snapshot", ErrHeight)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
+	}
+	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.height, AppHash: append([]byte(nil), f.appHash...)}}
+	defer func() {
+		if err != nil {
+			c.Release()
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	if err := f.store.Checkpoint(filepath.Join(dir, pebbleDir)); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedNames(f.topics) {
+		t := f.topics[name]
+		for _, p := range t.Partitions {
+			pin, err := p.log.Pin()
+			if err != nil {
+				return nil, fmt.Errorf("stele/fsm: snapshot of %s-%d: %w", t.Name, p.Index, err)
+			}
+			part := "logs/" + filepath.Base(f.partitionDir(t.Name, p.Index))
+			c.parts = append(c.parts, capturedPartition{dir: part, id: t.ID, pin: pin})
+		}
+	}
+	return c, nil
+}
+
+// Dir is the directory the snapshot is being made in.
+func (c *SnapshotCapture) Dir() string { return c.dir }
+
+// Height is the height captured.
+func (c *SnapshotCapture) Height() int64 { return c.m.Height }
+
+// Release lets the pinned log files go; BuildSnapshot calls it. It may be
+// called more than once.
+func (c *SnapshotCapture) Release() {
+	for _, p := range c.parts {
+		p.pin.Release()
+	}
+}
+
+// materialise puts the captured partition files under dir/files and lists
+// every file of the snapshot but meta.kv.
+func (c *SnapshotCapture) materialise(ctx context.Context) error {
+	for _, p := range c.parts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dst := filepath.Join(c.dir, filesDir, filepath.FromSlash(p.dir))
+		if err := p.pin.WriteTo(dst); err != nil {
+			return err
+		}
+		for _, f := range p.pin.Files() {
+			c.m.Files = append(c.m.Files, snapFile{Path: p.dir + "/" + f.Name, Size: f.Size})
+		}
+		if err := writePartitionMetadata(dst, p.id); err != nil {
+			return fmt.Errorf("stele/fsm: snapshot: %w", err)
+		}
+		fi, err := os.Stat(filepath.Join(dst, "partition.metadata"))
+		if err != nil {
+			return fmt.Errorf("stele/fsm: snapshot: %w", err)
+		}
+		c.m.Files = append(c.m.Files, snapFile{Path: p.dir + "/partition.metadata", Size: fi.Size()})
+	}
+	sort.Slice(c.m.Files, func(i, j int) bool { return c.m.Files[i].Path < c.m.Files[j].Path })
+	return nil
+}
+
+// BuildSnapshot completes a captured snapshot in its directory and returns
+// it: the partition files are linked (or, if changed since, copied from the
+// pins), the store's keys written into meta.kv, the files cut into chunks
+// and every chunk hashed, and the manifest written last. prev, the previous
+// snapshot (nil if none), lends the hashes of chunks whose file it links to
+// the same unchanged bytes. It may run on any goroutine, concurrently with
+// the applier; ctx stops it between steps. It releases c. On error the
+// directory is left as it is, for the caller to remove.
+func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Snapshot, error) {
+	defer c.Release()
+	dir := c.dir
+	if err := c.materialise(ctx); err != nil {
+		return nil, err
+	}
+	c.Release()
+	kvSize, err := writeMetaKV(filepath.Join(dir, pebbleDir), filepath.Join(dir, filesDir, metaKVPath))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(filepath.Join(dir, pebbleDir)); err != nil {
+		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	m := c.m
+	m.Files = append([]snapFile{{Path: metaKVPath, Size: kvSize}}, m.Files...)
+	if err := storage.SyncTree(filepath.Join(dir, filesDir)); err != nil {
+		return nil, err
+	}
+	s := &Snapshot{dir: dir, m: m, plan: planChunks(m.Files)}
+	reuse := prev.lender(dir)
+	s.hashes = make([][32]byte, len(s.plan))
+	for i, c := range s.plan {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if h, ok := reuse(s.m.Files, c); ok {
+			s.hashes[i] = h
+			continue
+		}
+		data, err := s.readChunk(c)
+		if err != nil {
+			return nil, err
+		}
+		s.hashes[i] = sha256.Sum256(data)
+	}
+	for _, h := range s.hashes {
+		s.m.Chunks = append(s.m.Chunks, append([]byte(nil), h[:]...))
+	}
+	s.finish()
+	if err := writeJSON(filepath.Join(dir, manifestFile), s.m); err != nil {
+		return nil, err
+	}
+	return s, syncDir(dir)
+}
+
+// writeMetaKV writes every key of the store checkpoint in ckpt to path as
+// meta.kv records and returns the file's size.
+func writeMetaKV(ckpt, path string) (int64, error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return 0, fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	defer out.Close()
+	w := bufio.NewWriterSize(out, 1<<16)
+	err = storage.ScanStoreDir(ckpt, func(k, v []byte) error { return encodeKV(w, k, v) })
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stele/fsm: snapshot: writing meta.kv: %w", err)
+	}
+	fi, err := out.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	return fi.Size(), nil
+}
+
+// writeJSON writes v to path durably: a temporary file, fsynced, renamed.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	_, err = io.Copy(f, bytes.NewReader(data))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrSnapshotDamaged, path, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory, making renames and creations in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("stele/fsm: fsync %s: %w", dir, err)
+	}
+	return nil
+}

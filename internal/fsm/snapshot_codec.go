@@ -1,0 +1,276 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The encodings of a snapshot that travel between brokers. Everything a
+// peer sends is checked: the metadata against the snapshot hash, each chunk
+// against its hash in the metadata, and the chunks' contents (paths,
+// offsets, key order) as they are applied.
+//
+//	metadata := u8 version | i64 height | bytes appHash | count n | n × 32-byte chunk hash
+//	hash     := SHA-256("stele/snapshot/v1" | u32 n | the n chunk hashes)
+//	chunk    := count pieces | piece...
+//	piece    := str path | uvarint offset | bytes data
+//
+// A snapshot is a list of files, each sent as pieces in order (a file's
+// first piece has offset 0, each later one starts where the last ended,
+// and no file appears twice). "meta.kv" holds every key of the metadata
+// store; "logs/<topic>-<partition>/<name>" the partition directories.
+//
+//	meta.kv := (bytes key | bytes value)*, keys strictly ascending
+const snapshotMetaVersion = 1
+
+// SnapshotFormat is the snapshot format this package writes and restores.
+const SnapshotFormat uint32 = 1
+
+// Sentinel errors of snapshots.
+var (
+	// ErrSnapshotMalformed means snapshot metadata or a chunk that does not
+	// decode, names a path outside the layout, or breaks the piece order.
+	ErrSnapshotMalformed = errors.New("stele/fsm: malformed snapshot")
+	// ErrSnapshotMismatch means a snapshot whose metadata disagrees with
+	// what was offered (height, chunk count, hash) or with the trusted app
+	// hash, or whose restored state does not end at its height and app hash.
+	ErrSnapshotMismatch = errors.New("stele/fsm: snapshot does not match")
+	// ErrSnapshotFormat means a snapshot format this version cannot restore.
+	ErrSnapshotFormat = errors.New("stele/fsm: unsupported snapshot format")
+	// ErrChunkHash means a chunk whose bytes do not hash to the value in the
+	// snapshot's metadata: whoever sent it sent something else.
+	ErrChunkHash = errors.New("stele/fsm: snapshot chunk does not match its hash")
+	// ErrSnapshotDamaged means a local snapshot whose files no longer
+	// produce the chunks it was built with.
+	ErrSnapshotDamaged = errors.New("stele/fsm: local snapshot damaged")
+)
+
+// Limits on what a peer's snapshot may make a restoring broker hold.
+const (
+	maxSnapshotChunks = 1 << 22
+	maxSnapshotKV     = 64 << 20 // one key or value in meta.kv
+	maxSnapshotPath   = 512
+)
+
+// metaKVPath is the file of a snapshot that holds the metadata store.
+const metaKVPath = "meta.kv"
+
+// snapshotMeta is the decoded metadata of a snapshot.
+type snapshotMeta struct {
+	height  int64
+	appHash []byte
+	hashes  [][32]byte
+}
+
+func (m snapshotMeta) encode() []byte {
+	w := &writer{}
+	w.u8(snapshotMetaVersion)
+	w.i64(m.height)
+	w.bytes(m.appHash)
+	w.count(len(m.hashes))
+	for _, h := range m.hashes {
+		w.raw(h[:])
+	}
+	return w.b
+}
+
+func decodeSnapshotMeta(b []byte) (snapshotMeta, error) {
+	r := &reader{b: b}
+	var m snapshotMeta
+	if v := r.u8(); v != snapshotMetaVersion && r.e == nil {
+		return m, fmt.Errorf("%w: metadata version %d", ErrSnapshotMalformed, v)
+	}
+	m.height = r.i64()
+	m.appHash = append([]byte(nil), r.bytes()...)
+	n := r.count(32)
+	if n > maxSnapshotChunks {
+		r.fail("%d chunks", n)
+	}
+	for i := 0; i < n && r.e == nil; i++ {
+		m.hashes = append(m.hashes, [32]byte(r.take(32)))
+	}
+	if err := r.done(); err != nil {
+		return snapshotMeta{}, fmt.Errorf("%w: metadata: %w", ErrSnapshotMalformed, err)
+	}
+	if m.height <= 0 || n == 0 {
+		return snapshotMeta{}, fmt.Errorf("%w: metadata: height %d, %d chunks", ErrSnapshotMalformed, m.height, n)
+	}
+	return m, nil
+}
+
+// snapshotHash is the hash that identifies a snapshot: over its chunk hashes.
+func snapshotHash(hashes [][32]byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("stele/snapshot/v1"))
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hashes))))
+	for _, c := range hashes {
+		h.Write(c[:])
+	}
+	return h.Sum(nil)
+}
+
+// piece is a run of one file's bytes within a chunk.
+type piece struct {
+	path   string
+	offset int64
+	data   []byte
+}
+
+func encodeChunk(pieces []piece) []byte {
+	w := &writer{}
+	w.count(len(pieces))
+	for _, p := range pieces {
+		w.str(p.path)
+		w.uvarint(uint64(p.offset))
+		w.bytes(p.data)
+	}
+	return w.b
+}
+
+// decodeChunk decodes a chunk; the data of the pieces aliases b.
+func decodeChunk(b []byte) ([]piece, error) {
+	r := &reader{b: b}
+	n := r.count(3)
+	if n == 0 && r.e == nil {
+		r.fail("chunk without pieces")
+	}
+	pieces := make([]piece, 0, n)
+	for i := 0; i < n && r.e == nil; i++ {
+		p := piece{path: r.str()}
+		off := r.uvarint()
+		p.data = r.bytes()
+		if r.e == nil && off > 1<<62 {
+			r.fail("offset %d", off)
+		}
+		p.offset = int64(off)
+		if r.e == nil {
+			if err := checkSnapshotPath(p.path); err != nil {
+				return nil, err
+			}
+		}
+		pieces = append(pieces, p)
+	}
+	if err := r.done(); err != nil {
+		return nil, fmt.Errorf("%w: chunk: %w", ErrSnapshotMalformed, err)
+	}
+	return pieces, nil
+}
+
+// checkSnapshotPath accepts only the paths a snapshot may hold: meta.kv
+// and logs/<topic>-<partition>/<segment file or partition.metadata>.
+func checkSnapshotPath(p string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: path %.100q: %s", ErrSnapshotMalformed, p, why)
+	}
+	if p == metaKVPath {
+		return nil
+	}
+	if len(p) > maxSnapshotPath {
+		return bad("too long")
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) != 3 || parts[0] != "logs" {
+		return bad("not logs/<partition>/<file>")
+	}
+	i := strings.LastIndexByte(parts[1], '-')
+	if i < 0 {
+		return bad("partition directory is not <topic>-<partition>")
+	}
+	if ValidTopicName(parts[1][:i]) != nil {
+		return bad("invalid topic name")
+	}
+	if n, err := strconv.ParseUint(parts[1][i+1:], 10, 31); err != nil || n >= MaxPartitions || strconv.FormatUint(n, 10) != parts[1][i+1:] {
+		return bad("invalid partition number")
+	}
+	if name := parts[2]; name != "partition.metadata" && !isSegmentFileName(name) {
+		return bad("not a segment file or partition.metadata")
+	}
+	return nil
+}
+
+// isSegmentFileName reports whether name is a 20-digit offset and .log,
+// .index or .timeindex.
+func isSegmentFileName(name string) bool {
+	if len(name) <= 20 {
+		return false
+	}
+	for _, c := range name[:20] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	switch name[20:] {
+	case ".log", ".index", ".timeindex":
+		return true
+	}
+	return false
+}
+
+// encodeKV appends one meta.kv record.
+func encodeKV(w *bufio.Writer, k, v []byte) error {
+	var buf [binary.MaxVarintLen64]byte
+	for _, b := range [][]byte{k, v} {
+		if _, err := w.Write(buf[:binary.PutUvarint(buf[:], uint64(len(b)))]); err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeKVs reads meta.kv records from r and calls fn for each, checking
+// that keys ascend strictly and that no length exceeds maxSnapshotKV.
+func decodeKVs(r io.Reader, fn func(k, v []byte) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	var prev []byte
+	first := true
+	read := func() ([]byte, error) {
+		n, err := binary.ReadUvarint(br)
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF // no byte: the end of the records
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: meta.kv: %w", ErrSnapshotMalformed, err)
+		}
+		if n > maxSnapshotKV {
+			return nil, fmt.Errorf("%w: meta.kv: a length of %d bytes", ErrSnapshotMalformed, n)
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, fmt.Errorf("%w: meta.kv: truncated record", ErrSnapshotMalformed)
+		}
+		return b, nil
+	}
+	for {
+		k, err := read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: meta.kv: key without a value", ErrSnapshotMalformed)
+			}
+			return err
+		}
+		if !first && bytes.Compare(k, prev) <= 0 {
+			return fmt.Errorf("%w: meta.kv: keys out of order", ErrSnapshotMalformed)
+		}
+		first, prev = false, k
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+}

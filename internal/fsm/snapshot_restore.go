@@ -1,0 +1,305 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// ErrChunkOrder is returned by Restore.Apply for a chunk other than the
+// next one: chunks are applied in index order.
+var ErrChunkOrder = errors.New("stele/fsm: snapshot chunk out of order")
+
+// ErrNotEmpty is returned by RestoreSnapshot on a state machine that has
+// applied blocks: a snapshot is restored only into an empty data directory.
+var ErrNotEmpty = errors.New("stele/fsm: state is not empty; a snapshot restores only into an empty data directory")
+
+// SnapshotOffer is a peer's snapshot as offered for restore.
+type SnapshotOffer struct {
+	Height   int64
+	Format   uint32
+	Chunks   uint32
+	Hash     []byte
+	Metadata []byte
+	// AppHash is the trusted app hash at Height (for CometBFT, verified by
+	// the light client); the snapshot must carry the same.
+	AppHash []byte
+}
+
+// Restore receives a snapshot's chunks into a staging directory. Apply
+// checks each chunk against its hash in the metadata before writing it, so
+// a chunk from a peer that lies is refused (ErrChunkHash) and can be fetched
+// again from another; FSM.RestoreSnapshot then puts the staged state in
+// place. A Restore is used by one goroutine.
+//
+// What the checks cannot catch: the app hash chains the transactions and
+// their results, not the state itself, so a snapshot all of whose
+// advertisers lie (all Byzantine), with self-consistent chunk hashes and
+// the true app hash copied from the chain, restores whatever it holds.
+// Byzantine peers cannot slip bad chunks into an honest snapshot (CometBFT
+// keys snapshots by their metadata, which lists every chunk's hash); an
+// app hash that committed to the state would close the remaining gap.
+type Restore struct {
+	dir  string
+	meta snapshotMeta
+	next uint32 // the chunk Apply expects
+	seen map[string]bool
+	cur  struct {
+		path string
+		f    *os.File
+		size int64
+	}
+}
+
+// NewRestore checks an offered snapshot (format, metadata against the
+// hash, height, chunk count and trusted app hash) and prepares the staging
+// directory dir, removing whatever was there. dir must be on the data
+// directory's file system (RestoreSnapshot renames from it).
+func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
+	if o.Format != SnapshotFormat {
+		return nil, fmt.Errorf("%w: format %d, this version restores %d", ErrSnapshotFormat, o.Format, SnapshotFormat)
+	}
+	m, err := decodeSnapshotMeta(o.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m.height != o.Height:
+		return nil, fmt.Errorf("%w: offered at height %d, metadata says %d", ErrSnapshotMismatch, o.Height, m.height)
+	case len(m.hashes) != int(o.Chunks):
+		return nil, fmt.Errorf("%w: offered with %d chunks, metadata lists %d", ErrSnapshotMismatch, o.Chunks, len(m.hashes))
+	case !bytes.Equal(snapshotHash(m.hashes), o.Hash):
+		return nil, fmt.Errorf("%w: the hash does not cover the metadata's chunk hashes", ErrSnapshotMismatch)
+	case !bytes.Equal(m.appHash, o.AppHash):
+		return nil, fmt.Errorf("%w: snapshot app hash %X, trusted app hash %X at height %d", ErrSnapshotMismatch, m.appHash, o.AppHash, o.Height)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	return &Restore{dir: dir, meta: m, seen: map[string]bool{}}, nil
+}
+
+// Height is the height of the snapshot being restored.
+func (r *Restore) Height() int64 { return r.meta.height }
+
+// Next is the index of the chunk Apply expects next.
+func (r *Restore) Next() uint32 { return r.next }
+
+// Complete reports whether every chunk has been applied.
+func (r *Restore) Complete() bool { return int(r.next) == len(r.meta.hashes) }
+
+// Apply checks chunk index against its hash and writes it to the staging
+// directory. Errors: ErrChunkOrder (not the next chunk), ErrChunkHash (the
+// sender sent other bytes: fetch it again elsewhere), ErrSnapshotMalformed
+// (the bytes match the snapshot's own hash, so the snapshot itself is bad),
+// or an I/O error.
+func (r *Restore) Apply(index uint32, chunk []byte) error {
+	if index != r.next {
+		return fmt.Errorf("%w: got chunk %d, want %d of %d", ErrChunkOrder, index, r.next, len(r.meta.hashes))
+	}
+	if r.Complete() {
+		return fmt.Errorf("%w: all %d chunks already applied", ErrChunkOrder, len(r.meta.hashes))
+	}
+	if sha256.Sum256(chunk) != r.meta.hashes[index] {
+		return fmt.Errorf("%w: chunk %d", ErrChunkHash, index)
+	}
+	pieces, err := decodeChunk(chunk)
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		if err := r.write(p); err != nil {
+			return err
+		}
+	}
+	r.next++
+	return nil
+}
+
+// write appends one piece to its file, which must be the file being
+// written (continuing at its end) or a new one (starting at offset 0).
+func (r *Restore) write(p piece) error {
+	if p.path != r.cur.path || r.cur.f == nil {
+		if r.seen[p.path] {
+			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.path)
+		}
+		if p.offset != 0 {
+			return fmt.Errorf("%w: %s starts at offset %d", ErrSnapshotMalformed, p.path, p.offset)
+		}
+		if err := r.closeFile(); err != nil {
+			return err
+		}
+		path := filepath.Join(r.dir, filepath.FromSlash(p.path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("stele/fsm: restore: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: restore: %w", err)
+		}
+		r.seen[p.path] = true
+		r.cur.path, r.cur.f, r.cur.size = p.path, f, 0
+	} else if p.offset != r.cur.size {
+		return fmt.Errorf("%w: %s continues at offset %d after %d bytes", ErrSnapshotMalformed, p.path, p.offset, r.cur.size)
+	}
+	if _, err := r.cur.f.Write(p.data); err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	r.cur.size += int64(len(p.data))
+	return nil
+}
+
+func (r *Restore) closeFile() error {
+	if r.cur.f == nil {
+		return nil
+	}
+	err := r.cur.f.Close()
+	r.cur.f = nil
+	if err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	return nil
+}
+
+// Close abandons the restore and removes the staging directory.
+func (r *Restore) Close() error {
+	_ = r.closeFile()
+	if err := os.RemoveAll(r.dir); err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	return nil
+}
+
+// RestoreSnapshot puts a completely applied Restore in place of f's empty
+// state: it builds the metadata store from meta.kv, opens the staged state
+// on its own to check that it is whole and ends at the snapshot's height and
+// app hash (ErrSnapshotMismatch or ErrSnapshotMalformed otherwise; f is then
+// unchanged), moves it into f's data directory and reloads f from it, as
+// Open would. Afterwards Info reports the snapshot's height and app hash.
+//
+// f must be empty (ErrNotEmpty: height 0, nothing applied) and is used as
+// the applier would use it: no ApplyBlock may run meanwhile. Readers see
+// the empty state until the restored one is published; the metadata store
+// is closed and reopened in between.
+func (f *FSM) RestoreSnapshot(r *Restore) error {
+	if !r.Complete() {
+		return fmt.Errorf("%w: %d of %d chunks applied", ErrChunkOrder, r.next, len(r.meta.hashes))
+	}
+	if f.height != 0 || f.applied || len(f.topics) != 0 {
+		return fmt.Errorf("%w (at height %d)", ErrNotEmpty, f.height)
+	}
+	if err := r.closeFile(); err != nil {
+		return err
+	}
+	if err := r.stageStore(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	if err := storage.SyncTree(filepath.Join(r.dir, "logs")); err != nil {
+		return err
+	}
+	opts := f.opts
+	opts.Dir = r.dir
+	g, err := Open(opts)
+	if err != nil {
+		return fmt.Errorf("%w: the restored state does not open: %w", ErrSnapshotMalformed, err)
+	}
+	h, hash := g.Info()
+	if err := g.Close(); err != nil {
+		return err
+	}
+	if h != r.meta.height || !bytes.Equal(hash, r.meta.appHash) {
+		return fmt.Errorf("%w: the restored state is at height %d hash %X, the snapshot at %d %X", ErrSnapshotMismatch, h, hash, r.meta.height, r.meta.appHash)
+	}
+	return f.swapIn(r.dir)
+}
+
+// stageStore builds the staged metadata store (dir/meta) from meta.kv.
+func (r *Restore) stageStore() error {
+	kv := filepath.Join(r.dir, metaKVPath)
+	in, err := os.Open(kv)
+	if err != nil {
+		return fmt.Errorf("%w: no meta.kv: %w", ErrSnapshotMalformed, err)
+	}
+	defer in.Close()
+	store, err := storage.OpenStore(filepath.Join(r.dir, "meta"))
+	if err != nil {
+		return err
+	}
+	b, size := store.NewBatch(), 0
+	err = decodeKVs(in, func(k, v []byte) error {
+		b.Set(k, v)
+		if size += len(k) + len(v); size >= 4<<20 {
+			if err := b.Commit(false); err != nil {
+				return err
+			}
+			b, size = store.NewBatch(), 0
+		}
+		return nil
+	})
+	if err == nil {
+		err = b.Commit(true) // syncs the log holding every earlier batch too
+	} else {
+		b.Close()
+	}
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(kv); err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	return nil
+}
+
+// swapIn replaces f's (empty) metadata store and logs with the staged ones
+// in staged and reloads f. A crash in between leaves either the empty
+// state or the restored one in place, or a data directory without a
+// metadata store, which Open starts empty (deleting the logs as strays).
+func (f *FSM) swapIn(staged string) error {
+	if err := f.store.Close(); err != nil {
+		return err
+	}
+	old := filepath.Join(staged, "replaced")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		return fmt.Errorf("stele/fsm: restore: %w", err)
+	}
+	for _, step := range [][2]string{
+		{filepath.Join(f.opts.Dir, "meta"), filepath.Join(old, "meta")},
+		{filepath.Join(f.opts.Dir, "logs"), filepath.Join(old, "logs")},
+		{filepath.Join(staged, "logs"), filepath.Join(f.opts.Dir, "logs")},
+		{filepath.Join(staged, "meta"), filepath.Join(f.opts.Dir, "meta")},
+	} {
+		if err := os.Rename(step[0], step[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("stele/fsm: restore: %w", err)
+		}
+	}
+	if err := syncDir(f.opts.Dir); err != nil {
+		return err
+	}
+	store, err := storage.OpenStore(filepath.Join(f.opts.Dir, "meta"))
+	if err != nil {
+		return err
+	}
+	f.store = store
+	if err := f.load(); err != nil {
+		return err
+	}
+	f.publish(true)
+	if err := os.RemoveAll(staged); err != nil {
+		f.opts.Logger.Warn("removing the snapshot staging directory", "dir", staged, "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,407 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// applyRange applies blocks[from-1:to] as heights from..to and returns the
+// app hash after each.
+func applyRange(t testing.TB, f *FSM, blocks []block, from, to int) [][]byte {
+	t.Helper()
+	var hashes [][]byte
+	for h := from; h <= to; h++ {
+		b := blocks[h-1]
+		out, err := f.ApplyBlock(Block{Height: int64(h), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, out.AppHash)
+	}
+	return hashes
+}
+
+// storeContents returns every key and value of f's metadata store.
+func storeContents(t testing.TB, f *FSM) map[string]string {
+	t.Helper()
+	kv := map[string]string{}
+	if err := f.store.Scan(nil, func(k, v []byte) error { kv[string(k)] = string(v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// sameLogFiles fails unless the data directories a and b hold the same log
+// files with the same bytes.
+func sameLogFiles(t testing.TB, a, b string) {
+	t.Helper()
+	fa, fb := logFiles(t, a), logFiles(t, b)
+	var na, nb []string
+	for n := range fa {
+		na = append(na, n)
+	}
+	for n := range fb {
+		nb = append(nb, n)
+	}
+	sort.Strings(na)
+	sort.Strings(nb)
+	if fmt.Sprint(na) != fmt.Sprint(nb) {
+		t.Fatalf("log files differ:\n%v\n%v", na, nb)
+	}
+	for _, n := range na {
+		if !bytes.Equal(fa[n], fb[n]) {
+			t.Fatalf("%s differs (%d vs %d bytes)", n, len(fa[n]), len(fb[n]))
+		}
+	}
+}
+
+// takeSnapshot captures f's committed state and builds it.
+func takeSnapshot(t testing.TB, f *FSM, dir string, prev *Snapshot) *Snapshot {
+	t.Helper()
+	c, err := f.CaptureSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := BuildSnapshot(context.Background(), c, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func offerOf(s *Snapshot) SnapshotOffer {
+	return SnapshotOffer{Height: s.Height(), Format: s.Format(), Chunks: s.Chunks(), Hash: s.Hash(), Metadata: s.Metadata(), AppHash: s.AppHash()}
+}
+
+// restoreInto restores s, chunk by chunk as a peer would send it, into f.
+func restoreInto(t testing.TB, f *FSM, s *Snapshot) {
+	t.Helper()
+	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint32(0); i < s.Chunks(); i++ {
+		c, err := s.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(i, c); err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+	}
+	if err := f.RestoreSnapshot(r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotRestoresStateAtHeight: a snapshot captured at height H, and
+// built only after later blocks have appended to, compacted and deleted the
+// very files it pinned, restores into an empty data directory the state a
+// broker that applied blocks 1..H has: byte-identical logs, the same
+// metadata store, height and app hash. The restored broker then applies the
+// later blocks to the same state as the one that never stopped.
+func TestSnapshotRestoresStateAtHeight(t *testing.T) {
+	blocks := scenario(t)
+	const h = 22 // "doomed" exists with data; it is deleted at 23
+	srcDir, refDir, dstDir := t.TempDir(), t.TempDir(), t.TempDir()
+	src, ref, dst := open(t, srcDir), open(t, refDir), open(t, dstDir)
+	defer src.Close()
+	defer ref.Close()
+	defer func() { dst.Close() }() // dst is reopened below
+
+	want := applyRange(t, ref, blocks, 1, h)
+	applyRange(t, src, blocks, 1, h)
+	snapDir := filepath.Join(srcDir, "snapshots", "h22")
+	capture, err := src.CaptureSnapshot(snapDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.CaptureSnapshot(snapDir); err == nil {
+		t.Errorf("a second capture into the same directory succeeded")
+	}
+	later := applyRange(t, src, blocks, h+1, len(blocks))
+	if _, err := os.Stat(filepath.Join(srcDir, "logs", "doomed-1")); !os.IsNotExist(err) {
+		t.Fatalf("test setup: the deleted topic's files are still there (%v)", err)
+	}
+	s, err := BuildSnapshot(context.Background(), capture, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Height() != h || !bytes.Equal(s.AppHash(), want[h-1]) {
+		t.Fatalf("snapshot at height %d hash %X, want %d %X", s.Height(), s.AppHash(), h, want[h-1])
+	}
+
+	restoreInto(t, dst, s)
+	if gotH, gotHash := dst.Info(); gotH != h || !bytes.Equal(gotHash, want[h-1]) {
+		t.Fatalf("restored state at height %d hash %X, want %d %X", gotH, gotHash, h, want[h-1])
+	}
+	sameLogFiles(t, refDir, dstDir)
+	if a, b := storeContents(t, ref), storeContents(t, dst); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("metadata stores differ:\n%v\n%v", a, b)
+	}
+	if p := dst.View().Partition("doomed", 1); p == nil || p.HighWatermark() != 2 {
+		t.Fatalf("restored view lacks doomed-1 with its 2 records")
+	}
+	if _, err := os.Stat(filepath.Join(dstDir, "snapshots")); !os.IsNotExist(err) {
+		t.Errorf("restore left files beside the data: %v", err)
+	}
+
+	// The restored broker goes on like the others, and reopens as well.
+	got := applyRange(t, dst, blocks, h+1, len(blocks))
+	for i := range got {
+		if !bytes.Equal(got[i], later[i]) {
+			t.Fatalf("height %d after restore: hash differs", h+1+i)
+		}
+	}
+	sameLogFiles(t, srcDir, dstDir)
+	dst.Close()
+	dst = open(t, dstDir)
+	if gotH, _ := dst.Info(); gotH != int64(len(blocks)) {
+		t.Fatalf("reopened restored state at height %d", gotH)
+	}
+}
+
+// TestSnapshotsAgreeAcrossBrokers: brokers that applied the same blocks
+// build the same snapshot (hash and metadata), so a restoring broker can
+// fetch its chunks from any of them; a snapshot reopened from disk is the
+// one built.
+func TestSnapshotsAgreeAcrossBrokers(t *testing.T) {
+	blocks := scenario(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := open(t, dirA), open(t, dirB)
+	defer a.Close()
+	defer b.Close()
+	applyRange(t, a, blocks, 1, len(blocks))
+	applyRange(t, b, blocks, 1, len(blocks))
+	sa := takeSnapshot(t, a, filepath.Join(dirA, "snap"), nil)
+	sb := takeSnapshot(t, b, filepath.Join(dirB, "snap"), nil)
+	if !bytes.Equal(sa.Hash(), sb.Hash()) || !bytes.Equal(sa.Metadata(), sb.Metadata()) {
+		t.Fatalf("two brokers built different snapshots at the same height")
+	}
+	re, err := OpenSnapshot(sa.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(re.Hash(), sa.Hash()) || re.Chunks() != sa.Chunks() || re.Size() != sa.Size() {
+		t.Fatalf("reopened snapshot differs from the one built")
+	}
+	if _, err := OpenSnapshot(t.TempDir()); err == nil {
+		t.Errorf("a directory without a manifest opened as a snapshot")
+	}
+}
+
+// TestSnapshotChunkChecks: a chunk whose bytes differ from its hash is
+// refused without writing anything (and the right one is then accepted);
+// chunks out of order, metadata that does not match the offer, an app hash
+// other than the trusted one and an unknown format are refused; a restore
+// into a state that is not empty is refused.
+func TestSnapshotChunkChecks(t *testing.T) {
+	blocks := scenario(t)
+	srcDir := t.TempDir()
+	src := open(t, srcDir)
+	defer src.Close()
+	applyRange(t, src, blocks, 1, 10)
+	s := takeSnapshot(t, src, filepath.Join(srcDir, "snap"), nil)
+	o := offerOf(s)
+
+	for name, bad := range map[string]func(*SnapshotOffer){
+		"format":   func(o *SnapshotOffer) { o.Format = 99 },
+		"height":   func(o *SnapshotOffer) { o.Height++ },
+		"chunks":   func(o *SnapshotOffer) { o.Chunks++ },
+		"hash":     func(o *SnapshotOffer) { o.Hash = append([]byte{1}, o.Hash[1:]...) },
+		"app hash": func(o *SnapshotOffer) { o.AppHash = make([]byte, 32) },
+		"metadata": func(o *SnapshotOffer) { o.Metadata = o.Metadata[:len(o.Metadata)-1] },
+	} {
+		bo := o
+		bad(&bo)
+		if _, err := NewRestore(filepath.Join(t.TempDir(), "staging"), bo); err == nil {
+			t.Errorf("offer with a wrong %s accepted", name)
+		}
+	}
+
+	staging := filepath.Join(t.TempDir(), "staging")
+	r, err := NewRestore(staging, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, err := s.Chunk(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(1, c0); !errors.Is(err, ErrChunkOrder) {
+		t.Errorf("chunk 1 before chunk 0: %v, want ErrChunkOrder", err)
+	}
+	forged := append([]byte(nil), c0...)
+	forged[len(forged)-1] ^= 1
+	if err := r.Apply(0, forged); !errors.Is(err, ErrChunkHash) {
+		t.Fatalf("forged chunk: %v, want ErrChunkHash", err)
+	}
+	if r.Next() != 0 {
+		t.Fatalf("a refused chunk advanced the restore")
+	}
+	if entries, _ := os.ReadDir(staging); len(entries) != 0 {
+		t.Fatalf("a refused chunk wrote %d entries", len(entries))
+	}
+	for i := uint32(0); i < s.Chunks(); i++ {
+		c, err := s.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(i, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.RestoreSnapshot(r); !errors.Is(err, ErrNotEmpty) {
+		t.Errorf("restore into a state at height 10: %v, want ErrNotEmpty", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(staging); !os.IsNotExist(err) {
+		t.Errorf("Close left the staging directory")
+	}
+}
+
+// TestSnapshotMalformedChunks: chunks that match their hashes (the snapshot
+// itself is bad) but break the layout are refused as ErrSnapshotMalformed.
+func TestSnapshotMalformedChunks(t *testing.T) {
+	for name, pieces := range map[string][]piece{
+		"escape":        {{path: "logs/t-0/../../x", data: []byte("x")}},
+		"absolute":      {{path: "/etc/passwd", data: []byte("x")}},
+		"unknown file":  {{path: "logs/t-0/evil.sh", data: []byte("x")}},
+		"bad partition": {{path: "logs/t-01/00000000000000000000.log"}},
+		"gap":           {{path: "meta.kv", data: []byte{1}}, {path: "meta.kv", offset: 2, data: []byte{1}}},
+		"late start":    {{path: "meta.kv", offset: 5, data: []byte{1}}},
+		"twice":         {{path: "meta.kv"}, {path: "logs/t-0/partition.metadata"}, {path: "meta.kv"}},
+	} {
+		chunk := encodeChunk(pieces)
+		r := &Restore{dir: t.TempDir(), meta: snapshotMeta{height: 1, hashes: [][32]byte{sha256.Sum256(chunk)}}, seen: map[string]bool{}}
+		if err := r.Apply(0, chunk); !errors.Is(err, ErrSnapshotMalformed) {
+			t.Errorf("%s: %v, want ErrSnapshotMalformed", name, err)
+		}
+		r.Close()
+	}
+}
+
+// TestSnapshotBorrowsUnchangedChunks: a large segment that did not change
+// between two snapshots is not read again (its chunk hashes come from the
+// previous snapshot, proven here by planting a wrong one), and serving a
+// chunk checks it, so the planted hash is caught as damage.
+func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
+	dir := t.TempDir()
+	f := open(t, dir)
+	defer f.Close()
+	var blocks []block
+	blocks = append(blocks, block{t0, [][]byte{tx(1, CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
+		Configs: []ConfigEntry{{"segment.bytes", "1200000"}}})}})
+	for i := 1; i <= 35; i++ { // 55 KB each: a segment seals every 21 batches
+		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(100+i, Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
+	}
+	applyRange(t, f, blocks, 1, 26)
+	if segs := f.View().Partition("big", 0).log.Segments(); len(segs) < 2 || segs[0].Size <= packBytes {
+		t.Fatalf("test setup: want a sealed segment over %d bytes, have %+v", packBytes, segs)
+	}
+	s1 := takeSnapshot(t, f, filepath.Join(dir, "s1"), nil)
+	applyRange(t, f, blocks, 27, len(blocks))
+	borrowed := -1
+	for i, c := range s1.plan {
+		if len(c) == 1 && s1.m.Files[c[0].file].Size > packBytes {
+			borrowed = i
+			s1.hashes[i] = sha256.Sum256([]byte("planted"))
+			break
+		}
+	}
+	if borrowed < 0 {
+		t.Fatalf("test setup: no large file in the first snapshot")
+	}
+	s2 := takeSnapshot(t, f, filepath.Join(dir, "s2"), s1)
+	fresh := takeSnapshot(t, f, filepath.Join(dir, "s3"), nil)
+	if s2.hashes[borrowed] != s1.hashes[borrowed] {
+		t.Fatalf("chunk %d was read again instead of borrowed", borrowed)
+	}
+	if _, err := s2.Chunk(uint32(borrowed)); !errors.Is(err, ErrSnapshotDamaged) {
+		t.Errorf("serving a chunk with a wrong hash: %v, want ErrSnapshotDamaged", err)
+	}
+	for i := range fresh.hashes {
+		if i != borrowed && fresh.hashes[i] != s2.hashes[i] {
+			t.Errorf("chunk %d: borrowed build and fresh build differ", i)
+		}
+	}
+	// A file of a snapshot that loses bytes is damage too.
+	if err := os.Truncate(filepath.Join(fresh.Dir(), filesDir, metaKVPath), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Chunk(0); !errors.Is(err, ErrSnapshotDamaged) {
+		t.Errorf("serving a truncated file: %v, want ErrSnapshotDamaged", err)
+	}
+}
+
+// FuzzSnapshotChunk feeds arbitrary bytes to the decoders of what peers
+// send: metadata, chunks (applied to a staging directory as if their hash
+// matched) and meta.kv. Nothing may panic or write outside the staging
+// directory.
+func FuzzSnapshotChunk(f *testing.F) {
+	f.Add(encodeChunk([]piece{{path: "meta.kv", data: []byte{1, 'k', 1, 'v'}}, {path: "logs/t-0/00000000000000000000.log"}}))
+	f.Add(encodeChunk([]piece{{path: "logs/a.b-12/partition.metadata", offset: 3, data: []byte("x")}}))
+	f.Add(snapshotMeta{height: 3, appHash: []byte{1, 2}, hashes: [][32]byte{{1}, {2}}}.encode())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeSnapshotMeta(data)
+		_ = decodeKVs(bytes.NewReader(data), func(k, v []byte) error { return nil })
+		root := t.TempDir()
+		r := &Restore{dir: filepath.Join(root, "staging"), meta: snapshotMeta{height: 1, hashes: [][32]byte{sha256.Sum256(data)}}, seen: map[string]bool{}}
+		_ = r.Apply(0, data)
+		_ = r.closeFile()
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() != "staging" {
+				t.Fatalf("a chunk wrote %s outside the staging directory", e.Name())
+			}
+		}
+	})
+}
+
+// BenchmarkCaptureSnapshot measures the applier's stall at a snapshot
+// height: 100 partitions of a few segments each.
+func BenchmarkCaptureSnapshot(b *testing.B) {
+	dir := b.TempDir()
+	f := open(b, dir)
+	defer f.Close()
+	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "many", Partitions: 100, ReplicationFactor: -1,
+		Configs: []ConfigEntry{{"segment.bytes", "20000"}}})}}}
+	for i := 1; i <= 20; i++ {
+		var txs [][]byte
+		for p := int32(0); p < 100; p++ {
+			txs = append(txs, tx(1000*i+int(p), Produce{Topic: "many", Partition: p, Records: batch(b, t0, record.CodecNone, "k", 40)}))
+		}
+		blocks = append(blocks, block{t0 + int64(i), txs})
+	}
+	applyRange(b, f, blocks, 1, len(blocks))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		d := filepath.Join(dir, "snapshots", fmt.Sprint(i))
+		c, err := f.CaptureSnapshot(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		c.Release()
+		os.RemoveAll(d)
+		b.StartTimer()
+	}
+}
