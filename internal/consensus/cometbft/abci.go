@@ -241,27 +241,6 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 	return &abci.ResponseCommit{RetainHeight: max(retain, 0)}, nil
 }
 
-// ListSnapshots implements abci.Application. State sync snapshots are not
-// served yet: a new node catches up by replaying blocks.
-func (a *abciApp) ListSnapshots(context.Context, *abci.RequestListSnapshots) (*abci.ResponseListSnapshots, error) {
-	return &abci.ResponseListSnapshots{}, nil
-}
-
-// OfferSnapshot implements abci.Application; see ListSnapshots.
-func (a *abciApp) OfferSnapshot(context.Context, *abci.RequestOfferSnapshot) (*abci.ResponseOfferSnapshot, error) {
-	return &abci.ResponseOfferSnapshot{Result: abci.ResponseOfferSnapshot_ABORT}, nil
-}
-
-// LoadSnapshotChunk implements abci.Application; see ListSnapshots.
-func (a *abciApp) LoadSnapshotChunk(context.Context, *abci.RequestLoadSnapshotChunk) (*abci.ResponseLoadSnapshotChunk, error) {
-	return &abci.ResponseLoadSnapshotChunk{}, nil
-}
-
-// ApplySnapshotChunk implements abci.Application; see ListSnapshots.
-func (a *abciApp) ApplySnapshotChunk(context.Context, *abci.RequestApplySnapshotChunk) (*abci.ResponseApplySnapshotChunk, error) {
-	return &abci.ResponseApplySnapshotChunk{Result: abci.ResponseApplySnapshotChunk_ABORT}, nil
-}
-
 // validate is the deterministic validity check of a proposal's transaction.
 func (a *abciApp) validate(tx []byte) error {
 	if int64(len(tx)) > a.maxTxBytes {

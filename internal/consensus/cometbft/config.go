@@ -79,6 +79,10 @@ type Config struct {
 	// P2PRate is the send and the receive rate limit of one peer
 	// connection, in bytes per second.
 	P2PRate int64
+	// StateSync lets a node with an empty state join from a peer's
+	// application snapshot (statesync.go). It needs the application to
+	// implement consensus.Snapshotter and the peers to serve RPC.
+	StateSync StateSyncConfig
 }
 
 // DefaultConfig returns the defaults for a node whose home is home.
@@ -112,6 +116,7 @@ func DefaultConfig(home string) Config {
 		MempoolSize:               DefaultMempoolSize,
 		MempoolMaxTxsBytes:        DefaultMempoolMaxTxsBytes,
 		P2PRate:                   DefaultP2PRate,
+		StateSync:                 StateSyncConfig{Mode: StateSyncOff},
 	}
 }
 
@@ -147,6 +152,9 @@ func (c Config) Validate() error {
 		if err := checkListen(c.RPCListen); err != nil {
 			return bad("rpc_listen: %v", err)
 		}
+	}
+	if err := c.StateSync.validate(); err != nil {
+		return bad("%v", err)
 	}
 	if c.ExternalAddress != "" {
 		if _, _, err := net.SplitHostPort(c.ExternalAddress); err != nil {
@@ -196,6 +204,7 @@ func (c Config) String() string {
 		"home", "moniker", "p2p_listen", "external_address", "persistent_peers", "rpc_listen",
 		"timeout_propose", "timeout_commit", "create_empty_blocks_interval",
 		"max_tx_bytes", "mempool_size", "mempool_max_txs_bytes", "p2p_rate",
+		"state_sync", "state_sync_rpc_servers", "state_sync_discovery_time", "state_sync_chunk_timeout",
 	}
 	var b strings.Builder
 	for _, k := range keys {
@@ -232,6 +241,14 @@ func (c *Config) get(key string) string {
 		return strconv.FormatInt(c.MempoolMaxTxsBytes, 10)
 	case "p2p_rate":
 		return strconv.FormatInt(c.P2PRate, 10)
+	case "state_sync":
+		return c.StateSync.Mode
+	case "state_sync_rpc_servers":
+		return strings.Join(c.StateSync.RPCServers, ",")
+	case "state_sync_discovery_time":
+		return c.StateSync.DiscoveryTime.String()
+	case "state_sync_chunk_timeout":
+		return c.StateSync.ChunkRequestTimeout.String()
 	}
 	return ""
 }
@@ -248,12 +265,7 @@ func (c *Config) set(key, v string) error {
 	case "external_address":
 		c.ExternalAddress = v
 	case "persistent_peers":
-		c.PersistentPeers = nil
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				c.PersistentPeers = append(c.PersistentPeers, p)
-			}
-		}
+		c.PersistentPeers = splitList(v)
 	case "rpc_listen":
 		c.RPCListen = v
 	case "timeout_propose":
@@ -270,10 +282,30 @@ func (c *Config) set(key, v string) error {
 		c.MempoolMaxTxsBytes, err = strconv.ParseInt(v, 10, 64)
 	case "p2p_rate":
 		c.P2PRate, err = strconv.ParseInt(v, 10, 64)
+	case "state_sync":
+		c.StateSync.Mode = v
+	case "state_sync_rpc_servers":
+		c.StateSync.RPCServers = splitList(v)
+	case "state_sync_discovery_time":
+		c.StateSync.DiscoveryTime, err = time.ParseDuration(v)
+	case "state_sync_chunk_timeout":
+		c.StateSync.ChunkRequestTimeout, err = time.ParseDuration(v)
 	default:
 		return fmt.Errorf("unknown key %q", key)
 	}
 	return err
+}
+
+// splitList splits a comma-separated list, dropping blank items; nil when
+// there are none.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ParseConfig reads the text form written by Config.String: "key = value"

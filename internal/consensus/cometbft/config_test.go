@@ -46,6 +46,11 @@ func TestConfigValidateRejects(t *testing.T) {
 		"peer with short id": func(c *Config) { c.PersistentPeers = []string{"abcd@127.0.0.1:1"} },
 		"peer without port":  func(c *Config) { c.PersistentPeers = []string{peerID + "@127.0.0.1"} },
 		"moniker line break": func(c *Config) { c.Moniker = "a\nb" },
+		"state sync mode":    func(c *Config) { c.StateSync.Mode = "maybe" },
+		"state sync no rpc":  func(c *Config) { c.StateSync.Mode = StateSyncAuto },
+		"state sync quick": func(c *Config) {
+			c.StateSync = StateSyncConfig{Mode: StateSyncOn, RPCServers: []string{"a:1"}, DiscoveryTime: time.Second}
+		},
 	} {
 		c := DefaultConfig("/tmp/x")
 		mutate(&c)
@@ -62,6 +67,8 @@ func TestConfigTextRoundTrip(t *testing.T) {
 	c.RPCListen = "tcp://127.0.0.1:26657"
 	c.TimeoutCommit = 1500 * time.Microsecond
 	c.ExternalAddress = "node2.example:26656"
+	c.StateSync = StateSyncConfig{Mode: StateSyncAuto, RPCServers: []string{"10.0.0.1:26657", "http://10.0.0.3:26657"},
+		DiscoveryTime: 7 * time.Second, ChunkRequestTimeout: 20 * time.Second}
 	got, err := ParseConfig(c.String())
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +118,7 @@ func FuzzParseConfig(f *testing.F) {
 		if !reflect.DeepEqual(again, c) && !(len(again.PersistentPeers) == 0 && len(c.PersistentPeers) == 0) {
 			t.Fatalf("round trip changed the config:\n%q\n%q", c.String(), again.String())
 		}
-		if strings.Count(c.String(), "\n") != 13 {
+		if strings.Count(c.String(), "\n") != 17 {
 			t.Fatalf("text form has a line break inside a value: %q", c.String())
 		}
 	})

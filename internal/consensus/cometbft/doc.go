@@ -30,7 +30,12 @@
 // change only when the replicated state does (the adapter logs a warning
 // when an empty block changes it).
 //
-// Not done yet: state sync snapshots (ListSnapshots returns none, so a new
-// node catches up by block replay), validator set changes, and serving
-// CometBFT's RPC beyond switching it on with Config.RPCListen.
+// State sync (statesync.go, snapshot.go): an application implementing
+// consensus.Snapshotter serves snapshots to peers, and a node with an empty
+// state restores one (Config.StateSync) after verifying its app hash
+// against the genesis validators' signatures, fetched from peers' RPC.
+//
+// Not done yet: validator set changes (state sync relies on the genesis set
+// too), and serving CometBFT's RPC beyond switching it on with
+// Config.RPCListen (state sync needs it on the peers it names).
 package cometbft

@@ -159,6 +159,10 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 	if err != nil {
 		return nil, nil, res, err
 	}
+	syncOpts, err := o.stateSyncOptions(ctx, doc, cc)
+	if err != nil {
+		return nil, nil, res, err
+	}
 	a := newABCIApp(o.app, st.MaxTxBytes, o.logger.With("component", "abci"))
 	n, err := node.NewNodeWithContext(ctx, cc, pv, nodeKey,
 		res.clientCreator(proxy.NewConnSyncLocalClientCreator(a)),
@@ -166,6 +170,7 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		res.dbProvider(cmtcfg.DefaultDBProvider),
 		node.DefaultMetricsProvider(cc.Instrumentation),
 		haltingLogger(newCometLogger(o.logger), func(err error) { a.fail(err) }),
+		syncOpts...,
 	)
 	if err != nil {
 		return nil, nil, res, fmt.Errorf("stele/consensus/cometbft: starting node: %w", err)
