@@ -19,12 +19,13 @@ import (
 )
 
 // The port layout of `stele cluster init`: node i listens for Kafka on
-// base+i, for HTTP on base+httpPortOffset+i and for CometBFT's P2P on
-// base+p2pPortOffset+i. maxClusterNodes keeps the three ranges apart.
+// base+i, for HTTP on base+httpPortOffset+i, for CometBFT's P2P on
+// base+p2pPortOffset+i and for CometBFT's RPC on base+rpcPortOffset+i. maxClusterNodes keeps the three ranges apart.
 const (
 	defaultBasePort = 19092
 	httpPortOffset  = 100
 	p2pPortOffset   = 200
+	rpcPortOffset   = 300
 	maxClusterNodes = httpPortOffset
 	// maxChainIDLen is CometBFT's limit on a chain ID.
 	maxChainIDLen = 50
@@ -62,6 +63,8 @@ type clusterNode struct {
 	Kafka string `json:"kafka"`
 	HTTP  string `json:"http"`
 	P2P   string `json:"p2p"`
+	// RPC is CometBFT's RPC address, read by brokers joining by state sync.
+	RPC string `json:"rpc"`
 	// Validator is the address of the broker's validator key, P2PNodeID
 	// its CometBFT node ID (the "nodeid" of "nodeid@host:port").
 	Validator string `json:"validator"`
@@ -171,8 +174,8 @@ func planCluster(o clusterInitOptions) ([]clusterNode, error) {
 		return nil, usageErrorf("invalid --nodes %d: at most %d brokers (the Kafka, HTTP and P2P port ranges are %d apart)", o.nodes, maxClusterNodes, httpPortOffset)
 	case len(o.hosts) > 0 && len(o.hosts) != o.nodes:
 		return nil, usageErrorf("--hosts lists %d hosts for --nodes %d: give one host per broker, in node order", len(o.hosts), o.nodes)
-	case o.basePort < 1 || o.basePort+p2pPortOffset+o.nodes-1 > 65535:
-		return nil, usageErrorf("invalid --base-port %d: the ports %d to %d must lie in 1-65535", o.basePort, o.basePort, o.basePort+p2pPortOffset+o.nodes-1)
+	case o.basePort < 1 || o.basePort+rpcPortOffset+o.nodes-1 > 65535:
+		return nil, usageErrorf("invalid --base-port %d: the ports %d to %d must lie in 1-65535", o.basePort, o.basePort, o.basePort+rpcPortOffset+o.nodes-1)
 	case len(o.chainID) > maxChainIDLen:
 		return nil, usageErrorf("invalid --chain-id %q: at most %d characters", o.chainID, maxChainIDLen)
 	}
@@ -195,11 +198,13 @@ func planCluster(o clusterInitOptions) ([]clusterNode, error) {
 			HTTP:   hostPort(host, hp),
 			P2P:    hostPort(host, pp),
 		}
+		n.RPC = hostPort(host, o.basePort+rpcPortOffset+i)
 		n.file = server.NodeFile{
 			NodeID: n.NodeID,
 			Kafka:  hostPort(listen, kp),
 			HTTP:   hostPort(listen, hp),
 			P2P:    hostPort(listen, pp),
+			RPC:    hostPort(listen, o.basePort+rpcPortOffset+i),
 		}
 		if len(o.hosts) > 0 {
 			n.file.AdvertiseKafka, n.file.P2PExternal = n.Kafka, n.P2P
@@ -307,6 +312,11 @@ func writeCluster(o clusterInitOptions, nodes []clusterNode) (_ string, err erro
 		}
 		n.Validator, n.P2PNodeID = appState.Brokers[i].Validator, id.NodeID
 		n.file.Peers = out[i].PersistentPeers
+		for j := range nodes {
+			if j != i {
+				n.file.StateSyncRPC = append(n.file.StateSyncRPC, nodes[j].RPC)
+			}
+		}
 		if err := server.WriteNodeFile(n.Dir, n.file); err != nil {
 			return "", err
 		}

@@ -76,6 +76,9 @@ func TestClusterInitLayout(t *testing.T) {
 		if len(nf.Peers) != 3 {
 			t.Errorf("node%d has %d peers, want 3: %v", i, len(nf.Peers), nf.Peers)
 		}
+		if nf.RPC != fmt.Sprintf("127.0.0.1:%d", 30300+i) || len(nf.StateSyncRPC) != 3 {
+			t.Errorf("node%d: rpc %s, state sync from %v", i, nf.RPC, nf.StateSyncRPC)
+		}
 		for _, p := range nf.Peers {
 			if strings.HasSuffix(p, "@"+nf.P2P) {
 				t.Errorf("node%d lists itself as a peer: %s", i, p)
@@ -204,6 +207,12 @@ func TestClusterInitHosts(t *testing.T) {
 			AdvertiseKafka: net.JoinHostPort(h, strconv.Itoa(9092+i)),
 			P2PExternal:    net.JoinHostPort(h, strconv.Itoa(9292+i)),
 			Peers:          nf.Peers,
+			RPC:            net.JoinHostPort(wild, strconv.Itoa(9392+i)),
+		}
+		for j, other := range hosts {
+			if j != i {
+				want.StateSyncRPC = append(want.StateSyncRPC, net.JoinHostPort(other, strconv.Itoa(9392+j)))
+			}
 		}
 		if fmt.Sprint(nf) != fmt.Sprint(want) {
 			t.Errorf("node%d: node file\n%+v, want\n%+v", i, nf, want)
@@ -560,7 +569,7 @@ func freeBasePort(t *testing.T, n int) int {
 		base := 20000 + rand.IntN(30000)
 		var lns []net.Listener
 		ok := true
-		for _, off := range []int{0, httpPortOffset, p2pPortOffset} {
+		for _, off := range []int{0, httpPortOffset, p2pPortOffset, rpcPortOffset} {
 			for i := range n {
 				ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off+i)))
 				if err != nil {

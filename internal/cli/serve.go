@@ -64,6 +64,8 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.StringVar(&cfg.P2PAddr, "p2p", cfg.P2PAddr, "CometBFT peer-to-peer listener host:port")
 	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")
 	f.StringSliceVar(&cfg.Peers, "peers", nil, "CometBFT peers to stay connected to, comma-separated nodeid@host:port")
+	f.StringVar(&cfg.RPCAddr, "rpc", "", "CometBFT RPC listener host:port, which brokers joining by state sync read headers from (default: none)")
+	f.StringSliceVar(&cfg.StateSyncRPC, "state-sync-rpc", nil, "other brokers' CometBFT RPC host:port, comma-separated: an empty broker joins by state sync from their snapshots")
 	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "Kafka node id of this broker")
 	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "auto.create.topics.enable: create unknown topics on Metadata and Produce")
 	f.Int32Var(&cfg.DefaultPartitions, "num-partitions", cfg.DefaultPartitions, "num.partitions: partitions of auto-created topics")
@@ -98,6 +100,8 @@ func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Con
 		{"advertise", func() { merged.AdvertisedKafka = cfg.AdvertisedKafka }},
 		{"p2p-external", func() { merged.P2PExternal = cfg.P2PExternal }},
 		{"peers", func() { merged.Peers = cfg.Peers }},
+		{"rpc", func() { merged.RPCAddr = cfg.RPCAddr }},
+		{"state-sync-rpc", func() { merged.StateSyncRPC = cfg.StateSyncRPC }},
 	}
 	for _, k := range keep {
 		if changed(k.flag) {

@@ -57,6 +57,12 @@ type NodeFile struct {
 	P2PExternal string `json:"p2p_external,omitempty"`
 	// Peers are the CometBFT peers, "nodeid@host:port" (Config.Peers).
 	Peers []string `json:"peers,omitempty"`
+	// RPC is CometBFT's RPC listener (Config.RPCAddr): peers joining by
+	// state sync fetch and verify headers from it.
+	RPC string `json:"rpc,omitempty"`
+	// StateSyncRPC are the other brokers' RPC addresses, host:port
+	// (Config.StateSyncRPC): with them an empty broker joins by state sync.
+	StateSyncRPC []string `json:"state_sync_rpc,omitempty"`
 }
 
 // Validate reports the first field that cannot work: a negative node id, an
@@ -67,13 +73,18 @@ func (f NodeFile) Validate() error {
 	}
 	for _, a := range []struct{ name, v string }{
 		{"kafka", f.Kafka}, {"http", f.HTTP}, {"p2p", f.P2P},
-		{"advertise_kafka", f.AdvertiseKafka}, {"p2p_external", f.P2PExternal},
+		{"advertise_kafka", f.AdvertiseKafka}, {"p2p_external", f.P2PExternal}, {"rpc", f.RPC},
 	} {
 		if a.v == "" {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a.v); err != nil || port == "" {
 			return fmt.Errorf("%w: %s %q is not host:port", ErrNodeFile, a.name, a.v)
+		}
+	}
+	for _, a := range f.StateSyncRPC {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return fmt.Errorf("%w: state_sync_rpc %q is not host:port", ErrNodeFile, a)
 		}
 	}
 	for _, p := range f.Peers {
@@ -192,7 +203,11 @@ func (c *Config) ApplyNodeFile(f NodeFile) {
 	set(&c.P2PAddr, f.P2P)
 	set(&c.AdvertisedKafka, f.AdvertiseKafka)
 	set(&c.P2PExternal, f.P2PExternal)
+	set(&c.RPCAddr, f.RPC)
 	if len(f.Peers) > 0 {
 		c.Peers = append([]string(nil), f.Peers...)
+	}
+	if len(f.StateSyncRPC) > 0 {
+		c.StateSyncRPC = append([]string(nil), f.StateSyncRPC...)
 	}
 }

@@ -46,6 +46,12 @@ type Config struct {
 	P2PExternal string
 	// Peers are the CometBFT peers to stay connected to, "nodeid@host:port".
 	Peers []string
+	// RPCAddr is CometBFT's RPC listener, host:port (empty: none). Brokers
+	// joining by state sync fetch headers from their peers' RPC.
+	RPCAddr string
+	// StateSyncRPC are other brokers' RPC addresses: when set, a broker
+	// with an empty state joins by state sync from their snapshots.
+	StateSyncRPC []string
 	// NodeID is the Kafka node id.
 	NodeID int32
 	// AutoCreateTopics is auto.create.topics.enable; DefaultPartitions is
@@ -54,6 +60,11 @@ type Config struct {
 	DefaultPartitions int32
 	// TimeoutCommit overrides CometBFT's pause after each block (0: default).
 	TimeoutCommit time.Duration
+	// SnapshotInterval (in heights) and RetainBlocks tune a cluster
+	// broker's snapshots and block retention (0: the defaults of
+	// broker.SnapshotOptions).
+	SnapshotInterval int64
+	RetainBlocks     int64
 	Logger        *slog.Logger
 }
 
@@ -97,6 +108,7 @@ type Node struct {
 	fsm     *fsm.FSM
 	broker  *broker.Broker
 	orderer *cometbft.Orderer
+	snap    *broker.SnapshotApp
 	kafka   *kafka.Server
 	http    *http.Server
 	kafkaLn net.Listener
@@ -134,6 +146,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	ccfg.P2PListen = "tcp://" + cfg.P2PAddr
 	ccfg.ExternalAddress = cfg.P2PExternal
 	ccfg.PersistentPeers = cfg.Peers
+	if cfg.RPCAddr != "" {
+		ccfg.RPCListen = "tcp://" + cfg.RPCAddr
+	}
+	if len(cfg.StateSyncRPC) > 0 {
+		ccfg.StateSync = cometbft.StateSyncConfig{Mode: cometbft.StateSyncAuto, RPCServers: cfg.StateSyncRPC}
+	}
 	if cfg.TimeoutCommit > 0 {
 		ccfg.TimeoutCommit = cfg.TimeoutCommit
 	}
@@ -151,7 +169,20 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.broker = broker.New(n.fsm, broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg})
-	if n.orderer, err = cometbft.New(ccfg, n.broker.App(), log.With("component", "cometbft")); err != nil {
+	app := n.broker.App()
+	if len(appState.Brokers) > 0 {
+		// A cluster keeps recent blocks for brokers catching up and
+		// snapshots for brokers joining by state sync; a single node has
+		// neither and prunes every block once its state is durable.
+		n.snap, err = broker.NewSnapshotApp(app, n.fsm, broker.SnapshotOptions{
+			Dir: filepath.Join(cfg.DataDir, "snapshots"), Interval: cfg.SnapshotInterval, RetainBlocks: cfg.RetainBlocks,
+			Logger: log.With("component", "snapshots")})
+		if err != nil {
+			return nil, err
+		}
+		app = n.snap
+	}
+	if n.orderer, err = cometbft.New(ccfg, app, log.With("component", "cometbft")); err != nil {
 		return nil, err
 	}
 	if err := n.orderer.Start(ctx); err != nil {
@@ -276,6 +307,9 @@ func (n *Node) Close() error {
 	var err error
 	if n.orderer != nil {
 		err = n.orderer.Stop()
+	}
+	if n.snap != nil {
+		err = errors.Join(err, n.snap.Close())
 	}
 	if n.fsm != nil {
 		err = errors.Join(err, n.fsm.Close())
