@@ -65,3 +65,7 @@ func nodeIDs(bs []BrokerInfo) []int32 {
 	}
 	return ids
 }
+
+// catchingUp reports whether reads must be refused because this broker is
+// behind the chain.
+func (s *Server) catchingUp() bool { return s.opts.CatchingUp != nil && s.opts.CatchingUp() }

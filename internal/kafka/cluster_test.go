@@ -1,9 +1,12 @@
 package kafka
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -49,5 +52,40 @@ func TestMetadataCluster(t *testing.T) {
 	}
 	if leaders[0] == 0 || leaders[1] == 0 {
 		t.Errorf("leadership not spread over the live brokers: %v", leaders)
+	}
+}
+
+// TestCatchingUpRefusesReads: a broker behind the chain refuses Fetch,
+// ListOffsets and OffsetForLeaderEpoch with NOT_LEADER_OR_FOLLOWER (so
+// clients retry elsewhere) and serves again once caught up.
+func TestCatchingUpRefusesReads(t *testing.T) {
+	var behind atomic.Bool
+	tb := startTestBroker(t, func(o *Options) { o.CatchingUp = behind.Load })
+	cl := client(t, tb.addr, kgo.DefaultProduceTopic("cu"), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx(t), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	listEnd := func() int16 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "cu"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		// Straight to broker 0: the client would retry NOT_LEADER itself.
+		kresp, err := cl.Broker(0).Request(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	behind.Store(true)
+	if code := listEnd(); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("ListOffsets while catching up: code %d", code)
+	}
+	behind.Store(false)
+	if code := listEnd(); code != 0 {
+		t.Fatalf("ListOffsets once caught up: code %d", code)
 	}
 }

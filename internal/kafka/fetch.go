@@ -16,6 +16,9 @@ package kafka
 //    FETCH_SESSION_ID_NOT_FOUND.
 //  * The leader epoch is always 0: a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
+//  * A broker catching up with the chain (restarted, cut off, syncing)
+//    answers NOT_LEADER_OR_FOLLOWER, so consumers retry after a metadata
+//    refresh instead of reading a log that is behind.
 // Not done: topic IDs in Fetch (v13+), preferred read replicas (KIP-392).
 
 import (
@@ -68,6 +71,7 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 // bytes of records in it and whether the answer must go now (an error).
 func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, bool) {
 	view := c.s.b.View()
+	behind := c.s.catchingUp()
 	resp.Topics = resp.Topics[:0]
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
@@ -90,6 +94,9 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				stop = true
+			case behind:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				stop = true
 			case rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code

@@ -11,6 +11,8 @@ package kafka
 //  * The leader epoch is always 0; a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
 //  * A partition named twice in one request gets INVALID_REQUEST.
+//  * A broker catching up with the chain answers NOT_LEADER_OR_FOLLOWER, so
+//    clients retry elsewhere instead of reading offsets that are behind.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +23,7 @@ func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	view := c.s.b.View()
+	behind := c.s.catchingUp()
 	type tp struct {
 		t string
 		p int32
@@ -39,6 +42,8 @@ func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case behind:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:

@@ -27,6 +27,7 @@ func handleOffsetForLeaderEpoch(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	view := c.s.b.View()
+	behind := c.s.catchingUp()
 	for _, rt := range r.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -37,6 +38,8 @@ func handleOffsetForLeaderEpoch(c *conn, req kmsg.Request) (respond, error) {
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case behind:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			case rp.CurrentLeaderEpoch < -1:

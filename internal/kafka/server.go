@@ -59,6 +59,10 @@ type Options struct {
 	// LiveWindow is how recently a broker's validator must have signed a
 	// block for Metadata to name it a partition leader. Default 10 s.
 	LiveWindow time.Duration
+	// CatchingUp reports whether this broker's state is known to be behind
+	// the chain; reads are then refused with NOT_LEADER_OR_FOLLOWER. Nil
+	// means never (a single node, tests).
+	CatchingUp func() bool
 	// MaxInflight bounds the requests one connection may have started but
 	// not yet answered. Default 64.
 	MaxInflight int

@@ -225,6 +225,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			kopts.AdvertisedHost, kopts.AdvertisedPort = kopts.Brokers[self].Host, kopts.Brokers[self].Port
 		}
 	}
+	if len(kopts.Brokers) > 0 {
+		kopts.CatchingUp = n.orderer.CatchingUp
+	}
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
 	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }

@@ -58,3 +58,28 @@ func (o *Orderer) Validators() []ValidatorInfo {
 	}
 	return out
 }
+
+// behindMargin is how many heights a peer may be ahead of this node before
+// this node counts as catching up: one block in flight, one being gossiped.
+const behindMargin = 2
+
+// CatchingUp reports whether this node's state is known to be behind the
+// chain: it is not running yet, it is block- or state-syncing, or a peer is
+// working on a height more than behindMargin above ours. A broker catching up
+// must not answer reads as if its log were current.
+func (o *Orderer) CatchingUp() bool {
+	n := o.Node()
+	if n == nil {
+		return true
+	}
+	if n.ConsensusReactor().WaitSync() {
+		return true
+	}
+	next := n.BlockStore().Height() + 1 // the height we are working on
+	for _, p := range o.Peers() {
+		if p.Height > next+behindMargin {
+			return true
+		}
+	}
+	return false
+}
