@@ -1,0 +1,235 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// linkProxy forwards TCP connections from its own 127.0.0.1 listener to one
+// target address: one CometBFT peer link in one direction (node i dialling
+// node j). Cut closes every connection it carries and makes it close each new
+// one at once, as a network split would look to both ends; Heal lets new
+// connections through again (CometBFT redials its persistent peers).
+type linkProxy struct {
+	ln     net.Listener
+	target string
+
+	mu struct {
+		sync.Mutex
+		cut    bool
+		closed bool
+		conns  map[net.Conn]struct{}
+	}
+	wg sync.WaitGroup
+}
+
+// newLinkProxy listens on a free 127.0.0.1 port and forwards to target.
+func newLinkProxy(target string) (*linkProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &linkProxy{ln: ln, target: target}
+	p.mu.conns = make(map[net.Conn]struct{})
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the address peers dial instead of the target.
+func (p *linkProxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut closes every forwarded connection and refuses new ones until Heal.
+func (p *linkProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.cut = true
+	for c := range p.mu.conns {
+		c.Close()
+	}
+}
+
+// Heal lets new connections through again.
+func (p *linkProxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.cut = false
+}
+
+// Close stops the listener, closes every connection and waits for the
+// proxy's goroutines.
+func (p *linkProxy) Close() {
+	p.mu.Lock()
+	p.mu.closed = true
+	for c := range p.mu.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+func (p *linkProxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.forward(c)
+	}
+}
+
+// track registers c unless the link is cut or the proxy closed.
+func (p *linkProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.cut || p.mu.closed {
+		return false
+	}
+	p.mu.conns[c] = struct{}{}
+	return true
+}
+
+func (p *linkProxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.mu.conns, c)
+}
+
+// forward pipes client to the target until either side ends or the link is
+// cut; then it closes both.
+func (p *linkProxy) forward(client net.Conn) {
+	defer p.wg.Done()
+	if !p.track(client) {
+		client.Close()
+		return
+	}
+	defer p.untrack(client)
+	server, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	if !p.track(server) {
+		client.Close()
+		server.Close()
+		return
+	}
+	defer p.untrack(server)
+	var once sync.Once
+	closeBoth := func() { once.Do(func() { client.Close(); server.Close() }) }
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(server, client); closeBoth(); done <- struct{}{} }()
+	go func() { io.Copy(client, server); closeBoth(); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+// TestLinkProxy checks the proxy itself: bytes pass both ways, Cut ends open
+// connections and refuses new ones, Heal lets them through again.
+func TestLinkProxy(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p, err := newLinkProxy(echo.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	roundTrip := func(c net.Conn, msg string) error {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, []byte(msg)) {
+			return errors.New("echo mismatch: " + string(buf))
+		}
+		return nil
+	}
+	c1, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if err := roundTrip(c1, "hello"); err != nil {
+		t.Fatalf("through the healed proxy: %v", err)
+	}
+
+	p.Cut()
+	if err := roundTrip(c1, "after cut"); err == nil {
+		t.Fatal("a connection open before Cut still carries bytes")
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := roundTrip(c2, "new while cut"); err == nil {
+		t.Fatal("a connection made while cut carries bytes")
+	}
+
+	p.Heal()
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if err := roundTrip(c3, "healed"); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
+
+// partition splits the network into the groups given: every link between
+// nodes of different groups is cut (both directions), every link inside a
+// group is healed.
+func (c *cluster) partition(groups ...[]int) {
+	c.t.Helper()
+	if len(c.proxies) == 0 {
+		c.t.Fatal("partition needs a cluster made with proxies")
+	}
+	group := map[int]int{}
+	for g, members := range groups {
+		for _, i := range members {
+			group[i] = g
+		}
+	}
+	for link, p := range c.proxies {
+		if group[link[0]] == group[link[1]] {
+			p.Heal()
+		} else {
+			p.Cut()
+		}
+	}
+	c.t.Logf("%s network split %v", clock(), groups)
+}
+
+// heal restores every link.
+func (c *cluster) heal() {
+	for _, p := range c.proxies {
+		p.Heal()
+	}
+	c.t.Logf("%s network healed", clock())
+}
