@@ -65,7 +65,7 @@ type Config struct {
 	// broker.SnapshotOptions).
 	SnapshotInterval int64
 	RetainBlocks     int64
-	Logger        *slog.Logger
+	Logger           *slog.Logger
 }
 
 // DefaultConfig is what `stele serve` runs without flags.
