@@ -11,12 +11,10 @@ read with e2elib.check_log: all N records exactly once, keys, values and
 headers as sent, each at the offset acknowledged, per-partition order.
 """
 
-import argparse
 import logging
 import os
 import sys
 import time
-import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
@@ -137,29 +135,7 @@ def consume(a, deadline):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--topic", required=True)
-    ap.add_argument("--count", type=int, required=True)
-    ap.add_argument("--keys", type=int, required=True)
-    ap.add_argument("--partitions", type=int, required=True)
-    ap.add_argument("--deadline", type=float, default=60, help="seconds")
-    a = ap.parse_args()
-    run = "cf" + uuid.uuid4().hex[:8]
-    start = time.monotonic()
-    deadline = start + a.deadline
-
-    acked = produce(a, run, deadline)
-    produced = time.monotonic()
-    records = consume(a, deadline)
-    try:
-        s = e2elib.check_log(records, run=run, count=a.count, keys=a.keys, acked=acked,
-                             headers=True, partitions=a.partitions)
-    except e2elib.CheckError as e:
-        e2elib.die("confluent-kafka: %s" % e)
-    print(e2elib.summary_line("confluent-kafka", s))
-    print("confluent-kafka: produced in %.1fs, consumed in %.1fs"
-          % (produced - start, time.monotonic() - produced))
+    e2elib.roundtrip_main("confluent-kafka", "cf", produce, consume)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ the acknowledgements the producer received. Run with /usr/bin/python3 (the
 Debian clients are modules of the system Python).
 """
 
+import argparse
 import collections
 import sys
+import time
+import uuid
 
 Record = collections.namedtuple("Record", "partition offset key value headers")
 
@@ -186,3 +189,34 @@ def summary_line(name, s):
 def die(msg):
     print("FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
+
+
+def roundtrip_main(name, run_prefix, produce, consume, setup=None):
+    """The command line of a client round-trip script: produce --count
+    records with --keys keys to --topic, read the topic back from the
+    start, and check the log against the acknowledgements."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--keys", type=int, required=True)
+    ap.add_argument("--partitions", type=int, required=True)
+    ap.add_argument("--deadline", type=float, default=60, help="seconds")
+    a = ap.parse_args()
+    if setup is not None:
+        setup()
+    run = run_prefix + uuid.uuid4().hex[:8]
+    start = time.monotonic()
+    deadline = start + a.deadline
+
+    acked = produce(a, run, deadline)
+    produced = time.monotonic()
+    records = consume(a, deadline)
+    try:
+        s = check_log(records, run=run, count=a.count, keys=a.keys, acked=acked,
+                      headers=True, partitions=a.partitions)
+    except CheckError as e:
+        die("%s: %s" % (name, e))
+    print(summary_line(name, s))
+    print("%s: produced in %.1fs, consumed in %.1fs"
+          % (name, produced - start, time.monotonic() - produced))

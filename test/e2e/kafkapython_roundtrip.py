@@ -13,12 +13,10 @@ exactly once, keys, values and headers as sent, each at the offset
 acknowledged, per-partition order.
 """
 
-import argparse
 import logging
 import os
 import sys
 import time
-import uuid
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
@@ -85,31 +83,12 @@ def consume(a, deadline):
         c.close()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--topic", required=True)
-    ap.add_argument("--count", type=int, required=True)
-    ap.add_argument("--keys", type=int, required=True)
-    ap.add_argument("--partitions", type=int, required=True)
-    ap.add_argument("--deadline", type=float, default=60, help="seconds")
-    a = ap.parse_args()
+def setup():
     logging.basicConfig(level=logging.ERROR, format="kafka-python: %(levelname)s %(name)s: %(message)s")
-    run = "kp" + uuid.uuid4().hex[:8]
-    start = time.monotonic()
-    deadline = start + a.deadline
 
-    acked = produce(a, run, deadline)
-    produced = time.monotonic()
-    records = consume(a, deadline)
-    try:
-        s = e2elib.check_log(records, run=run, count=a.count, keys=a.keys, acked=acked,
-                             headers=True, partitions=a.partitions)
-    except e2elib.CheckError as e:
-        e2elib.die("kafka-python: %s" % e)
-    print(e2elib.summary_line("kafka-python", s))
-    print("kafka-python: produced in %.1fs, consumed in %.1fs"
-          % (produced - start, time.monotonic() - produced))
+
+def main():
+    e2elib.roundtrip_main("kafka-python", "kp", produce, consume, setup)
 
 
 if __name__ == "__main__":
