@@ -399,8 +399,8 @@ func printClusterInit(w io.Writer, out clusterInitOutput, multiHost bool) {
 			fmt.Fprintf(w, "  %s: copy %s, then run: stele serve --data <where you copied it>\n", nd.Host, nd.Dir)
 		}
 		first, last := out.Nodes[0], out.Nodes[n-1]
-		fmt.Fprintf(w, "Each host must accept TCP on its broker's ports: Kafka %s-%s, HTTP %s-%s, P2P %s-%s (see docs/cluster.md).\n",
-			portOf(first.Kafka), portOf(last.Kafka), portOf(first.HTTP), portOf(last.HTTP), portOf(first.P2P), portOf(last.P2P))
+		fmt.Fprintf(w, "Each host must accept TCP on its broker's ports: Kafka %s-%s, HTTP %s-%s, P2P %s-%s, RPC %s-%s (see docs/cluster.md).\n",
+			portOf(first.Kafka), portOf(last.Kafka), portOf(first.HTTP), portOf(last.HTTP), portOf(first.P2P), portOf(last.P2P), portOf(first.RPC), portOf(last.RPC))
 	}
 	fmt.Fprintf(w, "\nThen use it like Kafka:\n  stele topic create orders --brokers $(cat %s)\n", out.BrokersFile)
 }

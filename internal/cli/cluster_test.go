@@ -185,7 +185,7 @@ func TestClusterInitHosts(t *testing.T) {
 	dir := t.TempDir()
 	hosts := []string{"10.0.0.1", "10.0.0.2", "broker3.example", "fd00::4"}
 	r := runOK(t, "cluster", "init", "--nodes", "4", "--dir", dir, "--hosts", strings.Join(hosts, ","), "--base-port", "9092")
-	for _, want := range []string{"10.0.0.1: copy", "Kafka 9092-9095, HTTP 9192-9195, P2P 9292-9295"} {
+	for _, want := range []string{"10.0.0.1: copy", "Kafka 9092-9095, HTTP 9192-9195, P2P 9292-9295, RPC 9392-9395"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("init output lacks %q:\n%s", want, r.stdout)
 		}

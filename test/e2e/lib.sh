@@ -51,8 +51,12 @@ e2e_timeout() {
 # checks the clients and makes sure there is a stele binary.
 e2e_setup() {
 	E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/stele-e2e-$E2E_NAME.XXXXXX")
+	# A trap runs with the redirections of the command it interrupts (the
+	# 2>file of a client call, say): the traps put the test's own stdout
+	# and stderr back first, or their messages would land in that file.
+	exec {E2E_OUT}>&1 {E2E_ERR}>&2
 	trap e2e_cleanup EXIT
-	trap 'log "interrupted"; exit 130' INT TERM
+	trap 'exec 1>&"$E2E_OUT" 2>&"$E2E_ERR"; log "interrupted"; exit 130' INT TERM
 	e2e_require_clients
 	e2e_build
 }
@@ -62,6 +66,7 @@ e2e_setup() {
 e2e_cleanup() {
 	local rc=$? pid f
 	trap - EXIT
+	[[ -n ${E2E_OUT:-} ]] && exec 1>&"$E2E_OUT" 2>&"$E2E_ERR"
 	for pid in "${E2E_PIDS[@]}"; do
 		kill -9 "$pid" 2>/dev/null || true
 	done
