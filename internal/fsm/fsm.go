@@ -371,7 +371,9 @@ func (f *FSM) Close() error {
 func (f *FSM) closeLogs() {
 	for _, name := range sortedNames(f.topics) {
 		for _, p := range f.topics[name].Partitions {
-			p.log.Close()
+			if p.log != nil { // nil when Open failed before reaching it
+				p.log.Close()
+			}
 		}
 	}
 }

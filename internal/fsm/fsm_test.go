@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -309,4 +310,38 @@ func TestLiveness(t *testing.T) {
 	f = open(t, dir)
 	defer f.Close()
 	check(f)
+}
+
+// TestReadRefusesDamagedBatch: a committed batch whose bytes changed on
+// disk fails its CRC when read, and is never returned.
+func TestReadRefusesDamagedBatch(t *testing.T) {
+	dir := t.TempDir()
+	f := open(t, dir)
+	defer f.Close()
+	b := batch(t, t0, record.CodecNone, "k", 3)
+	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+		tx(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, Produce{Topic: "t", Records: b}, Produce{Topic: "t", Records: b}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, "logs", "t-0", "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(b)+len(b)/2] ^= 0x01 // inside the second batch's records
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := f.View().Partition("t", 0)
+	if got, err := p.Read(0, 1); err != nil || len(got) != len(b) {
+		t.Fatalf("the undamaged first batch: %d bytes, %v", len(got), err)
+	}
+	if got, err := p.Read(3, 1<<20); !errors.Is(err, ErrCorruptLog) || got != nil {
+		t.Fatalf("damaged batch: %d bytes returned, err %v; want ErrCorruptLog", len(got), err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -25,6 +26,11 @@ func (id TopicID) String() string {
 // ErrPartitionGone is returned by reads of a partition whose topic has been
 // deleted since the caller looked it up.
 var ErrPartitionGone = errors.New("stele/fsm: partition deleted")
+
+// ErrCorruptLog is returned by a read that met a stored batch whose CRC no
+// longer matches: the broker's storage is damaged (or was tampered with),
+// and it must not serve what it holds.
+var ErrCorruptLog = errors.New("stele/fsm: stored batch fails its CRC")
 
 // ErrOffsetOutOfRange is returned by reads below the log start offset or past
 // the high watermark.
@@ -86,7 +92,24 @@ func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	if offset == hwm {
 		return nil, nil
 	}
-	return p.log.Read(offset, maxBytes, hwm)
+	data, err := p.log.Read(offset, maxBytes, hwm)
+	if err != nil {
+		return nil, err
+	}
+	// Every batch is checked before it leaves the broker (CRC-32C costs far
+	// less than sending the bytes): recovery checks only a log's tail, and
+	// bytes damaged on disk later must never be served as committed data.
+	for rest := data; len(rest) > 0; {
+		h, err := record.ParseHeader(rest)
+		if err != nil || h.Size() > len(rest) {
+			return nil, fmt.Errorf("%w: %s-%d at offset %d: %v", ErrCorruptLog, p.Topic, p.Index, offset, err)
+		}
+		if _, err := record.CheckCRC(rest[:h.Size()]); err != nil {
+			return nil, fmt.Errorf("%w: %s-%d, batch at offset %d: %v", ErrCorruptLog, p.Topic, p.Index, h.BaseOffset, err)
+		}
+		rest = rest[h.Size():]
+	}
+	return data, nil
 }
 
 // OffsetForTimestamp returns the first committed offset whose timestamp is at

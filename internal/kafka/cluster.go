@@ -69,3 +69,11 @@ func nodeIDs(bs []BrokerInfo) []int32 {
 // catchingUp reports whether reads must be refused because this broker is
 // behind the chain.
 func (s *Server) catchingUp() bool { return s.opts.CatchingUp != nil && s.opts.CatchingUp() }
+
+// fatal reports a fault after which this broker must stop serving.
+func (s *Server) fatal(err error) {
+	s.opts.Logger.Error("stopping: this broker cannot serve correctly", "err", err)
+	if s.opts.Fatal != nil {
+		s.opts.Fatal(err)
+	}
+}

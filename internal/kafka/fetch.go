@@ -16,6 +16,9 @@ package kafka
 //    FETCH_SESSION_ID_NOT_FOUND.
 //  * The leader epoch is always 0: a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
+//  * Every batch's CRC is checked before it is sent; a broker whose stored
+//    bytes fail it answers KAFKA_STORAGE_ERROR and shuts down (fail-stop:
+//    rebuild it by state sync), never serving damaged data.
 //  * A broker catching up with the chain (restarted, cut off, syncing)
 //    answers NOT_LEADER_OR_FOLLOWER, so consumers retry after a metadata
 //    refresh instead of reading a log that is behind.
@@ -119,6 +122,12 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				case errors.Is(err, fsm.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					stop = true
+				case errors.Is(err, fsm.ErrCorruptLog):
+					// Fail-stop: a broker whose storage is damaged stops
+					// serving rather than hand out what it holds.
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+					stop = true
+					c.s.fatal(err)
 				case errors.Is(err, fsm.ErrPartitionGone):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					stop = true

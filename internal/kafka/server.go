@@ -63,6 +63,9 @@ type Options struct {
 	// the chain; reads are then refused with NOT_LEADER_OR_FOLLOWER. Nil
 	// means never (a single node, tests).
 	CatchingUp func() bool
+	// Fatal is told of a fault after which this broker must stop serving
+	// (damaged storage); nil only logs it.
+	Fatal func(error)
 	// MaxInflight bounds the requests one connection may have started but
 	// not yet answered. Default 64.
 	MaxInflight int

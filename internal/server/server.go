@@ -228,6 +228,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if len(kopts.Brokers) > 0 {
 		kopts.CatchingUp = n.orderer.CatchingUp
 	}
+	kopts.Fatal = func(err error) {
+		select {
+		case n.errc <- err:
+		default: // already stopping
+		}
+	}
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
 	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }
