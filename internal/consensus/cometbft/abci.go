@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	abci "github.com/cometbft/cometbft/abci/types"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
@@ -62,6 +63,10 @@ type abciApp struct {
 	waiting sync.Map
 
 	fatal atomic.Pointer[error] // first FinalizeBlock/Commit failure
+
+	// lastCommit is when (wall clock, unix ns) the last Commit returned: a
+	// node that stops committing is cut off or stalled (CatchingUp).
+	lastCommit atomic.Int64
 
 	// Touched by the consensus connection only.
 	finalized       int64  // height of the last FinalizeBlock
@@ -238,6 +243,7 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 			"retain_height", retain, "height", a.finalized)
 		retain = a.finalized
 	}
+	a.lastCommit.Store(time.Now().UnixNano())
 	return &abci.ResponseCommit{RetainHeight: max(retain, 0)}, nil
 }
 

@@ -2,6 +2,7 @@ package cometbft
 
 import (
 	"encoding/hex"
+	"time"
 
 	cs "github.com/cometbft/cometbft/consensus"
 	"github.com/cometbft/cometbft/types"
@@ -63,10 +64,13 @@ func (o *Orderer) Validators() []ValidatorInfo {
 // this node counts as catching up: one block in flight, one being gossiped.
 const behindMargin = 2
 
-// CatchingUp reports whether this node's state is known to be behind the
-// chain: it is not running yet, it is block- or state-syncing, or a peer is
-// working on a height more than behindMargin above ours. A broker catching up
-// must not answer reads as if its log were current.
+// CatchingUp reports whether this node's state is known or likely to be
+// behind the chain: it is not running yet, it is block- or state-syncing, a
+// peer is working on a height more than behindMargin above ours, or it has
+// committed nothing for longer than three empty-block intervals (it is cut
+// off from the majority, or the chain is stalled: either way it cannot tell
+// whether what it holds is current). A broker catching up must not answer
+// reads as if its log were current.
 func (o *Orderer) CatchingUp() bool {
 	n := o.Node()
 	if n == nil {
@@ -74,6 +78,17 @@ func (o *Orderer) CatchingUp() bool {
 	}
 	if n.ConsensusReactor().WaitSync() {
 		return true
+	}
+	if o.cfg.CreateEmptyBlocksInterval > 0 {
+		o.mu.Lock()
+		a := o.mu.abci
+		o.mu.Unlock()
+		if a != nil {
+			last := a.lastCommit.Load()
+			if last == 0 || time.Since(time.Unix(0, last)) > 3*o.cfg.CreateEmptyBlocksInterval {
+				return true
+			}
+		}
 	}
 	next := n.BlockStore().Height() + 1 // the height we are working on
 	for _, p := range o.Peers() {
