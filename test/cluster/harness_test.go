@@ -20,11 +20,13 @@ import (
 )
 
 // The port layout of `stele cluster init` (issue 3): node i listens for
-// Kafka on base+i, HTTP on base+100+i and CometBFT P2P on base+200+i.
+// Kafka on base+i, HTTP on base+100+i, CometBFT P2P on base+200+i and
+// CometBFT RPC (read by brokers joining by state sync) on base+300+i.
 const (
 	httpPortOffset = 100
 	p2pPortOffset  = 200
-	portSpan       = p2pPortOffset + 4 // base .. base+203 must be free
+	rpcPortOffset  = 300
+	portSpan       = rpcPortOffset + 4 // base .. base+303 must be free
 )
 
 // clusterOptions configures newCluster.
@@ -34,6 +36,9 @@ type clusterOptions struct {
 	// proxies puts a linkProxy on every directed peer link, so that the
 	// test can split the network (cluster.partition).
 	proxies bool
+	// serveArgs are extra `stele serve` flags given to every node
+	// (e.g. --snapshot-interval 5).
+	serveArgs []string
 }
 
 // cluster is a set of `stele serve` processes made by `stele cluster init`.
@@ -49,6 +54,8 @@ type cluster struct {
 	proxies map[[2]int]*linkProxy
 	httpc   *http.Client
 	hist    *history
+	// serveArgs: clusterOptions.serveArgs.
+	serveArgs []string
 }
 
 // node is one broker of the cluster.
@@ -64,6 +71,11 @@ type node struct {
 	starts  int
 	proc    *process // nil while not running
 	direct  *kgo.Client
+	// bin is the binary this node runs (default steleBin); env is added
+	// to its environment (e.g. STELE_BYZANTINE=...). Both are read at
+	// each start, so a test may change them between runs.
+	bin string
+	env []string
 }
 
 // process is one run of `stele serve`.
@@ -109,9 +121,10 @@ func newCluster(t *testing.T, opts clusterOptions) *cluster {
 	}
 	c := &cluster{
 		t: t, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		proxies: map[[2]int]*linkProxy{},
-		httpc:   &http.Client{Timeout: time.Second},
-		hist:    newHistory(),
+		proxies:   map[[2]int]*linkProxy{},
+		httpc:     &http.Client{Timeout: time.Second},
+		hist:      newHistory(),
+		serveArgs: opts.serveArgs,
 	}
 	t.Cleanup(c.cleanup)
 
@@ -217,7 +230,7 @@ func (c *cluster) installProxies() {
 	}
 }
 
-// freeBasePort picks a base port P such that every port of P..P+203 can be
+// freeBasePort picks a base port P such that every port of P..P+303 can be
 // bound on 127.0.0.1 now.
 func freeBasePort(t *testing.T, rng *rand.Rand) int {
 	t.Helper()
@@ -309,6 +322,20 @@ func (c *cluster) kafkaAddrs(idx ...int) []string {
 // start starts node i (`stele serve --data DIR/nodeI`), its stderr appended
 // to a per-node file, and waits until /healthz answers.
 func (c *cluster) start(i int) {
+	c.t.Helper()
+	c.launch(i)
+	c.eventually(30*time.Second, fmt.Sprintf("node%d answers /healthz", i), func() error {
+		if err := c.exited(i); err != nil {
+			return giveUp(err)
+		}
+		_, err := c.health(i)
+		return err
+	})
+}
+
+// launch starts node i's process (its binary, environment and the
+// cluster's extra serve flags) without waiting for it to answer.
+func (c *cluster) launch(i int) {
 	t := c.t
 	t.Helper()
 	n := c.nodes[i]
@@ -320,8 +347,15 @@ func (c *cluster) start(i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "=== harness: start #%d of node%d at %s\n", n.starts, i, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(steleBin, "serve", "--data", n.dir)
+	bin := steleBin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	args := append([]string{"serve", "--data", n.dir}, c.serveArgs...)
+	fmt.Fprintf(f, "=== harness: start #%d of node%d at %s: %s %s %s\n", n.starts, i,
+		time.Now().Format(time.RFC3339Nano), strings.Join(n.env, " "), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a terminal's Ctrl-C goes to the test only;
 	// and killed with the test binary if that dies without cleaning up.
@@ -334,13 +368,6 @@ func (c *cluster) start(i int) {
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	n.proc = p
-	c.eventually(30*time.Second, fmt.Sprintf("node%d answers /healthz", i), func() error {
-		if err := c.exited(i); err != nil {
-			return giveUp(err)
-		}
-		_, err := c.health(i)
-		return err
-	})
 }
 
 // startAll starts every node: all processes first, then the health waits,

@@ -19,6 +19,8 @@ import (
 type workloadOptions struct {
 	topic      string
 	partitions int32
+	// configs are topic configs set at creation (e.g. segment.bytes).
+	configs map[string]*string
 	// writers producers each produce one record every interval, spread
 	// round-robin over the partitions; consumers read every partition.
 	writers, consumers int
@@ -76,8 +78,9 @@ type consumedRecord struct {
 	Value     string
 }
 
-// createTopic creates topic with the given partitions through seeds.
-func createTopic(t *testing.T, seeds []string, topic string, partitions int32) {
+// createTopic creates topic with the given partitions and configs through
+// seeds.
+func createTopic(t *testing.T, seeds []string, topic string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -86,7 +89,7 @@ func createTopic(t *testing.T, seeds []string, topic string, partitions int32) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -100,7 +103,7 @@ func createTopic(t *testing.T, seeds []string, topic string, partitions int32) {
 // stopConsuming.
 func startWorkload(t *testing.T, seeds []string, o workloadOptions) *workload {
 	t.Helper()
-	createTopic(t, seeds, o.topic, o.partitions)
+	createTopic(t, seeds, o.topic, o.partitions, o.configs)
 	w := &workload{t: t, opts: o, stopW: make(chan struct{})}
 	w.mu.sent = map[string]int32{}
 	w.mu.failed = map[string]int{}

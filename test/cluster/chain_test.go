@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// What the chain itself says: the genesis validators and the committed
+// block headers, read from CometBFT's RPC (the `rpc` listener of each
+// node file, on base+300+i).
+
+// validatorAddrs returns each node's validator address (upper-case hex, as
+// CometBFT logs it) from the genesis `stele cluster init` wrote, whose
+// validators are named "node0", "node1", ...
+func (c *cluster) validatorAddrs() map[int]string {
+	c.t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.nodes[0].dir, "cometbft", "config", "genesis.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var g struct {
+		Validators []struct {
+			Address string `json:"address"`
+			Name    string `json:"name"`
+		} `json:"validators"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		c.t.Fatalf("genesis.json: %v", err)
+	}
+	out := map[int]string{}
+	for _, v := range g.Validators {
+		var i int
+		if _, err := fmt.Sscanf(v.Name, "node%d", &i); err != nil || i < 0 || i >= len(c.nodes) {
+			c.t.Fatalf("genesis.json: validator %s is named %q, not nodeI", v.Address, v.Name)
+		}
+		out[i] = v.Address
+	}
+	if len(out) != len(c.nodes) {
+		c.t.Fatalf("genesis.json names %d validators for %d nodes", len(out), len(c.nodes))
+	}
+	return out
+}
+
+// rpcAddr returns node i's CometBFT RPC address from its node file.
+func (c *cluster) rpcAddr(i int) string {
+	c.t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.nodes[i].dir, "stele.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var nf struct {
+		RPC string `json:"rpc"`
+	}
+	if err := json.Unmarshal(data, &nf); err != nil || nf.RPC == "" {
+		c.t.Fatalf("node%d/stele.json has no rpc address (%v)", i, err)
+	}
+	return nf.RPC
+}
+
+// blockProposers asks node i's RPC (/blockchain) for the headers of heights
+// 1..top and returns each height's proposer address.
+func (c *cluster) blockProposers(i int, top int64) (map[int64]string, error) {
+	out := map[int64]string{}
+	for lo := int64(1); lo <= top; lo += 20 {
+		hi := min(lo+19, top)
+		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.rpcAddr(i), lo, hi)
+		resp, err := c.httpc.Get(url)
+		if err != nil {
+			return nil, fmt.Errorf("node%d RPC: %w", i, err)
+		}
+		var body struct {
+			Result struct {
+				BlockMetas []struct {
+					Header struct {
+						Height   string `json:"height"`
+						Proposer string `json:"proposer_address"`
+					} `json:"header"`
+				} `json:"block_metas"`
+			} `json:"result"`
+			Error json.RawMessage `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
+		}
+		if len(body.Error) > 0 {
+			return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
+		}
+		for _, m := range body.Result.BlockMetas {
+			h, err := strconv.ParseInt(m.Header.Height, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("node%d RPC %s: height %q", i, url, m.Header.Height)
+			}
+			out[h] = m.Header.Proposer
+		}
+	}
+	if int64(len(out)) != top {
+		return nil, fmt.Errorf("node%d RPC: %d headers for heights 1-%d", i, len(out), top)
+	}
+	return out, nil
+}
+
+// readFileIfExists reads a file, returning no data for a missing one.
+func readFileIfExists(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}

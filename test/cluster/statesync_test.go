@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestWipeRejoinsByStateSync: four brokers snapshot every 5 heights and keep
+// 5 blocks (`--snapshot-interval 5 --retain-blocks 5`). One is stopped and
+// its data directory wiped as docs/cluster.md ("Catching up and joining")
+// says, everything but its keys, node file and priv_validator_state.json;
+// the others go on committing until the blocks it would need are pruned.
+// Restarted, it sees that its peers no longer hold block 1, joins by state
+// sync from their snapshots (its log says so, and that the snapshot was
+// restored), catches up by blocks, serves every acknowledged record, and
+// ends with the others' app hash and byte-identical partition files.
+//
+// The cluster is idle while the victim joins. CometBFT collects snapshot
+// offers for 10 s before it restores one, and needs the blocks just above
+// the chosen snapshot (light blocks S, S+1, S+2, then S+1... by block sync);
+// the brokers keep blocks from min(height - 5, latest snapshot) on. Idle
+// (one empty block every 2 s) those blocks usually survive the 10 s, and a
+// snapshot rejected because they did not is followed by the next offer 10 s
+// later (the test allows 60 s). Under load (a block a second or more) they
+// are pruned first, every snapshot is rejected ("light block not found")
+// and the broker never joins: run with STELE_STATESYNC_UNDER_LOAD=1 to see
+// it. The default 10,000 retained blocks leave ample time. (Fault test 5.)
+func TestWipeRejoinsByStateSync(t *testing.T) {
+	const topic, parts = "statesync", 3
+	c := newCluster(t, clusterOptions{serveArgs: []string{"--snapshot-interval", "5", "--retain-blocks", "5"}})
+	c.startAll()
+	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+		topic: topic, partitions: parts, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
+	})
+	w.waitAcked(c, 30*time.Second, 500, "4 brokers")
+
+	victim := c.rng.IntN(len(c.nodes))
+	others := without(c.all(), victim)
+	c.stop(victim)
+	c.wipe(victim)
+	stoppedAt := c.maxHeight(others...)
+	w.waitAcked(c, 45*time.Second, 1000, fmt.Sprintf("3 brokers, node%d wiped", victim))
+	// Well past one snapshot interval plus the retained blocks, and past
+	// the height the victim stopped at: it can no longer catch up by
+	// blocks alone.
+	c.waitHeight(45*time.Second, stoppedAt+12, others...)
+	for _, o := range others {
+		if base := c.earliestBlock(o); base <= stoppedAt {
+			t.Fatalf("node%d still holds blocks from height %d; the victim stopped at %d: nothing was pruned", o, base, stoppedAt)
+		}
+	}
+	t.Logf("node%d stopped at height %d; the others are at %d and hold blocks from %d on",
+		victim, stoppedAt, c.maxHeight(others...), c.earliestBlock(others[0]))
+
+	// The cluster idles (an empty block every 2 s) while the victim joins;
+	// the consumer keeps reading. Under load the victim cannot join with
+	// these settings (see the test's comment); STELE_STATESYNC_UNDER_LOAD=1
+	// keeps producing to show it.
+	underLoad := os.Getenv("STELE_STATESYNC_UNDER_LOAD") == "1"
+	if !underLoad {
+		w.stopProducing(30 * time.Second)
+	}
+	c.restart(victim)
+	c.eventually(60*time.Second, fmt.Sprintf("node%d restores a snapshot", victim), func() error {
+		if err := c.exited(victim); err != nil {
+			return giveUp(err)
+		}
+		if len(c.logLines(victim, "snapshot restored")) > 0 {
+			return nil
+		}
+		// CometBFT logs why it rejects a snapshot only at debug level;
+		// what the peers hold tells it too.
+		o := others[0]
+		h, err := c.health(o)
+		if err != nil {
+			return err
+		}
+		snaps := c.logLines(o, "snapshot taken")
+		return fmt.Errorf("no snapshot restored yet; node%d is at height %d, holds blocks from %d on, its last snapshot: %s",
+			o, h.Height, c.earliestBlock(o), snaps[len(snaps)-1])
+	})
+	for _, want := range []string{"state sync: peers have pruned blocks; syncing from a snapshot", "snapshot restored"} {
+		t.Logf("node%d: %s", victim, c.logLines(victim, want)[0])
+	}
+	c.waitCaughtUp(30*time.Second, victim, others...)
+	if underLoad {
+		w.stopProducing(30 * time.Second)
+	}
+
+	// The rejoined broker takes a produce and serves everything.
+	raw := []string{"raw-after-state-sync-0", "raw-after-state-sync-1"}
+	w.registerRaw(0, raw...)
+	code, off, err := c.rawProduce(victim, topic, 0, 10*time.Second, raw...)
+	if err != nil || code != 0 {
+		t.Fatalf("produce to node%d after it rejoined: %v %v", victim, err, kerr.ErrorForCode(code))
+	}
+	w.ackRaw(0, off, raw...)
+	c.eventually(30*time.Second, "the consumer reads the records produced after the rejoin", func() error {
+		if !w.consumed(raw...) {
+			return fmt.Errorf("not all of %q consumed yet", raw)
+		}
+		return nil
+	})
+	w.stopConsuming()
+	t.Log(w.summary())
+	c.checkAppHashes(30*time.Second, c.all()...)
+	w.checkBrokers(c, c.all()...)
+	c.stopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	w.checkDisk(c, victim)
+}
+
+// consumed reports whether a consumer has read every one of values.
+func (w *workload) consumed(values ...string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	for _, r := range w.mu.consumed {
+		seen[r.Value] = true
+	}
+	for _, v := range values {
+		if !seen[v] {
+			return false
+		}
+	}
+	return true
+}
+
+// wipe removes node i's state as docs/cluster.md says to rebuild a broker:
+// DATA/meta, DATA/logs, DATA/snapshots and everything in DATA/cometbft/data
+// but priv_validator_state.json; DATA/cometbft/config and DATA/stele.json
+// stay. The node must be stopped.
+func (c *cluster) wipe(i int) {
+	c.t.Helper()
+	n := c.nodes[i]
+	if n.proc != nil {
+		c.t.Fatalf("node%d is running: stop it before wiping it", i)
+	}
+	for _, d := range []string{"meta", "logs", "snapshots"} {
+		if err := os.RemoveAll(filepath.Join(n.dir, d)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	data := filepath.Join(n.dir, "cometbft", "data")
+	entries, err := os.ReadDir(data)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "priv_validator_state.json" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(data, e.Name())); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.t.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", clock(), i)
+}
+
+// earliestBlock asks node i's RPC (/status) for the lowest height its block
+// store still holds.
+func (c *cluster) earliestBlock(i int) int64 {
+	c.t.Helper()
+	resp, err := c.httpc.Get("http://" + c.rpcAddr(i) + "/status")
+	if err != nil {
+		c.t.Fatalf("node%d RPC /status: %v", i, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Result struct {
+			SyncInfo struct {
+				Earliest string `json:"earliest_block_height"`
+			} `json:"sync_info"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		c.t.Fatalf("node%d RPC /status: %v", i, err)
+	}
+	h, err := strconv.ParseInt(body.Result.SyncInfo.Earliest, 10, 64)
+	if err != nil {
+		c.t.Fatalf("node%d RPC /status: earliest_block_height %q", i, body.Result.SyncInfo.Earliest)
+	}
+	return h
+}
