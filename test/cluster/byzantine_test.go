@@ -169,13 +169,12 @@ func TestByzantineDivergingState(t *testing.T) {
 	}
 
 	w.waitAcked(c, 45*time.Second, 500, fmt.Sprintf("3 honest brokers, node%d gone", bad))
+	// The honest three go on committing well past the divergence.
+	c.waitHeight(60*time.Second, divergeAt+10, honest...)
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
 	c.checkAppHashes(30*time.Second, honest...)
-	if top := c.maxHeight(honest...); top < divergeAt+10 {
-		t.Errorf("the honest brokers reached only height %d, diverging node%d left at %d", top, bad, divergeAt)
-	}
 	w.checkBrokers(c, honest...)
 	c.stopAll()
 	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.compareLogs(honest...))
