@@ -22,6 +22,14 @@ func (a app) ValidateTx(tx []byte) error {
 }
 
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
+	for _, m := range blk.Misbehavior {
+		// Evidence is part of the block, so every broker sees the same;
+		// the validator set is fixed, so there is nothing to slash yet:
+		// operators are told, loudly.
+		a.b.opts.Logger.Warn("evidence of validator misbehavior committed", "kind", m.Kind,
+			"validator", fmt.Sprintf("%X", m.Validator), "at_height", m.Height, "height", blk.Height)
+		a.b.metrics.evidence.WithLabelValues(m.Kind).Inc()
+	}
 	out, err := a.b.fsm.ApplyBlock(fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers})
 	if err != nil {
 		return nil, nil, err

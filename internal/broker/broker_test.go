@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/consensus/local"
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
@@ -157,5 +160,27 @@ func TestWaitHonoursContext(t *testing.T) {
 	_, err := b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
 	if err == nil {
 		t.Fatal("submit succeeded with the orderer stopped")
+	}
+}
+
+// TestEvidenceCounted: committed evidence of misbehavior is counted by kind.
+func TestEvidenceCounted(t *testing.T) {
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	reg := prometheus.NewRegistry()
+	b := New(f, Options{Registerer: reg})
+	blk := consensus.Block{Height: 1, Time: time.Unix(1, 0), Misbehavior: []consensus.Misbehavior{
+		{Kind: "duplicate-vote", Validator: []byte{1}, Height: 1}}}
+	if _, _, err := b.App().FinalizeBlock(blk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.App().Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(b.metrics.evidence.WithLabelValues("duplicate-vote")); got != 1 {
+		t.Fatalf("stele_evidence_committed_total{kind=duplicate-vote} = %v", got)
 	}
 }

@@ -11,6 +11,7 @@ type metrics struct {
 	txBytes       prometheus.Counter
 	commitLatency prometheus.Histogram
 	height        prometheus.Gauge
+	evidence      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
@@ -32,11 +33,15 @@ func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
 			Namespace: "stele", Name: "block_height",
 			Help: "Height of the last committed block.",
 		}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Name: "evidence_committed_total",
+			Help: "Evidence of validator misbehavior (duplicate votes, light-client attacks) in committed blocks.",
+		}, []string{"kind"}),
 	}
 	h, _ := f.Info()
 	m.height.Set(float64(h))
 	if reg != nil {
-		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height)
+		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height, m.evidence)
 	}
 	return m
 }

@@ -42,11 +42,23 @@ type Block struct {
 	Txs  [][]byte
 	// Proposer is the address of the validator that proposed the block.
 	Proposer []byte
+	// Misbehavior is the evidence of validator misbehavior (equivocation,
+	// light-client attacks) this block commits.
+	Misbehavior []Misbehavior
 	// Signers are the addresses of the validators whose precommit for the
 	// previous block this block carries (its last commit), in the order
 	// the commit lists them. Every broker sees the same list, so the state
 	// machine may derive which brokers are alive from it.
 	Signers [][]byte
+}
+
+// Misbehavior is committed evidence that a validator misbehaved.
+type Misbehavior struct {
+	// Kind is "duplicate-vote" (signing two different votes at one height
+	// and round) or "light-client-attack".
+	Kind      string
+	Validator []byte
+	Height    int64
 }
 
 // Application is the deterministic state machine as seen by an orderer.

@@ -192,6 +192,13 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 		return nil, err
 	}
 	b := consensus.Block{Height: req.Height, Time: req.Time, Txs: req.Txs, Proposer: req.ProposerAddress}
+	for _, m := range req.Misbehavior {
+		kind := "light-client-attack"
+		if m.Type == abci.MisbehaviorType_DUPLICATE_VOTE {
+			kind = "duplicate-vote"
+		}
+		b.Misbehavior = append(b.Misbehavior, consensus.Misbehavior{Kind: kind, Validator: m.Validator.Address, Height: m.Height})
+	}
 	for _, v := range req.DecidedLastCommit.Votes {
 		if v.BlockIdFlag == cmtproto.BlockIDFlagCommit {
 			b.Signers = append(b.Signers, v.Validator.Address)
