@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"log/slog"
 
 	cmtlog "github.com/cometbft/cometbft/libs/log"
@@ -37,6 +38,14 @@ func newCometLogger(l *slog.Logger) cmtlog.Logger {
 // hash) finds out. The node stays up but will never commit again.
 const consensusFailure = "CONSENSUS FAILURE!!!"
 
+// blockSyncValidation is what block sync logs when a block it fetched
+// fails validation; wrongAppHash is how that error reads when the block's
+// app hash differs from the one this node computed.
+const (
+	blockSyncValidation = "Error in validation"
+	wrongAppHash        = "wrong Block.Header.AppHash"
+)
+
 func (s slogLogger) verbose() bool {
 	return s.l.Enabled(context.Background(), slog.LevelDebug)
 }
@@ -61,8 +70,17 @@ func (s slogLogger) Warn(msg string, keyvals ...any) { s.l.Warn(msg, keyvals...)
 // Error implements cmtlog.Logger. A few errors CometBFT logs on every
 // orderly shutdown or cleanup are demoted to Debug.
 func (s slogLogger) Error(msg string, keyvals ...any) {
-	if msg == consensusFailure && s.halted != nil {
-		s.halted(fmt.Errorf("%w: %v", ErrConsensusHalted, valueOf(keyvals, "err")))
+	if s.halted != nil {
+		switch {
+		case msg == consensusFailure:
+			s.halted(fmt.Errorf("%w: %v", ErrConsensusHalted, valueOf(keyvals, "err")))
+		case msg == blockSyncValidation && strings.Contains(fmt.Sprint(valueOf(keyvals, "err")), wrongAppHash):
+			// Block sync verifies the commit (2/3+ of the voting power
+			// signed this block) before validating the block against our
+			// state, so a wrong app hash here means our state is wrong, not
+			// the peer: the same divergence, met while catching up.
+			s.halted(fmt.Errorf("%w: block sync at height %v: %v", ErrConsensusHalted, valueOf(keyvals, "height"), valueOf(keyvals, "err")))
+		}
 	}
 	if benign(msg, keyvals) {
 		s.Debug(msg, keyvals...)

@@ -41,3 +41,20 @@ func TestCometLoggerLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestLoggerReportsHalts: a consensus failure, and a block sync that finds
+// a committed block's app hash differs from ours, both halt; other block
+// sync validation errors (a bad peer) do not.
+func TestLoggerReportsHalts(t *testing.T) {
+	var halted []error
+	l := haltingLogger(newCometLogger(slog.New(slog.DiscardHandler)), func(err error) { halted = append(halted, err) }).With("module", "blocksync")
+	l.Error("Error in validation", "height", 7, "err", errors.New("invalid commit signatures"))
+	if len(halted) != 0 {
+		t.Fatalf("a peer's bad commit halted the node: %v", halted)
+	}
+	l.Error("Error in validation", "height", 7, "err", errors.New("wrong Block.Header.AppHash.  Expected 01, got 02"))
+	l.Error("CONSENSUS FAILURE!!!", "err", "+2/3 prevoted for an invalid block")
+	if len(halted) != 2 || !errors.Is(halted[0], ErrConsensusHalted) || !errors.Is(halted[1], ErrConsensusHalted) {
+		t.Fatalf("halts reported: %v", halted)
+	}
+}
