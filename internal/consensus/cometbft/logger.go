@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"log/slog"
+	"strings"
 
 	cmtlog "github.com/cometbft/cometbft/libs/log"
 )
