@@ -75,7 +75,6 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 			}
 			parts = append(parts, producePart{ti, pi, len(cmds)})
 			cmds = append(cmds, fsm.Produce{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
-			s.metrics.produceBytes.Add(float64(len(rp.Records)))
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -105,6 +104,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 			o := out[p.cmd]
 			sp.ErrorCode = o.Code
 			if o.Code == 0 {
+				s.metrics.produceBytes.Add(float64(len(cmds[p.cmd].(fsm.Produce).Records)))
 				sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = o.BaseOffset, o.LogAppendTime, o.LogStartOffset
 			} else {
 				sp.ErrorMessage = o.msg
