@@ -18,7 +18,10 @@ go vet ./...
 echo "== go test"
 # The race detector roughly doubles run time; it covers the packages where
 # goroutines meet (front-end, broker, storage readers, consensus adapters).
-go test -count=1 -timeout 20m ./...
+# The cluster fault tests start real broker processes and time elections;
+# they run alone, after the rest, so CI's two cores are not shared with the
+# in-process consensus tests.
+go test -count=1 -timeout 20m $(go list ./... | grep -v /test/cluster)
 go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/storage/... ./internal/consensus/...
 
 if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
@@ -29,6 +32,9 @@ if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
 		done
 	done
 fi
+
+echo "== cluster fault tests"
+go test -count=1 -timeout 20m ./test/cluster/
 
 echo "== end-to-end tests"
 test/e2e/run.sh

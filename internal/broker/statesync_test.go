@@ -133,7 +133,7 @@ func TestBrokerJoinsClusterByStateSync(t *testing.T) {
 		return nil
 	})
 	h0, hash0 := nodes[0].f.Info()
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, time.Minute, func() error {
 		if h3, hash3 := n3.f.Info(); h3 < h0 || (h3 == h0 && string(hash3) != string(hash0)) {
 			return fmt.Errorf("node 3 at %d, node 0 at %d", h3, h0)
 		}

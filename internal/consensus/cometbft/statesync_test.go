@@ -191,7 +191,7 @@ func TestStateSyncJoinsAfterPruning(t *testing.T) {
 	for i := range 12 {
 		submitAndWait(t, orderers[i%3], apps[i%3].diskApp, fmt.Sprintf("tx-%02d", i))
 	}
-	eventually(t, 20*time.Second, func() error {
+	eventually(t, time.Minute, func() error {
 		if base := orderers[0].Node().BlockStore().Base(); base <= 1 {
 			return fmt.Errorf("node 0 has pruned nothing (base %d)", base)
 		}
