@@ -122,6 +122,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newConfigCmd(g),
 		newDumpLogCmd(g),
 		newClusterCmd(g),
+		newBenchCmd(g),
 		newVersionCmd(g),
 	)
 	return root, g
