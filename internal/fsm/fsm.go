@@ -50,7 +50,13 @@ type Options struct {
 	// HousekeepingIntervalMs is how often, in block time, retention and
 	// compaction are evaluated. Default 30000.
 	HousekeepingIntervalMs int64
-	Logger                 *slog.Logger
+	// Validators checks certified transactions' signatures; nil refuses
+	// every certified transaction (inline transactions only).
+	Validators *ValidatorSet
+	// Batches reads certified transactions' payloads; required when
+	// Validators is set.
+	Batches BatchSource
+	Logger  *slog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -82,6 +88,9 @@ type FSM struct {
 	applied        bool               // a block has been applied and not committed
 	signers        map[string]*Signer // by hex address
 	signersChanged bool
+	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
+	certsAdded     []Digest
+	certsDropped   []certEntry
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
@@ -112,6 +121,7 @@ func Open(opts Options) (*FSM, error) {
 		byID:        map[TopicID]*Topic{},
 		dirtyTopics: map[string]bool{},
 		dirtyParts:  map[*Partition]bool{},
+		certs:       map[Digest]int64{},
 	}
 	if err := f.load(); err != nil {
 		f.closeLogs()
@@ -227,7 +237,17 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	h.Write(num[:])
 	for i, raw := range txs {
 		o := &out.Txs[i]
-		tx, err := DecodeTx(raw)
+		var (
+			tx  Tx
+			err error
+		)
+		if IsCertifiedTx(raw) {
+			if tx, o.Batch, err = f.openCertified(raw); errors.Is(err, ErrBatchUnavailable) {
+				return BlockOutcome{}, err
+			}
+		} else {
+			tx, err = DecodeTx(raw)
+		}
 		if err != nil {
 			o.Code, o.Log = 1, err.Error()
 		} else {
@@ -238,13 +258,19 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			}
 			o.Data = encodeResults(o.Results)
 		}
-		txHash := sha256.Sum256(raw)
+		// A certified batch is hashed as its payload: the state, app hash
+		// included, is the same whether a batch came inline or certified.
+		txHash := o.Batch
+		if txHash == (Digest{}) {
+			txHash = sha256.Sum256(raw)
+		}
 		h.Write(txHash[:])
 		binary.BigEndian.PutUint32(num[:4], o.Code)
 		h.Write(num[:4])
 		resHash := sha256.Sum256(o.Data)
 		h.Write(resHash[:])
 	}
+	f.forgetCertificates()
 	changes := f.housekeep()
 	for _, c := range changes {
 		h.Write([]byte(c))

@@ -13,6 +13,7 @@ import (
 //	m/state                           height, app hash, block time, last housekeeping
 //	t/<topic>                         a topic: ID, replication factor, partitions, configs
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
+//	c/<height u64><digest [32]>       an applied certificate, until its window passed
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -43,6 +44,12 @@ func (f *FSM) persist() error {
 		b.Set(keySigners, encodeSigners(f.sortedSigners()))
 		f.signersChanged = false
 	}
+	for _, d := range f.certsAdded {
+		b.Set(certKey(f.certs[d], d), nil)
+	}
+	for _, e := range f.certsDropped {
+		b.Delete(certKey(e.height, e.digest))
+	}
 	for _, t := range f.deleted {
 		b.Delete(topicKey(t.Name))
 		for _, p := range t.Partitions {
@@ -72,6 +79,7 @@ func (f *FSM) persist() error {
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
 	}
+	f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
 	return nil
 }
 
@@ -113,6 +121,18 @@ func (f *FSM) load() error {
 		if f.signers, err = decodeSigners(v); err != nil {
 			return fmt.Errorf("stele/fsm: reading signers: %w", err)
 		}
+	}
+	err = f.store.Scan([]byte("c/"), func(k, _ []byte) error {
+		if len(k) != 2+8+32 {
+			return fmt.Errorf("stele/fsm: bad certificate key %x", k)
+		}
+		var d Digest
+		copy(d[:], k[10:])
+		f.certs[d] = int64(binary.BigEndian.Uint64(k[2:10]))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	err = f.store.Scan([]byte("t/"), func(k, v []byte) error {
 		name := string(k[2:])

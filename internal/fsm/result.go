@@ -20,6 +20,9 @@ type Result struct {
 // TxOutcome is what applying one transaction produced.
 type TxOutcome struct {
 	Nonce Nonce
+	// Batch is the digest of a certified transaction's payload (zero for
+	// an inline one); Nonce is then the payload's, once it was read.
+	Batch Digest
 	// Code is 0 when the transaction decoded; otherwise no command ran and
 	// Log says why.
 	Code    uint32

@@ -1,0 +1,241 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Certified transactions: the data plane (DESIGN.md §4).
+//
+// A broker that receives produce requests encodes them as an ordinary
+// transaction (the payload), stores it durably, and has it stored and
+// signed by other validators; signatures carrying more than a third of the
+// voting power make a certificate, since at least one of their holders is
+// honest and has the bytes. Only the certificate is ordered. Its layout:
+//
+//	magic   "STL"        3 bytes
+//	version 2            1 byte
+//	digest               32 bytes, SHA-256 of the payload
+//	size                 u32, the payload's length
+//	height               i64, the committed height when the batch was made
+//	count                uvarint, 1..maxCertSigs
+//	count × { validator address [20]byte, ed25519 signature [64]byte }
+//
+// Each signature is over Statement(): a fixed prefix that no CometBFT
+// sign-bytes start with, then digest, size and height. Applying a
+// certificate applies its payload's commands exactly as if the payload had
+// been ordered inline, so the partition logs are the same either way.
+//
+// A certificate is applied at most once, and only at heights in
+// (Height, Height+CertWindow]: the window bounds how long brokers must keep
+// unordered batches, and how much the state must remember to refuse a
+// certificate ordered twice.
+
+const (
+	certVersion = 2
+	// CertWindow is how many heights after its batch was made a
+	// certificate may be applied.
+	CertWindow = 1000
+	// maxCertSigs bounds a certificate's signatures.
+	maxCertSigs = 1024
+	// certSigSize is one signature entry: address and signature.
+	certSigSize = 20 + ed25519.SignatureSize
+)
+
+var statementPrefix = []byte("stele/batch-statement/v1\x00")
+
+// Digest is the SHA-256 of a batch payload.
+type Digest = [32]byte
+
+// CertSig is one validator's signature of a certificate's statement.
+type CertSig struct {
+	Validator [20]byte
+	Signature [ed25519.SignatureSize]byte
+}
+
+// Certificate names a stored batch and carries the validators' signatures
+// that it is stored.
+type Certificate struct {
+	Digest Digest
+	Size   uint32
+	Height int64
+	Sigs   []CertSig
+}
+
+// Statement returns the bytes a validator signs to certify that it stored
+// the batch.
+func Statement(d Digest, size uint32, height int64) []byte {
+	b := make([]byte, 0, len(statementPrefix)+32+4+8)
+	b = append(b, statementPrefix...)
+	b = append(b, d[:]...)
+	b = binary.BigEndian.AppendUint32(b, size)
+	return binary.BigEndian.AppendUint64(b, uint64(height))
+}
+
+// Statement returns the bytes the certificate's signatures are over.
+func (c Certificate) Statement() []byte { return Statement(c.Digest, c.Size, c.Height) }
+
+// EncodeCertifiedTx encodes a certificate as a transaction.
+func EncodeCertifiedTx(c Certificate) []byte {
+	w := &writer{b: make([]byte, 0, 64+len(c.Sigs)*certSigSize)}
+	w.raw(txMagic[:])
+	w.u8(certVersion)
+	w.raw(c.Digest[:])
+	w.i32(int32(c.Size))
+	w.i64(c.Height)
+	w.count(len(c.Sigs))
+	for _, s := range c.Sigs {
+		w.raw(s.Validator[:])
+		w.raw(s.Signature[:])
+	}
+	return w.b
+}
+
+// IsCertifiedTx reports whether tx claims to be a certificate (it may
+// still fail to decode).
+func IsCertifiedTx(tx []byte) bool {
+	return len(tx) >= 4 && bytes.Equal(tx[:3], txMagic[:]) && tx[3] == certVersion
+}
+
+// DecodeCertifiedTx decodes a certificate transaction. It checks the
+// encoding only; ValidatorSet.Verify checks the signatures.
+func DecodeCertifiedTx(tx []byte) (Certificate, error) {
+	r := &reader{b: tx}
+	var c Certificate
+	if magic := r.take(3); r.e == nil && !bytes.Equal(magic, txMagic[:]) {
+		r.fail("bad magic %q", magic)
+	}
+	if v := r.u8(); r.e == nil && v != certVersion {
+		r.fail("not a certificate: version %d", v)
+	}
+	copy(c.Digest[:], r.take(32))
+	c.Size = uint32(r.i32())
+	c.Height = r.i64()
+	n := r.count(certSigSize)
+	if r.e == nil && (n == 0 || n > maxCertSigs) {
+		r.fail("%d signatures", n)
+	}
+	for i := 0; i < n && r.e == nil; i++ {
+		var s CertSig
+		copy(s.Validator[:], r.take(20))
+		copy(s.Signature[:], r.take(ed25519.SignatureSize))
+		c.Sigs = append(c.Sigs, s)
+	}
+	if err := r.done(); err != nil {
+		return Certificate{}, err
+	}
+	if c.Size == 0 {
+		return Certificate{}, fmt.Errorf("%w: certificate of an empty batch", ErrMalformed)
+	}
+	return c, nil
+}
+
+// Validator is a member of the validator set that may certify batches.
+type Validator struct {
+	Address [20]byte
+	PubKey  ed25519.PublicKey
+	Power   int64
+}
+
+// ValidatorSet is the fixed set of validators whose signatures make
+// certificates. Every broker must be given the same set (the genesis
+// validators).
+type ValidatorSet struct {
+	vals  []Validator // sorted by address
+	total int64
+}
+
+// Errors of certificate verification.
+var (
+	ErrNoValidators = errors.New("stele/fsm: no validator set to check certificates against")
+	ErrCertificate  = errors.New("stele/fsm: invalid certificate")
+)
+
+// NewValidatorSet checks and copies vals.
+func NewValidatorSet(vals []Validator) (*ValidatorSet, error) {
+	vs := &ValidatorSet{vals: append([]Validator(nil), vals...)}
+	sort.Slice(vs.vals, func(i, j int) bool { return bytes.Compare(vs.vals[i].Address[:], vs.vals[j].Address[:]) < 0 })
+	for i, v := range vs.vals {
+		if len(v.PubKey) != ed25519.PublicKeySize || v.Power <= 0 {
+			return nil, fmt.Errorf("stele/fsm: validator %X: want an ed25519 key and positive power", v.Address)
+		}
+		if i > 0 && vs.vals[i-1].Address == v.Address {
+			return nil, fmt.Errorf("stele/fsm: validator %X listed twice", v.Address)
+		}
+		vs.total += v.Power
+	}
+	if len(vs.vals) == 0 {
+		return nil, ErrNoValidators
+	}
+	return vs, nil
+}
+
+// Validators returns the set, ordered by address.
+func (vs *ValidatorSet) Validators() []Validator { return append([]Validator(nil), vs.vals...) }
+
+// Lookup returns the validator with the given address.
+func (vs *ValidatorSet) Lookup(addr [20]byte) (Validator, bool) {
+	i := sort.Search(len(vs.vals), func(i int) bool { return bytes.Compare(vs.vals[i].Address[:], addr[:]) >= 0 })
+	if i < len(vs.vals) && vs.vals[i].Address == addr {
+		return vs.vals[i], true
+	}
+	return Validator{}, false
+}
+
+// Enough reports whether power signed by distinct validators is more than
+// a third of the total: then at least one signer is honest.
+func (vs *ValidatorSet) Enough(power int64) bool { return power*3 > vs.total }
+
+// Verify checks that every signature is a distinct member's valid
+// signature of c's statement and that together they are Enough.
+func (vs *ValidatorSet) Verify(c Certificate) error {
+	if vs == nil {
+		return ErrNoValidators
+	}
+	stmt := c.Statement()
+	seen := make(map[[20]byte]bool, len(c.Sigs))
+	var power int64
+	for _, s := range c.Sigs {
+		v, ok := vs.Lookup(s.Validator)
+		if !ok {
+			return fmt.Errorf("%w: %X is not a validator", ErrCertificate, s.Validator)
+		}
+		if seen[s.Validator] {
+			return fmt.Errorf("%w: %X signed twice", ErrCertificate, s.Validator)
+		}
+		seen[s.Validator] = true
+		if !ed25519.Verify(v.PubKey, stmt, s.Signature[:]) {
+			return fmt.Errorf("%w: bad signature by %X", ErrCertificate, s.Validator)
+		}
+		power += v.Power
+	}
+	if !vs.Enough(power) {
+		return fmt.Errorf("%w: signers hold %d of %d voting power, need more than a third", ErrCertificate, power, vs.total)
+	}
+	return nil
+}
+
+// BatchSource gives the state machine the payload a certificate names.
+type BatchSource interface {
+	// Batch returns the payload whose SHA-256 is c.Digest, fetching it from
+	// the certificate's signers when this broker does not hold it. It
+	// blocks until it has it; an error means it never will (the broker is
+	// shutting down), and the block cannot be applied.
+	Batch(c Certificate) ([]byte, error)
+}
+
+// certKey is the metadata store key that remembers an applied
+// certificate until its window has passed.
+func certKey(height int64, d Digest) []byte {
+	k := append([]byte("c/"), make([]byte, 8)...)
+	binary.BigEndian.PutUint64(k[2:], uint64(height))
+	return append(k, d[:]...)
+}
+
+// String names a digest in logs.
+func digestString(d Digest) string { return hex.EncodeToString(d[:8]) }

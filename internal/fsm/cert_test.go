@@ -1,0 +1,306 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// testValidators makes n validators with deterministic keys.
+func testValidators(t testing.TB, n int) (*ValidatorSet, []ed25519.PrivateKey) {
+	t.Helper()
+	var vals []Validator
+	var keys []ed25519.PrivateKey
+	for i := range n {
+		seed := sha256.Sum256([]byte(fmt.Sprintf("validator-%d", i)))
+		k := ed25519.NewKeyFromSeed(seed[:])
+		var addr [20]byte
+		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
+		copy(addr[:], h[:20])
+		vals = append(vals, Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
+		keys = append(keys, k)
+	}
+	vs, err := NewValidatorSet(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs, keys
+}
+
+// certify makes a certificate of payload signed by the given keys.
+func certify(payload []byte, height int64, keys ...ed25519.PrivateKey) Certificate {
+	c := Certificate{Digest: sha256.Sum256(payload), Size: uint32(len(payload)), Height: height}
+	for _, k := range keys {
+		var s CertSig
+		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
+		copy(s.Validator[:], h[:20])
+		copy(s.Signature[:], ed25519.Sign(k, c.Statement()))
+		c.Sigs = append(c.Sigs, s)
+	}
+	return c
+}
+
+// mapBatches is a BatchSource over a map; a missing digest is an error.
+type mapBatches map[Digest][]byte
+
+func (m mapBatches) Batch(c Certificate) ([]byte, error) {
+	if b, ok := m[c.Digest]; ok {
+		return b, nil
+	}
+	return nil, errors.New("no such batch")
+}
+
+func openCertified(t testing.TB, dir string, vs *ValidatorSet, src BatchSource) *FSM {
+	t.Helper()
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, Batches: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestCertifiedTxRoundTrip(t *testing.T) {
+	_, keys := testValidators(t, 4)
+	c := certify([]byte("payload"), 7, keys[0], keys[2])
+	raw := EncodeCertifiedTx(c)
+	if !IsCertifiedTx(raw) || IsCertifiedTx(tx(1, DeleteTopic{Name: "x"})) {
+		t.Fatal("IsCertifiedTx misclassifies")
+	}
+	got, err := DecodeCertifiedTx(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(EncodeCertifiedTx(got), raw) {
+		t.Fatal("round trip changed the certificate")
+	}
+	for i := range len(raw) {
+		if _, err := DecodeCertifiedTx(raw[:i]); err == nil {
+			t.Fatalf("a certificate cut to %d bytes decoded", i)
+		}
+	}
+	if _, err := DecodeCertifiedTx(append(raw, 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+}
+
+func TestCertificateVerify(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	other, okeys := testValidators(t, 5)
+	_ = other
+	p := []byte("some batch")
+	good := certify(p, 3, keys[1], keys[3])
+	if err := vs.Verify(good); err != nil {
+		t.Fatalf("two of four validators: %v", err)
+	}
+	twice := certify(p, 3, keys[1], keys[1])
+	forged := certify(p, 3, keys[1], keys[2])
+	forged.Sigs[1].Signature[0] ^= 1
+	stranger := certify(p, 3, keys[0], okeys[4])
+	moved := good
+	moved.Height++
+	for name, c := range map[string]Certificate{
+		"one of four":         certify(p, 3, keys[0]),
+		"same signer twice":   twice,
+		"forged signature":    forged,
+		"not a validator":     stranger,
+		"statement changed":   moved,
+		"no validator at all": {Digest: good.Digest, Size: good.Size, Height: 3},
+	} {
+		if err := vs.Verify(c); !errors.Is(err, ErrCertificate) {
+			t.Errorf("%s: Verify = %v, want ErrCertificate", name, err)
+		}
+	}
+	single, skeys := testValidators(t, 1)
+	if err := single.Verify(certify(p, 1, skeys[0])); err != nil {
+		t.Errorf("a single validator certifies alone: %v", err)
+	}
+	var none *ValidatorSet
+	if err := none.Verify(good); !errors.Is(err, ErrNoValidators) {
+		t.Errorf("nil set: %v", err)
+	}
+}
+
+// TestCertifiedEqualsInline applies the scenario inline on one state
+// machine and by certificate on another: the partition logs are identical
+// byte for byte and every command has the same result (DESIGN.md §4:
+// "fsm.Apply gives the same result for both").
+func TestCertifiedEqualsInline(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	blocks := scenario(t)
+	src := mapBatches{}
+	var certified []block
+	for i, b := range blocks {
+		cb := block{time: b.time}
+		for _, raw := range b.txs {
+			src[sha256.Sum256(raw)] = raw
+			cb.txs = append(cb.txs, EncodeCertifiedTx(certify(raw, int64(i), keys[0], keys[3])))
+		}
+		certified = append(certified, cb)
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := open(t, dirA), openCertified(t, dirB, vs, src)
+	defer a.Close()
+	defer b.Close()
+	for i := range blocks {
+		oa, err := a.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob, err := b.ApplyBlock(Block{Height: int64(i + 1), TimeMs: certified[i].time, Txs: certified[i].txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(oa.AppHash, ob.AppHash) {
+			t.Fatalf("height %d: app hash inline %x, certified %x", i+1, oa.AppHash, ob.AppHash)
+		}
+		for j := range oa.Txs {
+			if oa.Txs[j].Nonce != ob.Txs[j].Nonce || !bytes.Equal(oa.Txs[j].Data, ob.Txs[j].Data) || ob.Txs[j].Code != oa.Txs[j].Code {
+				t.Fatalf("height %d tx %d: inline %+v, certified %+v", i+1, j, oa.Txs[j], ob.Txs[j])
+			}
+			if ob.Txs[j].Batch != sha256.Sum256(blocks[i].txs[j]) {
+				t.Fatalf("height %d tx %d: outcome names batch %x", i+1, j, ob.Txs[j].Batch)
+			}
+		}
+		for _, f := range []*FSM{a, b} {
+			if _, err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fa, fb := logFiles(t, dirA), logFiles(t, dirB)
+	if len(fa) == 0 || len(fa) != len(fb) {
+		t.Fatalf("log file sets differ: %d vs %d files", len(fa), len(fb))
+	}
+	for n := range fa {
+		if !bytes.Equal(fa[n], fb[n]) {
+			t.Errorf("%s differs between inline and certified application", n)
+		}
+	}
+}
+
+// TestCertificateRules: a certificate applies once, only inside its
+// window, only with valid signatures; the memory of applied certificates
+// survives a restart and is dropped once the window has passed; a batch
+// nobody can supply stops the block instead of being skipped.
+func TestCertificateRules(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	src := mapBatches{}
+	dir := t.TempDir()
+	f := openCertified(t, dir, vs, src)
+	height := int64(0)
+	apply := func(txs ...[]byte) BlockOutcome {
+		t.Helper()
+		height++
+		out, err := f.ApplyBlock(Block{Height: height, TimeMs: t0 + height, Txs: txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	put := func(n int, cmds ...Command) []byte {
+		raw := tx(n, cmds...)
+		src[sha256.Sum256(raw)] = raw
+		return raw
+	}
+	create := put(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	if out := apply(EncodeCertifiedTx(certify(create, 0, keys[0], keys[1]))); out.Txs[0].Code != 0 || out.Txs[0].Results[0].Code != 0 {
+		t.Fatalf("create by certificate: %+v", out.Txs[0])
+	}
+	prod := put(2, Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 3)})
+	c := EncodeCertifiedTx(certify(prod, 1, keys[2], keys[3]))
+	again := EncodeCertifiedTx(certify(prod, 1, keys[0], keys[3])) // same batch, other signers
+	out := apply(c, again)
+	if out.Txs[0].Code != 0 || out.Txs[1].Code == 0 || !strings.Contains(out.Txs[1].Log, "already applied") {
+		t.Fatalf("a batch certified twice in one block: %+v / %+v", out.Txs[0], out.Txs[1])
+	}
+	if hwm := f.View().Partition("t", 0).HighWatermark(); hwm != 3 {
+		t.Fatalf("high watermark %d after one batch of 3, want 3", hwm)
+	}
+	// Restarted, the state machine still refuses the batch.
+	f.Close()
+	f = openCertified(t, dir, vs, src)
+	defer func() { f.Close() }()
+	if out := apply(c); out.Txs[0].Code == 0 {
+		t.Fatal("after a restart the batch applied again")
+	}
+	future := put(3, DeleteRecords{Topic: "t", Offset: 1})
+	for _, c := range []struct {
+		name string
+		raw  func() []byte
+	}{
+		{"from the future", func() []byte { return EncodeCertifiedTx(certify(future, height+1, keys[0], keys[1])) }},
+		{"too few signers", func() []byte { return EncodeCertifiedTx(certify(future, height, keys[0])) }},
+		{"made too long ago", func() []byte { return EncodeCertifiedTx(certify(future, height-CertWindow, keys[0], keys[1])) }},
+		{"trailing garbage", func() []byte { return append(EncodeCertifiedTx(certify(future, height, keys[0], keys[1])), 1) }},
+	} {
+		if out := apply(c.raw()); out.Txs[0].Code == 0 {
+			t.Errorf("%s: applied", c.name)
+		}
+	}
+	if err := f.ValidateTx(EncodeCertifiedTx(certify(future, height, keys[0]))); err == nil {
+		t.Error("ValidateTx accepted a certificate with too few signers")
+	}
+	if err := f.CheckTx(EncodeCertifiedTx(certify(future, height, keys[0], keys[1]))); err != nil {
+		t.Errorf("CheckTx refused a good certificate: %v", err)
+	}
+	// The window passes: the remembered certificates are dropped.
+	for height < CertWindow+70 {
+		apply()
+	}
+	if n := len(f.certs); n != 0 {
+		t.Errorf("%d certificates remembered after their window", n)
+	}
+	var keysLeft int
+	if err := f.store.Scan([]byte("c/"), func(k, v []byte) error { keysLeft++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if keysLeft != 0 {
+		t.Errorf("%d certificate keys left in the store after their window", keysLeft)
+	}
+	// A batch nobody holds: the block is not applied.
+	missing := tx(9, DeleteTopic{Name: "t"})
+	_, err := f.ApplyBlock(Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
+	if !errors.Is(err, ErrBatchUnavailable) {
+		t.Fatalf("ApplyBlock with an unavailable batch: %v, want ErrBatchUnavailable", err)
+	}
+}
+
+// TestCertifiedRefusedWithoutValidators: a broker that runs inline only
+// refuses certificates everywhere.
+func TestCertifiedRefusedWithoutValidators(t *testing.T) {
+	_, keys := testValidators(t, 1)
+	f := open(t, t.TempDir())
+	defer f.Close()
+	raw := EncodeCertifiedTx(certify([]byte("x"), 0, keys[0]))
+	if f.CheckTx(raw) == nil || f.ValidateTx(raw) == nil {
+		t.Fatal("a certificate passed without a validator set")
+	}
+	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{raw}})
+	if err != nil || out.Txs[0].Code == 0 {
+		t.Fatalf("ApplyBlock: %v %+v", err, out.Txs[0])
+	}
+}
+
+func FuzzDecodeCertifiedTx(f *testing.F) {
+	_, keys := testValidators(f, 2)
+	f.Add(EncodeCertifiedTx(certify([]byte("p"), 1, keys[0], keys[1])))
+	f.Add([]byte("STL\x02"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCertifiedTx(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(EncodeCertifiedTx(c), b) {
+			t.Fatalf("decoded certificate re-encodes differently")
+		}
+	})
+}
