@@ -1,0 +1,326 @@
+// Package dataplane is Stele's certified data plane (DESIGN.md §4): record
+// bytes travel between brokers over their own HTTP connections, and only
+// certificates — a batch's digest signed by validators that stored it —
+// are ordered by CometBFT.
+//
+// The broker that receives produce requests encodes them as one fsm
+// transaction (the payload) and calls Certify: the payload is stored durably
+// (Store), signed, and pushed to every other validator, which stores it,
+// fsyncs and answers with its own signature. Once the signers hold more than
+// a third of the voting power, at least one of them is honest and keeps the
+// bytes: that is a certificate (fsm.Certificate), and Certify returns it.
+// When the state machine applies a certificate it reads the payload through
+// Batch, which serves it from the local store or fetches it from one of the
+// signers and checks it against the digest.
+//
+// dataplane imports fsm (certificates, validator sets, payload checks) and
+// storage-free standard packages; broker and server import dataplane.
+package dataplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// Errors of the data plane.
+var (
+	ErrClosed       = errors.New("stele/dataplane: closed")
+	ErrNotCertified = errors.New("stele/dataplane: not enough validators stored the batch")
+	ErrNotValidator = errors.New("stele/dataplane: this broker's key is not in the validator set")
+)
+
+// Peer is another validator's data plane endpoint.
+type Peer struct {
+	Validator [20]byte
+	// URL is the peer's HTTP base URL, "http://host:port".
+	URL string
+}
+
+// Options configures a Plane.
+type Options struct {
+	Store *Store
+	// Key is this broker's validator key; its address must be in
+	// Validators.
+	Key        ed25519.PrivateKey
+	Validators *fsm.ValidatorSet
+	// Peers are the other validators' endpoints.
+	Peers []Peer
+	// Height returns the last committed height: a new batch's height, and
+	// the reference for accepting pushed ones.
+	Height func() int64
+	// Check admits a pushed payload before it is stored and signed
+	// (fsm.Precheck): a broker certifies only well-formed batches.
+	Check func(payload []byte) error
+	// MaxBatchBytes bounds one payload. Default 16 MiB.
+	MaxBatchBytes int
+	// MaxPushBytes bounds the payload bytes being pushed to peers at once;
+	// Certify waits (back-pressure) beyond it. Default 256 MiB.
+	MaxPushBytes int64
+	// RetainHeights is how many heights past a certificate's window its
+	// batch is kept for peers that apply it late (block-syncing).
+	// Default 10000, the blocks a broker keeps.
+	RetainHeights int64
+	// PushTimeout bounds one push to one peer. Default 10 s.
+	PushTimeout time.Duration
+	Client      *http.Client
+	Logger      *slog.Logger
+	Metrics     *Metrics
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 16 << 20
+	}
+	if o.MaxPushBytes <= 0 {
+		o.MaxPushBytes = 256 << 20
+	}
+	if o.RetainHeights <= 0 {
+		o.RetainHeights = 10000
+	}
+	if o.PushTimeout <= 0 {
+		o.PushTimeout = 10 * time.Second
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	if o.Check == nil {
+		o.Check = fsm.Precheck
+	}
+}
+
+// Plane is one broker's data plane.
+type Plane struct {
+	opts  Options
+	self  fsm.Validator
+	sem   *byteSemaphore
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	close sync.Once
+}
+
+// New checks opts and returns a Plane. Its HTTP side is Handler, to be
+// mounted on the broker's HTTP listener.
+func New(opts Options) (*Plane, error) {
+	opts.setDefaults()
+	if opts.Store == nil || opts.Height == nil || opts.Validators == nil || len(opts.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("stele/dataplane: a store, a height function, a validator set and a key are required")
+	}
+	var addr [20]byte
+	copy(addr[:], addressOf(opts.Key.Public().(ed25519.PublicKey)))
+	self, ok := opts.Validators.Lookup(addr)
+	if !ok {
+		return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
+	}
+	return &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), stop: make(chan struct{})}, nil
+}
+
+// Close stops background pushes and fetches; Batch then fails with
+// ErrClosed. The store is closed by its owner.
+func (p *Plane) Close() {
+	p.close.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+// Certify stores payload, has it stored and signed by other validators, and
+// returns its certificate once the signers hold more than a third of the
+// voting power. Pushes to the peers that had not answered by then go on in
+// the background, so that most brokers hold the batch before it is applied.
+func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, error) {
+	if len(payload) == 0 || len(payload) > p.opts.MaxBatchBytes {
+		return fsm.Certificate{}, fmt.Errorf("stele/dataplane: a batch of %d bytes (at most %d)", len(payload), p.opts.MaxBatchBytes)
+	}
+	start := time.Now()
+	height := p.opts.Height()
+	d, err := p.opts.Store.Put(payload, height)
+	if err != nil {
+		return fsm.Certificate{}, err
+	}
+	c := fsm.Certificate{Digest: d, Size: uint32(len(payload)), Height: height}
+	c.Sigs = append(c.Sigs, p.sign(c))
+	power := p.self.Power
+	if len(p.opts.Peers) == 0 {
+		if !p.opts.Validators.Enough(power) {
+			return fsm.Certificate{}, fmt.Errorf("%w: no peers to ask", ErrNotCertified)
+		}
+		p.opts.Metrics.certified.Inc()
+		p.opts.Metrics.certifySeconds.Observe(time.Since(start).Seconds())
+		return c, nil
+	}
+	if err := p.sem.acquire(ctx, int64(len(payload)), p.stop); err != nil {
+		return fsm.Certificate{}, err
+	}
+	sigs := make(chan fsm.CertSig, len(p.opts.Peers))
+	var pushes sync.WaitGroup
+	for _, peer := range p.opts.Peers {
+		pushes.Add(1)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer pushes.Done()
+			if s, err := p.push(peer, c, payload); err != nil {
+				p.opts.Metrics.pushErrors.Inc()
+				p.opts.Logger.Debug("push failed", "peer", peer.URL, "err", err)
+			} else {
+				sigs <- s
+			}
+		}()
+	}
+	all := make(chan struct{})
+	go func() {
+		pushes.Wait()
+		p.sem.release(int64(len(payload)))
+		close(all)
+	}()
+	for !p.opts.Validators.Enough(power) {
+		select {
+		case s := <-sigs:
+			v, _ := p.opts.Validators.Lookup(s.Validator)
+			c.Sigs = append(c.Sigs, s)
+			power += v.Power
+		case <-all:
+			// Every push ended; take the signatures that arrived last.
+			for len(sigs) > 0 {
+				s := <-sigs
+				v, _ := p.opts.Validators.Lookup(s.Validator)
+				c.Sigs = append(c.Sigs, s)
+				power += v.Power
+			}
+			if !p.opts.Validators.Enough(power) {
+				return fsm.Certificate{}, fmt.Errorf("%w: %d of %d validators signed", ErrNotCertified, len(c.Sigs), len(p.opts.Peers)+1)
+			}
+		case <-ctx.Done():
+			return fsm.Certificate{}, ctx.Err()
+		case <-p.stop:
+			return fsm.Certificate{}, ErrClosed
+		}
+	}
+	p.opts.Metrics.certified.Inc()
+	p.opts.Metrics.certifySeconds.Observe(time.Since(start).Seconds())
+	return c, nil
+}
+
+// sign signs c's statement with this broker's key.
+func (p *Plane) sign(c fsm.Certificate) fsm.CertSig {
+	s := fsm.CertSig{Validator: p.self.Address}
+	copy(s.Signature[:], ed25519.Sign(p.opts.Key, c.Statement()))
+	return s
+}
+
+// Batch returns the payload c names: from the local store, or fetched from
+// one of c's signers, checked against the digest and stored. It retries
+// until it has the payload or the plane is closed (fsm.BatchSource).
+func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
+	if b, err := p.opts.Store.Get(c.Digest); err == nil && uint32(len(b)) == c.Size {
+		return b, nil
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		p.opts.Logger.Error("local copy of a batch unreadable; fetching it from a signer", "batch", fmt.Sprintf("%x", c.Digest[:8]), "err", err)
+	}
+	var signers []Peer
+	for _, s := range c.Sigs {
+		for _, peer := range p.opts.Peers {
+			if peer.Validator == s.Validator {
+				signers = append(signers, peer)
+			}
+		}
+	}
+	if len(signers) == 0 {
+		// Every signer is this broker, yet the store lost the batch.
+		return nil, fmt.Errorf("stele/dataplane: batch %x was signed only by this broker and is gone", c.Digest[:8])
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		first := rand.IntN(len(signers))
+		for i := range signers {
+			peer := signers[(first+i)%len(signers)]
+			b, err := p.fetch(peer, c)
+			if err == nil {
+				p.opts.Metrics.fetched.Inc()
+				if _, err := p.opts.Store.Put(b, c.Height); err != nil {
+					p.opts.Logger.Warn("storing a fetched batch", "err", err)
+				}
+				return b, nil
+			}
+			p.opts.Metrics.fetchErrors.Inc()
+			if attempt == 1 || attempt%20 == 0 {
+				p.opts.Logger.Warn("fetching a certified batch", "batch", fmt.Sprintf("%x", c.Digest[:8]), "peer", peer.URL, "attempt", attempt, "err", err)
+			}
+		}
+		select {
+		case <-time.After(backoff):
+		case <-p.stop:
+			return nil, ErrClosed
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// Prune drops the stored batches that no certificate can still need: those
+// made more than CertWindow + RetainHeights before committed.
+func (p *Plane) Prune(committed int64) {
+	below := committed - fsm.CertWindow - p.opts.RetainHeights
+	if below <= 0 {
+		return
+	}
+	if n, err := p.opts.Store.Prune(below); err != nil {
+		p.opts.Logger.Warn("pruning the batch store", "err", err)
+	} else if n > 0 {
+		p.opts.Logger.Debug("pruned batch segments", "segments", n, "below_height", below)
+	}
+}
+
+// byteSemaphore bounds the bytes of pushes in flight.
+type byteSemaphore struct {
+	mu    sync.Mutex
+	cap   int64
+	used  int64
+	freed chan struct{}
+}
+
+func newByteSemaphore(capacity int64) *byteSemaphore {
+	return &byteSemaphore{cap: capacity, freed: make(chan struct{})}
+}
+
+// acquire takes n bytes, waiting while that would exceed the capacity
+// (a batch larger than the capacity waits until nothing else is in flight).
+func (s *byteSemaphore) acquire(ctx context.Context, n int64, stop <-chan struct{}) error {
+	for {
+		s.mu.Lock()
+		if s.used == 0 || s.used+n <= s.cap {
+			s.used += n
+			s.mu.Unlock()
+			return nil
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return ErrClosed
+		}
+	}
+}
+
+func (s *byteSemaphore) release(n int64) {
+	s.mu.Lock()
+	s.used -= n
+	close(s.freed)
+	s.freed = make(chan struct{})
+	s.mu.Unlock()
+}

@@ -1,0 +1,261 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/record"
+)
+
+// payload returns a well-formed transaction producing n records.
+func payload(t testing.TB, n int) []byte {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: bytes.Repeat([]byte{byte(i)}, 100)}
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nonce fsm.Nonce
+	nonce[0] = byte(n)
+	return fsm.EncodeTx(fsm.Tx{Nonce: nonce, Commands: []fsm.Command{fsm.Produce{Topic: "t", Records: b}}})
+}
+
+type node struct {
+	plane  *Plane
+	store  *Store
+	srv    *httptest.Server
+	height atomic.Int64
+	// wrap, when set, serves instead of the plane's handler.
+	wrap atomic.Pointer[http.Handler]
+}
+
+// cluster starts n planes, each with its own store and HTTP server.
+func cluster(t *testing.T, n int) []*node {
+	t.Helper()
+	var vals []fsm.Validator
+	var keys []ed25519.PrivateKey
+	for i := range n {
+		seed := sha256.Sum256([]byte(fmt.Sprintf("key-%d", i)))
+		k := ed25519.NewKeyFromSeed(seed[:])
+		var a [20]byte
+		copy(a[:], addressOf(k.Public().(ed25519.PublicKey)))
+		vals = append(vals, fsm.Validator{Address: a, PubKey: k.Public().(ed25519.PublicKey), Power: 1})
+		keys = append(keys, k)
+	}
+	vs, err := fsm.NewValidatorSet(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*node, n)
+	for i := range nodes {
+		nd := &node{}
+		nd.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h := nd.wrap.Load(); h != nil {
+				(*h).ServeHTTP(w, r)
+				return
+			}
+			nd.plane.Handler().ServeHTTP(w, r)
+		}))
+		t.Cleanup(nd.srv.Close)
+		if nd.store, err = OpenStore(t.TempDir(), StoreOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.store.Close() })
+		nodes[i] = nd
+	}
+	for i, nd := range nodes {
+		var peers []Peer
+		for j, other := range nodes {
+			if j != i {
+				peers = append(peers, Peer{Validator: vals[j].Address, URL: other.srv.URL})
+			}
+		}
+		nd.plane, err = New(Options{Store: nd.store, Key: keys[i], Validators: vs, Peers: peers,
+			Height: nd.height.Load, PushTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nd.plane.Close)
+	}
+	return nodes
+}
+
+func TestCertifyAlone(t *testing.T) {
+	nd := cluster(t, 1)[0]
+	p := payload(t, 3)
+	c, err := nd.plane.Certify(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.plane.opts.Validators.Verify(c); err != nil {
+		t.Fatalf("a single validator's certificate: %v", err)
+	}
+	got, err := nd.plane.Batch(c)
+	if err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("Batch: %v", err)
+	}
+}
+
+func TestCertifySpreadsToEveryPeer(t *testing.T) {
+	nodes := cluster(t, 4)
+	p := payload(t, 5)
+	c, err := nodes[0].plane.Certify(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].plane.opts.Validators.Verify(c); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nd := range nodes {
+		for !nd.store.Has(c.Digest) {
+			if time.Now().After(deadline) {
+				t.Fatal("the batch did not reach every peer")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// TestCertifyWithPeersDown: with one of four down a certificate still
+// forms; with three of four down none can, and Certify says so.
+func TestCertifyWithPeersDown(t *testing.T) {
+	nodes := cluster(t, 4)
+	nodes[3].srv.Close()
+	if _, err := nodes[0].plane.Certify(context.Background(), payload(t, 1)); err != nil {
+		t.Fatalf("one of four down: %v", err)
+	}
+	nodes[1].srv.Close()
+	nodes[2].srv.Close()
+	if _, err := nodes[0].plane.Certify(context.Background(), payload(t, 2)); !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("three of four down: %v, want ErrNotCertified", err)
+	}
+}
+
+// TestLyingPeersAreNotCounted: a peer that answers a signature that does
+// not verify, or another validator's, adds nothing to a certificate.
+func TestLyingPeersAreNotCounted(t *testing.T) {
+	nodes := cluster(t, 4)
+	var liar http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write(make([]byte, 84))
+	})
+	for _, nd := range nodes[1:] {
+		nd.wrap.Store(&liar)
+	}
+	if _, err := nodes[0].plane.Certify(context.Background(), payload(t, 1)); !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("every peer lying: %v, want ErrNotCertified", err)
+	}
+}
+
+// TestBatchFetchesFromAnHonestSigner: a broker missing a batch fetches it
+// from a signer; a signer serving other bytes is passed over.
+func TestBatchFetchesFromAnHonestSigner(t *testing.T) {
+	nodes := cluster(t, 4)
+	var down http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	nodes[3].wrap.Store(&down)
+	p := payload(t, 7)
+	c, err := nodes[0].plane.Certify(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the background pushes to settle, then make every signer
+	// but one corrupt what it serves.
+	deadline := time.Now().Add(10 * time.Second)
+	for !nodes[1].store.Has(c.Digest) || !nodes[2].store.Has(c.Digest) {
+		if time.Now().After(deadline) {
+			t.Fatal("pushes did not arrive")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	nodes[3].wrap.Store(nil)
+	if nodes[3].store.Has(c.Digest) {
+		t.Fatal("node 3 holds the batch although it refused the push")
+	}
+	c.Sigs = nil
+	for _, i := range []int{0, 1, 2} {
+		c.Sigs = append(c.Sigs, nodes[i].plane.sign(c))
+	}
+	var corrupt http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := append([]byte(nil), p...)
+		b[10] ^= 1
+		w.Write(b)
+	})
+	nodes[0].wrap.Store(&corrupt)
+	nodes[1].wrap.Store(&corrupt)
+	got, err := nodes[3].plane.Batch(c)
+	if err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("Batch: %v", err)
+	}
+	if !nodes[3].store.Has(c.Digest) {
+		t.Error("a fetched batch was not stored")
+	}
+	// Closing the plane ends a fetch nobody can answer.
+	nodes[2].wrap.Store(&corrupt)
+	missing := fsm.Certificate{Digest: sha256.Sum256([]byte("nothing")), Size: 7, Sigs: c.Sigs}
+	done := make(chan error, 1)
+	go func() { _, err := nodes[3].plane.Batch(missing); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	nodes[3].plane.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Batch after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Batch did not return after Close")
+	}
+}
+
+func TestHandlerRefusesBadInput(t *testing.T) {
+	nd := cluster(t, 1)[0]
+	nd.height.Store(1000)
+	good := payload(t, 1)
+	for _, c := range []struct {
+		name, method, path string
+		body               []byte
+		want               int
+	}{
+		{"no height", "POST", batchesPath, good, http.StatusBadRequest},
+		{"height far ahead", "POST", batchesPath + "?height=5000", good, http.StatusConflict},
+		{"height long past", "POST", batchesPath + "?height=10", good, http.StatusConflict},
+		{"empty", "POST", batchesPath + "?height=1000", nil, http.StatusBadRequest},
+		{"not a transaction", "POST", batchesPath + "?height=1000", []byte("hello"), http.StatusBadRequest},
+		{"too large", "POST", batchesPath + "?height=1000", make([]byte, 17<<20), http.StatusRequestEntityTooLarge},
+		{"bad digest", "GET", batchesPath + "/xyz", nil, http.StatusBadRequest},
+		{"unknown digest", "GET", batchesPath + "/" + strings.Repeat("ab", 32), nil, http.StatusNotFound},
+		{"good", "POST", batchesPath + "?height=1000", good, http.StatusOK},
+		{"fetch good", "GET", fmt.Sprintf("%s/%x", batchesPath, sha256.Sum256(good)), nil, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(c.method, nd.srv.URL+c.path, bytes.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+	if st := nd.store.Stats(); st.Batches != 1 {
+		t.Errorf("%d batches stored, want only the good one", st.Batches)
+	}
+}

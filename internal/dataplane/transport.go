@@ -1,0 +1,223 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// The data plane's HTTP endpoints, served on each broker's HTTP listener:
+//
+//	POST /v1/internal/batches?height=H   body: a payload. The broker checks
+//	     it, stores it durably and answers 200 with its signature of the
+//	     statement (digest, size, H): 20 bytes of validator address, then
+//	     64 bytes of ed25519 signature.
+//	GET  /v1/internal/batches/{digest}   the payload with that SHA-256
+//	     (hex), 404 when this broker does not hold it.
+//
+// Anyone who reaches the port may push a batch; it is stored only if it is
+// well formed and its height is current, and removed with the others once
+// no certificate can name it (Plane.Prune). Fetches need no trust: the
+// fetcher checks the digest.
+const batchesPath = "/v1/internal/batches"
+
+// heightSlack is how far a pushed batch's height may be from this broker's
+// committed height: ahead, because the pusher may have committed a block
+// this broker has not; behind, so that the batch can still be ordered
+// within its window.
+const heightSlack = 100
+
+// Handler serves the data plane's endpoints.
+func (p *Plane) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+batchesPath, p.servePush)
+	mux.HandleFunc("GET "+batchesPath+"/{digest}", p.serveFetch)
+	return mux
+}
+
+func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
+	height, err := strconv.ParseInt(r.URL.Query().Get("height"), 10, 64)
+	if err != nil {
+		http.Error(w, "height: want an integer", http.StatusBadRequest)
+		return
+	}
+	if own := p.opts.Height(); height > own+heightSlack || height < own-fsm.CertWindow/2 || height < 0 {
+		http.Error(w, fmt.Sprintf("batch height %d is too far from this broker's height %d", height, own), http.StatusConflict)
+		return
+	}
+	payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(p.opts.MaxBatchBytes)))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("batch larger than %d bytes", p.opts.MaxBatchBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(payload) == 0 {
+		http.Error(w, "empty batch", http.StatusBadRequest)
+		return
+	}
+	if err := p.opts.Check(payload); err != nil {
+		http.Error(w, "batch refused: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	d, err := p.store(payload, height)
+	if err != nil {
+		p.opts.Logger.Error("storing a pushed batch", "err", err)
+		http.Error(w, "storing the batch failed", http.StatusInternalServerError)
+		return
+	}
+	s := p.sign(fsm.Certificate{Digest: d, Size: uint32(len(payload)), Height: height})
+	p.opts.Metrics.signed.Inc()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(append(s.Validator[:], s.Signature[:]...))
+}
+
+func (p *Plane) serveFetch(w http.ResponseWriter, r *http.Request) {
+	raw, err := hex.DecodeString(r.PathValue("digest"))
+	if err != nil || len(raw) != 32 {
+		http.Error(w, "digest: want 64 hex digits", http.StatusBadRequest)
+		return
+	}
+	var d fsm.Digest
+	copy(d[:], raw)
+	b, err := p.load(d)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		http.Error(w, "batch not held here", http.StatusNotFound)
+		return
+	case err != nil:
+		p.opts.Logger.Error("reading a batch for a peer", "err", err)
+		http.Error(w, "reading the batch failed", http.StatusInternalServerError)
+		return
+	}
+	p.opts.Metrics.served.Inc()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b)
+}
+
+// push sends payload to peer and returns the peer's signature of c's
+// statement, checked.
+func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.PushTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	url := fmt.Sprintf("%s%s?height=%d", peer.URL, batchesPath, c.Height)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return fsm.CertSig{}, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := p.opts.Client.Do(req)
+	if err != nil {
+		return fsm.CertSig{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return fsm.CertSig{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fsm.CertSig{}, fmt.Errorf("stele/dataplane: %s answered %s: %s", peer.URL, resp.Status, bytes.TrimSpace(body))
+	}
+	var s fsm.CertSig
+	if len(body) != len(s.Validator)+len(s.Signature) {
+		return s, fmt.Errorf("stele/dataplane: %s answered %d bytes, want a signature", peer.URL, len(body))
+	}
+	copy(s.Validator[:], body)
+	copy(s.Signature[:], body[len(s.Validator):])
+	v, ok := p.opts.Validators.Lookup(s.Validator)
+	if !ok || s.Validator != peer.Validator || !ed25519.Verify(v.PubKey, c.Statement(), s.Signature[:]) {
+		return s, fmt.Errorf("stele/dataplane: %s answered a signature that does not verify", peer.URL)
+	}
+	return s, nil
+}
+
+// fetch gets c's payload from peer and checks it against the digest.
+func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.PushTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s/%x", peer.URL, batchesPath, c.Digest), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.opts.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("stele/dataplane: %s answered %s", peer.URL, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.Size)+1))
+	if err != nil {
+		return nil, err
+	}
+	if uint32(len(b)) != c.Size || sha256.Sum256(b) != c.Digest {
+		return nil, fmt.Errorf("stele/dataplane: %s served %d bytes that do not match the digest", peer.URL, len(b))
+	}
+	return b, nil
+}
+
+// addressOf is CometBFT's validator address of an ed25519 key: the first
+// 20 bytes of the key's SHA-256.
+func addressOf(pub ed25519.PublicKey) []byte {
+	h := sha256.Sum256(pub)
+	return h[:20]
+}
+
+// Metrics are the data plane's Prometheus metrics.
+type Metrics struct {
+	certified, signed, served, fetched prometheus.Counter
+	pushErrors, fetchErrors            prometheus.Counter
+	certifySeconds                     prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: nowhere).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "stele_dataplane_" + name, Help: help})
+	}
+	m := &Metrics{
+		certified:   c("certified_total", "Batches this broker certified."),
+		signed:      c("signed_total", "Batches pushed by peers that this broker stored and signed."),
+		served:      c("served_total", "Batches this broker served to peers that lacked them."),
+		fetched:     c("fetched_total", "Certified batches this broker fetched from a signer."),
+		pushErrors:  c("push_errors_total", "Pushes of a batch to a peer that failed."),
+		fetchErrors: c("fetch_errors_total", "Fetches of a batch from a signer that failed."),
+		certifySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_certify_seconds",
+			Help: "Time from a batch's arrival to its certificate.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchErrors, m.certifySeconds)
+	}
+	return m
+}
