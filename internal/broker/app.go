@@ -14,12 +14,9 @@ type app struct{ b *Broker }
 
 func (a app) Info() (int64, []byte) { return a.b.fsm.Info() }
 
-func (a app) CheckTx(tx []byte) error { return fsm.Precheck(tx) }
+func (a app) CheckTx(tx []byte) error { return a.b.fsm.CheckTx(tx) }
 
-func (a app) ValidateTx(tx []byte) error {
-	_, err := fsm.Validate(tx)
-	return err
-}
+func (a app) ValidateTx(tx []byte) error { return a.b.fsm.ValidateTx(tx) }
 
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
 	for _, m := range blk.Misbehavior {
@@ -58,11 +55,18 @@ func (a app) Commit() (int64, error) {
 	b.mu.applied = nil
 	if out != nil {
 		for _, t := range out.Txs {
-			in, ok := b.mu.waiting[t.Nonce]
+			nonce := t.Nonce
+			if t.Batch != (fsm.Digest{}) {
+				if n, ok := b.mu.byBatch[t.Batch]; ok {
+					nonce = n
+					delete(b.mu.byBatch, t.Batch)
+				}
+			}
+			in, ok := b.mu.waiting[nonce]
 			if !ok {
 				continue
 			}
-			delete(b.mu.waiting, t.Nonce)
+			delete(b.mu.waiting, nonce)
 			b.metrics.commitLatency.Observe(now.Sub(in.submitted).Seconds())
 			for i, s := range in.slots {
 				if t.Code != 0 || i >= len(t.Results) {
@@ -73,6 +77,7 @@ func (a app) Commit() (int64, error) {
 			}
 		}
 	}
+	b.expireLocked(now)
 	close(b.mu.changed)
 	b.mu.changed = make(chan struct{})
 	b.mu.Unlock()
@@ -80,4 +85,31 @@ func (a app) Commit() (int64, error) {
 		b.metrics.height.Set(float64(out.Height))
 	}
 	return retain, nil
+}
+
+// abandonAfter is how long a transaction may stay unanswered: one that was
+// admitted but never committed (dropped from a mempool, its certificate
+// expired unordered) would otherwise be remembered forever.
+const abandonAfter = 2 * time.Minute
+
+// expireLocked fails the transactions waiting longer than abandonAfter; it
+// looks once every 256 commits. Callers hold b.mu.
+func (b *Broker) expireLocked(now time.Time) {
+	b.mu.commits++
+	if b.mu.commits%256 != 0 {
+		return
+	}
+	for n, in := range b.mu.waiting {
+		if now.Sub(in.submitted) > abandonAfter {
+			delete(b.mu.waiting, n)
+			for _, s := range in.slots {
+				s.req.finish(s.idx, fsm.Result{}, fmt.Errorf("stele/broker: not committed within %v", abandonAfter))
+			}
+		}
+	}
+	for d, n := range b.mu.byBatch {
+		if _, ok := b.mu.waiting[n]; !ok {
+			delete(b.mu.byBatch, d)
+		}
+	}
 }

@@ -26,6 +26,11 @@ import (
 // ErrTooLarge is returned for a command that cannot fit in one transaction.
 var ErrTooLarge = errors.New("stele/broker: command larger than the largest transaction")
 
+// ErrUncertified is returned for commands whose batch did not gather a
+// certificate (too few validators reachable to store it); the caller may
+// retry.
+var ErrUncertified = errors.New("stele/broker: batch not certified by enough validators")
+
 // ErrClosed is returned once the broker is shutting down.
 var ErrClosed = errors.New("stele/broker: shutting down")
 
@@ -37,6 +42,19 @@ type Options struct {
 	Logger     *slog.Logger
 	// Registerer receives the broker's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
+	// Certifier, when set, carries transactions by certificate (the data
+	// plane, DESIGN.md §4): each transaction is stored and certified by
+	// the validators, and only its certificate is ordered. Nil orders
+	// transactions inline.
+	Certifier Certifier
+	// MaxCertifying bounds the transactions being certified at once;
+	// Enqueue waits beyond it. Default 8.
+	MaxCertifying int
+}
+
+// Certifier turns a transaction into a certificate (dataplane.Plane).
+type Certifier interface {
+	Certify(ctx context.Context, payload []byte) (fsm.Certificate, error)
 }
 
 func (o *Options) setDefaults() {
@@ -45,6 +63,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxCertifying <= 0 {
+		o.MaxCertifying = 8
 	}
 }
 
@@ -57,14 +78,21 @@ type Broker struct {
 	metrics *metrics
 
 	queue chan *request
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// certifying holds the transactions being certified, in the order
+	// they were made; they are ordered in that order.
+	certifying chan *certJob
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	// mu guards the waiting transactions, the outcomes of the block being
 	// applied, and the change channel.
 	mu struct {
 		sync.Mutex
 		waiting map[fsm.Nonce]*inflight
+		// byBatch finds the transaction of a certificate whose payload
+		// was not read (the certificate was refused).
+		byBatch map[fsm.Digest]fsm.Nonce
+		commits uint64
 		applied *fsm.BlockOutcome
 		changed chan struct{}
 		closed  bool
@@ -96,7 +124,9 @@ type slot struct {
 func New(f *fsm.FSM, opts Options) *Broker {
 	opts.setDefaults()
 	b := &Broker{opts: opts, fsm: f, queue: make(chan *request, 1024), stop: make(chan struct{})}
+	b.certifying = make(chan *certJob, opts.MaxCertifying)
 	b.mu.waiting = map[fsm.Nonce]*inflight{}
+	b.mu.byBatch = map[fsm.Digest]fsm.Nonce{}
 	b.mu.changed = make(chan struct{})
 	b.metrics = newMetrics(opts.Registerer, f)
 	return b
@@ -108,8 +138,9 @@ func (b *Broker) App() consensus.Application { return app{b} }
 // Start begins submitting to the orderer, which must already be started.
 func (b *Broker) Start(o consensus.Orderer) {
 	b.orderer = o
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.submitLoop()
+	go b.orderCertified()
 }
 
 // Close stops submitting and fails every waiting caller. The orderer is
@@ -322,21 +353,89 @@ func (b *Broker) send(tx fsm.Tx, slots []slot) {
 	b.mu.Lock()
 	b.mu.waiting[tx.Nonce] = &inflight{submitted: time.Now(), slots: slots}
 	b.mu.Unlock()
+	if b.opts.Certifier != nil {
+		b.certify(tx, raw)
+		return
+	}
+	b.order(tx, raw)
+}
+
+// order hands a transaction (inline, or a certificate of one) to the
+// orderer, failing its callers if the orderer refuses it.
+func (b *Broker) order(tx fsm.Tx, raw []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.orderer.Submit(ctx, raw); err != nil {
-		b.mu.Lock()
-		_, still := b.mu.waiting[tx.Nonce]
-		delete(b.mu.waiting, tx.Nonce)
-		b.mu.Unlock()
-		if still {
-			b.opts.Logger.Warn("orderer refused a transaction", "commands", len(tx.Commands), "bytes", len(raw), "err", err)
-			b.failSlots(slots, err)
-		}
+		b.abort(tx, fmt.Errorf("ordering: %w", err))
 		return
 	}
 	b.metrics.txs.Inc()
 	b.metrics.txBytes.Add(float64(len(raw)))
+}
+
+// abort fails the callers of a transaction that will not be ordered.
+func (b *Broker) abort(tx fsm.Tx, err error) {
+	b.mu.Lock()
+	in, still := b.mu.waiting[tx.Nonce]
+	delete(b.mu.waiting, tx.Nonce)
+	b.mu.Unlock()
+	if still {
+		b.opts.Logger.Warn("a transaction was not ordered", "commands", len(tx.Commands), "err", err)
+		b.failSlots(in.slots, err)
+	}
+}
+
+// certJob is a transaction being certified.
+type certJob struct {
+	tx   fsm.Tx
+	cert fsm.Certificate
+	err  error
+	done chan struct{}
+}
+
+// certify starts certifying a transaction and queues it to be ordered
+// after the transactions made before it; it waits while MaxCertifying
+// are in progress, which pushes back on the submit loop and so on Enqueue.
+func (b *Broker) certify(tx fsm.Tx, raw []byte) {
+	j := &certJob{tx: tx, done: make(chan struct{})}
+	select {
+	case b.certifying <- j:
+	case <-b.stop:
+		b.abort(tx, ErrClosed)
+		return
+	}
+	go func() {
+		defer close(j.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		j.cert, j.err = b.opts.Certifier.Certify(ctx, raw)
+	}()
+}
+
+// orderCertified orders certified transactions in the order they were made.
+func (b *Broker) orderCertified() {
+	defer b.wg.Done()
+	for {
+		var j *certJob
+		select {
+		case j = <-b.certifying:
+		case <-b.stop:
+			return
+		}
+		select {
+		case <-j.done:
+		case <-b.stop:
+			return
+		}
+		if j.err != nil {
+			b.abort(j.tx, fmt.Errorf("%w: %v", ErrUncertified, j.err))
+			continue
+		}
+		b.mu.Lock()
+		b.mu.byBatch[j.cert.Digest] = j.tx.Nonce
+		b.mu.Unlock()
+		b.order(j.tx, fsm.EncodeCertifiedTx(j.cert))
+	}
 }
 
 func (b *Broker) failSlots(slots []slot, err error) {

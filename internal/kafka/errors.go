@@ -21,7 +21,7 @@ func submitErrorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, consensus.ErrMempoolFull):
+	case errors.Is(err, consensus.ErrMempoolFull), errors.Is(err, broker.ErrUncertified):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, broker.ErrClosed), errors.Is(err, consensus.ErrStopped):
 		return kerr.NotLeaderForPartition.Code

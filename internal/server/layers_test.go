@@ -12,13 +12,14 @@ func TestLayers(t *testing.T) {
 	const mod = "github.com/stele-io/stele/internal/"
 	// Each package and the Stele packages it must never import.
 	forbidden := map[string][]string{
-		"record":    {"storage", "fsm", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
-		"storage":   {"fsm", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
-		"fsm":       {"consensus", "broker", "kafka", "httpapi", "server", "cli"},
-		"consensus": {"broker", "kafka", "httpapi", "server", "cli"},
-		"broker":    {"kafka", "httpapi", "server", "cli"},
-		"kafka":     {"httpapi", "server", "cli"},
-		"httpapi":   {"kafka", "server", "cli"},
+		"record":    {"storage", "fsm", "dataplane", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"storage":   {"fsm", "dataplane", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"fsm":       {"dataplane", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"dataplane": {"consensus", "broker", "kafka", "httpapi", "server", "cli"},
+		"consensus": {"dataplane", "broker", "kafka", "httpapi", "server", "cli"},
+		"broker":    {"dataplane", "kafka", "httpapi", "server", "cli"},
+		"kafka":     {"dataplane", "httpapi", "server", "cli"},
+		"httpapi":   {"dataplane", "kafka", "server", "cli"},
 		"server":    {"cli"},
 	}
 	for pkg, bad := range forbidden {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/stele-io/stele/internal/broker"
 	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/dataplane"
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/kafka"
@@ -65,7 +67,12 @@ type Config struct {
 	// broker.SnapshotOptions).
 	SnapshotInterval int64
 	RetainBlocks     int64
-	Logger           *slog.Logger
+	// InlineBatches orders record bytes inside CometBFT transactions
+	// instead of through the certified data plane (DESIGN.md §4).
+	InlineBatches bool
+	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP listener.
+	Pprof  bool
+	Logger *slog.Logger
 }
 
 // DefaultConfig is what `stele serve` runs without flags.
@@ -109,11 +116,14 @@ type Node struct {
 	broker  *broker.Broker
 	orderer *cometbft.Orderer
 	snap    *broker.SnapshotApp
+	batches *dataplane.Store
+	plane   *dataplane.Plane
 	kafka   *kafka.Server
 	http    *http.Server
 	kafkaLn net.Listener
 	httpLn  net.Listener
 	errc    chan error
+	done    chan struct{} // closed by Close
 }
 
 // Start starts a node and returns once it serves clients.
@@ -125,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2)}
+	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -165,10 +175,24 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if n.fsm, err = fsm.Open(fsm.Options{Dir: cfg.DataDir, Logger: log.With("component", "fsm")}); err != nil {
+	fopts := fsm.Options{Dir: cfg.DataDir, Logger: log.With("component", "fsm")}
+	// Certificates are checked against the genesis validators on every
+	// broker, so each can apply them even when it orders inline itself.
+	if fopts.Validators, err = cometbft.Validators(genesis); err != nil {
 		return nil, err
 	}
-	n.broker = broker.New(n.fsm, broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg})
+	if err := n.startDataPlane(home, appState, fopts.Validators, reg); err != nil {
+		return nil, err
+	}
+	fopts.Batches = n.plane
+	if n.fsm, err = fsm.Open(fopts); err != nil {
+		return nil, err
+	}
+	bopts := broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg}
+	if !cfg.InlineBatches {
+		bopts.Certifier = n.plane
+	}
+	n.broker = broker.New(n.fsm, bopts)
 	app := n.broker.App()
 	if len(appState.Brokers) > 0 {
 		// A cluster keeps recent blocks for brokers catching up and
@@ -237,7 +261,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
 	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }
-	n.http = &http.Server{Handler: httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/internal/", n.plane.Handler())
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	}
+	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}))
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go n.pruneBatches()
 	go func() {
 		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			n.errc <- err
@@ -313,6 +348,16 @@ func (n *Node) Close() error {
 	if n.broker != nil {
 		n.broker.Close()
 	}
+	select {
+	case <-n.done:
+	default:
+		close(n.done)
+	}
+	if n.plane != nil {
+		// Before the orderer: a block waiting for a batch from a peer
+		// gives up, so consensus can stop.
+		n.plane.Close()
+	}
 	var err error
 	if n.orderer != nil {
 		err = n.orderer.Stop()
@@ -322,6 +367,9 @@ func (n *Node) Close() error {
 	}
 	if n.fsm != nil {
 		err = errors.Join(err, n.fsm.Close())
+	}
+	if n.batches != nil {
+		err = errors.Join(err, n.batches.Close())
 	}
 	n.log.Info("stele stopped")
 	return err

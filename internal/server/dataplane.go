@@ -1,0 +1,79 @@
+package server
+
+import (
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/dataplane"
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// startDataPlane opens the batch store (DATA/batches) and the data plane:
+// this broker signs with its validator key and pushes batches to the other
+// brokers of the genesis directory at their HTTP addresses.
+func (n *Node) startDataPlane(home string, appState cometbft.GenesisAppState, vals *fsm.ValidatorSet, reg prometheus.Registerer) error {
+	key, self, err := cometbft.ValidatorKey(home)
+	if err != nil {
+		return err
+	}
+	var peers []dataplane.Peer
+	for _, b := range appState.Brokers {
+		raw, err := hex.DecodeString(b.Validator)
+		if err != nil || len(raw) != 20 {
+			return fmt.Errorf("stele/server: genesis broker %d: validator %q is not a 20-byte hex address", b.NodeID, b.Validator)
+		}
+		var v [20]byte
+		copy(v[:], raw)
+		if v == self {
+			continue
+		}
+		if b.HTTP == "" {
+			return fmt.Errorf("stele/server: genesis broker %d has no HTTP address for the data plane", b.NodeID)
+		}
+		peers = append(peers, dataplane.Peer{Validator: v, URL: "http://" + b.HTTP})
+	}
+	if n.batches, err = dataplane.OpenStore(filepath.Join(n.cfg.DataDir, "batches"), dataplane.StoreOptions{Logger: n.log.With("component", "batches")}); err != nil {
+		return err
+	}
+	n.plane, err = dataplane.New(dataplane.Options{
+		Store:         n.batches,
+		Key:           key,
+		Validators:    vals,
+		Peers:         peers,
+		Height:        n.height,
+		MaxBatchBytes: int(appState.MaxTxBytes),
+		RetainHeights: n.cfg.RetainBlocks,
+		Logger:        n.log.With("component", "dataplane"),
+		Metrics:       dataplane.NewMetrics(reg),
+	})
+	return err
+}
+
+// height is the last committed height (0 until the state machine is open).
+func (n *Node) height() int64 {
+	if n.fsm == nil {
+		return 0
+	}
+	h, _ := n.fsm.Info()
+	return h
+}
+
+// pruneBatches drops stored batches no certificate can still name, every
+// ten seconds until the node closes.
+func (n *Node) pruneBatches() {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n.plane.Prune(n.height())
+		case <-n.done:
+			return
+		}
+	}
+}
