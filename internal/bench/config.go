@@ -83,6 +83,14 @@ type Config struct {
 	Linger time.Duration
 	// BatchMaxBytes caps a record batch; 0 keeps the client default (1 MB).
 	BatchMaxBytes int32
+	// MaxInflight is how many produce requests each producer keeps in
+	// flight per broker (Kafka's max.in.flight.requests.per.connection,
+	// default 5). Above 1 the client does not write idempotently, as
+	// Kafka's producer before idempotence; 1 keeps franz-go's default.
+	MaxInflight int
+	// BufferMemory bounds the bytes each producer holds unacknowledged
+	// (Kafka's buffer.memory, default 32 MiB); Produce waits beyond it.
+	BufferMemory int64
 	// Compression is "none", "gzip", "snappy", "lz4" or "zstd".
 	Compression string
 
@@ -137,10 +145,20 @@ func DefaultConfig() Config {
 		Duration:         30 * time.Second,
 		Warmup:           5 * time.Second,
 		Acks:             "all",
+		MaxInflight:      5,
+		BufferMemory:     32 << 20,
 		Compression:      "none",
 		Timeout:          30 * time.Second,
 		ProgressInterval: time.Second,
 	}
+}
+
+// bufferMemory is BufferMemory, or 32 MiB when unset.
+func (c *Config) bufferMemory() int64 {
+	if c.BufferMemory > 0 {
+		return c.BufferMemory
+	}
+	return 32 << 20
 }
 
 // produces and consumes report whether the scenario runs producers and
@@ -172,7 +190,7 @@ func (c *Config) Validate() error {
 		return bad("record size %d: want at least 1 byte", c.RecordSize)
 	case c.Scenario == EndToEnd && c.RecordSize < 8:
 		return bad("record size %d: e2e needs at least 8 bytes for the send timestamp", c.RecordSize)
-	case c.Duration < 0 || c.Warmup < 0 || c.Records < 0 || c.Rate < 0 || c.Linger < 0 || c.BatchMaxBytes < 0:
+	case c.Duration < 0 || c.Warmup < 0 || c.Records < 0 || c.Rate < 0 || c.Linger < 0 || c.BatchMaxBytes < 0 || c.MaxInflight < 0 || c.BufferMemory < 0:
 		return bad("negative duration, warmup, records, rate, linger or batch max bytes")
 	case c.Timeout <= 0:
 		return bad("timeout %v: must be positive", c.Timeout)
@@ -241,6 +259,10 @@ func (c *Config) Args() []string {
 		add("linger", c.Linger.String())
 		if c.BatchMaxBytes > 0 {
 			add("batch-max-bytes", strconv.FormatInt(int64(c.BatchMaxBytes), 10))
+		}
+		add("max-inflight", strconv.Itoa(max(c.MaxInflight, 1)))
+		if c.BufferMemory > 0 {
+			add("buffer-memory", strconv.FormatInt(c.BufferMemory, 10))
 		}
 		add("compression", c.Compression)
 		add("warmup", c.Warmup.String())

@@ -57,7 +57,7 @@ func producerOpts(cfg *Config) []kgo.Opt {
 		kgo.RecordDeliveryTimeout(cfg.Timeout),
 		// Bound the memory of an open-loop producer: Produce blocks
 		// when this much is buffered and not yet acknowledged.
-		kgo.MaxBufferedBytes(max(4<<20, 4*(cfg.RecordSize+cfg.KeySize))),
+		kgo.MaxBufferedBytes(max(int(cfg.bufferMemory()), 4*(cfg.RecordSize+cfg.KeySize))),
 	}
 	switch cfg.Acks {
 	case "0":
@@ -66,6 +66,9 @@ func producerOpts(cfg *Config) []kgo.Opt {
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	default:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	if cfg.MaxInflight > 1 {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInflight))
 	}
 	if cfg.BatchMaxBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))

@@ -117,6 +117,8 @@ func newBenchScenarioCmd(g *globalOptions, s bench.Scenario) *cobra.Command {
 		f.Var(o.acks, "acks", "acknowledgements: all (-1) waits for every in-sync replica, 1 for the leader, 0 for none")
 		f.DurationVar(&cfg.Linger, "linger", def.Linger, "how long a partition's batch may wait for more records")
 		f.Int32Var(&cfg.BatchMaxBytes, "batch-max-bytes", 0, "largest record batch in bytes (0: the client default, 1 MB)")
+		f.Int64Var(&cfg.BufferMemory, "buffer-memory", cfg.BufferMemory, "bytes each producer holds unacknowledged before it waits (Kafka's buffer.memory)")
+		f.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per producer and broker (Kafka's max.in.flight.requests.per.connection); above 1 the producer is not idempotent")
 		f.Var(o.compression, "compression", "batch compression codec")
 	}
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress lines on stderr")
