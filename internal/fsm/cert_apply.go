@@ -1,9 +1,11 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // ErrBatchUnavailable is returned by ApplyBlock when a certified batch's
@@ -25,7 +27,7 @@ func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
 	if err != nil {
 		return Tx{}, Digest{}, err
 	}
-	if err := f.opts.Validators.Verify(c); err != nil {
+	if err := f.verifyCertificate(raw, c); err != nil {
 		return Tx{}, c.Digest, err
 	}
 	if c.Height >= f.height || f.height > c.Height+CertWindow {
@@ -105,5 +107,56 @@ func (f *FSM) validateCertified(tx []byte) error {
 	if err != nil {
 		return err
 	}
-	return f.opts.Validators.Verify(c)
+	return f.verifyCertificate(tx, c)
+}
+
+// verifyCertificate checks c's signatures once per certificate: each is
+// checked when it enters the mempool, before the vote on its block and
+// when it is applied, and its signatures' validity depends only on its
+// bytes, so a verified certificate is remembered by their hash.
+func (f *FSM) verifyCertificate(raw []byte, c Certificate) error {
+	key := sha256.Sum256(raw)
+	if f.verified.has(key) {
+		return nil
+	}
+	if err := f.opts.Validators.Verify(c); err != nil {
+		return err
+	}
+	f.verified.add(key)
+	return nil
+}
+
+// verifiedCerts is a bounded set of hashes of verified certificates,
+// forgetting the oldest first. CheckTx calls it concurrently with the
+// applier.
+type verifiedCerts struct {
+	mu    sync.Mutex
+	set   map[Digest]struct{}
+	order []Digest
+	next  int
+}
+
+const verifiedCertsMax = 8192
+
+func (v *verifiedCerts) has(k Digest) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.set[k]
+	return ok
+}
+
+func (v *verifiedCerts) add(k Digest) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.set == nil {
+		v.set = make(map[Digest]struct{}, verifiedCertsMax)
+		v.order = make([]Digest, verifiedCertsMax)
+	}
+	if _, ok := v.set[k]; ok {
+		return
+	}
+	delete(v.set, v.order[v.next])
+	v.order[v.next] = k
+	v.set[k] = struct{}{}
+	v.next = (v.next + 1) % verifiedCertsMax
 }

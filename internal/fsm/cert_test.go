@@ -304,3 +304,33 @@ func FuzzDecodeCertifiedTx(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifiedCertificatesAreRemembered: a certificate verified once is
+// not verified again, and a certificate differing in any byte (a forged
+// signature) is verified on its own.
+func TestVerifiedCertificatesAreRemembered(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	f := openCertified(t, t.TempDir(), vs, mapBatches{})
+	defer f.Close()
+	good := certify([]byte("batch"), 0, keys[0], keys[1])
+	if err := f.CheckTx(EncodeCertifiedTx(good)); err != nil {
+		t.Fatal(err)
+	}
+	forged := good
+	forged.Sigs = append([]CertSig(nil), good.Sigs...)
+	forged.Sigs[1].Signature[5] ^= 1
+	if err := f.ValidateTx(EncodeCertifiedTx(forged)); !errors.Is(err, ErrCertificate) {
+		t.Fatalf("a forged copy of a verified certificate: %v", err)
+	}
+	if !f.verified.has(sha256.Sum256(EncodeCertifiedTx(good))) {
+		t.Fatal("the verified certificate was not remembered")
+	}
+	// The set is bounded: it forgets the oldest.
+	var v verifiedCerts
+	for i := range verifiedCertsMax + 10 {
+		v.add(sha256.Sum256([]byte(fmt.Sprint(i))))
+	}
+	if len(v.set) != verifiedCertsMax || v.has(sha256.Sum256([]byte("0"))) || !v.has(sha256.Sum256([]byte(fmt.Sprint(verifiedCertsMax+9)))) {
+		t.Fatalf("bounded set: %d entries", len(v.set))
+	}
+}

@@ -91,6 +91,7 @@ type FSM struct {
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
 	certsDropped   []certEntry
+	verified       verifiedCerts // safe for concurrent use
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
