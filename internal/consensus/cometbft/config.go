@@ -23,6 +23,7 @@ const (
 	DefaultTimeoutPropose                          = 3 * time.Second
 	DefaultTimeoutCommit             time.Duration = 0
 	DefaultCreateEmptyBlocksInterval               = 2 * time.Second
+	peerGossipSleep                                = 5 * time.Millisecond
 	DefaultMaxTxBytes                              = 16 << 20
 	DefaultMempoolSize                             = 10000
 	DefaultMempoolMaxTxsBytes                      = 256 << 20
@@ -377,6 +378,11 @@ func (c Config) cometConfig(chainMaxTxBytes int64) *cmtcfg.Config {
 	cc.Consensus.SkipTimeoutCommit = false
 	cc.Consensus.CreateEmptyBlocks = false
 	cc.Consensus.CreateEmptyBlocksInterval = c.CreateEmptyBlocksInterval
+	// The consensus reactor's gossip routines sleep this long whenever they
+	// have nothing to send, so each step of a height (proposal, prevotes,
+	// precommits) waited up to CometBFT's default 100 ms to reach a peer:
+	// about 400 ms from produce to commit with four brokers even when idle.
+	cc.Consensus.PeerGossipSleepDuration = peerGossipSleep
 
 	cc.TxIndex.Indexer = "null"
 	cc.Instrumentation.Prometheus = false
