@@ -158,12 +158,28 @@ func (r *runner) listOffsets(ctx context.Context, end bool) (map[int32]int64, er
 	if end {
 		list, what = r.adm.ListEndOffsets, "end"
 	}
-	lo, err := list(ctx, r.cfg.Topic)
-	if err == nil {
-		err = lo.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list the %s offsets of topic %q: %w", what, r.cfg.Topic, err)
+	// A broker that has not yet applied the block creating the topic (a
+	// cluster's brokers apply each block a moment apart), or one catching
+	// up, answers with a retriable error: ask again until the timeout.
+	var lo kadm.ListedOffsets
+	for {
+		var err error
+		lo, err = list(ctx, r.cfg.Topic)
+		if err == nil {
+			err = lo.Error()
+		}
+		if err == nil {
+			break
+		}
+		if !kerr.IsRetriable(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("list the %s offsets of topic %q: %w", what, r.cfg.Topic, err)
+		}
+		r.admCl.PurgeTopicsFromClient(r.cfg.Topic)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list the %s offsets of topic %q: %w", what, r.cfg.Topic, err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	out := make(map[int32]int64, len(r.parts))
 	for _, p := range r.parts {
