@@ -32,6 +32,7 @@ PARTITIONS=8
 PRODUCERS=4
 CONSUMERS=4
 CONSUME=1
+E2E_RATE=""
 STELE="${STELE_BIN:-}"
 while (($#)); do
 	case "$1" in
@@ -43,6 +44,7 @@ while (($#)); do
 	--producers) PRODUCERS=$2; shift 2 ;;
 	--consumers) CONSUMERS=$2; shift 2 ;;
 	--no-consume) CONSUME=0; shift ;;
+	--e2e-rate) E2E_RATE=$2; shift 2 ;;
 	--stele) STELE=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^# shellcheck/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 0 ;;
 	*) die "kafka.sh: unknown argument $1" ;;
@@ -69,7 +71,10 @@ tag() {
 			kind: $kind,
 			msgs_per_s: .records_per_s,
 			p50_ms: (.latency_ms.p50 // null),
-			p99_ms: (.latency_ms.p99 // null)
+			p99_ms: (.latency_ms.p99 // null),
+			e2e_p50_ms: (.e2e_latency_ms.p50 // null),
+			e2e_p99_ms: (.e2e_latency_ms.p99 // null),
+			e2e_p999_ms: (.e2e_latency_ms.p999 // null)
 		} | with_entries(select(.value != null))'
 }
 
@@ -90,6 +95,18 @@ run_stele() {
 }
 
 rep="${BENCH_REP:-1}"
+if [[ -n "$E2E_RATE" ]]; then
+	# Latency at a set load: producers at E2E_RATE records/s in all, and
+	# consumers reading as they go (stele bench e2e).
+	for size in $(size_list "$SIZES"); do
+		topic="bench-e2e-$size-$rep-$RANDOM"
+		log "kafka: $LABEL e2e size=$size rate=$E2E_RATE topic=$topic duration=$DURATION"
+		run_stele e2e e2e --topic "$topic" --create --partitions "$PARTITIONS" \
+			--record-size "$size" --producers "$PRODUCERS" --consumers "$CONSUMERS" \
+			--rate "$E2E_RATE" --duration "$DURATION" || true
+	done
+	exit 0
+fi
 for size in $(size_list "$SIZES"); do
 	topic="bench-$size-$rep-$RANDOM"
 	log "kafka: $LABEL produce size=$size topic=$topic duration=$DURATION"

@@ -5,6 +5,7 @@
 #
 #   bench/run.sh [--only LIST] [--sizes 100,1024,16384] [--reps 3]
 #                [--duration 20s] [--results DIR] [--no-summary]
+#                [--e2e-rates stele-1=R1,stele-4=R4,kfake=R]
 #
 # --only picks a subset, comma-separated, of:
 #   machine      bench/machine.sh (disk and CPU limits)
@@ -25,6 +26,11 @@
 # count (see nats.sh and redis.sh). Figures are only comparable within one
 # run: publish them with this run's machine.sh lines.
 #
+# --e2e-rates runs, for each Kafka-protocol system named, `stele bench e2e`
+# at that many records/s in all instead of produce and consume: end-to-end
+# and produce latency at a set load (publish them at 50% of the maximum
+# measured without it).
+#
 # Binaries (stele, kfake, cometbft, summarize) are built once into
 # RESULTS/bin. Every server listens on 127.0.0.1 only.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -35,6 +41,7 @@ SIZES="100,1024,16384"
 REPS=3
 DURATION=20s
 SUMMARY=1
+E2E_RATES=""
 while (($#)); do
 	case "$1" in
 	--only) ONLY=$2; shift 2 ;;
@@ -43,6 +50,7 @@ while (($#)); do
 	--duration) DURATION=$2; shift 2 ;;
 	--results) RESULTS_DIR=$2; shift 2 ;;
 	--no-summary) SUMMARY=0; shift ;;
+	--e2e-rates) E2E_RATES=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^# shellcheck/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 0 ;;
 	*) die "run.sh: unknown argument $1 (try --help)" ;;
 	esac
@@ -102,17 +110,37 @@ tag_json() {
 	jq -c --arg run "${BENCH_RUN:-}" --argjson rep "$BENCH_REP" '{run: $run, rep: $rep} + .'
 }
 
-kafka() { bash "$BENCH_DIR/kafka.sh" --sizes "$SIZES" --duration "$DURATION" "$@"; }
+# kafka --label L ...: bench/kafka.sh for the run's sizes and duration; with
+# --e2e-rates naming L, end-to-end latency at that rate instead.
+kafka() {
+	local label="" rate="" a
+	for a in "$@"; do
+		[[ "$label" == next ]] && label=$a
+		[[ "$a" == --label ]] && label=next
+	done
+	if [[ -n "${E2E_RATES:-}" ]]; then
+		rate="$(tr ',' '\n' <<<"$E2E_RATES" | sed -n "s/^$label=//p")"
+		[[ -n "$rate" ]] || { log "no --e2e-rates entry for $label; skipped"; return 0; }
+		bash "$BENCH_DIR/kafka.sh" --sizes "${KAFKA_SIZES:-$SIZES}" --duration "$DURATION" --e2e-rate "$rate" "$@"
+		return
+	fi
+	bash "$BENCH_DIR/kafka.sh" --sizes "${KAFKA_SIZES:-$SIZES}" --duration "$DURATION" "$@"
+}
 
+# run_kfake starts a fresh kfake for each record size: it keeps every
+# record in memory, and one instance for all sizes ran out of it.
 run_kfake() {
-	local port addr pid
-	port="$(free_port)"
-	start_bg "$RESULTS_DIR/kfake-rep$BENCH_REP.log" "$BIN/kfake" -port "$port"
-	pid=$BG_PID
-	wait_port "$port" 30 || { stop_bg "$pid"; die "kfake did not start"; }
-	addr="127.0.0.1:$port"
-	kafka --brokers "$addr" --label kfake
-	stop_bg "$pid"
+	local port addr pid size rc=0
+	for size in $(size_list "$SIZES"); do
+		port="$(free_port)"
+		start_bg "$RESULTS_DIR/kfake-rep$BENCH_REP-$size.log" "$BIN/kfake" -port "$port"
+		pid=$BG_PID
+		wait_port "$port" 30 || { stop_bg "$pid"; die "kfake did not start"; }
+		addr="127.0.0.1:$port"
+		KAFKA_SIZES=$size kafka --brokers "$addr" --label kfake || rc=$?
+		stop_bg "$pid"
+	done
+	return "$rc"
 }
 
 run_cometbft() {
