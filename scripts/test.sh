@@ -17,12 +17,12 @@ go vet ./...
 
 echo "== go test"
 # The race detector roughly doubles run time; it covers the packages where
-# goroutines meet (front-end, broker, storage readers, consensus adapters).
+# goroutines meet (front-end, broker, storage readers, consensus adapters, data plane).
 # The cluster fault tests start real broker processes and time elections;
 # they run alone, after the rest, so CI's two cores are not shared with the
 # in-process consensus tests.
 go test -count=1 -timeout 20m $(go list ./... | grep -v /test/cluster)
-go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/storage/... ./internal/consensus/...
+go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/storage/... ./internal/consensus/... ./internal/dataplane/...
 
 if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
 	echo "== fuzz ($STELE_TEST_FUZZ each)"
