@@ -230,23 +230,29 @@ func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		p.opts.Logger.Error("local copy of a batch unreadable; fetching it from a signer", "batch", fmt.Sprintf("%x", c.Digest[:8]), "err", err)
 	}
-	var signers []Peer
+	// Signers first (one of them is honest and stored it), then every
+	// other peer: most received the batch's push too, and a signer may be
+	// down or lying. The digest check makes any copy as good as another.
+	signed := map[[20]byte]bool{}
 	for _, s := range c.Sigs {
-		for _, peer := range p.opts.Peers {
-			if peer.Validator == s.Validator {
-				signers = append(signers, peer)
-			}
+		signed[s.Validator] = true
+	}
+	var signers, others []Peer
+	for _, peer := range p.opts.Peers {
+		if signed[peer.Validator] {
+			signers = append(signers, peer)
+		} else {
+			others = append(others, peer)
 		}
 	}
-	if len(signers) == 0 {
-		// Every signer is this broker, yet the store lost the batch.
+	if len(signers)+len(others) == 0 {
+		// A single node signed alone, yet its store lost the batch.
 		return nil, fmt.Errorf("stele/dataplane: batch %x was signed only by this broker and is gone", c.Digest[:8])
 	}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		first := rand.IntN(len(signers))
-		for i := range signers {
-			peer := signers[(first+i)%len(signers)]
+		order := append(shuffled(signers), shuffled(others)...)
+		for _, peer := range order {
 			b, err := p.fetch(peer, c)
 			if err == nil {
 				p.opts.Metrics.fetched.Inc()
@@ -267,6 +273,13 @@ func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// shuffled returns peers in a random order, spreading fetches.
+func shuffled(peers []Peer) []Peer {
+	out := append([]Peer(nil), peers...)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 // Prune drops the stored batches that no certificate can still need: those

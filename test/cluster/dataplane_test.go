@@ -38,20 +38,34 @@ func TestByzantineDataPlane(t *testing.T) {
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
 	w.waitAcked(c, 30*time.Second, 200, "4 brokers")
+	// With the victim down and one broker Byzantine the cluster has two
+	// faults, more than f = 1: progress meanwhile is not promised (a
+	// batch certified by the victim and the liar alone, whose push to the
+	// others the kill cut short, cannot be applied until the victim is
+	// back). So the downtime is bounded by time, not by progress.
+	before := w.ackedCount()
 	c.kill9(victim)
-	w.waitAcked(c, 45*time.Second, 800, fmt.Sprintf("node%d killed", victim))
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && w.ackedCount() < before+500 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	during := w.ackedCount() - before
+	t.Logf("%s %d records acknowledged while node%d was down", clock(), during, victim)
 	c.restart(victim)
 	c.waitCaughtUp(60*time.Second, victim, others...)
-	w.waitAcked(c, 30*time.Second, 300, fmt.Sprintf("node%d back", victim))
+	w.waitAcked(c, 45*time.Second, 300, fmt.Sprintf("node%d back", victim))
 
 	fetched, err := c.metric(victim, "stele_dataplane_fetched_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fetched == 0 {
-		t.Errorf("node%d fetched no batch after its restart: the test did not exercise fetching", victim)
+	// Records acknowledged while the victim was down were certified
+	// without it (but for the few in flight at the kill), so it can only
+	// have applied them by fetching.
+	if during >= 50 && fetched == 0 {
+		t.Errorf("%d records were acknowledged while node%d was down, yet it fetched no batch after its restart", during, victim)
 	}
-	t.Logf("node%d fetched %v batches from signers", victim, fetched)
+	t.Logf("node%d fetched %v batches after its restart", victim, fetched)
 
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
