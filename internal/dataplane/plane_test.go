@@ -259,3 +259,37 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 		t.Errorf("%d batches stored, want only the good one", st.Batches)
 	}
 }
+
+// TestBatchFetchesFromNonSigners: when no signer can serve a batch (one is
+// down, one lies), a broker that was pushed it without signing serves it.
+func TestBatchFetchesFromNonSigners(t *testing.T) {
+	nodes := cluster(t, 4)
+	p := payload(t, 9)
+	// Node 2 holds the batch but did not sign it; nodes 0 and 1 signed.
+	if _, err := nodes[2].store.Put(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := fsm.Certificate{Digest: sha256.Sum256(p), Size: uint32(len(p))}
+	c.Sigs = []fsm.CertSig{nodes[0].plane.sign(c), nodes[1].plane.sign(c)}
+	var corrupt http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := append([]byte(nil), p...)
+		b[3] ^= 1
+		w.Write(b)
+	})
+	nodes[0].srv.Close()
+	nodes[1].wrap.Store(&corrupt)
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { b, err := nodes[3].plane.Batch(c); done <- result{b, err} }()
+	select {
+	case r := <-done:
+		if r.err != nil || !bytes.Equal(r.b, p) {
+			t.Fatalf("Batch: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Batch did not get the batch from the broker that holds it without signing")
+	}
+}
