@@ -56,7 +56,7 @@ func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("batch height %d is too far from this broker's height %d", height, own), http.StatusConflict)
 		return
 	}
-	payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(p.opts.MaxBatchBytes)))
+	payload, err := readBody(http.MaxBytesReader(w, r.Body, int64(p.opts.MaxBatchBytes)), r.ContentLength, p.opts.MaxBatchBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -177,7 +177,7 @@ func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("stele/dataplane: %s answered %s", peer.URL, resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.Size)+1))
+	b, err := readBody(io.LimitReader(resp.Body, int64(c.Size)+1), int64(c.Size), int(c.Size)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +185,30 @@ func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
 		return nil, fmt.Errorf("stele/dataplane: %s served %d bytes that do not match the digest", peer.URL, len(b))
 	}
 	return b, nil
+}
+
+// readBody reads r to its end into a buffer of the announced length (when
+// it is at most limit), so that a batch of several MiB is not copied and
+// zeroed again each time io.ReadAll's buffer grows.
+func readBody(r io.Reader, announced int64, limit int) ([]byte, error) {
+	if announced < 0 || announced > int64(limit) {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, announced)
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case errors.Is(err, io.EOF): // nothing at all
+		return buf[:n], nil
+	case err != nil: // shorter than announced, or a read error
+		return nil, err
+	}
+	// Anything beyond the announced length is read too, so that limits
+	// and digests see the whole body.
+	rest, err := io.ReadAll(r)
+	if len(rest) > 0 {
+		buf = append(buf, rest...)
+	}
+	return buf, err
 }
 
 // addressOf is CometBFT's validator address of an ed25519 key: the first
