@@ -324,12 +324,14 @@ func (r *resources) clientCreator(cc proxy.ClientCreator) proxy.ClientCreator {
 func (r *resources) dbProvider(p cmtcfg.DBProvider) cmtcfg.DBProvider {
 	return func(ctx *cmtcfg.DBContext) (dbm.DB, error) {
 		db, err := p(ctx)
-		if err == nil {
-			r.mu.Lock()
-			r.dbs = append(r.dbs, db)
-			r.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return db, err
+		w := &stoppedDB{DB: db}
+		r.mu.Lock()
+		r.dbs = append(r.dbs, w)
+		r.mu.Unlock()
+		return w, nil
 	}
 }
 
