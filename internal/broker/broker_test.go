@@ -93,7 +93,18 @@ func TestConcurrentProducers(t *testing.T) {
 	if len(blocks) >= callers*each {
 		t.Logf("no coalescing happened: %d blocks for %d produces", len(blocks), callers*each)
 	}
-	replica, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	got := replayHash(t, blocks, fsm.Options{})
+	if _, want := f.Info(); !bytes.Equal(got, want) {
+		t.Fatalf("replica app hash %x, broker %x", got, want)
+	}
+}
+
+// replayHash applies blocks to a fresh state machine opened with opts (in
+// a new directory) and returns its app hash.
+func replayHash(t testing.TB, blocks []consensus.Block, opts fsm.Options) []byte {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	replica, err := fsm.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +117,8 @@ func TestConcurrentProducers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, want := f.Info()
-	if _, got := replica.Info(); !bytes.Equal(got, want) {
-		t.Fatalf("replica app hash %x, broker %x", got, want)
-	}
+	_, hash := replica.Info()
+	return hash
 }
 
 // TestBadCommandAnsweredAlone: a corrupt batch is refused before ordering,

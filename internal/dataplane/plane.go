@@ -186,19 +186,19 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 		p.sem.release(int64(len(payload)))
 		close(all)
 	}()
+	add := func(s fsm.CertSig) {
+		v, _ := p.opts.Validators.Lookup(s.Validator) // push checked it is one
+		c.Sigs = append(c.Sigs, s)
+		power += v.Power
+	}
 	for !p.opts.Validators.Enough(power) {
 		select {
 		case s := <-sigs:
-			v, _ := p.opts.Validators.Lookup(s.Validator)
-			c.Sigs = append(c.Sigs, s)
-			power += v.Power
+			add(s)
 		case <-all:
 			// Every push ended; take the signatures that arrived last.
 			for len(sigs) > 0 {
-				s := <-sigs
-				v, _ := p.opts.Validators.Lookup(s.Validator)
-				c.Sigs = append(c.Sigs, s)
-				power += v.Power
+				add(<-sigs)
 			}
 			if !p.opts.Validators.Enough(power) {
 				return fsm.Certificate{}, fmt.Errorf("%w: %d of %d validators signed", ErrNotCertified, len(c.Sigs), len(p.opts.Peers)+1)

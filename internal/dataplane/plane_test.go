@@ -293,3 +293,32 @@ func TestBatchFetchesFromNonSigners(t *testing.T) {
 		t.Fatal("Batch did not get the batch from the broker that holds it without signing")
 	}
 }
+
+// TestPruneKeepsWhatACertificateMayName: a batch stays while a certificate
+// made at its height may still be applied (CertWindow) or a lagging peer
+// may still fetch it (RetainHeights), and goes after.
+func TestPruneKeepsWhatACertificateMayName(t *testing.T) {
+	nd := cluster(t, 1)[0]
+	store, err := OpenStore(t.TempDir(), StoreOptions{SegmentBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nd.plane.opts.Store, nd.plane.opts.RetainHeights = store, 10
+	old := payload(t, 1)
+	d, err := store.Put(old, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(payload(t, 2), 3000); err != nil { // rolls: the old segment is not active
+		t.Fatal(err)
+	}
+	nd.plane.Prune(5 + fsm.CertWindow + 10)
+	if !store.Has(d) {
+		t.Fatal("pruned a batch a lagging peer may still fetch")
+	}
+	nd.plane.Prune(5 + fsm.CertWindow + 11)
+	if store.Has(d) {
+		t.Fatal("kept a batch no certificate can name any more")
+	}
+}

@@ -41,6 +41,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/storage"
 )
 
 // Sentinel errors of the batch store.
@@ -236,7 +238,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 			return fail(err)
 		}
 		s.mu.segs = append(s.mu.segs, seg)
-		if err := syncStoreDir(dir); err != nil {
+		if err := storage.SyncDir(dir); err != nil {
 			return fail(err)
 		}
 	}
@@ -362,7 +364,7 @@ func (s *Store) Prune(belowHeight int64) (removedSegments int, err error) {
 		}
 		seg.unref() // readers still holding it finish on the open file
 	}
-	if err := syncStoreDir(s.dir); err != nil {
+	if err := storage.SyncDir(s.dir); err != nil {
 		errs = append(errs, err)
 	}
 	return len(drop), errors.Join(errs...)
@@ -481,7 +483,7 @@ func (s *Store) rollLocked() (*storeSegment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncStoreDir(s.dir); err != nil {
+	if err := storage.SyncDir(s.dir); err != nil {
 		seg.unref()
 		return nil, s.failLocked(err)
 	}
@@ -709,20 +711,4 @@ func (seg *storeSegment) unref() {
 	if seg.refs.Add(-1) == 0 {
 		_ = seg.f.Close()
 	}
-}
-
-// syncStoreDir fsyncs dir, making file creations and removals in it durable.
-func syncStoreDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("stele/dataplane: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("stele/dataplane: fsync %s: %w", dir, err)
-	}
-	return nil
 }

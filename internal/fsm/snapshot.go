@@ -231,7 +231,7 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 	if err := writeJSON(filepath.Join(dir, manifestFile), s.m); err != nil {
 		return nil, err
 	}
-	return s, syncDir(dir)
+	return s, storage.SyncDir(dir)
 }
 
 // writeMetaKV writes every key of the store checkpoint in ckpt to path as
@@ -291,22 +291,6 @@ func readJSON(path string, v any) error {
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrSnapshotDamaged, path, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory, making renames and creations in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("stele/fsm: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("stele/fsm: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -286,7 +286,7 @@ func (f *FSM) swapIn(staged string) error {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
 	}
-	if err := syncDir(f.opts.Dir); err != nil {
+	if err := storage.SyncDir(f.opts.Dir); err != nil {
 		return err
 	}
 	store, err := storage.OpenStore(filepath.Join(f.opts.Dir, "meta"))

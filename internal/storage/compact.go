@@ -477,7 +477,7 @@ func (l *Log) swapIn(s *segment, size int64, ix indexer) error {
 		}
 		var err error
 		if st.from == "" {
-			err = syncDir(l.dir)
+			err = SyncDir(l.dir)
 		} else if err = os.Rename(st.from, st.to); err != nil {
 			err = fmt.Errorf("stele/storage: compaction swap: %w", err)
 		}

@@ -78,7 +78,7 @@ func tidyDir(dir string) (bases []int64, changed bool, err error) {
 func finishSwap(dir, path string, present map[string]bool) error {
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix, "", logSuffix} {
 		if suffix == "" {
-			if err := syncDir(dir); err != nil {
+			if err := SyncDir(dir); err != nil {
 				return err
 			}
 			continue

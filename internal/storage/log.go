@@ -334,7 +334,7 @@ func (l *Log) syncLocked() error {
 		}
 	}
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return err
 		}
 		l.dirDirty = false
@@ -378,9 +378,9 @@ func (l *Log) closeLocked() {
 	}
 }
 
-// syncDir fsyncs a directory, making file creations, renames and removals
+// SyncDir fsyncs a directory, making file creations, renames and removals
 // in it durable.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("stele/storage: %w", err)

@@ -120,7 +120,7 @@ func (l *Log) DeleteSegmentsBefore(offset int64) (int64, error) {
 			s.unref()
 			return segs[0].base, err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			s.unref()
 			return segs[0].base, err
 		}
