@@ -12,11 +12,8 @@ import (
 // (`go build -tags stelebyzantine`), whose misbehaviour is switched on per
 // process by the environment variable STELE_BYZANTINE. DESIGN.md §4: with
 // n = 3f+1 = 4 brokers, one arbitrary broker must neither halt nor fool the
-// other three.
-//
-// Not covered: equivocation (a copied validator key signing two blocks at
-// one height, whose evidence the chain must commit). Issue 3 lists it; this
-// suite does not run it yet.
+// other three. Equivocation, a copied validator key, is in
+// equivocation_test.go.
 
 // TestByzantineMalformedProposer: one of four brokers proposes an
 // undecodable transaction in every block it proposes

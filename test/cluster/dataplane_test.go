@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -81,18 +80,24 @@ func TestByzantineDataPlane(t *testing.T) {
 
 // metric reads one unlabelled counter or gauge from node i's /metrics.
 func (c *cluster) metric(i int, name string) (float64, error) {
-	resp, err := http.Get("http://" + c.nodes[i].http + "/metrics")
+	body, err := c.metricsText(i)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
 	if m == nil {
 		return 0, fmt.Errorf("node%d's /metrics has no %s", i, name)
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	return strconv.ParseFloat(m[1], 64)
+}
+
+// metricsText returns node i's /metrics page.
+func (c *cluster) metricsText(i int) (string, error) {
+	resp, err := c.httpc.Get("http://" + c.nodes[i].http + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }

@@ -76,6 +76,9 @@ type node struct {
 	// each start, so a test may change them between runs.
 	bin string
 	env []string
+	// args are extra `stele serve` flags for this node alone, after the
+	// cluster's (e.g. the listeners of a twin, see addTwin).
+	args []string
 }
 
 // process is one run of `stele serve`.
@@ -351,7 +354,7 @@ func (c *cluster) launch(i int) {
 	if n.bin != "" {
 		bin = n.bin
 	}
-	args := append([]string{"serve", "--data", n.dir}, c.serveArgs...)
+	args := append(append([]string{"serve", "--data", n.dir}, c.serveArgs...), n.args...)
 	fmt.Fprintf(f, "=== harness: start #%d of node%d at %s: %s %s %s\n", n.starts, i,
 		time.Now().Format(time.RFC3339Nano), strings.Join(n.env, " "), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)

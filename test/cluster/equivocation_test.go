@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cometbft/cometbft/p2p"
+)
+
+// TestByzantineEquivocation: a second process runs with a copy of one
+// broker's validator key (its "twin": the same key, its own node key, ports
+// and data) and proposes empty blocks (test-only build,
+// STELE_BYZANTINE=empty-proposals). Whenever that key's turn to propose
+// comes, its two holders propose different blocks for one height and round
+// and each prevotes its own: the key signs two conflicting votes. The
+// honest brokers must keep committing and acknowledging under continuous
+// produce and consume, CometBFT must commit the duplicate-vote evidence —
+// every broker logs it, naming the copied key's validator and no other, and
+// counts it in stele_evidence_committed_total — and all brokers, the twin
+// included, must end at one app hash with byte-identical logs holding every
+// acknowledged record. (Fault test 4, equivocation; docs/cluster.md.)
+func TestByzantineEquivocation(t *testing.T) {
+	const topic, parts = "equivocation", 3
+	byz := byzantineBin(t)
+	c := newCluster(t, clusterOptions{})
+	vals := c.validatorAddrs()
+	brokers := c.all()
+	owner := c.rng.IntN(len(brokers))
+	twin := c.addTwin(owner)
+	c.nodes[twin].bin, c.nodes[twin].env = byz, []string{"STELE_BYZANTINE=empty-proposals"}
+	t.Logf("node%d (a second process holding node%d's validator key %s) proposes empty blocks",
+		twin, owner, vals[owner])
+
+	for _, i := range brokers {
+		c.start(i)
+	}
+	w := startWorkload(t, c.kafkaAddrs(brokers...), workloadOptions{
+		topic: topic, partitions: parts, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
+	})
+	w.waitAcked(c, 45*time.Second, 300, "4 brokers, before the twin starts")
+	c.start(twin)
+
+	const logged = "evidence of validator misbehavior committed"
+	c.eventually(90*time.Second, "every broker logs committed duplicate-vote evidence", func() error {
+		if err := c.exited(twin); err != nil {
+			return giveUp(err)
+		}
+		for _, i := range brokers {
+			if len(c.logLines(i, logged)) == 0 {
+				return fmt.Errorf("node%d has logged no evidence yet (heights %v)", i, c.maxHeight(brokers...))
+			}
+		}
+		return nil
+	})
+	w.waitAcked(c, 45*time.Second, 300, "after the evidence was committed, the twin still running")
+	w.stopProducing(60 * time.Second)
+	w.stopConsuming()
+	t.Log(w.summary())
+	everyone := append(brokers, twin)
+
+	evidenceRE := regexp.MustCompile(`kind=(\S+) validator=([0-9A-F]+) at_height=(\d+) height=(\d+)`)
+	for _, i := range brokers {
+		lines := c.logLines(i, logged)
+		for _, line := range lines {
+			m := evidenceRE.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("node%d: cannot read the evidence line %q", i, line)
+			}
+			if m[1] != "duplicate-vote" || m[2] != vals[owner] {
+				t.Errorf("node%d committed evidence of %s by %s; only duplicate votes by %s (node%d's key) were made: %s",
+					i, m[1], m[2], vals[owner], owner, line)
+			}
+		}
+		n, err := c.metricLabelled(i, "stele_evidence_committed_total", `kind="duplicate-vote"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(n) != len(lines) {
+			t.Errorf("node%d: stele_evidence_committed_total{kind=\"duplicate-vote\"} is %v, its log has %d evidence lines", i, n, len(lines))
+		}
+		t.Logf("node%d: %d pieces of evidence committed, the first: %s", i, len(lines), lines[0])
+	}
+	c.checkAppHashes(30*time.Second, everyone...)
+	w.checkBrokers(c, everyone...)
+	c.stopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers and the twin", c.compareLogs(everyone...))
+	for _, i := range everyone {
+		w.checkDisk(c, i)
+	}
+}
+
+// addTwin adds a node that holds a copy of node i's data directory as `stele
+// cluster init` wrote it — genesis, validator key, peers — with a node key,
+// listeners and (empty) data of its own, so that a second process signs
+// with node i's validator key. Call it before node i first starts. It
+// returns the twin's index; the twin is not among the genesis brokers, so
+// c.validatorAddrs must be read before.
+func (c *cluster) addTwin(i int) int {
+	t := c.t
+	t.Helper()
+	orig := c.nodes[i]
+	if orig.starts > 0 {
+		t.Fatalf("addTwin(%d): node%d has run; its twin must copy the data directory as init wrote it", i, i)
+	}
+	idx := len(c.nodes)
+	dir := filepath.Join(c.dir, "cluster", fmt.Sprintf("node%d-twin", i))
+	if err := copyTree(orig.dir, dir); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "cometbft", "config", "node_key.json")
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	key, err := p2p.LoadOrGenNodeKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{idx: idx, nodeID: orig.nodeID, dir: dir, p2pID: string(key.ID()),
+		logPath: filepath.Join(c.dir, fmt.Sprintf("node%d.stderr", idx))}
+	var rpc string
+	for _, addr := range []*string{&n.kafka, &n.http, &n.p2p, &rpc} {
+		*addr = freeLoopbackAddr(t)
+	}
+	n.args = []string{"--kafka", n.kafka, "--http", n.http, "--p2p", n.p2p, "--rpc", rpc}
+	c.nodes = append(c.nodes, n)
+	return idx
+}
+
+// freeLoopbackAddr returns a 127.0.0.1 address whose port was free a moment
+// ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// copyTree copies the regular files and directories under src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("copyTree: %s is not a regular file", path)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		info, err := in.Stat()
+		if err != nil {
+			return err
+		}
+		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_EXCL, info.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}
+
+// metricLabelled reads one sample of a labelled counter or gauge from node
+// i's /metrics; labels is the text between the braces, e.g. `kind="x"`.
+// A metric with no sample for those labels yet reads as 0.
+func (c *cluster) metricLabelled(i int, name, labels string) (float64, error) {
+	body, err := c.metricsText(i)
+	if err != nil {
+		return 0, err
+	}
+	prefix := name + "{" + labels + "} "
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			var f float64
+			_, err := fmt.Sscanf(v, "%g", &f)
+			return f, err
+		}
+	}
+	return 0, nil
+}
