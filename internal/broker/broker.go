@@ -168,6 +168,9 @@ func (b *Broker) Close() {
 // View returns the committed topics.
 func (b *Broker) View() *fsm.View { return b.fsm.View() }
 
+// Groups returns the committed consumer groups.
+func (b *Broker) Groups() *fsm.GroupsView { return b.fsm.Groups() }
+
 // Height returns the last committed height.
 func (b *Broker) Height() int64 { h, _ := b.fsm.Info(); return h }
 

@@ -32,6 +32,20 @@ func (k Kind) String() string {
 		return "Produce"
 	case KindDeleteRecords:
 		return "DeleteRecords"
+	case KindJoinGroup:
+		return "JoinGroup"
+	case KindSyncGroup:
+		return "SyncGroup"
+	case KindHeartbeat:
+		return "Heartbeat"
+	case KindLeaveGroup:
+		return "LeaveGroup"
+	case KindOffsetCommit:
+		return "OffsetCommit"
+	case KindDeleteGroup:
+		return "DeleteGroup"
+	case KindOffsetDelete:
+		return "OffsetDelete"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -188,6 +202,9 @@ func decodeCommand(k Kind, r *reader) Command {
 		return Produce{Topic: r.str(), Partition: r.i32(), Records: r.bytes()}
 	case KindDeleteRecords:
 		return DeleteRecords{Topic: r.str(), Partition: r.i32(), Offset: r.i64()}
+	}
+	if c, ok := decodeGroupCommand(k, r); ok {
+		return c
 	}
 	r.fail("unknown command kind %d", k)
 	return nil

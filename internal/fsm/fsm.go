@@ -56,12 +56,19 @@ type Options struct {
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches BatchSource
-	Logger  *slog.Logger
+	// OffsetsRetentionMs is offsets.retention.minutes in milliseconds: how
+	// long the committed offsets of a group without members are kept.
+	// Default 7 days, as Kafka's.
+	OffsetsRetentionMs int64
+	Logger             *slog.Logger
 }
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {
 		o.HousekeepingIntervalMs = 30_000
+	}
+	if o.OffsetsRetentionMs <= 0 {
+		o.OffsetsRetentionMs = 7 * 24 * 60 * 60 * 1000
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -92,9 +99,14 @@ type FSM struct {
 	certsAdded     []Digest
 	certsDropped   []certEntry
 	verified       verifiedCerts // safe for concurrent use
+	groups         map[string]*Group
+	dirtyGroups    map[string]bool
+	dirtyOffsets   map[offsetRef]bool
+	groupsDue      int64 // block time at which some group timer may fire
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
+	groupView atomic.Pointer[GroupsView]
 	committed struct {
 		sync.Mutex
 		height    int64
@@ -116,13 +128,16 @@ func Open(opts Options) (*FSM, error) {
 		return nil, err
 	}
 	f := &FSM{
-		opts:        opts,
-		store:       store,
-		topics:      map[string]*Topic{},
-		byID:        map[TopicID]*Topic{},
-		dirtyTopics: map[string]bool{},
-		dirtyParts:  map[*Partition]bool{},
-		certs:       map[Digest]int64{},
+		opts:         opts,
+		store:        store,
+		topics:       map[string]*Topic{},
+		byID:         map[TopicID]*Topic{},
+		dirtyTopics:  map[string]bool{},
+		dirtyParts:   map[*Partition]bool{},
+		certs:        map[Digest]int64{},
+		groups:       map[string]*Group{},
+		dirtyGroups:  map[string]bool{},
+		dirtyOffsets: map[offsetRef]bool{},
 	}
 	if err := f.load(); err != nil {
 		f.closeLogs()
@@ -272,7 +287,8 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		h.Write(resHash[:])
 	}
 	f.forgetCertificates()
-	changes := f.housekeep()
+	changes := f.groupTimers()
+	changes = append(changes, f.housekeep()...)
 	for _, c := range changes {
 		h.Write([]byte(c))
 	}
@@ -303,6 +319,20 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return f.produce(c)
 	case DeleteRecords:
 		return f.deleteRecords(c)
+	case JoinGroup:
+		return f.joinGroup(c, txIndex, cmdIndex)
+	case SyncGroup:
+		return f.syncGroup(c)
+	case Heartbeat:
+		return f.heartbeat(c)
+	case LeaveGroup:
+		return f.leaveGroup(c)
+	case OffsetCommit:
+		return f.offsetCommit(c)
+	case DeleteGroup:
+		return f.deleteGroup(c)
+	case OffsetDelete:
+		return f.offsetDelete(c)
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }
@@ -325,6 +355,8 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	f.publish(f.metaChanged)
 	f.afterCommit()
 	f.metaChanged = false
+	clear(f.dirtyGroups)
+	clear(f.dirtyOffsets)
 	clear(f.dirtyTopics)
 	clear(f.dirtyParts)
 	f.deleted = f.deleted[:0]
@@ -369,6 +401,7 @@ func (f *FSM) publish(metaChanged bool) {
 	if metaChanged || f.view.Load() == nil {
 		f.view.Store(buildView(f.height, f.topics))
 	}
+	f.publishGroups()
 	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height

@@ -16,6 +16,7 @@ func (f *FSM) housekeep() (changes []string) {
 		return nil
 	}
 	f.lastHousekeep = f.blockTime
+	changes = f.expireOffsets()
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		for _, p := range t.Partitions {

@@ -14,6 +14,7 @@ import (
 //	t/<topic>                         a topic: ID, replication factor, partitions, configs
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed
+//	g/... and o/...                   consumer groups and committed offsets (group_state.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -76,6 +77,7 @@ func (f *FSM) persist() error {
 		w.i64(p.compactedAt)
 		b.Set(partitionKey(p.Topic, p.Index), w.b)
 	}
+	f.persistGroups(b)
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
 	}
@@ -165,6 +167,9 @@ func (f *FSM) load() error {
 		if err := f.loadPartitions(f.topics[name]); err != nil {
 			return err
 		}
+	}
+	if err := f.loadGroups(); err != nil {
+		return err
 	}
 	return f.removeStrayLogs()
 }

@@ -15,6 +15,8 @@ type Result struct {
 	TopicID TopicID
 	// DeleteRecords: the new log start offset.
 	LowWatermark int64
+	// Group commands: the member and generation (see GroupResult).
+	Group *GroupResult
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -53,6 +55,9 @@ func encodeResults(rs []Result) []byte {
 		w.i64(r.LogStartOffset)
 		w.raw(r.TopicID[:])
 		w.i64(r.LowWatermark)
+		if r.Group != nil { // absent for every other command: their encoding is unchanged
+			r.Group.encode(w)
+		}
 	}
 	return w.b
 }

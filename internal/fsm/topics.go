@@ -41,6 +41,9 @@ func ValidTopicName(name string) error {
 // CheckCommand validates a command on its own, without the state: what
 // every broker would refuse to order. Apply checks it again.
 func CheckCommand(c Command) Result {
+	if r := checkGroupCommand(c); r.Code != 0 {
+		return r
+	}
 	switch c := c.(type) {
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {
@@ -284,6 +287,7 @@ func (f *FSM) deleteTopic(c DeleteTopic) Result {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
+	f.dropTopicOffsets(t.Name)
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true
 	return Result{TopicID: t.ID}
@@ -383,7 +387,7 @@ func editList(cur, change string, add bool) string {
 	return strings.Join(items, ",")
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

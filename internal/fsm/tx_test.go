@@ -14,6 +14,16 @@ func sampleCommands() []Command {
 		AlterConfigs{Topic: "a", Incremental: true, Changes: []ConfigChange{{OpSet, "retention.ms", "5"}, {OpDelete, "segment.ms", ""}}},
 		Produce{Topic: "a", Partition: 2, Records: []byte{1, 2, 3}},
 		DeleteRecords{Topic: "a", Partition: 1, Offset: -1},
+		JoinGroup{Group: "g", MemberID: "m", InstanceID: "i", ClientID: "c", ClientHost: "/h", ProtocolType: "consumer",
+			Protocols:        []GroupProtocol{{Name: "range", Metadata: []byte{1}}, {Name: "sticky", Metadata: []byte{2, 3}}},
+			SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000, RequireKnownMember: true},
+		SyncGroup{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4, ProtocolType: "consumer", Protocol: "range",
+			Assignments: []MemberAssignment{{MemberID: "m", Assignment: []byte{9}}}},
+		Heartbeat{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4},
+		LeaveGroup{Group: "g", InstanceID: "i"},
+		OffsetCommit{Group: "g", MemberID: "m", Generation: 4, Topic: "a", Partition: 1, Offset: 17, LeaderEpoch: 2, Metadata: "md"},
+		DeleteGroup{Group: "g"},
+		OffsetDelete{Group: "g", Topic: "a", Partition: 1},
 	}
 }
 

@@ -30,12 +30,25 @@ func startTestBroker(t testing.TB, tweak func(*Options)) *testBroker {
 // every block.
 func startTestBrokerSigned(t testing.TB, signers [][]byte, tweak func(*Options)) *testBroker {
 	t.Helper()
+	return startTestBrokerOrdered(t, local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond, Signers: signers}, tweak)
+}
+
+// startTestBrokerClocked is startTestBroker with a block every interval
+// whose block time advances by interval, so that block time keeps pace with
+// the wall clock (group session and rebalance timeouts run on it).
+func startTestBrokerClocked(t testing.TB, interval time.Duration) *testBroker {
+	t.Helper()
+	return startTestBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: interval, Interval: interval}, nil)
+}
+
+func startTestBrokerOrdered(t testing.TB, lo local.Options, tweak func(*Options)) *testBroker {
+	t.Helper()
 	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := broker.New(f, broker.Options{})
-	o := local.New(b.App(), local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond, Signers: signers})
+	o := local.New(b.App(), lo)
 	if err := o.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,317 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The group commands (KindJoinGroup ... KindOffsetDelete) carry Kafka's
+// classic consumer group protocol: membership, generations, assignments
+// and committed offsets live in the replicated state, so every broker
+// agrees on them and on when a member's session expired (block time).
+
+// The group command kinds; values are part of the on-chain format.
+const (
+	KindJoinGroup    Kind = 7
+	KindSyncGroup    Kind = 8
+	KindHeartbeat    Kind = 9
+	KindLeaveGroup   Kind = 10
+	KindOffsetCommit Kind = 11
+	KindDeleteGroup  Kind = 12
+	KindOffsetDelete Kind = 13
+)
+
+// Group limits. The session timeout bounds are Kafka's defaults for
+// group.min.session.timeout.ms and group.max.session.timeout.ms; the
+// metadata limit is offset.metadata.max.bytes.
+const (
+	MinSessionTimeoutMs   = 6_000
+	MaxSessionTimeoutMs   = 1_800_000
+	MaxRebalanceTimeoutMs = 1 << 31 / 2 // about 12 days: bounds deadline arithmetic
+	MaxOffsetMetadata     = 4096
+	// MaxGroupIDLen and MaxMemberIDLen bound names kept in the state.
+	MaxGroupIDLen  = 1024
+	MaxMemberIDLen = 1024
+	// MaxProtocolMetadata bounds the protocol metadata one member brings to
+	// a join (its subscription), and MaxAssignment one member's assignment.
+	MaxProtocolMetadata = 1 << 20
+	MaxAssignment       = 1 << 20
+)
+
+// GroupProtocol is one protocol (assignor) a member supports, with its
+// metadata (for consumers, the subscription).
+type GroupProtocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// JoinGroup joins or rejoins a member. MemberID is empty for a new member;
+// with RequireKnownMember (JoinGroup v4+, KIP-394) a new member gets its id
+// in a MEMBER_ID_REQUIRED result and must join again with it.
+type JoinGroup struct {
+	Group              string
+	MemberID           string
+	InstanceID         string // group.instance.id (KIP-345); empty: dynamic member
+	ClientID           string
+	ClientHost         string
+	ProtocolType       string
+	Protocols          []GroupProtocol
+	SessionTimeoutMs   int32
+	RebalanceTimeoutMs int32
+	RequireKnownMember bool
+}
+
+// MemberAssignment is the assignment the leader gives one member.
+type MemberAssignment struct {
+	MemberID   string
+	Assignment []byte
+}
+
+// SyncGroup ends a member's part of a rebalance; the leader's carries
+// everyone's assignments.
+type SyncGroup struct {
+	Group        string
+	MemberID     string
+	InstanceID   string
+	Generation   int32
+	ProtocolType string // empty: not checked (SyncGroup < v5)
+	Protocol     string // empty: not checked
+	Assignments  []MemberAssignment
+}
+
+// Heartbeat keeps a member's session alive.
+type Heartbeat struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+}
+
+// LeaveGroup removes one member, by member id or (static members) by
+// instance id.
+type LeaveGroup struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+}
+
+// OffsetCommit commits one partition's offset for a group. Generation -1
+// with no member id is a commit from outside any generation (a simple
+// consumer, an admin tool), allowed while the group has no members.
+type OffsetCommit struct {
+	Group       string
+	MemberID    string
+	InstanceID  string
+	Generation  int32
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// DeleteGroup deletes an empty group and its committed offsets.
+type DeleteGroup struct {
+	Group string
+}
+
+// OffsetDelete deletes one partition's committed offset of a group.
+type OffsetDelete struct {
+	Group     string
+	Topic     string
+	Partition int32
+}
+
+func (JoinGroup) Kind() Kind    { return KindJoinGroup }
+func (SyncGroup) Kind() Kind    { return KindSyncGroup }
+func (Heartbeat) Kind() Kind    { return KindHeartbeat }
+func (LeaveGroup) Kind() Kind   { return KindLeaveGroup }
+func (OffsetCommit) Kind() Kind { return KindOffsetCommit }
+func (DeleteGroup) Kind() Kind  { return KindDeleteGroup }
+func (OffsetDelete) Kind() Kind { return KindOffsetDelete }
+
+func (c JoinGroup) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+	w.str(c.ClientID)
+	w.str(c.ClientHost)
+	w.str(c.ProtocolType)
+	w.count(len(c.Protocols))
+	for _, p := range c.Protocols {
+		w.str(p.Name)
+		w.bytes(p.Metadata)
+	}
+	w.i32(c.SessionTimeoutMs)
+	w.i32(c.RebalanceTimeoutMs)
+	w.bool(c.RequireKnownMember)
+}
+
+func (c SyncGroup) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+	w.i32(c.Generation)
+	w.str(c.ProtocolType)
+	w.str(c.Protocol)
+	w.count(len(c.Assignments))
+	for _, a := range c.Assignments {
+		w.str(a.MemberID)
+		w.bytes(a.Assignment)
+	}
+}
+
+func (c Heartbeat) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+	w.i32(c.Generation)
+}
+
+func (c LeaveGroup) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+}
+
+func (c OffsetCommit) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+	w.i32(c.Generation)
+	w.str(c.Topic)
+	w.i32(c.Partition)
+	w.i64(c.Offset)
+	w.i32(c.LeaderEpoch)
+	w.str(c.Metadata)
+}
+
+func (c DeleteGroup) encode(w *writer) { w.str(c.Group) }
+
+func (c OffsetDelete) encode(w *writer) {
+	w.str(c.Group)
+	w.str(c.Topic)
+	w.i32(c.Partition)
+}
+
+// decodeGroupCommand decodes the group command kinds; ok is false for any
+// other kind.
+func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
+	switch k {
+	case KindJoinGroup:
+		j := JoinGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), ClientID: r.str(),
+			ClientHost: r.str(), ProtocolType: r.str()}
+		for i, n := 0, r.count(2); i < n; i++ {
+			j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytes()})
+		}
+		j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.i32(), r.i32(), r.bool()
+		return j, true
+	case KindSyncGroup:
+		s := SyncGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
+			ProtocolType: r.str(), Protocol: r.str()}
+		for i, n := 0, r.count(2); i < n; i++ {
+			s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytes()})
+		}
+		return s, true
+	case KindHeartbeat:
+		return Heartbeat{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32()}, true
+	case KindLeaveGroup:
+		return LeaveGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str()}, true
+	case KindOffsetCommit:
+		return OffsetCommit{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
+			Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}, true
+	case KindDeleteGroup:
+		return DeleteGroup{Group: r.str()}, true
+	case KindOffsetDelete:
+		return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()}, true
+	}
+	return nil, false
+}
+
+// checkGroupCommand is CheckCommand for the group commands: what can be
+// refused from the command alone.
+func checkGroupCommand(c Command) Result {
+	switch c := c.(type) {
+	case JoinGroup:
+		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+			return r
+		}
+		if c.ProtocolType == "" || len(c.Protocols) == 0 {
+			return fail(kerr.InconsistentGroupProtocol.Code, "a member must name a protocol type and at least one protocol")
+		}
+		if c.SessionTimeoutMs < MinSessionTimeoutMs || c.SessionTimeoutMs > MaxSessionTimeoutMs {
+			return fail(kerr.InvalidSessionTimeout.Code, fmt.Sprintf("session timeout %d ms is outside [%d, %d]",
+				c.SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs))
+		}
+		if c.RebalanceTimeoutMs <= 0 || c.RebalanceTimeoutMs > MaxRebalanceTimeoutMs {
+			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("rebalance timeout %d ms is outside [1, %d]", c.RebalanceTimeoutMs, MaxRebalanceTimeoutMs))
+		}
+		size := 0
+		seen := map[string]bool{}
+		for _, p := range c.Protocols {
+			if seen[p.Name] {
+				return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("protocol %q named twice", p.Name))
+			}
+			seen[p.Name] = true
+			size += len(p.Name) + len(p.Metadata)
+		}
+		if size > MaxProtocolMetadata {
+			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("protocol metadata of %d bytes exceeds %d", size, MaxProtocolMetadata))
+		}
+	case SyncGroup:
+		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+			return r
+		}
+		for _, a := range c.Assignments {
+			if len(a.Assignment) > MaxAssignment {
+				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("assignment of %d bytes exceeds %d", len(a.Assignment), MaxAssignment))
+			}
+		}
+	case Heartbeat:
+		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
+	case LeaveGroup:
+		if c.MemberID == "" && c.InstanceID == "" {
+			return fail(kerr.UnknownMemberID.Code, "a leaving member must give its member id or instance id")
+		}
+		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
+	case OffsetCommit:
+		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+			return r
+		}
+		if len(c.Metadata) > MaxOffsetMetadata {
+			return fail(kerr.OffsetMetadataTooLarge.Code, fmt.Sprintf("offset metadata of %d bytes exceeds offset.metadata.max.bytes (%d)", len(c.Metadata), MaxOffsetMetadata))
+		}
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.UnknownTopicOrPartition.Code, err.Error())
+		}
+		if c.Offset < -1 {
+			return fail(kerr.InvalidCommitOffsetSize.Code, fmt.Sprintf("offset %d is negative", c.Offset))
+		}
+	case DeleteGroup:
+		return checkGroupIDs(c.Group, "", "")
+	case OffsetDelete:
+		if r := checkGroupIDs(c.Group, "", ""); r.Code != 0 {
+			return r
+		}
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.UnknownTopicOrPartition.Code, err.Error())
+		}
+	}
+	return Result{}
+}
+
+func checkGroupIDs(group, member, instance string) Result {
+	switch {
+	case group == "":
+		return fail(kerr.InvalidGroupID.Code, "the group id is empty")
+	case strings.IndexByte(group, 0) >= 0:
+		return fail(kerr.InvalidGroupID.Code, "the group id contains a NUL byte")
+	case len(group) > MaxGroupIDLen:
+		return fail(kerr.InvalidGroupID.Code, fmt.Sprintf("group id of %d bytes exceeds %d", len(group), MaxGroupIDLen))
+	case len(member) > MaxMemberIDLen || len(instance) > MaxMemberIDLen:
+		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member or instance id longer than %d bytes", MaxMemberIDLen))
+	}
+	return Result{}
+}

@@ -1,0 +1,165 @@
+package kafka
+
+// DescribeGroups v0-5, ListGroups v0-5, DeleteGroups v0-2, OffsetDelete v0.
+// Behavior:
+//   - DescribeGroups and ListGroups read the broker's committed groups. A
+//     group that does not exist is described as "Dead" with no error, as
+//     Kafka does; ListGroups filters by state (v4+, KIP-518) and type (v5+:
+//     every group here is "classic"). Groups that only hold committed
+//     offsets are listed with an empty protocol type.
+//   - DeleteGroups deletes empty groups and their offsets
+//     (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); OffsetDelete deletes
+//     offsets of an empty group, or of topics a consumer group's members do
+//     not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+// Not done: authorized operations are "not requested" (no ACLs yet).
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+func handleDescribeGroups(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.DescribeGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	groups := c.s.b.Groups()
+	loading := c.s.catchingUp()
+	for _, name := range r.Groups {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group = name
+		dg.AuthorizedOperations = -2147483648
+		g := groups.Group(name)
+		switch {
+		case name == "":
+			dg.ErrorCode = kerr.InvalidGroupID.Code
+		case loading:
+			dg.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		case g == nil:
+			dg.State = "Dead"
+		default:
+			dg.State, dg.ProtocolType = g.State.String(), g.ProtocolType
+			if g.State == fsm.GroupStable || g.State == fsm.GroupCompletingRebalance {
+				dg.Protocol = g.Protocol
+			}
+			for _, m := range g.Members {
+				dm := kmsg.NewDescribeGroupsResponseGroupMember()
+				dm.MemberID, dm.ClientID, dm.ClientHost = m.ID, m.ClientID, m.ClientHost
+				if m.InstanceID != "" {
+					inst := m.InstanceID
+					dm.InstanceID = &inst
+				}
+				if g.State == fsm.GroupStable {
+					// Kafka fills metadata and assignment only once the
+					// group is stable.
+					for _, p := range m.Protocols {
+						if p.Name == g.Protocol {
+							dm.ProtocolMetadata = p.Metadata
+						}
+					}
+					dm.MemberAssignment = m.Assignment
+				}
+				dg.Members = append(dg.Members, dm)
+			}
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return done(resp), nil
+}
+
+func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.ListGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+	if c.s.catchingUp() {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return done(resp), nil
+	}
+	for _, g := range c.s.b.Groups().Groups() {
+		state := g.State.String()
+		if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
+			continue
+		}
+		if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, func(s string) bool { return strings.EqualFold(s, "classic") }) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, g.ProtocolType, state, "classic"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return done(resp), nil
+}
+
+func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.DeleteGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	cmds := make([]fsm.Command, len(r.Groups))
+	for i, name := range r.Groups {
+		cmds[i] = fsm.DeleteGroup{Group: name}
+	}
+	if len(cmds) == 0 {
+		return done(resp), nil
+	}
+	call := c.startGroupCall(30*time.Second, cmds...)
+	return func() kmsg.Response {
+		defer call.cancel()
+		for i, o := range call.wait() {
+			dg := kmsg.NewDeleteGroupsResponseGroup()
+			dg.Group, dg.ErrorCode = r.Groups[i], o.Code
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp
+	}, nil
+}
+
+func handleOffsetDelete(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.OffsetDeleteRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	view := c.s.b.View()
+	type slot struct{ topic, part int }
+	var (
+		cmds  []fsm.Command
+		slots []slot
+	)
+	for ti, rt := range r.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for pi, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if view.Partition(rt.Topic, rp.Partition) == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				cmds = append(cmds, fsm.OffsetDelete{Group: r.Group, Topic: rt.Topic, Partition: rp.Partition})
+				slots = append(slots, slot{ti, pi})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(cmds) == 0 {
+		if r.Group == "" {
+			resp.ErrorCode = kerr.InvalidGroupID.Code
+		} else if c.s.b.Groups().Group(r.Group) == nil {
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+		}
+		return done(resp), nil
+	}
+	call := c.startGroupCall(30*time.Second, cmds...)
+	return func() kmsg.Response {
+		defer call.cancel()
+		for i, o := range call.wait() {
+			switch o.Code {
+			case kerr.GroupIDNotFound.Code, kerr.NonEmptyGroup.Code, kerr.InvalidGroupID.Code:
+				// Group-level problems are the response's, as in Kafka.
+				resp.ErrorCode = o.Code
+			default:
+				resp.Topics[slots[i].topic].Partitions[slots[i].part].ErrorCode = o.Code
+			}
+		}
+		return resp
+	}, nil
+}

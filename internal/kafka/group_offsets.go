@@ -1,0 +1,169 @@
+package kafka
+
+// OffsetCommit v0-9 and OffsetFetch v0-9 (batched, multi-group from v8).
+// Behavior:
+//   - Every partition of an OffsetCommit is one command; they commit in
+//     one block and are checked as Kafka checks them: a commit with
+//     generation -1 and no member id is accepted while the group has no
+//     members (simple consumers, admin tools); otherwise the member and
+//     generation must be current (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+//     FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS while the group waits for
+//     its assignment). Metadata over 4096 bytes gets
+//     OFFSET_METADATA_TOO_LARGE; an unknown topic or partition
+//     UNKNOWN_TOPIC_OR_PARTITION. The commit's leader epoch and metadata
+//     are kept and returned by OffsetFetch.
+//   - Offsets expire as in Kafka 2.1+: those of a group without members
+//     offsets.retention.minutes (7 days) after the later of their commit
+//     and the group becoming empty. The v2-v4 retention_time field is
+//     ignored, as Kafka does since 2.1. A deleted topic's offsets go with it.
+//   - OffsetFetch reads the broker's committed state; partitions without a
+//     committed offset answer -1. A broker behind the chain answers
+//     COORDINATOR_LOAD_IN_PROGRESS.
+// Not done: require_stable (v7+) has nothing to wait for until
+// transactional offset commits exist; v9's member epoch (KIP-848) is not
+// checked; v10 (topic ids) is not served.
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+func handleOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.OffsetCommitRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	generation := r.Generation
+	if r.Version == 0 {
+		generation = -1
+	}
+	var cmds []fsm.Command
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			st.Partitions = append(st.Partitions, sp)
+			epoch := rp.LeaderEpoch
+			if r.Version < 6 {
+				epoch = -1
+			}
+			cmds = append(cmds, fsm.OffsetCommit{Group: r.Group, MemberID: r.MemberID, InstanceID: deref(r.InstanceID),
+				Generation: generation, Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset,
+				LeaderEpoch: epoch, Metadata: deref(rp.Metadata)})
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(cmds) == 0 {
+		return done(resp), nil
+	}
+	call := c.startGroupCall(30*time.Second, cmds...)
+	return func() kmsg.Response {
+		defer call.cancel()
+		out := call.wait()
+		i := 0
+		for ti := range resp.Topics {
+			for pi := range resp.Topics[ti].Partitions {
+				resp.Topics[ti].Partitions[pi].ErrorCode = out[i].Code
+				i++
+			}
+		}
+		return resp
+	}, nil
+}
+
+func handleOffsetFetch(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	loading := c.s.catchingUp()
+	groups := c.s.b.Groups()
+	view := c.s.b.View()
+	if r.Version < 8 {
+		topics := make([]kmsg.OffsetFetchRequestGroupTopic, len(r.Topics))
+		for i, t := range r.Topics {
+			topics[i] = kmsg.OffsetFetchRequestGroupTopic{Topic: t.Topic, Partitions: t.Partitions}
+		}
+		if r.Topics == nil {
+			topics = nil
+		}
+		code, out := fetchGroupOffsets(groups.Group(r.Group), view, r.Group, topics, loading)
+		resp.ErrorCode = code
+		for _, t := range out {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if r.Version < 2 && code != 0 {
+			// v0-1 have no top-level error: every partition carries it.
+			for ti := range resp.Topics {
+				for pi := range resp.Topics[ti].Partitions {
+					resp.Topics[ti].Partitions[pi].ErrorCode = code
+				}
+			}
+		}
+		return done(resp), nil
+	}
+	for _, rg := range r.Groups {
+		code, out := fetchGroupOffsets(groups.Group(rg.Group), view, rg.Group, rg.Topics, loading)
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode, g.Topics = rg.Group, code, out
+		resp.Groups = append(resp.Groups, g)
+	}
+	return done(resp), nil
+}
+
+// fetchGroupOffsets answers one group of an OffsetFetch: the topics asked
+// for (nil: every topic the group has offsets for).
+func fetchGroupOffsets(g *fsm.GroupView, view *fsm.View, name string, topics []kmsg.OffsetFetchRequestGroupTopic, loading bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+	switch {
+	case name == "":
+		return kerr.InvalidGroupID.Code, nil
+	case loading:
+		return kerr.CoordinatorLoadInProgress.Code, nil
+	}
+	var offsets map[string]map[int32]fsm.CommittedOffset
+	if g != nil {
+		offsets = g.Offsets
+	}
+	if topics == nil {
+		names := make([]string, 0, len(offsets))
+		for t := range offsets {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		for _, t := range names {
+			parts := make([]int32, 0, len(offsets[t]))
+			for p := range offsets[t] {
+				parts = append(parts, p)
+			}
+			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+			topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: t, Partitions: parts})
+		}
+	}
+	var out []kmsg.OffsetFetchResponseGroupTopic
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+			if o, ok := offsets[t.Topic][p]; ok && view.Partition(t.Topic, p) != nil {
+				rp.Offset, rp.LeaderEpoch = o.Offset, o.LeaderEpoch
+				md := o.Metadata
+				rp.Metadata = &md
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return 0, out
+}
