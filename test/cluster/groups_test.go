@@ -1,0 +1,250 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestGroupCoordinatorKilled: three franz-go group consumers (seeded with
+// every broker, committing every 200 ms) read a 6-partition topic while a
+// producer keeps writing; the broker FindCoordinator names for the group is
+// killed with SIGKILL. The group must carry on through the other brokers:
+// every produced record is consumed, committed offsets never go backwards
+// (sampled from a surviving broker before and after the kill), and at the
+// end every broker, the restarted one included, returns the same committed
+// offsets, equal to the high watermarks. (Issue 5; docs/consumer-groups.md.)
+func TestGroupCoordinatorKilled(t *testing.T) {
+	const topic, group, parts = "grouped", "survivors", 6
+	c := newCluster(t, clusterOptions{})
+	c.startAll()
+	seeds := c.kafkaAddrs(c.all()...)
+	createTopic(t, seeds, topic, parts, nil)
+
+	coord := c.coordinator(0, group)
+	others := without(c.all(), coord)
+	t.Logf("node%d coordinates group %s", coord, group)
+
+	var (
+		mu       sync.Mutex
+		consumed = map[string]int{}
+	)
+	var consumers []*kgo.Client
+	for i := range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Balancers(kgo.CooperativeStickyBalancer()),
+			kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(time.Second),
+			kgo.AutoCommitInterval(200*time.Millisecond), kgo.FetchMaxWait(300*time.Millisecond),
+			kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Minute), kgo.ClientID(fmt.Sprintf("consumer%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers = append(consumers, cl)
+		go func() {
+			for {
+				fs := cl.PollFetches(context.Background())
+				if fs.IsClientClosed() {
+					return
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					consumed[string(r.Value)]++
+					mu.Unlock()
+				})
+			}
+		}()
+	}
+	defer func() {
+		for _, cl := range consumers {
+			cl.Close()
+		}
+	}()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordRetries(100), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	sent := 0
+	produce := func(n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var rs []*kgo.Record
+		for range n {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(sent % 17)), Value: []byte(fmt.Sprintf("r%06d", sent))})
+			sent++
+		}
+		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("producing: %v", err)
+		}
+	}
+	waitConsumed := func(d time.Duration, why string) {
+		t.Helper()
+		c.eventually(d, fmt.Sprintf("all %d records consumed (%s)", sent, why), func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(consumed) < sent {
+				return fmt.Errorf("%d of %d distinct records consumed", len(consumed), sent)
+			}
+			return nil
+		})
+	}
+
+	produce(600)
+	waitConsumed(60*time.Second, "before the kill")
+	var before map[int32]int64
+	c.eventually(30*time.Second, "every partition has a committed offset", func() error {
+		before = c.committedOffsets(others[0], group, topic, parts)
+		if len(before) < parts {
+			return fmt.Errorf("committed: %v", before)
+		}
+		return nil
+	})
+	t.Logf("committed before the kill (read from node%d): %v", others[0], before)
+
+	c.kill9(coord)
+	produce(600)
+	waitConsumed(90*time.Second, fmt.Sprintf("after node%d, the coordinator, was killed", coord))
+	mu.Lock()
+	dups := 0
+	for _, k := range consumed {
+		dups += k - 1
+	}
+	mu.Unlock()
+	t.Logf("%d records consumed, %d of them more than once (re-read after the last commit)", sent, dups)
+
+	hwm, err := c.highWatermarks(others[0], topic, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	for p, o := range hwm {
+		want[int32(p)] = o
+	}
+	c.eventually(60*time.Second, "the survivors return committed offsets at the high watermarks", func() error {
+		for _, i := range others {
+			got := c.committedOffsets(i, group, topic, parts)
+			for p, o := range before {
+				if got[p] < o {
+					return giveUp(fmt.Errorf("node%d: committed offset of partition %d went back from %d to %d", i, p, o, got[p]))
+				}
+			}
+			if !maps.Equal(got, want) {
+				return fmt.Errorf("node%d: committed %v, high watermarks %v", i, got, want)
+			}
+		}
+		return nil
+	})
+	now := c.coordinator(others[0], group)
+	if slices.Contains(others, now) {
+		t.Logf("FindCoordinator now names node%d", now)
+	} else {
+		t.Errorf("FindCoordinator still names node%d, which was killed", now)
+	}
+	for _, cl := range consumers {
+		cl.Close()
+	}
+	consumers = nil
+
+	c.restart(coord)
+	c.waitCaughtUp(60*time.Second, coord, others...)
+	c.eventually(30*time.Second, fmt.Sprintf("node%d, restarted, returns the same committed offsets", coord), func() error {
+		if got := c.committedOffsets(coord, group, topic, parts); !maps.Equal(got, want) {
+			return fmt.Errorf("node%d: committed %v, want %v", coord, got, want)
+		}
+		return nil
+	})
+	c.checkAppHashes(30*time.Second, c.all()...)
+}
+
+// coordinator asks node i which broker coordinates group and returns that
+// broker's index.
+func (c *cluster) coordinator(i int, group string) int {
+	c.t.Helper()
+	var idx int
+	c.eventually(30*time.Second, fmt.Sprintf("node%d names a coordinator for %s", i, group), func() error {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		kresp, err := c.request(ctx, i, req)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.FindCoordinatorResponse)
+		node, code := resp.NodeID, resp.ErrorCode
+		if len(resp.Coordinators) == 1 {
+			node, code = resp.Coordinators[0].NodeID, resp.Coordinators[0].ErrorCode
+		}
+		if err := kerr.ErrorForCode(code); err != nil {
+			return err
+		}
+		for _, n := range c.nodes {
+			if n.nodeID == node {
+				idx = n.idx
+				return nil
+			}
+		}
+		return giveUp(fmt.Errorf("FindCoordinator named node id %d, which is no broker of the cluster", node))
+	})
+	return idx
+}
+
+// committedOffsets asks node i (OffsetFetch) for group's committed offsets
+// of partitions 0..parts-1 of topic; partitions without one are left out.
+// A failed request returns nil.
+func (c *cluster) committedOffsets(i int, group, topic string, parts int32) map[int32]int64 {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = group
+	rt := kmsg.NewOffsetFetchRequestGroupTopic()
+	rt.Topic = topic
+	for p := range parts {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	req.Group, req.Topics = group, []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: rt.Partitions}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	kresp, err := c.request(ctx, i, req)
+	if err != nil {
+		return nil
+	}
+	resp := kresp.(*kmsg.OffsetFetchResponse)
+	out := map[int32]int64{}
+	add := func(p int32, o int64, code int16) {
+		if code == 0 && o >= 0 {
+			out[p] = o
+		}
+	}
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 {
+			return nil
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(p.Partition, p.Offset, p.ErrorCode)
+			}
+		}
+	}
+	if resp.ErrorCode != 0 {
+		return nil
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(p.Partition, p.Offset, p.ErrorCode)
+		}
+	}
+	return out
+}
