@@ -3,12 +3,16 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // groupConsumer is a franz-go group member that records what it consumed.
@@ -178,3 +182,124 @@ func mustClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// rawRequest sends req to addr and returns the response.
+func rawRequest(t *testing.T, cl *kgo.Client, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp
+}
+
+func rawJoin(t *testing.T, cl *kgo.Client, group, member string, session int32) *kmsg.JoinGroupResponse {
+	t.Helper()
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Group, req.MemberID, req.ProtocolType = group, member, "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = session, 10_000
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", []byte{0, 0, 0, 0, 0, 0}
+	req.Protocols = append(req.Protocols, p)
+	return rawRequest(t, cl, req).(*kmsg.JoinGroupResponse)
+}
+
+// TestGroupErrorCodes: what Kafka answers to bad group requests, answered
+// the same way; nothing is corrupted (the group still works after).
+func TestGroupErrorCodes(t *testing.T) {
+	tb := startTestBrokerClocked(t, 20*time.Millisecond)
+	cl := mustClient(t, tb.addr, kgo.MaxVersions(kversion.V3_8_0()))
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 2, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, got int16, want *kerr.Error) {
+		t.Helper()
+		if got != want.Code {
+			t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), want)
+		}
+	}
+	check("session timeout below group.min.session.timeout.ms", rawJoin(t, cl, "g", "", 1000).ErrorCode, kerr.InvalidSessionTimeout)
+	check("empty group id", rawJoin(t, cl, "", "", 10_000).ErrorCode, kerr.InvalidGroupID)
+	check("unknown member of an unknown group", rawJoin(t, cl, "g", "nobody", 10_000).ErrorCode, kerr.UnknownMemberID)
+	first := rawJoin(t, cl, "g", "", 10_000)
+	check("join without a member id (v4+)", first.ErrorCode, kerr.MemberIDRequired)
+	joined := rawJoin(t, cl, "g", first.MemberID, 10_000)
+	check("join with the given id", joined.ErrorCode, nil0)
+	if joined.Generation != 1 || joined.LeaderID != first.MemberID || len(joined.Members) != 1 {
+		t.Fatalf("join answer: generation %d leader %q members %d", joined.Generation, joined.LeaderID, len(joined.Members))
+	}
+
+	other := kmsg.NewPtrJoinGroupRequest()
+	other.Group, other.MemberID, other.ProtocolType = "g", "", "connect"
+	other.SessionTimeoutMillis, other.RebalanceTimeoutMillis = 10_000, 10_000
+	other.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "x"}}
+	check("another protocol type", rawRequest(t, cl, other).(*kmsg.JoinGroupResponse).ErrorCode, kerr.InconsistentGroupProtocol)
+
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "g", first.MemberID, 7
+	check("heartbeat of a stale generation", rawRequest(t, cl, hb).(*kmsg.HeartbeatResponse).ErrorCode, kerr.IllegalGeneration)
+	hb.MemberID, hb.Generation = "ghost", 1
+	check("heartbeat of an unknown member", rawRequest(t, cl, hb).(*kmsg.HeartbeatResponse).ErrorCode, kerr.UnknownMemberID)
+
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "g", first.MemberID, 1
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: first.MemberID, MemberAssignment: []byte("mine")}}
+	sr := rawRequest(t, cl, sync).(*kmsg.SyncGroupResponse)
+	if sr.ErrorCode != 0 || string(sr.MemberAssignment) != "mine" {
+		t.Fatalf("leader sync: %v %q", kerr.ErrorForCode(sr.ErrorCode), sr.MemberAssignment)
+	}
+
+	commit := func(member string, gen int32, meta string) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.MemberID, req.Generation = "g", member, gen
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.Metadata = 1, 5, &meta
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest(t, cl, req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	check("commit of a stale generation", commit(first.MemberID, 0, ""), kerr.IllegalGeneration)
+	check("commit outside any generation to a group with members", commit("", -1, ""), kerr.UnknownMemberID)
+	check("commit with oversized metadata", commit(first.MemberID, 1, strings.Repeat("m", 4097)), kerr.OffsetMetadataTooLarge)
+	check("commit", commit(first.MemberID, 1, "ok"), nil0)
+
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g", "nope"}
+	dr := rawRequest(t, cl, del).(*kmsg.DeleteGroupsResponse)
+	check("delete a group with members", dr.Groups[0].ErrorCode, kerr.NonEmptyGroup)
+	check("delete an unknown group", dr.Groups[1].ErrorCode, kerr.GroupIDNotFound)
+
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 1}}}}
+	// The range metadata above subscribes to no topic, so the offset of a
+	// topic nobody subscribes to may go even while the group has members.
+	odr := rawRequest(t, cl, od).(*kmsg.OffsetDeleteResponse)
+	check("offset delete (not subscribed)", odr.ErrorCode, nil0)
+	check("offset delete partition (not subscribed)", odr.Topics[0].Partitions[0].ErrorCode, nil0)
+
+	// The member never heartbeats: its 6 s session lapses in block time
+	// and the group empties, after which it can be deleted.
+	gone := time.Now()
+	waitFor(t, 20*time.Second, "the silent member expires", func() error {
+		desc := kmsg.NewPtrDescribeGroupsRequest()
+		desc.Groups = []string{"g"}
+		g := rawRequest(t, cl, desc).(*kmsg.DescribeGroupsResponse).Groups[0]
+		if g.State != "Empty" || len(g.Members) != 0 {
+			return fmt.Errorf("state %s, %d members", g.State, len(g.Members))
+		}
+		return nil
+	})
+	if d := time.Since(gone); d < 4*time.Second {
+		t.Errorf("the member expired after %v, before its 6 s session could lapse", d)
+	}
+	dr = rawRequest(t, cl, del).(*kmsg.DeleteGroupsResponse)
+	check("delete the emptied group", dr.Groups[0].ErrorCode, nil0)
+}
+
+// nil0 stands for "no error" in check.
+var nil0 = &kerr.Error{Message: "NONE", Code: 0}
