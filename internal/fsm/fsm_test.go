@@ -80,6 +80,12 @@ func scenario(t testing.TB) []block {
 			txs = append(txs, tx(5000, AlterConfigs{Topic: "orders", Incremental: true, Changes: []ConfigChange{{OpSet, "message.timestamp.type", "LogAppendTime"}}}))
 		case 8:
 			txs = append(txs, tx(5001, CreatePartitions{Name: "orders", Count: 4}))
+		case 10:
+			// Groups: an offset committed from outside any generation,
+			// and a member whose group forms a generation at 15.
+			txs = append(txs, tx(5010, OffsetCommit{Group: "audit", Generation: -1, Topic: "orders", Partition: 0, Offset: 3, Metadata: "m"},
+				JoinGroup{Group: "live", ClientID: "c", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range"}},
+					SessionTimeoutMs: 60_000, RebalanceTimeoutMs: 60_000}))
 		case 12:
 			txs = append(txs, tx(5002, DeleteRecords{Topic: "orders", Partition: 1, Offset: 5}))
 		case 20:

@@ -234,3 +234,42 @@ func TestGroupsSurviveReopen(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommandLimits: what CheckCommand refuses before ordering, with
+// Kafka's error codes.
+func TestGroupCommandLimits(t *testing.T) {
+	big := join("g", "", "c", false)
+	big.Protocols = []GroupProtocol{{Name: "range", Metadata: make([]byte, MaxProtocolMetadata)}}
+	short := join("g", "", "c", false)
+	short.SessionTimeoutMs = MinSessionTimeoutMs - 1
+	long := join("g", "", "c", false)
+	long.SessionTimeoutMs = MaxSessionTimeoutMs + 1
+	none := join("g", "", "c", false)
+	none.Protocols = nil
+	twice := join("g", "", "c", false)
+	twice.Protocols = append(twice.Protocols, twice.Protocols[0])
+	for _, tc := range []struct {
+		what string
+		cmd  Command
+		want *kerr.Error
+	}{
+		{"oversized protocol metadata", big, kerr.InvalidRequest},
+		{"session timeout below the minimum", short, kerr.InvalidSessionTimeout},
+		{"session timeout above the maximum", long, kerr.InvalidSessionTimeout},
+		{"no protocol", none, kerr.InconsistentGroupProtocol},
+		{"a protocol named twice", twice, kerr.InconsistentGroupProtocol},
+		{"empty group id", join("", "", "c", false), kerr.InvalidGroupID},
+		{"NUL in a group id", Heartbeat{Group: "a\x00b"}, kerr.InvalidGroupID},
+		{"oversized assignment", SyncGroup{Group: "g", Assignments: []MemberAssignment{{"m", make([]byte, MaxAssignment+1)}}}, kerr.InvalidRequest},
+		{"leave naming nobody", LeaveGroup{Group: "g"}, kerr.UnknownMemberID},
+		{"negative offset", OffsetCommit{Group: "g", Topic: "t", Offset: -2}, kerr.InvalidCommitOffsetSize},
+		{"oversized offset metadata", OffsetCommit{Group: "g", Topic: "t", Metadata: strings.Repeat("x", MaxOffsetMetadata+1)}, kerr.OffsetMetadataTooLarge},
+	} {
+		if got := CheckCommand(tc.cmd); got.Code != tc.want.Code {
+			t.Errorf("%s: code %d (%s), want %s", tc.what, got.Code, got.Message, tc.want.Message)
+		}
+	}
+	if r := CheckCommand(join("g", "", "c", false)); r.Code != 0 {
+		t.Errorf("a good join is refused: %s", r.Message)
+	}
+}

@@ -294,6 +294,9 @@ func (f *FSM) swapIn(staged string) error {
 		return err
 	}
 	f.store = store
+	// Groups are loaded afresh and published whole.
+	f.groups, f.groupsDue = map[string]*Group{}, 0
+	f.groupView.Store(nil)
 	if err := f.load(); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -153,6 +154,9 @@ func TestSnapshotRestoresStateAtHeight(t *testing.T) {
 	}
 	if p := dst.View().Partition("doomed", 1); p == nil || p.HighWatermark() != 2 {
 		t.Fatalf("restored view lacks doomed-1 with its 2 records")
+	}
+	if got, want := dst.Groups().Groups(), ref.Groups().Groups(); len(got) != 2 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored groups %+v, want the 2 groups %+v", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(dstDir, "snapshots")); !os.IsNotExist(err) {
 		t.Errorf("restore left files beside the data: %v", err)
