@@ -303,3 +303,119 @@ func TestGroupErrorCodes(t *testing.T) {
 
 // nil0 stands for "no error" in check.
 var nil0 = &kerr.Error{Message: "NONE", Code: 0}
+
+// TestGroupMembersComeAndGo: one producer keeps writing to six partitions
+// while group members come and go: three start, a fourth joins, one leaves
+// cleanly, and one static member stops without leaving (as a crashed
+// process would: static members do not send LeaveGroup) so that its
+// partitions move only when its 6 s session lapses. Every record is
+// consumed, and a record read twice is never below the committed offset
+// of its partition at the time the silent member stopped: nothing
+// committed is re-read.
+func TestGroupMembersComeAndGo(t *testing.T) {
+	tb := startTestBrokerClocked(t, 20*time.Millisecond)
+	adm := kadm.NewClient(mustClient(t, tb.addr))
+	const topic, group = "events", "workers"
+	if _, err := adm.CreateTopic(context.Background(), 6, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		p   int32
+		off int64
+	}
+	var (
+		mu    sync.Mutex
+		reads = map[read]int{}
+	)
+	start := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tb.addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Balancers(kgo.CooperativeStickyBalancer()),
+			kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond),
+			kgo.AutoCommitInterval(100 * time.Millisecond), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				fs := cl.PollFetches(context.Background())
+				if fs.IsClientClosed() {
+					return
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					reads[read{r.Partition, r.Offset}]++
+					mu.Unlock()
+				})
+			}
+		}()
+		return cl
+	}
+	prod := mustClient(t, tb.addr, kgo.DefaultProduceTopic(topic))
+	stop := make(chan struct{})
+	produced := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				produced <- n
+				return
+			default:
+			}
+			rs := make([]*kgo.Record, 10)
+			for i := range rs {
+				rs[i] = &kgo.Record{Key: []byte(fmt.Sprint(n % 31)), Value: []byte(fmt.Sprint(n))}
+				n++
+			}
+			if err := prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	silent := start(kgo.InstanceID("silent-1"))
+	a, b := start(), start()
+	defer a.Close()
+	time.Sleep(4 * time.Second)
+	c := start()
+	defer c.Close()
+	time.Sleep(2 * time.Second)
+	b.Close() // leaves the group
+	time.Sleep(2 * time.Second)
+	silent.Close() // a static member: no LeaveGroup
+	before, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(9 * time.Second) // its session lapses; its partitions move
+	close(stop)
+	n := <-produced
+	waitFor(t, 30*time.Second, "every produced record consumed", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reads) < n {
+			return fmt.Errorf("%d of %d records consumed", len(reads), n)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := 0
+	for r, k := range reads {
+		if k < 2 {
+			continue
+		}
+		again++
+		if o, ok := before.Lookup(topic, r.p); ok && r.off < o.At {
+			t.Errorf("partition %d offset %d read %d times, below the offset %d committed before the member stopped", r.p, r.off, k, o.At)
+		}
+	}
+	t.Logf("%d records produced and consumed, %d read more than once (after the last commit)", n, again)
+	ds, err := adm.DescribeGroups(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ds[group]; len(g.Members) != 2 {
+		t.Errorf("the group has %d members at the end, want the 2 still running", len(g.Members))
+	}
+}
