@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,6 +28,7 @@ type consumeOptions struct {
 	idle          time.Duration
 	format        string
 	isolation     *enumFlag
+	group         string
 }
 
 func newConsumeCmd(g *globalOptions) *cobra.Command {
@@ -33,8 +36,16 @@ func newConsumeCmd(g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "consume TOPIC",
 		Short: "Print records of a topic (kafka-console-consumer.sh)",
-		Long: `Print records of a topic to stdout (kafka-console-consumer.sh), without a
-consumer group: every partition is read directly and nothing is committed.
+		Long: `Print records of a topic to stdout (kafka-console-consumer.sh). Without
+--group every partition is read directly and nothing is committed.
+
+With --group G it consumes as a member of consumer group G: it reads the
+partitions the group assigns it, starting at the group's committed offset, and
+commits the offset after each record it has printed (automatically every 5s,
+on rebalance and once more at exit). A partition with no committed offset
+starts where --from-beginning says (the end without it). --timeout-idle
+counts from when the group has assigned the partitions. --partition and
+--offset do not go with --group.
 
 By default it starts at the end of each partition and runs until interrupted
 (SIGINT/SIGTERM), then exits 0. --max-messages and --timeout-idle end it
@@ -45,7 +56,8 @@ record per line instead (key, value and header values are strings, or all
 base64 with "encoding": "base64" when any of them is not valid UTF-8).`,
 		Example: `  stele consume orders --from-beginning --max-messages 10
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
-  stele consume orders --from-beginning --timeout-idle 5s --output json`,
+  stele consume orders --from-beginning --timeout-idle 5s --output json
+  stele consume orders --group billing --from-beginning`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return runConsume(cmd, g, o, a[0])
@@ -59,6 +71,7 @@ base64 with "encoding": "base64" when any of them is not valid UTF-8).`,
 	f.DurationVar(&o.idle, "timeout-idle", 0, "exit when no record arrives for this long (default: run until interrupted)")
 	f.StringVar(&o.format, "format", defaultFormat, formatHelp)
 	f.Var(o.isolation, "isolation", "read_committed hides records of open and aborted transactions")
+	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing offsets")
 	return c
 }
 
@@ -86,6 +99,10 @@ func (o *consumeOptions) startOffset() (start kgo.Offset, exact int64, err error
 // validate checks flag combinations, as kafka-console-consumer.sh does.
 func (o *consumeOptions) validate(cmd *cobra.Command, g *globalOptions) error {
 	switch {
+	case cmd.Flags().Changed("group") && o.group == "":
+		return usageErrorf("--group must not be empty")
+	case o.group != "" && o.partition >= 0:
+		return usageErrorf("--partition cannot be used with --group: a group member reads the partitions the group assigns it")
 	case o.offset != "" && o.partition < 0:
 		return usageErrorf("--offset needs --partition: offsets are per partition")
 	case o.offset != "" && o.fromBeginning:
@@ -118,8 +135,15 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 		return err
 	}
 
+	// With --group, start is where partitions without a committed offset
+	// begin: kgo uses the reset offset only for those.
 	opts := []kgo.Opt{kgo.ConsumeResetOffset(start)}
-	if o.partition >= 0 {
+	var grp *groupHooks
+	if o.group != "" {
+		grp = &groupHooks{}
+		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(o.group), kgo.AutoCommitMarks(),
+			kgo.OnPartitionsAssigned(grp.onAssigned()), kgo.FetchMaxWait(groupFetchMaxWait(o.idle)))
+	} else if o.partition >= 0 {
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {o.partition: start}}))
 	} else {
 		opts = append(opts, kgo.ConsumeTopics(topic))
@@ -144,9 +168,73 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 			return err
 		}
 	}
-	n, err := consumeLoop(cmd.Context(), cl, o, bufio.NewWriter(cmd.OutOrStdout()), cmd.ErrOrStderr(), emit)
+	if grp != nil {
+		grp.mark = cl.MarkCommitRecords
+	}
+	n, err := consumeLoop(cmd.Context(), cl, o, bufio.NewWriter(cmd.OutOrStdout()), cmd.ErrOrStderr(), emit, grp)
+	if grp != nil {
+		err = errors.Join(err, leaveGroup(cmd, g, cl, o.group))
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Processed a total of %d messages\n", n)
 	return err
+}
+
+// groupFetchMaxWait is how long a fetch of a group member may wait for data.
+// A partition whose committed offset carries a leader epoch is validated
+// (OffsetForLeaderEpoch, KIP-320) before kgo fetches it, so it joins the
+// fetch session only with the next fetch: the first fetch, of the other
+// partitions, must not be left waiting the default 5s, longer than
+// --timeout-idle, while records wait in the validated partition.
+func groupFetchMaxWait(idle time.Duration) time.Duration {
+	if idle <= 0 {
+		return time.Second
+	}
+	return min(time.Second, max(idle/4, 100*time.Millisecond))
+}
+
+// groupHooks connect consumeLoop to the consumer group of --group.
+type groupHooks struct {
+	// joined is closed when the group first assigns this member its
+	// partitions (possibly none): the --timeout-idle clock starts then, as
+	// joining can take seconds (Kafka delays a new group's first
+	// rebalance by group.initial.rebalance.delay.ms, 3s by default).
+	joined chan struct{}
+	// mark marks records printed, for the next commit.
+	mark func(...*kgo.Record)
+}
+
+// onAssigned returns the kgo.OnPartitionsAssigned callback that closes
+// h.joined the first time it is called.
+func (h *groupHooks) onAssigned() func(context.Context, *kgo.Client, map[string][]int32) {
+	h.joined = make(chan struct{})
+	var once sync.Once
+	return func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(h.joined) }) }
+}
+
+// isJoined reports whether h.joined is closed.
+func (h *groupHooks) isJoined() bool {
+	select {
+	case <-h.joined:
+		return true
+	default:
+		return false
+	}
+}
+
+// leaveGroup commits the offsets of the records printed and not yet
+// committed, then leaves the group, each bounded by --timeout even when the
+// command's context was cancelled (an interrupt still commits).
+func leaveGroup(cmd *cobra.Command, g *globalOptions, cl *kgo.Client, group string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), g.timeout)
+	defer cancel()
+	var errs []error
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("commit offsets of group %q: %w", group, err))
+	}
+	if err := cl.LeaveGroupContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("leave group %q: %w", group, err))
+	}
+	return errors.Join(errs...)
 }
 
 // checkConsumeTarget fails early, with a clear message, when the topic or
@@ -211,14 +299,28 @@ func topicPartitions(ctx context.Context, adm *kadm.Client, topic string, partit
 // consumeLoop polls and emits records until --max-messages is reached, no
 // record arrives for --timeout-idle, ctx is cancelled (a clean exit), or the
 // client reports an error it cannot recover from. It returns the number of
-// records emitted.
+// records emitted. grp is nil without --group; with it, the records of
+// each poll are marked for commit once written out, and --timeout-idle
+// counts from when the group assigned this member its partitions.
 func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bufio.Writer, stderr io.Writer,
-	emit func(*bufio.Writer, *kgo.Record) error) (int64, error) {
+	emit func(*bufio.Writer, *kgo.Record) error, grp *groupHooks) (int64, error) {
 	var n int64
 	lastRecord := time.Now()
 	for {
+		joining := grp != nil && !grp.isJoined()
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if o.idle > 0 {
+		switch {
+		case joining:
+			// Poll (to see group errors) until the group is joined.
+			pollCtx, cancel = context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-grp.joined:
+					cancel()
+				case <-pollCtx.Done():
+				}
+			}()
+		case o.idle > 0:
 			pollCtx, cancel = context.WithDeadline(ctx, lastRecord.Add(o.idle))
 		}
 		maxPoll := 0
@@ -227,14 +329,24 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 		}
 		fs := cl.PollRecords(pollCtx, maxPoll)
 		cancel()
+		if joining && grp.isJoined() {
+			lastRecord = time.Now()
+		}
 
 		var fatal error
 		fs.EachError(func(topic string, partition int32, err error) {
-			var loss *kgo.ErrDataLoss
+			var (
+				loss    *kgo.ErrDataLoss
+				session *kgo.ErrGroupSession
+			)
 			switch {
 			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			case errors.As(err, &loss):
 				fmt.Fprintf(stderr, "stele: warning: %v\n", err)
+			case errors.As(err, &session) && !fatalGroupError(err):
+				fmt.Fprintf(stderr, "stele: warning: consumer group %q: %v (retrying)\n", o.group, session.Err)
+			case errors.As(err, &session) && fatal == nil:
+				fatal = fmt.Errorf("consumer group %q: %w", o.group, session.Err)
 			case fatal != nil:
 			case isUnknownTopic(err):
 				fatal = fmt.Errorf("consume topic %q: %w (was the topic deleted?)", topic, err)
@@ -242,7 +354,10 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 				fatal = fmt.Errorf("consume topic %q partition %d: %w", topic, partition, err)
 			}
 		})
-		var werr error
+		var (
+			werr    error
+			emitted []*kgo.Record
+		)
 		before := n
 		fs.EachRecord(func(r *kgo.Record) {
 			if werr != nil || (o.maxMessages > 0 && n >= o.maxMessages) {
@@ -250,6 +365,9 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 			}
 			if werr = emit(out, r); werr == nil {
 				n++
+				if grp != nil {
+					emitted = append(emitted, r)
+				}
 			}
 		})
 		if n > before {
@@ -257,6 +375,9 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 		}
 		if err := out.Flush(); err != nil && werr == nil {
 			werr = err
+		}
+		if werr == nil && len(emitted) > 0 {
+			grp.mark(emitted...)
 		}
 		switch {
 		case werr != nil:
@@ -267,10 +388,26 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 			return n, nil
 		case ctx.Err() != nil:
 			return n, nil // interrupted: a clean exit
-		case o.idle > 0 && time.Since(lastRecord) >= o.idle:
+		case o.idle > 0 && !joining && time.Since(lastRecord) >= o.idle:
 			return n, nil
 		}
 	}
+}
+
+// fatalGroupError reports whether a group management error is one a
+// retry cannot fix (the Java consumer throws these too); kgo retries the
+// others by itself, rejoining the group.
+func fatalGroupError(err error) bool {
+	for _, fatal := range []error{
+		kerr.GroupAuthorizationFailed, kerr.TopicAuthorizationFailed, kerr.InvalidGroupID,
+		kerr.UnsupportedVersion, kerr.InvalidSessionTimeout, kerr.GroupMaxSizeReached,
+		kerr.InconsistentGroupProtocol, kerr.FencedInstanceID, kerr.UnsupportedAssignor,
+	} {
+		if errors.Is(err, fatal) {
+			return true
+		}
+	}
+	return false
 }
 
 // consumedRecord is the JSON form of one record printed by consume.

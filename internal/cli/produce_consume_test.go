@@ -196,7 +196,6 @@ func TestProduceConsumeUsageErrors(t *testing.T) {
 		{[]string{"consume", "t", "--format", "%q"}, "unknown verb %q"},
 		{[]string{"consume", "t", "--format", "%v", "--output", "json"}, "cannot be used together"},
 		{[]string{"consume", "t", "--isolation", "serializable"}, "read_uncommitted|read_committed"},
-		{[]string{"consume", "t", "--group", "g"}, "unknown flag: --group"},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			wantFailure(t, c.run("", tc.args...), ExitUsage, tc.want)

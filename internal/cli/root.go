@@ -119,6 +119,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newTopicCmd(g),
 		newProduceCmd(g),
 		newConsumeCmd(g),
+		newConsumerGroupCmd(g),
 		newConfigCmd(g),
 		newDumpLogCmd(g),
 		newClusterCmd(g),
