@@ -50,6 +50,7 @@ func (a app) Commit() (int64, error) {
 	}
 	b := a.b
 	now := time.Now()
+	b.lastCommit.Store(now.UnixNano())
 	b.mu.Lock()
 	out := b.mu.applied
 	b.mu.applied = nil

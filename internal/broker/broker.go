@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +84,8 @@ type Broker struct {
 	certifying chan *certJob
 	stop       chan struct{}
 	wg         sync.WaitGroup
+	// lastCommit is the wall time (UnixNano) of the last Commit.
+	lastCommit atomic.Int64
 
 	// mu guards the waiting transactions, the outcomes of the block being
 	// applied, and the change channel.
@@ -138,9 +141,46 @@ func (b *Broker) App() consensus.Application { return app{b} }
 // Start begins submitting to the orderer, which must already be started.
 func (b *Broker) Start(o consensus.Orderer) {
 	b.orderer = o
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.submitLoop()
 	go b.orderCertified()
+	go b.tickLoop()
+}
+
+// tickIdle is how long the chain must have been idle before a tick is
+// submitted for a group timer that fell due.
+const tickIdle = 300 * time.Millisecond
+
+// tickLoop submits an fsm.Tick when a group timer (session, rebalance or
+// initial delay, judged on block time) has fallen due by the wall clock and
+// no block has been committed for tickIdle: an idle chain makes an empty
+// block only every few seconds, and the timer would wait for it. Block
+// time follows the validators' clocks, so the wall clock says when a block
+// made now would let the timer act.
+func (b *Broker) tickLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(tickIdle / 2)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-t.C:
+			due := b.fsm.GroupTimerDue()
+			idle := now.Sub(time.Unix(0, b.lastCommit.Load()))
+			if due > now.UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle {
+				continue
+			}
+			last = now
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			p := b.Enqueue(ctx, fsm.Tick{})
+			go func() {
+				defer cancel()
+				p.Wait(ctx)
+			}()
+		}
+	}
 }
 
 // Close stops submitting and fails every waiting caller. The orderer is

@@ -46,6 +46,10 @@ func (k Kind) String() string {
 		return "DeleteGroup"
 	case KindOffsetDelete:
 		return "OffsetDelete"
+	case KindConsumerGroupHeartbeat:
+		return "ConsumerGroupHeartbeat"
+	case KindTick:
+		return "Tick"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

@@ -107,6 +107,7 @@ type FSM struct {
 	// Published at Commit.
 	view      atomic.Pointer[View]
 	groupView atomic.Pointer[GroupsView]
+	dueView   atomic.Int64 // f.groupsDue as of the last Commit
 	committed struct {
 		sync.Mutex
 		height    int64
@@ -333,6 +334,10 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return f.deleteGroup(c)
 	case OffsetDelete:
 		return f.offsetDelete(c)
+	case ConsumerGroupHeartbeat:
+		return f.consumerGroupHeartbeat(c, txIndex, cmdIndex)
+	case Tick:
+		return Result{}
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }

@@ -226,6 +226,10 @@ func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
 		return DeleteGroup{Group: r.str()}, true
 	case KindOffsetDelete:
 		return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()}, true
+	case KindConsumerGroupHeartbeat:
+		return decodeConsumerHeartbeat(r), true
+	case KindTick:
+		return Tick{}, true
 	}
 	return nil, false
 }
@@ -289,6 +293,8 @@ func checkGroupCommand(c Command) Result {
 		if c.Offset < -1 {
 			return fail(kerr.InvalidCommitOffsetSize.Code, fmt.Sprintf("offset %d is negative", c.Offset))
 		}
+	case ConsumerGroupHeartbeat:
+		return checkConsumerHeartbeat(c)
 	case DeleteGroup:
 		return checkGroupIDs(c.Group, "", "")
 	case OffsetDelete:

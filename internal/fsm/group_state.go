@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/stele-io/stele/internal/storage"
@@ -95,6 +96,32 @@ func encodeGroup(g *Group) []byte {
 		w.bytes(m.Assignment)
 		w.i64(m.Seq)
 	}
+	w.u8(uint8(g.Type))
+	w.i32(g.Epoch)
+	w.i32(g.AssignmentEpoch)
+	w.str(g.SubsDigest)
+	consumers := g.sortedConsumers()
+	w.count(len(consumers))
+	for _, m := range consumers {
+		for _, s := range []string{m.ID, m.InstanceID, m.RackID, m.ClientID, m.ClientHost} {
+			w.str(s)
+		}
+		w.i32(m.Epoch)
+		w.i32(m.PrevEpoch)
+		w.i32(m.RebalanceTimeoutMs)
+		w.count(len(m.Topics))
+		for _, t := range m.Topics {
+			w.str(t)
+		}
+		w.str(m.Regex)
+		w.str(m.Assignor)
+		encodeTopicPartitions(w, m.Assigned)
+		encodeTopicPartitions(w, m.Revoking)
+		encodeTopicPartitions(w, m.Target)
+		w.i64(m.RevokeDeadlineMs)
+		w.i64(m.LastSeenMs)
+		w.bool(m.Sent)
+	}
 	return w.b
 }
 
@@ -117,6 +144,18 @@ func decodeGroup(name string, v []byte) (*Group, error) {
 		m.SessionTimeoutMs, m.RebalanceTimeoutMs, m.LastSeenMs = r.i32(), r.i32(), r.i64()
 		m.Joined, m.Synced, m.Generation, m.Assignment, m.Seq = r.bool(), r.bool(), r.i32(), nilIfEmpty(r.bytes()), r.i64()
 		g.Members[m.ID] = m
+	}
+	g.Type, g.Epoch, g.AssignmentEpoch, g.SubsDigest = GroupType(r.u8()), r.i32(), r.i32(), r.str()
+	for i, n := 0, r.count(8); i < n; i++ {
+		m := &ConsumerMember{ID: r.str(), InstanceID: r.str(), RackID: r.str(), ClientID: r.str(), ClientHost: r.str(),
+			Epoch: r.i32(), PrevEpoch: r.i32(), RebalanceTimeoutMs: r.i32()}
+		for j, nt := 0, r.count(1); j < nt; j++ {
+			m.Topics = append(m.Topics, r.str())
+		}
+		m.Regex, m.Assignor = r.str(), r.str()
+		m.Assigned, m.Revoking, m.Target = decodeTopicPartitions(r), decodeTopicPartitions(r), decodeTopicPartitions(r)
+		m.RevokeDeadlineMs, m.LastSeenMs, m.Sent = r.i64(), r.i64(), r.bool()
+		g.Consumers[m.ID] = m
 	}
 	if err := r.done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading group %q: %w", name, err)
@@ -194,6 +233,23 @@ type GroupView struct {
 	Members []MemberView
 	// Offsets by topic, then partition.
 	Offsets map[string]map[int32]CommittedOffset
+	// The KIP-848 consumer protocol's part: the group type, epochs, the
+	// assignor, the state as Kafka names it and the members by id.
+	Type            GroupType
+	Epoch           int32
+	AssignmentEpoch int32
+	Assignor        string
+	ConsumerState   string
+	Consumers       []ConsumerMemberView
+}
+
+// ConsumerMemberView is a committed KIP-848 member.
+type ConsumerMemberView struct {
+	ID, InstanceID, RackID, ClientID, ClientHost string
+	Epoch                                        int32
+	Topics                                       []string
+	Regex                                        string
+	Assigned, Target                             TopicPartitions
 }
 
 // MemberView is a committed member.
@@ -235,8 +291,17 @@ func (g *GroupView) Member(id string) *MemberView {
 // Groups returns the committed groups.
 func (f *FSM) Groups() *GroupsView { return f.groupView.Load() }
 
+// GroupTimerDue is the block time (ms) at which a group timer of the
+// committed state may next fire; math.MaxInt64 when none is pending.
+func (f *FSM) GroupTimerDue() int64 { return f.dueView.Load() }
+
 // publishGroups publishes the groups the block changed.
 func (f *FSM) publishGroups() {
+	due := f.groupsDue
+	if len(f.groups) == 0 {
+		due = 1<<63 - 1
+	}
+	f.dueView.Store(due)
 	old := f.groupView.Load()
 	if old != nil && len(f.dirtyGroups) == 0 && len(f.dirtyOffsets) == 0 {
 		return
@@ -276,5 +341,27 @@ func (g *Group) view() *GroupView {
 	for t, parts := range g.Offsets {
 		v.Offsets[t] = maps.Clone(parts)
 	}
+	v.Type, v.Epoch, v.AssignmentEpoch = g.Type, g.Epoch, g.AssignmentEpoch
+	if g.Type == GroupConsumer {
+		v.Assignor, v.ConsumerState = g.assignor(), g.consumerState()
+	}
+	for _, m := range g.sortedConsumers() {
+		v.Consumers = append(v.Consumers, ConsumerMemberView{ID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID,
+			ClientID: m.ClientID, ClientHost: m.ClientHost, Epoch: m.Epoch, Topics: slices.Clone(m.Topics), Regex: m.Regex,
+			Assigned: m.Assigned.clone(), Target: m.Target.clone()})
+	}
 	return v
 }
+
+// ConsumerMember returns the KIP-848 member with the given id, or nil.
+func (g *GroupView) ConsumerMember(id string) *ConsumerMemberView {
+	for i := range g.Consumers {
+		if g.Consumers[i].ID == id {
+			return &g.Consumers[i]
+		}
+	}
+	return nil
+}
+
+// Empty reports whether the group has no members of either protocol.
+func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers) == 0 }

@@ -98,11 +98,19 @@ type Group struct {
 	NextSeq int64
 	// Offsets by topic, then partition.
 	Offsets map[string]map[int32]CommittedOffset
+
+	// Type says which protocol drives the group; the fields below are the
+	// KIP-848 consumer protocol's (group848.go).
+	Type            GroupType
+	Epoch           int32
+	AssignmentEpoch int32
+	SubsDigest      string
+	Consumers       map[string]*ConsumerMember
 }
 
 func newGroup(name string, now int64) *Group {
 	return &Group{Name: name, Members: map[string]*Member{}, Pending: map[string]int64{},
-		Offsets: map[string]map[int32]CommittedOffset{}, EmptySinceMs: now}
+		Offsets: map[string]map[int32]CommittedOffset{}, EmptySinceMs: now, Consumers: map[string]*ConsumerMember{}}
 }
 
 // sortedMembers returns the members in join order.
@@ -240,6 +248,12 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 		}
 		g = newGroup(c.Group, now)
 		f.groups[c.Group] = g
+	}
+	if g.Type == GroupConsumer {
+		if len(g.Consumers) > 0 {
+			return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q is a consumer group (KIP-848) with members", g.Name))
+		}
+		g.Type = GroupClassic // an empty consumer group (offsets only) becomes a classic one
 	}
 	if !g.supports(c.ProtocolType, c.Protocols) {
 		return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses protocol type %q and protocols no member of this join offers",
@@ -509,7 +523,15 @@ func (f *FSM) offsetCommit(c OffsetCommit) Result {
 	case g == nil:
 		g = newGroup(c.Group, f.blockTime)
 		f.groups[c.Group] = g
-	case c.Generation < 0 && g.State == GroupEmpty:
+	case c.Generation < 0 && g.State == GroupEmpty && len(g.Consumers) == 0:
+	case g.Type == GroupConsumer:
+		m := g.Consumers[c.MemberID]
+		if m == nil {
+			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+		}
+		if c.Generation != m.Epoch {
+			return fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
+		}
 	case g.fenced(c.MemberID, c.InstanceID):
 		return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", c.InstanceID))
 	case g.State == GroupCompletingRebalance:
@@ -537,7 +559,7 @@ func (f *FSM) deleteGroup(c DeleteGroup) Result {
 	switch {
 	case g == nil:
 		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
-	case g.State != GroupEmpty:
+	case g.State != GroupEmpty || len(g.Consumers) > 0:
 		return fail(kerr.NonEmptyGroup.Code, fmt.Sprintf("group %q has members", c.Group))
 	}
 	f.dropGroup(g)
@@ -558,6 +580,9 @@ func (f *FSM) offsetDelete(c OffsetDelete) Result {
 	g := f.groups[c.Group]
 	if g == nil {
 		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
+	}
+	if g.Type == GroupConsumer && g.consumerSubscribed(c.Topic) {
+		return fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic))
 	}
 	if g.State != GroupEmpty {
 		if g.ProtocolType != "consumer" {
@@ -621,6 +646,10 @@ func consumerTopics(meta []byte) []string {
 func (f *FSM) dropTopicOffsets(topic string) {
 	for _, name := range sortedGroupNames(f.groups) {
 		g := f.groups[name]
+		if len(g.Consumers) > 0 {
+			dropTopicFromConsumers(g, topic)
+			f.touchGroup(g)
+		}
 		if parts, ok := g.Offsets[topic]; ok {
 			for p := range parts {
 				f.dirtyOffsets[offsetRef{name, topic, p}] = true
@@ -678,6 +707,9 @@ func (f *FSM) groupTimers() (changes []string) {
 		if f.tryCompleteJoin(g) {
 			changes = append(changes, fmt.Sprintf("group %s generation %d", g.Name, g.Generation))
 		}
+		if g.Type == GroupConsumer {
+			changes = append(changes, f.consumerTimers(g)...)
+		}
 	}
 	if now >= f.groupsDue {
 		f.groupsDue = f.nextGroupDeadline()
@@ -701,7 +733,7 @@ func (g *Group) nextDeadline() int64 {
 	for _, m := range g.Members {
 		d = min(d, m.LastSeenMs+int64(m.SessionTimeoutMs)+1)
 	}
-	return d
+	return min(d, g.consumerDeadline())
 }
 
 func (f *FSM) nextGroupDeadline() int64 {
@@ -722,7 +754,7 @@ func (f *FSM) expireOffsets() (changes []string) {
 	now := f.blockTime
 	for _, name := range sortedGroupNames(f.groups) {
 		g := f.groups[name]
-		if g.State != GroupEmpty || len(g.Pending) > 0 {
+		if g.State != GroupEmpty || len(g.Pending) > 0 || len(g.Consumers) > 0 {
 			continue
 		}
 		for _, topic := range sortedKeys(g.Offsets) {
@@ -780,10 +812,42 @@ type GroupResult struct {
 	// includes the member, unless Ready says the current one is the answer.
 	Generation int32
 	Ready      bool
+	// ConsumerGroupHeartbeat: the member's assignment, when it is to be
+	// sent (Generation is then the member epoch).
+	SendAssignment bool
+	Assignment     TopicPartitions
 }
 
 func (r *GroupResult) encode(w *writer) {
 	w.str(r.MemberID)
 	w.i32(r.Generation)
 	w.bool(r.Ready)
+	if r.SendAssignment {
+		encodeTopicPartitions(w, r.Assignment)
+	}
+}
+
+func encodeTopicPartitions(w *writer, tp TopicPartitions) {
+	topics := sortedKeys(tp)
+	w.count(len(topics))
+	for _, t := range topics {
+		w.str(t)
+		w.count(len(tp[t]))
+		for _, p := range tp[t] {
+			w.i32(p)
+		}
+	}
+}
+
+func decodeTopicPartitions(r *reader) TopicPartitions {
+	tp := TopicPartitions{}
+	for i, n := 0, r.count(2); i < n; i++ {
+		t := r.str()
+		ps := []int32{}
+		for j, np := 0, r.count(4); j < np; j++ {
+			ps = append(ps, r.i32())
+		}
+		tp[t] = ps
+	}
+	return tp
 }

@@ -24,6 +24,10 @@ func sampleCommands() []Command {
 		OffsetCommit{Group: "g", MemberID: "m", Generation: 4, Topic: "a", Partition: 1, Offset: 17, LeaderEpoch: 2, Metadata: "md"},
 		DeleteGroup{Group: "g"},
 		OffsetDelete{Group: "g", Topic: "a", Partition: 1},
+		ConsumerGroupHeartbeat{Group: "g", MemberID: "m", Epoch: 3, InstanceID: "i", RackID: "r", ClientID: "c", ClientHost: "/h",
+			RebalanceTimeoutMs: 1000, TopicsSet: true, Topics: []string{"a", "b"}, RegexSet: true, Regex: "a.*",
+			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []OwnedTopic{{ID: TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
+		Tick{},
 	}
 }
 

@@ -5,8 +5,12 @@ package kafka
 //   - DescribeGroups and ListGroups read the broker's committed groups. A
 //     group that does not exist is described as "Dead" with no error, as
 //     Kafka does; ListGroups filters by state (v4+, KIP-518) and type (v5+:
-//     every group here is "classic"). Groups that only hold committed
-//     offsets are listed with an empty protocol type.
+//     "classic" or "consumer"). Groups that only hold committed offsets are
+//     listed with an empty protocol type. KIP-848 consumer groups are
+//     described in classic terms, as Kafka does: their state
+//     (Empty/Assigning/Reconciling/Stable), the assignor as the protocol,
+//     and each member's subscription and assignment in the classic consumer
+//     protocol's encoding.
 //   - DeleteGroups deletes empty groups and their offsets
 //     (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); OffsetDelete deletes
 //     offsets of an empty group, or of topics a consumer group's members do
@@ -41,6 +45,19 @@ func handleDescribeGroups(c *conn, req kmsg.Request) (respond, error) {
 			dg.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		case g == nil:
 			dg.State = "Dead"
+		case g.Type == fsm.GroupConsumer:
+			// A KIP-848 group in the classic terms, as Kafka describes it.
+			dg.State, dg.ProtocolType, dg.Protocol = g.ConsumerState, "consumer", g.Assignor
+			for _, m := range g.Consumers {
+				dm := kmsg.NewDescribeGroupsResponseGroupMember()
+				dm.MemberID, dm.ClientID, dm.ClientHost = m.ID, m.ClientID, m.ClientHost
+				if m.InstanceID != "" {
+					inst := m.InstanceID
+					dm.InstanceID = &inst
+				}
+				dm.ProtocolMetadata, dm.MemberAssignment = consumerAsClassic(m)
+				dg.Members = append(dg.Members, dm)
+			}
 		default:
 			dg.State, dg.ProtocolType = g.State.String(), g.ProtocolType
 			if g.State == fsm.GroupStable || g.State == fsm.GroupCompletingRebalance {
@@ -79,15 +96,19 @@ func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
 		return done(resp), nil
 	}
 	for _, g := range c.s.b.Groups().Groups() {
-		state := g.State.String()
+		state, protocolType := g.State.String(), g.ProtocolType
+		if g.Type == fsm.GroupConsumer {
+			state, protocolType = g.ConsumerState, "consumer"
+		}
+		typ := g.Type.String()
 		if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
 			continue
 		}
-		if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, func(s string) bool { return strings.EqualFold(s, "classic") }) {
+		if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, func(s string) bool { return strings.EqualFold(s, typ) }) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, g.ProtocolType, state, "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, protocolType, state, typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return done(resp), nil

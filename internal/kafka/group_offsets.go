@@ -19,9 +19,11 @@ package kafka
 //   - OffsetFetch reads the broker's committed state; partitions without a
 //     committed offset answer -1. A broker behind the chain answers
 //     COORDINATOR_LOAD_IN_PROGRESS.
+//   - For KIP-848 consumer groups the generation of OffsetCommit and the
+//     member epoch of OffsetFetch v9 must be the member's current epoch
+//     (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
 // Not done: require_stable (v7+) has nothing to wait for until
-// transactional offset commits exist; v9's member epoch (KIP-848) is not
-// checked; v10 (topic ids) is not served.
+// transactional offset commits exist; v10 (topic ids) is not served.
 
 import (
 	"sort"
@@ -114,6 +116,18 @@ func handleOffsetFetch(c *conn, req kmsg.Request) (respond, error) {
 	}
 	for _, rg := range r.Groups {
 		code, out := fetchGroupOffsets(groups.Group(rg.Group), view, rg.Group, rg.Topics, loading)
+		if code == 0 && rg.MemberID != nil {
+			// v9 (KIP-848): a member reading its group's offsets must be
+			// current.
+			if g := groups.Group(rg.Group); g != nil && g.Type == fsm.GroupConsumer {
+				switch m := g.ConsumerMember(*rg.MemberID); {
+				case m == nil:
+					code, out = kerr.UnknownMemberID.Code, nil
+				case m.Epoch != rg.MemberEpoch:
+					code, out = kerr.StaleMemberEpoch.Code, nil
+				}
+			}
+		}
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group, g.ErrorCode, g.Topics = rg.Group, code, out
 		resp.Groups = append(resp.Groups, g)

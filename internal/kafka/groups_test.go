@@ -97,9 +97,13 @@ func TestGroupConsumersSplitPartitions(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		balancer kgo.GroupBalancer
+		kip848   bool
 	}{
-		{"range", kgo.RangeBalancer()},
-		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+		{"range", kgo.RangeBalancer(), false},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer(), false},
+		// KIP-848: the broker assigns, with the uniform and range assignors.
+		{"kip848-uniform", kgo.StickyBalancer(), true},
+		{"kip848-range", kgo.RangeBalancer(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := startTestBrokerClocked(t, 20*time.Millisecond)
@@ -111,7 +115,11 @@ func TestGroupConsumersSplitPartitions(t *testing.T) {
 			produceValues(t, tb.addr, topic, 0, n)
 			var members []*groupConsumer
 			for range 3 {
-				gc := startGroupConsumer(t, tb.addr, group, topic, kgo.Balancers(tc.balancer))
+				opts := []kgo.Opt{kgo.Balancers(tc.balancer)}
+				if tc.kip848 {
+					opts = append(opts, kgo.ServerSideBalancer())
+				}
+				gc := startGroupConsumer(t, tb.addr, group, topic, opts...)
 				members = append(members, gc)
 				t.Cleanup(gc.cl.Close)
 			}
@@ -163,6 +171,16 @@ func TestGroupConsumersSplitPartitions(t *testing.T) {
 			offs, err := adm.FetchOffsets(context.Background(), group)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.kip848 {
+				// The group really is a KIP-848 group.
+				lg, err := adm.ListGroups(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if typ := lg[group].GroupType; typ != "consumer" {
+					t.Fatalf("group type %q, want consumer (KIP-848)", typ)
+				}
 			}
 			var committed int64
 			offs.Each(func(o kadm.OffsetResponse) { committed += o.At })

@@ -1,0 +1,616 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The consumer group protocol of KIP-848: the broker assigns. Each member
+// heartbeats; the group epoch moves whenever membership, a subscription or
+// a subscribed topic's partitions change, and a target assignment is
+// computed for that epoch by the group's server-side assignor (uniform or
+// range). Each member then moves towards its target: partitions it must
+// give up are revoked first (it keeps its epoch until it reports it no
+// longer owns them), then it takes the target epoch and every partition of
+// its target that no other member still holds; the rest come on later
+// heartbeats, once released. All of it runs in apply, on block time.
+
+// GroupType tells the protocols apart: a group is driven by one at a time.
+type GroupType uint8
+
+// The group types.
+const (
+	GroupClassic  GroupType = 0
+	GroupConsumer GroupType = 1
+)
+
+func (t GroupType) String() string {
+	if t == GroupConsumer {
+		return "consumer"
+	}
+	return "classic"
+}
+
+// TopicPartitions are partitions by topic name.
+type TopicPartitions map[string][]int32
+
+func (tp TopicPartitions) clone() TopicPartitions {
+	out := make(TopicPartitions, len(tp))
+	for t, ps := range tp {
+		out[t] = slices.Clone(ps)
+	}
+	return out
+}
+
+func (tp TopicPartitions) has(t string, p int32) bool { return slices.Contains(tp[t], p) }
+
+func (tp TopicPartitions) add(t string, p int32) {
+	if !tp.has(t, p) {
+		tp[t] = append(tp[t], p)
+		slices.Sort(tp[t])
+	}
+}
+
+// minus returns the partitions of tp not in o.
+func (tp TopicPartitions) minus(o TopicPartitions) TopicPartitions {
+	out := TopicPartitions{}
+	for _, t := range sortedKeys(tp) {
+		for _, p := range tp[t] {
+			if !o.has(t, p) {
+				out.add(t, p)
+			}
+		}
+	}
+	return out
+}
+
+func (tp TopicPartitions) count() int {
+	n := 0
+	for _, ps := range tp {
+		n += len(ps)
+	}
+	return n
+}
+
+func (tp TopicPartitions) equal(o TopicPartitions) bool {
+	return tp.count() == o.count() && tp.minus(o).count() == 0
+}
+
+// ConsumerMember is a member of a KIP-848 consumer group.
+type ConsumerMember struct {
+	ID, InstanceID, RackID, ClientID, ClientHost string
+	Epoch, PrevEpoch                             int32
+	RebalanceTimeoutMs                           int32
+	Topics                                       []string // sorted
+	Regex                                        string
+	Assignor                                     string
+	// Assigned is what the member was told it owns; Revoking what it was
+	// told to give up and has not yet reported released, by
+	// RevokeDeadlineMs; Target is its share of the group's target
+	// assignment.
+	Assigned, Revoking, Target TopicPartitions
+	RevokeDeadlineMs           int64
+	LastSeenMs                 int64
+	// Sent is false when the member's assignment changed since it last
+	// received it.
+	Sent bool
+	// re is Regex compiled (a cache, not state).
+	re    *regexp.Regexp
+	reSrc string
+}
+
+// subscribes reports whether the member subscribes to topic.
+func (m *ConsumerMember) subscribes(topic string) bool {
+	if slices.Contains(m.Topics, topic) {
+		return true
+	}
+	if m.Regex == "" {
+		return false
+	}
+	if m.re == nil || m.reSrc != m.Regex {
+		re, err := regexp.Compile("^(?:" + m.Regex + ")$")
+		if err != nil { // CheckCommand refuses these; a stored one matches nothing
+			return false
+		}
+		m.re, m.reSrc = re, m.Regex
+	}
+	return m.re.MatchString(topic)
+}
+
+func (g *Group) sortedConsumers() []*ConsumerMember {
+	out := make([]*ConsumerMember, 0, len(g.Consumers))
+	for _, id := range sortedKeys(g.Consumers) {
+		out = append(out, g.Consumers[id])
+	}
+	return out
+}
+
+// consumerState is the KIP-848 group state as Kafka names it.
+func (g *Group) consumerState() string {
+	if len(g.Consumers) == 0 {
+		return "Empty"
+	}
+	if g.Epoch != g.AssignmentEpoch {
+		return "Assigning"
+	}
+	for _, m := range g.Consumers {
+		if m.Epoch != g.AssignmentEpoch || m.Revoking.count() > 0 || !m.Assigned.equal(m.Target) {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// heldByOthers returns the partitions members other than m hold (assigned
+// or being revoked).
+func (g *Group) heldByOthers(m *ConsumerMember) TopicPartitions {
+	held := TopicPartitions{}
+	for _, o := range g.Consumers {
+		if o == m {
+			continue
+		}
+		for _, src := range []TopicPartitions{o.Assigned, o.Revoking} {
+			for t, ps := range src {
+				for _, p := range ps {
+					held.add(t, p)
+				}
+			}
+		}
+	}
+	return held
+}
+
+func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) Result {
+	now := f.blockTime
+	g := f.groups[c.Group]
+	switch {
+	case g == nil && c.Epoch != 0:
+		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+	case g == nil:
+		g = newGroup(c.Group, now)
+		g.Type = GroupConsumer
+		f.groups[c.Group] = g
+	case g.Type == GroupClassic && (len(g.Members) > 0 || g.State != GroupEmpty):
+		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q is a classic group with members, not a consumer group", c.Group))
+	case g.Type == GroupClassic:
+		// An empty classic group (offsets only) becomes a consumer group.
+		g.Type, g.ProtocolType, g.Protocol = GroupConsumer, "consumer", ""
+	}
+	f.touchGroup(g)
+	switch c.Epoch {
+	case 0:
+		return f.consumerJoin(g, c, txIndex, cmdIndex)
+	case -1, -2:
+		m := g.Consumers[c.MemberID]
+		if m == nil {
+			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+		}
+		if c.Epoch == -2 && m.InstanceID != "" {
+			// A static member that will return keeps its place (and its
+			// partitions) until its session lapses.
+			m.Epoch, m.Revoking, m.LastSeenMs = -2, TopicPartitions{}, now
+			return Result{Group: &GroupResult{MemberID: m.ID, Generation: -2}}
+		}
+		f.removeConsumer(g, m)
+		return Result{Group: &GroupResult{MemberID: m.ID, Generation: -1}}
+	}
+	m := g.Consumers[c.MemberID]
+	if m == nil {
+		if c.InstanceID != "" && g.byConsumerInstance(c.InstanceID) != nil {
+			return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
+		}
+		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+	}
+	owned := f.ownedByName(c)
+	if c.Epoch != m.Epoch {
+		// A member that missed our last answer may come back with its
+		// previous epoch, as long as it owns nothing it should not.
+		if c.Epoch != m.PrevEpoch || owned == nil || owned.minus(m.Assigned).count() > 0 {
+			return fail(kerr.FencedMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Epoch, m.ID, m.Epoch))
+		}
+	}
+	m.LastSeenMs = now
+	f.updateSubscription(g, m, c)
+	full := c.TopicsSet && c.OwnedSet && c.RebalanceTimeoutMs > 0
+	f.maybeRetarget(g)
+	f.reconcile(g, m, owned)
+	return f.consumerAnswer(m, full)
+}
+
+func (g *Group) byConsumerInstance(instance string) *ConsumerMember {
+	for _, id := range sortedKeys(g.Consumers) {
+		if m := g.Consumers[id]; m.InstanceID == instance {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex int) Result {
+	now := f.blockTime
+	id := c.MemberID
+	if id == "" {
+		id = f.newMemberID(c.ClientID, txIndex, cmdIndex)
+	}
+	m := g.Consumers[id]
+	if m != nil && m.Epoch != -2 {
+		// A member joining again has lost what it owned.
+		m.Assigned, m.Revoking, m.Sent = TopicPartitions{}, TopicPartitions{}, false
+	}
+	if c.InstanceID != "" {
+		if old := g.byConsumerInstance(c.InstanceID); old != nil && old.ID != id {
+			if old.Epoch != -2 {
+				return fail(kerr.UnreleasedInstanceID.Code, fmt.Sprintf("instance %q is still held by member %q", c.InstanceID, old.ID))
+			}
+			// The returning static member takes over its old place.
+			delete(g.Consumers, old.ID)
+			old.ID = id
+			m = old
+			g.Consumers[id] = m
+		}
+	}
+	epoch, isNew := g.Epoch, m == nil
+	if isNew {
+		m = &ConsumerMember{ID: id, Assigned: TopicPartitions{}, Revoking: TopicPartitions{}, Target: TopicPartitions{}}
+		g.Consumers[id] = m
+	}
+	m.InstanceID, m.RackID, m.ClientID, m.ClientHost = c.InstanceID, c.RackID, c.ClientID, c.ClientHost
+	m.RebalanceTimeoutMs, m.LastSeenMs = c.RebalanceTimeoutMs, now
+	if m.Epoch == -2 {
+		m.Epoch = m.PrevEpoch
+	}
+	f.updateSubscription(g, m, c)
+	if isNew && g.Epoch == epoch {
+		g.Epoch++ // membership changed, if the subscription did not
+	}
+	f.maybeRetarget(g)
+	f.reconcile(g, m, TopicPartitions{})
+	return f.consumerAnswer(m, true)
+}
+
+// updateSubscription applies a heartbeat's subscription and assignor; a
+// change moves the group epoch. CheckCommand has vetted both.
+func (f *FSM) updateSubscription(g *Group, m *ConsumerMember, c ConsumerGroupHeartbeat) {
+	if c.RebalanceTimeoutMs > 0 {
+		m.RebalanceTimeoutMs = c.RebalanceTimeoutMs
+	}
+	changed := false
+	if c.TopicsSet {
+		topics := slices.Clone(c.Topics)
+		slices.Sort(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.Topics) {
+			m.Topics, changed = topics, true
+		}
+	}
+	if c.RegexSet && c.Regex != m.Regex {
+		m.Regex, changed = c.Regex, true
+	}
+	if c.AssignorSet && c.Assignor != m.Assignor {
+		m.Assignor, changed = c.Assignor, true
+	}
+	if changed {
+		g.Epoch++
+	}
+}
+
+// ownedByName maps the partitions a heartbeat reports owning to topic
+// names (nil when it reports nothing new). Unknown topic ids are dropped.
+func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) TopicPartitions {
+	if !c.OwnedSet {
+		return nil
+	}
+	out := TopicPartitions{}
+	for _, o := range c.Owned {
+		if t := f.byID[o.ID]; t != nil {
+			for _, p := range o.Partitions {
+				out.add(t.Name, p)
+			}
+		}
+	}
+	return out
+}
+
+func (f *FSM) removeConsumer(g *Group, m *ConsumerMember) {
+	delete(g.Consumers, m.ID)
+	g.Epoch++
+	f.touchGroup(g)
+	f.maybeRetarget(g)
+	if len(g.Consumers) == 0 {
+		g.EmptySinceMs = f.blockTime
+	}
+}
+
+// subscriptionDigest summarises what the assignment depends on besides
+// membership and subscriptions (which move the epoch themselves): the
+// topics the members' subscriptions resolve to (a regular expression
+// meets new topics), their partition counts, and the assignor.
+func (f *FSM) subscriptionDigest(g *Group) string {
+	topics := map[string]bool{}
+	for _, m := range g.Consumers {
+		for _, t := range f.subscribedTopics(m) {
+			topics[t] = true
+		}
+	}
+	h := sha256.New()
+	for _, t := range sortedKeys(topics) {
+		h.Write([]byte(t))
+		h.Write([]byte{0})
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.topics[t].Partitions))))
+	}
+	h.Write([]byte(g.assignor()))
+	return string(h.Sum(nil))
+}
+
+// subscribedTopics returns the existing topics m subscribes to, sorted.
+func (f *FSM) subscribedTopics(m *ConsumerMember) []string {
+	var out []string
+	if m.Regex == "" {
+		for _, name := range m.Topics { // sorted
+			if f.topics[name] != nil {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	for _, name := range sortedNames(f.topics) {
+		if m.subscribes(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// assignor is the group's assignor: the one most members name (ties to
+// the order of ConsumerAssignors), the default when none does.
+func (g *Group) assignor() string {
+	votes := map[string]int{}
+	for _, m := range g.Consumers {
+		if m.Assignor != "" {
+			votes[m.Assignor]++
+		}
+	}
+	best := ConsumerAssignors[0]
+	for _, a := range ConsumerAssignors {
+		if votes[a] > votes[best] {
+			best = a
+		}
+	}
+	return best
+}
+
+// maybeRetarget computes a new target assignment when the group epoch
+// moved or what the assignment depends on changed.
+func (f *FSM) maybeRetarget(g *Group) {
+	digest := f.subscriptionDigest(g)
+	if g.Epoch == g.AssignmentEpoch && digest == g.SubsDigest {
+		return
+	}
+	if g.Epoch == g.AssignmentEpoch {
+		g.Epoch++ // a subscribed topic was created or grew
+	}
+	g.SubsDigest = digest
+	members := g.sortedConsumers()
+	var targets map[string]TopicPartitions
+	if g.assignor() == "range" {
+		targets = f.assignRange(members)
+	} else {
+		targets = f.assignUniform(members)
+	}
+	for _, m := range members {
+		m.Target = targets[m.ID]
+		if m.Target == nil {
+			m.Target = TopicPartitions{}
+		}
+	}
+	g.AssignmentEpoch = g.Epoch
+	f.touchGroup(g)
+}
+
+// assignRange gives each topic's partitions to its subscribers in
+// contiguous ranges, by member id order; the first members get one more
+// when the partitions do not divide evenly.
+func (f *FSM) assignRange(members []*ConsumerMember) map[string]TopicPartitions {
+	out := map[string]TopicPartitions{}
+	for _, name := range sortedNames(f.topics) {
+		var subs []*ConsumerMember
+		for _, m := range members {
+			if m.subscribes(name) {
+				subs = append(subs, m)
+			}
+		}
+		if len(subs) == 0 {
+			continue
+		}
+		n := int32(len(f.topics[name].Partitions))
+		per, extra := n/int32(len(subs)), n%int32(len(subs))
+		p := int32(0)
+		for i, m := range subs {
+			k := per
+			if int32(i) < extra {
+				k++
+			}
+			for range k {
+				if out[m.ID] == nil {
+					out[m.ID] = TopicPartitions{}
+				}
+				out[m.ID].add(name, p)
+				p++
+			}
+		}
+	}
+	return out
+}
+
+// assignUniform spreads every subscribed partition evenly over the members
+// subscribing to it, keeping each member's previous target where the
+// balance allows (sticky): first every member keeps up to its fair share
+// of what it had, then each remaining partition goes to the subscriber
+// holding the fewest (its previous owner on a tie, then member id order).
+func (f *FSM) assignUniform(members []*ConsumerMember) map[string]TopicPartitions {
+	out := map[string]TopicPartitions{}
+	type tp struct {
+		topic string
+		p     int32
+	}
+	var all []tp
+	for _, name := range sortedNames(f.topics) {
+		for _, m := range members {
+			if m.subscribes(name) {
+				for p := range int32(len(f.topics[name].Partitions)) {
+					all = append(all, tp{name, p})
+				}
+				break
+			}
+		}
+	}
+	if len(members) == 0 || len(all) == 0 {
+		return out
+	}
+	fair := len(all) / len(members)
+	count := map[string]int{}
+	taken := map[tp]bool{}
+	prev := map[tp]string{}
+	for _, m := range members {
+		out[m.ID] = TopicPartitions{}
+		for _, t := range sortedKeys(m.Target) {
+			for _, p := range m.Target[t] {
+				prev[tp{t, p}] = m.ID
+				if f.topics[t] != nil && p < int32(len(f.topics[t].Partitions)) && m.subscribes(t) && count[m.ID] < fair {
+					out[m.ID].add(t, p)
+					count[m.ID]++
+					taken[tp{t, p}] = true
+				}
+			}
+		}
+	}
+	for _, x := range all {
+		if taken[x] {
+			continue
+		}
+		var best *ConsumerMember
+		for _, m := range members {
+			if !m.subscribes(x.topic) {
+				continue
+			}
+			switch {
+			case best == nil, count[m.ID] < count[best.ID]:
+				best = m
+			case count[m.ID] == count[best.ID] && prev[x] == m.ID:
+				best = m
+			}
+		}
+		out[best.ID].add(x.topic, x.p)
+		count[best.ID]++
+	}
+	return out
+}
+
+// reconcile moves m towards its target: revocations first, then the
+// target epoch with every target partition no other member holds.
+// owned is what the member reports owning (nil: unchanged).
+func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned TopicPartitions) {
+	if owned != nil && m.Revoking.count() > 0 {
+		still := TopicPartitions{}
+		for _, t := range sortedKeys(m.Revoking) {
+			for _, p := range m.Revoking[t] {
+				if owned.has(t, p) {
+					still.add(t, p)
+				}
+			}
+		}
+		if !still.equal(m.Revoking) {
+			m.Revoking = still
+			f.touchGroup(g)
+		}
+	}
+	if m.Revoking.count() > 0 {
+		return // waiting for the member to let go
+	}
+	if revoke := m.Assigned.minus(m.Target); revoke.count() > 0 {
+		m.Assigned = m.Assigned.minus(revoke)
+		m.Revoking = revoke
+		m.RevokeDeadlineMs = f.blockTime + int64(m.RebalanceTimeoutMs)
+		m.Sent = false
+		return
+	}
+	held := g.heldByOthers(m)
+	if add := m.Target.minus(m.Assigned).minus(held); add.count() > 0 {
+		for _, t := range sortedKeys(add) {
+			for _, p := range add[t] {
+				m.Assigned.add(t, p)
+			}
+		}
+		m.Sent = false
+	}
+	if m.Epoch != g.AssignmentEpoch {
+		m.PrevEpoch, m.Epoch = m.Epoch, g.AssignmentEpoch
+	}
+}
+
+// consumerAnswer is a heartbeat's result: the member's epoch, and its
+// assignment when it changed since last sent or the request was full.
+func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) Result {
+	r := &GroupResult{MemberID: m.ID, Generation: m.Epoch}
+	if full || !m.Sent {
+		r.Assignment = m.Assigned.clone()
+		r.SendAssignment = true
+		m.Sent = true
+	}
+	return Result{Group: r}
+}
+
+// consumerTimers expires KIP-848 members whose session lapsed or who did
+// not give up revoked partitions within their rebalance timeout.
+func (f *FSM) consumerTimers(g *Group) (changes []string) {
+	now := f.blockTime
+	for _, m := range g.sortedConsumers() {
+		switch {
+		case now > m.LastSeenMs+ConsumerSessionTimeoutMs:
+			changes = append(changes, fmt.Sprintf("group %s member %s expired", g.Name, m.ID))
+		case m.Revoking.count() > 0 && now > m.RevokeDeadlineMs:
+			changes = append(changes, fmt.Sprintf("group %s member %s fenced: revocation timed out", g.Name, m.ID))
+		default:
+			continue
+		}
+		f.removeConsumer(g, m)
+	}
+	return changes
+}
+
+func (g *Group) consumerDeadline() int64 {
+	d := int64(1<<63 - 1)
+	for _, m := range g.Consumers {
+		d = min(d, m.LastSeenMs+ConsumerSessionTimeoutMs+1)
+		if m.Revoking.count() > 0 {
+			d = min(d, m.RevokeDeadlineMs+1)
+		}
+	}
+	return d
+}
+
+// consumerSubscribed reports whether a member of a consumer group
+// subscribes to topic.
+func (g *Group) consumerSubscribed(topic string) bool {
+	for _, m := range g.Consumers {
+		if m.subscribes(topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropTopicFromConsumers forgets a deleted topic's partitions in every
+// member's assignment (the next heartbeat retargets).
+func dropTopicFromConsumers(g *Group, topic string) {
+	for _, m := range g.Consumers {
+		for _, tp := range []TopicPartitions{m.Assigned, m.Revoking, m.Target} {
+			delete(tp, topic)
+		}
+	}
+}

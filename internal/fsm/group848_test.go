@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func cgJoin(member string, topics ...string) ConsumerGroupHeartbeat {
+	return ConsumerGroupHeartbeat{Group: "cg", MemberID: member, ClientID: "c", RebalanceTimeoutMs: 10_000,
+		TopicsSet: true, Topics: topics, OwnedSet: true}
+}
+
+func cgBeat(member string, epoch int32, owned TopicPartitions, ids map[string]TopicID) ConsumerGroupHeartbeat {
+	c := ConsumerGroupHeartbeat{Group: "cg", MemberID: member, Epoch: epoch, RebalanceTimeoutMs: -1}
+	if owned != nil {
+		c.OwnedSet = true
+		for _, t := range sortedKeys(owned) {
+			c.Owned = append(c.Owned, OwnedTopic{ID: ids[t], Partitions: owned[t]})
+		}
+	}
+	return c
+}
+
+func wantAssignment(t *testing.T, what string, r Result, epoch int32, want TopicPartitions) {
+	t.Helper()
+	if r.Code != 0 || r.Group == nil {
+		t.Fatalf("%s: code %d (%s)", what, r.Code, r.Message)
+	}
+	if r.Group.Generation != epoch {
+		t.Fatalf("%s: epoch %d, want %d", what, r.Group.Generation, epoch)
+	}
+	if want == nil {
+		if r.Group.SendAssignment {
+			t.Fatalf("%s: sent assignment %v, want none (unchanged)", what, r.Group.Assignment)
+		}
+		return
+	}
+	if !r.Group.SendAssignment || !r.Group.Assignment.equal(want) {
+		t.Fatalf("%s: assignment %v (sent %v), want %v", what, r.Group.Assignment, r.Group.SendAssignment, want)
+	}
+}
+
+// TestConsumerGroupProtocol drives KIP-848's protocol through its steps:
+// a join takes everything, a second member's join moves the group epoch,
+// the first member must revoke half before the second gets it, epochs are
+// fenced, commits need the current epoch, a leave and a session lapse in
+// block time move partitions back; then the same blocks on another state
+// machine give the same hashes and groups.
+func TestConsumerGroupProtocol(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "orders", Partitions: 4, ReplicationFactor: -1})
+	ids := map[string]TopicID{"orders": d.f.View().Topic("orders").ID}
+	all := TopicPartitions{"orders": {0, 1, 2, 3}}
+
+	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "orders"))[0], 1, all)
+	r := d.block(100, cgJoin("B", "orders"))[0]
+	wantAssignment(t, "B joins while A holds everything", r, 2, TopicPartitions{})
+	g := d.f.Groups().Group("cg")
+	if g.Type != GroupConsumer || g.Epoch != 2 || g.AssignmentEpoch != 2 || g.Assignor != "uniform" || g.ConsumerState != "Reconciling" {
+		t.Fatalf("after B joined: %+v", g)
+	}
+	targetA := g.ConsumerMember("A").Target
+	targetB := g.ConsumerMember("B").Target
+	if targetA.count() != 2 || targetB.count() != 2 || !targetA.minus(all).equal(TopicPartitions{}) {
+		t.Fatalf("targets A %v B %v", targetA, targetB)
+	}
+	// A must give up B's half first, keeping its epoch.
+	wantAssignment(t, "A told to revoke", d.block(100, cgBeat("A", 1, all, ids))[0], 1, targetA)
+	wantAssignment(t, "B waits while A revokes", d.block(100, cgBeat("B", 2, nil, ids))[0], 2, nil)
+	wantAssignment(t, "A reports the revocation", d.block(100, cgBeat("A", 1, targetA, ids))[0], 2, nil)
+	wantAssignment(t, "B receives its half", d.block(100, cgBeat("B", 2, nil, ids))[0], 2, targetB)
+	if s := d.f.Groups().Group("cg").ConsumerState; s != "Stable" {
+		t.Fatalf("state %s after reconciliation, want Stable", s)
+	}
+
+	r2 := d.block(100,
+		cgBeat("B", 9, nil, ids),
+		cgBeat("nobody", 2, nil, ids),
+		OffsetCommit{Group: "cg", MemberID: "B", Generation: 2, Topic: "orders", Partition: targetB["orders"][0], Offset: 11},
+		OffsetCommit{Group: "cg", MemberID: "B", Generation: 1, Topic: "orders", Partition: targetB["orders"][0], Offset: 12},
+		OffsetCommit{Group: "cg", Generation: -1, Topic: "orders", Partition: 0, Offset: 1},
+		JoinGroup{Group: "cg", ClientID: "old", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range"}},
+			SessionTimeoutMs: 10_000, RebalanceTimeoutMs: 10_000},
+		DeleteGroup{Group: "cg"},
+		OffsetDelete{Group: "cg", Topic: "orders", Partition: 0},
+	)
+	for i, want := range []int16{kerr.FencedMemberEpoch.Code, kerr.UnknownMemberID.Code, 0, kerr.StaleMemberEpoch.Code,
+		kerr.UnknownMemberID.Code, kerr.InconsistentGroupProtocol.Code, kerr.NonEmptyGroup.Code, kerr.GroupSubscribedToTopic.Code} {
+		wantCode(t, "consumer group command "+string(rune('0'+i)), r2[i], want)
+	}
+
+	// A leaves; B takes everything at its next heartbeat.
+	r = d.block(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "A", Epoch: -1})[0]
+	if r.Code != 0 || r.Group.Generation != -1 {
+		t.Fatalf("leave: %+v", r)
+	}
+	wantAssignment(t, "B after A left", d.block(100, cgBeat("B", 2, targetB, ids))[0], 3, all)
+
+	// B falls silent: its session lapses in block time.
+	d.block(ConsumerSessionTimeoutMs + 1)
+	if g := d.f.Groups().Group("cg"); len(g.Consumers) != 0 || g.ConsumerState != "Empty" {
+		t.Fatalf("after B's session lapsed: %+v", g)
+	}
+	wantCode(t, "B heartbeats after expiring", d.block(100, cgBeat("B", 3, nil, ids))[0], kerr.UnknownMemberID.Code)
+
+	// Range, three members on four partitions: contiguous ranges by
+	// member id, the first one larger.
+	rj := func(id string) ConsumerGroupHeartbeat {
+		c := cgJoin(id, "orders")
+		c.Group, c.AssignorSet, c.Assignor = "rg", true, "range"
+		return c
+	}
+	d.block(100, rj("m1"), rj("m2"), rj("m3"))
+	rg := d.f.Groups().Group("rg")
+	want := map[string]TopicPartitions{"m1": {"orders": {0, 1}}, "m2": {"orders": {2}}, "m3": {"orders": {3}}}
+	for id, tp := range want {
+		if got := rg.ConsumerMember(id).Target; !got.equal(tp) {
+			t.Errorf("range target of %s: %v, want %v", id, got, tp)
+		}
+	}
+	if rg.Assignor != "range" {
+		t.Errorf("assignor %q, want range", rg.Assignor)
+	}
+
+	other := openGroups(t, t.TempDir())
+	defer other.Close()
+	for i, b := range d.blocks {
+		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.AppHash, d.hashes[i]) {
+			t.Fatalf("app hash differs at height %d", i+1)
+		}
+	}
+	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
+		t.Fatal("the two state machines hold different groups")
+	}
+}
+
+// TestConsumerGroupStaticMember: a static member leaving with epoch -2
+// keeps its partitions reserved; a new member id with the same instance id
+// takes them over; while the old one has not left, the instance id is
+// refused (UNRELEASED_INSTANCE_ID).
+func TestConsumerGroupStaticMember(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
+	s1 := cgJoin("s1", "orders")
+	s1.InstanceID = "inst"
+	wantAssignment(t, "static join", d.block(100, s1)[0], 1, TopicPartitions{"orders": {0, 1}})
+	s2 := cgJoin("s2", "orders")
+	s2.InstanceID = "inst"
+	wantCode(t, "same instance while held", d.block(100, s2)[0], kerr.UnreleasedInstanceID.Code)
+	r := d.block(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "s1", InstanceID: "inst", Epoch: -2})[0]
+	if r.Code != 0 || r.Group.Generation != -2 {
+		t.Fatalf("static leave: %+v", r)
+	}
+	wantAssignment(t, "static return", d.block(100, s2)[0], 1, TopicPartitions{"orders": {0, 1}})
+	if g := d.f.Groups().Group("cg"); len(g.Consumers) != 1 || g.ConsumerMember("s2") == nil || g.Epoch != 1 {
+		t.Fatalf("after the takeover: %+v", g)
+	}
+}
