@@ -67,6 +67,7 @@ func encodeGroup(g *Group) []byte {
 	w.i64(g.DeadlineMs)
 	w.i64(g.RebalanceStartMs)
 	w.bool(g.Initial)
+	w.i64(g.InitialHeight)
 	w.i64(g.EmptySinceMs)
 	w.i64(g.NextSeq)
 	pending := sortedKeys(g.Pending)
@@ -132,7 +133,7 @@ func decodeGroup(name string, v []byte) (*Group, error) {
 	}
 	g := newGroup(name, 0)
 	g.ProtocolType, g.Protocol, g.State, g.Generation, g.Leader = r.str(), r.str(), GroupState(r.u8()), r.i32(), r.str()
-	g.DeadlineMs, g.RebalanceStartMs, g.Initial, g.EmptySinceMs, g.NextSeq = r.i64(), r.i64(), r.bool(), r.i64(), r.i64()
+	g.DeadlineMs, g.RebalanceStartMs, g.Initial, g.InitialHeight, g.EmptySinceMs, g.NextSeq = r.i64(), r.i64(), r.bool(), r.i64(), r.i64(), r.i64()
 	for i, n := 0, r.count(9); i < n; i++ {
 		g.Pending[r.str()] = r.i64()
 	}

@@ -90,6 +90,11 @@ type Group struct {
 	DeadlineMs       int64
 	RebalanceStartMs int64
 	Initial          bool
+	// InitialHeight is the height of the block that started an initial
+	// rebalance; its delay is counted from the next block's time (a block
+	// made after an idle spell carries the time of the one before it, up to
+	// seconds old, and Kafka never ends the delay early).
+	InitialHeight int64
 	// EmptySinceMs is when the group last lost its last member.
 	EmptySinceMs int64
 	// Pending are member ids handed out with MEMBER_ID_REQUIRED, with the
@@ -227,15 +232,19 @@ func (f *FSM) touchGroup(g *Group) {
 }
 
 // newMemberID makes a member id the way Kafka shapes them (client id, a
-// dash, a UUID), from the chain position of the command: the same on every
-// broker, different for every join.
+// dash, a UUID), from the chain: the app hash before the block and the
+// command's position in it. The same on every broker, different for every
+// join and from chain to chain.
 func (f *FSM) newMemberID(clientID string, txIndex, cmdIndex int) string {
 	var buf [24]byte
 	binary.BigEndian.PutUint64(buf[0:], uint64(f.height))
 	binary.BigEndian.PutUint64(buf[8:], uint64(txIndex))
 	binary.BigEndian.PutUint64(buf[16:], uint64(cmdIndex))
-	sum := sha256.Sum256(append([]byte("stele/member-id\x00"), buf[:]...))
-	h := hex.EncodeToString(sum[:16])
+	d := sha256.New()
+	d.Write([]byte("stele/member-id\x00"))
+	d.Write(f.appHash)
+	d.Write(buf[:])
+	h := hex.EncodeToString(d.Sum(nil)[:16])
 	return clientID + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
@@ -364,13 +373,13 @@ func (f *FSM) rebalance(g *Group, newMember bool) {
 	now := f.blockTime
 	switch g.State {
 	case GroupPreparingRebalance:
-		if g.Initial && newMember {
+		if g.Initial && newMember && g.DeadlineMs != 0 {
 			g.DeadlineMs = min(now+GroupInitialRebalanceDelayMs, g.RebalanceStartMs+g.maxRebalanceTimeout())
 		}
 		return
 	case GroupEmpty:
-		g.Initial = true
-		g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
+		// Armed by groupTimers at the next block (see InitialHeight).
+		g.Initial, g.DeadlineMs, g.InitialHeight = true, 0, f.height
 	default:
 		g.Initial = false
 		g.DeadlineMs = now + g.maxRebalanceTimeout()
@@ -394,6 +403,9 @@ func (f *FSM) tryCompleteJoin(g *Group) (changed bool) {
 	all := true
 	for _, m := range g.Members {
 		all = all && m.Joined
+	}
+	if g.Initial && g.DeadlineMs == 0 {
+		return false // the initial delay is not armed yet
 	}
 	if !(all && !g.Initial) && now < g.DeadlineMs {
 		return false
@@ -680,6 +692,12 @@ func (f *FSM) groupTimers() (changes []string) {
 	}
 	for _, n := range names {
 		g := f.groups[n]
+		if g.State == GroupPreparingRebalance && g.Initial && g.DeadlineMs == 0 && f.height > g.InitialHeight {
+			g.RebalanceStartMs = now
+			g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
+			f.touchGroup(g)
+			changes = append(changes, fmt.Sprintf("group %s initial delay until %d", g.Name, g.DeadlineMs))
+		}
 		for id, until := range g.Pending {
 			if now > until {
 				delete(g.Pending, id)
@@ -725,7 +743,7 @@ func (f *FSM) groupTimers() (changes []string) {
 func (g *Group) nextDeadline() int64 {
 	d := int64(1<<63 - 1)
 	if g.State == GroupPreparingRebalance || g.State == GroupCompletingRebalance {
-		d = g.DeadlineMs
+		d = g.DeadlineMs // 0 for an initial delay to arm: due at once
 	}
 	for _, until := range g.Pending {
 		d = min(d, until+1)

@@ -93,7 +93,13 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	if g.State != GroupPreparingRebalance || g.Generation != 0 {
 		t.Fatalf("during the initial delay: %s generation %d", g.State, g.Generation)
 	}
-	d.block(GroupInitialRebalanceDelayMs) // the delay passes in block time
+	// The delay is counted from the block after the first join (the one
+	// above), never from the join's own block time.
+	d.block(GroupInitialRebalanceDelayMs - 1)
+	if g = d.f.Groups().Group("g"); g.State != GroupPreparingRebalance {
+		t.Fatalf("the initial delay ended early: %s", g.State)
+	}
+	d.block(1) // the delay passes in block time
 	g = d.f.Groups().Group("g")
 	if g.State != GroupCompletingRebalance || g.Generation != 1 || g.Leader != idB || g.Protocol != "range" || len(g.Members) != 2 {
 		t.Fatalf("after the delay: %+v", g)
@@ -151,6 +157,7 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	s := join("s", "", "app", false)
 	s.InstanceID = "i-1"
 	idS := d.block(100, s)[0].Group.MemberID
+	d.block(100) // the next block arms the initial delay
 	d.block(GroupInitialRebalanceDelayMs)
 	wantCode(t, "static leader sync", d.block(100, SyncGroup{Group: "s", MemberID: idS, Generation: 1,
 		Assignments: []MemberAssignment{{idS, []byte("all")}}})[0], 0)
@@ -213,6 +220,7 @@ func TestGroupsSurviveReopen(t *testing.T) {
 	s := join("g", "", "c", false)
 	s.InstanceID = "inst"
 	id := d.block(100, s, join("g", "", "d", false))[0].Group.MemberID
+	d.block(100)
 	d.block(GroupInitialRebalanceDelayMs)
 	d.block(100, SyncGroup{Group: "g", MemberID: id, Generation: 1, Assignments: []MemberAssignment{{id, []byte("x")}}},
 		OffsetCommit{Group: "g", MemberID: id, Generation: 1, Topic: "orders", Partition: 1, Offset: 42, LeaderEpoch: 1, Metadata: "meta"},

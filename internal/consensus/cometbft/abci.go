@@ -72,7 +72,14 @@ type abciApp struct {
 	finalized       int64  // height of the last FinalizeBlock
 	lastHash        []byte // app hash after it
 	warnedEmptyHash bool
+	// emptyHashChanges counts consecutive empty blocks that changed the
+	// app hash.
+	emptyHashChanges int
 }
+
+// emptyHashChangesWarn consecutive empty blocks changing the app hash
+// mean the chain cannot idle.
+const emptyHashChangesWarn = 10
 
 var _ abci.Application = (*abciApp)(nil)
 
@@ -212,10 +219,21 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d returned %d results for %d transactions",
 			req.Height, len(results), len(req.Txs)))
 	}
-	if len(req.Txs) == 0 && a.lastHash != nil && !bytes.Equal(a.lastHash, appHash) && !a.warnedEmptyHash {
-		a.warnedEmptyHash = true
-		a.logger.Warn("the app hash changed on an empty block: CometBFT makes a new block after every block whose app hash changed, so the node will never be idle",
-			"height", req.Height)
+	// Housekeeping and group timers may change the state in an empty
+	// block now and then; a hash that changes on every empty block would
+	// keep CometBFT from ever idling (it makes a new block after every
+	// block whose app hash changed), which is a bug worth saying once.
+	switch {
+	case len(req.Txs) > 0:
+	case a.lastHash != nil && !bytes.Equal(a.lastHash, appHash):
+		a.emptyHashChanges++
+		if a.emptyHashChanges == emptyHashChangesWarn && !a.warnedEmptyHash {
+			a.warnedEmptyHash = true
+			a.logger.Warn("the app hash changed on every one of the last empty blocks: CometBFT makes a new block after every block whose app hash changed, so the node will never be idle",
+				"height", req.Height, "blocks", emptyHashChangesWarn)
+		}
+	default:
+		a.emptyHashChanges = 0
 	}
 	a.finalized, a.lastHash = req.Height, appHash
 	res := &abci.ResponseFinalizeBlock{TxResults: make([]*abci.ExecTxResult, len(results)), AppHash: appHash}
