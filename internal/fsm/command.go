@@ -50,6 +50,8 @@ func (k Kind) String() string {
 		return "ConsumerGroupHeartbeat"
 	case KindTick:
 		return "Tick"
+	case KindInitProducerID:
+		return "InitProducerID"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

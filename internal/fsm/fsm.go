@@ -103,6 +103,7 @@ type FSM struct {
 	dirtyGroups    map[string]bool
 	dirtyOffsets   map[offsetRef]bool
 	groupsDue      int64 // block time at which some group timer may fire
+	nextProducerID int64
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
@@ -338,6 +339,8 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return f.consumerGroupHeartbeat(c, txIndex, cmdIndex)
 	case Tick:
 		return Result{}
+	case InitProducerID:
+		return f.initProducerID(c)
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }
@@ -397,6 +400,9 @@ func (f *FSM) publish(metaChanged bool) {
 	for p := range f.dirtyParts {
 		p.hwm.Store(p.next)
 		p.lso.Store(p.start)
+		if len(p.dirtyProducers) > 0 || p.producersView.Load() == nil {
+			p.publishProducers()
+		}
 	}
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {

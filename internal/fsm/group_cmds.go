@@ -230,6 +230,8 @@ func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
 		return decodeConsumerHeartbeat(r), true
 	case KindTick:
 		return Tick{}, true
+	case KindInitProducerID:
+		return InitProducerID{TransactionalID: r.str()}, true
 	}
 	return nil, false
 }

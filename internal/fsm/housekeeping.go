@@ -20,6 +20,7 @@ func (f *FSM) housekeep() (changes []string) {
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		for _, p := range t.Partitions {
+			changes = append(changes, f.expireProducers(p)...)
 			segs := p.log.Segments()
 			if t.Config.Delete {
 				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {

@@ -15,6 +15,7 @@ import (
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed
 //	g/... and o/...                   consumer groups and committed offsets (group_state.go)
+//	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -40,6 +41,7 @@ func (f *FSM) persist() error {
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
 	w.i64(f.lastHousekeep)
+	w.i64(f.nextProducerID)
 	b.Set(keyState, w.b)
 	if f.signersChanged {
 		b.Set(keySigners, encodeSigners(f.sortedSigners()))
@@ -52,6 +54,7 @@ func (f *FSM) persist() error {
 		b.Delete(certKey(e.height, e.digest))
 	}
 	for _, t := range f.deleted {
+		b.DeletePrefix(producerPrefix(t.Name))
 		b.Delete(topicKey(t.Name))
 		for _, p := range t.Partitions {
 			b.Delete(partitionKey(t.Name, p.Index))
@@ -78,6 +81,7 @@ func (f *FSM) persist() error {
 		b.Set(partitionKey(p.Topic, p.Index), w.b)
 	}
 	f.persistGroups(b)
+	f.persistProducers(b)
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
 	}
@@ -113,6 +117,7 @@ func (f *FSM) load() error {
 			return fmt.Errorf("stele/fsm: state format %d is not supported by this version (%d)", ver, persistVersion)
 		}
 		f.height, f.appHash, f.blockTime, f.lastHousekeep = r.i64(), append([]byte(nil), r.bytes()...), r.i64(), r.i64()
+		f.nextProducerID = r.i64()
 		if err := r.done(); err != nil {
 			return fmt.Errorf("stele/fsm: reading state: %w", err)
 		}
@@ -154,7 +159,7 @@ func (f *FSM) load() error {
 		}
 		t.Config = resolveConfig(t.Configs)
 		for i := int32(0); i < n; i++ {
-			t.Partitions = append(t.Partitions, &Partition{Topic: name, Index: i})
+			t.Partitions = append(t.Partitions, newPartition(name, i))
 		}
 		f.topics[name] = t
 		f.byID[t.ID] = t
@@ -169,6 +174,9 @@ func (f *FSM) load() error {
 		}
 	}
 	if err := f.loadGroups(); err != nil {
+		return err
+	}
+	if err := f.loadProducers(); err != nil {
 		return err
 	}
 	return f.removeStrayLogs()

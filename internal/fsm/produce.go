@@ -27,7 +27,8 @@ func (f *FSM) produce(c Produce) Result {
 		return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
 	}
 	cfg := t.Config
-	for _, b := range batches {
+	headers := make([]record.Header, len(batches))
+	for i, b := range batches {
 		h, err := record.Validate(b)
 		if err != nil {
 			return fail(record.ErrorCode(err), err.Error())
@@ -35,11 +36,46 @@ func (f *FSM) produce(c Produce) Result {
 		if res := f.checkBatch(cfg, h, b); res.Code != 0 {
 			return res
 		}
+		headers[i] = h
 	}
-	base := p.next
-	for _, b := range batches {
+	// Idempotent producers' sequences, against a staged copy of their
+	// state: a retried batch is not written again, and the answer is the
+	// offset it got the first time.
+	offsets := make([]int64, len(batches))
+	dup := make([]bool, len(batches))
+	staged := map[int64]*producerState{}
+	next := p.next
+	for i, h := range headers {
+		if h.ProducerID >= 0 {
+			st, ok := staged[h.ProducerID]
+			if !ok && p.producers[h.ProducerID] != nil {
+				st = p.producers[h.ProducerID].clone()
+			}
+			code, isDup, at := checkSequence(st, h, next == 0)
+			if code != 0 {
+				return fail(code, fmt.Sprintf("producer %d epoch %d: batch with sequence %d in %s-%d: %s",
+					h.ProducerID, h.ProducerEpoch, h.BaseSequence, t.Name, p.Index, sequenceProblem(code, st)))
+			}
+			if isDup {
+				offsets[i], dup[i] = at, true
+				staged[h.ProducerID] = st
+				continue
+			}
+			if st == nil {
+				st = &producerState{Epoch: h.ProducerEpoch}
+			}
+			st.record(h, next, f.blockTime)
+			staged[h.ProducerID] = st
+		}
+		offsets[i] = next
+		next += int64(h.LastOffsetDelta) + 1
+	}
+	for i, b := range batches {
+		if dup[i] {
+			continue
+		}
 		b = append([]byte(nil), b...) // the block's bytes are not ours to rewrite
-		h, _ := record.ParseHeader(b)
+		h := headers[i]
 		record.SetBaseOffset(b, p.next)
 		record.SetPartitionLeaderEpoch(b, 0)
 		if cfg.LogAppendTime {
@@ -52,12 +88,31 @@ func (f *FSM) produce(c Produce) Result {
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
 	}
+	for pid, st := range staged {
+		if st != nil {
+			p.producers[pid] = st
+			p.dirtyProducers[pid] = true
+		}
+	}
 	f.dirtyParts[p] = true
-	res := Result{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.start}
+	res := Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
 	if cfg.LogAppendTime {
 		res.LogAppendTime = f.blockTime
 	}
 	return res
+}
+
+// sequenceProblem says why a batch's sequence was refused.
+func sequenceProblem(code int16, st *producerState) string {
+	switch {
+	case code == kerr.InvalidProducerEpoch.Code && st != nil:
+		return fmt.Sprintf("the producer's epoch here is %d: fenced", st.Epoch)
+	case code == kerr.OutOfOrderSequenceNumber.Code && st != nil && len(st.Entries) > 0:
+		return fmt.Sprintf("expected sequence %d", st.Entries[len(st.Entries)-1].Next)
+	case code == kerr.OutOfOrderSequenceNumber.Code:
+		return "a new producer (or epoch) must start at sequence 0 here"
+	}
+	return "invalid producer epoch or sequence"
 }
 
 // checkBatch applies the topic's rules to one batch, as Kafka's LogValidator

@@ -17,6 +17,8 @@ type Result struct {
 	LowWatermark int64
 	// Group commands: the member and generation (see GroupResult).
 	Group *GroupResult
+	// InitProducerID: the producer id given (epoch 0).
+	ProducerID int64
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -57,6 +59,9 @@ func encodeResults(rs []Result) []byte {
 		w.i64(r.LowWatermark)
 		if r.Group != nil { // absent for every other command: their encoding is unchanged
 			r.Group.encode(w)
+		}
+		if r.ProducerID != 0 {
+			w.i64(r.ProducerID)
 		}
 	}
 	return w.b

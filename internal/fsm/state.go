@@ -65,10 +65,20 @@ type Partition struct {
 	compactedAt    int64 // height that decided it (0: never)
 	pendingCompact bool
 
+	// Idempotent producers' state here (producers.go), applier-owned;
+	// dirtyProducers are those the block changed.
+	producers      map[int64]*producerState
+	dirtyProducers map[int64]bool
+
 	// Committed state, read by anyone.
-	hwm     atomic.Int64
-	lso     atomic.Int64
-	removed atomic.Bool
+	hwm           atomic.Int64
+	lso           atomic.Int64
+	removed       atomic.Bool
+	producersView atomic.Pointer[[]ProducerInfo]
+}
+
+func newPartition(topic string, index int32) *Partition {
+	return &Partition{Topic: topic, Index: index, producers: map[int64]*producerState{}, dirtyProducers: map[int64]bool{}}
 }
 
 // HighWatermark is the offset after the last committed record.

@@ -196,7 +196,7 @@ func (f *FSM) topicID(name string, txIndex, cmdIndex int) TopicID {
 // addPartitions creates partitions up to count, with empty logs.
 func (f *FSM) addPartitions(t *Topic, count int32) error {
 	for i := int32(len(t.Partitions)); i < count; i++ {
-		p := &Partition{Topic: t.Name, Index: i}
+		p := newPartition(t.Name, i)
 		if err := f.openPartitionLog(t, p, true); err != nil {
 			return err
 		}

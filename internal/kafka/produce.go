@@ -16,9 +16,13 @@ package kafka
 //  * An unknown topic is created first when auto.create.topics.enable is on
 //    (in the same transaction, so the batch lands in the new topic).
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
-// Not done: idempotent and transactional producers (sequence checks,
-// InitProducerId is not advertised so clients produce without producer ids);
-// compression.type other than producer (batches are stored as sent).
+//  * Batches of idempotent producers are checked against the producer's
+//    last five batches in the partition when applied (fsm/producers.go): a
+//    retry is answered with its first offset and not stored again;
+//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise.
+// Not done: transactional producers (transactional batches get
+// INVALID_TXN_STATE); compression.type other than producer (batches are
+// stored as sent).
 
 import (
 	"context"

@@ -71,6 +71,7 @@ func TestTwoOfFourDown(t *testing.T) {
 	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
 		topic: topic, partitions: 3, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
 		produceTimeout: 2 * time.Second, deliveryTimeout: 4 * time.Second,
+		plainProducers: true, // records must fail after their delivery timeout
 	})
 	w.waitAcked(c, 30*time.Second, 200, "4 brokers")
 

@@ -29,6 +29,12 @@ type workloadOptions struct {
 	// REQUEST_TIMED_OUT after it); deliveryTimeout is how long the client
 	// keeps retrying a record before failing it.
 	produceTimeout, deliveryTimeout time.Duration
+	// plainProducers turns idempotence off: franz-go's idempotent producer
+	// does not give up on a record it has sent (failing it would break the
+	// sequence), so a test that needs records to fail after their delivery
+	// timeout uses plain ones; their retries may store a record twice, which
+	// is then counted, not failed on.
+	plainProducers bool
 }
 
 // workload is franz-go producers and consumers running against a cluster
@@ -37,9 +43,10 @@ type workloadOptions struct {
 //
 // A value is "w<writer>-p<partition>-<seq>": seq counts up per writer, so
 // the acknowledged records of one writer in one partition must sit at
-// increasing offsets. The producers are not idempotent (Stele does not offer
-// InitProducerId yet), so a retry may store a record twice: duplicates are
-// counted, not failed on.
+// increasing offsets. The producers are idempotent (franz-go's default), so
+// a retry — to the same broker or, after a crash, to another — must never
+// store a record twice: a duplicate fails the test (unless
+// workloadOptions.plainProducers).
 type workload struct {
 	t      *testing.T
 	opts   workloadOptions
@@ -121,13 +128,15 @@ func startWorkload(t *testing.T, seeds []string, o workloadOptions) *workload {
 	}
 	for i := range o.writers {
 		opts := append(slices.Clone(common),
-			kgo.DisableIdempotentWrite(), // InitProducerId is not offered yet
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerBatchCompression(kgo.NoCompression()),
 			kgo.ProduceRequestTimeout(o.produceTimeout),
 			kgo.RecordDeliveryTimeout(o.deliveryTimeout),
 			kgo.ProducerLinger(5*time.Millisecond),
 		)
+		if o.plainProducers {
+			opts = append(opts, kgo.DisableIdempotentWrite())
+		}
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -429,7 +438,7 @@ func (w *workload) check(who string, logs map[int32][]logRecord) int {
 }
 
 // checkBrokers checks the view each of the nodes given serves (raw Fetch to
-// that broker), and logs the duplicates found.
+// that broker); a duplicate record fails the test (idempotent producers).
 func (w *workload) checkBrokers(c *cluster, idx ...int) {
 	c.t.Helper()
 	for _, i := range idx {
@@ -442,11 +451,14 @@ func (w *workload) checkBrokers(c *cluster, idx ...int) {
 			logs[p] = recs
 		}
 		dups := w.check(fmt.Sprintf("node%d (served)", i), logs)
+		if dups > 0 && !w.opts.plainProducers {
+			c.t.Errorf("node%d serves %d duplicate records: the producers are idempotent, retries must not be stored twice", i, dups)
+		}
 		n := 0
 		for _, recs := range logs {
 			n += len(recs)
 		}
-		c.t.Logf("node%d serves %d records of %s, %d of them duplicates from client retries", i, n, w.opts.topic, dups)
+		c.t.Logf("node%d serves %d records of %s, %d of them duplicates", i, n, w.opts.topic, dups)
 	}
 }
 
@@ -461,7 +473,9 @@ func (w *workload) checkDisk(c *cluster, i int) {
 		}
 		logs[p] = recs
 	}
-	w.check(fmt.Sprintf("node%d (disk)", i), logs)
+	if dups := w.check(fmt.Sprintf("node%d (disk)", i), logs); dups > 0 && !w.opts.plainProducers {
+		c.t.Errorf("node%d holds %d duplicate records on disk: the producers are idempotent", i, dups)
+	}
 }
 
 // clock is the wall-clock time of day, to line events up with the brokers'

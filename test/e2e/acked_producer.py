@@ -52,7 +52,7 @@ def main():
         "bootstrap.servers": a.bootstrap,
         "client.id": "stele-e2e-acked-producer",
         "acks": "all",
-        "enable.idempotence": False,  # Stele does not offer InitProducerId yet
+        "enable.idempotence": False,  # plain retries: idempotence has its own test (idempotence.sh)
         "max.in.flight.requests.per.connection": 1,
         "retries": 1000000,
         "retry.backoff.ms": 100,

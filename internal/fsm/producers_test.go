@@ -1,0 +1,115 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// idBatch builds a batch of n records from producer pid at epoch, starting
+// at sequence seq.
+func idBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("v")}
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestIdempotentProduce: retries of any of a producer's last five batches
+// are answered with their first offset and not written again; gaps, stale
+// epochs and a nonzero first sequence in a never-written partition are
+// refused with Kafka's codes; the state survives a restart, and the same
+// blocks give the same hashes on another state machine.
+func TestIdempotentProduce(t *testing.T) {
+	dir := t.TempDir()
+	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
+	d.block(0, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})
+	r := d.block(10, InitProducerID{}, InitProducerID{}, InitProducerID{TransactionalID: "tx"})
+	pid, pid2 := r[0].ProducerID, r[1].ProducerID
+	if pid == pid2 {
+		t.Fatalf("two producers got id %d", pid)
+	}
+	wantCode(t, "transactional id", r[2], kerr.TransactionalIDAuthorizationFailed.Code)
+
+	produce := func(b []byte) Result { return d.block(10, Produce{Topic: "t", Partition: 0, Records: b})[0] }
+	hwm := func() int64 { return d.f.View().Partition("t", 0).HighWatermark() }
+	wantOffset := func(what string, r Result, off, high int64) {
+		t.Helper()
+		if r.Code != 0 || r.BaseOffset != off || hwm() != high {
+			t.Fatalf("%s: code %d (%s) offset %d high watermark %d, want offset %d high watermark %d",
+				what, r.Code, r.Message, r.BaseOffset, hwm(), off, high)
+		}
+	}
+	wantOffset("first batch", produce(idBatch(t, pid, 0, 0, 3)), 0, 3)
+	wantOffset("its retry", produce(idBatch(t, pid, 0, 0, 3)), 0, 3)
+	wantOffset("next batch", produce(idBatch(t, pid, 0, 3, 2)), 3, 5)
+	for i := range int32(5) {
+		produce(idBatch(t, pid, 0, 5+i, 1))
+	}
+	wantOffset("retry of a batch five back", produce(idBatch(t, pid, 0, 5, 1)), 5, 10)
+	wantCode(t, "retry of a batch six back", produce(idBatch(t, pid, 0, 3, 2)), kerr.OutOfOrderSequenceNumber.Code)
+	wantCode(t, "a gap", produce(idBatch(t, pid, 0, 12, 1)), kerr.OutOfOrderSequenceNumber.Code)
+	wantCode(t, "a new epoch not at 0", produce(idBatch(t, pid, 1, 10, 1)), kerr.OutOfOrderSequenceNumber.Code)
+	wantOffset("a new epoch at 0", produce(idBatch(t, pid, 1, 0, 1)), 10, 11)
+	wantCode(t, "the old epoch", produce(idBatch(t, pid, 0, 10, 1)), kerr.InvalidProducerEpoch.Code)
+	wantOffset("an unknown producer mid-sequence, in a written partition", produce(idBatch(t, pid2, 0, 42, 1)), 11, 12)
+	wantCode(t, "an unknown producer mid-sequence, in a never-written partition",
+		d.block(10, Produce{Topic: "t", Partition: 1, Records: idBatch(t, pid, 0, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
+	if hwm() != 12 {
+		t.Fatalf("high watermark %d after the refusals, want 12", hwm())
+	}
+	ps := d.f.View().Partition("t", 0).Producers()
+	if len(ps) != 2 || ps[0].ProducerID != pid || ps[0].Epoch != 1 || ps[0].LastSequence != 0 || ps[1].LastSequence != 42 {
+		t.Fatalf("producers %+v", ps)
+	}
+
+	// After a restart the retry is still recognised.
+	d.f.Close()
+	d.f = openGroups(t, dir)
+	defer d.f.Close()
+	wantOffset("a retry after a restart", produce(idBatch(t, pid, 1, 0, 1)), 10, 12)
+	wantOffset("the next batch after a restart", produce(idBatch(t, pid, 1, 1, 1)), 12, 13)
+	if r := d.block(10, InitProducerID{})[0]; r.ProducerID <= pid2 {
+		t.Fatalf("producer id %d after a restart; ids up to %d were given before", r.ProducerID, pid2)
+	}
+
+	other := openGroups(t, t.TempDir())
+	defer other.Close()
+	for i, b := range d.blocks {
+		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if string(out.AppHash) != string(d.hashes[i]) {
+			t.Fatalf("app hash differs at height %d", i+1)
+		}
+	}
+}
+
+// TestProducerExpiry: a producer idle for producer.id.expiration.ms is
+// forgotten by housekeeping, after which it is an unknown producer again.
+func TestProducerExpiry(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	d.block(10, Produce{Topic: "t", Partition: 0, Records: idBatch(t, 7, 0, 0, 1)})
+	d.block(ProducerIDExpirationMs - 100)
+	if n := len(d.f.View().Partition("t", 0).Producers()); n != 1 {
+		t.Fatalf("%d producers before expiry", n)
+	}
+	d.block(2000)
+	if n := len(d.f.View().Partition("t", 0).Producers()); n != 0 {
+		t.Fatalf("%d producers after expiry", n)
+	}
+}

@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// TestIdempotentProducer: franz-go's default producer is idempotent and
+// asks for a producer id; a batch sent twice (a retry) is stored once and
+// both answers name the same offset; a gap and a stale epoch get Kafka's
+// codes; DescribeProducers shows the producer.
+func TestIdempotentProducer(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	cl := mustClient(t, tb.addr, kgo.DefaultProduceTopic("idem"))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "idem"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := adm.DescribeProducers(context.Background(), kadm.TopicsSet{"idem": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := ps.SortedProducers()
+	if len(seen) != 1 || seen[0].LastSequence != 99 {
+		t.Fatalf("DescribeProducers after 100 idempotent records: %+v", seen)
+	}
+
+	raw := mustClient(t, tb.addr)
+	init := rawRequest(t, raw, kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	if init.ErrorCode != 0 || init.ProducerID <= seen[0].ProducerID {
+		t.Fatalf("InitProducerId: %v id %d", kerr.ErrorForCode(init.ErrorCode), init.ProducerID)
+	}
+	txn := kmsg.NewPtrInitProducerIDRequest()
+	txn.TransactionalID = kmsg.StringPtr("tx")
+	if code := rawRequest(t, raw, txn).(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Errorf("InitProducerId with a transactional id: %v", kerr.ErrorForCode(code))
+	}
+	send := func(epoch int16, seq int32) (int16, int64) {
+		t.Helper()
+		b, err := record.Build(record.Header{ProducerID: init.ProducerID, ProducerEpoch: epoch, BaseSequence: seq},
+			[]record.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "idem"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = b
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		p := rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		return p.ErrorCode, p.BaseOffset
+	}
+	code, first := send(0, 0)
+	if code != 0 || first != 100 {
+		t.Fatalf("first batch: %v at %d", kerr.ErrorForCode(code), first)
+	}
+	if code, again := send(0, 0); code != 0 || again != first {
+		t.Fatalf("the retry: %v at %d, want offset %d", kerr.ErrorForCode(code), again, first)
+	}
+	if code, _ := send(0, 5); code != kerr.OutOfOrderSequenceNumber.Code {
+		t.Errorf("a gap: %v", kerr.ErrorForCode(code))
+	}
+	if code, _ := send(1, 0); code != 0 {
+		t.Errorf("a new epoch: %v", kerr.ErrorForCode(code))
+	}
+	if code, _ := send(0, 2); code != kerr.InvalidProducerEpoch.Code {
+		t.Errorf("the old epoch: %v", kerr.ErrorForCode(code))
+	}
+	end, err := adm.ListEndOffsets(context.Background(), "idem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := end.Lookup("idem", 0); o.Offset != 104 {
+		t.Fatalf("log end offset %d, want 104 (100 records, then 2 + 2: the retry and the refused batches stored nothing)", o.Offset)
+	}
+}
