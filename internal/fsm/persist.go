@@ -179,6 +179,11 @@ func (f *FSM) load() error {
 	if err := f.loadProducers(); err != nil {
 		return err
 	}
+	for _, name := range sortedNames(f.topics) {
+		for _, p := range f.topics[name].Partitions {
+			p.publishProducers()
+		}
+	}
 	return f.removeStrayLogs()
 }
 

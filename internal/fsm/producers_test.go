@@ -71,10 +71,14 @@ func TestIdempotentProduce(t *testing.T) {
 		t.Fatalf("producers %+v", ps)
 	}
 
-	// After a restart the retry is still recognised.
+	// After a restart the producers are described as before, and the
+	// retry is still recognised.
 	d.f.Close()
 	d.f = openGroups(t, dir)
 	defer d.f.Close()
+	if got := d.f.View().Partition("t", 0).Producers(); len(got) != 2 || got[0] != ps[0] || got[1] != ps[1] {
+		t.Fatalf("producers after a restart %+v, before %+v", got, ps)
+	}
 	wantOffset("a retry after a restart", produce(idBatch(t, pid, 1, 0, 1)), 10, 12)
 	wantOffset("the next batch after a restart", produce(idBatch(t, pid, 1, 1, 1)), 12, 13)
 	if r := d.block(10, InitProducerID{})[0]; r.ProducerID <= pid2 {
