@@ -24,7 +24,11 @@ func (p *Plane) store(payload []byte, height int64) (fsm.Digest, error) {
 	if byzantine("sign-without-storing") {
 		return sha256.Sum256(payload), nil
 	}
-	return p.opts.Store.Put(payload, height)
+	d, err := p.opts.Store.Put(payload, height)
+	if err == nil {
+		p.recent.put(d, payload)
+	}
+	return d, err
 }
 
 func (p *Plane) load(d fsm.Digest) ([]byte, error) {

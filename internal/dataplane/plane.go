@@ -65,6 +65,10 @@ type Options struct {
 	// MaxPushBytes bounds the payload bytes being pushed to peers at once;
 	// Certify waits (back-pressure) beyond it. Default 256 MiB.
 	MaxPushBytes int64
+	// RecentBytes bounds the payloads kept in memory between being stored
+	// and being applied (recent.go). Default 128 MiB, what the broker's 8
+	// transactions being certified at once can hold.
+	RecentBytes int64
 	// RetainHeights is how many heights past a certificate's window its
 	// batch is kept for peers that apply it late (block-syncing).
 	// Default 10000, the blocks a broker keeps.
@@ -79,6 +83,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 16 << 20
+	}
+	if o.RecentBytes <= 0 {
+		o.RecentBytes = 128 << 20
 	}
 	if o.MaxPushBytes <= 0 {
 		o.MaxPushBytes = 256 << 20
@@ -105,12 +112,13 @@ func (o *Options) setDefaults() {
 
 // Plane is one broker's data plane.
 type Plane struct {
-	opts  Options
-	self  fsm.Validator
-	sem   *byteSemaphore
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	close sync.Once
+	opts   Options
+	self   fsm.Validator
+	sem    *byteSemaphore
+	recent *recentBatches
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	close  sync.Once
 }
 
 // New checks opts and returns a Plane. Its HTTP side is Handler, to be
@@ -126,7 +134,8 @@ func New(opts Options) (*Plane, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
 	}
-	return &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), stop: make(chan struct{})}, nil
+	return &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes),
+		stop: make(chan struct{})}, nil
 }
 
 // Close stops background pushes and fetches; Batch then fails with
@@ -150,6 +159,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	if err != nil {
 		return fsm.Certificate{}, err
 	}
+	p.recent.put(d, payload)
 	c := fsm.Certificate{Digest: d, Size: uint32(len(payload)), Height: height}
 	c.Sigs = append(c.Sigs, p.sign(c))
 	power := p.self.Power
@@ -225,6 +235,10 @@ func (p *Plane) sign(c fsm.Certificate) fsm.CertSig {
 // one of c's signers, checked against the digest and stored. It retries
 // until it has the payload or the plane is closed (fsm.BatchSource).
 func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
+	if b, ok := p.recent.take(c.Digest); ok && uint32(len(b)) == c.Size {
+		p.opts.Metrics.recentHits.Inc()
+		return b, nil
+	}
 	if b, err := p.opts.Store.Get(c.Digest); err == nil && uint32(len(b)) == c.Size {
 		return b, nil
 	} else if err != nil && !errors.Is(err, ErrNotFound) {

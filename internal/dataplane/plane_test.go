@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -108,6 +110,13 @@ func TestCertifyAlone(t *testing.T) {
 	got, err := nd.plane.Batch(c)
 	if err != nil || !bytes.Equal(got, p) {
 		t.Fatalf("Batch: %v", err)
+	}
+	if hits := testutil.ToFloat64(nd.plane.opts.Metrics.recentHits); hits != 1 {
+		t.Errorf("the batch just certified was read back from disk (%v hits in memory)", hits)
+	}
+	// Taken once from memory; a second read comes from the store.
+	if got, err := nd.plane.Batch(c); err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("Batch again: %v", err)
 	}
 }
 

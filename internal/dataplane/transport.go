@@ -222,6 +222,7 @@ func addressOf(pub ed25519.PublicKey) []byte {
 type Metrics struct {
 	certified, signed, served, fetched prometheus.Counter
 	pushErrors, fetchErrors            prometheus.Counter
+	recentHits                         prometheus.Counter
 	certifySeconds                     prometheus.Histogram
 }
 
@@ -237,11 +238,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fetched:     c("fetched_total", "Certified batches this broker fetched from a signer."),
 		pushErrors:  c("push_errors_total", "Pushes of a batch to a peer that failed."),
 		fetchErrors: c("fetch_errors_total", "Fetches of a batch from a signer that failed."),
+		recentHits:  c("recent_hits_total", "Batches applied from memory, as stored moments before, without reading them back from disk."),
 		certifySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_certify_seconds",
 			Help: "Time from a batch's arrival to its certificate.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchErrors, m.certifySeconds)
+		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchErrors, m.recentHits, m.certifySeconds)
 	}
 	return m
 }
