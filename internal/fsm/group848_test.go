@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"reflect"
 	"testing"
 
@@ -126,20 +125,7 @@ func TestConsumerGroupProtocol(t *testing.T) {
 		t.Errorf("assignor %q, want range", rg.Assignor)
 	}
 
-	other := openGroups(t, t.TempDir())
-	defer other.Close()
-	for i, b := range d.blocks {
-		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := other.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(out.AppHash, d.hashes[i]) {
-			t.Fatalf("app hash differs at height %d", i+1)
-		}
-	}
+	other := d.replay()
 	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
 		t.Fatal("the two state machines hold different groups")
 	}

@@ -44,6 +44,27 @@ func (d *groupDriver) block(dt int64, cmds ...Command) []Result {
 	return rs
 }
 
+// replay feeds the driver's blocks to a fresh state machine, requires the
+// same app hash at every height, and returns it (closed when the test ends).
+func (d *groupDriver) replay() *FSM {
+	d.t.Helper()
+	other := openGroups(d.t, d.t.TempDir())
+	d.t.Cleanup(func() { other.Close() })
+	for i, b := range d.blocks {
+		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		if _, err := other.Commit(); err != nil {
+			d.t.Fatal(err)
+		}
+		if !bytes.Equal(out.AppHash, d.hashes[i]) {
+			d.t.Fatalf("app hash differs at height %d", i+1)
+		}
+	}
+	return other
+}
+
 func wantCode(t *testing.T, what string, r Result, code int16) {
 	t.Helper()
 	if r.Code != code {
@@ -191,20 +212,7 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	// The same blocks on another state machine: same hashes, same groups
 	// at every step that matters (compared at the end, and the hashes
 	// chain every result on the way).
-	other := openGroups(t, t.TempDir())
-	defer other.Close()
-	for i, b := range d.blocks {
-		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := other.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(out.AppHash, d.hashes[i]) {
-			t.Fatalf("app hash differs at height %d", i+1)
-		}
-	}
+	other := d.replay()
 	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
 		t.Fatal("the two state machines hold different groups")
 	}

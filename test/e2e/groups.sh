@@ -47,60 +47,6 @@ e2e_broker_start
 run=gr$$x$RANDOM
 failed=()
 
-# scenario NAME LIMIT FUNCTION runs FUNCTION in a subshell of its own, its
-# output in scenario-NAME.out: a `fail` there ends only the scenario, and
-# the processes it started with e2e_bg are killed when it ends. After LIMIT
-# seconds it is stopped and counts as failed.
-scenario() {
-	local name=$1 limit=$2 fn=$3 t0=$SECONDS out=$E2E_TMP/scenario-$1.out pid rc=0
-	log "$name ..."
-	e2e_bg pid scenario_main "$fn" "$out"
-	local deadline=$((SECONDS + limit))
-	while kill -0 "$pid" 2>/dev/null; do
-		if ((SECONDS >= deadline)); then
-			echo "scenario still running after ${limit}s: stopped" >>"$out"
-			kill -TERM "$pid" 2>/dev/null || true
-			local grace=$((SECONDS + 10))
-			while kill -0 "$pid" 2>/dev/null && ((SECONDS < grace)); do sleep 0.1; done
-			kill -KILL "$pid" 2>/dev/null || true
-			break
-		fi
-		sleep 0.1
-	done
-	wait "$pid" || rc=$?
-	e2e_forget "$pid"
-	if ((rc == 0)); then
-		log "$name: ok ($((SECONDS - t0))s)"
-		sed "s/^/    /" "$out" >&2
-	else
-		log "$name: FAILED ($((SECONDS - t0))s, exit $rc)"
-		tail -n 40 "$out" | sed "s/^/    /" >&2
-		failed+=("$name")
-	fi
-}
-
-# scenario_main FUNCTION OUT is the scenario's subshell.
-scenario_main() {
-	exec >"$2" 2>&1
-	E2E_PIDS=() # the broker stays the main shell's
-	trap scenario_cleanup EXIT
-	trap 'exit 143' INT TERM
-	"$1"
-}
-
-# scenario_cleanup kills what the scenario left running.
-scenario_cleanup() {
-	local rc=$? pid
-	trap - EXIT
-	for pid in "${E2E_PIDS[@]}"; do
-		kill -9 "$pid" 2>/dev/null || true
-	done
-	for pid in "${E2E_PIDS[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	exit "$rc"
-}
-
 # py LIMIT SCRIPT ARGS... runs one of the Python scripts with a deadline
 # (SIGTERM, which they turn into a clean exit, then SIGKILL).
 py() {
