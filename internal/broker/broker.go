@@ -208,6 +208,9 @@ func (b *Broker) Close() {
 // View returns the committed topics.
 func (b *Broker) View() *fsm.View { return b.fsm.View() }
 
+// Transactions returns the committed transactional ids.
+func (b *Broker) Transactions() []fsm.TxnInfo { return b.fsm.Transactions() }
+
 // Groups returns the committed consumer groups.
 func (b *Broker) Groups() *fsm.GroupsView { return b.fsm.Groups() }
 

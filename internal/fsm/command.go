@@ -52,6 +52,14 @@ func (k Kind) String() string {
 		return "Tick"
 	case KindInitProducerID:
 		return "InitProducerID"
+	case KindAddPartitionsToTxn:
+		return "AddPartitionsToTxn"
+	case KindAddOffsetsToTxn:
+		return "AddOffsetsToTxn"
+	case KindTxnOffsetCommit:
+		return "TxnOffsetCommit"
+	case KindEndTxn:
+		return "EndTxn"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -210,6 +218,9 @@ func decodeCommand(k Kind, r *reader) Command {
 		return DeleteRecords{Topic: r.str(), Partition: r.i32(), Offset: r.i64()}
 	}
 	if c, ok := decodeGroupCommand(k, r); ok {
+		return c
+	}
+	if c, ok := decodeTxnCommand(k, r); ok {
 		return c
 	}
 	r.fail("unknown command kind %d", k)

@@ -104,11 +104,16 @@ type FSM struct {
 	dirtyOffsets   map[offsetRef]bool
 	groupsDue      int64 // block time at which some group timer may fire
 	nextProducerID int64
+	txns           map[string]*Txn
+	txnByPID       map[int64]string
+	dirtyTxns      map[string]bool
+	txnsDue        int64 // block time at which a transaction may time out
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
 	groupView atomic.Pointer[GroupsView]
 	dueView   atomic.Int64 // f.groupsDue as of the last Commit
+	txnView   atomic.Pointer[[]TxnInfo]
 	committed struct {
 		sync.Mutex
 		height    int64
@@ -140,6 +145,9 @@ func Open(opts Options) (*FSM, error) {
 		groups:       map[string]*Group{},
 		dirtyGroups:  map[string]bool{},
 		dirtyOffsets: map[offsetRef]bool{},
+		txns:         map[string]*Txn{},
+		txnByPID:     map[int64]string{},
+		dirtyTxns:    map[string]bool{},
 	}
 	if err := f.load(); err != nil {
 		f.closeLogs()
@@ -290,6 +298,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	}
 	f.forgetCertificates()
 	changes := f.groupTimers()
+	changes = append(changes, f.txnTimers()...)
 	changes = append(changes, f.housekeep()...)
 	for _, c := range changes {
 		h.Write([]byte(c))
@@ -341,6 +350,14 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return Result{}
 	case InitProducerID:
 		return f.initProducerID(c)
+	case AddPartitionsToTxn:
+		return f.addPartitionsToTxn(c)
+	case AddOffsetsToTxn:
+		return f.addOffsetsToTxn(c)
+	case TxnOffsetCommit:
+		return f.txnOffsetCommit(c)
+	case EndTxn:
+		return f.applyEndTxn(c)
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }
@@ -365,6 +382,7 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	f.metaChanged = false
 	clear(f.dirtyGroups)
 	clear(f.dirtyOffsets)
+	clear(f.dirtyTxns)
 	clear(f.dirtyTopics)
 	clear(f.dirtyParts)
 	f.deleted = f.deleted[:0]
@@ -403,6 +421,7 @@ func (f *FSM) publish(metaChanged bool) {
 		if len(p.dirtyProducers) > 0 || p.producersView.Load() == nil {
 			p.publishProducers()
 		}
+		p.publishTxnState()
 	}
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {
@@ -413,6 +432,8 @@ func (f *FSM) publish(metaChanged bool) {
 		f.view.Store(buildView(f.height, f.topics))
 	}
 	f.publishGroups()
+	f.publishTxns()
+	f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
 	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height

@@ -231,7 +231,7 @@ func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
 	case KindTick:
 		return Tick{}, true
 	case KindInitProducerID:
-		return InitProducerID{TransactionalID: r.str()}, true
+		return InitProducerID{TransactionalID: r.str(), TimeoutMs: r.i32()}, true
 	}
 	return nil, false
 }

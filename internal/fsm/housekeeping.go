@@ -17,10 +17,14 @@ func (f *FSM) housekeep() (changes []string) {
 	}
 	f.lastHousekeep = f.blockTime
 	changes = f.expireOffsets()
+	changes = append(changes, f.expireTxnIDs()...)
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		for _, p := range t.Partitions {
 			changes = append(changes, f.expireProducers(p)...)
+			if p.trimAborted() {
+				f.dirtyParts[p] = true
+			}
 			segs := p.log.Segments()
 			if t.Config.Delete {
 				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {

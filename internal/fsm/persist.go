@@ -16,6 +16,7 @@ import (
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed
 //	g/... and o/...                   consumer groups and committed offsets (group_state.go)
 //	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
+//	x/... and a/...                   transactions and aborted transactions (txns.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -55,6 +56,7 @@ func (f *FSM) persist() error {
 	}
 	for _, t := range f.deleted {
 		b.DeletePrefix(producerPrefix(t.Name))
+		b.DeletePrefix(abortedPrefix(t.Name))
 		b.Delete(topicKey(t.Name))
 		for _, p := range t.Partitions {
 			b.Delete(partitionKey(t.Name, p.Index))
@@ -82,6 +84,7 @@ func (f *FSM) persist() error {
 	}
 	f.persistGroups(b)
 	f.persistProducers(b)
+	f.persistTxns(b)
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
 	}
@@ -179,9 +182,13 @@ func (f *FSM) load() error {
 	if err := f.loadProducers(); err != nil {
 		return err
 	}
+	if err := f.loadTxns(); err != nil {
+		return err
+	}
 	for _, name := range sortedNames(f.topics) {
 		for _, p := range f.topics[name].Partitions {
 			p.publishProducers()
+			p.publishTxnState()
 		}
 	}
 	return f.removeStrayLogs()

@@ -47,6 +47,9 @@ func (f *FSM) produce(c Produce) Result {
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
+			if r := f.txnProduceCheck(t.Name, p.Index, h); r.Code != 0 {
+				return r
+			}
 			st, ok := staged[h.ProducerID]
 			if !ok && p.producers[h.ProducerID] != nil {
 				st = p.producers[h.ProducerID].clone()
@@ -62,9 +65,12 @@ func (f *FSM) produce(c Produce) Result {
 				continue
 			}
 			if st == nil {
-				st = &producerState{Epoch: h.ProducerEpoch}
+				st = &producerState{Epoch: h.ProducerEpoch, TxnFirst: -1}
 			}
 			st.record(h, next, f.blockTime)
+			if h.Transactional() && st.TxnFirst < 0 {
+				st.TxnFirst = next
+			}
 			staged[h.ProducerID] = st
 		}
 		offsets[i] = next
@@ -123,9 +129,6 @@ func (f *FSM) checkBatch(cfg TopicConfig, h record.Header, b []byte) Result {
 	}
 	if h.Control() {
 		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
-	}
-	if h.Transactional() {
-		return fail(kerr.InvalidTxnState.Code, "transactional produce is not supported yet")
 	}
 	if !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong {
 		d := h.MaxTimestamp - f.blockTime

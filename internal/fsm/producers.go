@@ -34,15 +34,20 @@ const ProducerIDExpirationMs = 24 * 60 * 60 * 1000
 // in-flight requests).
 const producerWindow = 5
 
-// InitProducerID asks for a producer id. Only idempotent producers (no
-// transactional id) are served; see docs/exactly-once.md.
+// InitProducerID asks for a producer id: a new one for an idempotent
+// producer, or, with a transactional id, that id's producer at its next
+// epoch (txns.go).
 type InitProducerID struct {
 	TransactionalID string
+	TimeoutMs       int32 // transaction.timeout.ms, with a transactional id
 }
 
 func (InitProducerID) Kind() Kind { return KindInitProducerID }
 
-func (c InitProducerID) encode(w *writer) { w.str(c.TransactionalID) }
+func (c InitProducerID) encode(w *writer) {
+	w.str(c.TransactionalID)
+	w.i32(c.TimeoutMs)
+}
 
 // seqEntry is one remembered batch: its sequence range [First, Next) and
 // the offset it was written at.
@@ -58,6 +63,9 @@ type producerState struct {
 	Entries []seqEntry
 	// LastTimeMs is the block time of its last write here.
 	LastTimeMs int64
+	// TxnFirst is the offset of the producer's first batch here in its
+	// ongoing transaction; -1 when none is open here.
+	TxnFirst int64
 }
 
 func (s *producerState) clone() *producerState {
@@ -122,8 +130,7 @@ func (s *producerState) record(h record.Header, offset, now int64) {
 // initProducerID hands out the next producer id.
 func (f *FSM) initProducerID(c InitProducerID) Result {
 	if c.TransactionalID != "" {
-		return fail(kerr.TransactionalIDAuthorizationFailed.Code,
-			"transactional producers are not served yet; use an idempotent producer (see docs/exactly-once.md)")
+		return f.initTxnProducer(c)
 	}
 	id := f.nextProducerID
 	f.nextProducerID++
@@ -145,6 +152,7 @@ func encodeProducer(s *producerState) []byte {
 	w.u8(persistVersion)
 	w.i16(s.Epoch)
 	w.i64(s.LastTimeMs)
+	w.i64(s.TxnFirst)
 	w.count(len(s.Entries))
 	for _, e := range s.Entries {
 		w.i32(e.First)
@@ -159,7 +167,7 @@ func decodeProducer(v []byte) (*producerState, error) {
 	if ver := r.u8(); ver != persistVersion {
 		return nil, fmt.Errorf("stele/fsm: producer state format %d not supported", ver)
 	}
-	s := &producerState{Epoch: r.i16(), LastTimeMs: r.i64()}
+	s := &producerState{Epoch: r.i16(), LastTimeMs: r.i64(), TxnFirst: r.i64()}
 	for i, n := 0, r.count(16); i < n; i++ {
 		s.Entries = append(s.Entries, seqEntry{First: r.i32(), Next: r.i32(), Offset: r.i64()})
 	}
@@ -211,7 +219,7 @@ func (f *FSM) expireProducers(p *Partition) (changes []string) {
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		if p.producers[pid].LastTimeMs+ProducerIDExpirationMs <= f.blockTime {
+		if s := p.producers[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.blockTime {
 			delete(p.producers, pid)
 			p.dirtyProducers[pid] = true
 			f.dirtyParts[p] = true
@@ -228,6 +236,9 @@ type ProducerInfo struct {
 	Epoch        int16
 	LastSequence int32
 	LastTimeMs   int64
+	// TxnStartOffset is the first offset of its open transaction here, -1
+	// when none.
+	TxnStartOffset int64
 }
 
 // Producers returns the committed producer states of the partition,
@@ -251,7 +262,7 @@ func (p *Partition) publishProducers() {
 				last = math.MaxInt32 - 1
 			}
 		}
-		out = append(out, ProducerInfo{ProducerID: pid, Epoch: s.Epoch, LastSequence: last, LastTimeMs: s.LastTimeMs})
+		out = append(out, ProducerInfo{ProducerID: pid, Epoch: s.Epoch, LastSequence: last, LastTimeMs: s.LastTimeMs, TxnStartOffset: s.TxnFirst})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	p.producersView.Store(&out)

@@ -37,7 +37,7 @@ func TestIdempotentProduce(t *testing.T) {
 	if pid == pid2 {
 		t.Fatalf("two producers got id %d", pid)
 	}
-	wantCode(t, "transactional id", r[2], kerr.TransactionalIDAuthorizationFailed.Code)
+	wantCode(t, "transactional id without a timeout", r[2], kerr.InvalidTransactionTimeout.Code)
 
 	produce := func(b []byte) Result { return d.block(10, Produce{Topic: "t", Partition: 0, Records: b})[0] }
 	hwm := func() int64 { return d.f.View().Partition("t", 0).HighWatermark() }
@@ -85,20 +85,7 @@ func TestIdempotentProduce(t *testing.T) {
 		t.Fatalf("producer id %d after a restart; ids up to %d were given before", r.ProducerID, pid2)
 	}
 
-	other := openGroups(t, t.TempDir())
-	defer other.Close()
-	for i, b := range d.blocks {
-		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := other.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if string(out.AppHash) != string(d.hashes[i]) {
-			t.Fatalf("app hash differs at height %d", i+1)
-		}
-	}
+	d.replay()
 }
 
 // TestProducerExpiry: a producer idle for producer.id.expiration.ms is

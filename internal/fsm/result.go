@@ -17,8 +17,9 @@ type Result struct {
 	LowWatermark int64
 	// Group commands: the member and generation (see GroupResult).
 	Group *GroupResult
-	// InitProducerID: the producer id given (epoch 0).
-	ProducerID int64
+	// InitProducerID: the producer id and epoch given.
+	ProducerID    int64
+	ProducerEpoch int16
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -60,8 +61,9 @@ func encodeResults(rs []Result) []byte {
 		if r.Group != nil { // absent for every other command: their encoding is unchanged
 			r.Group.encode(w)
 		}
-		if r.ProducerID != 0 {
+		if r.ProducerID != 0 || r.ProducerEpoch != 0 {
 			w.i64(r.ProducerID)
+			w.i16(r.ProducerEpoch)
 		}
 	}
 	return w.b

@@ -297,6 +297,8 @@ func (f *FSM) swapIn(staged string) error {
 	// Groups are loaded afresh and published whole.
 	f.groups, f.groupsDue = map[string]*Group{}, 0
 	f.groupView.Store(nil)
+	f.txns, f.txnByPID, f.txnsDue = map[string]*Txn{}, map[int64]string{}, 0
+	f.txnView.Store(nil)
 	if err := f.load(); err != nil {
 		return err
 	}

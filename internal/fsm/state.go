@@ -69,12 +69,17 @@ type Partition struct {
 	// dirtyProducers are those the block changed.
 	producers      map[int64]*producerState
 	dirtyProducers map[int64]bool
+	// Aborted transactions (txns.go), by marker offset; the block's
+	// additions and trims, to persist.
+	aborted, abortedAdded, abortedDropped []AbortedTxn
 
 	// Committed state, read by anyone.
 	hwm           atomic.Int64
 	lso           atomic.Int64
 	removed       atomic.Bool
 	producersView atomic.Pointer[[]ProducerInfo]
+	abortedView   atomic.Pointer[[]AbortedTxn]
+	stable        atomic.Int64 // last stable offset
 }
 
 func newPartition(topic string, index int32) *Partition {
@@ -92,6 +97,18 @@ func (p *Partition) LogStartOffset() int64 { return p.lso.Load() }
 // high watermark and ErrOffsetOutOfRange outside [log start, high watermark].
 // The first batch may begin before offset (the client skips those records).
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
+	return p.read(offset, maxBytes, false)
+}
+
+// ReadCommitted is Read for read_committed readers: it stops at the last
+// stable offset, below which every transaction is decided. (Records of
+// aborted transactions are still returned, with AbortedTxns telling the
+// reader which to skip, as Kafka does.)
+func (p *Partition) ReadCommitted(offset int64, maxBytes int) ([]byte, error) {
+	return p.read(offset, maxBytes, true)
+}
+
+func (p *Partition) read(offset int64, maxBytes int, committed bool) ([]byte, error) {
 	if p.removed.Load() {
 		return nil, ErrPartitionGone
 	}
@@ -99,10 +116,14 @@ func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	if offset < lso || offset > hwm {
 		return nil, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, lso, hwm)
 	}
-	if offset == hwm {
+	upper := hwm
+	if committed {
+		upper = min(hwm, p.stable.Load())
+	}
+	if offset >= upper {
 		return nil, nil
 	}
-	data, err := p.log.Read(offset, maxBytes, hwm)
+	data, err := p.log.Read(offset, maxBytes, upper)
 	if err != nil {
 		return nil, err
 	}

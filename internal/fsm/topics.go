@@ -44,6 +44,9 @@ func CheckCommand(c Command) Result {
 	if r := checkGroupCommand(c); r.Code != 0 {
 		return r
 	}
+	if r := checkTxnCommand(c); r.Code != 0 {
+		return r
+	}
 	switch c := c.(type) {
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {

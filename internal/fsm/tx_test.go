@@ -28,6 +28,12 @@ func sampleCommands() []Command {
 			RebalanceTimeoutMs: 1000, TopicsSet: true, Topics: []string{"a", "b"}, RegexSet: true, Regex: "a.*",
 			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []OwnedTopic{{ID: TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
 		Tick{},
+		InitProducerID{TransactionalID: "tx", TimeoutMs: 60000},
+		AddPartitionsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Topic: "a", Partition: 2},
+		AddOffsetsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g"},
+		TxnOffsetCommit{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g", MemberID: "m", InstanceID: "i",
+			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
+		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
 	}
 }
 

@@ -75,6 +75,7 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, bool) {
 	view := c.s.b.View()
 	behind := c.s.catchingUp()
+	committed := r.IsolationLevel == 1
 	resp.Topics = resp.Topics[:0]
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
@@ -106,7 +107,7 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				stop = true
 			default:
 				hwm, lso := p.HighWatermark(), p.LogStartOffset()
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, hwm, lso
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, min(hwm, p.LastStableOffset()), lso
 				limit := int(rp.PartitionMaxBytes)
 				if room := maxBytes - total; room < limit {
 					limit = room
@@ -117,7 +118,11 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				if limit <= 0 {
 					limit = 1 // KIP-74: still at least one batch
 				}
-				data, err := p.Read(rp.FetchOffset, limit)
+				read := p.Read
+				if committed {
+					read = p.ReadCommitted
+				}
+				data, err := read(rp.FetchOffset, limit)
 				switch {
 				case errors.Is(err, fsm.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -138,6 +143,13 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				case data != nil:
 					sp.RecordBatches = data
 					total += len(data)
+					if committed {
+						for _, a := range p.AbortedTxns(rp.FetchOffset, sp.LastStableOffset) {
+							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+							at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+							sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+						}
+					}
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

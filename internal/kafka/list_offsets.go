@@ -53,6 +53,9 @@ func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
 					sp.Offset = p.LogStartOffset()
 				case -1:
 					sp.Offset = p.HighWatermark()
+					if r.IsolationLevel == 1 { // read_committed: decided records only
+						sp.Offset = min(sp.Offset, p.LastStableOffset())
+					}
 				case -3:
 					off, t, err := p.MaxTimestamp()
 					if err != nil {

@@ -1,20 +1,23 @@
 package kafka
 
-// InitProducerId v0-4 and DescribeProducers v0: idempotent producers.
+// InitProducerId v0-4 and DescribeProducers v0: idempotent and
+// transactional producers.
 // Behavior:
 //   - InitProducerId without a transactional id gives a new producer id
 //     with epoch 0 (as Kafka does for idempotent producers, whatever id and
 //     epoch a v3+ request carries); ids come from a replicated counter, so
-//     no two producers of a cluster share one.
+//     no two producers of a cluster share one. With a transactional id it
+//     gives that id's producer at its next epoch (a new one the first
+//     time), aborting a transaction the previous epoch left open; the
+//     timeout must be within transaction.max.timeout.ms (15 min,
+//     INVALID_TRANSACTION_TIMEOUT). The transaction APIs are in txns.go.
 //   - Produce checks each batch of an idempotent producer against the last
 //     five batches it wrote to the partition (fsm/producers.go): a retry is
 //     answered with its first offset and not written again, a gap gets
 //     OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 //   - DescribeProducers lists a partition's producers from the broker's
 //     committed state.
-// Not done: transactional ids (InitProducerId answers
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED with them) and the transaction
-// APIs; see docs/exactly-once.md.
+// Not done: v5 (KIP-890's server-side epoch bumps).
 
 import (
 	"time"
@@ -36,13 +39,14 @@ func handleInitProducerID(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	call := c.startGroupCall(30*time.Second, fsm.InitProducerID{TransactionalID: deref(r.TransactionalID)})
+	call := c.startGroupCall(30*time.Second, fsm.InitProducerID{TransactionalID: deref(r.TransactionalID),
+		TimeoutMs: r.TransactionTimeoutMillis})
 	return func() kmsg.Response {
 		defer call.cancel()
 		o := call.wait()[0]
 		resp.ErrorCode = o.Code
 		if o.Code == 0 {
-			resp.ProducerID, resp.ProducerEpoch = o.ProducerID, 0
+			resp.ProducerID, resp.ProducerEpoch = o.ProducerID, o.ProducerEpoch
 		}
 		return resp
 	}, nil
@@ -68,7 +72,7 @@ func handleDescribeProducers(c *conn, req kmsg.Request) (respond, error) {
 				for _, pi := range p.Producers() {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = pi.ProducerID, int32(pi.Epoch), pi.LastSequence, pi.LastTimeMs
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, pi.TxnStartOffset
 					sp.ActiveProducers = append(sp.ActiveProducers, ap)
 				}
 			}

@@ -45,8 +45,9 @@ func TestIdempotentProducer(t *testing.T) {
 	}
 	txn := kmsg.NewPtrInitProducerIDRequest()
 	txn.TransactionalID = kmsg.StringPtr("tx")
-	if code := rawRequest(t, raw, txn).(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Errorf("InitProducerId with a transactional id: %v", kerr.ErrorForCode(code))
+	txn.TransactionTimeoutMillis = 900_001
+	if code := rawRequest(t, raw, txn).(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.InvalidTransactionTimeout.Code {
+		t.Errorf("InitProducerId with a timeout above transaction.max.timeout.ms: %v", kerr.ErrorForCode(code))
 	}
 	send := func(epoch int16, seq int32) (int16, int64) {
 		t.Helper()

@@ -115,7 +115,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = map[*conn]struct{}{}
 	s.routes = map[int16]route{}
-	for _, group := range [][]route{coreRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes()} {
+	for _, group := range [][]route{coreRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
 		for _, r := range group {
 			s.routes[r.key] = r
 		}

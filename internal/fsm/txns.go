@@ -1,0 +1,724 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
+)
+
+// Transactions (KIP-98). The transaction coordinator is the state machine
+// itself: InitProducerId with a transactional id, AddPartitionsToTxn,
+// AddOffsetsToTxn, TxnOffsetCommit and EndTxn are commands. Because one
+// ordered log decides every commit and abort, EndTxn writes its markers to
+// every partition of the transaction in the block that applies it: there
+// is no prepared state that a crash could leave half done, and a
+// transaction appears whole on every broker or not at all.
+
+// The transaction command kinds.
+const (
+	KindAddPartitionsToTxn Kind = 17
+	KindAddOffsetsToTxn    Kind = 18
+	KindEndTxn             Kind = 19
+	KindTxnOffsetCommit    Kind = 20
+)
+
+// Transaction limits: Kafka's transaction.max.timeout.ms and
+// transactional.id.expiration.ms.
+const (
+	MaxTransactionTimeoutMs     = 900_000
+	TransactionalIDExpirationMs = 7 * 24 * 60 * 60 * 1000
+)
+
+// AddPartitionsToTxn adds one partition to a producer's transaction.
+type AddPartitionsToTxn struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Topic           string
+	Partition       int32
+}
+
+// AddOffsetsToTxn adds a group's offsets to a producer's transaction.
+type AddOffsetsToTxn struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Group           string
+}
+
+// TxnOffsetCommit commits one partition's offset for a group within a
+// transaction: it takes effect when the transaction commits.
+type TxnOffsetCommit struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Group           string
+	MemberID        string
+	InstanceID      string
+	Generation      int32
+	Topic           string
+	Partition       int32
+	Offset          int64
+	LeaderEpoch     int32
+	Metadata        string
+}
+
+// EndTxn commits or aborts a producer's transaction.
+type EndTxn struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Commit          bool
+}
+
+func (AddPartitionsToTxn) Kind() Kind { return KindAddPartitionsToTxn }
+func (AddOffsetsToTxn) Kind() Kind    { return KindAddOffsetsToTxn }
+func (TxnOffsetCommit) Kind() Kind    { return KindTxnOffsetCommit }
+func (EndTxn) Kind() Kind             { return KindEndTxn }
+
+func (c AddPartitionsToTxn) encode(w *writer) {
+	w.str(c.TransactionalID)
+	w.i64(c.ProducerID)
+	w.i16(c.Epoch)
+	w.str(c.Topic)
+	w.i32(c.Partition)
+}
+
+func (c AddOffsetsToTxn) encode(w *writer) {
+	w.str(c.TransactionalID)
+	w.i64(c.ProducerID)
+	w.i16(c.Epoch)
+	w.str(c.Group)
+}
+
+func (c TxnOffsetCommit) encode(w *writer) {
+	w.str(c.TransactionalID)
+	w.i64(c.ProducerID)
+	w.i16(c.Epoch)
+	w.str(c.Group)
+	w.str(c.MemberID)
+	w.str(c.InstanceID)
+	w.i32(c.Generation)
+	w.str(c.Topic)
+	w.i32(c.Partition)
+	w.i64(c.Offset)
+	w.i32(c.LeaderEpoch)
+	w.str(c.Metadata)
+}
+
+func (c EndTxn) encode(w *writer) {
+	w.str(c.TransactionalID)
+	w.i64(c.ProducerID)
+	w.i16(c.Epoch)
+	w.bool(c.Commit)
+}
+
+func decodeTxnCommand(k Kind, r *reader) (Command, bool) {
+	switch k {
+	case KindAddPartitionsToTxn:
+		return AddPartitionsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Topic: r.str(), Partition: r.i32()}, true
+	case KindAddOffsetsToTxn:
+		return AddOffsetsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str()}, true
+	case KindTxnOffsetCommit:
+		return TxnOffsetCommit{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str(), MemberID: r.str(),
+			InstanceID: r.str(), Generation: r.i32(), Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(),
+			Metadata: r.str()}, true
+	case KindEndTxn:
+		return EndTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Commit: r.bool()}, true
+	}
+	return nil, false
+}
+
+func checkTxnCommand(c Command) Result {
+	switch c := c.(type) {
+	case InitProducerID:
+		if c.TransactionalID != "" && (c.TimeoutMs <= 0 || c.TimeoutMs > MaxTransactionTimeoutMs) {
+			return fail(kerr.InvalidTransactionTimeout.Code, fmt.Sprintf("transaction timeout %d ms is outside [1, %d] (transaction.max.timeout.ms)", c.TimeoutMs, MaxTransactionTimeoutMs))
+		}
+	case AddPartitionsToTxn:
+		if c.TransactionalID == "" {
+			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+		}
+	case AddOffsetsToTxn:
+		if c.TransactionalID == "" {
+			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+		}
+		return checkGroupIDs(c.Group, "", "")
+	case TxnOffsetCommit:
+		if c.TransactionalID == "" {
+			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+		}
+		return checkGroupCommand(OffsetCommit{Group: c.Group, MemberID: c.MemberID, InstanceID: c.InstanceID, Topic: c.Topic,
+			Offset: c.Offset, Metadata: c.Metadata})
+	case EndTxn:
+		if c.TransactionalID == "" {
+			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+		}
+	}
+	return Result{}
+}
+
+// TxnState is a transaction's state, named as Kafka names them.
+type TxnState uint8
+
+// The transaction states. There is no Prepare state: EndTxn completes in
+// the block that applies it.
+const (
+	TxnEmpty TxnState = iota
+	TxnOngoing
+	TxnCompleteCommit
+	TxnCompleteAbort
+)
+
+func (s TxnState) String() string {
+	switch s {
+	case TxnEmpty:
+		return "Empty"
+	case TxnOngoing:
+		return "Ongoing"
+	case TxnCompleteCommit:
+		return "CompleteCommit"
+	case TxnCompleteAbort:
+		return "CompleteAbort"
+	}
+	return fmt.Sprintf("TxnState(%d)", uint8(s))
+}
+
+// Txn is one transactional id's state.
+type Txn struct {
+	ID         string
+	ProducerID int64
+	Epoch      int16
+	TimeoutMs  int32
+	State      TxnState
+	Partitions TopicPartitions
+	Groups     []string // sorted
+	// Offsets are TxnOffsetCommits waiting for the commit, by group, then
+	// topic, then partition.
+	Offsets map[string]map[string]map[int32]CommittedOffset
+	// StartMs is when the ongoing transaction began; LastMs when the id
+	// was last used (both block time).
+	StartMs, LastMs int64
+}
+
+// txnCheck finds a transaction for a request naming pid and epoch.
+func (f *FSM) txnCheck(id string, pid int64, epoch int16) (*Txn, Result) {
+	t := f.txns[id]
+	switch {
+	case t == nil || t.ProducerID != pid:
+		return nil, fail(kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("transactional id %q does not belong to producer %d", id, pid))
+	case epoch < t.Epoch:
+		return nil, fail(kerr.ProducerFenced.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", pid, epoch, t.Epoch))
+	case epoch > t.Epoch:
+		return nil, fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d has epoch %d, not %d", pid, t.Epoch, epoch))
+	}
+	return t, Result{}
+}
+
+func (f *FSM) touchTxn(t *Txn) {
+	t.LastMs = f.blockTime
+	f.dirtyTxns[t.ID] = true
+}
+
+// begin makes t ongoing if it was not.
+func (f *FSM) begin(t *Txn) {
+	if t.State != TxnOngoing {
+		t.State, t.StartMs = TxnOngoing, f.blockTime
+		t.Partitions, t.Groups, t.Offsets = TopicPartitions{}, nil, map[string]map[string]map[int32]CommittedOffset{}
+		f.txnsDue = min(f.txnsDue, t.StartMs+int64(t.TimeoutMs))
+	}
+}
+
+// txnProduceCheck applies the transaction rules to one batch of producer
+// h.ProducerID: a transactional batch needs an ongoing transaction of the
+// producer's current epoch to which the partition was added; a producer
+// with an ongoing transaction writes only transactional batches.
+func (f *FSM) txnProduceCheck(topic string, part int32, h record.Header) Result {
+	var t *Txn
+	if id, ok := f.txnByPID[h.ProducerID]; ok {
+		t = f.txns[id]
+	}
+	switch {
+	case h.Transactional() && t == nil:
+		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has no transactional id", h.ProducerID))
+	case h.Transactional() && h.ProducerEpoch < t.Epoch:
+		return fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", h.ProducerID, h.ProducerEpoch, t.Epoch))
+	case h.Transactional() && (t.State != TxnOngoing || !t.Partitions.has(topic, part)):
+		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("%s-%d was not added to producer %d's transaction (AddPartitionsToTxn)", topic, part, h.ProducerID))
+	case !h.Transactional() && t != nil && t.State == TxnOngoing:
+		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has an open transaction: its batches must be transactional", h.ProducerID))
+	}
+	return Result{}
+}
+
+// initTxnProducer is InitProducerID with a transactional id: a new
+// producer, or the next epoch of the existing one (fencing the previous
+// epoch), aborting a transaction it left open.
+func (f *FSM) initTxnProducer(c InitProducerID) Result {
+	t := f.txns[c.TransactionalID]
+	if t == nil {
+		t = &Txn{ID: c.TransactionalID, ProducerID: f.nextProducerID, Partitions: TopicPartitions{}}
+		f.nextProducerID++
+		f.metaChanged = true
+		f.txns[t.ID] = t
+	} else {
+		if t.State == TxnOngoing {
+			f.bumpEpoch(t)
+			f.endTxn(t, false)
+		}
+		f.bumpEpoch(t)
+	}
+	t.TimeoutMs, t.State = c.TimeoutMs, TxnEmpty
+	f.txnByPID[t.ProducerID] = t.ID
+	f.touchTxn(t)
+	return Result{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}
+}
+
+// bumpEpoch moves t to its next epoch, or to a new producer id when the
+// epoch would overflow.
+func (f *FSM) bumpEpoch(t *Txn) {
+	if t.Epoch < 1<<15-2 {
+		t.Epoch++
+		return
+	}
+	delete(f.txnByPID, t.ProducerID)
+	t.ProducerID, t.Epoch = f.nextProducerID, 0
+	f.nextProducerID++
+	f.metaChanged = true
+	f.txnByPID[t.ProducerID] = t.ID
+}
+
+func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) Result {
+	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
+	if t == nil {
+		return r
+	}
+	tp := f.topics[c.Topic]
+	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
+		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
+	}
+	f.begin(t)
+	t.Partitions.add(c.Topic, c.Partition)
+	f.touchTxn(t)
+	return Result{}
+}
+
+func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) Result {
+	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
+	if t == nil {
+		return r
+	}
+	f.begin(t)
+	if !slices.Contains(t.Groups, c.Group) {
+		t.Groups = append(t.Groups, c.Group)
+		slices.Sort(t.Groups)
+	}
+	f.touchTxn(t)
+	return Result{}
+}
+
+func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) Result {
+	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
+	if t == nil {
+		return r
+	}
+	if t.State != TxnOngoing || !slices.Contains(t.Groups, c.Group) {
+		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("group %q was not added to the transaction (AddOffsetsToTxn)", c.Group))
+	}
+	tp := f.topics[c.Topic]
+	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
+		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
+	}
+	// KIP-447: a member's commit is checked against the group, so that a
+	// zombie of an older generation cannot commit.
+	if g := f.groups[c.Group]; g != nil && c.MemberID != "" {
+		if g.Type == GroupConsumer {
+			m := g.Consumers[c.MemberID]
+			switch {
+			case m == nil:
+				return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+			case c.Generation != m.Epoch:
+				return fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
+			}
+		} else if _, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation); r.Code != 0 {
+			return r
+		}
+	}
+	byTopic := t.Offsets[c.Group]
+	if byTopic == nil {
+		byTopic = map[string]map[int32]CommittedOffset{}
+		t.Offsets[c.Group] = byTopic
+	}
+	if byTopic[c.Topic] == nil {
+		byTopic[c.Topic] = map[int32]CommittedOffset{}
+	}
+	byTopic[c.Topic][c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
+	f.touchTxn(t)
+	return Result{}
+}
+
+func (f *FSM) applyEndTxn(c EndTxn) Result {
+	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
+	if t == nil {
+		return r
+	}
+	switch {
+	case t.State == TxnOngoing:
+		f.endTxn(t, c.Commit)
+	case t.State == TxnCompleteCommit && c.Commit, t.State == TxnCompleteAbort && !c.Commit:
+		// A retry of the EndTxn that completed it.
+	default:
+		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("transaction %q is %s: nothing to %s", t.ID, t.State, map[bool]string{true: "commit", false: "abort"}[c.Commit]))
+	}
+	f.touchTxn(t)
+	return Result{}
+}
+
+// endTxn writes t's markers to every partition it wrote to, applies its
+// offsets on commit, and completes it.
+func (f *FSM) endTxn(t *Txn, commit bool) {
+	for _, name := range sortedKeys(t.Partitions) {
+		tp := f.topics[name]
+		if tp == nil {
+			continue // deleted since; its data went with it
+		}
+		for _, part := range t.Partitions[name] {
+			if int(part) < len(tp.Partitions) {
+				f.writeMarker(tp.Partitions[part], t.ProducerID, t.Epoch, commit)
+			}
+		}
+	}
+	if commit {
+		for _, group := range sortedKeys(t.Offsets) {
+			g := f.groups[group]
+			if g == nil {
+				g = newGroup(group, f.blockTime)
+				f.groups[group] = g
+			}
+			for _, topic := range sortedKeys(t.Offsets[group]) {
+				if f.topics[topic] == nil {
+					continue
+				}
+				for p, o := range t.Offsets[group][topic] {
+					o.CommitTimeMs = f.blockTime
+					if g.Offsets[topic] == nil {
+						g.Offsets[topic] = map[int32]CommittedOffset{}
+					}
+					g.Offsets[topic][p] = o
+					f.dirtyOffsets[offsetRef{group, topic, p}] = true
+				}
+			}
+			f.touchGroup(g)
+		}
+	}
+	t.State = TxnCompleteAbort
+	if commit {
+		t.State = TxnCompleteCommit
+	}
+	t.Partitions, t.Groups, t.Offsets = TopicPartitions{}, nil, nil
+	f.dirtyTxns[t.ID] = true
+}
+
+// writeMarker appends a transaction marker for producer pid to p and
+// closes its transaction there: the last stable offset moves past it, and
+// an abort is remembered for read_committed readers.
+func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
+	st := p.producers[pid]
+	if st == nil {
+		st = &producerState{TxnFirst: -1}
+		p.producers[pid] = st
+	}
+	at := p.next
+	b := record.MarkerBatch(pid, epoch, commit, 0, f.blockTime)
+	record.SetBaseOffset(b, at)
+	if err := p.log.Append(b, f.blockTime); err != nil {
+		// As in produce: the log is cut back at the next start; until
+		// then this partition refuses writes past the failure.
+		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
+		return
+	}
+	p.next++
+	if !commit && st.TxnFirst >= 0 {
+		a := AbortedTxn{ProducerID: pid, FirstOffset: st.TxnFirst, LastOffset: at}
+		p.aborted = append(p.aborted, a)
+		p.abortedAdded = append(p.abortedAdded, a)
+	}
+	if epoch > st.Epoch {
+		st.Epoch, st.Entries = epoch, nil
+	}
+	st.TxnFirst = -1
+	st.LastTimeMs = f.blockTime
+	p.dirtyProducers[pid] = true
+	f.dirtyParts[p] = true
+}
+
+// txnTimers aborts, at the end of a block, the transactions whose timeout
+// passed in block time (bumping the epoch, which fences the producer that
+// let it lapse, as Kafka does).
+func (f *FSM) txnTimers() (changes []string) {
+	if f.blockTime < f.txnsDue {
+		return nil
+	}
+	next := int64(1<<63 - 1)
+	for _, id := range sortedKeys(f.txns) {
+		t := f.txns[id]
+		if t.State != TxnOngoing {
+			continue
+		}
+		if due := t.StartMs + int64(t.TimeoutMs); f.blockTime >= due {
+			f.bumpEpoch(t)
+			f.endTxn(t, false)
+			f.touchTxn(t)
+			changes = append(changes, fmt.Sprintf("transaction %s timed out", id))
+		} else {
+			next = min(next, due)
+		}
+	}
+	f.txnsDue = next
+	return changes
+}
+
+// expireTxnIDs forgets, in housekeeping, transactional ids unused for
+// transactional.id.expiration.ms.
+func (f *FSM) expireTxnIDs() (changes []string) {
+	for _, id := range sortedKeys(f.txns) {
+		t := f.txns[id]
+		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.blockTime {
+			delete(f.txns, id)
+			delete(f.txnByPID, t.ProducerID)
+			f.dirtyTxns[id] = true
+			changes = append(changes, fmt.Sprintf("transactional id %s expired", id))
+		}
+	}
+	return changes
+}
+
+// AbortedTxn is an aborted transaction in one partition: its producer, its
+// first offset there and the offset of its abort marker.
+type AbortedTxn struct {
+	ProducerID              int64
+	FirstOffset, LastOffset int64
+}
+
+// AbortedTxns returns the committed aborted transactions of the partition
+// that overlap [from, to): those a read_committed reader of that range must
+// skip.
+func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
+	v := p.abortedView.Load()
+	if v == nil {
+		return nil
+	}
+	var out []AbortedTxn
+	for _, a := range *v {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// LastStableOffset is the offset below which every transaction is decided:
+// read_committed readers see only what is below it.
+func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
+
+// stableOffset computes the last stable offset from the applier's state.
+func (p *Partition) stableOffset() int64 {
+	lso := p.next
+	for _, s := range p.producers {
+		if s.TxnFirst >= 0 {
+			lso = min(lso, s.TxnFirst)
+		}
+	}
+	return lso
+}
+
+// TxnInfo describes a transactional id (DescribeTransactions,
+// ListTransactions).
+type TxnInfo struct {
+	ID         string
+	ProducerID int64
+	Epoch      int16
+	TimeoutMs  int32
+	State      TxnState
+	StartMs    int64
+	Partitions TopicPartitions
+}
+
+// Transactions returns the committed transactional ids, sorted.
+func (f *FSM) Transactions() []TxnInfo {
+	v := f.txnView.Load()
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+func (f *FSM) publishTxns() {
+	if f.txnView.Load() != nil && len(f.dirtyTxns) == 0 {
+		return
+	}
+	out := make([]TxnInfo, 0, len(f.txns))
+	for _, id := range sortedKeys(f.txns) {
+		t := f.txns[id]
+		out = append(out, TxnInfo{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, TimeoutMs: t.TimeoutMs,
+			State: t.State, StartMs: t.StartMs, Partitions: t.Partitions.clone()})
+	}
+	f.txnView.Store(&out)
+}
+
+// The transactions' keys in the metadata store:
+//
+//	x/<transactional id>                                  a transaction
+//	a/<topic>\x00<partition u32><last offset u64><pid u64>  an aborted transaction
+
+func txnKey(id string) []byte { return append([]byte("x/"), id...) }
+
+func abortedKey(topic string, part int32, a AbortedTxn) []byte {
+	k := append(abortedPrefix(topic), 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(k[len(k)-4:], uint32(part))
+	k = binary.BigEndian.AppendUint64(k, uint64(a.LastOffset))
+	return binary.BigEndian.AppendUint64(k, uint64(a.ProducerID))
+}
+
+func abortedPrefix(topic string) []byte { return append(append([]byte("a/"), topic...), 0) }
+
+func encodeTxn(t *Txn) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.i64(t.ProducerID)
+	w.i16(t.Epoch)
+	w.i32(t.TimeoutMs)
+	w.u8(uint8(t.State))
+	encodeTopicPartitions(w, t.Partitions)
+	w.count(len(t.Groups))
+	for _, g := range t.Groups {
+		w.str(g)
+	}
+	groups := sortedKeys(t.Offsets)
+	w.count(len(groups))
+	for _, g := range groups {
+		w.str(g)
+		topics := sortedKeys(t.Offsets[g])
+		w.count(len(topics))
+		for _, topic := range topics {
+			w.str(topic)
+			parts := sortedPartitions(t.Offsets[g][topic])
+			w.count(len(parts))
+			for _, p := range parts {
+				o := t.Offsets[g][topic][p]
+				w.i32(p)
+				w.i64(o.Offset)
+				w.i32(o.LeaderEpoch)
+				w.str(o.Metadata)
+			}
+		}
+	}
+	w.i64(t.StartMs)
+	w.i64(t.LastMs)
+	return w.b
+}
+
+func decodeTxn(id string, v []byte) (*Txn, error) {
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return nil, fmt.Errorf("stele/fsm: transaction %q: state format %d not supported", id, ver)
+	}
+	t := &Txn{ID: id, ProducerID: r.i64(), Epoch: r.i16(), TimeoutMs: r.i32(), State: TxnState(r.u8()),
+		Partitions: decodeTopicPartitions(r), Offsets: map[string]map[string]map[int32]CommittedOffset{}}
+	for i, n := 0, r.count(1); i < n; i++ {
+		t.Groups = append(t.Groups, r.str())
+	}
+	for i, n := 0, r.count(2); i < n; i++ {
+		g := r.str()
+		t.Offsets[g] = map[string]map[int32]CommittedOffset{}
+		for j, nt := 0, r.count(2); j < nt; j++ {
+			topic := r.str()
+			t.Offsets[g][topic] = map[int32]CommittedOffset{}
+			for k, np := 0, r.count(18); k < np; k++ {
+				p := r.i32()
+				t.Offsets[g][topic][p] = CommittedOffset{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}
+			}
+		}
+	}
+	t.StartMs, t.LastMs = r.i64(), r.i64()
+	return t, r.done()
+}
+
+// persistTxns adds the block's transaction changes to the state batch.
+func (f *FSM) persistTxns(b *storage.Batch) {
+	for _, id := range sortedKeys(f.dirtyTxns) {
+		if t := f.txns[id]; t != nil {
+			b.Set(txnKey(id), encodeTxn(t))
+		} else {
+			b.Delete(txnKey(id))
+		}
+	}
+	for p := range f.dirtyParts {
+		for _, a := range p.abortedAdded {
+			b.Set(abortedKey(p.Topic, p.Index, a), binary.BigEndian.AppendUint64(nil, uint64(a.FirstOffset)))
+		}
+		for _, a := range p.abortedDropped {
+			b.Delete(abortedKey(p.Topic, p.Index, a))
+		}
+	}
+}
+
+// loadTxns reads the transactions and every partition's aborted list.
+func (f *FSM) loadTxns() error {
+	err := f.store.Scan([]byte("x/"), func(k, v []byte) error {
+		t, err := decodeTxn(string(k[2:]), v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: transaction %q: %w", k[2:], err)
+		}
+		f.txns[t.ID] = t
+		f.txnByPID[t.ProducerID] = t.ID
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return f.store.Scan([]byte("a/"), func(k, v []byte) error {
+		if len(k) < 2+1+4+16 || len(v) != 8 {
+			return fmt.Errorf("stele/fsm: bad aborted-transaction key %q", k)
+		}
+		topic := string(k[2 : len(k)-21])
+		part := int32(binary.BigEndian.Uint32(k[len(k)-20:]))
+		t := f.topics[topic]
+		if t == nil || int(part) >= len(t.Partitions) {
+			return nil
+		}
+		p := t.Partitions[part]
+		p.aborted = append(p.aborted, AbortedTxn{LastOffset: int64(binary.BigEndian.Uint64(k[len(k)-16:])),
+			ProducerID: int64(binary.BigEndian.Uint64(k[len(k)-8:])), FirstOffset: int64(binary.BigEndian.Uint64(v))})
+		return nil
+	})
+}
+
+// trimAborted forgets, in housekeeping, aborted transactions wholly below
+// the log start offset.
+func (p *Partition) trimAborted() bool {
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= p.start })
+	if i == 0 {
+		return false
+	}
+	p.abortedDropped = append(p.abortedDropped, p.aborted[:i]...)
+	p.aborted = slices.Clone(p.aborted[i:])
+	return true
+}
+
+// publishTxnState publishes the partition's last stable offset and
+// aborted transactions.
+func (p *Partition) publishTxnState() {
+	p.stable.Store(p.stableOffset())
+	if p.abortedView.Load() == nil || len(p.abortedAdded) > 0 || len(p.abortedDropped) > 0 {
+		v := slices.Clone(p.aborted)
+		p.abortedView.Store(&v)
+	}
+	p.abortedAdded, p.abortedDropped = p.abortedAdded[:0], p.abortedDropped[:0]
+}
