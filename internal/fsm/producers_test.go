@@ -12,11 +12,19 @@ import (
 // at sequence seq.
 func idBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
+	return producerBatch(t, pid, epoch, seq, n, 0)
+}
+
+// producerBatch builds a batch of n records from producer pid at epoch,
+// starting at sequence seq, with the batch attributes given.
+func producerBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, attributes int16) []byte {
+	t.Helper()
 	recs := make([]record.Record, n)
 	for i := range recs {
 		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("v")}
 	}
-	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+		Attributes: attributes}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,23 +4,12 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/stele-io/stele/internal/record"
 )
 
 // txnBatch builds a transactional batch of n records.
 func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	recs := make([]record.Record, n)
-	for i := range recs {
-		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("t")}
-	}
-	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
-		Attributes: 0x10}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return producerBatch(t, pid, epoch, seq, n, 0x10)
 }
 
 // TestTransactions drives a transactional producer through Kafka's rules:

@@ -82,33 +82,9 @@ func (c *cluster) fetchAll(i int, topic string, p int32) ([]logRecord, error) {
 	var out []logRecord
 	next := int64(0)
 	for {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 8<<20
-		req.SessionID, req.SessionEpoch = 0, -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, next, 4<<20
-		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		kresp, err := c.request(ctx, i, req)
-		cancel()
+		fp, err := c.rawFetch(i, topic, p, next)
 		if err != nil {
-			return nil, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
-		}
-		resp := kresp.(*kmsg.FetchResponse)
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return nil, fmt.Errorf("node%d Fetch: %w", i, err)
-		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return nil, fmt.Errorf("node%d Fetch %s-%d: answer has %d topics", i, topic, p, len(resp.Topics))
-		}
-		fp := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
-			return nil, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
+			return nil, err
 		}
 		if next >= fp.HighWatermark {
 			return out, nil
@@ -123,6 +99,41 @@ func (c *cluster) fetchAll(i int, topic string, p int32) ([]logRecord, error) {
 		out = append(out, recs...)
 		next = recs[len(recs)-1].Offset + 1
 	}
+}
+
+// rawFetch asks node i for partition p of topic from offset next (one raw
+// read_uncommitted Fetch, no wait) and returns its answer for the
+// partition, or the error it carried.
+func (c *cluster) rawFetch(i int, topic string, p int32, next int64) (kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 8<<20
+	req.SessionID, req.SessionEpoch = 0, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, next, 4<<20
+	rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	kresp, err := c.request(ctx, i, req)
+	cancel()
+	if err != nil {
+		return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("node%d Fetch: %w", i, err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("node%d Fetch %s-%d: answer has %d topics", i, topic, p, len(resp.Topics))
+	}
+	fp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
+		return fp, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
+	}
+	return fp, nil
 }
 
 // decodeBatches decodes back-to-back RecordBatch v2 bytes (a Fetch answer

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stele-io/stele/internal/record"
 )
@@ -157,30 +155,9 @@ func (c *cluster) committedLog(i int, topic string, p int32) (map[int64]string, 
 	aborted := 0
 	next := int64(0)
 	for {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 8<<20
-		req.SessionID, req.SessionEpoch = 0, -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, next, 4<<20
-		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		kresp, err := c.request(ctx, i, req)
-		cancel()
+		fp, err := c.rawFetch(i, topic, p, next)
 		if err != nil {
-			return nil, 0, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
-		}
-		resp := kresp.(*kmsg.FetchResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return nil, 0, fmt.Errorf("node%d Fetch %s-%d: answer has %d topics", i, topic, p, len(resp.Topics))
-		}
-		fp := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
-			return nil, 0, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
+			return nil, 0, err
 		}
 		if next >= fp.HighWatermark {
 			return committed, aborted, nil
