@@ -43,12 +43,15 @@ func (f *FSM) produce(c Produce) Result {
 	// offset it got the first time.
 	offsets := make([]int64, len(batches))
 	dup := make([]bool, len(batches))
-	staged := map[int64]*producerState{}
+	var staged map[int64]*producerState // made for the first idempotent batch
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
 			if r := f.txnProduceCheck(t.Name, p.Index, h); r.Code != 0 {
 				return r
+			}
+			if staged == nil {
+				staged = map[int64]*producerState{}
 			}
 			st, ok := staged[h.ProducerID]
 			if !ok && p.producers[h.ProducerID] != nil {

@@ -53,7 +53,7 @@ func handleConsumerGroupHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 	for _, t := range r.Topics {
 		cmd.Owned = append(cmd.Owned, fsm.OwnedTopic{ID: t.TopicID, Partitions: t.Partitions})
 	}
-	call := c.startGroupCall(30*time.Second, cmd)
+	call := c.startCall(30*time.Second, cmd)
 	return func() kmsg.Response {
 		defer call.cancel()
 		o := call.wait()[0]

@@ -124,7 +124,7 @@ func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
 	if len(cmds) == 0 {
 		return done(resp), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		for i, o := range call.wait() {
@@ -169,7 +169,7 @@ func handleOffsetDelete(c *conn, req kmsg.Request) (respond, error) {
 		}
 		return done(resp), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		for i, o := range call.wait() {

@@ -63,7 +63,7 @@ func handleOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	if len(cmds) == 0 {
 		return done(resp), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		out := call.wait()

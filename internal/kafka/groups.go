@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stele-io/stele/internal/broker"
 	"github.com/stele-io/stele/internal/fsm"
 )
 
@@ -89,22 +90,21 @@ func handleFindCoordinator(c *conn, req kmsg.Request) (respond, error) {
 	return done(resp), nil
 }
 
-// groupCall is one group command handed to the broker in arrival order,
-// whose answer is waited for in respond.
-type groupCall struct {
+// call is commands handed to the broker in arrival order (in a handler),
+// whose results are waited for in respond.
+type call struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	pending interface {
-		Wait(context.Context) ([]fsm.Result, []error)
-	}
+	pending *broker.Pending
 }
 
-func (c *conn) startGroupCall(timeout time.Duration, cmds ...fsm.Command) *groupCall {
+// startCall enqueues cmds with a deadline of timeout.
+func (c *conn) startCall(timeout time.Duration, cmds ...fsm.Command) *call {
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	return &groupCall{ctx: ctx, cancel: cancel, pending: c.s.b.Enqueue(ctx, cmds...)}
+	return &call{ctx: ctx, cancel: cancel, pending: c.s.b.Enqueue(ctx, cmds...)}
 }
 
-func (g *groupCall) wait() []outcome {
+func (g *call) wait() []outcome {
 	res, errs := g.pending.Wait(g.ctx)
 	return outcomes(res, errs)
 }
@@ -158,7 +158,7 @@ func handleJoinGroup(c *conn, req kmsg.Request) (respond, error) {
 	for _, p := range r.Protocols {
 		cmd.Protocols = append(cmd.Protocols, fsm.GroupProtocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	call := c.startGroupCall(time.Duration(max(rebalance, 0))*time.Millisecond+groupWaitSlack, cmd)
+	call := c.startCall(time.Duration(max(rebalance, 0))*time.Millisecond+groupWaitSlack, cmd)
 	return func() kmsg.Response {
 		defer call.cancel()
 		o := call.wait()[0]
@@ -249,7 +249,7 @@ func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 			wait = time.Duration(m.RebalanceTimeoutMs) * time.Millisecond
 		}
 	}
-	call := c.startGroupCall(wait+groupWaitSlack, cmd)
+	call := c.startCall(wait+groupWaitSlack, cmd)
 	return func() kmsg.Response {
 		defer call.cancel()
 		o := call.wait()[0]
@@ -291,7 +291,7 @@ func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 func handleHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.HeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	call := c.startGroupCall(30*time.Second, fsm.Heartbeat{Group: r.Group, MemberID: r.MemberID,
+	call := c.startCall(30*time.Second, fsm.Heartbeat{Group: r.Group, MemberID: r.MemberID,
 		InstanceID: deref(r.InstanceID), Generation: r.Generation})
 	return func() kmsg.Response {
 		defer call.cancel()
@@ -313,7 +313,7 @@ func handleLeaveGroup(c *conn, req kmsg.Request) (respond, error) {
 	if len(cmds) == 0 {
 		return done(resp), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		out := call.wait()

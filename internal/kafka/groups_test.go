@@ -107,7 +107,7 @@ func TestGroupConsumersSplitPartitions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := startTestBrokerClocked(t, 20*time.Millisecond)
-			adm := kadm.NewClient(mustClient(t, tb.addr))
+			adm := kadm.NewClient(client(t, tb.addr))
 			const topic, group, n = "orders", "billing", 600
 			if _, err := adm.CreateTopic(context.Background(), 6, 1, nil, topic); err != nil {
 				t.Fatal(err)
@@ -191,16 +191,6 @@ func TestGroupConsumersSplitPartitions(t *testing.T) {
 	}
 }
 
-func mustClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 // rawRequest sends req to addr and returns the response.
 func rawRequest(t *testing.T, cl *kgo.Client, req kmsg.Request) kmsg.Response {
 	t.Helper()
@@ -228,7 +218,7 @@ func rawJoin(t *testing.T, cl *kgo.Client, group, member string, session int32) 
 // the same way; nothing is corrupted (the group still works after).
 func TestGroupErrorCodes(t *testing.T) {
 	tb := startTestBrokerClocked(t, 20*time.Millisecond)
-	cl := mustClient(t, tb.addr, kgo.MaxVersions(kversion.V3_8_0()))
+	cl := client(t, tb.addr, kgo.MaxVersions(kversion.V3_8_0()))
 	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 2, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +322,7 @@ var nil0 = &kerr.Error{Message: "NONE", Code: 0}
 // committed is re-read.
 func TestGroupMembersComeAndGo(t *testing.T) {
 	tb := startTestBrokerClocked(t, 20*time.Millisecond)
-	adm := kadm.NewClient(mustClient(t, tb.addr))
+	adm := kadm.NewClient(client(t, tb.addr))
 	const topic, group = "events", "workers"
 	if _, err := adm.CreateTopic(context.Background(), 6, 1, nil, topic); err != nil {
 		t.Fatal(err)
@@ -368,7 +358,7 @@ func TestGroupMembersComeAndGo(t *testing.T) {
 		}()
 		return cl
 	}
-	prod := mustClient(t, tb.addr, kgo.DefaultProduceTopic(topic))
+	prod := client(t, tb.addr, kgo.DefaultProduceTopic(topic))
 	stop := make(chan struct{})
 	produced := make(chan int)
 	go func() {

@@ -39,7 +39,7 @@ func handleInitProducerID(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	call := c.startGroupCall(30*time.Second, fsm.InitProducerID{TransactionalID: deref(r.TransactionalID),
+	call := c.startCall(30*time.Second, fsm.InitProducerID{TransactionalID: deref(r.TransactionalID),
 		TimeoutMs: r.TransactionTimeoutMillis})
 	return func() kmsg.Response {
 		defer call.cancel()

@@ -19,7 +19,7 @@ import (
 // codes; DescribeProducers shows the producer.
 func TestIdempotentProducer(t *testing.T) {
 	tb := startTestBroker(t, nil)
-	cl := mustClient(t, tb.addr, kgo.DefaultProduceTopic("idem"))
+	cl := client(t, tb.addr, kgo.DefaultProduceTopic("idem"))
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "idem"); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestIdempotentProducer(t *testing.T) {
 		t.Fatalf("DescribeProducers after 100 idempotent records: %+v", seen)
 	}
 
-	raw := mustClient(t, tb.addr)
+	raw := client(t, tb.addr)
 	init := rawRequest(t, raw, kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
 	if init.ErrorCode != 0 || init.ProducerID <= seen[0].ProducerID {
 		t.Fatalf("InitProducerId: %v id %d", kerr.ErrorForCode(init.ErrorCode), init.ProducerID)

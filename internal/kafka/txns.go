@@ -89,7 +89,7 @@ func handleAddPartitionsToTxn(c *conn, req kmsg.Request) (respond, error) {
 		}
 		return done(answer(codes)), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		out := call.wait()
@@ -104,7 +104,7 @@ func handleAddPartitionsToTxn(c *conn, req kmsg.Request) (respond, error) {
 func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	call := c.startGroupCall(30*time.Second, fsm.AddOffsetsToTxn{TransactionalID: r.TransactionalID,
+	call := c.startCall(30*time.Second, fsm.AddOffsetsToTxn{TransactionalID: r.TransactionalID,
 		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Group: r.Group})
 	return func() kmsg.Response {
 		defer call.cancel()
@@ -116,7 +116,7 @@ func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {
 func handleEndTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-	call := c.startGroupCall(30*time.Second, fsm.EndTxn{TransactionalID: r.TransactionalID,
+	call := c.startCall(30*time.Second, fsm.EndTxn{TransactionalID: r.TransactionalID,
 		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Commit: r.Commit})
 	return func() kmsg.Response {
 		defer call.cancel()
@@ -154,7 +154,7 @@ func handleTxnOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	if len(cmds) == 0 {
 		return done(resp), nil
 	}
-	call := c.startGroupCall(30*time.Second, cmds...)
+	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
 		out := call.wait()

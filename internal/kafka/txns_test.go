@@ -18,7 +18,7 @@ import (
 // until no record comes for a second, and returns the values.
 func readAll(t *testing.T, addr, topic string, level kgo.IsolationLevel) []string {
 	t.Helper()
-	cl := mustClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := client(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(200*time.Millisecond))
 	var out []string
 	for {
@@ -38,11 +38,11 @@ func readAll(t *testing.T, addr, topic string, level kgo.IsolationLevel) []strin
 // read_uncommitted reader sees all of them (the markers are not records).
 func TestTransactionalProducer(t *testing.T) {
 	tb := startTestBrokerClocked(t, 20*time.Millisecond)
-	adm := kadm.NewClient(mustClient(t, tb.addr))
+	adm := kadm.NewClient(client(t, tb.addr))
 	if _, err := adm.CreateTopic(context.Background(), 2, 1, nil, "txn"); err != nil {
 		t.Fatal(err)
 	}
-	cl := mustClient(t, tb.addr, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("txn"))
+	cl := client(t, tb.addr, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("txn"))
 	ctx := context.Background()
 	run := func(prefix string, n int, commit kgo.TransactionEndTry) {
 		t.Helper()
@@ -90,7 +90,7 @@ func TestTransactionalProducer(t *testing.T) {
 // and the group's committed offsets cover the input.
 func TestConsumeTransformProduce(t *testing.T) {
 	tb := startTestBrokerClocked(t, 20*time.Millisecond)
-	adm := kadm.NewClient(mustClient(t, tb.addr))
+	adm := kadm.NewClient(client(t, tb.addr))
 	ctx := context.Background()
 	for _, topic := range []string{"in", "out"} {
 		if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
@@ -173,7 +173,7 @@ func TestConsumeTransformProduce(t *testing.T) {
 // cannot be served; nothing is added or written by them.
 func TestTransactionErrors(t *testing.T) {
 	tb := startTestBroker(t, nil)
-	cl := mustClient(t, tb.addr)
+	cl := client(t, tb.addr)
 	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
