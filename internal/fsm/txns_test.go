@@ -111,3 +111,43 @@ func TestTransactions(t *testing.T) {
 	}
 	d.replay()
 }
+
+// TestTransactionalIDAndTopicCleanup: an unused transactional id is
+// forgotten after transactional.id.expiration.ms, and deleting a topic
+// deletes its producers' state and aborted-transaction lists from the
+// store (docs/exactly-once.md).
+func TestTransactionalIDAndTopicCleanup(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
+	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out"})
+	d.block(10, Produce{Topic: "out", Records: txnBatch(t, pid, 0, 0, 1)})
+	d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})
+	kinds := func() (producers, aborted int) {
+		for k := range storeContents(t, d.f) {
+			switch k[:2] {
+			case "s/":
+				producers++
+			case "a/":
+				aborted++
+			}
+		}
+		return
+	}
+	if p, a := kinds(); p != 1 || a != 1 {
+		t.Fatalf("before deleting the topic: %d producer states, %d aborted transactions stored; want 1, 1", p, a)
+	}
+	d.block(10, DeleteTopic{Name: "out"})
+	if p, a := kinds(); p != 0 || a != 0 {
+		t.Fatalf("after deleting the topic: %d producer states, %d aborted transactions stored", p, a)
+	}
+	d.block(TransactionalIDExpirationMs - 1000)
+	if n := len(d.f.Transactions()); n != 1 {
+		t.Fatalf("%d transactional ids before expiry, want 1", n)
+	}
+	d.block(2000)
+	if n := len(d.f.Transactions()); n != 0 {
+		t.Fatalf("%d transactional ids after expiry, want 0", n)
+	}
+}

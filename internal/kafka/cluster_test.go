@@ -89,3 +89,45 @@ func TestCatchingUpRefusesReads(t *testing.T) {
 		t.Fatalf("ListOffsets once caught up: code %d", code)
 	}
 }
+
+// TestCatchingUpRefusesGroupReads: a broker behind the chain answers
+// OffsetFetch, DescribeGroups and ListGroups with the retriable
+// COORDINATOR_LOAD_IN_PROGRESS rather than an old view
+// (docs/consumer-groups.md).
+func TestCatchingUpRefusesGroupReads(t *testing.T) {
+	var behind atomic.Bool
+	tb := startTestBroker(t, func(o *Options) { o.CatchingUp = behind.Load })
+	cl := client(t, tb.addr)
+	codes := func() [3]int16 {
+		fetch := kmsg.NewPtrOffsetFetchRequest()
+		fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}}
+		desc := kmsg.NewPtrDescribeGroupsRequest()
+		desc.Groups = []string{"g"}
+		list := kmsg.NewPtrListGroupsRequest()
+		var out [3]int16
+		for i, req := range []kmsg.Request{fetch, desc, list} {
+			kresp, err := cl.Broker(0).Request(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch r := kresp.(type) {
+			case *kmsg.OffsetFetchResponse:
+				out[i] = r.Groups[0].ErrorCode
+			case *kmsg.DescribeGroupsResponse:
+				out[i] = r.Groups[0].ErrorCode
+			case *kmsg.ListGroupsResponse:
+				out[i] = r.ErrorCode
+			}
+		}
+		return out
+	}
+	behind.Store(true)
+	load := kerr.CoordinatorLoadInProgress.Code
+	if got := codes(); got != [3]int16{load, load, load} {
+		t.Fatalf("OffsetFetch, DescribeGroups, ListGroups while catching up: codes %v", got)
+	}
+	behind.Store(false)
+	if got := codes(); got != [3]int16{} {
+		t.Fatalf("once caught up: codes %v", got)
+	}
+}

@@ -224,3 +224,37 @@ func TestTransactionErrors(t *testing.T) {
 		t.Errorf("ListTransactions Ongoing: %+v", lr.TransactionStates)
 	}
 }
+
+// TestListTransactionsDurationFilter: ListTransactions v1 lists only the
+// transactions open longer than its duration filter (docs/kafka-api.md).
+func TestListTransactionsDurationFilter(t *testing.T) {
+	tb := startTestBroker(t, nil) // block time starts in 2023: an open transaction is old
+	cl := client(t, tb.addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr("open"), 900_000
+	ir := rawRequest(t, cl, init).(*kmsg.InitProducerIDResponse)
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "open", ir.ProducerID, ir.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	if code := rawRequest(t, cl, add).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	listed := func(filterMs int64) int {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.SetVersion(1)
+		req.DurationFilterMillis = filterMs
+		return len(rawRequest(t, cl, req).(*kmsg.ListTransactionsResponse).TransactionStates)
+	}
+	if n := listed(-1); n != 1 {
+		t.Fatalf("no duration filter: %d transactions, want 1", n)
+	}
+	if n := listed(1000); n != 1 {
+		t.Fatalf("open longer than 1 s: %d transactions, want 1", n)
+	}
+	if n := listed(1 << 50); n != 0 {
+		t.Fatalf("open longer than 35,000 years: %d transactions, want 0", n)
+	}
+}
