@@ -69,6 +69,9 @@ func TestTransactions(t *testing.T) {
 	wantCode(t, "second transaction's write", produce(0, txnBatch(t, pid, 0, 2, 2)), 0)
 	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0})[0], 0)
 	wantCode(t, "commit after the abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], kerr.InvalidTxnState.Code)
+	// A batch of the ended transaction arriving late cannot open a hanging
+	// transaction on the partition (KIP-890's verification, on every append).
+	wantCode(t, "a late write after the abort", produce(0, txnBatch(t, pid, 0, 4, 1)), kerr.InvalidTxnState.Code)
 	aborted := part(0).AbortedTxns(0, 100)
 	if len(aborted) != 1 || aborted[0] != (AbortedTxn{ProducerID: pid, FirstOffset: 3, LastOffset: 5}) {
 		t.Fatalf("aborted transactions %+v, want one from offset 3, marker at 5", aborted)

@@ -1,6 +1,6 @@
 package kafka
 
-// Transactions: AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3, EndTxn
+// Transactions: AddPartitionsToTxn v0-5, AddOffsetsToTxn v0-3, EndTxn
 // v0-3, TxnOffsetCommit v0-3, DescribeTransactions v0, ListTransactions
 // v0-1 (state, producer id and duration filters); InitProducerId with a transactional id is in producers.go.
 // Behavior:
@@ -21,9 +21,12 @@ package kafka
 //   - read_committed Fetch stops at the last stable offset and lists the
 //     aborted transactions of the range returned; ListOffsets latest for
 //     read_committed is the last stable offset.
-// Not done: the KIP-890 protocol (AddPartitionsToTxn v4+ batched broker
-// form, EndTxn v4+, Produce v12+ implicit adds); WriteTxnMarkers (there is
-// no separate coordinator to send them).
+//   - AddPartitionsToTxn v4+ (KIP-890's batched broker form) adds to or,
+//     with VerifyOnly, checks several transactions in one request; franz-go
+//     and the Java client send v3 and below for their own transactions.
+// Not done: KIP-890 part 2 (EndTxn v5+ epoch bump per transaction,
+// Produce v12+ implicit adds); WriteTxnMarkers (there is no separate
+// coordinator to send them).
 
 import (
 	"slices"
@@ -38,7 +41,7 @@ import (
 
 func txnRoutes() []route {
 	return []route{
-		{key: 24, min: 0, max: 3, handle: handleAddPartitionsToTxn},
+		{key: 24, min: 0, max: 5, handle: handleAddPartitionsToTxn},
 		{key: 25, min: 0, max: 3, handle: handleAddOffsetsToTxn},
 		{key: 26, min: 0, max: 3, handle: handleEndTxn},
 		{key: 28, min: 0, max: 3, handle: handleTxnOffsetCommit},
@@ -47,58 +50,172 @@ func txnRoutes() []route {
 	}
 }
 
+// addPartitionsItem is one transaction of an AddPartitionsToTxn request:
+// the top-level fields before v4, each entry of Transactions from v4.
+type addPartitionsItem struct {
+	id     string
+	pid    int64
+	epoch  int16
+	verify bool
+	topics []kmsg.AddPartitionsToTxnRequestTransactionTopic
+	codes  []int16 // one a partition, in request order
+}
+
+// handleAddPartitionsToTxn answers both forms of the request. Up to v3 a
+// client adds partitions to its own transaction. From v4 (KIP-890) the
+// request batches transactions and may only verify (VerifyOnly) that
+// partitions are already in a transaction: Kafka brokers send that form
+// to the coordinator before appending a transactional batch. Here the
+// state machine checks that on every append, so no Stele broker sends it;
+// Stele answers it for any caller, from the broker's committed state.
+// Each transaction of a batch succeeds or fails on its own; a transaction
+// naming an unknown partition adds none of its partitions.
 func handleAddPartitionsToTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.AddPartitionsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	view := c.s.b.View()
-	var (
-		cmds    []fsm.Command
-		unknown bool
-	)
-	for _, rt := range r.Topics {
-		for _, p := range rt.Partitions {
-			if view.Partition(rt.Topic, p) == nil {
-				unknown = true
+	var items []*addPartitionsItem
+	if r.Version < 4 {
+		it := &addPartitionsItem{id: r.TransactionalID, pid: r.ProducerID, epoch: r.ProducerEpoch}
+		for _, rt := range r.Topics {
+			it.topics = append(it.topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+		}
+		items = append(items, it)
+	} else {
+		seen := map[string]bool{}
+		for _, t := range r.Transactions {
+			if seen[t.TransactionalID] {
+				resp.ErrorCode = kerr.InvalidRequest.Code
+				return done(resp), nil
 			}
-			cmds = append(cmds, fsm.AddPartitionsToTxn{TransactionalID: r.TransactionalID, ProducerID: r.ProducerID,
-				Epoch: r.ProducerEpoch, Topic: rt.Topic, Partition: p})
+			seen[t.TransactionalID] = true
+			items = append(items, &addPartitionsItem{id: t.TransactionalID, pid: t.ProducerID,
+				epoch: t.ProducerEpoch, verify: t.VerifyOnly, topics: t.Topics})
 		}
 	}
-	answer := func(codes []int16) *kmsg.AddPartitionsToTxnResponse {
-		i := 0
-		for _, rt := range r.Topics {
-			st := kmsg.NewAddPartitionsToTxnResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p, codes[i]
-				st.Partitions = append(st.Partitions, sp)
-				i++
+
+	view := c.s.b.View()
+	var (
+		cmds  []fsm.Command
+		owner []*addPartitionsItem // the item of each command
+		index []int                // its place in the item's codes
+	)
+	for _, it := range items {
+		n := 0
+		for _, rt := range it.topics {
+			n += len(rt.Partitions)
+		}
+		it.codes = make([]int16, n)
+		switch {
+		case it.id == "":
+			fillCodes(it.codes, kerr.InvalidRequest.Code)
+		case it.verify:
+			verifyInTxn(it, c.s.b.Transactions())
+		case unknownPartitions(view, it):
+		default:
+			i := 0
+			for _, rt := range it.topics {
+				for _, p := range rt.Partitions {
+					cmds = append(cmds, fsm.AddPartitionsToTxn{TransactionalID: it.id, ProducerID: it.pid,
+						Epoch: it.epoch, Topic: rt.Topic, Partition: p})
+					owner, index = append(owner, it), append(index, i)
+					i++
+				}
 			}
-			resp.Topics = append(resp.Topics, st)
+		}
+	}
+	answer := func() *kmsg.AddPartitionsToTxnResponse {
+		for _, it := range items {
+			i := 0
+			rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rt.TransactionalID = it.id
+			for _, t := range it.topics {
+				st := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				st.Topic = t.Topic
+				for _, p := range t.Partitions {
+					sp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					sp.Partition, sp.ErrorCode = p, it.codes[i]
+					st.Partitions = append(st.Partitions, sp)
+					i++
+				}
+				rt.Topics = append(rt.Topics, st)
+			}
+			resp.Transactions = append(resp.Transactions, rt)
+		}
+		if r.Version < 4 { // the one transaction, in the v0-3 shape
+			for _, st := range resp.Transactions[0].Topics {
+				ot := kmsg.NewAddPartitionsToTxnResponseTopic()
+				ot.Topic = st.Topic
+				for _, sp := range st.Partitions {
+					op := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					op.Partition, op.ErrorCode = sp.Partition, sp.ErrorCode
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+			resp.Transactions = nil
 		}
 		return resp
 	}
-	if unknown || len(cmds) == 0 {
-		codes := make([]int16, len(cmds))
-		for i, cmd := range cmds {
-			codes[i] = kerr.OperationNotAttempted.Code
-			if a := cmd.(fsm.AddPartitionsToTxn); view.Partition(a.Topic, a.Partition) == nil {
-				codes[i] = kerr.UnknownTopicOrPartition.Code
-			}
-		}
-		return done(answer(codes)), nil
+	if len(cmds) == 0 {
+		return done(answer()), nil
 	}
 	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
-		out := call.wait()
-		codes := make([]int16, len(out))
-		for i, o := range out {
-			codes[i] = o.Code
+		for i, o := range call.wait() {
+			owner[i].codes[index[i]] = o.Code
 		}
-		return answer(codes)
+		return answer()
 	}, nil
+}
+
+// unknownPartitions answers it when it names a partition that does not
+// exist: UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for
+// the rest, as Kafka does.
+func unknownPartitions(view *fsm.View, it *addPartitionsItem) bool {
+	unknown, i := false, 0
+	for _, rt := range it.topics {
+		for _, p := range rt.Partitions {
+			it.codes[i] = kerr.OperationNotAttempted.Code
+			if view.Partition(rt.Topic, p) == nil {
+				it.codes[i], unknown = kerr.UnknownTopicOrPartition.Code, true
+			}
+			i++
+		}
+	}
+	return unknown
+}
+
+// verifyInTxn answers a VerifyOnly transaction from the committed
+// transactions, with the errors of Kafka's coordinator: the producer
+// must own the id at that epoch, and each partition must be in its open
+// transaction (INVALID_TXN_STATE when not).
+func verifyInTxn(it *addPartitionsItem, txns []fsm.TxnInfo) {
+	i, found := slices.BinarySearchFunc(txns, it.id, func(t fsm.TxnInfo, id string) int { return strings.Compare(t.ID, id) })
+	switch {
+	case !found || txns[i].ProducerID != it.pid:
+		fillCodes(it.codes, kerr.InvalidProducerIDMapping.Code)
+		return
+	case txns[i].Epoch != it.epoch:
+		fillCodes(it.codes, kerr.ProducerFenced.Code)
+		return
+	}
+	t, n := txns[i], 0
+	for _, rt := range it.topics {
+		for _, p := range rt.Partitions {
+			it.codes[n] = kerr.InvalidTxnState.Code
+			if t.State == fsm.TxnOngoing && slices.Contains(t.Partitions[rt.Topic], p) {
+				it.codes[n] = 0
+			}
+			n++
+		}
+	}
+}
+
+func fillCodes(codes []int16, code int16) {
+	for i := range codes {
+		codes[i] = code
+	}
 }
 
 func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // readAll reads topic from the beginning with the isolation level given
@@ -256,5 +259,95 @@ func TestListTransactionsDurationFilter(t *testing.T) {
 	}
 	if n := listed(1 << 50); n != 0 {
 		t.Fatalf("open longer than 35,000 years: %d transactions, want 0", n)
+	}
+}
+
+// TestAddPartitionsToTxnBatched: the KIP-890 broker form (v4+) adds to
+// several transactions in one request, each on its own, and VerifyOnly
+// checks without adding, with the errors of Kafka's coordinator.
+func TestAddPartitionsToTxnBatched(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	cl := client(t, tb.addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 2, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int64{}
+	for _, id := range []string{"a", "b", "c"} {
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 60_000
+		ir := rawRequest(t, cl, init).(*kmsg.InitProducerIDResponse)
+		if ir.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(ir.ErrorCode))
+		}
+		pids[id] = ir.ProducerID
+	}
+	txn := func(id string, pid int64, epoch int16, verify bool, topic string, parts ...int32) kmsg.AddPartitionsToTxnRequestTransaction {
+		return kmsg.AddPartitionsToTxnRequestTransaction{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
+			VerifyOnly: verify, Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: topic, Partitions: parts}}}
+	}
+	send := func(txns ...kmsg.AddPartitionsToTxnRequestTransaction) map[string][]int16 {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Transactions = txns
+		resp := rawRequest(t, cl, req).(*kmsg.AddPartitionsToTxnResponse)
+		if resp.Version < 4 || resp.ErrorCode != 0 {
+			t.Fatalf("v%d, top-level error %v", resp.Version, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		out := map[string][]int16{}
+		for _, rt := range resp.Transactions {
+			for _, st := range rt.Topics {
+				for _, sp := range st.Partitions {
+					out[rt.TransactionalID] = append(out[rt.TransactionalID], sp.ErrorCode)
+				}
+			}
+		}
+		return out
+	}
+	expect := func(what string, got []int16, want ...*kerr.Error) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d codes, want %d", what, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i].Code {
+				t.Errorf("%s[%d]: %v, want %v", what, i, kerr.ErrorForCode(got[i]), want[i])
+			}
+		}
+	}
+
+	// Two transactions added in one request; a third names a missing topic
+	// and adds nothing, without failing the others.
+	got := send(txn("a", pids["a"], 0, false, "t", 0), txn("b", pids["b"], 0, false, "t", 0, 1),
+		txn("c", pids["c"], 0, false, "missing", 0))
+	expect("add a", got["a"], nil0)
+	expect("add b", got["b"], nil0, nil0)
+	expect("add c", got["c"], kerr.UnknownTopicOrPartition)
+	parts := map[string]fsm.TopicPartitions{}
+	for _, ti := range tb.b.Transactions() {
+		parts[ti.ID] = ti.Partitions
+	}
+	if !slices.Equal(parts["a"]["t"], []int32{0}) || !slices.Equal(parts["b"]["t"], []int32{0, 1}) || len(parts["c"]) != 0 {
+		t.Fatalf("transactions' partitions after the batch: %v", parts)
+	}
+
+	// VerifyOnly: in the transaction, not in it, fenced, not the id's
+	// producer; and nothing is added by verifying.
+	got = send(txn("a", pids["a"], 0, true, "t", 0, 1), txn("b", pids["b"], 1, true, "t", 0),
+		txn("c", pids["a"], 0, true, "t", 0))
+	expect("verify a", got["a"], nil0, kerr.InvalidTxnState)
+	expect("verify b at another epoch", got["b"], kerr.ProducerFenced)
+	expect("verify c with a's producer id", got["c"], kerr.InvalidProducerIDMapping)
+	expect("verify c, never begun", send(txn("c", pids["c"], 0, true, "t", 0))["c"], kerr.InvalidTxnState)
+	for _, ti := range tb.b.Transactions() {
+		if ti.ID == "a" && !slices.Equal(ti.Partitions["t"], []int32{0}) {
+			t.Fatalf("verifying added to a: %v", ti.Partitions)
+		}
+	}
+
+	// One transactional id twice in a request is malformed.
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{txn("a", pids["a"], 0, false, "t", 1), txn("a", pids["a"], 0, false, "t", 1)}
+	if resp := rawRequest(t, cl, req).(*kmsg.AddPartitionsToTxnResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("duplicate transactional id: %v, want INVALID_REQUEST", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
