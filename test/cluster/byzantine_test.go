@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stele-io/stele/test/harness"
 )
 
 // Fault test 4 of issue 3: Byzantine brokers, run from the test-only build
@@ -28,19 +30,19 @@ import (
 // build. (Fault test 4, malformed proposals; DESIGN.md §4 "transactions are
 // validated ... fully in ProcessProposal".)
 func TestByzantineMalformedProposer(t *testing.T) {
-	byz := byzantineBin(t)
+	byz := harness.ByzantineBin(t)
 	c := newCluster(t, clusterOptions{})
-	bad := c.rng.IntN(len(c.nodes))
-	plain := (bad + 1 + c.rng.IntN(len(c.nodes)-1)) % len(c.nodes)
-	c.nodes[bad].bin, c.nodes[bad].env = byz, []string{"STELE_BYZANTINE=malformed-proposals"}
-	c.nodes[plain].bin = byz
-	honest := without(c.all(), bad)
-	vals := c.validatorAddrs()
+	bad := c.Rng.IntN(len(c.Nodes))
+	plain := (bad + 1 + c.Rng.IntN(len(c.Nodes)-1)) % len(c.Nodes)
+	c.Nodes[bad].Bin, c.Nodes[bad].Env = byz, []string{"STELE_BYZANTINE=malformed-proposals"}
+	c.Nodes[plain].Bin = byz
+	honest := without(c.All(), bad)
+	vals := c.ValidatorAddrs()
 	t.Logf("node%d proposes malformed transactions (validator %s); node%d runs the byzantine build without STELE_BYZANTINE",
 		bad, vals[bad], plain)
 
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: "malformed", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
@@ -49,13 +51,13 @@ func TestByzantineMalformedProposer(t *testing.T) {
 	// The bad node's turns came and went: every honest broker rejected
 	// several of its proposals, and nobody else's.
 	var rejected map[int]int
-	c.eventually(30*time.Second, "every honest broker rejects at least 3 proposals", func() error {
+	c.Eventually(30*time.Second, "every honest broker rejects at least 3 proposals", func() error {
 		rejected = map[int]int{}
 		for _, i := range honest {
 			for _, line := range c.logLines(i, "rejecting proposal with an invalid transaction") {
 				m := proposerRE.FindStringSubmatch(line)
 				if m == nil || m[1] != vals[bad] {
-					return giveUp(fmt.Errorf("node%d rejected a proposal that is not the malformed proposer's: %s", i, line))
+					return harness.GiveUp(fmt.Errorf("node%d rejected a proposal that is not the malformed proposer's: %s", i, line))
 				}
 				rejected[i]++
 			}
@@ -72,9 +74,9 @@ func TestByzantineMalformedProposer(t *testing.T) {
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
-	top := c.maxHeight(honest...)
-	byProposer, err := c.blockProposers(honest[0], top)
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	top := c.MaxHeight(honest...)
+	byProposer, err := c.BlockProposers(honest[0], top)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +89,9 @@ func TestByzantineMalformedProposer(t *testing.T) {
 	}
 	t.Logf("heights 1-%d: honest brokers rejected %v proposals of node%d; committed blocks by proposer %v",
 		top, rejected, bad, counts)
-	w.checkBrokers(c, c.all()...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 	w.checkDisk(c, bad)
 }
 
@@ -110,19 +112,19 @@ var proposerRE = regexp.MustCompile(`proposer=([0-9A-F]+)`)
 // guarantees".)
 func TestByzantineDivergingState(t *testing.T) {
 	const topic, parts = "diverge", 3
-	byz := byzantineBin(t)
+	byz := harness.ByzantineBin(t)
 	c := newCluster(t, clusterOptions{})
-	bad := c.rng.IntN(len(c.nodes))
-	honest := without(c.all(), bad)
+	bad := c.Rng.IntN(len(c.Nodes))
+	honest := without(c.All(), bad)
 	// A height some seconds into the workload: blocks come every few
 	// hundred milliseconds under load, every 2 s when idle.
-	divergeAt := int64(25 + c.rng.IntN(15))
-	c.nodes[bad].bin = byz
-	c.nodes[bad].env = []string{fmt.Sprintf("STELE_BYZANTINE=diverge-at=%d", divergeAt)}
+	divergeAt := int64(25 + c.Rng.IntN(15))
+	c.Nodes[bad].Bin = byz
+	c.Nodes[bad].Env = []string{fmt.Sprintf("STELE_BYZANTINE=diverge-at=%d", divergeAt)}
 	t.Logf("node%d reports a wrong app hash from height %d on", bad, divergeAt)
 
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: topic, partitions: parts, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
@@ -130,29 +132,29 @@ func TestByzantineDivergingState(t *testing.T) {
 	// Watch the bad node until it exits: the highest height it reports.
 	var badTop int64
 	var exitErr error
-	c.eventually(60*time.Second, fmt.Sprintf("node%d exits on its own after height %d", bad, divergeAt), func() error {
-		if h, err := c.health(bad); err == nil {
+	c.Eventually(60*time.Second, fmt.Sprintf("node%d exits on its own after height %d", bad, divergeAt), func() error {
+		if h, err := c.Health(bad); err == nil {
 			badTop = max(badTop, h.Height)
 		}
 		select {
-		case <-c.nodes[bad].proc.done:
-			exitErr = c.nodes[bad].proc.err
+		case <-c.Nodes[bad].Proc.Done:
+			exitErr = c.Nodes[bad].Proc.Err
 			return nil
 		default:
 		}
-		hs, err := c.heights(honest...)
+		hs, err := c.Heights(honest...)
 		if err != nil {
 			return err
 		}
 		if top := maxOf(hs); top > divergeAt+20 {
-			return giveUp(fmt.Errorf("the honest brokers reached height %d, node%d (diverged at %d) is still running at height %d",
+			return harness.GiveUp(fmt.Errorf("the honest brokers reached height %d, node%d (diverged at %d) is still running at height %d",
 				top, bad, divergeAt, badTop))
 		}
 		return fmt.Errorf("node%d still running at height %d", bad, badTop)
 	})
-	c.nodes[bad].proc = nil
-	exitedAt := c.maxHeight(honest...)
-	t.Logf("%s node%d exited (%v) after reporting height %d; the honest brokers are at %d", clock(), bad, exitErr, badTop, exitedAt)
+	c.Nodes[bad].Proc = nil
+	exitedAt := c.MaxHeight(honest...)
+	t.Logf("%s node%d exited (%v) after reporting height %d; the honest brokers are at %d", harness.Clock(), bad, exitErr, badTop, exitedAt)
 	if exitErr == nil {
 		t.Errorf("node%d exited with status 0 after its state diverged; want a non-zero status", bad)
 	}
@@ -167,14 +169,14 @@ func TestByzantineDivergingState(t *testing.T) {
 
 	w.waitAcked(c, 45*time.Second, 500, fmt.Sprintf("3 honest brokers, node%d gone", bad))
 	// The honest three go on committing well past the divergence.
-	c.waitHeight(60*time.Second, divergeAt+10, honest...)
+	c.WaitHeight(60*time.Second, divergeAt+10, honest...)
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, honest...)
+	c.CheckAppHashes(30*time.Second, honest...)
 	w.checkBrokers(c, honest...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.compareLogs(honest...))
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.CompareLogs(honest...))
 	for p := range int32(parts) {
 		c.checkPrefix(bad, honest[0], topic, p)
 	}
@@ -183,35 +185,35 @@ func TestByzantineDivergingState(t *testing.T) {
 // checkPrefix requires partition p of topic on node i's disk to be a prefix
 // of the same partition on node ref's disk; both must be stopped.
 func (c *cluster) checkPrefix(i, ref int, topic string, p int32) {
-	c.t.Helper()
-	mine, err := c.diskLog(i, topic, p)
+	c.T.Helper()
+	mine, err := c.DiskLog(i, topic, p)
 	if err != nil {
-		c.t.Fatalf("node%d's %s-%d on disk: %v", i, topic, p, err)
+		c.T.Fatalf("node%d's %s-%d on disk: %v", i, topic, p, err)
 	}
-	theirs, err := c.diskLog(ref, topic, p)
+	theirs, err := c.DiskLog(ref, topic, p)
 	if err != nil {
-		c.t.Fatalf("node%d's %s-%d on disk: %v", ref, topic, p, err)
+		c.T.Fatalf("node%d's %s-%d on disk: %v", ref, topic, p, err)
 	}
 	if len(mine) > len(theirs) {
-		c.t.Errorf("node%d holds %d records of %s-%d, more than the %d of node%d", i, len(mine), topic, p, len(theirs), ref)
+		c.T.Errorf("node%d holds %d records of %s-%d, more than the %d of node%d", i, len(mine), topic, p, len(theirs), ref)
 		return
 	}
 	for k, r := range mine {
 		if r != theirs[k] {
-			c.t.Errorf("%s-%d offset %d: node%d holds %q, node%d %q", topic, p, r.Offset, i, r.Value, ref, theirs[k].Value)
+			c.T.Errorf("%s-%d offset %d: node%d holds %q, node%d %q", topic, p, r.Offset, i, r.Value, ref, theirs[k].Value)
 			return
 		}
 	}
-	c.t.Logf("node%d's %s-%d (%d records) is a prefix of node%d's (%d records)", i, topic, p, len(mine), ref, len(theirs))
+	c.T.Logf("node%d's %s-%d (%d records) is a prefix of node%d's (%d records)", i, topic, p, len(mine), ref, len(theirs))
 }
 
 // logLines returns the lines of node i's stderr (all its runs) that
 // contain substr.
 func (c *cluster) logLines(i int, substr string) []string {
-	c.t.Helper()
-	data, err := readFileIfExists(c.nodes[i].logPath)
+	c.T.Helper()
+	data, err := harness.ReadFileIfExists(c.Nodes[i].LogPath)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	var out []string
 	for line := range strings.SplitSeq(string(data), "\n") {

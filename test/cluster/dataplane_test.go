@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stele-io/stele/test/harness"
 )
 
 // TestByzantineDataPlane: one of four brokers signs batches it never
@@ -21,18 +23,18 @@ import (
 // storing, or sends bytes that do not match a digest, cannot stall or
 // corrupt honest brokers".)
 func TestByzantineDataPlane(t *testing.T) {
-	byz := byzantineBin(t)
+	byz := harness.ByzantineBin(t)
 	c := newCluster(t, clusterOptions{})
-	bad := c.rng.IntN(len(c.nodes))
-	honest := without(c.all(), bad)
-	victim := honest[c.rng.IntN(len(honest))]
+	bad := c.Rng.IntN(len(c.Nodes))
+	honest := without(c.All(), bad)
+	victim := honest[c.Rng.IntN(len(honest))]
 	others := without(honest, victim)
-	c.nodes[bad].bin = byz
-	c.nodes[bad].env = []string{"STELE_BYZANTINE=sign-without-storing,corrupt-batches"}
+	c.Nodes[bad].Bin = byz
+	c.Nodes[bad].Env = []string{"STELE_BYZANTINE=sign-without-storing,corrupt-batches"}
 	t.Logf("node%d signs without storing and corrupts what it serves; node%d will be killed and must fetch", bad, victim)
 
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: "dataplane", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
@@ -43,15 +45,15 @@ func TestByzantineDataPlane(t *testing.T) {
 	// others the kill cut short, cannot be applied until the victim is
 	// back). So the downtime is bounded by time, not by progress.
 	before := w.ackedCount()
-	c.kill9(victim)
+	c.Kill9(victim)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) && w.ackedCount() < before+500 {
 		time.Sleep(100 * time.Millisecond)
 	}
 	during := w.ackedCount() - before
-	t.Logf("%s %d records acknowledged while node%d was down", clock(), during, victim)
-	c.restart(victim)
-	c.waitCaughtUp(60*time.Second, victim, others...)
+	t.Logf("%s %d records acknowledged while node%d was down", harness.Clock(), during, victim)
+	c.Restart(victim)
+	c.WaitCaughtUp(60*time.Second, victim, others...)
 	w.waitAcked(c, 45*time.Second, 300, fmt.Sprintf("node%d back", victim))
 
 	fetched, err := c.metric(victim, "stele_dataplane_fetched_total")
@@ -69,10 +71,10 @@ func TestByzantineDataPlane(t *testing.T) {
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, honest...)
+	c.CheckAppHashes(30*time.Second, honest...)
 	w.checkBrokers(c, honest...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.compareLogs(honest...))
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.CompareLogs(honest...))
 	for _, i := range honest {
 		w.checkDisk(c, i)
 	}
@@ -93,7 +95,7 @@ func (c *cluster) metric(i int, name string) (float64, error) {
 
 // metricsText returns node i's /metrics page.
 func (c *cluster) metricsText(i int) (string, error) {
-	resp, err := c.httpc.Get("http://" + c.nodes[i].http + "/metrics")
+	resp, err := c.HTTPC.Get("http://" + c.Nodes[i].HTTP + "/metrics")
 	if err != nil {
 		return "", err
 	}

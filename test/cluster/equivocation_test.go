@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cometbft/cometbft/p2p"
+	"github.com/stele-io/stele/test/harness"
 )
 
 // TestByzantineEquivocation: a second process runs with a copy of one
@@ -28,38 +29,38 @@ import (
 // acknowledged record. (Fault test 4, equivocation; docs/cluster.md.)
 func TestByzantineEquivocation(t *testing.T) {
 	const topic, parts = "equivocation", 3
-	byz := byzantineBin(t)
+	byz := harness.ByzantineBin(t)
 	// A pause after each commit keeps the twin in step with the others at
 	// every height: at full speed (a block every 60 ms) it can fall behind
 	// and cast its votes for heights the others have left, where they are
 	// ignored and no conflict is ever seen.
-	c := newCluster(t, clusterOptions{serveArgs: []string{"--timeout-commit", "300ms"}})
-	vals := c.validatorAddrs()
-	brokers := c.all()
-	owner := c.rng.IntN(len(brokers))
+	c := newCluster(t, clusterOptions{ServeArgs: []string{"--timeout-commit", "300ms"}})
+	vals := c.ValidatorAddrs()
+	brokers := c.All()
+	owner := c.Rng.IntN(len(brokers))
 	twin := c.addTwin(owner)
-	c.nodes[twin].bin, c.nodes[twin].env = byz, []string{"STELE_BYZANTINE=empty-proposals"}
+	c.Nodes[twin].Bin, c.Nodes[twin].Env = byz, []string{"STELE_BYZANTINE=empty-proposals"}
 	t.Logf("node%d (a second process holding node%d's validator key %s) proposes empty blocks",
 		twin, owner, vals[owner])
 
 	for _, i := range brokers {
-		c.start(i)
+		c.Start(i)
 	}
-	w := startWorkload(t, c.kafkaAddrs(brokers...), workloadOptions{
+	w := startWorkload(t, c.KafkaAddrs(brokers...), workloadOptions{
 		topic: topic, partitions: parts, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
 	w.waitAcked(c, 45*time.Second, 300, "4 brokers, before the twin starts")
-	c.start(twin)
+	c.Start(twin)
 
 	const logged = "evidence of validator misbehavior committed"
-	c.eventually(90*time.Second, "every broker logs committed duplicate-vote evidence", func() error {
-		if err := c.exited(twin); err != nil {
-			return giveUp(err)
+	c.Eventually(90*time.Second, "every broker logs committed duplicate-vote evidence", func() error {
+		if err := c.Exited(twin); err != nil {
+			return harness.GiveUp(err)
 		}
 		for _, i := range brokers {
 			if len(c.logLines(i, logged)) == 0 {
-				return fmt.Errorf("node%d has logged no evidence yet (heights %v)", i, c.maxHeight(brokers...))
+				return fmt.Errorf("node%d has logged no evidence yet (heights %v)", i, c.MaxHeight(brokers...))
 			}
 		}
 		return nil
@@ -92,10 +93,10 @@ func TestByzantineEquivocation(t *testing.T) {
 		}
 		t.Logf("node%d: %d pieces of evidence committed, the first: %s", i, len(lines), lines[0])
 	}
-	c.checkAppHashes(30*time.Second, everyone...)
+	c.CheckAppHashes(30*time.Second, everyone...)
 	w.checkBrokers(c, everyone...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers and the twin", c.compareLogs(everyone...))
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers and the twin", c.CompareLogs(everyone...))
 	for _, i := range everyone {
 		w.checkDisk(c, i)
 	}
@@ -108,15 +109,15 @@ func TestByzantineEquivocation(t *testing.T) {
 // returns the twin's index; the twin is not among the genesis brokers, so
 // c.validatorAddrs must be read before.
 func (c *cluster) addTwin(i int) int {
-	t := c.t
+	t := c.T
 	t.Helper()
-	orig := c.nodes[i]
-	if orig.starts > 0 {
+	orig := c.Nodes[i]
+	if orig.Starts > 0 {
 		t.Fatalf("addTwin(%d): node%d has run; its twin must copy the data directory as init wrote it", i, i)
 	}
-	idx := len(c.nodes)
-	dir := filepath.Join(c.dir, "cluster", fmt.Sprintf("node%d-twin", i))
-	if err := copyTree(orig.dir, dir); err != nil {
+	idx := len(c.Nodes)
+	dir := filepath.Join(c.Dir, "cluster", fmt.Sprintf("node%d-twin", i))
+	if err := copyTree(orig.Dir, dir); err != nil {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(dir, "cometbft", "config", "node_key.json")
@@ -127,14 +128,14 @@ func (c *cluster) addTwin(i int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{idx: idx, nodeID: orig.nodeID, dir: dir, p2pID: string(key.ID()),
-		logPath: filepath.Join(c.dir, fmt.Sprintf("node%d.stderr", idx))}
+	n := &harness.Node{Idx: idx, NodeID: orig.NodeID, Dir: dir, P2PID: string(key.ID()),
+		LogPath: filepath.Join(c.Dir, fmt.Sprintf("node%d.stderr", idx))}
 	var rpc string
-	for _, addr := range []*string{&n.kafka, &n.http, &n.p2p, &rpc} {
+	for _, addr := range []*string{&n.Kafka, &n.HTTP, &n.P2P, &rpc} {
 		*addr = freeLoopbackAddr(t)
 	}
-	n.args = []string{"--kafka", n.kafka, "--http", n.http, "--p2p", n.p2p, "--rpc", rpc}
-	c.nodes = append(c.nodes, n)
+	n.Args = []string{"--kafka", n.Kafka, "--http", n.HTTP, "--p2p", n.P2P, "--rpc", rpc}
+	c.Nodes = append(c.Nodes, n)
 	return idx
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -25,32 +26,32 @@ import (
 // (Fault test 1; DESIGN.md §4: f = 1 crash keeps the cluster live.)
 func TestKillOneOfFour(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: "kill-one", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
 	// The seed picks the victim and the moment: after 200-800 records.
-	w.waitAcked(c, 30*time.Second, 200+c.rng.IntN(600), "4 brokers")
+	w.waitAcked(c, 30*time.Second, 200+c.Rng.IntN(600), "4 brokers")
 
-	victim := c.rng.IntN(len(c.nodes))
-	others := without(c.all(), victim)
-	c.kill9(victim)
+	victim := c.Rng.IntN(len(c.Nodes))
+	others := without(c.All(), victim)
+	c.Kill9(victim)
 	w.waitAcked(c, 45*time.Second, 1000, fmt.Sprintf("3 brokers, node%d killed", victim))
 
-	c.restart(victim)
-	c.waitCaughtUp(30*time.Second, victim, others...)
+	c.Restart(victim)
+	c.WaitCaughtUp(30*time.Second, victim, others...)
 	w.waitAcked(c, 30*time.Second, 500, "4 brokers again")
 
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
-	w.checkBrokers(c, c.all()...)
-	c.stopAll()
-	n := c.compareLogs(c.all()...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	n := c.CompareLogs(c.All()...)
 	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", n)
-	for _, i := range c.all() {
+	for _, i := range c.All() {
 		w.checkDisk(c, i)
 	}
 }
@@ -67,18 +68,18 @@ func TestKillOneOfFour(t *testing.T) {
 func TestTwoOfFourDown(t *testing.T) {
 	const topic = "two-down"
 	c := newCluster(t, clusterOptions{})
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: topic, partitions: 3, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
 		produceTimeout: 2 * time.Second, deliveryTimeout: 4 * time.Second,
 		plainProducers: true, // records must fail after their delivery timeout
 	})
 	w.waitAcked(c, 30*time.Second, 200, "4 brokers")
 
-	perm := c.rng.Perm(len(c.nodes))
+	perm := c.Rng.Perm(len(c.Nodes))
 	killed, frozen, survivors := perm[0], perm[1], perm[2:]
-	c.kill9(killed)
-	c.pause(frozen)
+	c.Kill9(killed)
+	c.Pause(frozen)
 	downAt := time.Now()
 
 	// A produce to a survivor cannot commit: REQUEST_TIMED_OUT, retriable,
@@ -86,7 +87,7 @@ func TestTwoOfFourDown(t *testing.T) {
 	raw := []string{"raw-two-down-0", "raw-two-down-1"}
 	w.registerRaw(0, raw...)
 	start := time.Now()
-	code, _, err := c.rawProduce(survivors[0], topic, 0, 2*time.Second, raw...)
+	code, _, err := c.RawProduce(survivors[0], topic, 0, 2*time.Second, raw...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,30 +107,30 @@ func TestTwoOfFourDown(t *testing.T) {
 	// (a block either had its commit before the kill or cannot get one).
 	// From here nothing may move.
 	baseAt := time.Now()
-	base := map[int]health{}
+	base := map[int]harness.Health{}
 	baseHWM := map[int][]int64{}
 	for _, s := range survivors {
-		h, err := c.health(s)
+		h, err := c.Health(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hwm, err := c.highWatermarks(s, topic, 3)
+		hwm, err := c.HighWatermarks(s, topic, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		base[s], baseHWM[s] = h, hwm
 	}
 	t.Logf("survivors at %v, high watermarks %v", base, baseHWM)
-	c.observe(4*time.Second, "survivors with 2 of 4 down", func() error {
+	c.Observe(4*time.Second, "survivors with 2 of 4 down", func() error {
 		for _, s := range survivors {
-			h, err := c.health(s)
+			h, err := c.Health(s)
 			if err != nil {
 				return err
 			}
 			if h.Height != base[s].Height {
 				return fmt.Errorf("node%d committed height %d (was %d) with 2 of 4 brokers down", s, h.Height, base[s].Height)
 			}
-			hwm, err := c.highWatermarks(s, topic, 3)
+			hwm, err := c.HighWatermarks(s, topic, 3)
 			if err != nil {
 				return err
 			}
@@ -139,7 +140,7 @@ func TestTwoOfFourDown(t *testing.T) {
 		}
 		return nil
 	})
-	c.eventually(10*time.Second, "the producers give up on records after their delivery timeout", func() error {
+	c.Eventually(10*time.Second, "the producers give up on records after their delivery timeout", func() error {
 		if w.failedSince(downAt) == 0 {
 			return fmt.Errorf("no record failed since %v", time.Since(downAt).Round(time.Millisecond))
 		}
@@ -153,27 +154,27 @@ func TestTwoOfFourDown(t *testing.T) {
 	t.Log("while 2 of 4 were down: " + w.summary())
 
 	// One broker back: 3 of 4 make blocks again.
-	c.restart(killed)
+	c.Restart(killed)
 	live := append([]int{killed}, survivors...)
-	c.waitHeight(30*time.Second, maxOf(base)+2, live...)
+	c.WaitHeight(30*time.Second, maxOf(base)+2, live...)
 	w.waitAcked(c, 45*time.Second, 100, fmt.Sprintf("node%d back, node%d still frozen", killed, frozen))
 	raw = []string{"raw-two-down-back"}
 	w.registerRaw(1, raw...)
-	code, off, err := c.rawProduce(survivors[1], topic, 1, 10*time.Second, raw...)
+	code, off, err := c.RawProduce(survivors[1], topic, 1, 10*time.Second, raw...)
 	if err != nil || code != 0 {
 		t.Fatalf("produce to node%d after node%d came back: %v %v", survivors[1], killed, err, kerr.ErrorForCode(code))
 	}
 	w.ackRaw(1, off, raw...)
 
-	c.resume(frozen)
-	c.waitCaughtUp(30*time.Second, frozen, live...)
+	c.Resume(frozen)
+	c.WaitCaughtUp(30*time.Second, frozen, live...)
 	w.stopProducing(30 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
-	w.checkBrokers(c, c.all()...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 	w.checkDisk(c, 0)
 }
 
@@ -191,41 +192,41 @@ func TestTwoOfFourDown(t *testing.T) {
 // byte-identical. (Fault test 3; DESIGN.md §4.)
 func TestPartitions(t *testing.T) {
 	const topic, parts = "splits", 3
-	c := newCluster(t, clusterOptions{proxies: true})
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c := newCluster(t, clusterOptions{Proxies: true})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: topic, partitions: parts, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
 		produceTimeout: 2 * time.Second, deliveryTimeout: 6 * time.Second,
 	})
 	w.waitAcked(c, 30*time.Second, 200, "connected")
 
 	// 3|1.
-	perm := c.rng.Perm(len(c.nodes))
+	perm := c.Rng.Perm(len(c.Nodes))
 	minority, majority := perm[0], perm[1:]
-	c.partition(majority, []int{minority})
-	startTop := c.maxHeight(c.all()...)
+	c.Partition(majority, []int{minority})
+	startTop := c.MaxHeight(c.All()...)
 	watch := c.newStillWatch(topic, parts, minority, startTop)
 	raw := []string{"raw-3-1-majority"}
 	w.registerRaw(0, raw...)
-	code, off, err := c.rawProduce(majority[0], topic, 0, 15*time.Second, raw...)
+	code, off, err := c.RawProduce(majority[0], topic, 0, 15*time.Second, raw...)
 	if err != nil || code != 0 {
 		t.Fatalf("3|1: produce to node%d on the majority side: %v %v", majority[0], err, kerr.ErrorForCode(code))
 	}
 	w.ackRaw(0, off, raw...)
 	raw = []string{"raw-3-1-minority"}
 	w.registerRaw(1, raw...)
-	code, _, err = c.rawProduce(minority, topic, 1, 2*time.Second, raw...)
+	code, _, err = c.RawProduce(minority, topic, 1, 2*time.Second, raw...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if code != kerr.RequestTimedOut.Code {
 		t.Errorf("3|1: produce to the cut-off node%d: got %v, want REQUEST_TIMED_OUT", minority, kerr.ErrorForCode(code))
 	}
-	c.eventually(30*time.Second, "3|1: the majority commits 3 more blocks", func() error {
+	c.Eventually(30*time.Second, "3|1: the majority commits 3 more blocks", func() error {
 		if err := watch.sample(); err != nil {
-			return giveUp(err)
+			return harness.GiveUp(err)
 		}
-		hs, err := c.heights(majority...)
+		hs, err := c.Heights(majority...)
 		if err != nil {
 			return err
 		}
@@ -237,26 +238,26 @@ func TestPartitions(t *testing.T) {
 		return nil
 	})
 	w.waitAcked(c, 30*time.Second, 100, "3|1 majority side")
-	c.observe(2*time.Second, "3|1: the cut-off node", watch.sample)
+	c.Observe(2*time.Second, "3|1: the cut-off node", watch.sample)
 	t.Logf("3|1: node%d stayed at or below height %d (the cluster was at %d at the cut) while the majority reached %d",
-		minority, watch.top, watch.base, c.maxHeight(majority...))
+		minority, watch.top, watch.base, c.MaxHeight(majority...))
 
-	c.heal()
-	c.waitCaughtUp(30*time.Second, minority, majority...)
-	c.checkAppHashes(30*time.Second, c.all()...)
+	c.Heal()
+	c.WaitCaughtUp(30*time.Second, minority, majority...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
 	w.waitAcked(c, 30*time.Second, 100, "healed after 3|1")
 
 	// 2|2.
-	perm = c.rng.Perm(len(c.nodes))
+	perm = c.Rng.Perm(len(c.Nodes))
 	sideA, sideB := perm[:2], perm[2:]
-	c.partition(sideA, sideB)
-	cutAt := c.maxHeight(c.all()...)
+	c.Partition(sideA, sideB)
+	cutAt := c.MaxHeight(c.All()...)
 	watches := map[int]*stillWatch{}
-	for _, i := range c.all() {
+	for _, i := range c.All() {
 		watches[i] = c.newStillWatch(topic, parts, i, cutAt)
 	}
 	sampleAll := func() error {
-		for _, i := range c.all() {
+		for _, i := range c.All() {
 			if err := watches[i].sample(); err != nil {
 				return err
 			}
@@ -266,7 +267,7 @@ func TestPartitions(t *testing.T) {
 	for k, side := range [][]int{sideA, sideB} {
 		raw := []string{fmt.Sprintf("raw-2-2-side%d", k)}
 		w.registerRaw(2, raw...)
-		code, _, err := c.rawProduce(side[0], topic, 2, 2*time.Second, raw...)
+		code, _, err := c.RawProduce(side[0], topic, 2, 2*time.Second, raw...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,15 +278,15 @@ func TestPartitions(t *testing.T) {
 			t.Fatalf("2|2: %v", err)
 		}
 	}
-	c.observe(4*time.Second, "2|2: both sides", sampleAll)
-	stalled := c.maxHeight(c.all()...)
+	c.Observe(4*time.Second, "2|2: both sides", sampleAll)
+	stalled := c.MaxHeight(c.All()...)
 	t.Logf("2|2: %v | %v stalled at height %d", sideA, sideB, stalled)
 
-	c.heal()
-	c.waitHeight(30*time.Second, stalled+3, c.all()...)
+	c.Heal()
+	c.WaitHeight(30*time.Second, stalled+3, c.All()...)
 	raw = []string{"raw-2-2-healed"}
 	w.registerRaw(2, raw...)
-	code, off, err = c.rawProduce(sideB[0], topic, 2, 15*time.Second, raw...)
+	code, off, err = c.RawProduce(sideB[0], topic, 2, 15*time.Second, raw...)
 	if err != nil || code != 0 {
 		t.Fatalf("2|2 healed: produce to node%d: %v %v", sideB[0], err, kerr.ErrorForCode(code))
 	}
@@ -295,10 +296,10 @@ func TestPartitions(t *testing.T) {
 	w.stopProducing(30 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
-	w.checkBrokers(c, c.all()...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 	w.checkDisk(c, 0)
 }
 
@@ -318,10 +319,10 @@ type stillWatch struct {
 }
 
 func (c *cluster) newStillWatch(topic string, parts int32, i int, base int64) *stillWatch {
-	c.t.Helper()
-	h, err := c.health(i)
+	c.T.Helper()
+	h, err := c.Health(i)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return &stillWatch{c: c, i: i, topic: topic, parts: parts, base: base, top: h.Height, atHeight: map[int64][]int64{}}
 }
@@ -330,15 +331,15 @@ func (c *cluster) newStillWatch(topic string, parts int32, i int, base int64) *s
 // is skipped; a node that does not answer is skipped too (the harness
 // notices dead processes elsewhere).
 func (s *stillWatch) sample() error {
-	h1, err := s.c.health(s.i)
+	h1, err := s.c.Health(s.i)
 	if err != nil {
 		return nil
 	}
-	hwm, err := s.c.highWatermarks(s.i, s.topic, s.parts)
+	hwm, err := s.c.HighWatermarks(s.i, s.topic, s.parts)
 	if err != nil {
 		return nil
 	}
-	h2, err := s.c.health(s.i)
+	h2, err := s.c.Health(s.i)
 	if err != nil {
 		return nil
 	}
@@ -369,7 +370,7 @@ func without(idx []int, drop ...int) []int {
 }
 
 // maxOf returns the largest height in hs.
-func maxOf(hs map[int]health) int64 {
+func maxOf(hs map[int]harness.Health) int64 {
 	var top int64
 	for _, h := range hs {
 		top = max(top, h.Height)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,12 +26,12 @@ import (
 func TestGroupCoordinatorKilled(t *testing.T) {
 	const topic, group, parts = "grouped", "survivors", 6
 	c := newCluster(t, clusterOptions{})
-	c.startAll()
-	seeds := c.kafkaAddrs(c.all()...)
-	createTopic(t, seeds, topic, parts, nil)
+	c.StartAll()
+	seeds := c.KafkaAddrs(c.All()...)
+	harness.CreateTopic(t, seeds, topic, parts, nil)
 
 	coord := c.coordinator(0, group)
-	others := without(c.all(), coord)
+	others := without(c.All(), coord)
 	t.Logf("node%d coordinates group %s", coord, group)
 
 	var (
@@ -90,7 +91,7 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	}
 	waitConsumed := func(d time.Duration, why string) {
 		t.Helper()
-		c.eventually(d, fmt.Sprintf("all %d records consumed (%s)", sent, why), func() error {
+		c.Eventually(d, fmt.Sprintf("all %d records consumed (%s)", sent, why), func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(consumed) < sent {
@@ -103,7 +104,7 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	produce(600)
 	waitConsumed(60*time.Second, "before the kill")
 	var before map[int32]int64
-	c.eventually(30*time.Second, "every partition has a committed offset", func() error {
+	c.Eventually(30*time.Second, "every partition has a committed offset", func() error {
 		before = c.committedOffsets(others[0], group, topic, parts)
 		if len(before) < parts {
 			return fmt.Errorf("committed: %v", before)
@@ -112,7 +113,7 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	})
 	t.Logf("committed before the kill (read from node%d): %v", others[0], before)
 
-	c.kill9(coord)
+	c.Kill9(coord)
 	produce(600)
 	waitConsumed(90*time.Second, fmt.Sprintf("after node%d, the coordinator, was killed", coord))
 	mu.Lock()
@@ -123,7 +124,7 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d records consumed, %d of them more than once (re-read after the last commit)", sent, dups)
 
-	hwm, err := c.highWatermarks(others[0], topic, parts)
+	hwm, err := c.HighWatermarks(others[0], topic, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +132,12 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	for p, o := range hwm {
 		want[int32(p)] = o
 	}
-	c.eventually(60*time.Second, "the survivors return committed offsets at the high watermarks", func() error {
+	c.Eventually(60*time.Second, "the survivors return committed offsets at the high watermarks", func() error {
 		for _, i := range others {
 			got := c.committedOffsets(i, group, topic, parts)
 			for p, o := range before {
 				if got[p] < o {
-					return giveUp(fmt.Errorf("node%d: committed offset of partition %d went back from %d to %d", i, p, o, got[p]))
+					return harness.GiveUp(fmt.Errorf("node%d: committed offset of partition %d went back from %d to %d", i, p, o, got[p]))
 				}
 			}
 			if !maps.Equal(got, want) {
@@ -156,28 +157,28 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	}
 	consumers = nil
 
-	c.restart(coord)
-	c.waitCaughtUp(60*time.Second, coord, others...)
-	c.eventually(30*time.Second, fmt.Sprintf("node%d, restarted, returns the same committed offsets", coord), func() error {
+	c.Restart(coord)
+	c.WaitCaughtUp(60*time.Second, coord, others...)
+	c.Eventually(30*time.Second, fmt.Sprintf("node%d, restarted, returns the same committed offsets", coord), func() error {
 		if got := c.committedOffsets(coord, group, topic, parts); !maps.Equal(got, want) {
 			return fmt.Errorf("node%d: committed %v, want %v", coord, got, want)
 		}
 		return nil
 	})
-	c.checkAppHashes(30*time.Second, c.all()...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
 }
 
 // coordinator asks node i which broker coordinates group and returns that
 // broker's index.
 func (c *cluster) coordinator(i int, group string) int {
-	c.t.Helper()
+	c.T.Helper()
 	var idx int
-	c.eventually(30*time.Second, fmt.Sprintf("node%d names a coordinator for %s", i, group), func() error {
+	c.Eventually(30*time.Second, fmt.Sprintf("node%d names a coordinator for %s", i, group), func() error {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		kresp, err := c.request(ctx, i, req)
+		kresp, err := c.Request(ctx, i, req)
 		if err != nil {
 			return err
 		}
@@ -189,13 +190,13 @@ func (c *cluster) coordinator(i int, group string) int {
 		if err := kerr.ErrorForCode(code); err != nil {
 			return err
 		}
-		for _, n := range c.nodes {
-			if n.nodeID == node {
-				idx = n.idx
+		for _, n := range c.Nodes {
+			if n.NodeID == node {
+				idx = n.Idx
 				return nil
 			}
 		}
-		return giveUp(fmt.Errorf("FindCoordinator named node id %d, which is no broker of the cluster", node))
+		return harness.GiveUp(fmt.Errorf("FindCoordinator named node id %d, which is no broker of the cluster", node))
 	})
 	return idx
 }
@@ -217,7 +218,7 @@ func (c *cluster) committedOffsets(i int, group, topic string, parts int32) map[
 	req.Group, req.Topics = group, []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: rt.Partitions}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	kresp, err := c.request(ctx, i, req)
+	kresp, err := c.Request(ctx, i, req)
 	if err != nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -34,31 +35,31 @@ import (
 // it. The default 10,000 retained blocks leave ample time. (Fault test 5.)
 func TestWipeRejoinsByStateSync(t *testing.T) {
 	const topic, parts = "statesync", 3
-	c := newCluster(t, clusterOptions{serveArgs: []string{"--snapshot-interval", "5", "--retain-blocks", "5"}})
-	c.startAll()
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	c := newCluster(t, clusterOptions{ServeArgs: []string{"--snapshot-interval", "5", "--retain-blocks", "5"}})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: topic, partitions: parts, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
 	w.waitAcked(c, 30*time.Second, 500, "4 brokers")
 
-	victim := c.rng.IntN(len(c.nodes))
-	others := without(c.all(), victim)
-	c.stop(victim)
+	victim := c.Rng.IntN(len(c.Nodes))
+	others := without(c.All(), victim)
+	c.Stop(victim)
 	c.wipe(victim)
-	stoppedAt := c.maxHeight(others...)
+	stoppedAt := c.MaxHeight(others...)
 	w.waitAcked(c, 45*time.Second, 1000, fmt.Sprintf("3 brokers, node%d wiped", victim))
 	// Well past one snapshot interval plus the retained blocks, and past
 	// the height the victim stopped at: it can no longer catch up by
 	// blocks alone.
-	c.waitHeight(45*time.Second, stoppedAt+12, others...)
+	c.WaitHeight(45*time.Second, stoppedAt+12, others...)
 	for _, o := range others {
 		if base := c.earliestBlock(o); base <= stoppedAt {
 			t.Fatalf("node%d still holds blocks from height %d; the victim stopped at %d: nothing was pruned", o, base, stoppedAt)
 		}
 	}
 	t.Logf("node%d stopped at height %d; the others are at %d and hold blocks from %d on",
-		victim, stoppedAt, c.maxHeight(others...), c.earliestBlock(others[0]))
+		victim, stoppedAt, c.MaxHeight(others...), c.earliestBlock(others[0]))
 
 	// The cluster idles (an empty block every 2 s) while the victim joins;
 	// the consumer keeps reading. Under load the victim cannot join with
@@ -68,10 +69,10 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 	if !underLoad {
 		w.stopProducing(30 * time.Second)
 	}
-	c.restart(victim)
-	c.eventually(60*time.Second, fmt.Sprintf("node%d restores a snapshot", victim), func() error {
-		if err := c.exited(victim); err != nil {
-			return giveUp(err)
+	c.Restart(victim)
+	c.Eventually(60*time.Second, fmt.Sprintf("node%d restores a snapshot", victim), func() error {
+		if err := c.Exited(victim); err != nil {
+			return harness.GiveUp(err)
 		}
 		if len(c.logLines(victim, "snapshot restored")) > 0 {
 			return nil
@@ -79,7 +80,7 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 		// CometBFT logs why it rejects a snapshot only at debug level;
 		// what the peers hold tells it too.
 		o := others[0]
-		h, err := c.health(o)
+		h, err := c.Health(o)
 		if err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 	for _, want := range []string{"state sync: peers have pruned blocks; syncing from a snapshot", "snapshot restored"} {
 		t.Logf("node%d: %s", victim, c.logLines(victim, want)[0])
 	}
-	c.waitCaughtUp(30*time.Second, victim, others...)
+	c.WaitCaughtUp(30*time.Second, victim, others...)
 	if underLoad {
 		w.stopProducing(30 * time.Second)
 	}
@@ -98,12 +99,12 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 	// The rejoined broker takes a produce and serves everything.
 	raw := []string{"raw-after-state-sync-0", "raw-after-state-sync-1"}
 	w.registerRaw(0, raw...)
-	code, off, err := c.rawProduce(victim, topic, 0, 10*time.Second, raw...)
+	code, off, err := c.RawProduce(victim, topic, 0, 10*time.Second, raw...)
 	if err != nil || code != 0 {
 		t.Fatalf("produce to node%d after it rejoined: %v %v", victim, err, kerr.ErrorForCode(code))
 	}
 	w.ackRaw(0, off, raw...)
-	c.eventually(30*time.Second, "the consumer reads the records produced after the rejoin", func() error {
+	c.Eventually(30*time.Second, "the consumer reads the records produced after the rejoin", func() error {
 		if !w.consumed(raw...) {
 			return fmt.Errorf("not all of %q consumed yet", raw)
 		}
@@ -111,10 +112,10 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 	})
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
-	w.checkBrokers(c, c.all()...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 	w.checkDisk(c, victim)
 }
 
@@ -139,39 +140,39 @@ func (w *workload) consumed(values ...string) bool {
 // but priv_validator_state.json; DATA/cometbft/config and DATA/stele.json
 // stay. The node must be stopped.
 func (c *cluster) wipe(i int) {
-	c.t.Helper()
-	n := c.nodes[i]
-	if n.proc != nil {
-		c.t.Fatalf("node%d is running: stop it before wiping it", i)
+	c.T.Helper()
+	n := c.Nodes[i]
+	if n.Proc != nil {
+		c.T.Fatalf("node%d is running: stop it before wiping it", i)
 	}
 	for _, d := range []string{"meta", "logs", "snapshots"} {
-		if err := os.RemoveAll(filepath.Join(n.dir, d)); err != nil {
-			c.t.Fatal(err)
+		if err := os.RemoveAll(filepath.Join(n.Dir, d)); err != nil {
+			c.T.Fatal(err)
 		}
 	}
-	data := filepath.Join(n.dir, "cometbft", "data")
+	data := filepath.Join(n.Dir, "cometbft", "data")
 	entries, err := os.ReadDir(data)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	for _, e := range entries {
 		if e.Name() == "priv_validator_state.json" {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(data, e.Name())); err != nil {
-			c.t.Fatal(err)
+			c.T.Fatal(err)
 		}
 	}
-	c.t.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", clock(), i)
+	c.T.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", harness.Clock(), i)
 }
 
 // earliestBlock asks node i's RPC (/status) for the lowest height its block
 // store still holds.
 func (c *cluster) earliestBlock(i int) int64 {
-	c.t.Helper()
-	resp, err := c.httpc.Get("http://" + c.rpcAddr(i) + "/status")
+	c.T.Helper()
+	resp, err := c.HTTPC.Get("http://" + c.RPCAddr(i) + "/status")
 	if err != nil {
-		c.t.Fatalf("node%d RPC /status: %v", i, err)
+		c.T.Fatalf("node%d RPC /status: %v", i, err)
 	}
 	defer resp.Body.Close()
 	var body struct {
@@ -182,11 +183,11 @@ func (c *cluster) earliestBlock(i int) int64 {
 		} `json:"result"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		c.t.Fatalf("node%d RPC /status: %v", i, err)
+		c.T.Fatalf("node%d RPC /status: %v", i, err)
 	}
 	h, err := strconv.ParseInt(body.Result.SyncInfo.Earliest, 10, 64)
 	if err != nil {
-		c.t.Fatalf("node%d RPC /status: earliest_block_height %q", i, body.Result.SyncInfo.Earliest)
+		c.T.Fatalf("node%d RPC /status: earliest_block_height %q", i, body.Result.SyncInfo.Earliest)
 	}
 	return h
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -37,10 +38,10 @@ import (
 func TestByzantineTamperedStorage(t *testing.T) {
 	const topic, parts = "tamper", 3
 	c := newCluster(t, clusterOptions{})
-	c.startAll()
+	c.StartAll()
 	// Small segments with dense offset indexes: several sealed segments per
 	// partition, each with index entries.
-	w := startWorkload(t, c.kafkaAddrs(c.all()...), workloadOptions{
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
 		topic: topic, partitions: parts, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 		configs: map[string]*string{"segment.bytes": ptr("8192"), "index.interval.bytes": ptr("1024")},
@@ -49,17 +50,17 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	w.stopProducing(30 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())
-	c.checkAppHashes(30*time.Second, c.all()...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
 
-	perm := c.rng.Perm(len(c.nodes))
+	perm := c.Rng.Perm(len(c.Nodes))
 	x, y, others := perm[0], perm[1], perm[2:]
-	c.stop(x)
-	c.stop(y)
+	c.Stop(x)
+	c.Stop(y)
 
 	// Node X: the active (last) segment of partition 0, a batch in its
 	// middle. Partition 0 is loaded first, so partitions remain to be
 	// opened when its loss is found.
-	dir := filepath.Join(c.nodes[x].dir, "logs", fmt.Sprintf("%s-0", topic))
+	dir := filepath.Join(c.Nodes[x].Dir, "logs", fmt.Sprintf("%s-0", topic))
 	segs := segmentFiles(t, dir)
 	active := segs[len(segs)-1]
 	bs := segmentBatches(t, active)
@@ -72,7 +73,7 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	// Node Y: a sealed segment of partition 1, a batch wholly before the
 	// segment's last offset index entry (the part a clean start does not
 	// re-read).
-	dir = filepath.Join(c.nodes[y].dir, "logs", fmt.Sprintf("%s-1", topic))
+	dir = filepath.Join(c.Nodes[y].Dir, "logs", fmt.Sprintf("%s-1", topic))
 	segs = segmentFiles(t, dir)
 	var ts tampered
 	for _, seg := range segs[:len(segs)-1] {
@@ -93,7 +94,7 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	t.Logf("node%d: %s", y, ts)
 
 	t.Run("active-segment", func(t *testing.T) {
-		c.launch(x)
+		c.Launch(x)
 		exitErr, served := c.watchUntilExit(x, 30*time.Second)
 		if served {
 			t.Errorf("node%d answered /healthz with an active segment cut below its committed offset", x)
@@ -113,26 +114,26 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	})
 
 	t.Run("sealed-segment", func(t *testing.T) {
-		c.launch(y)
+		c.Launch(y)
 		var started bool
-		c.eventually(30*time.Second, fmt.Sprintf("node%d answers /healthz or exits", y), func() error {
+		c.Eventually(30*time.Second, fmt.Sprintf("node%d answers /healthz or exits", y), func() error {
 			select {
-			case <-c.nodes[y].proc.done:
+			case <-c.Nodes[y].Proc.Done:
 				return nil
 			default:
 			}
-			if _, err := c.health(y); err != nil {
+			if _, err := c.Health(y); err != nil {
 				return err
 			}
 			started = true
 			return nil
 		})
 		if !started {
-			err := c.waitExit(y, time.Second, "exiting")
+			err := c.WaitExit(y, time.Second, "exiting")
 			t.Logf("node%d refused to start on a damaged sealed segment: %v; its log: %q", y, err, c.logLines(y, "level=ERROR"))
 			return
 		}
-		c.waitCaughtUp(30*time.Second, y, others...)
+		c.WaitCaughtUp(30*time.Second, y, others...)
 		want, err := c.fetchBatchEventually(others[0], topic, 1, ts.base)
 		if err != nil {
 			t.Fatal(err)
@@ -144,20 +145,20 @@ func TestByzantineTamperedStorage(t *testing.T) {
 		// checks every batch's CRC before sending it, answers
 		// KAFKA_STORAGE_ERROR, and stops (fail-stop).
 		var refused error
-		c.eventually(30*time.Second, fmt.Sprintf("node%d refuses %s-1 offset %d", y, topic, ts.base), func() error {
+		c.Eventually(30*time.Second, fmt.Sprintf("node%d refuses %s-1 offset %d", y, topic, ts.base), func() error {
 			got, err := c.fetchBatch(y, topic, 1, ts.base)
 			switch {
 			case err == nil && !bytes.Equal(got, want):
-				return giveUp(fmt.Errorf("node%d served the altered batch at %s-1 offset %d: %q where the chain committed %q", y, topic, ts.base, ts.altered, ts.value))
+				return harness.GiveUp(fmt.Errorf("node%d served the altered batch at %s-1 offset %d: %q where the chain committed %q", y, topic, ts.base, ts.altered, ts.value))
 			case err == nil:
-				return giveUp(fmt.Errorf("node%d served offset %d intact although its file was altered (%s)", y, ts.base, ts))
+				return harness.GiveUp(fmt.Errorf("node%d served offset %d intact although its file was altered (%s)", y, ts.base, ts))
 			case errors.Is(err, kerr.KafkaStorageError) || c.exitedNow(y):
 				refused = err
 				return nil
 			}
 			return err // still catching up (NOT_LEADER_OR_FOLLOWER) or starting
 		})
-		if exitErr := c.waitExit(y, 30*time.Second, "stopping after finding its storage damaged"); exitErr == nil {
+		if exitErr := c.WaitExit(y, 30*time.Second, "stopping after finding its storage damaged"); exitErr == nil {
 			t.Errorf("node%d exited with status 0 after finding its storage damaged; want non-zero", y)
 		}
 		if len(c.logLines(y, "stored batch fails its CRC")) == 0 {
@@ -170,7 +171,7 @@ func TestByzantineTamperedStorage(t *testing.T) {
 // fetchBatchEventually is fetchBatch retried while the broker catches up.
 func (c *cluster) fetchBatchEventually(i int, topic string, p int32, offset int64) ([]byte, error) {
 	var b []byte
-	c.eventually(30*time.Second, fmt.Sprintf("node%d serves %s-%d offset %d", i, topic, p, offset), func() error {
+	c.Eventually(30*time.Second, fmt.Sprintf("node%d serves %s-%d offset %d", i, topic, p, offset), func() error {
 		var err error
 		b, err = c.fetchBatch(i, topic, p, offset)
 		return err
@@ -273,24 +274,24 @@ func flipValueByte(t *testing.T, path string, b batchPos) tampered {
 // most d, and returns the exit status and whether /healthz ever answered.
 // The node is forgotten afterwards.
 func (c *cluster) watchUntilExit(i int, d time.Duration) (exitErr error, served bool) {
-	c.t.Helper()
-	p := c.nodes[i].proc
+	c.T.Helper()
+	p := c.Nodes[i].Proc
 	deadline := time.Now().Add(d)
 	for {
 		select {
-		case <-p.done:
-			c.nodes[i].proc = nil
-			return p.err, served
+		case <-p.Done:
+			c.Nodes[i].Proc = nil
+			return p.Err, served
 		default:
 		}
-		if _, err := c.health(i); err == nil {
+		if _, err := c.Health(i); err == nil {
 			served = true
 		}
 		if time.Now().After(deadline) {
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-			c.nodes[i].proc = nil
-			c.t.Fatalf("node%d still running %v after it was started on damaged data (served /healthz: %v)", i, d, served)
+			p.Cmd.Process.Signal(syscall.SIGKILL)
+			<-p.Done
+			c.Nodes[i].Proc = nil
+			c.T.Fatalf("node%d still running %v after it was started on damaged data (served /healthz: %v)", i, d, served)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -312,7 +313,7 @@ func (c *cluster) fetchBatch(i int, topic string, p int32, offset int64) ([]byte
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kresp, err := c.request(ctx, i, req)
+	kresp, err := c.Request(ctx, i, req)
 	if err != nil {
 		return nil, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, offset, err)
 	}
@@ -335,12 +336,12 @@ func ptr[T any](v T) *T { return &v }
 
 // exitedNow reports whether node i's process has exited.
 func (c *cluster) exitedNow(i int) bool {
-	p := c.nodes[i].proc
+	p := c.Nodes[i].Proc
 	if p == nil {
 		return true
 	}
 	select {
-	case <-p.done:
+	case <-p.Done:
 		return true
 	default:
 		return false

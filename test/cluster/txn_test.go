@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -24,10 +25,10 @@ import (
 func TestTransactionsThroughACrash(t *testing.T) {
 	const n, parts = 600, 3
 	c := newCluster(t, clusterOptions{})
-	c.startAll()
-	seeds := c.kafkaAddrs(c.all()...)
-	createTopic(t, seeds, "in", parts, nil)
-	createTopic(t, seeds, "out", parts, nil)
+	c.StartAll()
+	seeds := c.KafkaAddrs(c.All()...)
+	harness.CreateTopic(t, seeds, "in", parts, nil)
+	harness.CreateTopic(t, seeds, "out", parts, nil)
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("in"))
 	if err != nil {
@@ -122,7 +123,7 @@ func TestTransactionsThroughACrash(t *testing.T) {
 	}
 
 	readOut := func(idx ...int) map[string]int {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafkaAddrs(idx...)...), kgo.ConsumeTopics("out"),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs(idx...)...), kgo.ConsumeTopics("out"),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.FetchMaxWait(300*time.Millisecond), kgo.DialTimeout(2*time.Second))
 		if err != nil {
@@ -145,18 +146,18 @@ func TestTransactionsThroughACrash(t *testing.T) {
 		return seen
 	}
 
-	c.eventually(60*time.Second, "a fifth of the input copied", func() error {
-		if got := len(readOut(c.all()...)); got < n/5 {
+	c.Eventually(60*time.Second, "a fifth of the input copied", func() error {
+		if got := len(readOut(c.All()...)); got < n/5 {
 			return fmt.Errorf("%d of %d copied", got, n)
 		}
 		return nil
 	})
-	victim := c.rng.IntN(len(c.nodes))
-	others := without(c.all(), victim)
-	c.kill9(victim)
+	victim := c.Rng.IntN(len(c.Nodes))
+	others := without(c.All(), victim)
+	c.Kill9(victim)
 	time.Sleep(5 * time.Second)
-	c.restart(victim)
-	c.eventually(120*time.Second, "the whole input copied", func() error {
+	c.Restart(victim)
+	c.Eventually(120*time.Second, "the whole input copied", func() error {
 		if got := len(readOut(others...)); got < n {
 			return fmt.Errorf("%d of %d copied", got, n)
 		}
@@ -176,9 +177,9 @@ func TestTransactionsThroughACrash(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("the output holds %d distinct records, want %d", len(seen), n)
 	}
-	c.waitCaughtUp(60*time.Second, victim, others...)
+	c.WaitCaughtUp(60*time.Second, victim, others...)
 	// The follower reads on until it holds the whole output.
-	c.eventually(30*time.Second, "the follower has read the whole output", func() error {
+	c.Eventually(30*time.Second, "the follower has read the whole output", func() error {
 		follower.mu.Lock()
 		k := len(follower.reads)
 		follower.mu.Unlock()
@@ -191,7 +192,7 @@ func TestTransactionsThroughACrash(t *testing.T) {
 	committedLog := map[int32]map[int64]string{}
 	aborted := 0
 	for p := range int32(parts) {
-		log, a, err := c.committedLog(others[0], "out", p)
+		log, a, err := c.CommittedLog(others[0], "out", p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestTransactionsThroughACrash(t *testing.T) {
 	for _, a := range anomalies {
 		t.Error(a)
 	}
-	c.checkAppHashes(30*time.Second, c.all()...)
-	c.stopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.compareLogs(c.all()...))
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/stele-io/stele/internal/record"
 )
 
 // txnReader is a read_committed consumer that runs through a whole test
@@ -140,69 +138,6 @@ func checkTxnHistory(reads []txnRead, final map[int32]map[int64]string, want []s
 		anomalies = append(anomalies, fmt.Sprintf("%s: %d (first: %s)", k, count[k], first[k]))
 	}
 	return anomalies, fmt.Sprintf("%d reads checked against %d committed records; anomalies: %d", len(reads), total, len(anomalies))
-}
-
-// committedLog reads partition p of topic from node i as stored (raw
-// read_uncommitted Fetch) and resolves it by its own transaction markers:
-// a transactional record is committed when the next marker of its producer
-// in the partition is a commit. It returns the committed records by
-// offset, and how many transactions were aborted there. The broker's
-// read_committed machinery (last stable offset, aborted lists) is not
-// used: this is the ground truth the reader's history is checked against.
-func (c *cluster) committedLog(i int, topic string, p int32) (map[int64]string, int, error) {
-	committed := map[int64]string{}
-	pending := map[int64]map[int64]string{} // producer -> offset -> value
-	aborted := 0
-	next := int64(0)
-	for {
-		fp, err := c.rawFetch(i, topic, p, next)
-		if err != nil {
-			return nil, 0, err
-		}
-		if next >= fp.HighWatermark {
-			return committed, aborted, nil
-		}
-		batches, err := record.Split(fp.RecordBatches)
-		if err != nil || len(batches) == 0 {
-			return nil, 0, fmt.Errorf("node%d Fetch %s-%d@%d: %d batches (%v)", i, topic, p, next, len(batches), err)
-		}
-		for _, b := range batches {
-			h, recs, err := record.Records(b)
-			if err != nil {
-				return nil, 0, fmt.Errorf("node%d %s-%d batch at %d: %w", i, topic, p, h.BaseOffset, err)
-			}
-			if h.LastOffset() < next {
-				continue
-			}
-			switch {
-			case h.Control():
-				commit, ok := record.MarkerCommits(b)
-				if !ok {
-					return nil, 0, fmt.Errorf("node%d %s-%d offset %d: an unreadable marker", i, topic, p, h.BaseOffset)
-				}
-				if commit {
-					for off, v := range pending[h.ProducerID] {
-						committed[off] = v
-					}
-				} else {
-					aborted++
-				}
-				delete(pending, h.ProducerID)
-			case h.Transactional():
-				if pending[h.ProducerID] == nil {
-					pending[h.ProducerID] = map[int64]string{}
-				}
-				for _, r := range recs {
-					pending[h.ProducerID][h.BaseOffset+int64(r.OffsetDelta)] = string(r.Value)
-				}
-			default:
-				for _, r := range recs {
-					committed[h.BaseOffset+int64(r.OffsetDelta)] = string(r.Value)
-				}
-			}
-			next = h.LastOffset() + 1
-		}
-	}
 }
 
 // TestCheckTxnHistory: the checker names each anomaly it is shown.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -85,32 +85,12 @@ type consumedRecord struct {
 	Value     string
 }
 
-// createTopic creates topic with the given partitions and configs through
-// seeds.
-func createTopic(t *testing.T, seeds []string, topic string, partitions int32, configs map[string]*string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
-	}
-}
-
 // startWorkload creates the topic and starts the producers and consumers,
 // all seeded with every broker of seeds. Stop them with stopProducing and
 // stopConsuming.
 func startWorkload(t *testing.T, seeds []string, o workloadOptions) *workload {
 	t.Helper()
-	createTopic(t, seeds, o.topic, o.partitions, o.configs)
+	harness.CreateTopic(t, seeds, o.topic, o.partitions, o.configs)
 	w := &workload{t: t, opts: o, stopW: make(chan struct{})}
 	w.mu.sent = map[string]int32{}
 	w.mu.failed = map[string]int{}
@@ -226,14 +206,14 @@ func (w *workload) read(ctx context.Context, consumer int, cl *kgo.Client) {
 			defer w.mu.Unlock()
 			w.mu.anomaly = append(w.mu.anomaly, fmt.Sprintf("consumer %d at %s: franz-go detected data loss on %s-%d (KIP-320): "+
 				"a broker said the log ends at offset %d, below offset %d the consumer had already read, and the client rewound: %v",
-				consumer, clock(), topic, p, loss.ResetTo, loss.ConsumedTo, err))
+				consumer, harness.Clock(), topic, p, loss.ResetTo, loss.ConsumedTo, err))
 		})
 		fs.EachRecord(func(r *kgo.Record) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if r.Offset < next[r.Partition] {
 				w.mu.anomaly = append(w.mu.anomaly, fmt.Sprintf("consumer %d at %s read %s-%d offset %d after offset %d: the partition went backwards",
-					consumer, clock(), r.Topic, r.Partition, r.Offset, next[r.Partition]-1))
+					consumer, harness.Clock(), r.Topic, r.Partition, r.Offset, next[r.Partition]-1))
 			}
 			next[r.Partition] = r.Offset + 1
 			w.mu.consumed = append(w.mu.consumed, consumedRecord{consumer, r.Partition, r.Offset, string(r.Value)})
@@ -289,16 +269,16 @@ func (w *workload) ackedSnapshot() []ackedRecord {
 
 // waitAcked waits up to d until n more records than now are acknowledged.
 func (w *workload) waitAcked(c *cluster, d time.Duration, n int, why string) {
-	c.t.Helper()
+	c.T.Helper()
 	target := w.ackedCount() + n
 	start := time.Now()
-	c.eventually(d, fmt.Sprintf("%d more acknowledged records (%s)", n, why), func() error {
+	c.Eventually(d, fmt.Sprintf("%d more acknowledged records (%s)", n, why), func() error {
 		if got := w.ackedCount(); got < target {
 			return fmt.Errorf("%d acknowledged, want %d", got, target)
 		}
 		return nil
 	})
-	c.t.Logf("%d more records acknowledged in %v (%s)", n, time.Since(start).Round(time.Millisecond), why)
+	c.T.Logf("%d more records acknowledged in %v (%s)", n, time.Since(start).Round(time.Millisecond), why)
 }
 
 // stopProducing stops the writers and waits up to d for every record they
@@ -361,7 +341,7 @@ func (w *workload) summary() string {
 //     offset it was read at: no broker ever exposed something else.
 //
 // It returns the number of duplicate records (copies from client retries).
-func (w *workload) check(who string, logs map[int32][]logRecord) int {
+func (w *workload) check(who string, logs map[int32][]harness.LogRecord) int {
 	w.t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -440,44 +420,40 @@ func (w *workload) check(who string, logs map[int32][]logRecord) int {
 // checkBrokers checks the view each of the nodes given serves (raw Fetch to
 // that broker); a duplicate record fails the test (idempotent producers).
 func (w *workload) checkBrokers(c *cluster, idx ...int) {
-	c.t.Helper()
+	c.T.Helper()
 	for _, i := range idx {
-		logs := map[int32][]logRecord{}
+		logs := map[int32][]harness.LogRecord{}
 		for p := range w.opts.partitions {
-			recs, err := c.fetchAll(i, w.opts.topic, p)
+			recs, err := c.FetchAll(i, w.opts.topic, p)
 			if err != nil {
-				c.t.Fatal(err)
+				c.T.Fatal(err)
 			}
 			logs[p] = recs
 		}
 		dups := w.check(fmt.Sprintf("node%d (served)", i), logs)
 		if dups > 0 && !w.opts.plainProducers {
-			c.t.Errorf("node%d serves %d duplicate records: the producers are idempotent, retries must not be stored twice", i, dups)
+			c.T.Errorf("node%d serves %d duplicate records: the producers are idempotent, retries must not be stored twice", i, dups)
 		}
 		n := 0
 		for _, recs := range logs {
 			n += len(recs)
 		}
-		c.t.Logf("node%d serves %d records of %s, %d of them duplicates", i, n, w.opts.topic, dups)
+		c.T.Logf("node%d serves %d records of %s, %d of them duplicates", i, n, w.opts.topic, dups)
 	}
 }
 
 // checkDisk checks node i's log as stored on disk (the node is stopped).
 func (w *workload) checkDisk(c *cluster, i int) {
-	c.t.Helper()
-	logs := map[int32][]logRecord{}
+	c.T.Helper()
+	logs := map[int32][]harness.LogRecord{}
 	for p := range w.opts.partitions {
-		recs, err := c.diskLog(i, w.opts.topic, p)
+		recs, err := c.DiskLog(i, w.opts.topic, p)
 		if err != nil {
-			c.t.Fatalf("node%d's %s-%d on disk: %v", i, w.opts.topic, p, err)
+			c.T.Fatalf("node%d's %s-%d on disk: %v", i, w.opts.topic, p, err)
 		}
 		logs[p] = recs
 	}
 	if dups := w.check(fmt.Sprintf("node%d (disk)", i), logs); dups > 0 && !w.opts.plainProducers {
-		c.t.Errorf("node%d holds %d duplicate records on disk: the producers are idempotent", i, dups)
+		c.T.Errorf("node%d holds %d duplicate records on disk: the producers are idempotent", i, dups)
 	}
 }
-
-// clock is the wall-clock time of day, to line events up with the brokers'
-// logs.
-func clock() string { return time.Now().Format("15:04:05.000") }

@@ -1,4 +1,4 @@
-package cluster
+package harness
 
 import (
 	"context"
@@ -17,35 +17,35 @@ import (
 // to any broker; these helpers send raw kmsg requests to the seed broker of
 // a client seeded with node i only, so the answer is node i's own view.
 
-// logRecord is one record as a broker stores it.
-type logRecord struct {
+// LogRecord is one record as a broker stores it.
+type LogRecord struct {
 	Offset int64
 	Value  string
 }
 
-// directClient returns node i's single-broker client (made once).
-func (c *cluster) directClient(i int) *kgo.Client {
-	c.t.Helper()
-	n := c.nodes[i]
+// DirectClient returns node i's single-broker client (made once).
+func (c *Cluster) DirectClient(i int) *kgo.Client {
+	c.T.Helper()
+	n := c.Nodes[i]
 	if n.direct == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.DialTimeout(2*time.Second),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka), kgo.DialTimeout(2*time.Second),
 			kgo.RequestTimeoutOverhead(3*time.Second))
 		if err != nil {
-			c.t.Fatal(err)
+			c.T.Fatal(err)
 		}
 		n.direct = cl
 	}
 	return n.direct
 }
 
-// request sends req to node i itself.
-func (c *cluster) request(ctx context.Context, i int, req kmsg.Request) (kmsg.Response, error) {
-	return c.directClient(i).SeedBrokers()[0].Request(ctx, req)
+// Request sends req to node i itself.
+func (c *Cluster) Request(ctx context.Context, i int, req kmsg.Request) (kmsg.Response, error) {
+	return c.DirectClient(i).SeedBrokers()[0].Request(ctx, req)
 }
 
-// highWatermarks asks node i (ListOffsets, latest) for the high watermark of
+// HighWatermarks asks node i (ListOffsets, latest) for the high watermark of
 // partitions 0..parts-1 of topic.
-func (c *cluster) highWatermarks(i int, topic string, parts int32) ([]int64, error) {
+func (c *Cluster) HighWatermarks(i int, topic string, parts int32) ([]int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
@@ -58,7 +58,7 @@ func (c *cluster) highWatermarks(i int, topic string, parts int32) ([]int64, err
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	kresp, err := c.request(ctx, i, req)
+	kresp, err := c.Request(ctx, i, req)
 	if err != nil {
 		return nil, fmt.Errorf("node%d ListOffsets: %w", i, err)
 	}
@@ -76,20 +76,20 @@ func (c *cluster) highWatermarks(i int, topic string, parts int32) ([]int64, err
 	return hwm, nil
 }
 
-// fetchAll reads partition p of topic from node i, from offset 0 to the
+// FetchAll reads partition p of topic from node i, from offset 0 to the
 // high watermark node i reports, with raw Fetch requests.
-func (c *cluster) fetchAll(i int, topic string, p int32) ([]logRecord, error) {
-	var out []logRecord
+func (c *Cluster) FetchAll(i int, topic string, p int32) ([]LogRecord, error) {
+	var out []LogRecord
 	next := int64(0)
 	for {
-		fp, err := c.rawFetch(i, topic, p, next)
+		fp, err := c.RawFetch(i, topic, p, next)
 		if err != nil {
 			return nil, err
 		}
 		if next >= fp.HighWatermark {
 			return out, nil
 		}
-		recs, err := decodeBatches(topic, p, next, fp.RecordBatches)
+		recs, err := DecodeBatches(topic, p, next, fp.RecordBatches)
 		if err != nil {
 			return nil, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
 		}
@@ -101,10 +101,10 @@ func (c *cluster) fetchAll(i int, topic string, p int32) ([]logRecord, error) {
 	}
 }
 
-// rawFetch asks node i for partition p of topic from offset next (one raw
+// RawFetch asks node i for partition p of topic from offset next (one raw
 // read_uncommitted Fetch, no wait) and returns its answer for the
 // partition, or the error it carried.
-func (c *cluster) rawFetch(i int, topic string, p int32, next int64) (kmsg.FetchResponseTopicPartition, error) {
+func (c *Cluster) RawFetch(i int, topic string, p int32, next int64) (kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 8<<20
@@ -117,7 +117,7 @@ func (c *cluster) rawFetch(i int, topic string, p int32, next int64) (kmsg.Fetch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	kresp, err := c.request(ctx, i, req)
+	kresp, err := c.Request(ctx, i, req)
 	cancel()
 	if err != nil {
 		return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("node%d Fetch %s-%d@%d: %w", i, topic, p, next, err)
@@ -136,9 +136,9 @@ func (c *cluster) rawFetch(i int, topic string, p int32, next int64) (kmsg.Fetch
 	return fp, nil
 }
 
-// decodeBatches decodes back-to-back RecordBatch v2 bytes (a Fetch answer
+// DecodeBatches decodes back-to-back RecordBatch v2 bytes (a Fetch answer
 // or a segment file) into records at or after offset from.
-func decodeBatches(topic string, p int32, from int64, data []byte) ([]logRecord, error) {
+func DecodeBatches(topic string, p int32, from int64, data []byte) ([]LogRecord, error) {
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition, rp.HighWatermark, rp.RecordBatches = p, 1<<62, data
 	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: topic, Partition: p, Offset: from},
@@ -146,30 +146,30 @@ func decodeBatches(topic string, p int32, from int64, data []byte) ([]logRecord,
 	if fp.Err != nil {
 		return nil, fp.Err
 	}
-	out := make([]logRecord, 0, len(fp.Records))
+	out := make([]LogRecord, 0, len(fp.Records))
 	for _, r := range fp.Records {
-		out = append(out, logRecord{Offset: r.Offset, Value: string(r.Value)})
+		out = append(out, LogRecord{Offset: r.Offset, Value: string(r.Value)})
 	}
 	return out, nil
 }
 
-// rawProduce sends one batch of values to partition p of topic on node i
+// RawProduce sends one batch of values to partition p of topic on node i
 // itself (acks=all, the given produce timeout) and returns the partition's
 // error code and base offset. The values should be registered with the
 // workload first (workload.registerRaw), since a produce that timed out
 // may still be committed later.
-func (c *cluster) rawProduce(i int, topic string, p int32, timeout time.Duration, values ...string) (int16, int64, error) {
+func (c *Cluster) RawProduce(i int, topic string, p int32, timeout time.Duration, values ...string) (int16, int64, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, int32(timeout.Milliseconds())
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = p, encodeBatch(time.Now().UnixMilli(), values...)
+	rp.Partition, rp.Records = p, EncodeBatch(time.Now().UnixMilli(), values...)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
-	kresp, err := c.request(ctx, i, req)
+	kresp, err := c.Request(ctx, i, req)
 	if err != nil {
 		return 0, -1, fmt.Errorf("node%d Produce: %w", i, err)
 	}
@@ -181,9 +181,9 @@ func (c *cluster) rawProduce(i int, topic string, p int32, timeout time.Duration
 	return sp.ErrorCode, sp.BaseOffset, nil
 }
 
-// encodeBatch builds an uncompressed RecordBatch v2 without producer id
+// EncodeBatch builds an uncompressed RecordBatch v2 without producer id
 // holding values, all with timestamp ts.
-func encodeBatch(ts int64, values ...string) []byte {
+func EncodeBatch(ts int64, values ...string) []byte {
 	var recs []byte
 	for i, v := range values {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(v)}

@@ -1,12 +1,9 @@
-package cluster
+package harness
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"net"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -28,8 +25,8 @@ type linkProxy struct {
 	wg sync.WaitGroup
 }
 
-// newLinkProxy listens on a free 127.0.0.1 port and forwards to target.
-func newLinkProxy(target string) (*linkProxy, error) {
+// NewLinkProxy listens on a free 127.0.0.1 port and forwards to target.
+func NewLinkProxy(target string) (*linkProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -132,83 +129,13 @@ func (p *linkProxy) forward(client net.Conn) {
 	<-done
 }
 
-// TestLinkProxy checks the proxy itself: bytes pass both ways, Cut ends open
-// connections and refuses new ones, Heal lets them through again.
-func TestLinkProxy(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	p, err := newLinkProxy(echo.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-
-	roundTrip := func(c net.Conn, msg string) error {
-		c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Write([]byte(msg)); err != nil {
-			return err
-		}
-		buf := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, buf); err != nil {
-			return err
-		}
-		if !bytes.Equal(buf, []byte(msg)) {
-			return errors.New("echo mismatch: " + string(buf))
-		}
-		return nil
-	}
-	c1, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	if err := roundTrip(c1, "hello"); err != nil {
-		t.Fatalf("through the healed proxy: %v", err)
-	}
-
-	p.Cut()
-	if err := roundTrip(c1, "after cut"); err == nil {
-		t.Fatal("a connection open before Cut still carries bytes")
-	}
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if err := roundTrip(c2, "new while cut"); err == nil {
-		t.Fatal("a connection made while cut carries bytes")
-	}
-
-	p.Heal()
-	c3, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if err := roundTrip(c3, "healed"); err != nil {
-		t.Fatalf("after Heal: %v", err)
-	}
-}
-
-// partition splits the network into the groups given: every link between
+// Partition splits the network into the groups given: every link between
 // nodes of different groups is cut (both directions), every link inside a
 // group is healed.
-func (c *cluster) partition(groups ...[]int) {
-	c.t.Helper()
-	if len(c.proxies) == 0 {
-		c.t.Fatal("partition needs a cluster made with proxies")
+func (c *Cluster) Partition(groups ...[]int) {
+	c.T.Helper()
+	if len(c.Proxies) == 0 {
+		c.T.Fatal("partition needs a cluster made with proxies")
 	}
 	group := map[int]int{}
 	for g, members := range groups {
@@ -216,20 +143,20 @@ func (c *cluster) partition(groups ...[]int) {
 			group[i] = g
 		}
 	}
-	for link, p := range c.proxies {
+	for link, p := range c.Proxies {
 		if group[link[0]] == group[link[1]] {
 			p.Heal()
 		} else {
 			p.Cut()
 		}
 	}
-	c.t.Logf("%s network split %v", clock(), groups)
+	c.T.Logf("%s network split %v", Clock(), groups)
 }
 
-// heal restores every link.
-func (c *cluster) heal() {
-	for _, p := range c.proxies {
+// Heal restores every link.
+func (c *Cluster) Heal() {
+	for _, p := range c.Proxies {
 		p.Heal()
 	}
-	c.t.Logf("%s network healed", clock())
+	c.T.Logf("%s network healed", Clock())
 }

@@ -1,4 +1,4 @@
-package cluster
+package harness
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 // What the brokers report and store: /healthz, heights and app hashes, the
 // files under DATA/logs; and the polling every wait is made of.
 
-// health asks node i's /healthz and records the answer in the history.
-func (c *cluster) health(i int) (health, error) {
-	var h health
-	resp, err := c.httpc.Get("http://" + c.nodes[i].http + "/healthz")
+// Health asks node i's /healthz and records the answer in the history.
+func (c *Cluster) Health(i int) (Health, error) {
+	var h Health
+	resp, err := c.HTTPC.Get("http://" + c.Nodes[i].HTTP + "/healthz")
 	if err != nil {
 		return h, err
 	}
@@ -31,22 +31,22 @@ func (c *cluster) health(i int) (health, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		return h, fmt.Errorf("node%d /healthz: %v", i, err)
 	}
-	if h.Status != "ok" || h.NodeID != c.nodes[i].nodeID {
+	if h.Status != "ok" || h.NodeID != c.Nodes[i].NodeID {
 		return h, fmt.Errorf("node%d /healthz: %+v", i, h)
 	}
 	c.hist.record(i, h)
 	return h, nil
 }
 
-// heights returns the heights of the nodes given, failing the poll (not
+// Heights returns the heights of the nodes given, failing the poll (not
 // the test) if one does not answer.
-func (c *cluster) heights(idx ...int) (map[int]health, error) {
-	out := map[int]health{}
+func (c *Cluster) Heights(idx ...int) (map[int]Health, error) {
+	out := map[int]Health{}
 	for _, i := range idx {
-		if err := c.exited(i); err != nil {
-			return nil, giveUp(err)
+		if err := c.Exited(i); err != nil {
+			return nil, GiveUp(err)
 		}
-		h, err := c.health(i)
+		h, err := c.Health(i)
 		if err != nil {
 			return nil, err
 		}
@@ -55,13 +55,13 @@ func (c *cluster) heights(idx ...int) (map[int]health, error) {
 	return out, nil
 }
 
-// maxHeight returns the largest height among the nodes given, waiting up
+// MaxHeight returns the largest height among the nodes given, waiting up
 // to 10 s for all of them to answer.
-func (c *cluster) maxHeight(idx ...int) int64 {
-	c.t.Helper()
+func (c *Cluster) MaxHeight(idx ...int) int64 {
+	c.T.Helper()
 	var top int64
-	c.eventually(10*time.Second, "nodes answer /healthz", func() error {
-		hs, err := c.heights(idx...)
+	c.Eventually(10*time.Second, "nodes answer /healthz", func() error {
+		hs, err := c.Heights(idx...)
 		if err != nil {
 			return err
 		}
@@ -74,11 +74,11 @@ func (c *cluster) maxHeight(idx ...int) int64 {
 	return top
 }
 
-// waitHeight waits up to d until every node given is at height h or above.
-func (c *cluster) waitHeight(d time.Duration, h int64, idx ...int) {
-	c.t.Helper()
-	c.eventually(d, fmt.Sprintf("nodes %v reach height %d", idx, h), func() error {
-		hs, err := c.heights(idx...)
+// WaitHeight waits up to d until every node given is at height h or above.
+func (c *Cluster) WaitHeight(d time.Duration, h int64, idx ...int) {
+	c.T.Helper()
+	c.Eventually(d, fmt.Sprintf("nodes %v reach height %d", idx, h), func() error {
+		hs, err := c.Heights(idx...)
 		if err != nil {
 			return err
 		}
@@ -91,14 +91,14 @@ func (c *cluster) waitHeight(d time.Duration, h int64, idx ...int) {
 	})
 }
 
-// waitCaughtUp waits up to d until node i's height reaches the largest
+// WaitCaughtUp waits up to d until node i's height reaches the largest
 // height of the others at the time of the call.
-func (c *cluster) waitCaughtUp(d time.Duration, i int, others ...int) {
-	c.t.Helper()
-	target := c.maxHeight(others...)
+func (c *Cluster) WaitCaughtUp(d time.Duration, i int, others ...int) {
+	c.T.Helper()
+	target := c.MaxHeight(others...)
 	start := time.Now()
-	c.eventually(d, fmt.Sprintf("node%d catches up to height %d, the others' height when it came back", i, target), func() error {
-		hs, err := c.heights(append([]int{i}, others...)...)
+	c.Eventually(d, fmt.Sprintf("node%d catches up to height %d, the others' height when it came back", i, target), func() error {
+		hs, err := c.Heights(append([]int{i}, others...)...)
 		if err != nil {
 			return err
 		}
@@ -111,17 +111,17 @@ func (c *cluster) waitCaughtUp(d time.Duration, i int, others ...int) {
 		}
 		return nil
 	})
-	c.t.Logf("node%d caught up to height %d in %v", i, target, time.Since(start).Round(time.Millisecond))
+	c.T.Logf("node%d caught up to height %d in %v", i, target, time.Since(start).Round(time.Millisecond))
 }
 
-// checkAppHashes polls the nodes given until all report the same height,
+// CheckAppHashes polls the nodes given until all report the same height,
 // then requires the same app hash. Blocks come at least every 2 s, so the
 // heights meet between two blocks.
-func (c *cluster) checkAppHashes(d time.Duration, idx ...int) {
-	c.t.Helper()
-	var agreed health
-	c.eventually(d, fmt.Sprintf("nodes %v report one height", idx), func() error {
-		hs, err := c.heights(idx...)
+func (c *Cluster) CheckAppHashes(d time.Duration, idx ...int) {
+	c.T.Helper()
+	var agreed Health
+	c.Eventually(d, fmt.Sprintf("nodes %v report one height", idx), func() error {
+		hs, err := c.Heights(idx...)
 		if err != nil {
 			return err
 		}
@@ -133,64 +133,64 @@ func (c *cluster) checkAppHashes(d time.Duration, idx ...int) {
 		}
 		for i, h := range hs {
 			if h.AppHash != first.AppHash {
-				return giveUp(fmt.Errorf("divergence at height %d: node%d app hash %s, node%d app hash %s",
+				return GiveUp(fmt.Errorf("divergence at height %d: node%d app hash %s, node%d app hash %s",
 					h.Height, idx[0], first.AppHash, i, h.AppHash))
 			}
 		}
 		agreed = first
 		return nil
 	})
-	c.t.Logf("nodes %v agree at height %d: app hash %s", idx, agreed.Height, agreed.AppHash)
-	c.checkNoDivergence()
+	c.T.Logf("nodes %v agree at height %d: app hash %s", idx, agreed.Height, agreed.AppHash)
+	c.CheckNoDivergence()
 }
 
-// checkNoDivergence fails the test if two nodes ever reported different
+// CheckNoDivergence fails the test if two nodes ever reported different
 // app hashes for one height.
-func (c *cluster) checkNoDivergence() {
-	c.t.Helper()
+func (c *Cluster) CheckNoDivergence() {
+	c.T.Helper()
 	for _, msg := range c.hist.divergences() {
-		c.t.Error(msg)
+		c.T.Error(msg)
 	}
 }
 
-// compareLogs requires every file under DATA/logs (segments, indexes,
+// CompareLogs requires every file under DATA/logs (segments, indexes,
 // partition metadata) to be byte-identical on every node given; nodes must
 // be stopped. It returns the number of files compared.
-func (c *cluster) compareLogs(idx ...int) int {
-	c.t.Helper()
-	ref := c.logFiles(idx[0])
+func (c *Cluster) CompareLogs(idx ...int) int {
+	c.T.Helper()
+	ref := c.LogFiles(idx[0])
 	for _, i := range idx[1:] {
-		other := c.logFiles(i)
+		other := c.LogFiles(i)
 		for name, want := range ref {
 			got, ok := other[name]
 			switch {
 			case !ok:
-				c.t.Errorf("logs/%s exists on node%d but not on node%d", name, idx[0], i)
+				c.T.Errorf("logs/%s exists on node%d but not on node%d", name, idx[0], i)
 			case !bytes.Equal(got, want):
 				at := 0
 				for at < min(len(got), len(want)) && got[at] == want[at] {
 					at++
 				}
-				c.t.Errorf("logs/%s differs: node%d has %d bytes, node%d %d bytes, first difference at byte %d",
+				c.T.Errorf("logs/%s differs: node%d has %d bytes, node%d %d bytes, first difference at byte %d",
 					name, idx[0], len(want), i, len(got), at)
 			}
 		}
 		for name := range other {
 			if _, ok := ref[name]; !ok {
-				c.t.Errorf("logs/%s exists on node%d but not on node%d", name, i, idx[0])
+				c.T.Errorf("logs/%s exists on node%d but not on node%d", name, i, idx[0])
 			}
 		}
 	}
 	return len(ref)
 }
 
-// logFiles reads every file under node i's DATA/logs.
-func (c *cluster) logFiles(i int) map[string][]byte {
-	c.t.Helper()
-	if c.nodes[i].proc != nil {
-		c.t.Fatalf("node%d is running: stop it before reading its files", i)
+// LogFiles reads every file under node i's DATA/logs.
+func (c *Cluster) LogFiles(i int) map[string][]byte {
+	c.T.Helper()
+	if c.Nodes[i].Proc != nil {
+		c.T.Fatalf("node%d is running: stop it before reading its files", i)
 	}
-	root := filepath.Join(c.nodes[i].dir, "logs")
+	root := filepath.Join(c.Nodes[i].Dir, "logs")
 	out := map[string][]byte{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -202,15 +202,15 @@ func (c *cluster) logFiles(i int) map[string][]byte {
 		return err
 	})
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return out
 }
 
-// diskLog decodes the records of one partition from node i's segment files
+// DiskLog decodes the records of one partition from node i's segment files
 // (DATA/logs/TOPIC-P/*.log, in offset order); the node must be stopped.
-func (c *cluster) diskLog(i int, topic string, partition int32) ([]logRecord, error) {
-	dir := filepath.Join(c.nodes[i].dir, "logs", fmt.Sprintf("%s-%d", topic, partition))
+func (c *Cluster) DiskLog(i int, topic string, partition int32) ([]LogRecord, error) {
+	dir := filepath.Join(c.Nodes[i].Dir, "logs", fmt.Sprintf("%s-%d", topic, partition))
 	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func (c *cluster) diskLog(i int, topic string, partition int32) ([]logRecord, er
 		}
 		data = append(data, b...)
 	}
-	return decodeBatches(topic, partition, 0, data)
+	return DecodeBatches(topic, partition, 0, data)
 }
 
 // errGiveUp marks a poll error that no retry can fix.
@@ -232,13 +232,13 @@ type errGiveUp struct{ err error }
 
 func (e errGiveUp) Error() string { return e.err.Error() }
 
-// giveUp makes eventually give up at once with err.
-func giveUp(err error) error { return errGiveUp{err} }
+// GiveUp makes eventually give up at once with err.
+func GiveUp(err error) error { return errGiveUp{err} }
 
-// eventually calls f every 100 ms until it returns nil, failing the test
+// Eventually calls f every 100 ms until it returns nil, failing the test
 // with f's last error if d passes first or f returns giveUp(err).
-func (c *cluster) eventually(d time.Duration, what string, f func() error) {
-	c.t.Helper()
+func (c *Cluster) Eventually(d time.Duration, what string, f func() error) {
+	c.T.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		err := f()
@@ -247,24 +247,24 @@ func (c *cluster) eventually(d time.Duration, what string, f func() error) {
 		}
 		var s errGiveUp
 		if errors.As(err, &s) {
-			c.t.Fatalf("%s: %v", what, s.err)
+			c.T.Fatalf("%s: %v", what, s.err)
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not within %v; last: %v", what, d, err)
+			c.T.Fatalf("%s: not within %v; last: %v", what, d, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// observe calls f every 200 ms for the whole of d, an observation window
+// Observe calls f every 200 ms for the whole of d, an observation window
 // over which something must not happen (a minority's height must not
 // move); f's first error fails the test.
-func (c *cluster) observe(d time.Duration, what string, f func() error) {
-	c.t.Helper()
+func (c *Cluster) Observe(d time.Duration, what string, f func() error) {
+	c.T.Helper()
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		if err := f(); err != nil {
-			c.t.Fatalf("%s: %v", what, err)
+			c.T.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

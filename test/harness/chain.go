@@ -1,4 +1,4 @@
-package cluster
+package harness
 
 import (
 	"encoding/json"
@@ -14,14 +14,14 @@ import (
 // block headers, read from CometBFT's RPC (the `rpc` listener of each
 // node file, on base+300+i).
 
-// validatorAddrs returns each node's validator address (upper-case hex, as
+// ValidatorAddrs returns each node's validator address (upper-case hex, as
 // CometBFT logs it) from the genesis `stele cluster init` wrote, whose
 // validators are named "node0", "node1", ...
-func (c *cluster) validatorAddrs() map[int]string {
-	c.t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.nodes[0].dir, "cometbft", "config", "genesis.json"))
+func (c *Cluster) ValidatorAddrs() map[int]string {
+	c.T.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Nodes[0].Dir, "cometbft", "config", "genesis.json"))
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	var g struct {
 		Validators []struct {
@@ -30,46 +30,46 @@ func (c *cluster) validatorAddrs() map[int]string {
 		} `json:"validators"`
 	}
 	if err := json.Unmarshal(data, &g); err != nil {
-		c.t.Fatalf("genesis.json: %v", err)
+		c.T.Fatalf("genesis.json: %v", err)
 	}
 	out := map[int]string{}
 	for _, v := range g.Validators {
 		var i int
-		if _, err := fmt.Sscanf(v.Name, "node%d", &i); err != nil || i < 0 || i >= len(c.nodes) {
-			c.t.Fatalf("genesis.json: validator %s is named %q, not nodeI", v.Address, v.Name)
+		if _, err := fmt.Sscanf(v.Name, "node%d", &i); err != nil || i < 0 || i >= len(c.Nodes) {
+			c.T.Fatalf("genesis.json: validator %s is named %q, not nodeI", v.Address, v.Name)
 		}
 		out[i] = v.Address
 	}
-	if len(out) != len(c.nodes) {
-		c.t.Fatalf("genesis.json names %d validators for %d nodes", len(out), len(c.nodes))
+	if len(out) != len(c.Nodes) {
+		c.T.Fatalf("genesis.json names %d validators for %d nodes", len(out), len(c.Nodes))
 	}
 	return out
 }
 
-// rpcAddr returns node i's CometBFT RPC address from its node file.
-func (c *cluster) rpcAddr(i int) string {
-	c.t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.nodes[i].dir, "stele.json"))
+// RPCAddr returns node i's CometBFT RPC address from its node file.
+func (c *Cluster) RPCAddr(i int) string {
+	c.T.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Nodes[i].Dir, "stele.json"))
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	var nf struct {
 		RPC string `json:"rpc"`
 	}
 	if err := json.Unmarshal(data, &nf); err != nil || nf.RPC == "" {
-		c.t.Fatalf("node%d/stele.json has no rpc address (%v)", i, err)
+		c.T.Fatalf("node%d/stele.json has no rpc address (%v)", i, err)
 	}
 	return nf.RPC
 }
 
-// blockProposers asks node i's RPC (/blockchain) for the headers of heights
+// BlockProposers asks node i's RPC (/blockchain) for the headers of heights
 // 1..top and returns each height's proposer address.
-func (c *cluster) blockProposers(i int, top int64) (map[int64]string, error) {
+func (c *Cluster) BlockProposers(i int, top int64) (map[int64]string, error) {
 	out := map[int64]string{}
 	for lo := int64(1); lo <= top; lo += 20 {
 		hi := min(lo+19, top)
-		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.rpcAddr(i), lo, hi)
-		resp, err := c.httpc.Get(url)
+		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.RPCAddr(i), lo, hi)
+		resp, err := c.HTTPC.Get(url)
 		if err != nil {
 			return nil, fmt.Errorf("node%d RPC: %w", i, err)
 		}
@@ -106,8 +106,8 @@ func (c *cluster) blockProposers(i int, top int64) (map[int64]string, error) {
 	return out, nil
 }
 
-// readFileIfExists reads a file, returning no data for a missing one.
-func readFileIfExists(path string) ([]byte, error) {
+// ReadFileIfExists reads a file, returning no data for a missing one.
+func ReadFileIfExists(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

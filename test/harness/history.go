@@ -1,4 +1,4 @@
-package cluster
+package harness
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func newHistory() *history {
 }
 
 // record notes node i's report.
-func (h *history) record(i int, r health) {
+func (h *history) record(i int, r Health) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at := h.mu.hashes[r.Height]

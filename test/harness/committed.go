@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// CommittedLog reads partition p of topic from node i as stored (raw
+// read_uncommitted Fetch) and resolves it by its own transaction markers:
+// a transactional record is committed when the next marker of its producer
+// in the partition is a commit. It returns the committed records by
+// offset, and how many transactions were aborted there. The broker's
+// read_committed machinery (last stable offset, aborted lists) is not
+// used: this is the ground truth the reader's history is checked against.
+func (c *Cluster) CommittedLog(i int, topic string, p int32) (map[int64]string, int, error) {
+	committed := map[int64]string{}
+	pending := map[int64]map[int64]string{} // producer -> offset -> value
+	aborted := 0
+	next := int64(0)
+	for {
+		fp, err := c.RawFetch(i, topic, p, next)
+		if err != nil {
+			return nil, 0, err
+		}
+		if next >= fp.HighWatermark {
+			return committed, aborted, nil
+		}
+		batches, err := record.Split(fp.RecordBatches)
+		if err != nil || len(batches) == 0 {
+			return nil, 0, fmt.Errorf("node%d Fetch %s-%d@%d: %d batches (%v)", i, topic, p, next, len(batches), err)
+		}
+		for _, b := range batches {
+			h, recs, err := record.Records(b)
+			if err != nil {
+				return nil, 0, fmt.Errorf("node%d %s-%d batch at %d: %w", i, topic, p, h.BaseOffset, err)
+			}
+			if h.LastOffset() < next {
+				continue
+			}
+			switch {
+			case h.Control():
+				commit, ok := record.MarkerCommits(b)
+				if !ok {
+					return nil, 0, fmt.Errorf("node%d %s-%d offset %d: an unreadable marker", i, topic, p, h.BaseOffset)
+				}
+				if commit {
+					for off, v := range pending[h.ProducerID] {
+						committed[off] = v
+					}
+				} else {
+					aborted++
+				}
+				delete(pending, h.ProducerID)
+			case h.Transactional():
+				if pending[h.ProducerID] == nil {
+					pending[h.ProducerID] = map[int64]string{}
+				}
+				for _, r := range recs {
+					pending[h.ProducerID][h.BaseOffset+int64(r.OffsetDelta)] = string(r.Value)
+				}
+			default:
+				for _, r := range recs {
+					committed[h.BaseOffset+int64(r.OffsetDelta)] = string(r.Value)
+				}
+			}
+			next = h.LastOffset() + 1
+		}
+	}
+}
+
+// CreateTopic creates topic with the given partitions and configs through
+// seeds.
+func CreateTopic(t *testing.T, seeds []string, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
+
+// Clock is the wall-clock time of day, to line events up with the brokers'
+// logs.
+func Clock() string { return time.Now().Format("15:04:05.000") }
