@@ -9,6 +9,9 @@
 #                                the end-to-end tests with real clients
 #   STELE_TEST_FUZZ=30s scripts/test.sh
 #                                also run every fuzz target for that long
+#   STELE_CHAOS_DURATION=10m scripts/test.sh
+#                                inject faults for that long in the chaos
+#                                suite (default 90s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +24,7 @@ echo "== go test"
 # The cluster fault tests start real broker processes and time elections;
 # they run alone, after the rest, so CI's two cores are not shared with the
 # in-process consensus tests.
-go test -count=1 -timeout 20m $(go list ./... | grep -v /test/cluster)
+go test -count=1 -timeout 20m $(go list ./... | grep -v -e /test/cluster -e /test/chaos)
 go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/storage/... ./internal/consensus/... ./internal/dataplane/...
 
 if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
@@ -35,6 +38,9 @@ fi
 
 echo "== cluster fault tests"
 go test -count=1 -timeout 20m ./test/cluster/
+
+echo "== chaos suite, short run (docs/reliability.md)"
+go test -count=1 -timeout 15m ./test/chaos/ -chaos.duration "${STELE_CHAOS_DURATION:-90s}"
 
 echo "== end-to-end tests"
 test/e2e/run.sh

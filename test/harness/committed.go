@@ -14,31 +14,30 @@ import (
 // CommittedLog reads partition p of topic from node i as stored (raw
 // read_uncommitted Fetch) and resolves it by its own transaction markers:
 // a transactional record is committed when the next marker of its producer
-// in the partition is a commit. It returns the committed records by
-// offset, and how many transactions were aborted there. The broker's
+// in the partition is a commit. It returns the committed records and the
+// records of aborted transactions, by offset (markers are in neither). The broker's
 // read_committed machinery (last stable offset, aborted lists) is not
 // used: this is the ground truth the reader's history is checked against.
-func (c *Cluster) CommittedLog(i int, topic string, p int32) (map[int64]string, int, error) {
-	committed := map[int64]string{}
+func (c *Cluster) CommittedLog(i int, topic string, p int32) (committed, aborted map[int64]string, err error) {
+	committed, aborted = map[int64]string{}, map[int64]string{}
 	pending := map[int64]map[int64]string{} // producer -> offset -> value
-	aborted := 0
 	next := int64(0)
 	for {
-		fp, err := c.RawFetch(i, topic, p, next)
-		if err != nil {
-			return nil, 0, err
+		fp, ferr := c.RawFetch(i, topic, p, next)
+		if ferr != nil {
+			return nil, nil, ferr
 		}
 		if next >= fp.HighWatermark {
 			return committed, aborted, nil
 		}
 		batches, err := record.Split(fp.RecordBatches)
 		if err != nil || len(batches) == 0 {
-			return nil, 0, fmt.Errorf("node%d Fetch %s-%d@%d: %d batches (%v)", i, topic, p, next, len(batches), err)
+			return nil, nil, fmt.Errorf("node%d Fetch %s-%d@%d: %d batches (%v)", i, topic, p, next, len(batches), err)
 		}
 		for _, b := range batches {
 			h, recs, err := record.Records(b)
 			if err != nil {
-				return nil, 0, fmt.Errorf("node%d %s-%d batch at %d: %w", i, topic, p, h.BaseOffset, err)
+				return nil, nil, fmt.Errorf("node%d %s-%d batch at %d: %w", i, topic, p, h.BaseOffset, err)
 			}
 			if h.LastOffset() < next {
 				continue
@@ -47,14 +46,14 @@ func (c *Cluster) CommittedLog(i int, topic string, p int32) (map[int64]string, 
 			case h.Control():
 				commit, ok := record.MarkerCommits(b)
 				if !ok {
-					return nil, 0, fmt.Errorf("node%d %s-%d offset %d: an unreadable marker", i, topic, p, h.BaseOffset)
+					return nil, nil, fmt.Errorf("node%d %s-%d offset %d: an unreadable marker", i, topic, p, h.BaseOffset)
 				}
+				to := aborted
 				if commit {
-					for off, v := range pending[h.ProducerID] {
-						committed[off] = v
-					}
-				} else {
-					aborted++
+					to = committed
+				}
+				for off, v := range pending[h.ProducerID] {
+					to[off] = v
 				}
 				delete(pending, h.ProducerID)
 			case h.Transactional():

@@ -1,0 +1,323 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/test/harness"
+)
+
+// The run's settings. The short run of .ci/run uses the defaults; the long
+// run is documented in docs/reliability.md.
+var (
+	duration = flag.Duration("chaos.duration", 90*time.Second, "how long faults are injected")
+	gap      = flag.Duration("chaos.gap", 4*time.Second, "mean quiet time between two faults")
+	hold     = flag.Duration("chaos.hold", 8*time.Second, "longest time a fault lasts (the shortest is a quarter of it)")
+	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the schedule and the clients' choices (0: from the time; STELE_CHAOS_SEED also sets it)")
+	kinds    = flag.String("chaos.faults", "", "comma-separated fault kinds to inject (default: all of "+strings.Join(FaultKinds(), ",")+")")
+	out      = flag.String("chaos.history", "", "write the history and final state (JSON) here; by default they are written only when the run fails")
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+
+// TestChaos runs the workload on a 4-broker cluster of real processes
+// while faults from the seeded schedule are injected, then heals
+// everything, reads the final state back from every broker and checks the
+// history: no anomaly of any kind, every broker holding the same committed
+// records, the same app hash, and byte-identical log files.
+func TestChaos(t *testing.T) {
+	seed := *seedFlag
+	if s := os.Getenv("STELE_CHAOS_SEED"); s != "" && seed == 0 {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("STELE_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	var only []string
+	if *kinds != "" {
+		only = strings.Split(*kinds, ",")
+	}
+	plan, err := Schedule(seed, *duration, *gap, *hold, 4, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos seed %d (rerun: go test ./test/chaos -run TestChaos -chaos.seed %d -chaos.duration %v -chaos.gap %v -chaos.hold %v); %d faults planned",
+		seed, seed, *duration, *gap, *hold, len(plan))
+
+	c := harness.New(t, harness.Options{Proxies: true})
+	c.StartAll()
+	seeds := c.KafkaAddrs(c.All()...)
+	harness.CreateTopic(t, seeds, sendTopic, sendParts, nil)
+	harness.CreateTopic(t, seeds, txnTopic, txnParts, nil)
+
+	start := time.Now()
+	rec := NewRecorder(seed, start)
+	w := startWorkload(seeds, seed, rec)
+	defer w.stopAll()
+	recovery := injectFaults(c, rec, plan, start)
+	if rest := time.Until(start.Add(*duration)); rest > 0 {
+		time.Sleep(rest)
+	}
+
+	t.Logf("%s faults over; every broker running and connected; stopping the producers", harness.Clock())
+	w.stopProduce()
+	w.producers.Wait()
+	waitNoOpenTransactions(t, seeds)
+	final := readFinal(t, c, 0)
+	c.Eventually(90*time.Second, "the assigned consumers read every committed record", func() error { return w.caughtUp(final) })
+	w.stopAll()
+	w.consumers.Wait()
+
+	for _, i := range c.All()[1:] {
+		if other := readFinal(t, c, i); !sameFinal(final, other) {
+			t.Errorf("node%d's committed log differs from node0's", i)
+		}
+	}
+	c.CheckAppHashes(time.Minute, c.All()...)
+	c.StopAll()
+	files := c.CompareLogs(c.All()...)
+
+	h := rec.History()
+	report := Check(h, final)
+	t.Logf("chaos summary (%d log files byte-identical on 4 brokers)\n%s%s", files, report.Summary(), recovery)
+	path := *out
+	if path == "" && (!report.OK() || t.Failed()) {
+		path = filepath.Join(os.TempDir(), fmt.Sprintf("stele-chaos-%d.json", seed))
+	}
+	if path != "" {
+		if err := WriteFile(path, h, final); err != nil {
+			t.Errorf("writing the history: %v", err)
+		} else {
+			t.Logf("history written to %s (recheck: go test ./test/chaos -run TestCheckFile -chaos.history %s)", path, path)
+		}
+	}
+	if !report.OK() {
+		t.Errorf("anomalies found (seed %d)", seed)
+	}
+}
+
+// byzantineModes are the lies of a FaultByzantine broker, none of which
+// may stall or corrupt the honest three (test/cluster's Byzantine tests
+// check each alone).
+const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches"
+
+// injectFaults applies plan in order from the test's goroutine, undoing
+// each fault before the next, and returns the recovery figures: how long a
+// killed broker took to answer again after its restart, and to reach the
+// height the others had when it came back.
+func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.Time) string {
+	var serve, catchUp []time.Duration
+	for _, p := range plan {
+		if wait := time.Until(start.Add(p.At)); wait > 0 {
+			time.Sleep(wait)
+		}
+		c.T.Logf("%s fault: %s", harness.Clock(), p)
+		end := rec.Fault(p.Kind, p.Nodes, p.String())
+		rest := others(c, p.Nodes)
+		switch p.Kind {
+		case FaultKill, FaultKillAll:
+			for _, i := range p.Nodes {
+				c.Kill9(i)
+			}
+		case FaultPause:
+			c.Pause(p.Nodes[0])
+		case FaultIsolate, FaultSplit:
+			c.Partition(p.Nodes, rest)
+		case FaultByzantine:
+			n := c.Nodes[p.Nodes[0]]
+			c.Kill9(n.Idx)
+			n.Bin, n.Env = harness.ByzantineBin(c.T), []string{"STELE_BYZANTINE=" + byzantineModes}
+			c.Restart(n.Idx)
+		}
+		time.Sleep(p.For)
+		switch p.Kind {
+		case FaultKill, FaultKillAll:
+			for _, i := range p.Nodes {
+				t0 := time.Now()
+				c.Restart(i)
+				serve = append(serve, time.Since(t0))
+			}
+			if p.Kind == FaultKill {
+				t0 := time.Now()
+				c.WaitCaughtUp(2*time.Minute, p.Nodes[0], rest...)
+				catchUp = append(catchUp, time.Since(t0))
+			}
+		case FaultPause:
+			c.Resume(p.Nodes[0])
+		case FaultIsolate, FaultSplit:
+			c.Heal()
+		case FaultByzantine:
+			n := c.Nodes[p.Nodes[0]]
+			c.Kill9(n.Idx)
+			n.Bin, n.Env = "", nil
+			c.Restart(n.Idx)
+			c.WaitCaughtUp(2*time.Minute, n.Idx, rest...)
+		}
+		end()
+	}
+	return fmt.Sprintf("recovery: restart to serving %s; a killed broker's catch-up to the others' height %s\n",
+		spread(serve), spread(catchUp))
+}
+
+// others returns the brokers not in nodes.
+func others(c *harness.Cluster, nodes []int) []int {
+	var out []int
+	for _, i := range c.All() {
+		if !slices.Contains(nodes, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// spread prints the median and maximum of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "(none)"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %v, max %v over %d", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
+}
+
+// waitNoOpenTransactions waits until no transaction is ongoing (one a
+// replaced client left open ends by its 10 s timeout), so that the final
+// state has no undecided records.
+func waitNoOpenTransactions(t *testing.T, seeds []string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.StateFilters = []string{"Ongoing"}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shards := cl.RequestSharded(ctx, req)
+		cancel()
+		open := 0
+		for _, s := range shards {
+			if s.Err == nil {
+				open += len(s.Resp.(*kmsg.ListTransactionsResponse).TransactionStates)
+			}
+		}
+		if open == 0 && len(shards) > 0 && shards[0].Err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions still open a minute after the producers stopped", open)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// readFinal reads both topics from node i as stored, resolved by their
+// transaction markers (harness.CommittedLog).
+func readFinal(t *testing.T, c *harness.Cluster, i int) Final {
+	f := Final{Committed: map[TP]map[int64]string{}, Aborted: map[string]bool{}}
+	for topic, n := range map[string]int32{sendTopic: sendParts, txnTopic: txnParts} {
+		for p := range n {
+			var committed, aborted map[int64]string
+			c.Eventually(30*time.Second, fmt.Sprintf("node%d's log of %s-%d", i, topic, p), func() error {
+				var err error
+				committed, aborted, err = c.CommittedLog(i, topic, p)
+				return err
+			})
+			f.Committed[TP{Topic: topic, Partition: p}] = committed
+			for _, v := range aborted {
+				f.Aborted[v] = true
+			}
+		}
+	}
+	return f
+}
+
+func sameFinal(a, b Final) bool {
+	if !maps.Equal(a.Aborted, b.Aborted) || len(a.Committed) != len(b.Committed) {
+		return false
+	}
+	for tp, offs := range a.Committed {
+		if !maps.Equal(offs, b.Committed[tp]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCheckFile rechecks a history written by a run (-chaos.history FILE);
+// without the flag it is skipped.
+func TestCheckFile(t *testing.T) {
+	if *out == "" {
+		t.Skip("no -chaos.history file given")
+	}
+	h, f, err := ReadFile(*out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := Check(h, f)
+	t.Log(report.Summary())
+	if !report.OK() {
+		t.Error("anomalies found")
+	}
+}
+
+// TestSchedule: a schedule depends on its seed alone, keeps to the run's
+// length and the kinds asked for, and names the brokers each kind needs.
+func TestSchedule(t *testing.T) {
+	a, err := Schedule(7, 10*time.Minute, 4*time.Second, 8*time.Second, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Schedule(7, 10*time.Minute, 4*time.Second, 8*time.Second, 4, nil)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	if c, _ := Schedule(8, 10*time.Minute, 4*time.Second, 8*time.Second, 4, nil); fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+	seen := map[string]int{}
+	var last time.Duration
+	for _, p := range a {
+		seen[p.Kind]++
+		if p.At < last || p.At+p.For > 10*time.Minute || p.For < 2*time.Second || p.For > 8*time.Second {
+			t.Fatalf("fault %s: overlaps the previous (which ended at %v) or leaves the run", p, last)
+		}
+		last = p.At + p.For
+		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1}[p.Kind]
+		if len(p.Nodes) != want || !sort.IntsAreSorted(p.Nodes) || p.Nodes[len(p.Nodes)-1] > 3 {
+			t.Fatalf("fault %s: nodes %v", p, p.Nodes)
+		}
+	}
+	for _, k := range FaultKinds() {
+		if seen[k] == 0 {
+			t.Errorf("no %s fault in ten minutes: %v", k, seen)
+		}
+	}
+	only, _ := Schedule(7, 5*time.Minute, 4*time.Second, 8*time.Second, 4, []string{FaultPause})
+	for _, p := range only {
+		if p.Kind != FaultPause {
+			t.Fatalf("asked for pauses only, got %s", p)
+		}
+	}
+	if _, err := Schedule(7, time.Minute, time.Second, 8*time.Second, 4, []string{"meteor"}); err == nil {
+		t.Fatal("an unknown fault kind was accepted")
+	}
+}

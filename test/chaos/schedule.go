@@ -1,0 +1,100 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault kinds the suite injects. Each lasts a while and is then undone
+// (restart, SIGCONT, heal) before the next begins, so at most one fault is
+// in force at a time; "split" and "kill-all" take more than f brokers and
+// stop the chain while they last (safety must hold, liveness returns).
+const (
+	FaultKill    = "kill"     // SIGKILL one broker, restart it afterwards
+	FaultPause   = "pause"    // SIGSTOP one broker, SIGCONT afterwards
+	FaultIsolate = "isolate"  // cut one broker off from its peers, heal afterwards
+	FaultSplit   = "split"    // split the brokers into two halves, heal afterwards
+	FaultKillAll = "kill-all" // SIGKILL every broker at once, restart them all
+	// FaultByzantine restarts one broker as a liar (the test-only
+	// stelebyzantine build): it proposes undecodable blocks, signs batches
+	// it does not store and serves its peers corrupted batches; then it is
+	// restarted honest.
+	FaultByzantine = "byzantine"
+)
+
+// FaultKinds lists every kind Schedule can choose, in a fixed order.
+func FaultKinds() []string {
+	return []string{FaultKill, FaultPause, FaultIsolate, FaultSplit, FaultKillAll, FaultByzantine}
+}
+
+// Planned is one fault of a schedule: when it begins (from the start of
+// the run), on which brokers, and for how long.
+type Planned struct {
+	At    time.Duration
+	Kind  string
+	Nodes []int
+	For   time.Duration
+}
+
+func (p Planned) String() string {
+	return fmt.Sprintf("%v %s %v for %v", p.At.Round(time.Millisecond), p.Kind, p.Nodes, p.For.Round(time.Millisecond))
+}
+
+// weight of each kind in a schedule: the faults of f brokers most, the ones
+// that stop the chain least.
+var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 3, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2}
+
+// Schedule returns the faults of a run of length d on a cluster of nodes
+// brokers, from seed alone: the same arguments give the same schedule.
+// Faults follow one another with a quiet gap of gap/2 to 3*gap/2 between
+// them, each lasting hold/4 to hold; the last ends before d. kinds limits
+// the choice (nil: every kind).
+func Schedule(seed uint64, d, gap, hold time.Duration, nodes int, kinds []string) ([]Planned, error) {
+	if nodes < 2 {
+		return nil, fmt.Errorf("stele/chaos: a schedule needs at least 2 brokers, not %d", nodes)
+	}
+	if kinds == nil {
+		kinds = FaultKinds()
+	}
+	var choice []string // each kind repeated by its weight
+	for _, k := range FaultKinds() {
+		if slices.Contains(kinds, k) {
+			for range weight[k] {
+				choice = append(choice, k)
+			}
+		}
+	}
+	for _, k := range kinds {
+		if !slices.Contains(FaultKinds(), k) {
+			return nil, fmt.Errorf("stele/chaos: unknown fault kind %q (known: %s)", k, strings.Join(FaultKinds(), ", "))
+		}
+	}
+	if len(choice) == 0 {
+		return nil, nil
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0xc4a05))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var out []Planned
+	at := between(gap/2, gap*3/2)
+	for {
+		p := Planned{At: at, Kind: choice[rng.IntN(len(choice))], For: between(hold/4, hold)}
+		if at+p.For > d {
+			return out, nil
+		}
+		perm := rng.Perm(nodes)
+		switch p.Kind {
+		case FaultKill, FaultPause, FaultIsolate, FaultByzantine:
+			p.Nodes = perm[:1]
+		case FaultSplit:
+			p.Nodes = perm[:nodes/2] // one side; the rest is the other
+		case FaultKillAll:
+			p.Nodes = perm
+		}
+		slices.Sort(p.Nodes)
+		out = append(out, p)
+		at += p.For + between(gap/2, gap*3/2)
+	}
+}

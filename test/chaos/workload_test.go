@@ -1,0 +1,255 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The clients of a run: idempotent producers (franz-go's defaults) writing
+// one record at a time to sendTopic, one transactional producer writing
+// small transactions to txnTopic (every fifth aborted on purpose), two
+// consumers assigned every partition of both topics (read_committed and
+// read_uncommitted), and two members of a consumer group on sendTopic.
+// Every operation is recorded with its invocation and completion times.
+const (
+	sendTopic = "chaos"
+	sendParts = 4
+	txnTopic  = "chaos-txn"
+	txnParts  = 2
+	group     = "chaos-group"
+
+	// Process ids in the history.
+	firstSender   = 0  // and 1
+	transactor    = 2  // the transactional producer
+	firstAssigned = 10 // 10 read_committed, 11 read_uncommitted
+	firstMember   = 20 // 20, 21: the group's members
+)
+
+// workload runs the clients. Producers and consumers stop separately:
+// producing first, then consuming once the consumers have read everything.
+type workload struct {
+	seeds []string
+	seed  uint64
+	rec   *Recorder
+
+	produce, consume     context.Context
+	stopProduce, stopAll context.CancelFunc
+	producers, consumers sync.WaitGroup
+
+	// read[process][tp] is the highest offset a consumer was handed.
+	mu   sync.Mutex
+	read map[int]map[TP]int64
+}
+
+func startWorkload(seeds []string, seed uint64, rec *Recorder) *workload {
+	w := &workload{seeds: seeds, seed: seed, rec: rec, read: map[int]map[TP]int64{}}
+	w.consume, w.stopAll = context.WithCancel(context.Background())
+	w.produce, w.stopProduce = context.WithCancel(w.consume)
+	for i := range 2 {
+		w.producers.Go(func() { w.send(firstSender + i) })
+	}
+	w.producers.Go(func() { w.transact(transactor) })
+	topics := map[string]int32{sendTopic: sendParts, txnTopic: txnParts}
+	w.consumers.Go(func() { w.poll(firstAssigned, kgo.ReadCommitted(), topics, "") })
+	w.consumers.Go(func() { w.poll(firstAssigned+1, kgo.ReadUncommitted(), topics, "") })
+	for i := range 2 {
+		w.consumers.Go(func() { w.poll(firstMember+i, kgo.ReadCommitted(), map[string]int32{sendTopic: sendParts}, group) })
+	}
+	return w
+}
+
+// rng is a client's own random source, from the run's seed and its id.
+func (w *workload) rng(process int) *rand.Rand {
+	return rand.New(rand.NewPCG(w.seed, uint64(process)))
+}
+
+// send produces "s<process>-<n>" to random partitions of sendTopic, up to
+// eight records in flight, until producing stops; then it flushes what is
+// buffered (up to 90 s) and closes: what never completed is recorded as
+// info by Recorder.History.
+func (w *workload) send(process int) {
+	rng := w.rng(process)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(sendTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		panic(err) // only bad options fail here
+	}
+	defer cl.Close()
+	inflight := make(chan struct{}, 16)
+	for n := 0; ; n++ {
+		select {
+		case inflight <- struct{}{}:
+		case <-w.produce.Done():
+			flush, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			cl.Flush(flush)
+			cancel()
+			return
+		}
+		r := Rec{Topic: sendTopic, Partition: int32(rng.IntN(sendParts)), Offset: -1, Value: fmt.Sprintf("s%d-%d", process, n)}
+		idx := w.rec.Invoke(process, TypeSend, []Rec{r})
+		cl.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Value: []byte(r.Value)}, func(kr *kgo.Record, err error) {
+			out := r
+			outcome := OutcomeOK
+			if err != nil {
+				outcome = OutcomeInfo // an idempotent producer's failure may still have been written
+			} else {
+				out.Offset = kr.Offset
+			}
+			w.rec.Complete(idx, outcome, []Rec{out}, err)
+			<-inflight
+		})
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// transact runs transactions of 1-4 records on random partitions of
+// txnTopic until producing stops. A transaction is recorded when its end
+// is asked for (so a read that completes before that is precommitted); a
+// commit that fails is info; an abort can never commit, so it is ok
+// whatever EndTxn answers. After a failure the client is replaced: the new
+// one's InitProducerId fences the old epoch and aborts what it left open.
+func (w *workload) transact(process int) {
+	rng := w.rng(process)
+	connect := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(txnTopic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("chaos-txn"),
+			kgo.TransactionTimeout(10*time.Second))
+		if err != nil {
+			panic(err)
+		}
+		return cl
+	}
+	cl := connect()
+	defer func() { cl.Close() }()
+	for n := 0; w.produce.Err() == nil; n++ {
+		if err := cl.BeginTransaction(); err != nil {
+			cl.Close()
+			cl = connect()
+			continue
+		}
+		recs := make([]Rec, 1+rng.IntN(4))
+		krs := make([]*kgo.Record, len(recs))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for i := range recs {
+			recs[i] = Rec{Topic: txnTopic, Partition: int32(rng.IntN(txnParts)), Offset: -1, Value: fmt.Sprintf("t%d-%d", n, i)}
+			krs[i] = &kgo.Record{Partition: recs[i].Partition, Value: []byte(recs[i].Value)}
+		}
+		failed := cl.ProduceSync(ctx, krs...).FirstErr() // results come in completion order
+		cancel()
+		if failed == nil {
+			for i, kr := range krs {
+				recs[i].Offset = kr.Offset
+			}
+		}
+		commit := failed == nil && n%5 != 4
+		idx := w.rec.Invoke(process, TypeTxn, recs)
+		w.rec.SetCommit(idx, commit)
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		end := kgo.TryAbort
+		if commit {
+			end = kgo.TryCommit
+		} else if failed != nil {
+			cl.AbortBufferedRecords(ctx)
+		}
+		err := cl.EndTransaction(ctx, end)
+		cancel()
+		switch {
+		case err == nil:
+			w.rec.Complete(idx, OutcomeOK, nil, failed)
+		case commit:
+			w.rec.Complete(idx, OutcomeInfo, nil, err)
+		default:
+			w.rec.Complete(idx, OutcomeOK, nil, errors.Join(failed, err))
+		}
+		if err != nil {
+			cl.Close()
+			cl = connect()
+		}
+	}
+}
+
+// poll consumes until consuming stops: the partitions of topics assigned
+// from the start when group is "", else as a member of group. Each
+// assignment a member receives begins a new session: a partition handed
+// back resumes from its committed offset, which may repeat records.
+func (w *workload) poll(process int, isolation kgo.IsolationLevel, topics map[string]int32, group string) {
+	iso := ReadUncommitted
+	if isolation == kgo.ReadCommitted() {
+		iso = ReadCommitted
+	}
+	var session atomic.Int64
+	session.Store(1)
+	opts := []kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.FetchIsolationLevel(isolation)}
+	if group == "" {
+		parts := map[string]map[int32]kgo.Offset{}
+		for topic, n := range topics {
+			parts[topic] = map[int32]kgo.Offset{}
+			for p := range n {
+				parts[topic][p] = kgo.NewOffset().AtStart()
+			}
+		}
+		opts = append(opts, kgo.ConsumePartitions(parts))
+	} else {
+		var names []string
+		for topic := range topics {
+			names = append(names, topic)
+		}
+		next := func(context.Context, *kgo.Client, map[string][]int32) { session.Add(1) }
+		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(names...),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
+			kgo.OnPartitionsAssigned(next), kgo.OnPartitionsRevoked(next), kgo.OnPartitionsLost(next))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	for w.consume.Err() == nil {
+		invoke := time.Now()
+		ctx, cancel := context.WithTimeout(w.consume, 2*time.Second)
+		fetches := cl.PollFetches(ctx)
+		cancel()
+		var recs []Rec
+		fetches.EachRecord(func(r *kgo.Record) {
+			recs = append(recs, Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		})
+		if len(recs) > 0 {
+			w.rec.Poll(process, int(session.Load()), iso, invoke, recs)
+			w.mu.Lock()
+			if w.read[process] == nil {
+				w.read[process] = map[TP]int64{}
+			}
+			for _, r := range recs {
+				w.read[process][r.TP()] = max(w.read[process][r.TP()], r.Offset)
+			}
+			w.mu.Unlock()
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// caughtUp reports whether the assigned consumers have been handed every
+// partition's last committed record of final, or says which is behind.
+func (w *workload) caughtUp(final Final) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, process := range []int{firstAssigned, firstAssigned + 1} {
+		for tp, offs := range final.Committed {
+			last := int64(-1)
+			for off := range offs {
+				last = max(last, off)
+			}
+			if got, ok := w.read[process][tp]; last >= 0 && (!ok || got < last) {
+				return fmt.Errorf("consumer %d has read %s up to %d of %d", process, tp, got, last)
+			}
+		}
+	}
+	return nil
+}
