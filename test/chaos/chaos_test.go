@@ -123,7 +123,7 @@ const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches
 // killed broker took to answer again after its restart, and to reach the
 // height the others had when it came back.
 func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.Time) string {
-	var serve, catchUp []time.Duration
+	var serve, catchUp, rebuild []time.Duration
 	for _, p := range plan {
 		if wait := time.Until(start.Add(p.At)); wait > 0 {
 			time.Sleep(wait)
@@ -145,6 +145,8 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.Kill9(n.Idx)
 			n.Bin, n.Env = harness.ByzantineBin(c.T), []string{"STELE_BYZANTINE=" + byzantineModes}
 			c.Restart(n.Idx)
+		case FaultCorrupt:
+			corrupt(c, p.Nodes[0], p.Variant)
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
@@ -169,11 +171,65 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			n.Bin, n.Env = "", nil
 			c.Restart(n.Idx)
 			c.WaitCaughtUp(2*time.Minute, n.Idx, rest...)
+		case FaultCorrupt:
+			t0 := time.Now()
+			c.Restart(p.Nodes[0])
+			c.WaitCaughtUp(3*time.Minute, p.Nodes[0], rest...)
+			rebuild = append(rebuild, time.Since(t0))
 		}
 		end()
 	}
-	return fmt.Sprintf("recovery: restart to serving %s; a killed broker's catch-up to the others' height %s\n",
-		spread(serve), spread(catchUp))
+	return fmt.Sprintf("recovery: restart to serving %s; a killed broker's catch-up to the others' height %s; a wiped broker's rejoin %s\n",
+		spread(serve), spread(catchUp), spread(rebuild))
+}
+
+// corrupt kills broker i and damages the active segment of one partition
+// of sendTopic (the first, from variant on, that holds a batch): a byte of
+// a batch flipped, or the file cut in the middle of a batch. Restarted on
+// it, the broker must exit with an error without ever answering /healthz:
+// recovery finds a committed batch damaged or gone ("the log lost
+// acknowledged data"). It is then wiped, to be restarted empty.
+func corrupt(c *harness.Cluster, i int, variant uint32) {
+	c.Kill9(i)
+	var what string
+	for k := range uint32(sendParts) {
+		dir := filepath.Join(c.Nodes[i].Dir, "logs", fmt.Sprintf("%s-%d", sendTopic, (variant+k)%sendParts))
+		segs := harness.SegmentFiles(c.T, dir)
+		active := segs[len(segs)-1]
+		batches := harness.SegmentBatches(c.T, active)
+		if len(batches) == 0 {
+			continue
+		}
+		b := batches[int(variant/2)%len(batches)]
+		if variant%2 == 0 {
+			data, err := os.ReadFile(active)
+			if err != nil {
+				c.T.Fatal(err)
+			}
+			data[b.Pos+b.Size-1] ^= 0x40 // the last byte of the batch's last record
+			if err := os.WriteFile(active, data, 0o644); err != nil {
+				c.T.Fatal(err)
+			}
+			what = fmt.Sprintf("flipped a byte of the batch at offset %d in %s", b.Base, active)
+		} else {
+			if err := os.Truncate(active, b.Pos+b.Size/2); err != nil {
+				c.T.Fatal(err)
+			}
+			what = fmt.Sprintf("cut %s in the middle of the batch at offset %d", active, b.Base)
+		}
+		break
+	}
+	if what == "" {
+		c.T.Logf("node%d holds no batch of %s yet: nothing damaged", i, sendTopic)
+	} else {
+		c.T.Logf("%s node%d: %s", harness.Clock(), i, what)
+		c.Launch(i)
+		exitErr, served := c.WatchUntilExit(i, time.Minute)
+		if served || exitErr == nil {
+			c.T.Errorf("node%d started on a damaged log (%s): served /healthz %v, exit %v; it must refuse", i, what, served, exitErr)
+		}
+	}
+	c.Wipe(i)
 }
 
 // others returns the brokers not in nodes.
@@ -301,7 +357,7 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("fault %s: overlaps the previous (which ended at %v) or leaves the run", p, last)
 		}
 		last = p.At + p.For
-		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1}[p.Kind]
+		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1}[p.Kind]
 		if len(p.Nodes) != want || !sort.IntsAreSorted(p.Nodes) || p.Nodes[len(p.Nodes)-1] > 3 {
 			t.Fatalf("fault %s: nodes %v", p, p.Nodes)
 		}

@@ -23,11 +23,16 @@ const (
 	// it does not store and serves its peers corrupted batches; then it is
 	// restarted honest.
 	FaultByzantine = "byzantine"
+	// FaultCorrupt kills one broker, damages one of its partition files
+	// (a byte flipped in a batch, or the file cut in the middle of one),
+	// requires it to refuse to start on them, then rebuilds it: its state
+	// wiped, it rejoins from its peers.
+	FaultCorrupt = "corrupt"
 )
 
 // FaultKinds lists every kind Schedule can choose, in a fixed order.
 func FaultKinds() []string {
-	return []string{FaultKill, FaultPause, FaultIsolate, FaultSplit, FaultKillAll, FaultByzantine}
+	return []string{FaultKill, FaultPause, FaultIsolate, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt}
 }
 
 // Planned is one fault of a schedule: when it begins (from the start of
@@ -37,6 +42,9 @@ type Planned struct {
 	Kind  string
 	Nodes []int
 	For   time.Duration
+	// Variant chooses among a fault's forms (which file a corrupt fault
+	// damages, and how).
+	Variant uint32
 }
 
 func (p Planned) String() string {
@@ -45,7 +53,7 @@ func (p Planned) String() string {
 
 // weight of each kind in a schedule: the faults of f brokers most, the ones
 // that stop the chain least.
-var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 3, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2}
+var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 3, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1}
 
 // Schedule returns the faults of a run of length d on a cluster of nodes
 // brokers, from seed alone: the same arguments give the same schedule.
@@ -80,13 +88,13 @@ func Schedule(seed uint64, d, gap, hold time.Duration, nodes int, kinds []string
 	var out []Planned
 	at := between(gap/2, gap*3/2)
 	for {
-		p := Planned{At: at, Kind: choice[rng.IntN(len(choice))], For: between(hold/4, hold)}
+		p := Planned{At: at, Kind: choice[rng.IntN(len(choice))], For: between(hold/4, hold), Variant: rng.Uint32()}
 		if at+p.For > d {
 			return out, nil
 		}
 		perm := rng.Perm(nodes)
 		switch p.Kind {
-		case FaultKill, FaultPause, FaultIsolate, FaultByzantine:
+		case FaultKill, FaultPause, FaultIsolate, FaultByzantine, FaultCorrupt:
 			p.Nodes = perm[:1]
 		case FaultSplit:
 			p.Nodes = perm[:nodes/2] // one side; the rest is the other

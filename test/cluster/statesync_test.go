@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func TestWipeRejoinsByStateSync(t *testing.T) {
 	victim := c.Rng.IntN(len(c.Nodes))
 	others := without(c.All(), victim)
 	c.Stop(victim)
-	c.wipe(victim)
+	c.Wipe(victim)
 	stoppedAt := c.MaxHeight(others...)
 	w.waitAcked(c, 45*time.Second, 1000, fmt.Sprintf("3 brokers, node%d wiped", victim))
 	// Well past one snapshot interval plus the retained blocks, and past
@@ -133,37 +132,6 @@ func (w *workload) consumed(values ...string) bool {
 		}
 	}
 	return true
-}
-
-// wipe removes node i's state as docs/cluster.md says to rebuild a broker:
-// DATA/meta, DATA/logs, DATA/snapshots and everything in DATA/cometbft/data
-// but priv_validator_state.json; DATA/cometbft/config and DATA/stele.json
-// stay. The node must be stopped.
-func (c *cluster) wipe(i int) {
-	c.T.Helper()
-	n := c.Nodes[i]
-	if n.Proc != nil {
-		c.T.Fatalf("node%d is running: stop it before wiping it", i)
-	}
-	for _, d := range []string{"meta", "logs", "snapshots"} {
-		if err := os.RemoveAll(filepath.Join(n.Dir, d)); err != nil {
-			c.T.Fatal(err)
-		}
-	}
-	data := filepath.Join(n.Dir, "cometbft", "data")
-	entries, err := os.ReadDir(data)
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Name() == "priv_validator_state.json" {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(data, e.Name())); err != nil {
-			c.T.Fatal(err)
-		}
-	}
-	c.T.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", harness.Clock(), i)
 }
 
 // earliestBlock asks node i's RPC (/status) for the lowest height its block

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,9 +60,9 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	// middle. Partition 0 is loaded first, so partitions remain to be
 	// opened when its loss is found.
 	dir := filepath.Join(c.Nodes[x].Dir, "logs", fmt.Sprintf("%s-0", topic))
-	segs := segmentFiles(t, dir)
+	segs := harness.SegmentFiles(t, dir)
 	active := segs[len(segs)-1]
-	bs := segmentBatches(t, active)
+	bs := harness.SegmentBatches(t, active)
 	if len(bs) < 3 {
 		t.Fatalf("%s holds %d batches; the test needs 3 or more", active, len(bs))
 	}
@@ -74,12 +73,12 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	// segment's last offset index entry (the part a clean start does not
 	// re-read).
 	dir = filepath.Join(c.Nodes[y].Dir, "logs", fmt.Sprintf("%s-1", topic))
-	segs = segmentFiles(t, dir)
+	segs = harness.SegmentFiles(t, dir)
 	var ts tampered
 	for _, seg := range segs[:len(segs)-1] {
 		last := lastIndexPosition(t, strings.TrimSuffix(seg, ".log")+".index")
-		for _, b := range segmentBatches(t, seg) {
-			if b.pos > 0 && b.pos+b.size <= last {
+		for _, b := range harness.SegmentBatches(t, seg) {
+			if b.Pos > 0 && b.Pos+b.Size <= last {
 				ts = flipValueByte(t, seg, b)
 				break
 			}
@@ -95,7 +94,7 @@ func TestByzantineTamperedStorage(t *testing.T) {
 
 	t.Run("active-segment", func(t *testing.T) {
 		c.Launch(x)
-		exitErr, served := c.watchUntilExit(x, 30*time.Second)
+		exitErr, served := c.WatchUntilExit(x, 30*time.Second)
 		if served {
 			t.Errorf("node%d answered /healthz with an active segment cut below its committed offset", x)
 		}
@@ -192,42 +191,6 @@ func (t tampered) String() string {
 	return fmt.Sprintf("flipped byte %d of %s (batch at offset %d): value %q is now %q", t.at, t.path, t.base, t.value, t.altered)
 }
 
-// batchPos is one RecordBatch in a segment file.
-type batchPos struct {
-	pos, size int64
-	base      int64
-}
-
-// segmentFiles returns the .log files of a partition directory, oldest first.
-func segmentFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("%s: no segments (%v)", dir, err)
-	}
-	slices.Sort(segs)
-	return segs
-}
-
-// segmentBatches lists the batches of a segment file from their headers.
-func segmentBatches(t *testing.T, path string) []batchPos {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []batchPos
-	for pos := int64(0); pos+12 <= int64(len(data)); {
-		size := 12 + int64(binary.BigEndian.Uint32(data[pos+8:]))
-		if pos+size > int64(len(data)) {
-			t.Fatalf("%s: batch at %d runs past the end", path, pos)
-		}
-		out = append(out, batchPos{pos: pos, size: size, base: int64(binary.BigEndian.Uint64(data[pos:]))})
-		pos += size
-	}
-	return out
-}
-
 // lastIndexPosition returns the file position of the last entry of an
 // offset index (8-byte entries: relative offset, position), 0 if empty.
 func lastIndexPosition(t *testing.T, path string) int64 {
@@ -248,53 +211,26 @@ var valueRE = regexp.MustCompile(`w\d+-p\d+-\d{8}`)
 // flipValueByte flips the lowest bit of the last digit of the first record
 // value in batch b of the segment at path: a digit becomes its neighbour, so
 // the altered record still looks like one the workload could have sent.
-func flipValueByte(t *testing.T, path string, b batchPos) tampered {
+func flipValueByte(t *testing.T, path string, b harness.BatchPos) tampered {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := data[b.pos : b.pos+b.size]
+	batch := data[b.Pos : b.Pos+b.Size]
 	loc := valueRE.FindIndex(batch[61:]) // records follow the 61-byte header
 	if loc == nil {
-		t.Fatalf("%s: no record value in the batch at %d", path, b.pos)
+		t.Fatalf("%s: no record value in the batch at %d", path, b.Pos)
 	}
-	at := b.pos + 61 + int64(loc[1]) - 1
-	tp := tampered{path: path, at: at, base: b.base, orig: slices.Clone(batch),
+	at := b.Pos + 61 + int64(loc[1]) - 1
+	tp := tampered{path: path, at: at, base: b.Base, orig: slices.Clone(batch),
 		value: string(batch[61+loc[0] : 61+loc[1]])}
 	data[at] ^= 0x01
-	tp.altered = string(data[b.pos+61+int64(loc[0]) : b.pos+61+int64(loc[1])])
+	tp.altered = string(data[b.Pos+61+int64(loc[0]) : b.Pos+61+int64(loc[1])])
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return tp
-}
-
-// watchUntilExit polls node i's /healthz until its process exits, for at
-// most d, and returns the exit status and whether /healthz ever answered.
-// The node is forgotten afterwards.
-func (c *cluster) watchUntilExit(i int, d time.Duration) (exitErr error, served bool) {
-	c.T.Helper()
-	p := c.Nodes[i].Proc
-	deadline := time.Now().Add(d)
-	for {
-		select {
-		case <-p.Done:
-			c.Nodes[i].Proc = nil
-			return p.Err, served
-		default:
-		}
-		if _, err := c.Health(i); err == nil {
-			served = true
-		}
-		if time.Now().After(deadline) {
-			p.Cmd.Process.Signal(syscall.SIGKILL)
-			<-p.Done
-			c.Nodes[i].Proc = nil
-			c.T.Fatalf("node%d still running %v after it was started on damaged data (served /healthz: %v)", i, d, served)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // fetchBatch asks node i for partition p of topic at offset and returns the
