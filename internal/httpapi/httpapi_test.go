@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,24 +18,30 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 )
 
-func TestHealthAndMetrics(t *testing.T) {
-	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+// startBroker runs a broker on the local (single-node) orderer with one
+// topic and returns it with its metrics registry.
+func startBroker(tb testing.TB) (*broker.Broker, *prometheus.Registry) {
+	f, err := fsm.Open(fsm.Options{Dir: tb.TempDir()})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer f.Close()
+	tb.Cleanup(func() { f.Close() })
 	reg := prometheus.NewRegistry()
 	b := broker.New(f, broker.Options{Registerer: reg})
 	o := local.New(b.App(), local.Options{})
 	if err := o.Start(context.Background()); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer o.Stop()
 	b.Start(o)
-	defer b.Close()
+	tb.Cleanup(func() { b.Close(); o.Stop() })
 	if _, err := b.SubmitOne(context.Background(), fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return b, reg
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	b, reg := startBroker(t)
 	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg, NodeID: 3}))
 	defer srv.Close()
 
@@ -68,4 +76,33 @@ func TestHealthAndMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /healthz: %d", resp.StatusCode)
 	}
+}
+
+// FuzzHTTPRequest serves arbitrary HTTP/1.1 requests (whatever
+// http.ReadRequest accepts of the input, as the server would) through every
+// endpoint: each is answered with a valid status, nothing panics.
+func FuzzHTTPRequest(f *testing.F) {
+	b, reg := startBroker(f)
+	h := New(Options{Broker: b, Gatherer: reg, NodeID: 1, Cluster: func() ClusterStatus { return ClusterStatus{NodeID: 1} }})
+	for _, seed := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text\r\n\r\n",
+		"GET /v1/cluster HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/cluster HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+		"GET /%2e%2e/healthz?x=%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+		"DELETE /nope HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(data)))
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code < 100 || rec.Code > 599 {
+			t.Fatalf("status %d for %s %s", rec.Code, req.Method, req.URL)
+		}
+	})
 }
