@@ -140,6 +140,8 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.Pause(p.Nodes[0])
 		case FaultIsolate, FaultSplit:
 			c.Partition(p.Nodes, rest)
+		case FaultOneWay:
+			c.DropFrom(p.Nodes[0])
 		case FaultByzantine:
 			n := c.Nodes[p.Nodes[0]]
 			c.Kill9(n.Idx)
@@ -147,6 +149,8 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.Restart(n.Idx)
 		case FaultCorrupt:
 			corrupt(c, p.Nodes[0], p.Variant)
+		case FaultTamper:
+			tamper(c, p.Nodes[0], rest)
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
@@ -163,7 +167,7 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			}
 		case FaultPause:
 			c.Resume(p.Nodes[0])
-		case FaultIsolate, FaultSplit:
+		case FaultIsolate, FaultSplit, FaultOneWay:
 			c.Heal()
 		case FaultByzantine:
 			n := c.Nodes[p.Nodes[0]]
@@ -171,7 +175,7 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			n.Bin, n.Env = "", nil
 			c.Restart(n.Idx)
 			c.WaitCaughtUp(2*time.Minute, n.Idx, rest...)
-		case FaultCorrupt:
+		case FaultCorrupt, FaultTamper:
 			t0 := time.Now()
 			c.Restart(p.Nodes[0])
 			c.WaitCaughtUp(3*time.Minute, p.Nodes[0], rest...)
@@ -229,6 +233,25 @@ func corrupt(c *harness.Cluster, i int, variant uint32) {
 			c.T.Errorf("node%d started on a damaged log (%s): served /healthz %v, exit %v; it must refuse", i, what, served, exitErr)
 		}
 	}
+	c.Wipe(i)
+}
+
+// tamper restarts broker i from the stelebyzantine build reporting a wrong
+// app hash from 20 heights on, as a broker whose stored state was altered
+// would; CometBFT must find the committed blocks invalid for it and the
+// broker exit non-zero instead of serving what it holds. It is then wiped,
+// to be restarted empty and honest.
+func tamper(c *harness.Cluster, i int, rest []int) {
+	n := c.Nodes[i]
+	c.Kill9(i)
+	at := c.MaxHeight(rest...) + 20
+	n.Bin, n.Env = harness.ByzantineBin(c.T), []string{fmt.Sprintf("STELE_BYZANTINE=diverge-at=%d", at)}
+	c.Launch(i)
+	c.T.Logf("%s node%d restarted with its state diverging at height %d", harness.Clock(), i, at)
+	if exitErr, _ := c.WatchUntilExit(i, 3*time.Minute); exitErr == nil {
+		c.T.Errorf("node%d exited with status 0 after its state diverged; want non-zero", i)
+	}
+	n.Bin, n.Env = "", nil
 	c.Wipe(i)
 }
 
@@ -357,7 +380,7 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("fault %s: overlaps the previous (which ended at %v) or leaves the run", p, last)
 		}
 		last = p.At + p.For
-		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1}[p.Kind]
+		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultOneWay: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1, FaultTamper: 1}[p.Kind]
 		if len(p.Nodes) != want || !sort.IntsAreSorted(p.Nodes) || p.Nodes[len(p.Nodes)-1] > 3 {
 			t.Fatalf("fault %s: nodes %v", p, p.Nodes)
 		}

@@ -16,6 +16,7 @@ const (
 	FaultKill    = "kill"     // SIGKILL one broker, restart it afterwards
 	FaultPause   = "pause"    // SIGSTOP one broker, SIGCONT afterwards
 	FaultIsolate = "isolate"  // cut one broker off from its peers, heal afterwards
+	FaultOneWay  = "one-way"  // lose what one broker sends its peers (it still hears them), heal afterwards
 	FaultSplit   = "split"    // split the brokers into two halves, heal afterwards
 	FaultKillAll = "kill-all" // SIGKILL every broker at once, restart them all
 	// FaultByzantine restarts one broker as a liar (the test-only
@@ -28,11 +29,15 @@ const (
 	// requires it to refuse to start on them, then rebuilds it: its state
 	// wiped, it rejoins from its peers.
 	FaultCorrupt = "corrupt"
+	// FaultTamper restarts one broker from the stelebyzantine build with
+	// its state diverging a few heights later (a wrong app hash, as a
+	// tampered store gives); it must find out and exit, and is rebuilt.
+	FaultTamper = "tamper"
 )
 
 // FaultKinds lists every kind Schedule can choose, in a fixed order.
 func FaultKinds() []string {
-	return []string{FaultKill, FaultPause, FaultIsolate, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt}
+	return []string{FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt, FaultTamper}
 }
 
 // Planned is one fault of a schedule: when it begins (from the start of
@@ -53,7 +58,7 @@ func (p Planned) String() string {
 
 // weight of each kind in a schedule: the faults of f brokers most, the ones
 // that stop the chain least.
-var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 3, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1}
+var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 2, FaultOneWay: 2, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1, FaultTamper: 1}
 
 // Schedule returns the faults of a run of length d on a cluster of nodes
 // brokers, from seed alone: the same arguments give the same schedule.
@@ -94,7 +99,7 @@ func Schedule(seed uint64, d, gap, hold time.Duration, nodes int, kinds []string
 		}
 		perm := rng.Perm(nodes)
 		switch p.Kind {
-		case FaultKill, FaultPause, FaultIsolate, FaultByzantine, FaultCorrupt:
+		case FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultByzantine, FaultCorrupt, FaultTamper:
 			p.Nodes = perm[:1]
 		case FaultSplit:
 			p.Nodes = perm[:nodes/2] // one side; the rest is the other

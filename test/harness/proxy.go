@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,9 +13,14 @@ import (
 // node j). Cut closes every connection it carries and makes it close each new
 // one at once, as a network split would look to both ends; Heal lets new
 // connections through again (CometBFT redials its persistent peers).
+// DropUp and DropDown lose the bytes of one direction silently while the
+// connections stay open: one-way loss.
 type linkProxy struct {
 	ln     net.Listener
 	target string
+	// dropUp discards what the dialling side sends, dropDown what the
+	// target sends back.
+	dropUp, dropDown atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -51,11 +57,13 @@ func (p *linkProxy) Cut() {
 	}
 }
 
-// Heal lets new connections through again.
+// Heal lets new connections through again and stops any one-way loss.
 func (p *linkProxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mu.cut = false
+	p.dropUp.Store(false)
+	p.dropDown.Store(false)
 }
 
 // Close stops the listener, closes every connection and waits for the
@@ -123,10 +131,27 @@ func (p *linkProxy) forward(client net.Conn) {
 	var once sync.Once
 	closeBoth := func() { once.Do(func() { client.Close(); server.Close() }) }
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(server, client); closeBoth(); done <- struct{}{} }()
-	go func() { io.Copy(client, server); closeBoth(); done <- struct{}{} }()
+	go func() { pipe(server, client, &p.dropUp); closeBoth(); done <- struct{}{} }()
+	go func() { pipe(client, server, &p.dropDown); closeBoth(); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// pipe copies src to dst until either fails, discarding what it reads
+// while drop is set.
+func pipe(dst io.Writer, src io.Reader, drop *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !drop.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Partition splits the network into the groups given: every link between
@@ -151,6 +176,25 @@ func (c *Cluster) Partition(groups ...[]int) {
 		}
 	}
 	c.T.Logf("%s network split %v", Clock(), groups)
+}
+
+// DropFrom loses everything node i sends its peers, silently, while it
+// still hears them: every connection stays open (one-way loss). Heal ends
+// it.
+func (c *Cluster) DropFrom(i int) {
+	c.T.Helper()
+	if len(c.Proxies) == 0 {
+		c.T.Fatal("one-way loss needs a cluster made with proxies")
+	}
+	for link, p := range c.Proxies {
+		switch i {
+		case link[0]: // i dialled: what it sends goes up
+			p.dropUp.Store(true)
+		case link[1]: // i was dialled: what it sends goes down
+			p.dropDown.Store(true)
+		}
+	}
+	c.T.Logf("%s node%d's messages to its peers are lost (one way)", Clock(), i)
 }
 
 // Heal restores every link.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,5 +77,26 @@ func TestLinkProxy(t *testing.T) {
 	defer c3.Close()
 	if err := roundTrip(c3, "healed"); err != nil {
 		t.Fatalf("after Heal: %v", err)
+	}
+
+	// One-way loss: the bytes of one direction vanish, the connection
+	// stays open, and carries both ways again after Heal.
+	silent := func(c net.Conn, msg string) bool {
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatalf("write during one-way loss: %v (the connection must stay open)", err)
+		}
+		n, _ := c.Read(make([]byte, len(msg)))
+		return n == 0
+	}
+	for _, dir := range []*atomic.Bool{&p.dropUp, &p.dropDown} {
+		dir.Store(true)
+		if !silent(c3, "lost") {
+			t.Fatal("bytes came back through a link losing one direction")
+		}
+		p.Heal()
+		if err := roundTrip(c3, "back"); err != nil {
+			t.Fatalf("after one-way loss and Heal: %v", err)
+		}
 	}
 }
