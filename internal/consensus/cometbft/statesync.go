@@ -135,6 +135,42 @@ func (c StateSyncConfig) wantStateSync(ctx context.Context, chainID string, init
 	return false
 }
 
+// ErrStranded is returned by Start when this broker's state is behind every
+// block its peers still keep: block sync cannot bring it up to date, and
+// CometBFT state-syncs only an empty node.
+var ErrStranded = errors.New("stele/consensus/cometbft: the broker is behind every block its peers keep")
+
+// stranded asks every RPC server for the lowest height it keeps and returns
+// it when all of them answered for this chain and none keeps the block
+// after appHeight; a peer that does not answer might, so then it returns
+// false.
+func (c StateSyncConfig) stranded(ctx context.Context, chainID string, appHeight int64, logger *slog.Logger) (int64, bool) {
+	if !c.enabled() || appHeight == 0 || len(c.RPCServers) == 0 {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lowest := int64(0)
+	for _, server := range c.RPCServers {
+		client, err := rpcClient(server)
+		if err != nil {
+			return 0, false
+		}
+		st, err := client.Status(ctx)
+		if err != nil || st.NodeInfo.Network != chainID {
+			logger.Info("catching up: peer RPC not reachable", "server", server, "err", err)
+			return 0, false
+		}
+		if st.SyncInfo.EarliestBlockHeight <= appHeight+1 {
+			return 0, false
+		}
+		if lowest == 0 || st.SyncInfo.EarliestBlockHeight < lowest {
+			lowest = st.SyncInfo.EarliestBlockHeight
+		}
+	}
+	return lowest, true
+}
+
 // ErrUnverifiable is wrapped by the state provider's errors when no RPC
 // server served a header that verifies against the genesis validators.
 var ErrUnverifiable = errors.New("stele/consensus/cometbft: no verifiable light block")
@@ -305,6 +341,11 @@ func (p *genesisStateProvider) consensusParams(ctx context.Context, lb *types.Li
 func (o *Orderer) stateSyncOptions(ctx context.Context, doc *types.GenesisDoc, cc *cmtcfg.Config) ([]node.Option, error) {
 	ss := o.cfg.StateSync
 	appHeight, _ := o.app.Info()
+	if lowest, ok := ss.stranded(ctx, doc.ChainID, appHeight, o.logger); ok {
+		return nil, fmt.Errorf("%w: its state is at height %d and every peer keeps blocks from height %d on, "+
+			"so it cannot catch up by block sync; rebuild it by state sync (docs/cluster.md, \"Catching up and joining\")",
+			ErrStranded, appHeight, lowest)
+	}
 	if !ss.wantStateSync(ctx, doc.ChainID, doc.InitialHeight, appHeight, o.logger) {
 		return nil, nil
 	}

@@ -7,11 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cometbft/cometbft/p2p"
+	ctypes "github.com/cometbft/cometbft/rpc/core/types"
+	rpctypes "github.com/cometbft/cometbft/rpc/jsonrpc/types"
 
 	"github.com/stele-io/stele/internal/consensus"
 )
@@ -263,5 +269,50 @@ func TestStateSyncAutoStaysOffOnAFreshChain(t *testing.T) {
 	}
 	if (StateSyncConfig{Mode: StateSyncOn, RPCServers: c.RPCServers}).wantStateSync(context.Background(), "chain", 1, 5, testLogger(t)) {
 		t.Errorf("state sync with an application that has state")
+	}
+}
+
+// statusServer answers CometBFT's RPC status method as a peer keeping
+// blocks from earliest on, of chain chainID.
+func statusServer(t *testing.T, chainID string, earliest int64) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req rpctypes.RPCRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Method != "status" {
+			http.Error(w, "status only", http.StatusBadRequest)
+			return
+		}
+		res := ctypes.ResultStatus{NodeInfo: p2p.DefaultNodeInfo{Network: chainID},
+			SyncInfo: ctypes.SyncInfo{EarliestBlockHeight: earliest, LatestBlockHeight: earliest + 100}}
+		json.NewEncoder(w).Encode(rpctypes.NewRPCSuccessResponse(req.ID, res))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestStrandedBrokerIsFound: a broker whose state is below every block its
+// peers keep cannot catch up by block sync (CometBFT state-syncs only an
+// empty node); it is found at start, only when every peer says so.
+func TestStrandedBrokerIsFound(t *testing.T) {
+	ctx := context.Background()
+	pruned := []string{statusServer(t, "chain", 500), statusServer(t, "chain", 800)}
+	c := StateSyncConfig{Mode: StateSyncAuto, RPCServers: pruned}
+	if lowest, ok := c.stranded(ctx, "chain", 100, testLogger(t)); !ok || lowest != 500 {
+		t.Fatalf("at height 100 with peers keeping blocks from 500 and 800: stranded %v, lowest %d", ok, lowest)
+	}
+	for _, tc := range []struct {
+		what string
+		c    StateSyncConfig
+		app  int64
+	}{
+		{"the next block is kept", c, 499},
+		{"an empty broker (state sync's case)", c, 0},
+		{"one peer keeps the next block", StateSyncConfig{Mode: StateSyncAuto, RPCServers: append(pruned, statusServer(t, "chain", 1))}, 100},
+		{"one peer does not answer", StateSyncConfig{Mode: StateSyncAuto, RPCServers: append(pruned, strings.TrimPrefix(freeP2P(t), "tcp://"))}, 100},
+		{"peers of another chain", StateSyncConfig{Mode: StateSyncAuto, RPCServers: []string{statusServer(t, "other", 500)}}, 100},
+		{"state sync off", StateSyncConfig{Mode: StateSyncOff, RPCServers: pruned}, 100},
+	} {
+		if _, ok := tc.c.stranded(ctx, "chain", tc.app, testLogger(t)); ok {
+			t.Errorf("%s: reported stranded", tc.what)
+		}
 	}
 }
