@@ -195,6 +195,10 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 		return nil, err
 	}
 	c.Release()
+	// With no partition, nothing above made the files directory.
+	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
+	}
 	kvSize, err := writeMetaKV(filepath.Join(dir, pebbleDir), filepath.Join(dir, filesDir, metaKVPath))
 	if err != nil {
 		return nil, err
