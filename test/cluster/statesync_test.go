@@ -159,3 +159,37 @@ func (c *cluster) earliestBlock(i int) int64 {
 	}
 	return h
 }
+
+// TestStrandedBrokerExits: a broker killed while its peers go on and prune
+// the blocks it would need (--retain-blocks 5) cannot catch up by block
+// sync. Restarted, it must exit non-zero saying so, not sit at its old
+// height answering /healthz (found by test/chaos's recovery figures); wiped,
+// it rejoins by state sync.
+func TestStrandedBrokerExits(t *testing.T) {
+	c := newCluster(t, clusterOptions{ServeArgs: []string{"--snapshot-interval", "5", "--retain-blocks", "5"}})
+	c.StartAll()
+	victim := c.Rng.IntN(len(c.Nodes))
+	others := without(c.All(), victim)
+	c.WaitHeight(30*time.Second, 3, c.All()...)
+	c.Kill9(victim)
+	stoppedAt := c.MaxHeight(others...)
+	c.Eventually(90*time.Second, "the others prune past the victim's height", func() error {
+		for _, o := range others {
+			if base := c.earliestBlock(o); base <= stoppedAt+1 {
+				return fmt.Errorf("node%d keeps blocks from %d on; the victim stopped at about %d", o, base, stoppedAt)
+			}
+		}
+		return nil
+	})
+	c.Launch(victim)
+	if exitErr, _ := c.WatchUntilExit(victim, time.Minute); exitErr == nil {
+		t.Fatalf("node%d exited with status 0; want an error", victim)
+	}
+	if len(c.logLines(victim, "the broker is behind every block its peers keep")) == 0 {
+		t.Fatalf("node%d's log does not say why it cannot start", victim)
+	}
+	c.Wipe(victim)
+	c.Restart(victim)
+	c.WaitCaughtUp(time.Minute, victim, others...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
+}
