@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -347,7 +349,7 @@ func (c *checker) duplicates() {
 				fmt.Sprintf("read by process %d session %d at %s", k.s.process, k.s.session, places(ps)))
 		}
 	}
-	for _, v := range sortedKeys(evidence) {
+	for _, v := range slices.Sorted(maps.Keys(evidence)) {
 		c.add(Duplicate, "value %q %s", v, strings.Join(evidence[v], "; "))
 	}
 }
@@ -465,7 +467,7 @@ func (c *checker) abortedReads() {
 		found[v] = true
 		c.add(AbortedRead, "%s read %q at %s; it is %s", c.describe(rd.op), v, place{rd.rec.TP(), rd.rec.Offset}, why)
 	}
-	for _, v := range sortedKeys(c.stored) {
+	for _, v := range slices.Sorted(maps.Keys(c.stored)) {
 		why, bad := never[v]
 		if !bad || found[v] {
 			continue
@@ -672,12 +674,3 @@ func containsPlace(ps []place, p place) bool {
 	return false
 }
 
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
