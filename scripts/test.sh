@@ -36,6 +36,13 @@ if [[ -n ${STELE_TEST_FUZZ:-} ]]; then
 	done
 fi
 
+# The cluster and chaos suites run the same two binaries: build them once.
+bins=$(mktemp -d)
+trap 'rm -rf "$bins"' EXIT
+go build -o "$bins/stele" ./cmd/stele
+go build -tags stelebyzantine -o "$bins/stele-byzantine" ./cmd/stele
+export STELE_BIN="$bins/stele" STELE_BYZANTINE_BIN="$bins/stele-byzantine"
+
 echo "== cluster fault tests"
 go test -count=1 -timeout 20m ./test/cluster/
 
