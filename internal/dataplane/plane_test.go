@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -329,5 +330,31 @@ func TestPruneKeepsWhatACertificateMayName(t *testing.T) {
 	nd.plane.Prune(5 + fsm.CertWindow + 11)
 	if store.Has(d) {
 		t.Fatal("kept a batch no certificate can name any more")
+	}
+}
+
+// TestReadBodyFollowsWhatArrives: a push announcing 16 MiB (Content-Length)
+// and sending 10 bytes costs at most the first MiB, not the announced size
+// (test/chaos's malformed-traffic test: 32 such requests made a broker
+// allocate 522 MiB); a whole body is read exactly, and what runs past the
+// announced length is kept for the limits to see.
+func TestReadBodyFollowsWhatArrives(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		if _, err := readBody(bytes.NewReader(make([]byte, 10)), 16<<20, 16<<20); err == nil {
+			t.Fatal("a body shorter than announced was accepted")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 24<<20 {
+		t.Fatalf("20 bodies announcing 16 MiB with 10 bytes each allocated %d MiB", grew>>20)
+	}
+	body := bytes.Repeat([]byte("batch"), 500_000) // 2.5 MB: past the first MiB
+	if got, err := readBody(bytes.NewReader(body), int64(len(body)), 16<<20); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("a whole body: %d bytes, %v", len(got), err)
+	}
+	if got, _ := readBody(bytes.NewReader(body), 100, 16<<20); len(got) != len(body) {
+		t.Fatalf("a body longer than announced: read %d of %d bytes", len(got), len(body))
 	}
 }

@@ -194,8 +194,17 @@ func readBody(r io.Reader, announced int64, limit int) ([]byte, error) {
 	if announced < 0 || announced > int64(limit) {
 		return io.ReadAll(r)
 	}
-	buf := make([]byte, announced)
+	buf := make([]byte, min(announced, 1<<20))
 	n, err := io.ReadFull(r, buf)
+	if err == nil && int64(n) < announced {
+		var more []byte
+		more, err = io.ReadAll(io.LimitReader(r, announced-int64(n)))
+		buf = append(buf, more...)
+		n = len(buf)
+		if err == nil && int64(n) < announced {
+			err = io.ErrUnexpectedEOF
+		}
+	}
 	switch {
 	case errors.Is(err, io.EOF): // nothing at all
 		return buf[:n], nil

@@ -77,6 +77,9 @@ func (c *conn) serve() {
 func (c *conn) readLoop() error {
 	var size [4]byte
 	for {
+		// Kafka's connections.max.idle.ms, rearmed at every frame; a frame
+		// still arriving when it passes ends the connection too.
+		c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IdleTimeout))
 		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
 			return err
 		}
@@ -85,8 +88,8 @@ func (c *conn) readLoop() error {
 			c.s.metrics.rejected.WithLabelValues("frame_size").Inc()
 			return fmt.Errorf("request frame of %d bytes (socket.request.max.bytes is %d)", n, c.s.opts.MaxRequestBytes)
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(c.nc, body); err != nil {
+		body, err := readRequestBody(c.nc, int(n))
+		if err != nil {
 			return err
 		}
 		p, err := c.start(body)
@@ -175,4 +178,24 @@ func (c *conn) writeLoop() {
 			buf = nil
 		}
 	}
+}
+
+// readRequestBody reads an n-byte frame body, growing its buffer as bytes arrive,
+// so that memory follows what the client sent rather than what it announced.
+func readRequestBody(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, 64<<10))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, min(n, 2*cap(buf))-len(buf))...)[:len(buf)]
+		}
+		m, err := r.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
 }

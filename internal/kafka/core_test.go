@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,5 +344,48 @@ func TestFetchAtLeastOneBatch(t *testing.T) {
 	fs := cons.PollFetches(ctx(t))
 	if err := fs.Err0(); err != nil || len(fs.Records()) != 1 {
 		t.Fatalf("fetch with max_bytes 1000: %d records, %v", len(fs.Records()), err)
+	}
+}
+
+// TestAnnouncedSizeIsNotReserved: memory for a request follows the bytes
+// a client sent, not the size it announced: a frame announcing 99 MiB and
+// sending 10 bytes costs kilobytes (found by test/chaos's malformed-traffic
+// test, where 16 such connections made each broker allocate 1.6 GB).
+func TestAnnouncedSizeIsNotReserved(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		if _, err := readRequestBody(bytes.NewReader(make([]byte, 10)), 99<<20); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("a frame cut short: %v, want io.ErrUnexpectedEOF", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Fatalf("20 frames announcing 99 MiB with 10 bytes each allocated %d MiB", grew>>20)
+	}
+	body := bytes.Repeat([]byte("stele"), 300_000) // 1.5 MB: grown several times
+	got, err := readRequestBody(bytes.NewReader(body), len(body))
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("a whole frame: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestIdleConnectionClosed: a connection that sends nothing for the idle
+// timeout (connections.max.idle.ms) is closed, one that is half way through
+// a frame too.
+func TestIdleConnectionClosed(t *testing.T) {
+	tb := startTestBroker(t, func(o *Options) { o.IdleTimeout = 300 * time.Millisecond })
+	for _, sent := range [][]byte{nil, {0, 0, 1, 0, 0, 3}} {
+		c := rawConn(t, tb.addr)
+		c.Write(sent)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("after sending %d bytes: read %v, want the broker to close (EOF)", len(sent), err)
+		}
+		t.Logf("sent %d bytes: closed after %v", len(sent), time.Since(start).Round(time.Millisecond))
+	}
+	if err := client(t, tb.addr).Ping(ctx(t)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,6 +11,9 @@
 //     decode, or an API key or version that is not served closes the
 //     connection, as Apache Kafka does; ApiVersions with an unknown version
 //     is answered with UNSUPPORTED_VERSION in the v0 format instead (KIP-511).
+//   - A request frame's buffer grows as its bytes arrive, so memory follows
+//     what a client sent, not the size it announced; a connection silent
+//     for IdleTimeout (connections.max.idle.ms, 10 min) is closed.
 //   - Requests on one connection are started in order and answered in
 //     order. Produce requests are handed to the broker in the order they
 //     arrived, then the connection goes on reading while their blocks commit,
@@ -69,6 +72,9 @@ type Options struct {
 	// MaxInflight bounds the requests one connection may have started but
 	// not yet answered. Default 64.
 	MaxInflight int
+	// IdleTimeout is connections.max.idle.ms: a connection that sends no
+	// byte for this long is closed (clients reconnect). Default 10 min.
+	IdleTimeout time.Duration
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer
 }
@@ -82,6 +88,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 10 * time.Minute
 	}
 	if o.LiveWindow <= 0 {
 		o.LiveWindow = defaultLiveWindow

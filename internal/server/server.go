@@ -271,7 +271,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	}
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}))
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A request must arrive whole within a minute (a data-plane push is at
+	// most 16 MiB) and an idle keep-alive connection is closed after two:
+	// a client cannot hold a connection by never finishing its body.
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go n.pruneBatches()
 	go func() {
 		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
