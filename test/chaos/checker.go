@@ -673,4 +673,3 @@ func containsPlace(ps []place, p place) bool {
 	}
 	return false
 }
-
