@@ -183,7 +183,7 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 		}
 		end()
 	}
-	return fmt.Sprintf("recovery: restart to serving %s; a killed broker's catch-up to the others' height %s; a wiped broker's rejoin %s\n",
+	return fmt.Sprintf("recovery: restart to /healthz answering %s; a killed broker's catch-up to the others' height %s; a wiped broker's rejoin %s\n",
 		spread(serve), spread(catchUp), spread(rebuild))
 }
 
