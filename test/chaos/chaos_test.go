@@ -120,8 +120,9 @@ const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches
 
 // injectFaults applies plan in order from the test's goroutine, undoing
 // each fault before the next, and returns the recovery figures: how long a
-// killed broker took to answer again after its restart, and to reach the
-// height the others had when it came back.
+// killed broker took to answer /healthz after its restart (liveness only),
+// to reach the height the others had when it came back, and how long a
+// wiped broker took to rejoin.
 func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.Time) string {
 	var serve, catchUp, rebuild []time.Duration
 	for _, p := range plan {
