@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,6 +125,9 @@ type Node struct {
 	httpLn  net.Listener
 	errc    chan error
 	done    chan struct{} // closed by Close
+	// started is set once consensus has started: until then the cluster
+	// status names no validator or peer.
+	started atomic.Bool
 }
 
 // Start starts a node and returns once it serves clients.
@@ -209,10 +213,36 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.orderer, err = cometbft.New(ccfg, app, log.With("component", "cometbft")); err != nil {
 		return nil, err
 	}
+	// The HTTP endpoints serve before consensus starts: starting replays
+	// the blocks the state lacks, and a block may need a batch from a peer
+	// that is itself replaying (every broker restarted at once), so each
+	// must serve its batches (/v1/internal/) while it replays. /healthz
+	// answers from then on, with the height applied so far.
+	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }
+	mux := http.NewServeMux()
+	mux.Handle("/v1/internal/", n.plane.Handler())
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	}
+	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}))
+	// A request must arrive whole within a minute (a data-plane push is at
+	// most 16 MiB) and an idle keep-alive connection is closed after two:
+	// a client cannot hold a connection by never finishing its body.
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			n.errc <- err
+		}
+	}()
 	if err := n.orderer.Start(ctx); err != nil {
 		n.orderer = nil
 		return nil, err
 	}
+	n.started.Store(true)
 	n.broker.Start(n.orderer)
 
 	kopts := kafka.Options{
@@ -260,27 +290,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
-	status := func() httpapi.ClusterStatus { return n.clusterStatus(genesis.ChainID, appState.Brokers) }
-	mux := http.NewServeMux()
-	mux.Handle("/v1/internal/", n.plane.Handler())
-	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	}
-	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}))
-	// A request must arrive whole within a minute (a data-plane push is at
-	// most 16 MiB) and an idle keep-alive connection is closed after two:
-	// a client cannot hold a connection by never finishing its body.
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go n.pruneBatches()
-	go func() {
-		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
-			n.errc <- err
-		}
-	}()
 	h, _ := n.broker.Info()
 	log.Info("stele is serving", "kafka", n.kafkaLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)

@@ -18,6 +18,9 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 	signers, now := n.broker.Liveness()
 	st := httpapi.ClusterStatus{NodeID: n.cfg.NodeID, ChainID: chainID, Height: h, AppHash: strings.ToUpper(hex.EncodeToString(hash)),
 		BlockTime: time.UnixMilli(now).UTC(), Validators: []httpapi.ValidatorView{}, Peers: []httpapi.PeerView{}}
+	if !n.started.Load() { // still replaying at start
+		return st
+	}
 	for _, v := range n.orderer.Validators() {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name}
 		for _, b := range dir {

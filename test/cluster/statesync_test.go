@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -192,4 +193,47 @@ func TestStrandedBrokerExits(t *testing.T) {
 	c.Restart(victim)
 	c.WaitCaughtUp(time.Minute, victim, others...)
 	c.CheckAppHashes(30*time.Second, c.All()...)
+}
+
+// TestReplayFetchesFromPeersStartingToo: a broker whose state is gone but
+// whose block store is whole replays every block when it starts, and needs
+// every batch from its peers. With all brokers down, it must serve its HTTP
+// endpoints (/healthz, and the batches peers replaying may need from it)
+// while it waits, and finish once they are up. Found by test/chaos: after a
+// whole-cluster crash a broker started alone hung before serving HTTP, and
+// one needing a batch from another starting broker could wait forever.
+func TestReplayFetchesFromPeersStartingToo(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: "replay", partitions: 2, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
+	})
+	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
+	w.stopProducing(30 * time.Second)
+	w.stopConsuming()
+	c.StopAll()
+
+	victim := c.Rng.IntN(len(c.Nodes))
+	for _, d := range []string{"meta", "logs", "snapshots", "batches"} {
+		if err := os.RemoveAll(filepath.Join(c.Nodes[victim].Dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("node%d's state and batches removed, its block store kept", victim)
+	c.Start(victim) // answers /healthz while it replays, alone
+	time.Sleep(2 * time.Second)
+	if err := c.Exited(victim); err != nil {
+		t.Fatalf("node%d gave up waiting for its peers: %v", victim, err)
+	}
+	if h, err := c.Health(victim); err != nil || h.Height != 0 {
+		t.Fatalf("node%d alone: /healthz %+v %v; want height 0, still replaying", victim, h, err)
+	}
+	others := without(c.All(), victim)
+	c.StartNodes(others...)
+	c.WaitCaughtUp(time.Minute, victim, others...)
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 }

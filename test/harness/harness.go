@@ -330,6 +330,13 @@ func (c *Cluster) KafkaAddrs(idx ...int) []string {
 func (c *Cluster) Start(i int) {
 	c.T.Helper()
 	c.Launch(i)
+	c.waitHealthy(i)
+}
+
+// waitHealthy waits up to 30 s for node i to answer /healthz, failing the
+// test if it exits first.
+func (c *Cluster) waitHealthy(i int) {
+	c.T.Helper()
 	c.Eventually(30*time.Second, fmt.Sprintf("node%d answers /healthz", i), func() error {
 		if err := c.Exited(i); err != nil {
 			return GiveUp(err)
@@ -377,10 +384,22 @@ func (c *Cluster) Launch(i int) {
 }
 
 // StartAll starts every node: all processes first, then the health waits,
-// since a node waits for its peers before making blocks.
+// since a broker may need its peers while it starts (a block it replays
+// may need a batch only they hold).
 func (c *Cluster) StartAll() {
-	for _, i := range c.All() {
-		c.Start(i)
+	c.T.Helper()
+	c.StartNodes(c.All()...)
+}
+
+// StartNodes launches the nodes given, then waits for each to answer
+// /healthz.
+func (c *Cluster) StartNodes(idx ...int) {
+	c.T.Helper()
+	for _, i := range idx {
+		c.Launch(i)
+	}
+	for _, i := range idx {
+		c.waitHealthy(i)
 	}
 }
 
