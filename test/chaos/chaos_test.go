@@ -39,17 +39,7 @@ func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 // history: no anomaly of any kind, every broker holding the same committed
 // records, the same app hash, and byte-identical log files.
 func TestChaos(t *testing.T) {
-	seed := *seedFlag
-	if s := os.Getenv("STELE_CHAOS_SEED"); s != "" && seed == 0 {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("STELE_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := runSeed(t)
 	var only []string
 	if *kinds != "" {
 		only = strings.Split(*kinds, ",")
@@ -77,20 +67,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	t.Logf("%s faults over; every broker running and connected; stopping the producers", harness.Clock())
-	w.stopProduce()
-	w.producers.Wait()
-	waitNoOpenTransactions(t, seeds)
-	final := readFinal(t, c, 0)
-	c.Eventually(90*time.Second, "the assigned consumers read every committed record", func() error { return w.caughtUp(final) })
-	w.stopAll()
-	w.consumers.Wait()
-
-	for _, i := range c.All()[1:] {
-		if other := readFinal(t, c, i); !sameFinal(final, other) {
-			t.Errorf("node%d's committed log differs from node0's", i)
-		}
-	}
-	c.CheckAppHashes(time.Minute, c.All()...)
+	final := w.finish(t, c)
 	c.StopAll()
 	files := c.CompareLogs(c.All()...)
 
@@ -255,6 +232,42 @@ func tamper(c *harness.Cluster, i int, rest []int) {
 	}
 	n.Bin, n.Env = "", nil
 	c.Wipe(i)
+}
+
+// runSeed is -chaos.seed, else STELE_CHAOS_SEED, else the time.
+func runSeed(t *testing.T) uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if s := os.Getenv("STELE_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("STELE_CHAOS_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// finish stops the producers, waits until no transaction is open, reads
+// the final state from node0, lets the assigned consumers read all of it,
+// stops them, and requires every broker to hold the same committed and
+// aborted records and one app hash.
+func (w *workload) finish(t *testing.T, c *harness.Cluster) Final {
+	w.stopProduce()
+	w.producers.Wait()
+	waitNoOpenTransactions(t, w.seeds)
+	final := readFinal(t, c, 0)
+	c.Eventually(90*time.Second, "the assigned consumers read every committed record", func() error { return w.caughtUp(final) })
+	w.stopAll()
+	w.consumers.Wait()
+	for _, i := range c.All()[1:] {
+		if other := readFinal(t, c, i); !sameFinal(final, other) {
+			t.Errorf("node%d's committed log differs from node0's", i)
+		}
+	}
+	c.CheckAppHashes(time.Minute, c.All()...)
+	return final
 }
 
 // others returns the brokers not in nodes.

@@ -60,14 +60,7 @@ const (
 // STELE_FAULT_SEED (the ports); the last frames of each attacker are saved
 // when it fails.
 func TestMalformedTraffic(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STELE_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("STELE_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
+	seed := runSeed(t)
 	t.Logf("malformed-traffic seed %d (rerun: STELE_CHAOS_SEED=%d go test ./test/chaos -run TestMalformedTraffic -count=1 -v)", seed, seed)
 	began := time.Now()
 
@@ -108,19 +101,7 @@ func TestMalformedTraffic(t *testing.T) {
 	checkAckedDuring(t, rec, began, start, end)
 	c.Eventually(60*time.Second, "both producers acknowledged after the attack", func() error { return ackedBetween(rec, began, end, time.Now(), 20) })
 
-	w.stopProduce()
-	w.producers.Wait()
-	waitNoOpenTransactions(t, seeds)
-	final := readFinal(t, c, 0)
-	c.Eventually(90*time.Second, "the assigned consumers read every committed record", func() error { return w.caughtUp(final) })
-	w.stopAll()
-	w.consumers.Wait()
-	for _, i := range c.All()[1:] {
-		if other := readFinal(t, c, i); !sameFinal(final, other) {
-			t.Errorf("node%d's committed log differs from node0's", i)
-		}
-	}
-	c.CheckAppHashes(time.Minute, c.All()...)
+	final := w.finish(t, c)
 	h := rec.History()
 	report := Check(h, final)
 	if !report.OK() {
