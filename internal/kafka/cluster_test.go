@@ -131,3 +131,45 @@ func TestCatchingUpRefusesGroupReads(t *testing.T) {
 		t.Fatalf("once caught up: codes %v", got)
 	}
 }
+
+// TestFetchPastTheEndInACluster: a Fetch past a broker's high watermark is
+// OFFSET_OUT_OF_RANGE on a single node, as in Kafka, but in a cluster the
+// retriable NOT_LEADER_OR_FOLLOWER: the broker may be behind the others
+// (just restarted), and an out-of-range answer made franz-go reset its
+// position and read offsets again (test/chaos, nonmonotonic-poll). Below
+// the log start it stays OFFSET_OUT_OF_RANGE.
+func TestFetchPastTheEndInACluster(t *testing.T) {
+	fetchAt := func(tb *testBroker, offset int64) int16 {
+		cl := client(t, tb.addr, kgo.DefaultProduceTopic("end"), kgo.AllowAutoTopicCreation())
+		if err := cl.ProduceSync(ctx(t), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MaxBytes = 10, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "end"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		kresp, err := cl.Broker(0).Request(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	single := startTestBroker(t, nil)
+	if code := fetchAt(single, 100); code != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("single node, past the end: %v", kerr.ErrorForCode(code))
+	}
+	a := []byte("validator-a")
+	clustered := startTestBrokerSigned(t, [][]byte{a}, func(o *Options) {
+		o.Brokers = []BrokerInfo{{NodeID: 0, Host: o.AdvertisedHost, Port: o.AdvertisedPort, Validator: a}}
+	})
+	if code := fetchAt(clustered, 100); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("cluster, past the end: %v", kerr.ErrorForCode(code))
+	}
+	if code := fetchAt(clustered, -5); code != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("cluster, below the start: %v", kerr.ErrorForCode(code))
+	}
+}
