@@ -124,15 +124,6 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				}
 				data, err := read(rp.FetchOffset, limit)
 				switch {
-				case errors.Is(err, fsm.ErrOffsetOutOfRange) && rp.FetchOffset > hwm && len(c.s.opts.Brokers) > 0:
-					// Past this broker's end, in a cluster: the offset may
-					// exist on brokers further along the chain (this one
-					// may have just restarted and not know yet that it is
-					// behind). OFFSET_OUT_OF_RANGE would make the client
-					// reset its position; NOT_LEADER_OR_FOLLOWER makes it
-					// retry, here or elsewhere.
-					sp.ErrorCode = kerr.NotLeaderForPartition.Code
-					stop = true
 				case errors.Is(err, fsm.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					stop = true

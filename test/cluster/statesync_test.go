@@ -233,7 +233,7 @@ func TestReplayFetchesFromPeersStartingToo(t *testing.T) {
 	c.StartNodes(others...)
 	c.WaitCaughtUp(time.Minute, victim, others...)
 	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
 	c.StopAll()
 	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
+	w.checkDisk(c, victim)
 }
