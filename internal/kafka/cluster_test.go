@@ -131,4 +131,3 @@ func TestCatchingUpRefusesGroupReads(t *testing.T) {
 		t.Fatalf("once caught up: codes %v", got)
 	}
 }
-
