@@ -28,6 +28,7 @@ var (
 	hold     = flag.Duration("chaos.hold", 8*time.Second, "longest time a fault lasts (the shortest is a quarter of it)")
 	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the schedule and the clients' choices (0: from the time; STELE_CHAOS_SEED also sets it)")
 	kinds    = flag.String("chaos.faults", "", "comma-separated fault kinds to inject (default: all of "+strings.Join(FaultKinds(), ",")+")")
+	known    = flag.String("chaos.known", "", "comma-separated anomaly kinds that are printed but do not fail the run: open bugs docs/reliability.md describes")
 	out      = flag.String("chaos.history", "", "write the history and final state (JSON) here; by default they are written only when the run fails")
 )
 
@@ -75,7 +76,7 @@ func TestChaos(t *testing.T) {
 	report := Check(h, final)
 	t.Logf("chaos summary (%d log files byte-identical on 4 brokers)\n%s%s", files, report.Summary(), recovery)
 	path := *out
-	if path == "" && (!report.OK() || t.Failed()) {
+	if path == "" && (!report.OK() || t.Failed()) { // known anomalies included
 		path = filepath.Join(os.TempDir(), fmt.Sprintf("stele-chaos-%d.json", seed))
 	}
 	if path != "" {
@@ -85,8 +86,13 @@ func TestChaos(t *testing.T) {
 			t.Logf("history written to %s (recheck: go test ./test/chaos -run TestCheckFile -chaos.history %s)", path, path)
 		}
 	}
-	if !report.OK() {
-		t.Errorf("anomalies found (seed %d)", seed)
+	for _, kind := range AnomalyKinds() {
+		switch n := report.Counts[kind]; {
+		case n > 0 && slices.Contains(strings.Split(*known, ","), kind):
+			t.Logf("%d %s anomalies: a known open bug (docs/reliability.md), not failing the run (-chaos.known)", n, kind)
+		case n > 0:
+			t.Errorf("%d %s anomalies (seed %d)", n, kind, seed)
+		}
 	}
 }
 
