@@ -109,6 +109,17 @@ func (g *call) wait() []outcome {
 	return outcomes(res, errs)
 }
 
+// answerCode enqueues cmd and answers resp once it is applied, handing set
+// the command's error code.
+func (c *conn) answerCode(cmd fsm.Command, resp kmsg.Response, set func(int16)) respond {
+	call := c.startCall(30*time.Second, cmd)
+	return func() kmsg.Response {
+		defer call.cancel()
+		set(call.wait()[0].Code)
+		return resp
+	}
+}
+
 // awaitGroup calls check with the committed group (nil when it does not
 // exist) now and after every commit until check returns true or ctx ends.
 func (s *Server) awaitGroup(ctx context.Context, name string, check func(g *fsm.GroupView) bool) bool {
@@ -291,13 +302,8 @@ func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 func handleHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.HeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	call := c.startCall(30*time.Second, fsm.Heartbeat{Group: r.Group, MemberID: r.MemberID,
-		InstanceID: deref(r.InstanceID), Generation: r.Generation})
-	return func() kmsg.Response {
-		defer call.cancel()
-		resp.ErrorCode = call.wait()[0].Code
-		return resp
-	}, nil
+	return c.answerCode(fsm.Heartbeat{Group: r.Group, MemberID: r.MemberID,
+		InstanceID: deref(r.InstanceID), Generation: r.Generation}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
 
 func handleLeaveGroup(c *conn, req kmsg.Request) (respond, error) {

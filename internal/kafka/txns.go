@@ -221,25 +221,15 @@ func fillCodes(codes []int16, code int16) {
 func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	call := c.startCall(30*time.Second, fsm.AddOffsetsToTxn{TransactionalID: r.TransactionalID,
-		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Group: r.Group})
-	return func() kmsg.Response {
-		defer call.cancel()
-		resp.ErrorCode = call.wait()[0].Code
-		return resp
-	}, nil
+	return c.answerCode(fsm.AddOffsetsToTxn{TransactionalID: r.TransactionalID,
+		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Group: r.Group}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
 
 func handleEndTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-	call := c.startCall(30*time.Second, fsm.EndTxn{TransactionalID: r.TransactionalID,
-		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Commit: r.Commit})
-	return func() kmsg.Response {
-		defer call.cancel()
-		resp.ErrorCode = call.wait()[0].Code
-		return resp
-	}, nil
+	return c.answerCode(fsm.EndTxn{TransactionalID: r.TransactionalID,
+		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Commit: r.Commit}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
 
 func handleTxnOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
