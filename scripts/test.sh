@@ -47,9 +47,7 @@ echo "== cluster fault tests"
 go test -count=1 -timeout 20m ./test/cluster/
 
 echo "== chaos suite, short run (docs/reliability.md)"
-# nonmonotonic-poll is a known open bug (a broker behind the chain serves
-# reads from its old state; docs/reliability.md): printed, not failing CI.
-go test -count=1 -timeout 15m ./test/chaos/ -chaos.duration "${STELE_CHAOS_DURATION:-90s}" -chaos.known nonmonotonic-poll
+go test -count=1 -timeout 15m ./test/chaos/ -chaos.duration "${STELE_CHAOS_DURATION:-90s}"
 
 echo "== end-to-end tests"
 test/e2e/run.sh

@@ -183,6 +183,16 @@ func (b *Broker) tickLoop() {
 	}
 }
 
+// Barrier returns once this broker has applied a block ordered after the
+// call: it orders an fsm.Tick and waits for its result. Every write
+// acknowledged anywhere before the call was committed in an earlier block,
+// so the state is then at least as new as any a client has seen. It fails
+// when ctx ends first (the broker is cut off from a quorum).
+func (b *Broker) Barrier(ctx context.Context) error {
+	_, err := b.SubmitOne(ctx, fsm.Tick{})
+	return err
+}
+
 // Close stops submitting and fails every waiting caller. The orderer is
 // stopped by its owner.
 func (b *Broker) Close() {

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bytes"
+	"context"
 	"hash/fnv"
 	"time"
 )
@@ -76,4 +77,31 @@ func (s *Server) fatal(err error) {
 	if s.opts.Fatal != nil {
 		s.opts.Fatal(err)
 	}
+}
+
+// maxBarrierWait bounds how long a read waits to learn that this broker is
+// current before it answers NOT_LEADER_OR_FOLLOWER.
+const maxBarrierWait = 5 * time.Second
+
+// current reports whether this broker has applied a block ordered after
+// the call began (always true without a Barrier: a single validator is
+// never behind), waiting at most wait. A broker cut off from the others, or
+// just restarted and not yet told how far the chain has gone, holds a log
+// that may end below what other brokers have acknowledged, without knowing
+// it; what it would answer from that log about its end (OFFSET_OUT_OF_RANGE
+// for an offset a client has already read elsewhere, a lower end offset)
+// makes clients rewind.
+func (c *conn) current(wait time.Duration) bool {
+	if c.s.opts.Barrier == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, min(max(wait, time.Second), maxBarrierWait))
+	defer cancel()
+	if err := c.s.opts.Barrier(ctx); err != nil {
+		c.s.metrics.barriers.WithLabelValues("failed").Inc()
+		c.s.opts.Logger.Debug("read barrier failed: answering as a broker that may be behind", "err", err)
+		return false
+	}
+	c.s.metrics.barriers.WithLabelValues("ok").Inc()
+	return true
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 
@@ -129,5 +130,148 @@ func TestCatchingUpRefusesGroupReads(t *testing.T) {
 	behind.Store(false)
 	if got := codes(); got != [3]int16{} {
 		t.Fatalf("once caught up: codes %v", got)
+	}
+}
+
+// TestReadBarrier: in a cluster, what a broker behind the chain without
+// knowing it would answer wrongly waits for a read barrier: a fetch past
+// the broker's end is OFFSET_OUT_OF_RANGE only once the barrier says the
+// broker is current (and answered from the state after it), and
+// NOT_LEADER_OR_FOLLOWER when no barrier completes; ListOffsets for the end
+// and OffsetForLeaderEpoch likewise. Reads inside the log, and the log
+// start, need no barrier.
+func TestReadBarrier(t *testing.T) {
+	var (
+		calls   atomic.Int32
+		fail    atomic.Bool
+		catchUp atomic.Pointer[func()] // run inside the next barrier
+	)
+	tb := startTestBroker(t, func(o *Options) {
+		o.Barrier = func(ctx context.Context) error {
+			calls.Add(1)
+			if f := catchUp.Swap(nil); f != nil {
+				(*f)()
+			}
+			if fail.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}
+	})
+	cl := client(t, tb.addr, kgo.DefaultProduceTopic("rb"), kgo.AllowAutoTopicCreation())
+	produce := func(n int) {
+		t.Helper()
+		for range n {
+			if err := cl.ProduceSync(ctx(t), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(1) // the log is offsets 0..0, high watermark 1
+	// Straight to broker 0: the client would retry NOT_LEADER itself.
+	rawRequest := func(t *testing.T, _ *kgo.Client, req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Broker(0).Request(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	fetch := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MaxBytes = 50, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "rb"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest(t, cl, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	listOffset := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "rb"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest(t, cl, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	epochEnd := func() kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "rb"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest(t, cl, req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	noBarrier := func(what string, f func()) {
+		t.Helper()
+		before := calls.Load()
+		f()
+		if n := calls.Load() - before; n != 0 {
+			t.Errorf("%s took %d barriers, want none", what, n)
+		}
+	}
+
+	// Inside the log, at its end (a long poll), and the log start: no barrier.
+	noBarrier("a fetch inside the log", func() {
+		if p := fetch(0); p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+			t.Errorf("fetch 0: code %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+		}
+	})
+	noBarrier("a fetch at the end", func() {
+		if p := fetch(1); p.ErrorCode != 0 {
+			t.Errorf("fetch at the end: code %d", p.ErrorCode)
+		}
+	})
+	noBarrier("ListOffsets earliest", func() {
+		if p := listOffset(-2); p.ErrorCode != 0 || p.Offset != 0 {
+			t.Errorf("earliest: code %d offset %d", p.ErrorCode, p.Offset)
+		}
+	})
+
+	// Cut off: no barrier completes.
+	fail.Store(true)
+	if p := fetch(5); p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("fetch past the end, cut off: code %d, want NOT_LEADER_OR_FOLLOWER", p.ErrorCode)
+	}
+	if p := listOffset(-1); p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("ListOffsets latest, cut off: code %d, want NOT_LEADER_OR_FOLLOWER", p.ErrorCode)
+	}
+	if p := epochEnd(); p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("OffsetForLeaderEpoch, cut off: code %d, want NOT_LEADER_OR_FOLLOWER", p.ErrorCode)
+	}
+
+	// Current: the offset really is past the end.
+	fail.Store(false)
+	if p := fetch(5); p.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Errorf("fetch past the end, current: code %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
+	}
+	if p := listOffset(-1); p.ErrorCode != 0 || p.Offset != 1 {
+		t.Errorf("ListOffsets latest: code %d offset %d, want 1", p.ErrorCode, p.Offset)
+	}
+	if p := epochEnd(); p.ErrorCode != 0 || p.EndOffset != 1 {
+		t.Errorf("OffsetForLeaderEpoch: code %d end %d, want 1", p.ErrorCode, p.EndOffset)
+	}
+
+	// Behind: the barrier brings the records the client had read
+	// elsewhere, and the fetch is answered from them.
+	more := func() { produce(5) }
+	catchUp.Store(&more)
+	before := calls.Load()
+	if p := fetch(5); p.ErrorCode != 0 || len(p.RecordBatches) == 0 || p.HighWatermark != 6 {
+		t.Errorf("fetch past the end of a broker behind: code %d, %d bytes, high watermark %d; want the records at 5", p.ErrorCode, len(p.RecordBatches), p.HighWatermark)
+	}
+	if n := calls.Load() - before; n != 1 {
+		t.Errorf("%d barriers for one fetch, want 1", n)
 	}
 }

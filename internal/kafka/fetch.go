@@ -22,6 +22,13 @@ package kafka
 //  * A broker catching up with the chain (restarted, cut off, syncing)
 //    answers NOT_LEADER_OR_FOLLOWER, so consumers retry after a metadata
 //    refresh instead of reading a log that is behind.
+//  * In a cluster, an offset above the high watermark is answered
+//    OFFSET_OUT_OF_RANGE only once the broker has applied a block ordered
+//    after the request (a read barrier): a broker behind the chain without
+//    knowing it would otherwise send a consumer that read further on
+//    another broker back to its reset policy. A broker that cannot get
+//    such a block within max(max_wait_ms, 1 s), 5 s at most, answers
+//    NOT_LEADER_OR_FOLLOWER.
 // Not done: topic IDs in Fetch (v13+), preferred read replicas (KIP-392).
 
 import (
@@ -51,9 +58,20 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	pastEnd := pastEndAsk
 	for {
 		changed := c.s.b.Changed()
-		n, stop := c.fillFetch(r, resp)
+		n, stop, unsure := c.fillFetch(r, resp, pastEnd)
+		if unsure {
+			// An offset past this broker's end: either the client's
+			// position is wrong, or this broker is behind. Only a broker
+			// sure it is current may say OFFSET_OUT_OF_RANGE.
+			pastEnd = pastEndStale
+			if c.current(wait) {
+				pastEnd = pastEndOutOfRange
+			}
+			continue
+		}
 		if stop || n >= int(r.MinBytes) || wait == 0 {
 			c.s.metrics.fetchBytes.Add(float64(n))
 			return resp
@@ -61,7 +79,7 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 		select {
 		case <-changed:
 		case <-timer.C:
-			n, _ := c.fillFetch(r, resp)
+			n, _, _ := c.fillFetch(r, resp, pastEnd)
 			c.s.metrics.fetchBytes.Add(float64(n))
 			return resp
 		case <-c.ctx.Done():
@@ -70,9 +88,28 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 	}
 }
 
+// pastEnd says how fillFetch answers a fetch offset above the high
+// watermark.
+type pastEnd int
+
+const (
+	// pastEndAsk: not yet known whether this broker is current; the
+	// answer reports it as unsure (with a Barrier; without one,
+	// OFFSET_OUT_OF_RANGE).
+	pastEndAsk pastEnd = iota
+	// pastEndOutOfRange: this broker is current, so the offset is beyond
+	// the log: OFFSET_OUT_OF_RANGE, as Kafka answers.
+	pastEndOutOfRange
+	// pastEndStale: this broker could not learn that it is current:
+	// NOT_LEADER_OR_FOLLOWER, retriable.
+	pastEndStale
+)
+
 // fillFetch builds resp's topics from the committed state and returns the
-// bytes of records in it and whether the answer must go now (an error).
-func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, bool) {
+// bytes of records in it, whether the answer must go now (an error), and
+// whether a partition's offset is past this broker's end while pastEnd is
+// pastEndAsk and a Barrier could tell whether the broker is behind.
+func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd pastEnd) (int, bool, bool) {
 	view := c.s.b.View()
 	behind := c.s.catchingUp()
 	committed := r.IsolationLevel == 1
@@ -81,7 +118,7 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 	if r.Version < 3 || maxBytes <= 0 {
 		maxBytes = int(^uint32(0) >> 1)
 	}
-	total, stop := 0, false
+	total, stop, unsure := 0, false, false
 	for _, rt := range r.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -104,6 +141,11 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 				stop = true
 			case rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+				stop = true
+			case rp.FetchOffset > p.HighWatermark() && pastEnd == pastEndAsk && c.s.opts.Barrier != nil:
+				unsure = true
+			case rp.FetchOffset > p.HighWatermark() && pastEnd == pastEndStale:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				stop = true
 			default:
 				hwm, lso := p.HighWatermark(), p.LogStartOffset()
@@ -156,5 +198,5 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, b
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return total, stop
+	return total, stop, unsure
 }

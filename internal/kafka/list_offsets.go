@@ -13,6 +13,14 @@ package kafka
 //  * A partition named twice in one request gets INVALID_REQUEST.
 //  * A broker catching up with the chain answers NOT_LEADER_OR_FOLLOWER, so
 //    clients retry elsewhere instead of reading offsets that are behind.
+//  * In a cluster, a request asking for anything but the earliest offset
+//    first waits for a block ordered after it (a read barrier): the end of
+//    the log from a broker behind without knowing it would be below
+//    records already acknowledged (a consumer starting at "latest" would
+//    read records written before it started). A broker that gets no such
+//    block in 5 s answers NOT_LEADER_OR_FOLLOWER. The earliest offset needs
+//    none: from a broker behind it can only be lower, at a record that was
+//    written.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,9 +29,16 @@ import (
 
 func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.ListOffsetsRequest)
+	return func() kmsg.Response { return c.listOffsets(r) }, nil
+}
+
+func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
-	view := c.s.b.View()
 	behind := c.s.catchingUp()
+	if !behind && asksForEnd(r) {
+		behind = !c.current(maxBarrierWait)
+	}
+	view := c.s.b.View()
 	type tp struct {
 		t string
 		p int32
@@ -82,5 +97,18 @@ func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return done(resp), nil
+	return resp
+}
+
+// asksForEnd reports whether r asks for anything but the log start: an
+// answer that a broker behind the chain would give too low.
+func asksForEnd(r *kmsg.ListOffsetsRequest) bool {
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Timestamp != -2 && rp.Timestamp != -4 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -16,6 +16,7 @@ type metrics struct {
 	rejected     *prometheus.CounterVec   // reason
 	produceBytes prometheus.Counter
 	fetchBytes   prometheus.Counter
+	barriers     *prometheus.CounterVec // result
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,9 +42,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "fetch_bytes_total",
 			Help: "Record batch bytes returned by Fetch.",
 		}),
+		barriers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "read_barriers_total",
+			Help: "Reads that first waited for a block ordered after them, to be sure this broker is not behind, by result (ok, or failed: answered NOT_LEADER_OR_FOLLOWER).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes)
+		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers)
 	}
 	return m
 }

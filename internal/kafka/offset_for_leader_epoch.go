@@ -14,6 +14,11 @@ package kafka
 //    UNKNOWN_LEADER_EPOCH (the client knows a newer epoch than ours), below
 //    -1 FENCED_LEADER_EPOCH, as Kafka compares them.
 //  * An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION.
+//  * In a cluster the broker first waits for a block ordered after the
+//    request (a read barrier), so a broker behind the chain without knowing
+//    it cannot report an end offset below what a client has read and make
+//    it rewind; one that gets no such block in 5 s, or knows it is catching
+//    up, answers NOT_LEADER_OR_FOLLOWER.
 //  * replica_id (v3+) is not checked: every broker holds every partition
 //    and there are no Kafka-protocol followers.
 // Not done: nothing else.
@@ -25,9 +30,17 @@ import (
 
 func handleOffsetForLeaderEpoch(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.OffsetForLeaderEpochRequest)
+	return func() kmsg.Response { return c.offsetForLeaderEpoch(r) }, nil
+}
+
+func (c *conn) offsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// The end offset answered is what a client compares its position
+	// with (KIP-320): from a broker behind the chain it would look like a
+	// truncation, and the client would rewind. In a cluster the answer
+	// comes only from a state after a barrier.
+	behind := c.s.catchingUp() || !c.current(maxBarrierWait)
 	view := c.s.b.View()
-	behind := c.s.catchingUp()
 	for _, rt := range r.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -53,5 +66,5 @@ func handleOffsetForLeaderEpoch(c *conn, req kmsg.Request) (respond, error) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return done(resp), nil
+	return resp
 }

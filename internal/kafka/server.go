@@ -66,6 +66,14 @@ type Options struct {
 	// the chain; reads are then refused with NOT_LEADER_OR_FOLLOWER. Nil
 	// means never (a single node, tests).
 	CatchingUp func() bool
+	// Barrier returns once this broker has applied a block ordered after
+	// the call began, so its state holds every write committed anywhere
+	// before it; it fails when no such block comes before ctx ends (the
+	// broker is cut off). A broker asks for one before answering what a
+	// broker that is behind without knowing it would answer wrongly: a
+	// fetch past its end, OffsetForLeaderEpoch, ListOffsets for the end.
+	// Nil means never needed (a single validator is never behind).
+	Barrier func(context.Context) error
 	// Fatal is told of a fault after which this broker must stop serving
 	// (damaged storage); nil only logs it.
 	Fatal func(error)

@@ -282,6 +282,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if len(kopts.Brokers) > 0 {
 		kopts.CatchingUp = n.orderer.CatchingUp
 	}
+	if len(kopts.Brokers) > 1 {
+		kopts.Barrier = n.broker.Barrier
+	}
 	kopts.Fatal = func(err error) {
 		select {
 		case n.errc <- err:

@@ -335,7 +335,7 @@ func (s *stillWatch) sample() error {
 	if err != nil {
 		return nil
 	}
-	hwm, err := s.c.HighWatermarks(s.i, s.topic, s.parts)
+	hwm, err := s.c.HeldHighWatermarks(s.i, s.topic, s.parts)
 	if err != nil {
 		return nil
 	}

@@ -76,6 +76,22 @@ func (c *Cluster) HighWatermarks(i int, topic string, parts int32) ([]int64, err
 	return hwm, nil
 }
 
+// HeldHighWatermarks asks node i for the high watermark of partitions
+// 0..parts-1 of topic as it holds them, from Fetch answers at offset 0:
+// unlike ListOffsets, a read inside the log needs no read barrier, so a
+// node cut off from the others answers too (with what it has).
+func (c *Cluster) HeldHighWatermarks(i int, topic string, parts int32) ([]int64, error) {
+	hwm := make([]int64, parts)
+	for p := range parts {
+		fp, err := c.RawFetch(i, topic, p, 0)
+		if err != nil {
+			return nil, err
+		}
+		hwm[p] = fp.HighWatermark
+	}
+	return hwm, nil
+}
+
 // FetchAll reads partition p of topic from node i, from offset 0 to the
 // high watermark node i reports, with raw Fetch requests.
 func (c *Cluster) FetchAll(i int, topic string, p int32) ([]LogRecord, error) {
