@@ -22,6 +22,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/wallclock"
 )
 
 // ErrTooLarge is returned for a command that cannot fit in one transaction.
@@ -169,7 +170,7 @@ func (b *Broker) tickLoop() {
 		case now := <-t.C:
 			due := b.fsm.GroupTimerDue()
 			idle := now.Sub(time.Unix(0, b.lastCommit.Load()))
-			if due > now.UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle {
+			if due > wallclock.Now().UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle {
 				continue
 			}
 			last = now

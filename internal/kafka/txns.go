@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/wallclock"
 )
 
 func txnRoutes() []route {
@@ -319,7 +320,7 @@ func handleListTransactions(c *conn, req kmsg.Request) (respond, error) {
 		// v1: only transactions open longer than the filter (by the
 		// broker's clock against the block time they began at).
 		if r.Version >= 1 && r.DurationFilterMillis >= 0 &&
-			(t.State != fsm.TxnOngoing || time.Now().UnixMilli()-t.StartMs <= r.DurationFilterMillis) {
+			(t.State != fsm.TxnOngoing || wallclock.Now().UnixMilli()-t.StartMs <= r.DurationFilterMillis) {
 			continue
 		}
 		lt := kmsg.NewListTransactionsResponseTransactionState()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // What the chain itself says: the genesis validators and the committed
@@ -62,13 +63,33 @@ func (c *Cluster) RPCAddr(i int) string {
 	return nf.RPC
 }
 
+// Header is what a test reads of a committed block header.
+type Header struct {
+	Proposer string    // validator address, upper-case hex
+	Time     time.Time // block time: the median of the validators' vote timestamps
+}
+
 // BlockProposers asks node i's RPC (/blockchain) for the headers of heights
 // 1..top and returns each height's proposer address.
 func (c *Cluster) BlockProposers(i int, top int64) (map[int64]string, error) {
+	hs, err := c.BlockHeaders(i, 1, top)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int64]string{}
-	for lo := int64(1); lo <= top; lo += 20 {
-		hi := min(lo+19, top)
-		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.RPCAddr(i), lo, hi)
+	for h, hd := range hs {
+		out[h] = hd.Proposer
+	}
+	return out, nil
+}
+
+// BlockHeaders asks node i's RPC (/blockchain) for the headers of heights
+// lo..hi.
+func (c *Cluster) BlockHeaders(i int, lo, hi int64) (map[int64]Header, error) {
+	out := map[int64]Header{}
+	for from := lo; from <= hi; from += 20 {
+		to := min(from+19, hi)
+		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.RPCAddr(i), from, to)
 		resp, err := c.HTTPC.Get(url)
 		if err != nil {
 			return nil, fmt.Errorf("node%d RPC: %w", i, err)
@@ -77,8 +98,9 @@ func (c *Cluster) BlockProposers(i int, top int64) (map[int64]string, error) {
 			Result struct {
 				BlockMetas []struct {
 					Header struct {
-						Height   string `json:"height"`
-						Proposer string `json:"proposer_address"`
+						Height   string    `json:"height"`
+						Proposer string    `json:"proposer_address"`
+						Time     time.Time `json:"time"`
 					} `json:"header"`
 				} `json:"block_metas"`
 			} `json:"result"`
@@ -97,11 +119,11 @@ func (c *Cluster) BlockProposers(i int, top int64) (map[int64]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("node%d RPC %s: height %q", i, url, m.Header.Height)
 			}
-			out[h] = m.Header.Proposer
+			out[h] = Header{Proposer: m.Header.Proposer, Time: m.Header.Time}
 		}
 	}
-	if int64(len(out)) != top {
-		return nil, fmt.Errorf("node%d RPC: %d headers for heights 1-%d", i, len(out), top)
+	if int64(len(out)) != hi-lo+1 {
+		return nil, fmt.Errorf("node%d RPC: %d headers for heights %d-%d", i, len(out), lo, hi)
 	}
 	return out, nil
 }
@@ -113,4 +135,43 @@ func ReadFileIfExists(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return data, err
+}
+
+// CommitTimes asks node i's RPC (/commit) for the precommits that
+// committed height h and returns each signer's vote timestamp, by
+// validator address.
+func (c *Cluster) CommitTimes(i int, h int64) (map[string]time.Time, error) {
+	url := fmt.Sprintf("http://%s/commit?height=%d", c.RPCAddr(i), h)
+	resp, err := c.HTTPC.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("node%d RPC: %w", i, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Result struct {
+			SignedHeader struct {
+				Commit struct {
+					Signatures []struct {
+						Flag      int       `json:"block_id_flag"`
+						Validator string    `json:"validator_address"`
+						Timestamp time.Time `json:"timestamp"`
+					} `json:"signatures"`
+				} `json:"commit"`
+			} `json:"signed_header"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
+	}
+	if len(body.Error) > 0 {
+		return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
+	}
+	out := map[string]time.Time{}
+	for _, s := range body.Result.SignedHeader.Commit.Signatures {
+		if s.Flag == 2 { // BlockIDFlagCommit: a precommit for the block
+			out[s.Validator] = s.Timestamp
+		}
+	}
+	return out, nil
 }

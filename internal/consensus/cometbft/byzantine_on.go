@@ -6,6 +6,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
+
+	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
+	"github.com/cometbft/cometbft/types"
+
+	"github.com/stele-io/stele/internal/wallclock"
 )
 
 // byzantineProposal is the proposer misbehaviour of the test-only
@@ -29,4 +35,33 @@ func byzantineProposal(txs [][]byte) [][]byte {
 		return nil
 	}
 	return txs
+}
+
+// byzantineSigner is the wrong clock of the test-only stelebyzantine
+// build: with STELE_BYZANTINE=clock-offset=DURATION every vote and proposal
+// this validator signs carries its timestamp moved by the offset, as from a
+// validator whose clock is that far off (for a negative offset, possibly
+// below the locked block's time, which CometBFT would have raised it to: a
+// worse clock than any honest one). Block time is the weighted median of
+// the votes' timestamps, so one such validator of four must not move it.
+func byzantineSigner(pv types.PrivValidator) types.PrivValidator {
+	if off := wallclock.Offset(); off != 0 {
+		return skewedSigner{pv, off}
+	}
+	return pv
+}
+
+type skewedSigner struct {
+	types.PrivValidator
+	off time.Duration
+}
+
+func (s skewedSigner) SignVote(chainID string, vote *cmtproto.Vote) error {
+	vote.Timestamp = vote.Timestamp.Add(s.off)
+	return s.PrivValidator.SignVote(chainID, vote)
+}
+
+func (s skewedSigner) SignProposal(chainID string, p *cmtproto.Proposal) error {
+	p.Timestamp = p.Timestamp.Add(s.off)
+	return s.PrivValidator.SignProposal(chainID, p)
 }

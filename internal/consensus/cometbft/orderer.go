@@ -164,7 +164,7 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		return nil, nil, res, err
 	}
 	a := newABCIApp(o.app, st.MaxTxBytes, o.logger.With("component", "abci"))
-	n, err := node.NewNodeWithContext(ctx, cc, pv, nodeKey,
+	n, err := node.NewNodeWithContext(ctx, cc, byzantineSigner(pv), nodeKey,
 		res.clientCreator(proxy.NewConnSyncLocalClientCreator(a)),
 		func() (*types.GenesisDoc, error) { return doc, nil },
 		res.dbProvider(cmtcfg.DefaultDBProvider),
