@@ -42,6 +42,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stele-io/stele/internal/durable"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -476,7 +477,7 @@ func (s *Store) rollLocked() (*storeSegment, error) {
 		return nil, fmt.Errorf("stele/dataplane: segment %s: no name left for the next segment", old.path)
 	}
 	s.syncs.Add(1)
-	if err := old.f.Sync(); err != nil {
+	if err := durable.Sync(old.f); err != nil {
 		return nil, s.failLocked(fmt.Errorf("stele/dataplane: fsync %s: %w", old.path, err))
 	}
 	seg, err := openStoreSegment(s.dir, old.id+old.records, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
@@ -551,7 +552,7 @@ func (s *Store) syncAndPublish() (uint64, error) {
 		s.syncHook()
 	}
 	s.syncs.Add(1)
-	err := seg.f.Sync()
+	err := durable.Sync(seg.f)
 	seg.unref()
 
 	s.wmu.Lock()
@@ -696,6 +697,9 @@ func openStoreSegment(dir string, id int64, flag int) (*storeSegment, error) {
 	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("stele/dataplane: %w", err)
+	}
+	if flag&os.O_TRUNC != 0 {
+		durable.Created(f)
 	}
 	seg := &storeSegment{id: id, path: path, f: f, maxHeight: math.MinInt64}
 	seg.refs.Store(1)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/stele-io/stele/internal/durable"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -79,6 +80,9 @@ func createSegment(dir string, base int64, cfg LogConfig) (*segment, error) {
 	if s.log, err = os.OpenFile(s.path+logSuffix, flags, 0o644); err != nil {
 		s.closeFiles()
 		return nil, fmt.Errorf("stele/storage: %w", err)
+	}
+	for _, f := range []*os.File{s.offIdx, s.timeIdx, s.log} {
+		durable.Created(f)
 	}
 	s.refs.Store(1)
 	return s, nil
@@ -319,7 +323,7 @@ func (s *segment) sync() error {
 		return nil
 	}
 	for _, f := range []*os.File{s.log, s.offIdx, s.timeIdx} {
-		if err := f.Sync(); err != nil {
+		if err := durable.Sync(f); err != nil {
 			return fmt.Errorf("stele/storage: fsync %s: %w", f.Name(), err)
 		}
 	}

@@ -52,7 +52,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos seed %d (rerun: go test ./test/chaos -run TestChaos -chaos.seed %d -chaos.duration %v -chaos.gap %v -chaos.hold %v); %d faults planned",
 		seed, seed, *duration, *gap, *hold, len(plan))
 
-	c := harness.New(t, harness.Options{Proxies: true})
+	c := harness.New(t, harness.Options{Proxies: true, SyncJournal: true, SlowFsync: 5 * time.Millisecond})
 	c.StartAll()
 	seeds := c.KafkaAddrs(c.All()...)
 	harness.CreateTopic(t, seeds, sendTopic, sendParts, nil)
@@ -110,6 +110,7 @@ const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches
 // left out, so the run stays within its length.
 func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.Time, length time.Duration) string {
 	var serve, catchUp, rebuild []time.Duration
+	var clock clockWatch
 	skipped := 0
 	for n, p := range plan {
 		if time.Since(start)+p.For > length {
@@ -127,6 +128,13 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			for _, i := range p.Nodes {
 				c.Kill9(i)
 			}
+		case FaultPowerCut:
+			for _, i := range p.Nodes {
+				c.Kill9(i)
+			}
+			for _, i := range p.Nodes {
+				c.LoseUnsynced(i)
+			}
 		case FaultPause:
 			c.Pause(p.Nodes[0])
 		case FaultIsolate, FaultSplit:
@@ -142,17 +150,25 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			corrupt(c, p.Nodes[0], p.Variant)
 		case FaultTamper:
 			tamper(c, p.Nodes[0], rest)
+		case FaultClock:
+			n := c.Nodes[p.Nodes[0]]
+			c.Kill9(n.Idx)
+			off := clockOffsets[int(p.Variant)%len(clockOffsets)]
+			n.Bin, n.Env = harness.ByzantineBin(c.T), []string{fmt.Sprintf("STELE_BYZANTINE=clock-offset=%v", off)}
+			c.Restart(n.Idx)
+			c.T.Logf("%s node%d's clock is %v off", harness.Clock(), n.Idx, off)
+			clock = clockWatch{from: c.MaxHeight(rest...) + 1, t0: time.Now(), node: n.Idx, off: off}
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
-		case FaultKill, FaultKillAll:
+		case FaultKill, FaultKillAll, FaultPowerCut:
 			// All at once, as after a power cut: a broker replaying its
 			// blocks may need a batch only its peers hold.
 			t0 := time.Now()
 			c.StartNodes(p.Nodes...)
 			c.T.Logf("%s nodes %v restarted", harness.Clock(), p.Nodes)
 			serve = append(serve, time.Since(t0))
-			if p.Kind == FaultKill {
+			if len(p.Nodes) == 1 {
 				t0 := time.Now()
 				c.WaitCaughtUp(2*time.Minute, p.Nodes[0], rest...)
 				catchUp = append(catchUp, time.Since(t0))
@@ -162,6 +178,13 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 		case FaultIsolate, FaultSplit, FaultOneWay:
 			c.Heal()
 		case FaultByzantine:
+			n := c.Nodes[p.Nodes[0]]
+			c.Kill9(n.Idx)
+			n.Bin, n.Env = "", nil
+			c.Restart(n.Idx)
+			c.WaitCaughtUp(2*time.Minute, n.Idx, rest...)
+		case FaultClock:
+			clock.check(c, rest[0])
 			n := c.Nodes[p.Nodes[0]]
 			c.Kill9(n.Idx)
 			n.Bin, n.Env = "", nil
@@ -178,6 +201,39 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 	return fmt.Sprintf("recovery: restart to /healthz answering %s; a killed broker's catch-up to the others' height %s; a wiped broker's rejoin %s\n"+
 		"%d planned faults left out: recoveries ran past the time the schedule allowed\n",
 		spread(serve), spread(catchUp), spread(rebuild), skipped)
+}
+
+// clockWatch checks the block times of the heights committed while one
+// broker's clock was off.
+type clockWatch struct {
+	from int64     // the first height committed with the clock off
+	t0   time.Time // when the clock fault began
+	node int
+	off  time.Duration
+}
+
+// check fails the test if a block committed since the fault began, read
+// from honest broker i, is stamped outside the harness's clock over the
+// same span (±5 s: an empty block can be 2 s late, and heights are
+// stamped with the previous height's votes).
+func (w clockWatch) check(c *harness.Cluster, i int) {
+	c.T.Helper()
+	t1 := time.Now()
+	to := c.MaxHeight(i)
+	if to < w.from {
+		return
+	}
+	headers, err := c.BlockHeaders(i, w.from, to)
+	if err != nil {
+		c.T.Errorf("clock fault: %v", err)
+		return
+	}
+	for h := w.from; h <= to; h++ {
+		if bt := headers[h].Time; bt.Before(w.t0.Add(-5*time.Second)) || bt.After(t1.Add(5*time.Second)) {
+			c.T.Errorf("clock fault: height %d is stamped %s, outside %s-%s when it was committed (node%d's clock %v off)",
+				h, bt.Format(time.StampMilli), w.t0.Format(time.StampMilli), t1.Format(time.StampMilli), w.node, w.off)
+		}
+	}
 }
 
 // corrupt kills broker i and damages the active segment of one partition
@@ -409,7 +465,10 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("fault %s: overlaps the previous (which ended at %v) or leaves the run", p, last)
 		}
 		last = p.At + p.For
-		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultOneWay: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1, FaultTamper: 1}[p.Kind]
+		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultOneWay: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 1}[p.Kind]
+		if p.Kind == FaultPowerCut && (len(p.Nodes) == 1 || len(p.Nodes) == 4) {
+			want = len(p.Nodes)
+		}
 		if len(p.Nodes) != want || !sort.IntsAreSorted(p.Nodes) || p.Nodes[len(p.Nodes)-1] > 3 {
 			t.Fatalf("fault %s: nodes %v", p, p.Nodes)
 		}

@@ -33,11 +33,26 @@ const (
 	// its state diverging a few heights later (a wrong app hash, as a
 	// tampered store gives); it must find out and exit, and is rebuilt.
 	FaultTamper = "tamper"
+	// FaultClock restarts one broker from the stelebyzantine build with
+	// its clock off (one of clockOffsets, by Variant): every vote and
+	// proposal its validator signs carries the wrong time, and so do its
+	// own time-of-day reads. Block time, the median of the validators'
+	// vote timestamps, must not move: the blocks committed meanwhile are
+	// checked against the harness's clock. Then it is restarted honest.
+	FaultClock = "clock"
+	// FaultPowerCut SIGKILLs one broker, or all four (by Variant), and
+	// drops every append to their partition logs, indexes and batch
+	// stores that they had not fsynced, as a power cut would
+	// (harness.LoseUnsynced); then restarts them.
+	FaultPowerCut = "power-cut"
 )
+
+// clockOffsets are the clock errors a FaultClock broker gets.
+var clockOffsets = []time.Duration{time.Hour, -time.Hour, 5 * time.Minute, -5 * time.Minute, 20 * time.Second, -20 * time.Second}
 
 // FaultKinds lists every kind Schedule can choose, in a fixed order.
 func FaultKinds() []string {
-	return []string{FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt, FaultTamper}
+	return []string{FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock, FaultPowerCut}
 }
 
 // Planned is one fault of a schedule: when it begins (from the start of
@@ -58,7 +73,7 @@ func (p Planned) String() string {
 
 // weight of each kind in a schedule: the faults of f brokers most, the ones
 // that stop the chain least.
-var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 2, FaultOneWay: 2, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1, FaultTamper: 1}
+var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 2, FaultOneWay: 2, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 2, FaultPowerCut: 2}
 
 // Schedule returns the faults of a run of length d on a cluster of nodes
 // brokers, from seed alone: the same arguments give the same schedule.
@@ -99,12 +114,17 @@ func Schedule(seed uint64, d, gap, hold time.Duration, nodes int, kinds []string
 		}
 		perm := rng.Perm(nodes)
 		switch p.Kind {
-		case FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultByzantine, FaultCorrupt, FaultTamper:
+		case FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock:
 			p.Nodes = perm[:1]
 		case FaultSplit:
 			p.Nodes = perm[:nodes/2] // one side; the rest is the other
 		case FaultKillAll:
 			p.Nodes = perm
+		case FaultPowerCut:
+			p.Nodes = perm[:1]
+			if p.Variant%2 == 1 {
+				p.Nodes = perm
+			}
 		}
 		slices.Sort(p.Nodes)
 		out = append(out, p)

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +106,11 @@ func (c *Cluster) Wipe(i int) {
 		if err := os.RemoveAll(filepath.Join(data, e.Name())); err != nil {
 			c.T.Fatal(err)
 		}
+	}
+	// The files the journal names are gone; new ones may reuse their
+	// inodes.
+	if err := os.Remove(c.syncJournalPath(i)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.T.Fatal(err)
 	}
 	c.T.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", Clock(), i)
 }

@@ -39,6 +39,15 @@ type Options struct {
 	// ServeArgs are extra `stele serve` flags given to every node
 	// (e.g. --snapshot-interval 5).
 	ServeArgs []string
+	// SyncJournal runs every node from the stelebyzantine build keeping a
+	// sync journal (internal/durable), so that LoseUnsynced can drop what
+	// a killed node had not fsynced. Lies a test gives a node in
+	// STELE_BYZANTINE are kept.
+	SyncJournal bool
+	// SlowFsync, with SyncJournal, makes every fsync of those files wait
+	// this long first, as on a slow disk, so that a SIGKILL finds more
+	// writes unsynced.
+	SlowFsync time.Duration
 }
 
 // Cluster is a set of `stele serve` processes made by `stele cluster init`.
@@ -58,7 +67,9 @@ type Cluster struct {
 	HTTPC *http.Client
 	hist  *history
 	// ServeArgs: Options.ServeArgs.
-	ServeArgs []string
+	ServeArgs   []string
+	syncJournal bool
+	slowFsync   time.Duration
 }
 
 // Node is one broker of the cluster.
@@ -127,10 +138,12 @@ func New(t *testing.T, opts Options) *Cluster {
 	}
 	c := &Cluster{
 		T: t, Dir: dir, Seed: seed, Rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		Proxies:   map[[2]int]*linkProxy{},
-		HTTPC:     &http.Client{Timeout: time.Second},
-		hist:      newHistory(),
-		ServeArgs: opts.ServeArgs,
+		Proxies:     map[[2]int]*linkProxy{},
+		HTTPC:       &http.Client{Timeout: time.Second},
+		hist:        newHistory(),
+		ServeArgs:   opts.ServeArgs,
+		syncJournal: opts.SyncJournal,
+		slowFsync:   opts.SlowFsync,
 	}
 	t.Cleanup(c.cleanup)
 
@@ -364,11 +377,18 @@ func (c *Cluster) Launch(i int) {
 	if n.Bin != "" {
 		bin = n.Bin
 	}
+	env := n.Env
+	if c.syncJournal {
+		if n.Bin == "" {
+			bin = ByzantineBin(t)
+		}
+		env = withSyncJournal(env, c.syncJournalPath(i), c.slowFsync)
+	}
 	args := append(append([]string{"serve", "--data", n.Dir}, c.ServeArgs...), n.Args...)
 	fmt.Fprintf(f, "=== harness: start #%d of node%d at %s: %s %s %s\n", n.Starts, i,
-		time.Now().Format(time.RFC3339Nano), strings.Join(n.Env, " "), bin, strings.Join(args, " "))
+		time.Now().Format(time.RFC3339Nano), strings.Join(env, " "), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), n.Env...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a terminal's Ctrl-C goes to the test only;
 	// and killed with the test binary if that dies without cleaning up.
