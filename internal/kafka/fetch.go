@@ -183,8 +183,8 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					stop = true
 				case data != nil:
-					sp.RecordBatches = data
 					total += len(data)
+					sp.RecordBatches, sp.HighWatermark = byzantineFetch(data, hwm)
 					if committed {
 						for _, a := range p.AbortedTxns(rp.FetchOffset, sp.LastStableOffset) {
 							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()

@@ -132,7 +132,7 @@ func New(t *testing.T, opts Options) *Cluster {
 		seed = v
 	}
 	t.Logf("fault seed %d (rerun with STELE_FAULT_SEED=%d)", seed, seed)
-	dir, err := os.MkdirTemp("", "stele-"+t.Name()+"-")
+	dir, err := os.MkdirTemp("", "stele-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,10 @@
+//go:build !stelebyzantine
+
+package kafka
+
+// byzantineFetch returns a partition's answer unchanged: only the
+// test-only stelebyzantine build lies to clients (byzantine_on.go).
+func byzantineFetch(data []byte, hwm int64) ([]byte, int64) { return data, hwm }
+
+// byzantineMetadata is false: this build tells clients the truth.
+func byzantineMetadata() bool { return false }

@@ -1,0 +1,24 @@
+//go:build stelebyzantine
+
+package kafka
+
+import (
+	"os"
+	"sync"
+)
+
+// told are the lies to clients STELE_BYZANTINE names (lies.go), read once.
+var told = sync.OnceValue(func() map[string]bool { return lies(os.Getenv("STELE_BYZANTINE")) })
+
+// byzantineFetch applies the Fetch lies of the test-only stelebyzantine
+// build to a partition's answer.
+func byzantineFetch(data []byte, hwm int64) ([]byte, int64) {
+	if set := told(); len(set) > 0 {
+		return lieAboutFetch(set, data, hwm)
+	}
+	return data, hwm
+}
+
+// byzantineMetadata reports whether this broker claims to be the only
+// broker and the leader of everything (lie-metadata).
+func byzantineMetadata() bool { return told()[lieMetadata] }
