@@ -170,13 +170,7 @@ func TestByzantineDivergingState(t *testing.T) {
 	w.waitAcked(c, 45*time.Second, 500, fmt.Sprintf("3 honest brokers, node%d gone", bad))
 	// The honest three go on committing well past the divergence.
 	c.WaitHeight(60*time.Second, divergeAt+10, honest...)
-	w.stopProducing(60 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, honest...)
-	w.checkBrokers(c, honest...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.CompareLogs(honest...))
+	w.end(c, 60*time.Second, honest...)
 	for p := range int32(parts) {
 		c.checkPrefix(bad, honest[0], topic, p)
 	}

@@ -89,11 +89,5 @@ func TestClockOffset(t *testing.T) {
 		c.Restart(bad)
 		c.WaitCaughtUp(time.Minute, bad, honest...)
 	}
-	w.stopProducing(60 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
+	w.end(c, 60*time.Second)
 }

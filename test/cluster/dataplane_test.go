@@ -68,13 +68,7 @@ func TestByzantineDataPlane(t *testing.T) {
 	}
 	t.Logf("node%d fetched %v batches after its restart", victim, fetched)
 
-	w.stopProducing(60 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, honest...)
-	w.checkBrokers(c, honest...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 3 honest brokers", c.CompareLogs(honest...))
+	w.end(c, 60*time.Second, honest...)
 	for _, i := range honest {
 		w.checkDisk(c, i)
 	}

@@ -43,14 +43,7 @@ func TestKillOneOfFour(t *testing.T) {
 	c.WaitCaughtUp(30*time.Second, victim, others...)
 	w.waitAcked(c, 30*time.Second, 500, "4 brokers again")
 
-	w.stopProducing(60 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
-	c.StopAll()
-	n := c.CompareLogs(c.All()...)
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", n)
+	w.end(c, 60*time.Second)
 	for _, i := range c.All() {
 		w.checkDisk(c, i)
 	}
@@ -168,13 +161,7 @@ func TestTwoOfFourDown(t *testing.T) {
 
 	c.Resume(frozen)
 	c.WaitCaughtUp(30*time.Second, frozen, live...)
-	w.stopProducing(30 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
+	w.end(c, 30*time.Second)
 	w.checkDisk(c, 0)
 }
 
@@ -293,13 +280,7 @@ func TestPartitions(t *testing.T) {
 	w.ackRaw(2, off, raw...)
 	w.waitAcked(c, 30*time.Second, 100, "healed after 2|2")
 
-	w.stopProducing(30 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
+	w.end(c, 30*time.Second)
 	w.checkDisk(c, 0)
 }
 

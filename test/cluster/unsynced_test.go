@@ -51,13 +51,7 @@ func TestLoseUnsyncedWrites(t *testing.T) {
 	if dropped == 0 {
 		t.Errorf("no kill found an unsynced byte to drop: the test did not test anything")
 	}
-	w.stopProducing(60 * time.Second)
-	w.stopConsuming()
-	t.Log(w.summary())
-	c.CheckAppHashes(30*time.Second, c.All()...)
-	w.checkBrokers(c, c.All()...)
-	c.StopAll()
-	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
+	w.end(c, 60*time.Second)
 	for _, i := range c.All() {
 		w.checkDisk(c, i)
 	}

@@ -417,6 +417,24 @@ func (w *workload) check(who string, logs map[int32][]harness.LogRecord) int {
 	return dups
 }
 
+// end stops the workload (producers within the given time), then requires
+// brokers on (every broker, if none is named) to agree on the app hash and
+// to serve every acknowledged record, stops every broker and requires the
+// log files of on to be byte-identical.
+func (w *workload) end(c *cluster, within time.Duration, on ...int) {
+	c.T.Helper()
+	if len(on) == 0 {
+		on = c.All()
+	}
+	w.stopProducing(within)
+	w.stopConsuming()
+	c.T.Log(w.summary())
+	c.CheckAppHashes(30*time.Second, on...)
+	w.checkBrokers(c, on...)
+	c.StopAll()
+	c.T.Logf("%d files under logs/ are byte-identical on brokers %v", c.CompareLogs(on...), on)
+}
+
 // checkBrokers checks the view each of the nodes given serves (raw Fetch to
 // that broker); a duplicate record fails the test (idempotent producers).
 func (w *workload) checkBrokers(c *cluster, idx ...int) {
