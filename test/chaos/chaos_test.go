@@ -98,8 +98,12 @@ func TestChaos(t *testing.T) {
 
 // byzantineModes are the lies of a FaultByzantine broker, none of which
 // may stall or corrupt the honest three (test/cluster's Byzantine tests
-// check each alone).
-const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches"
+// check each alone), nor lose or corrupt anything a client reads: to its
+// clients it names itself the only broker and leader of everything, and
+// reports high watermarks 1000 above the truth. (Lies about the records
+// themselves would fool any client that does not verify:
+// TestByzantineAnswers shows them apart.)
+const byzantineModes = "malformed-proposals,sign-without-storing,corrupt-batches,lie-metadata,forge-watermark"
 
 // injectFaults applies plan in order from the test's goroutine, undoing
 // each fault before the next, and returns the recovery figures: how long a
