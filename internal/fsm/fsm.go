@@ -97,6 +97,7 @@ type FSM struct {
 	signersChanged bool
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
+	keysAdded      []keyEntry // key stream entries of the block (keys.go)
 	certsDropped   []certEntry
 	verified       verifiedCerts // safe for concurrent use
 	groups         map[string]*Group
@@ -385,6 +386,8 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	clear(f.dirtyTxns)
 	clear(f.dirtyTopics)
 	clear(f.dirtyParts)
+	clear(f.keysAdded) // drop the keys' bytes
+	f.keysAdded = f.keysAdded[:0]
 	f.deleted = f.deleted[:0]
 	return f.height, nil
 }

@@ -17,6 +17,7 @@ import (
 //	g/... and o/...                   consumer groups and committed offsets (group_state.go)
 //	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
 //	x/... and a/...                   transactions and aborted transactions (txns.go)
+//	k/<topic id><key>...              the key stream index (keys.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -54,7 +55,15 @@ func (f *FSM) persist() error {
 	for _, e := range f.certsDropped {
 		b.Delete(certKey(e.height, e.digest))
 	}
+	// Key stream entries before the deletions: a topic produced to and
+	// deleted in one block leaves none.
+	for _, e := range f.keysAdded {
+		if !e.topic.deleted {
+			b.Set(keyEntryKey(e), nil)
+		}
+	}
 	for _, t := range f.deleted {
+		b.DeletePrefix(keyTopicPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))
 		b.Delete(topicKey(t.Name))

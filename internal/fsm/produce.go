@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,8 +29,15 @@ func (f *FSM) produce(c Produce) Result {
 	}
 	cfg := t.Config
 	headers := make([]record.Header, len(batches))
+	type keyAt struct {
+		delta int32
+		key   []byte
+	}
+	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
 	for i, b := range batches {
-		h, err := record.Validate(b)
+		h, err := record.ValidateKeys(b, func(delta int32, key []byte) {
+			keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key)})
+		})
 		if err != nil {
 			return fail(record.ErrorCode(err), err.Error())
 		}
@@ -94,6 +102,9 @@ func (f *FSM) produce(c Produce) Result {
 			// The log is cut back to the committed end at the next start;
 			// until then this partition refuses writes past the failure.
 			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
+		}
+		for _, k := range keys[i] {
+			f.keysAdded = append(f.keysAdded, keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta)})
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
 	}

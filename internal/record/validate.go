@@ -54,6 +54,18 @@ func Validate(b []byte) (Header, error) {
 	return check(b, true, nil)
 }
 
+// ValidateKeys is Validate that also calls fn with the offset delta and key
+// of every record whose key is not null, in order. key aliases b (or, for
+// a compressed batch, a buffer private to this call): copy it to keep it.
+func ValidateKeys(b []byte, fn func(offsetDelta int32, key []byte)) (Header, error) {
+	return check(b, true, func(_ Header, _ int, r Record) error {
+		if r.Key != nil {
+			fn(r.OffsetDelta, r.Key)
+		}
+		return nil
+	})
+}
+
 // ValidateStored checks a batch the log itself holds or writes (fetched,
 // replicated, recovered, rewritten by compaction) rather than one a client
 // produced: as Validate, except that any base offset >= 0 is allowed, a

@@ -1,0 +1,194 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// scanKey is what a reader finds without the index: every committed data
+// record of topic, read through each partition from its log start, whose
+// key is key and whose offset is at least from, as "partition/offset=value".
+func scanKey(t *testing.T, f *FSM, topic string, key []byte, from int64) []string {
+	t.Helper()
+	tv := f.View().Topic(topic)
+	var out []string
+	for _, p := range tv.Partitions {
+		for off := p.LogStartOffset(); off < p.LastStableOffset(); {
+			data, err := p.Read(off, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches, err := record.Split(data)
+			if err != nil || len(batches) == 0 {
+				t.Fatalf("%s-%d@%d: %v", topic, p.Index, off, err)
+			}
+			for _, b := range batches {
+				h, recs, err := record.Records(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range recs {
+					if !h.Control() && r.Offset >= off && r.Offset >= from && bytes.Equal(r.Key, key) && !aborted(p, h.ProducerID, r.Offset) {
+						out = append(out, fmt.Sprintf("%d/%d=%s", p.Index, r.Offset, r.Value))
+					}
+				}
+				off = h.LastOffset() + 1
+			}
+		}
+	}
+	return out
+}
+
+func keyEvents(t *testing.T, f *FSM, topic string, key []byte, from int64, limit int) []string {
+	t.Helper()
+	evs, err := f.KeyEvents(topic, key, from, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		if !bytes.Equal(e.Key, key) {
+			t.Fatalf("KeyEvents(%q) returned key %q", key, e.Key)
+		}
+		out = append(out, fmt.Sprintf("%d/%d=%s", e.Partition, e.Offset, e.Value))
+	}
+	return out
+}
+
+// TestKeyEvents: after the scenario's blocks (every codec, retention,
+// DeleteRecords, compaction, partitions added, a topic deleted), a key's
+// events read through the index equal a full scan of the topic filtered by
+// key, from any offset and with any limit; the same after a restart and on
+// a broker restored from a snapshot; keys that differ by a zero byte or
+// share a prefix stay apart; a deleted topic's entries go with it.
+func TestKeyEvents(t *testing.T) {
+	dir := t.TempDir()
+	f := open(t, dir)
+	applyAll(t, f, scenario(t))
+	check := func(f *FSM, when string) {
+		t.Helper()
+		for _, topic := range []string{"orders", "small", "table"} {
+			for _, prefix := range []string{"k", "s", "t", "missing"} {
+				for i := range 3 {
+					key := []byte(fmt.Sprintf("%s-%d", prefix, i))
+					all := scanKey(t, f, topic, key, 0)
+					if got := keyEvents(t, f, topic, key, 0, 1<<20); !slices.Equal(got, all) {
+						t.Fatalf("%s: %s %q: index gives %v\nscan gives %v", when, topic, key, got, all)
+					}
+					if len(all) < 2 {
+						continue
+					}
+					// From the second event's offset, and the first two only.
+					var p int32
+					var off int64
+					fmt.Sscanf(all[1], "%d/%d=", &p, &off)
+					if got, want := keyEvents(t, f, topic, key, off, 1<<20), scanKey(t, f, topic, key, off); !slices.Equal(got, want) {
+						t.Fatalf("%s: %s %q from %d: %v, want %v", when, topic, key, off, got, want)
+					}
+					if got := keyEvents(t, f, topic, key, 0, 2); !slices.Equal(got, all[:2]) {
+						t.Fatalf("%s: %s %q limit 2: %v, want %v", when, topic, key, got, all[:2])
+					}
+				}
+			}
+		}
+	}
+	check(f, "after the scenario")
+	if n := len(keyEvents(t, f, "orders", []byte("k-0"), 0, 1<<20)); n == 0 {
+		t.Fatal("orders has no events of k-0: the scenario changed and this test checks nothing")
+	}
+
+	s := takeSnapshot(t, f, filepath.Join(t.TempDir(), "snap"), nil)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open(t, dir)
+	check(f, "after a restart")
+	restored := open(t, t.TempDir())
+	restoreInto(t, restored, s)
+	check(restored, "restored from a snapshot")
+
+	// The deleted topic left no entry; keys apart by a zero byte or a
+	// prefix stay apart.
+	for k := range storeContents(t, f) {
+		if strings.HasPrefix(k, "k/") && !slices.ContainsFunc(f.View().Topics(), func(tv *TopicView) bool {
+			return strings.HasPrefix(k, string(keyTopicPrefix(tv.ID)))
+		}) {
+			t.Fatalf("key index entry %q belongs to no topic", k)
+		}
+	}
+	keys := [][]byte{[]byte("a"), []byte("a\x00"), []byte("a\x00b"), []byte("ab"), {}, []byte("\x00")}
+	var recs []record.Record
+	for i, k := range keys {
+		recs = append(recs, record.Record{OffsetDelta: int32(i), Key: k, Value: []byte(fmt.Sprint(i))})
+	}
+	recs = append(recs, record.Record{OffsetDelta: int32(len(keys)), Value: []byte("no key")})
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := f.Info()
+	for i, blk := range []block{
+		{t0 + 100_000, [][]byte{tx(9000, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
+		{t0 + 101_000, [][]byte{tx(9002, Produce{Topic: "bytes", Partition: 0, Records: b})}},
+	} {
+		if _, err := f.ApplyBlock(Block{Height: h + int64(i) + 1, TimeMs: blk.time, Txs: blk.txs}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keyEvents(t, f, "doomed", []byte("d-0"), 0, 100); len(got) != 0 {
+		t.Fatalf("the recreated topic doomed has the old one's events: %v", got)
+	}
+	for i, k := range keys {
+		if got, want := keyEvents(t, f, "bytes", k, 0, 100), []string{fmt.Sprintf("0/%d=%d", i, i)}; !slices.Equal(got, want) {
+			t.Errorf("key %q: %v, want %v", k, got, want)
+		}
+	}
+	if _, err := f.KeyEvents("nope", []byte("a"), 0, 1); err == nil {
+		t.Error("KeyEvents on a topic that does not exist: no error")
+	}
+}
+
+// TestKeyEventsTransactions: a key's events leave out the records of an
+// aborted transaction, and those of one not decided yet until its commit.
+func TestKeyEventsTransactions(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	d.block(0, CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
+	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	keyed := func(seq int32, values ...string) []byte {
+		var recs []record.Record
+		for i, v := range values {
+			recs = append(recs, record.Record{OffsetDelta: int32(i), Key: []byte("acct"), Value: []byte(v)})
+		}
+		b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, BaseSequence: seq, Attributes: 0x10}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	txn := func(seq int32, commit bool, values ...string) {
+		wantCode(t, "add", d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: 0})[0], 0)
+		wantCode(t, "produce", d.block(10, Produce{Topic: "out", Partition: 0, Records: keyed(seq, values...)})[0], 0)
+		if got := keyEvents(t, d.f, "out", []byte("acct"), 0, 100); slices.ContainsFunc(got, func(s string) bool { return strings.HasSuffix(s, "="+values[0]) }) {
+			t.Fatalf("an undecided transaction's record is among the key's events: %v", got)
+		}
+		wantCode(t, "end", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: commit})[0], 0)
+	}
+	txn(0, false, "aborted-1", "aborted-2")
+	txn(2, true, "committed-1")
+	txn(3, false, "aborted-3")
+	txn(4, true, "committed-2", "committed-3")
+	got := keyEvents(t, d.f, "out", []byte("acct"), 0, 100)
+	want := scanKey(t, d.f, "out", []byte("acct"), 0)
+	if !slices.Equal(got, want) || len(got) != 3 || !strings.HasSuffix(got[0], "=committed-1") {
+		t.Fatalf("key events %v; scan %v; want the three committed records", got, want)
+	}
+}
