@@ -222,6 +222,12 @@ func (b *Broker) View() *fsm.View { return b.fsm.View() }
 // Transactions returns the committed transactional ids.
 func (b *Broker) Transactions() []fsm.TxnInfo { return b.fsm.Transactions() }
 
+// KeyEvents returns up to limit committed events of key in topic from
+// offset from on (fsm.FSM.KeyEvents).
+func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]fsm.KeyEvent, error) {
+	return b.fsm.KeyEvents(topic, key, from, limit)
+}
+
 // Groups returns the committed consumer groups.
 func (b *Broker) Groups() *fsm.GroupsView { return b.fsm.Groups() }
 

@@ -122,6 +122,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newConsumerGroupCmd(g),
 		newConfigCmd(g),
 		newDumpLogCmd(g),
+		newKeyCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),

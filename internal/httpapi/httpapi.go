@@ -1,7 +1,8 @@
 // Package httpapi serves Stele's HTTP endpoints: /healthz for liveness and
-// readiness checks, /metrics for Prometheus and /v1/cluster for the
-// consensus view (validators, their last signed blocks, peers). Later issues add the native
-// API, the schema registry and the console here.
+// readiness checks, /metrics for Prometheus, /v1/cluster for the consensus
+// view (validators, their last signed blocks, peers) and the native API's
+// key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
+// rest of the native API, the schema registry and the console here.
 //
 // httpapi imports broker; nothing below it imports httpapi.
 package httpapi
@@ -34,15 +35,30 @@ type Health struct {
 	AppHash string `json:"app_hash"`
 }
 
+// routes are the patterns New serves; docs/openapi.json documents each
+// (TestOpenAPIListsEveryRoute).
+var routes = []string{
+	"GET /healthz",
+	"GET /metrics",
+	"GET /v1/cluster",
+	"GET /v1/topics/{topic}/keys/{key}/events",
+}
+
 // New returns the handler for every endpoint.
 func New(opts Options) http.Handler {
+	handlers := map[string]http.Handler{
+		"GET /healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h, hash := opts.Broker.Info()
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(Health{Status: "ok", NodeID: opts.NodeID, Height: h, AppHash: hex.EncodeToString(hash)})
+		}),
+		"GET /metrics":    promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
+		"GET /v1/cluster": serveCluster(opts),
+		"GET /v1/topics/{topic}/keys/{key}/events": serveKeyEvents(opts),
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		h, hash := opts.Broker.Info()
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(Health{Status: "ok", NodeID: opts.NodeID, Height: h, AppHash: hex.EncodeToString(hash)})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /v1/cluster", serveCluster(opts))
+	for _, r := range routes {
+		mux.Handle(r, handlers[r])
+	}
 	return mux
 }

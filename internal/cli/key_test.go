@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stele-io/stele/internal/httpapi"
+	"github.com/stele-io/stele/internal/server"
+)
+
+// TestKeyGet: `stele key get` against a real node prints a key's events in
+// order (table and JSON), from a version on, follows new ones, and fails
+// clearly for a topic that does not exist or a bad address.
+func TestKeyGet(t *testing.T) {
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = free(), free(), free()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := server.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c := &testCluster{t: t, brokers: n.KafkaAddr()}
+	c.ok("", "topic", "create", "accounts", "--partitions", "1")
+	c.ok("acct-1:opened\nacct-2:opened\nacct-1:credited 10\nacct-1:debited 3\n", "produce", "accounts", "--key-separator", ":")
+	get := func(args ...string) result {
+		return c.run("", append([]string{"key", "get", "--http", cfg.HTTPAddr}, args...)...)
+	}
+
+	r := get("accounts", "acct-1")
+	if r.code != ExitOK {
+		t.Fatalf("key get: exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "PARTITION") || !strings.Contains(lines[1], `"opened"`) ||
+		!strings.Contains(lines[2], `"credited 10"`) || !strings.Contains(lines[3], `"debited 3"`) {
+		t.Fatalf("key get acct-1:\n%s", r.stdout)
+	}
+	r = get("accounts", "acct-1", "--from", "2", "--output", "json")
+	var evs []httpapi.KeyEvent
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var e httpapi.KeyEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("--output json line %q: %v", l, err)
+		}
+		evs = append(evs, e)
+	}
+	if len(evs) != 2 || evs[0].Offset != 2 || string(*evs[1].Value) != "debited 3" {
+		t.Fatalf("--from 2 --output json: %+v", evs)
+	}
+	if r := get("accounts", "nobody"); r.code != ExitOK || strings.TrimSpace(r.stdout) != "PARTITION\tOFFSET\tTIMESTAMP\tVALUE" {
+		t.Fatalf("a key without events: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := get("nope", "acct-1"); r.code != ExitFailure || !strings.Contains(r.stderr, "does not exist") {
+		t.Fatalf("unknown topic: exit %d: %s", r.code, r.stderr)
+	}
+	if r := c.run("", "key", "get", "--http", "nowhere", "accounts", "acct-1"); r.code != ExitUsage {
+		t.Fatalf("bad --http: exit %d: %s", r.code, r.stderr)
+	}
+
+	// --follow: the events so far, then one produced while following.
+	fctx, fcancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer fcancel()
+	go func() {
+		time.Sleep(time.Second)
+		runCLI(context.Background(), "acct-1:closed\n", "--brokers", c.brokers, "produce", "accounts", "--key-separator", ":")
+	}()
+	r = runCLI(fctx, "", "key", "get", "--http", cfg.HTTPAddr, "accounts", "acct-1", "--from", "3", "--follow")
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"debited 3"`) || !strings.Contains(r.stdout, `"closed"`) || strings.Contains(r.stdout, `"opened"`) {
+		t.Fatalf("--follow: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,238 @@
+package httpapi
+
+// GET /v1/topics/{topic}/keys/{key}/events: a key's events, in order, from
+// a version on (docs/keys.md, docs/openapi.yaml).
+//
+//	?from=V    the first offset to return (default 0: the key's first event)
+//	?limit=N   at most N events (default 1000, at most 10000)
+//	Accept: application/x-ndjson   one event per line instead of one document
+//	Accept: text/event-stream      follow: Server-Sent Events, the events
+//	                               from `from` (or after Last-Event-ID) on,
+//	                               then each new one as it commits
+//
+// The key is the path segment, percent-decoded (any bytes). Byte fields are
+// JSON strings when they are valid UTF-8, else base64 under a "_b64" name.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+const (
+	defaultKeyLimit = 1000
+	maxKeyLimit     = 10_000
+)
+
+// KeyEventsPage is the JSON body of a key's events.
+type KeyEventsPage struct {
+	Topic  string     `json:"topic"`
+	Key    Bytes      `json:"key"`
+	Events []KeyEvent `json:"events"`
+	// Next is the from of the following page (the offset after the last
+	// event returned), or from itself when there was none.
+	Next int64 `json:"next"`
+}
+
+// KeyEvent is one event of a key.
+type KeyEvent struct {
+	Partition int32         `json:"partition"`
+	Offset    int64         `json:"offset"`
+	Timestamp int64         `json:"timestamp"` // ms since the epoch
+	Value     *Bytes        `json:"value"`     // null: a tombstone
+	Headers   []EventHeader `json:"headers,omitempty"`
+}
+
+// EventHeader is one record header.
+type EventHeader struct {
+	Key   string `json:"key"`
+	Value *Bytes `json:"value"`
+}
+
+// Bytes is a byte string in JSON: {"utf8": "..."} when it is valid UTF-8,
+// {"b64": "..."} otherwise.
+type Bytes []byte
+
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(b) {
+		return json.Marshal(struct {
+			UTF8 string `json:"utf8"`
+		}{string(b)})
+	}
+	return json.Marshal(struct {
+		B64 string `json:"b64"`
+	}{base64.StdEncoding.EncodeToString(b)})
+}
+
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var v struct {
+		UTF8 *string `json:"utf8"`
+		B64  *string `json:"b64"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch {
+	case v.UTF8 != nil:
+		*b = Bytes(*v.UTF8)
+	case v.B64 != nil:
+		d, err := base64.StdEncoding.DecodeString(*v.B64)
+		if err != nil {
+			return err
+		}
+		*b = d
+	default:
+		return errors.New(`httpapi: bytes need "utf8" or "b64"`)
+	}
+	return nil
+}
+
+func bytesOrNull(b []byte) *Bytes {
+	if b == nil {
+		return nil
+	}
+	v := Bytes(b)
+	return &v
+}
+
+// httpError writes a JSON error body.
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{fmt.Sprintf(format, args...)})
+}
+
+func serveKeyEvents(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
+		q := r.URL.Query()
+		from, limit := int64(0), defaultKeyLimit
+		if v := q.Get("from"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				httpError(w, http.StatusBadRequest, "from=%q: want an offset, 0 or more", v)
+				return
+			}
+			from = n
+		}
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxKeyLimit {
+				httpError(w, http.StatusBadRequest, "limit=%q: want 1 to %d", v, maxKeyLimit)
+				return
+			}
+			limit = n
+		}
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			if id := r.Header.Get("Last-Event-ID"); id != "" {
+				n, err := strconv.ParseInt(id, 10, 64)
+				if err != nil || n < 0 {
+					httpError(w, http.StatusBadRequest, "Last-Event-ID %q: want the offset of the last event received", id)
+					return
+				}
+				from = n + 1
+			}
+			followKey(w, r, opts, topic, key, from)
+			return
+		}
+		evs, err := opts.Broker.KeyEvents(topic, key, from, limit)
+		switch {
+		case errors.Is(err, fsm.ErrUnknownTopic):
+			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+			return
+		case err != nil:
+			httpError(w, http.StatusInternalServerError, "reading %q of %q: %v", key, topic, err)
+			return
+		}
+		page := KeyEventsPage{Topic: topic, Key: key, Events: make([]KeyEvent, 0, len(evs)), Next: from}
+		for _, e := range evs {
+			page.Events = append(page.Events, keyEvent(e))
+			page.Next = e.Offset + 1
+		}
+		if strings.Contains(r.Header.Get("Accept"), "application/x-ndjson") {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			enc := json.NewEncoder(w)
+			for _, ev := range page.Events {
+				enc.Encode(ev)
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(page)
+	}
+}
+
+func keyEvent(e fsm.KeyEvent) KeyEvent {
+	ev := KeyEvent{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp, Value: bytesOrNull(e.Value)}
+	for _, h := range e.Headers {
+		ev.Headers = append(ev.Headers, EventHeader{Key: h.Key, Value: bytesOrNull(h.Value)})
+	}
+	return ev
+}
+
+// keepAlive is how often an idle event stream gets a comment line, so
+// that proxies and clients do not take it for dead.
+const keepAlive = 15 * time.Second
+
+// followKey streams key's events from offset from on as Server-Sent
+// Events (id: the offset; data: the event as JSON), woken by every commit,
+// until the client goes away.
+func followKey(w http.ResponseWriter, r *http.Request, opts Options, topic string, key []byte, from int64) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		httpError(w, http.StatusNotAcceptable, "this connection cannot stream events")
+		return
+	}
+	if _, err := opts.Broker.KeyEvents(topic, key, from, 1); errors.Is(err, fsm.ErrUnknownTopic) {
+		httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	// The server's ReadTimeout bounds a request's whole life by default: a
+	// stream lives as long as its client.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		changed := opts.Broker.Changed()
+		evs, err := opts.Broker.KeyEvents(topic, key, from, maxKeyLimit)
+		if err != nil {
+			fmt.Fprintf(w, "event: error\ndata: %q\n\n", err.Error())
+			flusher.Flush()
+			return
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(keyEvent(e))
+			fmt.Fprintf(w, "id: %d\nevent: event\ndata: %s\n\n", e.Offset, data)
+			from = e.Offset + 1
+		}
+		if len(evs) > 0 {
+			flusher.Flush()
+		}
+		if len(evs) == maxKeyLimit {
+			continue // more waiting
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			flusher.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
