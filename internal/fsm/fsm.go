@@ -97,7 +97,8 @@ type FSM struct {
 	signersChanged bool
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
-	keysAdded      []keyEntry // key stream entries of the block (keys.go)
+	keysAdded      []keyEntry       // key stream entries of the block (keys.go)
+	keyStaged      map[keyRef][]int // keysAdded by key, built when first needed in a block
 	certsDropped   []certEntry
 	verified       verifiedCerts // safe for concurrent use
 	groups         map[string]*Group
@@ -388,6 +389,7 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	clear(f.dirtyParts)
 	clear(f.keysAdded) // drop the keys' bytes
 	f.keysAdded = f.keysAdded[:0]
+	f.keyStaged = nil
 	f.deleted = f.deleted[:0]
 	return f.height, nil
 }

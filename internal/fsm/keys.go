@@ -22,6 +22,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
 )
@@ -35,6 +38,74 @@ type keyEntry struct {
 	partition int32
 	key       []byte
 	offset    int64
+	pid       int64 // the batch's producer id (-1: none), to skip aborted records
+}
+
+// keyRef names a key in one partition.
+type keyRef struct {
+	topic     *Topic
+	partition int32
+	key       string
+}
+
+// stageKey adds e to the block's key stream entries.
+func (f *FSM) stageKey(e keyEntry) {
+	f.keysAdded = append(f.keysAdded, e)
+	if f.keyStaged != nil {
+		r := keyRef{e.topic, e.partition, string(e.key)}
+		f.keyStaged[r] = append(f.keyStaged[r], len(f.keysAdded)-1)
+	}
+}
+
+// entryValue is what an index entry holds: its batch's producer id, when
+// it has one.
+func entryValue(pid int64) []byte {
+	if pid < 0 {
+		return nil
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(pid))
+}
+
+// latestVersion is the offset of the latest record of key in partition p
+// of t that is not in an aborted transaction (a record of a transaction
+// not decided yet counts: it holds the key), or -1 when there is none:
+// the version an optimistic-concurrency append states it expects. The
+// records of this block come first, then the index.
+func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
+	if f.keyStaged == nil {
+		f.keyStaged = map[keyRef][]int{}
+		for i, e := range f.keysAdded {
+			r := keyRef{e.topic, e.partition, string(e.key)}
+			f.keyStaged[r] = append(f.keyStaged[r], i)
+		}
+	}
+	staged := f.keyStaged[keyRef{t, p.Index, string(key)}]
+	for i := len(staged) - 1; i >= 0; i-- {
+		if e := f.keysAdded[staged[i]]; !aborted(p, e.pid, e.offset) {
+			return e.offset, nil
+		}
+	}
+	prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(p.Index))
+	latest := int64(-1)
+	found := errors.New("found")
+	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
+		if len(k) != len(prefix)+8 {
+			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
+		}
+		off, pid := int64(binary.BigEndian.Uint64(k[len(prefix):])), int64(-1)
+		if len(v) == 8 {
+			pid = int64(binary.BigEndian.Uint64(v))
+		}
+		if aborted(p, pid, off) {
+			return nil
+		}
+		latest = off
+		return found
+	})
+	if err != nil && !errors.Is(err, found) {
+		return 0, err
+	}
+	return latest, nil
 }
 
 func keyTopicPrefix(id TopicID) []byte { return append([]byte("k/"), id[:]...) }
@@ -167,4 +238,82 @@ func cloneNil(b []byte) []byte {
 		return nil
 	}
 	return bytes.Clone(b)
+}
+
+// ExpectedVersionHeader is the record header with which a producer states
+// the version (offset) it expects to be the latest of the record's key in
+// the partition it writes to, or "-1" for "the key has no event yet":
+// optimistic concurrency per key. The value is the version in ASCII
+// decimal. A batch holding a record whose expectation does not hold is
+// refused whole with INVALID_RECORD, nothing of it written.
+const ExpectedVersionHeader = "stele-expected-version"
+
+// noExpectation marks a record without ExpectedVersionHeader.
+const noExpectation = int64(-2)
+
+// keyAt is a keyed record of a batch being produced.
+type keyAt struct {
+	delta  int32
+	key    []byte
+	expect int64 // the version it expects, -1: none yet, noExpectation
+}
+
+// expectedVersion reads a record's ExpectedVersionHeader.
+func expectedVersion(key []byte, hs []record.RecordHeader) (int64, error) {
+	expect := noExpectation
+	for _, h := range hs {
+		if h.Key != ExpectedVersionHeader {
+			continue
+		}
+		if expect != noExpectation {
+			return 0, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
+		}
+		v, err := strconv.ParseInt(string(h.Value), 10, 64)
+		if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
+			return 0, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
+		}
+		expect = v
+	}
+	if expect != noExpectation && key == nil {
+		return 0, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
+	}
+	return expect, nil
+}
+
+// checkVersions checks, in offset order, every expectation of the batches
+// about to be written at offsets (those not dup): a record's key must be
+// at the version it states, counting the records before it. Any failure
+// refuses the whole produce.
+func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []int64, dup []bool) Result {
+	latest := map[string]int64{} // versions the batches before have made
+	for i, ks := range keys {
+		if dup[i] {
+			continue
+		}
+		for _, k := range ks {
+			v, ok := latest[string(k.key)]
+			if !ok {
+				var err error
+				if v, err = f.latestVersion(t, p, k.key); err != nil {
+					return fail(kerr.KafkaStorageError.Code, err.Error())
+				}
+			}
+			if k.expect != noExpectation && k.expect != v {
+				now := fmt.Sprintf("its latest is version %d", v)
+				if v < 0 {
+					now = "it has no event yet"
+				}
+				want := fmt.Sprintf("version %d", k.expect)
+				if k.expect < 0 {
+					want = "no event yet"
+				}
+				r := fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
+					k.key, t.Name, p.Index, want, now))
+				r.VersionConflict, r.ConflictKey, r.KeyVersion = true, k.key, v
+				return r
+			}
+			latest[string(k.key)] = offsets[i] + int64(k.delta)
+		}
+	}
+	return Result{}
 }

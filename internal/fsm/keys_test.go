@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -191,4 +193,93 @@ func TestKeyEventsTransactions(t *testing.T) {
 	if !slices.Equal(got, want) || len(got) != 3 || !strings.HasSuffix(got[0], "=committed-1") {
 		t.Fatalf("key events %v; scan %v; want the three committed records", got, want)
 	}
+}
+
+// occBatch builds a batch of records (key, value, expected version; an
+// expectation of noExpectation adds no header).
+func occBatch(t *testing.T, recs ...occRec) []byte {
+	t.Helper()
+	var rs []record.Record
+	for i, r := range recs {
+		rec := record.Record{OffsetDelta: int32(i), Value: []byte(r.value)}
+		if r.key != "" {
+			rec.Key = []byte(r.key)
+		}
+		if r.expect != "" {
+			rec.Headers = []record.RecordHeader{{Key: ExpectedVersionHeader, Value: []byte(r.expect)}}
+		}
+		rs = append(rs, rec)
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type occRec struct{ key, value, expect string }
+
+// TestOptimisticConcurrency: a record stating the version it expects its
+// key to be at is written only if the key is there (counting the records
+// before it in the same batch and block); otherwise the whole batch, other
+// keys included, is refused with INVALID_RECORD and a message naming the
+// key and its version; two writers racing for one version in one block
+// cannot both win; malformed expectations are refused; an aborted
+// transaction's record is not a version.
+func TestOptimisticConcurrency(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	d.block(0, CreateTopic{Name: "acct", Partitions: 2, ReplicationFactor: -1})
+	produce := func(recs ...occRec) Result {
+		return d.block(10, Produce{Topic: "acct", Partition: 0, Records: occBatch(t, recs...)})[0]
+	}
+	wantCode(t, "first event of a, expecting none", produce(occRec{"a", "a0", "-1"}), 0)                              // offset 0
+	wantCode(t, "a at 0, then a at the record before it", produce(occRec{"a", "a1", "0"}, occRec{"a", "a2", "1"}), 0) // 1, 2
+	r := produce(occRec{"b", "b0", "-1"}, occRec{"a", "stale", "1"})
+	wantCode(t, "a stale expectation", r, kerr.InvalidRecord.Code)
+	if !strings.Contains(r.Message, `key "a"`) || !strings.Contains(r.Message, "latest is version 2") {
+		t.Errorf("conflict message %q does not name the key and its version", r.Message)
+	}
+	if got := keyEvents(t, d.f, "acct", []byte("b"), 0, 10); len(got) != 0 {
+		t.Fatalf("the refused batch's other key was written: %v", got)
+	}
+	wantCode(t, "expecting none of a key that has events", produce(occRec{"a", "x", "-1"}), kerr.InvalidRecord.Code)
+	wantCode(t, "no header: always written", produce(occRec{"a", "a3", ""}), 0)     // 3
+	wantCode(t, "after an unconditional write", produce(occRec{"a", "a4", "3"}), 0) // 4
+
+	// Two writers expecting version 4 in one block: the first ordered wins.
+	res := d.block(10,
+		Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-1", "4"})},
+		Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-2", "4"})})
+	wantCode(t, "the first of two racing writers", res[0], 0)
+	wantCode(t, "the second of two racing writers", res[1], kerr.InvalidRecord.Code)
+
+	// Versions are per partition: partition 1 has no event of a.
+	wantCode(t, "a in partition 1", d.block(10, Produce{Topic: "acct", Partition: 1, Records: occBatch(t, occRec{"a", "p1", "-1"})})[0], 0)
+
+	for name, rec := range map[string]occRec{
+		"a version that is not a number": {"a", "x", "five"},
+		"a version below -1":             {"a", "x", "-2"},
+		"a version with a leading zero":  {"a", "x", "05"},
+		"an expectation without a key":   {"", "x", "5"},
+	} {
+		wantCode(t, name, produce(rec), kerr.InvalidRecord.Code)
+	}
+	got := keyEvents(t, d.f, "acct", []byte("a"), 0, 100)
+	want := []string{"0/0=a0", "0/1=a1", "0/2=a2", "0/3=a3", "0/4=a4", "0/5=writer-1", "1/0=p1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events of a: %v\nwant %v", got, want)
+	}
+
+	// An aborted transaction's record of c is not a version of c.
+	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	wantCode(t, "add", d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "acct", Partition: 0})[0], 0)
+	txnRec := record.Record{Key: []byte("c"), Value: []byte("aborted")}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, BaseSequence: 0, Attributes: 0x10}, []record.Record{txnRec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "transactional write of c", d.block(10, Produce{Topic: "acct", Partition: 0, Records: b})[0], 0)
+	wantCode(t, "c is held by the open transaction", produce(occRec{"c", "x", "-1"}), kerr.InvalidRecord.Code)
+	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
+	wantCode(t, "c has no event once the transaction is aborted", produce(occRec{"c", "c0", "-1"}), 0)
 }

@@ -59,7 +59,7 @@ func (f *FSM) persist() error {
 	// deleted in one block leaves none.
 	for _, e := range f.keysAdded {
 		if !e.topic.deleted {
-			b.Set(keyEntryKey(e), nil)
+			b.Set(keyEntryKey(e), entryValue(e.pid))
 		}
 	}
 	for _, t := range f.deleted {

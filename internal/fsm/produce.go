@@ -29,17 +29,25 @@ func (f *FSM) produce(c Produce) Result {
 	}
 	cfg := t.Config
 	headers := make([]record.Header, len(batches))
-	type keyAt struct {
-		delta int32
-		key   []byte
-	}
 	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
+	conditional := false                  // some record states the version it expects
 	for i, b := range batches {
-		h, err := record.ValidateKeys(b, func(delta int32, key []byte) {
-			keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key)})
+		var bad error
+		h, err := record.ValidateKeys(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+			expect, err := expectedVersion(key, hs)
+			if err != nil && bad == nil {
+				bad = fmt.Errorf("record %d: %w", delta, err)
+			}
+			if key != nil {
+				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect})
+				conditional = conditional || expect != noExpectation
+			}
 		})
 		if err != nil {
 			return fail(record.ErrorCode(err), err.Error())
+		}
+		if bad != nil {
+			return fail(kerr.InvalidRecord.Code, bad.Error())
 		}
 		if res := f.checkBatch(cfg, h, b); res.Code != 0 {
 			return res
@@ -87,6 +95,11 @@ func (f *FSM) produce(c Produce) Result {
 		offsets[i] = next
 		next += int64(h.LastOffsetDelta) + 1
 	}
+	if conditional {
+		if r := f.checkVersions(t, p, keys, offsets, dup); r.Code != 0 {
+			return r
+		}
+	}
 	for i, b := range batches {
 		if dup[i] {
 			continue
@@ -104,7 +117,7 @@ func (f *FSM) produce(c Produce) Result {
 			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
 		}
 		for _, k := range keys[i] {
-			f.keysAdded = append(f.keysAdded, keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta)})
+			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID})
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
 	}

@@ -20,6 +20,12 @@ type Result struct {
 	// InitProducerID: the producer id and epoch given.
 	ProducerID    int64
 	ProducerEpoch int16
+	// Produce refused because a record's expected version did not hold
+	// (Code INVALID_RECORD): that record's key and the version it was at
+	// (-1: no event yet).
+	VersionConflict bool
+	ConflictKey     []byte
+	KeyVersion      int64
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -64,6 +70,10 @@ func encodeResults(rs []Result) []byte {
 		if r.ProducerID != 0 || r.ProducerEpoch != 0 {
 			w.i64(r.ProducerID)
 			w.i16(r.ProducerEpoch)
+		}
+		if r.VersionConflict {
+			w.bytes(r.ConflictKey)
+			w.i64(r.KeyVersion)
 		}
 	}
 	return w.b

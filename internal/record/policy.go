@@ -52,7 +52,7 @@ func (p Policy) Apply(b []byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: the batch has %d bytes, more than max.message.bytes (%d)", ErrTooLarge, len(b), p.MaxBatchBytes)
 	}
 	maxTimestamp := int64(-1)
-	h, err := check(b, true, func(h Header, i int, r Record) error {
+	h, err := check(b, true, headersSkip, func(h Header, i int, r Record) error {
 		if p.Compacted && r.Key == nil {
 			return &RecordError{Index: i, Err: invalidf("a compacted topic cannot accept a record without a key")}
 		}

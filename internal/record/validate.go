@@ -51,17 +51,17 @@ func CheckCRC(b []byte) (Header, error) {
 // Validate is stricter than Kafka in one more way: a varint that does not
 // fit its 32 or 64 bits is malformed here, where Java drops the high bits.
 func Validate(b []byte) (Header, error) {
-	return check(b, true, nil)
+	return check(b, true, headersSkip, nil)
 }
 
-// ValidateKeys is Validate that also calls fn with the offset delta and key
-// of every record whose key is not null, in order. key aliases b (or, for
-// a compressed batch, a buffer private to this call): copy it to keep it.
-func ValidateKeys(b []byte, fn func(offsetDelta int32, key []byte)) (Header, error) {
-	return check(b, true, func(_ Header, _ int, r Record) error {
-		if r.Key != nil {
-			fn(r.OffsetDelta, r.Key)
-		}
+// ValidateKeys is Validate that also calls fn with the offset delta, key
+// (nil when null) and headers of every record, in order. key and headers
+// alias b (or, for a compressed batch, a buffer private to this call) and
+// the headers slice is reused from one call to the next: copy what you
+// keep.
+func ValidateKeys(b []byte, fn func(offsetDelta int32, key []byte, headers []RecordHeader)) (Header, error) {
+	return check(b, true, headersReuse, func(_ Header, _ int, r Record) error {
+		fn(r.OffsetDelta, r.Key, r.Headers)
 		return nil
 	})
 }
@@ -74,12 +74,12 @@ func ValidateKeys(b []byte, fn func(offsetDelta int32, key []byte)) (Header, err
 // the record offset deltas need only increase and stay within
 // [0, LastOffsetDelta].
 func ValidateStored(b []byte) (Header, error) {
-	return check(b, false, nil)
+	return check(b, false, headersSkip, nil)
 }
 
 // check is the body of Validate, ValidateStored and Policy.Apply. It calls
 // fn, if not nil, with every record and its index.
-func check(b []byte, produced bool, fn func(h Header, i int, r Record) error) (Header, error) {
+func check(b []byte, produced bool, headers headerMode, fn func(h Header, i int, r Record) error) (Header, error) {
 	h, err := CheckCRC(b)
 	if err != nil {
 		return Header{}, err
@@ -103,7 +103,7 @@ func check(b []byte, produced bool, fn func(h Header, i int, r Record) error) (H
 	prev := int32(-1)
 	for w.left > 0 {
 		i := w.index
-		if err := w.next(&r, headersSkip); err != nil {
+		if err := w.next(&r, headers); err != nil {
 			return Header{}, err
 		}
 		switch {

@@ -94,6 +94,29 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 	return nil
 }
 
+// ScanReverse is Scan in descending key order.
+func (s *Store) ScanReverse(prefix []byte, fn func(k, v []byte) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("stele/storage: store scan: %w", err)
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("stele/storage: store scan: %w", err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("stele/storage: store scan: %w", err)
+	}
+	return nil
+}
+
 // NewBatch starts a batch of writes.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 

@@ -35,8 +35,18 @@ func TestStore(t *testing.T) {
 	if fmt.Sprint(keys) != "[t/0 t/1 t/2 t/3 t/4]" {
 		t.Fatal(keys)
 	}
+	keys = nil
+	if err := s.ScanReverse([]byte("t/"), func(k, v []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys) != "[t/4 t/3 t/2 t/1 t/0]" {
+		t.Fatal("ScanReverse:", keys)
+	}
 	stop := errors.New("stop")
 	if err := s.Scan(nil, func(k, v []byte) error { return stop }); err != stop {
+		t.Fatal(err)
+	}
+	if err := s.ScanReverse(nil, func(k, v []byte) error { return stop }); err != stop {
 		t.Fatal(err)
 	}
 
