@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,7 @@ func TestKeyGet(t *testing.T) {
 	}
 	defer n.Close()
 	c := &testCluster{t: t, brokers: n.KafkaAddr()}
-	c.ok("", "topic", "create", "accounts", "--partitions", "1")
+	c.ok("", "topic", "create", "accounts", "--partitions", "3")
 	c.ok("acct-1:opened\nacct-2:opened\nacct-1:credited 10\nacct-1:debited 3\n", "produce", "accounts", "--key-separator", ":")
 	get := func(args ...string) result {
 		return c.run("", append([]string{"key", "get", "--http", cfg.HTTPAddr}, args...)...)
@@ -59,8 +61,30 @@ func TestKeyGet(t *testing.T) {
 		}
 		evs = append(evs, e)
 	}
-	if len(evs) != 2 || evs[0].Offset != 2 || string(*evs[1].Value) != "debited 3" {
+	if len(evs) != 2 || string(*evs[0].Value) != "credited 10" || string(*evs[1].Value) != "debited 3" {
 		t.Fatalf("--from 2 --output json: %+v", evs)
+	}
+	// An append over HTTP, conditional on the latest version, joins the
+	// key's events in the partition Kafka's partitioner chose.
+	last := evs[len(evs)-1]
+	req, _ := http.NewRequest("POST", "http://"+cfg.HTTPAddr+"/v1/topics/accounts/keys/acct-1/events", strings.NewReader("audited"))
+	req.Header.Set("If-Match", fmt.Sprintf("%q", fmt.Sprint(last.Offset)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("append over HTTP: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	r = get("accounts", "acct-1", "--output", "json")
+	evs = nil
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var e httpapi.KeyEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("--output json line %q: %v", l, err)
+		}
+		evs = append(evs, e)
+	}
+	if len(evs) != 4 || string(*evs[3].Value) != "audited" || evs[3].Partition != last.Partition || evs[3].Offset != last.Offset+1 {
+		t.Fatalf("after the HTTP append: %+v", evs)
 	}
 	if r := get("accounts", "nobody"); r.code != ExitOK || strings.TrimSpace(r.stdout) != "PARTITION\tOFFSET\tTIMESTAMP\tVALUE" {
 		t.Fatalf("a key without events: exit %d\n%s", r.code, r.stdout)

@@ -42,6 +42,7 @@ var routes = []string{
 	"GET /metrics",
 	"GET /v1/cluster",
 	"GET /v1/topics/{topic}/keys/{key}/events",
+	"POST /v1/topics/{topic}/keys/{key}/events",
 }
 
 // New returns the handler for every endpoint.
@@ -54,7 +55,8 @@ func New(opts Options) http.Handler {
 		}),
 		"GET /metrics":    promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
 		"GET /v1/cluster": serveCluster(opts),
-		"GET /v1/topics/{topic}/keys/{key}/events": serveKeyEvents(opts),
+		"GET /v1/topics/{topic}/keys/{key}/events":  serveKeyEvents(opts),
+		"POST /v1/topics/{topic}/keys/{key}/events": serveAppend(opts),
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

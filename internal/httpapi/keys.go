@@ -14,17 +14,23 @@ package httpapi
 // JSON strings when they are valid UTF-8, else base64 under a "_b64" name.
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/record"
 )
 
 const (
@@ -233,6 +239,100 @@ func followKey(w http.ResponseWriter, r *http.Request, opts Options, topic strin
 			flusher.Flush()
 		case <-r.Context().Done():
 			return
+		}
+	}
+}
+
+// maxAppendBytes bounds the body of an append; the topic's
+// max.message.bytes then applies to the batch.
+const maxAppendBytes = 8 << 20
+
+// Appended is the body of a successful append.
+type Appended struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"` // the event's version
+}
+
+// Conflict is the body of a 412: the key's version when the append was
+// ordered (-1: no event yet).
+type Conflict struct {
+	Error   string `json:"error"`
+	Version int64  `json:"version"`
+}
+
+// serveAppend is POST /v1/topics/{topic}/keys/{key}/events: the body is
+// the new event's value, written to the partition Kafka's default
+// partitioner gives the key (murmur2, as franz-go and the Java client), so
+// it joins the events Kafka producers wrote. If-Match: "V" (or V) appends
+// only if the key's latest version is V; If-None-Match: * only if it has
+// no event yet; otherwise 412 with the version it is at.
+func serveAppend(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
+		t := opts.Broker.View().Topic(topic)
+		if t == nil {
+			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+			return
+		}
+		var expect string
+		match, noneMatch := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+		switch {
+		case match != "" && noneMatch != "":
+			httpError(w, http.StatusBadRequest, "give If-Match or If-None-Match, not both")
+			return
+		case noneMatch != "":
+			if strings.TrimSpace(noneMatch) != "*" {
+				httpError(w, http.StatusBadRequest, "If-None-Match %q: only * (the key has no event yet) is understood", noneMatch)
+				return
+			}
+			expect = "-1"
+		case match != "":
+			v, err := strconv.ParseInt(strings.Trim(strings.TrimSpace(match), `"`), 10, 64)
+			if err != nil || v < 0 {
+				httpError(w, http.StatusBadRequest, "If-Match %q: want the version (offset) the key must be at, e.g. \"41\"", match)
+				return
+			}
+			expect = strconv.FormatInt(v, 10)
+		}
+		value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAppendBytes))
+		if err != nil {
+			httpError(w, http.StatusRequestEntityTooLarge, "the value is over %d bytes", maxAppendBytes)
+			return
+		}
+		rec := record.Record{Key: key, Value: value}
+		if expect != "" {
+			rec.Headers = []record.RecordHeader{{Key: fsm.ExpectedVersionHeader, Value: []byte(expect)}}
+		}
+		batch, err := record.Build(record.Header{FirstTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{rec})
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		partition := kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: key}, len(t.Partitions))
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		res, err := opts.Broker.SubmitOne(ctx, fsm.Produce{Topic: topic, Partition: int32(partition), Records: batch})
+		switch {
+		case err != nil:
+			httpError(w, http.StatusServiceUnavailable, "the append was not confirmed (it may still be written): %v", err)
+		case res.VersionConflict:
+			if res.KeyVersion >= 0 {
+				w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.KeyVersion, 10)))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusPreconditionFailed)
+			json.NewEncoder(w).Encode(Conflict{Error: res.Message, Version: res.KeyVersion})
+		case res.Code == kerr.UnknownTopicOrPartition.Code:
+			httpError(w, http.StatusNotFound, "%s", res.Message)
+		case res.Code == kerr.MessageTooLarge.Code || res.Code == kerr.RecordListTooLarge.Code:
+			httpError(w, http.StatusRequestEntityTooLarge, "%s", res.Message)
+		case res.Code != 0:
+			httpError(w, http.StatusBadRequest, "%s: %s", kerr.ErrorForCode(res.Code), res.Message)
+		default:
+			w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.BaseOffset, 10)))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(Appended{Partition: int32(partition), Offset: res.BaseOffset})
 		}
 	}
 }

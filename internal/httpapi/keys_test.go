@@ -234,3 +234,90 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		t.Fatalf("docs/openapi.json documents %v\nthe handler serves %v", documented, want)
 	}
 }
+
+// TestKeyAppendAPI: POST appends the body as the key's next event; with
+// If-None-Match: * or If-Match: "V" only if the key is at that version,
+// else 412 with the version it is at and nothing written; racing appends
+// for one version: exactly one wins.
+func TestKeyAppendAPI(t *testing.T) {
+	b, reg := startBroker(t)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	post := func(key, value string, hdr ...string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/topics/t/keys/"+url.PathEscape(key)+"/events", strings.NewReader(value))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, resp.Header, body
+	}
+	if code, h, body := post("acct", "opened", "If-None-Match", "*"); code != 201 || body["offset"] != 0.0 || h.Get("ETag") != `"0"` {
+		t.Fatalf("first append: %d %v %v", code, h, body)
+	}
+	if code, h, body := post("acct", "again", "If-None-Match", "*"); code != 412 || body["version"] != 0.0 || h.Get("ETag") != `"0"` || body["error"] == "" {
+		t.Fatalf("If-None-Match on a key with an event: %d %v %v", code, h, body)
+	}
+	if code, _, body := post("acct", "credited", "If-Match", `"0"`); code != 201 || body["offset"] != 1.0 {
+		t.Fatalf("If-Match 0: %d %v", code, body)
+	}
+	if code, _, body := post("acct", "stale", "If-Match", "0"); code != 412 || body["version"] != 1.0 {
+		t.Fatalf("a stale If-Match: %d %v", code, body)
+	}
+	if code, _, body := post("acct", "free"); code != 201 || body["offset"] != 2.0 {
+		t.Fatalf("an unconditional append: %d %v", code, body)
+	}
+	for name, hdr := range map[string][]string{
+		"If-Match not a number": {"If-Match", "soon"},
+		"If-None-Match not *":   {"If-None-Match", `"3"`},
+		"both preconditions":    {"If-Match", "2", "If-None-Match", "*"},
+		"a negative If-Match":   {"If-Match", "-1"},
+	} {
+		if code, _, body := post("acct", "x", hdr...); code != 400 || body["error"] == "" {
+			t.Errorf("%s: %d %v", name, code, body)
+		}
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/topics/nope/keys/a/events", strings.NewReader("x"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("unknown topic: %v %v", resp, err)
+	}
+
+	// Eight writers race for version 2: one wins, seven get 412.
+	codes := make(chan int, 8)
+	for i := range 8 {
+		go func() {
+			code, _, _ := post("acct", fmt.Sprint("racer-", i), "If-Match", "2")
+			codes <- code
+		}()
+	}
+	won := 0
+	for range 8 {
+		switch c := <-codes; c {
+		case 201:
+			won++
+		case 412:
+		default:
+			t.Fatalf("a racing append got %d", c)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d racing appends for version 2 won, want exactly 1", won)
+	}
+	evs, err := b.KeyEvents("t", []byte("acct"), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, e := range evs {
+		values = append(values, string(e.Value))
+	}
+	if len(values) != 4 || values[0] != "opened" || values[1] != "credited" || values[2] != "free" || !strings.HasPrefix(values[3], "racer-") {
+		t.Fatalf("the key's events: %v", values)
+	}
+}

@@ -102,11 +102,12 @@ e2e_forget() {
 	E2E_PIDS=("${keep[@]}")
 }
 
-# e2e_require_clients checks kcat and the Python clients, installing the
-# Debian packages when they are missing and we are root.
+# e2e_require_clients checks kcat, curl and the Python clients, installing
+# the Debian packages when they are missing and we are root.
 e2e_require_clients() {
 	local missing=()
 	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+	command -v curl >/dev/null 2>&1 || missing+=(curl)
 	if [[ ! -x $PY ]]; then
 		missing+=(python3)
 	else
@@ -115,14 +116,15 @@ e2e_require_clients() {
 	fi
 	((${#missing[@]} == 0)) && return 0
 	if [[ $(id -u) != 0 ]]; then
-		fail "missing ${missing[*]}: run as root, or: apt-get install -y kcat python3-confluent-kafka python3-kafka"
+		fail "missing ${missing[*]}: run as root, or: apt-get install -y kcat curl python3-confluent-kafka python3-kafka"
 	fi
 	log "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	e2e_timeout 300 apt-get update >/dev/null || fail "apt-get update failed"
-	e2e_timeout 300 apt-get install -y kcat python3-confluent-kafka python3-kafka >/dev/null ||
-		fail "apt-get install kcat python3-confluent-kafka python3-kafka failed"
+	e2e_timeout 300 apt-get install -y kcat curl python3-confluent-kafka python3-kafka >/dev/null ||
+		fail "apt-get install kcat curl python3-confluent-kafka python3-kafka failed"
 	command -v kcat >/dev/null 2>&1 || fail "kcat still missing after apt-get install"
+	command -v curl >/dev/null 2>&1 || fail "curl still missing after apt-get install"
 	"$PY" -c 'import confluent_kafka, kafka' || fail "the Python clients are still missing after apt-get install"
 }
 
