@@ -3,6 +3,7 @@ module github.com/stele-io/stele
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/cometbft/cometbft v0.39.4
 	github.com/cometbft/cometbft-db v0.14.1
