@@ -228,6 +228,12 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 	return b.fsm.KeyEvents(topic, key, from, limit)
 }
 
+// Keys lists up to limit keys of topic starting with prefix, after after
+// (fsm.FSM.Keys).
+func (b *Broker) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {
+	return b.fsm.Keys(topic, prefix, after, limit)
+}
+
 // Groups returns the committed consumer groups.
 func (b *Broker) Groups() *fsm.GroupsView { return b.fsm.Groups() }
 

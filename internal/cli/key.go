@@ -33,7 +33,7 @@ const (
 )
 
 func newKeyCmd(g *globalOptions) *cobra.Command {
-	return newGroupCmd("key", "Read a key's stream of events (the native HTTP API)", newKeyGetCmd(g))
+	return newGroupCmd("key", "Read a key's stream of events, list keys (the native HTTP API)", newKeyGetCmd(g), newKeyListCmd(g))
 }
 
 func newKeyGetCmd(g *globalOptions) *cobra.Command {
@@ -65,14 +65,9 @@ per line, as GET /v1/topics/{topic}/keys/{key}/events returns them.`,
 			if limit < 1 || limit > 10_000 {
 				return usageErrorf("invalid --limit %d: 1 to 10000 events per request", limit)
 			}
-			addr := httpAddr
-			if fl := cmd.Flags().Lookup("http"); fl != nil && !fl.Changed {
-				if env := strings.TrimSpace(os.Getenv(httpEnv)); env != "" {
-					addr = env
-				}
-			}
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return usageErrorf("invalid HTTP address %q: want host:port, e.g. %s", addr, defaultHTTP)
+			addr, err := httpAddress(cmd, httpAddr)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -260,4 +255,85 @@ func decodeAPI(resp *http.Response, v any) error {
 		return fmt.Errorf("the broker's answer does not decode: %w", err)
 	}
 	return nil
+}
+
+func newKeyListCmd(g *globalOptions) *cobra.Command {
+	var (
+		httpAddr, prefix string
+		limit            int
+	)
+	c := &cobra.Command{
+		Use:   "list TOPIC",
+		Short: "List a topic's keys in byte order, optionally by prefix",
+		Long: `Print the keys of TOPIC that have a record in the log, one per line, in
+byte order, read from a broker's key index over its HTTP API (--http, or
+STELE_HTTP). Keys print as quoted text when they are UTF-8, base64
+otherwise; --output json prints one JSON key per line ({"utf8": ...} or
+{"b64": ...}).`,
+		Example: `  stele key list accounts
+  stele key list accounts --prefix acct-4`,
+		Args: exactArgs("TOPIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > 10_000 {
+				return usageErrorf("invalid --limit %d: 1 to 10000 keys per request", limit)
+			}
+			addr, err := httpAddress(cmd, httpAddr)
+			if err != nil {
+				return err
+			}
+			base := "http://" + addr + "/v1/topics/" + url.PathEscape(args[0]) + "/keys"
+			cl := &http.Client{Timeout: g.timeout}
+			q := url.Values{"prefix": {prefix}, "limit": {strconv.Itoa(limit)}}
+			out := cmd.OutOrStdout()
+			for {
+				req, err := http.NewRequestWithContext(cmd.Context(), "GET", base+"?"+q.Encode(), nil)
+				if err != nil {
+					return err
+				}
+				resp, err := cl.Do(req)
+				if err != nil {
+					return fmt.Errorf("listing the keys: %w", err)
+				}
+				var page httpapi.KeysPage
+				if err := decodeAPI(resp, &page); err != nil {
+					return err
+				}
+				for _, k := range page.Keys {
+					if g.jsonOutput() {
+						if err := json.NewEncoder(out).Encode(k); err != nil {
+							return err
+						}
+						continue
+					}
+					if _, err := fmt.Fprintln(out, showBytes(&k)); err != nil {
+						return err
+					}
+				}
+				if page.After == nil {
+					return nil
+				}
+				q.Set("after", string(*page.After))
+			}
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&httpAddr, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")
+	f.StringVar(&prefix, "prefix", "", "only keys starting with this")
+	f.IntVar(&limit, "limit", 1000, "keys per request")
+	return c
+}
+
+// httpAddress resolves the HTTP API address: --http if given, else
+// $STELE_HTTP if set, else the default.
+func httpAddress(cmd *cobra.Command, flag string) (string, error) {
+	addr := flag
+	if fl := cmd.Flags().Lookup("http"); fl != nil && !fl.Changed {
+		if env := strings.TrimSpace(os.Getenv(httpEnv)); env != "" {
+			addr = env
+		}
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", usageErrorf("invalid HTTP address %q: want host:port, e.g. %s", addr, defaultHTTP)
+	}
+	return addr, nil
 }

@@ -89,6 +89,13 @@ func TestKeyGet(t *testing.T) {
 	if r := get("accounts", "nobody"); r.code != ExitOK || strings.TrimSpace(r.stdout) != "PARTITION\tOFFSET\tTIMESTAMP\tVALUE" {
 		t.Fatalf("a key without events: exit %d\n%s", r.code, r.stdout)
 	}
+	r = c.run("", "key", "list", "--http", cfg.HTTPAddr, "accounts", "--limit", "1")
+	if r.code != ExitOK || r.stdout != "\"acct-1\"\n\"acct-2\"\n" {
+		t.Fatalf("key list (one key per request): exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("", "key", "list", "--http", cfg.HTTPAddr, "accounts", "--prefix", "acct-2", "--output", "json"); r.code != ExitOK || r.stdout != "{\"utf8\":\"acct-2\"}\n" {
+		t.Fatalf("key list --prefix --output json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := get("nope", "acct-1"); r.code != ExitFailure || !strings.Contains(r.stderr, "does not exist") {
 		t.Fatalf("unknown topic: exit %d: %s", r.code, r.stderr)
 	}

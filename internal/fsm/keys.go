@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
 )
 
 // ErrUnknownTopic: KeyEvents was asked about a topic that does not exist.
@@ -112,14 +113,7 @@ func keyTopicPrefix(id TopicID) []byte { return append([]byte("k/"), id[:]...) }
 
 // keyPrefix is the prefix of every entry of key in the topic.
 func keyPrefix(id TopicID, key []byte) []byte {
-	k := keyTopicPrefix(id)
-	for _, c := range key {
-		if c == 0 {
-			k = append(k, 0, 0xff)
-			continue
-		}
-		k = append(k, c)
-	}
+	k := append(keyTopicPrefix(id), escapeKey(key)...)
 	return append(k, 0, 1)
 }
 
@@ -316,4 +310,89 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []in
 		}
 	}
 	return Result{}
+}
+
+// escapeKey is the escaped form of key without its terminator: the
+// escaped form of every key starting with key starts with it.
+func escapeKey(key []byte) []byte {
+	var k []byte
+	for _, c := range key {
+		if c == 0 {
+			k = append(k, 0, 0xff)
+			continue
+		}
+		k = append(k, c)
+	}
+	return k
+}
+
+// unescapeKey reads an escaped key and its terminator from the start of b
+// and returns the key and the rest of b.
+func unescapeKey(b []byte) (key, rest []byte, err error) {
+	key = []byte{}
+	for i := 0; i < len(b); i++ {
+		if b[i] != 0 {
+			key = append(key, b[i])
+			continue
+		}
+		if i+1 >= len(b) {
+			break
+		}
+		switch b[i+1] {
+		case 0xff:
+			key = append(key, 0)
+			i++
+		case 1:
+			return key, b[i+2:], nil
+		default:
+			return nil, nil, fmt.Errorf("stele/fsm: key index entry has a bad escape %x", b[i:i+2])
+		}
+	}
+	return nil, nil, fmt.Errorf("stele/fsm: key index entry %x has no key terminator", b)
+}
+
+// Keys lists, in byte order, up to limit keys of topic that start with
+// prefix and sort after after (nil: from the first), each with at least
+// one record still in its partition's log (not yet removed by retention
+// or DeleteRecords). A topic that does not exist gives ErrUnknownTopic.
+func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	head := keyTopicPrefix(t.ID)
+	lower := append(append([]byte{}, head...), escapeKey(prefix)...)
+	upper := storage.PrefixEnd(lower)
+	if after != nil {
+		if past := storage.PrefixEnd(keyPrefix(t.ID, after)); bytes.Compare(past, lower) > 0 {
+			lower = past
+		}
+	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return nil, nil
+	}
+	var out [][]byte
+	enough := errors.New("enough")
+	err := f.store.Seek(lower, upper, func(k, _ []byte) ([]byte, error) {
+		key, rest, err := unescapeKey(k[len(head):])
+		if err != nil {
+			return nil, err
+		}
+		if len(rest) != 12 {
+			return nil, fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
+		}
+		p, off := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
+		if int(p) >= len(t.Partitions) || off < t.Partitions[p].LogStartOffset() || off >= t.Partitions[p].HighWatermark() {
+			return nil, nil // gone (or newer than this view): look at the key's next entry
+		}
+		out = append(out, key)
+		if len(out) >= limit {
+			return nil, enough
+		}
+		return storage.PrefixEnd(keyPrefix(t.ID, key)), nil // the next key
+	})
+	if err != nil && !errors.Is(err, enough) {
+		return nil, err
+	}
+	return out, nil
 }

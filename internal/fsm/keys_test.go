@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -154,6 +155,71 @@ func TestKeyEvents(t *testing.T) {
 			t.Errorf("key %q: %v, want %v", k, got, want)
 		}
 	}
+	// Listing: byte order, by prefix, paged with after.
+	list := func(topic, prefix, after string, limit int) []string {
+		t.Helper()
+		var a []byte
+		if after != "" {
+			a = []byte(after)
+		}
+		ks, err := f.Keys(topic, []byte(prefix), a, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, k := range ks {
+			out = append(out, string(k))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		prefix, after string
+		limit         int
+		want          []string
+	}{
+		{"", "", 100, []string{"", "\x00", "a", "a\x00", "a\x00b", "ab"}},
+		{"a", "", 100, []string{"a", "a\x00", "a\x00b", "ab"}},
+		{"a\x00", "", 100, []string{"a\x00", "a\x00b"}},
+		{"a", "a\x00", 100, []string{"a\x00b", "ab"}},
+		{"", "", 2, []string{"", "\x00"}},
+		{"", "\x00", 2, []string{"a", "a\x00"}},
+		{"", "ab", 2, []string{}},
+		{"b", "", 100, []string{}},
+	} {
+		if got := list("bytes", c.prefix, c.after, c.limit); !slices.Equal(got, c.want) {
+			t.Errorf("Keys(prefix %q, after %q, limit %d) = %q, want %q", c.prefix, c.after, c.limit, got, c.want)
+		}
+	}
+	// Every key with a record in the log, as a scan finds them.
+	for _, topic := range []string{"orders", "small", "table"} {
+		seen := map[string]bool{}
+		for _, p := range f.View().Topic(topic).Partitions {
+			for off := p.LogStartOffset(); off < p.HighWatermark(); {
+				data, err := p.Read(off, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				batches, _ := record.Split(data)
+				for _, b := range batches {
+					h, recs, err := record.Records(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range recs {
+						if r.Offset >= off && r.Key != nil {
+							seen[string(r.Key)] = true
+						}
+					}
+					off = h.LastOffset() + 1
+				}
+			}
+		}
+		want := slices.Sorted(maps.Keys(seen))
+		if got := list(topic, "", "", 1000); !slices.Equal(got, want) {
+			t.Errorf("%s: Keys = %q, a scan finds %q", topic, got, want)
+		}
+	}
+
 	if _, err := f.KeyEvents("nope", []byte("a"), 0, 1); err == nil {
 		t.Error("KeyEvents on a topic that does not exist: no error")
 	}

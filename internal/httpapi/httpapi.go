@@ -41,6 +41,7 @@ var routes = []string{
 	"GET /healthz",
 	"GET /metrics",
 	"GET /v1/cluster",
+	"GET /v1/topics/{topic}/keys",
 	"GET /v1/topics/{topic}/keys/{key}/events",
 	"POST /v1/topics/{topic}/keys/{key}/events",
 }
@@ -53,8 +54,9 @@ func New(opts Options) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(Health{Status: "ok", NodeID: opts.NodeID, Height: h, AppHash: hex.EncodeToString(hash)})
 		}),
-		"GET /metrics":    promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
-		"GET /v1/cluster": serveCluster(opts),
+		"GET /metrics":                              promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
+		"GET /v1/cluster":                           serveCluster(opts),
+		"GET /v1/topics/{topic}/keys":               serveKeys(opts),
 		"GET /v1/topics/{topic}/keys/{key}/events":  serveKeyEvents(opts),
 		"POST /v1/topics/{topic}/keys/{key}/events": serveAppend(opts),
 	}

@@ -336,3 +336,52 @@ func serveAppend(opts Options) http.HandlerFunc {
 		}
 	}
 }
+
+// KeysPage is the body of GET /v1/topics/{topic}/keys.
+type KeysPage struct {
+	Topic string  `json:"topic"`
+	Keys  []Bytes `json:"keys"`
+	// After is the after of the next page (the last key of this one) when
+	// the page is full; absent when there is no more.
+	After *Bytes `json:"after,omitempty"`
+}
+
+// serveKeys is GET /v1/topics/{topic}/keys?prefix=P&after=A&limit=N: the
+// topic's keys with a record in the log, in byte order, paged.
+func serveKeys(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
+		q := r.URL.Query()
+		limit := defaultKeyLimit
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxKeyLimit {
+				httpError(w, http.StatusBadRequest, "limit=%q: want 1 to %d", v, maxKeyLimit)
+				return
+			}
+			limit = n
+		}
+		var after []byte
+		if q.Has("after") {
+			after = []byte(q.Get("after"))
+		}
+		keys, err := opts.Broker.Keys(topic, []byte(q.Get("prefix")), after, limit)
+		switch {
+		case errors.Is(err, fsm.ErrUnknownTopic):
+			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+			return
+		case err != nil:
+			httpError(w, http.StatusInternalServerError, "listing the keys of %q: %v", topic, err)
+			return
+		}
+		page := KeysPage{Topic: topic, Keys: make([]Bytes, 0, len(keys))}
+		for _, k := range keys {
+			page.Keys = append(page.Keys, k)
+		}
+		if len(keys) == limit {
+			page.After = bytesOrNull(keys[len(keys)-1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(page)
+	}
+}

@@ -321,3 +321,67 @@ func TestKeyAppendAPI(t *testing.T) {
 		t.Fatalf("the key's events: %v", values)
 	}
 }
+
+// TestKeysAPI: GET /v1/topics/{topic}/keys lists keys in byte order, by
+// prefix, a page at a time with after.
+func TestKeysAPI(t *testing.T) {
+	b, reg := startBroker(t)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	var recs []record.Record
+	for i, k := range []string{"user-2", "order-1", "user-1", "user-10", "user-1", "bin\x00"} {
+		recs = append(recs, record.Record{OffsetDelta: int32(i), Key: []byte(k), Value: []byte("v")})
+	}
+	batch, err := record.Build(record.Header{FirstTimestamp: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.SubmitOne(context.Background(), fsm.Produce{Topic: "t", Partition: 0, Records: batch}); err != nil || res.Code != 0 {
+		t.Fatalf("produce: %+v %v", res, err)
+	}
+	list := func(query string) ([]string, *string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/v1/topics/t/keys" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p KeysPage
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET keys%s: %d %v", query, resp.StatusCode, err)
+		}
+		out := []string{}
+		for _, k := range p.Keys {
+			out = append(out, string(k))
+		}
+		var after *string
+		if p.After != nil {
+			s := string(*p.After)
+			after = &s
+		}
+		return out, after
+	}
+	if got, after := list(""); fmt.Sprint(got) != "[bin\x00 order-1 user-1 user-10 user-2]" || after != nil {
+		t.Fatalf("all keys: %q, after %v", got, after)
+	}
+	if got, _ := list("?prefix=user-1"); fmt.Sprint(got) != "[user-1 user-10]" {
+		t.Fatalf("prefix user-1: %q", got)
+	}
+	got, after := list("?prefix=user-&limit=2")
+	if fmt.Sprint(got) != "[user-1 user-10]" || after == nil || *after != "user-10" {
+		t.Fatalf("page 1: %q, after %v", got, after)
+	}
+	if got, after := list("?prefix=user-&limit=2&after=" + url.QueryEscape(*after)); fmt.Sprint(got) != "[user-2]" || after != nil {
+		t.Fatalf("page 2: %q, after %v", got, after)
+	}
+	for path, code := range map[string]int{"/v1/topics/nope/keys": 404, "/v1/topics/t/keys?limit=0": 400} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != code {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, code)
+		}
+	}
+}

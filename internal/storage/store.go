@@ -94,6 +94,43 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 	return nil
 }
 
+// Seek calls fn for keys in [lower, upper) in ascending order, starting at
+// lower; fn returns the key to go on from (at or after it; nil: the next
+// key), or an error to stop with, which Seek returns. It lets a caller
+// skip runs of keys it has no use for (all entries but the first of a
+// group).
+func (s *Store) Seek(lower, upper []byte, fn func(k, v []byte) ([]byte, error)) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("stele/storage: store seek: %w", err)
+	}
+	for ok := it.First(); ok; {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("stele/storage: store seek: %w", err)
+		}
+		next, err := fn(it.Key(), v)
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if next == nil {
+			ok = it.Next()
+		} else {
+			ok = it.SeekGE(next)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("stele/storage: store seek: %w", err)
+	}
+	return nil
+}
+
+// PrefixEnd returns the first key after every key starting with prefix
+// (nil: there is none).
+func PrefixEnd(prefix []byte) []byte { return prefixEnd(prefix) }
+
 // ScanReverse is Scan in descending key order.
 func (s *Store) ScanReverse(prefix []byte, fn func(k, v []byte) error) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})

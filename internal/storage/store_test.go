@@ -42,6 +42,17 @@ func TestStore(t *testing.T) {
 	if fmt.Sprint(keys) != "[t/4 t/3 t/2 t/1 t/0]" {
 		t.Fatal("ScanReverse:", keys)
 	}
+	// Seek: every other key, by seeking past the next one.
+	keys = nil
+	if err := s.Seek([]byte("t/"), PrefixEnd([]byte("t/")), func(k, v []byte) ([]byte, error) {
+		keys = append(keys, string(k))
+		return append(append([]byte{}, k[:len(k)-1]...), k[len(k)-1]+2), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys) != "[t/0 t/2 t/4]" {
+		t.Fatal("Seek:", keys)
+	}
 	stop := errors.New("stop")
 	if err := s.Scan(nil, func(k, v []byte) error { return stop }); err != stop {
 		t.Fatal(err)
