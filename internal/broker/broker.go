@@ -228,6 +228,11 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 	return b.fsm.KeyEvents(topic, key, from, limit)
 }
 
+// KeySnapshot finds the latest snapshot record of key (fsm.FSM.KeySnapshot).
+func (b *Broker) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
+	return b.fsm.KeySnapshot(topic, key)
+}
+
 // Keys lists up to limit keys of topic starting with prefix, after after
 // (fsm.FSM.Keys).
 func (b *Broker) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {

@@ -46,9 +46,12 @@ func newKeyGetCmd(g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "get TOPIC KEY",
 		Short: "Print a key's events in order, from a version on",
-		Long: `Print every event of KEY in TOPIC, in order, from offset --from on: the
-broker finds them in its key index, without scanning the partition. With
---follow, keep printing new events as they are committed, until interrupted.
+		Long: `Print the events of KEY in TOPIC, in order: from the key's latest snapshot
+record when it has one (a record marked with the stele-snapshot header,
+which stands for everything before it), else from its first event; or
+from offset --from on. The broker finds them in its key index, without
+scanning the partition. With --follow, keep printing new events as they
+are committed, until interrupted.
 
 The events are read from a broker's HTTP API (--http, or the STELE_HTTP
 environment variable), not its Kafka port. The table shows values as text
@@ -61,6 +64,9 @@ per line, as GET /v1/topics/{topic}/keys/{key}/events returns them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if from < 0 {
 				return usageErrorf("invalid --from %d: an offset is 0 or more", from)
+			}
+			if !cmd.Flags().Changed("from") {
+				from = -1 // the broker starts at the key's latest snapshot
 			}
 			if limit < 1 || limit > 10_000 {
 				return usageErrorf("invalid --limit %d: 1 to 10000 events per request", limit)
@@ -85,11 +91,14 @@ per line, as GET /v1/topics/{topic}/keys/{key}/events returns them.`,
 	}
 	f := c.Flags()
 	f.StringVar(&httpAddr, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")
-	f.Int64Var(&from, "from", 0, "the first offset (version) to print")
+	f.Int64Var(&from, "from", 0, "the first offset (version) to print (default: the key's latest snapshot, else its first event)")
 	f.IntVar(&limit, "limit", 1000, "events per request")
 	f.BoolVar(&follow, "follow", false, "keep printing new events as they are committed")
 	return c
 }
+
+// keyTableHeader heads `key get`'s table.
+const keyTableHeader = "PARTITION\tOFFSET\tTIMESTAMP\tVALUE\tSNAPSHOT"
 
 // keyReader prints a key's events as they come from the HTTP API.
 type keyReader struct {
@@ -100,11 +109,25 @@ type keyReader struct {
 	header  bool // the table header is out
 }
 
-// pages reads every event from offset from on, a page at a time.
+// query is the query string asking for events from offset from on (from
+// -1: where the broker starts, the key's latest snapshot).
+func query(from int64, limit int) string {
+	q := url.Values{}
+	if from >= 0 {
+		q.Set("from", strconv.FormatInt(from, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return "?" + q.Encode()
+}
+
+// pages reads every event from offset from on (-1: from the key's latest
+// snapshot), a page at a time.
 func (k *keyReader) pages(ctx context.Context, from int64, limit int) error {
 	cl := &http.Client{Timeout: k.timeout}
 	for {
-		req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s?from=%d&limit=%d", k.base, from, limit), nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", k.base+query(from, limit), nil)
 		if err != nil {
 			return err
 		}
@@ -133,7 +156,7 @@ func (k *keyReader) pages(ctx context.Context, from int64, limit int) error {
 // come, over Server-Sent Events, reconnecting (with Last-Event-ID) when
 // the stream breaks.
 func (k *keyReader) follow(ctx context.Context, from int64) error {
-	last := from - 1
+	last := from - 1 // -2: nothing printed yet, start where the broker does
 	for {
 		err := k.stream(ctx, &last)
 		if ctx.Err() != nil {
@@ -153,7 +176,7 @@ func (k *keyReader) follow(ctx context.Context, from int64) error {
 }
 
 func (k *keyReader) stream(ctx context.Context, last *int64) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s?from=%d", k.base, *last+1), nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", k.base+query(max(*last+1, -1), 0), nil)
 	if err != nil {
 		return err
 	}
@@ -198,13 +221,17 @@ func (k *keyReader) print(e httpapi.KeyEvent) error {
 		return json.NewEncoder(k.out).Encode(e)
 	}
 	if !k.header {
-		if _, err := fmt.Fprintln(k.out, "PARTITION\tOFFSET\tTIMESTAMP\tVALUE"); err != nil {
+		if _, err := fmt.Fprintln(k.out, keyTableHeader); err != nil {
 			return err
 		}
 		k.header = true
 	}
 	ts := time.UnixMilli(e.Timestamp).UTC().Format(time.RFC3339Nano)
-	_, err := fmt.Fprintf(k.out, "%d\t%d\t%s\t%s\n", e.Partition, e.Offset, ts, showBytes(e.Value))
+	snap := ""
+	if e.Snapshot {
+		snap = "yes"
+	}
+	_, err := fmt.Fprintf(k.out, "%d\t%d\t%s\t%s\t%s\n", e.Partition, e.Offset, ts, showBytes(e.Value), snap)
 	return err
 }
 
@@ -214,7 +241,7 @@ func (k *keyReader) flushHeader() error {
 		return nil
 	}
 	k.header = true
-	_, err := fmt.Fprintln(k.out, "PARTITION\tOFFSET\tTIMESTAMP\tVALUE")
+	_, err := fmt.Fprintln(k.out, keyTableHeader)
 	return err
 }
 

@@ -86,7 +86,7 @@ func TestKeyGet(t *testing.T) {
 	if len(evs) != 4 || string(*evs[3].Value) != "audited" || evs[3].Partition != last.Partition || evs[3].Offset != last.Offset+1 {
 		t.Fatalf("after the HTTP append: %+v", evs)
 	}
-	if r := get("accounts", "nobody"); r.code != ExitOK || strings.TrimSpace(r.stdout) != "PARTITION\tOFFSET\tTIMESTAMP\tVALUE" {
+	if r := get("accounts", "nobody"); r.code != ExitOK || strings.TrimSpace(r.stdout) != "PARTITION\tOFFSET\tTIMESTAMP\tVALUE\tSNAPSHOT" {
 		t.Fatalf("a key without events: exit %d\n%s", r.code, r.stdout)
 	}
 	r = c.run("", "key", "list", "--http", cfg.HTTPAddr, "accounts", "--limit", "1")
@@ -101,6 +101,22 @@ func TestKeyGet(t *testing.T) {
 	}
 	if r := c.run("", "key", "get", "--http", "nowhere", "accounts", "acct-1"); r.code != ExitUsage {
 		t.Fatalf("bad --http: exit %d: %s", r.code, r.stderr)
+	}
+
+	// A snapshot record of acct-2: key get starts there, --from 0 does not.
+	req, _ = http.NewRequest("POST", "http://"+cfg.HTTPAddr+"/v1/topics/accounts/keys/acct-2/events", strings.NewReader("balance 0"))
+	req.Header.Set("Stele-Snapshot", "true")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("snapshot append: %v %v", resp, err)
+	}
+	c.ok("acct-2:after the snapshot\n", "produce", "accounts", "--key-separator", ":")
+	r = get("accounts", "acct-2")
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[1], "\t\"balance 0\"\tyes") || !strings.Contains(lines[2], `"after the snapshot"`) {
+		t.Fatalf("key get from the snapshot:\n%s", r.stdout)
+	}
+	if r := get("accounts", "acct-2", "--from", "0"); strings.Count(r.stdout, "\n") != 4 {
+		t.Fatalf("key get --from 0 (every event):\n%s", r.stdout)
 	}
 
 	// --follow: the events so far, then one produced while following.

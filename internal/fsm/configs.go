@@ -42,8 +42,8 @@ const maxLong = math.MaxInt64
 
 // topicConfigs is sorted by name.
 var topicConfigs = []ConfigDef{
-	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Enforced: true, valid: []string{"compact", "delete"},
-		Doc: "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key"},
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Enforced: true, valid: []string{"compact", "delete", "snapshot"},
+		Doc: "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key; snapshot (Stele): drop a key's records older than its latest snapshot record (docs/keys.md)"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"},
 		Doc: "batches are stored as the producer compressed them whatever the value"},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Enforced: true, min: 0, max: maxLong,
@@ -196,6 +196,7 @@ func orZero(s string) string {
 // changes so the produce path reads plain fields.
 type TopicConfig struct {
 	Compact, Delete             bool
+	Snapshot                    bool // cleanup.policy=snapshot (keys.go)
 	DeleteRetentionMs           int64
 	IndexIntervalBytes          int32
 	MaxMessageBytes             int32
@@ -225,6 +226,7 @@ func resolveConfig(explicit map[string]string) TopicConfig {
 	for _, p := range splitList(get("cleanup.policy")) {
 		c.Compact = c.Compact || p == "compact"
 		c.Delete = c.Delete || p == "delete"
+		c.Snapshot = c.Snapshot || p == "snapshot"
 	}
 	c.DeleteRetentionMs = num("delete.retention.ms")
 	c.IndexIntervalBytes = int32(num("index.interval.bytes"))

@@ -475,7 +475,15 @@ func (f *FSM) settleFiles(p *Partition) {
 	}
 	if p.pendingCompact {
 		p.pendingCompact = false
-		if _, err := p.log.Compact(p.compactHorizon); err != nil {
+		opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon}
+		if t := f.topics[p.Topic]; t != nil {
+			// The topic's policy as committed with the decision.
+			opts.Latest = t.Config.Compact
+			if t.Config.Snapshot {
+				opts.SnapshotHeader = SnapshotHeader
+			}
+		}
+		if _, err := p.log.CompactWith(opts); err != nil {
 			f.opts.Logger.Error("compacting", "topic", p.Topic, "partition", p.Index, "err", err)
 		}
 	}

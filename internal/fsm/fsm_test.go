@@ -32,6 +32,27 @@ func batch(t testing.TB, ts int64, codec record.Codec, keyPrefix string, n int) 
 	return b
 }
 
+// ledgerBatch is block h's batch for the ledger topic: events of keys
+// acct-0..acct-2, acct-0 with a snapshot record every fifth block, acct-1
+// with one only at block 12, acct-2 never.
+func ledgerBatch(t testing.TB, ts int64, h int) []byte {
+	t.Helper()
+	var recs []record.Record
+	for k := range 3 {
+		r := record.Record{OffsetDelta: int32(k), Key: []byte(fmt.Sprintf("acct-%d", k)), Value: []byte(fmt.Sprintf("event %d of acct-%d %s", h, k, bytes.Repeat([]byte("x"), 60)))}
+		if (k == 0 && h%5 == 0) || (k == 1 && h == 12) {
+			r.Value = []byte(fmt.Sprintf("balance of acct-%d after block %d", k, h))
+			r.Headers = []record.RecordHeader{{Key: SnapshotHeader, Value: []byte("1")}}
+		}
+		recs = append(recs, r)
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func tx(i int, cmds ...Command) []byte {
 	var n Nonce
 	n[0], n[1] = byte(i>>8), byte(i)
@@ -63,6 +84,8 @@ func scenario(t testing.TB) []block {
 			{"segment.bytes", "2000"}, {"retention.bytes", "4000"}}}),
 		tx(3, CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
 			{"cleanup.policy", "compact"}, {"segment.bytes", "1500"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}}),
+		tx(4, CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
+			{"cleanup.policy", "snapshot"}, {"segment.bytes", "1500"}, {"min.cleanable.dirty.ratio", "0.01"}}}),
 	}})
 	for h := 1; h <= 30; h++ {
 		ts := t0 + int64(h)*700
@@ -71,6 +94,7 @@ func scenario(t testing.TB) []block {
 			txs = append(txs, tx(100*h+int(p), Produce{Topic: "orders", Partition: p, Records: batch(t, ts, codecs[(h+int(p))%len(codecs)], "k", 1+h%5)}))
 		}
 		txs = append(txs, tx(100*h+10,
+			Produce{Topic: "ledger", Partition: 0, Records: ledgerBatch(t, ts, h)},
 			Produce{Topic: "small", Partition: 0, Records: batch(t, ts, record.CodecNone, "s", 4)},
 			Produce{Topic: "table", Partition: 0, Records: batch(t, ts, record.CodecNone, "t", 6)},
 			Produce{Topic: "nope", Partition: 0, Records: batch(t, ts, record.CodecNone, "x", 1)},

@@ -33,7 +33,7 @@ func (f *FSM) housekeep() (changes []string) {
 					changes = append(changes, fmt.Sprintf("retention %s %d %d", t.Name, p.Index, start))
 				}
 			}
-			if t.Config.Compact && compactionDue(t.Config, segs, p.cleanedUpTo) {
+			if (t.Config.Compact || t.Config.Snapshot) && compactionDue(t.Config, segs, p.cleanedUpTo) {
 				p.cleanedUpTo = segs[len(segs)-1].BaseOffset
 				p.compactHorizon = f.blockTime - t.Config.DeleteRetentionMs
 				p.compactedAt = f.height

@@ -40,6 +40,7 @@ type keyEntry struct {
 	key       []byte
 	offset    int64
 	pid       int64 // the batch's producer id (-1: none), to skip aborted records
+	snapshot  bool  // the record carries SnapshotHeader
 }
 
 // keyRef names a key in one partition.
@@ -58,13 +59,35 @@ func (f *FSM) stageKey(e keyEntry) {
 	}
 }
 
-// entryValue is what an index entry holds: its batch's producer id, when
-// it has one.
-func entryValue(pid int64) []byte {
-	if pid < 0 {
+// entryValue is what an index entry holds: nothing for a record outside
+// a producer's batch that is no snapshot; otherwise a flags byte (1: a
+// snapshot record), then the batch's producer id when it has one.
+func entryValue(e keyEntry) []byte {
+	if e.pid < 0 && !e.snapshot {
 		return nil
 	}
-	return binary.BigEndian.AppendUint64(nil, uint64(pid))
+	var flags byte
+	if e.snapshot {
+		flags = 1
+	}
+	v := []byte{flags}
+	if e.pid >= 0 {
+		v = binary.BigEndian.AppendUint64(v, uint64(e.pid))
+	}
+	return v
+}
+
+// parseEntryValue reads entryValue's encoding.
+func parseEntryValue(v []byte) (pid int64, snapshot bool, err error) {
+	switch len(v) {
+	case 0:
+		return -1, false, nil
+	case 1:
+		return -1, v[0]&1 != 0, nil
+	case 9:
+		return int64(binary.BigEndian.Uint64(v[1:])), v[0]&1 != 0, nil
+	}
+	return 0, false, fmt.Errorf("stele/fsm: key index entry value %x is malformed", v)
 }
 
 // latestVersion is the offset of the latest record of key in partition p
@@ -93,9 +116,10 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 		if len(k) != len(prefix)+8 {
 			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
 		}
-		off, pid := int64(binary.BigEndian.Uint64(k[len(prefix):])), int64(-1)
-		if len(v) == 8 {
-			pid = int64(binary.BigEndian.Uint64(v))
+		off := int64(binary.BigEndian.Uint64(k[len(prefix):]))
+		pid, _, err := parseEntryValue(v)
+		if err != nil {
+			return err
 		}
 		if aborted(p, pid, off) {
 			return nil
@@ -131,6 +155,7 @@ type KeyEvent struct {
 	Key       []byte
 	Value     []byte // nil for a tombstone
 	Headers   []record.RecordHeader
+	Snapshot  bool // the record carries SnapshotHeader: it summarises the key up to itself
 }
 
 // KeyEvents returns up to limit committed records of key in topic, from
@@ -206,6 +231,7 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 			ev := KeyEvent{Partition: r.p, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
 			for _, hd := range rec.Headers {
 				ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
+				ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
 			}
 			out = append(out, ev)
 		}
@@ -247,9 +273,19 @@ const noExpectation = int64(-2)
 
 // keyAt is a keyed record of a batch being produced.
 type keyAt struct {
-	delta  int32
-	key    []byte
-	expect int64 // the version it expects, -1: none yet, noExpectation
+	delta    int32
+	key      []byte
+	expect   int64 // the version it expects, -1: none yet, noExpectation
+	snapshot bool  // it carries SnapshotHeader
+}
+
+func hasHeader(hs []record.RecordHeader, name string) bool {
+	for _, h := range hs {
+		if h.Key == name {
+			return true
+		}
+	}
+	return false
 }
 
 // expectedVersion reads a record's ExpectedVersionHeader.
@@ -395,4 +431,46 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 		return nil, err
 	}
 	return out, nil
+}
+
+// SnapshotHeader marks a snapshot record: its value summarises its key up
+// to and including itself, so cleanup.policy=snapshot may remove the
+// key's older records, and a reader may start from it (docs/keys.md). The
+// header's value is not looked at.
+const SnapshotHeader = "stele-snapshot"
+
+// KeySnapshot returns the partition and offset of the latest committed
+// snapshot record of key in topic (not in an aborted transaction nor in one
+// still open), and whether there is one. Across partitions the last
+// partition's comes first: a key lives in one partition with Kafka's
+// default partitioner.
+func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return 0, 0, false, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	prefix := keyPrefix(t.ID, key)
+	var part int32
+	off := int64(-1)
+	found := errors.New("found")
+	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
+		rest := k[len(prefix):]
+		if len(rest) != 12 {
+			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
+		}
+		pid, snap, err := parseEntryValue(v)
+		if err != nil || !snap {
+			return err
+		}
+		p, o := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
+		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || aborted(t.Partitions[p], pid, o) {
+			return nil
+		}
+		part, off = p, o
+		return found
+	})
+	if err != nil && !errors.Is(err, found) {
+		return 0, 0, false, err
+	}
+	return part, off, off >= 0, nil
 }

@@ -76,8 +76,8 @@ func TestKeyEvents(t *testing.T) {
 	applyAll(t, f, scenario(t))
 	check := func(f *FSM, when string) {
 		t.Helper()
-		for _, topic := range []string{"orders", "small", "table"} {
-			for _, prefix := range []string{"k", "s", "t", "missing"} {
+		for _, topic := range []string{"orders", "small", "table", "ledger"} {
+			for _, prefix := range []string{"k", "s", "t", "acct", "missing"} {
 				for i := range 3 {
 					key := []byte(fmt.Sprintf("%s-%d", prefix, i))
 					all := scanKey(t, f, topic, key, 0)
@@ -191,7 +191,7 @@ func TestKeyEvents(t *testing.T) {
 		}
 	}
 	// Every key with a record in the log, as a scan finds them.
-	for _, topic := range []string{"orders", "small", "table"} {
+	for _, topic := range []string{"orders", "small", "table", "ledger"} {
 		seen := map[string]bool{}
 		for _, p := range f.View().Topic(topic).Partitions {
 			for off := p.LogStartOffset(); off < p.HighWatermark(); {
@@ -348,4 +348,66 @@ func TestOptimisticConcurrency(t *testing.T) {
 	wantCode(t, "c is held by the open transaction", produce(occRec{"c", "x", "-1"}), kerr.InvalidRecord.Code)
 	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
 	wantCode(t, "c has no event once the transaction is aborted", produce(occRec{"c", "c0", "-1"}), 0)
+}
+
+// TestKeySnapshots: in the scenario's ledger topic (cleanup.policy=
+// snapshot), compaction removed every record of a key older than its
+// latest snapshot record and nothing else: acct-0 keeps its last snapshot
+// and the events after it, acct-1 (one snapshot) the same, acct-2 (none)
+// every event; offsets are unchanged; KeySnapshot finds each latest
+// snapshot, and a read from it gives the snapshot, then the events after.
+func TestKeySnapshots(t *testing.T) {
+	f := open(t, t.TempDir())
+	applyAll(t, f, scenario(t))
+	p := f.View().Partition("ledger", 0)
+	// Offsets: block h (1..30) wrote acct-0, acct-1, acct-2 at 3(h-1)+0..2.
+	for k, lastSnap := range map[int]int{0: 30, 1: 12, 2: 0} {
+		key := []byte(fmt.Sprintf("acct-%d", k))
+		all := scanKey(t, f, "ledger", key, 0)
+		var want []string
+		from := 1
+		if lastSnap > 0 {
+			from = lastSnap
+		}
+		for h := from; h <= 30; h++ {
+			off := int64(3*(h-1) + k)
+			v := fmt.Sprintf("event %d of acct-%d %s", h, k, strings.Repeat("x", 60))
+			if h == lastSnap {
+				v = fmt.Sprintf("balance of acct-%d after block %d", k, h)
+			}
+			want = append(want, fmt.Sprintf("0/%d=%s", off, v))
+		}
+		// Compaction only reaches sealed segments: the active one may keep
+		// older records of the key.
+		if len(all) < len(want) || !slices.Equal(all[len(all)-len(want):], want) {
+			t.Fatalf("%s in the log: %v\nwant it to end with %v", key, all, want)
+		}
+		if lastSnap > 0 {
+			if n := len(all) - len(want); n > 0 {
+				t.Logf("%s: %d records older than its snapshot are still in the active segment", key, n)
+			}
+		}
+		part, off, ok, err := f.KeySnapshot("ledger", key)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case lastSnap == 0 && ok:
+			t.Fatalf("%s has no snapshot, KeySnapshot found %d/%d", key, part, off)
+		case lastSnap > 0 && (!ok || part != 0 || off != int64(3*(lastSnap-1)+k)):
+			t.Fatalf("%s: KeySnapshot %d/%d %v, want 0/%d", key, part, off, ok, 3*(lastSnap-1)+k)
+		case lastSnap > 0:
+			evs, err := f.KeyEvents("ledger", key, off, 100)
+			if err != nil || len(evs) == 0 || !evs[0].Snapshot || evs[0].Offset != off {
+				t.Fatalf("%s from its snapshot: %+v %v", key, evs, err)
+			}
+		}
+	}
+	if p.LogStartOffset() != 0 {
+		t.Fatalf("the log start moved to %d: snapshot compaction must not", p.LogStartOffset())
+	}
+	// Something was compacted at all: acct-2's first event is still there,
+	// acct-0's is not.
+	if got := scanKey(t, f, "ledger", []byte("acct-0"), 0); strings.HasPrefix(got[0], "0/0=") {
+		t.Fatal("acct-0's first event is still in the log: nothing was compacted")
+	}
 }

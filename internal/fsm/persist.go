@@ -59,7 +59,7 @@ func (f *FSM) persist() error {
 	// deleted in one block leaves none.
 	for _, e := range f.keysAdded {
 		if !e.topic.deleted {
-			b.Set(keyEntryKey(e), entryValue(e.pid))
+			b.Set(keyEntryKey(e), entryValue(e))
 		}
 	}
 	for _, t := range f.deleted {

@@ -39,7 +39,7 @@ func (f *FSM) produce(c Produce) Result {
 				bad = fmt.Errorf("record %d: %w", delta, err)
 			}
 			if key != nil {
-				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect})
+				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect, hasHeader(hs, SnapshotHeader)})
 				conditional = conditional || expect != noExpectation
 			}
 		})
@@ -117,7 +117,7 @@ func (f *FSM) produce(c Produce) Result {
 			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
 		}
 		for _, k := range keys[i] {
-			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID})
+			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID, snapshot: k.snapshot})
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
 	}

@@ -3,7 +3,8 @@ package httpapi
 // GET /v1/topics/{topic}/keys/{key}/events: a key's events, in order, from
 // a version on (docs/keys.md, docs/openapi.yaml).
 //
-//	?from=V    the first offset to return (default 0: the key's first event)
+//	?from=V    the first offset to return (default: the key's latest
+//	           snapshot record if it has one, else its first event)
 //	?limit=N   at most N events (default 1000, at most 10000)
 //	Accept: application/x-ndjson   one event per line instead of one document
 //	Accept: text/event-stream      follow: Server-Sent Events, the events
@@ -55,6 +56,8 @@ type KeyEvent struct {
 	Timestamp int64         `json:"timestamp"` // ms since the epoch
 	Value     *Bytes        `json:"value"`     // null: a tombstone
 	Headers   []EventHeader `json:"headers,omitempty"`
+	// Snapshot: the event summarises its key up to itself.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // EventHeader is one record header.
@@ -123,6 +126,18 @@ func serveKeyEvents(opts Options) http.HandlerFunc {
 		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
 		q := r.URL.Query()
 		from, limit := int64(0), defaultKeyLimit
+		if !q.Has("from") && r.Header.Get("Last-Event-ID") == "" {
+			// From the key's latest snapshot, when it has one: it stands
+			// for every event before it.
+			_, off, ok, err := opts.Broker.KeySnapshot(topic, key)
+			if errors.Is(err, fsm.ErrUnknownTopic) {
+				httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+				return
+			}
+			if ok {
+				from = off
+			}
+		}
 		if v := q.Get("from"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
@@ -179,7 +194,7 @@ func serveKeyEvents(opts Options) http.HandlerFunc {
 }
 
 func keyEvent(e fsm.KeyEvent) KeyEvent {
-	ev := KeyEvent{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp, Value: bytesOrNull(e.Value)}
+	ev := KeyEvent{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp, Value: bytesOrNull(e.Value), Snapshot: e.Snapshot}
 	for _, h := range e.Headers {
 		ev.Headers = append(ev.Headers, EventHeader{Key: h.Key, Value: bytesOrNull(h.Value)})
 	}
@@ -301,7 +316,15 @@ func serveAppend(opts Options) http.HandlerFunc {
 		}
 		rec := record.Record{Key: key, Value: value}
 		if expect != "" {
-			rec.Headers = []record.RecordHeader{{Key: fsm.ExpectedVersionHeader, Value: []byte(expect)}}
+			rec.Headers = append(rec.Headers, record.RecordHeader{Key: fsm.ExpectedVersionHeader, Value: []byte(expect)})
+		}
+		switch v := strings.ToLower(strings.TrimSpace(r.Header.Get("Stele-Snapshot"))); v {
+		case "", "false":
+		case "true":
+			rec.Headers = append(rec.Headers, record.RecordHeader{Key: fsm.SnapshotHeader, Value: []byte("1")})
+		default:
+			httpError(w, http.StatusBadRequest, "Stele-Snapshot %q: want true or false", v)
+			return
 		}
 		batch, err := record.Build(record.Header{FirstTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{rec})
 		if err != nil {

@@ -385,3 +385,63 @@ func TestKeysAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestKeySnapshotAPI: an append with Stele-Snapshot: true writes a
+// snapshot record; reading the key without from starts at its latest
+// snapshot (marked "snapshot": true), with from=0 at its first event.
+func TestKeySnapshotAPI(t *testing.T) {
+	b, reg := startBroker(t)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	post := func(value, snapshot string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/topics/t/keys/acct/events", strings.NewReader(value))
+		if snapshot != "" {
+			req.Header.Set("Stele-Snapshot", snapshot)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	read := func(query string) []string {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/v1/topics/t/keys/acct/events" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p KeyEventsPage
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range p.Events {
+			s := string(*e.Value)
+			if e.Snapshot {
+				s += "*"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	if got := read(""); len(got) != 0 {
+		t.Fatalf("no event yet: %v", got)
+	}
+	for _, c := range []struct{ value, snapshot string }{{"e0", ""}, {"s1", "true"}, {"e2", "false"}, {"s3", "true"}, {"e4", ""}} {
+		if code := post(c.value, c.snapshot); code != 201 {
+			t.Fatalf("append %s: %d", c.value, code)
+		}
+	}
+	if got := read(""); fmt.Sprint(got) != "[s3* e4]" {
+		t.Fatalf("from the latest snapshot: %v", got)
+	}
+	if got := read("?from=0"); fmt.Sprint(got) != "[e0 s1* e2 s3* e4]" {
+		t.Fatalf("from 0: %v", got)
+	}
+	if code := post("x", "maybe"); code != 400 {
+		t.Fatalf("Stele-Snapshot: maybe: %d", code)
+	}
+}

@@ -24,6 +24,7 @@ type CompactStats struct {
 	Keys             int   // distinct keys in the whole log
 
 	Superseded   int64 // records removed because their key has a later record
+	Snapshotted  int64 // records removed because their key has a later snapshot
 	Tombstones   int64 // tombstones removed past the delete horizon
 	Keyless      int64 // records without a key, removed
 	Aborted      int64 // records of aborted transactions, removed
@@ -72,6 +73,25 @@ type CompactStats struct {
 // The rewrite holds no lock; readers keep reading the old files until the
 // new segment is swapped in.
 func (l *Log) Compact(deleteHorizon int64) (CompactStats, error) {
+	return l.CompactWith(CompactOptions{DeleteHorizon: deleteHorizon, Latest: true})
+}
+
+// CompactOptions says which records a compaction pass removes.
+type CompactOptions struct {
+	// Latest: every record but the latest of its key, keyless records and
+	// tombstones older than DeleteHorizon (cleanup.policy=compact).
+	Latest        bool
+	DeleteHorizon int64
+	// SnapshotHeader, when not empty: every record older than its key's
+	// latest committed snapshot record, a record carrying a header of that
+	// name (cleanup.policy=snapshot, docs/keys.md). Keyless records and
+	// tombstones stay unless Latest removes them.
+	SnapshotHeader string
+}
+
+// CompactWith is Compact with the rules of opts; records of aborted
+// transactions go in every mode. Compact's documentation holds for each.
+func (l *Log) CompactWith(opts CompactOptions) (CompactStats, error) {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	var stats CompactStats
@@ -84,7 +104,7 @@ func (l *Log) Compact(deleteHorizon int64) (CompactStats, error) {
 		return stats, err
 	}
 	segs := l.mu.segs
-	km, err := buildKeyMap(segs)
+	km, err := buildKeyMap(segs, opts.SnapshotHeader)
 	if err != nil {
 		return stats, err
 	}
@@ -94,7 +114,7 @@ func (l *Log) Compact(deleteHorizon int64) (CompactStats, error) {
 			break
 		}
 		stats.SegmentsExamined++
-		if err := l.cleanSegment(s, km, deleteHorizon, &stats); err != nil {
+		if err := l.cleanSegment(s, km, opts, &stats); err != nil {
 			return stats, err
 		}
 	}
@@ -112,6 +132,8 @@ func hashKey(k []byte) keyHash {
 // keyMap is what compaction learns from a pass over the whole log.
 type keyMap struct {
 	latest        map[keyHash]int64       // key -> offset of its latest committed record
+	snapshot      map[keyHash]int64       // key -> offset of its latest committed snapshot record
+	snapHeader    string                  // the header that marks a snapshot record ("": none)
 	aborted       map[int64][]offsetRange // producer -> aborted transactions, in order
 	open          map[int64]*openTxn      // producer -> transaction not yet ended
 	firstUnstable int64                   // first offset of the oldest open transaction
@@ -124,6 +146,7 @@ type openTxn struct {
 	first int64
 	keys  []keyHash
 	offs  []int64
+	snaps []bool // the record is a snapshot
 }
 
 // Control record types (the second int16 of a control record's key).
@@ -134,8 +157,9 @@ const (
 
 // buildKeyMap reads every batch of segs (checking CRCs) and records each
 // key's latest committed offset and the aborted transactions.
-func buildKeyMap(segs []*segment) (*keyMap, error) {
-	km := &keyMap{latest: map[keyHash]int64{}, aborted: map[int64][]offsetRange{}, open: map[int64]*openTxn{}}
+func buildKeyMap(segs []*segment, snapHeader string) (*keyMap, error) {
+	km := &keyMap{latest: map[keyHash]int64{}, snapshot: map[keyHash]int64{}, snapHeader: snapHeader,
+		aborted: map[int64][]offsetRange{}, open: map[int64]*openTxn{}}
 	for _, s := range segs {
 		end, err := scanBatches(s.log, 0, s.size, func(_ int64, h record.Header, b []byte) error {
 			return km.add(h, b)
@@ -181,10 +205,14 @@ func (km *keyMap) add(h record.Header, b []byte) error {
 			return nil
 		}
 		k := hashKey(r.Key)
+		snap := km.isSnapshot(r)
 		if t != nil {
-			t.keys, t.offs = append(t.keys, k), append(t.offs, r.Offset)
+			t.keys, t.offs, t.snaps = append(t.keys, k), append(t.offs, r.Offset), append(t.snaps, snap)
 		} else {
 			km.latest[k] = r.Offset
+			if snap {
+				km.snapshot[k] = r.Offset
+			}
 		}
 		return nil
 	})
@@ -207,10 +235,26 @@ func (km *keyMap) endTxn(producer, marker int64, typ int16) {
 			if t.offs[i] > km.latest[k] {
 				km.latest[k] = t.offs[i]
 			}
+			if t.snaps[i] && t.offs[i] > km.snapshot[k] {
+				km.snapshot[k] = t.offs[i]
+			}
 		}
 	case controlAbort:
 		km.aborted[producer] = append(km.aborted[producer], offsetRange{t.first, marker})
 	}
+}
+
+// isSnapshot reports whether r carries the snapshot header.
+func (km *keyMap) isSnapshot(r *record.Record) bool {
+	if km.snapHeader == "" {
+		return false
+	}
+	for _, h := range r.Headers {
+		if h.Key == km.snapHeader {
+			return true
+		}
+	}
+	return false
 }
 
 // isAborted reports whether the batch at offset off of producer belongs to
@@ -222,7 +266,7 @@ func (km *keyMap) isAborted(producer, off int64) bool {
 }
 
 // cleanSegment rewrites one sealed segment if compaction changes it.
-func (l *Log) cleanSegment(s *segment, km *keyMap, horizon int64, stats *CompactStats) error {
+func (l *Log) cleanSegment(s *segment, km *keyMap, opts CompactOptions, stats *CompactStats) error {
 	c := &cleanedWriter{src: s, ix: newIndexer(l.cfg)}
 	var (
 		pending    []byte // a batch emptied by compaction, kept if it turns out to be the last
@@ -230,7 +274,7 @@ func (l *Log) cleanSegment(s *segment, km *keyMap, horizon int64, stats *Compact
 		cs         CompactStats
 	)
 	end, err := scanBatches(s.log, 0, s.size, func(_ int64, h record.Header, b []byte) error {
-		nb, err := cleanBatch(h, b, km, horizon, &cs)
+		nb, err := cleanBatch(h, b, km, opts, &cs)
 		if err != nil {
 			return err
 		}
@@ -280,6 +324,7 @@ func (l *Log) cleanSegment(s *segment, km *keyMap, horizon int64, stats *Compact
 	stats.BytesBefore += s.size
 	stats.BytesAfter += c.pos
 	stats.Superseded += cs.Superseded
+	stats.Snapshotted += cs.Snapshotted
 	stats.Tombstones += cs.Tombstones
 	stats.Keyless += cs.Keyless
 	stats.Aborted += cs.Aborted
@@ -361,7 +406,7 @@ func (c *cleanedWriter) discard() {
 
 // cleanBatch returns b itself if compaction keeps all of it, a rebuilt
 // batch holding the records it keeps, or nil if it keeps none.
-func cleanBatch(h record.Header, b []byte, km *keyMap, horizon int64, cs *CompactStats) ([]byte, error) {
+func cleanBatch(h record.Header, b []byte, km *keyMap, opts CompactOptions, cs *CompactStats) ([]byte, error) {
 	if h.Control() {
 		return b, nil
 	}
@@ -376,12 +421,14 @@ func cleanBatch(h record.Header, b []byte, km *keyMap, horizon int64, cs *Compac
 	keep := recs[:0]
 	for _, r := range recs {
 		switch {
-		case r.Key == nil:
+		case opts.Latest && r.Key == nil:
 			cs.Keyless++
-		case km.latest[hashKey(r.Key)] > r.Offset:
+		case opts.Latest && km.latest[hashKey(r.Key)] > r.Offset:
 			cs.Superseded++
-		case r.Value == nil && h.MaxTimestamp < horizon:
+		case opts.Latest && r.Value == nil && h.MaxTimestamp < opts.DeleteHorizon:
 			cs.Tombstones++
+		case r.Key != nil && opts.SnapshotHeader != "" && km.snapshot[hashKey(r.Key)] > r.Offset:
+			cs.Snapshotted++
 		default:
 			keep = append(keep, r)
 		}

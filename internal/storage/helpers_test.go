@@ -16,6 +16,7 @@ import (
 type rec struct {
 	key, value []byte
 	ts         int64
+	headers    []record.RecordHeader
 }
 
 func kv(key, value string, ts int64) rec {
@@ -51,7 +52,7 @@ func mkBatch(t testing.TB, base int64, recs []rec, o ...batchOpts) []byte {
 	}
 	rs := make([]record.Record, len(recs))
 	for i, r := range recs {
-		rs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: r.ts - h.FirstTimestamp, Key: r.key, Value: r.value}
+		rs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: r.ts - h.FirstTimestamp, Key: r.key, Value: r.value, Headers: r.headers}
 	}
 	b, err := record.Build(h, rs)
 	if err != nil {

@@ -16,6 +16,8 @@
 #     stale If-Match: 412 with the version.
 #  4. curl reads the key's events, and `stele key get` prints them: the
 #     three written, in order.
+#  5. kcat writes a snapshot record (header stele-snapshot): `stele key
+#     get` starts there.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
@@ -67,5 +69,16 @@ grep -q '"utf8":"again"\|"utf8":"stale"' <<<"$out" && fail "GET events has a ref
 got=$(e2e_stele key get --http "$BROKER_HTTP" "$topic" acct-42 | tail -n +2 | cut -f4 | tr '\n' ' ')
 [[ $got == '"opened" "credited" "audited" ' ]] || fail "stele key get: $got"
 log "the key reads back as opened, credited, audited, in $part"
+
+# --- 5. a snapshot from kcat: reads start there --------------------------------
+printf 'acct-42:balance 7\n' | e2e_timeout 20 kcat -P -b "$BROKER" -t "$topic" -K: \
+	-X partitioner=murmur2_random -H stele-snapshot=1 2>"$E2E_TMP/kcat-put.err" ||
+	fail "kcat, a snapshot record: $(cat "$E2E_TMP/kcat-put.err")"
+kcat_put closed -1 && fail "kcat: 'no event yet' on a key with events was accepted"
+printf 'acct-42:closed\n' | e2e_timeout 20 kcat -P -b "$BROKER" -t "$topic" -K: -X partitioner=murmur2_random ||
+	fail "kcat: an event after the snapshot"
+got=$(e2e_stele key get --http "$BROKER_HTTP" "$topic" acct-42 | tail -n +2 | cut -f4,5 | tr '\t\n' '| ')
+[[ $got == '"balance 7"|yes "closed"| ' ]] || fail "stele key get after kcat's snapshot: $got"
+log "kcat's snapshot record is where reads of the key start: $got"
 e2e_broker_stop 30
 log "PASS"
