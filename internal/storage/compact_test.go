@@ -319,14 +319,14 @@ func TestCompactSnapshots(t *testing.T) {
 	}
 	plain := func(recs ...rec) { add(mkBatch(t, next, recs), len(recs)) }
 	plain(kv("a", "a0", 1), kv("b", "b0", 1), kv("", "keyless", 1)) // 0-2
-	plain(kv("a", "a1", 2), snap("a", "a-snap-1", 2))                // 3-4
-	plain(kv("a", "a2", 3), kv("c", "c0", 3), tombstone("c", 3))     // 5-7
-	plain(snap("a", "a-snap-2", 4), kv("a", "a3", 4))                // 8-9
+	plain(kv("a", "a1", 2), snap("a", "a-snap-1", 2))               // 3-4
+	plain(kv("a", "a2", 3), kv("c", "c0", 3), tombstone("c", 3))    // 5-7
+	plain(snap("a", "a-snap-2", 4), kv("a", "a3", 4))               // 8-9
 	// b's snapshot in a transaction that aborts: not a snapshot.
 	add(mkBatch(t, next, []rec{snap("b", "b-snap-aborted", 5)}, batchOpts{producerID: 7, transactional: true}), 1) // 10
-	add(mkControl(t, next, 7, false, 5), 1)                                                                     // 11
-	plain(kv("b", "b1", 6))                                                                                      // 12
-	for i := 0; i < 40; i++ { // seal every segment above
+	add(mkControl(t, next, 7, false, 5), 1)                                                                        // 11
+	plain(kv("b", "b1", 6))                                                                                        // 12
+	for i := 0; i < 40; i++ {                                                                                      // seal every segment above
 		plain(kv(fmt.Sprintf("filler-%d", i), string(bytes.Repeat([]byte("f"), 100)), 7))
 	}
 	before := recordsByOffset(t, l)
