@@ -39,10 +39,12 @@ func OpenStore(dir string) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		Cache:                       cache,
-		MemTableSize:                4 << 20,
+		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
 		MaxOpenFiles:                256,
-		L0CompactionThreshold:       4,
+		L0CompactionThreshold:       8,
+		L0StopWritesThreshold:       32,
+		LBaseMaxBytes:               256 << 20,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
 	}
