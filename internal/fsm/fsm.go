@@ -60,7 +60,12 @@ type Options struct {
 	// long the committed offsets of a group without members are kept.
 	// Default 7 days, as Kafka's.
 	OffsetsRetentionMs int64
-	Logger             *slog.Logger
+	// WithoutKeyIndex turns the key index off (and with it optimistic
+	// concurrency and key snapshots' reads), to measure what the index
+	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
+	// chain must agree on it; nothing outside benchmarks sets it.
+	WithoutKeyIndex bool
+	Logger          *slog.Logger
 }
 
 func (o *Options) setDefaults() {

@@ -220,20 +220,24 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 		if cachedHead.Control() || aborted(p, cachedHead.ProducerID, r.off) {
 			continue
 		}
-		_, recs, err := record.Records(cached)
-		if err != nil {
+		errFound := errors.New("found")
+		_, err := record.Each(cached, func(rec *record.Record) error {
+			if rec.Offset < r.off {
+				return nil
+			}
+			if rec.Offset == r.off && bytes.Equal(rec.Key, key) {
+				ev := KeyEvent{Partition: r.p, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
+				for _, hd := range rec.Headers {
+					ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
+					ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
+				}
+				out = append(out, ev)
+			}
+			// Past it: found, or removed by compaction.
+			return errFound
+		})
+		if err != nil && !errors.Is(err, errFound) {
 			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", topic, r.p, r.off, err)
-		}
-		for _, rec := range recs {
-			if rec.Offset != r.off || !bytes.Equal(rec.Key, key) {
-				continue // compaction removed it, or another key shares the batch
-			}
-			ev := KeyEvent{Partition: r.p, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
-			for _, hd := range rec.Headers {
-				ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
-				ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
-			}
-			out = append(out, ev)
 		}
 	}
 	return out, nil

@@ -33,7 +33,13 @@ func (f *FSM) produce(c Produce) Result {
 	conditional := false                  // some record states the version it expects
 	for i, b := range batches {
 		var bad error
-		h, err := record.ValidateKeys(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+		validate := record.ValidateKeys
+		if f.opts.WithoutKeyIndex {
+			validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
+				return record.Validate(b)
+			}
+		}
+		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
 			expect, err := expectedVersion(key, hs)
 			if err != nil && bad == nil {
 				bad = fmt.Errorf("record %d: %w", delta, err)
