@@ -4,38 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stele-io/stele/internal/httpapi"
-	"github.com/stele-io/stele/internal/server"
 )
 
 // TestKeyGet: `stele key get` against a real node prints a key's events in
 // order (table and JSON), from a version on, follows new ones, and fails
 // clearly for a topic that does not exist or a bad address.
 func TestKeyGet(t *testing.T) {
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = free(), free(), free()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	n, err := server.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	cfg, n := startStele(t)
 	c := &testCluster{t: t, brokers: n.KafkaAddr()}
 	c.ok("", "topic", "create", "accounts", "--partitions", "3")
 	c.ok("acct-1:opened\nacct-2:opened\nacct-1:credited 10\nacct-1:debited 3\n", "produce", "accounts", "--key-separator", ":")

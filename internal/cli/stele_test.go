@@ -15,24 +15,9 @@ import (
 // other tests use kfake): topics, produce, consume, configs, and dump-log on
 // the segment the produce wrote.
 func TestAgainstStele(t *testing.T) {
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = free(), free(), free()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := server.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	cfg, n := startStele(t)
 	c := &testCluster{t: t, brokers: n.KafkaAddr()}
 
 	mustOK := func(r result, what string) result {
@@ -86,4 +71,29 @@ func TestAgainstStele(t *testing.T) {
 	if r := c.run("", "consume", "orders", "--max-messages", "1"); r.code != ExitFailure {
 		t.Fatalf("consume of a deleted topic: exit %d", r.code)
 	}
+}
+
+// startStele starts a single Stele node on free loopback ports, closed
+// when the test ends, and returns its config and the node.
+func startStele(t *testing.T) (server.Config, *server.Node) {
+	t.Helper()
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = free(), free(), free()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := server.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return cfg, n
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func serveKeyEvents(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
 		q := r.URL.Query()
-		from, limit := int64(0), defaultKeyLimit
+		from := int64(0)
 		if !q.Has("from") && r.Header.Get("Last-Event-ID") == "" {
 			// From the key's latest snapshot, when it has one: it stands
 			// for every event before it.
@@ -146,13 +147,9 @@ func serveKeyEvents(opts Options) http.HandlerFunc {
 			}
 			from = n
 		}
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxKeyLimit {
-				httpError(w, http.StatusBadRequest, "limit=%q: want 1 to %d", v, maxKeyLimit)
-				return
-			}
-			limit = n
+		limit, ok := queryLimit(w, q)
+		if !ok {
+			return
 		}
 		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 			if id := r.Header.Get("Last-Event-ID"); id != "" {
@@ -375,14 +372,9 @@ func serveKeys(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic := r.PathValue("topic")
 		q := r.URL.Query()
-		limit := defaultKeyLimit
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxKeyLimit {
-				httpError(w, http.StatusBadRequest, "limit=%q: want 1 to %d", v, maxKeyLimit)
-				return
-			}
-			limit = n
+		limit, ok := queryLimit(w, q)
+		if !ok {
+			return
 		}
 		var after []byte
 		if q.Has("after") {
@@ -407,4 +399,19 @@ func serveKeys(opts Options) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(page)
 	}
+}
+
+// queryLimit reads ?limit= (default defaultKeyLimit), answering 400 and
+// false when it is not 1 to maxKeyLimit.
+func queryLimit(w http.ResponseWriter, q url.Values) (int, bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return defaultKeyLimit, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxKeyLimit {
+		httpError(w, http.StatusBadRequest, "limit=%q: want 1 to %d", v, maxKeyLimit)
+		return 0, false
+	}
+	return n, true
 }

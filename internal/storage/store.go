@@ -75,25 +75,12 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 // and stops at the first error fn returns (which Scan returns). k and v are
 // only valid during the call.
 func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return fmt.Errorf("stele/storage: store scan: %w", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("stele/storage: store scan: %w", err)
-		}
-		if err := fn(it.Key(), v); err != nil {
-			_ = it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("stele/storage: store scan: %w", err)
-	}
-	return nil
+	return s.walk(prefix, prefixEnd(prefix), false, func(k, v []byte) ([]byte, error) { return nil, fn(k, v) })
+}
+
+// ScanReverse is Scan in descending key order.
+func (s *Store) ScanReverse(prefix []byte, fn func(k, v []byte) error) error {
+	return s.walk(prefix, prefixEnd(prefix), true, func(k, v []byte) ([]byte, error) { return nil, fn(k, v) })
 }
 
 // Seek calls fn for keys in [lower, upper) in ascending order, starting at
@@ -102,29 +89,42 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 // skip runs of keys it has no use for (all entries but the first of a
 // group).
 func (s *Store) Seek(lower, upper []byte, fn func(k, v []byte) ([]byte, error)) error {
+	return s.walk(lower, upper, false, fn)
+}
+
+// walk iterates [lower, upper) forwards or backwards, seeking to the key
+// fn returns when it returns one.
+func (s *Store) walk(lower, upper []byte, reverse bool, fn func(k, v []byte) ([]byte, error)) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return fmt.Errorf("stele/storage: store seek: %w", err)
+		return fmt.Errorf("stele/storage: store scan: %w", err)
 	}
-	for ok := it.First(); ok; {
+	ok := it.First()
+	if reverse {
+		ok = it.Last()
+	}
+	for ok {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("stele/storage: store seek: %w", err)
+			return fmt.Errorf("stele/storage: store scan: %w", err)
 		}
 		next, err := fn(it.Key(), v)
 		if err != nil {
 			_ = it.Close()
 			return err
 		}
-		if next == nil {
-			ok = it.Next()
-		} else {
+		switch {
+		case next != nil:
 			ok = it.SeekGE(next)
+		case reverse:
+			ok = it.Prev()
+		default:
+			ok = it.Next()
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("stele/storage: store seek: %w", err)
+		return fmt.Errorf("stele/storage: store scan: %w", err)
 	}
 	return nil
 }
@@ -132,29 +132,6 @@ func (s *Store) Seek(lower, upper []byte, fn func(k, v []byte) ([]byte, error)) 
 // PrefixEnd returns the first key after every key starting with prefix
 // (nil: there is none).
 func PrefixEnd(prefix []byte) []byte { return prefixEnd(prefix) }
-
-// ScanReverse is Scan in descending key order.
-func (s *Store) ScanReverse(prefix []byte, fn func(k, v []byte) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return fmt.Errorf("stele/storage: store scan: %w", err)
-	}
-	for ok := it.Last(); ok; ok = it.Prev() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("stele/storage: store scan: %w", err)
-		}
-		if err := fn(it.Key(), v); err != nil {
-			_ = it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("stele/storage: store scan: %w", err)
-	}
-	return nil
-}
 
 // NewBatch starts a batch of writes.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
