@@ -161,7 +161,7 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			n.Bin, n.Env = harness.ByzantineBin(c.T), []string{fmt.Sprintf("STELE_BYZANTINE=clock-offset=%v", off)}
 			c.Restart(n.Idx)
 			c.T.Logf("%s node%d's clock is %v off", harness.Clock(), n.Idx, off)
-			clock = clockWatch{from: c.MaxHeight(rest...) + 1, t0: time.Now(), node: n.Idx, off: off}
+			clock = clockWatch{from: c.MaxHeight(rest...) + 1, node: n.Idx, off: off}
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
@@ -210,16 +210,19 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 // clockWatch checks the block times of the heights committed while one
 // broker's clock was off.
 type clockWatch struct {
-	from int64     // the first height committed with the clock off
-	t0   time.Time // when the clock fault began
+	from int64 // the first height committed with the clock off
 	node int
 	off  time.Duration
 }
 
 // check fails the test if a block committed since the fault began, read
-// from honest broker i, is stamped outside the harness's clock over the
-// same span (±5 s: an empty block can be 2 s late, and heights are
-// stamped with the previous height's votes).
+// from honest broker i, is stamped later than the harness's clock when
+// the fault ended (5 s of slack): a clock running ahead is what could push
+// block time forward. The lower side is not checked here: a block carries
+// the median time of its predecessor's precommits (BFT time), so after a
+// stall or while brokers replay (the previous fault may have been a
+// kill-all) the blocks of the span can carry times from before it.
+// test/cluster's TestClockOffset checks both sides on a quiet cluster.
 func (w clockWatch) check(c *harness.Cluster, i int) {
 	c.T.Helper()
 	t1 := time.Now()
@@ -233,9 +236,9 @@ func (w clockWatch) check(c *harness.Cluster, i int) {
 		return
 	}
 	for h := w.from; h <= to; h++ {
-		if bt := headers[h].Time; bt.Before(w.t0.Add(-5*time.Second)) || bt.After(t1.Add(5*time.Second)) {
-			c.T.Errorf("clock fault: height %d is stamped %s, outside %s-%s when it was committed (node%d's clock %v off)",
-				h, bt.Format(time.StampMilli), w.t0.Format(time.StampMilli), t1.Format(time.StampMilli), w.node, w.off)
+		if bt := headers[h].Time; bt.After(t1.Add(5 * time.Second)) {
+			c.T.Errorf("clock fault: height %d is stamped %s, after %s when the fault ended (node%d's clock %v off)",
+				h, bt.Format(time.StampMilli), t1.Format(time.StampMilli), w.node, w.off)
 		}
 	}
 }
