@@ -107,7 +107,7 @@ func TestTwoOfFourDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hwm, err := c.HighWatermarks(s, topic, 3)
+		hwm, err := c.HeldHighWatermarks(s, topic, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestTwoOfFourDown(t *testing.T) {
 			if h.Height != base[s].Height {
 				return fmt.Errorf("node%d committed height %d (was %d) with 2 of 4 brokers down", s, h.Height, base[s].Height)
 			}
-			hwm, err := c.HighWatermarks(s, topic, 3)
+			hwm, err := c.HeldHighWatermarks(s, topic, 3)
 			if err != nil {
 				return err
 			}

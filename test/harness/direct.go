@@ -44,7 +44,11 @@ func (c *Cluster) Request(ctx context.Context, i int, req kmsg.Request) (kmsg.Re
 }
 
 // HighWatermarks asks node i (ListOffsets, latest) for the high watermark of
-// partitions 0..parts-1 of topic.
+// partitions 0..parts-1 of topic. In a cluster the broker first waits for a
+// read barrier (a consensus round, up to 5 s, longer after a kill moves the
+// proposer), so the request may take that long; a broker that cannot get
+// one answers NOT_LEADER_OR_FOLLOWER. HeldHighWatermarks reads what a
+// broker holds without a barrier.
 func (c *Cluster) HighWatermarks(i int, topic string, parts int32) ([]int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
@@ -56,7 +60,7 @@ func (c *Cluster) HighWatermarks(i int, topic string, parts int32) ([]int64, err
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	kresp, err := c.Request(ctx, i, req)
 	if err != nil {
