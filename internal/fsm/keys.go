@@ -111,7 +111,6 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 	}
 	prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(p.Index))
 	latest := int64(-1)
-	found := errors.New("found")
 	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
 		if len(k) != len(prefix)+8 {
 			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
@@ -125,12 +124,24 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 			return nil
 		}
 		latest = off
-		return found
+		return errStopScan
 	})
-	if err != nil && !errors.Is(err, found) {
+	if err != nil && !errors.Is(err, errStopScan) {
 		return 0, err
 	}
 	return latest, nil
+}
+
+// errStopScan ends a store scan early; the scans here swallow it.
+var errStopScan = errors.New("stele/fsm: scan stopped")
+
+// parseEntrySuffix reads the partition and offset that end an index entry
+// k after its key's prefix.
+func parseEntrySuffix(k, rest []byte) (int32, int64, error) {
+	if len(rest) != 12 {
+		return 0, 0, fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
+	}
+	return int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:])), nil
 }
 
 func keyTopicPrefix(id TopicID) []byte { return append([]byte("k/"), id[:]...) }
@@ -163,70 +174,55 @@ type KeyEvent struct {
 // Kafka's default partitioner lives in one partition, whose offsets are
 // its versions). Records of aborted transactions, and of transactions not
 // yet decided, are left out, as a read_committed consumer leaves them out.
-// A topic that does not exist gives ErrUnknownTopic.
+// A topic that does not exist gives ErrUnknownTopic. The index is walked
+// from offset from in each partition and no further than the limit.
 func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyEvent, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 	}
 	prefix := keyPrefix(t.ID, key)
-	type ref struct {
-		p   int32
-		off int64
-	}
-	var refs []ref
-	err := f.store.Scan(prefix, func(k, _ []byte) error {
-		rest := k[len(prefix):]
-		if len(rest) != 12 {
-			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
-		}
-		p, off := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
-		if off >= from {
-			refs = append(refs, ref{p, off})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	var out []KeyEvent
 	var cached []byte // the batch that held the last record read
 	var cachedHead record.Header
-	for _, r := range refs {
-		if len(out) >= limit {
-			break
+	err := f.store.Seek(prefix, storage.PrefixEnd(prefix), func(k, _ []byte) ([]byte, error) {
+		pi, off, err := parseEntrySuffix(k, k[len(prefix):])
+		if err != nil {
+			return nil, err
 		}
-		if int(r.p) >= len(t.Partitions) {
-			continue
+		if off < from { // to this partition's first entry at from
+			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(bytes.Clone(prefix), uint32(pi)), uint64(from)), nil
 		}
-		p := t.Partitions[r.p]
-		if r.off < p.LogStartOffset() || r.off >= p.LastStableOffset() {
-			continue // gone, or not decided yet (or newer than this view)
+		if int(pi) >= len(t.Partitions) {
+			return nil, nil
 		}
-		if cached == nil || cachedHead.BaseOffset > r.off || cachedHead.LastOffset() < r.off {
-			data, err := p.Read(r.off, 1)
+		p := t.Partitions[pi]
+		if off < p.LogStartOffset() || off >= p.LastStableOffset() {
+			return nil, nil // gone, or not decided yet (or newer than this view)
+		}
+		if cached == nil || cachedHead.BaseOffset > off || cachedHead.LastOffset() < off {
+			data, err := p.Read(off, 1)
 			if err != nil {
 				return nil, err
 			}
 			batches, err := record.Split(data)
 			if err != nil || len(batches) == 0 {
-				return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", topic, r.p, r.off, err)
+				return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", topic, pi, off, err)
 			}
 			cached = batches[0]
 			if cachedHead, err = record.ParseHeader(cached); err != nil {
 				return nil, err
 			}
 		}
-		if cachedHead.Control() || aborted(p, cachedHead.ProducerID, r.off) {
-			continue
+		if cachedHead.Control() || aborted(p, cachedHead.ProducerID, off) {
+			return nil, nil
 		}
-		errFound := errors.New("found")
-		_, err := record.Each(cached, func(rec *record.Record) error {
-			if rec.Offset < r.off {
+		_, err = record.Each(cached, func(rec *record.Record) error {
+			if rec.Offset < off {
 				return nil
 			}
-			if rec.Offset == r.off && bytes.Equal(rec.Key, key) {
-				ev := KeyEvent{Partition: r.p, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
+			if rec.Offset == off && bytes.Equal(rec.Key, key) {
+				ev := KeyEvent{Partition: pi, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
 				for _, hd := range rec.Headers {
 					ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
 					ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
@@ -234,11 +230,18 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 				out = append(out, ev)
 			}
 			// Past it: found, or removed by compaction.
-			return errFound
+			return errStopScan
 		})
-		if err != nil && !errors.Is(err, errFound) {
-			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", topic, r.p, r.off, err)
+		if err != nil && !errors.Is(err, errStopScan) {
+			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", topic, pi, off, err)
 		}
+		if len(out) >= limit {
+			return nil, errStopScan
+		}
+		return nil, nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return nil, err
 	}
 	return out, nil
 }
@@ -283,35 +286,30 @@ type keyAt struct {
 	snapshot bool  // it carries SnapshotHeader
 }
 
-func hasHeader(hs []record.RecordHeader, name string) bool {
+// keyHeaders reads a record's key stream headers: the version its
+// ExpectedVersionHeader states (noExpectation without one) and whether it
+// carries SnapshotHeader.
+func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot bool, err error) {
+	expect = noExpectation
 	for _, h := range hs {
-		if h.Key == name {
-			return true
+		switch h.Key {
+		case SnapshotHeader:
+			snapshot = true
+		case ExpectedVersionHeader:
+			if expect != noExpectation {
+				return 0, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
+			}
+			v, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
+				return 0, false, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
+			}
+			expect = v
 		}
-	}
-	return false
-}
-
-// expectedVersion reads a record's ExpectedVersionHeader.
-func expectedVersion(key []byte, hs []record.RecordHeader) (int64, error) {
-	expect := noExpectation
-	for _, h := range hs {
-		if h.Key != ExpectedVersionHeader {
-			continue
-		}
-		if expect != noExpectation {
-			return 0, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
-		}
-		v, err := strconv.ParseInt(string(h.Value), 10, 64)
-		if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
-			return 0, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
-		}
-		expect = v
 	}
 	if expect != noExpectation && key == nil {
-		return 0, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
+		return 0, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
 	}
-	return expect, nil
+	return expect, snapshot, nil
 }
 
 // checkVersions checks, in offset order, every expectation of the batches
@@ -343,7 +341,7 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []in
 				}
 				r := fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
 					k.key, t.Name, p.Index, want, now))
-				r.VersionConflict, r.ConflictKey, r.KeyVersion = true, k.key, v
+				r.VersionConflict, r.KeyVersion = true, v
 				return r
 			}
 			latest[string(k.key)] = offsets[i] + int64(k.delta)
@@ -412,26 +410,25 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 		return nil, nil
 	}
 	var out [][]byte
-	enough := errors.New("enough")
 	err := f.store.Seek(lower, upper, func(k, _ []byte) ([]byte, error) {
 		key, rest, err := unescapeKey(k[len(head):])
 		if err != nil {
 			return nil, err
 		}
-		if len(rest) != 12 {
-			return nil, fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
+		p, off, err := parseEntrySuffix(k, rest)
+		if err != nil {
+			return nil, err
 		}
-		p, off := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
 		if int(p) >= len(t.Partitions) || off < t.Partitions[p].LogStartOffset() || off >= t.Partitions[p].HighWatermark() {
 			return nil, nil // gone (or newer than this view): look at the key's next entry
 		}
 		out = append(out, key)
 		if len(out) >= limit {
-			return nil, enough
+			return nil, errStopScan
 		}
 		return storage.PrefixEnd(keyPrefix(t.ID, key)), nil // the next key
 	})
-	if err != nil && !errors.Is(err, enough) {
+	if err != nil && !errors.Is(err, errStopScan) {
 		return nil, err
 	}
 	return out, nil
@@ -456,24 +453,22 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 	prefix := keyPrefix(t.ID, key)
 	var part int32
 	off := int64(-1)
-	found := errors.New("found")
 	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
-		rest := k[len(prefix):]
-		if len(rest) != 12 {
-			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
-		}
 		pid, snap, err := parseEntryValue(v)
 		if err != nil || !snap {
 			return err
 		}
-		p, o := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
+		p, o, err := parseEntrySuffix(k, k[len(prefix):])
+		if err != nil {
+			return err
+		}
 		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || aborted(t.Partitions[p], pid, o) {
 			return nil
 		}
 		part, off = p, o
-		return found
+		return errStopScan
 	})
-	if err != nil && !errors.Is(err, found) {
+	if err != nil && !errors.Is(err, errStopScan) {
 		return 0, 0, false, err
 	}
 	return part, off, off >= 0, nil

@@ -31,21 +31,21 @@ func (f *FSM) produce(c Produce) Result {
 	headers := make([]record.Header, len(batches))
 	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
 	conditional := false                  // some record states the version it expects
+	validate := record.ValidateKeys
+	if f.opts.WithoutKeyIndex {
+		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
+			return record.Validate(b)
+		}
+	}
 	for i, b := range batches {
 		var bad error
-		validate := record.ValidateKeys
-		if f.opts.WithoutKeyIndex {
-			validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
-				return record.Validate(b)
-			}
-		}
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
-			expect, err := expectedVersion(key, hs)
+			expect, snapshot, err := keyHeaders(key, hs)
 			if err != nil && bad == nil {
 				bad = fmt.Errorf("record %d: %w", delta, err)
 			}
 			if key != nil {
-				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect, hasHeader(hs, SnapshotHeader)})
+				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect, snapshot})
 				conditional = conditional || expect != noExpectation
 			}
 		})

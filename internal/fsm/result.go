@@ -21,10 +21,9 @@ type Result struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	// Produce refused because a record's expected version did not hold
-	// (Code INVALID_RECORD): that record's key and the version it was at
-	// (-1: no event yet).
+	// (Code INVALID_RECORD; Message names the key): the version the key
+	// was at (-1: no event yet).
 	VersionConflict bool
-	ConflictKey     []byte
 	KeyVersion      int64
 }
 
@@ -72,7 +71,6 @@ func encodeResults(rs []Result) []byte {
 			w.i16(r.ProducerEpoch)
 		}
 		if r.VersionConflict {
-			w.bytes(r.ConflictKey)
 			w.i64(r.KeyVersion)
 		}
 	}

@@ -125,17 +125,16 @@ func httpError(w http.ResponseWriter, code int, format string, args ...any) {
 func serveKeyEvents(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
+		if opts.Broker.View().Topic(topic) == nil {
+			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+			return
+		}
 		q := r.URL.Query()
 		from := int64(0)
 		if !q.Has("from") && r.Header.Get("Last-Event-ID") == "" {
 			// From the key's latest snapshot, when it has one: it stands
 			// for every event before it.
-			_, off, ok, err := opts.Broker.KeySnapshot(topic, key)
-			if errors.Is(err, fsm.ErrUnknownTopic) {
-				httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
-				return
-			}
-			if ok {
+			if _, off, ok, err := opts.Broker.KeySnapshot(topic, key); err == nil && ok {
 				from = off
 			}
 		}
@@ -209,10 +208,6 @@ func followKey(w http.ResponseWriter, r *http.Request, opts Options, topic strin
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		httpError(w, http.StatusNotAcceptable, "this connection cannot stream events")
-		return
-	}
-	if _, err := opts.Broker.KeyEvents(topic, key, from, 1); errors.Is(err, fsm.ErrUnknownTopic) {
-		httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
