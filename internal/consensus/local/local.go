@@ -253,8 +253,13 @@ func (o *Orderer) Flush(ctx context.Context) error {
 }
 
 // Blocks returns a deep copy of every block made since Start, in height
-// order.
+// order. It waits for a block being made: the application may have answered
+// its transactions' submitters before the block is committed and recorded,
+// and a caller who saw an answer must find its block in the list. It must
+// not be called from the application's FinalizeBlock or Commit.
 func (o *Orderer) Blocks() []consensus.Block {
+	o.execMu.Lock()
+	defer o.execMu.Unlock()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make([]consensus.Block, len(o.mu.blocks))
