@@ -228,6 +228,12 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 	return b.fsm.KeyEvents(topic, key, from, limit)
 }
 
+// ProveBatch returns the state's proof of the batch holding offset
+// (fsm.FSM.ProveBatch).
+func (b *Broker) ProveBatch(topic string, partition int32, offset int64) (*fsm.BatchProof, error) {
+	return b.fsm.ProveBatch(topic, partition, offset)
+}
+
 // KeySnapshot finds the latest snapshot record of key (fsm.FSM.KeySnapshot).
 func (b *Broker) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
 	return b.fsm.KeySnapshot(topic, key)

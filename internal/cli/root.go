@@ -123,6 +123,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newConfigCmd(g),
 		newDumpLogCmd(g),
 		newKeyCmd(g),
+		newVerifyCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),

@@ -33,10 +33,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cometbft/cometbft/crypto/merkle"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ErrHeight is returned when a block does not follow the last applied one.
@@ -104,6 +106,9 @@ type FSM struct {
 	certsAdded     []Digest
 	keysAdded      []keyEntry       // key stream entries of the block (keys.go)
 	keyStaged      map[keyRef][]int // keysAdded by key, built when first needed in a block
+	leaves         [][]byte         // the block's appended batches' leaves (proofs.go)
+	leafRefs       []batchRef       // where each leaf's batch went
+	blockDigest    []byte           // the block's transactions and changes, for its proof entry
 	certsDropped   []certEntry
 	verified       verifiedCerts // safe for concurrent use
 	groups         map[string]*Group
@@ -311,7 +316,8 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		h.Write([]byte(c))
 	}
 	if len(txs) > 0 || len(changes) > 0 {
-		f.appHash = h.Sum(nil)
+		f.blockDigest = h.Sum(nil)
+		f.appHash = proof.AppHash(f.blockDigest, merkle.HashFromByteSlices(f.leaves))
 	}
 	out.AppHash = append([]byte(nil), f.appHash...)
 	return out, nil
@@ -395,6 +401,10 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	clear(f.keysAdded) // drop the keys' bytes
 	f.keysAdded = f.keysAdded[:0]
 	f.keyStaged = nil
+	clear(f.leaves)
+	f.leaves = f.leaves[:0]
+	clear(f.leafRefs)
+	f.leafRefs = f.leafRefs[:0]
 	f.deleted = f.deleted[:0]
 	return f.height, nil
 }

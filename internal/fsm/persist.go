@@ -20,6 +20,7 @@ import (
 //	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
 //	x/... and a/...                   transactions and aborted transactions (txns.go)
 //	k/<topic id><key>...              the key stream index (keys.go)
+//	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -72,8 +73,10 @@ func (f *FSM) persist() error {
 	for _, e := range entries {
 		b.Set(e.k, e.v)
 	}
+	f.persistProofs(b.Set)
 	for _, t := range f.deleted {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
+		b.DeletePrefix(batchProofPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))
 		b.Delete(topicKey(t.Name))

@@ -122,6 +122,7 @@ func (f *FSM) produce(c Produce) Result {
 			// until then this partition refuses writes past the failure.
 			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
 		}
+		f.proveAppend(t, p, p.next, b)
 		for _, k := range keys[i] {
 			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID, snapshot: k.snapshot})
 		}

@@ -443,6 +443,9 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
 		return
 	}
+	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
+		f.proveAppend(t, p, at, b)
+	}
 	p.next++
 	if !commit && st.TxnFirst >= 0 {
 		a := AbortedTxn{ProducerID: pid, FirstOffset: st.TxnFirst, LastOffset: at}

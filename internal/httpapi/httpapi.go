@@ -25,6 +25,11 @@ type Options struct {
 	NodeID   int32
 	// Cluster reports the consensus view for GET /v1/cluster.
 	Cluster func() ClusterStatus
+	// SignedHeader returns the protobuf-encoded CometBFT SignedHeader of a
+	// height, for proofs (nil: this broker serves none).
+	SignedHeader func(height int64) ([]byte, error)
+	// Genesis returns the chain's genesis document (JSON).
+	Genesis func() ([]byte, error)
 }
 
 // Health is the body of /healthz.
@@ -41,6 +46,8 @@ var routes = []string{
 	"GET /healthz",
 	"GET /metrics",
 	"GET /v1/cluster",
+	"GET /v1/cluster/genesis",
+	"GET /v1/topics/{topic}/partitions/{partition}/proof",
 	"GET /v1/topics/{topic}/keys",
 	"GET /v1/topics/{topic}/keys/{key}/events",
 	"POST /v1/topics/{topic}/keys/{key}/events",
@@ -54,11 +61,13 @@ func New(opts Options) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(Health{Status: "ok", NodeID: opts.NodeID, Height: h, AppHash: hex.EncodeToString(hash)})
 		}),
-		"GET /metrics":                              promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
-		"GET /v1/cluster":                           serveCluster(opts),
-		"GET /v1/topics/{topic}/keys":               serveKeys(opts),
-		"GET /v1/topics/{topic}/keys/{key}/events":  serveKeyEvents(opts),
-		"POST /v1/topics/{topic}/keys/{key}/events": serveAppend(opts),
+		"GET /metrics":            promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
+		"GET /v1/cluster":         serveCluster(opts),
+		"GET /v1/cluster/genesis": serveGenesis(opts),
+		"GET /v1/topics/{topic}/partitions/{partition}/proof": serveProof(opts),
+		"GET /v1/topics/{topic}/keys":                         serveKeys(opts),
+		"GET /v1/topics/{topic}/keys/{key}/events":            serveKeyEvents(opts),
+		"POST /v1/topics/{topic}/keys/{key}/events":           serveAppend(opts),
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

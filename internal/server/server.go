@@ -228,7 +228,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	}
-	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status}))
+	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
+		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
 	// a client cannot hold a connection by never finishing its body.
@@ -400,4 +401,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	werr := n.Wait(ctx)
 	return errors.Join(werr, n.Close())
+}
+
+// signedHeader returns the protobuf-encoded signed header of a height, for
+// proofs.
+func signedHeader(o *cometbft.Orderer) func(int64) ([]byte, error) {
+	return func(height int64) ([]byte, error) {
+		sh, err := o.SignedHeader(height)
+		if err != nil {
+			return nil, err
+		}
+		return sh.ToProto().Marshal()
+	}
 }

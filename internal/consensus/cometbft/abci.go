@@ -12,6 +12,7 @@ import (
 
 	abci "github.com/cometbft/cometbft/abci/types"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
+	"github.com/cometbft/cometbft/store"
 	"github.com/cometbft/cometbft/types"
 
 	"github.com/stele-io/stele/internal/consensus"
@@ -56,6 +57,8 @@ type abciApp struct {
 	logger     *slog.Logger
 
 	mempool atomic.Pointer[txRemover] // set once the node exists
+	blocks  atomic.Pointer[store.BlockStore] // set once the node exists
+	headers *headerArchive                   // set before the node exists
 
 	// waiting holds the keys (types.TxKey) of transactions a local Submit is
 	// waiting on; CheckTx stores the application's error under the key so
@@ -267,6 +270,14 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 		a.logger.Warn("application asked to retain blocks above the committed height; capping",
 			"retain_height", retain, "height", a.finalized)
 		retain = a.finalized
+	}
+	// Before the block store may prune the height: its header proves the
+	// app hash of the block before.
+	if bs := a.blocks.Load(); bs != nil && a.headers != nil {
+		if err := a.headers.archive(bs, a.finalized); err != nil {
+			a.logger.Warn("archiving the signed header; proofs of the block before will come from other brokers",
+				"height", a.finalized, "err", err)
+		}
 	}
 	a.lastCommit.Store(time.Now().UnixNano())
 	return &abci.ResponseCommit{RetainHeight: max(retain, 0)}, nil

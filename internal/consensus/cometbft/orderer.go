@@ -164,6 +164,10 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		return nil, nil, res, err
 	}
 	a := newABCIApp(o.app, st.MaxTxBytes, o.logger.With("component", "abci"))
+	if a.headers, err = openHeaderArchive(o.cfg.Home); err != nil {
+		return nil, nil, res, err
+	}
+	res.headers = a.headers
 	n, err := node.NewNodeWithContext(ctx, cc, byzantineSigner(pv), nodeKey,
 		res.clientCreator(proxy.NewConnSyncLocalClientCreator(a)),
 		func() (*types.GenesisDoc, error) { return doc, nil },
@@ -178,6 +182,7 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 	if mp, ok := n.Mempool().(txRemover); ok {
 		a.mempool.Store(&mp)
 	}
+	a.blocks.Store(n.BlockStore())
 	return n, a, res, nil
 }
 
@@ -303,6 +308,7 @@ type resources struct {
 	mu      sync.Mutex
 	clients []abcicli.Client
 	dbs     []dbm.DB
+	headers *headerArchive
 }
 
 type clientCreatorFunc func() (abcicli.Client, error)
@@ -348,5 +354,8 @@ func (r *resources) release() {
 	for _, db := range r.dbs {
 		_ = db.Close()
 	}
-	r.clients, r.dbs = nil, nil
+	if r.headers != nil {
+		_ = r.headers.close()
+	}
+	r.clients, r.dbs, r.headers = nil, nil, nil
 }

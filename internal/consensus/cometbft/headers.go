@@ -1,0 +1,142 @@
+package cometbft
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
+	"github.com/cometbft/cometbft/store"
+	"github.com/cometbft/cometbft/types"
+
+	"github.com/stele-io/stele/internal/storage"
+)
+
+var (
+	// ErrNoHeader: no signed header of the height asked for is held: the
+	// height is not committed yet, or was pruned before it was archived.
+	ErrNoHeader = errors.New("stele/consensus/cometbft: no such signed header")
+)
+
+// headersDir is the header archive's store, below the CometBFT home.
+const headersDir = "data/stele-headers"
+
+// The header archive keeps, for every height whose header carries a new
+// app hash, the header and the commit that signed it (a CometBFT
+// SignedHeader, protobuf-encoded under h/<height u64>). Those headers prove
+// the batches of the block before (pkg/proof), long after the block store
+// pruned the block: a single node prunes every block once its state is
+// durable, a cluster keeps RetainBlocks. A header is archived in the ABCI
+// Commit of its height, before the block store may prune it; it is node-
+// local (not state: the commits' signatures differ between brokers), about
+// 1 KB a height, and kept as long as the data directory. Heights replayed
+// at start, before the node runs, and heights a broker skipped by state
+// sync are not archived: another broker can serve their proofs.
+type headerArchive struct {
+	mu     sync.RWMutex // closing waits for readers (HTTP handlers)
+	st     *storage.Store
+	closed bool
+	last   []byte // app hash of the last header archived; Commit's only
+}
+
+func openHeaderArchive(home string) (*headerArchive, error) {
+	st, err := storage.OpenStore(filepath.Join(home, headersDir))
+	if err != nil {
+		return nil, err
+	}
+	return &headerArchive{st: st}, nil
+}
+
+func headerKey(height int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte("h/"), uint64(height))
+}
+
+// archive stores the header of height with the commit this node saw for
+// it, unless its app hash is the previous archived header's.
+func (h *headerArchive) archive(bs *store.BlockStore, height int64) error {
+	meta := bs.LoadBlockMeta(height)
+	commit := bs.LoadSeenCommit(height)
+	if meta == nil || commit == nil || commit.Height != height {
+		return fmt.Errorf("%w: height %d is not in the block store", ErrNoHeader, height)
+	}
+	if h.last != nil && bytes.Equal(h.last, meta.Header.AppHash) {
+		return nil
+	}
+	sh := types.SignedHeader{Header: &meta.Header, Commit: commit}
+	b, err := sh.ToProto().Marshal()
+	if err != nil {
+		return fmt.Errorf("stele/consensus/cometbft: encoding the header of height %d: %w", height, err)
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return ErrNotStarted
+	}
+	batch := h.st.NewBatch()
+	batch.Set(headerKey(height), b)
+	if err := batch.Commit(false); err != nil {
+		return err
+	}
+	h.last = append(h.last[:0], meta.Header.AppHash...)
+	return nil
+}
+
+func (h *headerArchive) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	return h.st.Close()
+}
+
+func (h *headerArchive) get(height int64) (*types.SignedHeader, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return nil, ErrNotStarted
+	}
+	b, ok, err := h.st.Get(headerKey(height))
+	if err != nil || !ok {
+		return nil, err
+	}
+	var pb cmtproto.SignedHeader
+	if err := pb.Unmarshal(b); err != nil {
+		return nil, fmt.Errorf("stele/consensus/cometbft: archived header of height %d: %w", height, err)
+	}
+	return types.SignedHeaderFromProto(&pb)
+}
+
+// SignedHeader returns the header of height with a commit that signed it:
+// from the header archive, or else from the node's block store (the
+// commit stored with the next block, or the one this node saw for the
+// latest). It is what proves the app hash of height-1 (pkg/proof).
+func (o *Orderer) SignedHeader(height int64) (*types.SignedHeader, error) {
+	o.mu.Lock()
+	n, a := o.mu.node, o.mu.abci
+	running := o.mu.state == stateRunning
+	o.mu.Unlock()
+	if !running {
+		return nil, ErrNotStarted
+	}
+	if sh, err := a.headers.get(height); err != nil || sh != nil {
+		return sh, err
+	}
+	bs := n.BlockStore()
+	meta := bs.LoadBlockMeta(height)
+	if meta == nil {
+		return nil, fmt.Errorf("%w: height %d (the block store holds %d to %d)", ErrNoHeader, height, bs.Base(), bs.Height())
+	}
+	commit := bs.LoadBlockCommit(height)
+	if commit == nil {
+		commit = bs.LoadSeenCommit(height)
+	}
+	if commit == nil || commit.Height != height {
+		return nil, fmt.Errorf("%w: no commit for height %d yet", ErrNoHeader, height)
+	}
+	return &types.SignedHeader{Header: &meta.Header, Commit: commit}, nil
+}

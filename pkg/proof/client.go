@@ -1,0 +1,173 @@
+package proof
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	cmtjson "github.com/cometbft/cometbft/libs/json"
+	"github.com/cometbft/cometbft/types"
+)
+
+// ErrTrustChanged: the genesis a broker serves is not the one pinned for
+// its chain.
+var ErrTrustChanged = errors.New("stele/proof: the cluster's genesis differs from the one pinned")
+
+// Client fetches proofs from one broker's HTTP API and verifies them. The
+// broker is not trusted: whatever it returns is checked against Trust.
+type Client struct {
+	// HTTP is the broker's HTTP API, "host:port" or a URL.
+	HTTP  string
+	Trust *Trust
+	// HC is the HTTP client (nil: one with a 30 s timeout).
+	HC *http.Client
+}
+
+func (c *Client) base() string {
+	if u, err := url.Parse(c.HTTP); err == nil && u.Scheme != "" && u.Host != "" {
+		return c.HTTP
+	}
+	return "http://" + c.HTTP
+}
+
+func (c *Client) hc() *http.Client {
+	if c.HC != nil {
+		return c.HC
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// Fetch returns the broker's proof of the batch holding offset, unverified.
+func (c *Client) Fetch(ctx context.Context, topic string, partition int32, offset int64) (*Batch, error) {
+	u := c.base() + "/v1/topics/" + url.PathEscape(topic) + "/partitions/" + strconv.Itoa(int(partition)) +
+		"/proof?offset=" + strconv.FormatInt(offset, 10)
+	var b Batch
+	if err := c.get(ctx, u, &b); err != nil {
+		return nil, fmt.Errorf("stele/proof: proof of %s-%d offset %d: %w", topic, partition, offset, err)
+	}
+	return &b, nil
+}
+
+// Prove fetches and verifies the proof of the batch holding offset; the
+// returned batch is the committed one.
+func (c *Client) Prove(ctx context.Context, topic string, partition int32, offset int64) (*Verified, error) {
+	b, err := c.Fetch(ctx, topic, partition, offset)
+	if err != nil {
+		return nil, err
+	}
+	if b.Topic != topic || b.Partition != partition || offset < b.BaseOffset || offset > b.LastOffset {
+		return nil, unproven("asked for %s-%d offset %d, the broker proved %s-%d offsets %d-%d", topic, partition, offset, b.Topic, b.Partition, b.BaseOffset, b.LastOffset)
+	}
+	return c.Trust.Verify(b)
+}
+
+// Check verifies a batch read from any broker (a RecordBatch as Fetch
+// returns it) against the proof of its base offset: it must be byte for
+// byte the batch the cluster committed there.
+func (c *Client) Check(ctx context.Context, topic string, partition int32, batch []byte) (*Verified, error) {
+	base, _, err := checkBatch(batch)
+	if err != nil {
+		return nil, unproven("%v", err)
+	}
+	v, err := c.Prove(ctx, topic, partition, base)
+	if err != nil {
+		return nil, err
+	}
+	if v.BaseOffset != base || !bytes.Equal(v.Batch, batch) {
+		return nil, unproven("the batch read at %s-%d offset %d is not the one committed there (height %d)", topic, partition, base, v.Height)
+	}
+	return v, nil
+}
+
+// Genesis fetches the genesis document the broker serves (unverified:
+// only as good as the broker).
+func (c *Client) Genesis(ctx context.Context) (*types.GenesisDoc, []byte, error) {
+	var raw json.RawMessage
+	if err := c.get(ctx, c.base()+"/v1/cluster/genesis", &raw); err != nil {
+		return nil, nil, fmt.Errorf("stele/proof: genesis: %w", err)
+	}
+	doc, err := types.GenesisDocFromJSON(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stele/proof: genesis: %w", err)
+	}
+	return doc, raw, nil
+}
+
+// PinTrust trusts the genesis pinned in dir for the broker's chain; on
+// first use (no file dir/<chain id>.json) it fetches the genesis from the
+// broker, pins it and reports pinned = true, so that the caller can warn:
+// a first fetch is only as good as the broker it came from. A broker whose
+// genesis names other validators than the pinned one gets ErrTrustChanged.
+func (c *Client) PinTrust(ctx context.Context, dir string) (t *Trust, pinned bool, err error) {
+	doc, raw, err := c.Genesis(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	fetched, err := TrustGenesis(doc)
+	if err != nil {
+		return nil, false, err
+	}
+	if doc.ChainID == "" || filepath.Base(doc.ChainID) != doc.ChainID || doc.ChainID[0] == '.' {
+		return nil, false, fmt.Errorf("stele/proof: chain id %q cannot name a pin file", doc.ChainID)
+	}
+	path := filepath.Join(dir, doc.ChainID+".json")
+	if mine, err := TrustGenesisFile(path); err == nil {
+		if !bytes.Equal(mine.Validators.Hash(), fetched.Validators.Hash()) {
+			return nil, false, fmt.Errorf("%w: %s names validators %X, the broker's genesis %X", ErrTrustChanged, path, mine.Validators.Hash(), fetched.Validators.Hash())
+		}
+		return mine, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("stele/proof: pin: %w", err)
+	}
+	canonical, err := cmtjson.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		canonical = raw
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, canonical, 0o600); err != nil {
+		return nil, false, fmt.Errorf("stele/proof: pin: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, false, fmt.Errorf("stele/proof: pin: %w", err)
+	}
+	return fetched, true, nil
+}
+
+// get fetches u into v; a non-200 answer is an error with its message.
+func (c *Client) get(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s", resp.Status, e.Error)
+		}
+		return errors.New(resp.Status)
+	}
+	return json.Unmarshal(body, v)
+}

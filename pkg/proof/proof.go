@@ -1,0 +1,225 @@
+// Package proof checks that a record batch read from a Stele broker is the
+// one the cluster committed, without trusting the broker that served it.
+//
+// Every broker's app hash commits to each batch appended to a partition log
+// in its block, exactly as the log stores it (after the broker set its base
+// offset): the block's app hash is AppHash(digest, root), where root is the
+// Merkle root (CometBFT's crypto/merkle, RFC 6962) of the leaves
+// BatchLeaf(...) of the batches appended in that block, in apply order, and
+// digest covers the rest of the block's effects. CometBFT puts the app hash
+// of height H in the header of height H+1, which more than two thirds of the
+// validators' voting power sign.
+//
+// A Batch (as served by GET /v1/topics/{topic}/partitions/{p}/proof) carries
+// a batch, the digest, root and Merkle path of its block, and the signed
+// header of the next height. Trust.Verify accepts it only if the signatures
+// come from the validator set the caller trusts (the cluster's genesis),
+// the header's app hash is AppHash(digest, root), and the batch's leaf is
+// under root at the topic, partition and base offset claimed.
+//
+// The package imports nothing of Stele's internals, so other programs can
+// use it; it depends on CometBFT's types and crypto only.
+package proof
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
+	"github.com/cometbft/cometbft/crypto/merkle"
+	"github.com/cometbft/cometbft/types"
+)
+
+// ErrUnproven is wrapped by every error of Verify: the batch must not be
+// believed.
+var ErrUnproven = errors.New("stele/proof: unproven batch")
+
+const (
+	batchLeafDomain = "stele/batch/v1"
+	appHashDomain   = "stele/apphash/v2"
+)
+
+// BatchLeaf is the leaf a batch appended at baseOffset to a partition of
+// the topic (its name and id) contributes to its block's Merkle root:
+//
+//	sha256("stele/batch/v1" | u16 len(topic) | topic | id [16] | partition u32 | base offset u64 | batch)
+func BatchLeaf(topic string, id [16]byte, partition int32, baseOffset int64, batch []byte) []byte {
+	h := sha256.New()
+	var b [2 + 4 + 8]byte
+	h.Write([]byte(batchLeafDomain))
+	binary.BigEndian.PutUint16(b[:2], uint16(len(topic)))
+	h.Write(b[:2])
+	h.Write([]byte(topic))
+	h.Write(id[:])
+	binary.BigEndian.PutUint32(b[2:6], uint32(partition))
+	binary.BigEndian.PutUint64(b[6:], uint64(baseOffset))
+	h.Write(b[2:])
+	h.Write(batch)
+	return h.Sum(nil)
+}
+
+// AppHash is the app hash of a block whose other effects hash to digest
+// and whose appended batches' leaves have Merkle root root:
+//
+//	sha256("stele/apphash/v2" | digest | root)
+func AppHash(digest, root []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(appHashDomain))
+	h.Write(digest)
+	h.Write(root)
+	return h.Sum(nil)
+}
+
+// Batch is the proof of one stored batch, in the JSON the HTTP API serves.
+type Batch struct {
+	Topic      string `json:"topic"`
+	TopicID    string `json:"topic_id"` // 32 hex digits
+	Partition  int32  `json:"partition"`
+	BaseOffset int64  `json:"base_offset"`
+	LastOffset int64  `json:"last_offset"`
+	// Batch is the RecordBatch v2 bytes as the partition log holds them
+	// (and as Fetch returns them).
+	Batch []byte `json:"batch"`
+	// Height is the block that appended the batch; its app hash is in the
+	// header of Height+1.
+	Height int64         `json:"height"`
+	Digest []byte        `json:"digest"`
+	Root   []byte        `json:"root"`
+	Path   *merkle.Proof `json:"path"`
+	// SignedHeader is the header of Height+1 and the commit that signed
+	// it: a CometBFT SignedHeader, protobuf-encoded.
+	SignedHeader []byte `json:"signed_header"`
+}
+
+// Trust is what a client believes without proof: the chain and its
+// validator set.
+type Trust struct {
+	ChainID    string
+	Validators *types.ValidatorSet
+}
+
+// TrustGenesis trusts the chain and validators of a genesis document (the
+// cluster's config/genesis.json).
+func TrustGenesis(doc *types.GenesisDoc) (*Trust, error) {
+	if err := doc.ValidateAndComplete(); err != nil {
+		return nil, fmt.Errorf("stele/proof: genesis: %w", err)
+	}
+	vals := make([]*types.Validator, 0, len(doc.Validators))
+	for _, v := range doc.Validators {
+		vals = append(vals, types.NewValidator(v.PubKey, v.Power))
+	}
+	set := types.NewValidatorSet(vals)
+	if err := set.ValidateBasic(); err != nil {
+		return nil, fmt.Errorf("stele/proof: genesis validators: %w", err)
+	}
+	return &Trust{ChainID: doc.ChainID, Validators: set}, nil
+}
+
+// TrustGenesisFile is TrustGenesis of the genesis document in path.
+func TrustGenesisFile(path string) (*Trust, error) {
+	doc, err := types.GenesisDocFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("stele/proof: %w", err)
+	}
+	return TrustGenesis(doc)
+}
+
+// Verified is a batch Verify accepted.
+type Verified struct {
+	Topic      string
+	TopicID    [16]byte
+	Partition  int32
+	BaseOffset int64
+	LastOffset int64
+	Batch      []byte
+	Height     int64  // the block that appended it
+	HeaderHash []byte // the hash of the signed header of Height+1
+	Time       int64  // that header's time, Unix milliseconds
+}
+
+func unproven(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnproven}, args...)...)
+}
+
+// Verify checks b against t: the signed header's commit carries more than
+// two thirds of the trusted validators' voting power for the chain, its app
+// hash is AppHash(b.Digest, b.Root), and the batch's leaf, at b's topic,
+// partition and base offset, is under b.Root by b.Path. It also checks that
+// the batch is one well-formed RecordBatch v2 whose CRC matches and whose
+// base and last offsets are those claimed. The validator set may not have
+// changed since the trusted one (Stele clusters do not change it yet).
+func (t *Trust) Verify(b *Batch) (*Verified, error) {
+	if b == nil || b.Path == nil {
+		return nil, unproven("no proof")
+	}
+	id, err := hex.DecodeString(b.TopicID)
+	if err != nil || len(id) != 16 {
+		return nil, unproven("topic id %q is not 32 hex digits", b.TopicID)
+	}
+	base, last, err := checkBatch(b.Batch)
+	if err != nil {
+		return nil, unproven("%v", err)
+	}
+	if base != b.BaseOffset || last != b.LastOffset {
+		return nil, unproven("the batch holds offsets %d-%d, the proof claims %d-%d", base, last, b.BaseOffset, b.LastOffset)
+	}
+	var pb cmtproto.SignedHeader
+	if err := pb.Unmarshal(b.SignedHeader); err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	sh, err := types.SignedHeaderFromProto(&pb)
+	if err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	if err := sh.ValidateBasic(t.ChainID); err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	if sh.Height != b.Height+1 {
+		return nil, unproven("the signed header is of height %d, the batch's block is %d (its app hash is in the header of %d)", sh.Height, b.Height, b.Height+1)
+	}
+	if !bytes.Equal(sh.ValidatorsHash, t.Validators.Hash()) {
+		return nil, unproven("the header at height %d names validators %X, not the trusted set %X", sh.Height, []byte(sh.ValidatorsHash), t.Validators.Hash())
+	}
+	if err := t.Validators.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
+		return nil, unproven("commit of height %d: %v", sh.Height, err)
+	}
+	if want := AppHash(b.Digest, b.Root); !bytes.Equal(sh.AppHash, want) {
+		return nil, unproven("the signed app hash of height %d is %X, the proof gives %X", b.Height, []byte(sh.AppHash), want)
+	}
+	leaf := BatchLeaf(b.Topic, [16]byte(id), b.Partition, b.BaseOffset, b.Batch)
+	if err := b.Path.Verify(b.Root, leaf); err != nil {
+		return nil, unproven("the batch at %s-%d offset %d is not among height %d's batches: %v", b.Topic, b.Partition, b.BaseOffset, b.Height, err)
+	}
+	return &Verified{
+		Topic: b.Topic, TopicID: [16]byte(id), Partition: b.Partition,
+		BaseOffset: base, LastOffset: last, Batch: b.Batch,
+		Height: b.Height, HeaderHash: sh.Hash(), Time: sh.Time.UnixMilli(),
+	}, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkBatch checks that b is exactly one RecordBatch v2 with a valid CRC
+// and returns its base and last offsets.
+func checkBatch(b []byte) (base, last int64, err error) {
+	const headerLen = 61
+	if len(b) < headerLen {
+		return 0, 0, fmt.Errorf("batch of %d bytes is shorter than a RecordBatch header", len(b))
+	}
+	if n := int64(int32(binary.BigEndian.Uint32(b[8:12]))) + 12; n != int64(len(b)) {
+		return 0, 0, fmt.Errorf("batch length field says %d bytes, the batch has %d", n, len(b))
+	}
+	if b[16] != 2 {
+		return 0, 0, fmt.Errorf("batch magic %d, want 2", b[16])
+	}
+	if crc := crc32.Checksum(b[21:], castagnoli); crc != binary.BigEndian.Uint32(b[17:21]) {
+		return 0, 0, errors.New("batch CRC does not match")
+	}
+	base = int64(binary.BigEndian.Uint64(b[0:8]))
+	return base, base + int64(int32(binary.BigEndian.Uint32(b[23:27]))), nil
+}
