@@ -29,6 +29,8 @@ type consumeOptions struct {
 	format        string
 	isolation     *enumFlag
 	group         string
+	verify        bool
+	trust         trustOptions
 }
 
 func newConsumeCmd(g *globalOptions) *cobra.Command {
@@ -53,13 +55,28 @@ earlier. "Processed a total of N messages" is printed on stderr at exit.
 
 --format is a template as kcat's -f; --output json prints one JSON object per
 record per line instead (key, value and header values are strings, or all
-base64 with "encoding": "base64" when any of them is not valid UTF-8).`,
+base64 with "encoding": "base64" when any of them is not valid UTF-8).
+
+--verify trusts no broker: every batch is read through the first --brokers
+broker and proven with the proof a broker's HTTP API (--http) serves, against
+the validators of --genesis FILE (or the genesis pinned on first use, as
+stele verify does). A record that cannot be proven, offsets left out, or a
+high watermark no record backs end it with an error (exit 1) before anything
+unproven is printed. It reads partitions directly (not with --group), with
+read_uncommitted. docs/trust.md says what it guarantees.`,
 		Example: `  stele consume orders --from-beginning --max-messages 10
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
   stele consume orders --from-beginning --timeout-idle 5s --output json
-  stele consume orders --group billing --from-beginning`,
+  stele consume orders --group billing --from-beginning
+  stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if o.verify {
+				return runVerifiedConsume(cmd, g, o, &o.trust, a[0])
+			}
+			if cmd.Flags().Changed("genesis") || cmd.Flags().Changed("http") {
+				return usageErrorf("--genesis and --http go with --verify")
+			}
 			return runConsume(cmd, g, o, a[0])
 		},
 	}
@@ -72,6 +89,8 @@ base64 with "encoding": "base64" when any of them is not valid UTF-8).`,
 	f.StringVar(&o.format, "format", defaultFormat, formatHelp)
 	f.Var(o.isolation, "isolation", "read_committed hides records of open and aborted transactions")
 	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing offsets")
+	f.BoolVar(&o.verify, "verify", false, "prove every batch against the validators' signatures before printing it (docs/trust.md)")
+	o.trust.register(c)
 	return c
 }
 

@@ -99,7 +99,7 @@ the user's config directory (stele/trust/<chain id>.json), with a warning.
 
 It prints the record and where it was proven; an unproven record is an error
 (exit 1). docs/trust.md says what a proof guarantees and what it does not.`,
-		Example: `  stele verify orders 0 1500 --genesis cluster/node0/config/genesis.json
+		Example: `  stele verify orders 0 1500 --genesis cluster/node0/cometbft/config/genesis.json
   stele verify orders 0 1500 --http 10.0.0.5:8080 --output json`,
 		Args: exactArgs("TOPIC", "PARTITION", "OFFSET"),
 		RunE: func(cmd *cobra.Command, args []string) error {

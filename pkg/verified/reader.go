@@ -1,0 +1,168 @@
+// Package verified reads a partition through any Stele broker over the
+// Kafka protocol and believes nothing it has not proven: every batch the
+// broker returns must be the batch the cluster committed at its offset
+// (pkg/proof), consecutive batches must leave no offset out, and a high
+// watermark is believed only once a record just below it is proven.
+//
+// A Byzantine broker that alters a record, leaves a batch out, reorders
+// records or claims a high watermark above its log is caught by the first
+// read that meets the lie; the Reader then fails with an error wrapping
+// proof.ErrUnproven (or ErrGap, ErrForgedWatermark), and the records of
+// the offending batch are not returned. What it cannot catch: a broker
+// that answers less than it has (an older high watermark, no data), which
+// is indistinguishable from a broker behind the others; read through
+// another broker then, or compare several (stele consume --quorum is not
+// built yet). docs/trust.md has the whole list.
+package verified
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+var (
+	// ErrGap: the broker returned batches that leave offsets out.
+	ErrGap = fmt.Errorf("%w: offsets left out", proof.ErrUnproven)
+	// ErrForgedWatermark: the broker claims a high watermark it cannot
+	// prove a record below.
+	ErrForgedWatermark = fmt.Errorf("%w: high watermark", proof.ErrUnproven)
+)
+
+// Batch is a proven batch as Poll returns it.
+type Batch struct {
+	*proof.Verified
+}
+
+// Reader reads one partition from Next on.
+type Reader struct {
+	// Broker is the broker to read through (not trusted), e.g.
+	// client.SeedBrokers()[0] of a kgo client capped at Fetch v12
+	// (kgo.MaxVersions(kversion.V3_0_0())): Reader names the topic, not
+	// its id.
+	Broker *kgo.Broker
+	// Proofs fetches proofs (from any broker's HTTP API) and verifies
+	// them against the trusted validators.
+	Proofs    *proof.Client
+	Topic     string
+	Partition int32
+	// Next is the next offset to read; Poll moves it past what it returns.
+	Next int64
+	// AllowGaps accepts offsets left out between batches: compaction
+	// removes them on compacted topics, and no proof shows that nothing
+	// was there. Leave it off for other topics.
+	AllowGaps bool
+	// MaxWaitMs is how long a Fetch waits for new records (0: 500).
+	MaxWaitMs int32
+
+	hwm      int64 // the highest watermark proven so far
+	hwmClaim int64 // the last claim checked
+}
+
+// HighWatermark is the highest high watermark the broker claimed and
+// Reader proved (a record just below it committed).
+func (r *Reader) HighWatermark() int64 { return r.hwm }
+
+// Poll fetches from Next, proves every batch returned and the high
+// watermark claimed, and returns the proven batches, Next moved past
+// them. A batch that begins before Next (a fetch returns whole batches)
+// is returned whole; the caller skips the records below the offset it
+// asked for.
+func (r *Reader) Poll(ctx context.Context) ([]Batch, error) {
+	wait := r.MaxWaitMs
+	if wait == 0 {
+		wait = 500
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = wait
+	req.MinBytes = 1
+	req.MaxBytes = 8 << 20
+	req.SessionEpoch = -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = r.Topic
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition = r.Partition
+	p.FetchOffset = r.Next
+	p.CurrentLeaderEpoch = -1
+	p.LogStartOffset = -1
+	p.PartitionMaxBytes = 4 << 20
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := r.Broker.Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		return nil, err
+	}
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].Partition != r.Partition {
+		return nil, fmt.Errorf("%w: the broker answered a fetch of %s-%d with other partitions", proof.ErrUnproven, r.Topic, r.Partition)
+	}
+	fp := fr.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
+		return nil, err
+	}
+	var out []Batch
+	for _, raw := range split(fp.RecordBatches) {
+		v, err := r.Proofs.Check(ctx, r.Topic, r.Partition, raw)
+		if err != nil {
+			return out, err
+		}
+		if v.LastOffset < r.Next {
+			continue // wholly below what was asked: a broker may send it
+		}
+		if len(out) == 0 && v.BaseOffset > r.Next || len(out) > 0 && v.BaseOffset != r.Next {
+			if !r.AllowGaps {
+				return out, fmt.Errorf("%w: %s-%d: the next batch after offset %d begins at %d", ErrGap, r.Topic, r.Partition, r.Next-1, v.BaseOffset)
+			}
+		}
+		out = append(out, Batch{v})
+		r.Next = v.LastOffset + 1
+		r.hwm = max(r.hwm, r.Next)
+	}
+	if err := r.checkWatermark(ctx, fp.HighWatermark); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// checkWatermark proves a claimed high watermark above what is proven by
+// proving the record just below it.
+func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
+	if claim <= r.hwm || claim == r.hwmClaim {
+		return nil
+	}
+	v, err := r.Proofs.Prove(ctx, r.Topic, r.Partition, claim-1)
+	if err != nil {
+		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d and no record below it is proven: %v", ErrForgedWatermark, r.Topic, r.Partition, claim, err)
+	}
+	if v.LastOffset != claim-1 {
+		return fmt.Errorf("%w: %s-%d: claimed high watermark %d is inside a batch ending at %d", ErrForgedWatermark, r.Topic, r.Partition, claim, v.LastOffset)
+	}
+	r.hwmClaim = claim
+	r.hwm = max(r.hwm, claim)
+	return nil
+}
+
+// split cuts a Fetch answer's records into whole batches; a partial last
+// batch (the broker may cut one at the size limit) is left out.
+func split(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) >= 12 {
+		n := int64(int32(binary.BigEndian.Uint32(b[8:12]))) + 12
+		if n < 12 || n > int64(len(b)) {
+			break
+		}
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out
+}
