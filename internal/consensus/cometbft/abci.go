@@ -56,7 +56,7 @@ type abciApp struct {
 	maxTxBytes int64
 	logger     *slog.Logger
 
-	mempool atomic.Pointer[txRemover] // set once the node exists
+	mempool atomic.Pointer[txRemover]        // set once the node exists
 	blocks  atomic.Pointer[store.BlockStore] // set once the node exists
 	headers *headerArchive                   // set before the node exists
 
