@@ -138,7 +138,7 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 	if err != nil {
 		return nil, err
 	}
-	if h.LastOffset() < offset {
+	if h.BaseOffset > offset || h.LastOffset() < offset {
 		return nil, fmt.Errorf("%w: offset %d of %s-%d was removed by compaction", ErrNoProof, offset, topic, partition)
 	}
 	ref, ok, err := f.store.Get(batchProofKey(t.ID, partition, h.BaseOffset))
