@@ -74,7 +74,9 @@ func (a app) Commit() (int64, error) {
 					s.req.finish(s.idx, fsm.Result{}, fmt.Errorf("stele/broker: transaction rejected: %s", t.Log))
 					continue
 				}
-				s.req.finish(s.idx, t.Results[i], nil)
+				r := t.Results[i]
+				r.Height = out.Height
+				s.req.finish(s.idx, r, nil)
 			}
 		}
 	}

@@ -228,6 +228,17 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 	return b.fsm.KeyEvents(topic, key, from, limit)
 }
 
+// KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
+func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
+	return b.fsm.KeyLatest(topic, key)
+}
+
+// BatchHeight returns the height that committed the batch holding offset
+// (fsm.FSM.BatchHeight).
+func (b *Broker) BatchHeight(topic string, partition int32, offset int64) (height, base, last int64, err error) {
+	return b.fsm.BatchHeight(topic, partition, offset)
+}
+
 // ProveBatch returns the state's proof of the batch holding offset
 // (fsm.FSM.ProveBatch).
 func (b *Broker) ProveBatch(topic string, partition int32, offset int64) (*fsm.BatchProof, error) {

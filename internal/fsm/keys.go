@@ -183,8 +183,7 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 	}
 	prefix := keyPrefix(t.ID, key)
 	var out []KeyEvent
-	var cached []byte // the batch that held the last record read
-	var cachedHead record.Header
+	var c batchCache
 	err := f.store.Seek(prefix, storage.PrefixEnd(prefix), func(k, _ []byte) ([]byte, error) {
 		pi, off, err := parseEntrySuffix(k, k[len(prefix):])
 		if err != nil {
@@ -193,47 +192,12 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 		if off < from { // to this partition's first entry at from
 			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(bytes.Clone(prefix), uint32(pi)), uint64(from)), nil
 		}
-		if int(pi) >= len(t.Partitions) {
-			return nil, nil
+		ev, ok, err := c.event(t, pi, off, key)
+		if err != nil {
+			return nil, err
 		}
-		p := t.Partitions[pi]
-		if off < p.LogStartOffset() || off >= p.LastStableOffset() {
-			return nil, nil // gone, or not decided yet (or newer than this view)
-		}
-		if cached == nil || cachedHead.BaseOffset > off || cachedHead.LastOffset() < off {
-			data, err := p.Read(off, 1)
-			if err != nil {
-				return nil, err
-			}
-			batches, err := record.Split(data)
-			if err != nil || len(batches) == 0 {
-				return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", topic, pi, off, err)
-			}
-			cached = batches[0]
-			if cachedHead, err = record.ParseHeader(cached); err != nil {
-				return nil, err
-			}
-		}
-		if cachedHead.Control() || aborted(p, cachedHead.ProducerID, off) {
-			return nil, nil
-		}
-		_, err = record.Each(cached, func(rec *record.Record) error {
-			if rec.Offset < off {
-				return nil
-			}
-			if rec.Offset == off && bytes.Equal(rec.Key, key) {
-				ev := KeyEvent{Partition: pi, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
-				for _, hd := range rec.Headers {
-					ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
-					ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
-				}
-				out = append(out, ev)
-			}
-			// Past it: found, or removed by compaction.
-			return errStopScan
-		})
-		if err != nil && !errors.Is(err, errStopScan) {
-			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", topic, pi, off, err)
+		if ok {
+			out = append(out, ev)
 		}
 		if len(out) >= limit {
 			return nil, errStopScan
@@ -244,6 +208,99 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 		return nil, err
 	}
 	return out, nil
+}
+
+// KeyLatest returns the latest committed record of key in topic (as
+// KeyEvents would list it last; a tombstone too, with a nil Value), or
+// false when the key has none. When the key has records in several
+// partitions, the latest is the one with the greatest timestamp (then
+// partition): partitions have no order between them. A topic that does not
+// exist gives ErrUnknownTopic.
+func (f *FSM) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return KeyEvent{}, false, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	var best KeyEvent
+	found := false
+	for pi := range t.Partitions {
+		prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(pi))
+		var c batchCache
+		err := f.store.ScanReverse(prefix, func(k, _ []byte) error {
+			if len(k) != len(prefix)+8 {
+				return fmt.Errorf("stele/fsm: malformed key index entry %x", k)
+			}
+			ev, ok, err := c.event(t, int32(pi), int64(binary.BigEndian.Uint64(k[len(prefix):])), key)
+			if err != nil || !ok {
+				return err
+			}
+			if !found || ev.Timestamp > best.Timestamp || ev.Timestamp == best.Timestamp && ev.Partition > best.Partition {
+				best, found = ev, true
+			}
+			return errStopScan
+		})
+		if err != nil && !errors.Is(err, errStopScan) {
+			return KeyEvent{}, false, err
+		}
+	}
+	return best, found, nil
+}
+
+// batchCache reads indexed records, keeping the batch of the last one.
+type batchCache struct {
+	batch []byte
+	head  record.Header
+}
+
+// event reads the record of key at offset off of partition pi, if it is
+// committed, readable (not below the log start nor removed by compaction)
+// and not of an aborted transaction.
+func (c *batchCache) event(t *TopicView, pi int32, off int64, key []byte) (KeyEvent, bool, error) {
+	if int(pi) >= len(t.Partitions) {
+		return KeyEvent{}, false, nil
+	}
+	p := t.Partitions[pi]
+	if off < p.LogStartOffset() || off >= p.LastStableOffset() {
+		return KeyEvent{}, false, nil // gone, or not decided yet (or newer than this view)
+	}
+	if c.batch == nil || c.head.BaseOffset > off || c.head.LastOffset() < off {
+		data, err := p.Read(off, 1)
+		if err != nil {
+			return KeyEvent{}, false, err
+		}
+		batches, err := record.Split(data)
+		if err != nil || len(batches) == 0 {
+			return KeyEvent{}, false, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", t.Name, pi, off, err)
+		}
+		c.batch = batches[0]
+		if c.head, err = record.ParseHeader(c.batch); err != nil {
+			return KeyEvent{}, false, err
+		}
+	}
+	if c.head.Control() || aborted(p, c.head.ProducerID, off) {
+		return KeyEvent{}, false, nil
+	}
+	var ev KeyEvent
+	found := false
+	_, err := record.Each(c.batch, func(rec *record.Record) error {
+		if rec.Offset < off {
+			return nil
+		}
+		if rec.Offset == off && bytes.Equal(rec.Key, key) {
+			ev = KeyEvent{Partition: pi, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
+			for _, hd := range rec.Headers {
+				ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
+				ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
+			}
+			found = true
+		}
+		// Past it: found, or removed by compaction.
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return KeyEvent{}, false, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, off, err)
+	}
+	return ev, found, nil
 }
 
 // aborted reports whether a record of producer pid at offset off belongs to

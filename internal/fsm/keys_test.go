@@ -48,6 +48,28 @@ func scanKey(t *testing.T, f *FSM, topic string, key []byte, from int64) []strin
 	return out
 }
 
+// checkLatest: KeyLatest is the last of the key's events (all, as
+// keyEvents formats them) when they are in one partition, and one of each
+// partition's last otherwise.
+func checkLatest(t *testing.T, f *FSM, topic string, key []byte, all []string) {
+	t.Helper()
+	ev, ok, err := f.KeyLatest(topic, key)
+	if err != nil || ok != (len(all) > 0) {
+		t.Fatalf("KeyLatest(%s, %q): %v %v; the key has %d events", topic, key, ok, err, len(all))
+	}
+	if !ok {
+		return
+	}
+	got := fmt.Sprintf("%d/%d=%s", ev.Partition, ev.Offset, ev.Value)
+	last := map[string]string{} // partition -> its last event
+	for _, e := range all {
+		last[strings.SplitN(e, "/", 2)[0]] = e
+	}
+	if len(last) == 1 && got != all[len(all)-1] || last[fmt.Sprint(ev.Partition)] != got {
+		t.Fatalf("KeyLatest(%s, %q) = %s; events %v", topic, key, got, all)
+	}
+}
+
 func keyEvents(t *testing.T, f *FSM, topic string, key []byte, from int64, limit int) []string {
 	t.Helper()
 	evs, err := f.KeyEvents(topic, key, from, limit)
@@ -84,6 +106,7 @@ func TestKeyEvents(t *testing.T) {
 					if got := keyEvents(t, f, topic, key, 0, 1<<20); !slices.Equal(got, all) {
 						t.Fatalf("%s: %s %q: index gives %v\nscan gives %v", when, topic, key, got, all)
 					}
+					checkLatest(t, f, topic, key, all)
 					if len(all) < 2 {
 						continue
 					}

@@ -105,12 +105,18 @@ type BatchProof struct {
 	Path       merkle.Proof // the batch's leaf under Root
 }
 
-// ProveBatch returns the proof of the committed batch that holds offset in
-// the partition. It fails with ErrUnknownTopic, ErrOffsetOutOfRange (an
-// offset below the log start or at or past the high watermark), or
-// ErrNoProof (a batch appended before this version kept proofs, or one
-// compaction rewrote).
-func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchProof, error) {
+// located is the committed batch holding an offset and where its proof is.
+type located struct {
+	t      *TopicView
+	batch  []byte
+	head   record.Header
+	height int64
+	index  int
+}
+
+// locate finds the committed batch holding offset and the height and leaf
+// index of its proof entry.
+func (f *FSM) locate(topic string, partition int32, offset int64) (*located, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
@@ -133,22 +139,47 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 	if len(batches) == 0 {
 		return nil, fmt.Errorf("%w: nothing stored at %s-%d offset %d", ErrNoProof, topic, partition, offset)
 	}
-	batch := batches[0]
-	h, err := record.ParseHeader(batch)
-	if err != nil {
+	l := &located{t: t, batch: batches[0]}
+	if l.head, err = record.ParseHeader(l.batch); err != nil {
 		return nil, err
 	}
-	if h.BaseOffset > offset || h.LastOffset() < offset {
+	if l.head.BaseOffset > offset || l.head.LastOffset() < offset {
 		return nil, fmt.Errorf("%w: offset %d of %s-%d was removed by compaction", ErrNoProof, offset, topic, partition)
 	}
-	ref, ok, err := f.store.Get(batchProofKey(t.ID, partition, h.BaseOffset))
+	ref, ok, err := f.store.Get(batchProofKey(t.ID, partition, l.head.BaseOffset))
 	if err != nil {
 		return nil, err
 	}
 	if !ok || len(ref) != 12 {
-		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was written before this version kept proofs", ErrNoProof, topic, partition, h.BaseOffset)
+		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was written before this version kept proofs", ErrNoProof, topic, partition, l.head.BaseOffset)
 	}
-	height, index := int64(binary.BigEndian.Uint64(ref)), int(binary.BigEndian.Uint32(ref[8:]))
+	l.height, l.index = int64(binary.BigEndian.Uint64(ref)), int(binary.BigEndian.Uint32(ref[8:]))
+	return l, nil
+}
+
+// BatchHeight returns the height of the block that appended the committed
+// batch holding offset, and the batch's first and last offsets: a Kafka
+// producer, which learns only offsets, reads its write's height here.
+// Errors as ProveBatch's.
+func (f *FSM) BatchHeight(topic string, partition int32, offset int64) (height, base, last int64, err error) {
+	l, err := f.locate(topic, partition, offset)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return l.height, l.head.BaseOffset, l.head.LastOffset(), nil
+}
+
+// ProveBatch returns the proof of the committed batch that holds offset in
+// the partition. It fails with ErrUnknownTopic, ErrOffsetOutOfRange (an
+// offset below the log start or at or past the high watermark), or
+// ErrNoProof (a batch appended before this version kept proofs, or one
+// compaction rewrote).
+func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchProof, error) {
+	l, err := f.locate(topic, partition, offset)
+	if err != nil {
+		return nil, err
+	}
+	t, batch, h, height, index := l.t, l.batch, l.head, l.height, l.index
 	v, ok, err := f.store.Get(blockProofKey(height))
 	if err != nil {
 		return nil, err

@@ -25,6 +25,9 @@ type Result struct {
 	// was at (-1: no event yet).
 	VersionConflict bool
 	KeyVersion      int64
+	// Height is the block that committed the command, set by the broker
+	// when it answers (not part of the results' encoding or the app hash).
+	Height int64
 }
 
 // TxOutcome is what applying one transaction produced.

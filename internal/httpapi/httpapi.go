@@ -47,10 +47,13 @@ var routes = []string{
 	"GET /metrics",
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
+	"GET /v1/tables/{topic}/{key}",
+	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}",
 	"GET /v1/topics/{topic}/partitions/{partition}/proof",
 	"GET /v1/topics/{topic}/keys",
 	"GET /v1/topics/{topic}/keys/{key}/events",
 	"POST /v1/topics/{topic}/keys/{key}/events",
+	"POST /v1/wait",
 }
 
 // New returns the handler for every endpoint.
@@ -64,10 +67,13 @@ func New(opts Options) http.Handler {
 		"GET /metrics":            promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
 		"GET /v1/cluster":         serveCluster(opts),
 		"GET /v1/cluster/genesis": serveGenesis(opts),
-		"GET /v1/topics/{topic}/partitions/{partition}/proof": serveProof(opts),
-		"GET /v1/topics/{topic}/keys":                         serveKeys(opts),
-		"GET /v1/topics/{topic}/keys/{key}/events":            serveKeyEvents(opts),
-		"POST /v1/topics/{topic}/keys/{key}/events":           serveAppend(opts),
+		"GET /v1/topics/{topic}/partitions/{partition}/proof":            withMinHeight(opts, serveProof(opts)),
+		"GET /v1/topics/{topic}/keys":                                    withMinHeight(opts, serveKeys(opts)),
+		"GET /v1/topics/{topic}/keys/{key}/events":                       withMinHeight(opts, serveKeyEvents(opts)),
+		"POST /v1/topics/{topic}/keys/{key}/events":                      serveAppend(opts),
+		"GET /v1/tables/{topic}/{key}":                                   withMinHeight(opts, serveTable(opts)),
+		"POST /v1/wait":                                                  serveWait(opts),
+		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

@@ -258,6 +258,9 @@ const maxAppendBytes = 8 << 20
 type Appended struct {
 	Partition int32 `json:"partition"`
 	Offset    int64 `json:"offset"` // the event's version
+	// Height is the block that committed it: a read with min_height at
+	// least this sees it on any broker (read-your-writes).
+	Height int64 `json:"height"`
 }
 
 // Conflict is the body of a 412: the key's version when the append was
@@ -345,9 +348,10 @@ func serveAppend(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusBadRequest, "%s: %s", kerr.ErrorForCode(res.Code), res.Message)
 		default:
 			w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.BaseOffset, 10)))
+			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
-			json.NewEncoder(w).Encode(Appended{Partition: int32(partition), Offset: res.BaseOffset})
+			json.NewEncoder(w).Encode(Appended{Partition: int32(partition), Offset: res.BaseOffset, Height: res.Height})
 		}
 	}
 }

@@ -39,18 +39,7 @@ func serveProof(opts Options) http.HandlerFunc {
 			return
 		}
 		bp, err := opts.Broker.ProveBatch(topic, int32(part), off)
-		switch {
-		case errors.Is(err, fsm.ErrUnknownTopic):
-			httpError(w, http.StatusNotFound, "%v", err)
-			return
-		case errors.Is(err, fsm.ErrOffsetOutOfRange):
-			httpError(w, http.StatusRequestedRangeNotSatisfiable, "%v", err)
-			return
-		case errors.Is(err, fsm.ErrNoProof):
-			httpError(w, http.StatusNotFound, "%v", err)
-			return
-		case err != nil:
-			httpError(w, http.StatusInternalServerError, "proving %s-%d offset %d: %v", topic, part, off, err)
+		if !proofError(w, err, topic, part, off) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
@@ -68,6 +57,56 @@ func serveProof(opts Options) http.HandlerFunc {
 			Height: bp.Height, Digest: bp.Digest, Root: bp.Root, Path: &bp.Path, SignedHeader: sh,
 		})
 	}
+}
+
+// OffsetHeight is the body of GET .../partitions/{p}/offsets/{offset}.
+type OffsetHeight struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Offset     int64  `json:"offset"`
+	BaseOffset int64  `json:"batch_base_offset"`
+	LastOffset int64  `json:"batch_last_offset"`
+	// Height is the block that committed the record: a Kafka producer's
+	// read-your-writes height (min_height).
+	Height int64 `json:"height"`
+}
+
+// serveOffsetHeight answers GET /v1/topics/{topic}/partitions/{partition}
+// /offsets/{offset}: the height that committed the record at offset.
+func serveOffsetHeight(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
+		part, err1 := strconv.ParseInt(r.PathValue("partition"), 10, 32)
+		off, err2 := strconv.ParseInt(r.PathValue("offset"), 10, 64)
+		if err1 != nil || err2 != nil || part < 0 || off < 0 {
+			httpError(w, http.StatusBadRequest, "partition %q, offset %q: want numbers, 0 or more", r.PathValue("partition"), r.PathValue("offset"))
+			return
+		}
+		height, base, last, err := opts.Broker.BatchHeight(topic, int32(part), off)
+		if !proofError(w, err, topic, part, off) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(OffsetHeight{Topic: topic, Partition: int32(part), Offset: off, BaseOffset: base, LastOffset: last, Height: height})
+	}
+}
+
+// proofError answers err, if any, as a proof or height lookup's failure;
+// it reports whether there was none.
+func proofError(w http.ResponseWriter, err error, topic string, part, off int64) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, fsm.ErrUnknownTopic):
+		httpError(w, http.StatusNotFound, "%v", err)
+	case errors.Is(err, fsm.ErrOffsetOutOfRange):
+		httpError(w, http.StatusRequestedRangeNotSatisfiable, "%v", err)
+	case errors.Is(err, fsm.ErrNoProof):
+		httpError(w, http.StatusNotFound, "%v", err)
+	default:
+		httpError(w, http.StatusInternalServerError, "%s-%d offset %d: %v", topic, part, off, err)
+	}
+	return false
 }
 
 // signedHeader waits for the signed header of height, polling while the

@@ -1,0 +1,195 @@
+// Package stele is a Go client for the parts of Stele's HTTP API that
+// Kafka has no place for: read-your-writes across brokers (the height that
+// committed a write, reads at or after a height), waiting until a consumer
+// group has consumed a record, and compacted topics read as key-value
+// tables (docs/read-your-writes.md). Records are still produced and
+// consumed with any Kafka client; pkg/proof and pkg/verified check what a
+// broker returns.
+package stele
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotFound: the broker answered 404 (no such topic, key or value).
+	ErrNotFound = errors.New("stele: not found")
+	// ErrNotYet: the broker has not applied the height asked for (503) or
+	// the group did not consume the record in time (504); retry, possibly
+	// through another broker.
+	ErrNotYet = errors.New("stele: not yet")
+)
+
+// HTTP is a client of one broker's HTTP API.
+type HTTP struct {
+	// Addr is the broker's HTTP API, "host:port" or a URL.
+	Addr string
+	// HC is the HTTP client (nil: one with a 6-minute timeout, longer than
+	// the longest wait).
+	HC *http.Client
+}
+
+// Height returns the height of the block that committed the record at
+// offset of the partition: a Kafka producer learns its record's offset
+// from the produce answer, and a read with this min height sees it on
+// any broker.
+func (c *HTTP) Height(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
+	var out struct {
+		Height int64 `json:"height"`
+	}
+	u := "/v1/topics/" + url.PathEscape(topic) + "/partitions/" + strconv.Itoa(int(partition)) + "/offsets/" + strconv.FormatInt(offset, 10)
+	if err := c.do(ctx, "GET", u, nil, &out); err != nil {
+		return 0, err
+	}
+	return out.Height, nil
+}
+
+// Entry is a key's latest value in a table.
+type Entry struct {
+	Partition int32
+	Version   int64 // the record's offset
+	Timestamp time.Time
+	Value     []byte
+	Headers   map[string][]byte
+	// Height is the height the broker had applied when it read: the entry
+	// reflects every write committed at or below it.
+	Height int64
+}
+
+// Table returns the latest value of key in a compacted topic, read once
+// the broker has applied minHeight (0: at once). A key without a value,
+// or whose latest record is a tombstone, gives ErrNotFound.
+func (c *HTTP) Table(ctx context.Context, topic string, key []byte, minHeight int64) (*Entry, error) {
+	var out struct {
+		Partition int32       `json:"partition"`
+		Version   int64       `json:"version"`
+		Timestamp int64       `json:"timestamp"`
+		Value     *wireBytes  `json:"value"`
+		Headers   []wireHeadr `json:"headers"`
+		Height    int64       `json:"height"`
+	}
+	u := "/v1/tables/" + url.PathEscape(topic) + "/" + url.PathEscape(string(key))
+	if minHeight > 0 {
+		u += "?min_height=" + strconv.FormatInt(minHeight, 10)
+	}
+	if err := c.do(ctx, "GET", u, nil, &out); err != nil {
+		return nil, err
+	}
+	e := &Entry{Partition: out.Partition, Version: out.Version, Timestamp: time.UnixMilli(out.Timestamp), Height: out.Height}
+	if out.Value != nil {
+		e.Value = []byte(*out.Value)
+	}
+	for _, h := range out.Headers {
+		if e.Headers == nil {
+			e.Headers = map[string][]byte{}
+		}
+		if h.Value != nil {
+			e.Headers[h.Key] = []byte(*h.Value)
+		} else {
+			e.Headers[h.Key] = nil
+		}
+	}
+	return e, nil
+}
+
+// WaitConsumed blocks until consumer group has committed an offset past
+// offset of the partition (it has consumed that record), or timeout
+// passes (ErrNotYet; at most 5 minutes, 0 means 30 s). It returns the
+// group's committed offset.
+func (c *HTTP) WaitConsumed(ctx context.Context, group, topic string, partition int32, offset int64, timeout time.Duration) (int64, error) {
+	body, _ := json.Marshal(map[string]any{"topic": topic, "partition": partition, "offset": offset, "group": group, "timeout_ms": timeout.Milliseconds()})
+	var out struct {
+		Committed int64 `json:"committed"`
+	}
+	if err := c.do(ctx, "POST", "/v1/wait", body, &out); err != nil {
+		return 0, err
+	}
+	return out.Committed, nil
+}
+
+func (c *HTTP) do(ctx context.Context, method, path string, body []byte, v any) error {
+	base := c.Addr
+	if u, err := url.Parse(base); err != nil || u.Scheme == "" || u.Host == "" {
+		base = "http://" + base
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = strings.NewReader(string(body))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HC
+	if hc == nil {
+		hc = &http.Client{Timeout: 6 * time.Minute}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		msg := fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %s", ErrNotFound, msg)
+		case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return fmt.Errorf("%w: %s", ErrNotYet, msg)
+		}
+		return errors.New("stele: " + msg)
+	}
+	return json.Unmarshal(data, v)
+}
+
+// wireBytes decodes the API's bytes: {"utf8": "..."} or {"b64": "..."}.
+type wireBytes []byte
+
+func (b *wireBytes) UnmarshalJSON(data []byte) error {
+	var w struct {
+		UTF8 *string `json:"utf8"`
+		B64  *string `json:"b64"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	switch {
+	case w.UTF8 != nil:
+		*b = wireBytes(*w.UTF8)
+	case w.B64 != nil:
+		d, err := base64.StdEncoding.DecodeString(*w.B64)
+		if err != nil {
+			return err
+		}
+		*b = d
+	default:
+		return errors.New(`stele: bytes need "utf8" or "b64"`)
+	}
+	return nil
+}
+
+type wireHeadr struct {
+	Key   string     `json:"key"`
+	Value *wireBytes `json:"value"`
+}
