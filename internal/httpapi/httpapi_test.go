@@ -91,6 +91,11 @@ func FuzzHTTPRequest(f *testing.F) {
 		"POST /v1/cluster HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
 		"GET /%2e%2e/healthz?x=%zz HTTP/1.1\r\nHost: x\r\n\r\n",
 		"DELETE /nope HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"GET /v1/topics/t/partitions/0/proof?offset=0&min_height=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/topics/t/partitions/0/offsets/0 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/tables/t/k?min_height=x HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/wait HTTP/1.1\r\nHost: x\r\nContent-Length: 74\r\n\r\n{\"topic\":\"t\",\"partition\":0,\"offset\":0,\"group\":\"g\",\"timeout_ms\":1}",
+		"GET /v1/cluster/genesis HTTP/1.1\r\nHost: x\r\n\r\n",
 	} {
 		f.Add([]byte(seed))
 	}
