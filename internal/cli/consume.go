@@ -30,6 +30,7 @@ type consumeOptions struct {
 	isolation     *enumFlag
 	group         string
 	verify        bool
+	quorum        bool
 	trust         trustOptions
 }
 
@@ -63,7 +64,12 @@ the validators of --genesis FILE (or the genesis pinned on first use, as
 stele verify does). A record that cannot be proven, offsets left out, or a
 high watermark no record backs end it with an error (exit 1) before anything
 unproven is printed. It reads partitions directly (not with --group), with
-read_uncommitted. docs/trust.md says what it guarantees.`,
+read_uncommitted. docs/trust.md says what it guarantees.
+
+--quorum needs no trusted genesis: every partition is read through every
+--brokers broker at once (at least f+1 of the cluster's 3f+1, so that one is
+honest), and only batches all of them returned byte for byte are printed;
+brokers that disagree end it with an error (exit 1).`,
 		Example: `  stele consume orders --from-beginning --max-messages 10
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
   stele consume orders --from-beginning --timeout-idle 5s --output json
@@ -71,6 +77,9 @@ read_uncommitted. docs/trust.md says what it guarantees.`,
   stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if o.quorum {
+				return runQuorumConsume(cmd, g, o, a[0])
+			}
 			if o.verify {
 				return runVerifiedConsume(cmd, g, o, &o.trust, a[0])
 			}
@@ -90,6 +99,7 @@ read_uncommitted. docs/trust.md says what it guarantees.`,
 	f.Var(o.isolation, "isolation", "read_committed hides records of open and aborted transactions")
 	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing offsets")
 	f.BoolVar(&o.verify, "verify", false, "prove every batch against the validators' signatures before printing it (docs/trust.md)")
+	f.BoolVar(&o.quorum, "quorum", false, "read through every --brokers broker (at least f+1 of 3f+1) and print only what all of them return identically")
 	o.trust.register(c)
 	return c
 }

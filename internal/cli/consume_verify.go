@@ -61,23 +61,50 @@ func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions,
 		r.Proofs = proofs
 	}
 
+	polls := make([]partPoll, len(readers))
+	for i, r := range readers {
+		polls[i] = partPoll{partition: r.Partition, next: func() int64 { return r.Next }, poll: func(ctx context.Context) ([][]byte, error) {
+			bs, err := r.Poll(ctx)
+			out := make([][]byte, len(bs))
+			for k, b := range bs {
+				out[k] = b.Batch
+			}
+			return out, err
+		}}
+	}
+	return printPolled(ctx, cmd, g, o, topic, format, polls)
+}
+
+// partPoll reads one partition: poll returns the next batches (checked,
+// from the offset next returned before the call on; whole, so the first
+// may begin below it) and moves on.
+type partPoll struct {
+	partition int32
+	next      func() int64
+	poll      func(context.Context) ([][]byte, error)
+}
+
+// printPolled prints the records polls return, round robin over the
+// partitions, until --max-messages, --timeout-idle, an interrupt, or an
+// error of a poll (after printing what that poll returned).
+func printPolled(ctx context.Context, cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string, format recordFormat, polls []partPoll) error {
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	var buf []byte
 	var n int64
 	lastRecord := time.Now()
-	err = func() error {
+	err := func() error {
 		for {
 			got := false
-			for _, r := range readers {
-				from := r.Next
-				batches, err := r.Poll(ctx)
+			for _, p := range polls {
+				from := p.next()
+				batches, perr := p.poll(ctx)
 				if ctx.Err() != nil {
 					return nil // interrupted: the normal end
 				}
 				for _, b := range batches {
-					h, recs, err := record.Records(b.Batch)
+					h, recs, err := record.Records(b)
 					if err != nil {
-						return fmt.Errorf("a proven batch of %s-%d does not decode: %w", topic, r.Partition, err)
+						return fmt.Errorf("a checked batch of %s-%d does not decode: %w", topic, p.partition, err)
 					}
 					if h.Control() {
 						continue
@@ -86,7 +113,7 @@ func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions,
 						if rec.Offset < from {
 							continue
 						}
-						kr := &kgo.Record{Topic: topic, Partition: r.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value,
+						kr := &kgo.Record{Topic: topic, Partition: p.partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value,
 							Timestamp: time.UnixMilli(rec.Timestamp)}
 						for _, hd := range rec.Headers {
 							kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: hd.Key, Value: hd.Value})
@@ -107,8 +134,8 @@ func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions,
 						}
 					}
 				}
-				if err != nil {
-					return fmt.Errorf("reading %s-%d through %s: %w", topic, r.Partition, g.brokers, err)
+				if perr != nil {
+					return fmt.Errorf("reading %s-%d: %w", topic, p.partition, perr)
 				}
 			}
 			if err := out.Flush(); err != nil {
@@ -187,4 +214,85 @@ func verifiedReaders(ctx context.Context, g *globalOptions, cmd *cobra.Command, 
 		readers = append(readers, &verified.Reader{Broker: seeds[0], Topic: topic, Partition: p, Next: next, AllowGaps: compacted, MaxWaitMs: 200})
 	}
 	return readers, nil
+}
+
+// runQuorumConsume is `stele consume --quorum`: every partition is read
+// through every --brokers broker at once, and only the batches all of them
+// returned byte for byte are printed (pkg/verified.Quorum). With f+1
+// brokers of a cluster of 3f+1, at least one is honest.
+func runQuorumConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string) error {
+	switch {
+	case o.group != "":
+		return usageErrorf("--quorum cannot be used with --group yet: it reads partitions directly")
+	case o.isolation.String() == "read_committed":
+		return usageErrorf("--quorum reads read_uncommitted only (aborted transactions' records are printed)")
+	case o.verify:
+		return usageErrorf("give either --verify or --quorum, not both")
+	}
+	format, err := parseFormat(o.format)
+	if err != nil {
+		return usageError{err}
+	}
+	if _, exact, err := o.startOffset(); err != nil {
+		return err
+	} else if err := checkConsumeTarget(cmd, g, topic, o.partition, exact); err != nil {
+		return err
+	}
+	seeds, err := g.seedBrokers()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	brokers := make([]*kgo.Broker, len(seeds))
+	for i, s := range seeds {
+		cl, err := g.newClient(kgo.SeedBrokers(s), kgo.MaxVersions(kversion.V3_0_0()))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		brokers[i] = cl.SeedBrokers()[0]
+	}
+	first, err := g.newClient(kgo.SeedBrokers(seeds[0]), kgo.MaxVersions(kversion.V3_0_0()))
+	if err != nil {
+		return err
+	}
+	defer first.Close()
+	if err := checkQuorumSize(ctx, g, cmd, first, len(seeds)); err != nil {
+		return err
+	}
+	readers, err := verifiedReaders(ctx, g, cmd, first, o, topic)
+	if err != nil {
+		return err
+	}
+	polls := make([]partPoll, len(readers))
+	for i, r := range readers {
+		q := &verified.Quorum{Brokers: brokers, Names: seeds, Topic: topic, Partition: r.Partition, Next: r.Next, MaxWaitMs: 200}
+		polls[i] = partPoll{partition: q.Partition, next: func() int64 { return q.Next }, poll: func(ctx context.Context) ([][]byte, error) {
+			bs, err := q.Poll(ctx)
+			out := make([][]byte, len(bs))
+			for k, b := range bs {
+				out[k] = b.Batch
+			}
+			return out, err
+		}}
+	}
+	return printPolled(ctx, cmd, g, o, topic, format, polls)
+}
+
+// checkQuorumSize refuses a quorum of fewer than f+1 brokers of the
+// cluster's n = 3f+1 (n as the first broker's metadata lists them: a
+// Byzantine broker may list fewer, so name brokers you chose yourself).
+func checkQuorumSize(ctx context.Context, g *globalOptions, cmd *cobra.Command, cl *kgo.Client, given int) error {
+	rctx, cancel := g.requestContext(cmd)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(rctx)
+	if err != nil {
+		return fmt.Errorf("listing the cluster's brokers: %w", err)
+	}
+	n := len(md.Brokers)
+	if f := (n - 1) / 3; given < f+1 {
+		return usageErrorf("--quorum needs at least %d of the cluster's %d brokers in --brokers (f+1, f = %d), got %d", f+1, n, f, given)
+	}
+	return nil
 }

@@ -124,6 +124,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newDumpLogCmd(g),
 		newKeyCmd(g),
 		newVerifyCmd(g),
+		newAuditCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),

@@ -47,6 +47,7 @@ var routes = []string{
 	"GET /metrics",
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
+	"GET /v1/cluster/headers",
 	"GET /v1/tables/{topic}/{key}",
 	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}",
 	"GET /v1/topics/{topic}/partitions/{partition}/proof",
@@ -73,6 +74,7 @@ func New(opts Options) http.Handler {
 		"POST /v1/topics/{topic}/keys/{key}/events":                      serveAppend(opts),
 		"GET /v1/tables/{topic}/{key}":                                   withMinHeight(opts, serveTable(opts)),
 		"POST /v1/wait":                                                  serveWait(opts),
+		"GET /v1/cluster/headers":                                        serveHeaders(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),
 	}
 	mux := http.NewServeMux()

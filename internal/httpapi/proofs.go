@@ -128,6 +128,56 @@ func signedHeader(ctx context.Context, opts Options, height int64) ([]byte, erro
 	}
 }
 
+// HeadersPage is the body of GET /v1/cluster/headers: the signed headers
+// this broker holds from From on (its archive keeps those whose app hash
+// changed, its block store recent ones), at most Limit heights looked at.
+type HeadersPage struct {
+	From    int64          `json:"from"`
+	Next    int64          `json:"next"` // the height to ask from next
+	Headers []SignedHeader `json:"headers"`
+}
+
+// SignedHeader is one height's header with the commit that signed it
+// (protobuf-encoded CometBFT SignedHeader).
+type SignedHeader struct {
+	Height       int64  `json:"height"`
+	SignedHeader []byte `json:"signed_header"`
+}
+
+// serveHeaders answers GET /v1/cluster/headers?from=H&limit=N (N heights,
+// default and at most 1000): what an auditor compares between brokers.
+func serveHeaders(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if opts.SignedHeader == nil {
+			httpError(w, http.StatusNotFound, "this broker does not serve headers")
+			return
+		}
+		q := r.URL.Query()
+		from, err := strconv.ParseInt(q.Get("from"), 10, 64)
+		if err != nil || from < 1 {
+			httpError(w, http.StatusBadRequest, "from=%q: want a height, 1 or more", q.Get("from"))
+			return
+		}
+		limit := int64(1000)
+		if v := q.Get("limit"); v != "" {
+			if limit, err = strconv.ParseInt(v, 10, 64); err != nil || limit < 1 || limit > 1000 {
+				httpError(w, http.StatusBadRequest, "limit=%q: want 1 to 1000", v)
+				return
+			}
+		}
+		top, _ := opts.Broker.Info()
+		page := HeadersPage{From: from, Next: from, Headers: []SignedHeader{}}
+		for h := from; h < from+limit && h <= top; h++ {
+			page.Next = h + 1
+			if sh, err := opts.SignedHeader(h); err == nil {
+				page.Headers = append(page.Headers, SignedHeader{Height: h, SignedHeader: sh})
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(page)
+	}
+}
+
 // serveGenesis answers GET /v1/cluster/genesis with the chain's genesis
 // document: what a verifying client trusts. Fetched from a broker it is
 // only as good as that broker; the client pins it on first use.

@@ -88,6 +88,50 @@ func (c *Client) Check(ctx context.Context, topic string, partition int32, batch
 	return v, nil
 }
 
+// Header is a signed header as Headers returns it, verified.
+type Header struct {
+	Height  int64
+	Hash    []byte // the header's hash (the block id)
+	AppHash []byte // the app hash after the block before
+	// LastBlock is the hash of the previous height's header: headers link
+	// into a chain.
+	LastBlock []byte
+	Time      time.Time
+}
+
+// Headers fetches the signed headers the broker holds from height from on
+// (up to limit heights looked at, at most 1000) and verifies each against
+// Trust; it returns them and the height to ask from next. A header that
+// does not verify is an error wrapping ErrUnproven.
+func (c *Client) Headers(ctx context.Context, from, limit int64) ([]Header, int64, error) {
+	var page struct {
+		Next    int64 `json:"next"`
+		Headers []struct {
+			Height       int64  `json:"height"`
+			SignedHeader []byte `json:"signed_header"`
+		} `json:"headers"`
+	}
+	u := c.base() + "/v1/cluster/headers?from=" + strconv.FormatInt(from, 10) + "&limit=" + strconv.FormatInt(limit, 10)
+	if err := c.get(ctx, u, &page); err != nil {
+		return nil, from, fmt.Errorf("stele/proof: headers from %d: %w", from, err)
+	}
+	out := make([]Header, 0, len(page.Headers))
+	for _, h := range page.Headers {
+		sh, err := c.Trust.VerifyHeader(h.SignedHeader)
+		if err != nil {
+			return out, from, err
+		}
+		if sh.Height != h.Height {
+			return out, from, unproven("the header listed at height %d is of height %d", h.Height, sh.Height)
+		}
+		out = append(out, Header{Height: sh.Height, Hash: sh.Hash(), AppHash: sh.AppHash, LastBlock: sh.LastBlockID.Hash, Time: sh.Time})
+	}
+	if page.Next <= from && len(page.Headers) == 0 {
+		return out, from, nil
+	}
+	return out, page.Next, nil
+}
+
 // Genesis fetches the genesis document the broker serves (unverified:
 // only as good as the broker).
 func (c *Client) Genesis(ctx context.Context) (*types.GenesisDoc, []byte, error) {

@@ -168,25 +168,12 @@ func (t *Trust) Verify(b *Batch) (*Verified, error) {
 	if base != b.BaseOffset || last != b.LastOffset {
 		return nil, unproven("the batch holds offsets %d-%d, the proof claims %d-%d", base, last, b.BaseOffset, b.LastOffset)
 	}
-	var pb cmtproto.SignedHeader
-	if err := pb.Unmarshal(b.SignedHeader); err != nil {
-		return nil, unproven("signed header: %v", err)
-	}
-	sh, err := types.SignedHeaderFromProto(&pb)
+	sh, err := t.VerifyHeader(b.SignedHeader)
 	if err != nil {
-		return nil, unproven("signed header: %v", err)
-	}
-	if err := sh.ValidateBasic(t.ChainID); err != nil {
-		return nil, unproven("signed header: %v", err)
+		return nil, err
 	}
 	if sh.Height != b.Height+1 {
 		return nil, unproven("the signed header is of height %d, the batch's block is %d (its app hash is in the header of %d)", sh.Height, b.Height, b.Height+1)
-	}
-	if !bytes.Equal(sh.ValidatorsHash, t.Validators.Hash()) {
-		return nil, unproven("the header at height %d names validators %X, not the trusted set %X", sh.Height, []byte(sh.ValidatorsHash), t.Validators.Hash())
-	}
-	if err := t.Validators.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
-		return nil, unproven("commit of height %d: %v", sh.Height, err)
 	}
 	if want := AppHash(b.Digest, b.Root); !bytes.Equal(sh.AppHash, want) {
 		return nil, unproven("the signed app hash of height %d is %X, the proof gives %X", b.Height, []byte(sh.AppHash), want)
@@ -203,6 +190,30 @@ func (t *Trust) Verify(b *Batch) (*Verified, error) {
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// VerifyHeader decodes a protobuf-encoded CometBFT SignedHeader and checks
+// that its commit carries more than two thirds of the trusted validators'
+// voting power for the header, on the trusted chain.
+func (t *Trust) VerifyHeader(b []byte) (*types.SignedHeader, error) {
+	var pb cmtproto.SignedHeader
+	if err := pb.Unmarshal(b); err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	sh, err := types.SignedHeaderFromProto(&pb)
+	if err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	if err := sh.ValidateBasic(t.ChainID); err != nil {
+		return nil, unproven("signed header: %v", err)
+	}
+	if !bytes.Equal(sh.ValidatorsHash, t.Validators.Hash()) {
+		return nil, unproven("the header at height %d names validators %X, not the trusted set %X", sh.Height, []byte(sh.ValidatorsHash), t.Validators.Hash())
+	}
+	if err := t.Validators.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
+		return nil, unproven("commit of height %d: %v", sh.Height, err)
+	}
+	return sh, nil
+}
 
 // checkBatch checks that b is exactly one RecordBatch v2 with a valid CRC
 // and returns its base and last offsets.

@@ -79,39 +79,12 @@ func (r *Reader) Poll(ctx context.Context) ([]Batch, error) {
 	if wait == 0 {
 		wait = 500
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = wait
-	req.MinBytes = 1
-	req.MaxBytes = 8 << 20
-	req.SessionEpoch = -1
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic = r.Topic
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition = r.Partition
-	p.FetchOffset = r.Next
-	p.CurrentLeaderEpoch = -1
-	p.LogStartOffset = -1
-	p.PartitionMaxBytes = 4 << 20
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-	resp, err := r.Broker.Request(ctx, req)
+	raw, hwm, err := Fetch(ctx, r.Broker, r.Topic, r.Partition, r.Next, wait)
 	if err != nil {
 		return nil, err
 	}
-	fr := resp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
-		return nil, err
-	}
-	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].Partition != r.Partition {
-		return nil, fmt.Errorf("%w: the broker answered a fetch of %s-%d with other partitions", proof.ErrUnproven, r.Topic, r.Partition)
-	}
-	fp := fr.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
-		return nil, err
-	}
 	var out []Batch
-	for _, raw := range split(fp.RecordBatches) {
+	for _, raw := range raw {
 		v, err := r.Proofs.Check(ctx, r.Topic, r.Partition, raw)
 		if err != nil {
 			return out, err
@@ -128,10 +101,49 @@ func (r *Reader) Poll(ctx context.Context) ([]Batch, error) {
 		r.Next = v.LastOffset + 1
 		r.hwm = max(r.hwm, r.Next)
 	}
-	if err := r.checkWatermark(ctx, fp.HighWatermark); err != nil {
+	if err := r.checkWatermark(ctx, hwm); err != nil {
 		return out, err
 	}
 	return out, nil
+}
+
+// Fetch asks broker for the records of the partition from offset on
+// (Fetch v12, read_uncommitted, waiting up to maxWaitMs for some) and
+// returns the whole batches of the answer, unverified, and the high
+// watermark it claims.
+func Fetch(ctx context.Context, broker *kgo.Broker, topic string, partition int32, offset int64, maxWaitMs int32) ([][]byte, int64, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = maxWaitMs
+	req.MinBytes = 1
+	req.MaxBytes = 8 << 20
+	req.SessionEpoch = -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = topic
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition = partition
+	p.FetchOffset = offset
+	p.CurrentLeaderEpoch = -1
+	p.LogStartOffset = -1
+	p.PartitionMaxBytes = 4 << 20
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := broker.Request(ctx, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		return nil, 0, err
+	}
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].Partition != partition {
+		return nil, 0, fmt.Errorf("%w: the broker answered a fetch of %s-%d with other partitions", proof.ErrUnproven, topic, partition)
+	}
+	fp := fr.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
+		return nil, 0, err
+	}
+	return split(fp.RecordBatches), fp.HighWatermark, nil
 }
 
 // checkWatermark proves a claimed high watermark above what is proven by

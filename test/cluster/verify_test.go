@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,5 +135,83 @@ func TestVerifiedReads(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want[c.from:int(c.from)+len(got)], ",") {
 			t.Errorf("node%d's %s: handed %v, not a prefix of the committed records", node, c.lie, got)
 		}
+	}
+
+	// Quorum reads (no genesis): a liar and the honest broker disagree at
+	// the lie; the honest broker's answers agree with themselves; the CLI
+	// refuses fewer than f+1 = 2 brokers and reports a disagreement.
+	quorum := func(nodes ...int) ([]string, error) {
+		q := &verified.Quorum{Topic: topic, Partition: 0, MaxWaitMs: 100}
+		for _, i := range nodes {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.Nodes[i].Kafka), kgo.MaxVersions(kversion.V3_0_0()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			q.Brokers, q.Names = append(q.Brokers, cl.SeedBrokers()[0]), append(q.Names, fmt.Sprintf("node%d", i))
+		}
+		var values []string
+		for polls := 0; polls < 20 && q.Next < end; polls++ {
+			bs, err := q.Poll(ctx)
+			for _, b := range bs {
+				_, recs, _ := record.Records(b.Batch)
+				for _, rec := range recs {
+					values = append(values, string(rec.Value))
+				}
+			}
+			if err != nil {
+				return values, err
+			}
+		}
+		return values, nil
+	}
+	if got, err := quorum(honest, honest); err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("quorum of the honest broker with itself: %v %v", got, err)
+	}
+	for _, liar := range []int{0, 1, 2} {
+		got, err := quorum(liar, honest)
+		t.Logf("quorum of node%d (%s) and node%d: handed %d records, then %v", liar, lies[liar], honest, len(got), err)
+		if !errors.Is(err, verified.ErrDisagree) || strings.Join(got, ",") != strings.Join(want[:len(got)], ",") {
+			t.Errorf("quorum of node%d (%s) and node%d: %v, %v", liar, lies[liar], honest, got, err)
+		}
+	}
+	if out, err := exec.Command(harness.SteleBin, "consume", topic, "--from-beginning", "--quorum", "--timeout-idle", "2s",
+		"--brokers", c.Nodes[honest].Kafka).CombinedOutput(); err == nil || !strings.Contains(string(out), "at least 2") {
+		t.Errorf("stele consume --quorum through one broker of four: %v %s", err, out)
+	}
+	if out, err := exec.Command(harness.SteleBin, "consume", topic, "--from-beginning", "--quorum", "--timeout-idle", "2s",
+		"--brokers", c.Nodes[1].Kafka+","+c.Nodes[honest].Kafka).CombinedOutput(); err == nil || !strings.Contains(string(out), "brokers disagree") {
+		t.Errorf("stele consume --quorum through a liar and the honest broker: %v %s", err, out)
+	}
+
+	// stele audit: the three liars diverge, each from its first lie; the
+	// honest broker holds the signed history.
+	genesis := filepath.Join(c.Nodes[0].Dir, "cometbft", "config", "genesis.json")
+	audit := func(nodes ...int) (string, error) {
+		var kafka, https []string
+		for _, i := range nodes {
+			kafka, https = append(kafka, c.Nodes[i].Kafka), append(https, c.Nodes[i].HTTP)
+		}
+		out, err := exec.Command(harness.SteleBin, "audit", "--brokers", strings.Join(kafka, ","), "--http", strings.Join(https, ","),
+			"--genesis", genesis, "--timeout", "60s").CombinedOutput()
+		return string(out), err
+	}
+	out, err := audit(c.All()...)
+	t.Logf("stele audit of the four brokers:\n%s", out)
+	if err == nil || !strings.Contains(out, "audit found") {
+		t.Errorf("stele audit with three liars: %v", err)
+	}
+	for i := range c.Nodes {
+		clean := strings.Contains(out, fmt.Sprintf("broker %s (%s): no divergence", c.Nodes[i].Kafka, c.Nodes[i].HTTP))
+		if clean != (i == honest) {
+			t.Errorf("stele audit: node%d reported clean %v, want %v", i, clean, i == honest)
+		}
+	}
+	if !strings.Contains(out, "offsets left out") || !strings.Contains(out, "is not the one committed there") {
+		t.Errorf("stele audit does not name the lies it met")
+	}
+	if out, err := audit(honest); err != nil || !strings.Contains(out, "every broker holds the history the validators signed") ||
+		!strings.Contains(out, fmt.Sprintf("%d batches (%d offsets) of 1 topics read and proven", batches+1, end)) {
+		t.Errorf("stele audit of the honest broker: %v\n%s", err, out)
 	}
 }

@@ -12,6 +12,7 @@
 #  4. `stele consume --verify --from-beginning` prints every record kcat
 #     wrote, each proven; an offset past the end is refused with the
 #     broker's error.
+#  5. `stele consume --quorum` (f+1 = 1 broker of a single node) prints them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
@@ -80,5 +81,11 @@ if e2e_stele verify "$topic" 0 6 --http "$BROKER_HTTP" --genesis "$genesis" >"$E
 fi
 grep -q "out of range" "$E2E_TMP/v5.out" || fail "stele verify past the end: $(cat "$E2E_TMP/v5.out")"
 log "stele consume --verify printed the 6 records, each proven; past the end: refused"
+
+# --- 5. stele consume --quorum: one broker is f+1 of a single node -----------
+got=$(e2e_stele consume "$topic" --from-beginning --quorum --timeout-idle 2s --format '%o:%v\n' 2>"$E2E_TMP/q.err" | tr '\n' ' ') ||
+	fail "stele consume --quorum: $(cat "$E2E_TMP/q.err")"
+[[ $got == '0:v0-a 1:v0-b 2:v1-a 3:v1-b 4:v2-a 5:v2-b ' ]] || fail "stele consume --quorum printed: $got"
+log "stele consume --quorum (f+1 = 1 of a single node) printed the 6 records"
 e2e_broker_stop 30
 log "PASS"
