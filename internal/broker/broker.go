@@ -228,6 +228,9 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 	return b.fsm.KeyEvents(topic, key, from, limit)
 }
 
+// ProducerKey returns a principal's registered key (fsm.FSM.ProducerKey).
+func (b *Broker) ProducerKey(principal string) ([]byte, error) { return b.fsm.ProducerKey(principal) }
+
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
 	return b.fsm.KeyLatest(topic, key)

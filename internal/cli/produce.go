@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/stele-io/stele/pkg/proof"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +29,8 @@ type produceOptions struct {
 	acks        *enumFlag
 	compression *enumFlag
 	linger      time.Duration
+	signKey     string // --sign: the producer key file
+	principal   string // --principal
 }
 
 // produceSummary is the JSON form of produce's result (written to stdout with
@@ -60,7 +65,12 @@ producer does.
 
 A summary (records produced, bytes, errors) is printed on stderr. The command
 exits 1 if any record failed, after printing the first error. On SIGINT it
-stops reading and waits for the records already read.`,
+stops reading and waits for the records already read.
+
+--sign FILE --principal NAME signs every record with NAME's key (registered
+with stele producer-key register): a header stele-signature the brokers verify
+before writing the record, so that none of them can alter, forge or replay it
+(docs/signed-producers.md).`,
 		Example: `  printf 'k1:hello\nk2:world\n' | stele produce orders --key-separator : --header source=cli
   stele produce orders --file events.txt --compression zstd --acks all`,
 		Args: exactArgs("TOPIC"),
@@ -76,6 +86,8 @@ stops reading and waits for the records already read.`,
 	f.Var(o.acks, "acks", "acknowledgements: -1/all waits for every in-sync replica, 1 for the leader, 0 for none")
 	f.Var(o.compression, "compression", "batch compression codec")
 	f.DurationVar(&o.linger, "linger", 10*time.Millisecond, "how long to wait for more records before sending a batch")
+	f.StringVar(&o.signKey, "sign", "", "sign every record with the producer key in this file (stele producer-key generate; docs/signed-producers.md)")
+	f.StringVar(&o.principal, "principal", "", "with --sign: the principal the key is registered for")
 	return c
 }
 
@@ -114,6 +126,8 @@ func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic s
 		return usageErrorf("invalid --partition %d: partitions are numbered from 0", o.partition)
 	case o.linger < 0:
 		return usageErrorf("invalid --linger %v: must be 0 or more", o.linger)
+	case (o.signKey == "") != (o.principal == ""):
+		return usageErrorf("--sign and --principal go together")
 	}
 	var headers []kgo.RecordHeader
 	for _, h := range o.headers {
@@ -150,7 +164,15 @@ func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic s
 	if o.file != "" && isTerminal(cmd.ErrOrStderr()) {
 		prog = startProgress(cmd.ErrOrStderr(), size)
 	}
-	p := &producer{cl: cl, opts: o, headers: headers, prog: prog}
+	p := &producer{cl: cl, opts: o, headers: headers, prog: prog, topic: topic}
+	if o.signKey != "" {
+		if p.signKey, err = readProducerKey(o.signKey); err != nil {
+			return err
+		}
+		if err := proof.ValidPrincipal(o.principal); err != nil {
+			return usageError{err}
+		}
+	}
 	begin := time.Now()
 	readErr := p.run(cmd.Context(), in)
 	prog.stop()
@@ -211,6 +233,9 @@ type producer struct {
 	opts    *produceOptions
 	headers []kgo.RecordHeader
 	prog    *progress
+	topic   string
+	signKey ed25519.PrivateKey // --sign
+	seq     uint64             // the last signature sequence (record is called by one goroutine)
 
 	mu struct {
 		sync.Mutex
@@ -310,7 +335,24 @@ func (p *producer) record(data []byte, lineNo int64) (*kgo.Record, error) {
 	if p.opts.partition >= 0 {
 		rec.Partition = p.opts.partition
 	}
+	if p.signKey != nil {
+		hs := make([]proof.RecordHeader, len(rec.Headers))
+		for i, h := range rec.Headers {
+			hs[i] = proof.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+		sig := proof.SignRecord(p.signKey, p.opts.principal, p.nextSeq(), p.topic, rec.Key, rec.Value, hs)
+		rec.Headers = append(slices.Clip(rec.Headers), kgo.RecordHeader{Key: proof.SignatureHeader, Value: []byte(sig)})
+	}
 	return rec, nil
+}
+
+// nextSeq is the signature sequence of the next record: the time in
+// nanoseconds, and always above the last, so that sequences stay unique
+// across runs of one principal on one machine (the cluster refuses one
+// used before).
+func (p *producer) nextSeq() uint64 {
+	p.seq = max(p.seq+1, uint64(time.Now().UnixNano()))
+	return p.seq
 }
 
 // done is the promise of every record.

@@ -125,6 +125,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newKeyCmd(g),
 		newVerifyCmd(g),
 		newAuditCmd(g),
+		newProducerKeyCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),
 		newVersionCmd(g),

@@ -60,6 +60,8 @@ func (k Kind) String() string {
 		return "TxnOffsetCommit"
 	case KindEndTxn:
 		return "EndTxn"
+	case KindRegisterProducerKey:
+		return "RegisterProducerKey"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -221,6 +223,9 @@ func decodeCommand(k Kind, r *reader) Command {
 		return c
 	}
 	if c, ok := decodeTxnCommand(k, r); ok {
+		return c
+	}
+	if c, ok := decodeSignedCommand(k, r); ok {
 		return c
 	}
 	r.fail("unknown command kind %d", k)

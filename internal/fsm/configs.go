@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ConfigType is the type of a topic config's value, as DescribeConfigs
@@ -36,6 +38,9 @@ type ConfigDef struct {
 	Doc      string
 	min, max int64
 	valid    []string // for strings and lists: the allowed values
+	// check validates each element of a list whose values are open (valid
+	// is then unused).
+	check func(string) error
 }
 
 const maxLong = math.MaxInt64
@@ -74,6 +79,8 @@ var topicConfigs = []ConfigDef{
 	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", min: 4, max: math.MaxInt32},
 	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", min: 0, max: maxLong},
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: 1, max: maxLong},
+	{Name: "stele.signed.by", Type: TypeList, Default: "", Enforced: true, check: proof.ValidPrincipal,
+		Doc: "Stele: principals whose signed records the topic takes, and no others; empty: signatures optional, verified when present (docs/signed-producers.md)"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false"},
 }
 
@@ -118,6 +125,12 @@ func ValidateConfig(name, value string) error {
 		}
 	case TypeList:
 		for _, v := range splitList(value) {
+			if d.check != nil {
+				if err := d.check(v); err != nil {
+					return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
+				}
+				continue
+			}
 			if !contains(d.valid, v) {
 				return fmt.Errorf("invalid value %s for configuration %s: list contains invalid value %q; valid values are %s", value, name, v, strings.Join(d.valid, ", "))
 			}
@@ -206,6 +219,7 @@ type TopicConfig struct {
 	RetentionBytes, RetentionMs int64
 	SegmentBytes                int64
 	SegmentMs                   int64
+	SignedBy                    []string // stele.signed.by (signed.go)
 }
 
 // resolveConfig computes the effective config from a topic's explicit
@@ -238,5 +252,6 @@ func resolveConfig(explicit map[string]string) TopicConfig {
 	c.RetentionMs = num("retention.ms")
 	c.SegmentBytes = num("segment.bytes")
 	c.SegmentMs = num("segment.ms")
+	c.SignedBy = splitList(get("stele.signed.by"))
 	return c
 }

@@ -104,11 +104,13 @@ type FSM struct {
 	signersChanged bool
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
-	keysAdded      []keyEntry       // key stream entries of the block (keys.go)
-	keyStaged      map[keyRef][]int // keysAdded by key, built when first needed in a block
-	leaves         [][]byte         // the block's appended batches' leaves (proofs.go)
-	leafRefs       []batchRef       // where each leaf's batch went
-	blockDigest    []byte           // the block's transactions and changes, for its proof entry
+	keysAdded      []keyEntry        // key stream entries of the block (keys.go)
+	keyStaged      map[keyRef][]int  // keysAdded by key, built when first needed in a block
+	leaves         [][]byte          // the block's appended batches' leaves (proofs.go)
+	leafRefs       []batchRef        // where each leaf's batch went
+	blockDigest    []byte            // the block's transactions and changes, for its proof entry
+	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
+	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
 	certsDropped   []certEntry
 	verified       verifiedCerts // safe for concurrent use
 	groups         map[string]*Group
@@ -371,6 +373,8 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return f.txnOffsetCommit(c)
 	case EndTxn:
 		return f.applyEndTxn(c)
+	case RegisterProducerKey:
+		return f.registerProducerKey(c)
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 const t0 = int64(1_700_000_000_000) // block time of the first test block, ms
@@ -112,6 +114,19 @@ func scenario(t testing.TB) []block {
 					SessionTimeoutMs: 60_000, RebalanceTimeoutMs: 60_000}))
 		case 12:
 			txs = append(txs, tx(5002, DeleteRecords{Topic: "orders", Partition: 1, Offset: 5}))
+		case 13:
+			// Signed producers: a key registered, a signed record written.
+			alice := ed25519.NewKeyFromSeed(append(make([]byte, 31), 7))
+			pub := alice.Public().(ed25519.PublicKey)
+			rec := record.Record{Key: []byte("sig"), Value: []byte("signed")}
+			sig := proof.SignRecord(alice, "alice", 1, "small", rec.Key, rec.Value, nil)
+			rec.Headers = []record.RecordHeader{{Key: proof.SignatureHeader, Value: []byte(sig)}}
+			b, err := record.Build(record.Header{FirstTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			txs = append(txs, tx(5006, RegisterProducerKey{Principal: "alice", PublicKey: pub, Proof: ed25519.Sign(alice, proof.RegistrationMessage("alice", pub))}),
+				tx(5007, Produce{Topic: "small", Partition: 0, Records: b}))
 		case 20:
 			txs = append(txs, tx(5003, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}),
 				[]byte("not a transaction"))

@@ -21,6 +21,7 @@ import (
 //	x/... and a/...                   transactions and aborted transactions (txns.go)
 //	k/<topic id><key>...              the key stream index (keys.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
+//	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -74,6 +75,7 @@ func (f *FSM) persist() error {
 		b.Set(e.k, e.v)
 	}
 	f.persistProofs(b.Set)
+	f.persistSigned(b.Set)
 	for _, t := range f.deleted {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 		b.DeletePrefix(batchProofPrefix(t.ID))

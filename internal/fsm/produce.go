@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // produce appends a partition's batches, all or nothing: every batch is
@@ -31,6 +32,7 @@ func (f *FSM) produce(c Produce) Result {
 	headers := make([]record.Header, len(batches))
 	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
 	conditional := false                  // some record states the version it expects
+	signed := make([]bool, len(batches))  // the batch has a signed record
 	validate := record.ValidateKeys
 	if f.opts.WithoutKeyIndex {
 		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
@@ -40,6 +42,9 @@ func (f *FSM) produce(c Produce) Result {
 	for i, b := range batches {
 		var bad error
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+			for _, h := range hs {
+				signed[i] = signed[i] || h.Key == proof.SignatureHeader
+			}
 			expect, snapshot, err := keyHeaders(key, hs)
 			if err != nil && bad == nil {
 				bad = fmt.Errorf("record %d: %w", delta, err)
@@ -106,6 +111,20 @@ func (f *FSM) produce(c Produce) Result {
 			return r
 		}
 	}
+	// Signatures, of the batches written now (a retry's were checked the
+	// first time; its sequences are used).
+	var seqs map[string]bool
+	for i, b := range batches {
+		if dup[i] || !signed[i] && len(cfg.SignedBy) == 0 {
+			continue
+		}
+		if seqs == nil {
+			seqs = map[string]bool{}
+		}
+		if r := f.checkSignatures(t, b, len(cfg.SignedBy) > 0, seqs); r.Code != 0 {
+			return r
+		}
+	}
 	for i, b := range batches {
 		if dup[i] {
 			continue
@@ -127,6 +146,12 @@ func (f *FSM) produce(c Produce) Result {
 			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID, snapshot: k.snapshot})
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
+	}
+	if len(seqs) > 0 && f.seqsAdded == nil {
+		f.seqsAdded = map[string]bool{}
+	}
+	for k := range seqs {
+		f.seqsAdded[k] = true
 	}
 	for pid, st := range staged {
 		if st != nil {

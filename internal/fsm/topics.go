@@ -48,6 +48,8 @@ func CheckCommand(c Command) Result {
 		return r
 	}
 	switch c := c.(type) {
+	case RegisterProducerKey:
+		return checkRegistration(c)
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {
 			return fail(kerr.InvalidTopicException.Code, err.Error())

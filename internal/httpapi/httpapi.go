@@ -48,6 +48,8 @@ var routes = []string{
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
 	"GET /v1/cluster/headers",
+	"GET /v1/producer-keys/{principal}",
+	"PUT /v1/producer-keys/{principal}",
 	"GET /v1/tables/{topic}/{key}",
 	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}",
 	"GET /v1/topics/{topic}/partitions/{partition}/proof",
@@ -75,6 +77,8 @@ func New(opts Options) http.Handler {
 		"GET /v1/tables/{topic}/{key}":                                   withMinHeight(opts, serveTable(opts)),
 		"POST /v1/wait":                                                  serveWait(opts),
 		"GET /v1/cluster/headers":                                        serveHeaders(opts),
+		"GET /v1/producer-keys/{principal}":                              withMinHeight(opts, serveProducerKeyGet(opts)),
+		"PUT /v1/producer-keys/{principal}":                              serveProducerKeyPut(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),
 	}
 	mux := http.NewServeMux()

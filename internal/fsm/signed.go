@@ -1,0 +1,204 @@
+package fsm
+
+// Signed producers (issue 9, docs/signed-producers.md): a principal
+// registers an ed25519 public key; records carrying proof.SignatureHeader
+// are verified here, in the deterministic apply, against the principal's
+// key, and a principal's sequence is accepted once only. A topic whose
+// stele.signed.by names principals accepts only records signed by one of
+// them. So no broker can alter, forge or replay a signed record: the
+// honest brokers that apply it refuse it.
+//
+// State, in the metadata store:
+//
+//	r/<principal>               the principal's public key (32 bytes)
+//	y/<principal>\x00<seq u64>  a sequence the principal used (empty value)
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+// KindRegisterProducerKey registers or rotates a principal's key.
+const KindRegisterProducerKey Kind = 21
+
+// RegisterProducerKey sets Principal's public key. Proof is the new key's
+// signature of proof.RegistrationMessage (its holder has the key);
+// Endorsement is the current key's signature of the same message, needed
+// when the principal has a key already (only its holder rotates it). The
+// first registration of a name binds it: whoever registers first owns it.
+type RegisterProducerKey struct {
+	Principal   string
+	PublicKey   []byte
+	Proof       []byte
+	Endorsement []byte
+}
+
+func (RegisterProducerKey) Kind() Kind { return KindRegisterProducerKey }
+
+func (c RegisterProducerKey) encode(w *writer) {
+	w.str(c.Principal)
+	w.bytes(c.PublicKey)
+	w.bytes(c.Proof)
+	w.bytes(c.Endorsement)
+}
+
+func decodeSignedCommand(k Kind, r *reader) (Command, bool) {
+	if k != KindRegisterProducerKey {
+		return nil, false
+	}
+	return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytes(), Proof: r.bytes(), Endorsement: r.bytes()}, true
+}
+
+// checkRegistration is the stateless check of a registration: a valid
+// name, a key, and the key's own signature.
+func checkRegistration(c RegisterProducerKey) Result {
+	if err := proof.ValidPrincipal(c.Principal); err != nil {
+		return fail(kerr.InvalidRequest.Code, err.Error())
+	}
+	if len(c.PublicKey) != ed25519.PublicKeySize {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("a public key is %d bytes, got %d", ed25519.PublicKeySize, len(c.PublicKey)))
+	}
+	if !ed25519.Verify(c.PublicKey, proof.RegistrationMessage(c.Principal, c.PublicKey), c.Proof) {
+		return fail(kerr.InvalidRequest.Code, "the new key's signature of the registration does not verify: its holder must sign it")
+	}
+	return Result{}
+}
+
+// ErrNoProducerKey: a principal has no registered key.
+var ErrNoProducerKey = errors.New("stele/fsm: no producer key")
+
+func producerKeyKey(principal string) []byte { return append([]byte("r/"), principal...) }
+
+func seqKey(principal string, seq uint64) []byte {
+	k := append(append([]byte("y/"), principal...), 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// registerProducerKey applies a registration.
+func (f *FSM) registerProducerKey(c RegisterProducerKey) Result {
+	cur, err := f.producerKey(c.Principal)
+	switch {
+	case errors.Is(err, ErrNoProducerKey):
+	case err != nil:
+		return fail(kerr.KafkaStorageError.Code, err.Error())
+	case bytes.Equal(cur, c.PublicKey):
+		return Result{} // registered already: nothing changes
+	case !ed25519.Verify(cur, proof.RegistrationMessage(c.Principal, c.PublicKey), c.Endorsement):
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("principal %s has a key: a new one must be endorsed by it", c.Principal))
+	}
+	if f.keysSet == nil {
+		f.keysSet = map[string][]byte{}
+	}
+	f.keysSet[c.Principal] = bytes.Clone(c.PublicKey)
+	return Result{}
+}
+
+// ProducerKey returns a principal's registered public key (committed).
+func (f *FSM) ProducerKey(principal string) ([]byte, error) {
+	v, ok, err := f.store.Get(producerKeyKey(principal))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: principal %q", ErrNoProducerKey, principal)
+	}
+	return v, nil
+}
+
+// producerKey is ProducerKey as the block being applied sees it.
+func (f *FSM) producerKey(principal string) ([]byte, error) {
+	if k, ok := f.keysSet[principal]; ok {
+		return k, nil
+	}
+	return f.ProducerKey(principal)
+}
+
+// checkSignatures verifies every signed record of batch b, about to be
+// appended to topic t, and that each record is signed when the topic
+// requires it; seqs collects the sequences used (the command's, checked
+// against the block's and the committed ones).
+func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string]bool) Result {
+	var bad error
+	_, err := record.Each(b, func(rec *record.Record) error {
+		var sig []byte
+		found := false
+		hs := make([]proof.RecordHeader, len(rec.Headers))
+		for i, h := range rec.Headers {
+			hs[i] = proof.RecordHeader{Key: h.Key, Value: h.Value}
+			if h.Key == proof.SignatureHeader {
+				if found {
+					bad = fmt.Errorf("record at offset delta %d: header %s given twice", rec.OffsetDelta, proof.SignatureHeader)
+					return errStopScan
+				}
+				sig, found = h.Value, true
+			}
+		}
+		if !found {
+			if required {
+				bad = fmt.Errorf("record at offset delta %d is not signed: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, t.Name, t.Config.SignedBy)
+				return errStopScan
+			}
+			return nil
+		}
+		s, err := proof.ParseSignature(sig)
+		if err != nil {
+			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
+			return errStopScan
+		}
+		if required && !contains(t.Config.SignedBy, s.Principal) {
+			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
+			return errStopScan
+		}
+		pub, err := f.producerKey(s.Principal)
+		if err != nil {
+			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
+			return errStopScan
+		}
+		if err := proof.VerifyRecord(pub, s, t.Name, rec.Key, rec.Value, hs); err != nil {
+			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
+			return errStopScan
+		}
+		k := string(seqKey(s.Principal, s.Seq))
+		used := seqs[k] || f.seqsAdded[k]
+		if !used {
+			_, used, err = f.store.Get([]byte(k))
+			if err != nil {
+				return err
+			}
+		}
+		if used {
+			bad = fmt.Errorf("record at offset delta %d: %s's sequence %d was used before: a replay", rec.OffsetDelta, s.Principal, s.Seq)
+			return errStopScan
+		}
+		seqs[k] = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return fail(record.ErrorCode(err), err.Error())
+	}
+	if bad != nil {
+		return fail(kerr.InvalidRecord.Code, bad.Error())
+	}
+	return Result{}
+}
+
+// persistSigned adds the block's registrations and used sequences to the
+// state's batch, in key order.
+func (f *FSM) persistSigned(set func(k, v []byte)) {
+	for _, p := range sortedKeys(f.keysSet) {
+		set(producerKeyKey(p), f.keysSet[p])
+	}
+	for _, k := range sortedKeys(f.seqsAdded) {
+		set([]byte(k), nil)
+	}
+	clear(f.keysSet)
+	clear(f.seqsAdded)
+}
