@@ -25,19 +25,8 @@ import (
 // reordered or left-out record, a forged high watermark) ends the command
 // with an error instead of being printed.
 func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, t *trustOptions, topic string) error {
-	switch {
-	case o.group != "":
-		return usageErrorf("--verify cannot be used with --group yet: it reads partitions directly")
-	case o.isolation.String() == "read_committed":
-		return usageErrorf("--verify reads read_uncommitted only (aborted transactions' records are printed)")
-	}
-	format, err := parseFormat(o.format)
+	format, err := checkDirectRead(cmd, g, o, topic, "--verify")
 	if err != nil {
-		return usageError{err}
-	}
-	if _, exact, err := o.startOffset(); err != nil {
-		return err
-	} else if err := checkConsumeTarget(cmd, g, topic, o.partition, exact); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -153,6 +142,27 @@ func printPolled(ctx context.Context, cmd *cobra.Command, g *globalOptions, o *c
 	return err
 }
 
+// checkDirectRead checks the flags of a checked read (--verify, --quorum:
+// partitions read directly, read_uncommitted) and the topic, and returns
+// the record format.
+func checkDirectRead(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic, mode string) (recordFormat, error) {
+	switch {
+	case o.group != "":
+		return recordFormat{}, usageErrorf("%s cannot be used with --group yet: it reads partitions directly", mode)
+	case o.isolation.String() == "read_committed":
+		return recordFormat{}, usageErrorf("%s reads read_uncommitted only (aborted transactions' records are printed)", mode)
+	}
+	format, err := parseFormat(o.format)
+	if err != nil {
+		return recordFormat{}, usageError{err}
+	}
+	_, exact, err := o.startOffset()
+	if err != nil {
+		return recordFormat{}, err
+	}
+	return format, checkConsumeTarget(cmd, g, topic, o.partition, exact)
+}
+
 func joinErr(a, b error) error {
 	if a != nil {
 		return a
@@ -221,21 +231,11 @@ func verifiedReaders(ctx context.Context, g *globalOptions, cmd *cobra.Command, 
 // returned byte for byte are printed (pkg/verified.Quorum). With f+1
 // brokers of a cluster of 3f+1, at least one is honest.
 func runQuorumConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string) error {
-	switch {
-	case o.group != "":
-		return usageErrorf("--quorum cannot be used with --group yet: it reads partitions directly")
-	case o.isolation.String() == "read_committed":
-		return usageErrorf("--quorum reads read_uncommitted only (aborted transactions' records are printed)")
-	case o.verify:
+	if o.verify {
 		return usageErrorf("give either --verify or --quorum, not both")
 	}
-	format, err := parseFormat(o.format)
+	format, err := checkDirectRead(cmd, g, o, topic, "--quorum")
 	if err != nil {
-		return usageError{err}
-	}
-	if _, exact, err := o.startOffset(); err != nil {
-		return err
-	} else if err := checkConsumeTarget(cmd, g, topic, o.partition, exact); err != nil {
 		return err
 	}
 	seeds, err := g.seedBrokers()

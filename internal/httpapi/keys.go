@@ -16,7 +16,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,13 +25,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/stele"
 )
 
 const (
@@ -68,42 +67,8 @@ type EventHeader struct {
 }
 
 // Bytes is a byte string in JSON: {"utf8": "..."} when it is valid UTF-8,
-// {"b64": "..."} otherwise.
-type Bytes []byte
-
-func (b Bytes) MarshalJSON() ([]byte, error) {
-	if utf8.Valid(b) {
-		return json.Marshal(struct {
-			UTF8 string `json:"utf8"`
-		}{string(b)})
-	}
-	return json.Marshal(struct {
-		B64 string `json:"b64"`
-	}{base64.StdEncoding.EncodeToString(b)})
-}
-
-func (b *Bytes) UnmarshalJSON(data []byte) error {
-	var v struct {
-		UTF8 *string `json:"utf8"`
-		B64  *string `json:"b64"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return err
-	}
-	switch {
-	case v.UTF8 != nil:
-		*b = Bytes(*v.UTF8)
-	case v.B64 != nil:
-		d, err := base64.StdEncoding.DecodeString(*v.B64)
-		if err != nil {
-			return err
-		}
-		*b = d
-	default:
-		return errors.New(`httpapi: bytes need "utf8" or "b64"`)
-	}
-	return nil
-}
+// {"b64": "..."} otherwise (pkg/stele.Bytes, which Go clients decode).
+type Bytes = stele.Bytes
 
 func bytesOrNull(b []byte) *Bytes {
 	if b == nil {

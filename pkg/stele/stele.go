@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stele-io/stele/pkg/proof"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,12 +77,12 @@ type Entry struct {
 // or whose latest record is a tombstone, gives ErrNotFound.
 func (c *HTTP) Table(ctx context.Context, topic string, key []byte, minHeight int64) (*Entry, error) {
 	var out struct {
-		Partition int32       `json:"partition"`
-		Version   int64       `json:"version"`
-		Timestamp int64       `json:"timestamp"`
-		Value     *wireBytes  `json:"value"`
-		Headers   []wireHeadr `json:"headers"`
-		Height    int64       `json:"height"`
+		Partition int32        `json:"partition"`
+		Version   int64        `json:"version"`
+		Timestamp int64        `json:"timestamp"`
+		Value     *Bytes       `json:"value"`
+		Headers   []wireHeader `json:"headers"`
+		Height    int64        `json:"height"`
 	}
 	u := "/v1/tables/" + url.PathEscape(topic) + "/" + url.PathEscape(string(key))
 	if minHeight > 0 {
@@ -168,22 +169,36 @@ func (c *HTTP) do(ctx context.Context, method, path string, body []byte, v any) 
 	return json.Unmarshal(data, v)
 }
 
-// wireBytes decodes the API's bytes: {"utf8": "..."} or {"b64": "..."}.
-type wireBytes []byte
+// Bytes is a byte string in the API's JSON: {"utf8": "..."} when it is
+// valid UTF-8, {"b64": "..."} (standard base64) otherwise.
+type Bytes []byte
 
-func (b *wireBytes) UnmarshalJSON(data []byte) error {
-	var w struct {
+// MarshalJSON encodes b as the API does.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(b) {
+		return json.Marshal(struct {
+			UTF8 string `json:"utf8"`
+		}{string(b)})
+	}
+	return json.Marshal(struct {
+		B64 string `json:"b64"`
+	}{base64.StdEncoding.EncodeToString(b)})
+}
+
+// UnmarshalJSON decodes either form.
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var v struct {
 		UTF8 *string `json:"utf8"`
 		B64  *string `json:"b64"`
 	}
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
 	switch {
-	case w.UTF8 != nil:
-		*b = wireBytes(*w.UTF8)
-	case w.B64 != nil:
-		d, err := base64.StdEncoding.DecodeString(*w.B64)
+	case v.UTF8 != nil:
+		*b = Bytes(*v.UTF8)
+	case v.B64 != nil:
+		d, err := base64.StdEncoding.DecodeString(*v.B64)
 		if err != nil {
 			return err
 		}
@@ -194,9 +209,9 @@ func (b *wireBytes) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-type wireHeadr struct {
-	Key   string     `json:"key"`
-	Value *wireBytes `json:"value"`
+type wireHeader struct {
+	Key   string `json:"key"`
+	Value *Bytes `json:"value"`
 }
 
 // Signer signs records for a principal (docs/signed-producers.md): it adds

@@ -1,4 +1,4 @@
-package stele
+package stele_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/stele"
 )
 
 // TestClient: a write's height looked up by offset, a table read at that
@@ -52,7 +53,7 @@ func TestClient(t *testing.T) {
 	}
 	produce("a", []byte("1"))
 	w := produce("a", []byte{0xff, 2})
-	c := &HTTP{Addr: srv.Listener.Addr().String()}
+	c := &stele.HTTP{Addr: srv.Listener.Addr().String()}
 	h, err := c.Height(ctx, "accounts", 0, w.BaseOffset)
 	if err != nil || h != w.Height {
 		t.Fatalf("Height of offset %d: %d %v, want %d", w.BaseOffset, h, err, w.Height)
@@ -62,7 +63,7 @@ func TestClient(t *testing.T) {
 		t.Fatalf("Table a at height %d: %+v %v", h, e, err)
 	}
 	produce("a", nil)
-	if _, err := c.Table(ctx, "accounts", []byte("a"), 0); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Table(ctx, "accounts", []byte("a"), 0); !errors.Is(err, stele.ErrNotFound) {
 		t.Errorf("Table of a deleted key: %v, want ErrNotFound", err)
 	}
 	if _, err := c.Height(ctx, "accounts", 0, 99); err == nil {
@@ -84,7 +85,7 @@ func TestClient(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("WaitConsumed: %v", err)
 	}
-	if _, err := c.WaitConsumed(ctx, "billing", "accounts", 0, w.BaseOffset+5, 100*time.Millisecond); !errors.Is(err, ErrNotYet) {
+	if _, err := c.WaitConsumed(ctx, "billing", "accounts", 0, w.BaseOffset+5, 100*time.Millisecond); !errors.Is(err, stele.ErrNotYet) {
 		t.Errorf("WaitConsumed past what the group committed: %v, want ErrNotYet", err)
 	}
 }
