@@ -34,6 +34,7 @@ func sampleCommands() []Command {
 		TxnOffsetCommit{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g", MemberID: "m", InstanceID: "i",
 			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
 		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
+		RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
 	}
 }
 

@@ -96,6 +96,9 @@ func FuzzHTTPRequest(f *testing.F) {
 		"GET /v1/tables/t/k?min_height=x HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST /v1/wait HTTP/1.1\r\nHost: x\r\nContent-Length: 74\r\n\r\n{\"topic\":\"t\",\"partition\":0,\"offset\":0,\"group\":\"g\",\"timeout_ms\":1}",
 		"GET /v1/cluster/genesis HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/cluster/headers?from=1&limit=2 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/producer-keys/alice HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /v1/producer-keys/alice HTTP/1.1\r\nHost: x\r\nContent-Length: 41\r\n\r\n{\"public_key\":\"AAAA\",\"proof\":\"AAAA\"}",
 	} {
 		f.Add([]byte(seed))
 	}
