@@ -23,13 +23,16 @@ type LogRecord struct {
 	Value  string
 }
 
-// DirectClient returns node i's single-broker client (made once).
+// DirectClient returns node i's single-broker client (made once). Its
+// requests may wait out a broker's read barrier (up to 5 s, then
+// NOT_LEADER_OR_FOLLOWER): requests without a timeout of their own
+// (ListOffsets, OffsetForLeaderEpoch) are given 8 s.
 func (c *Cluster) DirectClient(i int) *kgo.Client {
 	c.T.Helper()
 	n := c.Nodes[i]
 	if n.direct == nil {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka), kgo.DialTimeout(2*time.Second),
-			kgo.RequestTimeoutOverhead(3*time.Second))
+			kgo.RequestTimeoutOverhead(8*time.Second))
 		if err != nil {
 			c.T.Fatal(err)
 		}
