@@ -13,9 +13,11 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
@@ -316,6 +318,11 @@ func auditLogs(ctx context.Context, g *globalOptions, out io.Writer, n *auditNod
 				}
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				var ke *kerr.Error
+				if errors.As(err, &ke) && ke.Retriable {
+					err, bs = nil, nil // catching up, or a read barrier timed out: ask again
+					time.Sleep(200 * time.Millisecond)
 				}
 				if err != nil {
 					n.diverge("%s-%d: at offset %d: %v", topic, p, r.Next, err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
@@ -122,6 +124,14 @@ func printPolled(ctx context.Context, cmd *cobra.Command, g *globalOptions, o *c
 							return nil
 						}
 					}
+				}
+				var ke *kerr.Error
+				if errors.As(perr, &ke) && ke.Retriable {
+					// A broker catching up, or a read barrier that timed
+					// out: ask again at the next round.
+					fmt.Fprintf(cmd.ErrOrStderr(), "reading %s-%d: %v (retrying)\n", topic, p.partition, perr)
+					time.Sleep(200 * time.Millisecond)
+					continue
 				}
 				if perr != nil {
 					return fmt.Errorf("reading %s-%d: %w", topic, p.partition, perr)
