@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -287,17 +286,8 @@ func auditLogs(ctx context.Context, g *globalOptions, out io.Writer, n *auditNod
 			n.diverge("topic %s: not listed (%v)", topic, errors.Join(err, td.Err))
 			continue
 		}
-		if rc, err := adm.DescribeTopicConfigs(ctx, topic); err == nil {
-			if c, err := rc.On(topic, nil); err == nil {
-				for _, kv := range c.Configs {
-					if kv.Key == "cleanup.policy" && kv.Value != nil && (strings.Contains(*kv.Value, "compact") || strings.Contains(*kv.Value, "snapshot")) {
-						fmt.Fprintf(out, "topic %s: compacted, its logs are not audited (batches compaction rewrote cannot be proven)\n", topic)
-						ok = false
-					}
-				}
-			}
-		}
-		if !ok {
+		if topicCompacted(ctx, adm, topic) {
+			fmt.Fprintf(out, "topic %s: compacted, its logs are not audited (batches compaction rewrote cannot be proven)\n", topic)
 			continue
 		}
 		starts, err1 := adm.ListStartOffsets(ctx, topic)

@@ -173,6 +173,27 @@ func checkDirectRead(cmd *cobra.Command, g *globalOptions, o *consumeOptions, to
 	return format, checkConsumeTarget(cmd, g, topic, o.partition, exact)
 }
 
+// topicCompacted reports whether the topic's cleanup.policy compacts
+// (compact, or Stele's snapshot): its batches are rewritten and offsets
+// removed, which proofs cannot cover. A topic whose configs cannot be read
+// counts as not compacted.
+func topicCompacted(ctx context.Context, adm *kadm.Client, topic string) bool {
+	rc, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return false
+	}
+	c, err := rc.On(topic, nil)
+	if err != nil {
+		return false
+	}
+	for _, kv := range c.Configs {
+		if kv.Key == "cleanup.policy" && kv.Value != nil && (strings.Contains(*kv.Value, "compact") || strings.Contains(*kv.Value, "snapshot")) {
+			return true
+		}
+	}
+	return false
+}
+
 func joinErr(a, b error) error {
 	if a != nil {
 		return a
@@ -196,16 +217,7 @@ func verifiedReaders(ctx context.Context, g *globalOptions, cmd *cobra.Command, 
 	if err != nil {
 		return nil, err
 	}
-	compacted := false
-	if rc, err := adm.DescribeTopicConfigs(rctx, topic); err == nil {
-		if c, err := rc.On(topic, nil); err == nil {
-			for _, kv := range c.Configs {
-				if kv.Key == "cleanup.policy" && kv.Value != nil && (strings.Contains(*kv.Value, "compact") || strings.Contains(*kv.Value, "snapshot")) {
-					compacted = true
-				}
-			}
-		}
-	}
+	compacted := topicCompacted(rctx, adm, topic)
 	if compacted {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is compacted: offsets compaction removed cannot be proven absent, and batches it rewrote cannot be proven\n", topic)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ErrUnknownTopic: KeyEvents was asked about a topic that does not exist.
@@ -343,30 +344,33 @@ type keyAt struct {
 	snapshot bool  // it carries SnapshotHeader
 }
 
-// keyHeaders reads a record's key stream headers: the version its
-// ExpectedVersionHeader states (noExpectation without one) and whether it
-// carries SnapshotHeader.
-func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot bool, err error) {
+// keyHeaders reads a record's Stele headers in one pass: the version its
+// ExpectedVersionHeader states (noExpectation without one), whether it
+// carries SnapshotHeader, and whether it carries a signature
+// (proof.SignatureHeader, checked by checkSignatures).
+func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, signed bool, err error) {
 	expect = noExpectation
 	for _, h := range hs {
 		switch h.Key {
+		case proof.SignatureHeader:
+			signed = true
 		case SnapshotHeader:
 			snapshot = true
 		case ExpectedVersionHeader:
 			if expect != noExpectation {
-				return 0, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
+				return 0, false, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
 			}
 			v, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
-				return 0, false, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
+				return 0, false, false, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
 			}
 			expect = v
 		}
 	}
 	if expect != noExpectation && key == nil {
-		return 0, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
+		return 0, false, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
 	}
-	return expect, snapshot, nil
+	return expect, snapshot, signed, nil
 }
 
 // checkVersions checks, in offset order, every expectation of the batches

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
-	"github.com/stele-io/stele/pkg/proof"
 )
 
 // produce appends a partition's batches, all or nothing: every batch is
@@ -42,10 +41,8 @@ func (f *FSM) produce(c Produce) Result {
 	for i, b := range batches {
 		var bad error
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
-			for _, h := range hs {
-				signed[i] = signed[i] || h.Key == proof.SignatureHeader
-			}
-			expect, snapshot, err := keyHeaders(key, hs)
+			expect, snapshot, sig, err := keyHeaders(key, hs)
+			signed[i] = signed[i] || sig
 			if err != nil && bad == nil {
 				bad = fmt.Errorf("record %d: %w", delta, err)
 			}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
@@ -97,8 +96,8 @@ func serveTable(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
 			return
 		}
-		if policy := t.Configs["cleanup.policy"]; !strings.Contains(policy, "compact") && !strings.Contains(policy, "snapshot") {
-			httpError(w, http.StatusBadRequest, "topic %q is not compacted (cleanup.policy %q): a table is served from a compact or snapshot topic", topic, policy)
+		if !t.Config.Compact && !t.Config.Snapshot {
+			httpError(w, http.StatusBadRequest, "topic %q is not compacted (cleanup.policy %q): a table is served from a compact or snapshot topic", topic, t.Configs["cleanup.policy"])
 			return
 		}
 		height := opts.Broker.Height()

@@ -109,23 +109,14 @@ func proofError(w http.ResponseWriter, err error, topic string, part, off int64)
 	return false
 }
 
-// signedHeader waits for the signed header of height, polling while the
-// height is not committed.
+// signedHeader waits until the broker has committed height (its header is
+// then in the block store, and archived before CometBFT may prune it) and
+// returns that height's signed header.
 func signedHeader(ctx context.Context, opts Options, height int64) ([]byte, error) {
-	for {
-		sh, err := opts.SignedHeader(height)
-		if err == nil {
-			return sh, nil
-		}
-		if committed, _ := opts.Broker.Info(); committed > height {
-			return nil, err // committed and still not there: pruned, not archived
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(20 * time.Millisecond):
-		}
+	if _, err := waitHeight(ctx, opts, height); err != nil {
+		return nil, err
 	}
+	return opts.SignedHeader(height)
 }
 
 // HeadersPage is the body of GET /v1/cluster/headers: the signed headers
