@@ -8,7 +8,12 @@ bin=$1
 rm -rf /tmp/abd
 $bin serve --data /tmp/abd --kafka 127.0.0.1:39292 --http 127.0.0.1:39280 >/tmp/abd.log 2>&1 &
 pid=$!
-sleep 3
-$bin bench produce --brokers 127.0.0.1:39292 --create --duration 15s --warmup 3s 2>/dev/null | grep throughput
+for _ in $(seq 100); do
+	curl -sf http://127.0.0.1:39280/healthz >/dev/null && break
+	sleep 0.2
+done
+$bin bench produce --brokers 127.0.0.1:39292 --create --duration 15s --warmup 3s 2>/tmp/abd.bench.err | grep throughput ||
+	{ echo "no throughput; bench said:"; tail -3 /tmp/abd.bench.err; tail -3 /tmp/abd.log; }
 curl -s http://127.0.0.1:39280/metrics | grep -E "^stele_dataplane_(recent_hits|certified)_total" | tr '\n' ' '; echo
 kill $pid; wait $pid 2>/dev/null
+rm -rf /tmp/abd

@@ -20,6 +20,13 @@ import (
 // storeRecord encodes one record the way the layout in store.go documents
 // it, independently of the store's own encoder.
 func storeRecord(payload []byte, height int64) []byte {
+	b := unpaddedRecord(payload, height)
+	return append(b, make([]byte, alignUp(int64(len(b)))-int64(len(b)))...)
+}
+
+// unpaddedRecord is payload's record without the padding after it, as
+// segments were written before records were aligned.
+func unpaddedRecord(payload []byte, height int64) []byte {
 	d := sha256.Sum256(payload)
 	b := []byte("SBT1")
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
@@ -163,7 +170,7 @@ func TestStorePutGet(t *testing.T) {
 	if d2 := mustPut(t, s, p, 3); d2 != d || s.Stats() != st {
 		t.Fatalf("a second Put of the same payload changed the store: %+v then %+v", st, s.Stats())
 	}
-	if st != (StoreStats{Batches: 1, Bytes: int64(len(p) + storeOverhead), Segments: 1}) {
+	if st != (StoreStats{Batches: 1, Bytes: alignUp(int64(len(p) + storeOverhead)), Segments: 1}) {
 		t.Fatalf("stats %+v", st)
 	}
 
@@ -213,15 +220,16 @@ func TestStoreOptionsValidate(t *testing.T) {
 // TestStoreRollPruneReopen rolls segments, prunes by height and reopens.
 func TestStoreRollPruneReopen(t *testing.T) {
 	dir := t.TempDir()
-	// 300-byte payloads make 352-byte records: two per 1 KiB segment.
-	s := openTestStore(t, dir, StoreOptions{SegmentBytes: 1024})
+	// 300-byte payloads make 352-byte records padded to 4096 bytes: two per
+	// 8 KiB segment.
+	s := openTestStore(t, dir, StoreOptions{SegmentBytes: 2 * storeAlign})
 	var ds [][32]byte
 	var ps [][]byte
 	for i := range 10 {
 		p := testPayload(i, 300)
 		ps, ds = append(ps, p), append(ds, mustPut(t, s, p, int64(i+1)))
 	}
-	want := StoreStats{Batches: 10, Bytes: 10 * 352, Segments: 5}
+	want := StoreStats{Batches: 10, Bytes: 10 * storeAlign, Segments: 5}
 	if st := s.Stats(); st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
@@ -234,7 +242,7 @@ func TestStoreRollPruneReopen(t *testing.T) {
 	}
 	s.Close()
 
-	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 1024})
+	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 2 * storeAlign})
 	if st := s.Stats(); st != want {
 		t.Fatalf("after reopen: stats %+v, want %+v", st, want)
 	}
@@ -259,21 +267,21 @@ func TestStoreRollPruneReopen(t *testing.T) {
 	if n, err := s.Prune(100); err != nil || n != 2 {
 		t.Fatalf("Prune(100) = %d, %v; want 2 segments", n, err)
 	}
-	want = StoreStats{Batches: 2, Bytes: 2 * 352, Segments: 1}
+	want = StoreStats{Batches: 2, Bytes: 2 * storeAlign, Segments: 1}
 	if st := s.Stats(); st != want || len(segmentFiles(t, dir)) != 1 {
 		t.Fatalf("after pruning: stats %+v and files %v, want %+v", st, segmentFiles(t, dir), want)
 	}
 	mustGet(t, s, ds[9], ps[9])
 
 	// A record larger than the roll size gets a segment of its own.
-	big := testPayload(99, 3000)
+	big := testPayload(99, 9000)
 	db := mustPut(t, s, big, 200)
 	after := mustPut(t, s, testPayload(100, 10), 201)
 	if st := s.Stats(); st.Segments != 3 {
 		t.Fatalf("segments %d after a large record, want 3", st.Segments)
 	}
 	s.Close()
-	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 1024})
+	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 2 * storeAlign})
 	mustGet(t, s, db, big)
 	mustGet(t, s, after, testPayload(100, 10))
 	if st := s.Stats(); st.Batches != 4 || st.Segments != 3 {
@@ -285,7 +293,7 @@ func TestStoreRollPruneReopen(t *testing.T) {
 // after its segment rolled: Prune must not drop it before that height.
 func TestStorePutAgainAtHigherHeight(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStore(t, dir, StoreOptions{SegmentBytes: 1024}) // 352-byte records
+	s := openTestStore(t, dir, StoreOptions{SegmentBytes: 2 * storeAlign}) // records padded to 4096 bytes
 	p := testPayload(1, 300)
 	d := mustPut(t, s, p, 1)
 	mustPut(t, s, testPayload(2, 300), 2)
@@ -295,7 +303,7 @@ func TestStorePutAgainAtHigherHeight(t *testing.T) {
 		t.Fatalf("Put at a height its segment covers wrote again: %+v then %+v", st, s.Stats())
 	}
 	mustPut(t, s, p, 100)
-	if got := s.Stats(); got.Batches != 3 || got.Bytes != st.Bytes+352 {
+	if got := s.Stats(); got.Batches != 3 || got.Bytes != st.Bytes+storeAlign {
 		t.Fatalf("Put at a later height: %+v, want a new copy", got)
 	}
 	mustPut(t, s, testPayload(4, 300), 101)
@@ -305,7 +313,7 @@ func TestStorePutAgainAtHigherHeight(t *testing.T) {
 	}
 	mustGet(t, s, d, p)
 	s.Close()
-	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 1024})
+	s = openTestStore(t, dir, StoreOptions{SegmentBytes: 2 * storeAlign})
 	mustGet(t, s, d, p)
 	if n, err := s.Prune(101); err != nil || n != 1 {
 		t.Fatalf("Prune(101) = %d, %v; want the segment of the copy", n, err)
@@ -330,7 +338,8 @@ func TestStoreTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prevEnd := len(full) - len(ps[2]) - storeOverhead
+	prevEnd := len(full) - storeAlign              // the last record's start
+	recEnd := prevEnd + storeOverhead + len(ps[2]) // and its end, before the padding
 
 	check := func(t *testing.T, seg []byte) {
 		dir := t.TempDir()
@@ -364,10 +373,10 @@ func TestStoreTornTail(t *testing.T) {
 			t.Fatal("the segment after recovery and a new Put differs from the original")
 		}
 	}
-	for cut := prevEnd + 1; cut < len(full); cut++ {
+	for cut := prevEnd + 1; cut < recEnd; cut++ {
 		t.Run(fmt.Sprintf("cut%d", cut), func(t *testing.T) { check(t, full[:cut]) })
 	}
-	for _, off := range []int{prevEnd, prevEnd + 5, prevEnd + 20, len(full) - 10, len(full) - 1} {
+	for _, off := range []int{prevEnd, prevEnd + 5, prevEnd + 20, recEnd - 10, recEnd - 1} {
 		t.Run(fmt.Sprintf("flip%d", off), func(t *testing.T) {
 			b := bytes.Clone(full)
 			b[off] ^= 1
@@ -377,11 +386,110 @@ func TestStoreTornTail(t *testing.T) {
 	t.Run("digest", func(t *testing.T) {
 		// A record whose CRC checks out but whose digest is not its
 		// payload's is cut too.
-		bad := storeRecord(ps[2], 2)
+		bad := unpaddedRecord(ps[2], 2)
 		bad[16] ^= 1
 		binary.BigEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(bad[:len(bad)-4], crc32.MakeTable(crc32.Castagnoli)))
 		check(t, append(bytes.Clone(full[:prevEnd]), bad...))
 	})
+	t.Run("padding", func(t *testing.T) {
+		// A whole last record followed by a partial or damaged padding
+		// is served; the padding is rewritten as zeros.
+		for _, seg := range [][]byte{full[:recEnd], full[:recEnd+7], func() []byte {
+			b := bytes.Clone(full)
+			b[recEnd+100] = 1
+			return b
+		}()} {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "00000000000000000000.batch")
+			if err := os.WriteFile(path, seg, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := openTestStore(t, dir, StoreOptions{})
+			for i := range ps {
+				mustGet(t, s, ds[i], ps[i])
+			}
+			if st := s.Stats(); st.Batches != 3 || st.Bytes != int64(len(full)) {
+				t.Fatalf("stats %+v, want the 3 records", st)
+			}
+			s.Close()
+			if b, _ := os.ReadFile(path); !bytes.Equal(b, full) {
+				t.Fatal("the padding was not restored")
+			}
+		}
+	})
+}
+
+// TestStoreUnpaddedSegment reads a segment of the older layout, records
+// back to back, and appends to it on the next boundary.
+func TestStoreUnpaddedSegment(t *testing.T) {
+	dir := t.TempDir()
+	ps := [][]byte{testPayload(1, 200), testPayload(2, 5000), testPayload(3, 60)}
+	var seg []byte
+	for i, p := range ps {
+		seg = append(seg, unpaddedRecord(p, int64(i))...)
+	}
+	path := filepath.Join(dir, "00000000000000000000.batch")
+	if err := os.WriteFile(path, seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStore(t, dir, StoreOptions{})
+	for _, p := range ps {
+		mustGet(t, s, sha256.Sum256(p), p)
+	}
+	p := testPayload(4, 70)
+	mustPut(t, s, p, 4)
+	s.Close()
+	want := append(seg, make([]byte, alignUp(int64(len(seg)))-int64(len(seg)))...)
+	want = append(want, storeRecord(p, 4)...)
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, want) {
+		t.Fatal("the new record is not on the boundary after the old records")
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	for _, p := range append(ps, p) {
+		mustGet(t, s, sha256.Sum256(p), p)
+	}
+}
+
+// TestStoreDirectWrites checks that segments are written around the page
+// cache where the file system allows it (not tmpfs), and that a store on a
+// file system that does not works the same.
+func TestStoreDirectWrites(t *testing.T) {
+	dirs := []string{t.TempDir()}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		shm, err := os.MkdirTemp("/dev/shm", "stele-store-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(shm) })
+			dirs = append(dirs, shm)
+		}
+	}
+	for _, dir := range dirs {
+		s := openTestStore(t, dir, StoreOptions{})
+		probe := filepath.Join(dir, "probe")
+		if err := os.WriteFile(probe, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, derr := openDirect(probe)
+		if derr == nil {
+			f.Close()
+		}
+		seg := s.mu.segs[0]
+		if direct := seg.w != seg.f; direct != (derr == nil) {
+			t.Fatalf("%s: segment written directly: %v; O_DIRECT opens: %v", dir, direct, derr)
+		}
+		var ds [][32]byte
+		var ps [][]byte
+		for i, n := range []int{1, 4096 - storeOverhead, 4096 - storeOverhead + 1, 100000} {
+			p := testPayload(i, n)
+			ps, ds = append(ps, p), append(ds, mustPut(t, s, p, int64(i)))
+		}
+		s.Close()
+		s = openTestStore(t, dir, StoreOptions{})
+		for i := range ps {
+			mustGet(t, s, ds[i], ps[i])
+		}
+		s.Close()
+		t.Logf("%s: direct writes %v", dir, derr == nil)
+	}
 }
 
 // syncBuffer is a concurrency-safe log sink.
@@ -407,7 +515,7 @@ func (b *syncBuffer) String() string {
 // other record is, and OpenStore logs it once without failing.
 func TestStoreCorruptMiddleSegment(t *testing.T) {
 	dir := t.TempDir()
-	opts := StoreOptions{SegmentBytes: 3 * 152} // 100-byte payloads: 3 records per segment
+	opts := StoreOptions{SegmentBytes: 3 * storeAlign} // 3 records per segment
 	s := openTestStore(t, dir, opts)
 	var ds [][32]byte
 	var ps [][]byte
@@ -421,7 +529,7 @@ func TestStoreCorruptMiddleSegment(t *testing.T) {
 		t.Fatalf("segments %v, want 3", files)
 	}
 	// Record 1 of the middle segment (batch 4): a payload byte.
-	flipByte(t, files[1], 152+storeHeaderSize+50)
+	flipByte(t, files[1], storeAlign+storeHeaderSize+50)
 	before, _ := os.Stat(files[1])
 
 	var logs syncBuffer
@@ -674,7 +782,7 @@ func TestStorePutSameConcurrently(t *testing.T) {
 	}
 	release()
 	wg.Wait()
-	if st := s.Stats(); st != (StoreStats{Batches: 1, Bytes: int64(len(p) + storeOverhead), Segments: 1}) {
+	if st := s.Stats(); st != (StoreStats{Batches: 1, Bytes: alignUp(int64(len(p) + storeOverhead)), Segments: 1}) {
 		t.Fatalf("stats %+v: the batch was written twice?", st)
 	}
 }
