@@ -51,6 +51,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/stele-io/stele/internal/durable"
@@ -469,7 +470,17 @@ func (s *Store) appendLocked(d [32]byte, height int64, hdr, payload, trailer []b
 	copy(rec[storeHeaderSize:], payload)
 	copy(rec[storeHeaderSize+len(payload):], trailer)
 	clear(rec[storeOverhead+len(payload):])
-	if _, err := seg.w.WriteAt(rec, pos); err != nil {
+	_, err := seg.w.WriteAt(rec, pos)
+	if err != nil && seg.w != seg.f && errors.Is(err, syscall.EINVAL) {
+		// A file system that opened the file for O_DIRECT but refuses
+		// the write (an alignment it wants larger): write through the
+		// page cache from now on.
+		s.log.Warn("batch store: direct writes refused; writing through the page cache", "file", seg.path, "err", err)
+		_ = seg.w.Close()
+		seg.w = seg.f
+		_, err = seg.w.WriteAt(rec, pos)
+	}
+	if err != nil {
 		// Nothing is published; the next record overwrites this one
 		// and OpenStore would cut it.
 		_ = seg.f.Truncate(pos)
