@@ -153,10 +153,19 @@ func keyPrefix(id TopicID, key []byte) []byte {
 	return append(k, 0, 1)
 }
 
-func keyEntryKey(e keyEntry) []byte {
-	k := keyPrefix(e.topic.ID, e.key)
-	k = binary.BigEndian.AppendUint32(k, uint32(e.partition))
-	return binary.BigEndian.AppendUint64(k, uint64(e.offset))
+func keyEntryKey(e keyEntry) []byte { return appendKeyEntryKey(nil, e) }
+
+// appendKeyEntryKey appends e's entry key to dst.
+func appendKeyEntryKey(dst []byte, e keyEntry) []byte {
+	dst = append(append(dst, "k/"...), e.topic.ID[:]...)
+	dst = append(appendEscapedKey(dst, e.key), 0, 1)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(e.partition))
+	return binary.BigEndian.AppendUint64(dst, uint64(e.offset))
+}
+
+// keyEntryKeyLen is the length of e's entry key.
+func keyEntryKeyLen(e keyEntry) int {
+	return len("k/") + len(e.topic.ID) + len(e.key) + bytes.Count(e.key, []byte{0}) + 2 + 4 + 8
 }
 
 // KeyEvent is one record of a key's stream.
@@ -413,16 +422,18 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []in
 
 // escapeKey is the escaped form of key without its terminator: the
 // escaped form of every key starting with key starts with it.
-func escapeKey(key []byte) []byte {
-	var k []byte
-	for _, c := range key {
-		if c == 0 {
-			k = append(k, 0, 0xff)
-			continue
+func escapeKey(key []byte) []byte { return appendEscapedKey(nil, key) }
+
+// appendEscapedKey appends key, escaped as escapeKey does, to dst.
+func appendEscapedKey(dst, key []byte) []byte {
+	for {
+		i := bytes.IndexByte(key, 0)
+		if i < 0 {
+			return append(dst, key...)
 		}
-		k = append(k, c)
+		dst = append(append(dst, key[:i]...), 0, 0xff)
+		key = key[i+1:]
 	}
-	return k
 }
 
 // unescapeKey reads an escaped key and its terminator from the start of b

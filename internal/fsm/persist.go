@@ -65,9 +65,16 @@ func (f *FSM) persist() error {
 	// memtable at a fraction of the cost of scattered keys.
 	type kv struct{ k, v []byte }
 	entries := make([]kv, 0, len(f.keysAdded))
+	size := 0
+	for _, e := range f.keysAdded {
+		size += keyEntryKeyLen(e)
+	}
+	arena := make([]byte, 0, size) // every entry's key, in one allocation
 	for _, e := range f.keysAdded {
 		if !e.topic.deleted {
-			entries = append(entries, kv{keyEntryKey(e), entryValue(e)})
+			start := len(arena)
+			arena = appendKeyEntryKey(arena, e)
+			entries = append(entries, kv{arena[start:len(arena):len(arena)], entryValue(e)})
 		}
 	}
 	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })

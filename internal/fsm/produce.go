@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,6 +37,7 @@ func (f *FSM) produce(c Produce) Result {
 			return record.Validate(b)
 		}
 	}
+	var keyBytes []byte // the batches' keys, copied: one allocation per doubling, not per key
 	for i, b := range batches {
 		var bad error
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
@@ -47,7 +47,11 @@ func (f *FSM) produce(c Produce) Result {
 				bad = fmt.Errorf("record %d: %w", delta, err)
 			}
 			if key != nil {
-				keys[i] = append(keys[i], keyAt{delta, bytes.Clone(key), expect, snapshot})
+				// keyBytes may move as it grows; a key already taken
+				// keeps the array it was copied into.
+				start := len(keyBytes)
+				keyBytes = append(keyBytes, key...)
+				keys[i] = append(keys[i], keyAt{delta, keyBytes[start:len(keyBytes):len(keyBytes)], expect, snapshot})
 				conditional = conditional || expect != noExpectation
 			}
 		})
