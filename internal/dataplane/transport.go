@@ -194,15 +194,19 @@ func readBody(r io.Reader, announced int64, limit int) ([]byte, error) {
 	if announced < 0 || announced > int64(limit) {
 		return io.ReadAll(r)
 	}
+	// The first MiB is read before the whole announced length is
+	// allocated, so that a sender must send bytes to make a broker hold
+	// memory for them.
 	buf := make([]byte, min(announced, 1<<20))
 	n, err := io.ReadFull(r, buf)
 	if err == nil && int64(n) < announced {
-		var more []byte
-		more, err = io.ReadAll(io.LimitReader(r, announced-int64(n)))
-		buf = append(buf, more...)
-		n = len(buf)
-		if err == nil && int64(n) < announced {
-			err = io.ErrUnexpectedEOF
+		whole := make([]byte, announced)
+		copy(whole, buf)
+		var m int
+		m, err = io.ReadFull(r, whole[n:])
+		buf, n = whole, n+m
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // some bytes came, not all
 		}
 	}
 	switch {
