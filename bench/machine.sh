@@ -7,16 +7,22 @@
 # it, removed afterwards):
 #   seq-write-fdatasync  dd if=/dev/zero bs=1M count=1024 conv=fdatasync
 #                        -> mb_per_s (10^6 bytes/s, fdatasync included)
+#   seq-write-sustained  dd if=/dev/zero bs=1M count=8192 conv=fdatasync
+#                        -> mb_per_s: 8 GiB, more than the kernel lets wait
+#                        as dirty pages, so the disk's sustained rate and
+#                        not a burst into the page cache
 #   write4k-dsync        dd if=/dev/zero bs=4k count=500 oflag=dsync
 #                        -> ms_per_write (each 4 KiB write waits for the disk)
 # and describes the CPU (model, cores) and memory.
 #
-# Environment: MACHINE_SEQ_MB (default 1024), MACHINE_SYNC_WRITES (default 500).
+# Environment: MACHINE_SEQ_MB (default 1024), MACHINE_LONG_MB (default 8192;
+# 0 skips it), MACHINE_SYNC_WRITES (default 500).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 results_dir
 
 SEQ_MB="${MACHINE_SEQ_MB:-1024}"
+LONG_MB="${MACHINE_LONG_MB:-8192}"
 SYNC_WRITES="${MACHINE_SYNC_WRITES:-500}"
 
 tmp="$(mktemp -d "$RESULTS_DIR/machine.XXXXXX")"
@@ -35,6 +41,17 @@ rm -f "$tmp/seq"
 json_line peer=machine scenario=seq-write-fdatasync bytes="$bytes" seconds="$secs" \
 	mb_per_s="$(awk -v b="$bytes" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')" \
 	command="dd if=/dev/zero of=F bs=1M count=$SEQ_MB conv=fdatasync"
+
+if ((LONG_MB > 0)); then
+	log "machine: sustained sequential write ${LONG_MB} MiB with fdatasync in $tmp"
+	out="$(LC_ALL=C dd if=/dev/zero of="$tmp/long" bs=1M count="$LONG_MB" conv=fdatasync 2>&1)"
+	secs="$(dd_seconds "$out")"
+	bytes=$((LONG_MB * 1024 * 1024))
+	rm -f "$tmp/long"
+	json_line peer=machine scenario=seq-write-sustained bytes="$bytes" seconds="$secs" \
+		mb_per_s="$(awk -v b="$bytes" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')" \
+		command="dd if=/dev/zero of=F bs=1M count=$LONG_MB conv=fdatasync"
+fi
 
 log "machine: ${SYNC_WRITES} x 4 KiB writes with oflag=dsync"
 out="$(LC_ALL=C dd if=/dev/zero of="$tmp/sync" bs=4k count="$SYNC_WRITES" oflag=dsync 2>&1)"

@@ -64,10 +64,11 @@ func (g *group) IsStele() bool { return strings.HasPrefix(g.Peer, "stele") }
 
 // machine is what the machine lines say, medians where measured repeatedly.
 type machine struct {
-	CPU        string
-	Cores      int
-	SeqMBPerS  float64
-	MsPerWrite float64
+	CPU             string
+	Cores           int
+	SeqMBPerS       float64 // 1 GiB with fdatasync
+	SustainedMBPerS float64 // 8 GiB with fdatasync; 0 if not measured
+	MsPerWrite      float64
 }
 
 // summary is everything read from one results file.
@@ -130,7 +131,7 @@ func read(r io.Reader) (*summary, error) {
 	}
 	samples := map[key][]line{}
 	var order []key
-	var seq, sync []float64
+	var seq, sustained, sync []float64
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -153,6 +154,8 @@ func read(r io.Reader) (*summary, error) {
 			switch {
 			case l.Scenario == "seq-write-fdatasync" && l.MBPerS != nil:
 				seq = append(seq, *l.MBPerS)
+			case l.Scenario == "seq-write-sustained" && l.MBPerS != nil:
+				sustained = append(sustained, *l.MBPerS)
 			case l.MsPerWrite != nil:
 				sync = append(sync, *l.MsPerWrite)
 			case l.CPUModel != "":
@@ -173,7 +176,7 @@ func read(r io.Reader) (*summary, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("summarize: reading: %w", err)
 	}
-	s.Machine.SeqMBPerS, s.Machine.MsPerWrite = median(seq), median(sync)
+	s.Machine.SeqMBPerS, s.Machine.SustainedMBPerS, s.Machine.MsPerWrite = median(seq), median(sustained), median(sync)
 	for _, k := range order {
 		ls := samples[k]
 		g := &group{Peer: k.peer, Scenario: k.scenario, RecordSize: k.size, N: len(ls), Kind: ls[0].Kind}

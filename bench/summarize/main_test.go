@@ -12,6 +12,7 @@ import (
 
 const sample = `{"run":"r1","rep":1,"peer":"meta","scenario":"run","commit":"abc"}
 {"run":"r1","rep":1,"peer":"machine","scenario":"seq-write-fdatasync","mb_per_s":400}
+{"run":"r1","rep":1,"peer":"machine","scenario":"seq-write-sustained","mb_per_s":300}
 {"run":"r1","rep":1,"peer":"machine","scenario":"write4k-dsync","ms_per_write":0.5}
 {"run":"r1","rep":1,"peer":"machine","scenario":"cpu","cpu_model":"Test CPU","cores":2}
 {"run":"r1","rep":1,"peer":"nats","scenario":"js-pub-async","kind":"write","record_size":1024,"mb_per_s":100,"msgs_per_s":97656}
@@ -35,7 +36,7 @@ func TestReadComputesMediansPerGroup(t *testing.T) {
 	if s.Skipped != 2 {
 		t.Errorf("skipped %d lines, want 2 (the non-JSON one and the one without mb_per_s)", s.Skipped)
 	}
-	if s.Machine.SeqMBPerS != 400 || s.Machine.MsPerWrite != 0.5 || s.Machine.CPU != "Test CPU" || s.Machine.Cores != 2 {
+	if s.Machine.SeqMBPerS != 400 || s.Machine.SustainedMBPerS != 300 || s.Machine.MsPerWrite != 0.5 || s.Machine.CPU != "Test CPU" || s.Machine.Cores != 2 {
 		t.Errorf("machine = %+v", s.Machine)
 	}
 	if len(s.Groups) != 3 {

@@ -18,8 +18,12 @@ func markdown(s *summary) string {
 		"MB/s is 10^6 bytes of record payload per second.\n\n")
 	m := s.Machine
 	if m.CPU != "" || m.SeqMBPerS > 0 {
-		fmt.Fprintf(&b, "Machine: %s, %d cores; sequential write with fdatasync %s MB/s; 4 KiB write + fsync %s ms.\n\n",
-			orDash(m.CPU), m.Cores, num(m.SeqMBPerS), num(m.MsPerWrite))
+		sustained := ""
+		if m.SustainedMBPerS > 0 {
+			sustained = fmt.Sprintf(" (8 GiB, sustained: %s MB/s)", num(m.SustainedMBPerS))
+		}
+		fmt.Fprintf(&b, "Machine: %s, %d cores; sequential write with fdatasync %s MB/s%s; 4 KiB write + fsync %s ms.\n\n",
+			orDash(m.CPU), m.Cores, num(m.SeqMBPerS), sustained, num(m.MsPerWrite))
 	}
 	sizes := s.sizes()
 	for _, kind := range []string{"write", "read"} {
