@@ -11,12 +11,17 @@ package dataplane
 // records, all integers big-endian:
 //
 //	offset  size  field
-//	0       4     magic "SBT1"
+//	0       4     magic "SBT2"
 //	4       4     payload length n (1 .. MaxStoredBatchBytes)
 //	8       8     height: the consensus height the batch belongs to (signed)
 //	16      32    digest: SHA-256 of the payload
 //	48      n     payload
-//	48+n    4     CRC-32C (Castagnoli) of bytes 0 .. 48+n of the record
+//	48+n    4     CRC-32C (Castagnoli) of the header, bytes 0 .. 48
+//
+// The digest guards the payload, so the CRC covers only the header (a
+// checksum of the payload as well would be one more pass over every byte
+// stored). Records of magic "SBT1", written before, have a CRC of bytes
+// 0 .. 48+n; they are read and checked as such.
 //
 // Each record starts at a multiple of 4096 bytes (storeAlign): zero bytes
 // pad a record up to the next one. That lets a record be written with one
@@ -81,7 +86,8 @@ const (
 	// DefaultStoreSegmentBytes is the default StoreOptions.SegmentBytes.
 	DefaultStoreSegmentBytes = 256 << 20
 
-	storeMagic       = "SBT1"
+	storeMagic       = "SBT2"
+	storeMagicV1     = "SBT1" // CRC over header and payload
 	storeHeaderSize  = 48
 	storeTrailerSize = 4
 	storeOverhead    = storeHeaderSize + storeTrailerSize
@@ -290,7 +296,7 @@ func (s *Store) Put(payload []byte, height int64) ([32]byte, error) {
 	binary.BigEndian.PutUint64(hdr[8:], uint64(height))
 	copy(hdr[16:], d[:])
 	var trailer [storeTrailerSize]byte
-	binary.BigEndian.PutUint32(trailer[:], crc32.Update(crc32.Checksum(hdr[:], storeCRC), storeCRC, payload))
+	binary.BigEndian.PutUint32(trailer[:], crc32.Checksum(hdr[:], storeCRC))
 
 	s.wmu.Lock()
 	ticket, err := s.appendLocked(d, height, hdr[:], payload, trailer[:])
@@ -682,7 +688,7 @@ func scanStoreSegment(f *os.File, size int64, fn func(pos int64, n uint32, heigh
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return pos, "", fmt.Errorf("stele/dataplane: reading %s at %d: %w", f.Name(), pos, err)
 		}
-		if string(hdr[:4]) != storeMagic {
+		if m := string(hdr[:4]); m != storeMagic && m != storeMagicV1 {
 			return pos, "no record magic", nil
 		}
 		n := binary.BigEndian.Uint32(hdr[4:])
@@ -700,8 +706,7 @@ func scanStoreSegment(f *os.File, size int64, fn func(pos int64, n uint32, heigh
 			return pos, "", fmt.Errorf("stele/dataplane: reading %s at %d: %w", f.Name(), pos, err)
 		}
 		payload := body[:n]
-		crc := crc32.Update(crc32.Checksum(hdr[:], storeCRC), storeCRC, payload)
-		if crc != binary.BigEndian.Uint32(body[n:]) {
+		if recordCRC(hdr[:], payload) != binary.BigEndian.Uint32(body[n:]) {
 			return pos, "a CRC mismatch", nil
 		}
 		d := [32]byte(hdr[16:48])
@@ -741,16 +746,28 @@ func allZero(b []byte) bool {
 func checkStoreRecord(rec []byte, d [32]byte) string {
 	n := len(rec) - storeOverhead
 	switch {
-	case string(rec[:4]) != storeMagic:
+	case string(rec[:4]) != storeMagic && string(rec[:4]) != storeMagicV1:
 		return "no record magic"
 	case binary.BigEndian.Uint32(rec[4:]) != uint32(n):
 		return "a payload length that differs from the index"
 	case [32]byte(rec[16:48]) != d:
 		return "a digest that differs from the one asked for"
-	case crc32.Checksum(rec[:storeHeaderSize+n], storeCRC) != binary.BigEndian.Uint32(rec[storeHeaderSize+n:]):
+	case recordCRC(rec[:storeHeaderSize], rec[storeHeaderSize:storeHeaderSize+n]) != binary.BigEndian.Uint32(rec[storeHeaderSize+n:]):
 		return "a CRC mismatch"
+	case string(rec[:4]) == storeMagic && sha256.Sum256(rec[storeHeaderSize:storeHeaderSize+n]) != d:
+		return "a payload that does not match its digest"
 	}
 	return ""
+}
+
+// recordCRC is the CRC a record with header hdr (its magic read) and
+// payload must end with.
+func recordCRC(hdr, payload []byte) uint32 {
+	crc := crc32.Checksum(hdr, storeCRC)
+	if string(hdr[:4]) == storeMagicV1 {
+		crc = crc32.Update(crc, storeCRC, payload)
+	}
+	return crc
 }
 
 // listStoreSegments returns the ids of the segment files in dir, in order.

@@ -24,9 +24,22 @@ func storeRecord(payload []byte, height int64) []byte {
 	return append(b, make([]byte, alignUp(int64(len(b)))-int64(len(b)))...)
 }
 
-// unpaddedRecord is payload's record without the padding after it, as
-// segments were written before records were aligned.
+// unpaddedRecord is payload's record without the padding after it.
 func unpaddedRecord(payload []byte, height int64) []byte {
+	d := sha256.Sum256(payload)
+	b := []byte("SBT2")
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.BigEndian.AppendUint64(b, uint64(height))
+	b = append(b, d[:]...)
+	crc := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	b = append(b, payload...)
+	return binary.BigEndian.AppendUint32(b, crc)
+}
+
+// v1Record is payload's record as written before records were aligned
+// and their CRC covered the header only: magic SBT1, a CRC of header and
+// payload, no padding.
+func v1Record(payload []byte, height int64) []byte {
 	d := sha256.Sum256(payload)
 	b := []byte("SBT1")
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
@@ -388,7 +401,7 @@ func TestStoreTornTail(t *testing.T) {
 		// payload's is cut too.
 		bad := unpaddedRecord(ps[2], 2)
 		bad[16] ^= 1
-		binary.BigEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(bad[:len(bad)-4], crc32.MakeTable(crc32.Castagnoli)))
+		binary.BigEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(bad[:storeHeaderSize], crc32.MakeTable(crc32.Castagnoli)))
 		check(t, append(bytes.Clone(full[:prevEnd]), bad...))
 	})
 	t.Run("padding", func(t *testing.T) {
@@ -419,14 +432,15 @@ func TestStoreTornTail(t *testing.T) {
 	})
 }
 
-// TestStoreUnpaddedSegment reads a segment of the older layout, records
-// back to back, and appends to it on the next boundary.
+// TestStoreUnpaddedSegment reads a segment of the older layout (records
+// back to back, magic SBT1 with a CRC of the payload too), and appends to
+// it on the next boundary.
 func TestStoreUnpaddedSegment(t *testing.T) {
 	dir := t.TempDir()
 	ps := [][]byte{testPayload(1, 200), testPayload(2, 5000), testPayload(3, 60)}
 	var seg []byte
 	for i, p := range ps {
-		seg = append(seg, unpaddedRecord(p, int64(i))...)
+		seg = append(seg, v1Record(p, int64(i))...)
 	}
 	path := filepath.Join(dir, "00000000000000000000.batch")
 	if err := os.WriteFile(path, seg, 0o644); err != nil {
