@@ -201,8 +201,12 @@ func headerLines(s *summary) []string {
 	}
 	m := s.Machine
 	if m.CPU != "" || m.SeqMBPerS > 0 {
-		out = append(out, fmt.Sprintf("machine: %s, %d cores; disk: %s MB/s sequential with fdatasync, %s ms per 4 KiB write+fsync",
-			orDash(m.CPU), m.Cores, num(m.SeqMBPerS), num(m.MsPerWrite)))
+		sustained := ""
+		if m.SustainedMBPerS > 0 {
+			sustained = " (" + num(m.SustainedMBPerS) + " over 8 GiB)"
+		}
+		out = append(out, fmt.Sprintf("machine: %s, %d cores; disk: %s MB/s sequential with fdatasync%s, %s ms per 4 KiB write+fsync",
+			orDash(m.CPU), m.Cores, num(m.SeqMBPerS), sustained, num(m.MsPerWrite)))
 	}
 	for i := range out {
 		out[i] = clip(out[i], maxLine)
