@@ -33,24 +33,22 @@ dd_seconds() {
 	tail -n1 <<<"$1" | sed -E 's/.*copied, ([0-9.e+-]+) s.*/\1/'
 }
 
-log "machine: sequential write ${SEQ_MB} MiB with fdatasync in $tmp"
-out="$(LC_ALL=C dd if=/dev/zero of="$tmp/seq" bs=1M count="$SEQ_MB" conv=fdatasync 2>&1)"
-secs="$(dd_seconds "$out")"
-bytes=$((SEQ_MB * 1024 * 1024))
-rm -f "$tmp/seq"
-json_line peer=machine scenario=seq-write-fdatasync bytes="$bytes" seconds="$secs" \
-	mb_per_s="$(awk -v b="$bytes" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')" \
-	command="dd if=/dev/zero of=F bs=1M count=$SEQ_MB conv=fdatasync"
-
-if ((LONG_MB > 0)); then
-	log "machine: sustained sequential write ${LONG_MB} MiB with fdatasync in $tmp"
-	out="$(LC_ALL=C dd if=/dev/zero of="$tmp/long" bs=1M count="$LONG_MB" conv=fdatasync 2>&1)"
+# seq_write SCENARIO MIB WHAT: dd MIB MiB with fdatasync, one JSON line.
+seq_write() {
+	local scenario=$1 mib=$2 what=$3 out secs bytes
+	log "machine: $what ${mib} MiB with fdatasync in $tmp"
+	out="$(LC_ALL=C dd if=/dev/zero of="$tmp/seq" bs=1M count="$mib" conv=fdatasync 2>&1)"
 	secs="$(dd_seconds "$out")"
-	bytes=$((LONG_MB * 1024 * 1024))
-	rm -f "$tmp/long"
-	json_line peer=machine scenario=seq-write-sustained bytes="$bytes" seconds="$secs" \
+	bytes=$((mib * 1024 * 1024))
+	rm -f "$tmp/seq"
+	json_line peer=machine scenario="$scenario" bytes="$bytes" seconds="$secs" \
 		mb_per_s="$(awk -v b="$bytes" -v s="$secs" 'BEGIN{printf "%.1f", b/s/1e6}')" \
-		command="dd if=/dev/zero of=F bs=1M count=$LONG_MB conv=fdatasync"
+		command="dd if=/dev/zero of=F bs=1M count=$mib conv=fdatasync"
+}
+
+seq_write seq-write-fdatasync "$SEQ_MB" "sequential write"
+if ((LONG_MB > 0)); then
+	seq_write seq-write-sustained "$LONG_MB" "sustained sequential write"
 fi
 
 log "machine: ${SYNC_WRITES} x 4 KiB writes with oflag=dsync"

@@ -25,28 +25,27 @@ func storeRecord(payload []byte, height int64) []byte {
 }
 
 // unpaddedRecord is payload's record without the padding after it.
-func unpaddedRecord(payload []byte, height int64) []byte {
-	d := sha256.Sum256(payload)
-	b := []byte("SBT2")
-	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
-	b = binary.BigEndian.AppendUint64(b, uint64(height))
-	b = append(b, d[:]...)
-	crc := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
-	b = append(b, payload...)
-	return binary.BigEndian.AppendUint32(b, crc)
-}
+func unpaddedRecord(payload []byte, height int64) []byte { return magicRecord("SBT2", payload, height) }
 
 // v1Record is payload's record as written before records were aligned
 // and their CRC covered the header only: magic SBT1, a CRC of header and
 // payload, no padding.
-func v1Record(payload []byte, height int64) []byte {
+func v1Record(payload []byte, height int64) []byte { return magicRecord("SBT1", payload, height) }
+
+// magicRecord is payload's unpadded record with magic, its CRC computed as
+// that magic's records have it.
+func magicRecord(magic string, payload []byte, height int64) []byte {
 	d := sha256.Sum256(payload)
-	b := []byte("SBT1")
+	b := []byte(magic)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	b = binary.BigEndian.AppendUint64(b, uint64(height))
 	b = append(b, d[:]...)
 	b = append(b, payload...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+	covered := b[:storeHeaderSize] // SBT2: the header
+	if magic == "SBT1" {
+		covered = b // header and payload
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(covered, crc32.MakeTable(crc32.Castagnoli)))
 }
 
 // testPayload returns a distinct payload of n bytes for i.
