@@ -176,13 +176,16 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	}
 	sigs := make(chan fsm.CertSig, len(p.opts.Peers))
 	var pushes sync.WaitGroup
+	// The pushes get the certificate without signatures, so that they do
+	// not read c while the loop below adds to it.
+	unsigned := fsm.Certificate{Digest: c.Digest, Size: c.Size, Height: c.Height}
 	for _, peer := range p.opts.Peers {
 		pushes.Add(1)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer pushes.Done()
-			if s, err := p.push(peer, c, payload); err != nil {
+			if s, err := p.push(peer, unsigned, payload); err != nil {
 				p.opts.Metrics.pushErrors.Inc()
 				p.opts.Logger.Debug("push failed", "peer", peer.URL, "err", err)
 			} else {
