@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,12 +40,25 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 		consumed = map[string]int{}
 	)
 	var consumers []*kgo.Client
+	// franz-go's own account of the group (joins, syncs, assignments,
+	// commit errors), printed only if the test fails: why a group took
+	// long to recover is in it.
+	logs := make([]*syncBuffer, 3)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range logs {
+				t.Logf("----- consumer%d's franz-go log -----\n%s----- end of consumer%d -----", i, l.String(), i)
+			}
+		}
+	})
 	for i := range 3 {
+		logs[i] = &syncBuffer{}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Balancers(kgo.CooperativeStickyBalancer()),
 			kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(time.Second),
 			kgo.AutoCommitInterval(200*time.Millisecond), kgo.FetchMaxWait(300*time.Millisecond),
-			kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Minute), kgo.ClientID(fmt.Sprintf("consumer%d", i)))
+			kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Minute), kgo.ClientID(fmt.Sprintf("consumer%d", i)),
+			kgo.WithLogger(kgo.BasicLogger(logs[i], kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,4 +266,25 @@ func (c *cluster) committedOffsets(i int, group, topic string, parts int32) map[
 		}
 	}
 	return out
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b = append(b.b, p...)
+	return len(p), nil
+}
+
+// String returns the last 400 lines written.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.SplitAfter(string(b.b), "\n")
+	return strings.Join(lines[max(0, len(lines)-400):], "")
 }
