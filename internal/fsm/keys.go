@@ -148,22 +148,25 @@ func parseEntrySuffix(k, rest []byte) (int32, int64, error) {
 func keyTopicPrefix(id TopicID) []byte { return append([]byte("k/"), id[:]...) }
 
 // keyPrefix is the prefix of every entry of key in the topic.
-func keyPrefix(id TopicID, key []byte) []byte {
-	k := append(keyTopicPrefix(id), escapeKey(key)...)
-	return append(k, 0, 1)
+func keyPrefix(id TopicID, key []byte) []byte { return appendKeyPrefix(nil, id, key) }
+
+// appendKeyPrefix appends keyPrefix(id, key) to dst.
+func appendKeyPrefix(dst []byte, id TopicID, key []byte) []byte {
+	dst = append(append(dst, "k/"...), id[:]...)
+	return append(appendEscapedKey(dst, key), 0, 1)
 }
 
-func keyEntryKey(e keyEntry) []byte { return appendKeyEntryKey(nil, e) }
-
-// appendKeyEntryKey appends e's entry key to dst.
+// appendKeyEntryKey appends e's entry key to dst: its key's prefix, then
+// partition and offset.
 func appendKeyEntryKey(dst []byte, e keyEntry) []byte {
-	dst = append(append(dst, "k/"...), e.topic.ID[:]...)
-	dst = append(appendEscapedKey(dst, e.key), 0, 1)
+	dst = appendKeyPrefix(dst, e.topic.ID, e.key)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(e.partition))
 	return binary.BigEndian.AppendUint64(dst, uint64(e.offset))
 }
 
-// keyEntryKeyLen is the length of e's entry key.
+// keyEntryKeyLen is the length of e's entry key: "k/", the topic id, the
+// key with each zero byte escaped to two, the terminator, partition and
+// offset.
 func keyEntryKeyLen(e keyEntry) int {
 	return len("k/") + len(e.topic.ID) + len(e.key) + bytes.Count(e.key, []byte{0}) + 2 + 4 + 8
 }

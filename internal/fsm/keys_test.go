@@ -434,3 +434,19 @@ func TestKeySnapshots(t *testing.T) {
 		t.Fatal("acct-0's first event is still in the log: nothing was compacted")
 	}
 }
+
+// TestKeyEntryKeyLen: the arena persist sizes for a block's entry keys
+// holds them exactly, zero bytes (escaped to two) included.
+func TestKeyEntryKeyLen(t *testing.T) {
+	tp := &Topic{ID: TopicID{1, 2, 3}}
+	for _, key := range [][]byte{nil, {}, []byte("k"), {0}, {0, 0, 'a', 0}, []byte("a\x00b\xff")} {
+		e := keyEntry{topic: tp, partition: 7, key: key, offset: 1 << 40}
+		k := appendKeyEntryKey(nil, e)
+		if len(k) != keyEntryKeyLen(e) {
+			t.Errorf("key %q: entry key of %d bytes, keyEntryKeyLen %d", key, len(k), keyEntryKeyLen(e))
+		}
+		if !bytes.HasPrefix(k, keyPrefix(tp.ID, key)) {
+			t.Errorf("key %q: entry key %x does not start with its key prefix", key, k)
+		}
+	}
+}

@@ -67,7 +67,9 @@ func (f *FSM) persist() error {
 	entries := make([]kv, 0, len(f.keysAdded))
 	size := 0
 	for _, e := range f.keysAdded {
-		size += keyEntryKeyLen(e)
+		if !e.topic.deleted {
+			size += keyEntryKeyLen(e)
+		}
 	}
 	arena := make([]byte, 0, size) // every entry's key, in one allocation
 	for _, e := range f.keysAdded {
