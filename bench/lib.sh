@@ -66,11 +66,15 @@ port_free() {
 	! ss -Htan "sport = :$p" 2>/dev/null | grep -q .
 }
 
-# free_port: a random free port in 20000-59999.
+# Ports are picked in 10000-32299, below Linux's ephemeral range (32768 and
+# up by default), so no outgoing connection on the machine takes one as its
+# source port between the check and the server binding it.
+
+# free_port: a random free port in 10000-31999.
 free_port() {
 	local p i
 	for i in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % 22000))
 		if port_free "$p"; then
 			echo "$p"
 			return 0
@@ -79,12 +83,13 @@ free_port() {
 	die "no free port found"
 }
 
-# free_base_port OFFSET...: a base port B (20000-49999) with B+OFFSET free
-# for every OFFSET, for programs that lay their ports out from one base.
+# free_base_port OFFSET...: a base port B (10000-31999) with B+OFFSET free
+# for every OFFSET (at most 400), for programs that lay their ports out from
+# one base.
 free_base_port() {
 	local b o ok i
 	for i in $(seq 1 200); do
-		b=$((20000 + RANDOM % 30000))
+		b=$((10000 + RANDOM % 22000))
 		ok=1
 		for o in "$@"; do
 			if ! port_free $((b + o)); then

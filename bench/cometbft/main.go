@@ -38,7 +38,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/freeport"
 )
 
 // errInterrupted is returned when SIGINT or SIGTERM ends the run before
@@ -402,15 +402,9 @@ func submit(ctx context.Context, ord consensus.Orderer, rec *recorder, seq *atom
 	}
 }
 
-// freeAddr returns a free 127.0.0.1 host:port.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// freeAddr returns a free 127.0.0.1 host:port below the kernel's ephemeral
+// range (see package freeport).
+func freeAddr() (string, error) { return freeport.Addr() }
 
 // newLogger logs CometBFT at level to stderr, or nowhere when level is "".
 func newLogger(level string) *slog.Logger {

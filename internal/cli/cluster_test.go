@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/freeport"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -338,12 +338,11 @@ func TestLinePrefixer(t *testing.T) {
 // listener, given on the command line, which wins.
 func TestServeWithNodeFile(t *testing.T) {
 	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		a, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		return a
 	}
 	dir := t.TempDir()
 	nf := server.NodeFile{NodeID: 7, Kafka: free(), HTTP: free(), P2P: free()}
@@ -562,32 +561,21 @@ func consumeAll(t *testing.T, ctx context.Context, seed, topic string, n int) []
 }
 
 // freeBasePort picks a base port P such that the ports `cluster init`
-// gives n brokers (P+i, P+100+i, P+200+i) are free on 127.0.0.1 now.
+// gives n brokers (P+i, P+100+i, P+200+i, P+300+i) are free on 127.0.0.1
+// now, below the kernel's ephemeral range (package freeport).
 func freeBasePort(t *testing.T, n int) int {
 	t.Helper()
-	for range 100 {
-		base := 20000 + rand.IntN(30000)
-		var lns []net.Listener
-		ok := true
-		for _, off := range []int{0, httpPortOffset, p2pPortOffset, rpcPortOffset} {
-			for i := range n {
-				ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off+i)))
-				if err != nil {
-					ok = false
-					break
-				}
-				lns = append(lns, ln)
-			}
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base
+	var offsets []int
+	for _, off := range []int{0, httpPortOffset, p2pPortOffset, rpcPortOffset} {
+		for i := range n {
+			offsets = append(offsets, off+i)
 		}
 	}
-	t.Fatal("no free base port found")
-	return 0
+	base, err := freeport.Base(nil, offsets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 var startedRE = regexp.MustCompile(`\[cluster\] started (node\d+) \(pid (\d+)\)`)

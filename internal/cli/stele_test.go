@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/freeport"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -78,12 +78,11 @@ func TestAgainstStele(t *testing.T) {
 func startStele(t *testing.T) (server.Config, *server.Node) {
 	t.Helper()
 	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		a, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		return a
 	}
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()

@@ -14,17 +14,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/stele-io/stele/internal/freeport"
 	"github.com/stele-io/stele/internal/httpapi"
 )
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr() // below the ephemeral range: see package freeport
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 func testConfig(t testing.TB, dir string) Config {

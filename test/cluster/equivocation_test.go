@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cometbft/cometbft/p2p"
+	"github.com/stele-io/stele/internal/freeport"
 	"github.com/stele-io/stele/test/harness"
 )
 
@@ -143,12 +143,11 @@ func (c *cluster) addTwin(i int) int {
 // ago.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr() // below the ephemeral range: see package freeport
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // copyTree copies the regular files and directories under src to dst.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stele-io/stele/internal/freeport"
 )
 
 // The port layout of `stele cluster init` (issue 3): node i listens for
@@ -250,26 +252,19 @@ func (c *Cluster) installProxies() {
 }
 
 // freeBasePort picks a base port P such that every port of P..P+303 can be
-// bound on 127.0.0.1 now.
+// bound on 127.0.0.1 now and lies below the kernel's ephemeral range (see
+// package freeport: a broker restarted on its ports must find them free).
 func freeBasePort(t *testing.T, rng *rand.Rand) int {
 	t.Helper()
-	for range 50 {
-		base := 20000 + rng.IntN(40000)
-		ok := true
-		for off := range portSpan {
-			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
-			if err != nil {
-				ok = false
-				break
-			}
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
+	offsets := make([]int, portSpan)
+	for i := range offsets {
+		offsets[i] = i
 	}
-	t.Fatal("no free range of ports on 127.0.0.1 after 50 tries")
-	return 0
+	base, err := freeport.Base(rng, offsets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 // cleanup kills every broker still running, closes the proxies and the

@@ -16,17 +16,17 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/consensus"
+	"github.com/stele-io/stele/internal/freeport"
 )
 
 // freeP2P returns a tcp:// address on a free 127.0.0.1 port.
 func freeP2P(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr() // below the ephemeral range: see package freeport
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return "tcp://" + l.Addr().String()
+	return "tcp://" + a
 }
 
 // testLogger logs CometBFT's warnings and errors to the test log (verbose
