@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // TestMetadataCluster: with a broker directory of three, Metadata lists all
@@ -273,5 +274,96 @@ func TestReadBarrier(t *testing.T) {
 	}
 	if n := calls.Load() - before; n != 1 {
 		t.Errorf("%d barriers for one fetch, want 1", n)
+	}
+}
+
+// TestFindCoordinator: a current broker names itself for every group and
+// transactional id (every broker serves them all, and the one asked is
+// up); one catching up names a broker the chain shows alive, the same one
+// for the same key, never one whose validator does not sign
+// (docs/consumer-groups.md).
+func TestFindCoordinator(t *testing.T) {
+	a, b, c := []byte("validator-a"), []byte("validator-b"), []byte("validator-c")
+	var behind atomic.Bool
+	tb := startTestBrokerSigned(t, [][]byte{a, b}, func(o *Options) {
+		o.NodeID = 1
+		o.Brokers = []BrokerInfo{
+			{NodeID: 0, Host: "127.0.0.1", Port: 2, Validator: a},
+			{NodeID: 1, Host: o.AdvertisedHost, Port: o.AdvertisedPort, Validator: b},
+			{NodeID: 2, Host: "127.0.0.1", Port: 3, Validator: c},
+		}
+		o.CatchingUp = behind.Load
+	})
+	cl := client(t, tb.addr)
+	// Kafka 2.7 clients send FindCoordinator v3: one key, no batch.
+	cl3 := client(t, tb.addr, kgo.MaxVersions(kversion.V2_7_0()))
+	// Two blocks: the second carries the signatures of the first, so the
+	// chain shows validators a and b alive.
+	for _, name := range []string{"t1", "t2"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 1, -1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{"g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "orders-consumers", "txn-7"}
+	find := func(version int16, typ int8) map[string]kmsg.FindCoordinatorResponseCoordinator {
+		t.Helper()
+		out := map[string]kmsg.FindCoordinatorResponseCoordinator{}
+		if version >= 4 {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType, req.CoordinatorKeys = typ, keys
+			kresp, err := cl.Broker(1).Request(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, co := range kresp.(*kmsg.FindCoordinatorResponse).Coordinators {
+				out[co.Key] = co
+			}
+			return out
+		}
+		for _, k := range keys {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType, req.CoordinatorKey = typ, k
+			kresp, err := cl3.Broker(1).Request(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := kresp.(*kmsg.FindCoordinatorResponse)
+			if r.Version != 3 {
+				t.Fatalf("FindCoordinator v%d sent, want v3", r.Version)
+			}
+			out[k] = kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: r.NodeID, Host: r.Host, Port: r.Port, ErrorCode: r.ErrorCode}
+		}
+		return out
+	}
+	host, port := tb.srv.Addr()
+	for _, v := range []int16{3, 4} {
+		for _, typ := range []int8{0, 1} {
+			for k, co := range find(v, typ) {
+				if co.ErrorCode != 0 || co.NodeID != 1 || co.Host != host || co.Port != port {
+					t.Fatalf("v%d type %d key %s, current broker: %+v, want node 1 at %s:%d (itself)", v, typ, k, co, host, port)
+				}
+			}
+		}
+	}
+	if co := find(4, 2)["g0"]; co.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("coordinator type 2: %+v, want INVALID_REQUEST", co)
+	}
+
+	behind.Store(true)
+	named := map[int32]int{}
+	first := find(4, 0)
+	for k, co := range first {
+		if co.ErrorCode != 0 || (co.NodeID != 0 && co.NodeID != 1) {
+			t.Fatalf("key %s, catching up: %+v, want node 0 or 1 (the brokers whose validators sign)", k, co)
+		}
+		named[co.NodeID]++
+	}
+	if named[0] == 0 {
+		t.Errorf("catching up, every key named this broker (%v): want them spread over the live brokers", named)
+	}
+	for k, co := range find(3, 0) {
+		if co.NodeID != first[k].NodeID {
+			t.Errorf("key %s: v3 names node %d, v4 node %d: want the same broker for the same key", k, co.NodeID, first[k].NodeID)
+		}
 	}
 }

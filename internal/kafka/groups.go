@@ -62,19 +62,41 @@ func groupRoutes() []route {
 // a block after it to act.
 const groupWaitSlack = 5 * time.Second
 
+// handleFindCoordinator names the broker asked. Every broker holds every
+// group and every transaction and serves any request about them (their
+// state is replicated: each change is a command applied by all), so the
+// broker a client has just reached is as good a coordinator as any and is
+// known to be up. When the coordinator a client uses dies, the client's
+// next FindCoordinator goes to a broker it can reach, which names itself:
+// the group carries on within one retry, without waiting for the chain to
+// notice the death (Kafka moves a coordinator only when the partition of
+// __consumer_offsets holding the group gets a new leader).
+//
+// A broker that cannot vouch for its own state — just restarted, syncing,
+// or cut off from the majority — names instead a broker the chain shows
+// alive, picked by a hash of the key among them (the same on every broker
+// that shares its view of the chain).
 func handleFindCoordinator(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	_, live := c.s.members()
+	host, port := c.s.Addr()
+	self := BrokerInfo{NodeID: c.s.opts.NodeID, Host: host, Port: port}
+	var live []BrokerInfo
+	if c.s.catchingUp() {
+		_, live = c.s.members()
+	}
 	find := func(key string) (int32, string, int32, int16, *string) {
 		if r.CoordinatorType != 0 && r.CoordinatorType != 1 {
 			m := "coordinator type must be 0 (group) or 1 (transaction)"
 			return -1, "", -1, kerr.InvalidRequest.Code, &m
 		}
-		h := fnv.New32a()
-		h.Write([]byte{byte(r.CoordinatorType)})
-		h.Write([]byte(key))
-		b := live[h.Sum32()%uint32(len(live))]
+		b := self
+		if len(live) > 0 {
+			h := fnv.New32a()
+			h.Write([]byte{byte(r.CoordinatorType)})
+			h.Write([]byte(key))
+			b = live[h.Sum32()%uint32(len(live))]
+		}
 		return b.NodeID, b.Host, b.Port, 0, nil
 	}
 	if r.Version < 4 {

@@ -4,26 +4,27 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stele-io/stele/test/harness"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestGroupCoordinatorKilled: three franz-go group consumers (seeded with
 // every broker, committing every 200 ms) read a 6-partition topic while a
-// producer keeps writing; the broker FindCoordinator names for the group is
-// killed with SIGKILL. The group must carry on through the other brokers:
-// every produced record is consumed, committed offsets never go backwards
-// (sampled from a surviving broker before and after the kill), and at the
-// end every broker, the restarted one included, returns the same committed
-// offsets, equal to the high watermarks. (Issue 5; docs/consumer-groups.md.)
+// producer keeps writing; the broker most of them use as their group
+// coordinator (the one their heartbeats go to) is killed with SIGKILL. The
+// group must carry on through the other brokers: every produced record is
+// consumed, the members that lost their coordinator heartbeat to a
+// survivor, committed offsets never go backwards (sampled from a surviving
+// broker before and after the kill), and at the end every broker, the
+// restarted one included, returns the same committed offsets, equal to the
+// high watermarks. (Issue 5; docs/consumer-groups.md.)
 func TestGroupCoordinatorKilled(t *testing.T) {
 	const topic, group, parts = "grouped", "survivors", 6
 	c := newCluster(t, clusterOptions{})
@@ -31,34 +32,33 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	seeds := c.KafkaAddrs(c.All()...)
 	harness.CreateTopic(t, seeds, topic, parts, nil)
 
-	coord := c.coordinator(0, group)
-	others := without(c.All(), coord)
-	t.Logf("node%d coordinates group %s", coord, group)
-
 	var (
 		mu       sync.Mutex
 		consumed = map[string]int{}
 	)
 	var consumers []*kgo.Client
+	coordinators := make([]*heartbeatTarget, 3)
 	// franz-go's own account of the group (joins, syncs, assignments,
-	// commit errors), printed only if the test fails: why a group took
-	// long to recover is in it.
+	// commit errors), printed if the test fails (its last 400 lines) or
+	// when STELE_GROUP_LOG is set (all of it; "debug" for franz-go's debug
+	// level, which shows every commit): why a group took long to recover
+	// is in it.
 	logs := make([]*syncBuffer, 3)
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("STELE_GROUP_LOG") != "" {
 			for i, l := range logs {
 				t.Logf("----- consumer%d's franz-go log -----\n%s----- end of consumer%d -----", i, l.String(), i)
 			}
 		}
 	})
 	for i := range 3 {
-		logs[i] = &syncBuffer{}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		logs[i], coordinators[i] = &syncBuffer{}, &heartbeatTarget{}
+		cl, err := kgo.NewClient(kgo.WithHooks(coordinators[i]), kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Balancers(kgo.CooperativeStickyBalancer()),
 			kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(time.Second),
 			kgo.AutoCommitInterval(200*time.Millisecond), kgo.FetchMaxWait(300*time.Millisecond),
 			kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(2*time.Minute), kgo.ClientID(fmt.Sprintf("consumer%d", i)),
-			kgo.WithLogger(kgo.BasicLogger(logs[i], kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })))
+			kgo.WithLogger(kgo.BasicLogger(logs[i], groupLogLevel(), func() string { return time.Now().Format("15:04:05.000 ") })))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,6 +117,35 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 
 	produce(600)
 	waitConsumed(60*time.Second, "before the kill")
+	// Each member's coordinator is the broker that answered its
+	// FindCoordinator (the broker asked names itself); the one most members
+	// heartbeat to is killed.
+	var coord int
+	c.Eventually(30*time.Second, "every member heartbeats", func() error {
+		uses := map[int]int{}
+		for i, h := range coordinators {
+			node := c.nodeIndex(h.last())
+			if node < 0 {
+				return fmt.Errorf("consumer%d has not heartbeated yet", i)
+			}
+			uses[node]++
+		}
+		coord = -1
+		for _, i := range c.All() {
+			if coord < 0 || uses[i] > uses[coord] {
+				coord = i
+			}
+		}
+		t.Logf("members' coordinators: %v (node: members); node%d will be killed", uses, coord)
+		return nil
+	})
+	others := without(c.All(), coord)
+	var lost []int // the members whose coordinator is killed
+	for i, h := range coordinators {
+		if c.nodeIndex(h.last()) == coord {
+			lost = append(lost, i)
+		}
+	}
 	var before map[int32]int64
 	c.Eventually(30*time.Second, "every partition has a committed offset", func() error {
 		before = c.committedOffsets(others[0], group, topic, parts)
@@ -127,6 +156,7 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	})
 	t.Logf("committed before the kill (read from node%d): %v", others[0], before)
 
+	killed := time.Now()
 	c.Kill9(coord)
 	produce(600)
 	waitConsumed(90*time.Second, fmt.Sprintf("after node%d, the coordinator, was killed", coord))
@@ -164,11 +194,18 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 		}
 		return nil
 	})
-	now := c.coordinator(others[0], group)
-	if slices.Contains(others, now) {
-		t.Logf("FindCoordinator now names node%d", now)
-	} else {
-		t.Errorf("FindCoordinator still names node%d, which was killed", now)
+	c.Eventually(30*time.Second, fmt.Sprintf("consumers %v, whose coordinator was node%d, heartbeat to a survivor", lost, coord), func() error {
+		for _, i := range lost {
+			if node := c.nodeIndex(coordinators[i].last()); node == coord {
+				return fmt.Errorf("consumer%d's last heartbeat went to node%d", i, node)
+			}
+		}
+		return nil
+	})
+	for _, i := range lost { // a figure for the log, not a timing check
+		if hb, ok := coordinators[i].firstAfter(killed, c.Nodes[coord].NodeID); ok {
+			t.Logf("consumer%d heartbeated to node%d %.1fs after the kill", i, c.nodeIndex(hb.node), hb.at.Sub(killed).Seconds())
+		}
 	}
 	for _, cl := range consumers {
 		cl.Close()
@@ -186,37 +223,57 @@ func TestGroupCoordinatorKilled(t *testing.T) {
 	c.CheckAppHashes(30*time.Second, c.All()...)
 }
 
-// coordinator asks node i which broker coordinates group and returns that
-// broker's index.
-func (c *cluster) coordinator(i int, group string) int {
-	c.T.Helper()
-	var idx int
-	c.Eventually(30*time.Second, fmt.Sprintf("node%d names a coordinator for %s", i, group), func() error {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		kresp, err := c.Request(ctx, i, req)
-		if err != nil {
-			return err
+// nodeIndex returns the index of the broker with Kafka node id id, or -1.
+func (c *cluster) nodeIndex(id int32) int {
+	for _, n := range c.Nodes {
+		if n.NodeID == id {
+			return n.Idx
 		}
-		resp := kresp.(*kmsg.FindCoordinatorResponse)
-		node, code := resp.NodeID, resp.ErrorCode
-		if len(resp.Coordinators) == 1 {
-			node, code = resp.Coordinators[0].NodeID, resp.Coordinators[0].ErrorCode
+	}
+	return -1
+}
+
+// heartbeatTarget is a kgo hook that remembers the brokers a client sent
+// Heartbeats to, and when: its group coordinator over time.
+type heartbeatTarget struct {
+	mu   sync.Mutex
+	sent []heartbeatSent
+}
+
+type heartbeatSent struct {
+	node int32
+	at   time.Time
+}
+
+func (h *heartbeatTarget) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.Heartbeat.Int16() && err == nil {
+		h.mu.Lock()
+		h.sent = append(h.sent, heartbeatSent{meta.NodeID, time.Now()})
+		h.mu.Unlock()
+	}
+}
+
+// last returns the node id the last Heartbeat went to (-1: none yet).
+func (h *heartbeatTarget) last() int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sent) == 0 {
+		return -1
+	}
+	return h.sent[len(h.sent)-1].node
+}
+
+// firstAfter returns the first Heartbeat sent after t to a broker other
+// than node id not.
+func (h *heartbeatTarget) firstAfter(t time.Time, not int32) (heartbeatSent, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sent {
+		if s.at.After(t) && s.node != not {
+			return s, true
 		}
-		if err := kerr.ErrorForCode(code); err != nil {
-			return err
-		}
-		for _, n := range c.Nodes {
-			if n.NodeID == node {
-				idx = n.Idx
-				return nil
-			}
-		}
-		return harness.GiveUp(fmt.Errorf("FindCoordinator named node id %d, which is no broker of the cluster", node))
-	})
-	return idx
+	}
+	return heartbeatSent{}, false
 }
 
 // committedOffsets asks node i (OffsetFetch) for group's committed offsets
@@ -281,10 +338,21 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// String returns the last 400 lines written.
+// String returns the last 400 lines written (all of them when
+// STELE_GROUP_LOG is set).
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	lines := strings.SplitAfter(string(b.b), "\n")
+	if os.Getenv("STELE_GROUP_LOG") != "" {
+		return strings.Join(lines, "")
+	}
 	return strings.Join(lines[max(0, len(lines)-400):], "")
+}
+
+func groupLogLevel() kgo.LogLevel {
+	if os.Getenv("STELE_GROUP_LOG") == "debug" {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelInfo
 }
