@@ -23,9 +23,10 @@
 // under the in-flight bound (a saturated, closed loop).
 //
 // Settings, Stele's (internal/consensus/cometbft): DefaultConfig for every
-// node (timeout_commit 0, timeout_propose 3 s, an empty block every 2 s when
-// idle, flood mempool without recheck of 10000 txs / 256 MiB, 64 MiB/s p2p
-// send and receive rates, 64 KiB p2p packets, goleveldb, no tx indexer) and
+// node (timeout_commit 0, an empty block every 2 s when idle, flood mempool
+// without recheck of 10000 txs / 256 MiB, 64 MiB/s p2p send and receive
+// rates, 64 KiB p2p packets, goleveldb, no tx indexer) but timeout_propose
+// 3 s, Stele's for blocks that carry records (InlineTimeoutPropose), and
 // the default genesis (block max_bytes 18 MiB, max tx 16 MiB).
 package main
 
@@ -61,16 +62,17 @@ const firstBlockTimeout = 60 * time.Second
 
 // options are the command's flags.
 type options struct {
-	validators    int
-	txSize        int
-	recordSize    int
-	duration      time.Duration
-	warmup        time.Duration
-	submitters    int
-	inflightBytes int
-	dir           string
-	timeoutCommit time.Duration
-	logLevel      string
+	validators     int
+	txSize         int
+	recordSize     int
+	duration       time.Duration
+	warmup         time.Duration
+	submitters     int
+	inflightBytes  int
+	dir            string
+	timeoutCommit  time.Duration
+	timeoutPropose time.Duration
+	logLevel       string
 }
 
 // result is the JSON line printed at the end.
@@ -121,6 +123,7 @@ func main() {
 	flag.IntVar(&o.inflightBytes, "inflight-bytes", 64<<20, "bound on bytes submitted but not yet committed")
 	flag.StringVar(&o.dir, "dir", "", "new or empty directory for the validators' homes, left behind (default: a temporary directory, removed at exit)")
 	flag.DurationVar(&o.timeoutCommit, "timeout-commit", cometbft.DefaultTimeoutCommit, "CometBFT timeout_commit (Stele's default)")
+	flag.DurationVar(&o.timeoutPropose, "timeout-propose", cometbft.InlineTimeoutPropose, "CometBFT timeout_propose (Stele's for blocks that carry records, as these do)")
 	flag.StringVar(&o.logLevel, "log-level", "", "CometBFT log level on stderr: debug, info, warn, error (default: none)")
 	flag.Parse()
 	// The nodes are never stopped: CometBFT v0.39.4's consensus reactor
@@ -304,8 +307,8 @@ func run(o options) error {
 			MaxBlockBytes:             cometbft.DefaultMaxBlockBytes,
 			MaxTxBytes:                cometbft.DefaultMaxTxBytes,
 		},
-		Command: fmt.Sprintf("bench/cometbft -validators %d -record-size %d -tx-size %d -duration %v -warmup %v -submitters %d -inflight-bytes %d -timeout-commit %v",
-			o.validators, o.recordSize, o.txSize, o.duration, o.warmup, o.submitters, o.inflightBytes, o.timeoutCommit),
+		Command: fmt.Sprintf("bench/cometbft -validators %d -record-size %d -tx-size %d -duration %v -warmup %v -submitters %d -inflight-bytes %d -timeout-commit %v -timeout-propose %v",
+			o.validators, o.recordSize, o.txSize, o.duration, o.warmup, o.submitters, o.inflightBytes, o.timeoutCommit, o.timeoutPropose),
 	}
 	res.MsgsPerS = res.RecordsPerS
 	if n := s1.nonEmpty - s0.nonEmpty; n > 0 {
@@ -328,6 +331,7 @@ func startValidators(ctx context.Context, o options, dir string, rec *recorder) 
 		}
 		c.P2PListen = "tcp://" + addr
 		c.TimeoutCommit = o.timeoutCommit
+		c.TimeoutPropose = o.timeoutPropose
 		cfgs[i] = c
 	}
 	if o.validators == 1 {

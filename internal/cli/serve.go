@@ -72,6 +72,7 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "auto.create.topics.enable: create unknown topics on Metadata and Produce")
 	f.Int32Var(&cfg.DefaultPartitions, "num-partitions", cfg.DefaultPartitions, "num.partitions: partitions of auto-created topics")
 	f.DurationVar(&cfg.TimeoutCommit, "timeout-commit", 0, "CometBFT pause after each block (default 0: the next block starts at once)")
+	f.DurationVar(&cfg.TimeoutPropose, "timeout-propose", 0, "how long brokers wait for a height's proposal before moving to the next round: what a height costs when its proposer is down (default 1s; 3s with --inline-batches, whose blocks carry the records)")
 	f.BoolVar(&cfg.InlineBatches, "inline-batches", false, "carry record bytes inside CometBFT transactions instead of the certified data plane (for comparison; every broker of a cluster applies both)")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (for performance work; no authentication)")
 	f.StringVar(&logLevel, "log-level", envOr("STELE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STELE_LOG_LEVEL)")

@@ -63,6 +63,10 @@ type Config struct {
 	DefaultPartitions int32
 	// TimeoutCommit overrides CometBFT's pause after each block (0: default).
 	TimeoutCommit time.Duration
+	// TimeoutPropose overrides how long validators wait for a proposal
+	// (0: cometbft.DefaultTimeoutPropose, or InlineTimeoutPropose with
+	// InlineBatches).
+	TimeoutPropose time.Duration
 	// SnapshotInterval (in heights) and RetainBlocks tune a cluster
 	// broker's snapshots and block retention (0: the defaults of
 	// broker.SnapshotOptions).
@@ -168,6 +172,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cfg.TimeoutCommit > 0 {
 		ccfg.TimeoutCommit = cfg.TimeoutCommit
+	}
+	switch {
+	case cfg.TimeoutPropose != 0: // a negative one fails Validate
+		ccfg.TimeoutPropose = cfg.TimeoutPropose
+	case cfg.InlineBatches:
+		ccfg.TimeoutPropose = cometbft.InlineTimeoutPropose
 	}
 	if err := cometbft.Init(home, cometbft.InitOptions{Config: ccfg}); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,44 @@ func TestPortTaken(t *testing.T) {
 	cfg.KafkaAddr = ln.Addr().String()
 	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "kafka listener") {
 		t.Fatalf("start on a taken port: %v", err)
+	}
+}
+
+// TestTimeoutPropose: serve's --timeout-propose reaches CometBFT; unset it
+// is 1 s, or 3 s with --inline-batches (blocks that carry records take
+// longer to propagate); a negative one fails the start.
+func TestTimeoutPropose(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    time.Duration
+		inline bool
+		want   string
+	}{
+		{"default", 0, false, `timeout_propose = "1s"`},
+		{"inline batches", 0, true, `timeout_propose = "3s"`},
+		{"given", 1500 * time.Millisecond, false, `timeout_propose = "1.5s"`},
+		{"given, inline batches", 2 * time.Second, true, `timeout_propose = "2s"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, t.TempDir())
+			cfg.TimeoutPropose, cfg.InlineBatches = tc.set, tc.inline
+			n, err := Start(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Close()
+			toml, err := os.ReadFile(filepath.Join(cfg.DataDir, "cometbft", "config", "config.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(toml), tc.want) {
+				t.Fatalf("CometBFT's config.toml has no %s", tc.want)
+			}
+		})
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.TimeoutPropose = -time.Second
+	if _, err := Start(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "timeout_propose -1s must be positive") {
+		t.Fatalf("start with a negative timeout: %v", err)
 	}
 }

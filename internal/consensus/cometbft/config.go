@@ -19,8 +19,14 @@ var ErrConfig = errors.New("stele/consensus/cometbft: invalid config")
 
 // Default values of Config. See DefaultConfig for why each was chosen.
 const (
-	DefaultP2PListen                               = "tcp://127.0.0.1:26656"
-	DefaultTimeoutPropose                          = 3 * time.Second
+	DefaultP2PListen      = "tcp://127.0.0.1:26656"
+	DefaultTimeoutPropose = 1 * time.Second
+	// InlineTimeoutPropose is CometBFT's own default, for blocks that carry
+	// record bytes (serve --inline-batches, bench/cometbft): 18 MiB
+	// proposals take longer than a second to reach every validator on the
+	// 2-core machine, and with 1 s four validators ordered 8.7 and 9.3 MB/s
+	// of 1 KiB records instead of 10.8 and 11.2.
+	InlineTimeoutPropose                           = 3 * time.Second
 	DefaultTimeoutCommit             time.Duration = 0
 	DefaultCreateEmptyBlocksInterval               = 2 * time.Second
 	peerGossipSleep                                = 5 * time.Millisecond
@@ -88,6 +94,19 @@ type Config struct {
 
 // DefaultConfig returns the defaults for a node whose home is home.
 //
+//   - TimeoutPropose 1 s instead of CometBFT's 3 s. Every validator takes
+//     its turn to propose, a crashed one included, and its heights wait
+//     this long for a proposal that never comes, so with one broker of four
+//     down one height in four costs it. bench/broker-down.sh (produce at
+//     100 records/s of 1 KiB, node3 SIGKILLed; docs/benchmarks.md), medians
+//     of 3, p50/p99: 2.26/4.17 s with 3 s, 1.17/2.17 s with 1 s, against
+//     0.09/0.14 s with all four up. A proposal takes 16 ms to arrive at
+//     p50 under full load on the 2-core machine, and a round that times
+//     out only costs the next round (each waits 500 ms longer), so 1 s
+//     leaves room for slow links without a 3 s stall. Four brokers under
+//     full produce load (certificates only in blocks) reached 73 and 70
+//     MB/s with 1 s, 67 and 77 with 3 s. Blocks that carry record bytes
+//     are another matter: see InlineTimeoutPropose.
 //   - TimeoutCommit 0: a produce is answered only after its block commits,
 //     and the pause after a commit adds straight to produce latency; worse,
 //     each block with transactions is followed by an (empty) block signing
