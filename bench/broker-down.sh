@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # broker-down.sh: what one crashed broker costs a 4-broker cluster. Starts
 # `stele cluster init --nodes 4` + `stele cluster up` on 127.0.0.1, measures
-# produce latency at a fixed rate with all four brokers up, SIGKILLs node3,
-# waits for the chain to count it out of the live brokers, and measures
-# again. CometBFT gives every validator its turn to propose, a dead one
-# included, so one height in four waits --timeout-propose for a proposal
-# that never comes; this shows what that does to produce latency.
+# produce latency at a fixed rate with all four brokers up, then across a
+# SIGKILL of node3 8 s into the run (max_ms is about how long the partitions
+# it led were unavailable), then again once the chain has counted it out of
+# the live brokers. CometBFT gives
+# every validator its turn to propose, a dead one included, so one height
+# in four waits --timeout-propose for a proposal that never comes; the
+# last run shows what that does to produce latency.
 #
 #   bench/broker-down.sh [--timeout-propose D]... [--rate N] [--duration D]
 #                        [--reps N] [--bin PATH]
 #
 # --timeout-propose may be given several times (each value is one cluster
 # per rep); the default is the broker's own default. One JSON line per
-# measurement on stdout (peer stele-4, scenario produce-all-up or
-# produce-node3-down, timeout_propose, p50_ms, p99_ms, max_ms, msgs_per_s).
+# measurement on stdout (peer stele-4, scenario produce-all-up,
+# produce-node3-killed or produce-node3-down, timeout_propose, p50_ms,
+# p99_ms, max_ms, msgs_per_s).
 source "$(dirname "$0")/lib.sh"
 
 proposes=()
@@ -28,7 +31,7 @@ while (($#)); do
 	--duration) duration=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,19p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -79,12 +82,20 @@ for ((rep = 1; rep <= reps; rep++)); do
 		measure produce-all-up "$propose" "$brokers"
 		pid="$(sed -n 's/.*started node3 (pid \([0-9]*\)).*/\1/p' "$d.log" | head -1)"
 		[[ -n $pid ]] || die "no pid for node3 in $d.log"
-		kill -KILL "$pid"
-		# The chain counts a broker out after 10 s without its signature;
-		# until then partitions it leads are unavailable, which is not what
-		# is measured here.
-		sleep 15
-		log "timeout-propose $propose, rep $rep: node3 killed"
+		# Killed 8 s into a run (5 s into the measured part): the records
+		# of the partitions node3 leads wait until the chain counts it out
+		# (10 s without its signature) and the producer's next metadata
+		# refresh names another leader, so max_ms is roughly how long
+		# those partitions were unavailable.
+		log "timeout-propose $propose, rep $rep: node3 killed 8 s into the run"
+		(sleep 8 && kill -KILL "$pid") &
+		killer=$!
+		measure produce-node3-killed "$propose" "$brokers"
+		wait "$killer"
+		# Well after the chain counted it out: the steady cost of a dead
+		# broker alone.
+		sleep 5
+		log "timeout-propose $propose, rep $rep: node3 down"
 		measure produce-node3-down "$propose" "$brokers"
 		stop_bg "$up"
 		rm -rf "$d"
