@@ -256,11 +256,7 @@ func (c *Cluster) installProxies() {
 // package freeport: a broker restarted on its ports must find them free).
 func freeBasePort(t *testing.T, rng *rand.Rand) int {
 	t.Helper()
-	offsets := make([]int, portSpan)
-	for i := range offsets {
-		offsets[i] = i
-	}
-	base, err := freeport.Base(rng, offsets...)
+	base, err := freeport.Span(rng, portSpan)
 	if err != nil {
 		t.Fatal(err)
 	}
