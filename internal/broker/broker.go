@@ -5,7 +5,9 @@
 // implements consensus.Application over the fsm and tells long-polling readers
 // when new data has been committed.
 //
-// broker imports consensus and fsm; front-ends (kafka, httpapi) import broker.
+// broker imports consensus and fsm; front-ends (kafka, httpapi) import broker
+// and never consensus: the broker translates the orderer's errors into its
+// own (ErrMempoolFull, ErrClosed).
 package broker
 
 import (
@@ -33,8 +35,14 @@ var ErrTooLarge = errors.New("stele/broker: command larger than the largest tran
 // retry.
 var ErrUncertified = errors.New("stele/broker: batch not certified by enough validators")
 
-// ErrClosed is returned once the broker is shutting down.
+// ErrClosed is returned once the broker is shutting down, or once its
+// orderer has stopped (the error then also wraps consensus.ErrStopped).
 var ErrClosed = errors.New("stele/broker: shutting down")
+
+// ErrMempoolFull is returned for commands the orderer would not take now
+// because its mempool is full (the error also wraps
+// consensus.ErrMempoolFull); nothing was ordered and the caller may retry.
+var ErrMempoolFull = errors.New("stele/broker: the orderer's mempool is full")
 
 // Options configures a Broker.
 type Options struct {
@@ -460,11 +468,24 @@ func (b *Broker) order(tx fsm.Tx, raw []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.orderer.Submit(ctx, raw); err != nil {
-		b.abort(tx, fmt.Errorf("ordering: %w", err))
+		b.abort(tx, orderingError(err))
 		return
 	}
 	b.metrics.txs.Inc()
 	b.metrics.txBytes.Add(float64(len(raw)))
+}
+
+// orderingError translates an orderer's refusal into the broker's own
+// sentinels, so that front-ends test errors.Is against broker errors and
+// never import internal/consensus. The orderer's error stays wrapped.
+func orderingError(err error) error {
+	switch {
+	case errors.Is(err, consensus.ErrMempoolFull):
+		return fmt.Errorf("%w: %w", ErrMempoolFull, err)
+	case errors.Is(err, consensus.ErrStopped):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return fmt.Errorf("ordering: %w", err)
 }
 
 // abort fails the callers of a transaction that will not be ordered.

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -191,5 +192,48 @@ func TestEvidenceCounted(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(b.metrics.evidence.WithLabelValues("duplicate-vote")); got != 1 {
 		t.Fatalf("stele_evidence_committed_total{kind=duplicate-vote} = %v", got)
+	}
+}
+
+// TestOrdererErrorsTranslated: an orderer's refusal reaches callers as the
+// broker's own sentinels (ErrMempoolFull, ErrClosed), so that front-ends
+// need not import internal/consensus; the orderer's error stays wrapped.
+func TestOrdererErrorsTranslated(t *testing.T) {
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := New(f, Options{})
+	o := local.New(b.App(), local.Options{Manual: true, MaxPendingTxs: 1})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.Start(o)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	create := func(name string) fsm.Command {
+		return fsm.CreateTopic{Name: name, Partitions: 1, ReplicationFactor: -1}
+	}
+	first := b.Enqueue(ctx, create("a")) // fills the one-transaction mempool
+	for o.Pending() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the first transaction never reached the orderer")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, err = b.SubmitOne(ctx, create("b"))
+	if !errors.Is(err, ErrMempoolFull) || !errors.Is(err, consensus.ErrMempoolFull) {
+		t.Errorf("submit to a full mempool: %v, want ErrMempoolFull wrapping consensus.ErrMempoolFull", err)
+	}
+	o.Stop()
+	_, err = b.SubmitOne(ctx, create("c"))
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, consensus.ErrStopped) {
+		t.Errorf("submit to a stopped orderer: %v, want ErrClosed wrapping consensus.ErrStopped", err)
+	}
+	b.Close()
+	if _, errs := first.Wait(ctx); !errors.Is(errs[0], ErrClosed) {
+		t.Errorf("a transaction pending at Close: %v, want ErrClosed", errs[0])
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/broker"
-	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
 )
 
@@ -21,9 +20,9 @@ func submitErrorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, consensus.ErrMempoolFull), errors.Is(err, broker.ErrUncertified):
+	case errors.Is(err, broker.ErrMempoolFull), errors.Is(err, broker.ErrUncertified):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, broker.ErrClosed), errors.Is(err, consensus.ErrStopped):
+	case errors.Is(err, broker.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownServerError.Code

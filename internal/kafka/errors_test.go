@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/broker"
-	"github.com/stele-io/stele/internal/consensus"
 )
 
 // TestSubmitErrorCodes: a command that was never ordered gets the code a
@@ -21,7 +20,7 @@ func TestSubmitErrorCodes(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: 2 of 4 validators signed", broker.ErrUncertified), kerr.RequestTimedOut.Code},
 		{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
-		{consensus.ErrMempoolFull, kerr.RequestTimedOut.Code},
+		{fmt.Errorf("%w: 5000 transactions", broker.ErrMempoolFull), kerr.RequestTimedOut.Code},
 		{broker.ErrTooLarge, kerr.MessageTooLarge.Code},
 		{broker.ErrClosed, kerr.NotLeaderForPartition.Code},
 	} {

@@ -35,6 +35,32 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+	// The front-ends reach consensus only through the broker, which
+	// translates the orderer's errors into its own (broker.ErrMempoolFull,
+	// broker.ErrClosed): their code imports no consensus package, and
+	// their tests import only consensus/local, the in-memory orderer a
+	// test wires a broker to (as this package wires CometBFT).
+	for _, fe := range []string{"kafka", "httpapi"} {
+		out, err := exec.Command("go", "list", "-f",
+			`{{range .Imports}}{{.}} {{end}}|{{range .TestImports}}{{.}} {{end}}{{range .XTestImports}}{{.}} {{end}}`,
+			mod+fe+"/...").CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", fe, err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			code, tests, _ := strings.Cut(line, "|")
+			for _, imp := range strings.Fields(code) {
+				if imp == mod+"consensus" || strings.HasPrefix(imp, mod+"consensus/") {
+					t.Errorf("internal/%s imports %s: a front-end reaches consensus only through the broker", fe, imp)
+				}
+			}
+			for _, imp := range strings.Fields(tests) {
+				if (imp == mod+"consensus" || strings.HasPrefix(imp, mod+"consensus/")) && imp != mod+"consensus/local" {
+					t.Errorf("internal/%s's tests import %s: a front-end tests broker errors, and wires only consensus/local", fe, imp)
+				}
+			}
+		}
+	}
 	// The state machine must not reach the clock or randomness through a
 	// package of its own choosing either: it imports nothing that runs
 	// goroutines or talks to the network.
