@@ -116,9 +116,12 @@ type Plane struct {
 	self   fsm.Validator
 	sem    *byteSemaphore
 	recent *recentBatches
-	stop   chan struct{}
+	// ctx is the plane's lifetime: every request to a peer and every
+	// background push or fetch derives from it, and Close cancels it, then
+	// waits for them (wg).
+	ctx    context.Context
+	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	close  sync.Once
 }
 
 // New checks opts and returns a Plane. Its HTTP side is Handler, to be
@@ -134,14 +137,15 @@ func New(opts Options) (*Plane, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
 	}
-	return &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes),
-		stop: make(chan struct{})}, nil
+	p := &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
 }
 
-// Close stops background pushes and fetches; Batch then fails with
-// ErrClosed. The store is closed by its owner.
+// Close stops background pushes and fetches and waits for them; Batch
+// then fails with ErrClosed. The store is closed by its owner.
 func (p *Plane) Close() {
-	p.close.Do(func() { close(p.stop) })
+	p.cancel()
 	p.wg.Wait()
 }
 
@@ -171,7 +175,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 		p.opts.Metrics.certifySeconds.Observe(time.Since(start).Seconds())
 		return c, nil
 	}
-	if err := p.sem.acquire(ctx, int64(len(payload)), p.stop); err != nil {
+	if err := p.sem.acquire(ctx, int64(len(payload)), p.ctx.Done()); err != nil {
 		return fsm.Certificate{}, err
 	}
 	sigs := make(chan fsm.CertSig, len(p.opts.Peers))
@@ -218,7 +222,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 			}
 		case <-ctx.Done():
 			return fsm.Certificate{}, ctx.Err()
-		case <-p.stop:
+		case <-p.ctx.Done():
 			return fsm.Certificate{}, ErrClosed
 		}
 	}
@@ -285,7 +289,7 @@ func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
 		}
 		select {
 		case <-time.After(backoff):
-		case <-p.stop:
+		case <-p.ctx.Done():
 			return nil, ErrClosed
 		}
 		backoff = min(2*backoff, 2*time.Second)

@@ -110,24 +110,10 @@ func (p *Plane) serveFetch(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// requestContext bounds one request to a peer by PushTimeout, and ends it
-// when the plane closes.
-func (p *Plane) requestContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.PushTimeout)
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
 // push sends payload to peer and returns the peer's signature of c's
 // statement, checked.
 func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig, error) {
-	ctx, cancel := p.requestContext()
+	ctx, cancel := context.WithTimeout(p.ctx, p.opts.PushTimeout)
 	defer cancel()
 	url := fmt.Sprintf("%s%s?height=%d", peer.URL, batchesPath, c.Height)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
@@ -162,7 +148,7 @@ func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig,
 
 // fetch gets c's payload from peer and checks it against the digest.
 func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
-	ctx, cancel := p.requestContext()
+	ctx, cancel := context.WithTimeout(p.ctx, p.opts.PushTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s/%x", peer.URL, batchesPath, c.Digest), nil)
 	if err != nil {
