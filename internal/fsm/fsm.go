@@ -68,7 +68,16 @@ type Options struct {
 	// chain must agree on it; nothing outside benchmarks sets it.
 	WithoutKeyIndex bool
 	Logger          *slog.Logger
+
+	// rewordForTest, when set, rewrites every result message and log
+	// before they leave ApplyBlock: the test that nothing hashed depends
+	// on message text (TestMessagesAreNotHashed).
+	rewordForTest func(string) string
 }
+
+// digestDomain opens the block digest; its version is proof.AppHashFormat
+// (TestGoldenAppHashes checks they agree).
+const digestDomain = "stele/block/v3"
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {
@@ -263,12 +272,14 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	f.recordSigners(b.Signers)
 	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
 	// The app hash chains every transaction and its results, and whatever
-	// housekeeping changed. A block that changes nothing keeps the previous
+	// the block-time timers and housekeeping changed, all as codes and
+	// structured fields (encodeResults, change.encode): messages for people
+	// go to the transaction's Log, which is not hashed. A block that changes nothing keeps the previous
 	// hash: CometBFT makes another block after every block whose app hash
 	// changed, so a hash that moved on empty blocks would never let the
 	// chain idle.
 	h := sha256.New()
-	h.Write([]byte("stele/apphash/v1"))
+	h.Write([]byte(digestDomain))
 	h.Write(f.appHash)
 	var num [8]byte
 	binary.BigEndian.PutUint64(num[:], uint64(height))
@@ -296,7 +307,16 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			for j, c := range tx.Commands {
 				o.Results[j] = f.apply(c, i, j)
 			}
+			if f.opts.rewordForTest != nil {
+				for j := range o.Results {
+					o.Results[j].Message = f.opts.rewordForTest(o.Results[j].Message)
+				}
+			}
 			o.Data = encodeResults(o.Results)
+			o.Log = resultsLog(o.Results)
+		}
+		if f.opts.rewordForTest != nil {
+			o.Log = f.opts.rewordForTest(o.Log)
 		}
 		// A certified batch is hashed as its payload: the state, app hash
 		// included, is the same whether a batch came inline or certified.
@@ -314,8 +334,13 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	changes := f.groupTimers()
 	changes = append(changes, f.txnTimers()...)
 	changes = append(changes, f.housekeep()...)
-	for _, c := range changes {
-		h.Write([]byte(c))
+	if len(changes) > 0 {
+		w := &writer{}
+		for _, c := range changes {
+			c.encode(w)
+			f.opts.Logger.Debug("block-time change", "height", height, "change", c.String())
+		}
+		h.Write(w.b)
 	}
 	if len(txs) > 0 || len(changes) > 0 {
 		f.blockDigest = h.Sum(nil)

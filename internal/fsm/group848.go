@@ -567,14 +567,14 @@ func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) Result {
 
 // consumerTimers expires KIP-848 members whose session lapsed or who did
 // not give up revoked partitions within their rebalance timeout.
-func (f *FSM) consumerTimers(g *Group) (changes []string) {
+func (f *FSM) consumerTimers(g *Group) (changes []change) {
 	now := f.blockTime
 	for _, m := range g.sortedConsumers() {
 		switch {
 		case now > m.LastSeenMs+ConsumerSessionTimeoutMs:
-			changes = append(changes, fmt.Sprintf("group %s member %s expired", g.Name, m.ID))
+			changes = append(changes, change{kind: changeMemberExpired, name: g.Name, sub: m.ID})
 		case m.Revoking.count() > 0 && now > m.RevokeDeadlineMs:
-			changes = append(changes, fmt.Sprintf("group %s member %s fenced: revocation timed out", g.Name, m.ID))
+			changes = append(changes, change{kind: changeMemberFenced, name: g.Name, sub: m.ID})
 		default:
 			continue
 		}

@@ -677,7 +677,7 @@ func (f *FSM) dropTopicOffsets(topic string) {
 // deadline passed are ended. It returns a description of each change (for
 // the app hash). Groups changed by the block's commands are looked at
 // every block; the rest only when the earliest deadline among them is due.
-func (f *FSM) groupTimers() (changes []string) {
+func (f *FSM) groupTimers() (changes []change) {
 	now := f.blockTime
 	var names []string
 	if now >= f.groupsDue {
@@ -696,7 +696,7 @@ func (f *FSM) groupTimers() (changes []string) {
 			g.RebalanceStartMs = now
 			g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
 			f.touchGroup(g)
-			changes = append(changes, fmt.Sprintf("group %s initial delay until %d", g.Name, g.DeadlineMs))
+			changes = append(changes, change{kind: changeGroupInitialDelay, name: g.Name, a: g.DeadlineMs})
 		}
 		for id, until := range g.Pending {
 			if now > until {
@@ -707,7 +707,7 @@ func (f *FSM) groupTimers() (changes []string) {
 		for _, m := range g.sortedMembers() {
 			waiting := (g.State == GroupPreparingRebalance && m.Joined) || (g.State == GroupCompletingRebalance && m.Synced)
 			if !waiting && now > m.LastSeenMs+int64(m.SessionTimeoutMs) {
-				changes = append(changes, fmt.Sprintf("group %s member %s expired", g.Name, m.ID))
+				changes = append(changes, change{kind: changeMemberExpired, name: g.Name, sub: m.ID})
 				f.removeMember(g, m)
 			}
 		}
@@ -719,11 +719,11 @@ func (f *FSM) groupTimers() (changes []string) {
 					delete(g.Members, m.ID)
 				}
 			}
-			changes = append(changes, fmt.Sprintf("group %s sync timed out", g.Name))
+			changes = append(changes, change{kind: changeSyncTimedOut, name: g.Name})
 			f.rebalance(g, false)
 		}
 		if f.tryCompleteJoin(g) {
-			changes = append(changes, fmt.Sprintf("group %s generation %d", g.Name, g.Generation))
+			changes = append(changes, change{kind: changeGeneration, name: g.Name, a: int64(g.Generation)})
 		}
 		if g.Type == GroupConsumer {
 			changes = append(changes, f.consumerTimers(g)...)
@@ -767,7 +767,7 @@ func (f *FSM) nextGroupDeadline() int64 {
 // retention after the later of their commit and the group becoming empty;
 // an empty group with no offsets left is deleted. Groups with members keep
 // their offsets.
-func (f *FSM) expireOffsets() (changes []string) {
+func (f *FSM) expireOffsets() (changes []change) {
 	retention := f.opts.OffsetsRetentionMs
 	now := f.blockTime
 	for _, name := range sortedGroupNames(f.groups) {
@@ -782,7 +782,7 @@ func (f *FSM) expireOffsets() (changes []string) {
 					delete(parts, p)
 					f.dirtyOffsets[offsetRef{name, topic, p}] = true
 					f.touchGroup(g)
-					changes = append(changes, fmt.Sprintf("group %s offset %s %d expired", name, topic, p))
+					changes = append(changes, change{kind: changeOffsetExpired, name: name, sub: topic, a: int64(p)})
 				}
 			}
 			if len(parts) == 0 {
@@ -791,7 +791,7 @@ func (f *FSM) expireOffsets() (changes []string) {
 		}
 		if len(g.Offsets) == 0 {
 			f.dropGroup(g)
-			changes = append(changes, fmt.Sprintf("group %s removed", name))
+			changes = append(changes, change{kind: changeGroupRemoved, name: name})
 		}
 	}
 	return changes

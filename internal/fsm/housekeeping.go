@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"fmt"
-
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -11,7 +9,7 @@ import (
 // (for the app hash). Everything it reads (configs, block time, the
 // segments' committed sizes and timestamps) is the same on every broker; the
 // files it decides to delete or compact are changed after Commit.
-func (f *FSM) housekeep() (changes []string) {
+func (f *FSM) housekeep() (changes []change) {
 	if f.blockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
 	}
@@ -30,7 +28,7 @@ func (f *FSM) housekeep() (changes []string) {
 				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {
 					p.start = start
 					f.dirtyParts[p] = true
-					changes = append(changes, fmt.Sprintf("retention %s %d %d", t.Name, p.Index, start))
+					changes = append(changes, change{kind: changeRetention, name: t.Name, a: int64(p.Index), b: start})
 				}
 			}
 			if (t.Config.Compact || t.Config.Snapshot) && compactionDue(t.Config, segs, p.cleanedUpTo) {
@@ -39,7 +37,7 @@ func (f *FSM) housekeep() (changes []string) {
 				p.compactedAt = f.height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				changes = append(changes, fmt.Sprintf("compact %s %d %d %d", t.Name, p.Index, p.cleanedUpTo, p.compactHorizon))
+				changes = append(changes, change{kind: changeCompact, name: t.Name, a: int64(p.Index), b: p.cleanedUpTo, c: p.compactHorizon})
 			}
 		}
 	}

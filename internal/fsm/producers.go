@@ -212,7 +212,7 @@ func (f *FSM) loadProducers() error {
 
 // expireProducers forgets, in housekeeping, producers idle for
 // ProducerIDExpirationMs in a partition.
-func (f *FSM) expireProducers(p *Partition) (changes []string) {
+func (f *FSM) expireProducers(p *Partition) (changes []change) {
 	pids := make([]int64, 0, len(p.producers))
 	for pid := range p.producers {
 		pids = append(pids, pid)
@@ -223,7 +223,7 @@ func (f *FSM) expireProducers(p *Partition) (changes []string) {
 			delete(p.producers, pid)
 			p.dirtyProducers[pid] = true
 			f.dirtyParts[p] = true
-			changes = append(changes, fmt.Sprintf("producer %d expired in %s %d", pid, p.Topic, p.Index))
+			changes = append(changes, change{kind: changeProducerExpired, name: p.Topic, a: int64(p.Index), b: pid})
 		}
 	}
 	return changes

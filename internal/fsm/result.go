@@ -1,8 +1,20 @@
 package fsm
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
 // Result is the outcome of one command. Code is a Kafka error code (0 for
 // success, see github.com/twmb/franz-go/pkg/kerr); the other fields are set
 // by the commands they belong to.
+//
+// Only the code and the structured fields are hashed (encodeResults); the
+// Message is for people and travels outside consensus (the transaction's
+// CometBFT Log and the local answer to the client), so rewording a message,
+// or a library rewording an error it returns, cannot fork the chain.
 type Result struct {
 	Code    int16
 	Message string
@@ -55,21 +67,48 @@ type BlockOutcome struct {
 
 func fail(code int16, msg string) Result { return Result{Code: code, Message: msg} }
 
+// Presence bits of encodeResults: which optional fields follow.
+const (
+	resGroup = 1 << iota
+	resProducer
+	resVersionConflict
+)
+
+// encodeResults is the deterministic encoding of a transaction's results,
+// committed to by the app hash and by the block's results hash
+// (ExecTxResult.Data). It holds codes and structured fields only, never
+// Message: see Result.
+//
+//	results := count n | n × result
+//	result  := i16 code | i64 base offset | i64 log append time |
+//	           i64 log start offset | 16-byte topic id | i64 low watermark |
+//	           u8 presence | [group result] | [i64 producer id | i16 epoch] |
+//	           [i64 key version]
 func encodeResults(rs []Result) []byte {
 	w := &writer{}
 	w.count(len(rs))
 	for _, r := range rs {
 		w.i16(r.Code)
-		w.str(r.Message)
 		w.i64(r.BaseOffset)
 		w.i64(r.LogAppendTime)
 		w.i64(r.LogStartOffset)
 		w.raw(r.TopicID[:])
 		w.i64(r.LowWatermark)
-		if r.Group != nil { // absent for every other command: their encoding is unchanged
-			r.Group.encode(w)
+		var presence uint8
+		if r.Group != nil {
+			presence |= resGroup
 		}
 		if r.ProducerID != 0 || r.ProducerEpoch != 0 {
+			presence |= resProducer
+		}
+		if r.VersionConflict {
+			presence |= resVersionConflict
+		}
+		w.u8(presence)
+		if r.Group != nil {
+			r.Group.encode(w)
+		}
+		if presence&resProducer != 0 {
 			w.i64(r.ProducerID)
 			w.i16(r.ProducerEpoch)
 		}
@@ -78,4 +117,25 @@ func encodeResults(rs []Result) []byte {
 		}
 	}
 	return w.b
+}
+
+// resultsLog is the human-readable account of a transaction's failed
+// commands for its CometBFT Log (not hashed): "command 1: CODE_NAME: message"
+// per failed command, separated by "; ".
+func resultsLog(rs []Result) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if r.Code == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "command %d: %s", i, kerr.TypedErrorForCode(r.Code).Message)
+		if r.Message != "" {
+			b.WriteString(": ")
+			b.WriteString(r.Message)
+		}
+	}
+	return b.String()
 }

@@ -464,7 +464,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 // txnTimers aborts, at the end of a block, the transactions whose timeout
 // passed in block time (bumping the epoch, which fences the producer that
 // let it lapse, as Kafka does).
-func (f *FSM) txnTimers() (changes []string) {
+func (f *FSM) txnTimers() (changes []change) {
 	if f.blockTime < f.txnsDue {
 		return nil
 	}
@@ -478,7 +478,7 @@ func (f *FSM) txnTimers() (changes []string) {
 			f.bumpEpoch(t)
 			f.endTxn(t, false)
 			f.touchTxn(t)
-			changes = append(changes, fmt.Sprintf("transaction %s timed out", id))
+			changes = append(changes, change{kind: changeTxnTimedOut, name: id})
 		} else {
 			next = min(next, due)
 		}
@@ -489,14 +489,14 @@ func (f *FSM) txnTimers() (changes []string) {
 
 // expireTxnIDs forgets, in housekeeping, transactional ids unused for
 // transactional.id.expiration.ms.
-func (f *FSM) expireTxnIDs() (changes []string) {
+func (f *FSM) expireTxnIDs() (changes []change) {
 	for _, id := range sortedKeys(f.txns) {
 		t := f.txns[id]
 		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.blockTime {
 			delete(f.txns, id)
 			delete(f.txnByPID, t.ProducerID)
 			f.dirtyTxns[id] = true
-			changes = append(changes, fmt.Sprintf("transactional id %s expired", id))
+			changes = append(changes, change{kind: changeTxnIDExpired, name: id})
 		}
 	}
 	return changes

@@ -39,9 +39,17 @@ import (
 // believed.
 var ErrUnproven = errors.New("stele/proof: unproven batch")
 
+// AppHashFormat is the version of what an app hash commits to. It is
+// bumped with every change to anything hashed (the block digest's layout,
+// the results' encoding, what housekeeping records), so a block hashed
+// under one format can never be taken for one hashed under another; the
+// state machine's golden test (internal/fsm) pins the hashes of each format.
+// Format 3: results hash codes and structured fields only, never messages.
+const AppHashFormat = 3
+
 const (
 	batchLeafDomain = "stele/batch/v1"
-	appHashDomain   = "stele/apphash/v2"
+	appHashDomain   = "stele/apphash/v3"
 )
 
 // BatchLeaf is the leaf a batch appended at baseOffset to a partition of
@@ -66,7 +74,7 @@ func BatchLeaf(topic string, id [16]byte, partition int32, baseOffset int64, bat
 // AppHash is the app hash of a block whose other effects hash to digest
 // and whose appended batches' leaves have Merkle root root:
 //
-//	sha256("stele/apphash/v2" | digest | root)
+//	sha256("stele/apphash/v3" | digest | root)
 func AppHash(digest, root []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte(appHashDomain))

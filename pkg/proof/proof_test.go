@@ -407,11 +407,11 @@ func TestBatchLeafAndAppHashDomains(t *testing.T) {
 		t.Fatal("partition and base offset are ambiguous")
 	}
 	// sha256("stele/batch/v1" | 0006 "orders" | id | 00000003 | 000000000000002a | "batch")
-	// and sha256("stele/apphash/v2" | "digest" | "root"), computed with
+	// and sha256("stele/apphash/v3" | "digest" | "root"), computed with
 	// sha256sum from the documented layouts.
 	const (
 		pinnedLeaf    = "16bac39763be6b449e140673595c21e50877e73f6c8e358878860c7b1a79d270"
-		pinnedAppHash = "1617c707f9cc720737e25369a27a0b5611ec80e9e4cd0027eacf5f1f11935725"
+		pinnedAppHash = "41e5a32316a3478ad6a5e3a69fe653dd038a79c4569ca4b896beb3621d5bb3df"
 	)
 	if got := hex.EncodeToString(BatchLeaf("orders", testTopicID, 3, testBase, batch)); got != pinnedLeaf {
 		t.Fatalf("BatchLeaf changed: %s, pinned %s (a change breaks every client: bump the domain instead)", got, pinnedLeaf)
