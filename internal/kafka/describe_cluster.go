@@ -2,19 +2,22 @@ package kafka
 
 // DescribeCluster: v0-2
 // Behavior:
-//  * Lists the brokers Metadata lists (for now this broker alone, at its
-//    advertised address), the cluster id, and this broker as the
-//    controller: every broker applies every change itself, so whichever
-//    broker a client asks can serve admin requests.
+//  * Lists the brokers Metadata lists (every broker of the cluster's
+//    directory, from the genesis, at its advertised address; a single node
+//    lists itself), the cluster id, and this broker as the controller:
+//    every broker applies every change itself, so whichever broker a client
+//    asks can serve admin requests.
 //  * Cluster authorized operations are -2147483648 unless asked for; when
 //    asked for, every cluster operation Kafka defines (there are no ACLs
 //    yet).
 //  * Only the BROKER endpoint type exists: asking for controllers gets
 //    MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), an unknown type
 //    UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers answer.
-//  * No broker is ever fenced (v2's include_fenced_brokers changes nothing).
-// Not done: racks; the other brokers of a multi-broker cluster (they come
-// with the cluster membership the consensus layer will provide).
+//  * No broker is ever fenced (v2's include_fenced_brokers changes nothing):
+//    a broker that stopped signing blocks is still listed, as Metadata
+//    still lists it as a replica.
+// Not done: racks; brokers added after genesis (the directory is the
+// genesis's until membership changes through consensus, DESIGN.md §4).
 
 import (
 	"fmt"

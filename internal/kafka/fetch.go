@@ -8,9 +8,10 @@ package kafka
 //    woken by every commit.
 //  * max_bytes and each partition's max bytes are honoured, except that the
 //    first partition with data returns at least one whole batch (KIP-74).
-//  * The last stable offset is the high watermark (there are no
-//    transactions yet), so read_committed and read_uncommitted see the same
-//    records and the aborted-transactions list is empty.
+//  * read_uncommitted reads up to the high watermark; read_committed stops
+//    at the last stable offset (below which every transaction is decided)
+//    and lists the aborted transactions overlapping the range returned,
+//    whose records the client skips, as Kafka does (txns.go).
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
 //    0, so clients send full requests; a request naming a session gets
 //    FETCH_SESSION_ID_NOT_FOUND.

@@ -22,8 +22,9 @@ package kafka
 //   - For KIP-848 consumer groups the generation of OffsetCommit and the
 //     member epoch of OffsetFetch v9 must be the member's current epoch
 //     (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
-// Not done: require_stable (v7+) has nothing to wait for until
-// transactional offset commits exist; v10 (topic ids) is not served.
+// Not done: require_stable (v7+) waits for nothing and never answers
+// UNSTABLE_OFFSET_COMMIT (a transaction's offsets, txns.go, are invisible
+// until it commits); v10 (topic ids) is not served.
 
 import (
 	"sort"

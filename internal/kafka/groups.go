@@ -8,25 +8,32 @@ package kafka
 //     replicated state (fsm): every join, sync, heartbeat, leave and commit
 //     is a command, and session and rebalance timeouts run on block time,
 //     so every broker agrees on the group and on when a member expired.
-//   - Any broker serves any group. FindCoordinator names one live broker
-//     per key (spread by hash, the same answer from every broker, moving
-//     when that broker stops signing blocks), so a group's members share
-//     one broker's view; a client that goes elsewhere is served too.
+//   - Any broker serves any group. FindCoordinator names the broker asked
+//     (it is up, and holds every group), so when a member's coordinator
+//     dies its next FindCoordinator, sent to a broker it can reach, moves
+//     it there within one retry. A broker catching up with the chain names
+//     instead a live broker picked by a hash of the key (the same answer
+//     from every broker that shares its view of the chain).
 //   - JoinGroup and SyncGroup wait, as in Kafka: a join is answered when
 //     the generation that includes the member is formed (every member
 //     rejoined, or the rebalance timeout passed in block time, or the
 //     initial delay of 3 s for an empty group's first rebalance); a sync
-//     when the leader's assignment is committed.
+//     when the leader's assignment is committed. A join whose generation
+//     the chain does not form in time (stalled, or this broker cut off)
+//     gets NOT_COORDINATOR, so the client looks for another broker.
+//     JoinGroup v4+ without an instance id gets MEMBER_ID_REQUIRED with
+//     its new id first (KIP-394).
 //   - Static membership (KIP-345): a member with group.instance.id that
 //     rejoins without its member id takes over its old id's place without a
 //     rebalance when its protocols are unchanged; the old id is fenced
 //     (FENCED_INSTANCE_ID).
+//   - A static leader that takes its old place without a rebalance is told
+//     to skip the assignment (KIP-814).
 //   - A broker behind the chain answers group reads with
 //     COORDINATOR_LOAD_IN_PROGRESS (retriable).
-// Not done: the KIP-848 consumer protocol (ConsumerGroupHeartbeat,
-// ConsumerGroupDescribe) is not served or advertised; clients use the
-// classic protocol. FindCoordinator v5+ (KIP-890) and share groups are not
-// served. Authorization: none (no ACLs yet).
+// The KIP-848 consumer protocol is in group848.go.
+// Not done: FindCoordinator v5+ (KIP-890) and share groups (KIP-932) are
+// not served. Authorization: none (no ACLs yet).
 
 import (
 	"context"

@@ -4,10 +4,12 @@ package kafka
 // Behavior:
 //  * -2 (earliest) and -4 (earliest local, KIP-405: there is no tiered
 //    storage, so it is the same) answer the log start offset; -1 (latest)
-//    the high watermark, which is also the last stable offset since there
-//    are no transactions yet; -3 (max timestamp, KIP-734) the record with
-//    the largest timestamp; a timestamp the first offset whose record
-//    timestamp is at least it, or offset -1 when there is none.
+//    the high watermark, or for read_committed the last stable offset (the
+//    first offset of the oldest undecided transaction, if below it); -3
+//    (max timestamp, KIP-734) the record with the largest timestamp; a
+//    timestamp the first offset whose record timestamp is at least it, or
+//    offset -1 when there is none. Any other negative timestamp (-5,
+//    KIP-1005's latest tiered) gets INVALID_REQUEST.
 //  * The leader epoch is always 0; a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
 //  * A partition named twice in one request gets INVALID_REQUEST.

@@ -3,26 +3,42 @@ package kafka
 // Produce: v3-11
 // Behavior:
 //  * acks=1 and acks=-1 both answer after the block holding the batches is
-//    committed and applied, with the offset given to the first record;
-//    acks=0 answers nothing (the batches are still ordered).
+//    committed and applied, with the offset given to the first record (and
+//    the block time as log_append_time when the topic's
+//    message.timestamp.type is LogAppendTime); acks=0 answers nothing (the
+//    batches are still ordered).
 //  * Requests on one connection are handed to the broker in arrival order
 //    and the connection keeps reading while they commit, so pipelined
 //    requests (max.in.flight > 1) are appended in the order sent.
-//  * A partition's batches are appended whole or not at all. A corrupt
-//    batch (CRC, framing, not magic v2) gets CORRUPT_MESSAGE, a batch over
-//    max.message.bytes MESSAGE_TOO_LARGE, a record without a key in a
-//    compacted topic INVALID_RECORD; other partitions of the request are
-//    unaffected.
+//  * A partition's batches are appended whole or not at all, each checked as
+//    Kafka's LogValidator checks it: a corrupt batch (CRC, framing, not
+//    magic v2) gets CORRUPT_MESSAGE, a batch over max.message.bytes
+//    MESSAGE_TOO_LARGE (so does one too large for a consensus
+//    transaction), a control batch or a record without a key in a
+//    compacted topic INVALID_RECORD, a timestamp further than
+//    message.timestamp.difference.max.ms from the block time
+//    INVALID_TIMESTAMP; other partitions of the request are unaffected.
+//  * Stele's own record headers are checked in apply, failing the whole
+//    batch with INVALID_RECORD: a record expecting a version of its key
+//    other than the latest (docs/keys.md), a signature that does not verify
+//    or a replayed sequence, and an unsigned record in a topic with
+//    stele.signed.by (docs/signed-producers.md).
 //  * An unknown topic is created first when auto.create.topics.enable is on
-//    (in the same transaction, so the batch lands in the new topic).
+//    (in the same transaction, so the batch lands in the new topic), and
+//    gets UNKNOWN_TOPIC_OR_PARTITION otherwise; an invalid topic name
+//    INVALID_TOPIC_EXCEPTION.
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
 //  * Batches of idempotent producers are checked against the producer's
 //    last five batches in the partition when applied (fsm/producers.go): a
 //    retry is answered with its first offset and not stored again;
 //    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise.
-// Not done: transactional producers (transactional batches get
-// INVALID_TXN_STATE); compression.type other than producer (batches are
-// stored as sent).
+//  * Transactional batches (txns.go) are taken only in a partition added to
+//    the producer's ongoing transaction, and a producer with an ongoing
+//    transaction must write transactional batches (INVALID_TXN_STATE
+//    otherwise); a fenced epoch gets INVALID_PRODUCER_EPOCH.
+// Not done: compression.type other than producer is accepted but not
+// applied (batches are stored as the producer compressed them); Produce
+// v12+ (KIP-890's implicit AddPartitionsToTxn).
 
 import (
 	"context"
