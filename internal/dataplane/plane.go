@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -75,9 +74,13 @@ type Options struct {
 	RetainHeights int64
 	// PushTimeout bounds one push to one peer. Default 10 s.
 	PushTimeout time.Duration
-	Client      *http.Client
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	// FetchTimeout bounds one attempt to fetch a batch from one peer; the
+	// next peer is asked after it. Default 10 s, what a push of the same
+	// bytes may take.
+	FetchTimeout time.Duration
+	Client       *http.Client
+	Logger       *slog.Logger
+	Metrics      *Metrics
 }
 
 func (o *Options) setDefaults() {
@@ -95,6 +98,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.PushTimeout <= 0 {
 		o.PushTimeout = 10 * time.Second
+	}
+	if o.FetchTimeout <= 0 {
+		o.FetchTimeout = 10 * time.Second
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
@@ -236,71 +242,6 @@ func (p *Plane) sign(c fsm.Certificate) fsm.CertSig {
 	s := fsm.CertSig{Validator: p.self.Address}
 	copy(s.Signature[:], ed25519.Sign(p.opts.Key, c.Statement()))
 	return s
-}
-
-// Batch returns the payload c names: from the local store, or fetched from
-// one of c's signers, checked against the digest and stored. It retries
-// until it has the payload or the plane is closed (fsm.BatchSource).
-func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
-	if b, ok := p.recent.take(c.Digest); ok && uint32(len(b)) == c.Size {
-		p.opts.Metrics.recentHits.Inc()
-		return b, nil
-	}
-	if b, err := p.opts.Store.Get(c.Digest); err == nil && uint32(len(b)) == c.Size {
-		return b, nil
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
-		p.opts.Logger.Error("local copy of a batch unreadable; fetching it from a signer", "batch", fmt.Sprintf("%x", c.Digest[:8]), "err", err)
-	}
-	// Signers first (one of them is honest and stored it), then every
-	// other peer: most received the batch's push too, and a signer may be
-	// down or lying. The digest check makes any copy as good as another.
-	signed := map[[20]byte]bool{}
-	for _, s := range c.Sigs {
-		signed[s.Validator] = true
-	}
-	var signers, others []Peer
-	for _, peer := range p.opts.Peers {
-		if signed[peer.Validator] {
-			signers = append(signers, peer)
-		} else {
-			others = append(others, peer)
-		}
-	}
-	if len(signers)+len(others) == 0 {
-		// A single node signed alone, yet its store lost the batch.
-		return nil, fmt.Errorf("stele/dataplane: batch %x was signed only by this broker and is gone", c.Digest[:8])
-	}
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		order := append(shuffled(signers), shuffled(others)...)
-		for _, peer := range order {
-			b, err := p.fetch(peer, c)
-			if err == nil {
-				p.opts.Metrics.fetched.Inc()
-				if _, err := p.opts.Store.Put(b, c.Height); err != nil {
-					p.opts.Logger.Warn("storing a fetched batch", "err", err)
-				}
-				return b, nil
-			}
-			p.opts.Metrics.fetchErrors.Inc()
-			if attempt == 1 || attempt%20 == 0 {
-				p.opts.Logger.Warn("fetching a certified batch", "batch", fmt.Sprintf("%x", c.Digest[:8]), "peer", peer.URL, "attempt", attempt, "err", err)
-			}
-		}
-		select {
-		case <-time.After(backoff):
-		case <-p.ctx.Done():
-			return nil, ErrClosed
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// shuffled returns peers in a random order, spreading fetches.
-func shuffled(peers []Peer) []Peer {
-	out := append([]Peer(nil), peers...)
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
 }
 
 // Prune drops the stored batches that no certificate can still need: those

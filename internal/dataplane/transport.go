@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -146,9 +148,10 @@ func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig,
 	return s, nil
 }
 
-// fetch gets c's payload from peer and checks it against the digest.
-func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.opts.PushTimeout)
+// fetch gets c's payload from peer and checks it against the digest. The
+// attempt ends at FetchTimeout, or with ctx.
+func (p *Plane) fetch(ctx context.Context, peer Peer, c fsm.Certificate) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.FetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s/%x", peer.URL, batchesPath, c.Digest), nil)
 	if err != nil {
@@ -168,7 +171,7 @@ func (p *Plane) fetch(peer Peer, c fsm.Certificate) ([]byte, error) {
 		return nil, err
 	}
 	if uint32(len(b)) != c.Size || sha256.Sum256(b) != c.Digest {
-		return nil, fmt.Errorf("stele/dataplane: %s served %d bytes that do not match the digest", peer.URL, len(b))
+		return nil, fmt.Errorf("%w: %s served %d bytes, the certificate names %d", errMismatch, peer.URL, len(b), c.Size)
 	}
 	return b, nil
 }
@@ -221,8 +224,17 @@ func addressOf(pub ed25519.PublicKey) []byte {
 type Metrics struct {
 	certified, signed, served, fetched prometheus.Counter
 	pushErrors, fetchErrors            prometheus.Counter
+	fetchAttempts, fetchMismatches     prometheus.Counter
 	recentHits                         prometheus.Counter
-	certifySeconds                     prometheus.Histogram
+	certifySeconds, fetchSeconds       prometheus.Histogram
+	fetchPending, fetchOldest          prometheus.GaugeFunc
+
+	// pending holds when each fetch under way began, for the gauges.
+	pending struct {
+		sync.Mutex
+		next   uint64
+		starts map[uint64]time.Time
+	}
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: nowhere).
@@ -231,18 +243,54 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "stele_dataplane_" + name, Help: help})
 	}
 	m := &Metrics{
-		certified:   c("certified_total", "Batches this broker certified."),
-		signed:      c("signed_total", "Batches pushed by peers that this broker stored and signed."),
-		served:      c("served_total", "Batches this broker served to peers that lacked them."),
-		fetched:     c("fetched_total", "Certified batches this broker fetched from a signer."),
-		pushErrors:  c("push_errors_total", "Pushes of a batch to a peer that failed."),
-		fetchErrors: c("fetch_errors_total", "Fetches of a batch from a signer that failed."),
-		recentHits:  c("recent_hits_total", "Batches applied from memory, as stored moments before, without reading them back from disk."),
+		certified:       c("certified_total", "Batches this broker certified."),
+		signed:          c("signed_total", "Batches pushed by peers that this broker stored and signed."),
+		served:          c("served_total", "Batches this broker served to peers that lacked them."),
+		fetched:         c("fetched_total", "Certified batches this broker fetched from a peer."),
+		pushErrors:      c("push_errors_total", "Pushes of a batch to a peer that failed."),
+		fetchAttempts:   c("fetch_attempts_total", "Requests to a peer for a certified batch this broker lacked."),
+		fetchErrors:     c("fetch_errors_total", "Requests to a peer for a certified batch that failed (error, timeout, wrong bytes)."),
+		fetchMismatches: c("fetch_mismatches_total", "Batches a peer served whose digest did not match the certificate; the peer is not asked again for that batch."),
+		recentHits:      c("recent_hits_total", "Batches applied from memory, as stored moments before, without reading them back from disk."),
 		certifySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_certify_seconds",
 			Help: "Time from a batch's arrival to its certificate.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		fetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_fetch_seconds",
+			Help: "Time from finding a certified batch missing to having fetched it.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
 	}
+	m.pending.starts = map[uint64]time.Time{}
+	m.fetchPending = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stele_dataplane_fetch_pending",
+		Help: "Certified batches being fetched from peers now."}, func() float64 {
+		m.pending.Lock()
+		defer m.pending.Unlock()
+		return float64(len(m.pending.starts))
+	})
+	m.fetchOldest = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stele_dataplane_fetch_oldest_seconds",
+		Help: "How long the oldest fetch under way has lasted; a batch no peer delivers makes it grow."}, func() float64 {
+		m.pending.Lock()
+		defer m.pending.Unlock()
+		var oldest time.Duration
+		for _, t := range m.pending.starts {
+			oldest = max(oldest, time.Since(t))
+		}
+		return oldest.Seconds()
+	})
 	if reg != nil {
-		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchErrors, m.recentHits, m.certifySeconds)
+		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchAttempts, m.fetchErrors,
+			m.fetchMismatches, m.recentHits, m.certifySeconds, m.fetchSeconds, m.fetchPending, m.fetchOldest)
 	}
 	return m
+}
+
+// trackFetch counts a fetch as under way until the returned func is called.
+func (m *Metrics) trackFetch() (untrack func()) {
+	m.pending.Lock()
+	defer m.pending.Unlock()
+	id := m.pending.next
+	m.pending.next++
+	m.pending.starts[id] = time.Now()
+	return func() {
+		m.pending.Lock()
+		delete(m.pending.starts, id)
+		m.pending.Unlock()
+	}
 }
