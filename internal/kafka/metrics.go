@@ -17,6 +17,7 @@ type metrics struct {
 	produceBytes prometheus.Counter
 	fetchBytes   prometheus.Counter
 	barriers     *prometheus.CounterVec // result
+	acceptErrors *prometheus.CounterVec // reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,9 +47,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "read_barriers_total",
 			Help: "Reads that first waited for a block ordered after them, to be sure this broker is not behind, by result (ok, or failed: answered NOT_LEADER_OR_FOLLOWER).",
 		}, []string{"result"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "accept_errors_total",
+			Help: "Failed accepts on the Kafka listener, each retried after a pause, by reason: the accept(2) error's name (emfile: out of file descriptors), timeout or temporary.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers)
+		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors)
 	}
 	return m
 }

@@ -14,6 +14,13 @@
 //   - A request frame's buffer grows as its bytes arrive, so memory follows
 //     what a client sent, not the size it announced; a connection silent
 //     for IdleTimeout (connections.max.idle.ms, 10 min) is closed.
+//   - An accept that fails because the process or the machine is out of
+//     file descriptors (EMFILE, ENFILE) or buffers, or because a pending
+//     connection broke (ECONNABORTED), is retried after a pause of 5 ms
+//     doubling to 1 s, counted in stele_kafka_accept_errors_total and
+//     logged at most every 10 s: the listener stays up, the connections
+//     already open are served, and new ones are accepted again once
+//     descriptors are free.
 //   - Requests on one connection are started in order and answered in
 //     order. Produce requests are handed to the broker in the order they
 //     arrived, then the connection goes on reading while their blocks commit,
@@ -22,7 +29,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -142,7 +148,11 @@ func New(b *broker.Broker, opts Options) *Server {
 }
 
 // Serve accepts connections on ln until Close. It fills in the advertised
-// address from ln when the options left it empty.
+// address from ln when the options left it empty. An Accept that fails for
+// want of file descriptors or buffers, or because one pending connection
+// broke, is counted, logged at most every 10 s and retried after a pause
+// of 5 ms doubling up to 1 s, as net/http does; Serve returns only for an
+// error after which ln cannot work (it was closed under Serve).
 func (s *Server) Serve(ln net.Listener) error {
 	if s.opts.AdvertisedHost == "" || s.opts.AdvertisedPort == 0 {
 		host, port, err := net.SplitHostPort(ln.Addr().String())
@@ -160,22 +170,23 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.mu.ln = ln
 	s.mu.Unlock()
-	var delay time.Duration
+	a := acceptor{s: s}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
+			reason, retry := acceptErrorReason(err)
+			if !retry {
+				return fmt.Errorf("stele/kafka: accept: %w", err)
 			}
-			return fmt.Errorf("stele/kafka: accept: %w", err)
+			if !a.failed(err, reason) {
+				return nil // closed while pausing
+			}
+			continue
 		}
-		delay = 0
+		a.accepted()
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {

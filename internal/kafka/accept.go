@@ -1,0 +1,128 @@
+package kafka
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Failed accepts are retried after a pause that doubles from
+// minAcceptDelay to maxAcceptDelay, as net/http's Server.Serve does, and
+// logged at most once per acceptLogEvery.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+	acceptLogEvery = 10 * time.Second
+)
+
+// retriedAcceptErrnos are the errors of accept(2) after which the listener
+// still works: the process (EMFILE) or the machine (ENFILE, ENOBUFS,
+// ENOMEM) is out of a resource that closing connections gives back, or one
+// pending connection failed before it was accepted (ECONNABORTED, and the
+// network errors Linux's accept(2) page says to treat like EAGAIN). Their
+// lower-case names are the reason label of stele_kafka_accept_errors_total.
+var retriedAcceptErrnos = map[syscall.Errno]string{
+	syscall.EMFILE:       "emfile",
+	syscall.ENFILE:       "enfile",
+	syscall.ENOBUFS:      "enobufs",
+	syscall.ENOMEM:       "enomem",
+	syscall.ECONNABORTED: "econnaborted",
+	syscall.ECONNRESET:   "econnreset",
+	syscall.EINTR:        "eintr",
+	syscall.EPERM:        "eperm", // a firewall rule refused the connection
+	syscall.EPROTO:       "eproto",
+	syscall.ENOPROTOOPT:  "enoprotoopt",
+	syscall.ENETDOWN:     "enetdown",
+	syscall.ENETUNREACH:  "enetunreach",
+	syscall.EHOSTDOWN:    "ehostdown",
+	syscall.EHOSTUNREACH: "ehostunreach",
+	syscall.EOPNOTSUPP:   "eopnotsupp",
+	syscall.ETIMEDOUT:    "etimedout",
+}
+
+// acceptErrorReason says whether Serve should retry after an Accept error,
+// and under which reason label it is counted. Errors it does not know (the
+// listener was closed under Serve, a file descriptor that is not a socket)
+// end Serve, as they do net/http's.
+func acceptErrorReason(err error) (string, bool) {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if name, ok := retriedAcceptErrnos[errno]; ok {
+			return name, true
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		if ne.Timeout() {
+			return "timeout", true
+		}
+		// Deprecated in net, but how a wrapping listener (a proxy, a
+		// test) still says "try again", and what net/http goes by.
+		if ne.Temporary() {
+			return "temporary", true
+		}
+	}
+	return "", false
+}
+
+// acceptor is what Serve remembers between accepts: its backoff and what it
+// has logged. Only Serve's goroutine uses it.
+type acceptor struct {
+	s     *Server
+	delay time.Duration // the pause before the next Accept after a failure
+	// A run is the failed accepts since the last one that succeeded.
+	run       int
+	runStart  time.Time
+	announced bool // this run has been logged, so its end will be too
+	lastLog   time.Time
+	unlogged  int // failed accepts since the last line logged
+}
+
+// failed counts a failed Accept, logs it unless a line was logged in the
+// last acceptLogEvery, and pauses before the next attempt. It reports false
+// when the server closed during the pause.
+func (a *acceptor) failed(err error, reason string) bool {
+	now := time.Now()
+	a.s.metrics.acceptErrors.WithLabelValues(reason).Inc()
+	if a.run == 0 {
+		a.runStart = now
+	}
+	a.run++
+	a.unlogged++
+	a.delay = min(max(2*a.delay, minAcceptDelay), maxAcceptDelay)
+	if a.lastLog.IsZero() || now.Sub(a.lastLog) >= acceptLogEvery {
+		attrs := []any{"reason", reason, "err", err, "failed_accepts", a.unlogged,
+			"failing_for", now.Sub(a.runStart).Round(time.Millisecond), "retry_in", a.delay}
+		switch reason {
+		case "emfile":
+			attrs = append(attrs, "hint", "this process is out of file descriptors: raise its limit (ulimit -n, systemd's LimitNOFILE)")
+		case "enfile":
+			attrs = append(attrs, "hint", "the machine is out of file descriptors (fs.file-max)")
+		}
+		a.s.opts.Logger.Warn("kafka listener cannot accept a connection; retrying", attrs...)
+		a.lastLog, a.unlogged, a.announced = now, 0, true
+	}
+	t := time.NewTimer(a.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-a.s.ctx.Done():
+		return false
+	}
+}
+
+// accepted ends a run of failures: the backoff starts over, and a run that
+// was logged is logged as over.
+func (a *acceptor) accepted() {
+	a.delay = 0
+	if a.run == 0 {
+		return
+	}
+	if a.announced {
+		a.s.opts.Logger.Info("kafka listener accepts connections again",
+			"failed_accepts", a.run, "failed_for", time.Since(a.runStart).Round(time.Millisecond))
+	}
+	a.run, a.announced = 0, false
+}
