@@ -21,6 +21,18 @@ package dataplane
 //     fsm.ErrBatchUnavailable means), so giving up would only halt
 //     consensus sooner. Its attempts, failures and the time it has waited
 //     show in the metrics and, at most every fetchLogEvery, in the log.
+//
+// The state machine asks for a block's batches one after another, so a
+// block naming several missing batches would wait for each fetch in turn.
+// Before the block is applied, its owner (internal/server, at
+// FinalizeBlock) calls Prefetch with the block's transactions: the missing
+// batches are fetched in the background, FetchParallel at a time in block
+// order, and Batch waits for the fetch of its batch instead of starting
+// one. A fetched batch goes to the store and to the recent batches in
+// memory (bounded), not to the job, so that batches fetched ahead of the
+// applier hold no more memory than the recent batches may. The fetches a
+// block started and did not claim (a certificate the state machine
+// refused) end when the block is released.
 
 import (
 	"context"
@@ -28,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
@@ -45,22 +58,149 @@ const (
 	fetchBackoffMax = 2 * time.Second
 )
 
+// fetchJob is one batch being fetched in the background for a block
+// (Prefetch), until Batch claims it or the block is released.
+type fetchJob struct {
+	c      fsm.Certificate
+	ctx    context.Context // ends with the plane, or when released
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the fetch ended
+	// payload is set only when the fetched batch could not be stored;
+	// otherwise it is in the store and, likely, the recent batches.
+	payload []byte
+}
+
+// fetches is the Plane's set of background fetches, guarded by its mutex.
+type fetches struct {
+	sync.Mutex
+	jobs map[fsm.Digest]*fetchJob
+	// closed is set by Close: no goroutine is started after it.
+	closed bool
+}
+
+// Prefetch starts fetching, in the background, the payloads of the
+// certified transactions among txs (a block's) that this broker does not
+// hold, FetchParallel at a time in their order, so that applying the block
+// finds them fetched or under way. Call release once the block is applied
+// (or will not be): it ends the fetches the block did not claim.
+func (p *Plane) Prefetch(txs [][]byte) (release func()) {
+	var want []fsm.Certificate
+	for _, tx := range txs {
+		if !fsm.IsCertifiedTx(tx) {
+			continue
+		}
+		c, err := fsm.DecodeCertifiedTx(tx)
+		if err != nil || p.holds(c.Digest) {
+			continue // the state machine refuses it, or reads it here
+		}
+		want = append(want, c)
+	}
+	if len(want) == 0 {
+		return func() {}
+	}
+	var jobs []*fetchJob
+	p.fetching.Lock()
+	defer p.fetching.Unlock()
+	if p.fetching.closed {
+		return func() {}
+	}
+	for _, c := range want {
+		if _, ok := p.fetching.jobs[c.Digest]; ok {
+			continue // another block's, or named twice
+		}
+		j := &fetchJob{c: c, done: make(chan struct{})}
+		j.ctx, j.cancel = context.WithCancel(p.ctx)
+		p.fetching.jobs[c.Digest] = j
+		jobs = append(jobs, j)
+	}
+	queue := make(chan *fetchJob, len(jobs))
+	for _, j := range jobs {
+		queue <- j
+	}
+	close(queue)
+	for range min(p.opts.FetchParallel, len(jobs)) {
+		p.wg.Add(1) // under the lock, with closed checked: Close waits for them
+		go func() {
+			defer p.wg.Done()
+			for j := range queue {
+				p.runJob(j)
+			}
+		}()
+	}
+	return func() {
+		p.fetching.Lock()
+		defer p.fetching.Unlock()
+		for _, j := range jobs {
+			if p.fetching.jobs[j.c.Digest] == j {
+				delete(p.fetching.jobs, j.c.Digest)
+			}
+			j.cancel()
+		}
+	}
+}
+
 // Batch returns the payload c names: from memory or the local store, or
-// fetched from a peer, checked against the digest and stored. It retries
-// until it has the payload or the plane is closed; the error then wraps
-// both ErrClosed and fsm.ErrBatchUnavailable (fsm.BatchSource).
+// fetched from a peer (by Prefetch, or here), checked against the digest
+// and stored. It retries until it has the payload or the plane is closed;
+// the error then wraps both ErrClosed and fsm.ErrBatchUnavailable
+// (fsm.BatchSource).
 func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
+	p.fetching.Lock()
+	j := p.fetching.jobs[c.Digest]
+	delete(p.fetching.jobs, c.Digest) // claimed: its block no longer ends it
+	p.fetching.Unlock()
+	if j != nil {
+		select {
+		case <-j.done:
+			if j.payload != nil && uint32(len(j.payload)) == c.Size {
+				j.cancel()
+				return j.payload, nil
+			}
+		case <-p.ctx.Done():
+		}
+		j.cancel()
+	}
 	if b, ok := p.local(c); ok {
 		return b, nil
 	}
 	b, err := p.fetchBatch(p.ctx, c)
 	if err != nil {
 		if p.ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w: batch %x", fsm.ErrBatchUnavailable, ErrClosed, c.Digest[:8])
+			err = fmt.Errorf("%w: batch %x", ErrClosed, c.Digest[:8])
 		}
-		return nil, fmt.Errorf("%w: %w", fsm.ErrBatchUnavailable, err)
+		return nil, unavailableError{err}
 	}
 	return b, nil
+}
+
+// unavailableError is Batch's error: the batch cannot be had. It reads as
+// its cause and matches fsm.ErrBatchUnavailable as well, for callers
+// outside the state machine (which adds that sentinel's text itself).
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{fsm.ErrBatchUnavailable, e.err} }
+
+// runJob fetches j's batch unless it arrived meanwhile (a late push) or j
+// was released.
+func (p *Plane) runJob(j *fetchJob) {
+	defer close(j.done)
+	if j.ctx.Err() != nil || p.holds(j.c.Digest) {
+		return
+	}
+	b, stored, err := p.fetchAndStore(j.ctx, j.c)
+	switch {
+	case err != nil: // released or closed; Batch fetches itself if it must
+	case stored:
+		p.recent.put(j.c.Digest, b)
+	default:
+		j.payload = b
+	}
+}
+
+// holds reports whether this broker has d's payload at hand.
+func (p *Plane) holds(d fsm.Digest) bool {
+	return p.recent.has(d) || p.opts.Store.Has(d)
 }
 
 // local returns c's payload if this broker holds it.
@@ -82,10 +222,17 @@ func (p *Plane) local(c fsm.Certificate) ([]byte, bool) {
 // fetchBatch fetches c's payload from the peers until it has it or ctx
 // ends, and stores it.
 func (p *Plane) fetchBatch(ctx context.Context, c fsm.Certificate) ([]byte, error) {
+	b, _, err := p.fetchAndStore(ctx, c)
+	return b, err
+}
+
+// fetchAndStore fetches c's payload from the peers until it has it or ctx
+// ends, and stores it; stored says whether the store took it.
+func (p *Plane) fetchAndStore(ctx context.Context, c fsm.Certificate) (b []byte, stored bool, err error) {
 	signers, others := p.candidates(c)
 	if len(signers)+len(others) == 0 {
 		// A single node signed alone, yet its store lost the batch.
-		return nil, fmt.Errorf("stele/dataplane: batch %x was signed only by this broker and is gone", c.Digest[:8])
+		return nil, false, fmt.Errorf("stele/dataplane: batch %x was signed only by this broker and is gone", c.Digest[:8])
 	}
 	m := p.opts.Metrics
 	untrack := m.trackFetch()
@@ -110,7 +257,7 @@ func (p *Plane) fetchBatch(ctx context.Context, c fsm.Certificate) ([]byte, erro
 		for _, peer := range order {
 			attempts++
 			m.fetchAttempts.Inc()
-			b, err := p.fetch(ctx, peer, c)
+			b, err = p.fetch(ctx, peer, c)
 			if err == nil {
 				m.fetched.Inc()
 				m.fetchSeconds.Observe(time.Since(start).Seconds())
@@ -119,11 +266,12 @@ func (p *Plane) fetchBatch(ctx context.Context, c fsm.Certificate) ([]byte, erro
 				}
 				if _, err := p.opts.Store.Put(b, c.Height); err != nil {
 					log.Warn("storing a fetched batch", "err", err)
+					return b, false, nil
 				}
-				return b, nil
+				return b, true, nil
 			}
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			}
 			m.fetchErrors.Inc()
 			if errors.Is(err, errMismatch) {
@@ -149,7 +297,7 @@ func (p *Plane) fetchBatch(ctx context.Context, c fsm.Certificate) ([]byte, erro
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		backoff = min(2*backoff, fetchBackoffMax)
 	}

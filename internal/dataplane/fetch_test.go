@@ -199,49 +199,160 @@ func TestFetchSkipsALyingPeer(t *testing.T) {
 // TestFetchStopsAtClose: a fetch stuck on peers that never answer (with a
 // deadline per attempt far longer than the test) returns promptly when the
 // plane closes, with an error that says the batch is unavailable because
-// the plane closed, and leaves no goroutine of the plane behind.
+// the plane closed, and leaves no goroutine of the plane behind: whether
+// Batch fetched itself or waited for a fetch Prefetch started.
 func TestFetchStopsAtClose(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
+			nodes := cluster(t, 4)
+			fetcher := nodes[3]
+			fetcher.plane.opts.FetchTimeout = time.Minute
+			var hangs []*hangingPeer
+			for _, nd := range nodes[:3] {
+				h := newHangingPeer(t)
+				hangs = append(hangs, h)
+				replacePeer(fetcher, nd.plane.self.Address, h.URL())
+			}
+			c := certified(t, nodes, payload(t, 2), []int{0, 1})
+			if prefetch {
+				release := fetcher.plane.Prefetch([][]byte{fsm.EncodeCertifiedTx(c)})
+				defer release()
+			}
+			done := batchResult(fetcher.plane, c)
+			eventually(t, 5*time.Second, func() error {
+				var n int64
+				for _, h := range hangs {
+					n += h.accepted.Load()
+				}
+				if n == 0 {
+					return errors.New("no peer asked yet")
+				}
+				return nil
+			})
+			if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 1 {
+				t.Errorf("fetch_pending = %v while a fetch is stuck, want 1", got)
+			}
+			start := time.Now()
+			fetcher.plane.Close()
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, fsm.ErrBatchUnavailable) || !errors.Is(r.err, ErrClosed) {
+					t.Fatalf("Batch after Close: %v, want ErrBatchUnavailable and ErrClosed", r.err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Batch did not return after Close")
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("Close and Batch took %v to return", took)
+			}
+			if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 0 {
+				t.Errorf("fetch_pending = %v after Close, want 0", got)
+			}
+			noGoroutines(t, "dataplane.(*Plane)")
+		})
+	}
+}
+
+// TestPrefetchFetchesInParallel: a block naming five batches this broker
+// lacks, each answered by its peer after 200 ms, has them fetched several
+// at once (a handler counts the requests in flight together), at most
+// FetchParallel at once, each once; Batch takes what Prefetch fetched, and
+// a batch held here is not fetched at all.
+func TestPrefetchFetchesInParallel(t *testing.T) {
+	nodes := cluster(t, 4)
+	fetcher := nodes[3]
+	var (
+		mu                    sync.Mutex
+		inFlight, most, total int
+	)
+	slow := func(nd *node) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				mu.Lock()
+				inFlight++
+				total++
+				most = max(most, inFlight)
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				}()
+				select {
+				case <-time.After(200 * time.Millisecond):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			nd.plane.Handler().ServeHTTP(w, r)
+		})
+	}
+	for _, nd := range nodes[:3] {
+		h := slow(nd)
+		nd.wrap.Store(&h)
+	}
+	var txs [][]byte
+	var certs []fsm.Certificate
+	var payloads [][]byte
+	for i := range 5 {
+		p := payload(t, 10+i)
+		c := certified(t, nodes, p, []int{0, 1}, 0, 1)
+		certs, payloads = append(certs, c), append(payloads, p)
+		txs = append(txs, fsm.EncodeCertifiedTx(c))
+	}
+	held := payload(t, 20)
+	heldCert := certified(t, nodes, held, []int{0, 1}, 0, 1, 3)
+	txs = append(txs[:2], append([][]byte{fsm.EncodeCertifiedTx(heldCert)}, txs[2:]...)...)
+
+	release := fetcher.plane.Prefetch(txs)
+	for i, c := range certs {
+		b, err := fetcher.plane.Batch(c)
+		if err != nil || !bytes.Equal(b, payloads[i]) {
+			t.Fatalf("Batch %d: %v", i, err)
+		}
+	}
+	if b, err := fetcher.plane.Batch(heldCert); err != nil || !bytes.Equal(b, held) {
+		t.Fatalf("Batch of the held batch: %v", err)
+	}
+	release()
+	mu.Lock()
+	defer mu.Unlock()
+	if most < 2 {
+		t.Errorf("at most %d fetch in flight at once: the batches were fetched one after another", most)
+	}
+	if limit := fetcher.plane.opts.FetchParallel; most > limit {
+		t.Errorf("%d fetches in flight at once, more than FetchParallel (%d)", most, limit)
+	}
+	if total != len(certs) {
+		t.Errorf("%d requests for %d missing batches: want each fetched once, the held one never", total, len(certs))
+	}
+}
+
+// TestPrefetchReleaseEndsUnclaimed: a batch Prefetch started fetching
+// that the block never asked for (the state machine refused its
+// certificate) stops being fetched when the block is released, though no
+// peer can deliver it.
+func TestPrefetchReleaseEndsUnclaimed(t *testing.T) {
 	nodes := cluster(t, 4)
 	fetcher := nodes[3]
 	fetcher.plane.opts.FetchTimeout = time.Minute
-	var hangs []*hangingPeer
+	hang := newHangingPeer(t)
 	for _, nd := range nodes[:3] {
-		h := newHangingPeer(t)
-		hangs = append(hangs, h)
-		replacePeer(fetcher, nd.plane.self.Address, h.URL())
+		replacePeer(fetcher, nd.plane.self.Address, hang.URL())
 	}
-	c := certified(t, nodes, payload(t, 2), []int{0, 1})
-	done := batchResult(fetcher.plane, c)
+	c := certified(t, nodes, payload(t, 3), []int{0, 1})
+	release := fetcher.plane.Prefetch([][]byte{fsm.EncodeCertifiedTx(c)})
 	eventually(t, 5*time.Second, func() error {
-		var n int64
-		for _, h := range hangs {
-			n += h.accepted.Load()
-		}
-		if n == 0 {
+		if hang.accepted.Load() == 0 {
 			return errors.New("no peer asked yet")
 		}
 		return nil
 	})
-	if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 1 {
-		t.Errorf("fetch_pending = %v while a fetch is stuck, want 1", got)
-	}
-	start := time.Now()
-	fetcher.plane.Close()
-	select {
-	case r := <-done:
-		if !errors.Is(r.err, fsm.ErrBatchUnavailable) || !errors.Is(r.err, ErrClosed) {
-			t.Fatalf("Batch after Close: %v, want ErrBatchUnavailable and ErrClosed", r.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Batch did not return after Close")
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Close and Batch took %v to return", took)
-	}
-	if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 0 {
-		t.Errorf("fetch_pending = %v after Close, want 0", got)
-	}
+	release()
 	noGoroutines(t, "dataplane.(*Plane)")
+	if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 0 {
+		t.Errorf("fetch_pending = %v after release, want 0", got)
+	}
 }
 
 // noGoroutines waits until no goroutine runs a function whose name

@@ -11,7 +11,12 @@
 // bytes: that is a certificate (fsm.Certificate), and Certify returns it.
 // When the state machine applies a certificate it reads the payload through
 // Batch, which serves it from the local store or fetches it from one of the
-// signers and checks it against the digest.
+// signers and checks it against the digest. Prefetch, called with a block's
+// transactions before it is applied, fetches the block's missing batches
+// several at once, each attempt with its own deadline (fetch.go).
+//
+// Every goroutine the plane starts (pushes, fetches) derives from its
+// lifetime context and is waited for by Close.
 //
 // dataplane imports fsm (certificates, validator sets, payload checks) and
 // storage-free standard packages; broker and server import dataplane.
@@ -78,9 +83,12 @@ type Options struct {
 	// next peer is asked after it. Default 10 s, what a push of the same
 	// bytes may take.
 	FetchTimeout time.Duration
-	Client       *http.Client
-	Logger       *slog.Logger
-	Metrics      *Metrics
+	// FetchParallel bounds the batches of one block fetched at once
+	// (Prefetch). Default 4.
+	FetchParallel int
+	Client        *http.Client
+	Logger        *slog.Logger
+	Metrics       *Metrics
 }
 
 func (o *Options) setDefaults() {
@@ -101,6 +109,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.FetchTimeout <= 0 {
 		o.FetchTimeout = 10 * time.Second
+	}
+	if o.FetchParallel <= 0 {
+		o.FetchParallel = 4
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
@@ -128,6 +139,10 @@ type Plane struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// fetching holds the background fetches of the block being applied
+	// (fetch.go). Its lock is taken before the recent batches' and the
+	// store's, never while they are held.
+	fetching fetches
 }
 
 // New checks opts and returns a Plane. Its HTTP side is Handler, to be
@@ -145,14 +160,34 @@ func New(opts Options) (*Plane, error) {
 	}
 	p := &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.fetching.jobs = map[fsm.Digest]*fetchJob{}
 	return p, nil
 }
 
 // Close stops background pushes and fetches and waits for them; Batch
 // then fails with ErrClosed. The store is closed by its owner.
 func (p *Plane) Close() {
+	p.fetching.Lock()
+	p.fetching.closed = true
+	p.fetching.Unlock()
 	p.cancel()
 	p.wg.Wait()
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the plane is
+// closed (then it reports false and f does not run).
+func (p *Plane) spawn(f func()) bool {
+	p.fetching.Lock()
+	defer p.fetching.Unlock()
+	if p.fetching.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Certify stores payload, has it stored and signed by other validators, and
@@ -191,9 +226,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	unsigned := fsm.Certificate{Digest: c.Digest, Size: c.Size, Height: c.Height}
 	for _, peer := range p.opts.Peers {
 		pushes.Add(1)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
+		if !p.spawn(func() {
 			defer pushes.Done()
 			if s, err := p.push(peer, unsigned, payload); err != nil {
 				p.opts.Metrics.pushErrors.Inc()
@@ -201,7 +234,9 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 			} else {
 				sigs <- s
 			}
-		}()
+		}) {
+			pushes.Done() // closed: the select below returns ErrClosed
+		}
 	}
 	all := make(chan struct{})
 	go func() {

@@ -7,7 +7,8 @@ import (
 )
 
 // recentBatches keeps the payloads this broker stored most recently
-// (certified or pushed to it) until the block that orders them is applied,
+// (certified, pushed to it, or fetched by Prefetch) until the block that
+// orders them is applied,
 // so that apply does not read back from disk what was just written there:
 // a produce's batch is in memory from the moment it arrives until it is in
 // the partition log. Bounded in bytes, oldest dropped first; a miss falls
@@ -55,6 +56,14 @@ func (r *recentBatches) put(d fsm.Digest, payload []byte) {
 		}
 		r.order = live
 	}
+}
+
+// has reports whether a payload is stored under d.
+func (r *recentBatches) has(d fsm.Digest) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[d]
+	return ok
 }
 
 // take returns and forgets the payload stored under d, if it is here.

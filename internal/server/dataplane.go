@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/dataplane"
 	"github.com/stele-io/stele/internal/fsm"
@@ -52,6 +53,27 @@ func (n *Node) startDataPlane(home string, appState cometbft.GenesisAppState, va
 		Metrics:       dataplane.NewMetrics(reg),
 	})
 	return err
+}
+
+// prefetcher starts fetching a block's missing batches (dataplane.Plane).
+type prefetcher interface {
+	Prefetch(txs [][]byte) (release func())
+}
+
+// prefetchingApp has the data plane fetch a block's certified batches that
+// this broker lacks, several at once, before the state machine applies
+// the block and asks for them one after another (fsm.BatchSource): one
+// block missing n batches then waits about one fetch, not n. The fetches
+// the block did not claim end when it has been applied.
+type prefetchingApp struct {
+	consensus.Application
+	batches prefetcher
+}
+
+func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
+	release := a.batches.Prefetch(b.Txs)
+	defer release()
+	return a.Application.FinalizeBlock(b)
 }
 
 // height is the last committed height (0 until the state machine is open).

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stele-io/stele/internal/broker"
+	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/dataplane"
 	"github.com/stele-io/stele/internal/fsm"
@@ -207,7 +208,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		bopts.Certifier = n.plane
 	}
 	n.broker = broker.New(n.fsm, bopts)
-	app := n.broker.App()
+	// Before a block is applied, the data plane starts fetching the
+	// batches it names that this broker lacks, in parallel.
+	var app consensus.Application = prefetchingApp{n.broker.App(), n.plane}
 	if len(appState.Brokers) > 0 {
 		// A cluster keeps recent blocks for brokers catching up and
 		// snapshots for brokers joining by state sync; a single node has
@@ -351,6 +354,9 @@ func (n *Node) Wait(ctx context.Context) error {
 			return err
 		case <-tick.C:
 			if err := n.orderer.Err(); err != nil {
+				if errors.Is(err, fsm.ErrLocalFault) {
+					return fmt.Errorf("stele/server: stopped on a local storage fault; fix the disk (space, permissions, hardware) and restart: the block is replayed from the chain: %w", err)
+				}
 				return fmt.Errorf("stele/server: consensus halted: %w", err)
 			}
 		}
