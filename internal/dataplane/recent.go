@@ -8,11 +8,10 @@ import (
 
 // recentBatches keeps the payloads this broker stored most recently
 // (certified, pushed to it, or fetched by Prefetch) until the block that
-// orders them is applied,
-// so that apply does not read back from disk what was just written there:
-// a produce's batch is in memory from the moment it arrives until it is in
-// the partition log. Bounded in bytes, oldest dropped first; a miss falls
-// back to the store. Safe for concurrent use.
+// orders them is applied, so that apply does not read back from disk what
+// was just written there: a produce's batch is in memory from the moment
+// it arrives until it is in the partition log. Bounded in bytes, oldest
+// dropped first; a miss falls back to the store. Safe for concurrent use.
 type recentBatches struct {
 	mu    sync.Mutex
 	max   int64
