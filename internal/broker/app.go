@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,6 +30,7 @@ func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, e
 	}
 	out, err := a.b.fsm.ApplyBlock(fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers})
 	if err != nil {
+		a.b.localFault("apply", err)
 		return nil, nil, err
 	}
 	res := make([]consensus.TxResult, len(out.Txs))
@@ -46,6 +48,7 @@ func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, e
 func (a app) Commit() (int64, error) {
 	retain, err := a.b.fsm.Commit()
 	if err != nil {
+		a.b.localFault("commit", err)
 		return 0, fmt.Errorf("stele/broker: commit: %w", err)
 	}
 	b := a.b
@@ -88,6 +91,17 @@ func (a app) Commit() (int64, error) {
 		b.metrics.height.Set(float64(out.Height))
 	}
 	return retain, nil
+}
+
+// localFault counts and reports a local fault of the state machine, after
+// which this broker stops (fsm.ErrLocalFault); other errors pass.
+func (b *Broker) localFault(stage string, err error) {
+	if !errors.Is(err, fsm.ErrLocalFault) {
+		return
+	}
+	b.metrics.localFaults.WithLabelValues(stage).Inc()
+	b.opts.Logger.Error("local storage fault: this broker stops (fail-stop); fix the disk and restart it, the block is replayed from the chain",
+		"stage", stage, "err", err)
 }
 
 // abandonAfter is how long a transaction may stay unanswered: one that was

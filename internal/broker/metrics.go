@@ -12,6 +12,7 @@ type metrics struct {
 	commitLatency prometheus.Histogram
 	height        prometheus.Gauge
 	evidence      *prometheus.CounterVec
+	localFaults   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
@@ -37,11 +38,15 @@ func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
 			Namespace: "stele", Name: "evidence_committed_total",
 			Help: "Evidence of validator misbehavior (duplicate votes, light-client attacks) in committed blocks.",
 		}, []string{"kind"}),
+		localFaults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Name: "local_faults_total",
+			Help: "Local disk or store faults while applying (stage=apply) or committing (stage=commit) a block; each stops the broker (fail-stop).",
+		}, []string{"stage"}),
 	}
 	h, _ := f.Info()
 	m.height.Set(float64(h))
 	if reg != nil {
-		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height, m.evidence)
+		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height, m.evidence, m.localFaults)
 	}
 	return m
 }

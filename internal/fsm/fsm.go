@@ -18,6 +18,10 @@
 // block. Destructive file operations (deleting segments or whole logs) run
 // only after Commit and are redone at Open if a crash interrupted them.
 //
+// A local I/O or store error is never a result (fault.go, ErrLocalFault):
+// ApplyBlock or Commit returns it, the state machine refuses every later
+// block, and the broker stops; at the next Open the block is replayed.
+//
 // fsm imports storage and record, never consensus or a front-end.
 package fsm
 
@@ -33,6 +37,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cometbft/cometbft/crypto/merkle"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -67,7 +72,10 @@ type Options struct {
 	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
 	// chain must agree on it; nothing outside benchmarks sets it.
 	WithoutKeyIndex bool
-	Logger          *slog.Logger
+	// StoreFS is the file system of the metadata store; nil is the
+	// operating system's. Tests inject faults with pebble's errorfs.
+	StoreFS vfs.FS
+	Logger  *slog.Logger
 
 	// rewordForTest, when set, rewrites every result message and log
 	// before they leave ApplyBlock: the test that nothing hashed depends
@@ -131,6 +139,7 @@ type FSM struct {
 	txnByPID       map[int64]string
 	dirtyTxns      map[string]bool
 	txnsDue        int64 // block time at which a transaction may time out
+	fault          error // the local fault that stopped the state machine (fault.go)
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
@@ -153,7 +162,7 @@ func Open(opts Options) (*FSM, error) {
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: %w", err)
 	}
-	store, err := storage.OpenStore(filepath.Join(opts.Dir, "meta"))
+	store, err := storage.OpenStoreWith(filepath.Join(opts.Dir, "meta"), storage.StoreOptions{FS: opts.StoreFS})
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +267,9 @@ type Block struct {
 // does not decode is skipped with a non-zero code.
 func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	height, timeMs, txs := b.Height, b.TimeMs, b.Txs
+	if f.fault != nil {
+		return BlockOutcome{}, f.fault
+	}
 	if f.applied {
 		return BlockOutcome{}, fmt.Errorf("%w: block %d applied twice without Commit", ErrHeight, f.height)
 	}
@@ -306,6 +318,9 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			o.Results = make([]Result, len(tx.Commands))
 			for j, c := range tx.Commands {
 				o.Results[j] = f.apply(c, i, j)
+				if f.fault != nil {
+					return BlockOutcome{}, f.fault
+				}
 			}
 			if f.opts.rewordForTest != nil {
 				for j := range o.Results {
@@ -409,18 +424,21 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 // and compactions the block decided. It returns the lowest height the orderer
 // must keep: every block up to the committed one is reflected in durable state.
 func (f *FSM) Commit() (retainHeight int64, err error) {
+	if f.fault != nil {
+		return 0, f.fault
+	}
 	if !f.applied {
 		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
 	}
 	if err := f.syncLogs(); err != nil {
-		return 0, err
+		return 0, f.faulted(err)
 	}
 	if err := f.persist(); err != nil {
-		return 0, err
+		return 0, f.faulted(err)
 	}
 	f.applied = false
 	f.publish(f.metaChanged)
-	f.afterCommit()
+	afterErr := f.afterCommit()
 	f.metaChanged = false
 	clear(f.dirtyGroups)
 	clear(f.dirtyOffsets)
@@ -435,6 +453,11 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	clear(f.leafRefs)
 	f.leafRefs = f.leafRefs[:0]
 	f.deleted = f.deleted[:0]
+	if afterErr != nil {
+		// The block is durable and published; the files it decided to
+		// delete or rewrite are not. Open redoes those steps at restart.
+		return 0, f.faulted(afterErr)
+	}
 	return f.height, nil
 }
 
@@ -493,28 +516,31 @@ func (f *FSM) publish(metaChanged bool) {
 }
 
 // afterCommit runs the destructive file operations decided by the committed
-// block. A failure is logged, not returned: the state already says what the
-// files must look like and Open redoes these steps.
-func (f *FSM) afterCommit() {
+// block. Every one is attempted; the failures are returned (a local fault:
+// the broker stops, and Open redoes these steps, since the state already
+// says what the files must look like).
+func (f *FSM) afterCommit() error {
+	var errs []error
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {
 			if err := p.log.Remove(); err != nil {
-				f.opts.Logger.Error("removing deleted partition", "topic", t.Name, "partition", p.Index, "err", err)
+				errs = append(errs, fmt.Errorf("removing deleted partition %s-%d: %w", t.Name, p.Index, err))
 			}
 		}
 	}
 	for p := range f.dirtyParts {
-		f.settleFiles(p)
+		errs = append(errs, f.settleFiles(p))
 	}
+	return errors.Join(errs...)
 }
 
 // settleFiles brings a partition's files in line with its committed state:
 // segments below the log start offset are deleted and a decided compaction
 // is run. Both are idempotent, so Open calls it for every partition.
-func (f *FSM) settleFiles(p *Partition) {
+func (f *FSM) settleFiles(p *Partition) error {
 	if p.start > p.log.BaseOffset() {
 		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
-			f.opts.Logger.Error("deleting segments", "topic", p.Topic, "partition", p.Index, "err", err)
+			return fmt.Errorf("deleting segments of %s-%d: %w", p.Topic, p.Index, err)
 		}
 	}
 	if p.pendingCompact {
@@ -528,9 +554,10 @@ func (f *FSM) settleFiles(p *Partition) {
 			}
 		}
 		if _, err := p.log.CompactWith(opts); err != nil {
-			f.opts.Logger.Error("compacting", "topic", p.Topic, "partition", p.Index, "err", err)
+			return fmt.Errorf("compacting %s-%d: %w", p.Topic, p.Index, err)
 		}
 	}
+	return nil
 }
 
 // Close closes the logs and the metadata store.

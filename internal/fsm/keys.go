@@ -400,7 +400,7 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []in
 			if !ok {
 				var err error
 				if v, err = f.latestVersion(t, p, k.key); err != nil {
-					return fail(kerr.KafkaStorageError.Code, err.Error())
+					return f.localFault("reading the latest version of a key of %s-%d: %w", t.Name, p.Index, err)
 				}
 			}
 			if k.expect != noExpectation && k.expect != v {

@@ -264,7 +264,9 @@ func (f *FSM) loadPartitions(t *Topic) error {
 			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.next, err)
 		}
 		p.pendingCompact = p.compactedAt == f.height && p.compactedAt > 0
-		f.settleFiles(p)
+		if err := f.settleFiles(p); err != nil {
+			return fmt.Errorf("stele/fsm: %w", err)
+		}
 		p.hwm.Store(p.next)
 		p.lso.Store(p.start)
 	}

@@ -138,9 +138,9 @@ func (f *FSM) produce(c Produce) Result {
 			record.SetLogAppendTime(b, f.blockTime)
 		}
 		if err := p.log.Append(b, f.blockTime); err != nil {
-			// The log is cut back to the committed end at the next start;
-			// until then this partition refuses writes past the failure.
-			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("appending to %s-%d: %v", t.Name, p.Index, err))
+			// Fail-stop: the log is cut back to the committed end at the
+			// next start and the block replayed.
+			return f.localFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
 		for _, k := range keys[i] {

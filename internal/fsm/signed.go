@@ -88,7 +88,7 @@ func (f *FSM) registerProducerKey(c RegisterProducerKey) Result {
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
 	case err != nil:
-		return fail(kerr.KafkaStorageError.Code, err.Error())
+		return f.localFault("reading producer key of %s: %w", c.Principal, err)
 	case bytes.Equal(cur, c.PublicKey):
 		return Result{} // registered already: nothing changes
 	case !ed25519.Verify(cur, proof.RegistrationMessage(c.Principal, c.PublicKey), c.Endorsement):

@@ -289,7 +289,7 @@ func (f *FSM) swapIn(staged string) error {
 	if err := storage.SyncDir(f.opts.Dir); err != nil {
 		return err
 	}
-	store, err := storage.OpenStore(filepath.Join(f.opts.Dir, "meta"))
+	store, err := storage.OpenStoreWith(filepath.Join(f.opts.Dir, "meta"), storage.StoreOptions{FS: f.opts.StoreFS})
 	if err != nil {
 		return err
 	}

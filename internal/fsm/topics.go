@@ -155,7 +155,7 @@ func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
 		for _, p := range t.Partitions {
 			p.log.Remove()
 		}
-		return fail(kerr.KafkaStorageError.Code, err.Error())
+		return f.localFault("creating the partitions of %s: %w", t.Name, err)
 	}
 	f.topics[t.Name] = t
 	f.byID[t.ID] = t
@@ -307,7 +307,7 @@ func (f *FSM) createPartitions(c CreatePartitions) Result {
 		return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
 	}
 	if err := f.addPartitions(t, c.Count); err != nil {
-		return fail(kerr.KafkaStorageError.Code, err.Error())
+		return f.localFault("adding partitions to %s: %w", t.Name, err)
 	}
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true
@@ -329,9 +329,7 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 	f.metaChanged = true
 	for _, p := range t.Partitions {
 		if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
-			// A local I/O failure: this broker's files no longer match the
-			// others', and the result code (hashed) says so.
-			return fail(kerr.KafkaStorageError.Code, fmt.Sprintf("applying configs to %s-%d: %v", t.Name, p.Index, err))
+			return f.localFault("applying configs to %s-%d: %w", t.Name, p.Index, err)
 		}
 	}
 	return Result{}

@@ -354,6 +354,9 @@ func (n *Node) Wait(ctx context.Context) error {
 			return err
 		case <-tick.C:
 			if err := n.orderer.Err(); err != nil {
+				if errors.Is(err, fsm.ErrLocalFault) {
+					return fmt.Errorf("stele/server: stopped on a local storage fault; fix the disk (space, permissions, hardware) and restart: the block is replayed from the chain: %w", err)
+				}
 				return fmt.Errorf("stele/server: consensus halted: %w", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Store is the Pebble key-value store that holds a broker's metadata, group
@@ -35,6 +36,18 @@ const storeCacheBytes = 8 << 20
 // Pebble's informational logging is discarded and its errors go to
 // slog.Default().
 func OpenStore(dir string) (*Store, error) {
+	return OpenStoreWith(dir, StoreOptions{})
+}
+
+// StoreOptions configures OpenStoreWith.
+type StoreOptions struct {
+	// FS is the file system the store lives on; nil is the operating
+	// system's. Tests pass a fault-injecting one (pebble's errorfs).
+	FS vfs.FS
+}
+
+// OpenStoreWith is OpenStore with options.
+func OpenStoreWith(dir string, o StoreOptions) (*Store, error) {
 	cache := pebble.NewCache(storeCacheBytes)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
@@ -47,6 +60,7 @@ func OpenStore(dir string) (*Store, error) {
 		LBaseMaxBytes:               256 << 20,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
+		FS:                          o.FS,
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
@@ -132,6 +146,14 @@ func (s *Store) walk(lower, upper []byte, reverse bool, fn func(k, v []byte) ([]
 // PrefixEnd returns the first key after every key starting with prefix
 // (nil: there is none).
 func PrefixEnd(prefix []byte) []byte { return prefixEnd(prefix) }
+
+// Flush writes the store's memtables to its files.
+func (s *Store) Flush() error {
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("stele/storage: store flush: %w", err)
+	}
+	return nil
+}
 
 // NewBatch starts a batch of writes.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
