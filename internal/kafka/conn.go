@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -41,6 +42,10 @@ type conn struct {
 	cancel   context.CancelFunc
 	clientID string
 	pending  chan pending
+	// writeTimedOut is set by the writer before it closes the connection
+	// because the client took no byte of a response for WriteTimeout;
+	// serve reads it once the writer is done.
+	writeTimedOut bool
 }
 
 type pending struct {
@@ -66,12 +71,18 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
+	readerCancelled := c.ctx.Err() != nil
 	close(c.pending)
 	c.cancel() // nobody is left to read what is still pending
-	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+	<-writerDone
+	switch {
+	case c.writeTimedOut:
+		c.s.metrics.writeTimeouts.Inc()
+		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID,
+			"reason", fmt.Sprintf("the client took no byte of a response for %v: it stopped reading", c.s.opts.WriteTimeout))
+	case err != nil && !errors.Is(err, io.EOF) && !readerCancelled:
 		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "reason", err)
 	}
-	<-writerDone
 }
 
 func (c *conn) readLoop() error {
@@ -169,14 +180,32 @@ func (c *conn) writeLoop() {
 		}
 		buf = resp.AppendTo(buf)
 		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
-		if _, err := c.nc.Write(buf); err != nil {
+		if err := c.write(buf); err != nil {
 			broken = true
+			c.writeTimedOut = errors.Is(err, os.ErrDeadlineExceeded)
 			c.cancel()
 			c.nc.Close() // the reader sees the close and stops
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
+	}
+}
+
+// write writes b whole. Its deadline, WriteTimeout, is rearmed whenever
+// bytes went out, so a client that reads slowly is never cut off, but one
+// that takes nothing for a whole WriteTimeout gets os.ErrDeadlineExceeded.
+func (c *conn) write(b []byte) error {
+	for {
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+		n, err := c.nc.Write(b)
+		if err == nil {
+			return nil
+		}
+		if n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		b = b[n:]
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 )
 
 type metrics struct {
-	requests     *prometheus.CounterVec   // api, error
-	latency      *prometheus.HistogramVec // api
-	rejected     *prometheus.CounterVec   // reason
-	produceBytes prometheus.Counter
-	fetchBytes   prometheus.Counter
-	barriers     *prometheus.CounterVec // result
-	acceptErrors *prometheus.CounterVec // reason
+	requests      *prometheus.CounterVec   // api, error
+	latency       *prometheus.HistogramVec // api
+	rejected      *prometheus.CounterVec   // reason
+	produceBytes  prometheus.Counter
+	fetchBytes    prometheus.Counter
+	barriers      *prometheus.CounterVec // result
+	acceptErrors  *prometheus.CounterVec // reason
+	writeTimeouts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,9 +52,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "accept_errors_total",
 			Help: "Failed accepts on the Kafka listener, each retried after a pause, by reason: the accept(2) error's name (emfile: out of file descriptors), timeout or temporary.",
 		}, []string{"reason"}),
+		writeTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "write_timeouts_total",
+			Help: "Connections closed because their client took no byte of a response for the write timeout (it stopped reading).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors)
+		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,
+			m.writeTimeouts)
 	}
 	return m
 }

@@ -14,6 +14,10 @@
 //   - A request frame's buffer grows as its bytes arrive, so memory follows
 //     what a client sent, not the size it announced; a connection silent
 //     for IdleTimeout (connections.max.idle.ms, 10 min) is closed.
+//   - A client that takes no byte of a response for WriteTimeout (30 s;
+//     it stopped reading) has its connection closed, so it cannot pin a
+//     goroutine and the responses queued behind it; the deadline is
+//     rearmed whenever bytes go out, so a slow reader is not cut off.
 //   - An accept that fails because the process or the machine is out of
 //     file descriptors (EMFILE, ENFILE) or buffers, or because a pending
 //     connection broke (ECONNABORTED), is retried after a pause of 5 ms
@@ -89,7 +93,18 @@ type Options struct {
 	// IdleTimeout is connections.max.idle.ms: a connection that sends no
 	// byte for this long is closed (clients reconnect). Default 10 min.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// WriteTimeout bounds how long a response may wait for its client to
+	// take any of its bytes: a connection whose client has taken nothing
+	// for this long (it stopped reading) is closed, freeing its goroutines
+	// and the responses queued behind it. The deadline is rearmed whenever
+	// bytes go out, so a slow reader is cut off only after taking nothing
+	// for a whole period (between one and two of them after its last
+	// read). Kafka has no such setting (its idle timer,
+	// connections.max.idle.ms, closes such a connection after 10 min);
+	// the default, 30 s, is Kafka clients' request.timeout.ms, after which
+	// a client that is still there has given up on the request itself.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
 	Registerer  prometheus.Registerer
 }
 
@@ -105,6 +120,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
 	}
 	if o.LiveWindow <= 0 {
 		o.LiveWindow = defaultLiveWindow
