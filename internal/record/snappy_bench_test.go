@@ -7,19 +7,16 @@ import (
 
 	gsnappy "github.com/golang/snappy"
 	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/snappy"
 )
 
-// BenchmarkSnappyBlock backs decodeSnappyBlock's claim that checking a
-// Snappy block by hand (checkSnappy) and then decoding it with S2's fast
-// decoder beats a strict Snappy decoder: it decodes the same raw block,
-// with the same reused output buffer, with
-//   - stele: decodeSnappyBlock (checkSnappy, then s2.Decode);
-//   - klauspost-strict: github.com/klauspost/compress/snappy.DecodeStrict,
-//     the decoder the fuzz target FuzzSnappyBlock compares against;
+// BenchmarkSnappyBlock compares decodeSnappyBlock with github.com/golang/snappy,
+// decoding the same raw block into the same reused output buffer:
+//   - stele: decodeSnappyBlock, github.com/klauspost/compress/snappy's
+//     DecodeStrict (until 8cd1024 a hand-written strictness check, then
+//     s2.Decode: no faster, docs/benchmarks.md "Snappy decoding");
 //   - golang-snappy: github.com/golang/snappy.Decode, the reference
 //     implementation (assembly on amd64 and arm64), also strict: it
-//     refuses S2's repeat copies (offset 0).
+//     refuses S2's repeat copies (offset 0). Faster, but archived upstream.
 //
 // The blocks hold text-like JSON: bench16KiB's records, 16 KiB as one
 // xerial block of the Java client holds, and 1 MiB of such values (none
@@ -43,7 +40,6 @@ func BenchmarkSnappyBlock(b *testing.B) {
 			decode func() ([]byte, error)
 		}{
 			{"stele", func() ([]byte, error) { return decodeSnappyBlock(dst, src) }},
-			{"klauspost-strict", func() ([]byte, error) { return snappy.DecodeStrict(dst, src) }},
 			{"golang-snappy", func() ([]byte, error) { return gsnappy.Decode(dst, src) }},
 		}
 		for _, d := range decoders {
