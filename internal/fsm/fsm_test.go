@@ -143,6 +143,17 @@ func scenario(t testing.TB) []block {
 func applyAll(t testing.TB, f *FSM, blocks []block) [][]byte {
 	t.Helper()
 	var hashes [][]byte
+	for _, out := range applyOutcomes(t, f, blocks) {
+		hashes = append(hashes, out.AppHash)
+	}
+	return hashes
+}
+
+// applyOutcomes applies and commits blocks from height 1 and returns each
+// height's outcome.
+func applyOutcomes(t testing.TB, f *FSM, blocks []block) []BlockOutcome {
+	t.Helper()
+	var outs []BlockOutcome
 	for i, b := range blocks {
 		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
@@ -151,9 +162,9 @@ func applyAll(t testing.TB, f *FSM, blocks []block) [][]byte {
 		if _, err := f.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		hashes = append(hashes, out.AppHash)
+		outs = append(outs, out)
 	}
-	return hashes
+	return outs
 }
 
 // logFiles returns every file under dir/logs with its bytes.

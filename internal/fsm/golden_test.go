@@ -299,18 +299,7 @@ func applyGolden(t *testing.T, blocks []block, reword func(string) string) []Blo
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var outs []BlockOutcome
-	for i, b := range blocks {
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, out)
-	}
-	return outs
+	return applyOutcomes(t, f, blocks)
 }
 
 func goldenBlocks(t *testing.T) []block {
