@@ -4,31 +4,40 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// apiVersionsFrames is n framed ApiVersions v3 requests, correlation ids
-// 0..n-1.
-func apiVersionsFrames(n int) []byte {
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.SetVersion(3)
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "stele-test", "1"
+// frames is n framed copies of req, correlation ids 0..n-1.
+func frames(req kmsg.Request, n int) []byte {
 	var out []byte
 	for i := range n {
 		b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
 		b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 		b = binary.BigEndian.AppendUint32(b, uint32(i))
 		b = binary.BigEndian.AppendUint16(b, 0xffff) // null client id
-		b = append(b, 0)                             // no header tags
+		if req.IsFlexible() {
+			b = append(b, 0) // no header tags
+		}
 		out = append(out, frame(req.AppendTo(b))...)
 	}
 	return out
+}
+
+// apiVersionsFrames is n framed ApiVersions v3 requests.
+func apiVersionsFrames(n int) []byte {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "stele-test", "1"
+	return frames(req, n)
 }
 
 func openConns(s *Server) int {
@@ -43,10 +52,36 @@ func openConns(s *Server) int {
 // it, instead of holding a goroutine and its queued responses forever.
 func TestStalledReaderClosed(t *testing.T) {
 	tb := startTestBroker(t, func(o *Options) { o.WriteTimeout = 300 * time.Millisecond })
+	// Responses of about 1.6 MB each fill the socket buffers (a few MB
+	// each way on loopback) after a few requests.
+	cl := client(t, tb.addr, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	mustCreate(t, kadm.NewClient(cl), 1, nil, "stall")
+	for i := range 8 {
+		r := &kgo.Record{Topic: "stall", Value: bytes.Repeat([]byte{byte(i)}, 200<<10)}
+		if err := cl.ProduceSync(ctx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.ReplicaID, fetch.MaxBytes = -1, 4<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "stall"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 4 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	burst := frames(fetch, 16)
+	cl.Close()
+	waitFor(t, 5*time.Second, "the producer's connections to close", func() error {
+		if n := openConns(tb.srv); n != 0 {
+			return fmt.Errorf("%d connections open", n)
+		}
+		return nil
+	})
+
 	c := rawConn(t, tb.addr)
 	c.SetDeadline(time.Time{})
-	c.(*net.TCPConn).SetReadBuffer(4096) // no autotuning: the buffers fill sooner
-	burst := apiVersionsFrames(1000)
 	wrote := make(chan error, 1)
 	go func() {
 		for {
