@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -77,6 +78,9 @@ type acceptor struct {
 	announced bool // this run has been logged, so its end will be too
 	lastLog   time.Time
 	unlogged  int // failed accepts since the last line logged
+	// refusals and waits hold back the log lines of connections refused
+	// for max.connections.per.ip and of waits for max.connections.
+	refusals, waits sparseLog
 }
 
 // failed counts a failed Accept, logs it unless a line was logged in the
@@ -96,7 +100,7 @@ func (a *acceptor) failed(err error, reason string) bool {
 			"failing_for", now.Sub(a.runStart).Round(time.Millisecond), "retry_in", a.delay}
 		switch reason {
 		case "emfile":
-			attrs = append(attrs, "hint", "this process is out of file descriptors: raise its limit (ulimit -n, systemd's LimitNOFILE)")
+			attrs = append(attrs, "hint", "this process is out of file descriptors: raise its limit (ulimit -n, systemd's LimitNOFILE) or lower max.connections")
 		case "enfile":
 			attrs = append(attrs, "hint", "the machine is out of file descriptors (fs.file-max)")
 		}
@@ -125,4 +129,51 @@ func (a *acceptor) accepted() {
 			"failed_accepts", a.run, "failed_for", time.Since(a.runStart).Round(time.Millisecond))
 	}
 	a.run, a.announced = 0, false
+}
+
+// waitForSlot waits until fewer than max.connections connections are open,
+// counting and logging (at most every acceptLogEvery) the waits. It
+// reports false when the server closed meanwhile.
+func (a *acceptor) waitForSlot() bool {
+	waited, ok := a.s.quotas.waitForSlot(a.s.ctx, func() {
+		if held, ok := a.waits.allow(time.Now()); ok {
+			a.s.opts.Logger.Info("max.connections connections are open: accepting none until one closes",
+				"max_connections", a.s.opts.MaxConnections, "waits_not_logged", held)
+		}
+	})
+	if waited > 0 {
+		a.s.metrics.acceptBlocked.Add(waited.Seconds())
+	}
+	return ok
+}
+
+// refuse closes a connection from an address that already has its maximum
+// of connections (max.connections.per.ip or its override), as Kafka does,
+// counting it and logging it at most every acceptLogEvery.
+func (a *acceptor) refuse(nc net.Conn, ip netip.Addr, limit int) {
+	a.s.metrics.refused.WithLabelValues("max_connections_per_ip").Inc()
+	nc.Close()
+	if held, ok := a.refusals.allow(time.Now()); ok {
+		a.s.opts.Logger.Info("refused a kafka connection: its address already has the maximum of connections (max.connections.per.ip)",
+			"ip", ip.String(), "max", limit, "refused_not_logged", held)
+	}
+}
+
+// sparseLog lets a log line through at most once per every and counts the
+// ones it held back.
+type sparseLog struct {
+	every time.Duration
+	last  time.Time
+	held  int
+}
+
+// allow reports whether to log now and how many lines were held back
+// since the last one let through.
+func (l *sparseLog) allow(now time.Time) (held int, ok bool) {
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.held++
+		return 0, false
+	}
+	held, l.held, l.last = l.held, 0, now
+	return held, true
 }

@@ -19,6 +19,9 @@ type metrics struct {
 	barriers      *prometheus.CounterVec // result
 	acceptErrors  *prometheus.CounterVec // reason
 	writeTimeouts prometheus.Counter
+	connections   prometheus.Gauge
+	refused       *prometheus.CounterVec // reason
+	acceptBlocked prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,10 +59,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "write_timeouts_total",
 			Help: "Connections closed because their client took no byte of a response for the write timeout (it stopped reading).",
 		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "connections",
+			Help: "Kafka connections open now (what max.connections counts).",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "connections_refused_total",
+			Help: "Kafka connections closed as soon as they were accepted, by reason (max_connections_per_ip: their address already had max.connections.per.ip or its override).",
+		}, []string{"reason"}),
+		acceptBlocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "accept_blocked_seconds_total",
+			Help: "Time the Kafka listener accepted nothing because max.connections connections were open (Kafka's AcceptorBlockedPercent).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,
-			m.writeTimeouts)
+			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked)
 	}
 	return m
 }

@@ -18,6 +18,14 @@
 //     it stopped reading) has its connection closed, so it cannot pin a
 //     goroutine and the responses queued behind it; the deadline is
 //     rearmed whenever bytes go out, so a slow reader is not cut off.
+//   - max.connections (MaxConnections) and max.connections.per.ip
+//     (MaxConnectionsPerIP, with MaxConnectionsPerIPOverrides) are Kafka's,
+//     defaults included (2147483647: no limit). A connection from an
+//     address that already has its maximum is closed at once, before any
+//     request, and counted in stele_kafka_connections_refused_total; while
+//     max.connections are open, no connection is accepted (new ones wait
+//     in the listen backlog) until one closes, as Kafka's acceptor blocks,
+//     and the time is counted in stele_kafka_accept_blocked_seconds_total.
 //   - An accept that fails because the process or the machine is out of
 //     file descriptors (EMFILE, ENFILE) or buffers, or because a pending
 //     connection broke (ECONNABORTED), is retried after a pause of 5 ms
@@ -36,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -104,8 +113,21 @@ type Options struct {
 	// the default, 30 s, is Kafka clients' request.timeout.ms, after which
 	// a client that is still there has given up on the request itself.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
-	Registerer  prometheus.Registerer
+	// MaxConnections is max.connections: while this many connections are
+	// open the listener accepts no other until one closes (new ones wait
+	// in the kernel's listen backlog), as Kafka's acceptor blocks.
+	// Default 2147483647, Kafka's: no limit.
+	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a new connection
+	// from an address that already has this many open is closed at once.
+	// Default 2147483647, Kafka's: no limit.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides
+	// with its host names resolved: limits per address that replace
+	// MaxConnectionsPerIP (0 refuses every connection from it).
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
+	Logger                       *slog.Logger
+	Registerer                   prometheus.Registerer
 }
 
 func (o *Options) setDefaults() {
@@ -124,6 +146,12 @@ func (o *Options) setDefaults() {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = defaultMaxConnections
+	}
+	if o.MaxConnectionsPerIP <= 0 {
+		o.MaxConnectionsPerIP = defaultMaxConnections
+	}
 	if o.LiveWindow <= 0 {
 		o.LiveWindow = defaultLiveWindow
 	}
@@ -138,6 +166,7 @@ type Server struct {
 	b       *broker.Broker
 	routes  map[int16]route
 	metrics *metrics
+	quotas  *connQuotas
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -162,6 +191,7 @@ func New(b *broker.Broker, opts Options) *Server {
 		}
 	}
 	s.metrics = newMetrics(opts.Registerer)
+	s.quotas = newConnQuotas(&s.opts)
 	return s
 }
 
@@ -188,8 +218,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.mu.ln = ln
 	s.mu.Unlock()
-	a := acceptor{s: s}
+	a := acceptor{s: s, refusals: sparseLog{every: acceptLogEvery}, waits: sparseLog{every: acceptLogEvery}}
 	for {
+		if !a.waitForSlot() {
+			return nil
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
@@ -205,15 +238,22 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		a.accepted()
+		ip := remoteIP(nc)
+		if limit, ok := s.quotas.admit(ip); !ok {
+			a.refuse(nc, ip, limit)
+			continue
+		}
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
 			nc.Close()
+			s.quotas.release(ip)
 			return nil
 		}
 		s.mu.conns[c] = struct{}{}
 		s.mu.Unlock()
+		s.metrics.connections.Inc()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -221,6 +261,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Lock()
 			delete(s.mu.conns, c)
 			s.mu.Unlock()
+			s.quotas.release(ip)
+			s.metrics.connections.Dec()
 		}()
 	}
 }
