@@ -2,16 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,48 +169,4 @@ func TestServeOutOfFileDescriptors(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("stele serve did not stop within 30 s of SIGTERM")
 	}
-}
-
-// apiVersionsV0 sends ApiVersions v0 on c and reads the answer.
-func apiVersionsV0(c net.Conn) error {
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 7, 0xff, 0xff} // size, key 18, v0, correlation 7, null client id
-	if _, err := c.Write(req); err != nil {
-		return err
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, body); err != nil {
-		return err
-	}
-	if corr := binary.BigEndian.Uint32(body); corr != 7 {
-		return fmt.Errorf("correlation id %d, want 7", corr)
-	}
-	return nil
-}
-
-// metricValue reads one sample from the broker's /metrics.
-func metricValue(t *testing.T, httpAddr, series string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics has no %s", series)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

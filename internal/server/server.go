@@ -62,6 +62,14 @@ type Config struct {
 	// num.partitions.
 	AutoCreateTopics  bool
 	DefaultPartitions int32
+	// MaxConnections is max.connections and MaxConnectionsPerIP
+	// max.connections.per.ip (DefaultMaxConnections, Kafka's default: no
+	// limit); MaxConnectionsPerIPOverrides is
+	// max.connections.per.ip.overrides in Kafka's form, "host:count,..."
+	// (ParseConnectionOverrides), its host names resolved by Start.
+	MaxConnections               int
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides string
 	// TimeoutCommit overrides CometBFT's pause after each block (0: default).
 	TimeoutCommit time.Duration
 	// TimeoutPropose overrides how long validators wait for a proposal
@@ -84,12 +92,14 @@ type Config struct {
 // DefaultConfig is what `stele serve` runs without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:           "./stele-data",
-		KafkaAddr:         "127.0.0.1:9092",
-		HTTPAddr:          "127.0.0.1:8080",
-		P2PAddr:           "127.0.0.1:26656",
-		AutoCreateTopics:  true,
-		DefaultPartitions: 1,
+		DataDir:             "./stele-data",
+		KafkaAddr:           "127.0.0.1:9092",
+		HTTPAddr:            "127.0.0.1:8080",
+		P2PAddr:             "127.0.0.1:26656",
+		AutoCreateTopics:    true,
+		DefaultPartitions:   1,
+		MaxConnections:      DefaultMaxConnections,
+		MaxConnectionsPerIP: DefaultMaxConnections,
 	}
 }
 
@@ -111,7 +121,7 @@ func (c Config) Validate() error {
 	if c.DefaultPartitions < 1 {
 		return fmt.Errorf("stele/server: num.partitions must be at least 1, got %d", c.DefaultPartitions)
 	}
-	return nil
+	return c.validateConnectionLimits()
 }
 
 // Node is a running node.
@@ -150,6 +160,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	overrides, _ := ParseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides) // checked by Validate
+	perIP, err := resolveConnectionOverrides(ctx, overrides)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("stele/server: %w", err)
 	}
@@ -267,6 +282,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DataDir:           cfg.DataDir,
 		Logger:            log.With("component", "kafka"),
 		Registerer:        reg,
+
+		MaxConnections:               cfg.MaxConnections,
+		MaxConnectionsPerIP:          cfg.MaxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: perIP,
 	}
 	if cfg.AdvertisedKafka != "" {
 		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)
