@@ -102,7 +102,7 @@ func TestServeConnectionLimits(t *testing.T) {
 	if n := metricValue(t, httpAddr, `stele_kafka_connections_refused_total{reason="max_connections_per_ip"}`); n != 1 {
 		t.Errorf("refused %v, want 1", n)
 	}
-	if s := metricValue(t, httpAddr, `stele_kafka_accept_blocked_seconds_total`); s < 0.4 {
+	if s := metricValue(t, httpAddr, `stele_kafka_accept_blocked_seconds_total{reason="max_connections"}`); s < 0.4 {
 		t.Errorf("accept blocked %v s, want the half second the fourth connection waited", s)
 	}
 }

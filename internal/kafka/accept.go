@@ -78,9 +78,10 @@ type acceptor struct {
 	announced bool // this run has been logged, so its end will be too
 	lastLog   time.Time
 	unlogged  int // failed accepts since the last line logged
-	// refusals and waits hold back the log lines of connections refused
-	// for max.connections.per.ip and of waits for max.connections.
-	refusals, waits sparseLog
+	// refusals, waits and fdWaits hold back the log lines of connections
+	// refused for max.connections.per.ip, of waits for max.connections
+	// and of waits for file descriptors.
+	refusals, waits, fdWaits sparseLog
 }
 
 // failed counts a failed Accept, logs it unless a line was logged in the
@@ -89,6 +90,9 @@ type acceptor struct {
 func (a *acceptor) failed(err error, reason string) bool {
 	now := time.Now()
 	a.s.metrics.acceptErrors.WithLabelValues(reason).Inc()
+	if reason == "emfile" || reason == "enfile" {
+		a.s.fds.stale = true // count them before the next attempt
+	}
 	if a.run == 0 {
 		a.runStart = now
 	}
@@ -142,9 +146,45 @@ func (a *acceptor) waitForSlot() bool {
 		}
 	})
 	if waited > 0 {
-		a.s.metrics.acceptBlocked.Add(waited.Seconds())
+		a.s.metrics.acceptBlocked.WithLabelValues("max_connections").Add(waited.Seconds())
 	}
-	return ok
+	if !ok {
+		return false
+	}
+	return a.waitForDescriptors()
+}
+
+// waitForDescriptors waits until accepting one more connection would leave
+// the process its reserve of file descriptors (fdBudget), counting the
+// descriptors again whenever a connection closes and at least every
+// second. It reports false when the server closed meanwhile.
+func (a *acceptor) waitForDescriptors() bool {
+	if a.s.fds.enough(time.Now()) {
+		return true
+	}
+	start := time.Now()
+	defer func() { a.s.metrics.acceptBlocked.WithLabelValues("file_descriptors").Add(time.Since(start).Seconds()) }()
+	if held, ok := a.fdWaits.allow(start); ok {
+		room, reserve := a.s.fds.state()
+		a.s.opts.Logger.Warn("few file descriptors are left: the kafka listener accepts no connection until some close",
+			"can_open", room, "reserve", reserve, "kafka_connections", a.s.quotas.open(), "waits_not_logged", held,
+			"hint", "raise the process's limit (ulimit -n, systemd's LimitNOFILE) or lower max.connections")
+	}
+	for {
+		t := time.NewTimer(time.Second)
+		select {
+		case <-a.s.quotas.nextRelease():
+		case <-t.C:
+		case <-a.s.ctx.Done():
+			t.Stop()
+			return false
+		}
+		t.Stop()
+		a.s.fds.stale = true
+		if a.s.fds.enough(time.Now()) {
+			return true
+		}
+	}
 }
 
 // refuse closes a connection from an address that already has its maximum

@@ -21,7 +21,7 @@ type metrics struct {
 	writeTimeouts prometheus.Counter
 	connections   prometheus.Gauge
 	refused       *prometheus.CounterVec // reason
-	acceptBlocked prometheus.Counter
+	acceptBlocked *prometheus.CounterVec // reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,10 +67,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "connections_refused_total",
 			Help: "Kafka connections closed as soon as they were accepted, by reason (max_connections_per_ip: their address already had max.connections.per.ip or its override).",
 		}, []string{"reason"}),
-		acceptBlocked: prometheus.NewCounter(prometheus.CounterOpts{
+		acceptBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "stele", Subsystem: "kafka", Name: "accept_blocked_seconds_total",
-			Help: "Time the Kafka listener accepted nothing because max.connections connections were open (Kafka's AcceptorBlockedPercent).",
-		}),
+			Help: "Time the Kafka listener accepted nothing, by reason: max_connections (max.connections were open; Kafka's AcceptorBlockedPercent) or file_descriptors (one more would have left the process fewer than its reserve).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,

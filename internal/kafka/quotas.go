@@ -55,10 +55,7 @@ func (q *connQuotas) waitForSlot(ctx context.Context, blocked func()) (time.Dura
 			}
 			return time.Since(start), true
 		}
-		if q.mu.freed == nil {
-			q.mu.freed = make(chan struct{})
-		}
-		freed := q.mu.freed
+		freed := q.nextReleaseLocked()
 		q.mu.Unlock()
 		if start.IsZero() {
 			start = time.Now()
@@ -70,6 +67,20 @@ func (q *connQuotas) waitForSlot(ctx context.Context, blocked func()) (time.Dura
 			return time.Since(start), false
 		}
 	}
+}
+
+// nextRelease is closed when a connection is next released.
+func (q *connQuotas) nextRelease() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nextReleaseLocked()
+}
+
+func (q *connQuotas) nextReleaseLocked() chan struct{} {
+	if q.mu.freed == nil {
+		q.mu.freed = make(chan struct{})
+	}
+	return q.mu.freed
 }
 
 // admit counts a new connection from ip, unless ip already has as many as
@@ -102,6 +113,13 @@ func (q *connQuotas) release(ip netip.Addr) {
 		close(q.mu.freed)
 		q.mu.freed = nil
 	}
+}
+
+// open is the number of connections counted now.
+func (q *connQuotas) open() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.total
 }
 
 // remoteIP is the address a connection's quota is counted under: its

@@ -84,7 +84,7 @@ func TestMaxConnectionsPerIPOverrides(t *testing.T) {
 	tb := startTestBroker(t, func(o *Options) {
 		o.MaxConnectionsPerIP = 3
 		o.MaxConnectionsPerIPOverrides = map[netip.Addr]int{
-			netip.MustParseAddr("127.0.0.1"): 1,
+			netip.MustParseAddr("127.0.0.1"):        1,
 			netip.MustParseAddr("::ffff:127.0.0.2"): 0, // matched as its IPv4 form
 		}
 	})
@@ -138,7 +138,7 @@ func TestMaxConnectionsWaits(t *testing.T) {
 	if err := served(b, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if s := testutil.ToFloat64(tb.srv.metrics.acceptBlocked); s < 0.4 {
+	if s := testutil.ToFloat64(tb.srv.metrics.acceptBlocked.WithLabelValues("max_connections")); s < 0.4 {
 		t.Fatalf("stele_kafka_accept_blocked_seconds_total = %v, want the half second it waited", s)
 	}
 	if n := testutil.ToFloat64(tb.srv.metrics.refused.WithLabelValues("max_connections_per_ip")); n != 0 {

@@ -25,7 +25,13 @@
 //     request, and counted in stele_kafka_connections_refused_total; while
 //     max.connections are open, no connection is accepted (new ones wait
 //     in the listen backlog) until one closes, as Kafka's acceptor blocks,
-//     and the time is counted in stele_kafka_accept_blocked_seconds_total.
+//     and the time is counted in
+//     stele_kafka_accept_blocked_seconds_total{reason="max_connections"}.
+//   - The listener leaves the process a reserve of file descriptors (a
+//     tenth of RLIMIT_NOFILE, at least 64; Linux only) for storage and
+//     consensus: while one more connection would eat into it, nothing is
+//     accepted until connections close (fdBudget), counted in
+//     stele_kafka_accept_blocked_seconds_total{reason="file_descriptors"}.
 //   - An accept that fails because the process or the machine is out of
 //     file descriptors (EMFILE, ENFILE) or buffers, or because a pending
 //     connection broke (ECONNABORTED), is retried after a pause of 5 ms
@@ -167,6 +173,7 @@ type Server struct {
 	routes  map[int16]route
 	metrics *metrics
 	quotas  *connQuotas
+	fds     *fdBudget // used by Serve's goroutine only
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -192,6 +199,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	}
 	s.metrics = newMetrics(opts.Registerer)
 	s.quotas = newConnQuotas(&s.opts)
+	s.fds = newFDBudget()
 	return s
 }
 
@@ -218,7 +226,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.mu.ln = ln
 	s.mu.Unlock()
-	a := acceptor{s: s, refusals: sparseLog{every: acceptLogEvery}, waits: sparseLog{every: acceptLogEvery}}
+	every := sparseLog{every: acceptLogEvery}
+	a := acceptor{s: s, refusals: every, waits: every, fdWaits: every}
 	for {
 		if !a.waitForSlot() {
 			return nil
@@ -243,6 +252,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			a.refuse(nc, ip, limit)
 			continue
 		}
+		s.fds.sawAccept(nc)
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
