@@ -14,7 +14,8 @@ package kafka
 //  * BROKER resources: the broker's own id describes read-only configs
 //    derived from its options (broker.id, node.id, auto.create.topics.enable,
 //    num.partitions, default.replication.factor, socket.request.max.bytes,
-//    log.dirs) as STATIC_BROKER_CONFIG and the broker-level names of the
+//    max.connections, max.connections.per.ip[.overrides], log.dirs) as
+//    STATIC_BROKER_CONFIG and the broker-level names of the
 //    topic defaults (log.retention.ms, log.segment.bytes, message.max.bytes,
 //    ...) as DEFAULT_CONFIG. The empty name (cluster-wide dynamic defaults)
 //    describes nothing: there are none. Another broker's id gets
@@ -35,7 +36,9 @@ package kafka
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -204,6 +207,12 @@ func (s *Server) brokerConfigEntries() []configEntry {
 			"Every broker holds every partition: the replication factor is the number of brokers."),
 		static("socket.request.max.bytes", strconv.Itoa(int(s.opts.MaxRequestBytes)), kmsg.ConfigTypeInt,
 			"Largest request frame accepted; larger ones close the connection."),
+		static("max.connections", strconv.Itoa(s.opts.MaxConnections), kmsg.ConfigTypeInt,
+			"While this many connections are open, no other is accepted until one closes."),
+		static("max.connections.per.ip", strconv.Itoa(s.opts.MaxConnectionsPerIP), kmsg.ConfigTypeInt,
+			"A new connection from an address that already has this many open is closed at once."),
+		static("max.connections.per.ip.overrides", s.connectionOverrides(), kmsg.ConfigTypeString,
+			"Per-address limits replacing max.connections.per.ip, address:count, host names resolved at start."),
 		{name: "delete.topic.enable", value: "true", source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
 			typ: kmsg.ConfigTypeBoolean, doc: "Topics can always be deleted."},
 	}
@@ -401,4 +410,19 @@ func checkAlterConfigs(view *fsm.View, cmd fsm.AlterConfigs) problem {
 		return newProblem(kerr.InvalidConfig, err.Error())
 	}
 	return problem{}
+}
+
+// connectionOverrides is max.connections.per.ip.overrides as the broker
+// applies it: address:count, by address.
+func (s *Server) connectionOverrides() string {
+	addrs := make([]netip.Addr, 0, len(s.opts.MaxConnectionsPerIPOverrides))
+	for a := range s.opts.MaxConnectionsPerIPOverrides {
+		addrs = append(addrs, a)
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	parts := make([]string, len(addrs))
+	for i, a := range addrs {
+		parts[i] = a.String() + ":" + strconv.Itoa(s.opts.MaxConnectionsPerIPOverrides[a])
+	}
+	return strings.Join(parts, ",")
 }

@@ -31,11 +31,10 @@ type connQuotas struct {
 	}
 }
 
+// newConnQuotas applies o, whose defaults are set (so its overrides are
+// keyed by addresses as remoteIP gives them).
 func newConnQuotas(o *Options) *connQuotas {
-	q := &connQuotas{max: o.MaxConnections, perIP: o.MaxConnectionsPerIP, overrides: map[netip.Addr]int{}}
-	for a, n := range o.MaxConnectionsPerIPOverrides {
-		q.overrides[a.Unmap().WithZone("")] = n
-	}
+	q := &connQuotas{max: o.MaxConnections, perIP: o.MaxConnectionsPerIP, overrides: o.MaxConnectionsPerIPOverrides}
 	q.mu.byIP = map[netip.Addr]int{}
 	return q
 }

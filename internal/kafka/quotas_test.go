@@ -93,6 +93,10 @@ func TestMaxConnectionsPerIPOverrides(t *testing.T) {
 	} else {
 		ln.Close()
 	}
+	// DescribeConfigs reports them as applied.
+	if got := tb.srv.connectionOverrides(); got != "127.0.0.1:1,127.0.0.2:0" {
+		t.Errorf("max.connections.per.ip.overrides described as %q", got)
+	}
 	one := dialFrom(t, "127.0.0.1", tb.addr)
 	if err := served(one, 5*time.Second); err != nil {
 		t.Fatal(err)

@@ -158,6 +158,12 @@ func (o *Options) setDefaults() {
 	if o.MaxConnectionsPerIP <= 0 {
 		o.MaxConnectionsPerIP = defaultMaxConnections
 	}
+	// Addresses as remoteIP gives them, in a copy the caller cannot change.
+	overrides := make(map[netip.Addr]int, len(o.MaxConnectionsPerIPOverrides))
+	for a, n := range o.MaxConnectionsPerIPOverrides {
+		overrides[a.Unmap().WithZone("")] = n
+	}
+	o.MaxConnectionsPerIPOverrides = overrides
 	if o.LiveWindow <= 0 {
 		o.LiveWindow = defaultLiveWindow
 	}
