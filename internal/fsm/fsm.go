@@ -1,6 +1,6 @@
 // Package fsm is Stele's replicated state machine: the commands, their
-// encoding, Apply, the replicated state (topics, partitions and their logs)
-// and the app hash.
+// encoding, Apply, the replicated state (topics, partitions and their logs),
+// the authenticated state trie over it (authstate.go) and the app hash.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition
@@ -26,6 +26,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -85,7 +86,7 @@ type Options struct {
 
 // digestDomain opens the block digest; its version is proof.AppHashFormat
 // (TestGoldenAppHashes checks they agree).
-const digestDomain = "stele/block/v3"
+const digestDomain = "stele/block/v4"
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {
@@ -140,6 +141,14 @@ type FSM struct {
 	dirtyTxns      map[string]bool
 	txnsDue        int64 // block time at which a transaction may time out
 	fault          error // the local fault that stopped the state machine (fault.go)
+	// The authenticated state (authstate.go): the trie, its root as the
+	// last app hash committed to it, the other parts of that app hash,
+	// and the block's staged batch.
+	trie             *stateTrie
+	stateRoot        []byte
+	leavesRoot       []byte
+	pending          *stateBatch
+	stagedProducerID int64 // nextProducerID as last staged
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
@@ -357,10 +366,22 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		}
 		h.Write(w.b)
 	}
-	if len(txs) > 0 || len(changes) > 0 {
-		f.blockDigest = h.Sum(nil)
-		f.appHash = proof.AppHash(f.blockDigest, merkle.HashFromByteSlices(f.leaves))
+	// The state the block leaves, staged for Commit and mirrored into the
+	// state trie, whose root the app hash commits to.
+	if err := f.stage(); err != nil {
+		return BlockOutcome{}, f.faulted(err)
 	}
+	root, err := f.trie.root()
+	if err != nil {
+		return BlockOutcome{}, f.faulted(err)
+	}
+	if len(txs) > 0 || len(changes) > 0 || !bytes.Equal(root, f.stateRoot) {
+		f.blockDigest = h.Sum(nil)
+		f.stateRoot = root
+		f.leavesRoot = merkle.HashFromByteSlices(f.leaves)
+		f.appHash = proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot)
+	}
+	f.persistProofs(f.pending.b.Set)
 	out.AppHash = append([]byte(nil), f.appHash...)
 	return out, nil
 }

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/stele-io/stele/internal/storage"
 )
 
 // The groups' keys in the metadata store:
@@ -26,7 +24,7 @@ func offsetKey(r offsetRef) []byte {
 }
 
 // persistGroups adds the block's group changes to the state batch.
-func (f *FSM) persistGroups(b *storage.Batch) {
+func (f *FSM) persistGroups(b *stateBatch) {
 	for _, name := range sortedKeys(f.dirtyGroups) {
 		if g := f.groups[name]; g != nil {
 			b.Set(groupKey(name), encodeGroup(g))

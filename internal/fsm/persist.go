@@ -12,7 +12,8 @@ import (
 
 // The metadata store's keys:
 //
-//	m/state                           height, app hash, block time, last housekeeping
+//	m/state                           height, app hash and its parts, block time, last housekeeping
+//	m/producer-id                     the next producer id
 //	t/<topic>                         a topic: ID, replication factor, partitions, configs
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed
@@ -22,6 +23,10 @@ import (
 //	k/<topic id><key>...              the key stream index (keys.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
+//	z/<digest>                        the state trie's nodes (authstate.go)
+//
+// Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the
+// state trie, whose root the app hash commits to (authstate.go).
 //
 // Values use the command encoding's writer, prefixed by a format version.
 const persistVersion = 1
@@ -38,17 +43,63 @@ func partitionKey(topic string, index int32) []byte {
 
 func partitionPrefix(topic string) []byte { return append(append([]byte("p/"), topic...), 0) }
 
-// persist writes everything the applied block changed in one synced batch.
-func (f *FSM) persist() error {
-	b := f.store.NewBatch()
+// stateVersion is m/state's format: 2 added the state root and the parts
+// of the app hash, and moved the next producer id into the authenticated
+// m/producer-id.
+const stateVersion = 2
+
+var keyProducerID = []byte("m/producer-id")
+
+// encodeState is m/state: the block metadata, outside the state trie.
+//
+//	u8 version | i64 height | bytes app hash | i64 block time |
+//	i64 last housekeeping | bytes state root | bytes block digest |
+//	bytes leaves root
+func (f *FSM) encodeState() []byte {
 	w := &writer{}
-	w.u8(persistVersion)
+	w.u8(stateVersion)
 	w.i64(f.height)
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
 	w.i64(f.lastHousekeep)
-	w.i64(f.nextProducerID)
-	b.Set(keyState, w.b)
+	w.bytes(f.stateRoot)
+	w.bytes(f.blockDigest)
+	w.bytes(f.leavesRoot)
+	return w.b
+}
+
+// stateParts are what m/state says the app hash is made of.
+type stateParts struct {
+	height                                      int64
+	appHash, stateRoot, blockDigest, leavesRoot []byte
+}
+
+func decodeState(v []byte) (stateParts, int64, int64, error) {
+	var s stateParts
+	r := &reader{b: v}
+	if ver := r.u8(); ver != stateVersion {
+		return s, 0, 0, fmt.Errorf("stele/fsm: state format %d is not supported by this version (%d): this data directory was written by another version of Stele", ver, stateVersion)
+	}
+	s.height, s.appHash = r.i64(), append([]byte(nil), r.bytes()...)
+	blockTime, lastHousekeep := r.i64(), r.i64()
+	s.stateRoot = append([]byte(nil), r.bytes()...)
+	s.blockDigest = append([]byte(nil), r.bytes()...)
+	s.leavesRoot = append([]byte(nil), r.bytes()...)
+	if err := r.done(); err != nil {
+		return s, 0, 0, fmt.Errorf("stele/fsm: reading state: %w", err)
+	}
+	return s, blockTime, lastHousekeep, nil
+}
+
+// stage builds the batch of everything the applied block changed, and
+// mirrors its authenticated keys into the state trie; Commit writes it.
+func (f *FSM) stage() error {
+	b := &stateBatch{b: f.store.NewBatch(), store: f.store, trie: f.trie, staged: map[string]struct{}{}}
+	f.pending = b
+	if f.nextProducerID != f.stagedProducerID {
+		b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
+		f.stagedProducerID = f.nextProducerID
+	}
 	if f.signersChanged {
 		b.Set(keySigners, encodeSigners(f.sortedSigners()))
 		f.signersChanged = false
@@ -83,7 +134,6 @@ func (f *FSM) persist() error {
 	for _, e := range entries {
 		b.Set(e.k, e.v)
 	}
-	f.persistProofs(b.Set)
 	f.persistSigned(b.Set)
 	for _, t := range f.deleted {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
@@ -118,10 +168,23 @@ func (f *FSM) persist() error {
 	f.persistGroups(b)
 	f.persistProducers(b)
 	f.persistTxns(b)
-	if err := b.Commit(true); err != nil {
+	f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
+	return b.err
+}
+
+// persist writes the staged batch, the block metadata and the trie's new
+// nodes in one synced batch.
+func (f *FSM) persist() error {
+	b := f.pending
+	f.pending = nil
+	b.b.Set(keyState, f.encodeState())
+	if err := f.trie.commit(b.b); err != nil {
+		b.b.Close()
+		return fmt.Errorf("stele/fsm: state trie at height %d: %w", f.height, err)
+	}
+	if err := b.b.Commit(true); err != nil {
 		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
 	}
-	f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
 	return nil
 }
 
@@ -148,16 +211,22 @@ func (f *FSM) load() error {
 		return err
 	}
 	if ok {
-		r := &reader{b: v}
-		if ver := r.u8(); ver != persistVersion {
-			return fmt.Errorf("stele/fsm: state format %d is not supported by this version (%d)", ver, persistVersion)
+		var st stateParts
+		if st, f.blockTime, f.lastHousekeep, err = decodeState(v); err != nil {
+			return err
 		}
-		f.height, f.appHash, f.blockTime, f.lastHousekeep = r.i64(), append([]byte(nil), r.bytes()...), r.i64(), r.i64()
-		f.nextProducerID = r.i64()
-		if err := r.done(); err != nil {
-			return fmt.Errorf("stele/fsm: reading state: %w", err)
-		}
+		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 	}
+	f.trie = openStateTrie(f.store, f.stateRoot)
+	if v, ok, err := f.store.Get(keyProducerID); err != nil {
+		return err
+	} else if ok {
+		if len(v) != 8 {
+			return fmt.Errorf("stele/fsm: bad %s value %x", keyProducerID, v)
+		}
+		f.nextProducerID = int64(binary.BigEndian.Uint64(v))
+	}
+	f.stagedProducerID = f.nextProducerID
 	if v, ok, err := f.store.Get(keySigners); err != nil {
 		return err
 	} else if ok {

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
-	"github.com/stele-io/stele/internal/storage"
 )
 
 // Idempotent producers (KIP-98): InitProducerId hands out producer ids,
@@ -175,7 +174,7 @@ func decodeProducer(v []byte) (*producerState, error) {
 }
 
 // persistProducers writes the producer states the block changed.
-func (f *FSM) persistProducers(b *storage.Batch) {
+func (f *FSM) persistProducers(b *stateBatch) {
 	for p := range f.dirtyParts {
 		for pid := range p.dirtyProducers {
 			if s := p.producers[pid]; s != nil {

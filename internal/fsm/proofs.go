@@ -8,17 +8,18 @@ package fsm
 // Each append in a block (a produced batch after its base offset, partition
 // leader epoch and log-append time are set; a transaction marker) gives one
 // leaf, in apply order (proof.BatchLeaf), and the block's app hash is
-// proof.AppHash(digest, root)
+// proof.AppHash(digest, stateRoot, root)
 // where digest is the hash chaining the previous app hash, the height, the
 // block time, every transaction and its results and the housekeeping
-// changes (ApplyBlock), and root is the Merkle root of the block's leaves
+// changes (ApplyBlock), stateRoot the root of the authenticated state after
+// the block (authstate.go), and root is the Merkle root of the block's leaves
 // (CometBFT's crypto/merkle, RFC 6962: the root of no leaves is the hash of
-// nothing). A proof of one batch is the digest, its leaf's Merkle path, and
+// nothing). A proof of one batch is the digest, the state root, its leaf's Merkle path, and
 // the header of the next height, which carries this app hash, with the
 // commit signed by the validators (added by the broker, which holds the
 // blocks). The state keeps, in the metadata store:
 //
-//	v/<height u64>                                     digest and the block's leaves
+//	v/<height u64>                                     digest, state root and the block's leaves
 //	b/<topic id [16]><partition u32><base offset u64>  height and leaf index of the batch
 //
 // Both are written in the block's synced batch and ship with snapshots;
@@ -38,6 +39,9 @@ import (
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
+
+// proofVersion is the format of v/<height>: 2 added the state root.
+const proofVersion = 2
 
 // ErrNoProof: no proof exists for what was asked (an offset outside the
 // log, a batch written before proofs were kept, or rewritten by compaction).
@@ -73,8 +77,9 @@ func (f *FSM) persistProofs(set func(k, v []byte)) {
 		return
 	}
 	w := &writer{}
-	w.u8(persistVersion)
+	w.u8(proofVersion)
 	w.bytes(f.blockDigest)
+	w.bytes(f.stateRoot)
 	w.count(len(f.leaves))
 	for _, l := range f.leaves {
 		w.raw(l)
@@ -101,6 +106,7 @@ type BatchProof struct {
 	Batch      []byte
 	Height     int64
 	Digest     []byte       // the block's transactions and changes
+	StateRoot  []byte       // the authenticated state's root after the block
 	Root       []byte       // the Merkle root of the block's appended batches
 	Path       merkle.Proof // the batch's leaf under Root
 }
@@ -188,10 +194,11 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 		return nil, fmt.Errorf("%w: no leaves kept for height %d", ErrNoProof, height)
 	}
 	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
-		return nil, fmt.Errorf("stele/fsm: proof format %d is not supported by this version (%d)", ver, persistVersion)
+	if ver := r.u8(); ver != proofVersion {
+		return nil, fmt.Errorf("stele/fsm: proof format %d is not supported by this version (%d)", ver, proofVersion)
 	}
 	digest := append([]byte(nil), r.bytes()...)
+	stateRoot := append([]byte(nil), r.bytes()...)
 	n := r.count(sha256.Size)
 	leaves := make([][]byte, 0, n)
 	for i := 0; i < n; i++ {
@@ -209,6 +216,6 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 	root, proofs := merkle.ProofsFromByteSlices(leaves)
 	return &BatchProof{
 		Topic: t.Name, TopicID: t.ID, Partition: partition, BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(),
-		Batch: append([]byte(nil), batch...), Height: height, Digest: digest, Root: root, Path: *proofs[index],
+		Batch: append([]byte(nil), batch...), Height: height, Digest: digest, StateRoot: stateRoot, Root: root, Path: *proofs[index],
 	}, nil
 }

@@ -164,8 +164,8 @@ func (r *proofRecorder) checkAll(f *FSM, when string) (map[string]*BatchProof, p
 					t.Fatalf("%s: proof of %s(%x)-%d batch %d-%d at height %d (%d bytes); want the batch %d-%d appended at height %d",
 						what, bp.Topic, bp.TopicID[:], bp.Partition, bp.BaseOffset, bp.LastOffset, bp.Height, len(bp.Batch), orig.base, orig.last, orig.height)
 				}
-				if got, want := proof.AppHash(bp.Digest, bp.Root), r.hashes[bp.Height]; !bytes.Equal(got, want) {
-					t.Fatalf("%s: AppHash(digest, root) = %X, height %d reported %X", what, got, bp.Height, want)
+				if got, want := proof.AppHash(bp.Digest, bp.StateRoot, bp.Root), r.hashes[bp.Height]; !bytes.Equal(got, want) {
+					t.Fatalf("%s: AppHash(digest, state root, root) = %X, height %d reported %X", what, got, bp.Height, want)
 				}
 				if err := bp.Path.Verify(bp.Root, proof.BatchLeaf(bp.Topic, bp.TopicID, bp.Partition, bp.BaseOffset, bp.Batch)); err != nil {
 					t.Fatalf("%s: the path does not lead from the batch's leaf to the root: %v", what, err)

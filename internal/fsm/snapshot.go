@@ -247,7 +247,12 @@ func writeMetaKV(ckpt, path string) (int64, error) {
 	}
 	defer out.Close()
 	w := bufio.NewWriterSize(out, 1<<16)
-	err = storage.ScanStoreDir(ckpt, func(k, v []byte) error { return encodeKV(w, k, v) })
+	err = storage.ScanStoreDir(ckpt, func(k, v []byte) error {
+		if bytes.HasPrefix(k, []byte(trieNodePrefix)) {
+			return nil // the restoring broker builds its state trie itself
+		}
+		return encodeKV(w, k, v)
+	})
 	if err == nil {
 		err = w.Flush()
 	}

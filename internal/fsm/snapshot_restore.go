@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ErrChunkOrder is returned by Restore.Apply for a chunk other than the
@@ -202,6 +203,9 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	if err := r.stageStore(); err != nil {
 		return err
 	}
+	if err := verifyStagedState(filepath.Join(r.dir, "meta"), r.meta.appHash); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("stele/fsm: restore: %w", err)
 	}
@@ -305,6 +309,49 @@ func (f *FSM) swapIn(staged string) error {
 	f.publish(true)
 	if err := os.RemoveAll(staged); err != nil {
 		f.opts.Logger.Warn("removing the snapshot staging directory", "dir", staged, "err", err)
+	}
+	return nil
+}
+
+// verifyStagedState checks a restored metadata store against the trusted
+// app hash: it builds the state trie afresh from the store's authenticated
+// keys (whatever trie nodes came with it) and requires that its root, with
+// the block digest and leaves root the store's m/state gives, hash to
+// appHash (proof.AppHash). A snapshot whose state a peer altered (one
+// committed offset, one producer's sequence) fails with ErrStateRoot, and
+// nothing of it is used.
+func verifyStagedState(dir string, appHash []byte) error {
+	store, err := storage.OpenStore(dir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	v, ok, err := store.Get(keyState)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: the snapshot's state has no %s", ErrSnapshotMalformed, keyState)
+	}
+	st, _, _, err := decodeState(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshotMalformed, err)
+	}
+	root, err := rebuildStateRoot(store)
+	if err != nil {
+		return err
+	}
+	if len(appHash) == 0 { // no block ever changed the state
+		if !bytes.Equal(root, emptyStateRoot()) {
+			return fmt.Errorf("%w: %w: the trusted app hash is empty but the state is not", ErrSnapshotMismatch, ErrStateRoot)
+		}
+		return nil
+	}
+	if got := proof.AppHash(st.blockDigest, root, st.leavesRoot); !bytes.Equal(got, appHash) {
+		return fmt.Errorf("%w: %w: the snapshot's state hashes to app hash %X, the trusted app hash is %X", ErrSnapshotMismatch, ErrStateRoot, got, appHash)
+	}
+	if !bytes.Equal(root, st.stateRoot) {
+		return fmt.Errorf("%w: %w: the snapshot claims state root %X, its contents hash to %X", ErrSnapshotMismatch, ErrStateRoot, st.stateRoot, root)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
-	"github.com/stele-io/stele/internal/storage"
 )
 
 // Transactions (KIP-98). The transaction coordinator is the state machine
@@ -654,7 +653,7 @@ func decodeTxn(id string, v []byte) (*Txn, error) {
 }
 
 // persistTxns adds the block's transaction changes to the state batch.
-func (f *FSM) persistTxns(b *storage.Batch) {
+func (f *FSM) persistTxns(b *stateBatch) {
 	for _, id := range sortedKeys(f.dirtyTxns) {
 		if t := f.txns[id]; t != nil {
 			b.Set(txnKey(id), encodeTxn(t))

@@ -54,7 +54,7 @@ func serveProof(opts Options) http.HandlerFunc {
 		json.NewEncoder(w).Encode(proof.Batch{
 			Topic: bp.Topic, TopicID: hex.EncodeToString(bp.TopicID[:]), Partition: bp.Partition,
 			BaseOffset: bp.BaseOffset, LastOffset: bp.LastOffset, Batch: bp.Batch,
-			Height: bp.Height, Digest: bp.Digest, Root: bp.Root, Path: &bp.Path, SignedHeader: sh,
+			Height: bp.Height, Digest: bp.Digest, StateRoot: bp.StateRoot, Root: bp.Root, Path: &bp.Path, SignedHeader: sh,
 		})
 	}
 }

@@ -3,7 +3,7 @@
 //
 // Every broker's app hash commits to each batch appended to a partition log
 // in its block, exactly as the log stores it (after the broker set its base
-// offset): the block's app hash is AppHash(digest, root), where root is the
+// offset): the block's app hash is AppHash(digest, stateRoot, root), where root is the
 // Merkle root (CometBFT's crypto/merkle, RFC 6962) of the leaves
 // BatchLeaf(...) of the batches appended in that block, in apply order, and
 // digest covers the rest of the block's effects. CometBFT puts the app hash
@@ -14,7 +14,7 @@
 // a batch, the digest, root and Merkle path of its block, and the signed
 // header of the next height. Trust.Verify accepts it only if the signatures
 // come from the validator set the caller trusts (the cluster's genesis),
-// the header's app hash is AppHash(digest, root), and the batch's leaf is
+// the header's app hash is AppHash(digest, stateRoot, root), and the batch's leaf is
 // under root at the topic, partition and base offset claimed.
 //
 // The package imports nothing of Stele's internals, so other programs can
@@ -45,11 +45,12 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // under one format can never be taken for one hashed under another; the
 // state machine's golden test (internal/fsm) pins the hashes of each format.
 // Format 3: results hash codes and structured fields only, never messages.
-const AppHashFormat = 3
+// Format 4: the app hash commits to the root of the authenticated state.
+const AppHashFormat = 4
 
 const (
 	batchLeafDomain = "stele/batch/v1"
-	appHashDomain   = "stele/apphash/v3"
+	appHashDomain   = "stele/apphash/v4"
 )
 
 // BatchLeaf is the leaf a batch appended at baseOffset to a partition of
@@ -71,14 +72,20 @@ func BatchLeaf(topic string, id [16]byte, partition int32, baseOffset int64, bat
 	return h.Sum(nil)
 }
 
-// AppHash is the app hash of a block whose other effects hash to digest
-// and whose appended batches' leaves have Merkle root root:
+// AppHash is the app hash of a block whose transactions, results and
+// block-time changes hash to digest, after which the authenticated state
+// (a sparse Merkle trie of every replicated key) has root stateRoot, and
+// whose appended batches' leaves have Merkle root root:
 //
-//	sha256("stele/apphash/v3" | digest | root)
-func AppHash(digest, root []byte) []byte {
+//	sha256("stele/apphash/v4" | digest | stateRoot | root)
+//
+// digest and stateRoot are 32 bytes each; root is 32 bytes, or empty for a
+// block that appended no batch (CometBFT's Merkle root of no leaves).
+func AppHash(digest, stateRoot, root []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte(appHashDomain))
 	h.Write(digest)
+	h.Write(stateRoot)
 	h.Write(root)
 	return h.Sum(nil)
 }
@@ -95,10 +102,12 @@ type Batch struct {
 	Batch []byte `json:"batch"`
 	// Height is the block that appended the batch; its app hash is in the
 	// header of Height+1.
-	Height int64         `json:"height"`
-	Digest []byte        `json:"digest"`
-	Root   []byte        `json:"root"`
-	Path   *merkle.Proof `json:"path"`
+	Height int64  `json:"height"`
+	Digest []byte `json:"digest"`
+	// StateRoot is the root of the authenticated state after that block.
+	StateRoot []byte        `json:"state_root"`
+	Root      []byte        `json:"root"`
+	Path      *merkle.Proof `json:"path"`
 	// SignedHeader is the header of Height+1 and the commit that signed
 	// it: a CometBFT SignedHeader, protobuf-encoded.
 	SignedHeader []byte `json:"signed_header"`
@@ -156,7 +165,7 @@ func unproven(format string, args ...any) error {
 
 // Verify checks b against t: the signed header's commit carries more than
 // two thirds of the trusted validators' voting power for the chain, its app
-// hash is AppHash(b.Digest, b.Root), and the batch's leaf, at b's topic,
+// hash is AppHash(b.Digest, b.StateRoot, b.Root), and the batch's leaf, at b's topic,
 // partition and base offset, is under b.Root by b.Path. It also checks that
 // the batch is one well-formed RecordBatch v2 whose CRC matches and whose
 // base and last offsets are those claimed. The validator set may not have
@@ -183,7 +192,7 @@ func (t *Trust) Verify(b *Batch) (*Verified, error) {
 	if sh.Height != b.Height+1 {
 		return nil, unproven("the signed header is of height %d, the batch's block is %d (its app hash is in the header of %d)", sh.Height, b.Height, b.Height+1)
 	}
-	if want := AppHash(b.Digest, b.Root); !bytes.Equal(sh.AppHash, want) {
+	if want := AppHash(b.Digest, b.StateRoot, b.Root); !bytes.Equal(sh.AppHash, want) {
 		return nil, unproven("the signed app hash of height %d is %X, the proof gives %X", b.Height, []byte(sh.AppHash), want)
 	}
 	leaf := BatchLeaf(b.Topic, [16]byte(id), b.Partition, b.BaseOffset, b.Batch)

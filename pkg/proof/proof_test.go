@@ -163,11 +163,12 @@ func honest(t testing.TB, c *chain) *Batch {
 	leaves[testLeaf] = BatchLeaf("orders", testTopicID, 3, testBase, batch)
 	root, paths := merkle.ProofsFromByteSlices(leaves)
 	digest := tmhash.Sum([]byte("the block's transactions and results"))
+	state := tmhash.Sum([]byte("the state root"))
 	return &Batch{
 		Topic: "orders", TopicID: hex.EncodeToString(testTopicID[:]), Partition: 3,
 		BaseOffset: testBase, LastOffset: testBase + 2, Batch: batch,
-		Height: testHeight, Digest: digest, Root: root, Path: paths[testLeaf],
-		SignedHeader: c.sign(t, c.header(testHeight+1, AppHash(digest, root)), all),
+		Height: testHeight, Digest: digest, StateRoot: state, Root: root, Path: paths[testLeaf],
+		SignedHeader: c.sign(t, c.header(testHeight+1, AppHash(digest, state, root)), all),
 	}
 }
 
@@ -177,6 +178,7 @@ func clone(b *Batch) *Batch {
 	c := *b
 	c.Batch = bytes.Clone(b.Batch)
 	c.Digest = bytes.Clone(b.Digest)
+	c.StateRoot = bytes.Clone(b.StateRoot)
 	c.Root = bytes.Clone(b.Root)
 	c.SignedHeader = bytes.Clone(b.SignedHeader)
 	p := *b.Path
@@ -216,7 +218,7 @@ func TestVerifyHonest(t *testing.T) {
 		t.Fatalf("verified %+v\nwant %+v", *v, want)
 	}
 	// Three of four validators are more than two thirds of the power.
-	b.SignedHeader = c.sign(t, c.header(testHeight+1, AppHash(b.Digest, b.Root)), func(i int) bool { return i != 1 })
+	b.SignedHeader = c.sign(t, c.header(testHeight+1, AppHash(b.Digest, b.StateRoot, b.Root)), func(i int) bool { return i != 1 })
 	if _, err := c.trust().Verify(b); err != nil {
 		t.Fatalf("signed by 3 of 4 validators: %v", err)
 	}
@@ -228,7 +230,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 	c := newChain(t, testChain, 4)
 	tr := c.trust()
 	good := honest(t, c)
-	appHash := AppHash(good.Digest, good.Root)
+	appHash := AppHash(good.Digest, good.StateRoot, good.Root)
 
 	// Every single byte of the batch, CRC-covered or not (the base offset
 	// and the partition leader epoch are outside the CRC).
@@ -265,6 +267,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 		{"a topic id that is not hex", func(b *Batch) { b.TopicID = "zz" + b.TopicID[2:] }},
 		{"a short topic id", func(b *Batch) { b.TopicID = b.TopicID[:30] }},
 		{"digest altered", func(b *Batch) { b.Digest[0] ^= 1 }},
+		{"state root altered", func(b *Batch) { b.StateRoot[0] ^= 1 }},
 		{"root altered", func(b *Batch) { b.Root[31] ^= 1 }},
 		{"path aunt altered", func(b *Batch) { b.Path.Aunts[0][5] ^= 1 }},
 		{"path aunt dropped", func(b *Batch) { b.Path.Aunts = b.Path.Aunts[1:] }},
@@ -291,7 +294,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 			b.SignedHeader = c.sign(t, c.header(testHeight+1, appHash), func(int) bool { return false })
 		}},
 		{"header with another app hash, signed", func(b *Batch) {
-			b.SignedHeader = c.sign(t, c.header(testHeight+1, AppHash(b.Digest, tmhash.Sum(nil))), all)
+			b.SignedHeader = c.sign(t, c.header(testHeight+1, AppHash(b.Digest, b.StateRoot, tmhash.Sum(nil))), all)
 		}},
 		{"header of another chain", func(b *Batch) {
 			o := newChain(t, "other-chain", 4)
@@ -304,7 +307,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 		}},
 		{"the commit of another header of the same height", func(b *Batch) {
 			h := decodeSignedHeader(t, c.sign(t, c.header(testHeight+1, appHash), all))
-			other := decodeSignedHeader(t, c.sign(t, c.header(testHeight+1, AppHash(b.Root, b.Digest)), all))
+			other := decodeSignedHeader(t, c.sign(t, c.header(testHeight+1, AppHash(b.Root, b.StateRoot, b.Digest)), all))
 			h.Commit = other.Commit
 			b.SignedHeader = encodeSignedHeader(t, h)
 		}},
@@ -407,16 +410,16 @@ func TestBatchLeafAndAppHashDomains(t *testing.T) {
 		t.Fatal("partition and base offset are ambiguous")
 	}
 	// sha256("stele/batch/v1" | 0006 "orders" | id | 00000003 | 000000000000002a | "batch")
-	// and sha256("stele/apphash/v3" | "digest" | "root"), computed with
+	// and sha256("stele/apphash/v4" | "digest" | "state" | "root"), computed with
 	// sha256sum from the documented layouts.
 	const (
 		pinnedLeaf    = "16bac39763be6b449e140673595c21e50877e73f6c8e358878860c7b1a79d270"
-		pinnedAppHash = "41e5a32316a3478ad6a5e3a69fe653dd038a79c4569ca4b896beb3621d5bb3df"
+		pinnedAppHash = "bc88b77b83cdea9513f4ce4e0021e04bb0678383399dccbdd22a2b176df2cc44"
 	)
 	if got := hex.EncodeToString(BatchLeaf("orders", testTopicID, 3, testBase, batch)); got != pinnedLeaf {
 		t.Fatalf("BatchLeaf changed: %s, pinned %s (a change breaks every client: bump the domain instead)", got, pinnedLeaf)
 	}
-	if got := hex.EncodeToString(AppHash([]byte("digest"), []byte("root"))); got != pinnedAppHash {
+	if got := hex.EncodeToString(AppHash([]byte("digest"), []byte("state"), []byte("root"))); got != pinnedAppHash {
 		t.Fatalf("AppHash changed: %s, pinned %s (a change breaks every client: bump the domain instead)", got, pinnedAppHash)
 	}
 }
@@ -428,7 +431,7 @@ func FuzzVerify(f *testing.F) {
 	c := newChain(f, testChain, 4)
 	tr := c.trust()
 	good := honest(f, c)
-	appHash := AppHash(good.Digest, good.Root)
+	appHash := AppHash(good.Digest, good.StateRoot, good.Root)
 	f.Add(good.SignedHeader, good.Batch, good.Path.Index, good.Path.Total)
 	f.Add(c.sign(f, c.header(testHeight+1, appHash), func(i int) bool { return i < 2 }), good.Batch, good.Path.Index, good.Path.Total)
 	f.Add(c.sign(f, c.header(testHeight, appHash), all), testBatch(f, testBase+1), good.Path.Index+1, good.Path.Total)
