@@ -25,6 +25,7 @@ import (
 	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/wallclock"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ErrTooLarge is returned for a command that cannot fit in one transaction.
@@ -254,6 +255,11 @@ func (b *Broker) BatchHeight(topic string, partition int32, offset int64) (heigh
 // (fsm.FSM.ProveBatch).
 func (b *Broker) ProveBatch(topic string, partition int32, offset int64) (*fsm.BatchProof, error) {
 	return b.fsm.ProveBatch(topic, partition, offset)
+}
+
+// ProveState proves keys of the committed state (fsm.FSM.ProveState).
+func (b *Broker) ProveState(keys ...[]byte) (*proof.StateProof, error) {
+	return b.fsm.ProveState(keys...)
 }
 
 // KeySnapshot finds the latest snapshot record of key (fsm.FSM.KeySnapshot).

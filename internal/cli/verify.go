@@ -85,10 +85,14 @@ type verifiedRecord struct {
 }
 
 func newVerifyCmd(g *globalOptions) *cobra.Command {
-	var o trustOptions
+	var (
+		o trustOptions
+		s stateVerify
+	)
+	recordArgs := exactArgs("TOPIC", "PARTITION", "OFFSET")
 	c := &cobra.Command{
-		Use:   "verify TOPIC PARTITION OFFSET",
-		Short: "Prove one record against the validators' signatures, trusting no broker",
+		Use:   "verify TOPIC PARTITION OFFSET | --group GROUP [--topic TOPIC] | --end TOPIC PARTITION | --config TOPIC",
+		Short: "Prove a record, committed offsets, a partition's offsets or a topic's configs against the validators' signatures, trusting no broker",
 		Long: `Fetch the proof of the record at TOPIC PARTITION OFFSET from a broker's HTTP
 API (--http) and check it without trusting that broker: the batch holding the
 record must be under the app hash of the block that appended it, and that app
@@ -97,12 +101,36 @@ header of the next height. The validators are those of --genesis FILE (the
 cluster's config/genesis.json), or else of the genesis pinned on first use in
 the user's config directory (stele/trust/<chain id>.json), with a warning.
 
-It prints the record and where it was proven; an unproven record is an error
-(exit 1). docs/trust.md says what a proof guarantees and what it does not.`,
+With --group, --end or --config it proves state instead, from the
+authenticated state the app hash commits to: GROUP's committed offsets of
+every partition of --topic (a partition without one is proven to have none;
+without --topic, of the topics the brokers at --brokers list for the group,
+a list that is not itself proven), TOPIC PARTITION's log start offset and
+high watermark, or TOPIC's partition count and configs.
+
+It prints what was proven and where; anything unproven is an error (exit 1).
+docs/trust.md says what a proof guarantees and what it does not.`,
 		Example: `  stele verify orders 0 1500 --genesis cluster/node0/cometbft/config/genesis.json
-  stele verify orders 0 1500 --http 10.0.0.5:8080 --output json`,
-		Args: exactArgs("TOPIC", "PARTITION", "OFFSET"),
+  stele verify orders 0 1500 --http 10.0.0.5:8080 --output json
+  stele verify --group billing --topic orders
+  stele verify --end orders 0
+  stele verify --config orders`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if state, err := s.chosen(args); state || err != nil {
+				return err
+			}
+			return recordArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if state, _ := s.chosen(args); state {
+				ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+				defer cancel()
+				cl, err := o.client(ctx, cmd, g.timeout)
+				if err != nil {
+					return err
+				}
+				return s.run(ctx, cmd, g, cl, args)
+			}
 			part, err := strconv.ParseInt(args[1], 10, 32)
 			if err != nil || part < 0 {
 				return usageErrorf("invalid PARTITION %q: want a partition number", args[1])
@@ -134,6 +162,7 @@ It prints the record and where it was proven; an unproven record is an error
 		},
 	}
 	o.register(c)
+	s.register(c)
 	return c
 }
 

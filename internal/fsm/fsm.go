@@ -147,6 +147,7 @@ type FSM struct {
 	trie             *stateTrie
 	stateRoot        []byte
 	leavesRoot       []byte
+	hashHeight       int64 // the height whose block last changed the app hash
 	pending          *stateBatch
 	stagedProducerID int64 // nextProducerID as last staged
 
@@ -161,6 +162,7 @@ type FSM struct {
 		appHash   []byte
 		blockTime int64
 		signers   []Signer
+		hash      hashParts // what appHash is made of (stateproof.go)
 	}
 }
 
@@ -377,6 +379,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	}
 	if len(txs) > 0 || len(changes) > 0 || !bytes.Equal(root, f.stateRoot) {
 		f.blockDigest = h.Sum(nil)
+		f.hashHeight = height
 		f.stateRoot = root
 		f.leavesRoot = merkle.HashFromByteSlices(f.leaves)
 		f.appHash = proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot)
@@ -533,6 +536,7 @@ func (f *FSM) publish(metaChanged bool) {
 	f.committed.appHash = append([]byte(nil), f.appHash...)
 	f.committed.blockTime = f.blockTime
 	f.committed.signers = signers
+	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.stateRoot, leavesRoot: f.leavesRoot}
 	f.committed.Unlock()
 }
 

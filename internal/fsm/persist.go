@@ -53,8 +53,8 @@ var keyProducerID = []byte("m/producer-id")
 // encodeState is m/state: the block metadata, outside the state trie.
 //
 //	u8 version | i64 height | bytes app hash | i64 block time |
-//	i64 last housekeeping | bytes state root | bytes block digest |
-//	bytes leaves root
+//	i64 last housekeeping | i64 height of the app hash | bytes state root |
+//	bytes block digest | bytes leaves root
 func (f *FSM) encodeState() []byte {
 	w := &writer{}
 	w.u8(stateVersion)
@@ -62,6 +62,7 @@ func (f *FSM) encodeState() []byte {
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
 	w.i64(f.lastHousekeep)
+	w.i64(f.hashHeight)
 	w.bytes(f.stateRoot)
 	w.bytes(f.blockDigest)
 	w.bytes(f.leavesRoot)
@@ -70,7 +71,7 @@ func (f *FSM) encodeState() []byte {
 
 // stateParts are what m/state says the app hash is made of.
 type stateParts struct {
-	height                                      int64
+	height, hashHeight                          int64
 	appHash, stateRoot, blockDigest, leavesRoot []byte
 }
 
@@ -82,6 +83,7 @@ func decodeState(v []byte) (stateParts, int64, int64, error) {
 	}
 	s.height, s.appHash = r.i64(), append([]byte(nil), r.bytes()...)
 	blockTime, lastHousekeep := r.i64(), r.i64()
+	s.hashHeight = r.i64()
 	s.stateRoot = append([]byte(nil), r.bytes()...)
 	s.blockDigest = append([]byte(nil), r.bytes()...)
 	s.leavesRoot = append([]byte(nil), r.bytes()...)
@@ -216,6 +218,7 @@ func (f *FSM) load() error {
 			return err
 		}
 		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
+		f.hashHeight = st.hashHeight
 	}
 	f.trie = openStateTrie(f.store, f.stateRoot)
 	if v, ok, err := f.store.Get(keyProducerID); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -107,6 +108,55 @@ func proofError(w http.ResponseWriter, err error, topic string, part, off int64)
 		httpError(w, http.StatusInternalServerError, "%s-%d offset %d: %v", topic, part, off, err)
 	}
 	return false
+}
+
+// serveStateProof answers GET /v1/state/proof?key=K[&key=K...] (each key
+// base64url without padding, at most proof.MaxStateProofKeys) with the
+// proof.StateProof of those keys of the committed state: their values or
+// absence, and the signed header of the height after the state's.
+func serveStateProof(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		raw := r.URL.Query()["key"]
+		if len(raw) == 0 || len(raw) > proof.MaxStateProofKeys {
+			httpError(w, http.StatusBadRequest, "%d key parameters: give 1 to %d (base64url, no padding)", len(raw), proof.MaxStateProofKeys)
+			return
+		}
+		keys := make([][]byte, len(raw))
+		for i, k := range raw {
+			b, err := base64.RawURLEncoding.DecodeString(k)
+			if err != nil || len(b) == 0 {
+				httpError(w, http.StatusBadRequest, "key %q: want the key's bytes in base64url without padding", k)
+				return
+			}
+			keys[i] = b
+		}
+		if opts.SignedHeader == nil {
+			httpError(w, http.StatusNotFound, "this broker does not serve proofs")
+			return
+		}
+		sp, err := opts.Broker.ProveState(keys...)
+		switch {
+		case errors.Is(err, fsm.ErrNoProof):
+			httpError(w, http.StatusNotFound, "%v", err)
+			return
+		case errors.Is(err, fsm.ErrStateMoved):
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusServiceUnavailable, "%v", err)
+			return
+		case err != nil:
+			httpError(w, http.StatusInternalServerError, "proving the state: %v", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
+		defer cancel()
+		if sp.SignedHeader, err = signedHeader(ctx, opts, sp.Height+1); err != nil {
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusServiceUnavailable, "the signed header of height %d, which carries the app hash of the state's block: %v", sp.Height+1, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(sp)
+	}
 }
 
 // signedHeader waits until the broker has committed height (its header is

@@ -3,6 +3,7 @@ package proof
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,4 +215,30 @@ func (c *Client) get(ctx context.Context, u string, v any) error {
 		return errors.New(resp.Status)
 	}
 	return json.Unmarshal(body, v)
+}
+
+// ProveState fetches and verifies the proof of keys of the committed state
+// (GET /v1/state/proof): every key asked must be proven, by its value or its
+// absence, and nothing else.
+func (c *Client) ProveState(ctx context.Context, keys ...[]byte) (*VerifiedState, error) {
+	if len(keys) == 0 || len(keys) > MaxStateProofKeys {
+		return nil, fmt.Errorf("stele/proof: %d keys, want 1 to %d", len(keys), MaxStateProofKeys)
+	}
+	q := url.Values{}
+	for _, k := range keys {
+		q.Add("key", base64.RawURLEncoding.EncodeToString(k))
+	}
+	var p StateProof
+	if err := c.get(ctx, c.base()+"/v1/state/proof?"+q.Encode(), &p); err != nil {
+		return nil, fmt.Errorf("stele/proof: state proof: %w", err)
+	}
+	if len(p.Entries) != len(keys) {
+		return nil, unproven("asked for %d keys, the broker proved %d", len(keys), len(p.Entries))
+	}
+	for i, k := range keys {
+		if !bytes.Equal(p.Entries[i].Key, k) {
+			return nil, unproven("asked for key %q, the broker proved %q", k, p.Entries[i].Key)
+		}
+	}
+	return c.Trust.VerifyState(&p)
 }

@@ -13,6 +13,9 @@
 #     wrote, each proven; an offset past the end is refused with the
 #     broker's error.
 #  5. `stele consume --quorum` (f+1 = 1 broker of a single node) prints them.
+#  6. State proofs: `stele verify --end` proves the partition's offsets,
+#     `--config` the topic's configs, `--group` a group's committed offset
+#     (and that the other partitions have none); `--table` says it cannot.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
@@ -87,5 +90,29 @@ got=$(e2e_stele consume "$topic" --from-beginning --quorum --timeout-idle 2s --f
 	fail "stele consume --quorum: $(cat "$E2E_TMP/q.err")"
 [[ $got == '0:v0-a 1:v0-b 2:v1-a 3:v1-b 4:v2-a 5:v2-b ' ]] || fail "stele consume --quorum printed: $got"
 log "stele consume --quorum (f+1 = 1 of a single node) printed the 6 records"
+# --- 6. state proofs ---------------------------------------------------------
+out=$(e2e_stele verify --end "$topic" 0 --http "$BROKER_HTTP" --genesis "$genesis" --output json) ||
+	fail "stele verify --end: $out"
+grep -q '"high_watermark":6' <<<"$out" && grep -q '"log_start_offset":0' <<<"$out" || fail "stele verify --end: $out"
+e2e_stele topic alter "$topic" --config retention.ms=86400000 >/dev/null || fail "topic alter"
+out=$(e2e_stele verify --config "$topic" --http "$BROKER_HTTP" --genesis "$genesis") || fail "stele verify --config: $out"
+grep -q "retention.ms=86400000" <<<"$out" && grep -q "1 partitions" <<<"$out" || fail "stele verify --config: $out"
+e2e_stele group reset-offsets e2e-verify-group --topic "$topic" --to-offset 4 --execute >/dev/null ||
+	fail "committing an offset with stele group reset-offsets"
+out=$(e2e_stele verify --group e2e-verify-group --topic "$topic" --http "$BROKER_HTTP" --genesis "$genesis") ||
+	fail "stele verify --group: $out"
+grep -q -- "-0: 4$" <<<"$out" || fail "stele verify --group: $out"
+out=$(e2e_stele verify --group nobody-commits --topic "$topic" --http "$BROKER_HTTP" --genesis "$genesis") ||
+	fail "stele verify --group of a group without offsets: $out"
+grep -q -- "-0: none$" <<<"$out" || fail "stele verify --group without offsets: $out"
+if e2e_stele verify --table "$topic" k0 --http "$BROKER_HTTP" --genesis "$genesis" >"$E2E_TMP/t.out" 2>&1; then
+	fail "stele verify --table succeeded: $(cat "$E2E_TMP/t.out")"
+fi
+grep -q "unproven" "$E2E_TMP/t.out" || fail "stele verify --table: $(cat "$E2E_TMP/t.out")"
+if e2e_stele verify --end "$topic" 0 --http "$BROKER_HTTP" --genesis "$other" >"$E2E_TMP/s.out" 2>&1; then
+	fail "stele verify --end against another cluster's genesis succeeded: $(cat "$E2E_TMP/s.out")"
+fi
+log "state proven: the partition's offsets, the topic's configs, a committed offset and its absence; tables refused"
+
 e2e_broker_stop 30
 log "PASS"

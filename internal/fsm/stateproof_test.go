@@ -1,0 +1,80 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"github.com/pokt-network/smt"
+
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+// TestProveState: after the scenario, the committed state proves a topic,
+// a partition's offsets, a committed offset, a producer key and the absence
+// of a committed offset; each proof leads to the state root, the parts
+// hash to the committed app hash, pkg/proof's key builders are the store's
+// keys and its decoders read the store's values as the views show them.
+func TestProveState(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	applyAll(t, f, scenario(t))
+
+	if got, want := proof.TopicKey("orders"), topicKey("orders"); !bytes.Equal(got, want) {
+		t.Fatalf("proof.TopicKey %q, store %q", got, want)
+	}
+	if got, want := proof.PartitionKey("orders", 3), partitionKey("orders", 3); !bytes.Equal(got, want) {
+		t.Fatalf("proof.PartitionKey %q, store %q", got, want)
+	}
+	if got, want := proof.OffsetKey("audit", "orders", 0), offsetKey(offsetRef{"audit", "orders", 0}); !bytes.Equal(got, want) {
+		t.Fatalf("proof.OffsetKey %q, store %q", got, want)
+	}
+	if got, want := proof.ProducerKeyKey("alice"), producerKeyKey("alice"); !bytes.Equal(got, want) {
+		t.Fatalf("proof.ProducerKeyKey %q, store %q", got, want)
+	}
+
+	keys := [][]byte{proof.TopicKey("orders"), proof.PartitionKey("orders", 1), proof.OffsetKey("audit", "orders", 0),
+		proof.ProducerKeyKey("alice"), proof.OffsetKey("audit", "orders", 3), proof.TopicKey("doomed")}
+	p, err := f.ProveState(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, appHash := f.Info()
+	if got := proof.AppHash(p.Digest, p.StateRoot, p.LeavesRoot); !bytes.Equal(got, appHash) {
+		t.Fatalf("the proof's parts hash to %X, the committed app hash is %X", got, appHash)
+	}
+	spec := smt.NewTrieSpec(sha256.New(), false)
+	for i, e := range p.Entries {
+		ok, err := smt.VerifyProof(&smt.SparseMerkleProof{SideNodes: e.SideNodes, NonMembershipLeafData: e.NonMembershipLeafData}, p.StateRoot, keys[i], e.Value, &spec)
+		if err != nil || !ok {
+			t.Fatalf("key %q: proof does not verify: %v", keys[i], err)
+		}
+		// The same proof must not pass for another value.
+		if ok, _ := smt.VerifyProof(&smt.SparseMerkleProof{SideNodes: e.SideNodes, NonMembershipLeafData: e.NonMembershipLeafData}, p.StateRoot, keys[i], []byte("forged"), &spec); ok {
+			t.Fatalf("key %q: the proof also proves a forged value", keys[i])
+		}
+	}
+	v := f.View()
+	topic, err := proof.DecodeTopic(p.Entries[0].Value)
+	if err != nil || topic.Partitions != int32(len(v.Topic("orders").Partitions)) || topic.ID != v.Topic("orders").ID || topic.Configs["message.timestamp.type"] != "LogAppendTime" {
+		t.Fatalf("proven topic %+v, %v; the view has %d partitions", topic, err, len(v.Topic("orders").Partitions))
+	}
+	part, err := proof.DecodePartition(p.Entries[1].Value)
+	if vp := v.Partition("orders", 1); err != nil || part.HighWatermark != vp.HighWatermark() || part.LogStartOffset != vp.LogStartOffset() {
+		t.Fatalf("proven partition %+v, %v; the view has %d-%d", part, err, vp.LogStartOffset(), vp.HighWatermark())
+	}
+	off, err := proof.DecodeCommittedOffset(p.Entries[2].Value)
+	if err != nil || off.Offset != 3 || off.Metadata != "m" {
+		t.Fatalf("proven committed offset %+v, %v; want 3 with metadata m", off, err)
+	}
+	if len(p.Entries[3].Value) != 32 {
+		t.Fatalf("proven producer key of %d bytes", len(p.Entries[3].Value))
+	}
+	if p.Entries[4].Value != nil || p.Entries[5].Value != nil {
+		t.Fatalf("absent keys proven with values %q %q", p.Entries[4].Value, p.Entries[5].Value)
+	}
+	if _, err := f.ProveState([]byte("k/anything")); !errors.Is(err, ErrNoProof) {
+		t.Fatalf("a key outside the authenticated state: %v, want ErrNoProof", err)
+	}
+}
