@@ -78,3 +78,30 @@ func TestProveState(t *testing.T) {
 		t.Fatalf("a key outside the authenticated state: %v, want ErrNoProof", err)
 	}
 }
+
+// FuzzDecodeStoreValues: the decoders of the store's values, which a
+// restoring broker reads from a peer's snapshot (after checking it against
+// the state root) and every broker reads at start, never panic, and their
+// counts are bounded by the bytes they were given (reader.count).
+func FuzzDecodeStoreValues(f *testing.F) {
+	dir := f.TempDir()
+	g := open(f, dir)
+	applyAll(f, g, scenario(f))
+	g.store.Scan(nil, func(k, v []byte) error {
+		if len(v) > 0 && len(v) < 4096 {
+			f.Add(bytes.Clone(v))
+		}
+		return nil
+	})
+	g.Close()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		decodeGroup("g", b)
+		decodeSigners(b)
+		decodeState(b)
+		decodeProducer(b)
+		decodeTxn("t", b)
+		proof.DecodeTopic(b)
+		proof.DecodePartition(b)
+		proof.DecodeCommittedOffset(b)
+	})
+}
