@@ -40,6 +40,12 @@ import (
 // nodes are deleted in its batch).
 const trieNodePrefix = "z/"
 
+// trieRefreshBlocks is how often (in heights) the applier's trie drops the
+// nodes it holds in memory and starts again from the committed root: the
+// library keeps every node it resolved, which would otherwise grow with
+// the whole state.
+const trieRefreshBlocks = 1000
+
 // unauthenticated lists the key prefixes left out of the trie.
 var unauthenticated = [][]byte{[]byte("m/state"), []byte("m/signers"), []byte("c/"), []byte("k/"), []byte("v/"), []byte("b/"), []byte(trieNodePrefix)}
 

@@ -460,6 +460,11 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	if err := f.persist(); err != nil {
 		return 0, f.faulted(err)
 	}
+	if f.height%trieRefreshBlocks == 0 {
+		// The trie keeps every node it resolved in memory; starting afresh
+		// from the committed root bounds that to what recent blocks touched.
+		f.trie = openStateTrie(f.store, f.stateRoot)
+	}
 	f.applied = false
 	f.publish(f.metaChanged)
 	afterErr := f.afterCommit()

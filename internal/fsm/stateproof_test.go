@@ -105,3 +105,26 @@ func FuzzDecodeStoreValues(f *testing.F) {
 		proof.DecodeCommittedOffset(b)
 	})
 }
+
+// TestTrieRefresh: past trieRefreshBlocks the applier's trie starts afresh
+// from the committed root; blocks after it still update the same trie
+// (its root is the one a trie built from the store's contents has).
+func TestTrieRefresh(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
+	for h := 1; h <= trieRefreshBlocks+5; h++ {
+		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
+	}
+	applyAll(t, f, blocks)
+	root, err := rebuildStateRoot(f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(root, f.stateRoot) {
+		t.Fatalf("after a refresh the trie's root %X is not the store's %X", f.stateRoot, root)
+	}
+	if p, err := f.ProveState(proof.OffsetKey("g", "t", 1)); err != nil || p.Entries[0].Value == nil {
+		t.Fatalf("proving after a refresh: %v", err)
+	}
+}
