@@ -135,6 +135,17 @@ func (r *reader) bytes() []byte {
 
 func (r *reader) str() string { return string(r.bytes()) }
 
+// bytesCopy is bytes in memory of its own: for what the state keeps
+// beyond the decoded buffer (a store iterator's value, a batch read from
+// the data plane), which its owner may reuse.
+func (r *reader) bytesCopy() []byte {
+	b := r.bytes()
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
 func (r *reader) bool() bool {
 	switch r.u8() {
 	case 0:

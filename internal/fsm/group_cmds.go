@@ -204,7 +204,7 @@ func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
 		j := JoinGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), ClientID: r.str(),
 			ClientHost: r.str(), ProtocolType: r.str()}
 		for i, n := 0, r.count(2); i < n; i++ {
-			j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytes()})
+			j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
 		}
 		j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.i32(), r.i32(), r.bool()
 		return j, true
@@ -212,7 +212,7 @@ func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
 		s := SyncGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
 			ProtocolType: r.str(), Protocol: r.str()}
 		for i, n := 0, r.count(2); i < n; i++ {
-			s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytes()})
+			s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytesCopy()})
 		}
 		return s, true
 	case KindHeartbeat:

@@ -138,10 +138,10 @@ func decodeGroup(name string, v []byte) (*Group, error) {
 	for i, n := 0, r.count(8); i < n; i++ {
 		m := &Member{ID: r.str(), InstanceID: r.str(), ClientID: r.str(), ClientHost: r.str()}
 		for j, np := 0, r.count(2); j < np; j++ {
-			m.Protocols = append(m.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytes()})
+			m.Protocols = append(m.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
 		}
 		m.SessionTimeoutMs, m.RebalanceTimeoutMs, m.LastSeenMs = r.i32(), r.i32(), r.i64()
-		m.Joined, m.Synced, m.Generation, m.Assignment, m.Seq = r.bool(), r.bool(), r.i32(), nilIfEmpty(r.bytes()), r.i64()
+		m.Joined, m.Synced, m.Generation, m.Assignment, m.Seq = r.bool(), r.bool(), r.i32(), nilIfEmpty(r.bytesCopy()), r.i64()
 		g.Members[m.ID] = m
 	}
 	g.Type, g.Epoch, g.AssignmentEpoch, g.SubsDigest = GroupType(r.u8()), r.i32(), r.i32(), r.str()

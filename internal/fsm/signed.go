@@ -54,7 +54,7 @@ func decodeSignedCommand(k Kind, r *reader) (Command, bool) {
 	if k != KindRegisterProducerKey {
 		return nil, false
 	}
-	return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytes(), Proof: r.bytes(), Endorsement: r.bytes()}, true
+	return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytesCopy(), Proof: r.bytesCopy(), Endorsement: r.bytesCopy()}, true
 }
 
 // checkRegistration is the stateless check of a registration: a valid
