@@ -199,6 +199,7 @@ type stateBatch struct {
 	// DeletePrefix (the store's committed keys are scanned).
 	staged map[string]struct{}
 	err    error
+	trace  func(op string, k, v []byte) // Options.TraceState
 }
 
 func (s *stateBatch) fail(err error) {
@@ -209,6 +210,9 @@ func (s *stateBatch) fail(err error) {
 
 func (s *stateBatch) Set(k, v []byte) {
 	s.b.Set(k, v)
+	if s.trace != nil && authenticated(k) {
+		s.trace("set", k, v)
+	}
 	if authenticated(k) {
 		s.fail(s.trie.update(k, v))
 		s.staged[string(k)] = struct{}{}
@@ -217,6 +221,9 @@ func (s *stateBatch) Set(k, v []byte) {
 
 func (s *stateBatch) Delete(k []byte) {
 	s.b.Delete(k)
+	if s.trace != nil && authenticated(k) {
+		s.trace("delete", k, nil)
+	}
 	if authenticated(k) {
 		s.fail(s.trie.delete(k))
 		delete(s.staged, string(k))
@@ -226,6 +233,9 @@ func (s *stateBatch) Delete(k []byte) {
 // DeletePrefix deletes every key with the prefix, committed or staged.
 func (s *stateBatch) DeletePrefix(prefix []byte) {
 	s.b.DeletePrefix(prefix)
+	if s.trace != nil && authenticated(prefix) {
+		s.trace("delete-prefix", prefix, nil)
+	}
 	if !authenticated(prefix) {
 		return
 	}

@@ -78,6 +78,12 @@ type Options struct {
 	StoreFS vfs.FS
 	Logger  *slog.Logger
 
+	// TraceState logs every authenticated key a block writes or deletes,
+	// with a hash of its value, to compare brokers that diverged
+	// (STELE_TRACE_STATE=1 on stele serve). Values themselves are not
+	// logged.
+	TraceState bool
+
 	// rewordForTest, when set, rewrites every result message and log
 	// before they leave ApplyBlock: the test that nothing hashed depends
 	// on message text (TestMessagesAreNotHashed).

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -97,6 +98,13 @@ func decodeState(v []byte) (stateParts, int64, int64, error) {
 // mirrors its authenticated keys into the state trie; Commit writes it.
 func (f *FSM) stage() error {
 	b := &stateBatch{b: f.store.NewBatch(), store: f.store, trie: f.trie, staged: map[string]struct{}{}}
+	if f.opts.TraceState {
+		h := f.height
+		b.trace = func(op string, k, v []byte) {
+			sum := sha256.Sum256(v)
+			f.opts.Logger.Info("state trace", "height", h, "op", op, "key", fmt.Sprintf("%q", k), "value", fmt.Sprintf("%x", sum[:8]))
+		}
+	}
 	f.pending = b
 	if f.nextProducerID != f.stagedProducerID {
 		b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
