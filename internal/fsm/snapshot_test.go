@@ -99,10 +99,20 @@ func offerOf(s *Snapshot) SnapshotOffer {
 // restoreInto restores s, chunk by chunk as a peer would send it, into f.
 func restoreInto(t testing.TB, f *FSM, s *Snapshot) {
 	t.Helper()
+	if err := tryRestore(t, f, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryRestore applies every chunk of s, each of which must match its hash,
+// and returns what RestoreSnapshot says of the whole.
+func tryRestore(t testing.TB, f *FSM, s *Snapshot) error {
+	t.Helper()
 	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(s))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close()
 	for i := uint32(0); i < s.Chunks(); i++ {
 		c, err := s.Chunk(i)
 		if err != nil {
@@ -112,9 +122,7 @@ func restoreInto(t testing.TB, f *FSM, s *Snapshot) {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
 	}
-	if err := f.RestoreSnapshot(r); err != nil {
-		t.Fatal(err)
-	}
+	return f.RestoreSnapshot(r)
 }
 
 // TestSnapshotRestoresStateAtHeight: a snapshot captured at height H, and
@@ -478,26 +486,13 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	}
 	dst := open(t, t.TempDir())
 	defer dst.Close()
-	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(bad))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := uint32(0); i < bad.Chunks(); i++ {
-		c, err := bad.Chunk(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Apply(i, c); err != nil {
-			t.Fatalf("chunk %d: %v (each chunk matches its hash: the lie is in the state)", i, err)
-		}
-	}
-	if err := dst.RestoreSnapshot(r); !errors.Is(err, ErrStateRoot) || !errors.Is(err, ErrSnapshotMismatch) {
+	// Every chunk matches its hash: the lie is in the state.
+	if err := tryRestore(t, dst, bad); !errors.Is(err, ErrStateRoot) || !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("restoring an altered state: %v, want ErrStateRoot", err)
 	}
 	if h, _ := dst.Info(); h != 0 || dst.Groups().Group("audit") != nil {
 		t.Fatalf("a refused snapshot left state behind (height %d)", h)
 	}
-	r.Close()
 
 	good := takeSnapshot(t, honest, filepath.Join(honestDir, "snap"), nil)
 	restoreInto(t, dst, good)
