@@ -49,7 +49,11 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
   - every batch of every partition of every topic (--topic, default all), read
     through it over the Kafka protocol from its log start to its high
     watermark, must be proven (the batch its block committed, no offsets left
-    out between batches), as stele consume --verify proves it.
+    out between batches), as stele consume --verify proves it;
+  - every such topic and the offsets of each of its partitions must be proven
+    from the broker's state against the state root the validators signed,
+    and the log start offsets and high watermarks it serves over Kafka may
+    not be ahead of its proven state.
 
 It prints what it checked and every divergence, the first of each broker
 first, and exits 1 when there is one. docs/audit.md says what an auditor can
@@ -124,6 +128,9 @@ func runAudit(cmd *cobra.Command, g *globalOptions, o *auditOptions) error {
 	}
 	for _, n := range nodes {
 		if err := auditLogs(ctx, g, out, n, topics); err != nil {
+			return err
+		}
+		if err := auditState(ctx, g, out, n, topics); err != nil {
 			return err
 		}
 	}

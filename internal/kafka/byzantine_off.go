@@ -8,3 +8,6 @@ func byzantineFetch(data []byte, hwm int64) ([]byte, int64) { return data, hwm }
 
 // byzantineMetadata is false: this build tells clients the truth.
 func byzantineMetadata() bool { return false }
+
+// byzantineEndOffset returns ListOffsets' latest offset unchanged.
+func byzantineEndOffset(o int64) int64 { return o }

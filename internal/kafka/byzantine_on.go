@@ -22,3 +22,12 @@ func byzantineFetch(data []byte, hwm int64) ([]byte, int64) {
 // byzantineMetadata reports whether this broker claims to be the only
 // broker and the leader of everything (lie-metadata).
 func byzantineMetadata() bool { return told()[lieMetadata] }
+
+// byzantineEndOffset forges ListOffsets' latest offset as forge-watermark
+// forges Fetch's high watermark: 1000 above the truth.
+func byzantineEndOffset(o int64) int64 {
+	if told()[lieForgeWatermark] {
+		return o + 1000
+	}
+	return o
+}

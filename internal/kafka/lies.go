@@ -20,7 +20,7 @@ const (
 	lieAlterRecords   = "alter-records"   // a record's value changed
 	lieDropBatch      = "drop-batch"      // one batch of several left out
 	lieReorderRecords = "reorder-records" // two records' values swapped
-	lieForgeWatermark = "forge-watermark" // the high watermark reported 1000 above the truth
+	lieForgeWatermark = "forge-watermark" // the high watermark reported 1000 above the truth (Fetch and ListOffsets)
 	// lieMetadata: Metadata names this broker the leader of every
 	// partition and the only broker, so clients send it everything.
 	lieMetadata = "lie-metadata"

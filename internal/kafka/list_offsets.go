@@ -73,6 +73,7 @@ func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 					if r.IsolationLevel == 1 { // read_committed: decided records only
 						sp.Offset = min(sp.Offset, p.LastStableOffset())
 					}
+					sp.Offset = byzantineEndOffset(sp.Offset) // the stelebyzantine build's lie; the truth otherwise
 				case -3:
 					off, t, err := p.MaxTimestamp()
 					if err != nil {

@@ -210,8 +210,14 @@ func TestVerifiedReads(t *testing.T) {
 	if !strings.Contains(out, "offsets left out") || !strings.Contains(out, "is not the one committed there") {
 		t.Errorf("stele audit does not name the lies it met")
 	}
+	// The forged watermark is over ListOffsets too; the broker's proven
+	// state says otherwise.
+	if !strings.Contains(out, "above the") || !strings.Contains(out, "its proven state holds") {
+		t.Errorf("stele audit does not catch a high watermark served above the proven state")
+	}
 	if out, err := audit(honest); err != nil || !strings.Contains(out, "every broker holds the history the validators signed") ||
-		!strings.Contains(out, fmt.Sprintf("%d batches (%d offsets) of 1 topics read and proven", batches+1, end)) {
+		!strings.Contains(out, fmt.Sprintf("%d batches (%d offsets) of 1 topics read and proven", batches+1, end)) ||
+		!strings.Contains(out, "the state of 1 topics and 1 partitions proven") {
 		t.Errorf("stele audit of the honest broker: %v\n%s", err, out)
 	}
 }
