@@ -10,6 +10,15 @@
 // dialling a broker — and the broker then fails with "address already in
 // use". Every port handed out here lies below that range, where the kernel
 // never picks a source port on its own.
+//
+// Test binaries run side by side (go test runs packages in parallel), and
+// two of them, or two picks in one, could choose the same free port before
+// either binds it. So the range is cut into blocks of blockSize ports; a
+// process claims a block for itself with an advisory lock on a file in the
+// temporary directory (released by the kernel when the process exits,
+// however it exits) and hands out each port of its blocks once. Where
+// blocks cannot be locked, ports come from the whole range, still never
+// twice in one process.
 package freeport
 
 import (
@@ -17,8 +26,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the lowest port handed out: above the well-known and commonly
@@ -62,13 +74,95 @@ func Base(rng *rand.Rand, offsets ...int) (int, error) {
 	if rng != nil {
 		intN = rng.IntN
 	}
-	for range 200 {
-		base := lowest + intN(hi-lowest)
-		if bindable(base, offsets) {
-			return base, nil
+	mu.Lock()
+	defer mu.Unlock()
+	if span <= blockSize {
+		for _, b := range mu.blocks {
+			if base, ok := pickIn(intN, b, b+blockSize-span, offsets, 50); ok {
+				return base, nil
+			}
+		}
+		for len(mu.blocks) < maxBlocks {
+			b, ok := claimBlock(intN, hi+span)
+			if !ok {
+				break
+			}
+			mu.blocks = append(mu.blocks, b)
+			if base, ok := pickIn(intN, b, b+blockSize-span, offsets, 50); ok {
+				return base, nil
+			}
 		}
 	}
+	if base, ok := pickIn(intN, lowest, hi, offsets, 200); ok {
+		return base, nil
+	}
 	return 0, fmt.Errorf("freeport: no free range of %d ports on 127.0.0.1 below %d after 200 tries", span, hi+span)
+}
+
+// blockSize is how many ports one claimed block holds; a span must fit.
+const blockSize = 1024
+
+// maxBlocks bounds the blocks one process claims.
+const maxBlocks = 16
+
+// mu guards what this process has claimed and handed out.
+var mu struct {
+	sync.Mutex
+	blocks []int        // first ports of the blocks this process holds
+	used   map[int]bool // ports handed out
+}
+
+// pickIn tries random bases in [lo, hi) whose ports this process has not
+// handed out and that are bindable now, and marks the ports of the one it
+// returns. Callers hold mu.
+func pickIn(intN func(int) int, lo, hi int, offsets []int, tries int) (int, bool) {
+	if hi <= lo {
+		return 0, false
+	}
+	if mu.used == nil {
+		mu.used = map[int]bool{}
+	}
+next:
+	for range tries {
+		base := lo + intN(hi-lo)
+		for _, o := range offsets {
+			if mu.used[base+o] {
+				continue next
+			}
+		}
+		if bindable(base, offsets) {
+			for _, o := range offsets {
+				mu.used[base+o] = true
+			}
+			return base, true
+		}
+	}
+	return 0, false
+}
+
+// claimBlock locks a block of ports below end that no other process holds,
+// starting from a random one; it reports false when none can be had.
+func claimBlock(intN func(int) int, end int) (int, bool) {
+	n := (end - lowest) / blockSize
+	if n <= 0 {
+		return 0, false
+	}
+	dir := filepath.Join(os.TempDir(), "stele-freeport")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, false
+	}
+	start := intN(n)
+	for i := range n {
+		k := (start + i) % n
+		b := lowest + k*blockSize
+		if slices.Contains(mu.blocks, b) {
+			continue
+		}
+		if lockFile(filepath.Join(dir, strconv.Itoa(b)+".lock")) {
+			return b, true
+		}
+	}
+	return 0, false
 }
 
 // Span returns Base(rng, 0, 1, ..., n-1): n consecutive free ports.

@@ -1,8 +1,12 @@
 package freeport
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -67,4 +71,58 @@ func TestAddr(t *testing.T) {
 		t.Fatalf("Addr() = %s, not bindable: %v", a, err)
 	}
 	ln.Close()
+}
+
+// TestNeverTwice: a process is never handed the same port twice, even
+// when the first is not bound yet.
+func TestNeverTwice(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1500 {
+		a, err := Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[a] {
+			t.Fatalf("%s handed out twice", a)
+		}
+		seen[a] = true
+	}
+}
+
+// TestBlocksApartAcrossProcesses: another process (this test binary, run
+// again) claims blocks of its own: none of the ports it is handed lies in
+// a block this process holds.
+func TestBlocksApartAcrossProcesses(t *testing.T) {
+	if os.Getenv("FREEPORT_CHILD") != "" {
+		p, err := Base(nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("port %d\n", p)
+		return
+	}
+	if _, err := Addr(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	mine := slices.Clone(mu.blocks)
+	mu.Unlock()
+	if len(mine) == 0 {
+		t.Skip("no block could be locked here")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestBlocksApartAcrossProcesses$")
+	cmd.Env = append(os.Environ(), "FREEPORT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	var p int
+	if _, err := fmt.Sscanf(string(out), "port %d", &p); err != nil {
+		t.Fatalf("child said %q", out)
+	}
+	for _, b := range mine {
+		if p >= b && p < b+blockSize {
+			t.Fatalf("the child was handed port %d, in block %d that this process holds", p, b)
+		}
+	}
 }
