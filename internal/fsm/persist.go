@@ -186,6 +186,9 @@ func (f *FSM) stage() error {
 // nodes in one synced batch.
 func (f *FSM) persist() error {
 	b := f.pending
+	if b == nil { // ApplyBlock did not finish the block (a batch it could not have)
+		return fmt.Errorf("%w: Commit of height %d, which was not applied whole", ErrHeight, f.height)
+	}
 	f.pending = nil
 	b.b.Set(keyState, f.encodeState())
 	if err := f.trie.commit(b.b); err != nil {
