@@ -50,6 +50,23 @@ func TestByzantineTamperedStorage(t *testing.T) {
 	w.stopConsuming()
 	t.Log(w.summary())
 	c.CheckAppHashes(30*time.Second, c.All()...)
+	// How the producers batched decides how many batches the active
+	// segment of partition 0 holds; the test needs three. Every broker
+	// holds the same files, so node0's tell; single-record batches top
+	// it up.
+	for i := 0; ; i++ {
+		segs := harness.SegmentFiles(t, filepath.Join(c.Nodes[0].Dir, "logs", fmt.Sprintf("%s-0", topic)))
+		if len(harness.SegmentBatches(t, segs[len(segs)-1])) >= 3 {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("the active segment of %s-0 holds fewer than 3 batches after %d more", topic, i)
+		}
+		if code, _, err := c.RawProduce(0, topic, 0, 5*time.Second, fmt.Sprintf("top-up-%d", i)); err != nil || code != 0 {
+			t.Fatalf("topping up %s-0: code %d, %v", topic, code, err)
+		}
+	}
+	c.CheckAppHashes(30*time.Second, c.All()...)
 
 	perm := c.Rng.Perm(len(c.Nodes))
 	x, y, others := perm[0], perm[1], perm[2:]
