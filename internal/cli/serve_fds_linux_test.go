@@ -160,7 +160,10 @@ func TestServeOutOfFileDescriptors(t *testing.T) {
 	if err := produce("during"); err != nil {
 		t.Fatalf("producing to a new topic while the listener waits: %v", err)
 	}
-	time.Sleep(5 * time.Second) // CometBFT makes an empty block every 2 s
+	// Hold the flood for 5 s (not a wait for an event: the accept-blocked
+	// metric below is checked to cover it), while CometBFT makes an empty
+	// block every 2 s, each with votes that write files.
+	time.Sleep(5 * time.Second)
 	alive()
 	if err := apiVersionsV0(early); err != nil {
 		t.Fatalf("a connection served before the flood: %v", err)

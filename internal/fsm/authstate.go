@@ -210,34 +210,36 @@ func (s *stateBatch) fail(err error) {
 
 func (s *stateBatch) Set(k, v []byte) {
 	s.b.Set(k, v)
-	if s.trace != nil && authenticated(k) {
+	if !authenticated(k) {
+		return
+	}
+	if s.trace != nil {
 		s.trace("set", k, v)
 	}
-	if authenticated(k) {
-		s.fail(s.trie.update(k, v))
-		s.staged[string(k)] = struct{}{}
-	}
+	s.fail(s.trie.update(k, v))
+	s.staged[string(k)] = struct{}{}
 }
 
 func (s *stateBatch) Delete(k []byte) {
 	s.b.Delete(k)
-	if s.trace != nil && authenticated(k) {
+	if !authenticated(k) {
+		return
+	}
+	if s.trace != nil {
 		s.trace("delete", k, nil)
 	}
-	if authenticated(k) {
-		s.fail(s.trie.delete(k))
-		delete(s.staged, string(k))
-	}
+	s.fail(s.trie.delete(k))
+	delete(s.staged, string(k))
 }
 
 // DeletePrefix deletes every key with the prefix, committed or staged.
 func (s *stateBatch) DeletePrefix(prefix []byte) {
 	s.b.DeletePrefix(prefix)
-	if s.trace != nil && authenticated(prefix) {
-		s.trace("delete-prefix", prefix, nil)
-	}
 	if !authenticated(prefix) {
 		return
+	}
+	if s.trace != nil {
+		s.trace("delete-prefix", prefix, nil)
 	}
 	s.fail(s.store.Scan(prefix, func(k, _ []byte) error { return s.trie.delete(k) }))
 	for _, k := range sortedKeys(s.staged) {

@@ -370,7 +370,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		w := &writer{}
 		for _, c := range changes {
 			c.encode(w)
-			f.opts.Logger.Debug("block-time change", "height", height, "change", c.String())
+			f.opts.Logger.Debug("block-time change", "height", height, "change", c) // c.String(), only if logged
 		}
 		h.Write(w.b)
 	}

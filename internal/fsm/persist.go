@@ -142,7 +142,7 @@ func (f *FSM) stage() error {
 	}
 	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	for _, e := range entries {
-		b.Set(e.k, e.v)
+		b.b.Set(e.k, e.v) // the key index is outside the state trie (authstate.go)
 	}
 	f.persistSigned(b.Set)
 	for _, t := range f.deleted {

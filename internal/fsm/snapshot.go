@@ -27,7 +27,8 @@ import (
 //     partition log (its segment files held open, with their committed
 //     sizes; see storage.LogPin).
 //   - BuildSnapshot, on any goroutine, hard-links the pinned files into the
-//     snapshot directory, writes the store's keys into meta.kv, cuts the
+//     snapshot directory, writes the store's keys into meta.kv (all but
+//     the state trie's nodes, which a restoring broker builds), cuts the
 //     files into chunks, hashes every chunk and writes the manifest. Chunks
 //     are not stored: Snapshot.Chunk reads one from the linked files when a
 //     peer asks for it, and checks it against its hash.

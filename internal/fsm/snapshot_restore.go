@@ -180,9 +180,11 @@ func (r *Restore) Close() error {
 }
 
 // RestoreSnapshot puts a completely applied Restore in place of f's empty
-// state: it builds the metadata store from meta.kv, opens the staged state
-// on its own to check that it is whole and ends at the snapshot's height and
-// app hash (ErrSnapshotMismatch or ErrSnapshotMalformed otherwise; f is then
+// state: it builds the metadata store from meta.kv, builds the state trie
+// from its contents and requires that it hashes to the snapshot's (trusted)
+// app hash (verifyStagedState: ErrStateRoot), opens the staged state on its
+// own to check that it is whole and ends at the snapshot's height and app
+// hash (ErrSnapshotMismatch or ErrSnapshotMalformed otherwise; f is then
 // unchanged), moves it into f's data directory and reloads f from it, as
 // Open would. Afterwards Info reports the snapshot's height and app hash.
 //
