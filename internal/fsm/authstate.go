@@ -10,11 +10,13 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // The authenticated state. Every replicated key of the metadata store (see
 // persist.go) is also a leaf of a sparse Merkle trie (pokt-network/smt: the
-// leaf's path is SHA-256 of the key, its value SHA-256 of the value), whose
+// leaf's path is SHA-256 of the key, its value SHA-256 of 0x01 and the
+// value, proof.TrieValue), whose
 // root the app hash commits to (proof.AppHash). So a broker restoring a
 // snapshot checks the state it received against the app hash the
 // validators signed, and any key's value, or its absence, can be proven.
@@ -216,7 +218,7 @@ func (s *stateBatch) Set(k, v []byte) {
 	if s.trace != nil {
 		s.trace("set", k, v)
 	}
-	s.fail(s.trie.update(k, v))
+	s.fail(s.trie.update(k, proof.TrieValue(v)))
 	s.staged[string(k)] = struct{}{}
 }
 
@@ -265,7 +267,7 @@ func rebuildStateRoot(store *storage.Store) ([]byte, error) {
 		if !authenticated(k) {
 			return nil
 		}
-		return t.update(k, v)
+		return t.update(k, proof.TrieValue(v))
 	})
 	if err != nil {
 		return nil, err

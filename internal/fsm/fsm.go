@@ -92,7 +92,7 @@ type Options struct {
 
 // digestDomain opens the block digest; its version is proof.AppHashFormat
 // (TestGoldenAppHashes checks they agree).
-const digestDomain = "stele/block/v4"
+const digestDomain = "stele/block/v5"
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {

@@ -67,13 +67,17 @@ func (f *FSM) proveStateOnce(keys [][]byte) (*proof.StateProof, error) {
 		if err != nil {
 			return nil, err
 		}
+		var leaf []byte // nil: absent
 		switch {
 		case !ok:
 			v = nil
-		case len(v) == 0:
-			return nil, fmt.Errorf("%w: key %q has an empty value, which the trie cannot tell from absence", ErrNoProof, k)
+		case v == nil:
+			v = []byte{}
 		}
-		if valid, _ := smt.VerifyProof(sp, hp.stateRoot, k, v, spec); !valid {
+		if v != nil {
+			leaf = proof.TrieValue(v)
+		}
+		if valid, _ := smt.VerifyProof(sp, hp.stateRoot, k, leaf, spec); !valid {
 			return nil, fmt.Errorf("%w: key %q", ErrStateMoved, k)
 		}
 		out.Entries = append(out.Entries, proof.StateEntry{Key: bytes.Clone(k), Value: v, SideNodes: sp.SideNodes, NonMembershipLeafData: sp.NonMembershipLeafData})

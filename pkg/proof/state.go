@@ -47,7 +47,8 @@ type StateProof struct {
 	SignedHeader []byte `json:"signed_header"`
 }
 
-// StateEntry is one key: its value (nil when the state has no such key)
+// StateEntry is one key: its value (nil when the state has no such key;
+// a present empty value is empty, not nil)
 // and the trie's proof, the fields of smt.SparseMerkleProof.
 type StateEntry struct {
 	Key                   []byte   `json:"key"`
@@ -64,6 +65,11 @@ type VerifiedState struct {
 	Time       int64 // the signed header's time, Unix milliseconds
 	Values     map[string][]byte
 }
+
+// TrieValue is what the state trie holds for a present key's value v:
+// 0x01 | v, so a key with an empty value is a leaf and not an absence
+// (the trie library proves an empty value as absence).
+func TrieValue(v []byte) []byte { return append([]byte{1}, v...) }
 
 func stateSpec() *smt.TrieSpec {
 	s := smt.NewTrieSpec(sha256.New(), false)
@@ -103,11 +109,12 @@ func (t *Trust) VerifyState(p *StateProof) (*VerifiedState, error) {
 				return nil, unproven("key %q: a side node of %d bytes", e.Key, len(n))
 			}
 		}
-		if e.Value != nil && len(e.Value) == 0 {
-			return nil, unproven("key %q: an empty value cannot be proven", e.Key)
-		}
 		sp := &smt.SparseMerkleProof{SideNodes: e.SideNodes, NonMembershipLeafData: e.NonMembershipLeafData}
-		ok, err := smt.VerifyProof(sp, p.StateRoot, e.Key, e.Value, spec)
+		var leaf []byte // nil: the proof of absence
+		if e.Value != nil {
+			leaf = TrieValue(e.Value)
+		}
+		ok, err := smt.VerifyProof(sp, p.StateRoot, e.Key, leaf, spec)
 		if err != nil || !ok {
 			what := "its value"
 			if e.Value == nil {

@@ -24,7 +24,7 @@ func stateFixture(t *testing.T, c *chain) *StateProof {
 		string(ProducerKeyKey("alice")):     "key",
 	}
 	for k, v := range state {
-		if err := trie.Update([]byte(k), []byte(v)); err != nil {
+		if err := trie.Update([]byte(k), TrieValue([]byte(v))); err != nil {
 			t.Fatal(err)
 		}
 	}
