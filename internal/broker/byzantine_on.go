@@ -3,8 +3,13 @@
 package broker
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // byzantineAppHash is the diverging-state behaviour of the test-only
@@ -24,4 +29,30 @@ func byzantineAppHash(hash []byte, height int64) []byte {
 	}
 	out[0] ^= 0xff
 	return out
+}
+
+// byzantineSnapshot is the lying-snapshot behaviour: with forge-snapshots
+// in STELE_BYZANTINE, every snapshot this broker builds is forged before
+// it is offered (fsm.ForgeSnapshot): the first committed offset in it (or,
+// without one, the first partition's state) is altered, with its honest
+// proof and chunk hashes that match, so a broker restoring from it must
+// find the lie in the chunk that carries it.
+func byzantineSnapshot(s *fsm.Snapshot) (*fsm.Snapshot, error) {
+	if !slices.Contains(strings.Split(os.Getenv("STELE_BYZANTINE"), ","), "forge-snapshots") {
+		return s, nil
+	}
+	done := false
+	return fsm.ForgeSnapshot(s, func(k, v []byte) []byte {
+		if done || !(bytes.HasPrefix(k, []byte("o/")) || bytes.HasPrefix(k, []byte("p/"))) || len(v) < 9 {
+			return v
+		}
+		done = true
+		out := bytes.Clone(v)
+		if bytes.HasPrefix(k, []byte("o/")) {
+			out[8]++ // the low byte of the committed offset
+		} else {
+			out[len(out)-1] ^= 1
+		}
+		return out
+	})
 }

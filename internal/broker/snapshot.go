@@ -240,6 +240,9 @@ func (a *SnapshotApp) build(c *fsm.SnapshotCapture, prev *fsm.Snapshot, start ti
 	defer a.wg.Done()
 	dir := c.Dir()
 	s, err := fsm.BuildSnapshot(a.ctx, c, prev)
+	if err == nil {
+		s, err = byzantineSnapshot(s)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.mu.building = false

@@ -91,8 +91,10 @@ func (a *SnapshotApp) OfferSnapshot(s consensus.Snapshot, appHash []byte) consen
 
 // ApplySnapshotChunk implements consensus.Snapshotter. A chunk that does
 // not match its hash is fetched again from another peer and its sender
-// rejected; after the last chunk the state machine reloads on the restored
-// state.
+// rejected; a chunk whose state does not prove under the trusted app hash
+// (fsm.ErrStateRoot) rejects the snapshot and its sender, and CometBFT
+// tries another snapshot; after the last chunk the state machine reloads
+// on the restored state.
 func (a *SnapshotApp) ApplySnapshotChunk(index uint32, chunk []byte, sender string) consensus.ChunkOutcome {
 	r := a.restore
 	if r == nil {
@@ -110,6 +112,13 @@ func (a *SnapshotApp) ApplySnapshotChunk(index uint32, chunk []byte, sender stri
 		return consensus.ChunkOutcome{Result: consensus.ApplyRetry, Refetch: []uint32{index}, RejectSenders: senders}
 	case errors.Is(err, fsm.ErrChunkOrder):
 		return consensus.ChunkOutcome{Result: consensus.ApplyRetrySnapshot}
+	case errors.Is(err, fsm.ErrStateRoot):
+		// The chunk matches the snapshot's own chunk hashes, but a value in
+		// it is not the one under the trusted app hash: the snapshot lies,
+		// and so does every peer that advertises it.
+		a.opts.Logger.Warn("refusing a snapshot whose state is not the one the validators signed", "chunk", index, "peer", sender, "err", err)
+		a.dropRestore()
+		return consensus.ChunkOutcome{Result: consensus.ApplyRejectSnapshot, RejectSenders: senders}
 	case errors.Is(err, fsm.ErrSnapshotMalformed):
 		a.opts.Logger.Warn("the snapshot being restored is malformed", "chunk", index, "err", err)
 		a.dropRestore()

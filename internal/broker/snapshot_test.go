@@ -244,3 +244,130 @@ func TestSnapshotAppReopens(t *testing.T) {
 		t.Errorf("%d entries left in the snapshot directory, want %d", len(entries), len(want))
 	}
 }
+
+// TestStateSyncRefusesForgedState: a peer offers a snapshot of the true
+// height and app hash whose state it altered (fsm.ForgeSnapshot: one
+// partition's state changed, every chunk matching the forged metadata).
+// The restoring broker accepts the offer (the metadata's app hash parts
+// are the true ones), refuses the chunk that carries the altered value,
+// rejecting the snapshot and its sender, and then restores an honest
+// peer's snapshot of the same height.
+func TestStateSyncRefusesForgedState(t *testing.T) {
+	honest := newSnapshotBroker(t, SnapshotOptions{Interval: 5, Keep: 2})
+	liar := newSnapshotBroker(t, SnapshotOptions{Interval: 5, Keep: 2})
+	o := local.New(honest.snap, local.Options{Step: time.Millisecond})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop()
+	honest.b.Start(o)
+	ctx := context.Background()
+	if r, err := honest.b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1}); err != nil || r.Code != 0 {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	for i := 0; i < 12; i++ {
+		if r, err := honest.b.SubmitOne(ctx, fsm.Produce{Topic: "t", Partition: int32(i % 2), Records: batch(t, 1+i%4)}); err != nil || r.Code != 0 {
+			t.Fatalf("produce %d: %v %+v", i, err, r)
+		}
+		honest.idle(t)
+	}
+	list, err := honest.snap.ListSnapshots()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("the honest broker's snapshots: %v %v", list, err)
+	}
+	offer := list[len(list)-1]
+	for _, blk := range o.Blocks()[:offer.Height] {
+		applyBlocks(t, liar.snap, []consensus.Block{blk})
+		liar.idle(t)
+	}
+	liar.snap.mu.Lock()
+	var mine *fsm.Snapshot
+	for _, s := range liar.snap.mu.snaps {
+		if s.Height() == offer.Height {
+			mine = s
+		}
+	}
+	liar.snap.mu.Unlock()
+	if mine == nil {
+		t.Fatalf("the liar has no snapshot at height %d", offer.Height)
+	}
+	altered := false
+	forged, err := fsm.ForgeSnapshot(mine, func(k, v []byte) []byte {
+		if altered || !bytes.HasPrefix(k, []byte("p/")) {
+			return v
+		}
+		altered = true
+		out := bytes.Clone(v)
+		out[len(out)-1] ^= 1
+		return out
+	})
+	if err != nil || !altered {
+		t.Fatalf("forging: %v (altered: %v)", err, altered)
+	}
+	liar.snap.mu.Lock()
+	for i, s := range liar.snap.mu.snaps {
+		if s == mine {
+			liar.snap.mu.snaps[i] = forged
+		}
+	}
+	liar.snap.mu.Unlock()
+	lies, err := liar.snap.ListSnapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad consensus.Snapshot
+	for _, s := range lies {
+		if s.Height == offer.Height {
+			bad = s
+		}
+	}
+	if bytes.Equal(bad.Hash, offer.Hash) {
+		t.Fatalf("the forged snapshot has the honest one's hash")
+	}
+	ref := newSnapshotBroker(t, SnapshotOptions{Interval: -1})
+	applyBlocks(t, ref.b.App(), o.Blocks()[:offer.Height])
+	_, trusted := ref.f.Info()
+
+	dst := newSnapshotBroker(t, SnapshotOptions{Interval: -1})
+	if r := dst.snap.OfferSnapshot(bad, trusted); r != consensus.OfferAccept {
+		t.Fatalf("offer of the forged snapshot: %v, want OfferAccept (its metadata is consistent)", r)
+	}
+	refused := false
+	for i := uint32(0); i < bad.Chunks && !refused; i++ {
+		chunk, err := liar.snap.LoadSnapshotChunk(bad.Height, bad.Format, i)
+		if err != nil || chunk == nil {
+			t.Fatalf("forged chunk %d: %v", i, err)
+		}
+		switch out := dst.snap.ApplySnapshotChunk(i, chunk, "liar"); out.Result {
+		case consensus.ApplyAccept:
+		case consensus.ApplyRejectSnapshot:
+			if fmt.Sprint(out.RejectSenders) != "[liar]" {
+				t.Fatalf("forged chunk %d refused without rejecting its sender: %+v", i, out)
+			}
+			refused = true
+		default:
+			t.Fatalf("forged chunk %d: %+v, want the snapshot rejected", i, out)
+		}
+	}
+	if !refused {
+		t.Fatalf("every chunk of the forged snapshot was taken")
+	}
+	if h, _ := dst.f.Info(); h != 0 {
+		t.Fatalf("a refused snapshot left the broker at height %d", h)
+	}
+	if r := dst.snap.OfferSnapshot(offer, trusted); r != consensus.OfferAccept {
+		t.Fatalf("offer of the honest snapshot: %v", r)
+	}
+	for i := uint32(0); i < offer.Chunks; i++ {
+		chunk, err := honest.snap.LoadSnapshotChunk(offer.Height, offer.Format, i)
+		if err != nil || chunk == nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if out := dst.snap.ApplySnapshotChunk(i, chunk, "honest"); out.Result != consensus.ApplyAccept {
+			t.Fatalf("honest chunk %d: %+v", i, out)
+		}
+	}
+	if h, hash := dst.f.Info(); h != offer.Height || !bytes.Equal(hash, trusted) {
+		t.Fatalf("restored at height %d hash %X, want %d %X", h, hash, offer.Height, trusted)
+	}
+}

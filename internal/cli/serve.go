@@ -65,6 +65,7 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")
 	f.StringSliceVar(&cfg.Peers, "peers", nil, "CometBFT peers to stay connected to, comma-separated nodeid@host:port")
 	f.Int64Var(&cfg.SnapshotInterval, "snapshot-interval", 0, "in a cluster, take a state-sync snapshot every N heights (default 1000)")
+	f.IntVar(&cfg.SnapshotKeep, "snapshot-keep", 0, "in a cluster, how many of the latest snapshots to keep and offer (default 2)")
 	f.Int64Var(&cfg.RetainBlocks, "retain-blocks", 0, "in a cluster, keep this many blocks below the committed height for brokers catching up (default 10000)")
 	f.StringVar(&cfg.RPCAddr, "rpc", "", "CometBFT RPC listener host:port, which brokers joining by state sync read headers from (default: none)")
 	f.StringSliceVar(&cfg.StateSyncRPC, "state-sync-rpc", nil, "other brokers' CometBFT RPC host:port, comma-separated: an empty broker joins by state sync from their snapshots")

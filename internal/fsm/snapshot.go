@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -13,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // Snapshots for state sync.
@@ -27,8 +27,9 @@ import (
 //     partition log (its segment files held open, with their committed
 //     sizes; see storage.LogPin).
 //   - BuildSnapshot, on any goroutine, hard-links the pinned files into the
-//     snapshot directory, writes the store's keys into meta.kv (all but
-//     the state trie's nodes, which a restoring broker builds), cuts the
+//     snapshot directory, writes the store's authenticated keys with their
+//     proofs into state files and its other keys into meta.kv (all but the
+//     state trie's nodes, which a restoring broker builds), cuts the
 //     files into chunks, hashes every chunk and writes the manifest. Chunks
 //     are not stored: Snapshot.Chunk reads one from the linked files when a
 //     peer asks for it, and checks it against its hash.
@@ -64,11 +65,15 @@ const (
 
 // manifest describes a snapshot directory (JSON; it never leaves the broker).
 type manifest struct {
-	Format  uint32     `json:"format"`
-	Height  int64      `json:"height"`
-	AppHash []byte     `json:"app_hash"`
-	Files   []snapFile `json:"files"`
-	Chunks  [][]byte   `json:"chunk_hashes,omitempty"`
+	Format  uint32 `json:"format"`
+	Height  int64  `json:"height"`
+	AppHash []byte `json:"app_hash"`
+	// What AppHash is made of (proof.AppHash).
+	Digest     []byte     `json:"digest"`
+	StateRoot  []byte     `json:"state_root"`
+	LeavesRoot []byte     `json:"leaves_root"`
+	Files      []snapFile `json:"files"`
+	Chunks     [][]byte   `json:"chunk_hashes,omitempty"`
 }
 
 type snapFile struct {
@@ -113,7 +118,11 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
 	}
-	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.height, AppHash: append([]byte(nil), f.appHash...)}}
+	if len(f.appHash) > 0 && !bytes.Equal(proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot), f.appHash) {
+		return nil, fmt.Errorf("stele/fsm: snapshot at height %d: the app hash's parts do not give the app hash", f.height)
+	}
+	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.height, AppHash: bytes.Clone(f.appHash),
+		Digest: bytes.Clone(f.blockDigest), StateRoot: bytes.Clone(f.stateRoot), LeavesRoot: bytes.Clone(f.leavesRoot)}}
 	defer func() {
 		if err != nil {
 			c.Release()
@@ -200,7 +209,11 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
-	kvSize, err := writeMetaKV(filepath.Join(dir, pebbleDir), filepath.Join(dir, filesDir, metaKVPath))
+	root := c.m.StateRoot
+	if len(root) == 0 {
+		root = emptyStateRoot()
+	}
+	storeFiles, err := writeSnapshotStore(filepath.Join(dir, pebbleDir), filepath.Join(dir, filesDir), root)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +221,7 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
 	m := c.m
-	m.Files = append([]snapFile{{Path: metaKVPath, Size: kvSize}}, m.Files...)
+	m.Files = append(storeFiles, m.Files...)
 	if err := storage.SyncTree(filepath.Join(dir, filesDir)); err != nil {
 		return nil, err
 	}
@@ -237,34 +250,6 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 		return nil, err
 	}
 	return s, storage.SyncDir(dir)
-}
-
-// writeMetaKV writes every key of the store checkpoint in ckpt to path as
-// meta.kv records and returns the file's size.
-func writeMetaKV(ckpt, path string) (int64, error) {
-	out, err := os.Create(path)
-	if err != nil {
-		return 0, fmt.Errorf("stele/fsm: snapshot: %w", err)
-	}
-	defer out.Close()
-	w := bufio.NewWriterSize(out, 1<<16)
-	err = storage.ScanStoreDir(ckpt, func(k, v []byte) error {
-		if bytes.HasPrefix(k, []byte(trieNodePrefix)) {
-			return nil // the restoring broker builds its state trie itself
-		}
-		return encodeKV(w, k, v)
-	})
-	if err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("stele/fsm: snapshot: writing meta.kv: %w", err)
-	}
-	fi, err := out.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("stele/fsm: snapshot: %w", err)
-	}
-	return fi.Size(), nil
 }
 
 // writeJSON writes v to path durably: a temporary file, fsynced, renamed.

@@ -17,21 +17,33 @@ import (
 // against its hash in the metadata, and the chunks' contents (paths,
 // offsets, key order) as they are applied.
 //
-//	metadata := u8 version | i64 height | bytes appHash | count n | n × 32-byte chunk hash
-//	hash     := SHA-256("stele/snapshot/v1" | u32 n | the n chunk hashes)
+//	metadata := u8 version | i64 height | bytes appHash
+//	            | bytes digest | bytes stateRoot | bytes leavesRoot
+//	            | count n | n × 32-byte chunk hash
+//	hash     := SHA-256("stele/snapshot/v2" | u32 n | the n chunk hashes
+//	            | u32-length-prefixed digest, stateRoot, leavesRoot)
+//
+// digest, stateRoot and leavesRoot are what appHash is made of
+// (proof.AppHash); NewRestore checks them against the trusted app hash, so
+// the state root the state files are proven under is trusted before the
+// first chunk arrives (snapshot_state.go).
+//
 //	chunk    := count pieces | piece...
 //	piece    := str path | uvarint offset | bytes data
 //
 // A snapshot is a list of files, each sent as pieces in order (a file's
 // first piece has offset 0, each later one starts where the last ended,
-// and no file appears twice). "meta.kv" holds every key of the metadata
-// store; "logs/<topic>-<partition>/<name>" the partition directories.
+// and no file appears twice). "state/<n>.kv" hold the authenticated keys
+// of the metadata store with their proofs (snapshot_state.go), "meta.kv"
+// the store's other keys, "logs/<topic>-<partition>/<name>" the partition
+// directories.
 //
 //	meta.kv := (bytes key | bytes value)*, keys strictly ascending
-const snapshotMetaVersion = 1
+const snapshotMetaVersion = 2
 
 // SnapshotFormat is the snapshot format this package writes and restores.
-const SnapshotFormat uint32 = 1
+// Format 2 proves every authenticated value in its chunk (state files).
+const SnapshotFormat uint32 = 2
 
 // Sentinel errors of snapshots.
 var (
@@ -64,9 +76,10 @@ const metaKVPath = "meta.kv"
 
 // snapshotMeta is the decoded metadata of a snapshot.
 type snapshotMeta struct {
-	height  int64
-	appHash []byte
-	hashes  [][32]byte
+	height                        int64
+	appHash                       []byte
+	digest, stateRoot, leavesRoot []byte
+	hashes                        [][32]byte
 }
 
 func (m snapshotMeta) encode() []byte {
@@ -74,6 +87,9 @@ func (m snapshotMeta) encode() []byte {
 	w.u8(snapshotMetaVersion)
 	w.i64(m.height)
 	w.bytes(m.appHash)
+	w.bytes(m.digest)
+	w.bytes(m.stateRoot)
+	w.bytes(m.leavesRoot)
 	w.count(len(m.hashes))
 	for _, h := range m.hashes {
 		w.raw(h[:])
@@ -89,6 +105,9 @@ func decodeSnapshotMeta(b []byte) (snapshotMeta, error) {
 	}
 	m.height = r.i64()
 	m.appHash = append([]byte(nil), r.bytes()...)
+	m.digest = r.bytesCopy()
+	m.stateRoot = r.bytesCopy()
+	m.leavesRoot = r.bytesCopy()
 	n := r.count(32)
 	if n > maxSnapshotChunks {
 		r.fail("%d chunks", n)
@@ -105,13 +124,18 @@ func decodeSnapshotMeta(b []byte) (snapshotMeta, error) {
 	return m, nil
 }
 
-// snapshotHash is the hash that identifies a snapshot: over its chunk hashes.
-func snapshotHash(hashes [][32]byte) []byte {
+// snapshotHash is the hash that identifies a snapshot: over its chunk
+// hashes and the parts of its app hash.
+func snapshotHash(m snapshotMeta) []byte {
 	h := sha256.New()
-	h.Write([]byte("stele/snapshot/v1"))
-	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hashes))))
-	for _, c := range hashes {
+	h.Write([]byte("stele/snapshot/v2"))
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.hashes))))
+	for _, c := range m.hashes {
 		h.Write(c[:])
+	}
+	for _, b := range [][]byte{m.digest, m.stateRoot, m.leavesRoot} {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b))))
+		h.Write(b)
 	}
 	return h.Sum(nil)
 }
@@ -163,13 +187,13 @@ func decodeChunk(b []byte) ([]piece, error) {
 	return pieces, nil
 }
 
-// checkSnapshotPath accepts only the paths a snapshot may hold: meta.kv
-// and logs/<topic>-<partition>/<segment file or partition.metadata>.
+// checkSnapshotPath accepts only the paths a snapshot may hold: meta.kv,
+// state/<8 digits>.kv and logs/<topic>-<partition>/<segment file or partition.metadata>.
 func checkSnapshotPath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: path %.100q: %s", ErrSnapshotMalformed, p, why)
 	}
-	if p == metaKVPath {
+	if p == metaKVPath || isStateFileName(p) {
 		return nil
 	}
 	if len(p) > maxSnapshotPath {

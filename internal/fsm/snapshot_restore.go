@@ -34,17 +34,20 @@ type SnapshotOffer struct {
 
 // Restore receives a snapshot's chunks into a staging directory. Apply
 // checks each chunk against its hash in the metadata before writing it, so
-// a chunk from a peer that lies is refused (ErrChunkHash) and can be fetched
-// again from another; FSM.RestoreSnapshot then puts the staged state in
-// place. A Restore is used by one goroutine.
+// a chunk from a peer that lies about an honest snapshot is refused
+// (ErrChunkHash) and can be fetched again from another; and it checks every
+// authenticated value in the chunk against the trusted state root
+// (snapshot_state.go), so a snapshot whose own metadata vouches for altered
+// state is refused at the chunk that holds the alteration (ErrStateRoot,
+// within ErrSnapshotMismatch). FSM.RestoreSnapshot then checks the whole
+// (nothing left out) and puts the staged state in place. A Restore is used
+// by one goroutine.
 //
-// What the checks cannot catch: the app hash chains the transactions and
-// their results, not the state itself, so a snapshot all of whose
-// advertisers lie (all Byzantine), with self-consistent chunk hashes and
-// the true app hash copied from the chain, restores whatever it holds.
-// Byzantine peers cannot slip bad chunks into an honest snapshot (CometBFT
-// keys snapshots by their metadata, which lists every chunk's hash); an
-// app hash that committed to the state would close the remaining gap.
+// What the checks do not cover: the partition logs' bytes, and the keys
+// outside the trie (authstate.go), are checked against the chunk hashes of
+// the snapshot's metadata, which the peers that advertise it vouch for;
+// the logs' extent (start and end offsets) is authenticated state, and
+// clients check records themselves with their proofs (docs/trust.md).
 type Restore struct {
 	dir  string
 	meta snapshotMeta
@@ -52,9 +55,10 @@ type Restore struct {
 	seen map[string]bool
 	cur  struct {
 		path string
-		f    *os.File
+		f    *os.File // nil for a state file, which is checked in memory
 		size int64
 	}
+	state stateRestore // snapshot_state.go
 }
 
 // NewRestore checks an offered snapshot (format, metadata against the
@@ -74,10 +78,18 @@ func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
 		return nil, fmt.Errorf("%w: offered at height %d, metadata says %d", ErrSnapshotMismatch, o.Height, m.height)
 	case len(m.hashes) != int(o.Chunks):
 		return nil, fmt.Errorf("%w: offered with %d chunks, metadata lists %d", ErrSnapshotMismatch, o.Chunks, len(m.hashes))
-	case !bytes.Equal(snapshotHash(m.hashes), o.Hash):
-		return nil, fmt.Errorf("%w: the hash does not cover the metadata's chunk hashes", ErrSnapshotMismatch)
+	case !bytes.Equal(snapshotHash(m), o.Hash):
+		return nil, fmt.Errorf("%w: the hash does not cover the metadata", ErrSnapshotMismatch)
 	case !bytes.Equal(m.appHash, o.AppHash):
 		return nil, fmt.Errorf("%w: snapshot app hash %X, trusted app hash %X at height %d", ErrSnapshotMismatch, m.appHash, o.AppHash, o.Height)
+	}
+	if len(o.AppHash) == 0 { // no block ever changed the state
+		if len(m.stateRoot) != 0 && !bytes.Equal(m.stateRoot, emptyStateRoot()) {
+			return nil, fmt.Errorf("%w: %w: the trusted app hash is empty but the snapshot's state root is not", ErrSnapshotMismatch, ErrStateRoot)
+		}
+		m.stateRoot = emptyStateRoot()
+	} else if got := proof.AppHash(m.digest, m.stateRoot, m.leavesRoot); !bytes.Equal(got, o.AppHash) {
+		return nil, fmt.Errorf("%w: %w: the snapshot's app hash parts hash to %X, the trusted app hash is %X", ErrSnapshotMismatch, ErrStateRoot, got, o.AppHash)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("stele/fsm: restore: %w", err)
@@ -85,7 +97,11 @@ func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: restore: %w", err)
 	}
-	return &Restore{dir: dir, meta: m, seen: map[string]bool{}}, nil
+	return newRestore(dir, m), nil
+}
+
+func newRestore(dir string, m snapshotMeta) *Restore {
+	return &Restore{dir: dir, meta: m, seen: map[string]bool{}, state: stateRestore{want: -1}}
 }
 
 // Height is the height of the snapshot being restored.
@@ -128,6 +144,12 @@ func (r *Restore) Apply(index uint32, chunk []byte) error {
 // write appends one piece to its file, which must be the file being
 // written (continuing at its end) or a new one (starting at offset 0).
 func (r *Restore) write(p piece) error {
+	if r.cur.path != "" && p.path != r.cur.path && isStateFileName(r.cur.path) {
+		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.state.want)
+	}
+	if isStateFileName(p.path) {
+		return r.writeState(p)
+	}
 	if p.path != r.cur.path || r.cur.f == nil {
 		if r.seen[p.path] {
 			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.path)
@@ -173,6 +195,7 @@ func (r *Restore) closeFile() error {
 // Close abandons the restore and removes the staging directory.
 func (r *Restore) Close() error {
 	_ = r.closeFile()
+	_ = r.state.close()
 	if err := os.RemoveAll(r.dir); err != nil {
 		return fmt.Errorf("stele/fsm: restore: %w", err)
 	}
@@ -199,7 +222,13 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	if f.height != 0 || f.applied || len(f.topics) != 0 {
 		return fmt.Errorf("%w (at height %d)", ErrNotEmpty, f.height)
 	}
+	if r.cur.path != "" && isStateFileName(r.cur.path) {
+		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.state.want)
+	}
 	if err := r.closeFile(); err != nil {
+		return err
+	}
+	if err := r.state.close(); err != nil {
 		return err
 	}
 	if err := r.stageStore(); err != nil {
@@ -230,29 +259,50 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	return f.swapIn(r.dir)
 }
 
-// stageStore builds the staged metadata store (dir/meta) from meta.kv.
+// stageStore builds the staged metadata store (dir/meta) from meta.kv,
+// which may hold no authenticated key (those come only proven, in the
+// state files), and the checked state records (state.kv).
 func (r *Restore) stageStore() error {
-	kv := filepath.Join(r.dir, metaKVPath)
-	in, err := os.Open(kv)
-	if err != nil {
-		return fmt.Errorf("%w: no meta.kv: %w", ErrSnapshotMalformed, err)
-	}
-	defer in.Close()
 	store, err := storage.OpenStore(filepath.Join(r.dir, "meta"))
 	if err != nil {
 		return err
 	}
 	b, size := store.NewBatch(), 0
-	err = decodeKVs(in, func(k, v []byte) error {
-		b.Set(k, v)
-		if size += len(k) + len(v); size >= 4<<20 {
-			if err := b.Commit(false); err != nil {
-				return err
+	load := func(name string, authenticatedOnly bool) error {
+		path := filepath.Join(r.dir, name)
+		in, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) && authenticatedOnly {
+			return nil // a state without authenticated keys
+		}
+		if err != nil {
+			return fmt.Errorf("%w: no %s: %w", ErrSnapshotMalformed, name, err)
+		}
+		defer in.Close()
+		err = decodeKVs(in, func(k, v []byte) error {
+			if !authenticatedOnly && authenticated(k) {
+				return fmt.Errorf("%w: meta.kv holds key %q of the authenticated state, which comes only with its proof", ErrSnapshotMalformed, k)
 			}
-			b, size = store.NewBatch(), 0
+			b.Set(k, v)
+			if size += len(k) + len(v); size >= 4<<20 {
+				if err := b.Commit(false); err != nil {
+					return err
+				}
+				b, size = store.NewBatch(), 0
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
 		return nil
-	})
+	}
+	err = load(metaKVPath, false)
+	if err == nil {
+		err = load(stagedStateKV, true)
+	}
 	if err == nil {
 		err = b.Commit(true) // syncs the log holding every earlier batch too
 	} else {
@@ -261,13 +311,7 @@ func (r *Restore) stageStore() error {
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(kv); err != nil {
-		return fmt.Errorf("stele/fsm: restore: %w", err)
-	}
-	return nil
+	return err
 }
 
 // swapIn replaces f's (empty) metadata store and logs with the staged ones

@@ -47,8 +47,9 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 
 // finish derives the snapshot hash and metadata from the chunk hashes.
 func (s *Snapshot) finish() {
-	s.hash = snapshotHash(s.hashes)
-	s.meta = snapshotMeta{height: s.m.Height, appHash: s.m.AppHash, hashes: s.hashes}.encode()
+	m := snapshotMeta{height: s.m.Height, appHash: s.m.AppHash, digest: s.m.Digest, stateRoot: s.m.StateRoot, leavesRoot: s.m.LeavesRoot, hashes: s.hashes}
+	s.hash = snapshotHash(m)
+	s.meta = m.encode()
 }
 
 // Dir is the snapshot's directory.
@@ -70,7 +71,7 @@ func (s *Snapshot) Chunks() uint32 { return uint32(len(s.hashes)) }
 func (s *Snapshot) Hash() []byte { return s.hash }
 
 // Metadata is what a restoring broker needs besides the chunks: the
-// height, the app hash and every chunk's hash.
+// height, the app hash and its parts, and every chunk's hash.
 func (s *Snapshot) Metadata() []byte { return s.meta }
 
 // Size is the snapshot's data size: the sum of its files' sizes.

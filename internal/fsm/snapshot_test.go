@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -307,14 +308,35 @@ func TestSnapshotMalformedChunks(t *testing.T) {
 		"gap":           {{path: "meta.kv", data: []byte{1}}, {path: "meta.kv", offset: 2, data: []byte{1}}},
 		"late start":    {{path: "meta.kv", offset: 5, data: []byte{1}}},
 		"twice":         {{path: "meta.kv"}, {path: "logs/t-0/partition.metadata"}, {path: "meta.kv"}},
+		"state name":    {{path: "state/1.kv", data: stateFile(t, "t/x", "v")}},
+		"state short":   {{path: "state/00000000.kv", data: stateFile(t, "t/x", "v")[:5]}, {path: "meta.kv"}},
+		"state long":    {{path: "state/00000000.kv", data: append(stateFile(t, "t/x", "v"), 0)}},
+		"state outside": {{path: "state/00000000.kv", data: stateFile(t, "k/x", "v")}},
+		"state order":   {{path: "state/00000000.kv", data: stateFile(t, "t/y", "v", "t/x", "v")}},
+		"state garbage": {{path: "state/00000000.kv", data: []byte{3, 1, 2, 3}}},
+		"state empty":   {{path: "state/00000000.kv", data: []byte{0}}},
 	} {
 		chunk := encodeChunk(pieces)
-		r := &Restore{dir: t.TempDir(), meta: snapshotMeta{height: 1, hashes: [][32]byte{sha256.Sum256(chunk)}}, seen: map[string]bool{}}
+		r := newRestore(t.TempDir(), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
 		if err := r.Apply(0, chunk); !errors.Is(err, ErrSnapshotMalformed) {
 			t.Errorf("%s: %v, want ErrSnapshotMalformed", name, err)
 		}
 		r.Close()
 	}
+}
+
+// stateFile encodes a state file of the given keys and values, each with
+// an empty proof (which proves nothing under any root but the empty one).
+func stateFile(t testing.TB, kv ...string) []byte {
+	t.Helper()
+	w := &writer{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.bytes([]byte(kv[i]))
+		w.bytes([]byte(kv[i+1]))
+		w.bytes(nil)
+		w.count(0)
+	}
+	return append(binaryUvarint(uint64(len(w.b))), w.b...)
 }
 
 // TestSnapshotBorrowsUnchangedChunks: a large segment that did not change
@@ -378,12 +400,14 @@ func FuzzSnapshotChunk(f *testing.F) {
 	f.Add(encodeChunk([]piece{{path: "meta.kv", data: []byte{1, 'k', 1, 'v'}}, {path: "logs/t-0/00000000000000000000.log"}}))
 	f.Add(encodeChunk([]piece{{path: "logs/a.b-12/partition.metadata", offset: 3, data: []byte("x")}}))
 	f.Add(snapshotMeta{height: 3, appHash: []byte{1, 2}, hashes: [][32]byte{{1}, {2}}}.encode())
+	f.Add(encodeChunk([]piece{{path: "state/00000000.kv", data: stateFile(f, "t/x", "v", "t/y", "w")}}))
+	f.Add(encodeChunk([]piece{{path: "state/00000000.kv", data: stateFile(f, "t/x", "v")[:3]}, {path: "state/00000000.kv", offset: 3, data: stateFile(f, "t/x", "v")[3:]}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = decodeSnapshotMeta(data)
 		_ = decodeKVs(bytes.NewReader(data), func(k, v []byte) error { return nil })
 		root := t.TempDir()
-		r := &Restore{dir: filepath.Join(root, "staging"), meta: snapshotMeta{height: 1, hashes: [][32]byte{sha256.Sum256(data)}}, seen: map[string]bool{}}
+		r := newRestore(filepath.Join(root, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(data)}})
 		_ = r.Apply(0, data)
 		_ = r.closeFile()
 		entries, err := os.ReadDir(root)
@@ -454,10 +478,10 @@ func TestSnapshotWithoutTopics(t *testing.T) {
 
 // TestSnapshotFromByzantinePeer: a peer serves a snapshot of a state it
 // altered (one committed offset), with chunk hashes that match what it
-// sends and the true app hash. The restoring broker builds the state trie
-// from the snapshot's contents, finds that it does not hash to the trusted
-// app hash, and refuses it (ErrStateRoot), leaving its own state empty; the
-// honest peer's snapshot of the same height restores.
+// sends and the true app hash. The restoring broker refuses the chunk that
+// holds the altered value as it arrives, because its proof does not lead
+// to the trusted state root (ErrStateRoot), leaving its own state empty;
+// the honest peer's snapshot of the same height restores.
 // (Issue 16, "State sync that trusts no peer".)
 func TestSnapshotFromByzantinePeer(t *testing.T) {
 	blocks := scenario(t)
@@ -486,9 +510,10 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	}
 	dst := open(t, t.TempDir())
 	defer dst.Close()
-	// Every chunk matches its hash: the lie is in the state.
-	if err := tryRestore(t, dst, bad); !errors.Is(err, ErrStateRoot) || !errors.Is(err, ErrSnapshotMismatch) {
-		t.Fatalf("restoring an altered state: %v, want ErrStateRoot", err)
+	// Every chunk matches its hash: the lie is in the state, and the chunk
+	// that carries it is refused.
+	if i, err := restoreChunks(t, bad); !errors.Is(err, ErrStateRoot) || !errors.Is(err, ErrSnapshotMismatch) || !chunkHolds(t, bad, i, key) {
+		t.Fatalf("restoring an altered state: chunk %d: %v, want ErrStateRoot at the chunk holding %q", i, err, key)
 	}
 	if h, _ := dst.Info(); h != 0 || dst.Groups().Group("audit") != nil {
 		t.Fatalf("a refused snapshot left state behind (height %d)", h)
@@ -501,5 +526,102 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	}
 	if o := dst.Groups().Group("audit").Offsets["orders"][0]; o.Offset != 3 {
 		t.Fatalf("restored committed offset %d, want 3", o.Offset)
+	}
+}
+
+// restoreChunks applies s's chunks to a fresh Restore until one is refused,
+// and returns its index and the error (nil after the last).
+func restoreChunks(t testing.TB, s *Snapshot) (uint32, error) {
+	t.Helper()
+	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := uint32(0); i < s.Chunks(); i++ {
+		c, err := s.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(i, c); err != nil {
+			return i, err
+		}
+	}
+	return s.Chunks(), nil
+}
+
+// chunkHolds reports whether chunk i of s carries key in a state file.
+func chunkHolds(t testing.TB, s *Snapshot, i uint32, key []byte) bool {
+	t.Helper()
+	if i >= s.Chunks() {
+		return false
+	}
+	c, err := s.Chunk(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces, err := decodeChunk(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pieces {
+		if isStateFileName(p.path) && bytes.Contains(p.data, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSnapshotOmittingState: a peer serves a snapshot whose state leaves
+// one committed offset out. Every value it sends proves, so every chunk is
+// taken; the omission shows when the whole is checked (ErrStateRoot), and
+// nothing of it is used.
+func TestSnapshotOmittingState(t *testing.T) {
+	blocks := scenario(t)
+	dir := t.TempDir()
+	liar := open(t, dir)
+	defer liar.Close()
+	applyRange(t, liar, blocks, 1, 12)
+	key := offsetKey(offsetRef{group: "audit", topic: "orders", partition: 0})
+	b := liar.store.NewBatch()
+	b.Delete(key) // behind the trie's back: its root still holds the key
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	bad := takeSnapshot(t, liar, filepath.Join(dir, "snap"), nil)
+	if i, err := restoreChunks(t, bad); err != nil {
+		t.Fatalf("chunk %d of a snapshot whose every value proves: %v", i, err)
+	}
+	dst := open(t, t.TempDir())
+	defer dst.Close()
+	if err := tryRestore(t, dst, bad); !errors.Is(err, ErrStateRoot) {
+		t.Fatalf("restoring a state with a key left out: %v, want ErrStateRoot", err)
+	}
+	if h, _ := dst.Info(); h != 0 {
+		t.Fatalf("a refused snapshot left state behind (height %d)", h)
+	}
+}
+
+// TestSnapshotStateOutsideItsFile: an authenticated key smuggled into
+// meta.kv, where no proof covers it, is refused.
+func TestSnapshotStateOutsideItsFile(t *testing.T) {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	if err := encodeKV(w, []byte("o/x\x00y\x00\x00\x00\x00\x00"), []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	chunk := encodeChunk([]piece{{path: metaKVPath, data: buf.Bytes()}})
+	dir := t.TempDir()
+	r := newRestore(filepath.Join(dir, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
+	defer r.Close()
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(0, chunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stageStore(); !errors.Is(err, ErrSnapshotMalformed) {
+		t.Fatalf("an authenticated key in meta.kv: %v, want ErrSnapshotMalformed", err)
 	}
 }

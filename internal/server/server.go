@@ -76,10 +76,11 @@ type Config struct {
 	// (0: cometbft.DefaultTimeoutPropose, or InlineTimeoutPropose with
 	// InlineBatches).
 	TimeoutPropose time.Duration
-	// SnapshotInterval (in heights) and RetainBlocks tune a cluster
-	// broker's snapshots and block retention (0: the defaults of
-	// broker.SnapshotOptions).
+	// SnapshotInterval (in heights), SnapshotKeep and RetainBlocks tune
+	// a cluster broker's snapshots and block retention (0: the defaults
+	// of broker.SnapshotOptions).
 	SnapshotInterval int64
+	SnapshotKeep     int
 	RetainBlocks     int64
 	// InlineBatches orders record bytes inside CometBFT transactions
 	// instead of through the certified data plane (DESIGN.md §4).
@@ -231,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// snapshots for brokers joining by state sync; a single node has
 		// neither and prunes every block once its state is durable.
 		n.snap, err = broker.NewSnapshotApp(app, n.fsm, broker.SnapshotOptions{
-			Dir: filepath.Join(cfg.DataDir, "snapshots"), Interval: cfg.SnapshotInterval, RetainBlocks: cfg.RetainBlocks,
+			Dir: filepath.Join(cfg.DataDir, "snapshots"), Interval: cfg.SnapshotInterval, Keep: cfg.SnapshotKeep, RetainBlocks: cfg.RetainBlocks,
 			Logger: log.With("component", "snapshots")})
 		if err != nil {
 			return nil, err

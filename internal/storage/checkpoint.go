@@ -200,15 +200,24 @@ func (s *Store) Checkpoint(dir string) error {
 // and calls fn for every key in ascending order, stopping at the first
 // error fn returns. k and v are only valid during the call.
 func ScanStoreDir(dir string, fn func(k, v []byte) error) error {
-	opts := &pebble.Options{ReadOnly: true, Logger: quietLogger{}, Cache: pebble.NewCache(1 << 20)}
+	s, err := OpenStoreReadOnly(dir)
+	if err != nil {
+		return err
+	}
+	err = s.Scan(nil, fn)
+	return errors.Join(err, s.Close())
+}
+
+// OpenStoreReadOnly opens the store in dir (a Store.Checkpoint copy)
+// read-only: Get and Scan work, writes fail.
+func OpenStoreReadOnly(dir string) (*Store, error) {
+	opts := &pebble.Options{ReadOnly: true, Logger: quietLogger{}, Cache: pebble.NewCache(8 << 20)}
 	defer opts.Cache.Unref()
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
-		return fmt.Errorf("stele/storage: opening store checkpoint %s: %w", dir, err)
+		return nil, fmt.Errorf("stele/storage: opening store checkpoint %s: %w", dir, err)
 	}
-	s := &Store{db: db}
-	err = s.Scan(nil, fn)
-	return errors.Join(err, s.Close())
+	return &Store{db: db}, nil
 }
 
 // SyncTree fsyncs every regular file and directory under root (root

@@ -237,3 +237,69 @@ func TestReplayFetchesFromPeersStartingToo(t *testing.T) {
 	t.Logf("%d files under logs/ are byte-identical on the 4 brokers", c.CompareLogs(c.All()...))
 	w.checkDisk(c, victim)
 }
+
+// TestStateSyncRefusesForgedSnapshot: one broker is Byzantine about its
+// snapshots (STELE_BYZANTINE=forge-snapshots: it alters one committed
+// offset, or a partition's offsets, in every snapshot it builds, keeping
+// the honest proofs and the true app hash, with chunk hashes that match)
+// and takes one every height (keeping 40), so its snapshot is usually the
+// newest on offer and the one a joining broker tries first. A wiped broker joining by
+// state sync must refuse the forged snapshot at the chunk that carries the
+// altered value ("refusing a snapshot whose state is not the one the
+// validators signed"), reject the liar, restore an honest snapshot, and
+// end with everyone's app hash and every acknowledged record. When the
+// honest snapshot happened to rank first (a tie of heights), the victim is
+// wiped and joins again, up to four times, until it has met the lie.
+// (Issue 16, "State sync that trusts no peer".)
+func TestStateSyncRefusesForgedSnapshot(t *testing.T) {
+	const topic, parts = "forged-statesync", 2
+	c := newCluster(t, clusterOptions{ServeArgs: []string{"--snapshot-interval", "7", "--retain-blocks", "5"}})
+	liar := c.Rng.IntN(len(c.Nodes))
+	victim := (liar + 1 + c.Rng.IntN(len(c.Nodes)-1)) % len(c.Nodes)
+	c.Nodes[liar].Bin = harness.ByzantineBin(t)
+	c.Nodes[liar].Env = []string{"STELE_BYZANTINE=forge-snapshots"}
+	c.Nodes[liar].Args = []string{"--snapshot-interval", "1", "--snapshot-keep", "40"}
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: topic, partitions: parts, writers: 2, consumers: 1, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
+	})
+	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
+	w.stopProducing(30 * time.Second)
+	others := without(c.All(), victim)
+
+	met := false
+	for attempt := 1; attempt <= 4 && !met; attempt++ {
+		c.Stop(victim)
+		c.Wipe(victim)
+		stoppedAt := c.MaxHeight(others...)
+		c.WaitHeight(60*time.Second, stoppedAt+14, others...)
+		before := len(c.logLines(victim, "snapshot restored"))
+		c.Restart(victim)
+		c.Eventually(90*time.Second, fmt.Sprintf("node%d restores a snapshot", victim), func() error {
+			if err := c.Exited(victim); err != nil {
+				return harness.GiveUp(err)
+			}
+			if len(c.logLines(victim, "snapshot restored")) > before {
+				return nil
+			}
+			return fmt.Errorf("no snapshot restored yet (attempt %d)", attempt)
+		})
+		met = len(c.logLines(victim, "refusing a snapshot whose state is not the one the validators signed")) > 0
+		t.Logf("attempt %d: node%d restored a snapshot; met the forged one: %v", attempt, victim, met)
+		c.WaitCaughtUp(30*time.Second, victim, others...)
+	}
+	if !met {
+		t.Fatalf("node%d never tried node%d's forged snapshot in four joins", victim, liar)
+	}
+	for _, l := range c.logLines(victim, "refusing a snapshot whose state is not the one the validators signed")[:1] {
+		t.Logf("node%d: %s", victim, l)
+	}
+	// Nothing of the lie reached the restored broker: it agrees with the
+	// others, and serves every acknowledged record.
+	w.stopConsuming()
+	c.CheckAppHashes(30*time.Second, c.All()...)
+	w.checkBrokers(c, c.All()...)
+	c.StopAll()
+	c.CompareLogs(c.All()...)
+}
