@@ -149,5 +149,14 @@ func heightDuringCompaction(b *testing.B) {
 }
 
 // compactionPending reports whether a compaction decided by a committed
-// block is still running. Compaction runs inside Commit, so never.
-func compactionPending(*FSM) bool { return false }
+// block is still being written.
+func compactionPending(f *FSM) bool {
+	for _, name := range sortedNames(f.topics) {
+		for _, p := range f.topics[name].Partitions {
+			if p.compactionRunning() {
+				return true
+			}
+		}
+	}
+	return false
+}

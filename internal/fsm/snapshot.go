@@ -101,7 +101,9 @@ type capturedPartition struct {
 // and a pin of every partition log (storage.Log.Pin). It must be called by
 // the applier, after a Commit and before the next ApplyBlock; it does no
 // work per byte or per file of the logs, so it holds the applier up for
-// the time of the store checkpoint (milliseconds). dir must be on the data
+// the time of the store checkpoint (milliseconds), and for the rest of any
+// compaction still being written (WaitCompactions), so that every broker
+// captures the compacted files. dir must be on the data
 // directory's file system (BuildSnapshot hard-links segment files).
 func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if f.applied {
@@ -112,6 +114,10 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	}
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
+	}
+	// Every broker must capture the same files: the compacted ones.
+	if err := f.WaitCompactions(); err != nil {
+		return nil, f.faulted(err)
 	}
 	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.height, AppHash: append([]byte(nil), f.appHash...)}}
 	defer func() {
