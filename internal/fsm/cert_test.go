@@ -173,6 +173,8 @@ func TestCertifiedEqualsInline(t *testing.T) {
 			}
 		}
 	}
+	settle(t, a)
+	settle(t, b)
 	fa, fb := logFiles(t, dirA), logFiles(t, dirB)
 	if len(fa) == 0 || len(fa) != len(fb) {
 		t.Fatalf("log file sets differ: %d vs %d files", len(fa), len(fb))

@@ -17,6 +17,12 @@
 // every log back to its committed end, after which the orderer replays the
 // block. Destructive file operations (deleting segments or whole logs) run
 // only after Commit and are redone at Open if a crash interrupted them.
+// Compaction, the one slow file rewrite, is decided in apply and written by
+// a background goroutine after Commit (compactor.go): the next housekeeping
+// pass over the partition and CaptureSnapshot wait for it, so nothing
+// hashed depends on when it finished, and Open reruns a pass a crash
+// interrupted from its plan file. Those goroutines and syncLogs' are the
+// package's only ones; neither changes the state.
 //
 // A local I/O or store error is never a result (fault.go, ErrLocalFault):
 // ApplyBlock or Commit returns it, the state machine refuses every later
@@ -73,6 +79,10 @@ type Options struct {
 	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
 	// chain must agree on it; nothing outside benchmarks sets it.
 	WithoutKeyIndex bool
+	// CompactionWorkers is how many compaction passes may rewrite files at
+	// once, in the background (compactor.go). Default 1. It changes nothing
+	// in the state.
+	CompactionWorkers int
 	// StoreFS is the file system of the metadata store; nil is the
 	// operating system's. Tests inject faults with pebble's errorfs.
 	StoreFS vfs.FS
@@ -88,6 +98,9 @@ type Options struct {
 	// before they leave ApplyBlock: the test that nothing hashed depends
 	// on message text (TestMessagesAreNotHashed).
 	rewordForTest func(string) string
+	// passHookForTest, when set, runs on a compaction's goroutine before
+	// the pass: tests delay or hold passes with it.
+	passHookForTest func(topic string, partition int32)
 }
 
 // digestDomain opens the block digest; its version is proof.AppHashFormat
@@ -103,6 +116,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CompactionWorkers <= 0 {
+		o.CompactionWorkers = 1
 	}
 }
 
@@ -147,6 +163,7 @@ type FSM struct {
 	dirtyTxns      map[string]bool
 	txnsDue        int64 // block time at which a transaction may time out
 	fault          error // the local fault that stopped the state machine (fault.go)
+	compactor      *compactor
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
@@ -197,6 +214,7 @@ func Open(opts Options) (*FSM, error) {
 		txns:         map[string]*Txn{},
 		txnByPID:     map[int64]string{},
 		dirtyTxns:    map[string]bool{},
+		compactor:    newCompactor(opts.CompactionWorkers),
 	}
 	if err := f.load(); err != nil {
 		f.closeLogs()
@@ -366,6 +384,9 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	changes := f.groupTimers()
 	changes = append(changes, f.txnTimers()...)
 	changes = append(changes, f.housekeep()...)
+	if f.fault != nil { // a compaction it awaited failed
+		return BlockOutcome{}, f.fault
+	}
 	if len(changes) > 0 {
 		w := &writer{}
 		for _, c := range changes {
@@ -451,7 +472,7 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 
 // Commit makes the last applied block durable (logs fsynced, state written
 // with a synced batch), publishes it to readers, then runs the file deletions
-// and compactions the block decided. It returns the lowest height the orderer
+// the block decided and starts its compactions in the background. It returns the lowest height the orderer
 // must keep: every block up to the committed one is reflected in durable state.
 func (f *FSM) Commit() (retainHeight int64, err error) {
 	if f.fault != nil {
@@ -571,8 +592,9 @@ func (f *FSM) afterCommit() error {
 }
 
 // settleFiles brings a partition's files in line with its committed state:
-// segments below the log start offset are deleted and a decided compaction
-// is run. Both are idempotent, so Open calls it for every partition.
+// segments below the log start offset are deleted, and a decided compaction
+// is planned and started in the background. Open calls it for every
+// partition.
 func (f *FSM) settleFiles(p *Partition) error {
 	if p.start > p.log.BaseOffset() {
 		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
@@ -581,24 +603,29 @@ func (f *FSM) settleFiles(p *Partition) error {
 	}
 	if p.pendingCompact {
 		p.pendingCompact = false
-		opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon}
-		if t := f.topics[p.Topic]; t != nil {
-			// The topic's policy as committed with the decision.
-			opts.Latest = t.Config.Compact
-			if t.Config.Snapshot {
-				opts.SnapshotHeader = SnapshotHeader
-			}
-		}
-		if _, err := p.log.CompactWith(opts); err != nil {
-			return fmt.Errorf("compacting %s-%d: %w", p.Topic, p.Index, err)
+		if err := f.planCompaction(p, f.compactOptions(p)); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// Close closes the logs and the metadata store.
+// planCompaction fixes the decided pass of p (its plan written durably) and
+// starts it in the background (compactor.go).
+func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
+	pass, err := p.log.PrepareCompaction(opts)
+	if err != nil {
+		return fmt.Errorf("planning the compaction of %s-%d: %w", p.Topic, p.Index, err)
+	}
+	f.startCompaction(p, pass)
+	return nil
+}
+
+// Close closes the logs, which stops the compactions in flight (their plans
+// stay for the next Open), and the metadata store.
 func (f *FSM) Close() error {
 	f.closeLogs()
+	f.compactor.wg.Wait()
 	return f.store.Close()
 }
 

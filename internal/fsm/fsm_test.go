@@ -67,6 +67,9 @@ func open(t testing.TB, dir string) *FSM {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before t.TempDir's removal: a test that does not close f must not
+	// leave a compaction writing into its directory.
+	t.Cleanup(f.compactor.wg.Wait)
 	return f
 }
 
@@ -164,7 +167,17 @@ func applyOutcomes(t testing.TB, f *FSM, blocks []block) []BlockOutcome {
 		}
 		outs = append(outs, out)
 	}
+	settle(t, f)
 	return outs
+}
+
+// settle waits for the compactions the committed blocks decided, which run
+// in the background (compactor.go), so that the caller sees their files.
+func settle(t testing.TB, f *FSM) {
+	t.Helper()
+	if err := f.WaitCompactions(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logFiles returns every file under dir/logs with its bytes.

@@ -188,6 +188,8 @@ func FuzzApplyTwice(f *testing.F) {
 				}
 			}
 		}
+		settle(t, a)
+		settle(t, b)
 		fa, fb := logFiles(t, a.opts.Dir), logFiles(t, b.opts.Dir)
 		if len(fa) != len(fb) {
 			t.Fatalf("%d log files vs %d", len(fa), len(fb))

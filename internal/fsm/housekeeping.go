@@ -7,8 +7,9 @@ import (
 // housekeep runs retention and decides compactions, at most once per
 // HousekeepingIntervalMs of block time, and describes each change it made
 // (for the app hash). Everything it reads (configs, block time, the
-// segments' committed sizes and timestamps) is the same on every broker; the
-// files it decides to delete or compact are changed after Commit.
+// segments' committed sizes and timestamps, once the partition's last
+// compaction has been awaited) is the same on every broker; the files it
+// decides to delete or compact are changed after Commit.
 func (f *FSM) housekeep() (changes []change) {
 	if f.blockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
@@ -22,6 +23,12 @@ func (f *FSM) housekeep() (changes []change) {
 			changes = append(changes, f.expireProducers(p)...)
 			if p.trimAborted() {
 				f.dirtyParts[p] = true
+			}
+			// The segments' sizes and timestamps decide what follows:
+			// they must be the compacted ones on every broker.
+			if err := f.awaitCompaction(p); err != nil {
+				f.faulted(err)
+				return nil
 			}
 			segs := p.log.Segments()
 			if t.Config.Delete {

@@ -346,14 +346,37 @@ func (f *FSM) loadPartitions(t *Topic) error {
 		if err := p.log.TruncateTo(p.next); err != nil {
 			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.next, err)
 		}
-		p.pendingCompact = p.compactedAt == f.height && p.compactedAt > 0
 		if err := f.settleFiles(p); err != nil {
+			return fmt.Errorf("stele/fsm: %w", err)
+		}
+		if err := f.resumeCompaction(p); err != nil {
 			return fmt.Errorf("stele/fsm: %w", err)
 		}
 		p.hwm.Store(p.next)
 		p.lso.Store(p.start)
 	}
 	return nil
+}
+
+// resumeCompaction starts again, in the background, the pass of p that a
+// crash or a Close interrupted: the one its plan file names, or, without
+// one, the pass the last committed block decided (the crash came before
+// its Commit wrote the plan). A plan of a block that was never committed is
+// dropped; its block is replayed.
+func (f *FSM) resumeCompaction(p *Partition) error {
+	opts, planned, err := p.log.PlannedCompaction()
+	switch {
+	case err != nil:
+		return fmt.Errorf("the compaction plan of %s-%d: %w", p.Topic, p.Index, err)
+	case planned && opts.ID > f.height:
+		return p.log.DropPlannedCompaction()
+	case planned:
+	case p.compactedAt == f.height && p.compactedAt > 0:
+		opts = f.compactOptions(p)
+	default:
+		return nil
+	}
+	return f.planCompaction(p, opts)
 }
 
 // removeStrayLogs deletes partition directories that belong to no committed

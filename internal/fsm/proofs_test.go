@@ -245,6 +245,7 @@ func TestProveBatch(t *testing.T) {
 	three := slices.Concat(batch(t, ts, record.CodecNone, "m", 2), batch(t, ts, record.CodecZstd, "m", 3), batch(t, ts, record.CodecNone, "m", 1))
 	r.apply(ts, tx(9000, Produce{Topic: "orders", Partition: 0, Records: three}), tx(9001, Produce{Topic: "orders", Partition: 3, Records: batch(t, ts, record.CodecGzip, "n", 4)}))
 
+	settle(t, r.f) // what the batches are once the decided compactions are written
 	before, counts := r.checkAll(r.f, "after the scenario")
 	for _, topic := range []string{"orders", "small"} {
 		if counts.proved[topic] == 0 || counts.rewritten[topic] != 0 {

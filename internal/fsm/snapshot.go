@@ -106,7 +106,9 @@ type capturedPartition struct {
 // and a pin of every partition log (storage.Log.Pin). It must be called by
 // the applier, after a Commit and before the next ApplyBlock; it does no
 // work per byte or per file of the logs, so it holds the applier up for
-// the time of the store checkpoint (milliseconds). dir must be on the data
+// the time of the store checkpoint (milliseconds), and for the rest of any
+// compaction still being written (WaitCompactions), so that every broker
+// captures the compacted files. dir must be on the data
 // directory's file system (BuildSnapshot hard-links segment files).
 func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if f.applied {
@@ -117,6 +119,10 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	}
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
+	}
+	// Every broker must capture the same files: the compacted ones.
+	if err := f.WaitCompactions(); err != nil {
+		return nil, f.faulted(err)
 	}
 	if len(f.appHash) > 0 && !bytes.Equal(proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot), f.appHash) {
 		return nil, fmt.Errorf("stele/fsm: snapshot at height %d: the app hash's parts do not give the app hash", f.height)

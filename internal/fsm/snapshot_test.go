@@ -32,6 +32,7 @@ func applyRange(t testing.TB, f *FSM, blocks []block, from, to int) [][]byte {
 		}
 		hashes = append(hashes, out.AppHash)
 	}
+	settle(t, f)
 	return hashes
 }
 

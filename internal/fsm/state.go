@@ -58,12 +58,13 @@ type Partition struct {
 	log   *storage.Log
 
 	// Applier-owned state, persisted at Commit.
-	next           int64 // log end offset
-	start          int64 // log start offset
-	cleanedUpTo    int64 // compaction has processed everything below this offset
-	compactHorizon int64 // tombstone horizon of the last compaction decided
-	compactedAt    int64 // height that decided it (0: never)
-	pendingCompact bool
+	next           int64       // log end offset
+	start          int64       // log start offset
+	cleanedUpTo    int64       // compaction has processed everything below this offset
+	compactHorizon int64       // tombstone horizon of the last compaction decided
+	compactedAt    int64       // height that decided it (0: never)
+	pendingCompact bool        // decided by the block, to be planned at its Commit
+	compaction     *compaction // the pass in the background, until awaited (compactor.go)
 
 	// Idempotent producers' state here (producers.go), applier-owned;
 	// dirtyProducers are those the block changed.

@@ -70,8 +70,9 @@ type CompactStats struct {
 // A rewritten segment goes through NNN.log.cleaned, then NNN.log.swap (the
 // commit point), then NNN.log, with its indexes (see the package
 // documentation); OpenLog finishes or rolls back a pass a crash interrupted.
-// The rewrite holds no lock; readers keep reading the old files until the
-// new segment is swapped in.
+// The rewrite holds none of the applier's locks: appends go on, readers keep
+// reading the old files until the new segment is swapped in (see
+// PrepareCompaction for running it on another goroutine).
 func (l *Log) Compact(deleteHorizon int64) (CompactStats, error) {
 	return l.CompactWith(CompactOptions{DeleteHorizon: deleteHorizon, Latest: true})
 }
@@ -87,38 +88,27 @@ type CompactOptions struct {
 	// name (cleanup.policy=snapshot, docs/keys.md). Keyless records and
 	// tombstones stay unless Latest removes them.
 	SnapshotHeader string
+
+	// The pass's bounds, fixed when it is decided so that appends after the
+	// decision change nothing in what it writes. UpTo: only segments that
+	// end at or below it are rewritten (0: the sealed segments when the pass
+	// is prepared). End: the key map reads the batches below it (0: the log
+	// end when the pass is prepared); it must not exceed the log end.
+	UpTo, End int64
+	// ID is the caller's name for the decision (the state machine's
+	// height), kept in the plan file (see PrepareCompaction).
+	ID int64
 }
 
 // CompactWith is Compact with the rules of opts; records of aborted
 // transactions go in every mode. Compact's documentation holds for each.
+// It prepares a pass (PrepareCompaction without a plan file) and runs it.
 func (l *Log) CompactWith(opts CompactOptions) (CompactStats, error) {
-	l.applyMu.Lock()
-	defer l.applyMu.Unlock()
-	var stats CompactStats
-	if l.mu.closed {
-		return stats, ErrClosed
-	}
-	// The map includes the active segment: it must be durable before the
-	// segments it shaped.
-	if err := l.syncLocked(); err != nil {
-		return stats, err
-	}
-	segs := l.mu.segs
-	km, err := buildKeyMap(segs, opts.SnapshotHeader)
+	p, err := l.prepare(opts, false)
 	if err != nil {
-		return stats, err
+		return CompactStats{}, err
 	}
-	stats.Keys = len(km.latest)
-	for _, s := range segs[:len(segs)-1] {
-		if s.next > km.firstUnstable {
-			break
-		}
-		stats.SegmentsExamined++
-		if err := l.cleanSegment(s, km, opts, &stats); err != nil {
-			return stats, err
-		}
-	}
-	return stats, nil
+	return p.Run()
 }
 
 // keyHash identifies a key in the compaction map.
@@ -155,20 +145,30 @@ const (
 	controlCommit = 1
 )
 
-// buildKeyMap reads every batch of segs (checking CRCs) and records each
-// key's latest committed offset and the aborted transactions.
-func buildKeyMap(segs []*segment, snapHeader string) (*keyMap, error) {
-	km := &keyMap{latest: map[keyHash]int64{}, snapshot: map[keyHash]int64{}, snapHeader: snapHeader,
+// buildKeyMap reads every batch of the pass's segments below its end
+// offset (checking CRCs) and records each key's latest committed offset and
+// the aborted transactions.
+func (p *CompactionPass) buildKeyMap() (*keyMap, error) {
+	km := &keyMap{latest: map[keyHash]int64{}, snapshot: map[keyHash]int64{}, snapHeader: p.opts.SnapshotHeader,
 		aborted: map[int64][]offsetRange{}, open: map[int64]*openTxn{}}
-	for _, s := range segs {
-		end, err := scanBatches(s.log, 0, s.size, func(_ int64, h record.Header, b []byte) error {
+	for _, s := range p.segs {
+		end, err := scanBatches(s.seg.log, 0, s.size, func(_ int64, h record.Header, b []byte) error {
+			if h.BaseOffset >= p.end {
+				return errEndOfPass
+			}
+			if err := p.stopping(); err != nil {
+				return err
+			}
 			return km.add(h, b)
 		})
+		if errors.Is(err, errEndOfPass) {
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
 		if end != s.size {
-			return nil, corruptAt(s.log.Name(), end, "compaction found a batch that does not check out")
+			return nil, corruptAt(s.seg.log.Name(), end, "compaction found a batch that does not check out")
 		}
 	}
 	km.firstUnstable = math.MaxInt64
@@ -266,14 +266,18 @@ func (km *keyMap) isAborted(producer, off int64) bool {
 }
 
 // cleanSegment rewrites one sealed segment if compaction changes it.
-func (l *Log) cleanSegment(s *segment, km *keyMap, opts CompactOptions, stats *CompactStats) error {
-	c := &cleanedWriter{src: s, ix: newIndexer(l.cfg)}
+func (p *CompactionPass) cleanSegment(s *segment, size int64, km *keyMap, stats *CompactStats) error {
+	l, opts := p.log, p.opts
+	c := &cleanedWriter{src: s, ix: newIndexer(p.cfg)}
 	var (
 		pending    []byte // a batch emptied by compaction, kept if it turns out to be the last
 		pendingOld bool   // pending is byte-identical to the batch it stands for
 		cs         CompactStats
 	)
-	end, err := scanBatches(s.log, 0, s.size, func(_ int64, h record.Header, b []byte) error {
+	end, err := scanBatches(s.log, 0, size, func(_ int64, h record.Header, b []byte) error {
+		if err := p.stopping(); err != nil {
+			return err
+		}
 		nb, err := cleanBatch(h, b, km, opts, &cs)
 		if err != nil {
 			return err
@@ -299,7 +303,7 @@ func (l *Log) cleanSegment(s *segment, km *keyMap, opts CompactOptions, stats *C
 		}
 		return c.add(nb)
 	})
-	if err == nil && end != s.size {
+	if err == nil && end != size {
 		err = corruptAt(s.log.Name(), end, "compaction found a batch that does not check out")
 	}
 	if err == nil && pending != nil {
@@ -317,11 +321,12 @@ func (l *Log) cleanSegment(s *segment, km *keyMap, opts CompactOptions, stats *C
 		c.discard()
 		return err
 	}
-	if err := l.swapIn(s, c.pos, c.ix); err != nil {
+	swapped, err := l.swapIn(s, c.pos, c.ix, p.cfg)
+	if err != nil || !swapped {
 		return err
 	}
 	stats.SegmentsCleaned++
-	stats.BytesBefore += s.size
+	stats.BytesBefore += size
 	stats.BytesAfter += c.pos
 	stats.Superseded += cs.Superseded
 	stats.Snapshotted += cs.Snapshotted
@@ -504,7 +509,29 @@ var errSimulatedCrash = errors.New("stele/storage: simulated crash")
 // stands) or a .log.swap with the new indexes either still .swap or already
 // in place (OpenLog renames what remains). The new segment is then published
 // under the lock; readers of the old one finish on its open files.
-func (l *Log) swapIn(s *segment, size int64, ix indexer) error {
+//
+// swapIn holds swapMu, so no segment deletion runs during the renames; a
+// segment deleted (retention, DeleteRecords) or a log closed while the pass
+// was writing its copy is not swapped: the copy is discarded and swapIn
+// reports false.
+func (l *Log) swapIn(s *segment, size int64, ix indexer, cfg LogConfig) (bool, error) {
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
+	l.mu.RLock()
+	present, closed := false, l.mu.closed
+	for _, old := range l.mu.segs {
+		present = present || old == s
+	}
+	l.mu.RUnlock()
+	if closed || !present {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+			_ = os.Remove(s.path + suffix + cleanedSuffix)
+		}
+		if closed {
+			return false, ErrClosed
+		}
+		return false, nil
+	}
 	steps := []struct{ from, to string }{
 		{s.path + indexSuffix + cleanedSuffix, s.path + indexSuffix + swapSuffix},
 		{s.path + timeIndexSuffix + cleanedSuffix, s.path + timeIndexSuffix + swapSuffix},
@@ -520,7 +547,7 @@ func (l *Log) swapIn(s *segment, size int64, ix indexer) error {
 	const commitStep = 3
 	for i, st := range steps {
 		if l.swapHook != nil && l.swapHook(s.base, i) {
-			return errSimulatedCrash
+			return false, errSimulatedCrash
 		}
 		var err error
 		if st.from == "" {
@@ -535,12 +562,12 @@ func (l *Log) swapIn(s *segment, size int64, ix indexer) error {
 					_ = os.Remove(s.path + suffix + swapSuffix)
 				}
 			}
-			return err
+			return false, err
 		}
 	}
-	ns, err := openSegmentFiles(l.dir, s.base, l.cfg)
+	ns, err := openSegmentFiles(l.dir, s.base, cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ns.size, ns.next, ns.ix = size, s.next, ix
 	ns.flushedOffs, ns.flushedTimes = ix.nOffs, ix.nTimes
@@ -553,5 +580,5 @@ func (l *Log) swapIn(s *segment, size int64, ix indexer) error {
 	}
 	l.mu.Unlock()
 	s.unref()
-	return nil
+	return true, nil
 }

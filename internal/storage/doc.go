@@ -33,7 +33,8 @@
 //
 // While compaction rewrites a segment, transient files appear beside it:
 // NNN.log.cleaned, NNN.index.cleaned, NNN.timeindex.cleaned while being
-// written, then .swap once committed (see Log.Compact). Other files in the
+// written, then .swap once committed (see Log.Compact); compaction.plan
+// holds a pass prepared and not yet finished (Log.PrepareCompaction). Other files in the
 // directory (partition.metadata, ...) are not this package's and are left
 // alone.
 //
@@ -53,8 +54,9 @@
 //
 // # Concurrency
 //
-// One goroutine (the state machine's applier) mutates a Log; any number of
-// goroutines read it. Readers take a picture of the segments under a
+// One goroutine (the state machine's applier) mutates a Log, and one
+// compaction pass at a time may rewrite its sealed segments beside it (see
+// Log for the locks); any number of goroutines read it. Readers take a picture of the segments under a
 // read lock, pin their files with a reference count, and read without the
 // lock, so neither appends nor compaction wait for a reader's I/O.
 package storage

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/record"
 )
@@ -35,13 +37,24 @@ var (
 // Log is one partition's log: a directory of segments (see the package
 // documentation for the layout).
 //
-// Append, TruncateTo, DeleteSegmentsBefore, Compact, SetConfig, Sync, Close
-// and Remove are for one goroutine, the applier; applyMu serialises them in
-// case of misuse. Read, OffsetForTimestamp, MaxTimestamp, Segments,
+// Append, TruncateTo, DeleteSegmentsBefore, Compact, PrepareCompaction,
+// SetConfig, Sync, Close and Remove are for one goroutine, the applier;
+// applyMu serialises them in case of misuse. A prepared CompactionPass runs
+// on any goroutine, concurrently with the applier, one pass per log at a
+// time (passMu). Read, OffsetForTimestamp, MaxTimestamp, Segments,
 // NextOffset, BaseOffset and Size may be called from any goroutine at any
-// time. Lock order: applyMu, then mu.
+// time.
+//
+// Lock order: passMu, then applyMu, then swapMu, then mu. A pass holds
+// passMu throughout and swapMu while it renames a segment's files, never
+// applyMu; Close and Remove raise stop first, so that a running pass gives
+// up at its next batch instead of holding them up.
 type Log struct {
 	dir string
+
+	passMu sync.Mutex
+	swapMu sync.Mutex  // a compaction swap, against segment deletion
+	stop   atomic.Bool // Close or Remove began: passes give up
 
 	applyMu  sync.Mutex
 	cfg      LogConfig // applier only
@@ -328,7 +341,12 @@ func (l *Log) Sync() error {
 
 // syncLocked is Sync for a caller holding applyMu.
 func (l *Log) syncLocked() error {
-	for _, s := range l.mu.segs {
+	// A compaction swap may replace a sealed segment meanwhile (under mu);
+	// the one replaced was synced when it was sealed.
+	l.mu.RLock()
+	segs := slices.Clone(l.mu.segs)
+	l.mu.RUnlock()
+	for _, s := range segs {
 		if err := s.sync(); err != nil {
 			return err
 		}
@@ -345,6 +363,9 @@ func (l *Log) syncLocked() error {
 // Close syncs the log and closes it. Reads in progress finish on the files
 // they hold; later calls fail with ErrClosed.
 func (l *Log) Close() error {
+	l.stop.Store(true)
+	l.passMu.Lock()
+	defer l.passMu.Unlock()
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	if l.mu.closed {
@@ -358,6 +379,9 @@ func (l *Log) Close() error {
 // Remove closes the log without syncing it and deletes its directory (topic
 // deletion).
 func (l *Log) Remove() error {
+	l.stop.Store(true)
+	l.passMu.Lock()
+	defer l.passMu.Unlock()
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	l.closeLocked()

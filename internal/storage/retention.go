@@ -19,6 +19,8 @@ import (
 func (l *Log) TruncateTo(next int64) error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
 	if l.mu.closed {
 		return ErrClosed
 	}
@@ -91,9 +93,15 @@ func (l *Log) TruncateTo(next int64) error {
 // offset (retention, DeleteRecords) and returns the new base offset. If that
 // takes in the active segment, a new empty one is first started at the log
 // end offset, as Kafka does; an empty active segment is never deleted.
+//
+// It may run while a compaction pass is rewriting segments it deletes: it
+// waits only for a swap in progress (swapMu), and the pass then discards its
+// copies of deleted segments.
 func (l *Log) DeleteSegmentsBefore(offset int64) (int64, error) {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
 	if l.mu.closed {
 		return 0, ErrClosed
 	}
