@@ -46,7 +46,10 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // state machine's golden test (internal/fsm) pins the hashes of each format.
 // Format 3: results hash codes and structured fields only, never messages.
 // Format 4: the app hash commits to the root of the authenticated state.
-const AppHashFormat = 4
+// Format 5: the ScheduleUpgrade command and the app version's state
+// (u/...); a chain that runs app version 1 hashes as format 4 did, but
+// format-4 binaries refuse the new command, so the two do not mix.
+const AppHashFormat = 5
 
 const (
 	batchLeafDomain = "stele/batch/v1"
