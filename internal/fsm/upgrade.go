@@ -296,6 +296,10 @@ func (f *FSM) AppVersion() uint32 {
 	return f.committed.upgrade.Version
 }
 
+// AppliedVersion is the app version after the last ApplyBlock, committed
+// or not. Only the applier (the goroutine calling ApplyBlock) may call it.
+func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
+
 // upgradeStatus is the applier's upgrade state, for publish.
 func (f *FSM) upgradeStatus() UpgradeStatus {
 	s := UpgradeStatus{Version: f.appVersion, MaxVersion: f.maxAppVersion()}
@@ -359,7 +363,7 @@ func (f *FSM) persistUpgrade(b *stateBatch) {
 
 // loadUpgrade reads the upgrade state.
 func (f *FSM) loadUpgrade() error {
-	f.appVersion = 1
+	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
 	if v, ok, err := f.store.Get(keyAppVersion); err != nil {
 		return err
 	} else if ok {
