@@ -94,6 +94,9 @@ func (a app) Commit() (int64, error) {
 	if out != nil {
 		b.metrics.height.Set(float64(out.Height))
 	}
+	if err := b.fsm.UpgradeRequired(); err != nil && b.opts.UpgradeRequired != nil {
+		b.opts.UpgradeRequired(err)
+	}
 	return retain, nil
 }
 
