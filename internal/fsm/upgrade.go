@@ -267,6 +267,8 @@ type UpgradeVote struct {
 
 // UpgradeStatus is the committed app version and upgrade state.
 type UpgradeStatus struct {
+	// Height is the committed height the status is of.
+	Height int64
 	// Version is the app version the chain runs; MaxVersion the highest
 	// this binary runs.
 	Version, MaxVersion uint32
@@ -302,7 +304,7 @@ func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
 
 // upgradeStatus is the applier's upgrade state, for publish.
 func (f *FSM) upgradeStatus() UpgradeStatus {
-	s := UpgradeStatus{Version: f.appVersion, MaxVersion: f.maxAppVersion()}
+	s := UpgradeStatus{Height: f.height, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
 		s.Plan = &p
