@@ -15,6 +15,10 @@ type app struct{ b *Broker }
 
 func (a app) Info() (int64, []byte) { return a.b.fsm.Info() }
 
+func (a app) AppVersion() uint64 { return uint64(a.b.fsm.AppVersion()) }
+
+func (a app) FinalizedAppVersion() uint64 { return uint64(a.b.fsm.AppliedVersion()) }
+
 func (a app) CheckTx(tx []byte) error { return a.b.fsm.CheckTx(tx) }
 
 func (a app) ValidateTx(tx []byte) error { return a.b.fsm.ValidateTx(tx) }
@@ -89,6 +93,9 @@ func (a app) Commit() (int64, error) {
 	b.mu.Unlock()
 	if out != nil {
 		b.metrics.height.Set(float64(out.Height))
+	}
+	if err := b.fsm.UpgradeRequired(); err != nil && b.opts.UpgradeRequired != nil {
+		b.opts.UpgradeRequired(err)
 	}
 	return retain, nil
 }

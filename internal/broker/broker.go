@@ -61,6 +61,12 @@ type Options struct {
 	// MaxCertifying bounds the transactions being certified at once;
 	// Enqueue waits beyond it. Default 8.
 	MaxCertifying int
+	// UpgradeRequired, when set, is called (on the consensus goroutine,
+	// so it must not block) after a Commit that leaves the next block at
+	// the height of an upgrade this binary cannot run
+	// (fsm.ErrUpgradeRequired): the process should stop before consensus
+	// asks for that block.
+	UpgradeRequired func(error)
 }
 
 // Certifier turns a transaction into a certificate (dataplane.Plane).
@@ -239,6 +245,10 @@ func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]f
 
 // ProducerKey returns a principal's registered key (fsm.FSM.ProducerKey).
 func (b *Broker) ProducerKey(principal string) ([]byte, error) { return b.fsm.ProducerKey(principal) }
+
+// Upgrade returns the committed app version and upgrade state
+// (fsm.FSM.Upgrade).
+func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {

@@ -121,7 +121,16 @@ type SnapshotApp struct {
 var (
 	_ consensus.Application = (*SnapshotApp)(nil)
 	_ consensus.Snapshotter = (*SnapshotApp)(nil)
+	_ consensus.Versioned   = (*SnapshotApp)(nil)
+	_ consensus.Versioned   = app{}
 )
+
+// AppVersion implements consensus.Versioned: the state machine's, which
+// after a restore is the restored state's.
+func (s *SnapshotApp) AppVersion() uint64 { return uint64(s.f.AppVersion()) }
+
+// FinalizedAppVersion implements consensus.Versioned.
+func (s *SnapshotApp) FinalizedAppVersion() uint64 { return uint64(s.f.AppliedVersion()) }
 
 // NewSnapshotApp wraps app, whose state machine is f. It opens the complete
 // snapshots in opts.Dir and deletes incomplete ones (a crash during a

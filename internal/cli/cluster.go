@@ -37,10 +37,11 @@ const (
 // nodeDirPattern matches the node directories `cluster init` writes.
 var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 
-// newClusterCmd is `stele cluster`: create (init) and run (up) a cluster.
+// newClusterCmd is `stele cluster`: create (init), run (up) and upgrade a
+// cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
-	return newGroupCmd("cluster", "Create and run a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd())
+	return newGroupCmd("cluster", "Create, run and upgrade a cluster of Stele brokers",
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

@@ -10,7 +10,8 @@
 // commands in-process with their own stdin, stdout and stderr; Run executes
 // one command line and maps its outcome to an exit code: 0 on success,
 // ExitFailure when the command ran and failed, ExitUsage when the command
-// line itself was wrong.
+// line itself was wrong, ExitUpgradeRequired when serve stopped for an
+// upgrade this binary cannot run.
 //
 // Dependencies: cli may import every other internal package (it sits at the
 // top of DESIGN.md §2); nothing imports cli except cmd/stele.
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // Exit codes returned by Run and Main.
@@ -40,6 +43,12 @@ const (
 	// ExitUsage means the command line was wrong: an unknown command or
 	// flag, a bad flag value, a missing argument.
 	ExitUsage = 2
+	// ExitUpgradeRequired means stele serve stopped (or did not start)
+	// because the chain upgrades, at the next height, to an app version
+	// this binary cannot run: start the new binary on the same data
+	// directory (docs/cluster.md, "Upgrades"). Supervisors should not
+	// restart the same binary on it.
+	ExitUpgradeRequired = 10
 )
 
 // Defaults of the global flags.
@@ -67,7 +76,8 @@ func Main(args ...string) int {
 }
 
 // Run executes one stele command line in-process with the given streams and
-// returns its exit code (ExitOK, ExitFailure or ExitUsage). Errors are
+// returns its exit code (ExitOK, ExitFailure, ExitUsage or
+// ExitUpgradeRequired). Errors are
 // written to stderr; ctx cancellation is how a caller interrupts a command.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root, g := build()
@@ -224,6 +234,9 @@ func reportError(stderr io.Writer, cmd *cobra.Command, g *globalOptions, err err
 	}
 	for _, l := range strings.Split(err.Error(), "\n") {
 		fmt.Fprintf(stderr, "stele: %s\n", l)
+	}
+	if errors.Is(err, fsm.ErrUpgradeRequired) {
+		return ExitUpgradeRequired
 	}
 	if hint := g.connectionHint(err); hint != "" {
 		fmt.Fprintln(stderr, hint)

@@ -85,6 +85,20 @@ type Application interface {
 	Commit() (retainHeight int64, err error)
 }
 
+// Versioned is implemented by an Application whose state carries an app
+// version (internal/fsm's upgrade.go). The cometbft orderer reports it as
+// ABCI Info's AppVersion and, when a block changes it, as the consensus
+// parameter Version.App, so block headers carry the version the state
+// they follow was made with.
+type Versioned interface {
+	// AppVersion is the app version of the last committed state.
+	AppVersion() uint64
+	// FinalizedAppVersion is the app version after the last FinalizeBlock
+	// (its effects not yet committed). It is called by the orderer's
+	// consensus goroutine only, before and after FinalizeBlock.
+	FinalizedAppVersion() uint64
+}
+
 // Orderer orders transactions into blocks and drives an Application.
 type Orderer interface {
 	// Start begins ordering. It returns once the orderer has caught up with

@@ -191,6 +191,10 @@ func (vs *ValidatorSet) Lookup(addr [20]byte) (Validator, bool) {
 // a third of the total: then at least one signer is honest.
 func (vs *ValidatorSet) Enough(power int64) bool { return power*3 > vs.total }
 
+// Supermajority reports whether power is more than two thirds of the
+// total: what it takes to schedule an upgrade (upgrade.go).
+func (vs *ValidatorSet) Supermajority(power int64) bool { return power*3 > vs.total*2 }
+
 // Verify checks that every signature is a distinct member's valid
 // signature of c's statement and that together they are Enough.
 func (vs *ValidatorSet) Verify(c Certificate) error {

@@ -62,6 +62,8 @@ func (k Kind) String() string {
 		return "EndTxn"
 	case KindRegisterProducerKey:
 		return "RegisterProducerKey"
+	case KindScheduleUpgrade:
+		return "ScheduleUpgrade"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -226,6 +228,9 @@ func decodeCommand(k Kind, r *reader) Command {
 		return c
 	}
 	if c, ok := decodeSignedCommand(k, r); ok {
+		return c
+	}
+	if c, ok := decodeUpgradeCommand(k, r); ok {
 		return c
 	}
 	r.fail("unknown command kind %d", k)

@@ -101,10 +101,14 @@ type Options struct {
 	// passHookForTest, when set, runs on a compaction's goroutine before
 	// the pass: tests delay or hold passes with it.
 	passHookForTest func(topic string, partition int32)
+	// maxAppVersionForTest, when set, stands for MaxAppVersion: a test
+	// runs an old binary and a new one in one process (upgrade_test.go).
+	maxAppVersionForTest uint32
 }
 
-// digestDomain opens the block digest; its version is proof.AppHashFormat
-// (TestGoldenAppHashes checks they agree).
+// digestDomain opens the block digest of app version 1; its version is
+// proof.AppHashFormat (TestGoldenAppHashes checks they agree). Later app
+// versions may open it with another (blockDigestDomain).
 const digestDomain = "stele/block/v5"
 
 func (o *Options) setDefaults() {
@@ -164,6 +168,11 @@ type FSM struct {
 	txnsDue        int64 // block time at which a transaction may time out
 	fault          error // the local fault that stopped the state machine (fault.go)
 	compactor      *compactor
+	// The app version and the upgrade state (upgrade.go).
+	appVersion   uint32
+	upgradePlan  *UpgradePlan
+	upgradeVotes map[[20]byte]UpgradePlan
+	upgradeDirty bool
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
@@ -186,6 +195,7 @@ type FSM struct {
 		blockTime int64
 		signers   []Signer
 		hash      hashParts // what appHash is made of (stateproof.go)
+		upgrade   UpgradeStatus
 	}
 }
 
@@ -311,8 +321,12 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	if height != f.height+1 {
 		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
 	}
+	if err := f.upgradeDue(height); err != nil {
+		return BlockOutcome{}, err // nothing applied: the new binary continues here
+	}
 	f.applied = true
 	f.height = height
+	f.activateUpgrade(height)
 	if timeMs > f.blockTime { // block time never goes backwards for us
 		f.blockTime = timeMs
 	}
@@ -326,7 +340,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	// changed, so a hash that moved on empty blocks would never let the
 	// chain idle.
 	h := sha256.New()
-	h.Write([]byte(digestDomain))
+	h.Write([]byte(blockDigestDomain(f.appVersion)))
 	h.Write(f.appHash)
 	var num [8]byte
 	binary.BigEndian.PutUint64(num[:], uint64(height))
@@ -466,6 +480,8 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		return f.applyEndTxn(c)
 	case RegisterProducerKey:
 		return f.registerProducerKey(c)
+	case ScheduleUpgrade:
+		return f.scheduleUpgrade(c)
 	}
 	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }
@@ -569,6 +585,7 @@ func (f *FSM) publish(metaChanged bool) {
 	f.committed.blockTime = f.blockTime
 	f.committed.signers = signers
 	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.stateRoot, leavesRoot: f.leavesRoot}
+	f.committed.upgrade = f.upgradeStatus()
 	f.committed.Unlock()
 }
 

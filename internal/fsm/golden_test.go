@@ -3,6 +3,8 @@ package fsm
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"flag"
@@ -37,7 +39,29 @@ const (
 )
 
 func goldenOptions(dir string) Options {
-	return Options{Dir: dir, HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 10 * 60 * 1000}
+	vs, _ := goldenValidators()
+	return Options{Dir: dir, HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 10 * 60 * 1000, Validators: vs}
+}
+
+// goldenValidators are testValidators(4): the chain's validators, who vote
+// on upgrades in the scenario.
+func goldenValidators() (*ValidatorSet, []ed25519.PrivateKey) {
+	var vals []Validator
+	var keys []ed25519.PrivateKey
+	for i := range 4 {
+		seed := sha256.Sum256([]byte(fmt.Sprintf("validator-%d", i)))
+		k := ed25519.NewKeyFromSeed(seed[:])
+		var addr [20]byte
+		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
+		copy(addr[:], h[:20])
+		vals = append(vals, Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
+		keys = append(keys, k)
+	}
+	vs, err := NewValidatorSet(vals)
+	if err != nil {
+		panic(err)
+	}
+	return vs, keys
 }
 
 // goldenBuilder applies blocks as it makes them, so later commands can use
@@ -188,6 +212,27 @@ func goldenScenario(t *testing.T) []block {
 	g.cmds(11*60*1000, Tick{})
 	g.cmds(8*24*60*60*1000, Tick{})
 	g.cmds(1000, Tick{})
+
+	// Upgrades: a stranger's vote is refused, one validator's vote is
+	// recorded, three schedule the running version (a no-op upgrade, so
+	// that builds running later versions agree on these hashes), and its
+	// height passes.
+	_, vkeys := goldenValidators()
+	stranger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+	up := UpgradePlan{Height: int64(len(g.blocks)) + 4 + MinUpgradeDelay, Version: 1, Name: "golden"} // the quorum is in the 4th block from here
+	must("upgrade vote by a stranger", g.cmds(100, upgradeVote(up, stranger))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("upgrade too soon", g.cmds(100, upgradeVote(UpgradePlan{Height: int64(len(g.blocks)) + 2, Version: 1}, vkeys[0], vkeys[1], vkeys[2]))[0], kerr.PolicyViolation.Code)
+	must("upgrade vote", g.cmds(100, upgradeVote(up, vkeys[3]))[0], 0)
+	must("upgrade quorum", g.cmds(100, upgradeVote(up, vkeys[0], vkeys[1]))[0], 0)
+	if st := f.upgradeStatus(); st.Plan == nil || *st.Plan != up {
+		t.Fatalf("golden scenario: upgrade not scheduled: %+v", st)
+	}
+	for int64(len(g.blocks)) < up.Height {
+		g.cmds(100, Tick{})
+	}
+	if st := f.upgradeStatus(); st.Plan != nil || st.Version != 1 {
+		t.Fatalf("golden scenario: upgrade still pending after its height: %+v", st)
+	}
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

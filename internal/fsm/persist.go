@@ -24,6 +24,7 @@ import (
 //	k/<topic id><key>...              the key stream index (keys.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
+//	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (upgrade.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
 // Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the
@@ -145,6 +146,7 @@ func (f *FSM) stage() error {
 		b.b.Set(e.k, e.v) // the key index is outside the state trie (authstate.go)
 	}
 	f.persistSigned(b.Set)
+	f.persistUpgrade(b)
 	for _, t := range f.deleted {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 		b.DeletePrefix(batchProofPrefix(t.ID))
@@ -232,6 +234,9 @@ func (f *FSM) load() error {
 		f.hashHeight = st.hashHeight
 	}
 	f.trie = openStateTrie(f.store, f.stateRoot)
+	if err := f.loadUpgrade(); err != nil {
+		return err
+	}
 	if v, ok, err := f.store.Get(keyProducerID); err != nil {
 		return err
 	} else if ok {

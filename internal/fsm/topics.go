@@ -50,6 +50,8 @@ func CheckCommand(c Command) Result {
 	switch c := c.(type) {
 	case RegisterProducerKey:
 		return checkRegistration(c)
+	case ScheduleUpgrade:
+		return checkUpgrade(c)
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {
 			return fail(kerr.InvalidTopicException.Code, err.Error())

@@ -4,17 +4,25 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // ClusterStatus is the body of GET /v1/cluster.
 type ClusterStatus struct {
-	NodeID     int32           `json:"node_id"`
-	ChainID    string          `json:"chain_id"`
-	Height     int64           `json:"height"`
-	AppHash    string          `json:"app_hash"`
-	BlockTime  time.Time       `json:"block_time"`
-	Validators []ValidatorView `json:"validators"`
-	Peers      []PeerView      `json:"peers"`
+	NodeID    int32     `json:"node_id"`
+	ChainID   string    `json:"chain_id"`
+	Height    int64     `json:"height"`
+	AppHash   string    `json:"app_hash"`
+	BlockTime time.Time `json:"block_time"`
+	// AppVersion is the app version the chain runs, MaxAppVersion the
+	// highest this broker's binary runs; Upgrade the scheduled upgrade
+	// (GET /v1/cluster/upgrade has the votes too).
+	AppVersion    uint32           `json:"app_version"`
+	MaxAppVersion uint32           `json:"max_app_version"`
+	Upgrade       *fsm.UpgradePlan `json:"upgrade,omitempty"`
+	Validators    []ValidatorView  `json:"validators"`
+	Peers         []PeerView       `json:"peers"`
 }
 
 // ValidatorView is one validator: who it is, which broker, and what the

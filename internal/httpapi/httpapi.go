@@ -1,6 +1,7 @@
 // Package httpapi serves Stele's HTTP endpoints: /healthz for liveness and
 // readiness checks, /metrics for Prometheus, /v1/cluster for the consensus
-// view (validators, their last signed blocks, peers) and the native API's
+// view (validators, their last signed blocks, peers), upgrades
+// (/v1/cluster/upgrade, upgrade.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
 // rest of the native API, the schema registry and the console here.
 //
@@ -48,6 +49,8 @@ var routes = []string{
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
 	"GET /v1/cluster/headers",
+	"GET /v1/cluster/upgrade",
+	"POST /v1/cluster/upgrade",
 	"GET /v1/producer-keys/{principal}",
 	"PUT /v1/producer-keys/{principal}",
 	"GET /v1/state/proof",
@@ -79,6 +82,8 @@ func New(opts Options) http.Handler {
 		"GET /v1/tables/{topic}/{key}":                                   withMinHeight(opts, serveTable(opts)),
 		"POST /v1/wait":                                                  serveWait(opts),
 		"GET /v1/cluster/headers":                                        serveHeaders(opts),
+		"GET /v1/cluster/upgrade":                                        serveUpgradeGet(opts),
+		"POST /v1/cluster/upgrade":                                       serveUpgradePost(opts),
 		"GET /v1/producer-keys/{principal}":                              withMinHeight(opts, serveProducerKeyGet(opts)),
 		"PUT /v1/producer-keys/{principal}":                              serveProducerKeyPut(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),

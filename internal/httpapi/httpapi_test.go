@@ -99,6 +99,8 @@ func FuzzHTTPRequest(f *testing.F) {
 		"GET /v1/cluster/headers?from=1&limit=2 HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /v1/producer-keys/alice HTTP/1.1\r\nHost: x\r\n\r\n",
 		"PUT /v1/producer-keys/alice HTTP/1.1\r\nHost: x\r\nContent-Length: 41\r\n\r\n{\"public_key\":\"AAAA\",\"proof\":\"AAAA\"}",
+		"GET /v1/cluster/upgrade HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/cluster/upgrade HTTP/1.1\r\nHost: x\r\nContent-Length: 128\r\n\r\n{\"height\":90,\"version\":2,\"name\":\"v2\",\"signatures\":[{\"validator\":\"0102030405060708090a0b0c0d0e0f1011121314\",\"signature\":\"AAAA\"}]}",
 	} {
 		f.Add([]byte(seed))
 	}

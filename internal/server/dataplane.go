@@ -70,6 +70,18 @@ type prefetchingApp struct {
 	batches prefetcher
 }
 
+// AppVersion and FinalizedAppVersion pass the broker's app version on
+// (consensus.Versioned), which embedding alone would hide.
+func (a prefetchingApp) AppVersion() uint64 {
+	return a.Application.(consensus.Versioned).AppVersion()
+}
+
+func (a prefetchingApp) FinalizedAppVersion() uint64 {
+	return a.Application.(consensus.Versioned).FinalizedAppVersion()
+}
+
+var _ consensus.Versioned = prefetchingApp{}
+
 func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
 	release := a.batches.Prefetch(b.Txs)
 	defer release()

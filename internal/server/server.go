@@ -219,7 +219,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.fsm, err = fsm.Open(fopts); err != nil {
 		return nil, err
 	}
-	bopts := broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg}
+	// A binary that cannot run the app version the next block is applied
+	// under does not start: the operator starts the new binary here.
+	if err := n.fsm.UpgradeRequired(); err != nil {
+		return nil, err
+	}
+	bopts := broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg,
+		UpgradeRequired: func(err error) {
+			select {
+			case n.errc <- err:
+			default: // already stopping
+			}
+		}}
 	if !cfg.InlineBatches {
 		bopts.Certifier = n.plane
 	}
@@ -270,6 +281,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	if err := n.orderer.Start(ctx); err != nil {
 		n.orderer = nil
+		if uerr := n.fsm.UpgradeRequired(); uerr != nil {
+			// The handshake replayed stored blocks up to an upgrade this
+			// binary cannot run (CometBFT's error does not wrap ours).
+			return nil, uerr
+		}
 		return nil, err
 	}
 	n.started.Store(true)
@@ -361,8 +377,10 @@ func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
 // HTTPAddr is the address the HTTP listener is bound to.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 
-// Wait blocks until ctx ends, a listener fails, or consensus halts (the
-// state machine failed to apply or commit a block: restarting replays it).
+// Wait blocks until ctx ends, a listener fails, consensus halts (the
+// state machine failed to apply or commit a block: restarting replays it),
+// or the next block is the height of an upgrade this binary cannot run
+// (an error wrapping fsm.ErrUpgradeRequired: start the new binary).
 func (n *Node) Wait(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -373,6 +391,9 @@ func (n *Node) Wait(ctx context.Context) error {
 		case err := <-n.errc:
 			return err
 		case <-tick.C:
+			if err := n.fsm.UpgradeRequired(); err != nil {
+				return err
+			}
 			if err := n.orderer.Err(); err != nil {
 				if errors.Is(err, fsm.ErrLocalFault) {
 					return fmt.Errorf("stele/server: stopped on a local storage fault; fix the disk (space, permissions, hardware) and restart: the block is replayed from the chain: %w", err)

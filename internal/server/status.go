@@ -18,6 +18,8 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 	signers, now := n.broker.Liveness()
 	st := httpapi.ClusterStatus{NodeID: n.cfg.NodeID, ChainID: chainID, Height: h, AppHash: strings.ToUpper(hex.EncodeToString(hash)),
 		BlockTime: time.UnixMilli(now).UTC(), Validators: []httpapi.ValidatorView{}, Peers: []httpapi.PeerView{}}
+	up := n.broker.Upgrade()
+	st.AppVersion, st.MaxAppVersion, st.Upgrade = up.Version, up.MaxVersion, up.Plan
 	if !n.started.Load() { // still replaying at start
 		return st
 	}

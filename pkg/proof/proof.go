@@ -47,7 +47,9 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // Format 3: results hash codes and structured fields only, never messages.
 // Format 4: the app hash commits to the root of the authenticated state.
 // Format 5: a trie leaf commits to 0x01 | value (TrieValue), so an empty
-// value is proven present, not taken for absence.
+// value is proven present, not taken for absence; the ScheduleUpgrade
+// command and the app version's state (u/...), which format-4 binaries
+// refuse.
 const AppHashFormat = 5
 
 const (

@@ -10,7 +10,9 @@
 // and checks. faults_test.go holds
 // fault tests 1-3, byzantine_test.go and tamper_test.go fault test 4 (with
 // a second binary built with `-tags stelebyzantine` when first needed),
-// statesync_test.go fault test 5.
+// statesync_test.go fault test 5, upgrade_test.go an upgrade of the app
+// version under load (with a second binary built with -tags
+// steleupgradetest).
 //
 // Environment:
 //

@@ -108,7 +108,13 @@ func (a *abciApp) fail(err error) error {
 // Info implements abci.Application.
 func (a *abciApp) Info(context.Context, *abci.RequestInfo) (*abci.ResponseInfo, error) {
 	h, hash := a.app.Info()
-	return &abci.ResponseInfo{Data: "stele", LastBlockHeight: h, LastBlockAppHash: hash}, nil
+	res := &abci.ResponseInfo{Data: "stele", LastBlockHeight: h, LastBlockAppHash: hash}
+	if v, ok := a.app.(consensus.Versioned); ok {
+		// CometBFT takes it as the chain's Version.App at genesis, and
+		// state sync checks it against the header of the restored height.
+		res.AppVersion = v.AppVersion()
+	}
+	return res, nil
 }
 
 // Query implements abci.Application. Stele serves reads through its own
@@ -214,6 +220,11 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 			b.Signers = append(b.Signers, v.Validator.Address)
 		}
 	}
+	versioned, _ := a.app.(consensus.Versioned)
+	var versionBefore uint64
+	if versioned != nil {
+		versionBefore = versioned.FinalizedAppVersion()
+	}
 	results, appHash, err := a.app.FinalizeBlock(b)
 	if err != nil {
 		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))
@@ -242,6 +253,14 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 	res := &abci.ResponseFinalizeBlock{TxResults: make([]*abci.ExecTxResult, len(results)), AppHash: appHash}
 	for i, r := range results {
 		res.TxResults[i] = &abci.ExecTxResult{Code: r.Code, Data: r.Data, Log: r.Log}
+	}
+	if versioned != nil {
+		if v := versioned.FinalizedAppVersion(); v != versionBefore {
+			// The block was applied under a new app version (an upgrade's
+			// height): headers from the next height on carry it.
+			res.ConsensusParamUpdates = &cmtproto.ConsensusParams{Version: &cmtproto.VersionParams{App: v}}
+			a.logger.Info("app version changed; consensus parameter Version.App follows", "height", req.Height, "from", versionBefore, "to", v)
+		}
 	}
 	return res, nil
 }

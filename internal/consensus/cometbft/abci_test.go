@@ -299,3 +299,49 @@ func FuzzAdapterTransactions(f *testing.F) {
 		}
 	})
 }
+
+// versionedApp is a fakeApp with an app version that a block at upgradeAt
+// moves to 2.
+type versionedApp struct {
+	fakeApp
+	committed, finalized uint64
+	upgradeAt            int64
+}
+
+func (v *versionedApp) AppVersion() uint64          { return v.committed }
+func (v *versionedApp) FinalizedAppVersion() uint64 { return v.finalized }
+
+func (v *versionedApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
+	if b.Height == v.upgradeAt {
+		v.finalized = 2
+	}
+	return v.fakeApp.FinalizeBlock(b)
+}
+
+// TestAppVersion: Info reports the committed app version, and the block
+// that changes it returns the consensus parameter Version.App, only that
+// one.
+func TestAppVersion(t *testing.T) {
+	ctx := context.Background()
+	app := &versionedApp{committed: 1, finalized: 1, upgradeAt: 2}
+	a, _ := newTestAdapter(app, 1<<10)
+	if info, _ := a.Info(ctx, &abci.RequestInfo{}); info.AppVersion != 1 {
+		t.Fatalf("Info AppVersion %d, want 1", info.AppVersion)
+	}
+	for h := int64(1); h <= 3; h++ {
+		res, err := a.FinalizeBlock(ctx, &abci.RequestFinalizeBlock{Height: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := res.ConsensusParamUpdates; {
+		case h == 2 && (p == nil || p.Version == nil || p.Version.App != 2 || p.Block != nil || p.Abci != nil):
+			t.Fatalf("height 2: consensus param updates %+v, want Version.App 2 alone", p)
+		case h != 2 && p != nil:
+			t.Fatalf("height %d: consensus param updates %+v, want none", h, p)
+		}
+		app.committed = app.finalized
+	}
+	if info, _ := a.Info(ctx, &abci.RequestInfo{}); info.AppVersion != 2 {
+		t.Fatalf("Info AppVersion %d after the upgrade, want 2", info.AppVersion)
+	}
+}

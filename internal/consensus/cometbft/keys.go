@@ -16,8 +16,15 @@ import (
 // it (fsm.Statement: a prefix no CometBFT sign-bytes share), so that
 // certificates verify against the genesis validators' keys.
 func ValidatorKey(home string) (stded25519.PrivateKey, [20]byte, error) {
+	return ValidatorKeyFile(filepath.Join(home, privValKeyFile))
+}
+
+// ValidatorKeyFile is ValidatorKey of a key file (a home's
+// config/priv_validator_key.json): what a validator signs upgrade votes
+// with (stele cluster upgrade --key).
+func ValidatorKeyFile(path string) (stded25519.PrivateKey, [20]byte, error) {
 	var addr [20]byte
-	key, err := readPrivValKey(filepath.Join(home, privValKeyFile))
+	key, err := readPrivValKey(path)
 	if err != nil {
 		return nil, addr, err
 	}

@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/httpapi"
+)
+
+// `stele cluster upgrade` (docs/cluster.md, "Upgrades"): validators vote
+// for an app version upgrade at a height through a broker's HTTP API
+// (POST /v1/cluster/upgrade); without --height it shows the upgrade state.
+
+type clusterUpgradeOptions struct {
+	http    string
+	height  string
+	version uint32
+	name    string
+	dir     string
+	keys    []string
+}
+
+func newClusterUpgradeCmd(g *globalOptions) *cobra.Command {
+	var o clusterUpgradeOptions
+	cmd := &cobra.Command{
+		Use:   "upgrade [--height H|+N --version V --name NAME (--dir CLUSTERDIR | --key FILE...)]",
+		Short: "Schedule an app version upgrade at a height, or show the upgrade state",
+		Long: `Vote, with validator keys, for the chain to run app version --version from
+height --height on (+N: N heights after the broker's committed height). The
+upgrade is scheduled once validators holding more than 2/3 of the voting
+power voted for the same height, version and name; brokers whose binary
+cannot run the version stop after committing the height before it (exit
+status 10), and the new binary, started on the same data directory, goes on
+from there. A later schedule replaces one that has not happened yet;
+scheduling the running version cancels.
+
+--dir signs with every node's key under a directory 'stele cluster init'
+wrote; --key signs with one validator key file (CometBFT's
+priv_validator_key.json), and may be repeated, so that validators run apart
+each add their vote. Without --height: show the app version, the scheduled
+upgrade and the votes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, err := httpAddress(cmd, o.http)
+			if err != nil {
+				return err
+			}
+			var st httpapi.UpgradeView
+			if err := upgradeRequest(cmd.Context(), g, http.MethodGet, addr, nil, &st); err != nil {
+				return err
+			}
+			if o.height == "" {
+				return printUpgrade(cmd.OutOrStdout(), g, st)
+			}
+			req, err := o.request(st)
+			if err != nil {
+				return err
+			}
+			if err := upgradeRequest(cmd.Context(), g, http.MethodPost, addr, req, &st); err != nil {
+				return err
+			}
+			return printUpgrade(cmd.OutOrStdout(), g, st)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.http, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")
+	f.StringVar(&o.height, "height", "", "the first height applied under the new version, or +N from the committed height")
+	f.Uint32Var(&o.version, "version", 0, "the app version to run (default: the running one + 1)")
+	f.StringVar(&o.name, "name", "", "a name for the upgrade (letters, digits, . _ - +), e.g. the release")
+	f.StringVar(&o.dir, "dir", "", "sign with every node's validator key under this cluster directory")
+	f.StringArrayVar(&o.keys, "key", nil, "sign with this validator key file (repeatable)")
+	return cmd
+}
+
+// request builds the signed vote.
+func (o clusterUpgradeOptions) request(st httpapi.UpgradeView) (httpapi.UpgradeRequest, error) {
+	var p fsm.UpgradePlan
+	if rel, ok := strings.CutPrefix(o.height, "+"); ok {
+		n, err := strconv.ParseInt(rel, 10, 64)
+		if err != nil || n <= 0 {
+			return httpapi.UpgradeRequest{}, usageErrorf("--height %q: want a height or +N", o.height)
+		}
+		p.Height = st.Height + n
+	} else {
+		h, err := strconv.ParseInt(o.height, 10, 64)
+		if err != nil || h <= 0 {
+			return httpapi.UpgradeRequest{}, usageErrorf("--height %q: want a height or +N", o.height)
+		}
+		p.Height = h
+	}
+	p.Version, p.Name = o.version, o.name
+	if p.Version == 0 {
+		p.Version = st.AppVersion + 1
+	}
+	keys, err := o.signers()
+	if err != nil {
+		return httpapi.UpgradeRequest{}, err
+	}
+	req := httpapi.UpgradeRequest{Height: p.Height, Version: p.Version, Name: p.Name}
+	for _, k := range keys {
+		s := fsm.SignUpgrade(p, k.addr, k.key)
+		req.Signatures = append(req.Signatures, httpapi.UpgradeSignature{Validator: hex.EncodeToString(s.Validator[:]), Signature: s.Signature[:]})
+	}
+	return req, nil
+}
+
+type validatorKey struct {
+	key  ed25519.PrivateKey
+	addr [20]byte
+}
+
+// signers reads the keys --dir and --key name, each validator once.
+func (o clusterUpgradeOptions) signers() ([]validatorKey, error) {
+	var paths []string
+	if o.dir != "" {
+		entries, err := os.ReadDir(o.dir)
+		if err != nil {
+			return nil, fmt.Errorf("--dir: %w", err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && nodeDirPattern.MatchString(e.Name()) {
+				paths = append(paths, filepath.Join(o.dir, e.Name(), "cometbft", "config", "priv_validator_key.json"))
+			}
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("--dir %s holds no node directories (node0, node1, ...): give the directory 'stele cluster init' wrote", o.dir)
+		}
+	}
+	paths = append(paths, o.keys...)
+	if len(paths) == 0 {
+		return nil, usageErrorf("give --dir CLUSTERDIR or --key FILE: an upgrade is signed by validators")
+	}
+	sort.Strings(paths)
+	var keys []validatorKey
+	seen := map[[20]byte]bool{}
+	for _, p := range paths {
+		k, addr, err := cometbft.ValidatorKeyFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[addr] {
+			seen[addr] = true
+			keys = append(keys, validatorKey{key: k, addr: addr})
+		}
+	}
+	return keys, nil
+}
+
+func upgradeRequest(ctx context.Context, g *globalOptions, method, addr string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/v1/cluster/upgrade", rd)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("the broker refused the upgrade: %s", e.Error)
+		}
+		return errors.New(resp.Status)
+	}
+	return json.Unmarshal(data, out)
+}
+
+func printUpgrade(w io.Writer, g *globalOptions, st httpapi.UpgradeView) error {
+	if g.jsonOutput() {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	fmt.Fprintf(w, "height %d: app version %d (this broker's binary runs up to %d)\n", st.Height, st.AppVersion, st.MaxAppVersion)
+	if p := st.Scheduled; p != nil {
+		fmt.Fprintf(w, "scheduled: app version %d from height %d (%q)\n", p.Version, p.Height, p.Name)
+	} else {
+		fmt.Fprintln(w, "scheduled: none")
+	}
+	for _, v := range st.Votes {
+		fmt.Fprintf(w, "vote by %s: app version %d from height %d (%q)\n", v.Validator, v.Upgrade.Version, v.Upgrade.Height, v.Upgrade.Name)
+	}
+	return nil
+}

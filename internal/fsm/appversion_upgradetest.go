@@ -1,0 +1,19 @@
+//go:build steleupgradetest
+
+package fsm
+
+// Test builds (-tags steleupgradetest) run app version 2, which differs
+// from version 1 in what it hashes: its block digest opens with another
+// domain. A broker applying a block under version 1 and one applying it
+// under version 2 would fork, which is what the upgrade tests show never
+// happens (test/cluster's TestUpgradeUnderLoad). Never ship such a build.
+const MaxAppVersion uint32 = 2
+
+// blockDigestDomain opens the block digest of blocks applied under app
+// version v.
+func blockDigestDomain(v uint32) string {
+	if v >= 2 {
+		return digestDomain + "+app2-upgradetest"
+	}
+	return digestDomain
+}

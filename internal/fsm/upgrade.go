@@ -1,0 +1,405 @@
+package fsm
+
+// Upgrades without forks (docs/cluster.md, "Upgrades"). The state carries
+// the application version: the rules, and what is hashed, that blocks are
+// applied with. Version 1 is the format this package has always had; a
+// binary runs the versions 1..MaxAppVersion. Validators holding more than
+// two thirds of the voting power schedule a new version at a height with
+// ScheduleUpgrade; block H is then applied under the new version, and a
+// binary that cannot run it refuses to apply H (ErrUpgradeRequired), after
+// committing H-1, so it never computes a different app hash: the operator
+// starts the new binary on the same data directory and it continues at H.
+// Everything version-dependent reads f.appVersion, so a new binary
+// replaying the chain from genesis applies the old rules before H and the
+// new ones from H.
+//
+// State, authenticated (a leaf of the state trie each):
+//
+//	u/version          the app version (u32), absent while it is 1, so a
+//	                   chain that never upgraded hashes as before
+//	u/plan             the scheduled upgrade, until its height is applied
+//	u/vote/<address>   a validator's vote for an upgrade not yet scheduled
+//
+// A validator votes by signing UpgradeStatement; one command may carry the
+// signatures of several. A validator's later vote replaces its earlier
+// one. Once the validators whose latest votes name the same (height,
+// version, name) hold more than two thirds of the power, that upgrade is
+// scheduled, replacing one scheduled before that has not happened yet, and
+// the votes are cleared. Scheduling the running version cancels: at its
+// height nothing but the plan's removal happens.
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// KindScheduleUpgrade votes for, and with enough votes schedules, an
+// application version upgrade.
+const KindScheduleUpgrade Kind = 22
+
+// MinUpgradeDelay is how many heights past the one that applies it an
+// upgrade must be scheduled: time for every operator to see it coming.
+const MinUpgradeDelay = 10
+
+// maxUpgradeName bounds an upgrade's name.
+const maxUpgradeName = 64
+
+var upgradeStatementPrefix = []byte("stele/upgrade-statement/v1\x00")
+
+var (
+	keyAppVersion   = []byte("u/version")
+	keyUpgradePlan  = []byte("u/plan")
+	upgradeVotePfx  = []byte("u/vote/")
+	upgradeStateVer = uint8(1)
+)
+
+// ErrUpgradeRequired is returned by ApplyBlock for the height of an upgrade
+// to an app version this binary cannot run (wrapped in an
+// *UpgradeRequiredError). Nothing of the block was applied; the state stays
+// at the height before, and the new binary continues from there.
+var ErrUpgradeRequired = errors.New("stele/fsm: upgrade required")
+
+// UpgradeRequiredError says which upgrade this binary cannot run.
+type UpgradeRequiredError struct {
+	Plan       UpgradePlan
+	MaxVersion uint32
+}
+
+func (e *UpgradeRequiredError) Error() string {
+	return fmt.Sprintf("stele/fsm: upgrade required: the chain runs app version %d (upgrade %q) from height %d, "+
+		"and this binary runs app versions up to %d; start a binary that runs version %d on the same data directory: it continues at height %d",
+		e.Plan.Version, e.Plan.Name, e.Plan.Height, e.MaxVersion, e.Plan.Version, e.Plan.Height)
+}
+
+func (e *UpgradeRequiredError) Unwrap() error { return ErrUpgradeRequired }
+
+// UpgradePlan is an upgrade: from Height on, blocks are applied under app
+// version Version. Name is for people (a release name); it is signed.
+type UpgradePlan struct {
+	Height  int64  `json:"height"`
+	Version uint32 `json:"version"`
+	Name    string `json:"name"`
+}
+
+// UpgradeStatement returns the bytes a validator signs to vote for p.
+//
+//	"stele/upgrade-statement/v1\x00" | i64 height | u32 version | u16 len(name) | name
+func UpgradeStatement(p UpgradePlan) []byte {
+	b := make([]byte, 0, len(upgradeStatementPrefix)+8+4+2+len(p.Name))
+	b = append(b, upgradeStatementPrefix...)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Height))
+	b = binary.BigEndian.AppendUint32(b, p.Version)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(p.Name)))
+	return append(b, p.Name...)
+}
+
+// ScheduleUpgrade carries validators' signatures of UpgradeStatement(Plan).
+type ScheduleUpgrade struct {
+	Plan UpgradePlan
+	Sigs []CertSig
+}
+
+func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
+
+func (c ScheduleUpgrade) encode(w *writer) {
+	w.i64(c.Plan.Height)
+	w.i32(int32(c.Plan.Version))
+	w.str(c.Plan.Name)
+	w.count(len(c.Sigs))
+	for _, s := range c.Sigs {
+		w.raw(s.Validator[:])
+		w.raw(s.Signature[:])
+	}
+}
+
+func decodeUpgradeCommand(k Kind, r *reader) (Command, bool) {
+	if k != KindScheduleUpgrade {
+		return nil, false
+	}
+	c := ScheduleUpgrade{Plan: UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}}
+	n := r.count(certSigSize)
+	for i := 0; i < n && r.e == nil; i++ {
+		var s CertSig
+		copy(s.Validator[:], r.take(20))
+		copy(s.Signature[:], r.take(ed25519.SignatureSize))
+		c.Sigs = append(c.Sigs, s)
+	}
+	return c, true
+}
+
+// SignUpgrade returns key's signature of p, as validator addr.
+func SignUpgrade(p UpgradePlan, addr [20]byte, key ed25519.PrivateKey) CertSig {
+	s := CertSig{Validator: addr}
+	copy(s.Signature[:], ed25519.Sign(key, UpgradeStatement(p)))
+	return s
+}
+
+// checkUpgrade is the stateless check of a ScheduleUpgrade.
+func checkUpgrade(c ScheduleUpgrade) Result {
+	p := c.Plan
+	if p.Height <= 0 || p.Version == 0 {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade needs a height and a version above 0, got height %d version %d", p.Height, p.Version))
+	}
+	if len(p.Name) > maxUpgradeName {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade's name is at most %d bytes, got %d", maxUpgradeName, len(p.Name)))
+	}
+	for _, r := range p.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' || r == '+') {
+			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("upgrade name %q: use letters, digits and . _ - + only", p.Name))
+		}
+	}
+	if len(c.Sigs) == 0 || len(c.Sigs) > maxCertSigs {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", maxCertSigs, len(c.Sigs)))
+	}
+	seen := make(map[[20]byte]bool, len(c.Sigs))
+	for _, s := range c.Sigs {
+		if seen[s.Validator] {
+			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the upgrade twice", s.Validator))
+		}
+		seen[s.Validator] = true
+	}
+	return Result{}
+}
+
+// scheduleUpgrade applies a ScheduleUpgrade: every signature must be a
+// validator's good one, or nothing is recorded.
+func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) Result {
+	vs := f.opts.Validators
+	if vs == nil {
+		return fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
+	}
+	p := c.Plan
+	stmt := UpgradeStatement(p)
+	for _, s := range c.Sigs {
+		v, ok := vs.Lookup(s.Validator)
+		if !ok {
+			return fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("%X is not a validator: only validators vote for upgrades", s.Validator))
+		}
+		if !ed25519.Verify(v.PubKey, stmt, s.Signature[:]) {
+			return fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the upgrade does not verify", s.Validator))
+		}
+	}
+	if p.Version < f.appVersion {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.appVersion, p.Version, f.appVersion))
+	}
+	if p.Height < f.height+MinUpgradeDelay {
+		return fail(kerr.PolicyViolation.Code, fmt.Sprintf("height %d is too soon: an upgrade must be at least %d heights ahead of the block that schedules it (%d), at %d or later", p.Height, MinUpgradeDelay, f.height, f.height+MinUpgradeDelay))
+	}
+	if f.upgradeVotes == nil {
+		f.upgradeVotes = map[[20]byte]UpgradePlan{}
+	}
+	for _, s := range c.Sigs {
+		f.upgradeVotes[s.Validator] = p
+	}
+	f.upgradeDirty = true
+	var power int64
+	for _, v := range vs.Validators() { // in address order
+		if q, ok := f.upgradeVotes[v.Address]; ok && q == p {
+			power += v.Power
+		}
+	}
+	if vs.Supermajority(power) {
+		f.upgradePlan = &p
+		clear(f.upgradeVotes)
+		f.opts.Logger.Info("upgrade scheduled", "height", p.Height, "version", p.Version, "name", p.Name, "at_height", f.height)
+	}
+	return Result{}
+}
+
+// upgradeDue is checked before block height is applied: when the
+// scheduled upgrade is due and this binary cannot run its version, the
+// block must not be applied.
+func (f *FSM) upgradeDue(height int64) error {
+	p := f.upgradePlan
+	if p == nil || p.Height > height {
+		return nil
+	}
+	if p.Version > f.maxAppVersion() {
+		return &UpgradeRequiredError{Plan: *p, MaxVersion: f.maxAppVersion()}
+	}
+	return nil
+}
+
+// maxAppVersion is MaxAppVersion, or what a test stands in for it.
+func (f *FSM) maxAppVersion() uint32 {
+	if f.opts.maxAppVersionForTest != 0 {
+		return f.opts.maxAppVersionForTest
+	}
+	return MaxAppVersion
+}
+
+// activateUpgrade switches to the scheduled version at its height.
+func (f *FSM) activateUpgrade(height int64) {
+	p := f.upgradePlan
+	if p == nil || p.Height > height {
+		return
+	}
+	f.opts.Logger.Info("upgrade: applying blocks under a new app version", "height", height, "from", f.appVersion, "to", p.Version, "name", p.Name)
+	f.appVersion = p.Version
+	f.upgradePlan = nil
+	clear(f.upgradeVotes)
+	f.upgradeDirty = true
+}
+
+// UpgradeRequired returns an *UpgradeRequiredError when the next block is
+// the height of an upgrade this binary cannot run: the broker must stop
+// (and not start) rather than wait for it.
+func (f *FSM) UpgradeRequired() error {
+	f.committed.Lock()
+	defer f.committed.Unlock()
+	if p := f.committed.upgrade.Plan; p != nil && p.Height <= f.committed.height+1 && p.Version > f.maxAppVersion() {
+		return &UpgradeRequiredError{Plan: *p, MaxVersion: f.maxAppVersion()}
+	}
+	return nil
+}
+
+// UpgradeVote is a validator's vote for an upgrade not yet scheduled.
+type UpgradeVote struct {
+	Validator [20]byte
+	Plan      UpgradePlan
+}
+
+// UpgradeStatus is the committed app version and upgrade state.
+type UpgradeStatus struct {
+	// Height is the committed height the status is of.
+	Height int64
+	// Version is the app version the chain runs; MaxVersion the highest
+	// this binary runs.
+	Version, MaxVersion uint32
+	// Plan is the scheduled upgrade (nil: none).
+	Plan *UpgradePlan
+	// Votes are the validators' votes towards another upgrade, by address.
+	Votes []UpgradeVote
+}
+
+// Upgrade returns the committed upgrade status.
+func (f *FSM) Upgrade() UpgradeStatus {
+	f.committed.Lock()
+	defer f.committed.Unlock()
+	s := f.committed.upgrade
+	s.Votes = append([]UpgradeVote(nil), s.Votes...)
+	if s.Plan != nil {
+		p := *s.Plan
+		s.Plan = &p
+	}
+	return s
+}
+
+// AppVersion returns the committed app version.
+func (f *FSM) AppVersion() uint32 {
+	f.committed.Lock()
+	defer f.committed.Unlock()
+	return f.committed.upgrade.Version
+}
+
+// AppliedVersion is the app version after the last ApplyBlock, committed
+// or not. Only the applier (the goroutine calling ApplyBlock) may call it.
+func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
+
+// upgradeStatus is the applier's upgrade state, for publish.
+func (f *FSM) upgradeStatus() UpgradeStatus {
+	s := UpgradeStatus{Height: f.height, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
+	if f.upgradePlan != nil {
+		p := *f.upgradePlan
+		s.Plan = &p
+	}
+	for _, a := range sortedVoters(f.upgradeVotes) {
+		s.Votes = append(s.Votes, UpgradeVote{Validator: a, Plan: f.upgradeVotes[a]})
+	}
+	return s
+}
+
+func sortedVoters(m map[[20]byte]UpgradePlan) [][20]byte {
+	out := make([][20]byte, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
+	return out
+}
+
+func encodePlan(p UpgradePlan) []byte {
+	w := &writer{}
+	w.u8(upgradeStateVer)
+	w.i64(p.Height)
+	w.i32(int32(p.Version))
+	w.str(p.Name)
+	return w.b
+}
+
+func decodePlan(v []byte) (UpgradePlan, error) {
+	r := &reader{b: v}
+	if ver := r.u8(); r.e == nil && ver != upgradeStateVer {
+		r.fail("upgrade state format %d", ver)
+	}
+	p := UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}
+	return p, r.done()
+}
+
+// persistUpgrade stages the upgrade state when the block changed it: the
+// version (only once it is not 1), the plan, and every vote anew.
+func (f *FSM) persistUpgrade(b *stateBatch) {
+	if !f.upgradeDirty {
+		return
+	}
+	f.upgradeDirty = false
+	if f.appVersion != 1 {
+		b.Set(keyAppVersion, binary.BigEndian.AppendUint32(nil, f.appVersion))
+	}
+	if f.upgradePlan != nil {
+		b.Set(keyUpgradePlan, encodePlan(*f.upgradePlan))
+	} else {
+		b.Delete(keyUpgradePlan)
+	}
+	b.DeletePrefix(upgradeVotePfx)
+	for _, a := range sortedVoters(f.upgradeVotes) {
+		b.Set(append(bytes.Clone(upgradeVotePfx), a[:]...), encodePlan(f.upgradeVotes[a]))
+	}
+}
+
+// loadUpgrade reads the upgrade state.
+func (f *FSM) loadUpgrade() error {
+	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
+	if v, ok, err := f.store.Get(keyAppVersion); err != nil {
+		return err
+	} else if ok {
+		if len(v) != 4 {
+			return fmt.Errorf("stele/fsm: bad %s value %x", keyAppVersion, v)
+		}
+		f.appVersion = binary.BigEndian.Uint32(v)
+	}
+	if f.appVersion > f.maxAppVersion() {
+		// Blocks were applied under this version: a binary that cannot
+		// run it must not apply more.
+		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.height + 1, Version: f.appVersion, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
+	}
+	if v, ok, err := f.store.Get(keyUpgradePlan); err != nil {
+		return err
+	} else if ok {
+		p, err := decodePlan(v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: reading the upgrade plan: %w", err)
+		}
+		f.upgradePlan = &p
+	}
+	f.upgradeVotes = map[[20]byte]UpgradePlan{}
+	return f.store.Scan(upgradeVotePfx, func(k, v []byte) error {
+		var a [20]byte
+		if len(k) != len(upgradeVotePfx)+20 {
+			return fmt.Errorf("stele/fsm: bad upgrade vote key %x", k)
+		}
+		copy(a[:], k[len(upgradeVotePfx):])
+		p, err := decodePlan(v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: reading upgrade vote of %X: %w", a, err)
+		}
+		f.upgradeVotes[a] = p
+		return nil
+	})
+}
