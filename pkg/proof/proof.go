@@ -46,7 +46,9 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // state machine's golden test (internal/fsm) pins the hashes of each format.
 // Format 3: results hash codes and structured fields only, never messages.
 // Format 4: the app hash commits to the root of the authenticated state.
-const AppHashFormat = 4
+// Format 5: the authenticated state holds each table topic's keys' latest
+// versions (TableKey).
+const AppHashFormat = 5
 
 const (
 	batchLeafDomain = "stele/batch/v1"
