@@ -106,7 +106,9 @@ func IsTable(configs map[string]string) bool {
 
 // TableValue is what a verified table proof says of a key.
 type TableValue struct {
-	Height   int64
+	Height     int64
+	HeaderHash []byte // of the signed header carrying the app hash (VerifyTable only)
+	Time       int64  // its time, Unix milliseconds
 	Topic    Topic
 	Versions []TableVersion // the key's latest version in each partition that has one, by partition
 	// Found: the key has a version; Latest is it (Latest.Deleted: its
@@ -159,6 +161,7 @@ func (t *Trust) VerifyTable(p *TableProof) (*TableValue, error) {
 	if err != nil {
 		return nil, err
 	}
+	tv.HeaderHash, tv.Time = vs.HeaderHash, vs.Time
 	switch {
 	case tv.Found && !tv.Latest.Deleted && !tv.Has(p.Value):
 		return nil, unproven("the value served for key %q is not the one proven at %s-%d offset %d", p.Key, p.Topic, tv.Latest.Partition, tv.Latest.Offset)
