@@ -255,6 +255,18 @@ func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error)
 	return b.fsm.KeyLatest(topic, key)
 }
 
+// TableLatest returns the latest version of key in a table topic, as its
+// authenticated leaves hold it (fsm.FSM.TableLatest).
+func (b *Broker) TableLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
+	return b.fsm.TableLatest(topic, key)
+}
+
+// ProveTable proves key's latest version in a table topic, or its absence
+// (fsm.FSM.ProveTable).
+func (b *Broker) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.TableValue, []byte, error) {
+	return b.fsm.ProveTable(topic, key)
+}
+
 // BatchHeight returns the height that committed the batch holding offset
 // (fsm.FSM.BatchHeight).
 func (b *Broker) BatchHeight(topic string, partition int32, offset int64) (height, base, last int64, err error) {

@@ -31,7 +31,7 @@ func (s *stateVerify) register(c *cobra.Command) {
 	f.StringVar(&s.topic, "topic", "", "with --group: the topic whose committed offsets to prove (every partition, committed or not)")
 	f.BoolVar(&s.end, "end", false, "prove TOPIC PARTITION's log start offset and high watermark instead of a record")
 	f.BoolVar(&s.config, "config", false, "prove TOPIC's partition count and configs instead of a record")
-	f.BoolVar(&s.table, "table", false, "prove TOPIC KEY's latest value in a table (not served yet)")
+	f.BoolVar(&s.table, "table", false, "prove TOPIC KEY's value in a table topic (GET /v1/tables), or that it has none or was deleted")
 }
 
 // chosen reports whether a state proof was asked for, and checks the
@@ -80,6 +80,14 @@ type provenState struct {
 	Partition      *int32 `json:"partition,omitempty"`
 	LogStartOffset *int64 `json:"log_start_offset,omitempty"`
 	HighWatermark  *int64 `json:"high_watermark,omitempty"`
+	// --table: the key, what it is proven to be (value, deleted or
+	// absent), its latest version and value
+	Key       string `json:"key,omitempty"`
+	KeyState  string `json:"state,omitempty"`
+	Version   *int64 `json:"version,omitempty"`
+	Timestamp *int64 `json:"timestamp,omitempty"`
+	Value     []byte `json:"value,omitempty"`
+	ValueHash string `json:"value_sha256,omitempty"`
 	// --group
 	Group   string         `json:"group,omitempty"`
 	Offsets []provenOffset `json:"offsets,omitempty"`
@@ -97,7 +105,23 @@ type provenOffset struct {
 func (s *stateVerify) run(ctx context.Context, cmd *cobra.Command, g *globalOptions, cl *proof.Client, args []string) error {
 	switch {
 	case s.table:
-		return fmt.Errorf("unproven: a table's values are not in the authenticated state yet, so %s %q cannot be proven (docs/trust.md)", args[0], args[1])
+		tv, value, err := cl.ProveTable(ctx, args[0], []byte(args[1]))
+		if err != nil {
+			return err
+		}
+		out := &provenState{What: "table", Height: tv.Height, HeaderHash: fmt.Sprintf("%X", tv.HeaderHash),
+			BlockTime: time.UnixMilli(tv.Time).UTC().Format(time.RFC3339Nano), Validators: cl.Trust.Validators.Size(), ChainID: cl.Trust.ChainID,
+			Topic: args[0], Key: args[1], Partitions: &tv.Topic.Partitions, KeyState: "absent"}
+		if tv.Found {
+			l := tv.Latest
+			out.Partition, out.Version, out.Timestamp = &l.Partition, &l.Offset, &l.Timestamp
+			out.KeyState = "deleted"
+			if !l.Deleted {
+				out.KeyState, out.Value, out.ValueHash = "value", value, hex.EncodeToString(l.ValueHash[:])
+				out.Unproven = "the record's headers (only its value is proven, by its SHA-256)"
+			}
+		}
+		return printState(cmd.OutOrStdout(), g.jsonOutput(), out)
 	case s.config:
 		v, t, err := proveTopic(ctx, cl, args[0])
 		if err != nil {
@@ -235,6 +259,19 @@ func printState(w io.Writer, asJSON bool, s *provenState) error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %s=%s\n", k, s.Configs[k])
+		}
+	case "table":
+		switch s.KeyState {
+		case "value":
+			fmt.Fprintf(w, "verified %s key %q: value %q (sha256 %s)\n  its latest version: %s-%d offset %d, timestamp %d\n",
+				s.Topic, s.Key, s.Value, s.ValueHash, s.Topic, *s.Partition, *s.Version, *s.Timestamp)
+		case "deleted":
+			fmt.Fprintf(w, "verified %s key %q: deleted (its latest version is a tombstone, %s-%d offset %d)\n", s.Topic, s.Key, s.Topic, *s.Partition, *s.Version)
+		default:
+			fmt.Fprintf(w, "verified %s key %q: no value (none of its %d partitions has a version of it)\n", s.Topic, s.Key, *s.Partitions)
+		}
+		if s.Unproven != "" {
+			fmt.Fprintf(w, "  not proven: %s\n", s.Unproven)
 		}
 	case "end":
 		fmt.Fprintf(w, "verified %s-%d: log start offset %d, high watermark %d\n", s.Topic, *s.Partition, *s.LogStartOffset, *s.HighWatermark)

@@ -150,6 +150,7 @@ type FSM struct {
 	certsAdded     []Digest
 	keysAdded      []keyEntry        // key stream entries of the block (keys.go)
 	keyStaged      map[keyRef][]int  // keysAdded by key, built when first needed in a block
+	tables         tableChanges      // the block's changes to the table leaves (tables.go)
 	leaves         [][]byte          // the block's appended batches' leaves (proofs.go)
 	leafRefs       []batchRef        // where each leaf's batch went
 	blockDigest    []byte            // the block's transactions and changes, for its proof entry

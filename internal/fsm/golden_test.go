@@ -143,6 +143,14 @@ func goldenScenario(t *testing.T) []block {
 		Configs: []ConfigEntry{{"retention.ms", "soon"}}})[0], kerr.InvalidConfig.Code)
 	must("corrupt gzip", g.cmds(100, Produce{Topic: "orders", Partition: 2, Records: corruptCompressed(t, g.now)})[0], kerr.CorruptMessage.Code)
 
+	// A table key written, then deleted by a tombstone (its leaf,
+	// tables.go, holds the value's hash, then the tombstone).
+	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)
+	must("table delete", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "")})[0], 0)
+	if ev, ok, err := f.TableLatest("table", []byte("golden")); err != nil || !ok || ev.Value != nil {
+		t.Fatalf("golden scenario: the table key is not deleted: %+v %v %v", ev, ok, err)
+	}
+
 	// A classic group through its whole life (KIP-394 member ids, the
 	// initial rebalance delay, sync, heartbeats, commits, leave).
 	jg := JoinGroup{Group: "golden", ClientID: "c", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 1}}},

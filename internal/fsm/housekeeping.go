@@ -35,6 +35,7 @@ func (f *FSM) housekeep() (changes []change) {
 				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {
 					p.start = start
 					f.dirtyParts[p] = true
+					f.tableTrimmed(t, p)
 					changes = append(changes, change{kind: changeRetention, name: t.Name, a: int64(p.Index), b: start})
 				}
 			}
@@ -44,6 +45,7 @@ func (f *FSM) housekeep() (changes []change) {
 				p.compactedAt = f.height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
+				f.tableCompactionDecided(t, p, segs, p.compactHorizon)
 				changes = append(changes, change{kind: changeCompact, name: t.Name, a: int64(p.Index), b: p.cleanedUpTo, c: p.compactHorizon})
 			}
 		}

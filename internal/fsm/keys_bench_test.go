@@ -58,7 +58,7 @@ func keyBenchBlocks(tb testing.TB, f *FSM, keys, events int, height *int64) time
 	return took
 }
 
-func keyBenchFSM(tb testing.TB, opts Options) (*FSM, int64) {
+func keyBenchFSM(tb testing.TB, opts Options, configs ...ConfigEntry) (*FSM, int64) {
 	tb.Helper()
 	opts.Dir = tb.TempDir()
 	f, err := Open(opts)
@@ -67,7 +67,7 @@ func keyBenchFSM(tb testing.TB, opts Options) (*FSM, int64) {
 	}
 	tb.Cleanup(func() { f.Close() })
 	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(0, CreateTopic{Name: "kb", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"segment.bytes", "1073741824"}}})}}); err != nil {
+		Configs: append([]ConfigEntry{{"segment.bytes", "1073741824"}}, configs...)})}}); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := f.Commit(); err != nil {
@@ -136,14 +136,18 @@ func BenchmarkKeyRead(b *testing.B) {
 }
 
 // BenchmarkProduceKeyIndex: records applied and committed per second, 100
-// per batch, with and without the key index (its cost on the produce path).
+// per batch, with and without the key index (its cost on the produce path),
+// and to a table topic (cleanup.policy=compact: each record also updates
+// its key's authenticated leaf, tables.go).
 func BenchmarkProduceKeyIndex(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		opts Options
-	}{{"with-index", Options{}}, {"without-index", Options{WithoutKeyIndex: true}}} {
+		name    string
+		opts    Options
+		configs []ConfigEntry
+	}{{"with-index", Options{}, nil}, {"without-index", Options{WithoutKeyIndex: true}, nil},
+		{"table", Options{}, []ConfigEntry{{"cleanup.policy", "compact"}}}} {
 		b.Run(c.name, func(b *testing.B) {
-			f, h := keyBenchFSM(b, c.opts)
+			f, h := keyBenchFSM(b, c.opts, c.configs...)
 			events := 10_000 * b.N
 			took := keyBenchBlocks(b, f, *benchKeys, events, &h)
 			b.ReportMetric(float64(events)/took.Seconds(), "records/s")

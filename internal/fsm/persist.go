@@ -22,6 +22,7 @@ import (
 //	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
 //	x/... and a/...                   transactions and aborted transactions (txns.go)
 //	k/<topic id><key>...              the key stream index (keys.go)
+//	l/<topic id><partition u32><key>  a table topic's key's latest version in a partition (tables.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
 //	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (upgrade.go)
@@ -149,6 +150,7 @@ func (f *FSM) stage() error {
 	f.persistUpgrade(b)
 	for _, t := range f.deleted {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
+		b.DeletePrefix(tableTopicPrefix(t.ID))
 		b.DeletePrefix(batchProofPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))
@@ -176,6 +178,9 @@ func (f *FSM) stage() error {
 		w.i64(p.compactHorizon)
 		w.i64(p.compactedAt)
 		b.Set(partitionKey(p.Topic, p.Index), w.b)
+	}
+	if err := f.stageTables(b); err != nil {
+		return fmt.Errorf("stele/fsm: table versions: %w", err)
 	}
 	f.persistGroups(b)
 	f.persistProducers(b)

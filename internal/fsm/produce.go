@@ -143,6 +143,11 @@ func (f *FSM) produce(c Produce) Result {
 			return f.localFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
+		if isTable(t) && !h.Transactional() {
+			if err := f.tableRecords(t, p, b); err != nil {
+				return f.localFault("table versions of %s-%d: %w", t.Name, p.Index, err)
+			}
+		}
 		for _, k := range keys[i] {
 			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID, snapshot: k.snapshot})
 		}
@@ -232,6 +237,7 @@ func (f *FSM) deleteRecords(c DeleteRecords) Result {
 	if off > p.start {
 		p.start = off
 		f.dirtyParts[p] = true
+		f.tableTrimmed(t, p)
 	}
 	return Result{LowWatermark: p.start}
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -28,6 +29,7 @@ func TestStateMatchesStore(t *testing.T) {
 		applyAll(t, f, blocks)
 		check := func(who string, f *FSM) {
 			t.Helper()
+			checkTableLeaves(t, f, fmt.Sprintf("run %d, %s", run, who))
 			for name, g := range f.groups {
 				if v, ok, _ := f.store.Get(groupKey(name)); !ok || !bytes.Equal(v, encodeGroup(g)) {
 					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, encodeGroup(g), v)

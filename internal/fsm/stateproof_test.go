@@ -103,6 +103,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 		proof.DecodeTopic(b)
 		proof.DecodePartition(b)
 		proof.DecodeCommittedOffset(b)
+		proof.DecodeTableVersion(0, b)
 	})
 }
 

@@ -325,8 +325,12 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, err.Error())
 	}
+	was := isTable(t)
 	t.Configs = next
 	t.Config = resolveConfig(next)
+	if err := f.tableConfigChanged(t, was); err != nil {
+		return f.localFault("table versions of %s: %w", t.Name, err)
+	}
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true
 	for _, p := range t.Partitions {

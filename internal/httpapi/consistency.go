@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 // HeightHeader carries a height: on a write's answer, the block that
@@ -87,7 +88,9 @@ type TableEntry struct {
 
 // serveTable answers GET /v1/tables/{topic}/{key}: the latest committed
 // record of key in a compacted topic (cleanup.policy compact or snapshot),
-// 404 when the key has none or its latest is a tombstone.
+// 404 when the key has none or its latest is a tombstone. It is read from
+// the key's authenticated leaves (fsm's tables.go), so it is what GET
+// /v1/tables/{topic}/{key}/proof proves.
 func serveTable(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
@@ -101,7 +104,7 @@ func serveTable(opts Options) http.HandlerFunc {
 			return
 		}
 		height := opts.Broker.Height()
-		ev, ok, err := opts.Broker.KeyLatest(topic, key)
+		ev, ok, err := opts.Broker.TableLatest(topic, key)
 		switch {
 		case errors.Is(err, fsm.ErrUnknownTopic):
 			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
@@ -206,4 +209,50 @@ func waitTimeoutMessage(req WaitRequest, committed int64, timeout time.Duration)
 		return fmt.Sprintf("group %q has committed no offset for %s-%d within %v", req.Group, req.Topic, req.Partition, timeout)
 	}
 	return fmt.Sprintf("group %q has committed offset %d for %s-%d, not past %d, within %v", req.Group, committed, req.Topic, req.Partition, req.Offset, timeout)
+}
+
+// serveTableProof answers GET /v1/tables/{topic}/{key}/proof with the
+// proof.TableProof of key in a table topic: the state proof of the topic's
+// entry and the key's leaf in every partition at one height, the signed
+// header of the next, and the value of the version it proves latest (null
+// when the key has none or was deleted). It answers 200 for an absent key
+// too: the absence is what is proven.
+func serveTableProof(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic, key := r.PathValue("topic"), []byte(r.PathValue("key"))
+		if opts.SignedHeader == nil {
+			httpError(w, http.StatusNotFound, "this broker does not serve proofs")
+			return
+		}
+		sp, _, value, err := opts.Broker.ProveTable(topic, key)
+		switch {
+		case errors.Is(err, fsm.ErrUnknownTopic):
+			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
+			return
+		case errors.Is(err, fsm.ErrNotTable):
+			httpError(w, http.StatusBadRequest, "%v", err)
+			return
+		case errors.Is(err, fsm.ErrNoProof):
+			httpError(w, http.StatusNotFound, "%v", err)
+			return
+		case errors.Is(err, fsm.ErrStateMoved):
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusServiceUnavailable, "%v", err)
+			return
+		case err != nil:
+			httpError(w, http.StatusInternalServerError, "proving %q of %q: %v", key, topic, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
+		defer cancel()
+		if sp.SignedHeader, err = signedHeader(ctx, opts, sp.Height+1); err != nil {
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusServiceUnavailable, "the signed header of height %d, which carries the app hash of the state's block: %v", sp.Height+1, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		tp := proof.TableProof{Topic: topic, Key: key, Value: value, Proof: sp}
+		byzantineTable(&tp)
+		json.NewEncoder(w).Encode(tp)
+	}
 }

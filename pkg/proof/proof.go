@@ -49,7 +49,7 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // Format 5: a trie leaf commits to 0x01 | value (TrieValue), so an empty
 // value is proven present, not taken for absence; the ScheduleUpgrade
 // command and the app version's state (u/...), which format-4 binaries
-// refuse.
+// refuse; and each table topic's keys' latest versions (TableKey).
 const AppHashFormat = 5
 
 const (

@@ -104,9 +104,12 @@ func TestVerifyState(t *testing.T) {
 func FuzzDecodeStateValues(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add(append([]byte{1}, make([]byte, 16+2+4+1)...))
+	f.Add(EncodeTableVersion(TableVersion{Offset: 3, Timestamp: 4, ValueHash: [32]byte{1}}))
+	f.Add(EncodeTableVersion(TableVersion{Offset: 3, Deleted: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		DecodeTopic(b)
 		DecodePartition(b)
 		DecodeCommittedOffset(b)
+		DecodeTableVersion(0, b)
 	})
 }

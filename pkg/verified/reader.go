@@ -2,15 +2,18 @@
 // Kafka protocol and believes nothing it has not proven: every batch the
 // broker returns must be the batch the cluster committed at its offset
 // (pkg/proof), consecutive batches must leave no offset out, and a high
-// watermark is believed only once a record just below it is proven.
+// watermark is believed only once the partition's offsets in the signed
+// state prove it (or a later one, with the record just below it proven).
 //
 // A Byzantine broker that alters a record, leaves a batch out, reorders
 // records or claims a high watermark above its log is caught by the first
 // read that meets the lie; the Reader then fails with an error wrapping
 // proof.ErrUnproven (or ErrGap, ErrForgedWatermark), and the records of
-// the offending batch are not returned. What it cannot catch: a broker
-// that answers less than it has (an older high watermark, no data), which
-// is indistinguishable from a broker behind the others; read through
+// the offending batch are not returned. A high watermark claimed below one
+// the signed state proved before is refused too. What it cannot catch: a
+// broker that answers less than it has before any proof says more (an
+// older high watermark, no data), which is indistinguishable from a broker
+// behind the others; read through
 // another broker then, or compare several (stele consume --quorum is not
 // built yet). docs/trust.md has the whole list.
 package verified
@@ -19,6 +22,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,6 +67,8 @@ type Reader struct {
 
 	hwm      int64 // the highest watermark proven so far
 	hwmClaim int64 // the last claim checked
+	floor    int64 // the high watermark the signed state last proved: no later claim may be below it
+	checked  bool  // a claim was checked against the signed state
 }
 
 // HighWatermark is the highest high watermark the broker claimed and
@@ -146,10 +152,43 @@ func Fetch(ctx context.Context, broker *kgo.Broker, topic string, partition int3
 	return split(fp.RecordBatches), fp.HighWatermark, nil
 }
 
-// checkWatermark proves a claimed high watermark above what is proven by
-// proving the record just below it.
+// stateRetries is how often checkWatermark proves the partition's state
+// again when it is below the claim: the broker proving may be a block
+// behind the one fetched from.
+const stateRetries = 5
+
+// checkWatermark checks a claimed high watermark against the partition's
+// offsets in the signed state (proof.PartitionKey, a state proof against
+// the header of the same height): the first claim, and every claim above
+// what is proven. A claim above the proven high watermark (after a few
+// tries, for a prover a block behind), or below one proven before, is
+// refused; a claim between, the state having moved on, must end a
+// committed batch (the record just below it is proven).
 func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
-	if claim <= r.hwm || claim == r.hwmClaim {
+	if claim < r.floor {
+		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d, below the %d the signed state proved: it hides records, or is behind (read through another broker)", ErrForgedWatermark, r.Topic, r.Partition, claim, r.floor)
+	}
+	if r.checked && (claim <= r.hwm || claim == r.hwmClaim) {
+		return nil
+	}
+	proven, height, err := r.provenWatermark(ctx)
+	for try := 0; err == nil && proven < claim && try < stateRetries; try++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		proven, height, err = r.provenWatermark(ctx)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d, and the partition's state cannot be proven: %v", ErrForgedWatermark, r.Topic, r.Partition, claim, err)
+	case proven < claim:
+		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d; the state signed at height %d proves %d", ErrForgedWatermark, r.Topic, r.Partition, claim, height, proven)
+	}
+	r.checked, r.floor = true, max(r.floor, proven)
+	if claim == proven || claim == 0 {
+		r.hwmClaim, r.hwm = claim, max(r.hwm, claim)
 		return nil
 	}
 	v, err := r.Proofs.Prove(ctx, r.Topic, r.Partition, claim-1)
@@ -162,6 +201,25 @@ func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
 	r.hwmClaim = claim
 	r.hwm = max(r.hwm, claim)
 	return nil
+}
+
+// provenWatermark proves the partition's high watermark in the signed
+// state and returns it with the height it holds at.
+func (r *Reader) provenWatermark(ctx context.Context) (int64, int64, error) {
+	k := proof.PartitionKey(r.Topic, r.Partition)
+	v, err := r.Proofs.ProveState(ctx, k)
+	if err != nil {
+		return 0, 0, err
+	}
+	raw := v.Values[string(k)]
+	if raw == nil {
+		return 0, v.Height, fmt.Errorf("%s-%d is proven absent at height %d", r.Topic, r.Partition, v.Height)
+	}
+	p, err := proof.DecodePartition(raw)
+	if err != nil {
+		return 0, v.Height, fmt.Errorf("the proven partition does not decode: %w", err)
+	}
+	return p.HighWatermark, v.Height, nil
 }
 
 // split cuts a Fetch answer's records into whole batches; a partial last

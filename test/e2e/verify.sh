@@ -15,7 +15,8 @@
 #  5. `stele consume --quorum` (f+1 = 1 broker of a single node) prints them.
 #  6. State proofs: `stele verify --end` proves the partition's offsets,
 #     `--config` the topic's configs, `--group` a group's committed offset
-#     (and that the other partitions have none); `--table` says it cannot;
+#     (and that the other partitions have none); `--table` of a topic that
+#     is no table is refused;
 #     `stele audit` proves the topic's state through the broker.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -109,11 +110,11 @@ grep -q -- "-0: none$" <<<"$out" || fail "stele verify --group without offsets: 
 if e2e_stele verify --table "$topic" k0 --http "$BROKER_HTTP" --genesis "$genesis" >"$E2E_TMP/t.out" 2>&1; then
 	fail "stele verify --table succeeded: $(cat "$E2E_TMP/t.out")"
 fi
-grep -q "unproven" "$E2E_TMP/t.out" || fail "stele verify --table: $(cat "$E2E_TMP/t.out")"
+grep -q "not served as a table" "$E2E_TMP/t.out" || fail "stele verify --table: $(cat "$E2E_TMP/t.out")"
 if e2e_stele verify --end "$topic" 0 --http "$BROKER_HTTP" --genesis "$other" >"$E2E_TMP/s.out" 2>&1; then
 	fail "stele verify --end against another cluster's genesis succeeded: $(cat "$E2E_TMP/s.out")"
 fi
-log "state proven: the partition's offsets, the topic's configs, a committed offset and its absence; tables refused"
+log "state proven: the partition's offsets, the topic's configs, a committed offset and its absence; --table of a plain topic refused"
 out=$(e2e_stele audit --http "$BROKER_HTTP" --genesis "$genesis" --topic "$topic" 2>&1) || fail "stele audit: $out"
 grep -q "the state of 1 topics and 1 partitions proven" <<<"$out" || fail "stele audit did not prove the state: $out"
 log "stele audit proved the topic's state and its partition's offsets"

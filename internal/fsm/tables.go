@@ -1,0 +1,428 @@
+package fsm
+
+// Table leaves (issue 16): a topic served as a table (cleanup.policy
+// compact or snapshot, GET /v1/tables) has, for each key and partition, a
+// leaf of the authenticated state holding the key's latest readable
+// version there:
+//
+//	l/<topic id [16]><partition u32><key>   proof.EncodeTableVersion: offset, timestamp, sha256(value) or tombstone
+//
+// So a key's table value, or its absence, is proven like any other state
+// (proof.TableKey, proof.VerifyTable). A version is readable when it is in
+// the log (at or above the log start, not removed by compaction) and not of
+// an aborted or still open transaction. The leaves follow the log, always
+// in the deterministic apply and in the block's batch:
+//
+//   - a record produced outside a transaction is its key's latest version
+//     in its partition at once; a transaction's records become it at the
+//     commit marker, where not overtaken by a later version;
+//   - when the log start moves (retention, DeleteRecords) the leaves below
+//     it go: every version of their key is below it;
+//   - when a compaction is decided, the tombstone leaves it will remove (a
+//     tombstone past the delete horizon, in a segment it cleans) go;
+//   - deleting the topic, or a cleanup.policy that stops serving it as a
+//     table, removes its leaves; a cleanup.policy that starts serving it
+//     builds them from the key index.
+//
+// The changes of a block are gathered in f.tables and written, in key
+// order, by stage.
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+// tableChanges are a block's changes to the table leaves.
+type tableChanges struct {
+	writes  map[string]tableWrite // by leaf key: the block's last change
+	cleared []*Topic              // topics whose committed leaves go (no longer tables, or rebuilt)
+	trimmed map[*Partition]bool   // partitions whose log start moved
+	compact []tableCompaction     // compactions decided
+}
+
+// tableWrite is a leaf's new version, or its removal.
+type tableWrite struct {
+	topic     *Topic
+	partition int32
+	version   proof.TableVersion
+	deleted   bool
+}
+
+// tableCompaction is a compaction decided on a table partition: the
+// tombstones below bound whose batch is older than horizon go.
+type tableCompaction struct {
+	p              *Partition
+	bound, horizon int64
+}
+
+// isTable reports whether t is served as a table.
+func isTable(t *Topic) bool { return t.Config.Compact || t.Config.Snapshot }
+
+func tableTopicPrefix(id TopicID) []byte { return append([]byte("l/"), id[:]...) }
+
+func tablePartitionPrefix(id TopicID, p int32) []byte { return proof.TableKey(id, p, nil) }
+
+func (c *tableChanges) reset() {
+	*c = tableChanges{}
+}
+
+func (c *tableChanges) set(t *Topic, p int32, key []byte, v proof.TableVersion) {
+	if c.writes == nil {
+		c.writes = map[string]tableWrite{}
+	}
+	c.writes[string(proof.TableKey(t.ID, p, key))] = tableWrite{topic: t, partition: p, version: v}
+}
+
+// tableRecords makes the keyed records of batch b, just appended to p of
+// table t outside a transaction, their keys' latest versions.
+func (f *FSM) tableRecords(t *Topic, p *Partition, b []byte) error {
+	_, err := record.Each(b, func(r *record.Record) error {
+		if r.Key != nil {
+			f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
+		}
+		return nil
+	})
+	return err
+}
+
+func versionOf(p int32, r *record.Record) proof.TableVersion {
+	v := proof.TableVersion{Partition: p, Offset: r.Offset, Timestamp: r.Timestamp, Deleted: r.Value == nil}
+	if !v.Deleted {
+		v.ValueHash = sha256.Sum256(r.Value)
+	}
+	return v
+}
+
+// tableTxnCommitted makes the records of producer pid's transaction in p,
+// from offset first to the marker at end, their keys' latest versions where
+// no later version is.
+func (f *FSM) tableTxnCommitted(t *Topic, p *Partition, pid, first, end int64) error {
+	for off := max(first, p.start); off < end; {
+		data, err := p.log.Read(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		batches, err := record.Split(data)
+		if err != nil {
+			return err
+		}
+		for _, b := range batches {
+			h, err := record.ParseHeader(b)
+			if err != nil {
+				return err
+			}
+			off = h.LastOffset() + 1
+			if h.ProducerID != pid || !h.Transactional() || h.Control() {
+				continue
+			}
+			_, err = record.Each(b, func(r *record.Record) error {
+				if r.Key == nil || r.Offset < first {
+					return nil
+				}
+				cur, ok, err := f.tableLeaf(t, p.Index, r.Key)
+				if err != nil || ok && cur.Offset > r.Offset {
+					return err
+				}
+				f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tableLeaf is key's leaf in partition p of t as the block leaves it so far.
+func (f *FSM) tableLeaf(t *Topic, p int32, key []byte) (proof.TableVersion, bool, error) {
+	k := proof.TableKey(t.ID, p, key)
+	if w, ok := f.tables.writes[string(k)]; ok {
+		return w.version, !w.deleted, nil
+	}
+	if slices.Contains(f.tables.cleared, t) {
+		return proof.TableVersion{}, false, nil
+	}
+	v, ok, err := f.store.Get(k)
+	if err != nil || !ok {
+		return proof.TableVersion{}, false, err
+	}
+	tv, err := proof.DecodeTableVersion(p, v)
+	return tv, err == nil, err
+}
+
+// tableTrimmed notes that p's log start moved.
+func (f *FSM) tableTrimmed(t *Topic, p *Partition) {
+	if !isTable(t) {
+		return
+	}
+	if f.tables.trimmed == nil {
+		f.tables.trimmed = map[*Partition]bool{}
+	}
+	f.tables.trimmed[p] = true
+}
+
+// tableCompactionDecided notes the tombstones a compaction decided on p
+// (cleanup.policy with compact) will remove: those in the sealed segments
+// it cleans (it stops at the first segment reaching the oldest open
+// transaction, as storage.Log.CompactWith does) whose batch's
+// MaxTimestamp is below the horizon.
+func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64) {
+	if !t.Config.Compact {
+		return
+	}
+	unstable := int64(-1)
+	for _, st := range p.producers {
+		if st.TxnFirst >= 0 && (unstable < 0 || st.TxnFirst < unstable) {
+			unstable = st.TxnFirst
+		}
+	}
+	bound := int64(-1)
+	for _, s := range segs[:len(segs)-1] {
+		if unstable >= 0 && s.NextOffset > unstable {
+			break
+		}
+		bound = s.NextOffset
+	}
+	if bound > 0 {
+		f.tables.compact = append(f.tables.compact, tableCompaction{p: p, bound: bound, horizon: horizon})
+	}
+}
+
+// tableConfigChanged follows a change of t's cleanup.policy: its leaves go
+// when it stops being a table, and are built from the key index when it
+// becomes one.
+func (f *FSM) tableConfigChanged(t *Topic, was bool) error {
+	now := isTable(t)
+	if was == now {
+		return nil
+	}
+	f.tables.cleared = append(f.tables.cleared, t)
+	for k, w := range f.tables.writes {
+		if w.topic == t {
+			delete(f.tables.writes, k)
+		}
+	}
+	if now {
+		return f.tableBackfill(t)
+	}
+	return nil
+}
+
+// tableBackfill builds t's leaves from the key index: each key's latest
+// readable version in each partition.
+func (f *FSM) tableBackfill(t *Topic) error {
+	// The index as committed, and this block's entries after it (their
+	// offsets are above every committed one).
+	type ref struct {
+		p   int32
+		key string
+	}
+	offsets := map[ref][]keyEntry{}
+	var refs []ref
+	add := func(r ref, e keyEntry) {
+		if _, ok := offsets[r]; !ok {
+			refs = append(refs, r)
+		}
+		offsets[r] = append(offsets[r], e)
+	}
+	head := keyTopicPrefix(t.ID)
+	err := f.store.Scan(head, func(k, v []byte) error {
+		key, rest, err := unescapeKey(k[len(head):])
+		if err != nil {
+			return err
+		}
+		p, off, err := parseEntrySuffix(k, rest)
+		if err != nil {
+			return err
+		}
+		pid, _, err := parseEntryValue(v)
+		if err != nil {
+			return err
+		}
+		add(ref{p, string(key)}, keyEntry{partition: p, key: key, offset: off, pid: pid})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range f.keysAdded {
+		if e.topic == t {
+			add(ref{e.partition, string(e.key)}, e)
+		}
+	}
+	for _, r := range refs {
+		if int(r.p) >= len(t.Partitions) {
+			continue
+		}
+		p := t.Partitions[r.p]
+		es := offsets[r]
+		for i := len(es) - 1; i >= 0; i-- {
+			v, ok, err := f.readableVersion(p, es[i])
+			if err != nil {
+				return err
+			}
+			if ok {
+				f.tables.set(t, r.p, []byte(r.key), v)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// readableVersion reads the indexed record e of p as the applier sees the
+// log: false if it is below the log start, of an aborted or open
+// transaction, or removed by compaction.
+func (f *FSM) readableVersion(p *Partition, e keyEntry) (proof.TableVersion, bool, error) {
+	if e.offset < p.start || e.offset >= p.next || aborted(p, e.pid, e.offset) {
+		return proof.TableVersion{}, false, nil
+	}
+	if st := p.producers[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
+		return proof.TableVersion{}, false, nil
+	}
+	r, ok, err := recordAt(p.log, e.offset, p.next, e.key)
+	if err != nil || !ok {
+		return proof.TableVersion{}, false, err
+	}
+	return versionOf(p.Index, r), true, nil
+}
+
+// recordAt reads the record of key at offset off of l (below upTo), false
+// when compaction removed it.
+func recordAt(l *storage.Log, off, upTo int64, key []byte) (*record.Record, bool, error) {
+	data, err := l.Read(off, 1, upTo)
+	if err != nil {
+		return nil, false, err
+	}
+	batches, err := record.Split(data)
+	if err != nil || len(batches) == 0 {
+		return nil, false, fmt.Errorf("stele/fsm: reading offset %d: %v", off, err)
+	}
+	var found *record.Record
+	_, err = record.Each(batches[0], func(r *record.Record) error {
+		if r.Offset < off {
+			return nil
+		}
+		if r.Offset == off && bytes.Equal(r.Key, key) {
+			c := *r
+			c.Key, c.Value = bytes.Clone(r.Key), cloneNil(r.Value)
+			found = &c
+		}
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return nil, false, err
+	}
+	return found, found != nil, nil
+}
+
+// stageTables writes the block's leaf changes into b: the cleared topics'
+// leaves go, the trims and compactions are applied to the committed and
+// staged leaves, then the writes, in key order.
+func (f *FSM) stageTables(b *stateBatch) error {
+	c := &f.tables
+	for _, t := range c.cleared {
+		b.DeletePrefix(tableTopicPrefix(t.ID))
+	}
+	parts := make([]*Partition, 0, len(c.trimmed))
+	for p := range c.trimmed {
+		parts = append(parts, p)
+	}
+	slices.SortFunc(parts, func(a, b *Partition) int {
+		if a.Topic != b.Topic {
+			return cmp.Compare(a.Topic, b.Topic)
+		}
+		return int(a.Index - b.Index)
+	})
+	for _, p := range parts {
+		start := p.start
+		if err := f.dropLeaves(p, func(v proof.TableVersion) (bool, error) { return v.Offset < start, nil }); err != nil {
+			return err
+		}
+	}
+	for _, cp := range c.compact {
+		p, cp := cp.p, cp
+		err := f.dropLeaves(p, func(v proof.TableVersion) (bool, error) {
+			if !v.Deleted || v.Offset >= cp.bound {
+				return false, nil
+			}
+			data, err := p.log.Read(v.Offset, 1, p.next)
+			if err != nil {
+				return false, err
+			}
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return false, err
+			}
+			return h.MaxTimestamp < cp.horizon, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(c.writes) {
+		w := c.writes[k]
+		if w.topic.deleted {
+			continue
+		}
+		if w.deleted {
+			b.Delete([]byte(k))
+		} else {
+			b.Set([]byte(k), proof.EncodeTableVersion(w.version))
+		}
+	}
+	c.reset()
+	return nil
+}
+
+// dropLeaves removes the leaves of p, committed or staged, that drop says
+// go.
+func (f *FSM) dropLeaves(p *Partition, drop func(proof.TableVersion) (bool, error)) error {
+	t := f.topics[p.Topic]
+	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !isTable(t) {
+		return nil
+	}
+	prefix := tablePartitionPrefix(t.ID, p.Index)
+	remove := func(k string, v proof.TableVersion) error {
+		ok, err := drop(v)
+		if ok {
+			f.tables.writes[k] = tableWrite{topic: t, partition: p.Index, version: v, deleted: true}
+		}
+		return err
+	}
+	if f.tables.writes == nil {
+		f.tables.writes = map[string]tableWrite{}
+	}
+	for _, k := range sortedKeys(f.tables.writes) {
+		if w := f.tables.writes[k]; !w.deleted && bytes.HasPrefix([]byte(k), prefix) {
+			if err := remove(k, w.version); err != nil {
+				return err
+			}
+		}
+	}
+	if slices.Contains(f.tables.cleared, t) {
+		return nil // the committed leaves go; the staged ones were just seen
+	}
+	return f.store.Scan(prefix, func(k, v []byte) error {
+		if _, staged := f.tables.writes[string(k)]; staged {
+			return nil
+		}
+		tv, err := proof.DecodeTableVersion(p.Index, v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: table leaf %q: %w", k, err)
+		}
+		return remove(string(k), tv)
+	})
+}
