@@ -2,6 +2,13 @@
 // encoding, Apply, the replicated state (topics, partitions and their logs),
 // the authenticated state trie over it (authstate.go) and the app hash.
 //
+// It is made of a core and modules (topics, keys, groups, producers,
+// trust, cluster; registry.go lists what each owns). Every command is
+// registered by its module with its decoder, check and apply
+// (registry.go); which module may use which is pinned by
+// TestModuleLayering (modules_test.go). The modules share this package
+// for now.
+//
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition
 // logs, the same state and the same app hash. So nothing in this package reads
@@ -46,7 +53,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cometbft/cometbft/crypto/merkle"
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
@@ -429,62 +435,6 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	f.persistProofs(f.pending.b.Set)
 	out.AppHash = append([]byte(nil), f.appHash...)
 	return out, nil
-}
-
-// apply runs one command against the state.
-func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
-	if _, ok := c.(Produce); !ok { // produce validates each batch itself
-		if r := CheckCommand(c); r.Code != 0 {
-			return r
-		}
-	}
-	switch c := c.(type) {
-	case CreateTopic:
-		return f.createTopic(c, txIndex, cmdIndex)
-	case DeleteTopic:
-		return f.deleteTopic(c)
-	case CreatePartitions:
-		return f.createPartitions(c)
-	case AlterConfigs:
-		return f.alterConfigs(c)
-	case Produce:
-		return f.produce(c)
-	case DeleteRecords:
-		return f.deleteRecords(c)
-	case JoinGroup:
-		return f.joinGroup(c, txIndex, cmdIndex)
-	case SyncGroup:
-		return f.syncGroup(c)
-	case Heartbeat:
-		return f.heartbeat(c)
-	case LeaveGroup:
-		return f.leaveGroup(c)
-	case OffsetCommit:
-		return f.offsetCommit(c)
-	case DeleteGroup:
-		return f.deleteGroup(c)
-	case OffsetDelete:
-		return f.offsetDelete(c)
-	case ConsumerGroupHeartbeat:
-		return f.consumerGroupHeartbeat(c, txIndex, cmdIndex)
-	case Tick:
-		return Result{}
-	case InitProducerID:
-		return f.initProducerID(c)
-	case AddPartitionsToTxn:
-		return f.addPartitionsToTxn(c)
-	case AddOffsetsToTxn:
-		return f.addOffsetsToTxn(c)
-	case TxnOffsetCommit:
-		return f.txnOffsetCommit(c)
-	case EndTxn:
-		return f.applyEndTxn(c)
-	case RegisterProducerKey:
-		return f.registerProducerKey(c)
-	case ScheduleUpgrade:
-		return f.scheduleUpgrade(c)
-	}
-	return fail(int16(kerr.InvalidRequest.Code), fmt.Sprintf("unknown command %T", c))
 }
 
 // Commit makes the last applied block durable (logs fsynced, state written

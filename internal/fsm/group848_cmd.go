@@ -22,6 +22,15 @@ type Tick struct{}
 func (Tick) Kind() Kind     { return KindTick }
 func (Tick) encode(*writer) {}
 
+func init() {
+	register(KindTick, "Tick", modCore, func(*reader) Tick { return Tick{} }, nil,
+		func(*FSM, Tick, cmdAt) Result { return Result{} })
+	register(KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
+		func(f *FSM, c ConsumerGroupHeartbeat, at cmdAt) Result {
+			return f.consumerGroupHeartbeat(c, at.tx, at.cmd)
+		})
+}
+
 // KIP-848 settings: Kafka's defaults for group.consumer.session.timeout.ms
 // and group.consumer.heartbeat.interval.ms, and the server-side assignors
 // served (group.consumer.assignors; the first is the default).

@@ -196,44 +196,52 @@ func (c OffsetDelete) encode(w *writer) {
 	w.i32(c.Partition)
 }
 
-// decodeGroupCommand decodes the group command kinds; ok is false for any
-// other kind.
-func decodeGroupCommand(k Kind, r *reader) (c Command, ok bool) {
-	switch k {
-	case KindJoinGroup:
-		j := JoinGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), ClientID: r.str(),
-			ClientHost: r.str(), ProtocolType: r.str()}
-		for i, n := 0, r.count(2); i < n; i++ {
-			j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
-		}
-		j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.i32(), r.i32(), r.bool()
-		return j, true
-	case KindSyncGroup:
-		s := SyncGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
-			ProtocolType: r.str(), Protocol: r.str()}
-		for i, n := 0, r.count(2); i < n; i++ {
-			s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytesCopy()})
-		}
-		return s, true
-	case KindHeartbeat:
-		return Heartbeat{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32()}, true
-	case KindLeaveGroup:
-		return LeaveGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str()}, true
-	case KindOffsetCommit:
-		return OffsetCommit{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
-			Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}, true
-	case KindDeleteGroup:
-		return DeleteGroup{Group: r.str()}, true
-	case KindOffsetDelete:
-		return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()}, true
-	case KindConsumerGroupHeartbeat:
-		return decodeConsumerHeartbeat(r), true
-	case KindTick:
-		return Tick{}, true
-	case KindInitProducerID:
-		return InitProducerID{TransactionalID: r.str(), TimeoutMs: r.i32()}, true
+func init() {
+	register(KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
+		func(f *FSM, c JoinGroup, at cmdAt) Result { return f.joinGroup(c, at.tx, at.cmd) })
+	register(KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
+		func(f *FSM, c SyncGroup, _ cmdAt) Result { return f.syncGroup(c) })
+	register(KindHeartbeat, "Heartbeat", modGroups,
+		func(r *reader) Heartbeat {
+			return Heartbeat{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32()}
+		}, checkGroupCommand,
+		func(f *FSM, c Heartbeat, _ cmdAt) Result { return f.heartbeat(c) })
+	register(KindLeaveGroup, "LeaveGroup", modGroups,
+		func(r *reader) LeaveGroup { return LeaveGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str()} },
+		checkGroupCommand,
+		func(f *FSM, c LeaveGroup, _ cmdAt) Result { return f.leaveGroup(c) })
+	register(KindOffsetCommit, "OffsetCommit", modGroups,
+		func(r *reader) OffsetCommit {
+			return OffsetCommit{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
+				Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}
+		}, checkGroupCommand,
+		func(f *FSM, c OffsetCommit, _ cmdAt) Result { return f.offsetCommit(c) })
+	register(KindDeleteGroup, "DeleteGroup", modGroups,
+		func(r *reader) DeleteGroup { return DeleteGroup{Group: r.str()} }, checkGroupCommand,
+		func(f *FSM, c DeleteGroup, _ cmdAt) Result { return f.deleteGroup(c) })
+	register(KindOffsetDelete, "OffsetDelete", modGroups,
+		func(r *reader) OffsetDelete { return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()} },
+		checkGroupCommand,
+		func(f *FSM, c OffsetDelete, _ cmdAt) Result { return f.offsetDelete(c) })
+}
+
+func decodeJoinGroup(r *reader) JoinGroup {
+	j := JoinGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), ClientID: r.str(),
+		ClientHost: r.str(), ProtocolType: r.str()}
+	for i, n := 0, r.count(2); i < n; i++ {
+		j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
 	}
-	return nil, false
+	j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.i32(), r.i32(), r.bool()
+	return j
+}
+
+func decodeSyncGroup(r *reader) SyncGroup {
+	s := SyncGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
+		ProtocolType: r.str(), Protocol: r.str()}
+	for i, n := 0, r.count(2); i < n; i++ {
+		s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytesCopy()})
+	}
+	return s
 }
 
 // checkGroupCommand is CheckCommand for the group commands: what can be

@@ -43,6 +43,13 @@ type InitProducerID struct {
 
 func (InitProducerID) Kind() Kind { return KindInitProducerID }
 
+func init() {
+	register(KindInitProducerID, "InitProducerID", modProducers,
+		func(r *reader) InitProducerID { return InitProducerID{TransactionalID: r.str(), TimeoutMs: r.i32()} },
+		checkTxnCommand,
+		func(f *FSM, c InitProducerID, _ cmdAt) Result { return f.initProducerID(c) })
+}
+
 func (c InitProducerID) encode(w *writer) {
 	w.str(c.TransactionalID)
 	w.i32(c.TimeoutMs)

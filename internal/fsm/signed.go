@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -50,11 +51,13 @@ func (c RegisterProducerKey) encode(w *writer) {
 	w.bytes(c.Endorsement)
 }
 
-func decodeSignedCommand(k Kind, r *reader) (Command, bool) {
-	if k != KindRegisterProducerKey {
-		return nil, false
-	}
-	return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytesCopy(), Proof: r.bytesCopy(), Endorsement: r.bytesCopy()}, true
+func init() {
+	register(KindRegisterProducerKey, "RegisterProducerKey", modTrust,
+		func(r *reader) RegisterProducerKey {
+			return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytesCopy(), Proof: r.bytesCopy(), Endorsement: r.bytesCopy()}
+		},
+		func(c Command) Result { return checkRegistration(c.(RegisterProducerKey)) },
+		func(f *FSM, c RegisterProducerKey, _ cmdAt) Result { return f.registerProducerKey(c) })
 }
 
 // checkRegistration is the stateless check of a registration: a valid
@@ -153,7 +156,7 @@ func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return errStopScan
 		}
-		if required && !contains(t.Config.SignedBy, s.Principal) {
+		if required && !slices.Contains(t.Config.SignedBy, s.Principal) {
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
 			return errStopScan
 		}

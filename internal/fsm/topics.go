@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -36,99 +34,6 @@ func ValidTopicName(name string) error {
 		}
 	}
 	return nil
-}
-
-// CheckCommand validates a command on its own, without the state: what
-// every broker would refuse to order. Apply checks it again.
-func CheckCommand(c Command) Result {
-	if r := checkGroupCommand(c); r.Code != 0 {
-		return r
-	}
-	if r := checkTxnCommand(c); r.Code != 0 {
-		return r
-	}
-	switch c := c.(type) {
-	case RegisterProducerKey:
-		return checkRegistration(c)
-	case ScheduleUpgrade:
-		return checkUpgrade(c)
-	case CreateTopic:
-		if err := ValidTopicName(c.Name); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
-		}
-		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
-			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions))
-		}
-		if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
-			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor must be larger than 0, or -1 to use the default, got %d", c.ReplicationFactor))
-		}
-		seen := map[string]bool{}
-		for _, e := range c.Configs {
-			if seen[e.Name] {
-				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
-			}
-			seen[e.Name] = true
-			if err := ValidateConfig(e.Name, e.Value); err != nil {
-				return fail(kerr.InvalidConfig.Code, err.Error())
-			}
-		}
-	case DeleteTopic:
-		if c.ID.IsZero() {
-			if err := ValidTopicName(c.Name); err != nil {
-				return fail(kerr.InvalidTopicException.Code, err.Error())
-			}
-		}
-	case CreatePartitions:
-		if err := ValidTopicName(c.Name); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
-		}
-		if c.Count <= 0 || c.Count > MaxPartitions {
-			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
-		}
-	case AlterConfigs:
-		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
-		}
-		for _, ch := range c.Changes {
-			if _, ok := LookupConfig(ch.Name); !ok {
-				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
-			}
-			switch ch.Op {
-			case OpSet:
-				if err := ValidateConfig(ch.Name, ch.Value); err != nil {
-					return fail(kerr.InvalidConfig.Code, err.Error())
-				}
-			case OpDelete:
-			case OpAppend, OpSubtract:
-				if d, _ := LookupConfig(ch.Name); d.Type != TypeList {
-					return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not a list: APPEND and SUBTRACT apply only to lists", ch.Name))
-				}
-			default:
-				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown config operation %d", ch.Op))
-			}
-		}
-	case Produce:
-		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
-		}
-		batches, err := record.Split(c.Records)
-		if err != nil || len(batches) == 0 {
-			return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
-		}
-		for _, b := range batches {
-			if _, err := record.Validate(b); err != nil {
-				return fail(record.ErrorCode(err), err.Error())
-			}
-		}
-	case DeleteRecords:
-		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
-		}
-		if c.Offset < -1 {
-			return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d", c.Offset))
-		}
-	}
-	return Result{}
 }
 
 func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
@@ -394,13 +299,4 @@ func editList(cur, change string, add bool) string {
 		items = kept
 	}
 	return strings.Join(items, ",")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -118,20 +118,29 @@ func (c EndTxn) encode(w *writer) {
 	w.bool(c.Commit)
 }
 
-func decodeTxnCommand(k Kind, r *reader) (Command, bool) {
-	switch k {
-	case KindAddPartitionsToTxn:
-		return AddPartitionsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Topic: r.str(), Partition: r.i32()}, true
-	case KindAddOffsetsToTxn:
-		return AddOffsetsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str()}, true
-	case KindTxnOffsetCommit:
-		return TxnOffsetCommit{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str(), MemberID: r.str(),
-			InstanceID: r.str(), Generation: r.i32(), Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(),
-			Metadata: r.str()}, true
-	case KindEndTxn:
-		return EndTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Commit: r.bool()}, true
-	}
-	return nil, false
+func init() {
+	register(KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
+		func(r *reader) AddPartitionsToTxn {
+			return AddPartitionsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Topic: r.str(), Partition: r.i32()}
+		}, checkTxnCommand,
+		func(f *FSM, c AddPartitionsToTxn, _ cmdAt) Result { return f.addPartitionsToTxn(c) })
+	register(KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
+		func(r *reader) AddOffsetsToTxn {
+			return AddOffsetsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str()}
+		}, checkTxnCommand,
+		func(f *FSM, c AddOffsetsToTxn, _ cmdAt) Result { return f.addOffsetsToTxn(c) })
+	register(KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
+		func(r *reader) TxnOffsetCommit {
+			return TxnOffsetCommit{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str(), MemberID: r.str(),
+				InstanceID: r.str(), Generation: r.i32(), Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(),
+				Metadata: r.str()}
+		}, checkTxnCommand,
+		func(f *FSM, c TxnOffsetCommit, _ cmdAt) Result { return f.txnOffsetCommit(c) })
+	register(KindEndTxn, "EndTxn", modProducers,
+		func(r *reader) EndTxn {
+			return EndTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Commit: r.bool()}
+		}, checkTxnCommand,
+		func(f *FSM, c EndTxn, _ cmdAt) Result { return f.applyEndTxn(c) })
 }
 
 func checkTxnCommand(c Command) Result {

@@ -118,10 +118,13 @@ func (c ScheduleUpgrade) encode(w *writer) {
 	}
 }
 
-func decodeUpgradeCommand(k Kind, r *reader) (Command, bool) {
-	if k != KindScheduleUpgrade {
-		return nil, false
-	}
+func init() {
+	register(KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
+		func(c Command) Result { return checkUpgrade(c.(ScheduleUpgrade)) },
+		func(f *FSM, c ScheduleUpgrade, _ cmdAt) Result { return f.scheduleUpgrade(c) })
+}
+
+func decodeScheduleUpgrade(r *reader) ScheduleUpgrade {
 	c := ScheduleUpgrade{Plan: UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}}
 	n := r.count(certSigSize)
 	for i := 0; i < n && r.e == nil; i++ {
@@ -130,7 +133,7 @@ func decodeUpgradeCommand(k Kind, r *reader) (Command, bool) {
 		copy(s.Signature[:], r.take(ed25519.SignatureSize))
 		c.Sigs = append(c.Sigs, s)
 	}
-	return c, true
+	return c
 }
 
 // SignUpgrade returns key's signature of p, as validator addr.

@@ -1,0 +1,131 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The command registry: every command kind, the module that owns it, and
+// its decoder, stateless check and apply, registered by that module (in an
+// init function of the file that defines the command). Decoding, Kind's
+// name, CheckCommand and apply all go through it, so a new command is
+// defined, encoded, decoded, checked and applied in its module's files and
+// nowhere else (TestRegistry checks that every kind is registered once).
+//
+// The modules of the state machine, and what they own:
+//
+//	core      blocks, transactions and their codec, this registry, the
+//	          authenticated store, the app hash, Commit, snapshots, proofs
+//	          and the published views; the Tick command
+//	topics    topics, their configs and partitions, the partition logs and
+//	          their housekeeping (retention, compaction), Produce
+//	keys      the key stream index and the table leaves derived from logs
+//	groups    classic and KIP-848 consumer groups, committed offsets
+//	producers idempotent producers, producer ids and transactions
+//	trust     signers, certificates of the data plane, producer keys and
+//	          signed records
+//	cluster   the application version and upgrades
+//
+// Which module may call which is written down in modules_test.go
+// (TestModuleLayering), which reads this package's source.
+
+// module names a part of the state machine.
+type module string
+
+// The modules (see the package's registry.go).
+const (
+	modCore      module = "core"
+	modTopics    module = "topics"
+	modKeys      module = "keys"
+	modGroups    module = "groups"
+	modProducers module = "producers"
+	modTrust     module = "trust"
+	modCluster   module = "cluster"
+)
+
+// cmdAt is where a command sits in its block: the index of its transaction
+// and its index in that transaction (ids that must be the same on every
+// broker, such as generated member ids, derive from them).
+type cmdAt struct{ tx, cmd int }
+
+// commandSpec is a registered command kind.
+type commandSpec struct {
+	kind   Kind
+	name   string
+	module module
+	decode func(*reader) Command
+	// check is the command's stateless check (CheckCommand); nil: none.
+	check func(Command) Result
+	// checkedByApply: apply does the check itself, in its own order (a
+	// produce checks each batch as it applies it).
+	checkedByApply bool
+	apply          func(*FSM, Command, cmdAt) Result
+}
+
+// registry holds the registered kinds by value (an array: dispatch never
+// ranges over a map).
+var registry [256]*commandSpec
+
+// register adds a command kind. It panics when the kind is taken or the
+// command's Kind method disagrees: both are programming errors found at
+// start-up by every test.
+func register[C Command](kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *commandSpec {
+	if registry[kind] != nil {
+		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, registry[kind].name, name))
+	}
+	var zero C
+	if zero.Kind() != kind {
+		panic(fmt.Sprintf("stele/fsm: command %s registered as kind %d, its Kind method says %d", name, kind, zero.Kind()))
+	}
+	s := &commandSpec{
+		kind: kind, name: name, module: m, check: check,
+		decode: func(r *reader) Command { return decode(r) },
+		apply:  func(f *FSM, c Command, at cmdAt) Result { return apply(f, c.(C), at) },
+	}
+	registry[kind] = s
+	return s
+}
+
+func (k Kind) String() string {
+	if s := registry[k]; s != nil {
+		return s.name
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+func decodeCommand(k Kind, r *reader) Command {
+	s := registry[k]
+	if s == nil {
+		r.fail("unknown command kind %d", k)
+		return nil
+	}
+	return s.decode(r)
+}
+
+// CheckCommand validates a command on its own, without the state: what
+// every broker would refuse to order. Apply checks it again.
+func CheckCommand(c Command) Result {
+	s := registry[c.Kind()]
+	if s == nil {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
+	}
+	if s.check == nil {
+		return Result{}
+	}
+	return s.check(c)
+}
+
+// apply runs one command against the state.
+func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
+	s := registry[c.Kind()]
+	if s == nil {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
+	}
+	if !s.checkedByApply && s.check != nil {
+		if r := s.check(c); r.Code != 0 {
+			return r
+		}
+	}
+	return s.apply(f, c, cmdAt{tx: txIndex, cmd: cmdIndex})
+}

@@ -1,0 +1,14 @@
+package fsm
+
+import "sort"
+
+// sortedKeys returns the keys of m in ascending order: what the state
+// machine ranges over instead of the map itself.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

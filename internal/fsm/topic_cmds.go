@@ -1,0 +1,276 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// The topics module's commands: topics, their partitions and configs, and
+// the partition logs (Produce, DeleteRecords).
+
+// The topics module's command kinds.
+const (
+	KindCreateTopic      Kind = 1
+	KindDeleteTopic      Kind = 2
+	KindCreatePartitions Kind = 3
+	KindAlterConfigs     Kind = 4
+	KindProduce          Kind = 5
+	KindDeleteRecords    Kind = 6
+)
+
+func init() {
+	register(KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
+		func(f *FSM, c CreateTopic, at cmdAt) Result { return f.createTopic(c, at.tx, at.cmd) })
+	register(KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
+		func(f *FSM, c DeleteTopic, _ cmdAt) Result { return f.deleteTopic(c) })
+	register(KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
+		func(f *FSM, c CreatePartitions, _ cmdAt) Result { return f.createPartitions(c) })
+	register(KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
+		func(f *FSM, c AlterConfigs, _ cmdAt) Result { return f.alterConfigs(c) })
+	// A produce validates each batch itself, as it appends it.
+	register(KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
+		func(f *FSM, c Produce, _ cmdAt) Result { return f.produce(c) }).checkedByApply = true
+	register(KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
+		func(f *FSM, c DeleteRecords, _ cmdAt) Result { return f.deleteRecords(c) })
+}
+
+// ConfigEntry is a topic configuration name and value.
+type ConfigEntry struct {
+	Name  string
+	Value string
+}
+
+// CreateTopic creates a topic with the given partitions and explicit configs.
+type CreateTopic struct {
+	Name       string
+	Partitions int32
+	// ReplicationFactor is what the client asked for; every broker holds
+	// every partition, so it is recorded but does not place replicas.
+	ReplicationFactor int16
+	Configs           []ConfigEntry
+}
+
+// DeleteTopic deletes a topic by name, or by ID when ID is not zero.
+type DeleteTopic struct {
+	Name string
+	ID   TopicID
+}
+
+// CreatePartitions raises a topic's partition count to Count.
+type CreatePartitions struct {
+	Name  string
+	Count int32
+}
+
+// ConfigOp is an IncrementalAlterConfigs operation; the values are Kafka's.
+type ConfigOp int8
+
+// The operations of IncrementalAlterConfigs (KIP-339).
+const (
+	OpSet      ConfigOp = 0
+	OpDelete   ConfigOp = 1
+	OpAppend   ConfigOp = 2
+	OpSubtract ConfigOp = 3
+)
+
+// ConfigChange is one change in an AlterConfigs command.
+type ConfigChange struct {
+	Op    ConfigOp
+	Name  string
+	Value string
+}
+
+// AlterConfigs changes a topic's configs. With Incremental false every
+// explicit config not named is removed (the legacy AlterConfigs API).
+type AlterConfigs struct {
+	Topic       string
+	Incremental bool
+	Changes     []ConfigChange
+}
+
+// Produce appends Records (one or more RecordBatch v2) to a partition.
+type Produce struct {
+	Topic     string
+	Partition int32
+	Records   []byte
+}
+
+// DeleteRecords advances a partition's log start offset to Offset
+// (-1: the high watermark).
+type DeleteRecords struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+func (CreateTopic) Kind() Kind      { return KindCreateTopic }
+func (DeleteTopic) Kind() Kind      { return KindDeleteTopic }
+func (CreatePartitions) Kind() Kind { return KindCreatePartitions }
+func (AlterConfigs) Kind() Kind     { return KindAlterConfigs }
+func (Produce) Kind() Kind          { return KindProduce }
+func (DeleteRecords) Kind() Kind    { return KindDeleteRecords }
+
+func (c CreateTopic) encode(w *writer) {
+	w.str(c.Name)
+	w.i32(c.Partitions)
+	w.i16(c.ReplicationFactor)
+	w.count(len(c.Configs))
+	for _, e := range c.Configs {
+		w.str(e.Name)
+		w.str(e.Value)
+	}
+}
+
+func (c DeleteTopic) encode(w *writer) {
+	w.str(c.Name)
+	w.raw(c.ID[:])
+}
+
+func (c CreatePartitions) encode(w *writer) {
+	w.str(c.Name)
+	w.i32(c.Count)
+}
+
+func (c AlterConfigs) encode(w *writer) {
+	w.str(c.Topic)
+	w.bool(c.Incremental)
+	w.count(len(c.Changes))
+	for _, ch := range c.Changes {
+		w.u8(uint8(ch.Op))
+		w.str(ch.Name)
+		w.str(ch.Value)
+	}
+}
+
+func (c Produce) encode(w *writer) {
+	w.str(c.Topic)
+	w.i32(c.Partition)
+	w.bytes(c.Records)
+}
+
+func (c DeleteRecords) encode(w *writer) {
+	w.str(c.Topic)
+	w.i32(c.Partition)
+	w.i64(c.Offset)
+}
+
+func decodeCreateTopic(r *reader) CreateTopic {
+	c := CreateTopic{Name: r.str(), Partitions: r.i32(), ReplicationFactor: r.i16()}
+	n := r.count(2)
+	for i := 0; i < n; i++ {
+		c.Configs = append(c.Configs, ConfigEntry{Name: r.str(), Value: r.str()})
+	}
+	return c
+}
+
+func decodeDeleteTopic(r *reader) DeleteTopic {
+	c := DeleteTopic{Name: r.str()}
+	copy(c.ID[:], r.take(len(c.ID)))
+	return c
+}
+
+func decodeCreatePartitions(r *reader) CreatePartitions {
+	return CreatePartitions{Name: r.str(), Count: r.i32()}
+}
+
+func decodeAlterConfigs(r *reader) AlterConfigs {
+	c := AlterConfigs{Topic: r.str(), Incremental: r.bool()}
+	n := r.count(3)
+	for i := 0; i < n; i++ {
+		c.Changes = append(c.Changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
+	}
+	return c
+}
+
+func decodeProduce(r *reader) Produce {
+	return Produce{Topic: r.str(), Partition: r.i32(), Records: r.bytes()}
+}
+
+func decodeDeleteRecords(r *reader) DeleteRecords {
+	return DeleteRecords{Topic: r.str(), Partition: r.i32(), Offset: r.i64()}
+}
+
+// checkTopicCommand is the stateless check of the topics module's commands.
+func checkTopicCommand(c Command) Result {
+	switch c := c.(type) {
+	case CreateTopic:
+		if err := ValidTopicName(c.Name); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
+			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions))
+		}
+		if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
+			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor must be larger than 0, or -1 to use the default, got %d", c.ReplicationFactor))
+		}
+		seen := map[string]bool{}
+		for _, e := range c.Configs {
+			if seen[e.Name] {
+				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
+			}
+			seen[e.Name] = true
+			if err := ValidateConfig(e.Name, e.Value); err != nil {
+				return fail(kerr.InvalidConfig.Code, err.Error())
+			}
+		}
+	case DeleteTopic:
+		if c.ID.IsZero() {
+			if err := ValidTopicName(c.Name); err != nil {
+				return fail(kerr.InvalidTopicException.Code, err.Error())
+			}
+		}
+	case CreatePartitions:
+		if err := ValidTopicName(c.Name); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Count <= 0 || c.Count > MaxPartitions {
+			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
+		}
+	case AlterConfigs:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		for _, ch := range c.Changes {
+			if _, ok := LookupConfig(ch.Name); !ok {
+				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
+			}
+			switch ch.Op {
+			case OpSet:
+				if err := ValidateConfig(ch.Name, ch.Value); err != nil {
+					return fail(kerr.InvalidConfig.Code, err.Error())
+				}
+			case OpDelete:
+			case OpAppend, OpSubtract:
+				if d, _ := LookupConfig(ch.Name); d.Type != TypeList {
+					return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not a list: APPEND and SUBTRACT apply only to lists", ch.Name))
+				}
+			default:
+				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown config operation %d", ch.Op))
+			}
+		}
+	case Produce:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		batches, err := record.Split(c.Records)
+		if err != nil || len(batches) == 0 {
+			return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
+		}
+		for _, b := range batches {
+			if _, err := record.Validate(b); err != nil {
+				return fail(record.ErrorCode(err), err.Error())
+			}
+		}
+	case DeleteRecords:
+		if err := ValidTopicName(c.Topic); err != nil {
+			return fail(kerr.InvalidTopicException.Code, err.Error())
+		}
+		if c.Offset < -1 {
+			return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d", c.Offset))
+		}
+	}
+	return Result{}
+}
