@@ -67,7 +67,7 @@ type Reader struct {
 
 	hwm      int64 // the highest watermark proven so far
 	hwmClaim int64 // the last claim checked
-	floor    int64 // the high watermark the signed state last proved: no later claim may be below it
+	floor    int64 // the high watermark the signed state last proved: a claim below it must end a proven batch
 	checked  bool  // a claim was checked against the signed state
 }
 
@@ -161,12 +161,16 @@ const stateRetries = 5
 // offsets in the signed state (proof.PartitionKey, a state proof against
 // the header of the same height): the first claim, and every claim above
 // what is proven. A claim above the proven high watermark (after a few
-// tries, for a prover a block behind), or below one proven before, is
-// refused; a claim between, the state having moved on, must end a
-// committed batch (the record just below it is proven).
+// tries, for a prover a block behind) is refused; a claim between, the
+// state having moved on, or below one proven before (a broker behind the
+// prover), must end a committed batch (the record just below it is
+// proven).
 func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
 	if claim < r.floor {
-		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d, below the %d the signed state proved: it hides records, or is behind (read through another broker)", ErrForgedWatermark, r.Topic, r.Partition, claim, r.floor)
+		// A broker behind the one proving (or one holding records back,
+		// which a reader cannot tell from lag): nothing it claims is false
+		// as long as the claim ends a committed batch.
+		return r.checkBatchEnd(ctx, claim)
 	}
 	if r.checked && (claim <= r.hwm || claim == r.hwmClaim) {
 		return nil
@@ -191,6 +195,20 @@ func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
 		r.hwmClaim, r.hwm = claim, max(r.hwm, claim)
 		return nil
 	}
+	if err := r.checkBatchEnd(ctx, claim); err != nil {
+		return err
+	}
+	r.hwmClaim = claim
+	r.hwm = max(r.hwm, claim)
+	return nil
+}
+
+// checkBatchEnd requires that a claimed high watermark ends a committed
+// batch: the record just below it is proven, as the last of its batch.
+func (r *Reader) checkBatchEnd(ctx context.Context, claim int64) error {
+	if claim == 0 {
+		return nil
+	}
 	v, err := r.Proofs.Prove(ctx, r.Topic, r.Partition, claim-1)
 	if err != nil {
 		return fmt.Errorf("%w: %s-%d: the broker claims high watermark %d and no record below it is proven: %v", ErrForgedWatermark, r.Topic, r.Partition, claim, err)
@@ -198,8 +216,6 @@ func (r *Reader) checkWatermark(ctx context.Context, claim int64) error {
 	if v.LastOffset != claim-1 {
 		return fmt.Errorf("%w: %s-%d: claimed high watermark %d is inside a batch ending at %d", ErrForgedWatermark, r.Topic, r.Partition, claim, v.LastOffset)
 	}
-	r.hwmClaim = claim
-	r.hwm = max(r.hwm, claim)
 	return nil
 }
 
