@@ -2,6 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/stele-io/stele/internal/record"
@@ -11,9 +17,12 @@ import (
 // commands: every command encodes, but its names, partitions, offsets,
 // generations, producer ids and epochs come from the input, over a small
 // vocabulary so that commands meet each other's state (the same topics,
-// groups, members and transactional ids).
+// groups, members and transactional ids). Upgrade votes are signed by
+// keys, the validators' (testValidators), or by strangers when it is nil.
 type cmdProgram struct {
-	b []byte
+	b      []byte
+	keys   []ed25519.PrivateKey
+	height int64 // of the block being built
 }
 
 func (p *cmdProgram) next() byte {
@@ -39,7 +48,13 @@ var (
 		{"retention.ms", "1000"}, {"retention.ms", "soon"}, {"retention.bytes", "2000"},
 		{"segment.bytes", "1400"}, {"max.message.bytes", "200"}, {"message.timestamp.type", "LogAppendTime"},
 		{"min.cleanable.dirty.ratio", "0.01"}, {"no.such.config", "1"}, {"stele.signed.by", "alice"},
+		{"delete.retention.ms", "0"}, {"cleanup.policy", "compact,delete"},
 	}
+	// fuzzTable makes a topic a table (tables.go) that compacts at once.
+	fuzzTable = []ConfigEntry{{"segment.bytes", "300"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}
+	fuzzKeys  = []string{"a", "b", "c"}
+	// fuzzStranger signs upgrade votes but is no validator.
+	fuzzStranger = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
 )
 
 // blocks returns the program's blocks: a command byte of 0xff ends a block
@@ -50,6 +65,7 @@ func (p *cmdProgram) blocks(t *testing.T) []block {
 	cur := block{time: now}
 	nonce := 0
 	for len(p.b) > 0 && len(out) < 40 {
+		p.height = int64(len(out) + 1)
 		op := p.next()
 		if op == 0xff {
 			out = append(out, cur)
@@ -69,7 +85,7 @@ func (p *cmdProgram) blocks(t *testing.T) []block {
 
 func (p *cmdProgram) command(t *testing.T, op byte) Command {
 	topic := p.pick(fuzzTopics...)
-	switch op % 21 {
+	switch op % 24 {
 	case 0:
 		c := CreateTopic{Name: topic, Partitions: p.small() + 1, ReplicationFactor: -1}
 		for range p.next() % 3 {
@@ -140,63 +156,234 @@ func (p *cmdProgram) command(t *testing.T, op byte) Command {
 				Group: p.pick(fuzzGroups...), Generation: -1, Topic: topic, Partition: p.small(), Offset: p.offset(), LeaderEpoch: -1}
 		}
 		return EndTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Commit: p.next()%2 == 0}
+	case 21:
+		return Produce{Topic: topic, Partition: p.small(), Records: p.keyedRecords(t)}
+	case 22:
+		c := CreateTopic{Name: topic, Partitions: int32(p.next()%3) + 1, ReplicationFactor: -1,
+			Configs: append([]ConfigEntry{{"cleanup.policy", p.pick("compact", "snapshot", "compact,delete")}}, fuzzTable...)}
+		if p.next()%2 == 0 {
+			c.Configs = append(c.Configs, fuzzConfigs[int(p.next())%len(fuzzConfigs)])
+		}
+		return c
+	case 23:
+		return p.upgrade()
 	}
 	return nil
 }
 
-// FuzzApplyTwice applies hostile but well-formed command sequences to two
-// state machines, the second restarted before every other block: neither
-// may panic or fail, and after every block both must hold the same app
-// hash and the same results, and at the end byte-identical logs
-// (DESIGN.md §1: same blocks, same state, restarts included).
+// keyedRecords is a batch of 1-3 records of keys fuzzKeys, tombstones
+// among them, outside any producer or of an idempotent or transactional
+// one.
+func (p *cmdProgram) keyedRecords(t *testing.T) []byte {
+	var kv []string
+	for range 1 + p.next()%3 {
+		kv = append(kv, p.pick(fuzzKeys...), p.pick("1", "22", "", "333"))
+	}
+	switch p.next() % 3 {
+	case 0:
+		return keyedBatch(t, t0, -1, -1, -1, false, kv...)
+	case 1:
+		return keyedBatch(t, t0, int64(p.next()%4), int16(p.next()%2), int32(p.next()%6), false, kv...)
+	default:
+		return keyedBatch(t, t0, int64(p.next()%4), int16(p.next()%2), int32(p.next()%6), true, kv...)
+	}
+}
+
+// upgrade is an upgrade vote at a height around the soonest allowed, of
+// versions 1 (cancel) to 4 (one neither machine runs), signed by any of the
+// validators and a stranger; sometimes forged, signed twice by one
+// validator, or signed for another plan.
+func (p *cmdProgram) upgrade() ScheduleUpgrade {
+	plan := UpgradePlan{Height: p.height + MinUpgradeDelay + int64(p.next()%12) - 3, Version: 1 + uint32(p.next()%4), Name: p.pick("", "v2", "v3", "a b")}
+	signed := plan
+	if p.next()%8 == 0 {
+		signed.Height++
+	}
+	c := ScheduleUpgrade{Plan: plan}
+	who := p.next()
+	for i, k := range p.keys {
+		if who&(1<<i) != 0 {
+			c.Sigs = append(c.Sigs, SignUpgrade(signed, fuzzAddr(k), k))
+		}
+	}
+	if who&0x80 != 0 || p.keys == nil {
+		c.Sigs = append(c.Sigs, SignUpgrade(signed, fuzzAddr(fuzzStranger), fuzzStranger))
+	}
+	switch p.next() % 8 {
+	case 0:
+		c.Sigs[0].Signature[p.next()%64] ^= 1
+	case 1:
+		c.Sigs = append(c.Sigs, c.Sigs[0])
+	}
+	return c
+}
+
+// fuzzAddr is the validator address of k, as testValidators makes it.
+func fuzzAddr(k ed25519.PrivateKey) [20]byte {
+	var a [20]byte
+	h := sha256.Sum256(k.Public().(ed25519.PublicKey))
+	copy(a[:], h[:20])
+	return a
+}
+
+// fuzzMaxVersion is the highest app version the fuzzed machines run: an
+// upgrade to fuzzMaxVersion+1 stops both at its height.
+const fuzzMaxVersion = 3
+
+// openVoting opens a state machine of the test validator set's chain.
+func openVoting(t testing.TB, dir string, vs *ValidatorSet) *FSM {
+	t.Helper()
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, maxAppVersionForTest: fuzzMaxVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.compactor.wg.Wait)
+	return f
+}
+
+// sameMachines fails unless a and b, their compactions written, hold the
+// same metadata store (the trie's nodes aside: storeContents), the same
+// log files byte for byte and table leaves the logs justify.
+func sameMachines(t *testing.T, a, b *FSM, who string) {
+	t.Helper()
+	settle(t, a)
+	settle(t, b)
+	sa, sb := storeContents(t, a), storeContents(t, b)
+	if !maps.Equal(sa, sb) {
+		for k, v := range sa {
+			if w, ok := sb[k]; !ok || w != v {
+				t.Fatalf("%s: store key %q is %x on the first machine, %x (present %v) on the second", who, k, v, w, ok)
+			}
+		}
+		for k := range sb {
+			if _, ok := sa[k]; !ok {
+				t.Fatalf("%s: store key %q is only on the second machine", who, k)
+			}
+		}
+	}
+	fa, fb := logFiles(t, a.opts.Dir), logFiles(t, b.opts.Dir)
+	if len(fa) != len(fb) {
+		t.Fatalf("%s: %d log files vs %d", who, len(fa), len(fb))
+	}
+	for name, data := range fa {
+		if !bytes.Equal(data, fb[name]) {
+			t.Fatalf("%s: %s differs", who, name)
+		}
+	}
+	checkTableLeaves(t, a, who)
+}
+
+// FuzzApplyTwice applies hostile but well-formed command sequences
+// (upgrade votes of a 4-validator set and tables with keyed records and
+// tombstones among them) to two state machines, the second restarted
+// before every other block: neither may panic or fail, except that both
+// refuse alike the height of an upgrade to a version they do not run.
+// After every block both must hold the same app hash, results, state root
+// and upgrade state; after most blocks, and at the end, their compactions
+// written, the same store, byte-identical logs and the table leaves the
+// logs justify (checkTableLeaves). Every fourth block is left unsettled so
+// that the next applies while compactions run. At the end each state
+// root is the one the store's contents hash to (DESIGN.md §1: same
+// blocks, same state, restarts included).
 func FuzzApplyTwice(f *testing.F) {
 	f.Add([]byte{0, 0, 3, 0xff, 1, 4, 0, 0, 2, 1, 2, 0xff, 5})
 	f.Add([]byte{0, 2, 0, 1, 5, 2, 0, 3, 1, 0xff, 0, 8, 0, 1, 0, 0, 0, 0xff, 4, 16, 0xff, 9, 10, 1, 1, 1})
 	f.Add([]byte{0, 0, 1, 17, 0, 1, 30, 18, 0, 1, 0, 1, 4, 0, 1, 1, 0, 0, 2, 20, 1, 1, 1, 0, 1, 0xff, 200, 16})
 	f.Add([]byte{0, 1, 2, 0, 4, 15, 0, 0, 0, 0, 0, 1, 0, 0xff, 10, 15, 0, 0, 1, 1, 1, 1, 1, 0xff, 60, 16, 0xff, 60, 16})
 	f.Add([]byte{0, 3, 2, 1, 6, 3, 2, 1, 4, 1, 2, 3, 0xff, 1, 7, 1, 2, 9, 1, 0xff, 250, 16, 0xff, 250, 16})
+	// A table of 2 partitions; keyed records and tombstones, idempotent
+	// and transactional ones (committed); churn that compacts.
+	table := []byte{22, 3, 1, 0, 1, 0xff, 1,
+		21, 3, 1, 2, 0, 0, 1, 2, 2, 1, 0, 21, 3, 2, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0xff, 1,
+		17, 0, 1, 30, 18, 3, 1, 0, 0, 1, 18, 3, 1, 1, 0, 1, 21, 3, 1, 0, 0, 0, 2, 0, 0, 0, 21, 3, 1, 0, 1, 0, 2, 1, 0, 0, 0xff, 1,
+		20, 0, 1, 1, 0, 0, 0, 20, 0, 1, 1, 1, 0, 0, 0xff, 1}
+	for i := range byte(10) {
+		table = append(table, 21, 3, 1+i%2, 2, i, i, i+1, 2, i+2, 3, 0, 0xff, 1)
+	}
+	f.Add(table)
+	// Validators 0 and 1 vote for version 2 at height 12; a vote with a
+	// forged signature is refused; validator 2's vote schedules it, and
+	// blocks of keyed records pass its height.
+	up := []byte{22, 0, 0, 1, 1, 23, 0, 4, 1, 1, 1, 0x03, 2, 0xff, 1,
+		23, 0, 3, 1, 1, 1, 0x84, 0, 5, 23, 0, 3, 1, 1, 1, 0x04, 2, 0xff, 1}
+	for i := range byte(14) {
+		up = append(up, 21, 0, 1, 1, i, i, i+1, 2, 0, 0xff, 1)
+	}
+	f.Add(up)
+	// All four vote for version 4, which neither machine runs: both stop
+	// at its height.
+	stop := []byte{23, 0, 3, 3, 1, 1, 0x0f, 2, 0xff, 1}
+	for range 14 {
+		stop = append(stop, 16, 0, 0xff, 1)
+	}
+	f.Add(stop)
+	vs, keys := testValidators(f, 4)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		blocks := (&cmdProgram{b: data}).blocks(t)
+		blocks := (&cmdProgram{b: data, keys: keys}).blocks(t)
 		bdir := t.TempDir()
-		a, b := open(t, t.TempDir()), open(t, bdir)
+		a, b := openVoting(t, t.TempDir(), vs), openVoting(t, bdir, vs)
 		defer a.Close()
 		defer func() { b.Close() }()
 		for i, blk := range blocks {
+			h := int64(i + 1)
 			// b restarts before every other block: everything hashed must
 			// come back from the store as it was.
 			if i%2 == 1 {
 				b.Close()
-				b = open(t, bdir)
+				b = openVoting(t, bdir, vs)
 			}
 			var outs [2]BlockOutcome
+			var errs [2]error
 			for j, m := range []*FSM{a, b} {
-				out, err := m.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blk.time, Txs: blk.txs})
+				out, err := m.ApplyBlock(Block{Height: h, TimeMs: blk.time, Txs: blk.txs})
 				if err != nil {
-					t.Fatalf("height %d: %v", i+1, err)
+					errs[j] = err
+					continue
 				}
 				if _, err := m.Commit(); err != nil {
-					t.Fatalf("height %d: commit: %v", i+1, err)
+					t.Fatalf("height %d: commit: %v", h, err)
 				}
 				outs[j] = out
 			}
+			if errs[0] != nil || errs[1] != nil {
+				// Only an upgrade past fuzzMaxVersion stops a machine, and
+				// it stops both at the same height with nothing applied.
+				var ua, ub *UpgradeRequiredError
+				if !errors.As(errs[0], &ua) || !errors.As(errs[1], &ub) || ua.Plan != ub.Plan || ua.Plan.Version <= fuzzMaxVersion {
+					t.Fatalf("height %d: %v / %v", h, errs[0], errs[1])
+				}
+				if ha, _ := a.Info(); ha != h-1 {
+					t.Fatalf("height %d refused, but the state is at %d", h, ha)
+				}
+				break
+			}
 			if !bytes.Equal(outs[0].AppHash, outs[1].AppHash) {
-				t.Fatalf("height %d: app hashes differ", i+1)
+				t.Fatalf("height %d: app hashes differ", h)
 			}
 			for k := range outs[0].Txs {
 				if !bytes.Equal(outs[0].Txs[k].Data, outs[1].Txs[k].Data) {
-					t.Fatalf("height %d tx %d: results differ", i+1, k)
+					t.Fatalf("height %d tx %d: results differ", h, k)
 				}
 			}
+			if !bytes.Equal(a.stateRoot, b.stateRoot) {
+				t.Fatalf("height %d: state roots differ: %x %x", h, a.stateRoot, b.stateRoot)
+			}
+			if ua, ub := a.Upgrade(), b.Upgrade(); !reflect.DeepEqual(ua, ub) {
+				t.Fatalf("height %d: upgrade states differ: %+v %+v", h, ua, ub)
+			}
+			if i%4 != 3 {
+				sameMachines(t, a, b, fmt.Sprintf("height %d", h))
+			}
 		}
-		settle(t, a)
-		settle(t, b)
-		fa, fb := logFiles(t, a.opts.Dir), logFiles(t, b.opts.Dir)
-		if len(fa) != len(fb) {
-			t.Fatalf("%d log files vs %d", len(fa), len(fb))
-		}
-		for name, data := range fa {
-			if !bytes.Equal(data, fb[name]) {
-				t.Fatalf("%s differs", name)
+		sameMachines(t, a, b, "at the end")
+		checkTableLeaves(t, b, "at the end, the restarted machine")
+		for _, m := range []*FSM{a, b} {
+			root, err := rebuildStateRoot(m.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(root, m.stateRoot) {
+				t.Fatalf("the store's contents hash to state root %x, the machine holds %x", root, m.stateRoot)
 			}
 		}
 	})

@@ -280,6 +280,9 @@ func (f *FSM) load() error {
 		copy(t.ID[:], r.take(16))
 		t.ReplicationFactor = r.i16()
 		n := r.i32()
+		if n > MaxPartitions { // before the loop below makes them
+			r.fail("%d partitions, at most %d", n, MaxPartitions)
+		}
 		for i, c := 0, r.count(2); i < c; i++ {
 			t.Configs[r.str()] = r.str()
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/pokt-network/smt"
@@ -81,8 +82,15 @@ func TestProveState(t *testing.T) {
 
 // FuzzDecodeStoreValues: the decoders of the store's values, which a
 // restoring broker reads from a peer's snapshot (after checking it against
-// the state root) and every broker reads at start, never panic, and their
-// counts are bounded by the bytes they were given (reader.count).
+// the state root) and every broker reads at start, never panic, and what
+// they allocate is bounded by the bytes they were given (reader.count): an
+// input claiming a huge count does not get it. Covered: groups (g/),
+// m/state, m/signers, producer states (s/), transactions (x/), the upgrade
+// plan and votes (u/plan, u/vote/), key index entries (k/), table versions
+// (l/), and pkg/proof's readers of topics, partitions and committed
+// offsets. The decoders written inline in Open's load (t/, p/, o/, a/,
+// u/version, m/producer-id) are checked through Open by
+// TestOpenBoundsStoredCounts.
 func FuzzDecodeStoreValues(f *testing.F) {
 	dir := f.TempDir()
 	g := open(f, dir)
@@ -94,17 +102,63 @@ func FuzzDecodeStoreValues(f *testing.F) {
 		return nil
 	})
 	g.Close()
+	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
+	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
+	for _, v := range hugeCounts() {
+		f.Add(v)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		decodeGroup("g", b)
-		decodeSigners(b)
-		decodeState(b)
-		decodeProducer(b)
-		decodeTxn("t", b)
-		proof.DecodeTopic(b)
-		proof.DecodePartition(b)
-		proof.DecodeCommittedOffset(b)
-		proof.DecodeTableVersion(0, b)
+		n := allocated(func() { decodeStoreValue(b) })
+		if limit := 1<<20 + 256*uint64(len(b)); n > limit {
+			t.Fatalf("decoding %d bytes allocated %d bytes (limit %d)", len(b), n, limit)
+		}
 	})
+}
+
+// decodeStoreValue runs every decoder of a stored value on b.
+func decodeStoreValue(b []byte) {
+	decodeGroup("g", b)
+	decodeSigners(b)
+	decodeState(b)
+	decodeProducer(b)
+	decodeTxn("t", b)
+	decodePlan(b)
+	parseEntryValue(b)
+	proof.DecodeTopic(b)
+	proof.DecodePartition(b)
+	proof.DecodeCommittedOffset(b)
+	proof.DecodeTableVersion(0, b)
+}
+
+// hugeCounts are values whose counts or lengths claim far more than
+// follows: each format byte, then a count of 2^20 (maxElems) or 2^40, or a
+// partition count of 2^31-1, each followed by a few bytes.
+func hugeCounts() [][]byte {
+	var out [][]byte
+	for _, n := range []uint64{maxElems, 1 << 40} {
+		w := &writer{}
+		w.u8(persistVersion)
+		for range 12 {
+			w.uvarint(n)
+		}
+		out = append(out, w.b)
+	}
+	w := &writer{}
+	w.u8(persistVersion)
+	w.raw(make([]byte, 16))
+	w.i16(1)
+	w.i32(1<<31 - 1)
+	w.uvarint(1 << 40)
+	return append(out, w.b)
+}
+
+// allocated is how many bytes fn allocates on the heap.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 // TestTrieRefresh: past trieRefreshBlocks the applier's trie starts afresh
