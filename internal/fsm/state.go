@@ -98,7 +98,7 @@ func (p *Partition) LogStartOffset() int64 { return p.lso.Load() }
 // high watermark and ErrOffsetOutOfRange outside [log start, high watermark].
 // The first batch may begin before offset (the client skips those records).
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.read(offset, maxBytes, false)
+	return p.ReadWith(offset, maxBytes, ReadOptions{})
 }
 
 // ReadCommitted is Read for read_committed readers: it stops at the last
@@ -106,10 +106,22 @@ func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
 // aborted transactions are still returned, with AbortedTxns telling the
 // reader which to skip, as Kafka does.)
 func (p *Partition) ReadCommitted(offset int64, maxBytes int) ([]byte, error) {
-	return p.read(offset, maxBytes, true)
+	return p.ReadWith(offset, maxBytes, ReadOptions{Committed: true})
 }
 
-func (p *Partition) read(offset int64, maxBytes int, committed bool) ([]byte, error) {
+// ReadOptions says how a read of committed batches ends.
+type ReadOptions struct {
+	// Committed stops at the last stable offset (ReadCommitted).
+	Committed bool
+	// Within returns only whole batches that fit in maxBytes, so nothing
+	// when the first batch is larger: how Kafka reads the partitions of a
+	// fetch after the first that returned data (KIP-74). Without it the
+	// first batch goes out whole however large.
+	Within bool
+}
+
+// ReadWith is Read with the options o.
+func (p *Partition) ReadWith(offset int64, maxBytes int, o ReadOptions) ([]byte, error) {
 	if p.removed.Load() {
 		return nil, ErrPartitionGone
 	}
@@ -118,13 +130,17 @@ func (p *Partition) read(offset int64, maxBytes int, committed bool) ([]byte, er
 		return nil, fmt.Errorf("%w: offset %d, log start %d, high watermark %d", ErrOffsetOutOfRange, offset, lso, hwm)
 	}
 	upper := hwm
-	if committed {
+	if o.Committed {
 		upper = min(hwm, p.stable.Load())
 	}
 	if offset >= upper {
 		return nil, nil
 	}
-	data, err := p.log.Read(offset, maxBytes, upper)
+	read := p.log.Read
+	if o.Within {
+		read = p.log.ReadWithin
+	}
+	data, err := read(offset, maxBytes, upper)
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ package kafka
 //    every broker applies every change itself, so whichever broker a client
 //    asks can serve admin requests.
 //  * Cluster authorized operations are -2147483648 unless asked for; when
-//    asked for, every cluster operation Kafka defines (there are no ACLs
-//    yet).
+//    asked for, the cluster operations the principal has
+//    (authorized_ops.go): all of them, as there is no authorizer yet.
 //  * Only the BROKER endpoint type exists: asking for controllers gets
 //    MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), an unknown type
 //    UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers answer.
@@ -32,9 +32,6 @@ const (
 	endpointTypeController = 2
 )
 
-// clusterOps is the authorized-operations bitfield of a client allowed
-// every operation Kafka defines on the cluster resource.
-const clusterOps = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12 // CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
 
 func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeClusterRequest)
@@ -62,7 +59,7 @@ func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
 	resp.ControllerID = c.s.opts.NodeID
 	resp.Brokers = c.s.clusterBrokers()
 	if r.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOps
+		resp.ClusterAuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResourceName)
 	}
 	return done(resp), nil
 }

@@ -6,8 +6,16 @@ package kafka
 //    bytes, the first of which may start before the fetch offset.
 //  * Long poll: the answer waits up to max_wait_ms for min_bytes of data,
 //    woken by every commit.
-//  * max_bytes and each partition's max bytes are honoured, except that the
-//    first partition with data returns at least one whole batch (KIP-74).
+//  * max_bytes and partition_max_bytes are honoured as Kafka does (KIP-74):
+//    the first partition, in request order, that has data at its fetch
+//    offset returns its first batch whole even when that batch is larger
+//    than either limit (so a consumer always makes progress); from then on
+//    a partition gets only whole batches that fit both in its
+//    partition_max_bytes and in what is left of max_bytes, and nothing when
+//    its first batch does not fit. The answer's record bytes exceed
+//    max_bytes only by that one first batch. Kafka may end a partition's
+//    data with a partial batch to fill the limit; Stele sends whole batches
+//    only (clients accept both).
 //  * read_uncommitted reads up to the high watermark; read_committed stops
 //    at the last stable offset (below which every transaction is decided)
 //    and lists the aborted transactions overlapping the range returned,
@@ -115,8 +123,10 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 	behind := c.s.catchingUp()
 	committed := r.IsolationLevel == 1
 	resp.Topics = resp.Topics[:0]
-	maxBytes := int(r.MaxBytes)
-	if r.Version < 3 || maxBytes <= 0 {
+	// max_bytes 0 (or less) is a limit like any other, as in Kafka: the
+	// answer holds one batch.
+	maxBytes := max(0, int(r.MaxBytes))
+	if r.Version < 3 {
 		maxBytes = int(^uint32(0) >> 1)
 	}
 	total, stop, unsure := 0, false, false
@@ -151,21 +161,17 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 			default:
 				hwm, lso := p.HighWatermark(), p.LogStartOffset()
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, min(hwm, p.LastStableOffset()), lso
-				limit := int(rp.PartitionMaxBytes)
-				if room := maxBytes - total; room < limit {
-					limit = room
-				}
-				if total > 0 && limit <= 0 {
+				// KIP-74, as Kafka's ReplicaManager.readFromLog: until a
+				// partition has returned data, its first batch goes out
+				// whole however large, so a consumer always makes
+				// progress; every partition after that gets only whole
+				// batches that fit in what is left of both limits.
+				limit := max(0, min(int(rp.PartitionMaxBytes), maxBytes-total))
+				within := total > 0
+				if within && limit == 0 {
 					break // the response is full; this partition gets nothing
 				}
-				if limit <= 0 {
-					limit = 1 // KIP-74: still at least one batch
-				}
-				read := p.Read
-				if committed {
-					read = p.ReadCommitted
-				}
-				data, err := read(rp.FetchOffset, limit)
+				data, err := p.ReadWith(rp.FetchOffset, limit, fsm.ReadOptions{Committed: committed, Within: within})
 				switch {
 				case errors.Is(err, fsm.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code

@@ -99,7 +99,7 @@ func handleConsumerGroupDescribe(c *conn, req kmsg.Request) (respond, error) {
 	for _, name := range r.Groups {
 		dg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		dg.Group = name
-		dg.AuthorizedOperations = -2147483648
+		dg.AuthorizedOperations = authorizedOpsUnknown
 		g := groups.Group(name)
 		switch {
 		case name == "":
@@ -114,6 +114,9 @@ func handleConsumerGroupDescribe(c *conn, req kmsg.Request) (respond, error) {
 			}
 			dg.ErrorMessage = &msg
 		default:
+			if r.IncludeAuthorizedOperations { // of groups described, as Kafka
+				dg.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeGroup, name)
+			}
 			dg.State, dg.Epoch, dg.AssignmentEpoch, dg.AssignorName = g.ConsumerState, g.Epoch, g.AssignmentEpoch, g.Assignor
 			if g.Type != fsm.GroupConsumer {
 				dg.State = "Empty"

@@ -15,7 +15,9 @@ package kafka
 //     (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); OffsetDelete deletes
 //     offsets of an empty group, or of topics a consumer group's members do
 //     not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
-// Not done: authorized operations are "not requested" (no ACLs yet).
+//   - DescribeGroups v3+ and ConsumerGroupDescribe answer the group's
+//     authorized operations when asked (authorized_ops.go): every result of
+//     DescribeGroups, the groups described by ConsumerGroupDescribe.
 
 import (
 	"slices"
@@ -36,7 +38,10 @@ func handleDescribeGroups(c *conn, req kmsg.Request) (respond, error) {
 	for _, name := range r.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group = name
-		dg.AuthorizedOperations = -2147483648
+		dg.AuthorizedOperations = authorizedOpsUnknown
+		if r.IncludeAuthorizedOperations { // decoded in v3+ only
+			dg.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeGroup, name)
+		}
 		g := groups.Group(name)
 		switch {
 		case name == "":

@@ -15,7 +15,12 @@ package kafka
 //    the answer waits for the creation to commit, so the client gets the
 //    new topic's partitions at once instead of LEADER_NOT_AVAILABLE.
 //  * Topics may be asked for by ID (v10+); an unknown ID gets UNKNOWN_TOPIC_ID.
-// Not done: racks; authorized operations are reported as not requested.
+//  * Authorized operations (authorized_ops.go) are answered when asked for:
+//    the topic's for every topic asked for by name (known or not) or
+//    listed, and the cluster's in v8-10 (v11+ moved them to
+//    DescribeCluster); -2147483648 otherwise and for unknown topic IDs,
+//    as Kafka answers.
+// Not done: racks.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,7 +29,6 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 )
 
-const authorizedOpsUnknown = -2147483648
 
 func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.MetadataRequest)
@@ -41,12 +45,22 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.opts.NodeID
 	resp.AuthorizedOperations = authorizedOpsUnknown
+	if r.IncludeClusterAuthorizedOperations { // decoded in v8-10 only
+		resp.AuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResourceName)
+	}
+	// topicOps is what a topic's metadata says the principal may do.
+	topicOps := func(name string) int32 {
+		if !r.IncludeTopicAuthorizedOperations {
+			return authorizedOpsUnknown
+		}
+		return c.authorizedOps(kmsg.ACLResourceTypeTopic, name)
+	}
 
 	view := s.b.View()
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	if allTopics {
 		for _, t := range view.Topics() {
-			resp.Topics = append(resp.Topics, topicMetadata(t, mem))
+			resp.Topics = append(resp.Topics, topicMetadata(t, mem, topicOps(t.Name)))
 		}
 		return done(resp), nil
 	}
@@ -73,6 +87,7 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 		switch {
 		case rt.Topic != nil:
 			mt.Topic = rt.Topic
+			mt.AuthorizedOperations = topicOps(*rt.Topic)
 			if err := fsm.ValidTopicName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, mt)
@@ -93,7 +108,7 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, topicMetadata(t, mem))
+		resp.Topics = append(resp.Topics, topicMetadata(t, mem, topicOps(t.Name)))
 	}
 	return done(resp), nil
 }
@@ -104,12 +119,13 @@ type membership struct {
 	live          []BrokerInfo
 }
 
-func topicMetadata(t *fsm.TopicView, m membership) kmsg.MetadataResponseTopic {
+// topicMetadata is t's metadata; ops is its authorized operations field.
+func topicMetadata(t *fsm.TopicView, m membership, ops int32) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
-	mt.AuthorizedOperations = authorizedOpsUnknown
+	mt.AuthorizedOperations = ops
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

@@ -96,6 +96,38 @@ func TestReadKIP74AndHighWatermark(t *testing.T) {
 	}
 }
 
+// TestReadWithin: without KIP-74's exception (every partition of a fetch
+// after the first that returned data), a read returns only the whole
+// batches that fit, and nothing when the first does not.
+func TestReadWithin(t *testing.T) {
+	l, _ := testLog(t, LogConfig{SegmentBytes: 1500})
+	batches := appendValues(t, l, 12, 2, 200, 0) // ~480-byte batches, 3 per segment
+	size := len(batches[0])
+	cases := []struct {
+		offset         int64
+		maxBytes       int
+		first, nbatchs int
+	}{
+		{0, 0, 0, 0},
+		{0, 1, 0, 0},
+		{0, size - 1, 0, 0},
+		{0, size, 0, 1},
+		{0, 2*size + size/2, 0, 2},
+		{3, size - 1, 0, 0},   // the batch holding offset 3 does not fit
+		{4, 5*size + 1, 2, 5}, // crosses segments
+	}
+	for _, c := range cases {
+		got, err := l.ReadWithin(c.offset, c.maxBytes, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := concat(batches[c.first : c.first+c.nbatchs])
+		if len(got) != len(want) || !bytes.Equal(got, want) {
+			t.Errorf("ReadWithin(%d, %d): %d bytes, want %d batches from %d (%d bytes)", c.offset, c.maxBytes, len(got), c.nbatchs, c.first, len(want))
+		}
+	}
+}
+
 func TestRollBySize(t *testing.T) {
 	l, dir := testLog(t, LogConfig{SegmentBytes: 1000})
 	batches := appendValues(t, l, 20, 1, 150, 0)

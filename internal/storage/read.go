@@ -20,8 +20,21 @@ const maxReadAttempts = 3
 // The first batch may begin before offset; Kafka clients skip the records
 // they did not ask for. Read holds no lock while it reads files.
 func (l *Log) Read(offset int64, maxBytes int, upTo int64) (out []byte, err error) {
+	return l.read(offset, maxBytes, upTo, true)
+}
+
+// ReadWithin is Read without the exception for the first batch: it returns
+// only whole batches that fit in maxBytes together, so nothing when the
+// batch holding offset is larger than maxBytes. It is how Kafka reads every
+// partition of a fetch after the first that returned data (KIP-74).
+func (l *Log) ReadWithin(offset int64, maxBytes int, upTo int64) ([]byte, error) {
+	return l.read(offset, maxBytes, upTo, false)
+}
+
+// read is Read (minOne) or ReadWithin.
+func (l *Log) read(offset int64, maxBytes int, upTo int64, minOne bool) (out []byte, err error) {
 	err = l.withViews(func() ([]segView, uint64, error) { return l.viewsFrom(offset) }, func(views []segView) error {
-		out, err = readViews(views, offset, maxBytes, upTo)
+		out, err = readViews(views, offset, maxBytes, upTo, minOne)
 		return err
 	})
 	return out, err
@@ -104,8 +117,9 @@ func release(views []segView) {
 	}
 }
 
-// readViews is the body of Read.
-func readViews(views []segView, offset int64, maxBytes int, upTo int64) ([]byte, error) {
+// readViews is the body of Read; minOne says whether the first batch goes
+// out whole even when larger than maxBytes.
+func readViews(views []segView, offset int64, maxBytes int, upTo int64, minOne bool) ([]byte, error) {
 	var out []byte // nil at the log end: no views
 	for i, v := range views {
 		if v.base >= upTo {
@@ -120,7 +134,7 @@ func readViews(views []segView, offset int64, maxBytes int, upTo int64) ([]byte,
 		}
 		for pos < v.size {
 			room := int64(maxBytes - len(out))
-			if len(out) == 0 {
+			if len(out) == 0 && minOne {
 				room = max(room, record.HeaderSize)
 			}
 			n := min(room, v.size-pos)
@@ -136,6 +150,9 @@ func readViews(views []segView, offset int64, maxBytes int, upTo int64) ([]byte,
 				return nil, err
 			}
 			if take == 0 && len(out) == 0 && !full {
+				if !minOne {
+					return nil, nil // the first batch does not fit
+				}
 				// KIP-74: the first batch goes out whole, however large.
 				h, _ := record.ParseHeader(buf)
 				if pos+int64(h.Size()) > v.size {
