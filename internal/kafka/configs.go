@@ -244,8 +244,12 @@ func brokerConfigName(topicConfig string) string {
 	switch topicConfig {
 	case "cleanup.policy":
 		return "log.cleanup.policy"
-	case "compression.type", "min.insync.replicas", "unclean.leader.election.enable":
+	case "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+		"min.insync.replicas", "unclean.leader.election.enable":
 		return topicConfig
+	case "local.retention.bytes", "local.retention.ms", "message.format.version",
+		"message.timestamp.after.max.ms", "message.timestamp.before.max.ms":
+		return "log." + topicConfig
 	case "delete.retention.ms":
 		return "log.cleaner.delete.retention.ms"
 	case "file.delete.delay.ms":
