@@ -88,6 +88,9 @@ type CreateTopic struct {
 	// every partition, so it is recorded but does not place replicas.
 	ReplicationFactor int16
 	Configs           []ConfigEntry
+	// Assignments, when given, are each partition's replicas as the client
+	// assigned them (assignments.go); Partitions is then their number.
+	Assignments [][]int32
 }
 
 // DeleteTopic deletes a topic by name, or by ID when ID is not zero.
@@ -100,6 +103,9 @@ type DeleteTopic struct {
 type CreatePartitions struct {
 	Name  string
 	Count int32
+	// Assignments, when given, are the new partitions' replicas, one list
+	// per new partition in order (assignments.go).
+	Assignments [][]int32
 }
 
 // ConfigOp is an IncrementalAlterConfigs operation; the values are Kafka's.
@@ -159,6 +165,7 @@ func (c CreateTopic) encode(w *writer) {
 		w.str(e.Name)
 		w.str(e.Value)
 	}
+	encodeAssignments(w, c.Assignments)
 }
 
 func (c DeleteTopic) encode(w *writer) {
@@ -169,6 +176,7 @@ func (c DeleteTopic) encode(w *writer) {
 func (c CreatePartitions) encode(w *writer) {
 	w.str(c.Name)
 	w.i32(c.Count)
+	encodeAssignments(w, c.Assignments)
 }
 
 func (c AlterConfigs) encode(w *writer) {
@@ -202,13 +210,14 @@ func decodeCommand(k Kind, r *reader) Command {
 		for i := 0; i < n; i++ {
 			c.Configs = append(c.Configs, ConfigEntry{Name: r.str(), Value: r.str()})
 		}
+		c.Assignments = decodeAssignments(r)
 		return c
 	case KindDeleteTopic:
 		c := DeleteTopic{Name: r.str()}
 		copy(c.ID[:], r.take(len(c.ID)))
 		return c
 	case KindCreatePartitions:
-		return CreatePartitions{Name: r.str(), Count: r.i32()}
+		return CreatePartitions{Name: r.str(), Count: r.i32(), Assignments: decodeAssignments(r)}
 	case KindAlterConfigs:
 		c := AlterConfigs{Topic: r.str(), Incremental: r.bool()}
 		n := r.count(3)
