@@ -536,7 +536,7 @@ func TestAlterConfigs(t *testing.T) {
 		t.Errorf("unknown topic: %v", rs[0].Err)
 	}
 	rs, _ = adm.AlterBrokerConfigs(ctx(t), []kadm.AlterConfig{{Name: "num.partitions", Value: kadm.StringPtr("3")}}, 0)
-	if !errors.Is(rs[0].Err, kerr.InvalidRequest) || !strings.Contains(rs[0].ErrMessage, "read-only") {
+	if !errors.Is(rs[0].Err, kerr.InvalidRequest) || !strings.Contains(rs[0].ErrMessage, "Cannot update these configs dynamically: Set(num.partitions)") {
 		t.Errorf("broker alter: %v %q", rs[0].Err, rs[0].ErrMessage)
 	}
 
