@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stele-io/stele/internal/loglevel"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -39,12 +40,15 @@ defaults; a flag given on the command line still wins over the file.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageError{err}
 			}
-			hopts := &slog.HandlerOptions{Level: level}
+			// The handler passes everything; levels (changed at run time
+			// through BROKER_LOGGER) decide what is written.
+			levels := loglevel.New(level)
+			hopts := &slog.HandlerOptions{Level: slog.LevelDebug - 1000}
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), hopts)
 			if strings.EqualFold(logFormat, "json") {
 				h = slog.NewJSONHandler(cmd.ErrOrStderr(), hopts)
 			}
-			log := slog.New(h)
+			log := slog.New(levels.Handler(h))
 			run, used, err := withNodeFile(cmd.Flags().Changed, cfg)
 			if err != nil {
 				return err
@@ -52,7 +56,7 @@ defaults; a flag given on the command line still wins over the file.`,
 			if used {
 				log.Info("using the node file", "path", filepath.Join(cfg.DataDir, server.NodeFileName))
 			}
-			run.Logger = log
+			run.Logger, run.LogLevels = log, levels
 			return server.Run(cmd.Context(), run)
 		},
 	}

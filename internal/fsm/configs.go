@@ -38,8 +38,9 @@ type ConfigDef struct {
 	Doc      string
 	min, max int64
 	valid    []string // for strings and lists: the allowed values
-	// check validates each element of a list whose values are open (valid
-	// is then unused).
+	// check validates a value beyond its type and range: each element of
+	// a list whose values are open, a string with no fixed set of values
+	// (valid is then unused), or a number or boolean Kafka checks further.
 	check func(string) error
 }
 
@@ -49,8 +50,14 @@ const maxLong = math.MaxInt64
 var topicConfigs = []ConfigDef{
 	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Enforced: true, valid: []string{"compact", "delete", "snapshot"},
 		Doc: "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key; snapshot (Stele): drop a key's records older than its latest snapshot record (docs/keys.md)"},
+	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", min: -1, max: 9, check: gzipLevel,
+		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
+	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", min: 1, max: 17,
+		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"},
 		Doc: "batches are stored as the producer compressed them whatever the value"},
+	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", min: -131072, max: 22,
+		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Enforced: true, min: 0, max: maxLong,
 		Doc: "how long tombstones stay in a compacted topic"},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", min: 0, max: maxLong},
@@ -58,11 +65,26 @@ var topicConfigs = []ConfigDef{
 		Doc: "durability comes from consensus; the log is fsynced at every commit"},
 	{Name: "flush.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
 		Doc: "durability comes from consensus; the log is fsynced at every commit"},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", check: throttledReplica,
+		Doc: "brokers do not replicate by fetching from a leader; nothing is throttled"},
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Enforced: true, min: 0, max: math.MaxInt32},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", check: throttledReplica,
+		Doc: "brokers do not replicate by fetching from a leader; nothing is throttled"},
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", min: -2, max: maxLong,
+		Doc: "tiered storage: there is no remote tier yet"},
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", min: -2, max: maxLong,
+		Doc: "tiered storage: there is no remote tier yet"},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", min: 1, max: maxLong},
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Enforced: true, min: 0, max: math.MaxInt32,
 		Doc: "largest record batch the topic accepts"},
-	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true"},
+	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true",
+		Doc: "deprecated in Kafka; Fetch below v4 (the only versions that down-convert) is not served"},
+	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", check: messageFormatVersion,
+		Doc: "deprecated in Kafka 3.0 and ignored by it since; batches are always RecordBatch v2"},
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+		Doc: "not checked yet: only message.timestamp.difference.max.ms bounds timestamps"},
+	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+		Doc: "not checked yet: only message.timestamp.difference.max.ms bounds timestamps"},
 	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: "9223372036854775807", Enforced: true, min: 0, max: maxLong,
 		Doc: "largest difference allowed between a CreateTime timestamp and the block time"},
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Enforced: true, valid: []string{"CreateTime", "LogAppendTime"},
@@ -73,6 +95,12 @@ var topicConfigs = []ConfigDef{
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", min: 1, max: math.MaxInt32,
 		Doc: "every broker holds every partition; a write is acknowledged once committed by consensus"},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false"},
+	{Name: "remote.log.copy.disable", Type: TypeBoolean, Default: "false",
+		Doc: "tiered storage: there is no remote tier yet"},
+	{Name: "remote.log.delete.on.disable", Type: TypeBoolean, Default: "false",
+		Doc: "tiered storage: there is no remote tier yet"},
+	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Enforced: true, check: remoteStorage,
+		Doc: "tiered storage is not available: true is refused, as by a Kafka broker with remote.log.storage.system.enable=false"},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", Enforced: true, min: -1, max: maxLong},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: -1, max: maxLong},
 	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Enforced: true, min: 14, max: math.MaxInt32},
@@ -112,14 +140,20 @@ func ValidateConfig(name, value string) error {
 		if err != nil || (d.Type == TypeInt && (v < math.MinInt32 || v > math.MaxInt32)) {
 			return fmt.Errorf("invalid value %s for configuration %s: not a number of type %s", value, name, typeName(d.Type))
 		}
-		if v < d.min || v > d.max {
+		if v < d.min {
 			return fmt.Errorf("invalid value %s for configuration %s: value must be at least %d", value, name, d.min)
+		}
+		if v > d.max {
+			return fmt.Errorf("invalid value %s for configuration %s: value must be no more than %d", value, name, d.max)
 		}
 	case TypeDouble:
 		if _, err := parseRatio(value); err != nil {
 			return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
 		}
 	case TypeString:
+		if d.check != nil {
+			break // checked below
+		}
 		if !contains(d.valid, value) {
 			return fmt.Errorf("invalid value %s for configuration %s: string must be one of: %s", value, name, strings.Join(d.valid, ", "))
 		}
@@ -135,6 +169,97 @@ func ValidateConfig(name, value string) error {
 				return fmt.Errorf("invalid value %s for configuration %s: list contains invalid value %q; valid values are %s", value, name, v, strings.Join(d.valid, ", "))
 			}
 		}
+		return nil
+	}
+	if d.check != nil {
+		if err := d.check(strings.TrimSpace(value)); err != nil {
+			return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
+		}
+	}
+	return nil
+}
+
+// gzipLevel is Kafka's check of compression.gzip.level: 1 to 9, or -1
+// for the library's default.
+func gzipLevel(v string) error {
+	if n, _ := strconv.Atoi(v); n == 0 {
+		return fmt.Errorf("Value must be between 1 and 9 or equal to -1")
+	}
+	return nil
+}
+
+// throttledReplica is Kafka's check of one element of
+// leader/follower.replication.throttled.replicas: partition:broker, or a
+// lone "*" for every replica.
+func throttledReplica(v string) error {
+	if v == "*" {
+		return nil
+	}
+	p, b, ok := strings.Cut(v, ":")
+	if ok && digits(p) && digits(b) {
+		return nil
+	}
+	return fmt.Errorf("must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// remoteStorage refuses remote.storage.enable=true with the message of a
+// Kafka broker whose remote.log.storage.system.enable is false: Stele has
+// no remote tier yet.
+func remoteStorage(v string) error {
+	if strings.EqualFold(v, "true") {
+		return fmt.Errorf("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+	}
+	return nil
+}
+
+// messageFormatVersions are the versions Kafka 3.9's MetadataVersion knows,
+// as message.format.version accepts them: each IBP version and, for the
+// releases, the release alone ("2.8" for "2.8-IV1").
+var messageFormatVersions = func() map[string]bool {
+	m := map[string]bool{"0.8.0": true, "0.8.1": true, "0.8.2": true, "0.9.0": true}
+	for _, rel := range []struct {
+		release string
+		ivs     int
+	}{
+		{"0.10.0", 2}, {"0.10.1", 3}, {"0.10.2", 1}, {"0.11.0", 3}, {"1.0", 1}, {"1.1", 1},
+		{"2.0", 2}, {"2.1", 3}, {"2.2", 2}, {"2.3", 2}, {"2.4", 2}, {"2.5", 1}, {"2.6", 1},
+		{"2.7", 3}, {"2.8", 2}, {"3.0", 2}, {"3.1", 1}, {"3.2", 1}, {"3.3", 4}, {"3.4", 1},
+		{"3.5", 3}, {"3.6", 3}, {"3.7", 5}, {"3.8", 1}, {"3.9", 1},
+	} {
+		m[rel.release] = true
+		for i := range rel.ivs {
+			m[fmt.Sprintf("%s-IV%d", rel.release, i)] = true
+		}
+	}
+	return m
+}()
+
+// messageFormatVersion is Kafka's MetadataVersion.fromVersionString: a
+// version is looked up by its first three dot-separated parts if it begins
+// with "0.", its first two otherwise, so "2.8.1" is "2.8".
+func messageFormatVersion(v string) error {
+	n := 2
+	if strings.HasPrefix(v, "0.") {
+		n = 3
+	}
+	key := v
+	if parts := strings.Split(v, "."); len(parts) > n {
+		key = strings.Join(parts[:n], ".")
+	}
+	if !messageFormatVersions[key] {
+		return fmt.Errorf("Version %s is not a valid version", v)
 	}
 	return nil
 }

@@ -143,6 +143,15 @@ func goldenScenario(t *testing.T) []block {
 		Configs: []ConfigEntry{{"retention.ms", "soon"}}})[0], kerr.InvalidConfig.Code)
 	must("corrupt gzip", g.cmds(100, Produce{Topic: "orders", Partition: 2, Records: corruptCompressed(t, g.now)})[0], kerr.CorruptMessage.Code)
 
+	// Manual replica assignments (assignments.go): recorded in the topic's
+	// value; new partitions assigned, or refused when inconsistent.
+	must("assigned topic", g.cmds(100, CreateTopic{Name: "assigned", Partitions: 2, ReplicationFactor: 2,
+		Assignments: [][]int32{{1, 0}, {2, 3}}})[0], 0)
+	must("assigned partitions", g.cmds(100, CreatePartitions{Name: "assigned", Count: 3, Assignments: [][]int32{{3, 1}}})[0], 0)
+	must("inconsistent assignment", g.cmds(100, CreatePartitions{Name: "assigned", Count: 4, Assignments: [][]int32{{0}}})[0],
+		kerr.InvalidReplicaAssignment.Code)
+	must("unassigned partitions of an assigned topic", g.cmds(100, CreatePartitions{Name: "assigned", Count: 4})[0], 0)
+
 	// A table key written, then deleted by a tombstone (its leaf,
 	// tables.go, holds the value's hash, then the tombstone).
 	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)

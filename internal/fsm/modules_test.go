@@ -23,7 +23,7 @@ var fileModules = map[string]module{
 	"snapshot_forge.go": modCore, "snapshot_restore.go": modCore, "snapshot_serve.go": modCore,
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
-	"housekeeping.go": modTopics, "compactor.go": modTopics,
+	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,

@@ -220,6 +220,7 @@ func encodeTopic(t *Topic) []byte {
 		w.str(k)
 		w.str(t.Configs[k])
 	}
+	encodeAssignments(w, t.Replicas)
 	return w.b
 }
 
@@ -285,6 +286,10 @@ func (f *FSM) load() error {
 		}
 		for i, c := 0, r.count(2); i < c; i++ {
 			t.Configs[r.str()] = r.str()
+		}
+		t.Replicas = decodeAssignments(r)
+		if t.Replicas != nil && len(t.Replicas) != int(n) {
+			return fmt.Errorf("stele/fsm: reading topic %q: %d partitions, %d replica lists", name, n, len(t.Replicas))
 		}
 		if err := r.done(); err != nil {
 			return fmt.Errorf("stele/fsm: reading topic %q: %w", name, err)

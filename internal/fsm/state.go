@@ -46,7 +46,11 @@ type Topic struct {
 	Configs    map[string]string
 	Config     TopicConfig
 	Partitions []*Partition
-	deleted    bool
+	// Replicas are the partitions' replicas as a client assigned them
+	// (assignments.go): nil when no partition was assigned, else one list
+	// per partition, empty for a partition created without an assignment.
+	Replicas [][]int32
+	deleted  bool
 }
 
 // Partition is one partition's log and offsets. The applier owns next,
@@ -211,6 +215,8 @@ type TopicView struct {
 	Configs           map[string]string
 	Config            TopicConfig
 	Partitions        []*Partition
+	// Replicas are the partitions' assigned replicas (Topic.Replicas).
+	Replicas [][]int32
 }
 
 // Topics returns the committed topics sorted by name.
@@ -245,7 +251,7 @@ func buildView(height int64, topics map[string]*Topic) *View {
 			cfg[k] = val
 		}
 		tv := &TopicView{Name: t.Name, ID: t.ID, ReplicationFactor: t.ReplicationFactor, Configs: cfg, Config: t.Config,
-			Partitions: append([]*Partition(nil), t.Partitions...)}
+			Partitions: append([]*Partition(nil), t.Partitions...), Replicas: append([][]int32(nil), t.Replicas...)}
 		v.topics[name] = tv
 		v.byID[t.ID] = tv
 		v.names = append(v.names, name)

@@ -51,6 +51,9 @@ type CreateTopic struct {
 	// every partition, so it is recorded but does not place replicas.
 	ReplicationFactor int16
 	Configs           []ConfigEntry
+	// Assignments, when given, are each partition's replicas as the client
+	// assigned them (assignments.go); Partitions is then their number.
+	Assignments [][]int32
 }
 
 // DeleteTopic deletes a topic by name, or by ID when ID is not zero.
@@ -63,6 +66,9 @@ type DeleteTopic struct {
 type CreatePartitions struct {
 	Name  string
 	Count int32
+	// Assignments, when given, are the new partitions' replicas, one list
+	// per new partition in order (assignments.go).
+	Assignments [][]int32
 }
 
 // ConfigOp is an IncrementalAlterConfigs operation; the values are Kafka's.
@@ -122,6 +128,7 @@ func (c CreateTopic) encode(w *writer) {
 		w.str(e.Name)
 		w.str(e.Value)
 	}
+	encodeAssignments(w, c.Assignments)
 }
 
 func (c DeleteTopic) encode(w *writer) {
@@ -132,6 +139,7 @@ func (c DeleteTopic) encode(w *writer) {
 func (c CreatePartitions) encode(w *writer) {
 	w.str(c.Name)
 	w.i32(c.Count)
+	encodeAssignments(w, c.Assignments)
 }
 
 func (c AlterConfigs) encode(w *writer) {
@@ -163,6 +171,7 @@ func decodeCreateTopic(r *reader) CreateTopic {
 	for i := 0; i < n; i++ {
 		c.Configs = append(c.Configs, ConfigEntry{Name: r.str(), Value: r.str()})
 	}
+	c.Assignments = decodeAssignments(r)
 	return c
 }
 
@@ -173,7 +182,7 @@ func decodeDeleteTopic(r *reader) DeleteTopic {
 }
 
 func decodeCreatePartitions(r *reader) CreatePartitions {
-	return CreatePartitions{Name: r.str(), Count: r.i32()}
+	return CreatePartitions{Name: r.str(), Count: r.i32(), Assignments: decodeAssignments(r)}
 }
 
 func decodeAlterConfigs(r *reader) AlterConfigs {
@@ -195,6 +204,9 @@ func decodeDeleteRecords(r *reader) DeleteRecords {
 
 // checkTopicCommand is the stateless check of the topics module's commands.
 func checkTopicCommand(c Command) Result {
+	if r := checkAssignmentCommand(c); r.Code != 0 {
+		return r
+	}
 	switch c := c.(type) {
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {

@@ -58,6 +58,7 @@ func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
 		t.Configs[e.Name] = e.Value
 	}
 	t.Config = resolveConfig(t.Configs)
+	assign(t, 0, c.Assignments)
 	if err := f.addPartitions(t, c.Partitions); err != nil {
 		for _, p := range t.Partitions {
 			p.log.Remove()
@@ -213,9 +214,19 @@ func (f *FSM) createPartitions(c CreatePartitions) Result {
 	if have := int32(len(t.Partitions)); c.Count <= have {
 		return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
 	}
+	if len(c.Assignments) > 0 {
+		if add := int(c.Count) - len(t.Partitions); len(c.Assignments) != add {
+			return fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(c.Assignments)))
+		}
+		if r := CheckAssignments(c.Assignments, assignedReplicas(t)); r.Code != 0 {
+			return r
+		}
+	}
+	from := len(t.Partitions)
 	if err := f.addPartitions(t, c.Count); err != nil {
 		return f.localFault("adding partitions to %s: %w", t.Name, err)
 	}
+	assign(t, from, c.Assignments)
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true
 	return Result{}

@@ -29,10 +29,11 @@ package kafka
 //  * Errors: unknown topic UNKNOWN_TOPIC_OR_PARTITION; unknown config name
 //    or invalid value INVALID_CONFIG with Kafka's message; a null value
 //    (other than for DELETE), a config named twice or a resource named
-//    twice INVALID_REQUEST; BROKER resources INVALID_REQUEST (broker configs
-//    are read-only in Stele); other resource types INVALID_REQUEST.
-// Not done: dynamic broker configs, BROKER_LOGGER, CLIENT_METRICS and GROUP
-// resources; sensitive configs (there are none); alter policies.
+//    twice INVALID_REQUEST; other resource types INVALID_REQUEST.
+//  * BROKER and BROKER_LOGGER changes: broker_configs.go; BROKER_LOGGER
+//    describes this broker's loggers and their levels.
+// Not done: dynamic BROKER configs (broker_configs.go), CLIENT_METRICS and
+// GROUP resources; sensitive configs (there are none); alter policies.
 
 import (
 	"fmt"
@@ -140,6 +141,11 @@ func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, n
 			return nil, p
 		}
 		return s.brokerConfigEntries(), problem{}
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		if p := s.checkNodeName(name); p.failed() {
+			return nil, p
+		}
+		return s.loggerConfigEntries(), problem{}
 	}
 	return nil, newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", typ))
 }
@@ -244,8 +250,12 @@ func brokerConfigName(topicConfig string) string {
 	switch topicConfig {
 	case "cleanup.policy":
 		return "log.cleanup.policy"
-	case "compression.type", "min.insync.replicas", "unclean.leader.election.enable":
+	case "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+		"min.insync.replicas", "unclean.leader.election.enable":
 		return topicConfig
+	case "local.retention.bytes", "local.retention.ms", "message.format.version",
+		"message.timestamp.after.max.ms", "message.timestamp.before.max.ms":
+		return "log." + topicConfig
 	case "delete.retention.ms":
 		return "log.cleaner.delete.retention.ms"
 	case "file.delete.delay.ms":
@@ -368,14 +378,16 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 		switch {
 		case named[key{r.typ, r.name}] > 1:
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("Duplicate resource: %s %q is named more than once.", r.typ, r.name))
-		case r.typ == kmsg.ConfigResourceTypeBroker:
-			p = newProblem(kerr.InvalidRequest, "broker configs are read-only in Stele: set them in the broker's configuration and restart it")
-		case r.typ != kmsg.ConfigResourceTypeTopic:
+		case r.typ != kmsg.ConfigResourceTypeTopic && r.typ != kmsg.ConfigResourceTypeBroker && r.typ != kmsg.ConfigResourceTypeBrokerLogger:
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", r.typ))
 		case r.dupKeys:
 			p = newProblem(kerr.InvalidRequest, "Error due to duplicate config keys")
 		case len(r.nulls) > 0:
 			p = newProblem(kerr.InvalidRequest, "Null value not supported for : "+strings.Join(r.nulls, ", "))
+		case r.typ == kmsg.ConfigResourceTypeBroker:
+			p = c.s.alterBroker(r)
+		case r.typ == kmsg.ConfigResourceTypeBrokerLogger:
+			p = c.s.alterLoggers(r, incremental, validateOnly)
 		default:
 			cmd := fsm.AlterConfigs{Topic: r.name, Incremental: incremental, Changes: r.changes}
 			if p = checkAlterConfigs(view, cmd); !p.failed() && !validateOnly {

@@ -8,8 +8,13 @@ package kafka
 //  * A count not above the current one gets INVALID_PARTITIONS, an unknown
 //    topic UNKNOWN_TOPIC_OR_PARTITION, a topic named twice INVALID_REQUEST
 //    ("Duplicate topic name.", one answer, nothing changed for it).
-//  * An explicit assignment gets INVALID_REQUEST: every broker holds every
-//    partition.
+//  * An explicit assignment gives each new partition's replicas, checked
+//    as Kafka's controller does (one list per new partition, else
+//    INVALID_REPLICA_ASSIGNMENT "Attempted to add N additional
+//    partition(s), but only M assignment(s) were specified."; each as long
+//    as the topic's replica lists are reported, naming registered brokers
+//    once each). Every broker still holds every partition; the assignment
+//    is recorded for Metadata (assignments.go).
 //  * validate_only runs the same checks against the committed state and
 //    changes nothing.
 // Not done: partition count policies (there is no alter policy).
@@ -44,11 +49,17 @@ func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
 		}
 		answered[rt.Topic] = true
 		cmd := fsm.CreatePartitions{Name: rt.Topic, Count: rt.Count}
+		if rt.Assignment != nil {
+			cmd.Assignments = make([][]int32, len(rt.Assignment))
+			for i, a := range rt.Assignment {
+				cmd.Assignments[i] = a.Replicas
+			}
+		}
 		var p problem
 		if seen[rt.Topic] > 1 {
 			p = newProblem(kerr.InvalidRequest, "Duplicate topic name.")
 		} else {
-			p = checkCreatePartitions(view, cmd, len(rt.Assignment) > 0)
+			p = c.s.checkCreatePartitions(view, cmd, rt.Assignment != nil)
 		}
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -71,20 +82,23 @@ func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
 }
 
 // checkCreatePartitions says why cmd cannot apply to the committed view.
-func checkCreatePartitions(view *fsm.View, cmd fsm.CreatePartitions, assigned bool) problem {
+// assigned says the request carried an assignment (possibly empty).
+func (s *Server) checkCreatePartitions(view *fsm.View, cmd fsm.CreatePartitions, assigned bool) problem {
 	t := view.Topic(cmd.Name)
-	switch {
-	case t == nil:
+	if t == nil {
 		return newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", cmd.Name))
-	case assigned:
-		return newProblem(kerr.InvalidRequest, "manual replica assignment is not supported: every broker holds every partition; give only the new count")
-	}
-	if p := checked(cmd); p.failed() {
-		return p
 	}
 	if have := int32(len(t.Partitions)); cmd.Count <= have {
 		return newProblem(kerr.InvalidPartitions,
 			fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, cmd.Count))
+	}
+	if assigned {
+		if p := s.partitionAssignments(t, cmd.Count, cmd.Assignments); p.failed() {
+			return p
+		}
+	}
+	if p := checked(cmd); p.failed() {
+		return p
 	}
 	return problem{}
 }

@@ -11,8 +11,13 @@ package kafka
 //    brokers. Every broker holds every partition, so a replication factor
 //    is recorded but places nothing, and one larger than the cluster is
 //    accepted.
-//  * A manual replica assignment gets INVALID_REQUEST: every broker holds
-//    every partition.
+//  * A manual replica assignment is taken as Kafka's controller takes it
+//    (num_partitions and replication_factor must be -1: INVALID_REQUEST;
+//    partitions listed once each, contiguous from 0, replica lists of one
+//    length naming registered brokers once each, at least one alive:
+//    INVALID_REPLICA_ASSIGNMENT with Kafka's message). Every broker still
+//    holds every partition; the assignment is recorded, Metadata reports it
+//    and the first live replica leads the partition (assignments.go).
 //  * A name given more than once gets one INVALID_REQUEST answer
 //    ("Duplicate topic name.") and is not created; the other topics are,
 //    as Kafka's controller does.
@@ -131,13 +136,23 @@ func (s *Server) checkCreateTopic(view *fsm.View, rt *kmsg.CreateTopicsRequestTo
 		return fsm.CreateTopic{}, newProblem(kerr.InvalidTopicException,
 			fmt.Sprintf("topic '%s' collides with existing topic: %s (names may not differ only by '.' and '_')", rt.Topic, other))
 	}
-	if len(rt.ReplicaAssignment) > 0 {
-		return fsm.CreateTopic{}, newProblem(kerr.InvalidRequest,
-			"manual replica assignment is not supported: every broker holds every partition; set num_partitions instead")
-	}
 	var nulls []string
 	cmd := fsm.CreateTopic{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor}
-	if cmd.Partitions == -1 {
+	if len(rt.ReplicaAssignment) > 0 {
+		given := make(map[int32][]int32, len(rt.ReplicaAssignment))
+		order := make([]int32, len(rt.ReplicaAssignment))
+		for i, a := range rt.ReplicaAssignment {
+			order[i] = a.Partition
+			if _, twice := given[a.Partition]; !twice {
+				given[a.Partition] = a.Replicas
+			}
+		}
+		as, p := s.topicAssignments(rt.NumPartitions, rt.ReplicationFactor, given, order)
+		if p.failed() {
+			return fsm.CreateTopic{}, p
+		}
+		cmd.Assignments, cmd.Partitions, cmd.ReplicationFactor = as, int32(len(as)), int16(len(as[0]))
+	} else if cmd.Partitions == -1 {
 		cmd.Partitions = s.opts.DefaultPartitions
 	}
 	for _, rc := range rt.Configs {

@@ -32,7 +32,6 @@ const (
 	endpointTypeController = 2
 )
 
-
 func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

@@ -9,6 +9,10 @@ package kafka
 //    from the topic and partition, so clients spread their load and move
 //    off a dead broker at their next metadata refresh. Any broker accepts
 //    produce and fetch for any partition. The leader epoch is always 0.
+//  * A partition created with a manual replica assignment reports its
+//    replicas as assigned, the live ones as in-sync, and the first live one
+//    as leader (the preferred leader); when none is alive, a live broker
+//    chosen as above leads it and is listed with them (assignments.go).
 //  * A null topic list (v1+; an empty one in v0) asks for every topic.
 //  * Unknown topics are created when auto.create.topics.enable is on and the
 //    request allows it (always before v4), with num.partitions partitions;
@@ -28,7 +32,6 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm"
 )
-
 
 func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.MetadataRequest)
@@ -129,10 +132,8 @@ func topicMetadata(t *fsm.TopicView, m membership, ops int32) kmsg.MetadataRespo
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = leader(m.live, t.Name, p.Index)
+		mp.Replicas, mp.ISR, mp.Leader = partitionReplicas(t, p.Index, m)
 		mp.LeaderEpoch = 0
-		mp.Replicas = m.replicas
-		mp.ISR = m.isr
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

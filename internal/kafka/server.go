@@ -58,6 +58,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stele-io/stele/internal/broker"
+	"github.com/stele-io/stele/internal/loglevel"
 )
 
 // Options configures the Kafka front-end.
@@ -133,7 +134,11 @@ type Options struct {
 	// MaxConnectionsPerIP (0 refuses every connection from it).
 	MaxConnectionsPerIPOverrides map[netip.Addr]int
 	Logger                       *slog.Logger
-	Registerer                   prometheus.Registerer
+	// LogLevels are the levels of Logger's components, which BROKER_LOGGER
+	// resources describe and change (nil: only a root logger, whose level
+	// changes nothing).
+	LogLevels  *loglevel.Levels
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) setDefaults() {
@@ -169,6 +174,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LogLevels == nil {
+		o.LogLevels = loglevel.New(slog.LevelInfo)
 	}
 }
 

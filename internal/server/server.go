@@ -30,6 +30,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/kafka"
+	"github.com/stele-io/stele/internal/loglevel"
 )
 
 // Config is a node's configuration.
@@ -88,6 +89,9 @@ type Config struct {
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP listener.
 	Pprof  bool
 	Logger *slog.Logger
+	// LogLevels, when set, are the levels Logger's handler obeys, changed
+	// at run time through Kafka's BROKER_LOGGER resource.
+	LogLevels *loglevel.Levels
 }
 
 // DefaultConfig is what `stele serve` runs without flags.
@@ -298,6 +302,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DefaultPartitions: cfg.DefaultPartitions,
 		DataDir:           cfg.DataDir,
 		Logger:            log.With("component", "kafka"),
+		LogLevels:         cfg.LogLevels,
 		Registerer:        reg,
 
 		MaxConnections:               cfg.MaxConnections,

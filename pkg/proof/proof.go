@@ -50,7 +50,10 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // value is proven present, not taken for absence; the ScheduleUpgrade
 // command and the app version's state (u/...), which format-4 binaries
 // refuse; and each table topic's keys' latest versions (TableKey).
-const AppHashFormat = 5
+// Format 6: CreateTopic and CreatePartitions carry manual replica
+// assignments, and a topic's value (TopicKey) its partitions' assigned
+// replicas.
+const AppHashFormat = 6
 
 const (
 	batchLeafDomain = "stele/batch/v1"

@@ -160,6 +160,9 @@ type Topic struct {
 	ReplicationFactor int16
 	Partitions        int32
 	Configs           map[string]string // the configs set on the topic, not the defaults
+	// Replicas are the partitions' replicas as a client assigned them: nil
+	// when none was, else one list per partition (empty: not assigned).
+	Replicas [][]int32
 }
 
 // Partition is a partition's proven offsets.
@@ -191,6 +194,21 @@ func DecodeTopic(v []byte) (Topic, error) {
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		k := r.str()
 		t.Configs[k] = r.str()
+	}
+	if n = r.uvarint(); n > uint64(len(r.b)) {
+		r.fail()
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		m := r.uvarint()
+		if m > uint64(len(r.b))/4 {
+			r.fail()
+			break
+		}
+		a := make([]int32, 0, m)
+		for j := uint64(0); j < m; j++ {
+			a = append(a, int32(r.u32()))
+		}
+		t.Replicas = append(t.Replicas, a)
 	}
 	return t, r.end()
 }

@@ -12,14 +12,15 @@ import (
 )
 
 // tableTopic is a topic entry as the store encodes it (DecodeTopic's
-// layout): id, replication factor, partitions, configs.
+// layout): id, replication factor, partitions, configs, no assigned
+// replicas.
 func tableTopic(id [16]byte, partitions int32, policy string) []byte {
 	b := append([]byte{storeValueVersion}, id[:]...)
 	b = binary.BigEndian.AppendUint16(b, 1)
 	b = binary.BigEndian.AppendUint32(b, uint32(partitions))
 	b = binary.AppendUvarint(b, 1)
 	b = binary.AppendUvarint(append(binary.AppendUvarint(b, uint64(len("cleanup.policy"))), "cleanup.policy"...), uint64(len(policy)))
-	return append(b, policy...)
+	return binary.AppendUvarint(append(b, policy...), 0)
 }
 
 // tableFixture is a state with table topic "kv" (two partitions): key

@@ -1,0 +1,170 @@
+package kafka
+
+// Dynamic broker configs: AlterConfigs and IncrementalAlterConfigs on
+// BROKER and BROKER_LOGGER resources (configs.go routes them here).
+// Behavior:
+//  * BROKER_LOGGER (IncrementalAlterConfigs only, as in Kafka; the legacy
+//    AlterConfigs answers "Unknown resource type 8"): this broker's id
+//    only; SET gives a logger (root, or a component: kafka, broker, fsm,
+//    cometbft, ...) one of Kafka's levels, DELETE makes a component follow
+//    the root again. The change is local to the broker asked and lasts
+//    until it restarts, as in Kafka. Errors are RuntimeLoggerManager's: an
+//    unknown logger or level INVALID_CONFIG, deleting the root's level or
+//    APPEND/SUBTRACT INVALID_REQUEST. DescribeConfigs lists every logger
+//    with its effective level as DYNAMIC_BROKER_LOGGER_CONFIG.
+//  * BROKER, this broker's id or "" (the cluster-wide default): a request
+//    with no configs succeeds; a config Kafka cannot change at run time
+//    (log.dirs, broker.id, num.partitions, ...) gets INVALID_REQUEST
+//    "Cannot update these configs dynamically: Set(...)", as Kafka
+//    answers; one Kafka can change at run time but Stele cannot yet
+//    (listener certificates, quotas and throttles, thread pools, the
+//    connection limits, the log.* topic defaults) gets INVALID_REQUEST
+//    saying so. Nothing is stored.
+// Not done: any dynamic BROKER config (the cluster-wide defaults would be
+// replicated state, a command of their own; listener certificates come
+// with issue 17's TLS and quota defaults with its quotas).
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/loglevel"
+)
+
+// loggerConfigEntries describes this broker's loggers.
+func (s *Server) loggerConfigEntries() []configEntry {
+	var out []configEntry
+	for _, l := range s.opts.LogLevels.Loggers() {
+		out = append(out, configEntry{name: l.Name, value: l.Level, source: kmsg.ConfigSourceDynamicBrokerLoggerConfig,
+			typ: kmsg.ConfigTypeString})
+	}
+	return out
+}
+
+// alterLoggers checks and (unless validateOnly) applies BROKER_LOGGER
+// changes, all or none.
+func (s *Server) alterLoggers(r alterResource, incremental, validateOnly bool) problem {
+	if !incremental {
+		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown resource type %d", kmsg.ConfigResourceTypeBrokerLogger))
+	}
+	if p := s.checkNodeName(r.name); p.failed() {
+		return p
+	}
+	levels := s.opts.LogLevels
+	for _, ch := range r.changes {
+		switch ch.Op {
+		case fsm.OpSet:
+			if !levels.Exists(ch.Name) {
+				return newProblem(kerr.InvalidConfig, fmt.Sprintf("Logger %s does not exist!", ch.Name))
+			}
+			if _, err := loglevel.ParseLevel(ch.Value); err != nil {
+				return newProblem(kerr.InvalidConfig, fmt.Sprintf("Cannot set the log level of %s to %s as it is not a supported log level. Valid log levels are %s",
+					ch.Name, ch.Value, loglevel.ValidLevels))
+			}
+		case fsm.OpDelete:
+			if !levels.Exists(ch.Name) {
+				return newProblem(kerr.InvalidConfig, fmt.Sprintf("Logger %s does not exist!", ch.Name))
+			}
+			if ch.Name == loglevel.Root {
+				return newProblem(kerr.InvalidRequest, "Removing the log level of the root logger is not allowed")
+			}
+		case fsm.OpAppend:
+			return newProblem(kerr.InvalidRequest, "APPEND operation is not allowed for the BROKER_LOGGER resource")
+		case fsm.OpSubtract:
+			return newProblem(kerr.InvalidRequest, "SUBTRACT operation is not allowed for the BROKER_LOGGER resource")
+		default:
+			return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown operation type %d is not allowed for the BROKER_LOGGER resource", ch.Op))
+		}
+	}
+	if validateOnly {
+		return problem{}
+	}
+	for _, ch := range r.changes {
+		if ch.Op == fsm.OpSet {
+			levels.SetLevel(ch.Name, ch.Value) // checked above
+			s.opts.Logger.Warn("updated the log level", "logger", ch.Name, "level", ch.Value)
+		} else {
+			levels.Unset(ch.Name)
+			s.opts.Logger.Warn("unset the log level", "logger", ch.Name)
+		}
+	}
+	return problem{}
+}
+
+// checkNodeName is RuntimeLoggerManager's check of a BROKER_LOGGER name.
+func (s *Server) checkNodeName(name string) problem {
+	var id int32
+	if _, err := fmt.Sscan(name, &id); err != nil || fmt.Sprint(id) != name {
+		return newProblem(kerr.InvalidRequest, "Node id must be an integer, but it is: "+name)
+	}
+	if id != s.opts.NodeID {
+		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unexpected node id. Expected %d, but received %s", s.opts.NodeID, name))
+	}
+	return problem{}
+}
+
+// alterBroker answers BROKER changes: none can be made in Stele yet, and
+// the refusal says why in Kafka's words where Kafka refuses too.
+func (s *Server) alterBroker(r alterResource) problem {
+	if r.name != "" {
+		if p := s.checkBrokerName(r.name); p.failed() {
+			return p
+		}
+	}
+	var static, notYet []string
+	for _, ch := range r.changes {
+		if ch.Op != fsm.OpSet && ch.Op != fsm.OpDelete && ch.Op != fsm.OpAppend && ch.Op != fsm.OpSubtract {
+			return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown operations type %d", ch.Op))
+		}
+		if kafkaDynamicBrokerConfig(ch.Name) {
+			notYet = append(notYet, ch.Name)
+		} else {
+			static = append(static, ch.Name)
+		}
+	}
+	switch {
+	case len(static) > 0:
+		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically: "+scalaSet(static))
+	case len(notYet) > 0:
+		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically in Stele yet (set them in the broker's configuration and restart it): "+scalaSet(notYet))
+	}
+	return problem{}
+}
+
+// scalaSet formats names as Kafka's messages print a Scala Set.
+func scalaSet(names []string) string {
+	sort.Strings(names)
+	return "Set(" + strings.Join(names, ", ") + ")"
+}
+
+// kafkaDynamicBrokerConfig reports whether Kafka 3.9 can change the named
+// broker config at run time (DynamicBrokerConfig.AllDynamicConfigs:
+// security and listener configs, the log cleaner, the log.* topic
+// defaults, thread pools, socket server limits, replication throttles,
+// metric reporters, remote log settings).
+func kafkaDynamicBrokerConfig(name string) bool {
+	for _, p := range []string{"ssl.", "sasl.", "listener.name.", "log.cleaner.", "remote.log."} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	switch name {
+	case "listeners", "advertised.listeners", "listener.security.protocol.map",
+		"num.io.threads", "num.network.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads",
+		"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate",
+		"leader.replication.throttled.rate", "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second",
+		"metric.reporters", "principal.builder.class", "producer.id.expiration.ms", "transaction.partition.verification.enable":
+		return true
+	}
+	for _, d := range fsm.TopicConfigDefs() {
+		if b := brokerConfigName(d.Name); b == name && b != "log.message.format.version" {
+			return true
+		}
+	}
+	return false
+}
