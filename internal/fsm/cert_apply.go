@@ -160,3 +160,21 @@ func (v *verifiedCerts) add(k Digest) {
 	v.set[k] = struct{}{}
 	v.next = (v.next + 1) % verifiedCertsMax
 }
+
+func init() {
+	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
+		stage: func(f *FSM, b *stateBatch) error {
+			if f.signersChanged {
+				b.Set(keySigners, encodeSigners(f.sortedSigners()))
+				f.signersChanged = false
+			}
+			for _, d := range f.certsAdded {
+				b.Set(certKey(f.certs[d], d), nil)
+			}
+			for _, e := range f.certsDropped {
+				b.Delete(certKey(e.height, e.digest))
+			}
+			f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
+			return nil
+		}})
+}

@@ -510,25 +510,11 @@ func (f *FSM) syncLogs() error {
 
 // publish makes the committed state visible to readers.
 func (f *FSM) publish(metaChanged bool) {
-	for p := range f.dirtyParts {
-		p.hwm.Store(p.next)
-		p.lso.Store(p.start)
-		if len(p.dirtyProducers) > 0 || p.producersView.Load() == nil {
-			p.publishProducers()
-		}
-		p.publishTxnState()
-	}
-	for _, t := range f.deleted {
-		for _, p := range t.Partitions {
-			p.removed.Store(true)
+	for _, st := range steps {
+		if st.publish != nil {
+			st.publish(f, metaChanged)
 		}
 	}
-	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.height, f.topics))
-	}
-	f.publishGroups()
-	f.publishTxns()
-	f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
 	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height

@@ -364,3 +364,9 @@ func (g *GroupView) ConsumerMember(id string) *ConsumerMemberView {
 
 // Empty reports whether the group has no members of either protocol.
 func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers) == 0 }
+
+func init() {
+	registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
+		stage:   func(f *FSM, b *stateBatch) error { f.persistGroups(b); return nil },
+		publish: func(f *FSM, _ bool) { f.publishGroups() }})
+}

@@ -22,7 +22,7 @@ var fileModules = map[string]module{
 	"registry.go": modCore, "result.go": modCore, "snapshot.go": modCore, "snapshot_codec.go": modCore,
 	"snapshot_forge.go": modCore, "snapshot_restore.go": modCore, "snapshot_serve.go": modCore,
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
-	"topics.go": modTopics, "topic_cmds.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
+	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
@@ -241,5 +241,27 @@ func TestRegistry(t *testing.T) {
 	r.b = []byte{1}
 	if decodeCommand(Kind(highest+1), &r); r.e == nil {
 		t.Errorf("decoding unregistered kind %d: no error", highest+1)
+	}
+}
+
+// TestSteps: the modules' steps run in a strict order of rank, each of a
+// known module and doing something; the order is what the golden app
+// hashes were made with (TestGoldenAppHashes).
+func TestSteps(t *testing.T) {
+	var names []string
+	for i, s := range steps {
+		if i > 0 && steps[i-1].rank >= s.rank {
+			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, steps[i-1].name, steps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.stage == nil && s.publish == nil {
+			t.Errorf("step %s: module %q, stage %v, publish %v", s.name, s.module, s.stage != nil, s.publish != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s", s.rank, s.name))
+	}
+	want := []string{"5 partitions and the topics view", "10 next producer id", "20 signers and certificates",
+		"30 key stream entries", "40 producer keys and signed sequences", "50 app version and upgrades",
+		"60 topics and partitions", "80 table versions", "90 groups and committed offsets", "100 producers", "110 transactions"}
+	if !slices.Equal(names, want) {
+		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed)", names, want)
 	}
 }

@@ -1,14 +1,11 @@
 package fsm
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 )
 
 // The metadata store's keys:
@@ -108,84 +105,14 @@ func (f *FSM) stage() error {
 		}
 	}
 	f.pending = b
-	if f.nextProducerID != f.stagedProducerID {
-		b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
-		f.stagedProducerID = f.nextProducerID
-	}
-	if f.signersChanged {
-		b.Set(keySigners, encodeSigners(f.sortedSigners()))
-		f.signersChanged = false
-	}
-	for _, d := range f.certsAdded {
-		b.Set(certKey(f.certs[d], d), nil)
-	}
-	for _, e := range f.certsDropped {
-		b.Delete(certKey(e.height, e.digest))
-	}
-	// Key stream entries before the deletions: a topic produced to and
-	// deleted in one block leaves none.
-	// Written in key order: the store inserts a sorted run into its
-	// memtable at a fraction of the cost of scattered keys.
-	type kv struct{ k, v []byte }
-	entries := make([]kv, 0, len(f.keysAdded))
-	size := 0
-	for _, e := range f.keysAdded {
-		if !e.topic.deleted {
-			size += keyEntryKeyLen(e)
+	for _, st := range steps {
+		if st.stage == nil {
+			continue
+		}
+		if err := st.stage(f, b); err != nil {
+			return err
 		}
 	}
-	arena := make([]byte, 0, size) // every entry's key, in one allocation
-	for _, e := range f.keysAdded {
-		if !e.topic.deleted {
-			start := len(arena)
-			arena = appendKeyEntryKey(arena, e)
-			entries = append(entries, kv{arena[start:len(arena):len(arena)], entryValue(e)})
-		}
-	}
-	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
-	for _, e := range entries {
-		b.b.Set(e.k, e.v) // the key index is outside the state trie (authstate.go)
-	}
-	f.persistSigned(b.Set)
-	f.persistUpgrade(b)
-	for _, t := range f.deleted {
-		b.DeletePrefix(keyTopicPrefix(t.ID))
-		b.DeletePrefix(tableTopicPrefix(t.ID))
-		b.DeletePrefix(batchProofPrefix(t.ID))
-		b.DeletePrefix(producerPrefix(t.Name))
-		b.DeletePrefix(abortedPrefix(t.Name))
-		b.Delete(topicKey(t.Name))
-		for _, p := range t.Partitions {
-			b.Delete(partitionKey(t.Name, p.Index))
-		}
-	}
-	names := make([]string, 0, len(f.dirtyTopics))
-	for n := range f.dirtyTopics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if t := f.topics[n]; t != nil {
-			b.Set(topicKey(n), encodeTopic(t))
-		}
-	}
-	for p := range f.dirtyParts {
-		w := &writer{}
-		w.u8(persistVersion)
-		w.i64(p.next)
-		w.i64(p.start)
-		w.i64(p.cleanedUpTo)
-		w.i64(p.compactHorizon)
-		w.i64(p.compactedAt)
-		b.Set(partitionKey(p.Topic, p.Index), w.b)
-	}
-	if err := f.stageTables(b); err != nil {
-		return fmt.Errorf("stele/fsm: table versions: %w", err)
-	}
-	f.persistGroups(b)
-	f.persistProducers(b)
-	f.persistTxns(b)
-	f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
 	return b.err
 }
 

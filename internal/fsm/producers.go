@@ -274,3 +274,16 @@ func (p *Partition) publishProducers() {
 	p.producersView.Store(&out)
 	clear(p.dirtyProducers)
 }
+
+func init() {
+	registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
+		stage: func(f *FSM, b *stateBatch) error {
+			if f.nextProducerID != f.stagedProducerID {
+				b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
+				f.stagedProducerID = f.nextProducerID
+			}
+			return nil
+		}})
+	registerStep(moduleStep{rank: 100, name: "producers", module: modProducers,
+		stage: func(f *FSM, b *stateBatch) error { f.persistProducers(b); return nil }})
+}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -29,6 +30,12 @@ import (
 //
 // Which module may call which is written down in modules_test.go
 // (TestModuleLayering), which reads this package's source.
+//
+// Besides its commands, a module registers its steps (registerStep): what
+// it writes into the block's store batch at the end of ApplyBlock (stage)
+// and what it publishes to readers at Commit (publish). The core runs them
+// in the order of their rank, which is part of what is hashed (a prefix
+// deletion and a write of the same key in one batch do not commute).
 
 // module names a part of the state machine.
 type module string
@@ -128,4 +135,31 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 		}
 	}
 	return s.apply(f, c, cmdAt{tx: txIndex, cmd: cmdIndex})
+}
+
+// moduleStep is a module's part in the core's per-block steps.
+type moduleStep struct {
+	rank   int
+	name   string
+	module module
+	// stage adds the block's changes to the state batch.
+	stage func(*FSM, *stateBatch) error
+	// publish makes the committed state visible to readers; metaChanged
+	// says a topic or partition was created, deleted or reconfigured.
+	publish func(f *FSM, metaChanged bool)
+}
+
+// steps holds the registered steps by rank.
+var steps []*moduleStep
+
+// registerStep adds a module's step; two steps of one rank are a
+// programming error.
+func registerStep(s moduleStep) {
+	for _, o := range steps {
+		if o.rank == s.rank {
+			panic(fmt.Sprintf("stele/fsm: steps %s and %s both of rank %d", o.name, s.name, s.rank))
+		}
+	}
+	steps = append(steps, &s)
+	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
 }

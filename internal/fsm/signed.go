@@ -205,3 +205,8 @@ func (f *FSM) persistSigned(set func(k, v []byte)) {
 	clear(f.keysSet)
 	clear(f.seqsAdded)
 }
+
+func init() {
+	registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
+		stage: func(f *FSM, b *stateBatch) error { f.persistSigned(b.Set); return nil }})
+}

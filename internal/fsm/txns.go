@@ -738,3 +738,14 @@ func (p *Partition) publishTxnState() {
 	}
 	p.abortedAdded, p.abortedDropped = p.abortedAdded[:0], p.abortedDropped[:0]
 }
+
+func init() {
+	// Published after the groups (rank 90): the earliest timer due is the
+	// groups' or the transactions'.
+	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
+		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },
+		publish: func(f *FSM, _ bool) {
+			f.publishTxns()
+			f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
+		}})
+}

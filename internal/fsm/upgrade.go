@@ -406,3 +406,8 @@ func (f *FSM) loadUpgrade() error {
 		return nil
 	})
 }
+
+func init() {
+	registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
+		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil }})
+}
