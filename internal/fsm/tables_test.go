@@ -340,3 +340,23 @@ func TestTableVersions(t *testing.T) {
 	}
 	f.Close()
 }
+
+// TestTableShowsRecordsBehindAnOpenTransaction: a record written outside
+// any transaction is a table's latest version as soon as it is committed,
+// even behind another producer's open transaction in the same partition
+// (docs/read-your-writes.md); the transaction's record shows at its commit.
+func TestTableShowsRecordsBehindAnOpenTransaction(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	x := &tableFixture{t: t, f: f, now: t0}
+	x.apply(CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{{"cleanup.policy", "compact"}}})
+	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
+	pid, ep := pr.ProducerID, pr.ProducerEpoch
+	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
+	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
+	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "b", "plain")})
+	x.expect("kv", "b", "0/1=plain")
+	x.expect("kv", "a", "none")
+	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
+	x.expect("kv", "a", "0/0=txn")
+}
