@@ -40,7 +40,9 @@ func (f *FSM) produce(c Produce) Result {
 	}
 	var keyBytes []byte // the batches' keys, copied: one allocation per doubling, not per key
 	base := int32(0)    // the index of the batch's first record in the record set
+	bases := make([]int32, len(batches))
 	for i, b := range batches {
+		bases[i] = base
 		var bad recordErrors // records whose Stele headers are wrong
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
@@ -111,7 +113,7 @@ func (f *FSM) produce(c Produce) Result {
 		next += int64(h.LastOffsetDelta) + 1
 	}
 	if conditional {
-		if r := f.checkVersions(t, p, keys, offsets, dup); r.Code != 0 {
+		if r := f.checkVersions(t, p, keys, bases, offsets, dup); r.Code != 0 {
 			return r
 		}
 	}

@@ -86,3 +86,31 @@ func TestProduceRecordErrors(t *testing.T) {
 		t.Fatal("record indexes must be hashed and their messages not")
 	}
 }
+
+// TestVersionConflictRecordError: a record whose expected version does not
+// hold is the failing record of its batch (docs/keys.md).
+func TestVersionConflictRecordError(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	expect := []record.RecordHeader{{Key: ExpectedVersionHeader, Value: []byte("-1")}}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
+		{OffsetDelta: 0, Key: []byte("b")},
+		{OffsetDelta: 1, Key: []byte("a"), Headers: expect},
+		{OffsetDelta: 2, Key: []byte("a"), Headers: expect}, // a is at version 1 by now
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+		tx(1, CreateTopic{Name: "acct", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, Produce{Topic: "acct", Partition: 0, Records: b}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Txs[1].Results[0]
+	if r.Code != kerr.InvalidRecord.Code || !r.VersionConflict || r.KeyVersion != 1 || !slices.Equal(indexes(r.RecordErrors), []int32{2}) {
+		t.Fatalf("conflict: code %d conflict %v version %d record errors %v (%s); want INVALID_RECORD at version 1 listing record 2",
+			r.Code, r.VersionConflict, r.KeyVersion, indexes(r.RecordErrors), r.Message)
+	}
+}
