@@ -115,7 +115,7 @@ type Options struct {
 // digestDomain opens the block digest of app version 1; its version is
 // proof.AppHashFormat (TestGoldenAppHashes checks they agree). Later app
 // versions may open it with another (blockDigestDomain).
-const digestDomain = "stele/block/v6"
+const digestDomain = "stele/block/v7"
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {
@@ -381,6 +381,10 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			if f.opts.rewordForTest != nil {
 				for j := range o.Results {
 					o.Results[j].Message = f.opts.rewordForTest(o.Results[j].Message)
+					for k := range o.Results[j].RecordErrors {
+						e := &o.Results[j].RecordErrors[k]
+						e.Message = f.opts.rewordForTest(e.Message)
+					}
 				}
 			}
 			o.Data = encodeResults(o.Results)

@@ -156,6 +156,11 @@ func goldenScenario(t *testing.T) []block {
 	// tables.go, holds the value's hash, then the tombstone).
 	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)
 	must("table delete", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "")})[0], 0)
+	// Keyless records in a compacted topic: the batch refused, each
+	// failing record's index in the hashed result (KIP-467).
+	if r := must("keyless records", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: mixedBatch(t, g.now+100, []string{"golden", "", "x", ""}, nil)})[0], kerr.InvalidRecord.Code); len(r.RecordErrors) != 2 {
+		t.Fatalf("golden scenario: keyless records: %d record errors, want 2", len(r.RecordErrors))
+	}
 	if ev, ok, err := f.TableLatest("table", []byte("golden")); err != nil || !ok || ev.Value != nil {
 		t.Fatalf("golden scenario: the table key is not deleted: %+v %v %v", ev, ok, err)
 	}

@@ -389,8 +389,9 @@ func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, s
 // checkVersions checks, in offset order, every expectation of the batches
 // about to be written at offsets (those not dup): a record's key must be
 // at the version it states, counting the records before it. Any failure
-// refuses the whole produce.
-func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []int64, dup []bool) Result {
+// refuses the whole produce, the record listed in its RecordErrors (bases
+// are the indexes of the batches' first records in the record set).
+func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int32, offsets []int64, dup []bool) Result {
 	latest := map[string]int64{} // versions the batches before have made
 	for i, ks := range keys {
 		if dup[i] {
@@ -416,6 +417,7 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, offsets []in
 				r := fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
 					k.key, t.Name, p.Index, want, now))
 				r.VersionConflict, r.KeyVersion = true, v
+				r.RecordErrors = []RecordError{{Index: bases[i] + k.delta, Message: fmt.Sprintf("version conflict on key %q: the record expects %s, but %s", k.key, want, now)}}
 				return r
 			}
 			latest[string(k.key)] = offsets[i] + int64(k.delta)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -38,13 +39,16 @@ func (f *FSM) produce(c Produce) Result {
 		}
 	}
 	var keyBytes []byte // the batches' keys, copied: one allocation per doubling, not per key
+	base := int32(0)    // the index of the batch's first record in the record set
+	bases := make([]int32, len(batches))
 	for i, b := range batches {
-		var bad error
+		bases[i] = base
+		var bad recordErrors // records whose Stele headers are wrong
 		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
-			if err != nil && bad == nil {
-				bad = fmt.Errorf("record %d: %w", delta, err)
+			if err != nil {
+				bad.add(base+delta, err.Error())
 			}
 			if key != nil {
 				// keyBytes may move as it grows; a key already taken
@@ -58,13 +62,14 @@ func (f *FSM) produce(c Produce) Result {
 		if err != nil {
 			return fail(record.ErrorCode(err), err.Error())
 		}
-		if bad != nil {
-			return fail(kerr.InvalidRecord.Code, bad.Error())
+		if bad.total > 0 {
+			return bad.result(kerr.InvalidRecord.Code)
 		}
-		if res := f.checkBatch(cfg, h, b); res.Code != 0 {
+		if res := f.checkBatch(t, p, h, b, base); res.Code != 0 {
 			return res
 		}
 		headers[i] = h
+		base += h.LastOffsetDelta + 1
 	}
 	// Idempotent producers' sequences, against a staged copy of their
 	// state: a retried batch is not written again, and the answer is the
@@ -108,7 +113,7 @@ func (f *FSM) produce(c Produce) Result {
 		next += int64(h.LastOffsetDelta) + 1
 	}
 	if conditional {
-		if r := f.checkVersions(t, p, keys, offsets, dup); r.Code != 0 {
+		if r := f.checkVersions(t, p, keys, bases, offsets, dup); r.Code != 0 {
 			return r
 		}
 	}
@@ -187,35 +192,90 @@ func sequenceProblem(code int16, st *producerState) string {
 }
 
 // checkBatch applies the topic's rules to one batch, as Kafka's LogValidator
-// does.
-func (f *FSM) checkBatch(cfg TopicConfig, h record.Header, b []byte) Result {
+// does: the batch's size and kind first, then each record (a key in a
+// compacted topic, a timestamp within message.timestamp.difference.max.ms),
+// every failing record listed in the result (base is the index of the
+// batch's first record in the record set).
+func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) Result {
+	cfg := t.Config
 	if len(b) > int(cfg.MaxMessageBytes) {
 		return fail(kerr.MessageTooLarge.Code, fmt.Sprintf("record batch of %d bytes exceeds max.message.bytes %d", len(b), cfg.MaxMessageBytes))
 	}
 	if h.Control() {
 		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
 	}
-	if !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong {
-		d := h.MaxTimestamp - f.blockTime
-		if d < 0 {
-			d = -d
-		}
-		if d > cfg.TimestampDifferenceMaxMs {
-			return fail(kerr.InvalidTimestamp.Code, fmt.Sprintf("timestamp %d is more than message.timestamp.difference.max.ms %d from the broker's time %d", h.MaxTimestamp, cfg.TimestampDifferenceMaxMs, f.blockTime))
+	checkTime := !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong
+	if !cfg.Compact && !checkTime {
+		return Result{}
+	}
+	_, recs, err := record.Records(b)
+	if err != nil {
+		return fail(kerr.CorruptMessage.Code, err.Error())
+	}
+	var bad recordErrors
+	timestamps := false // some record's timestamp is refused: INVALID_TIMESTAMP
+	for i, rec := range recs {
+		switch {
+		case cfg.Compact && rec.Key == nil:
+			bad.add(base+int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index))
+		case checkTime && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+			timestamps = true
+			bad.add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+				rec.Timestamp, base+int32(i), f.blockTime-cfg.TimestampDifferenceMaxMs, f.blockTime+cfg.TimestampDifferenceMaxMs))
 		}
 	}
-	if cfg.Compact {
-		_, recs, err := record.Records(b)
-		if err != nil {
-			return fail(kerr.CorruptMessage.Code, err.Error())
-		}
-		for _, rec := range recs {
-			if rec.Key == nil {
-				return fail(kerr.InvalidRecord.Code, "compacted topic cannot accept message without key")
-			}
-		}
+	switch {
+	case bad.total == 0:
+		return Result{}
+	case timestamps:
+		return bad.result(kerr.InvalidTimestamp.Code)
 	}
-	return Result{}
+	return bad.result(kerr.InvalidRecord.Code)
+}
+
+// outOfRange reports whether ts is more than maxDiff from now.
+func outOfRange(ts, now, maxDiff int64) bool {
+	d := ts - now
+	if d < 0 {
+		d = -d
+	}
+	return d > maxDiff
+}
+
+// recordErrors gathers the failing records of a batch, as Kafka's
+// LogValidator does before refusing it whole (KIP-467): the first
+// MaxRecordErrors of them, and how many there are.
+type recordErrors struct {
+	list  []RecordError
+	total int
+}
+
+func (e *recordErrors) add(index int32, msg string) {
+	e.total++
+	if len(e.list) < MaxRecordErrors {
+		e.list = append(e.list, RecordError{Index: index, Message: msg})
+	}
+}
+
+// result is the refusal of the batch with code, listing the records; its
+// message, like Kafka's, counts them and shows the first three.
+func (e *recordErrors) result(code int16) Result {
+	var b strings.Builder
+	if code == kerr.InvalidTimestamp.Code {
+		b.WriteString("One or more records have been rejected due to invalid timestamp")
+	} else {
+		fmt.Fprintf(&b, "One or more records have been rejected due to %d record errors in total", e.total)
+	}
+	b.WriteString("; nothing of the batch was written; the first: ")
+	for i, r := range e.list[:min(3, len(e.list))] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "record %d: %s", r.Index, r.Message)
+	}
+	res := fail(code, b.String())
+	res.RecordErrors = e.list
+	return res
 }
 
 func (f *FSM) deleteRecords(c DeleteRecords) Result {

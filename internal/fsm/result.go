@@ -37,9 +37,28 @@ type Result struct {
 	// was at (-1: no event yet).
 	VersionConflict bool
 	KeyVersion      int64
+	// Produce refused because some of its records break a rule (KIP-467):
+	// the failing records, in order, at most MaxRecordErrors of them (the
+	// Message gives the total). Their indexes are hashed, their messages
+	// are not.
+	RecordErrors []RecordError
 	// Height is the block that committed the command, set by the broker
 	// when it answers (not part of the results' encoding or the app hash).
 	Height int64
+}
+
+// MaxRecordErrors bounds Result.RecordErrors. Kafka lists every failing
+// record of a batch; a batch may hold hundreds of thousands of records, and
+// every index is in the hashed results, so Stele lists the first 1000 (a
+// client fails the records not listed too: the whole batch is refused).
+const MaxRecordErrors = 1000
+
+// RecordError is one record a Produce refused: Index is its position in the
+// partition's record set (its batch_index, when the set is one batch, as a
+// Produce v3+ carries), Message says why (not hashed).
+type RecordError struct {
+	Index   int32
+	Message string
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -72,6 +91,7 @@ const (
 	resGroup = 1 << iota
 	resProducer
 	resVersionConflict
+	resRecordErrors
 )
 
 // encodeResults is the deterministic encoding of a transaction's results,
@@ -83,7 +103,7 @@ const (
 //	result  := i16 code | i64 base offset | i64 log append time |
 //	           i64 log start offset | 16-byte topic id | i64 low watermark |
 //	           u8 presence | [group result] | [i64 producer id | i16 epoch] |
-//	           [i64 key version]
+//	           [i64 key version] | [count k | k × i32 record index]
 func encodeResults(rs []Result) []byte {
 	w := &writer{}
 	w.count(len(rs))
@@ -104,6 +124,9 @@ func encodeResults(rs []Result) []byte {
 		if r.VersionConflict {
 			presence |= resVersionConflict
 		}
+		if len(r.RecordErrors) > 0 {
+			presence |= resRecordErrors
+		}
 		w.u8(presence)
 		if r.Group != nil {
 			r.Group.encode(w)
@@ -114,6 +137,12 @@ func encodeResults(rs []Result) []byte {
 		}
 		if r.VersionConflict {
 			w.i64(r.KeyVersion)
+		}
+		if presence&resRecordErrors != 0 {
+			w.count(len(r.RecordErrors))
+			for _, e := range r.RecordErrors {
+				w.i32(e.Index)
+			}
 		}
 	}
 	return w.b

@@ -18,6 +18,12 @@ package kafka
 //    compacted topic INVALID_RECORD, a timestamp further than
 //    message.timestamp.difference.max.ms from the block time
 //    INVALID_TIMESTAMP; other partitions of the request are unaffected.
+//    Every record is checked, and from v8 the answer lists each failing
+//    record in record_errors (KIP-467: batch_index and
+//    batch_index_error_message, as Kafka words it), the first
+//    fsm.MaxRecordErrors (1000) of them where Kafka lists all (error_message
+//    gives the total); a client fails the unlisted records of the batch too
+//    (librdkafka with _INVALID_DIFFERENT_RECORD).
 //  * Stele's own record headers are checked in apply, failing the whole
 //    batch with INVALID_RECORD: a record expecting a version of its key
 //    other than the latest (docs/keys.md), a signature that does not verify
@@ -128,8 +134,26 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 				sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = o.BaseOffset, o.LogAppendTime, o.LogStartOffset
 			} else {
 				sp.ErrorMessage = o.msg
+				sp.ErrorRecords = recordErrors(r.Version, o.RecordErrors)
 			}
 		}
 		return resp
 	}, nil
+}
+
+// recordErrors is a refused partition's record_errors (Produce v8+).
+func recordErrors(version int16, es []fsm.RecordError) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	if version < 8 || len(es) == 0 {
+		return nil
+	}
+	out := make([]kmsg.ProduceResponseTopicPartitionErrorRecord, len(es))
+	for i, e := range es {
+		out[i] = kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		out[i].RelativeOffset = e.Index
+		if e.Message != "" {
+			m := e.Message
+			out[i].ErrorMessage = &m
+		}
+	}
+	return out
 }

@@ -53,7 +53,9 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // Format 6: CreateTopic and CreatePartitions carry manual replica
 // assignments, and a topic's value (TopicKey) its partitions' assigned
 // replicas.
-const AppHashFormat = 6
+// Format 7: a refused Produce's results list the indexes of its failing
+// records (KIP-467's record_errors).
+const AppHashFormat = 7
 
 const (
 	batchLeafDomain = "stele/batch/v1"
