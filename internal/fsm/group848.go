@@ -605,12 +605,19 @@ func (g *Group) consumerSubscribed(topic string) bool {
 	return false
 }
 
-// dropTopicFromConsumers forgets a deleted topic's partitions in every
-// member's assignment (the next heartbeat retargets).
-func dropTopicFromConsumers(g *Group, topic string) {
+// dropTopicFromConsumers retargets a consumer group after one of the
+// topics its members subscribe to was deleted (f.topics no longer holds
+// it), as Kafka does when the metadata image loses a subscribed topic:
+// the group epoch moves, the new target assignment leaves the topic out,
+// and each member's next heartbeat revokes the topic's partitions (told
+// to give them up, it keeps its epoch until it reports them released;
+// a deleted topic's id no longer resolves, so the heartbeat after that
+// releases them) before it takes the new epoch. Partitions the member
+// was still being asked to revoke are forgotten: it cannot own them any
+// longer in a way the group can see.
+func (f *FSM) dropTopicFromConsumers(g *Group, topic string) {
 	for _, m := range g.Consumers {
-		for _, tp := range []TopicPartitions{m.Assigned, m.Revoking, m.Target} {
-			delete(tp, topic)
-		}
+		delete(m.Revoking, topic)
 	}
+	f.maybeRetarget(g)
 }

@@ -154,3 +154,40 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 		t.Fatalf("after the takeover: %+v", g)
 	}
 }
+
+// TestConsumerGroupTopicDeleted (issue 27): when a subscribed topic is
+// deleted the group epoch moves at once, the target assignment drops the
+// topic, and the member's next heartbeat revokes its partitions (the
+// member keeps its epoch while revoking, as KIP-848's reconciliation has
+// it); the heartbeat after that takes the new epoch. A member still
+// reporting the deleted topic's id is not held up by it: the id no longer
+// names a topic.
+func TestConsumerGroupTopicDeleted(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1},
+		CreateTopic{Name: "gone", Partitions: 2, ReplicationFactor: -1})
+	ids := map[string]TopicID{"orders": d.f.View().Topic("orders").ID, "gone": d.f.View().Topic("gone").ID}
+	all := TopicPartitions{"orders": {0, 1}, "gone": {0, 1}}
+	orders := TopicPartitions{"orders": {0, 1}}
+	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "gone", "orders"))[0], 1, all)
+	wantAssignment(t, "A steady", d.block(100, cgBeat("A", 1, all, ids))[0], 1, nil)
+
+	d.block(100, DeleteTopic{Name: "gone"})
+	g := d.f.Groups().Group("cg")
+	if g.Epoch != 2 || g.AssignmentEpoch != 2 || !g.ConsumerMember("A").Target.equal(orders) {
+		t.Fatalf("after the delete: epoch %d/%d target %v, want 2/2 %v", g.Epoch, g.AssignmentEpoch, g.ConsumerMember("A").Target, orders)
+	}
+	if g.ConsumerState != "Reconciling" {
+		t.Fatalf("state %s after the delete, want Reconciling", g.ConsumerState)
+	}
+	wantAssignment(t, "A told to revoke the deleted topic", d.block(100, cgBeat("A", 1, all, ids))[0], 1, orders)
+	wantAssignment(t, "A reports the revocation", d.block(100, cgBeat("A", 1, all, ids))[0], 2, nil)
+	if s := d.f.Groups().Group("cg").ConsumerState; s != "Stable" {
+		t.Fatalf("state %s after the revocation, want Stable", s)
+	}
+	other := d.replay()
+	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
+		t.Fatal("the two state machines hold different groups")
+	}
+}

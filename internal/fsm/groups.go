@@ -659,7 +659,7 @@ func (f *FSM) dropTopicOffsets(topic string) {
 	for _, name := range sortedGroupNames(f.groups) {
 		g := f.groups[name]
 		if len(g.Consumers) > 0 {
-			dropTopicFromConsumers(g, topic)
+			f.dropTopicFromConsumers(g, topic)
 			f.touchGroup(g)
 		}
 		if parts, ok := g.Offsets[topic]; ok {

@@ -53,7 +53,9 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // Format 6: CreateTopic and CreatePartitions carry manual replica
 // assignments, and a topic's value (TopicKey) its partitions' assigned
 // replicas.
-const AppHashFormat = 6
+// Format 7: a KIP-848 group retargets when a subscribed topic is deleted
+// (the epoch moves, members revoke its partitions).
+const AppHashFormat = 7
 
 const (
 	batchLeafDomain = "stele/batch/v1"
