@@ -54,7 +54,10 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // assignments, and a topic's value (TopicKey) its partitions' assigned
 // replicas.
 // Format 7: a KIP-848 group retargets when a subscribed topic is deleted
-// (the epoch moves, members revoke its partitions).
+// (the epoch moves, members revoke its partitions), and resolves a
+// regular expression subscription at the end of the block, not in the
+// heartbeat that brought it (a group's value keeps its resolved regexes;
+// the block digest records each resolution).
 const AppHashFormat = 7
 
 const (
