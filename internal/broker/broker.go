@@ -173,11 +173,24 @@ const tickIdle = 300 * time.Millisecond
 // block only every few seconds, and the timer would wait for it. Block
 // time follows the validators' clocks, so the wall clock says when a block
 // made now would let the timer act.
+//
+// Under CometBFT a block's time is the median of the vote times that
+// committed the block before it (BFT time), so on an idle chain the block a
+// tick makes carries the time of the previous commit, from before the
+// timer fell due, and fires nothing; the block after it carries the tick
+// block's own commit time. So when the tick's block leaves the timer due,
+// the next tick goes out as soon as that block commits, not tickIdle
+// later: the timer fires two block intervals after it fell due instead of
+// two plus tickIdle and a poll. One follow-up only: a timer still due
+// after it waits for the next round of the loop.
 func (b *Broker) tickLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(tickIdle / 2)
 	defer t.Stop()
-	var last time.Time
+	var (
+		last     time.Time
+		inflight atomic.Bool
+	)
 	for {
 		select {
 		case <-b.stop:
@@ -185,18 +198,27 @@ func (b *Broker) tickLoop() {
 		case now := <-t.C:
 			due := b.fsm.GroupTimerDue()
 			idle := now.Sub(time.Unix(0, b.lastCommit.Load()))
-			if due > wallclock.Now().UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle {
+			if due > wallclock.Now().UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle || inflight.Load() {
 				continue
 			}
 			last = now
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			p := b.Enqueue(ctx, fsm.Tick{})
+			inflight.Store(true)
 			go func() {
-				defer cancel()
-				p.Wait(ctx)
+				defer inflight.Store(false)
+				b.tickOnce()
+				if b.fsm.GroupTimerDue() <= wallclock.Now().UnixMilli() {
+					b.tickOnce() // the first tick's block carried an older time
+				}
 			}()
 		}
 	}
+}
+
+// tickOnce orders an fsm.Tick and waits (up to 30 s) for its block.
+func (b *Broker) tickOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.Enqueue(ctx, fsm.Tick{}).Wait(ctx)
 }
 
 // Barrier returns once this broker has applied a block ordered after the

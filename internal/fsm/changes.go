@@ -30,6 +30,7 @@ const (
 	changeTxnIDExpired                            // name transactional id
 	changeMemberFenced                            // name group, sub member (KIP-848 revocation timed out)
 	changeProducerExpired                         // name topic, a partition, b producer id
+	changeRegexResolved                           // name group, sub regex, a topics it resolved to
 )
 
 // encode appends the change's hashed form:
@@ -69,6 +70,8 @@ func (c change) String() string {
 		return fmt.Sprintf("transactional id %s expired", c.name)
 	case changeMemberFenced:
 		return fmt.Sprintf("group %s: member %s fenced, revocation timed out", c.name, c.sub)
+	case changeRegexResolved:
+		return fmt.Sprintf("group %s: regex %q resolved to %d topics", c.name, c.sub, c.a)
 	case changeProducerExpired:
 		return fmt.Sprintf("producer %d expired in %s-%d", c.b, c.name, c.a)
 	}

@@ -104,11 +104,23 @@ type ConsumerMember struct {
 	reSrc string
 }
 
-// subscribes reports whether the member subscribes to topic.
-func (m *ConsumerMember) subscribes(topic string) bool {
+// subscribes reports whether m subscribes to topic: by name, or by its
+// regular expression as the group last resolved it (resolveRegexes), not
+// as it would match now.
+func (g *Group) subscribes(m *ConsumerMember, topic string) bool {
 	if slices.Contains(m.Topics, topic) {
 		return true
 	}
+	if m.Regex == "" {
+		return false
+	}
+	_, ok := slices.BinarySearch(g.Regexes[m.Regex], topic)
+	return ok
+}
+
+// matches reports whether the member's regular expression matches topic
+// (Kafka's consumer regexes match the whole name).
+func (m *ConsumerMember) matches(topic string) bool {
 	if m.Regex == "" {
 		return false
 	}
@@ -120,6 +132,58 @@ func (m *ConsumerMember) subscribes(topic string) bool {
 		m.re, m.reSrc = re, m.Regex
 	}
 	return m.re.MatchString(topic)
+}
+
+// resolveRegexes resolves the regular expressions g's members subscribe
+// to, at the end of a block. Kafka's coordinator resolves a regex that is
+// new to the group asynchronously, after the heartbeat that brought it
+// has been answered, and bumps the group epoch when the resolution lands
+// (GroupMetadataManager.maybeUpdateRegularExpressions and
+// handleRegularExpressionsResult): the heartbeat's answer covers the
+// literal topics only, and the regex's topics come at a later epoch.
+// Here the end of the block plays the asynchronous task, so the order
+// clients see is Kafka's and every broker computes it alike. With
+// refresh (the block created or deleted topics) every regex is resolved
+// again; Kafka refreshes at a heartbeat once 10 s have passed since the
+// last refresh, which has no block-time equivalent that would not delay
+// new topics for no reason. Regexes no member uses any more are dropped.
+func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []change) {
+	used := map[string]*ConsumerMember{}
+	for _, m := range g.sortedConsumers() {
+		if _, ok := used[m.Regex]; m.Regex != "" && !ok {
+			used[m.Regex] = m
+		}
+	}
+	changed := false
+	for _, re := range sortedKeys(g.Regexes) {
+		if used[re] == nil {
+			delete(g.Regexes, re)
+			changed = true
+		}
+	}
+	for _, re := range sortedKeys(used) {
+		old, ok := g.Regexes[re]
+		if ok && !refresh {
+			continue
+		}
+		topics := []string{}
+		for _, name := range sortedNames(f.topics) {
+			if used[re].matches(name) {
+				topics = append(topics, name)
+			}
+		}
+		if ok && slices.Equal(old, topics) {
+			continue
+		}
+		g.Regexes[re] = topics
+		changed = true
+		changes = append(changes, change{kind: changeRegexResolved, name: g.Name, sub: re, a: int64(len(topics))})
+	}
+	if changed {
+		f.touchGroup(g)
+		f.maybeRetarget(g)
+	}
+	return changes
 }
 
 func (g *Group) sortedConsumers() []*ConsumerMember {
@@ -333,7 +397,7 @@ func (f *FSM) removeConsumer(g *Group, m *ConsumerMember) {
 func (f *FSM) subscriptionDigest(g *Group) string {
 	topics := map[string]bool{}
 	for _, m := range g.Consumers {
-		for _, t := range f.subscribedTopics(m) {
+		for _, t := range f.subscribedTopics(g, m) {
 			topics[t] = true
 		}
 	}
@@ -348,7 +412,7 @@ func (f *FSM) subscriptionDigest(g *Group) string {
 }
 
 // subscribedTopics returns the existing topics m subscribes to, sorted.
-func (f *FSM) subscribedTopics(m *ConsumerMember) []string {
+func (f *FSM) subscribedTopics(g *Group, m *ConsumerMember) []string {
 	var out []string
 	if m.Regex == "" {
 		for _, name := range m.Topics { // sorted
@@ -359,7 +423,7 @@ func (f *FSM) subscribedTopics(m *ConsumerMember) []string {
 		return out
 	}
 	for _, name := range sortedNames(f.topics) {
-		if m.subscribes(name) {
+		if g.subscribes(m, name) {
 			out = append(out, name)
 		}
 	}
@@ -398,9 +462,9 @@ func (f *FSM) maybeRetarget(g *Group) {
 	members := g.sortedConsumers()
 	var targets map[string]TopicPartitions
 	if g.assignor() == "range" {
-		targets = f.assignRange(members)
+		targets = f.assignRange(g, members)
 	} else {
-		targets = f.assignUniform(members)
+		targets = f.assignUniform(g, members)
 	}
 	for _, m := range members {
 		m.Target = targets[m.ID]
@@ -415,12 +479,12 @@ func (f *FSM) maybeRetarget(g *Group) {
 // assignRange gives each topic's partitions to its subscribers in
 // contiguous ranges, by member id order; the first members get one more
 // when the partitions do not divide evenly.
-func (f *FSM) assignRange(members []*ConsumerMember) map[string]TopicPartitions {
+func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]TopicPartitions {
 	out := map[string]TopicPartitions{}
 	for _, name := range sortedNames(f.topics) {
 		var subs []*ConsumerMember
 		for _, m := range members {
-			if m.subscribes(name) {
+			if g.subscribes(m, name) {
 				subs = append(subs, m)
 			}
 		}
@@ -452,7 +516,7 @@ func (f *FSM) assignRange(members []*ConsumerMember) map[string]TopicPartitions 
 // balance allows (sticky): first every member keeps up to its fair share
 // of what it had, then each remaining partition goes to the subscriber
 // holding the fewest (its previous owner on a tie, then member id order).
-func (f *FSM) assignUniform(members []*ConsumerMember) map[string]TopicPartitions {
+func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]TopicPartitions {
 	out := map[string]TopicPartitions{}
 	type tp struct {
 		topic string
@@ -461,7 +525,7 @@ func (f *FSM) assignUniform(members []*ConsumerMember) map[string]TopicPartition
 	var all []tp
 	for _, name := range sortedNames(f.topics) {
 		for _, m := range members {
-			if m.subscribes(name) {
+			if g.subscribes(m, name) {
 				for p := range int32(len(f.topics[name].Partitions)) {
 					all = append(all, tp{name, p})
 				}
@@ -481,7 +545,7 @@ func (f *FSM) assignUniform(members []*ConsumerMember) map[string]TopicPartition
 		for _, t := range sortedKeys(m.Target) {
 			for _, p := range m.Target[t] {
 				prev[tp{t, p}] = m.ID
-				if f.topics[t] != nil && p < int32(len(f.topics[t].Partitions)) && m.subscribes(t) && count[m.ID] < fair {
+				if f.topics[t] != nil && p < int32(len(f.topics[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
 					out[m.ID].add(t, p)
 					count[m.ID]++
 					taken[tp{t, p}] = true
@@ -495,7 +559,7 @@ func (f *FSM) assignUniform(members []*ConsumerMember) map[string]TopicPartition
 		}
 		var best *ConsumerMember
 		for _, m := range members {
-			if !m.subscribes(x.topic) {
+			if !g.subscribes(m, x.topic) {
 				continue
 			}
 			switch {
@@ -598,19 +662,26 @@ func (g *Group) consumerDeadline() int64 {
 // subscribes to topic.
 func (g *Group) consumerSubscribed(topic string) bool {
 	for _, m := range g.Consumers {
-		if m.subscribes(topic) {
+		if g.subscribes(m, topic) {
 			return true
 		}
 	}
 	return false
 }
 
-// dropTopicFromConsumers forgets a deleted topic's partitions in every
-// member's assignment (the next heartbeat retargets).
-func dropTopicFromConsumers(g *Group, topic string) {
+// dropTopicFromConsumers retargets a consumer group after one of the
+// topics its members subscribe to was deleted (f.topics no longer holds
+// it), as Kafka does when the metadata image loses a subscribed topic:
+// the group epoch moves, the new target assignment leaves the topic out,
+// and each member's next heartbeat revokes the topic's partitions (told
+// to give them up, it keeps its epoch until it reports them released;
+// a deleted topic's id no longer resolves, so the heartbeat after that
+// releases them) before it takes the new epoch. Partitions the member
+// was still being asked to revoke are forgotten: it cannot own them any
+// longer in a way the group can see.
+func (f *FSM) dropTopicFromConsumers(g *Group, topic string) {
 	for _, m := range g.Consumers {
-		for _, tp := range []TopicPartitions{m.Assigned, m.Revoking, m.Target} {
-			delete(tp, topic)
-		}
+		delete(m.Revoking, topic)
 	}
+	f.maybeRetarget(g)
 }

@@ -154,3 +154,93 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 		t.Fatalf("after the takeover: %+v", g)
 	}
 }
+
+// TestConsumerGroupTopicDeleted (issue 27): when a subscribed topic is
+// deleted the group epoch moves at once, the target assignment drops the
+// topic, and the member's next heartbeat revokes its partitions (the
+// member keeps its epoch while revoking, as KIP-848's reconciliation has
+// it); the heartbeat after that takes the new epoch. A member still
+// reporting the deleted topic's id is not held up by it: the id no longer
+// names a topic.
+func TestConsumerGroupTopicDeleted(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1},
+		CreateTopic{Name: "gone", Partitions: 2, ReplicationFactor: -1})
+	ids := map[string]TopicID{"orders": d.f.View().Topic("orders").ID, "gone": d.f.View().Topic("gone").ID}
+	all := TopicPartitions{"orders": {0, 1}, "gone": {0, 1}}
+	orders := TopicPartitions{"orders": {0, 1}}
+	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "gone", "orders"))[0], 1, all)
+	wantAssignment(t, "A steady", d.block(100, cgBeat("A", 1, all, ids))[0], 1, nil)
+
+	d.block(100, DeleteTopic{Name: "gone"})
+	g := d.f.Groups().Group("cg")
+	if g.Epoch != 2 || g.AssignmentEpoch != 2 || !g.ConsumerMember("A").Target.equal(orders) {
+		t.Fatalf("after the delete: epoch %d/%d target %v, want 2/2 %v", g.Epoch, g.AssignmentEpoch, g.ConsumerMember("A").Target, orders)
+	}
+	if g.ConsumerState != "Reconciling" {
+		t.Fatalf("state %s after the delete, want Reconciling", g.ConsumerState)
+	}
+	wantAssignment(t, "A told to revoke the deleted topic", d.block(100, cgBeat("A", 1, all, ids))[0], 1, orders)
+	wantAssignment(t, "A reports the revocation", d.block(100, cgBeat("A", 1, all, ids))[0], 2, nil)
+	if s := d.f.Groups().Group("cg").ConsumerState; s != "Stable" {
+		t.Fatalf("state %s after the revocation, want Stable", s)
+	}
+	other := d.replay()
+	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
+		t.Fatal("the two state machines hold different groups")
+	}
+}
+
+// TestConsumerGroupRegexResolvedLater (issue 27): Kafka's coordinator
+// resolves a regular expression new to the group asynchronously
+// (GroupMetadataManager.maybeUpdateRegularExpressions): the heartbeat that
+// brings it is answered with the literal topics' partitions only, and the
+// regex's topics join the target at a later group epoch. Here the end of
+// the block resolves it. A topic created later that the regex matches
+// joins at the end of its block, a member bringing a regex the group has
+// already resolved is assigned its topics at once, and the resolution is
+// replayed alike.
+func TestConsumerGroupRegexResolvedLater(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1},
+		CreateTopic{Name: "ev-1", Partitions: 1, ReplicationFactor: -1})
+	view := d.f.View()
+	ids := map[string]TopicID{"orders": view.Topic("orders").ID, "ev-1": view.Topic("ev-1").ID}
+	join := func(id string) ConsumerGroupHeartbeat {
+		c := cgJoin(id, "orders")
+		c.RegexSet, c.Regex = true, "ev-.*"
+		return c
+	}
+	literal := TopicPartitions{"orders": {0}}
+	wantAssignment(t, "A joins with a literal topic and a regex", d.block(100, join("A"))[0], 1, literal)
+	g := d.f.Groups().Group("cg")
+	if g.Epoch != 2 || !g.ConsumerMember("A").Target.equal(TopicPartitions{"orders": {0}, "ev-1": {0}}) {
+		t.Fatalf("after the join's block: epoch %d target %v, want 2 with ev-1 resolved", g.Epoch, g.ConsumerMember("A").Target)
+	}
+	both := TopicPartitions{"orders": {0}, "ev-1": {0}}
+	wantAssignment(t, "A's next heartbeat takes the regex's topics", d.block(100, cgBeat("A", 1, literal, ids))[0], 2, both)
+
+	d.block(100, CreateTopic{Name: "ev-2", Partitions: 1, ReplicationFactor: -1})
+	ids["ev-2"] = d.f.View().Topic("ev-2").ID
+	if g := d.f.Groups().Group("cg"); g.Epoch != 3 {
+		t.Fatalf("epoch %d after a matching topic was created, want 3", g.Epoch)
+	}
+	three := TopicPartitions{"orders": {0}, "ev-1": {0}, "ev-2": {0}}
+	wantAssignment(t, "A takes the new topic", d.block(100, cgBeat("A", 2, both, ids))[0], 3, three)
+
+	// B brings the regex the group already resolved: its join's target
+	// covers the regex's topics (B gets its share once A releases it).
+	d.block(100, join("B"))
+	if tb := d.f.Groups().Group("cg").ConsumerMember("B").Target; tb.count() == 0 {
+		t.Fatalf("B's target %v is empty", tb)
+	}
+	if g := d.f.Groups().Group("cg"); g.Epoch != 4 {
+		t.Fatalf("epoch %d after B joined, want 4 (no second bump for a resolved regex)", g.Epoch)
+	}
+	other := d.replay()
+	if !reflect.DeepEqual(other.Groups().Groups(), d.f.Groups().Groups()) {
+		t.Fatal("the two state machines hold different groups")
+	}
+}

@@ -121,6 +121,17 @@ func encodeGroup(g *Group) []byte {
 		w.i64(m.LastSeenMs)
 		w.bool(m.Sent)
 	}
+	if len(g.Regexes) > 0 { // absent before AppHashFormat 7, and in groups without regexes
+		regexes := sortedKeys(g.Regexes)
+		w.count(len(regexes))
+		for _, re := range regexes {
+			w.str(re)
+			w.count(len(g.Regexes[re]))
+			for _, t := range g.Regexes[re] {
+				w.str(t)
+			}
+		}
+	}
 	return w.b
 }
 
@@ -155,6 +166,16 @@ func decodeGroup(name string, v []byte) (*Group, error) {
 		m.Assigned, m.Revoking, m.Target = decodeTopicPartitions(r), decodeTopicPartitions(r), decodeTopicPartitions(r)
 		m.RevokeDeadlineMs, m.LastSeenMs, m.Sent = r.i64(), r.i64(), r.bool()
 		g.Consumers[m.ID] = m
+	}
+	if len(r.b) > 0 && r.e == nil {
+		for i, n := 0, r.count(2); i < n; i++ {
+			re := r.str()
+			topics := []string{}
+			for j, nt := 0, r.count(1); j < nt; j++ {
+				topics = append(topics, r.str())
+			}
+			g.Regexes[re] = topics
+		}
 	}
 	if err := r.done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading group %q: %w", name, err)

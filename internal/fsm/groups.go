@@ -111,11 +111,16 @@ type Group struct {
 	AssignmentEpoch int32
 	SubsDigest      string
 	Consumers       map[string]*ConsumerMember
+	// Regexes are the regular expressions the members subscribe to, each
+	// with the topics (sorted) it resolved to at the end of the block that
+	// brought it or last created or deleted a topic (resolveRegexes).
+	Regexes map[string][]string
 }
 
 func newGroup(name string, now int64) *Group {
 	return &Group{Name: name, Members: map[string]*Member{}, Pending: map[string]int64{},
-		Offsets: map[string]map[int32]CommittedOffset{}, EmptySinceMs: now, Consumers: map[string]*ConsumerMember{}}
+		Offsets: map[string]map[int32]CommittedOffset{}, EmptySinceMs: now, Consumers: map[string]*ConsumerMember{},
+		Regexes: map[string][]string{}}
 }
 
 // sortedMembers returns the members in join order.
@@ -659,7 +664,7 @@ func (f *FSM) dropTopicOffsets(topic string) {
 	for _, name := range sortedGroupNames(f.groups) {
 		g := f.groups[name]
 		if len(g.Consumers) > 0 {
-			dropTopicFromConsumers(g, topic)
+			f.dropTopicFromConsumers(g, topic)
 			f.touchGroup(g)
 		}
 		if parts, ok := g.Offsets[topic]; ok {
@@ -689,6 +694,13 @@ func (f *FSM) groupTimers() (changes []change) {
 			}
 		}
 		sort.Strings(names)
+	}
+	// A block that created or deleted topics resolves every group's
+	// regular expressions again (resolveRegexes), so every group is looked
+	// at; looking at a group whose timers are not due changes nothing.
+	topicsChanged := len(f.dirtyTopics) > 0
+	if topicsChanged && now < f.groupsDue {
+		names = sortedGroupNames(f.groups)
 	}
 	for _, n := range names {
 		g := f.groups[n]
@@ -727,6 +739,7 @@ func (f *FSM) groupTimers() (changes []change) {
 		}
 		if g.Type == GroupConsumer {
 			changes = append(changes, f.consumerTimers(g)...)
+			changes = append(changes, f.resolveRegexes(g, topicsChanged)...)
 		}
 	}
 	if now >= f.groupsDue {

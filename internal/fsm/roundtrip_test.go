@@ -76,6 +76,7 @@ func TestDecodedStateOwnsItsBytes(t *testing.T) {
 	}
 	g := newGroup("g", 0)
 	g.Members["m"] = &Member{ID: "m", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1, 2, 3}}}, Assignment: []byte{9, 8, 7}}
+	g.Regexes["ev-.*"], g.Regexes["none"] = []string{"ev-1", "ev-2"}, []string{}
 	want := encodeGroup(g)
 	v := bytes.Clone(want)
 	got, err := decodeGroup("g", v)

@@ -55,6 +55,11 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // replicas.
 // Format 7: a refused Produce's results list the indexes of its failing
 // records (KIP-467's record_errors).
+// Also in format 7: a KIP-848 group retargets when a subscribed topic is
+// deleted (the epoch moves, members revoke its partitions), and resolves a
+// regular expression subscription at the end of the block, not in the
+// heartbeat that brought it (a group's value keeps its resolved regexes;
+// the block digest records each resolution).
 const AppHashFormat = 7
 
 const (
