@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -163,36 +161,10 @@ func (o clusterUpgradeOptions) signers() ([]validatorKey, error) {
 }
 
 func upgradeRequest(ctx context.Context, g *globalOptions, method, addr string, body, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	if err := jsonRequest(ctx, g, method, "http://"+addr+"/v1/cluster/upgrade", body, out); err != nil {
+		return fmt.Errorf("%s %s/v1/cluster/upgrade: %w", method, addr, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/v1/cluster/upgrade", rd)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("the broker refused the upgrade: %s", e.Error)
-		}
-		return errors.New(resp.Status)
-	}
-	return json.Unmarshal(data, out)
+	return nil
 }
 
 func printUpgrade(w io.Writer, g *globalOptions, st httpapi.UpgradeView) error {

@@ -138,6 +138,13 @@ brokers then verify every record signed for PRINCIPAL against it.`,
 
 // producerKeyRequest sends a request to /v1/producer-keys/{principal}.
 func producerKeyRequest(ctx context.Context, g *globalOptions, method, addr, principal string, body any, out any) error {
+	return jsonRequest(ctx, g, method, "http://"+addr+"/v1/producer-keys/"+url.PathEscape(principal), body, out)
+}
+
+// jsonRequest sends body (nil: none) as JSON to url and decodes a 200
+// answer into out; another answer is an error carrying the broker's
+// "error" text, or the status.
+func jsonRequest(ctx context.Context, g *globalOptions, method, url string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -148,7 +155,7 @@ func producerKeyRequest(ctx context.Context, g *globalOptions, method, addr, pri
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/v1/producer-keys/"+url.PathEscape(principal), rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}

@@ -243,11 +243,8 @@ func serveTableProof(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusInternalServerError, "proving %q of %q: %v", key, topic, err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
-		defer cancel()
-		if sp.SignedHeader, err = signedHeader(ctx, opts, sp.Height+1); err != nil {
-			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "the signed header of height %d, which carries the app hash of the state's block: %v", sp.Height+1, err)
+		var ok bool
+		if sp.SignedHeader, ok = stateHeader(w, r, opts, sp.Height); !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -147,11 +147,8 @@ func serveStateProof(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusInternalServerError, "proving the state: %v", err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
-		defer cancel()
-		if sp.SignedHeader, err = signedHeader(ctx, opts, sp.Height+1); err != nil {
-			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "the signed header of height %d, which carries the app hash of the state's block: %v", sp.Height+1, err)
+		var ok bool
+		if sp.SignedHeader, ok = stateHeader(w, r, opts, sp.Height); !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -162,6 +159,21 @@ func serveStateProof(opts Options) http.HandlerFunc {
 // signedHeader waits until the broker has committed height (its header is
 // then in the block store, and archived before CometBFT may prune it) and
 // returns that height's signed header.
+// stateHeader returns the signed header of height+1, which carries the
+// app hash of the state at height, waiting for it up to proofHeaderWait;
+// without it, it answers 503 with Retry-After and returns false.
+func stateHeader(w http.ResponseWriter, r *http.Request, opts Options, height int64) ([]byte, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), proofHeaderWait)
+	defer cancel()
+	sh, err := signedHeader(ctx, opts, height+1)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "the signed header of height %d, which carries the app hash of the state's block: %v", height+1, err)
+		return nil, false
+	}
+	return sh, true
+}
+
 func signedHeader(ctx context.Context, opts Options, height int64) ([]byte, error) {
 	if _, err := waitHeight(ctx, opts, height); err != nil {
 		return nil, err
