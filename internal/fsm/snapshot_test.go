@@ -115,16 +115,26 @@ func tryRestore(t testing.TB, f *FSM, s *Snapshot) error {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	if i, err := applyChunks(t, r, s); err != nil {
+		t.Fatalf("chunk %d: %v", i, err)
+	}
+	return f.RestoreSnapshot(r)
+}
+
+// applyChunks applies s's chunks to r until one is refused, and returns
+// its index and the error (nil after the last).
+func applyChunks(t testing.TB, r *Restore, s *Snapshot) (uint32, error) {
+	t.Helper()
 	for i := uint32(0); i < s.Chunks(); i++ {
 		c, err := s.Chunk(i)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Apply(i, c); err != nil {
-			t.Fatalf("chunk %d: %v", i, err)
+			return i, err
 		}
 	}
-	return f.RestoreSnapshot(r)
+	return s.Chunks(), nil
 }
 
 // TestSnapshotRestoresStateAtHeight: a snapshot captured at height H, and
@@ -539,16 +549,7 @@ func restoreChunks(t testing.TB, s *Snapshot) (uint32, error) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for i := uint32(0); i < s.Chunks(); i++ {
-		c, err := s.Chunk(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Apply(i, c); err != nil {
-			return i, err
-		}
-	}
-	return s.Chunks(), nil
+	return applyChunks(t, r, s)
 }
 
 // chunkHolds reports whether chunk i of s carries key in a state file.
