@@ -28,8 +28,10 @@ type slogLogger struct {
 
 var _ cmtlog.Logger = slogLogger{}
 
+// newCometLogger adapts l (which names the component: the server gives
+// component=cometbft) to CometBFT's logger.
 func newCometLogger(l *slog.Logger) cmtlog.Logger {
-	return slogLogger{l: l.With("component", "cometbft")}
+	return slogLogger{l: l}
 }
 
 // consensusFailure is what CometBFT logs when its consensus routine stops
