@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func ForgeSnapshot(s *Snapshot, alter func(key, value []byte) []byte) (*Snapshot
 		if err := rd.done(); err != nil {
 			return nil, fmt.Errorf("stele/fsm: forging %s: %w", f.Path, err)
 		}
-		out := append(binaryUvarint(uint64(len(w.b))), w.b...)
+		out := append(binary.AppendUvarint(nil, uint64(len(w.b))), w.b...)
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			return nil, err
 		}

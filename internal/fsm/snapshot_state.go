@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,19 +154,13 @@ func (s *stateWriter) flush() error {
 		return nil
 	}
 	name := stateFileName(len(s.written))
-	data := append(binaryUvarint(uint64(len(s.w.b))), s.w.b...)
+	data := append(binary.AppendUvarint(nil, uint64(len(s.w.b))), s.w.b...)
 	if err := os.WriteFile(filepath.Join(s.dir, filepath.FromSlash(name)), data, 0o644); err != nil {
 		return err
 	}
 	s.written = append(s.written, snapFile{Path: name, Size: int64(len(data))})
 	s.w.b, s.trie = s.w.b[:0], nil
 	return nil
-}
-
-func binaryUvarint(v uint64) []byte {
-	w := writer{}
-	w.uvarint(v)
-	return w.b
 }
 
 // stateRestore is a Restore's side of the state files: the file being
@@ -188,9 +183,6 @@ const stagedStateKV = "state.kv"
 func (r *Restore) writeState(p piece) error {
 	s := &r.state
 	if p.path != r.cur.path {
-		if s.want != -1 && r.cur.path != "" && isStateFileName(r.cur.path) {
-			return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, s.want)
-		}
 		if r.seen[p.path] {
 			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.path)
 		}
@@ -301,7 +293,7 @@ func (r *Restore) checkState(path string, rd *reader) error {
 	return nil
 }
 
-// closeState finishes the staged state records.
+// close finishes the staged state records.
 func (s *stateRestore) close() error {
 	if s.out == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -347,7 +348,7 @@ func stateFile(t testing.TB, kv ...string) []byte {
 		w.bytes(nil)
 		w.count(0)
 	}
-	return append(binaryUvarint(uint64(len(w.b))), w.b...)
+	return append(binary.AppendUvarint(nil, uint64(len(w.b))), w.b...)
 }
 
 // TestSnapshotBorrowsUnchangedChunks: a large segment that did not change

@@ -232,15 +232,7 @@ func serveTableProof(opts Options) http.HandlerFunc {
 		case errors.Is(err, fsm.ErrNotTable):
 			httpError(w, http.StatusBadRequest, "%v", err)
 			return
-		case errors.Is(err, fsm.ErrNoProof):
-			httpError(w, http.StatusNotFound, "%v", err)
-			return
-		case errors.Is(err, fsm.ErrStateMoved):
-			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "%v", err)
-			return
-		case err != nil:
-			httpError(w, http.StatusInternalServerError, "proving %q of %q: %v", key, topic, err)
+		case !stateProofError(w, err, fmt.Sprintf("proving %q of %q", key, topic)):
 			return
 		}
 		var ok bool

@@ -135,16 +135,7 @@ func serveStateProof(opts Options) http.HandlerFunc {
 			return
 		}
 		sp, err := opts.Broker.ProveState(keys...)
-		switch {
-		case errors.Is(err, fsm.ErrNoProof):
-			httpError(w, http.StatusNotFound, "%v", err)
-			return
-		case errors.Is(err, fsm.ErrStateMoved):
-			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "%v", err)
-			return
-		case err != nil:
-			httpError(w, http.StatusInternalServerError, "proving the state: %v", err)
+		if !stateProofError(w, err, "proving the state") {
 			return
 		}
 		var ok bool
@@ -159,6 +150,24 @@ func serveStateProof(opts Options) http.HandlerFunc {
 // signedHeader waits until the broker has committed height (its header is
 // then in the block store, and archived before CometBFT may prune it) and
 // returns that height's signed header.
+// stateProofError answers a state proof's error (404 for a key that
+// cannot be proven, 503 to ask again when the state moved, 500 else) and
+// reports whether there was none.
+func stateProofError(w http.ResponseWriter, err error, doing string) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, fsm.ErrNoProof):
+		httpError(w, http.StatusNotFound, "%v", err)
+	case errors.Is(err, fsm.ErrStateMoved):
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		httpError(w, http.StatusInternalServerError, "%s: %v", doing, err)
+	}
+	return false
+}
+
 // stateHeader returns the signed header of height+1, which carries the
 // app hash of the state at height, waiting for it up to proofHeaderWait;
 // without it, it answers 503 with Retry-After and returns false.
