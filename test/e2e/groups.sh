@@ -24,6 +24,12 @@
 #     the session timeout (plus the rejoin) and every record is processed,
 #     duplicates after the dead member's last commit counted, not failed
 #     (group_failover.py, group_member.py).
+#  5. static members: two confluent-kafka members with group.instance.id
+#     close (librdkafka sends no LeaveGroup for them); the group stays
+#     Stable with both until their session timeout, and kafka-python's
+#     delete_consumer_groups() succeeds within 3 s after it, on a chain
+#     with nothing else to do (group_static.py).
+# e2e-limit: 200
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # The helpers import e2elib and group_lib: no __pycache__ left in the tree.
 export PYTHONDONTWRITEBYTECODE=1
@@ -192,12 +198,20 @@ failover_group() {
 		--dir "$E2E_TMP" --deadline 35
 }
 
-# The limits add up to 133s, under run.sh's 150s per test with the broker's
-# start and stop; a passing run takes about half of that.
+static_group() {
+	local topic=e2e-groups-static-$run
+	e2e_topic_create "$topic" "$PARTS"
+	py 20 group_static.py --topic "$topic" --partitions "$PARTS" --session-timeout "$FO_SESSION_MS" --deadline 18
+}
+
+# The limits add up to 153s, under run.sh's limit for this test (groups.sh
+# is given 200s there) with the broker's start and stop; a passing run takes
+# about half of that.
 scenario kcat 35 kcat_group
 scenario confluent-kafka 28 confluent_group
 scenario kafka-python 30 kafkapython_group
 scenario failover 40 failover_group
+scenario static 20 static_group
 ((${#failed[@]} == 0)) || fail "consumer groups failed with: ${failed[*]}"
 e2e_broker_stop 30
 log "PASS"

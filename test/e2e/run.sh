@@ -6,6 +6,9 @@
 #   test/e2e/run.sh            build ./cmd/stele once, run all tests
 #   STELE_BIN=/path/stele test/e2e/run.sh
 #   test/e2e/run.sh kcat       run only the tests named
+#
+# Each test gets 150 s (E2E_TEST_TIMEOUT overrides it for all), or what a
+# line "# e2e-limit: SECONDS" in the test's script says.
 set -uo pipefail
 
 dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,7 +54,12 @@ for t in "${tests[@]}"; do
 		# deadline, signals the whole group: the test's EXIT trap cleans up and
 		# what is left gets SIGKILL 10s later. An interrupt of run.sh is handed
 		# on the same way.
-		timeout -k 10 "$per_test_limit" bash "$t" &
+		limit=$per_test_limit
+		if [[ -z ${E2E_TEST_TIMEOUT:-} ]]; then
+			own=$(sed -n 's/^# e2e-limit: *\([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
+			[[ -n $own ]] && limit=$own
+		fi
+		timeout -k 10 "$limit" bash "$t" &
 		child=$!
 		trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; echo "interrupted" >&2; exit 130' INT TERM
 		rc=0
@@ -63,7 +71,7 @@ for t in "${tests[@]}"; do
 		results+=("PASS $name ($((SECONDS - t0))s)")
 	else
 		failed=$((failed + 1))
-		[[ $rc == 124 ]] && rc="$rc, timed out after ${per_test_limit}s"
+		[[ $rc == 124 ]] && rc="$rc, timed out after ${limit}s"
 		results+=("FAIL $name ($((SECONDS - t0))s, exit $rc)")
 	fi
 	echo "${results[-1]}"
