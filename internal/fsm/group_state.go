@@ -61,6 +61,7 @@ func encodeOffset(o CommittedOffset) []byte {
 	return w.b
 }
 
+// decodeOffset reads an o/ value (encodeOffset).
 func decodeOffset(v []byte) (CommittedOffset, error) {
 	r := &reader{b: v}
 	if ver := r.u8(); ver != persistVersion {
