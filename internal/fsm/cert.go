@@ -241,5 +241,16 @@ func certKey(height int64, d Digest) []byte {
 	return append(k, d[:]...)
 }
 
+// parseCertKey reads a c/ key (its value is empty): the height of the
+// certificate's batch and its digest.
+func parseCertKey(k []byte) (int64, Digest, error) {
+	var d Digest
+	if len(k) != 2+8+len(d) || !bytes.HasPrefix(k, []byte("c/")) {
+		return 0, d, fmt.Errorf("stele/fsm: bad certificate key %x", k)
+	}
+	copy(d[:], k[10:])
+	return int64(binary.BigEndian.Uint64(k[2:10])), d, nil
+}
+
 // String names a digest in logs.
 func digestString(d Digest) string { return hex.EncodeToString(d[:8]) }

@@ -163,6 +163,7 @@ func (v *verifiedCerts) add(k Digest) {
 
 func init() {
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
+		load: loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.signersChanged {
 				b.Set(keySigners, encodeSigners(f.sortedSigners()))
@@ -177,4 +178,25 @@ func init() {
 			f.certsAdded, f.certsDropped = f.certsAdded[:0], f.certsDropped[:0]
 			return nil
 		}})
+}
+
+// loadSignersAndCerts reads the validators seen signing (m/signers) and the
+// applied certificates still within their window (c/).
+func loadSignersAndCerts(f *FSM) error {
+	f.signers, f.certs = nil, map[Digest]int64{}
+	if v, ok, err := f.store.Get(keySigners); err != nil {
+		return err
+	} else if ok {
+		if f.signers, err = decodeSigners(v); err != nil {
+			return fmt.Errorf("stele/fsm: reading signers: %w", err)
+		}
+	}
+	return f.store.Scan([]byte("c/"), func(k, _ []byte) error {
+		h, d, err := parseCertKey(k)
+		if err != nil {
+			return err
+		}
+		f.certs[d] = h
+		return nil
+	})
 }

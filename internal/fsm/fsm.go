@@ -4,8 +4,10 @@
 //
 // It is made of a core and modules (topics, keys, groups, producers,
 // trust, cluster; registry.go lists what each owns). Every command is
-// registered by its module with its decoder, check and apply
-// (registry.go); which module may use which is pinned by
+// registered by its module with its decoder, check and apply, and so is
+// every step of the core a module takes part in: reading its state back
+// from the store at Open, staging the block's changes, publishing at
+// Commit (registry.go). Which module may use which is pinned by
 // TestModuleLayering (modules_test.go). The modules share this package
 // for now.
 //
@@ -206,8 +208,9 @@ type FSM struct {
 	}
 }
 
-// Open loads the committed state from opts.Dir, cuts every partition log back
-// to its committed end, and redoes interrupted deletions and compactions.
+// Open loads the committed state from opts.Dir (m/state, then every
+// module's load step in rank order), cuts every partition log back to its
+// committed end, and redoes interrupted deletions and compactions.
 func Open(opts Options) (*FSM, error) {
 	opts.setDefaults()
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {

@@ -1,11 +1,11 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // The groups' keys in the metadata store:
@@ -44,14 +44,42 @@ func (f *FSM) persistGroups(b *stateBatch) {
 			b.Delete(offsetKey(r))
 			continue
 		}
-		w := &writer{}
-		w.u8(persistVersion)
-		w.i64(o.Offset)
-		w.i32(o.LeaderEpoch)
-		w.str(o.Metadata)
-		w.i64(o.CommitTimeMs)
-		b.Set(offsetKey(r), w.b)
+		b.Set(offsetKey(r), encodeOffset(o))
 	}
+}
+
+// encodeOffset is a committed offset's o/ value:
+//
+//	u8 version | i64 offset | i32 leader epoch | str metadata | i64 commit time
+func encodeOffset(o CommittedOffset) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.i64(o.Offset)
+	w.i32(o.LeaderEpoch)
+	w.str(o.Metadata)
+	w.i64(o.CommitTimeMs)
+	return w.b
+}
+
+// decodeOffset reads an o/ value (encodeOffset).
+func decodeOffset(v []byte) (CommittedOffset, error) {
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return CommittedOffset{}, fmt.Errorf("stele/fsm: committed offset: state format %d not supported", ver)
+	}
+	o := CommittedOffset{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimeMs: r.i64()}
+	return o, r.done()
+}
+
+// parseOffsetKey reads an o/ key. Neither a group id nor a topic name
+// holds a NUL; the partition is the last 4 bytes.
+func parseOffsetKey(k []byte) (offsetRef, error) {
+	rest, ok := bytes.CutPrefix(k, []byte("o/"))
+	i, j := bytes.IndexByte(rest, 0), len(rest)-5
+	if !ok || i < 0 || j <= i || rest[j] != 0 {
+		return offsetRef{}, fmt.Errorf("stele/fsm: bad offset key %q", k)
+	}
+	return offsetRef{group: string(rest[:i]), topic: string(rest[i+1 : j]), partition: int32(binary.BigEndian.Uint32(rest[j+1:]))}, nil
 }
 
 func encodeGroup(g *Group) []byte {
@@ -192,8 +220,11 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-// loadGroups reads the groups and their offsets from the store.
+// loadGroups reads the groups and their offsets from the store. The
+// groups view is published afresh, whole, at the next publish.
 func (f *FSM) loadGroups() error {
+	f.groups, f.groupsDue = map[string]*Group{}, 0
+	f.groupView.Store(nil)
 	err := f.store.Scan([]byte("g/"), func(k, v []byte) error {
 		g, err := decodeGroup(string(k[2:]), v)
 		if err != nil {
@@ -206,24 +237,16 @@ func (f *FSM) loadGroups() error {
 		return err
 	}
 	return f.store.Scan([]byte("o/"), func(k, v []byte) error {
-		rest := k[2:]
-		// Neither a group id nor a topic name holds a NUL; the partition
-		// is the last 4 bytes.
-		i, j := strings.IndexByte(string(rest), 0), len(rest)-5
-		if i < 0 || j <= i || rest[j] != 0 {
-			return fmt.Errorf("stele/fsm: bad offset key %q", k)
+		ref, err := parseOffsetKey(k)
+		if err != nil {
+			return err
 		}
-		ref := offsetRef{group: string(rest[:i]), topic: string(rest[i+1 : j]), partition: int32(binary.BigEndian.Uint32(rest[j+1:]))}
 		g := f.groups[ref.group]
 		if g == nil {
 			return fmt.Errorf("stele/fsm: offset %q of a group that is not stored", k)
 		}
-		r := &reader{b: v}
-		if ver := r.u8(); ver != persistVersion {
-			return fmt.Errorf("stele/fsm: offset %q: state format %d not supported", k, ver)
-		}
-		o := CommittedOffset{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimeMs: r.i64()}
-		if err := r.done(); err != nil {
+		o, err := decodeOffset(v)
+		if err != nil {
 			return fmt.Errorf("stele/fsm: reading offset %q: %w", k, err)
 		}
 		if g.Offsets[ref.topic] == nil {
@@ -388,6 +411,7 @@ func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers
 
 func init() {
 	registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
+		load:    (*FSM).loadGroups,
 		stage:   func(f *FSM, b *stateBatch) error { f.persistGroups(b); return nil },
 		publish: func(f *FSM, _ bool) { f.publishGroups() }})
 }

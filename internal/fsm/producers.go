@@ -277,6 +277,7 @@ func (p *Partition) publishProducers() {
 
 func init() {
 	registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
+		load: loadProducerID,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.nextProducerID != f.stagedProducerID {
 				b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
@@ -285,5 +286,6 @@ func init() {
 			return nil
 		}})
 	registerStep(moduleStep{rank: 100, name: "producers", module: modProducers,
+		load:  (*FSM).loadProducers,
 		stage: func(f *FSM, b *stateBatch) error { f.persistProducers(b); return nil }})
 }

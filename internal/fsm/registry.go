@@ -32,10 +32,16 @@ import (
 // (TestModuleLayering), which reads this package's source.
 //
 // Besides its commands, a module registers its steps (registerStep): what
-// it writes into the block's store batch at the end of ApplyBlock (stage)
-// and what it publishes to readers at Commit (publish). The core runs them
-// in the order of their rank, which is part of what is hashed (a prefix
-// deletion and a write of the same key in one batch do not commute).
+// it reads back from the store at Open (load), what it writes into the
+// block's store batch at the end of ApplyBlock (stage) and what it
+// publishes to readers at Commit (publish). The core runs each of the
+// three in the order of the steps' ranks, which is the one list of that
+// order (TestSteps pins it). For stage the order is part of what is
+// hashed (a prefix deletion and a write of the same key in one batch do
+// not commute); for load it is what the modules' state refers to: the
+// cluster's app version (50) is checked before the topics' load (60)
+// opens any partition log, and every load that refers to topics (the
+// producers' and transactions' partitions) ranks after it.
 
 // module names a part of the state machine.
 type module string
@@ -137,11 +143,17 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 	return s.apply(f, c, cmdAt{tx: txIndex, cmd: cmdIndex})
 }
 
-// moduleStep is a module's part in the core's per-block steps.
+// moduleStep is a module's part in the core's steps: at Open and per block.
 type moduleStep struct {
 	rank   int
 	name   string
 	module module
+	// load reads the step's part of the committed state from the store at
+	// Open (and when a restored snapshot is swapped in): the module's
+	// prefixes, through decoders of its own that bound what they allocate
+	// by the bytes they are given (FuzzDecodeStoreValues). It sets that
+	// part whole, replacing what the state machine held.
+	load func(*FSM) error
 	// stage adds the block's changes to the state batch.
 	stage func(*FSM, *stateBatch) error
 	// publish makes the committed state visible to readers; metaChanged

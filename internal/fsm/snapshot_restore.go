@@ -344,11 +344,8 @@ func (f *FSM) swapIn(staged string) error {
 		return err
 	}
 	f.store = store
-	// Groups are loaded afresh and published whole.
-	f.groups, f.groupsDue = map[string]*Group{}, 0
-	f.groupView.Store(nil)
-	f.txns, f.txnByPID, f.txnsDue = map[string]*Txn{}, map[int64]string{}, 0
-	f.txnView.Store(nil)
+	// Every module's load sets its state afresh (groups and transactions
+	// are then published whole).
 	if err := f.load(); err != nil {
 		return err
 	}

@@ -84,13 +84,11 @@ func TestProveState(t *testing.T) {
 // restoring broker reads from a peer's snapshot (after checking it against
 // the state root) and every broker reads at start, never panic, and what
 // they allocate is bounded by the bytes they were given (reader.count): an
-// input claiming a huge count does not get it. Covered: groups (g/),
-// m/state, m/signers, producer states (s/), transactions (x/), the upgrade
-// plan and votes (u/plan, u/vote/), key index entries (k/), table versions
-// (l/), and pkg/proof's readers of topics, partitions and committed
-// offsets. The decoders written inline in Open's load (t/, p/, o/, a/,
-// u/version, m/producer-id) are checked through Open by
-// TestOpenBoundsStoredCounts.
+// input claiming a huge count does not get it. Covered: every value a
+// module's load step reads at Open (m/state, m/producer-id, m/signers,
+// t/, p/, g/, o/, s/, x/, a/, u/version, u/plan and u/vote/) and the keys
+// it parses (o/, a/, c/), key index entries (k/), table versions (l/),
+// and pkg/proof's readers of topics, partitions and committed offsets.
 func FuzzDecodeStoreValues(f *testing.F) {
 	dir := f.TempDir()
 	g := open(f, dir)
@@ -99,11 +97,15 @@ func FuzzDecodeStoreValues(f *testing.F) {
 		if len(v) > 0 && len(v) < 4096 {
 			f.Add(bytes.Clone(v))
 		}
+		if len(k) < 4096 && (bytes.HasPrefix(k, []byte("o/")) || bytes.HasPrefix(k, []byte("a/")) || bytes.HasPrefix(k, []byte("c/"))) {
+			f.Add(bytes.Clone(k[2:])) // as decodeStoreValue's keys take it
+		}
 		return nil
 	})
 	g.Close()
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
+	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
 		f.Add(v)
 	}
@@ -115,14 +117,23 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	})
 }
 
-// decodeStoreValue runs every decoder of a stored value on b.
+// decodeStoreValue runs every decoder of a stored value on b, and every
+// parser of a stored key on b after the key's prefix.
 func decodeStoreValue(b []byte) {
-	decodeGroup("g", b)
-	decodeSigners(b)
 	decodeState(b)
+	decodeProducerID(b)
+	decodeSigners(b)
+	decodeTopic("t", b)
+	decodePartition(newPartition("t", 0), b)
+	decodeGroup("g", b)
+	decodeOffset(b)
+	parseOffsetKey(append([]byte("o/"), b...))
 	decodeProducer(b)
 	decodeTxn("t", b)
+	decodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
+	decodeAppVersion(b)
 	decodePlan(b)
+	parseCertKey(append([]byte("c/"), b...))
 	parseEntryValue(b)
 	proof.DecodeTopic(b)
 	proof.DecodePartition(b)

@@ -1,18 +1,25 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"path/filepath"
 	"testing"
+
+	"github.com/stele-io/stele/internal/storage"
 )
 
-// TestOpenBoundsStoredCounts: the decoders Open's load writes inline
-// bound what a stored value makes them allocate as FuzzDecodeStoreValues
-// requires of the others. A topic's value claiming 2^18 partitions (its
-// partition count is a fixed-width field, not a reader.count) is refused
-// as malformed, allocating about what opening the honest state does;
-// before the bound, Open made every partition it claimed (91 MB here; 2^31
-// could be claimed) before finding that the second has no state.
+// TestOpenBoundsStoredCounts: what a stored topic value makes Open
+// allocate is bounded, as FuzzDecodeStoreValues requires of every
+// decoder. A topic's partition count is a fixed-width field, not a
+// reader.count: decodeTopic refuses one above MaxPartitions (2^18 here)
+// as malformed, and loadPartitions makes a partition only for a stored
+// partition state, so a topic claiming MaxPartitions with the state of one
+// fails at the second. Either allocates about what opening the honest
+// state does: before the bounds, Open made every partition claimed
+// (91 MB for 2^18, 2^31 could be claimed; 3.5 MB for MaxPartitions)
+// before finding that the second has no state.
 func TestOpenBoundsStoredCounts(t *testing.T) {
 	dir := t.TempDir()
 	f := open(t, dir)
@@ -30,23 +37,35 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 	}
 
 	g := open(t, dir)
-	v, ok, err := g.store.Get(topicKey("t"))
+	honestTopic, ok, err := g.store.Get(topicKey("t"))
+	g.Close()
 	if err != nil || !ok {
 		t.Fatalf("topic t: %v %v", ok, err)
 	}
-	binary.BigEndian.PutUint32(v[1+16+2:], 1<<18) // u8 format | id | i16 replication factor | i32 partitions
-	b := g.store.NewBatch()
-	b.Set(topicKey("t"), v)
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	g.Close()
-	hostile := allocated(func() {
-		if _, err = Open(Options{Dir: dir}); !errors.Is(err, ErrMalformed) {
-			t.Errorf("a topic claiming 2^18 partitions: %v, want ErrMalformed", err)
+	for _, claim := range []uint32{1 << 18, MaxPartitions} {
+		v := bytes.Clone(honestTopic)
+		binary.BigEndian.PutUint32(v[1+16+2:], claim) // u8 format | id | i16 replication factor | i32 partitions
+		store, err := storage.OpenStore(filepath.Join(dir, "meta"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if hostile > honest+8<<20 {
-		t.Errorf("opening a topic claiming 2^18 partitions allocated %d MB, the honest state %d MB", hostile>>20, honest>>20)
+		b := store.NewBatch()
+		b.Set(topicKey("t"), v)
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		hostile := allocated(func() {
+			_, err = Open(Options{Dir: dir})
+		})
+		switch {
+		case claim > MaxPartitions && !errors.Is(err, ErrMalformed):
+			t.Errorf("a topic claiming %d partitions: %v, want ErrMalformed", claim, err)
+		case err == nil:
+			t.Errorf("a topic claiming %d partitions, with the state of one, opened", claim)
+		}
+		if hostile > honest+2<<20 {
+			t.Errorf("opening a topic claiming %d partitions allocated %d MB, the honest state %d MB", claim, hostile>>20, honest>>20)
+		}
 	}
 }

@@ -1,12 +1,20 @@
 package fsm
 
-import "sort"
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
 
-// The topics module's steps: its state into the block's batch (the
-// deleted topics' keys, the changed topics and partitions) and its view.
+// The topics module's steps: its state read at Open (the topics, their
+// partitions' offsets and their logs), its state into the block's batch
+// (the deleted topics' keys, the changed topics and partitions) and its
+// view; and the codec of its values, t/ and p/ (persist.go lists the keys).
 
 func init() {
-	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, stage: stageTopics})
+	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics})
 	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
 
@@ -33,14 +41,7 @@ func stageTopics(f *FSM, b *stateBatch) error {
 		}
 	}
 	for p := range f.dirtyParts {
-		w := &writer{}
-		w.u8(persistVersion)
-		w.i64(p.next)
-		w.i64(p.start)
-		w.i64(p.cleanedUpTo)
-		w.i64(p.compactHorizon)
-		w.i64(p.compactedAt)
-		b.Set(partitionKey(p.Topic, p.Index), w.b)
+		b.Set(partitionKey(p.Topic, p.Index), encodePartition(p))
 	}
 	return nil
 }
@@ -64,4 +65,202 @@ func publishTopics(f *FSM, metaChanged bool) {
 	if metaChanged || f.view.Load() == nil {
 		f.view.Store(buildView(f.height, f.topics))
 	}
+}
+
+// encodeTopic is a topic's t/ value:
+//
+//	u8 version | [16] id | i16 replication factor | i32 partitions |
+//	count configs × (str name | str value) | assignments
+func encodeTopic(t *Topic) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.raw(t.ID[:])
+	w.i16(t.ReplicationFactor)
+	w.i32(int32(len(t.Partitions)))
+	keys := sortedKeys(t.Configs)
+	w.count(len(keys))
+	for _, k := range keys {
+		w.str(k)
+		w.str(t.Configs[k])
+	}
+	encodeAssignments(w, t.Replicas)
+	return w.b
+}
+
+// decodeTopic reads the t/ value of the topic name: the topic, without its
+// partitions, and how many it has. The count is a fixed-width field, not
+// bounded by the value's length; it is refused above MaxPartitions, and
+// the caller makes a partition only for a stored partition state
+// (loadPartitions), so what a value makes Open allocate stays bounded.
+func decodeTopic(name string, v []byte) (*Topic, int32, error) {
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return nil, 0, fmt.Errorf("stele/fsm: topic %q: state format %d not supported", name, ver)
+	}
+	t := &Topic{Name: name, Configs: map[string]string{}}
+	copy(t.ID[:], r.take(16))
+	t.ReplicationFactor = r.i16()
+	n := r.i32()
+	if n < 0 || n > MaxPartitions {
+		r.fail("%d partitions, at most %d", n, MaxPartitions)
+	}
+	for i, c := 0, r.count(2); i < c; i++ {
+		t.Configs[r.str()] = r.str()
+	}
+	t.Replicas = decodeAssignments(r)
+	if err := r.done(); err != nil {
+		return nil, 0, fmt.Errorf("stele/fsm: reading topic %q: %w", name, err)
+	}
+	if t.Replicas != nil && len(t.Replicas) != int(n) {
+		return nil, 0, fmt.Errorf("stele/fsm: reading topic %q: %d partitions, %d replica lists", name, n, len(t.Replicas))
+	}
+	t.Config = resolveConfig(t.Configs)
+	return t, n, nil
+}
+
+// encodePartition is a partition's p/ value:
+//
+//	u8 version | i64 log end offset | i64 log start offset |
+//	i64 cleaned up to | i64 compaction horizon | i64 height of the last compaction
+func encodePartition(p *Partition) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	w.i64(p.next)
+	w.i64(p.start)
+	w.i64(p.cleanedUpTo)
+	w.i64(p.compactHorizon)
+	w.i64(p.compactedAt)
+	return w.b
+}
+
+// decodePartition reads a p/ value into p's offsets and compaction marks.
+func decodePartition(p *Partition, v []byte) error {
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return fmt.Errorf("stele/fsm: partition %s-%d: state format %d not supported", p.Topic, p.Index, ver)
+	}
+	p.next, p.start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.i64(), r.i64(), r.i64(), r.i64(), r.i64()
+	if err := r.done(); err != nil {
+		return fmt.Errorf("stele/fsm: reading partition %s-%d: %w", p.Topic, p.Index, err)
+	}
+	return nil
+}
+
+// loadTopics reads the topics and their partitions, opens every partition
+// log, cutting it back to its committed end, and removes the partition
+// directories of no committed topic.
+func loadTopics(f *FSM) error {
+	f.topics, f.byID = map[string]*Topic{}, map[TopicID]*Topic{}
+	counts := map[string]int32{}
+	err := f.store.Scan([]byte("t/"), func(k, v []byte) error {
+		t, n, err := decodeTopic(string(k[2:]), v)
+		if err != nil {
+			return err
+		}
+		f.topics[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedNames(f.topics) {
+		if err := f.loadPartitions(f.topics[name], counts[name]); err != nil {
+			return err
+		}
+	}
+	return f.removeStrayLogs()
+}
+
+// loadPartitions makes t's n partitions from their stored states, in
+// order, and opens their logs.
+func (f *FSM) loadPartitions(t *Topic, n int32) error {
+	states := map[int32][]byte{}
+	err := f.store.Scan(partitionPrefix(t.Name), func(k, v []byte) error {
+		idx := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
+		states[idx] = append([]byte(nil), v...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := int32(0); i < n; i++ {
+		v, ok := states[i]
+		if !ok {
+			return fmt.Errorf("stele/fsm: topic %q partition %d has no state", t.Name, i)
+		}
+		p := newPartition(t.Name, i)
+		if err := decodePartition(p, v); err != nil {
+			return err
+		}
+		t.Partitions = append(t.Partitions, p)
+		dir := f.partitionDir(t.Name, p.Index)
+		if id, ok := readPartitionMetadata(dir); !ok || id != t.ID {
+			return fmt.Errorf("stele/fsm: %s does not hold topic %s (id %s): the data directory is damaged", dir, t.Name, t.ID)
+		}
+		if err := f.openPartitionLog(t, p, false); err != nil {
+			return fmt.Errorf("stele/fsm: opening %s: %w", dir, err)
+		}
+		if end := p.log.NextOffset(); end < p.next {
+			return fmt.Errorf("stele/fsm: %s ends at offset %d but %d were committed: the log lost acknowledged data", dir, end, p.next)
+		}
+		if err := p.log.TruncateTo(p.next); err != nil {
+			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.next, err)
+		}
+		if err := f.settleFiles(p); err != nil {
+			return fmt.Errorf("stele/fsm: %w", err)
+		}
+		if err := f.resumeCompaction(p); err != nil {
+			return fmt.Errorf("stele/fsm: %w", err)
+		}
+		p.hwm.Store(p.next)
+		p.lso.Store(p.start)
+	}
+	return nil
+}
+
+// resumeCompaction starts again, in the background, the pass of p that a
+// crash or a Close interrupted: the one its plan file names, or, without
+// one, the pass the last committed block decided (the crash came before
+// its Commit wrote the plan). A plan of a block that was never committed is
+// dropped; its block is replayed.
+func (f *FSM) resumeCompaction(p *Partition) error {
+	opts, planned, err := p.log.PlannedCompaction()
+	switch {
+	case err != nil:
+		return fmt.Errorf("the compaction plan of %s-%d: %w", p.Topic, p.Index, err)
+	case planned && opts.ID > f.height:
+		return p.log.DropPlannedCompaction()
+	case planned:
+	case p.compactedAt == f.height && p.compactedAt > 0:
+		opts = f.compactOptions(p)
+	default:
+		return nil
+	}
+	return f.planCompaction(p, opts)
+}
+
+// removeStrayLogs deletes partition directories that belong to no committed
+// topic: leftovers of a deleted topic, or of a block that was applied but
+// not committed before a crash.
+func (f *FSM) removeStrayLogs() error {
+	logs := filepath.Join(f.opts.Dir, "logs")
+	entries, err := os.ReadDir(logs)
+	if err != nil {
+		return fmt.Errorf("stele/fsm: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			keep[filepath.Base(f.partitionDir(t.Name, p.Index))] = true
+		}
+	}
+	for _, e := range entries {
+		if e.IsDir() && !keep[e.Name()] {
+			f.opts.Logger.Info("removing stray partition directory", "dir", e.Name())
+			if err := os.RemoveAll(filepath.Join(logs, e.Name())); err != nil {
+				return fmt.Errorf("stele/fsm: %w", err)
+			}
+		}
+	}
+	return nil
 }

@@ -700,18 +700,16 @@ func (f *FSM) loadTxns() error {
 		return err
 	}
 	return f.store.Scan([]byte("a/"), func(k, v []byte) error {
-		if len(k) < 2+1+4+16 || len(v) != 8 {
-			return fmt.Errorf("stele/fsm: bad aborted-transaction key %q", k)
+		topic, part, a, err := decodeAborted(k, v)
+		if err != nil {
+			return err
 		}
-		topic := string(k[2 : len(k)-21])
-		part := int32(binary.BigEndian.Uint32(k[len(k)-20:]))
 		t := f.topics[topic]
 		if t == nil || int(part) >= len(t.Partitions) {
 			return nil
 		}
 		p := t.Partitions[part]
-		p.aborted = append(p.aborted, AbortedTxn{LastOffset: int64(binary.BigEndian.Uint64(k[len(k)-16:])),
-			ProducerID: int64(binary.BigEndian.Uint64(k[len(k)-8:])), FirstOffset: int64(binary.BigEndian.Uint64(v))})
+		p.aborted = append(p.aborted, a)
 		return nil
 	})
 }
@@ -743,6 +741,7 @@ func init() {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
 	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
+		load:  loadTxnState,
 		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },
 		publish: func(f *FSM, _ bool) {
 			f.publishTxns()

@@ -345,6 +345,14 @@ func decodePlan(v []byte) (UpgradePlan, error) {
 	return p, r.done()
 }
 
+// decodeAppVersion reads u/version: the app version, a u32.
+func decodeAppVersion(v []byte) (uint32, error) {
+	if len(v) != 4 {
+		return 0, fmt.Errorf("stele/fsm: bad %s value %x", keyAppVersion, v)
+	}
+	return binary.BigEndian.Uint32(v), nil
+}
+
 // persistUpgrade stages the upgrade state when the block changed it: the
 // version (only once it is not 1), the plan, and every vote anew.
 func (f *FSM) persistUpgrade(b *stateBatch) {
@@ -366,16 +374,17 @@ func (f *FSM) persistUpgrade(b *stateBatch) {
 	}
 }
 
-// loadUpgrade reads the upgrade state.
+// loadUpgrade reads the upgrade state, and refuses a state applied under
+// an app version this binary does not run (before the topics' load opens
+// any partition log: the step's rank is below theirs).
 func (f *FSM) loadUpgrade() error {
 	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
 	if v, ok, err := f.store.Get(keyAppVersion); err != nil {
 		return err
 	} else if ok {
-		if len(v) != 4 {
-			return fmt.Errorf("stele/fsm: bad %s value %x", keyAppVersion, v)
+		if f.appVersion, err = decodeAppVersion(v); err != nil {
+			return err
 		}
-		f.appVersion = binary.BigEndian.Uint32(v)
 	}
 	if f.appVersion > f.maxAppVersion() {
 		// Blocks were applied under this version: a binary that cannot
@@ -409,5 +418,6 @@ func (f *FSM) loadUpgrade() error {
 
 func init() {
 	registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
+		load:  (*FSM).loadUpgrade,
 		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil }})
 }

@@ -5,9 +5,12 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/record"
 )
 
 // upgradeVote is a ScheduleUpgrade signed by the given test validators
@@ -256,6 +259,49 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 		t.Fatalf("old binary opening a version-2 state: %v", err)
 	}
 	c.open()
+}
+
+// TestOpenChecksVersionBeforeLogs: a binary that cannot run the state's
+// app version refuses it at Open before it opens any partition log (the
+// cluster's load step ranks below the topics', registry.go): a block
+// applied but not committed under version 2 leaves its records past the
+// log's committed end, and the old binary's refused Open leaves them
+// there; the new binary's Open cuts them back.
+func TestOpenChecksVersionBeforeLogs(t *testing.T) {
+	c := newUpgradeChain(t, 2)
+	k := c.keys
+	p := UpgradePlan{Height: 1 + MinUpgradeDelay, Version: 2, Name: "v2"}
+	c.block(CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}, upgradeVote(p, k[0], k[1], k[2], k[3]))
+	c.to(p.Height)
+	if st := c.f.Upgrade(); st.Version != 2 {
+		t.Fatalf("at %d: %+v", p.Height, st)
+	}
+	c.block(Produce{Topic: "t", Records: batch(t, 1000*(p.Height+1), record.CodecNone, "k", 3)})
+	h := c.height() + 1
+	if _, err := c.f.ApplyBlock(Block{Height: h, TimeMs: 1000 * h, Txs: [][]byte{tx(1000, Produce{Topic: "t", Records: batch(t, 1000*h, record.CodecNone, "k", 3)})}}); err != nil {
+		t.Fatal(err)
+	}
+	c.f.Close() // no Commit: as if killed
+	applied := logFiles(t, c.dir)
+	old, err := Open(Options{Dir: c.dir, Validators: c.vs, maxAppVersionForTest: 1})
+	if err == nil {
+		old.Close()
+	}
+	refused := logFiles(t, c.dir)
+	c.open() // before any Fatal: the cleanup closes c.f
+	var ue *UpgradeRequiredError
+	if !errors.As(err, &ue) || ue.Plan.Version != 2 || ue.MaxVersion != 1 {
+		t.Fatalf("old binary opening a version-2 state: %v", err)
+	}
+	if !maps.EqualFunc(refused, applied, bytes.Equal) {
+		t.Fatal("the refused Open changed the partition logs")
+	}
+	if maps.EqualFunc(logFiles(t, c.dir), applied, bytes.Equal) {
+		t.Fatal("the new binary's Open did not cut the uncommitted block's records back")
+	}
+	if p := c.f.View().Partition("t", 0); p.HighWatermark() != 3 {
+		t.Fatalf("high watermark %d after reopening, want 3", p.HighWatermark())
+	}
 }
 
 // upgradeBlocks is a run of blocks that produces, schedules version 2 at
