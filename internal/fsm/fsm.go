@@ -117,7 +117,7 @@ type Options struct {
 // digestDomain opens the block digest of app version 1; its version is
 // proof.AppHashFormat (TestGoldenAppHashes checks they agree). Later app
 // versions may open it with another (blockDigestDomain).
-const digestDomain = "stele/block/v7"
+const digestDomain = "stele/block/v8"
 
 func (o *Options) setDefaults() {
 	if o.HousekeepingIntervalMs <= 0 {

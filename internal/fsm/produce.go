@@ -76,6 +76,7 @@ func (f *FSM) produce(c Produce) Result {
 	// offset it got the first time.
 	offsets := make([]int64, len(batches))
 	dup := make([]bool, len(batches))
+	dupTime := int64(-1)                // the stored timestamp of the first batch, a retry
 	var staged map[int64]*producerState // made for the first idempotent batch
 	next := p.next
 	for i, h := range headers {
@@ -90,20 +91,27 @@ func (f *FSM) produce(c Produce) Result {
 			if !ok && p.producers[h.ProducerID] != nil {
 				st = p.producers[h.ProducerID].clone()
 			}
-			code, isDup, at := checkSequence(st, h, next == 0)
+			code, isDup, first := checkSequence(st, h, next == 0)
 			if code != 0 {
 				return fail(code, fmt.Sprintf("producer %d epoch %d: batch with sequence %d in %s-%d: %s",
 					h.ProducerID, h.ProducerEpoch, h.BaseSequence, t.Name, p.Index, sequenceProblem(code, st)))
 			}
 			if isDup {
-				offsets[i], dup[i] = at, true
+				offsets[i], dup[i] = first.Offset, true
+				if i == 0 {
+					dupTime = first.Timestamp
+				}
 				staged[h.ProducerID] = st
 				continue
 			}
 			if st == nil {
 				st = &producerState{Epoch: h.ProducerEpoch, TxnFirst: -1}
 			}
-			st.record(h, next, f.blockTime)
+			stored := h.MaxTimestamp
+			if cfg.LogAppendTime {
+				stored = f.blockTime
+			}
+			st.record(h, next, stored, f.blockTime)
 			if h.Transactional() && st.TxnFirst < 0 {
 				st.TxnFirst = next
 			}
@@ -172,7 +180,12 @@ func (f *FSM) produce(c Produce) Result {
 	}
 	f.dirtyParts[p] = true
 	res := Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
-	if cfg.LogAppendTime {
+	switch {
+	case cfg.LogAppendTime && dup[0]:
+		// A retry is answered with the time its batch was stored with,
+		// as Kafka does: a client looking the record up by it finds it.
+		res.LogAppendTime = dupTime
+	case cfg.LogAppendTime:
 		res.LogAppendTime = f.blockTime
 	}
 	return res

@@ -15,7 +15,9 @@ import (
 // and every partition remembers, per producer, its epoch and its last five
 // batches' sequence ranges, as Kafka's ProducerStateManager does. A batch
 // that repeats one of them is a retry: it is not written again and is
-// answered with the offset it got the first time. A batch that skips ahead
+// answered with the offset it got the first time (and the timestamp it was
+// stored with, its log_append_time on a LogAppendTime topic). A batch that
+// skips ahead
 // gets OUT_OF_ORDER_SEQUENCE_NUMBER; one from an older epoch
 // INVALID_PRODUCER_EPOCH. The state is replicated like everything else, so
 // a retry sent to another broker after a crash is recognised there too.
@@ -55,11 +57,14 @@ func (c InitProducerID) encode(w *writer) {
 	w.i32(c.TimeoutMs)
 }
 
-// seqEntry is one remembered batch: its sequence range [First, Next) and
-// the offset it was written at.
+// seqEntry is one remembered batch: its sequence range [First, Next), the
+// offset it was written at and its timestamp as stored (its MaxTimestamp,
+// the block time on a LogAppendTime topic), which a retry is answered with
+// as log_append_time, as Kafka's BatchMetadata keeps it.
 type seqEntry struct {
 	First, Next int32
 	Offset      int64
+	Timestamp   int64
 }
 
 // producerState is one producer's state in one partition.
@@ -87,46 +92,47 @@ func nextSeq(first, n int32) int32 {
 
 // checkSequence decides one batch of an idempotent producer against its
 // state in the partition (nil: none yet). It returns the error code, or
-// whether the batch is a duplicate of an earlier one and that one's offset.
-func checkSequence(st *producerState, h record.Header, neverWritten bool) (code int16, dup bool, dupOffset int64) {
+// whether the batch is a duplicate of an earlier one and that one's entry.
+func checkSequence(st *producerState, h record.Header, neverWritten bool) (code int16, dup bool, first seqEntry) {
 	next := nextSeq(h.BaseSequence, h.NumRecords)
 	switch {
 	case h.ProducerEpoch < 0 || h.BaseSequence < 0:
-		return kerr.InvalidRecord.Code, false, 0
+		return kerr.InvalidRecord.Code, false, seqEntry{}
 	case st == nil || (len(st.Entries) == 0 && h.ProducerEpoch == st.Epoch):
 		// Kafka 2.5+ takes any first sequence from a producer it has no
 		// state for, except in a partition that was never written to
 		// (KAFKA-15591: two in-flight batches to a new partition could
 		// otherwise land out of order, the first lost without an error).
 		if neverWritten && h.BaseSequence != 0 {
-			return kerr.OutOfOrderSequenceNumber.Code, false, 0
+			return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
 		}
-		return 0, false, 0
+		return 0, false, seqEntry{}
 	case h.ProducerEpoch < st.Epoch:
-		return kerr.InvalidProducerEpoch.Code, false, 0
+		return kerr.InvalidProducerEpoch.Code, false, seqEntry{}
 	case h.ProducerEpoch > st.Epoch:
 		if h.BaseSequence != 0 {
-			return kerr.OutOfOrderSequenceNumber.Code, false, 0
+			return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
 		}
-		return 0, false, 0
+		return 0, false, seqEntry{}
 	}
 	for _, e := range st.Entries {
 		if e.First == h.BaseSequence && e.Next == next {
-			return 0, true, e.Offset
+			return 0, true, e
 		}
 	}
 	if last := st.Entries[len(st.Entries)-1]; h.BaseSequence != last.Next {
-		return kerr.OutOfOrderSequenceNumber.Code, false, 0
+		return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
 	}
-	return 0, false, 0
+	return 0, false, seqEntry{}
 }
 
-// record remembers an appended batch.
-func (s *producerState) record(h record.Header, offset, now int64) {
+// record remembers a batch appended at offset with timestamp ts (its
+// MaxTimestamp as stored).
+func (s *producerState) record(h record.Header, offset, ts, now int64) {
 	if h.ProducerEpoch != s.Epoch {
 		s.Epoch, s.Entries = h.ProducerEpoch, nil
 	}
-	s.Entries = append(s.Entries, seqEntry{First: h.BaseSequence, Next: nextSeq(h.BaseSequence, h.NumRecords), Offset: offset})
+	s.Entries = append(s.Entries, seqEntry{First: h.BaseSequence, Next: nextSeq(h.BaseSequence, h.NumRecords), Offset: offset, Timestamp: ts})
 	if len(s.Entries) > producerWindow {
 		s.Entries = s.Entries[len(s.Entries)-producerWindow:]
 	}
@@ -164,6 +170,7 @@ func encodeProducer(s *producerState) []byte {
 		w.i32(e.First)
 		w.i32(e.Next)
 		w.i64(e.Offset)
+		w.i64(e.Timestamp)
 	}
 	return w.b
 }
@@ -175,7 +182,7 @@ func decodeProducer(v []byte) (*producerState, error) {
 	}
 	s := &producerState{Epoch: r.i16(), LastTimeMs: r.i64(), TxnFirst: r.i64()}
 	for i, n := 0, r.count(16); i < n; i++ {
-		s.Entries = append(s.Entries, seqEntry{First: r.i32(), Next: r.i32(), Offset: r.i64()})
+		s.Entries = append(s.Entries, seqEntry{First: r.i32(), Next: r.i32(), Offset: r.i64(), Timestamp: r.i64()})
 	}
 	return s, r.done()
 }

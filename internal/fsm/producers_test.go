@@ -96,6 +96,48 @@ func TestIdempotentProduce(t *testing.T) {
 	d.replay()
 }
 
+// TestRetryLogAppendTime (issue 27): on a LogAppendTime topic a retry of
+// an idempotent batch is answered, as Kafka answers it (the timestamp its
+// ProducerStateManager keeps with each batch), with the log_append_time
+// the batch was stored with, not the retry's block time: a client that
+// looks the record up by the time its produce was answered with
+// (librdkafka's and Java's delivery reports carry it) finds the record,
+// also after a restart.
+func TestRetryLogAppendTime(t *testing.T) {
+	dir := t.TempDir()
+	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
+	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
+		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
+	pid := d.block(10, InitProducerID{})[0].ProducerID
+	produce := func(seq int32) Result {
+		return d.block(10, Produce{Topic: "t", Partition: 0, Records: idBatch(t, pid, 0, seq, 2)})[0]
+	}
+	first := produce(0)
+	if first.Code != 0 || first.LogAppendTime != d.now {
+		t.Fatalf("first batch: code %d log_append_time %d, want the block time %d", first.Code, first.LogAppendTime, d.now)
+	}
+	check := func(what string, r Result) {
+		t.Helper()
+		if r.Code != 0 || r.BaseOffset != first.BaseOffset || r.LogAppendTime != first.LogAppendTime {
+			t.Fatalf("%s at block time %d: code %d offset %d log_append_time %d; the batch was stored at offset %d with %d",
+				what, d.now, r.Code, r.BaseOffset, r.LogAppendTime, first.BaseOffset, first.LogAppendTime)
+		}
+		off, ts, found, err := d.f.View().Partition("t", 0).OffsetForTimestamp(r.LogAppendTime)
+		if err != nil || !found || off != r.BaseOffset || ts != r.LogAppendTime {
+			t.Fatalf("%s: OffsetForTimestamp(%d) = %d, %d, %v, %v; want offset %d", what, r.LogAppendTime, off, ts, found, err, r.BaseOffset)
+		}
+	}
+	check("a retry", produce(0))
+	if r := produce(2); r.BaseOffset != 2 || r.LogAppendTime != d.now {
+		t.Fatalf("next batch: offset %d log_append_time %d, want 2 and the block time %d", r.BaseOffset, r.LogAppendTime, d.now)
+	}
+	d.f.Close()
+	d.f = openGroups(t, dir)
+	defer d.f.Close()
+	check("a retry after a restart", produce(0))
+	d.replay()
+}
+
 // TestProducerExpiry: a producer idle for producer.id.expiration.ms is
 // forgotten by housekeeping, after which it is an unknown producer again.
 func TestProducerExpiry(t *testing.T) {

@@ -10,6 +10,11 @@ package kafka
 //    timestamp the first offset whose record timestamp is at least it, or
 //    offset -1 when there is none. Any other negative timestamp (-5,
 //    KIP-1005's latest tiered) gets INVALID_REQUEST.
+//  * On a LogAppendTime topic a record's timestamp is its block's time,
+//    BFT time (the votes that committed the block before): it may precede
+//    the produce, by up to the time since the previous block, so a lookup
+//    by a time read before producing may miss the record where Kafka,
+//    stamping its clock at append, finds it (docs/kafka-api.md).
 //  * The leader epoch is always 0; a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
 //  * A partition named twice in one request gets INVALID_REQUEST.

@@ -37,7 +37,9 @@ package kafka
 //  * Batches of idempotent producers are checked against the producer's
 //    last five batches in the partition when applied (fsm/producers.go): a
 //    retry is answered with its first offset and not stored again;
-//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise.
+//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. On a
+//    LogAppendTime topic a retry's log_append_time is the one its batch was
+//    stored with, as Kafka answers, not the retry's block time.
 //  * Transactional batches (txns.go) are taken only in a partition added to
 //    the producer's ongoing transaction, and a producer with an ongoing
 //    transaction must write transactional batches (INVALID_TXN_STATE

@@ -60,7 +60,11 @@ var ErrUnproven = errors.New("stele/proof: unproven batch")
 // regular expression subscription at the end of the block, not in the
 // heartbeat that brought it (a group's value keeps its resolved regexes;
 // the block digest records each resolution).
-const AppHashFormat = 7
+// Format 8: the state of an idempotent producer in a partition keeps,
+// with each of its last batches, the timestamp the batch was stored with,
+// which a retry on a LogAppendTime topic is answered with as
+// log_append_time.
+const AppHashFormat = 8
 
 const (
 	batchLeafDomain = "stele/batch/v1"
