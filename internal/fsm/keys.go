@@ -134,9 +134,6 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 	return latest, nil
 }
 
-// errStopScan ends a store scan early; the scans here swallow it.
-var errStopScan = errors.New("stele/fsm: scan stopped")
-
 // parseEntrySuffix reads the partition and offset that end an index entry
 // k after its key's prefix.
 func parseEntrySuffix(k, rest []byte) (int32, int64, error) {

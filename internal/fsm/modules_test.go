@@ -82,8 +82,9 @@ var interfaceMethods = map[string]bool{"Error": true, "String": true, "Kind": tr
 // or method declared in another module's files (methods resolved by name
 // where the name is declared in one module only), a read or write of a
 // field of FSM another module owns, or the name of a type declared in
-// another module. It is a reading of the source, not of types: a method
-// name declared in two modules is not followed.
+// another module, or of a package-level variable or constant declared
+// there. It is a reading of the source, not of types: a method name
+// declared in two modules is not followed.
 func TestModuleLayering(t *testing.T) {
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(".")
@@ -97,6 +98,7 @@ func TestModuleLayering(t *testing.T) {
 	funcs := map[string]decl{}     // function name
 	methods := map[string][]decl{} // method name
 	types := map[string]decl{}     // type name
+	values := map[string]decl{}    // package-level var or const
 	files := map[string]*ast.File{}
 	for _, e := range entries {
 		name := e.Name()
@@ -123,8 +125,13 @@ func TestModuleLayering(t *testing.T) {
 				}
 			case *ast.GenDecl:
 				for _, s := range d.Specs {
-					if ts, ok := s.(*ast.TypeSpec); ok {
-						types[ts.Name.Name] = decl{m, name}
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						types[s.Name.Name] = decl{m, name}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							values[n.Name] = decl{m, name}
+						}
 					}
 				}
 			}
@@ -181,6 +188,9 @@ func TestModuleLayering(t *testing.T) {
 			case *ast.Ident:
 				if d, ok := types[n.Name]; ok {
 					note(from, d.module, fmt.Sprintf("%s names %s (%s)", name, n.Name, d.file))
+				}
+				if d, ok := values[n.Name]; ok {
+					note(from, d.module, fmt.Sprintf("%s uses %s (%s)", name, n.Name, d.file))
 				}
 			}
 			return true
