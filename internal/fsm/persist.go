@@ -16,8 +16,9 @@ import (
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed
 //	g/... and o/...                   consumer groups and committed offsets (group_state.go)
-//	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (producers.go)
-//	x/... and a/...                   transactions and aborted transactions (txns.go)
+//	s/<topic>\x00<partition u32><pid u64>  an idempotent producer's state in a partition (partition_producers.go)
+//	x/...                             transactions (txns.go)
+//	a/...                             a partition's aborted transactions (partition_txns.go)
 //	k/<topic id><key>...              the key stream index (keys.go)
 //	l/<topic id><partition u32><key>  a table topic's key's latest version in a partition (tables.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)

@@ -20,10 +20,16 @@ import (
 //	          authenticated store, the app hash, Commit, snapshots, proofs
 //	          and the published views; the Tick command
 //	topics    topics, their configs and partitions, the partition logs and
-//	          their housekeeping (retention, compaction), Produce
+//	          their housekeeping (retention, compaction), Produce, and
+//	          what a log keeps of its producers: idempotent producers'
+//	          sequences, the transaction markers, the last stable offset
+//	          and the aborted transactions (Kafka's ProducerStateManager
+//	          is a part of its log too)
 //	keys      the key stream index and the table leaves derived from logs
 //	groups    classic and KIP-848 consumer groups, committed offsets
-//	producers idempotent producers, producer ids and transactions
+//	producers producer ids and transactions (the coordinator's part: a
+//	          transaction's partitions, offsets, timeouts and its end, for
+//	          which it asks topics to write the markers)
 //	trust     signers, certificates of the data plane, producer keys and
 //	          signed records
 //	cluster   the application version and upgrades
