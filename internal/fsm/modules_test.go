@@ -24,7 +24,7 @@ var fileModules = map[string]module{
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
-	"partition_producers.go": modTopics, "partition_txns.go": modTopics,
+	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics,
 	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,

@@ -20,11 +20,11 @@ import (
 //	          authenticated store, the app hash, Commit, snapshots, proofs
 //	          and the published views; the Tick command
 //	topics    topics, their configs and partitions, the partition logs and
-//	          their housekeeping (retention, compaction), Produce, and
-//	          what a log keeps of its producers: idempotent producers'
-//	          sequences, the transaction markers, the last stable offset
-//	          and the aborted transactions (Kafka's ProducerStateManager
-//	          is a part of its log too)
+//	          their housekeeping (retention, compaction), Produce and the
+//	          Stele record headers it reads, and what a log keeps of its
+//	          producers: idempotent producers' sequences, the transaction
+//	          markers, the last stable offset and the aborted transactions
+//	          (Kafka's ProducerStateManager is a part of its log too)
 //	keys      the key stream index and the table leaves derived from logs
 //	groups    classic and KIP-848 consumer groups, committed offsets
 //	producers producer ids and transactions (the coordinator's part: a
