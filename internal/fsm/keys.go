@@ -497,6 +497,21 @@ func init() {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
 	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries})
+	produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
+		if !pr.conditional {
+			return Result{}, nil
+		}
+		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
+	})
+	batchAppended.register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) Result {
+		for _, k := range pr.keys[i] {
+			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
+		}
+		return Result{}
+	})
+	topicDropped.register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+		b.DeletePrefix(keyTopicPrefix(t.ID))
+	})
 	registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
 		stage: func(f *FSM, b *stateBatch) error {
 			if err := f.stageTables(b); err != nil {

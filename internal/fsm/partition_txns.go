@@ -41,10 +41,8 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	}
 	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
-		if commit && st.TxnFirst >= 0 && isTable(t) {
-			if err := f.tableTxnCommitted(t, p, pid, st.TxnFirst, at); err != nil {
-				f.localFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
-			}
+		for _, h := range markerWritten.hooks {
+			h.fn(f, t, p, pid, commit, st.TxnFirst, at)
 		}
 	}
 	p.next++

@@ -34,14 +34,28 @@ import (
 //	          signed records
 //	cluster   the application version and upgrades
 //
-// Which module may call which is written down in modules_test.go
-// (TestModuleLayering), which reads this package's source.
+// The modules form layers, topics at the bottom: keys, groups and trust
+// use topics, producers use topics and groups, cluster uses trust
+// (allowedCalls in modules_test.go; TestModuleLayering reads this
+// package's source). A lower module never calls an upper one: it offers
+// hook points (hook, below; the topics module's are in topic_hooks.go),
+// and the upper module registers its hooks in an init function of its
+// own files, each with a rank, as Cosmos SDK modules take hooks from the
+// modules above them (TestHooks pins every point's order: it is part of
+// what is hashed). So a produce checks a producer's transaction and a
+// batch's signatures, indexes its keys and updates table leaves; a
+// deleted topic drops its groups' offsets, key entries and leaves;
+// housekeeping expires offsets and transactional ids; a commit marker
+// updates table leaves: all without the topics module naming keys,
+// groups, producers or trust. The core still reaches into every module
+// (see allowedCalls).
 //
-// Besides its commands, a module registers its steps (registerStep): what
-// it writes into the block's store batch at the end of ApplyBlock (stage)
-// and what it publishes to readers at Commit (publish). The core runs them
-// in the order of their rank, which is part of what is hashed (a prefix
-// deletion and a write of the same key in one batch do not commute).
+// Besides its commands and hooks, a module registers its steps
+// (registerStep): what it writes into the block's store batch at the end
+// of ApplyBlock (stage) and what it publishes to readers at Commit
+// (publish). The core runs them in the order of their rank, which is part
+// of what is hashed (a prefix deletion and a write of the same key in one
+// batch do not commute).
 
 // module names a part of the state machine.
 type module string
@@ -168,4 +182,56 @@ func registerStep(s moduleStep) {
 	}
 	steps = append(steps, &s)
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
+}
+
+// hook is one module's function at a hook point of a lower module: what
+// the upper module does when the lower one reaches that point (a batch
+// about to be appended, a topic deleted, housekeeping), without the lower
+// module naming it. The lower module runs a point's hooks in the order of
+// their rank, which is part of what is hashed where the hooks write state
+// or answer with a result (TestHooks pins every point's order).
+type hook[F any] struct {
+	rank   int
+	name   string
+	module module
+	fn     F
+}
+
+// hookPoint is a lower module's list of hooks, by rank.
+type hookPoint[F any] struct {
+	name  string
+	owner module // the lower module, which runs the hooks
+	hooks []hook[F]
+}
+
+// register adds a hook (in an init function of the upper module's file);
+// two hooks of one rank at one point are a programming error.
+func (p *hookPoint[F]) register(rank int, name string, m module, fn F) {
+	for _, o := range p.hooks {
+		if o.rank == rank {
+			panic(fmt.Sprintf("stele/fsm: hooks %s and %s at %s both of rank %d", o.name, name, p.name, rank))
+		}
+	}
+	p.hooks = append(p.hooks, hook[F]{rank: rank, name: name, module: m, fn: fn})
+	slices.SortFunc(p.hooks, func(a, b hook[F]) int { return a.rank - b.rank })
+}
+
+// hookInfo describes a registered hook, without its function.
+type hookInfo struct {
+	rank   int
+	name   string
+	module module
+}
+
+// hookPointer is any hookPoint, for TestHooks.
+type hookPointer interface {
+	describe() (name string, owner module, hooks []hookInfo)
+}
+
+func (p *hookPoint[F]) describe() (string, module, []hookInfo) {
+	out := make([]hookInfo, len(p.hooks))
+	for i, h := range p.hooks {
+		out[i] = hookInfo{h.rank, h.name, h.module}
+	}
+	return p.name, p.owner, out
 }

@@ -609,6 +609,10 @@ func (f *FSM) loadTxns() error {
 func init() {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
+	batchChecks.register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) Result {
+		return f.txnProduceCheck(t.Name, p.Index, h)
+	})
+	housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
 	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },
 		publish: func(f *FSM, _ bool) {
