@@ -5,9 +5,13 @@
 // It is made of a core and modules (topics, keys, groups, producers,
 // trust, cluster; registry.go lists what each owns). Every command is
 // registered by its module with its decoder, check and apply
-// (registry.go); which module may use which is pinned by
-// TestModuleLayering (modules_test.go). The modules share this package
-// for now.
+// (registry.go). The modules form layers without a cycle, topics at the
+// bottom: a lower module calls an upper one only through the hook points
+// it offers (topic_hooks.go), which the upper module registers for, in an
+// order of rank; which module may use which is pinned by
+// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The
+// modules share this package for now, and the core still reaches into
+// each of them.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition

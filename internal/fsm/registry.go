@@ -37,11 +37,11 @@ import (
 // The modules form layers, topics at the bottom: keys, groups and trust
 // use topics, producers use topics and groups, cluster uses trust
 // (allowedCalls in modules_test.go; TestModuleLayering reads this
-// package's source). A lower module never calls an upper one: it offers
-// hook points (hook, below; the topics module's are in topic_hooks.go),
-// and the upper module registers its hooks in an init function of its
-// own files, each with a rank, as Cosmos SDK modules take hooks from the
-// modules above them (TestHooks pins every point's order: it is part of
+// package's source, TestLayeringIsADAG checks that there is no cycle). A
+// lower module never calls an upper one: it offers hook points (hook,
+// below; the topics module's are in topic_hooks.go), and the upper module
+// registers its hooks in an init function of its own files, each with a
+// rank, as Cosmos SDK modules take hooks from the modules above them (TestHooks pins every point's order: it is part of
 // what is hashed). So a produce checks a producer's transaction and a
 // batch's signatures, indexes its keys and updates table leaves; a
 // deleted topic drops its groups' offsets, key entries and leaves;
