@@ -19,6 +19,11 @@ import (
 // orderer replays the block.
 var ErrLocalFault = errors.New("stele/fsm: local storage fault (fail-stop)")
 
+// errStopScan ends a store scan or a walk of a batch's records early; the
+// walks that return it swallow it. The core's: every module walks the
+// store or records.
+var errStopScan = errors.New("stele/fsm: scan stopped")
+
 // localFault records the first local fault of the block and returns a
 // placeholder result; ApplyBlock sees f.fault after the command and returns
 // it instead of an outcome, so the placeholder never reaches anyone.

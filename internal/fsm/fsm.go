@@ -7,9 +7,13 @@
 // registered by its module with its decoder, check and apply, and so is
 // every step of the core a module takes part in: reading its state back
 // from the store at Open, staging the block's changes, publishing at
-// Commit (registry.go). Which module may use which is pinned by
-// TestModuleLayering (modules_test.go). The modules share this package
-// for now.
+// Commit (registry.go). The modules form layers without a cycle, topics at
+// the bottom: a lower module calls an upper one only through the hook
+// points it offers (topic_hooks.go), which the upper module registers for,
+// in an order of rank; which module may use which is pinned by
+// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The
+// modules share this package for now, and the core still reaches into
+// each of them.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition

@@ -658,6 +658,12 @@ func consumerTopics(meta []byte) []string {
 	return out
 }
 
+// The groups' hooks on the topics module (topic_hooks.go).
+func init() {
+	topicDeleted.register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
+	housekeepers.register(10, "committed offsets' expiry", modGroups, func(f *FSM) []change { return f.expireOffsets() })
+}
+
 // dropTopicOffsets removes every group's committed offsets of a deleted
 // topic.
 func (f *FSM) dropTopicOffsets(topic string) {

@@ -4,19 +4,22 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
-// housekeep runs retention and decides compactions, at most once per
-// HousekeepingIntervalMs of block time, and describes each change it made
-// (for the app hash). Everything it reads (configs, block time, the
-// segments' committed sizes and timestamps, once the partition's last
-// compaction has been awaited) is the same on every broker; the files it
-// decides to delete or compact are changed after Commit.
+// housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each
+// partition, expires idle producers, runs retention and decides
+// compactions, at most once per HousekeepingIntervalMs of block time, and
+// describes each change it made (for the app hash). Everything it reads
+// (configs, block time, the segments' committed sizes and timestamps, once
+// the partition's last compaction has been awaited) is the same on every
+// broker; the files it decides to delete or compact are changed after
+// Commit.
 func (f *FSM) housekeep() (changes []change) {
 	if f.blockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
 	}
 	f.lastHousekeep = f.blockTime
-	changes = f.expireOffsets()
-	changes = append(changes, f.expireTxnIDs()...)
+	for _, h := range housekeepers.hooks {
+		changes = append(changes, h.fn(f)...)
+	}
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		for _, p := range t.Partitions {
@@ -35,7 +38,7 @@ func (f *FSM) housekeep() (changes []change) {
 				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {
 					p.start = start
 					f.dirtyParts[p] = true
-					f.tableTrimmed(t, p)
+					f.trimmed(t, p)
 					changes = append(changes, change{kind: changeRetention, name: t.Name, a: int64(p.Index), b: start})
 				}
 			}
@@ -45,7 +48,9 @@ func (f *FSM) housekeep() (changes []change) {
 				p.compactedAt = f.height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				f.tableCompactionDecided(t, p, segs, p.compactHorizon)
+				for _, h := range compactionDecided.hooks {
+					h.fn(f, t, p, segs, p.compactHorizon)
+				}
 				changes = append(changes, change{kind: changeCompact, name: t.Name, a: int64(p.Index), b: p.cleanedUpTo, c: p.compactHorizon})
 			}
 		}

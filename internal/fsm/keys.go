@@ -23,13 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
-	"github.com/stele-io/stele/pkg/proof"
 )
 
 // ErrUnknownTopic: KeyEvents was asked about a topic that does not exist.
@@ -133,9 +131,6 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 	}
 	return latest, nil
 }
-
-// errStopScan ends a store scan early; the scans here swallow it.
-var errStopScan = errors.New("stele/fsm: scan stopped")
 
 // parseEntrySuffix reads the partition and offset that end an index entry
 // k after its key's prefix.
@@ -338,54 +333,6 @@ func cloneNil(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
-// ExpectedVersionHeader is the record header with which a producer states
-// the version (offset) it expects to be the latest of the record's key in
-// the partition it writes to, or "-1" for "the key has no event yet":
-// optimistic concurrency per key. The value is the version in ASCII
-// decimal. A batch holding a record whose expectation does not hold is
-// refused whole with INVALID_RECORD, nothing of it written.
-const ExpectedVersionHeader = "stele-expected-version"
-
-// noExpectation marks a record without ExpectedVersionHeader.
-const noExpectation = int64(-2)
-
-// keyAt is a keyed record of a batch being produced.
-type keyAt struct {
-	delta    int32
-	key      []byte
-	expect   int64 // the version it expects, -1: none yet, noExpectation
-	snapshot bool  // it carries SnapshotHeader
-}
-
-// keyHeaders reads a record's Stele headers in one pass: the version its
-// ExpectedVersionHeader states (noExpectation without one), whether it
-// carries SnapshotHeader, and whether it carries a signature
-// (proof.SignatureHeader, checked by checkSignatures).
-func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, signed bool, err error) {
-	expect = noExpectation
-	for _, h := range hs {
-		switch h.Key {
-		case proof.SignatureHeader:
-			signed = true
-		case SnapshotHeader:
-			snapshot = true
-		case ExpectedVersionHeader:
-			if expect != noExpectation {
-				return 0, false, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
-			}
-			v, err := strconv.ParseInt(string(h.Value), 10, 64)
-			if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
-				return 0, false, false, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
-			}
-			expect = v
-		}
-	}
-	if expect != noExpectation && key == nil {
-		return 0, false, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
-	}
-	return expect, snapshot, signed, nil
-}
-
 // checkVersions checks, in offset order, every expectation of the batches
 // about to be written at offsets (those not dup): a record's key must be
 // at the version it states, counting the records before it. Any failure
@@ -512,12 +459,6 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 	return out, nil
 }
 
-// SnapshotHeader marks a snapshot record: its value summarises its key up
-// to and including itself, so cleanup.policy=snapshot may remove the
-// key's older records, and a reader may start from it (docs/keys.md). The
-// header's value is not looked at.
-const SnapshotHeader = "stele-snapshot"
-
 // KeySnapshot returns the partition and offset of the latest committed
 // snapshot record of key in topic (not in an aborted transaction nor in one
 // still open), and whether there is one. Across partitions the last
@@ -556,6 +497,21 @@ func init() {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
 	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries})
+	produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
+		if !pr.conditional {
+			return Result{}, nil
+		}
+		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
+	})
+	batchAppended.register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) Result {
+		for _, k := range pr.keys[i] {
+			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
+		}
+		return Result{}
+	})
+	topicDropped.register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+		b.DeletePrefix(keyTopicPrefix(t.ID))
+	})
 	registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
 		stage: func(f *FSM, b *stateBatch) error {
 			if err := f.stageTables(b); err != nil {

@@ -10,7 +10,11 @@ import (
 )
 
 // produce appends a partition's batches, all or nothing: every batch is
-// checked against the topic's configs before the first is written.
+// checked against the topic's configs before the first is written. The
+// modules above topics take part through the hook points of
+// topic_hooks.go, in this order: batchChecks for each batch of a producer
+// (before its sequence), produceChecks once the offsets are known,
+// batchAppended for each batch written.
 func (f *FSM) produce(c Produce) Result {
 	t, r := f.lookup(c.Topic, TopicID{})
 	if t == nil {
@@ -81,8 +85,10 @@ func (f *FSM) produce(c Produce) Result {
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
-			if r := f.txnProduceCheck(t.Name, p.Index, h); r.Code != 0 {
-				return r
+			for _, hk := range batchChecks.hooks {
+				if r := hk.fn(f, t, p, h); r.Code != 0 {
+					return r
+				}
 			}
 			if staged == nil {
 				staged = map[int64]*producerState{}
@@ -120,23 +126,16 @@ func (f *FSM) produce(c Produce) Result {
 		offsets[i] = next
 		next += int64(h.LastOffsetDelta) + 1
 	}
-	if conditional {
-		if r := f.checkVersions(t, p, keys, bases, offsets, dup); r.Code != 0 {
+	pr := &producing{t: t, p: p, batches: batches, headers: headers, bases: bases, keys: keys,
+		conditional: conditional, signed: signed, offsets: offsets, dup: dup}
+	var written []func() // what the produce checks do once the batches are written
+	for _, hk := range produceChecks.hooks {
+		r, then := hk.fn(f, pr)
+		if r.Code != 0 {
 			return r
 		}
-	}
-	// Signatures, of the batches written now (a retry's were checked the
-	// first time; its sequences are used).
-	var seqs map[string]bool
-	for i, b := range batches {
-		if dup[i] || !signed[i] && len(cfg.SignedBy) == 0 {
-			continue
-		}
-		if seqs == nil {
-			seqs = map[string]bool{}
-		}
-		if r := f.checkSignatures(t, b, len(cfg.SignedBy) > 0, seqs); r.Code != 0 {
-			return r
+		if then != nil {
+			written = append(written, then)
 		}
 	}
 	for i, b := range batches {
@@ -156,21 +155,15 @@ func (f *FSM) produce(c Produce) Result {
 			return f.localFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
-		if isTable(t) && !h.Transactional() {
-			if err := f.tableRecords(t, p, b); err != nil {
-				return f.localFault("table versions of %s-%d: %w", t.Name, p.Index, err)
+		for _, hk := range batchAppended.hooks {
+			if r := hk.fn(f, pr, i, b, p.next); r.Code != 0 {
+				return r
 			}
-		}
-		for _, k := range keys[i] {
-			f.stageKey(keyEntry{topic: t, partition: p.Index, key: k.key, offset: p.next + int64(k.delta), pid: h.ProducerID, snapshot: k.snapshot})
 		}
 		p.next += int64(h.LastOffsetDelta) + 1
 	}
-	if len(seqs) > 0 && f.seqsAdded == nil {
-		f.seqsAdded = map[string]bool{}
-	}
-	for k := range seqs {
-		f.seqsAdded[k] = true
+	for _, then := range written {
+		then()
 	}
 	for pid, st := range staged {
 		if st != nil {
@@ -310,7 +303,7 @@ func (f *FSM) deleteRecords(c DeleteRecords) Result {
 	if off > p.start {
 		p.start = off
 		f.dirtyParts[p] = true
-		f.tableTrimmed(t, p)
+		f.trimmed(t, p)
 	}
 	return Result{LowWatermark: p.start}
 }

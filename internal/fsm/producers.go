@@ -1,39 +1,13 @@
 package fsm
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-	"sort"
+import "encoding/binary"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/stele-io/stele/internal/record"
-)
-
-// Idempotent producers (KIP-98): InitProducerId hands out producer ids,
-// and every partition remembers, per producer, its epoch and its last five
-// batches' sequence ranges, as Kafka's ProducerStateManager does. A batch
-// that repeats one of them is a retry: it is not written again and is
-// answered with the offset it got the first time (and the timestamp it was
-// stored with, its log_append_time on a LogAppendTime topic). A batch that
-// skips ahead
-// gets OUT_OF_ORDER_SEQUENCE_NUMBER; one from an older epoch
-// INVALID_PRODUCER_EPOCH. The state is replicated like everything else, so
-// a retry sent to another broker after a crash is recognised there too.
+// Idempotent producers (KIP-98): InitProducerId hands out producer ids;
+// the sequences each partition remembers per producer are its log's
+// (partition_producers.go), and transactional ids are txns.go's.
 
 // KindInitProducerID allocates a producer id.
 const KindInitProducerID Kind = 16
-
-// ProducerIDExpirationMs is producer.id.expiration.ms: a producer that has
-// not written to a partition for this long (block time) is forgotten
-// there, as in Kafka.
-const ProducerIDExpirationMs = 24 * 60 * 60 * 1000
-
-// producerWindow is how many recent batches per producer and partition are
-// remembered for duplicate detection (Kafka's, and clients' maximum of
-// in-flight requests).
-const producerWindow = 5
 
 // InitProducerID asks for a producer id: a new one for an idempotent
 // producer, or, with a transactional id, that id's producer at its next
@@ -57,88 +31,6 @@ func (c InitProducerID) encode(w *writer) {
 	w.i32(c.TimeoutMs)
 }
 
-// seqEntry is one remembered batch: its sequence range [First, Next), the
-// offset it was written at and its timestamp as stored (its MaxTimestamp,
-// the block time on a LogAppendTime topic), which a retry is answered with
-// as log_append_time, as Kafka's BatchMetadata keeps it.
-type seqEntry struct {
-	First, Next int32
-	Offset      int64
-	Timestamp   int64
-}
-
-// producerState is one producer's state in one partition.
-type producerState struct {
-	Epoch int16
-	// Entries are the last batches, oldest first.
-	Entries []seqEntry
-	// LastTimeMs is the block time of its last write here.
-	LastTimeMs int64
-	// TxnFirst is the offset of the producer's first batch here in its
-	// ongoing transaction; -1 when none is open here.
-	TxnFirst int64
-}
-
-func (s *producerState) clone() *producerState {
-	c := *s
-	c.Entries = append([]seqEntry(nil), s.Entries...)
-	return &c
-}
-
-// nextSeq adds n records to a sequence, wrapping as Kafka's do.
-func nextSeq(first, n int32) int32 {
-	return int32((int64(first) + int64(n)) % math.MaxInt32)
-}
-
-// checkSequence decides one batch of an idempotent producer against its
-// state in the partition (nil: none yet). It returns the error code, or
-// whether the batch is a duplicate of an earlier one and that one's entry.
-func checkSequence(st *producerState, h record.Header, neverWritten bool) (code int16, dup bool, first seqEntry) {
-	next := nextSeq(h.BaseSequence, h.NumRecords)
-	switch {
-	case h.ProducerEpoch < 0 || h.BaseSequence < 0:
-		return kerr.InvalidRecord.Code, false, seqEntry{}
-	case st == nil || (len(st.Entries) == 0 && h.ProducerEpoch == st.Epoch):
-		// Kafka 2.5+ takes any first sequence from a producer it has no
-		// state for, except in a partition that was never written to
-		// (KAFKA-15591: two in-flight batches to a new partition could
-		// otherwise land out of order, the first lost without an error).
-		if neverWritten && h.BaseSequence != 0 {
-			return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
-		}
-		return 0, false, seqEntry{}
-	case h.ProducerEpoch < st.Epoch:
-		return kerr.InvalidProducerEpoch.Code, false, seqEntry{}
-	case h.ProducerEpoch > st.Epoch:
-		if h.BaseSequence != 0 {
-			return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
-		}
-		return 0, false, seqEntry{}
-	}
-	for _, e := range st.Entries {
-		if e.First == h.BaseSequence && e.Next == next {
-			return 0, true, e
-		}
-	}
-	if last := st.Entries[len(st.Entries)-1]; h.BaseSequence != last.Next {
-		return kerr.OutOfOrderSequenceNumber.Code, false, seqEntry{}
-	}
-	return 0, false, seqEntry{}
-}
-
-// record remembers a batch appended at offset with timestamp ts (its
-// MaxTimestamp as stored).
-func (s *producerState) record(h record.Header, offset, ts, now int64) {
-	if h.ProducerEpoch != s.Epoch {
-		s.Epoch, s.Entries = h.ProducerEpoch, nil
-	}
-	s.Entries = append(s.Entries, seqEntry{First: h.BaseSequence, Next: nextSeq(h.BaseSequence, h.NumRecords), Offset: offset, Timestamp: ts})
-	if len(s.Entries) > producerWindow {
-		s.Entries = s.Entries[len(s.Entries)-producerWindow:]
-	}
-	s.LastTimeMs = now
-}
-
 // initProducerID hands out the next producer id.
 func (f *FSM) initProducerID(c InitProducerID) Result {
 	if c.TransactionalID != "" {
@@ -148,138 +40,6 @@ func (f *FSM) initProducerID(c InitProducerID) Result {
 	f.nextProducerID++
 	f.metaChanged = true
 	return Result{ProducerID: id}
-}
-
-// producerKey is a partition's producer state's key in the store.
-func producerKey(topic string, partition int32, pid int64) []byte {
-	k := append(producerPrefix(topic), 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(k[len(k)-4:], uint32(partition))
-	return binary.BigEndian.AppendUint64(k, uint64(pid))
-}
-
-func producerPrefix(topic string) []byte { return append(append([]byte("s/"), topic...), 0) }
-
-func encodeProducer(s *producerState) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.i16(s.Epoch)
-	w.i64(s.LastTimeMs)
-	w.i64(s.TxnFirst)
-	w.count(len(s.Entries))
-	for _, e := range s.Entries {
-		w.i32(e.First)
-		w.i32(e.Next)
-		w.i64(e.Offset)
-		w.i64(e.Timestamp)
-	}
-	return w.b
-}
-
-func decodeProducer(v []byte) (*producerState, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
-		return nil, fmt.Errorf("stele/fsm: producer state format %d not supported", ver)
-	}
-	s := &producerState{Epoch: r.i16(), LastTimeMs: r.i64(), TxnFirst: r.i64()}
-	for i, n := 0, r.count(16); i < n; i++ {
-		s.Entries = append(s.Entries, seqEntry{First: r.i32(), Next: r.i32(), Offset: r.i64(), Timestamp: r.i64()})
-	}
-	return s, r.done()
-}
-
-// persistProducers writes the producer states the block changed.
-func (f *FSM) persistProducers(b *stateBatch) {
-	for p := range f.dirtyParts {
-		for pid := range p.dirtyProducers {
-			if s := p.producers[pid]; s != nil {
-				b.Set(producerKey(p.Topic, p.Index, pid), encodeProducer(s))
-			} else {
-				b.Delete(producerKey(p.Topic, p.Index, pid))
-			}
-		}
-	}
-}
-
-// loadProducers reads every partition's producer states.
-func (f *FSM) loadProducers() error {
-	return f.store.Scan([]byte("s/"), func(k, v []byte) error {
-		if len(k) < 2+1+4+8 {
-			return fmt.Errorf("stele/fsm: bad producer key %q", k)
-		}
-		topic := string(k[2 : len(k)-13])
-		part := int32(binary.BigEndian.Uint32(k[len(k)-12:]))
-		pid := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
-		t := f.topics[topic]
-		if t == nil || int(part) >= len(t.Partitions) {
-			return nil // its topic was deleted; the deletion removes it
-		}
-		s, err := decodeProducer(v)
-		if err != nil {
-			return fmt.Errorf("stele/fsm: producer %d of %s-%d: %w", pid, topic, part, err)
-		}
-		p := t.Partitions[part]
-		p.producers[pid] = s
-		return nil
-	})
-}
-
-// expireProducers forgets, in housekeeping, producers idle for
-// ProducerIDExpirationMs in a partition.
-func (f *FSM) expireProducers(p *Partition) (changes []change) {
-	pids := make([]int64, 0, len(p.producers))
-	for pid := range p.producers {
-		pids = append(pids, pid)
-	}
-	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-	for _, pid := range pids {
-		if s := p.producers[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.blockTime {
-			delete(p.producers, pid)
-			p.dirtyProducers[pid] = true
-			f.dirtyParts[p] = true
-			changes = append(changes, change{kind: changeProducerExpired, name: p.Topic, a: int64(p.Index), b: pid})
-		}
-	}
-	return changes
-}
-
-// ProducerInfo describes one producer's state in a partition
-// (DescribeProducers).
-type ProducerInfo struct {
-	ProducerID   int64
-	Epoch        int16
-	LastSequence int32
-	LastTimeMs   int64
-	// TxnStartOffset is the first offset of its open transaction here, -1
-	// when none.
-	TxnStartOffset int64
-}
-
-// Producers returns the committed producer states of the partition,
-// sorted by producer id.
-func (p *Partition) Producers() []ProducerInfo {
-	v := p.producersView.Load()
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// publishProducers publishes the partition's producer states.
-func (p *Partition) publishProducers() {
-	out := make([]ProducerInfo, 0, len(p.producers))
-	for pid, s := range p.producers {
-		last := int32(-1)
-		if n := len(s.Entries); n > 0 {
-			last = s.Entries[n-1].Next - 1
-			if last < 0 {
-				last = math.MaxInt32 - 1
-			}
-		}
-		out = append(out, ProducerInfo{ProducerID: pid, Epoch: s.Epoch, LastSequence: last, LastTimeMs: s.LastTimeMs, TxnStartOffset: s.TxnFirst})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
-	p.producersView.Store(&out)
-	clear(p.dirtyProducers)
 }
 
 func init() {
@@ -292,7 +52,4 @@ func init() {
 			}
 			return nil
 		}})
-	registerStep(moduleStep{rank: 100, name: "producers", module: modProducers,
-		load:  (*FSM).loadProducers,
-		stage: func(f *FSM, b *stateBatch) error { f.persistProducers(b); return nil }})
 }

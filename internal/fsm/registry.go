@@ -20,23 +20,42 @@ import (
 //	          authenticated store, the app hash, Commit, snapshots, proofs
 //	          and the published views; the Tick command
 //	topics    topics, their configs and partitions, the partition logs and
-//	          their housekeeping (retention, compaction), Produce
+//	          their housekeeping (retention, compaction), Produce and the
+//	          Stele record headers it reads, and what a log keeps of its
+//	          producers: idempotent producers' sequences, the transaction
+//	          markers, the last stable offset and the aborted transactions
+//	          (Kafka's ProducerStateManager is a part of its log too)
 //	keys      the key stream index and the table leaves derived from logs
 //	groups    classic and KIP-848 consumer groups, committed offsets
-//	producers idempotent producers, producer ids and transactions
+//	producers producer ids and transactions (the coordinator's part: a
+//	          transaction's partitions, offsets, timeouts and its end, for
+//	          which it asks topics to write the markers)
 //	trust     signers, certificates of the data plane, producer keys and
 //	          signed records
 //	cluster   the application version and upgrades
 //
-// Which module may call which is written down in modules_test.go
-// (TestModuleLayering), which reads this package's source.
+// The modules form layers, topics at the bottom: keys, groups and trust
+// use topics, producers use topics and groups, cluster uses trust
+// (allowedCalls in modules_test.go; TestModuleLayering reads this
+// package's source, TestLayeringIsADAG checks that there is no cycle). A
+// lower module never calls an upper one: it offers hook points (hook,
+// below; the topics module's are in topic_hooks.go), and the upper module
+// registers its hooks in an init function of its own files, each with a
+// rank, as Cosmos SDK modules take hooks from the modules above them (TestHooks pins every point's order: it is part of
+// what is hashed). So a produce checks a producer's transaction and a
+// batch's signatures, indexes its keys and updates table leaves; a
+// deleted topic drops its groups' offsets, key entries and leaves;
+// housekeeping expires offsets and transactional ids; a commit marker
+// updates table leaves: all without the topics module naming keys,
+// groups, producers or trust. The core still reaches into every module
+// (see allowedCalls).
 //
-// Besides its commands, a module registers its steps (registerStep): what
-// it reads back from the store at Open (load), what it writes into the
-// block's store batch at the end of ApplyBlock (stage) and what it
-// publishes to readers at Commit (publish). The core runs each of the
-// three in the order of the steps' ranks, which is the one list of that
-// order (TestSteps pins it). For stage the order is part of what is
+// Besides its commands and hooks, a module registers its steps
+// (registerStep): what it reads back from the store at Open (load), what
+// it writes into the block's store batch at the end of ApplyBlock (stage)
+// and what it publishes to readers at Commit (publish). The core runs each
+// of the three in the order of the steps' ranks, which is the one list of
+// that order (TestSteps pins it). For stage the order is part of what is
 // hashed (a prefix deletion and a write of the same key in one batch do
 // not commute); for load it is what the modules' state refers to: the
 // cluster's app version (50) is checked before the topics' load (60)
@@ -174,4 +193,56 @@ func registerStep(s moduleStep) {
 	}
 	steps = append(steps, &s)
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
+}
+
+// hook is one module's function at a hook point of a lower module: what
+// the upper module does when the lower one reaches that point (a batch
+// about to be appended, a topic deleted, housekeeping), without the lower
+// module naming it. The lower module runs a point's hooks in the order of
+// their rank, which is part of what is hashed where the hooks write state
+// or answer with a result (TestHooks pins every point's order).
+type hook[F any] struct {
+	rank   int
+	name   string
+	module module
+	fn     F
+}
+
+// hookPoint is a lower module's list of hooks, by rank.
+type hookPoint[F any] struct {
+	name  string
+	owner module // the lower module, which runs the hooks
+	hooks []hook[F]
+}
+
+// register adds a hook (in an init function of the upper module's file);
+// two hooks of one rank at one point are a programming error.
+func (p *hookPoint[F]) register(rank int, name string, m module, fn F) {
+	for _, o := range p.hooks {
+		if o.rank == rank {
+			panic(fmt.Sprintf("stele/fsm: hooks %s and %s at %s both of rank %d", o.name, name, p.name, rank))
+		}
+	}
+	p.hooks = append(p.hooks, hook[F]{rank: rank, name: name, module: m, fn: fn})
+	slices.SortFunc(p.hooks, func(a, b hook[F]) int { return a.rank - b.rank })
+}
+
+// hookInfo describes a registered hook, without its function.
+type hookInfo struct {
+	rank   int
+	name   string
+	module module
+}
+
+// hookPointer is any hookPoint, for TestHooks.
+type hookPointer interface {
+	describe() (name string, owner module, hooks []hookInfo)
+}
+
+func (p *hookPoint[F]) describe() (string, module, []hookInfo) {
+	out := make([]hookInfo, len(p.hooks))
+	for i, h := range p.hooks {
+		out[i] = hookInfo{h.rank, h.name, h.module}
+	}
+	return p.name, p.owner, out
 }

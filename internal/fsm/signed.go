@@ -207,6 +207,35 @@ func (f *FSM) persistSigned(set func(k, v []byte)) {
 }
 
 func init() {
+	// Signatures, of the batches written now (a retry's were checked the
+	// first time; its sequences are used); the sequences are the block's
+	// once the batches are written.
+	produceChecks.register(20, "signatures", modTrust, func(f *FSM, pr *producing) (Result, func()) {
+		required := len(pr.t.Config.SignedBy) > 0
+		var seqs map[string]bool
+		for i, b := range pr.batches {
+			if pr.dup[i] || !pr.signed[i] && !required {
+				continue
+			}
+			if seqs == nil {
+				seqs = map[string]bool{}
+			}
+			if r := f.checkSignatures(pr.t, b, required, seqs); r.Code != 0 {
+				return r, nil
+			}
+		}
+		if len(seqs) == 0 {
+			return Result{}, nil
+		}
+		return Result{}, func() {
+			if f.seqsAdded == nil {
+				f.seqsAdded = map[string]bool{}
+			}
+			for k := range seqs {
+				f.seqsAdded[k] = true
+			}
+		}
+	})
 	registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
 		stage: func(f *FSM, b *stateBatch) error { f.persistSigned(b.Set); return nil }})
 }

@@ -70,11 +70,11 @@ type Partition struct {
 	pendingCompact bool        // decided by the block, to be planned at its Commit
 	compaction     *compaction // the pass in the background, until awaited (compactor.go)
 
-	// Idempotent producers' state here (producers.go), applier-owned;
+	// Idempotent producers' state here (partition_producers.go), applier-owned;
 	// dirtyProducers are those the block changed.
 	producers      map[int64]*producerState
 	dirtyProducers map[int64]bool
-	// Aborted transactions (txns.go), by marker offset; the block's
+	// Aborted transactions (partition_txns.go), by marker offset; the block's
 	// additions and trims, to persist.
 	aborted, abortedAdded, abortedDropped []AbortedTxn
 

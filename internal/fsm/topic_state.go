@@ -20,8 +20,9 @@ func init() {
 
 func stageTopics(f *FSM, b *stateBatch) error {
 	for _, t := range f.deleted {
-		b.DeletePrefix(keyTopicPrefix(t.ID))
-		b.DeletePrefix(tableTopicPrefix(t.ID))
+		for _, h := range topicDropped.hooks {
+			h.fn(f, t, b)
+		}
 		b.DeletePrefix(batchProofPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))

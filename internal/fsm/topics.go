@@ -200,7 +200,9 @@ func (f *FSM) deleteTopic(c DeleteTopic) Result {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
-	f.dropTopicOffsets(t.Name)
+	for _, h := range topicDeleted.hooks {
+		h.fn(f, t)
+	}
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true
 	return Result{TopicID: t.ID}
@@ -241,11 +243,13 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, err.Error())
 	}
-	was := isTable(t)
+	was := t.Config
 	t.Configs = next
 	t.Config = resolveConfig(next)
-	if err := f.tableConfigChanged(t, was); err != nil {
-		return f.localFault("table versions of %s: %w", t.Name, err)
+	for _, h := range configChanged.hooks {
+		if r := h.fn(f, t, was); r.Code != 0 {
+			return r
+		}
 	}
 	f.dirtyTopics[t.Name] = true
 	f.metaChanged = true

@@ -1,10 +1,8 @@
 package fsm
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -433,47 +431,6 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 	f.dirtyTxns[t.ID] = true
 }
 
-// writeMarker appends a transaction marker for producer pid to p and
-// closes its transaction there: the last stable offset moves past it, and
-// an abort is remembered for read_committed readers.
-func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
-	st := p.producers[pid]
-	if st == nil {
-		st = &producerState{TxnFirst: -1}
-		p.producers[pid] = st
-	}
-	at := p.next
-	b := record.MarkerBatch(pid, epoch, commit, 0, f.blockTime)
-	record.SetBaseOffset(b, at)
-	if err := p.log.Append(b, f.blockTime); err != nil {
-		// As in produce: the log is cut back at the next start; until
-		// then this partition refuses writes past the failure.
-		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
-		return
-	}
-	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
-		f.proveAppend(t, p, at, b)
-		if commit && st.TxnFirst >= 0 && isTable(t) {
-			if err := f.tableTxnCommitted(t, p, pid, st.TxnFirst, at); err != nil {
-				f.localFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
-			}
-		}
-	}
-	p.next++
-	if !commit && st.TxnFirst >= 0 {
-		a := AbortedTxn{ProducerID: pid, FirstOffset: st.TxnFirst, LastOffset: at}
-		p.aborted = append(p.aborted, a)
-		p.abortedAdded = append(p.abortedAdded, a)
-	}
-	if epoch > st.Epoch {
-		st.Epoch, st.Entries = epoch, nil
-	}
-	st.TxnFirst = -1
-	st.LastTimeMs = f.blockTime
-	p.dirtyProducers[pid] = true
-	f.dirtyParts[p] = true
-}
-
 // txnTimers aborts, at the end of a block, the transactions whose timeout
 // passed in block time (bumping the epoch, which fences the producer that
 // let it lapse, as Kafka does).
@@ -515,45 +472,6 @@ func (f *FSM) expireTxnIDs() (changes []change) {
 	return changes
 }
 
-// AbortedTxn is an aborted transaction in one partition: its producer, its
-// first offset there and the offset of its abort marker.
-type AbortedTxn struct {
-	ProducerID              int64
-	FirstOffset, LastOffset int64
-}
-
-// AbortedTxns returns the committed aborted transactions of the partition
-// that overlap [from, to): those a read_committed reader of that range must
-// skip.
-func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
-	v := p.abortedView.Load()
-	if v == nil {
-		return nil
-	}
-	var out []AbortedTxn
-	for _, a := range *v {
-		if a.LastOffset >= from && a.FirstOffset < to {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// LastStableOffset is the offset below which every transaction is decided:
-// read_committed readers see only what is below it.
-func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
-
-// stableOffset computes the last stable offset from the applier's state.
-func (p *Partition) stableOffset() int64 {
-	lso := p.next
-	for _, s := range p.producers {
-		if s.TxnFirst >= 0 {
-			lso = min(lso, s.TxnFirst)
-		}
-	}
-	return lso
-}
-
 // TxnInfo describes a transactional id (DescribeTransactions,
 // ListTransactions).
 type TxnInfo struct {
@@ -590,19 +508,12 @@ func (f *FSM) publishTxns() {
 
 // The transactions' keys in the metadata store:
 //
-//	x/<transactional id>                                  a transaction
-//	a/<topic>\x00<partition u32><last offset u64><pid u64>  an aborted transaction
+//	x/<transactional id>  a transaction
+//
+// (a partition's aborted transactions are the topics module's:
+// partition_txns.go).
 
 func txnKey(id string) []byte { return append([]byte("x/"), id...) }
-
-func abortedKey(topic string, part int32, a AbortedTxn) []byte {
-	k := append(abortedPrefix(topic), 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(k[len(k)-4:], uint32(part))
-	k = binary.BigEndian.AppendUint64(k, uint64(a.LastOffset))
-	return binary.BigEndian.AppendUint64(k, uint64(a.ProducerID))
-}
-
-func abortedPrefix(topic string) []byte { return append(append([]byte("a/"), topic...), 0) }
 
 func encodeTxn(t *Txn) []byte {
 	w := &writer{}
@@ -675,19 +586,12 @@ func (f *FSM) persistTxns(b *stateBatch) {
 			b.Delete(txnKey(id))
 		}
 	}
-	for p := range f.dirtyParts {
-		for _, a := range p.abortedAdded {
-			b.Set(abortedKey(p.Topic, p.Index, a), binary.BigEndian.AppendUint64(nil, uint64(a.FirstOffset)))
-		}
-		for _, a := range p.abortedDropped {
-			b.Delete(abortedKey(p.Topic, p.Index, a))
-		}
-	}
 }
 
-// loadTxns reads the transactions and every partition's aborted list.
+// loadTxns reads the transactions, then every partition's aborted list
+// (the topics module's, until load is a step of each module).
 func (f *FSM) loadTxns() error {
-	err := f.store.Scan([]byte("x/"), func(k, v []byte) error {
+	return f.store.Scan([]byte("x/"), func(k, v []byte) error {
 		t, err := decodeTxn(string(k[2:]), v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: transaction %q: %w", k[2:], err)
@@ -696,50 +600,15 @@ func (f *FSM) loadTxns() error {
 		f.txnByPID[t.ProducerID] = t.ID
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return f.store.Scan([]byte("a/"), func(k, v []byte) error {
-		topic, part, a, err := decodeAborted(k, v)
-		if err != nil {
-			return err
-		}
-		t := f.topics[topic]
-		if t == nil || int(part) >= len(t.Partitions) {
-			return nil
-		}
-		p := t.Partitions[part]
-		p.aborted = append(p.aborted, a)
-		return nil
-	})
-}
-
-// trimAborted forgets, in housekeeping, aborted transactions wholly below
-// the log start offset.
-func (p *Partition) trimAborted() bool {
-	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= p.start })
-	if i == 0 {
-		return false
-	}
-	p.abortedDropped = append(p.abortedDropped, p.aborted[:i]...)
-	p.aborted = slices.Clone(p.aborted[i:])
-	return true
-}
-
-// publishTxnState publishes the partition's last stable offset and
-// aborted transactions.
-func (p *Partition) publishTxnState() {
-	p.stable.Store(p.stableOffset())
-	if p.abortedView.Load() == nil || len(p.abortedAdded) > 0 || len(p.abortedDropped) > 0 {
-		v := slices.Clone(p.aborted)
-		p.abortedView.Store(&v)
-	}
-	p.abortedAdded, p.abortedDropped = p.abortedAdded[:0], p.abortedDropped[:0]
 }
 
 func init() {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
+	batchChecks.register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) Result {
+		return f.txnProduceCheck(t.Name, p.Index, h)
+	})
+	housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
 	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		load:  loadTxnState,
 		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },

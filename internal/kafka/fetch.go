@@ -19,7 +19,7 @@ package kafka
 //  * read_uncommitted reads up to the high watermark; read_committed stops
 //    at the last stable offset (below which every transaction is decided)
 //    and lists the aborted transactions overlapping the range returned,
-//    whose records the client skips, as Kafka does (txns.go).
+//    whose records the client skips, as Kafka does (fsm/partition_txns.go).
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
 //    0, so clients send full requests; a request naming a session gets
 //    FETCH_SESSION_ID_NOT_FOUND.

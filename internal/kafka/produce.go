@@ -35,7 +35,7 @@ package kafka
 //    INVALID_TOPIC_EXCEPTION.
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
 //  * Batches of idempotent producers are checked against the producer's
-//    last five batches in the partition when applied (fsm/producers.go): a
+//    last five batches in the partition when applied (fsm/partition_producers.go): a
 //    retry is answered with its first offset and not stored again;
 //    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. On a
 //    LogAppendTime topic a retry's log_append_time is the one its batch was

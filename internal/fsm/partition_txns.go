@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/stele-io/stele/internal/record"
+)
+
+// The transactional side of a partition log (KIP-98), part of the topics
+// module as Kafka keeps it in the log's ProducerStateManager: the
+// transaction markers written to it, its last stable offset and its
+// aborted transactions, for read_committed readers. The transactions
+// themselves (transactional ids, their partitions and offsets, EndTxn)
+// are the producers module's (txns.go), which asks for the markers.
+//
+// The aborted transactions' keys in the metadata store:
+//
+//	a/<topic>\x00<partition u32><last offset u64><pid u64>  an aborted transaction
+
+// writeMarker appends a transaction marker for producer pid to p (the
+// producers module asks for it when a transaction ends) and closes its
+// transaction there: the last stable offset moves past it, and
+// an abort is remembered for read_committed readers.
+func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
+	st := p.producers[pid]
+	if st == nil {
+		st = &producerState{TxnFirst: -1}
+		p.producers[pid] = st
+	}
+	at := p.next
+	b := record.MarkerBatch(pid, epoch, commit, 0, f.blockTime)
+	record.SetBaseOffset(b, at)
+	if err := p.log.Append(b, f.blockTime); err != nil {
+		// As in produce: the log is cut back at the next start; until
+		// then this partition refuses writes past the failure.
+		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
+		return
+	}
+	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
+		f.proveAppend(t, p, at, b)
+		for _, h := range markerWritten.hooks {
+			h.fn(f, t, p, pid, commit, st.TxnFirst, at)
+		}
+	}
+	p.next++
+	if !commit && st.TxnFirst >= 0 {
+		a := AbortedTxn{ProducerID: pid, FirstOffset: st.TxnFirst, LastOffset: at}
+		p.aborted = append(p.aborted, a)
+		p.abortedAdded = append(p.abortedAdded, a)
+	}
+	if epoch > st.Epoch {
+		st.Epoch, st.Entries = epoch, nil
+	}
+	st.TxnFirst = -1
+	st.LastTimeMs = f.blockTime
+	p.dirtyProducers[pid] = true
+	f.dirtyParts[p] = true
+}
+
+// AbortedTxn is an aborted transaction in one partition: its producer, its
+// first offset there and the offset of its abort marker.
+type AbortedTxn struct {
+	ProducerID              int64
+	FirstOffset, LastOffset int64
+}
+
+// AbortedTxns returns the committed aborted transactions of the partition
+// that overlap [from, to): those a read_committed reader of that range must
+// skip.
+func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
+	v := p.abortedView.Load()
+	if v == nil {
+		return nil
+	}
+	var out []AbortedTxn
+	for _, a := range *v {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// LastStableOffset is the offset below which every transaction is decided:
+// read_committed readers see only what is below it.
+func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
+
+// stableOffset computes the last stable offset from the applier's state.
+func (p *Partition) stableOffset() int64 {
+	lso := p.next
+	for _, s := range p.producers {
+		if s.TxnFirst >= 0 {
+			lso = min(lso, s.TxnFirst)
+		}
+	}
+	return lso
+}
+
+func abortedKey(topic string, part int32, a AbortedTxn) []byte {
+	k := append(abortedPrefix(topic), 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(k[len(k)-4:], uint32(part))
+	k = binary.BigEndian.AppendUint64(k, uint64(a.LastOffset))
+	return binary.BigEndian.AppendUint64(k, uint64(a.ProducerID))
+}
+
+func abortedPrefix(topic string) []byte { return append(append([]byte("a/"), topic...), 0) }
+
+// persistAborted adds the aborted transactions the block added to or
+// dropped from each partition to the state batch.
+func (f *FSM) persistAborted(b *stateBatch) {
+	for p := range f.dirtyParts {
+		for _, a := range p.abortedAdded {
+			b.Set(abortedKey(p.Topic, p.Index, a), binary.BigEndian.AppendUint64(nil, uint64(a.FirstOffset)))
+		}
+		for _, a := range p.abortedDropped {
+			b.Delete(abortedKey(p.Topic, p.Index, a))
+		}
+	}
+}
+
+// loadAborted reads every partition's aborted transactions, then
+// publishes every partition's producers and transaction state: its last
+// load, after the producer states (rank 100) and the transactions (110).
+func (f *FSM) loadAborted() error {
+	err := f.store.Scan([]byte("a/"), func(k, v []byte) error {
+		topic, part, a, err := decodeAborted(k, v)
+		if err != nil {
+			return err
+		}
+		t := f.topics[topic]
+		if t == nil || int(part) >= len(t.Partitions) {
+			return nil
+		}
+		p := t.Partitions[part]
+		p.aborted = append(p.aborted, a)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedNames(f.topics) {
+		for _, p := range f.topics[name].Partitions {
+			p.publishProducers()
+			p.publishTxnState()
+		}
+	}
+	return nil
+}
+
+// decodeAborted reads an a/ entry (abortedKey): the aborted transaction's
+// topic and partition, and the transaction.
+//
+//	key   a/<topic>\x00<partition u32><last offset u64><pid u64>
+//	value u64 first offset
+func decodeAborted(k, v []byte) (string, int32, AbortedTxn, error) {
+	rest, ok := bytes.CutPrefix(k, []byte("a/"))
+	if !ok || len(rest) < 1+4+16 || rest[len(rest)-21] != 0 || len(v) != 8 {
+		return "", 0, AbortedTxn{}, fmt.Errorf("stele/fsm: bad aborted-transaction key %q", k)
+	}
+	n := len(rest)
+	a := AbortedTxn{LastOffset: int64(binary.BigEndian.Uint64(rest[n-16:])),
+		ProducerID: int64(binary.BigEndian.Uint64(rest[n-8:])), FirstOffset: int64(binary.BigEndian.Uint64(v))}
+	return string(rest[:n-21]), int32(binary.BigEndian.Uint32(rest[n-20:])), a, nil
+}
+
+// trimAborted forgets, in housekeeping, aborted transactions wholly below
+// the log start offset.
+func (p *Partition) trimAborted() bool {
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= p.start })
+	if i == 0 {
+		return false
+	}
+	p.abortedDropped = append(p.abortedDropped, p.aborted[:i]...)
+	p.aborted = slices.Clone(p.aborted[i:])
+	return true
+}
+
+// publishTxnState publishes the partition's last stable offset and
+// aborted transactions.
+func (p *Partition) publishTxnState() {
+	p.stable.Store(p.stableOffset())
+	if p.abortedView.Load() == nil || len(p.abortedAdded) > 0 || len(p.abortedDropped) > 0 {
+		v := slices.Clone(p.aborted)
+		p.abortedView.Store(&v)
+	}
+	p.abortedAdded, p.abortedDropped = p.abortedAdded[:0], p.abortedDropped[:0]
+}
+
+func init() {
+	// After the transactions (rank 110), where they were written before
+	// this state moved to the topics module.
+	registerStep(moduleStep{rank: 115, name: "partitions' aborted transactions", module: modTopics,
+		load:  (*FSM).loadAborted,
+		stage: func(f *FSM, b *stateBatch) error { f.persistAborted(b); return nil }})
+}

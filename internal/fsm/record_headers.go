@@ -1,0 +1,69 @@
+package fsm
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+// The Stele record headers a produce reads, in its one pass over each
+// batch's records (with the record's validation, as Kafka's LogValidator
+// makes one pass): what they say is handed to the modules that act on it
+// (keys: expected versions, snapshots; trust: signatures) through the
+// produce's hooks (topic_hooks.go).
+
+// SnapshotHeader marks a snapshot record: its value summarises its key up
+// to and including itself, so cleanup.policy=snapshot may remove the
+// key's older records, and a reader may start from it (docs/keys.md). The
+// header's value is not looked at.
+const SnapshotHeader = "stele-snapshot"
+
+// ExpectedVersionHeader is the record header with which a producer states
+// the version (offset) it expects to be the latest of the record's key in
+// the partition it writes to, or "-1" for "the key has no event yet":
+// optimistic concurrency per key. The value is the version in ASCII
+// decimal. A batch holding a record whose expectation does not hold is
+// refused whole with INVALID_RECORD, nothing of it written.
+const ExpectedVersionHeader = "stele-expected-version"
+
+// noExpectation marks a record without ExpectedVersionHeader.
+const noExpectation = int64(-2)
+
+// keyAt is a keyed record of a batch being produced.
+type keyAt struct {
+	delta    int32
+	key      []byte
+	expect   int64 // the version it expects, -1: none yet, noExpectation
+	snapshot bool  // it carries SnapshotHeader
+}
+
+// keyHeaders reads a record's Stele headers in one pass: the version its
+// ExpectedVersionHeader states (noExpectation without one), whether it
+// carries SnapshotHeader, and whether it carries a signature
+// (proof.SignatureHeader, checked by checkSignatures).
+func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, signed bool, err error) {
+	expect = noExpectation
+	for _, h := range hs {
+		switch h.Key {
+		case proof.SignatureHeader:
+			signed = true
+		case SnapshotHeader:
+			snapshot = true
+		case ExpectedVersionHeader:
+			if expect != noExpectation {
+				return 0, false, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
+			}
+			v, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil || v < -1 || strconv.FormatInt(v, 10) != string(h.Value) {
+				return 0, false, false, fmt.Errorf("header %s is %q: want an offset, or -1 for a key with no event yet", ExpectedVersionHeader, h.Value)
+			}
+			expect = v
+		}
+	}
+	if expect != noExpectation && key == nil {
+		return 0, false, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
+	}
+	return expect, snapshot, signed, nil
+}
