@@ -176,6 +176,8 @@ func (v *verifiedCerts) add(k Digest) {
 }
 
 func init() {
+	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
+		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
 		load: loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {

@@ -397,12 +397,12 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		resHash := sha256.Sum256(o.Data)
 		h.Write(resHash[:])
 	}
-	f.forgetCertificates()
-	changes := f.groupTimers()
-	changes = append(changes, f.txnTimers()...)
-	changes = append(changes, f.housekeep()...)
-	if f.fault != nil { // a compaction it awaited failed
-		return BlockOutcome{}, f.fault
+	var changes []change
+	for _, st := range blockEndSteps {
+		changes = append(changes, st.run(f)...)
+		if f.fault != nil { // e.g. a compaction housekeeping awaited failed
+			return BlockOutcome{}, f.fault
+		}
 	}
 	if len(changes) > 0 {
 		w := &writer{}

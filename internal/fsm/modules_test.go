@@ -56,8 +56,9 @@ var fileModules = map[string]module{
 // (TestModuleLayering), so the map says what the code does.
 //
 // The core is not in the DAG yet: it reaches into every module where it
-// assembles them (apply through the registry; the block's timers, the
-// snapshot and restore code, which name each module's state) and
+// assembles them (apply, the loads, stages, publishes and block-end steps
+// through the registry; the snapshot and restore code, which name each
+// module's state) and
 // every module uses it. Making those steps of each module, and the modules
 // packages of their own, is what is left of issue 16, item 7.
 var allowedCalls = map[module][]module{
@@ -450,7 +451,9 @@ func TestRegistry(t *testing.T) {
 // hashes were made with (TestGoldenAppHashes), and the order in which
 // Open loads the modules' state: the app version before the topics
 // (nothing of a state a binary cannot run is opened), the topics before
-// what refers to them (the producers' and transactions' partitions).
+// what refers to them (the producers' and transactions' partitions). And
+// the block-end steps (ApplyBlock's timers and housekeeping), in the order
+// their changes are made and hashed.
 func TestSteps(t *testing.T) {
 	var names []string
 	for i, s := range steps {
@@ -487,5 +490,27 @@ func TestSteps(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed, or what a load may refer to)", names, want)
+	}
+
+	// The block-end steps: their changes are hashed in this order, and
+	// each sees the state the ones before it left.
+	names = nil
+	for i, s := range blockEndSteps {
+		if i > 0 && blockEndSteps[i-1].rank >= s.rank {
+			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockEndSteps[i-1].name, blockEndSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.run == nil {
+			t.Errorf("block-end step %s: module %q, run %v", s.name, s.module, s.run != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+	}
+	want = []string{
+		"5 trust: expired certificates",
+		"10 groups: sessions and rebalance deadlines",
+		"20 producers: transaction timeouts",
+		"30 topics: housekeeping",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("block-end steps %q, want %q (a new step needs a rank; moving one changes what is hashed)", names, want)
 	}
 }

@@ -195,6 +195,34 @@ func registerStep(s moduleStep) {
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
 }
 
+// blockEndStep is a module's work at the end of every block, after the
+// block's transactions and before its state is staged: timers on block
+// time, housekeeping, dropping what expired. It returns a description of
+// each change it made, which the core encodes into the block's digest
+// (change.encode): the steps run in the order of their ranks, and their
+// changes are hashed in that order (TestSteps pins it).
+type blockEndStep struct {
+	rank   int
+	name   string
+	module module
+	run    func(*FSM) []change
+}
+
+// blockEndSteps holds the registered block-end steps by rank.
+var blockEndSteps []*blockEndStep
+
+// registerBlockEnd adds a module's block-end step; two of one rank are a
+// programming error.
+func registerBlockEnd(s blockEndStep) {
+	for _, o := range blockEndSteps {
+		if o.rank == s.rank {
+			panic(fmt.Sprintf("stele/fsm: block-end steps %s and %s both of rank %d", o.name, s.name, s.rank))
+		}
+	}
+	blockEndSteps = append(blockEndSteps, &s)
+	slices.SortFunc(blockEndSteps, func(a, b *blockEndStep) int { return a.rank - b.rank })
+}
+
 // hook is one module's function at a hook point of a lower module: what
 // the upper module does when the lower one reaches that point (a batch
 // about to be appended, a topic deleted, housekeeping), without the lower
