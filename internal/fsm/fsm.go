@@ -196,8 +196,10 @@ type FSM struct {
 // committed end, and redoes interrupted deletions and compactions.
 func Open(opts Options) (*FSM, error) {
 	opts.setDefaults()
-	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
-		return nil, fmt.Errorf("stele/fsm: %w", err)
+	for _, s := range snapshotFileSteps { // the modules' directories (Dir/logs)
+		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
+			return nil, fmt.Errorf("stele/fsm: %w", err)
+		}
 	}
 	store, err := storage.OpenStoreWith(filepath.Join(opts.Dir, "meta"), storage.StoreOptions{FS: opts.StoreFS})
 	if err != nil {

@@ -24,7 +24,7 @@ var fileModules = map[string]module{
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
-	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics,
+	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
 	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
@@ -75,7 +75,8 @@ var allowedCalls = map[module][]module{
 // (error, fmt.Stringer, Command, the store's), never followed to the one
 // module that happens to declare one.
 var interfaceMethods = map[string]bool{"Error": true, "String": true, "Kind": true, "encode": true,
-	"Get": true, "Set": true, "Delete": true, "Len": true, "Close": true}
+	"Get": true, "Set": true, "Delete": true, "Len": true, "Close": true,
+	"materialise": true, "release": true} // capturedFiles (registry.go)
 
 // TestModuleLayering reads the package's source and checks that each
 // module uses only the modules allowedCalls lets it: a call to a function
@@ -453,7 +454,7 @@ func TestRegistry(t *testing.T) {
 // (nothing of a state a binary cannot run is opened), the topics before
 // what refers to them (the producers' and transactions' partitions). And
 // the block-end steps (ApplyBlock's timers and housekeeping), in the order
-// their changes are made and hashed.
+// their changes are made and hashed; and the modules' snapshot files.
 func TestSteps(t *testing.T) {
 	var names []string
 	for i, s := range steps {
@@ -512,5 +513,22 @@ func TestSteps(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-end steps %q, want %q (a new step needs a rank; moving one changes what is hashed)", names, want)
+	}
+
+	// The modules' files in a snapshot, in the order they are captured
+	// and moved into place at a restore.
+	names = nil
+	for i, s := range snapshotFileSteps {
+		if i > 0 && snapshotFileSteps[i-1].rank >= s.rank {
+			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.name, s.rank, snapshotFileSteps[i-1].name, snapshotFileSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.capture == nil || s.checkPath == nil {
+			t.Errorf("snapshot files %s: module %q, capture %v, checkPath %v", s.name, s.module, s.capture != nil, s.checkPath != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s in %s/", s.rank, s.module, s.name, s.dir))
+	}
+	want = []string{"10 topics: partition logs in logs/"}
+	if !slices.Equal(names, want) {
+		t.Errorf("snapshot files %q, want %q (the snapshot format names these directories)", names, want)
 	}
 }
