@@ -17,6 +17,20 @@ type certEntry struct {
 	digest Digest
 }
 
+// trustState is the trust module's part of the state machine (embedded in
+// FSM): the signers seen (liveness.go), the applied certificates, and the
+// producer keys and signed sequences of the block (signed.go).
+type trustState struct {
+	signers        map[string]*Signer // by hex address
+	signersChanged bool
+	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
+	certsAdded     []Digest
+	certsDropped   []certEntry
+	verified       verifiedCerts     // safe for concurrent use
+	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
+	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
+}
+
 // openCertified checks a certificate transaction against the state and
 // returns its payload's transaction. An error other than
 // ErrBatchUnavailable rejects the transaction (deterministically: it
@@ -162,6 +176,8 @@ func (v *verifiedCerts) add(k Digest) {
 }
 
 func init() {
+	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
+		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
 		load: loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {

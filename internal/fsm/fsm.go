@@ -7,7 +7,10 @@
 // registered by its module with its decoder, check and apply, and so is
 // every step of the core a module takes part in: reading its state back
 // from the store at Open, staging the block's changes, publishing at
-// Commit (registry.go). The modules form layers without a cycle, topics at
+// Commit (registry.go). Each module keeps its state in a struct declared
+// in its own files and embedded in FSM (topicsState, keysState,
+// groupsState, producersState, trustState, clusterState); FSM's named
+// fields are the core's. The modules form layers without a cycle, topics at
 // the bottom: a lower module calls an upper one only through the hook
 // points it offers (topic_hooks.go), which the upper module registers for,
 // in an order of rank; which module may use which is pinned by
@@ -140,67 +143,43 @@ func (o *Options) setDefaults() {
 
 // FSM is the state machine. ApplyBlock and Commit are called by one goroutine
 // (the applier); View, Info and the partitions' read methods by any.
+//
+// Its fields are the core's; each module's state is a struct declared in
+// that module's files and embedded here, so that its fields are promoted
+// (f.topics, f.groups) and TestModuleLayering attributes each field to the
+// module that declares it.
 type FSM struct {
 	opts  Options
 	store *storage.Store
 
+	topicsState    // topic_state.go
+	keysState      // keys.go
+	groupsState    // group_state.go
+	producersState // producer_state.go
+	trustState     // cert_apply.go
+	clusterState   // upgrade.go
+
 	// Applier-owned.
-	height         int64
-	appHash        []byte
-	blockTime      int64 // ms
-	lastHousekeep  int64 // block time of the last housekeeping pass
-	topics         map[string]*Topic
-	byID           map[TopicID]*Topic
-	dirtyTopics    map[string]bool
-	dirtyParts     map[*Partition]bool
-	deleted        []*Topic // deleted this block; files removed after Commit
-	metaChanged    bool
-	applied        bool               // a block has been applied and not committed
-	signers        map[string]*Signer // by hex address
-	signersChanged bool
-	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
-	certsAdded     []Digest
-	keysAdded      []keyEntry        // key stream entries of the block (keys.go)
-	keyStaged      map[keyRef][]int  // keysAdded by key, built when first needed in a block
-	tables         tableChanges      // the block's changes to the table leaves (tables.go)
-	leaves         [][]byte          // the block's appended batches' leaves (proofs.go)
-	leafRefs       []batchRef        // where each leaf's batch went
-	blockDigest    []byte            // the block's transactions and changes, for its proof entry
-	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
-	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
-	certsDropped   []certEntry
-	verified       verifiedCerts // safe for concurrent use
-	groups         map[string]*Group
-	dirtyGroups    map[string]bool
-	dirtyOffsets   map[offsetRef]bool
-	groupsDue      int64 // block time at which some group timer may fire
-	nextProducerID int64
-	txns           map[string]*Txn
-	txnByPID       map[int64]string
-	dirtyTxns      map[string]bool
-	txnsDue        int64 // block time at which a transaction may time out
-	fault          error // the local fault that stopped the state machine (fault.go)
-	compactor      *compactor
-	// The app version and the upgrade state (upgrade.go).
-	appVersion   uint32
-	upgradePlan  *UpgradePlan
-	upgradeVotes map[[20]byte]UpgradePlan
-	upgradeDirty bool
+	height      int64
+	appHash     []byte
+	blockTime   int64 // ms
+	metaChanged bool
+	applied     bool       // a block has been applied and not committed
+	leaves      [][]byte   // the block's appended batches' leaves (proofs.go)
+	leafRefs    []batchRef // where each leaf's batch went
+	blockDigest []byte     // the block's transactions and changes, for its proof entry
+	fault       error      // the local fault that stopped the state machine (fault.go)
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
-	trie             *stateTrie
-	stateRoot        []byte
-	leavesRoot       []byte
-	hashHeight       int64 // the height whose block last changed the app hash
-	pending          *stateBatch
-	stagedProducerID int64 // nextProducerID as last staged
+	trie       *stateTrie
+	stateRoot  []byte
+	leavesRoot []byte
+	hashHeight int64 // the height whose block last changed the app hash
+	pending    *stateBatch
 
 	// Published at Commit.
 	view      atomic.Pointer[View]
-	groupView atomic.Pointer[GroupsView]
-	dueView   atomic.Int64 // f.groupsDue as of the last Commit
-	txnView   atomic.Pointer[[]TxnInfo]
 	committed struct {
 		sync.Mutex
 		height    int64
@@ -217,28 +196,36 @@ type FSM struct {
 // committed end, and redoes interrupted deletions and compactions.
 func Open(opts Options) (*FSM, error) {
 	opts.setDefaults()
-	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
-		return nil, fmt.Errorf("stele/fsm: %w", err)
+	for _, s := range snapshotFileSteps { // the modules' directories (Dir/logs)
+		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
+			return nil, fmt.Errorf("stele/fsm: %w", err)
+		}
 	}
 	store, err := storage.OpenStoreWith(filepath.Join(opts.Dir, "meta"), storage.StoreOptions{FS: opts.StoreFS})
 	if err != nil {
 		return nil, err
 	}
 	f := &FSM{
-		opts:         opts,
-		store:        store,
-		topics:       map[string]*Topic{},
-		byID:         map[TopicID]*Topic{},
-		dirtyTopics:  map[string]bool{},
-		dirtyParts:   map[*Partition]bool{},
-		certs:        map[Digest]int64{},
-		groups:       map[string]*Group{},
-		dirtyGroups:  map[string]bool{},
-		dirtyOffsets: map[offsetRef]bool{},
-		txns:         map[string]*Txn{},
-		txnByPID:     map[int64]string{},
-		dirtyTxns:    map[string]bool{},
-		compactor:    newCompactor(opts.CompactionWorkers),
+		opts:  opts,
+		store: store,
+		topicsState: topicsState{
+			topics:      map[string]*Topic{},
+			byID:        map[TopicID]*Topic{},
+			dirtyTopics: map[string]bool{},
+			dirtyParts:  map[*Partition]bool{},
+			compactor:   newCompactor(opts.CompactionWorkers),
+		},
+		groupsState: groupsState{
+			groups:       map[string]*Group{},
+			dirtyGroups:  map[string]bool{},
+			dirtyOffsets: map[offsetRef]bool{},
+		},
+		producersState: producersState{
+			txns:      map[string]*Txn{},
+			txnByPID:  map[int64]string{},
+			dirtyTxns: map[string]bool{},
+		},
+		trustState: trustState{certs: map[Digest]int64{}},
 	}
 	if err := f.load(); err != nil {
 		f.closeLogs()
@@ -412,12 +399,12 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		resHash := sha256.Sum256(o.Data)
 		h.Write(resHash[:])
 	}
-	f.forgetCertificates()
-	changes := f.groupTimers()
-	changes = append(changes, f.txnTimers()...)
-	changes = append(changes, f.housekeep()...)
-	if f.fault != nil { // a compaction it awaited failed
-		return BlockOutcome{}, f.fault
+	var changes []change
+	for _, st := range blockEndSteps {
+		changes = append(changes, st.run(f)...)
+		if f.fault != nil { // e.g. a compaction housekeeping awaited failed
+			return BlockOutcome{}, f.fault
+		}
 	}
 	if len(changes) > 0 {
 		w := &writer{}

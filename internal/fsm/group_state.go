@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // The groups' keys in the metadata store:
@@ -21,6 +22,19 @@ func offsetKey(r offsetRef) []byte {
 	k = append(k, r.topic...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint32(k, uint32(r.partition))
+}
+
+// groupsState is the groups module's part of the state machine (embedded
+// in FSM): the groups, what the block changed, and what Commit published.
+type groupsState struct {
+	groups       map[string]*Group
+	dirtyGroups  map[string]bool
+	dirtyOffsets map[offsetRef]bool
+	groupsDue    int64 // block time at which some group timer may fire
+
+	// Published at Commit.
+	groupView atomic.Pointer[GroupsView]
+	dueView   atomic.Int64 // groupsDue as of the last Commit
 }
 
 // persistGroups adds the block's group changes to the state batch.

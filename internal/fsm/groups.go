@@ -658,8 +658,10 @@ func consumerTopics(meta []byte) []string {
 	return out
 }
 
-// The groups' hooks on the topics module (topic_hooks.go).
+// The groups' hooks on the topics module (topic_hooks.go), and their
+// timers at the end of every block.
 func init() {
+	registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
 	topicDeleted.register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
 	housekeepers.register(10, "committed offsets' expiry", modGroups, func(f *FSM) []change { return f.expireOffsets() })
 }

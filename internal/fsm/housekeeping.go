@@ -4,6 +4,12 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
+// Housekeeping is the topics module's step at the end of a block, after
+// the groups' and the transactions' timers (registry.go).
+func init() {
+	registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
+}
+
 // housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each
 // partition, expires idle producers, runs retention and decides
 // compactions, at most once per HousekeepingIntervalMs of block time, and

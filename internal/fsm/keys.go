@@ -50,6 +50,15 @@ type keyRef struct {
 	key       string
 }
 
+// keysState is the keys module's part of the state machine (embedded in
+// FSM): the block's key stream entries and table changes, staged at its
+// end and dropped at Commit.
+type keysState struct {
+	keysAdded []keyEntry       // key stream entries of the block
+	keyStaged map[keyRef][]int // keysAdded by key, built when first needed in a block
+	tables    tableChanges     // the block's changes to the table leaves (tables.go)
+}
+
 // stageKey adds e to the block's key stream entries.
 func (f *FSM) stageKey(e keyEntry) {
 	f.keysAdded = append(f.keysAdded, e)

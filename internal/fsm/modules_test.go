@@ -24,27 +24,12 @@ var fileModules = map[string]module{
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
-	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics,
+	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
 	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
 	"signed.go": modTrust, "cert.go": modTrust, "cert_apply.go": modTrust, "liveness.go": modTrust,
-}
-
-// fieldModules says which module owns each field of FSM; the fields not
-// named are the core's.
-var fieldModules = map[string]module{
-	"topics": modTopics, "byID": modTopics, "dirtyTopics": modTopics, "dirtyParts": modTopics,
-	"deleted": modTopics, "compactor": modTopics, "lastHousekeep": modTopics,
-	"keysAdded": modKeys, "keyStaged": modKeys, "tables": modKeys,
-	"groups": modGroups, "dirtyGroups": modGroups, "dirtyOffsets": modGroups, "groupsDue": modGroups,
-	"groupView": modGroups, "dueView": modGroups,
-	"nextProducerID": modProducers, "stagedProducerID": modProducers, "txns": modProducers,
-	"txnByPID": modProducers, "dirtyTxns": modProducers, "txnsDue": modProducers, "txnView": modProducers,
-	"signers": modTrust, "signersChanged": modTrust, "certs": modTrust, "certsAdded": modTrust,
-	"certsDropped": modTrust, "verified": modTrust, "keysSet": modTrust, "seqsAdded": modTrust,
-	"appVersion": modCluster, "upgradePlan": modCluster, "upgradeVotes": modCluster, "upgradeDirty": modCluster,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
@@ -71,8 +56,9 @@ var fieldModules = map[string]module{
 // (TestModuleLayering), so the map says what the code does.
 //
 // The core is not in the DAG yet: it reaches into every module where it
-// assembles them (apply through the registry; FSM's fields, the block's
-// load, snapshot and restore code, which name each module's state) and
+// assembles them (apply, the loads, stages, publishes and block-end steps
+// through the registry; the snapshot and restore code, which name each
+// module's state) and
 // every module uses it. Making those steps of each module, and the modules
 // packages of their own, is what is left of issue 16, item 7.
 var allowedCalls = map[module][]module{
@@ -89,13 +75,14 @@ var allowedCalls = map[module][]module{
 // (error, fmt.Stringer, Command, the store's), never followed to the one
 // module that happens to declare one.
 var interfaceMethods = map[string]bool{"Error": true, "String": true, "Kind": true, "encode": true,
-	"Get": true, "Set": true, "Delete": true, "Len": true, "Close": true}
+	"Get": true, "Set": true, "Delete": true, "Len": true, "Close": true,
+	"materialise": true, "release": true} // capturedFiles (registry.go)
 
 // TestModuleLayering reads the package's source and checks that each
 // module uses only the modules allowedCalls lets it: a call to a function
 // or method declared in another module's files (methods resolved by name
 // where the name is declared in one module only), a read or write of a
-// field of FSM another module owns, or the name of a type declared in
+// field of FSM another module owns (stateFieldModules), or the name of a type declared in
 // another module, or of a package-level variable or constant declared
 // there. It is a reading of the source, not of types: a method name
 // declared in two modules is not followed. It also fails on an edge
@@ -157,6 +144,7 @@ func TestModuleLayering(t *testing.T) {
 			t.Errorf("fileModules names %s, which is not in the package", name)
 		}
 	}
+	fieldModules := stateFieldModules(t, files)
 	// The modules a method name belongs to, when only one.
 	methodModule := map[string]module{}
 	for name, ds := range methods {
@@ -238,6 +226,70 @@ func TestModuleLayering(t *testing.T) {
 			t.Logf("%s -> %s: %s", e.from, e.to, strings.Join(uses[e], "; "))
 		}
 	}
+}
+
+// stateFieldModules says which module owns each field of FSM, from the
+// source: a module's state is a struct type declared in its files and
+// embedded in FSM, so a field is the module's that declares it; FSM's
+// named fields are the core's and left out. It fails the test on an
+// embedded field that is not a struct type of a module other than the
+// core, and on a field two modules declare (FSM could not promote it).
+func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]module {
+	t.Helper()
+	structs := map[string]*ast.StructType{}
+	structModule := map[string]module{}
+	var fsm *ast.StructType
+	for _, name := range sortedKeys(files) {
+		for _, d := range files[name].Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, s := range g.Specs {
+				ts, ok := s.(*ast.TypeSpec)
+				if !ok {
+					continue
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					continue
+				}
+				structs[ts.Name.Name], structModule[ts.Name.Name] = st, fileModules[name]
+				if ts.Name.Name == "FSM" {
+					fsm = st
+				}
+			}
+		}
+	}
+	if fsm == nil {
+		t.Fatal("no struct type FSM in the package")
+	}
+	fields := map[string]module{}
+	embedded := 0
+	for _, fl := range fsm.Fields.List {
+		if len(fl.Names) > 0 {
+			continue // the core's
+		}
+		embedded++
+		id, ok := fl.Type.(*ast.Ident)
+		if !ok || structs[id.Name] == nil || structModule[id.Name] == modCore {
+			t.Errorf("FSM embeds %v: only a module's state struct, declared in that module's files, belongs there", fl.Type)
+			continue
+		}
+		m := structModule[id.Name]
+		for _, sf := range structs[id.Name].Fields.List {
+			for _, n := range sf.Names {
+				if o, ok := fields[n.Name]; ok {
+					t.Errorf("field %s is declared by the state of modules %s and %s", n.Name, o, m)
+				}
+				fields[n.Name] = m
+			}
+		}
+	}
+	if embedded == 0 || len(fields) == 0 {
+		t.Errorf("FSM embeds %d module states with %d fields: the layering test would see no module's state", embedded, len(fields))
+	}
+	return fields
 }
 
 // TestLayeringIsADAG: the modules' layering (allowedCalls without the
@@ -400,7 +452,9 @@ func TestRegistry(t *testing.T) {
 // hashes were made with (TestGoldenAppHashes), and the order in which
 // Open loads the modules' state: the app version before the topics
 // (nothing of a state a binary cannot run is opened), the topics before
-// what refers to them (the producers' and transactions' partitions).
+// what refers to them (the producers' and transactions' partitions). And
+// the block-end steps (ApplyBlock's timers and housekeeping), in the order
+// their changes are made and hashed; and the modules' snapshot files.
 func TestSteps(t *testing.T) {
 	var names []string
 	for i, s := range steps {
@@ -437,5 +491,44 @@ func TestSteps(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed, or what a load may refer to)", names, want)
+	}
+
+	// The block-end steps: their changes are hashed in this order, and
+	// each sees the state the ones before it left.
+	names = nil
+	for i, s := range blockEndSteps {
+		if i > 0 && blockEndSteps[i-1].rank >= s.rank {
+			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockEndSteps[i-1].name, blockEndSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.run == nil {
+			t.Errorf("block-end step %s: module %q, run %v", s.name, s.module, s.run != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+	}
+	want = []string{
+		"5 trust: expired certificates",
+		"10 groups: sessions and rebalance deadlines",
+		"20 producers: transaction timeouts",
+		"30 topics: housekeeping",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("block-end steps %q, want %q (a new step needs a rank; moving one changes what is hashed)", names, want)
+	}
+
+	// The modules' files in a snapshot, in the order they are captured
+	// and moved into place at a restore.
+	names = nil
+	for i, s := range snapshotFileSteps {
+		if i > 0 && snapshotFileSteps[i-1].rank >= s.rank {
+			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.name, s.rank, snapshotFileSteps[i-1].name, snapshotFileSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.capture == nil || s.checkPath == nil {
+			t.Errorf("snapshot files %s: module %q, capture %v, checkPath %v", s.name, s.module, s.capture != nil, s.checkPath != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s in %s/", s.rank, s.module, s.name, s.dir))
+	}
+	want = []string{"10 topics: partition logs in logs/"}
+	if !slices.Equal(names, want) {
+		t.Errorf("snapshot files %q, want %q (the snapshot format names these directories)", names, want)
 	}
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 )
 
 // The producers module's state as Open reads it back: the next producer id
@@ -14,6 +15,20 @@ import (
 // sequences, s/, and the aborted transactions, a/) is the topics module's
 // and loads in its steps at 100 and 115 (partition_producers.go,
 // partition_txns.go).
+
+// producersState is the producers module's part of the state machine
+// (embedded in FSM).
+type producersState struct {
+	nextProducerID   int64
+	stagedProducerID int64 // nextProducerID as last staged
+	txns             map[string]*Txn
+	txnByPID         map[int64]string
+	dirtyTxns        map[string]bool
+	txnsDue          int64 // block time at which a transaction may time out
+
+	// Published at Commit.
+	txnView atomic.Pointer[[]TxnInfo]
+}
 
 // loadProducerID reads the next producer id; absent, it is 0.
 func loadProducerID(f *FSM) error {

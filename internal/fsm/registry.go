@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -193,6 +194,86 @@ func registerStep(s moduleStep) {
 	}
 	steps = append(steps, &s)
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
+}
+
+// blockEndStep is a module's work at the end of every block, after the
+// block's transactions and before its state is staged: timers on block
+// time, housekeeping, dropping what expired. It returns a description of
+// each change it made, which the core encodes into the block's digest
+// (change.encode): the steps run in the order of their ranks, and their
+// changes are hashed in that order (TestSteps pins it).
+type blockEndStep struct {
+	rank   int
+	name   string
+	module module
+	run    func(*FSM) []change
+}
+
+// blockEndSteps holds the registered block-end steps by rank.
+var blockEndSteps []*blockEndStep
+
+// registerBlockEnd adds a module's block-end step; two of one rank are a
+// programming error.
+func registerBlockEnd(s blockEndStep) {
+	for _, o := range blockEndSteps {
+		if o.rank == s.rank {
+			panic(fmt.Sprintf("stele/fsm: block-end steps %s and %s both of rank %d", o.name, s.name, s.rank))
+		}
+	}
+	blockEndSteps = append(blockEndSteps, &s)
+	slices.SortFunc(blockEndSteps, func(a, b *blockEndStep) int { return a.rank - b.rank })
+}
+
+// snapshotFiles is a module's files in a snapshot, besides the metadata
+// store the core ships whole: a directory of the data directory,
+// Options.Dir/<dir>, of files the module keeps beside its state in the
+// store (the topics module's partition logs, Dir/logs). The core creates
+// the directory at Open, ships the files capture records under <dir>/ in
+// the snapshot, refuses a peer's snapshot with a path under <dir>/ that
+// checkPath does not accept, and moves the restored directory into place
+// before Open loads the restored state; what the files hold is the
+// module's (its load step opens them).
+type snapshotFiles struct {
+	rank   int
+	name   string
+	module module
+	dir    string // one path element, neither the store's nor a state file's
+	// capture records the module's committed files on the applier, right
+	// after a Commit, without copying them (CaptureSnapshot). The parts
+	// it returns are released even when it also returns an error.
+	capture func(*FSM) ([]capturedFiles, error)
+	// checkPath says what is wrong with the path of a file of a peer's
+	// snapshot under dir/ (given without "dir/"), or "" if nothing.
+	checkPath func(rest string) string
+}
+
+// capturedFiles is a part of a module's captured files.
+type capturedFiles interface {
+	// materialise writes the files under root, the snapshot's files
+	// directory, and lists them with their paths relative to root.
+	materialise(root string) ([]snapFile, error)
+	// release lets the captured files go; it may be called more than once.
+	release()
+}
+
+// snapshotFileSteps holds the registered snapshot files by rank.
+var snapshotFileSteps []*snapshotFiles
+
+// registerSnapshotFiles adds a module's snapshot files; two of one rank or
+// one directory, or a directory that is not one plain path element or
+// would collide with the store's files, are programming errors.
+func registerSnapshotFiles(s snapshotFiles) {
+	if s.dir == "" || s.dir == "." || s.dir == ".." || strings.ContainsAny(s.dir, `/\`) ||
+		s.dir == "meta" || s.dir == metaKVPath || s.dir == "state" {
+		panic(fmt.Sprintf("stele/fsm: snapshot files %s in directory %q", s.name, s.dir))
+	}
+	for _, o := range snapshotFileSteps {
+		if o.rank == s.rank || o.dir == s.dir {
+			panic(fmt.Sprintf("stele/fsm: snapshot files %s and %s both of rank %d or in %q", o.name, s.name, s.rank, s.dir))
+		}
+	}
+	snapshotFileSteps = append(snapshotFileSteps, &s)
+	slices.SortFunc(snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
 }
 
 // hook is one module's function at a hook point of a lower module: what

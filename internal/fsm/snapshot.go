@@ -38,8 +38,12 @@ import (
 // broker builds the same snapshot at a height, with the same hash, and a
 // restoring broker can fetch its chunks from all of them.
 //
-// The state is the metadata store (Dir/meta) and the partition directories
-// (Dir/logs); a new kind of state kept elsewhere must be captured here too.
+// The state is the metadata store (Dir/meta), which the core ships whole,
+// and the directories of files modules keep beside it, which each module
+// registers with its capture and its check of a peer's paths
+// (snapshotFiles, registry.go): the topics module's partition directories
+// (Dir/logs, topic_snapshot.go). A new kind of state kept outside the store
+// registers its own.
 
 // SnapshotChunkBytes is the most file data one chunk carries. CometBFT
 // carries chunks in messages of at most 16e6 bytes; 8 MiB of data plus the
@@ -92,18 +96,13 @@ type span struct {
 type SnapshotCapture struct {
 	dir   string
 	m     manifest
-	parts []capturedPartition
-}
-
-type capturedPartition struct {
-	dir string // logs/<topic>-<partition>
-	id  TopicID
-	pin *storage.LogPin
+	parts []capturedFiles // the modules' files (snapshotFiles), in rank order
 }
 
 // CaptureSnapshot records the committed state for a snapshot in dir, which
 // it creates and which must not exist: a checkpoint of the metadata store,
-// and a pin of every partition log (storage.Log.Pin). It must be called by
+// and the modules' files as their capture steps record them (the topics
+// module pins every partition log, storage.Log.Pin). It must be called by
 // the applier, after a Commit and before the next ApplyBlock; it does no
 // work per byte or per file of the logs, so it holds the applier up for
 // the time of the store checkpoint (milliseconds), and for the rest of any
@@ -120,10 +119,6 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
 	}
-	// Every broker must capture the same files: the compacted ones.
-	if err := f.WaitCompactions(); err != nil {
-		return nil, f.faulted(err)
-	}
 	if len(f.appHash) > 0 && !bytes.Equal(proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot), f.appHash) {
 		return nil, fmt.Errorf("stele/fsm: snapshot at height %d: the app hash's parts do not give the app hash", f.height)
 	}
@@ -138,19 +133,17 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
+	// The modules' files first: the topics module waits for the
+	// compactions in flight before it pins the logs.
+	for _, s := range snapshotFileSteps {
+		parts, err := s.capture(f)
+		c.parts = append(c.parts, parts...) // released on error too
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := f.store.Checkpoint(filepath.Join(dir, pebbleDir)); err != nil {
 		return nil, err
-	}
-	for _, name := range sortedNames(f.topics) {
-		t := f.topics[name]
-		for _, p := range t.Partitions {
-			pin, err := p.log.Pin()
-			if err != nil {
-				return nil, fmt.Errorf("stele/fsm: snapshot of %s-%d: %w", t.Name, p.Index, err)
-			}
-			part := "logs/" + filepath.Base(f.partitionDir(t.Name, p.Index))
-			c.parts = append(c.parts, capturedPartition{dir: part, id: t.ID, pin: pin})
-		}
 	}
 	return c, nil
 }
@@ -165,32 +158,23 @@ func (c *SnapshotCapture) Height() int64 { return c.m.Height }
 // called more than once.
 func (c *SnapshotCapture) Release() {
 	for _, p := range c.parts {
-		p.pin.Release()
+		p.release()
 	}
 }
 
-// materialise puts the captured partition files under dir/files and lists
-// every file of the snapshot but meta.kv.
+// materialise puts the modules' captured files under dir/files and lists
+// every file of the snapshot but the store's.
 func (c *SnapshotCapture) materialise(ctx context.Context) error {
+	root := filepath.Join(c.dir, filesDir)
 	for _, p := range c.parts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		dst := filepath.Join(c.dir, filesDir, filepath.FromSlash(p.dir))
-		if err := p.pin.WriteTo(dst); err != nil {
+		files, err := p.materialise(root)
+		if err != nil {
 			return err
 		}
-		for _, f := range p.pin.Files() {
-			c.m.Files = append(c.m.Files, snapFile{Path: p.dir + "/" + f.Name, Size: f.Size})
-		}
-		if err := writePartitionMetadata(dst, p.id); err != nil {
-			return fmt.Errorf("stele/fsm: snapshot: %w", err)
-		}
-		fi, err := os.Stat(filepath.Join(dst, "partition.metadata"))
-		if err != nil {
-			return fmt.Errorf("stele/fsm: snapshot: %w", err)
-		}
-		c.m.Files = append(c.m.Files, snapFile{Path: p.dir + "/partition.metadata", Size: fi.Size()})
+		c.m.Files = append(c.m.Files, files...)
 	}
 	sort.Slice(c.m.Files, func(i, j int) bool { return c.m.Files[i].Path < c.m.Files[j].Path })
 	return nil

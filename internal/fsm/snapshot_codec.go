@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -35,8 +34,9 @@ import (
 // first piece has offset 0, each later one starts where the last ended,
 // and no file appears twice). "state/<n>.kv" hold the authenticated keys
 // of the metadata store with their proofs (snapshot_state.go), "meta.kv"
-// the store's other keys, "logs/<topic>-<partition>/<name>" the partition
-// directories.
+// the store's other keys, and "<dir>/..." the files of the module that
+// registered dir (snapshotFiles, registry.go): "logs/<topic>-<partition>/<name>"
+// the topics module's partition directories (topic_snapshot.go).
 //
 //	meta.kv := (bytes key | bytes value)*, keys strictly ascending
 const snapshotMetaVersion = 2
@@ -188,7 +188,9 @@ func decodeChunk(b []byte) ([]piece, error) {
 }
 
 // checkSnapshotPath accepts only the paths a snapshot may hold: meta.kv,
-// state/<8 digits>.kv and logs/<topic>-<partition>/<segment file or partition.metadata>.
+// state/<8 digits>.kv, and under a module's directory (snapshotFiles) what
+// that module's checkPath accepts (logs/<topic>-<partition>/<segment file
+// or partition.metadata>, topic_snapshot.go).
 func checkSnapshotPath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: path %.100q: %s", ErrSnapshotMalformed, p, why)
@@ -199,42 +201,16 @@ func checkSnapshotPath(p string) error {
 	if len(p) > maxSnapshotPath {
 		return bad("too long")
 	}
-	parts := strings.Split(p, "/")
-	if len(parts) != 3 || parts[0] != "logs" {
-		return bad("not logs/<partition>/<file>")
-	}
-	i := strings.LastIndexByte(parts[1], '-')
-	if i < 0 {
-		return bad("partition directory is not <topic>-<partition>")
-	}
-	if ValidTopicName(parts[1][:i]) != nil {
-		return bad("invalid topic name")
-	}
-	if n, err := strconv.ParseUint(parts[1][i+1:], 10, 31); err != nil || n >= MaxPartitions || strconv.FormatUint(n, 10) != parts[1][i+1:] {
-		return bad("invalid partition number")
-	}
-	if name := parts[2]; name != "partition.metadata" && !isSegmentFileName(name) {
-		return bad("not a segment file or partition.metadata")
-	}
-	return nil
-}
-
-// isSegmentFileName reports whether name is a 20-digit offset and .log,
-// .index or .timeindex.
-func isSegmentFileName(name string) bool {
-	if len(name) <= 20 {
-		return false
-	}
-	for _, c := range name[:20] {
-		if c < '0' || c > '9' {
-			return false
+	dir, rest, _ := strings.Cut(p, "/")
+	for _, s := range snapshotFileSteps {
+		if s.dir == dir {
+			if why := s.checkPath(rest); why != "" {
+				return bad(why)
+			}
+			return nil
 		}
 	}
-	switch name[20:] {
-	case ".log", ".index", ".timeindex":
-		return true
-	}
-	return false
+	return bad("not meta.kv, a state file or in a module's directory")
 }
 
 // encodeKV appends one meta.kv record.

@@ -219,7 +219,7 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	if !r.Complete() {
 		return fmt.Errorf("%w: %d of %d chunks applied", ErrChunkOrder, r.next, len(r.meta.hashes))
 	}
-	if f.height != 0 || f.applied || len(f.topics) != 0 {
+	if f.height != 0 || f.applied { // no block applied: no module holds state
 		return fmt.Errorf("%w (at height %d)", ErrNotEmpty, f.height)
 	}
 	if r.cur.path != "" && isStateFileName(r.cur.path) {
@@ -237,11 +237,13 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	if err := verifyStagedState(filepath.Join(r.dir, "meta"), r.meta.appHash); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
-		return fmt.Errorf("stele/fsm: restore: %w", err)
-	}
-	if err := storage.SyncTree(filepath.Join(r.dir, "logs")); err != nil {
-		return err
+	for _, s := range snapshotFileSteps { // a module's directory may be empty
+		if err := os.MkdirAll(filepath.Join(r.dir, s.dir), 0o755); err != nil {
+			return fmt.Errorf("stele/fsm: restore: %w", err)
+		}
+		if err := storage.SyncTree(filepath.Join(r.dir, s.dir)); err != nil {
+			return err
+		}
 	}
 	opts := f.opts
 	opts.Dir = r.dir
@@ -314,7 +316,8 @@ func (r *Restore) stageStore() error {
 	return err
 }
 
-// swapIn replaces f's (empty) metadata store and logs with the staged ones
+// swapIn replaces f's (empty) metadata store and the modules' directories
+// (snapshotFiles: the logs) with the staged ones
 // in staged and reloads f. A crash in between leaves either the empty
 // state or the restored one in place, or a data directory without a
 // metadata store, which Open starts empty (deleting the logs as strays).
@@ -326,12 +329,17 @@ func (f *FSM) swapIn(staged string) error {
 	if err := os.MkdirAll(old, 0o755); err != nil {
 		return fmt.Errorf("stele/fsm: restore: %w", err)
 	}
-	for _, step := range [][2]string{
-		{filepath.Join(f.opts.Dir, "meta"), filepath.Join(old, "meta")},
-		{filepath.Join(f.opts.Dir, "logs"), filepath.Join(old, "logs")},
-		{filepath.Join(staged, "logs"), filepath.Join(f.opts.Dir, "logs")},
-		{filepath.Join(staged, "meta"), filepath.Join(f.opts.Dir, "meta")},
-	} {
+	// The store leaves first and comes back last: until it is in place,
+	// Open finds no state and starts empty.
+	renames := [][2]string{{filepath.Join(f.opts.Dir, "meta"), filepath.Join(old, "meta")}}
+	for _, s := range snapshotFileSteps {
+		renames = append(renames, [2]string{filepath.Join(f.opts.Dir, s.dir), filepath.Join(old, s.dir)})
+	}
+	for _, s := range snapshotFileSteps {
+		renames = append(renames, [2]string{filepath.Join(staged, s.dir), filepath.Join(f.opts.Dir, s.dir)})
+	}
+	renames = append(renames, [2]string{filepath.Join(staged, "meta"), filepath.Join(f.opts.Dir, "meta")})
+	for _, step := range renames {
 		if err := os.Rename(step[0], step[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}

@@ -18,6 +18,18 @@ func init() {
 	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
 
+// topicsState is the topics module's part of the state machine (embedded
+// in FSM).
+type topicsState struct {
+	lastHousekeep int64 // block time of the last housekeeping pass (in m/state)
+	topics        map[string]*Topic
+	byID          map[TopicID]*Topic
+	dirtyTopics   map[string]bool
+	dirtyParts    map[*Partition]bool
+	deleted       []*Topic // deleted this block; files removed after Commit
+	compactor     *compactor
+}
+
 func stageTopics(f *FSM, b *stateBatch) error {
 	for _, t := range f.deleted {
 		for _, h := range topicDropped.hooks {

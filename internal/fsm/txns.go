@@ -609,6 +609,7 @@ func init() {
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
 	housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
+	registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
 	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		load:  loadTxnState,
 		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },

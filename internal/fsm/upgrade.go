@@ -107,6 +107,15 @@ type ScheduleUpgrade struct {
 
 func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
 
+// clusterState is the cluster module's part of the state machine (embedded
+// in FSM): the app version and the upgrade state.
+type clusterState struct {
+	appVersion   uint32
+	upgradePlan  *UpgradePlan
+	upgradeVotes map[[20]byte]UpgradePlan
+	upgradeDirty bool
+}
+
 func (c ScheduleUpgrade) encode(w *writer) {
 	w.i64(c.Plan.Height)
 	w.i32(int32(c.Plan.Version))
