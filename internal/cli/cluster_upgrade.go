@@ -24,6 +24,8 @@ import (
 // `stele cluster upgrade` (docs/cluster.md, "Upgrades"): validators vote
 // for an app version upgrade at a height through a broker's HTTP API
 // (POST /v1/cluster/upgrade); without --height it shows the upgrade state.
+// The votes are signed for the chain id the broker reports
+// (GET /v1/cluster/upgrade), and no other chain counts them.
 
 type clusterUpgradeOptions struct {
 	http    string
@@ -110,9 +112,12 @@ func (o clusterUpgradeOptions) request(st httpapi.UpgradeView) (httpapi.UpgradeR
 	if err != nil {
 		return httpapi.UpgradeRequest{}, err
 	}
-	req := httpapi.UpgradeRequest{Height: p.Height, Version: p.Version, Name: p.Name}
+	if st.ChainID == "" {
+		return httpapi.UpgradeRequest{}, fmt.Errorf("the broker did not say which chain it runs: it is older than this command; upgrade votes are signed for a chain id")
+	}
+	req := httpapi.UpgradeRequest{ChainID: st.ChainID, Height: p.Height, Version: p.Version, Name: p.Name}
 	for _, k := range keys {
-		s := fsm.SignUpgrade(p, k.addr, k.key)
+		s := fsm.SignUpgrade(st.ChainID, p, k.addr, k.key)
 		req.Signatures = append(req.Signatures, httpapi.UpgradeSignature{Validator: hex.EncodeToString(s.Validator[:]), Signature: s.Signature[:]})
 	}
 	return req, nil

@@ -25,7 +25,7 @@ func TestClusterUpgradeSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := httpapi.UpgradeView{Height: 40, AppVersion: 1}
+	st := httpapi.UpgradeView{Height: 40, ChainID: genesis.ChainID, AppVersion: 1}
 	key1 := filepath.Join(dir, "node1", "cometbft", "config", "priv_validator_key.json")
 	for _, tc := range []struct {
 		o    clusterUpgradeOptions
@@ -40,6 +40,9 @@ func TestClusterUpgradeSigns(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := fsm.UpgradePlan{Height: req.Height, Version: req.Version, Name: req.Name}
+		if req.ChainID != genesis.ChainID {
+			t.Fatalf("%+v: votes for chain %q, want the broker's %q", tc.o, req.ChainID, genesis.ChainID)
+		}
 		if p != tc.want || len(req.Signatures) != tc.sigs {
 			t.Fatalf("%+v: plan %+v with %d signatures, want %+v with %d", tc.o, p, len(req.Signatures), tc.want, tc.sigs)
 		}
@@ -48,7 +51,7 @@ func TestClusterUpgradeSigns(t *testing.T) {
 			b, _ := hex.DecodeString(s.Validator)
 			copy(addr[:], b)
 			v, ok := vs.Lookup(addr)
-			if !ok || !ed25519.Verify(v.PubKey, fsm.UpgradeStatement(p), s.Signature) {
+			if !ok || !ed25519.Verify(v.PubKey, fsm.UpgradeStatement(genesis.ChainID, p), s.Signature) {
 				t.Fatalf("signature by %s does not verify against the genesis validators", s.Validator)
 			}
 		}

@@ -82,6 +82,10 @@ type Options struct {
 	// Validators checks certified transactions' signatures; nil refuses
 	// every certified transaction (inline transactions only).
 	Validators *ValidatorSet
+	// ChainID is the chain's id (CometBFT's genesis chain_id), the same on
+	// every broker of a chain. Upgrade votes are signed for it
+	// (UpgradeStatement); empty refuses every upgrade vote.
+	ChainID string
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches BatchSource

@@ -192,22 +192,29 @@ func (p *cmdProgram) keyedRecords(t *testing.T) []byte {
 // upgrade is an upgrade vote at a height around the soonest allowed, of
 // versions 1 (cancel) to 4 (one neither machine runs), signed by any of the
 // validators and a stranger; sometimes forged, signed twice by one
-// validator, or signed for another plan.
+// validator, or signed for another plan or another chain.
 func (p *cmdProgram) upgrade() ScheduleUpgrade {
 	plan := UpgradePlan{Height: p.height + MinUpgradeDelay + int64(p.next()%12) - 3, Version: 1 + uint32(p.next()%4), Name: p.pick("", "v2", "v3", "a b")}
 	signed := plan
 	if p.next()%8 == 0 {
 		signed.Height++
 	}
-	c := ScheduleUpgrade{Plan: plan}
+	c := ScheduleUpgrade{ChainID: testChainID, Plan: plan}
+	chain := testChainID
+	switch p.next() % 16 {
+	case 0: // signed for another chain, and says so
+		c.ChainID, chain = "stele-staging", "stele-staging"
+	case 1: // signed for another chain, and claims this one
+		chain = "stele-staging"
+	}
 	who := p.next()
 	for i, k := range p.keys {
 		if who&(1<<i) != 0 {
-			c.Sigs = append(c.Sigs, SignUpgrade(signed, fuzzAddr(k), k))
+			c.Sigs = append(c.Sigs, SignUpgrade(chain, signed, fuzzAddr(k), k))
 		}
 	}
 	if who&0x80 != 0 || p.keys == nil {
-		c.Sigs = append(c.Sigs, SignUpgrade(signed, fuzzAddr(fuzzStranger), fuzzStranger))
+		c.Sigs = append(c.Sigs, SignUpgrade(chain, signed, fuzzAddr(fuzzStranger), fuzzStranger))
 	}
 	switch p.next() % 8 {
 	case 0:
@@ -233,7 +240,7 @@ const fuzzMaxVersion = 3
 // openVoting opens a state machine of the test validator set's chain.
 func openVoting(t testing.TB, dir string, vs *ValidatorSet) *FSM {
 	t.Helper()
-	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, maxAppVersionForTest: fuzzMaxVersion})
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: fuzzMaxVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ const (
 
 func goldenOptions(dir string) Options {
 	vs, _ := goldenValidators()
-	return Options{Dir: dir, HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 10 * 60 * 1000, Validators: vs}
+	return Options{Dir: dir, HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 10 * 60 * 1000, Validators: vs, ChainID: testChainID}
 }
 
 // goldenValidators are testValidators(4): the chain's validators, who vote
@@ -241,8 +241,9 @@ func goldenScenario(t *testing.T) []block {
 	// height passes.
 	_, vkeys := goldenValidators()
 	stranger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
-	up := UpgradePlan{Height: int64(len(g.blocks)) + 4 + MinUpgradeDelay, Version: 1, Name: "golden"} // the quorum is in the 4th block from here
+	up := UpgradePlan{Height: int64(len(g.blocks)) + 5 + MinUpgradeDelay, Version: 1, Name: "golden"} // the quorum is in the 5th block from here
 	must("upgrade vote by a stranger", g.cmds(100, upgradeVote(up, stranger))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("upgrade vote for another chain", g.cmds(100, upgradeVoteFor("stele-staging", up, vkeys[3]))[0], kerr.InvalidRequest.Code)
 	must("upgrade too soon", g.cmds(100, upgradeVote(UpgradePlan{Height: int64(len(g.blocks)) + 2, Version: 1}, vkeys[0], vkeys[1], vkeys[2]))[0], kerr.PolicyViolation.Code)
 	must("upgrade vote", g.cmds(100, upgradeVote(up, vkeys[3]))[0], 0)
 	must("upgrade quorum", g.cmds(100, upgradeVote(up, vkeys[0], vkeys[1]))[0], 0)

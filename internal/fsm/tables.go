@@ -19,7 +19,9 @@ package fsm
 //   - when the log start moves (retention, DeleteRecords) the leaves below
 //     it go: every version of their key is below it;
 //   - when a compaction is decided, the tombstone leaves it will remove (a
-//     tombstone past the delete horizon, in a segment it cleans) go;
+//     tombstone past the delete horizon, in a segment it cleans) go, by
+//     storage's own rule (storage.TombstoneRule, which the pass runs
+//     with), so the leaves and the compacted log cannot disagree on it;
 //   - deleting the topic, or a cleanup.policy that stops serving it as a
 //     table, removes its leaves; a cleanup.policy that starts serving it
 //     builds them from the key index.
@@ -57,10 +59,10 @@ type tableWrite struct {
 }
 
 // tableCompaction is a compaction decided on a table partition: the
-// tombstones below bound whose batch is older than horizon go.
+// tombstones its rule removes go.
 type tableCompaction struct {
-	p              *Partition
-	bound, horizon int64
+	p    *Partition
+	rule storage.TombstoneRule
 }
 
 // isTable reports whether t is served as a table.
@@ -206,10 +208,10 @@ func (f *FSM) tableTrimmed(t *Topic, p *Partition) {
 }
 
 // tableCompactionDecided notes the tombstones a compaction decided on p
-// (cleanup.policy with compact) will remove: those in the sealed segments
-// it cleans (it stops at the first segment reaching the oldest open
-// transaction, as storage.Log.CompactWith does) whose batch's
-// MaxTimestamp is below the horizon.
+// (cleanup.policy with compact) will remove: storage's rule
+// (storage.NewTombstoneRule, the one the pass runs with), over the sealed
+// segments below the pass's bound (the active segment's base), with the
+// oldest open transaction as the log's producers know it.
 func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64) {
 	if !t.Config.Compact {
 		return
@@ -220,15 +222,9 @@ func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.Segm
 			unstable = st.TxnFirst
 		}
 	}
-	bound := int64(-1)
-	for _, s := range segs[:len(segs)-1] {
-		if unstable >= 0 && s.NextOffset > unstable {
-			break
-		}
-		bound = s.NextOffset
-	}
-	if bound > 0 {
-		f.tables.compact = append(f.tables.compact, tableCompaction{p: p, bound: bound, horizon: horizon})
+	rule := storage.NewTombstoneRule(segs, segs[len(segs)-1].BaseOffset, unstable, horizon)
+	if rule.Bound > 0 {
+		f.tables.compact = append(f.tables.compact, tableCompaction{p: p, rule: rule})
 	}
 }
 
@@ -387,7 +383,7 @@ func (f *FSM) stageTables(b *stateBatch) error {
 	for _, cp := range c.compact {
 		p, cp := cp.p, cp
 		err := f.dropLeaves(p, func(v proof.TableVersion) (bool, error) {
-			if !v.Deleted || v.Offset >= cp.bound {
+			if !v.Deleted || v.Offset >= cp.rule.Bound {
 				return false, nil
 			}
 			data, err := p.log.Read(v.Offset, 1, p.next)
@@ -398,7 +394,7 @@ func (f *FSM) stageTables(b *stateBatch) error {
 			if err != nil {
 				return false, err
 			}
-			return h.MaxTimestamp < cp.horizon, nil
+			return cp.rule.Removes(v.Offset, h.MaxTimestamp), nil
 		})
 		if err != nil {
 			return err

@@ -20,7 +20,11 @@ package fsm
 //	u/plan             the scheduled upgrade, until its height is applied
 //	u/vote/<address>   a validator's vote for an upgrade not yet scheduled
 //
-// A validator votes by signing UpgradeStatement; one command may carry the
+// A validator votes by signing UpgradeStatement, which names the chain
+// (CometBFT's genesis chain_id, Options.ChainID): a vote signed for one
+// chain, say a staging cluster run with the same validator keys, is refused
+// on another (INVALID_REQUEST, before any signature is checked; a signature
+// over another chain id would not verify anyway). One command may carry the
 // signatures of several. A validator's later vote replaces its earlier
 // one. Once the validators whose latest votes name the same (height,
 // version, name) hold more than two thirds of the power, that upgrade is
@@ -50,7 +54,12 @@ const MinUpgradeDelay = 10
 // maxUpgradeName bounds an upgrade's name.
 const maxUpgradeName = 64
 
-var upgradeStatementPrefix = []byte("stele/upgrade-statement/v1\x00")
+// upgradeStatementPrefix opens an UpgradeStatement. v1 did not name the
+// chain; v2 does, and a v1 signature verifies under nothing v2 builds.
+var upgradeStatementPrefix = []byte("stele/upgrade-statement/v2\x00")
+
+// maxChainID is CometBFT's limit on a chain id.
+const maxChainID = 50
 
 var (
 	keyAppVersion   = []byte("u/version")
@@ -87,22 +96,30 @@ type UpgradePlan struct {
 	Name    string `json:"name"`
 }
 
-// UpgradeStatement returns the bytes a validator signs to vote for p.
+// UpgradeStatement returns the bytes a validator signs to vote for p on
+// the chain chainID.
 //
-//	"stele/upgrade-statement/v1\x00" | i64 height | u32 version | u16 len(name) | name
-func UpgradeStatement(p UpgradePlan) []byte {
-	b := make([]byte, 0, len(upgradeStatementPrefix)+8+4+2+len(p.Name))
+//	"stele/upgrade-statement/v2\x00" | u16 len(chain id) | chain id |
+//	i64 height | u32 version | u16 len(name) | name
+func UpgradeStatement(chainID string, p UpgradePlan) []byte {
+	b := make([]byte, 0, len(upgradeStatementPrefix)+2+len(chainID)+8+4+2+len(p.Name))
 	b = append(b, upgradeStatementPrefix...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(chainID)))
+	b = append(b, chainID...)
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Height))
 	b = binary.BigEndian.AppendUint32(b, p.Version)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(p.Name)))
 	return append(b, p.Name...)
 }
 
-// ScheduleUpgrade carries validators' signatures of UpgradeStatement(Plan).
+// ScheduleUpgrade carries validators' signatures of
+// UpgradeStatement(ChainID, Plan). ChainID names the chain the votes were
+// signed for, so that a vote for another chain is refused with a message
+// that says so rather than as a bad signature.
 type ScheduleUpgrade struct {
-	Plan UpgradePlan
-	Sigs []CertSig
+	ChainID string
+	Plan    UpgradePlan
+	Sigs    []CertSig
 }
 
 func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
@@ -117,6 +134,7 @@ type clusterState struct {
 }
 
 func (c ScheduleUpgrade) encode(w *writer) {
+	w.str(c.ChainID)
 	w.i64(c.Plan.Height)
 	w.i32(int32(c.Plan.Version))
 	w.str(c.Plan.Name)
@@ -134,7 +152,8 @@ func init() {
 }
 
 func decodeScheduleUpgrade(r *reader) ScheduleUpgrade {
-	c := ScheduleUpgrade{Plan: UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}}
+	c := ScheduleUpgrade{ChainID: r.str()}
+	c.Plan = UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}
 	n := r.count(certSigSize)
 	for i := 0; i < n && r.e == nil; i++ {
 		var s CertSig
@@ -145,16 +164,23 @@ func decodeScheduleUpgrade(r *reader) ScheduleUpgrade {
 	return c
 }
 
-// SignUpgrade returns key's signature of p, as validator addr.
-func SignUpgrade(p UpgradePlan, addr [20]byte, key ed25519.PrivateKey) CertSig {
+// SignUpgrade returns key's signature of p on the chain chainID, as
+// validator addr.
+func SignUpgrade(chainID string, p UpgradePlan, addr [20]byte, key ed25519.PrivateKey) CertSig {
 	s := CertSig{Validator: addr}
-	copy(s.Signature[:], ed25519.Sign(key, UpgradeStatement(p)))
+	copy(s.Signature[:], ed25519.Sign(key, UpgradeStatement(chainID, p)))
 	return s
 }
 
 // checkUpgrade is the stateless check of a ScheduleUpgrade.
 func checkUpgrade(c ScheduleUpgrade) Result {
+	if c.ChainID == "" || len(c.ChainID) > maxChainID {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+	}
 	p := c.Plan
+	if c.ChainID == "" || len(c.ChainID) > maxChainID {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is signed for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+	}
 	if p.Height <= 0 || p.Version == 0 {
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade needs a height and a version above 0, got height %d version %d", p.Height, p.Version))
 	}
@@ -186,8 +212,14 @@ func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) Result {
 	if vs == nil {
 		return fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
 	}
+	if f.opts.ChainID == "" {
+		return fail(kerr.ClusterAuthorizationFailed.Code, "this broker does not know its chain id to check upgrade votes against")
+	}
+	if c.ChainID != f.opts.ChainID {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the upgrade votes are for chain %q, and this is chain %q: sign the upgrade for this chain", c.ChainID, f.opts.ChainID))
+	}
 	p := c.Plan
-	stmt := UpgradeStatement(p)
+	stmt := UpgradeStatement(f.opts.ChainID, p)
 	for _, s := range c.Sigs {
 		v, ok := vs.Lookup(s.Validator)
 		if !ok {
@@ -281,6 +313,8 @@ type UpgradeVote struct {
 type UpgradeStatus struct {
 	// Height is the committed height the status is of.
 	Height int64
+	// ChainID is the chain's id (Options.ChainID), which votes are signed for.
+	ChainID string
 	// Version is the app version the chain runs; MaxVersion the highest
 	// this binary runs.
 	Version, MaxVersion uint32
@@ -316,7 +350,7 @@ func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
 
 // upgradeStatus is the applier's upgrade state, for publish.
 func (f *FSM) upgradeStatus() UpgradeStatus {
-	s := UpgradeStatus{Height: f.height, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
+	s := UpgradeStatus{Height: f.height, ChainID: f.opts.ChainID, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
 		s.Plan = &p

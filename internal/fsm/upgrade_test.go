@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,15 +14,23 @@ import (
 	"github.com/stele-io/stele/internal/record"
 )
 
-// upgradeVote is a ScheduleUpgrade signed by the given test validators
-// (testValidators' keys).
+// testChainID is the chain id the test state machines run as.
+const testChainID = "stele-test"
+
+// upgradeVote is a ScheduleUpgrade for testChainID signed by the given
+// test validators (testValidators' keys).
 func upgradeVote(p UpgradePlan, keys ...ed25519.PrivateKey) ScheduleUpgrade {
-	c := ScheduleUpgrade{Plan: p}
+	return upgradeVoteFor(testChainID, p, keys...)
+}
+
+// upgradeVoteFor is a ScheduleUpgrade signed for chain chainID.
+func upgradeVoteFor(chainID string, p UpgradePlan, keys ...ed25519.PrivateKey) ScheduleUpgrade {
+	c := ScheduleUpgrade{ChainID: chainID, Plan: p}
 	for _, k := range keys {
 		var addr [20]byte
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
 		copy(addr[:], h[:20])
-		c.Sigs = append(c.Sigs, SignUpgrade(p, addr, k))
+		c.Sigs = append(c.Sigs, SignUpgrade(chainID, p, addr, k))
 	}
 	return c
 }
@@ -48,7 +57,7 @@ func newUpgradeChain(t *testing.T, max uint32) *upgradeChain {
 
 func (c *upgradeChain) open() {
 	c.t.Helper()
-	f, err := Open(Options{Dir: c.dir, HousekeepingIntervalMs: 1000, Validators: c.vs, maxAppVersionForTest: c.max})
+	f, err := Open(Options{Dir: c.dir, HousekeepingIntervalMs: 1000, Validators: c.vs, ChainID: testChainID, maxAppVersionForTest: c.max})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -167,11 +176,12 @@ func TestUpgradeRefusals(t *testing.T) {
 	}{
 		{"unknown signer", upgradeVote(p, k[0], stranger), kerr.ClusterAuthorizationFailed.Code},
 		{"bad signature", forged, kerr.ClusterAuthorizationFailed.Code},
-		{"signed for another plan", ScheduleUpgrade{Plan: UpgradePlan{Height: 51, Version: 2, Name: "v2"}, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.ClusterAuthorizationFailed.Code},
+		{"signed for another plan", ScheduleUpgrade{ChainID: testChainID, Plan: UpgradePlan{Height: 51, Version: 2, Name: "v2"}, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.ClusterAuthorizationFailed.Code},
 		{"too soon", upgradeVote(UpgradePlan{Height: 6 + MinUpgradeDelay - 1, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
 		{"in the past", upgradeVote(UpgradePlan{Height: 3, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
 		{"version 0", upgradeVote(UpgradePlan{Height: 50}, k[0]), kerr.InvalidRequest.Code},
-		{"no signatures", ScheduleUpgrade{Plan: p}, kerr.InvalidRequest.Code},
+		{"no signatures", ScheduleUpgrade{ChainID: testChainID, Plan: p}, kerr.InvalidRequest.Code},
+		{"no chain id", ScheduleUpgrade{Plan: p, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.InvalidRequest.Code},
 		{"signed twice", twice, kerr.InvalidRequest.Code},
 		{"bad name", upgradeVote(UpgradePlan{Height: 50, Version: 2, Name: "a b"}, k[0]), kerr.InvalidRequest.Code},
 	} {
@@ -193,6 +203,44 @@ func TestUpgradeRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantUpgradeCode(t, "no validator set", out.Txs[0].Results[0], kerr.ClusterAuthorizationFailed.Code)
+}
+
+// TestUpgradeVoteBoundToChain: a vote names the chain it was signed for
+// (issue 16). Votes signed for another chain by the same validator keys, a
+// staging cluster's say, are refused whether the command names that chain
+// or claims this one; the same votes signed for this chain schedule the
+// upgrade.
+func TestUpgradeVoteBoundToChain(t *testing.T) {
+	c := newUpgradeChain(t, 2)
+	k := c.keys
+	p := UpgradePlan{Height: 50, Version: 2, Name: "v2"}
+	staging := upgradeVoteFor("stele-staging", p, k[0], k[1], k[2])
+	r := c.block(staging)[0]
+	wantUpgradeCode(t, "votes for another chain", r, kerr.InvalidRequest.Code)
+	if !strings.Contains(r.Message, `"stele-staging"`) || !strings.Contains(r.Message, `"`+testChainID+`"`) {
+		t.Errorf("the refusal does not name both chains: %q", r.Message)
+	}
+	replayed := staging
+	replayed.ChainID = testChainID
+	wantUpgradeCode(t, "votes for another chain claiming this one", c.block(replayed)[0], kerr.ClusterAuthorizationFailed.Code)
+	if st := c.f.Upgrade(); st.Plan != nil || len(st.Votes) != 0 || st.ChainID != testChainID {
+		t.Fatalf("votes for another chain were recorded: %+v", st)
+	}
+	wantUpgradeCode(t, "votes for this chain", c.block(upgradeVote(p, k[0], k[1], k[2]))[0], 0)
+	if st := c.f.Upgrade(); st.Plan == nil || *st.Plan != p {
+		t.Fatalf("votes for this chain did not schedule the upgrade: %+v", st)
+	}
+	// A broker that does not know its chain id checks no vote.
+	f, err := Open(Options{Dir: t.TempDir(), Validators: c.vs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := f.ApplyBlock(Block{Height: 1, Txs: [][]byte{tx(1, upgradeVote(p, k[0], k[1], k[2]))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUpgradeCode(t, "no chain id", out.Txs[0].Results[0], kerr.ClusterAuthorizationFailed.Code)
 }
 
 // TestUpgradeBelowCurrentRefused: once at version 2, version 1 is refused;
@@ -254,7 +302,7 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 	}
 	// The old binary cannot open what the new one wrote.
 	c.f.Close()
-	_, err := Open(Options{Dir: c.dir, Validators: c.vs, maxAppVersionForTest: 1})
+	_, err := Open(Options{Dir: c.dir, Validators: c.vs, ChainID: testChainID, maxAppVersionForTest: 1})
 	if !errors.Is(err, ErrUpgradeRequired) {
 		t.Fatalf("old binary opening a version-2 state: %v", err)
 	}
@@ -283,7 +331,7 @@ func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 	}
 	c.f.Close() // no Commit: as if killed
 	applied := logFiles(t, c.dir)
-	old, err := Open(Options{Dir: c.dir, Validators: c.vs, maxAppVersionForTest: 1})
+	old, err := Open(Options{Dir: c.dir, Validators: c.vs, ChainID: testChainID, maxAppVersionForTest: 1})
 	if err == nil {
 		old.Close()
 	}
@@ -339,7 +387,7 @@ func TestUpgradeDeterminism(t *testing.T) {
 		if switchAt > 0 {
 			max = 1
 		}
-		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, maxAppVersionForTest: max})
+		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: max})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +396,7 @@ func TestUpgradeDeterminism(t *testing.T) {
 			out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 			if errors.Is(err, ErrUpgradeRequired) && int64(i+1) == switchAt {
 				f.Close()
-				if f, err = Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, maxAppVersionForTest: 2}); err != nil {
+				if f, err = Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: 2}); err != nil {
 					t.Fatal(err)
 				}
 				out, err = f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})

@@ -17,10 +17,11 @@ import (
 
 // Upgrades (docs/cluster.md, "Upgrades"): GET /v1/cluster/upgrade shows the
 // app version, the scheduled upgrade and the votes towards another; POST
-// submits validators' signed votes (a ScheduleUpgrade command).
+// submits validators' signed votes (a ScheduleUpgrade command), which name
+// the chain they are signed for; GET shows this chain's id to sign for.
 
 // UpgradeSignature is one validator's ed25519 signature of
-// fsm.UpgradeStatement: its address in hex, the signature in base64.
+// fsm.UpgradeStatement(chain_id, upgrade): its address in hex, the signature in base64.
 type UpgradeSignature struct {
 	Validator string `json:"validator"`
 	Signature []byte `json:"signature"`
@@ -28,6 +29,9 @@ type UpgradeSignature struct {
 
 // UpgradeRequest is the body of POST /v1/cluster/upgrade.
 type UpgradeRequest struct {
+	// ChainID is the chain the votes are signed for; a broker of another
+	// chain refuses them.
+	ChainID    string             `json:"chain_id"`
 	Height     int64              `json:"height"`
 	Version    uint32             `json:"version"`
 	Name       string             `json:"name"`
@@ -45,6 +49,7 @@ type UpgradeVoteView struct {
 // runs), the scheduled upgrade, and the votes towards another.
 type UpgradeView struct {
 	Height        int64             `json:"height"`
+	ChainID       string            `json:"chain_id"`
 	AppVersion    uint32            `json:"app_version"`
 	MaxAppVersion uint32            `json:"max_app_version"`
 	Scheduled     *fsm.UpgradePlan  `json:"scheduled,omitempty"`
@@ -53,7 +58,7 @@ type UpgradeView struct {
 
 func upgradeView(opts Options) UpgradeView {
 	st := opts.Broker.Upgrade()
-	v := UpgradeView{Height: st.Height, AppVersion: st.Version, MaxAppVersion: st.MaxVersion, Scheduled: st.Plan, Votes: []UpgradeVoteView{}}
+	v := UpgradeView{Height: st.Height, ChainID: st.ChainID, AppVersion: st.Version, MaxAppVersion: st.MaxVersion, Scheduled: st.Plan, Votes: []UpgradeVoteView{}}
 	for _, vote := range st.Votes {
 		v.Votes = append(v.Votes, UpgradeVoteView{Validator: hex.EncodeToString(vote.Validator[:]), Upgrade: vote.Plan})
 	}
@@ -75,7 +80,7 @@ func decodeUpgradeRequest(body []byte) (fsm.ScheduleUpgrade, error) {
 	if err := dec.Decode(&req); err != nil {
 		return fsm.ScheduleUpgrade{}, err
 	}
-	c := fsm.ScheduleUpgrade{Plan: fsm.UpgradePlan{Height: req.Height, Version: req.Version, Name: req.Name}}
+	c := fsm.ScheduleUpgrade{ChainID: req.ChainID, Plan: fsm.UpgradePlan{Height: req.Height, Version: req.Version, Name: req.Name}}
 	for _, s := range req.Signatures {
 		var sig fsm.CertSig
 		a, err := hex.DecodeString(s.Validator)
@@ -105,7 +110,7 @@ func serveUpgradePost(opts Options) http.HandlerFunc {
 		}
 		c, err := decodeUpgradeRequest(body)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "the body must be a JSON object {height, version, name, signatures: [{validator, signature}]}: %v", err)
+			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, height, version, name, signatures: [{validator, signature}]}: %v", err)
 			return
 		}
 		if res := fsm.CheckCommand(c); res.Code != 0 {

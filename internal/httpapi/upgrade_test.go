@@ -46,10 +46,11 @@ func TestUpgradeAPI(t *testing.T) {
 	sig := `"signature":"` + string(bytes.Repeat([]byte("A"), 86)) + `=="`
 	for body, want := range map[string]int{
 		`{"height":`: 400,
-		`{"height":90,"version":2,"signatures":[{"validator":"zz",` + sig + `}]}`:                                       400,
-		`{"height":90,"version":2,"signatures":[]}`:                                                                     400,
-		`{"height":90,"version":2,"extra":1}`:                                                                           400,
-		`{"height":90,"version":2,"signatures":[{"validator":"0102030405060708090a0b0c0d0e0f1011121314",` + sig + `}]}`: 403,
+		`{"height":90,"version":2,"signatures":[{"validator":"zz",` + sig + `}]}`:                                                            400,
+		`{"height":90,"version":2,"signatures":[]}`:                                                                                          400,
+		`{"height":90,"version":2,"extra":1}`:                                                                                                400,
+		`{"height":90,"version":2,"signatures":[{"validator":"0102030405060708090a0b0c0d0e0f1011121314",` + sig + `}]}`:                      400, // names no chain
+		`{"chain_id":"stele-x","height":90,"version":2,"signatures":[{"validator":"0102030405060708090a0b0c0d0e0f1011121314",` + sig + `}]}`: 403,
 	} {
 		if got := post(body); got != want {
 			t.Errorf("POST %s: %d, want %d", body, got, want)
@@ -63,7 +64,7 @@ func TestUpgradeAPI(t *testing.T) {
 // FuzzUpgradeRequest: any body either fails to decode or gives a command
 // that encodes its fields as given.
 func FuzzUpgradeRequest(f *testing.F) {
-	f.Add([]byte(`{"height":90,"version":2,"name":"v2","signatures":[{"validator":"0102030405060708090a0b0c0d0e0f1011121314","signature":"` +
+	f.Add([]byte(`{"chain_id":"stele-x","height":90,"version":2,"name":"v2","signatures":[{"validator":"0102030405060708090a0b0c0d0e0f1011121314","signature":"` +
 		string(bytes.Repeat([]byte("A"), 86)) + `=="}]}`))
 	f.Add([]byte(`{"height":-1}`))
 	f.Add([]byte(`[]`))
@@ -73,7 +74,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 			return
 		}
 		var req UpgradeRequest
-		if json.Unmarshal(body, &req) != nil || req.Height != c.Plan.Height || req.Version != c.Plan.Version || req.Name != c.Plan.Name || len(req.Signatures) != len(c.Sigs) {
+		if json.Unmarshal(body, &req) != nil || req.ChainID != c.ChainID || req.Height != c.Plan.Height || req.Version != c.Plan.Version || req.Name != c.Plan.Name || len(req.Signatures) != len(c.Sigs) {
 			t.Fatalf("decoded %+v from %q", c, body)
 		}
 		for i, s := range req.Signatures {

@@ -46,7 +46,9 @@ type CompactStats struct {
 //   - A latest record with a null value (a tombstone) is removed once its
 //     batch's MaxTimestamp is below deleteHorizon (the caller passes block
 //     time minus delete.retention.ms). Kafka (KIP-534) instead stamps the
-//     horizon into the batch on a first pass.
+//     horizon into the batch on a first pass. Which tombstones a pass
+//     removes is TombstoneRule (tombstones.go), which the state machine
+//     calls too, to drop their table leaves.
 //   - Records without a key are removed, as Kafka's cleaner does (Kafka
 //     refuses to append them to a compacted topic in the first place).
 //   - Transactions are read from the log itself: a transactional batch
@@ -430,7 +432,7 @@ func cleanBatch(h record.Header, b []byte, km *keyMap, opts CompactOptions, cs *
 			cs.Keyless++
 		case opts.Latest && km.latest[hashKey(r.Key)] > r.Offset:
 			cs.Superseded++
-		case opts.Latest && r.Value == nil && h.MaxTimestamp < opts.DeleteHorizon:
+		case opts.Latest && r.Value == nil && tombstoneExpired(h.MaxTimestamp, opts.DeleteHorizon):
 			cs.Tombstones++
 		case r.Key != nil && opts.SnapshotHeader != "" && km.snapshot[hashKey(r.Key)] > r.Offset:
 			cs.Snapshotted++

@@ -160,7 +160,7 @@ func (p *CompactionPass) Run() (CompactStats, error) {
 	}
 	stats.Keys = len(km.latest)
 	for _, s := range p.segs {
-		if s.seg.base >= p.opts.UpTo || s.next > p.opts.UpTo || s.next > km.firstUnstable {
+		if !CleansSegment(s.seg.base, s.next, p.opts.UpTo, km.firstUnstable) { // tombstones.go
 			break
 		}
 		stats.SegmentsExamined++
