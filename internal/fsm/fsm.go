@@ -147,8 +147,9 @@ type FSM struct {
 	// Applier-owned.
 	height         int64
 	appHash        []byte
-	blockTime      int64 // ms
-	lastHousekeep  int64 // block time of the last housekeeping pass
+	blockTime      int64       // ms
+	lastHousekeep  int64       // block time of the last housekeeping pass
+	logDefaults    logDefaults // the cluster-wide log defaults (log_defaults.go)
 	topics         map[string]*Topic
 	byID           map[TopicID]*Topic
 	dirtyTopics    map[string]bool

@@ -25,7 +25,8 @@ var fileModules = map[string]module{
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics,
-	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
+	"log_defaults.go": modTopics,
+	"keys.go":         modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
@@ -35,7 +36,7 @@ var fileModules = map[string]module{
 // fieldModules says which module owns each field of FSM; the fields not
 // named are the core's.
 var fieldModules = map[string]module{
-	"topics": modTopics, "byID": modTopics, "dirtyTopics": modTopics, "dirtyParts": modTopics,
+	"topics": modTopics, "byID": modTopics, "logDefaults": modTopics, "dirtyTopics": modTopics, "dirtyParts": modTopics,
 	"deleted": modTopics, "compactor": modTopics, "lastHousekeep": modTopics,
 	"keysAdded": modKeys, "keyStaged": modKeys, "tables": modKeys,
 	"groups": modGroups, "dirtyGroups": modGroups, "dirtyOffsets": modGroups, "groupsDue": modGroups,
@@ -428,6 +429,7 @@ func TestSteps(t *testing.T) {
 		"30 key stream entries: stage",
 		"40 producer keys and signed sequences: stage",
 		"50 app version and upgrades: load stage",
+		"55 cluster-wide log defaults: load stage",
 		"60 topics and partitions: load stage",
 		"80 table versions: stage",
 		"90 groups and committed offsets: load stage publish",

@@ -64,7 +64,7 @@ func publishTopics(f *FSM, metaChanged bool) {
 		}
 	}
 	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.height, f.topics))
+		f.view.Store(buildView(f.height, f.topics, f.logDefaults.configs))
 	}
 }
 
@@ -89,7 +89,7 @@ func encodeTopic(t *Topic) []byte {
 }
 
 // decodeTopic reads the t/ value of the topic name: the topic, without its
-// partitions, and how many it has. The count is a fixed-width field, not
+// partitions or its resolved config, and how many it has. The count is a fixed-width field, not
 // bounded by the value's length; it is refused above MaxPartitions, and
 // the caller makes a partition only for a stored partition state
 // (loadPartitions), so what a value makes Open allocate stays bounded.
@@ -115,7 +115,6 @@ func decodeTopic(name string, v []byte) (*Topic, int32, error) {
 	if t.Replicas != nil && len(t.Replicas) != int(n) {
 		return nil, 0, fmt.Errorf("stele/fsm: reading topic %q: %d partitions, %d replica lists", name, n, len(t.Replicas))
 	}
-	t.Config = resolveConfig(t.Configs)
 	return t, n, nil
 }
 
@@ -158,6 +157,7 @@ func loadTopics(f *FSM) error {
 		if err != nil {
 			return err
 		}
+		t.Config = resolveConfig(t.Configs, f.logDefaults.configs) // loaded before (rank 55)
 		f.topics[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
 		return nil
 	})
