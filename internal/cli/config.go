@@ -27,21 +27,30 @@ type configResource struct {
 	name string // topic name, or the broker id in decimal
 }
 
-// resourceFlags are --topic and --broker, exactly one of which is needed.
+// resourceFlags are --topic, --broker and --broker-default, exactly one
+// of which is needed.
 type resourceFlags struct {
-	topic  string
-	broker int32
+	topic         string
+	broker        int32
+	brokerDefault bool
 }
 
 func (r *resourceFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&r.topic, "topic", "", "the topic")
 	c.Flags().Int32Var(&r.broker, "broker", -1, "the broker id")
+	c.Flags().BoolVar(&r.brokerDefault, "broker-default", false,
+		"the cluster-wide broker defaults (kafka-configs.sh --entity-type brokers --entity-default)")
 }
 
-// resolve checks that exactly one of --topic and --broker was given.
+// resolve checks that exactly one of --topic, --broker and
+// --broker-default was given.
 func (r *resourceFlags) resolve(c *cobra.Command) (configResource, error) {
 	hasTopic, hasBroker := c.Flags().Changed("topic"), c.Flags().Changed("broker")
 	switch {
+	case r.brokerDefault && (hasTopic || hasBroker):
+		return configResource{}, usageErrorf("give one of --topic, --broker and --broker-default")
+	case r.brokerDefault:
+		return configResource{kind: kmsg.ConfigResourceTypeBroker, name: ""}, nil
 	case hasTopic && hasBroker:
 		return configResource{}, usageErrorf("give either --topic or --broker, not both")
 	case hasTopic && r.topic == "":
@@ -53,14 +62,17 @@ func (r *resourceFlags) resolve(c *cobra.Command) (configResource, error) {
 	case hasBroker:
 		return configResource{kind: kmsg.ConfigResourceTypeBroker, name: strconv.Itoa(int(r.broker))}, nil
 	default:
-		return configResource{}, usageErrorf("say which configs: --topic NAME or --broker ID")
+		return configResource{}, usageErrorf("say which configs: --topic NAME, --broker ID or --broker-default")
 	}
 }
 
 // String names the resource for people.
 func (r configResource) String() string {
-	if r.kind == kmsg.ConfigResourceTypeTopic {
+	switch {
+	case r.kind == kmsg.ConfigResourceTypeTopic:
 		return fmt.Sprintf("topic %q", r.name)
+	case r.name == "":
+		return "the cluster-wide broker defaults"
 	}
 	return "broker " + r.name
 }
@@ -96,16 +108,18 @@ func newConfigDescribeCmd(g *globalOptions) *cobra.Command {
 		all bool
 	)
 	c := &cobra.Command{
-		Use:   "describe (--topic NAME | --broker ID) [--all]",
+		Use:   "describe (--topic NAME | --broker ID | --broker-default) [--all]",
 		Short: "Describe the configs of a topic or a broker (kafka-configs.sh --describe)",
 		Long: `Describe the configs of a topic or a broker (kafka-configs.sh --describe).
 
 Without --all only dynamic overrides are shown, as kafka-configs.sh does:
-source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker.
+source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker,
+DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide defaults (--broker-default).
 With --all every config is shown with its source, and whether it is read-only
 or sensitive (sensitive values are never sent by the broker).`,
 		Example: `  stele config describe --topic orders
-  stele config describe --broker 0 --all --output json`,
+  stele config describe --broker 0 --all --output json
+  stele config describe --broker-default`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)
@@ -125,7 +139,7 @@ or sensitive (sensitive values are never sent by the broker).`,
 			}
 			out := configsDescribed{Resource: r.kindName(), Name: r.name, Configs: []configEntry{}}
 			for _, e := range entries {
-				if all || e.Source == dynamicSource(r.kind).String() {
+				if all || e.Source == dynamicSource(r).String() {
 					out.Configs = append(out.Configs, e)
 				}
 			}
@@ -153,9 +167,12 @@ or sensitive (sensitive values are never sent by the broker).`,
 }
 
 // dynamicSource is the source of the overrides kafka-configs.sh shows
-// without --all for a resource kind.
-func dynamicSource(kind kmsg.ConfigResourceType) kmsg.ConfigSource {
-	if kind == kmsg.ConfigResourceTypeBroker {
+// without --all for a resource.
+func dynamicSource(r configResource) kmsg.ConfigSource {
+	switch {
+	case r.kind == kmsg.ConfigResourceTypeBroker && r.name == "":
+		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	case r.kind == kmsg.ConfigResourceTypeBroker:
 		return kmsg.ConfigSourceDynamicBrokerConfig
 	}
 	return kmsg.ConfigSourceDynamicTopicConfig
@@ -220,17 +237,23 @@ func newConfigAlterCmd(g *globalOptions) *cobra.Command {
 		kafkaAdds, kafkaDelete []string
 	)
 	c := &cobra.Command{
-		Use:   "alter (--topic NAME | --broker ID) [--set k=v ...] [--delete k ...]",
-		Short: "Change configs of a topic or a broker (kafka-configs.sh --alter)",
+		Use:   "alter (--topic NAME | --broker ID | --broker-default) [--set k=v ...] [--delete k ...]",
+		Short: "Change configs of a topic, a broker or the cluster-wide broker defaults (kafka-configs.sh --alter)",
 		Long: `Change configs of a topic or a broker with an incremental alter
 (IncrementalAlterConfigs): configs not named are left as they are.
 
 --set k=v and --delete k take one config each and may be repeated. The
 kafka-configs.sh spellings are accepted too, with their syntax:
 --add-config 'k1=v1,k2=[a,b]' (comma-separated, brackets around list values)
-and --delete-config 'k1,k2'.`,
+and --delete-config 'k1,k2'.
+
+--broker-default changes the cluster-wide broker defaults (kafka-configs.sh
+--entity-type brokers --entity-default): on Stele the log.* topic defaults
+(log.retention.ms, log.segment.bytes, message.max.bytes, ...), replicated to
+every broker and applied to every topic that does not set the config itself.`,
 		Example: `  stele config alter --topic orders --set retention.ms=3600000 --delete cleanup.policy
-  stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'`,
+  stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'
+  stele config alter --broker-default --set log.retention.ms=86400000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)
@@ -270,7 +293,11 @@ and --delete-config 'k1,k2'.`,
 					return err
 				}
 			} else {
-				rs, err := adm.AlterBrokerConfigs(ctx, ops, res.broker)
+				var brokers []int32 // none: the cluster-wide defaults
+				if r.name != "" {
+					brokers = []int32{res.broker}
+				}
+				rs, err := adm.AlterBrokerConfigs(ctx, ops, brokers...)
 				err = alterConfigsError(r.String(), r.name, rs, err)
 				if err != nil {
 					return err

@@ -75,6 +75,22 @@ func TestConfigBroker(t *testing.T) {
 		t.Errorf("dynamic broker configs = %+v", d.Configs)
 	}
 	wantFailure(t, c.run("", "config", "describe", "--broker", "7"), ExitFailure, "broker 7")
+
+	// The cluster-wide defaults (kafka-configs.sh --entity-default): kfake
+	// takes the change on the empty broker name and describes every broker
+	// config with a source of its own, so only the change and the request
+	// are checked here; internal/kafka's TestClusterLogDefaults checks
+	// Stele's answers.
+	c.ok("", "config", "alter", "--broker-default", "--set", "log.segment.bytes=2000")
+	d = configsDescribed{}
+	decodeJSON(t, c.ok("", "config", "describe", "--broker-default", "--all", "--output", "json").stdout, &d)
+	found := false
+	for _, e := range d.Configs {
+		found = found || e.Name == "log.segment.bytes" && e.Value != nil && *e.Value == "2000"
+	}
+	if !found || d.Name != "" || d.Resource != "broker" {
+		t.Errorf("cluster-wide defaults = %+v, want log.segment.bytes=2000", d)
+	}
 }
 
 func TestConfigUsageErrors(t *testing.T) {
@@ -83,7 +99,8 @@ func TestConfigUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"config", "describe"}, "--topic NAME or --broker ID"},
+		{[]string{"config", "describe"}, "--topic NAME, --broker ID or --broker-default"},
+		{[]string{"config", "describe", "--broker-default", "--broker", "0"}, "one of --topic, --broker and --broker-default"},
 		{[]string{"config", "describe", "--topic", "t", "--broker", "0"}, "not both"},
 		{[]string{"config", "describe", "--broker", "-3"}, "invalid --broker -3"},
 		{[]string{"config", "alter", "--topic", "t"}, "nothing to alter"},

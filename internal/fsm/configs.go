@@ -130,6 +130,13 @@ func ValidateConfig(name, value string) error {
 	if !ok {
 		return fmt.Errorf("unknown topic config name: %s", name)
 	}
+	return validateValue(d, name, value)
+}
+
+// validateValue checks value against d; name is what the messages call
+// the config (the topic config's name, or its broker-level synonym for a
+// cluster-wide default, log_defaults.go).
+func validateValue(d ConfigDef, name, value string) error {
 	switch d.Type {
 	case TypeBoolean:
 		if !strings.EqualFold(value, "true") && !strings.EqualFold(value, "false") {
@@ -348,11 +355,17 @@ type TopicConfig struct {
 }
 
 // resolveConfig computes the effective config from a topic's explicit
-// configs (already validated) over the defaults.
-func resolveConfig(explicit map[string]string) TopicConfig {
+// configs (already validated) over the cluster-wide log defaults (by
+// broker config name, log_defaults.go) over Kafka's defaults.
+func resolveConfig(explicit, logDefaults map[string]string) TopicConfig {
 	get := func(name string) string {
 		if v, ok := explicit[name]; ok {
 			return v
+		}
+		if b := BrokerSynonym(name); b != "" {
+			if v, ok := logDefaults[b]; ok {
+				return v
+			}
 		}
 		d, _ := LookupConfig(name)
 		return d.Default

@@ -152,6 +152,22 @@ func goldenScenario(t *testing.T) []block {
 		kerr.InvalidReplicaAssignment.Code)
 	must("unassigned partitions of an assigned topic", g.cmds(100, CreatePartitions{Name: "assigned", Count: 4})[0], 0)
 
+	// Cluster-wide log defaults (log_defaults.go): set incrementally,
+	// refused (APPEND on a number, a bad value), then replaced whole by a
+	// legacy AlterConfigs; every topic without its own segment.bytes
+	// rolls by the default from here on.
+	must("log defaults", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
+		{OpSet, "log.segment.bytes", "1800"}, {OpAppend, "log.cleanup.policy", "delete"}, {OpSet, "log.roll.ms", "3600000"}}})[0], 0)
+	must("log default append to a number", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
+		{OpAppend, "log.segment.bytes", "1"}}})[0], kerr.InvalidConfig.Code)
+	must("bad log default", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
+		{OpSet, "log.retention.ms", "soon"}}})[0], kerr.InvalidRequest.Code)
+	must("log defaults replaced", g.cmds(100, AlterLogDefaults{Changes: []ConfigChange{
+		{OpSet, "message.max.bytes", "2000000"}, {OpSet, "log.segment.bytes", "1800"}}})[0], 0)
+	if c := f.topics["orders"].Config; c.SegmentBytes != 1800 || c.MaxMessageBytes != 2000000 || c.SegmentMs != 604800000 {
+		t.Fatalf("golden scenario: orders does not follow the log defaults: %+v", c)
+	}
+
 	// A table key written, then deleted by a tombstone (its leaf,
 	// tables.go, holds the value's hash, then the tombstone).
 	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)

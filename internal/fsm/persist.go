@@ -11,6 +11,7 @@ import (
 //	m/state                           height, app hash and its parts, block time, last housekeeping
 //	m/producer-id                     the next producer id (producer_state.go)
 //	m/signers                         the validators seen signing (liveness.go)
+//	m/log-defaults                    the cluster-wide log defaults (log_defaults.go)
 //	t/<topic>                         a topic: ID, replication factor, partitions, configs (topic_state.go)
 //	p/<topic>\x00<partition u32>      a partition's offsets and compaction marks (topic_state.go)
 //	c/<height u64><digest [32]>       an applied certificate, until its window passed (cert.go)

@@ -20,7 +20,8 @@ import (
 //	core      blocks, transactions and their codec, this registry, the
 //	          authenticated store, the app hash, Commit, snapshots, proofs
 //	          and the published views; the Tick command
-//	topics    topics, their configs and partitions, the partition logs and
+//	topics    topics, their configs and partitions, the cluster-wide log
+//	          defaults of those configs (log_defaults.go), the partition logs and
 //	          their housekeeping (retention, compaction), Produce and the
 //	          Stele record headers it reads, and what a log keeps of its
 //	          producers: idempotent producers' sequences, the transaction

@@ -205,6 +205,8 @@ type View struct {
 	names  []string
 	topics map[string]*TopicView
 	byID   map[TopicID]*TopicView
+	// logDefaults are the cluster-wide log defaults (log_defaults.go).
+	logDefaults map[string]string
 }
 
 // TopicView is a committed topic as readers see it. Do not modify it.
@@ -231,6 +233,10 @@ func (v *View) Topics() []*TopicView {
 // Topic returns the named topic, or nil.
 func (v *View) Topic(name string) *TopicView { return v.topics[name] }
 
+// LogDefaults returns the committed cluster-wide log defaults, by broker
+// config name (log_defaults.go). Do not modify it.
+func (v *View) LogDefaults() map[string]string { return v.logDefaults }
+
 // TopicByID returns the topic with the given ID, or nil.
 func (v *View) TopicByID(id TopicID) *TopicView { return v.byID[id] }
 
@@ -243,8 +249,12 @@ func (v *View) Partition(topic string, index int32) *Partition {
 	return t.Partitions[index]
 }
 
-func buildView(height int64, topics map[string]*Topic) *View {
-	v := &View{Height: height, topics: make(map[string]*TopicView, len(topics)), byID: make(map[TopicID]*TopicView, len(topics))}
+func buildView(height int64, topics map[string]*Topic, logDefaults map[string]string) *View {
+	v := &View{Height: height, topics: make(map[string]*TopicView, len(topics)), byID: make(map[TopicID]*TopicView, len(topics)),
+		logDefaults: make(map[string]string, len(logDefaults))}
+	for k, val := range logDefaults {
+		v.logDefaults[k] = val
+	}
 	for name, t := range topics {
 		cfg := make(map[string]string, len(t.Configs))
 		for k, val := range t.Configs {

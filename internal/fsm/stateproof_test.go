@@ -86,6 +86,7 @@ func TestProveState(t *testing.T) {
 // they allocate is bounded by the bytes they were given (reader.count): an
 // input claiming a huge count does not get it. Covered: every value a
 // module's load step reads at Open (m/state, m/producer-id, m/signers,
+// m/log-defaults,
 // t/, p/, g/, o/, s/, x/, a/, u/version, u/plan and u/vote/) and the keys
 // it parses (o/, a/, c/), key index entries (k/), table versions (l/),
 // and pkg/proof's readers of topics, partitions and committed offsets.
@@ -104,6 +105,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	})
 	g.Close()
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
+	f.Add(encodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
@@ -123,6 +125,7 @@ func decodeStoreValue(b []byte) {
 	decodeState(b)
 	decodeProducerID(b)
 	decodeSigners(b)
+	decodeLogDefaults(b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)
 	decodeGroup("g", b)

@@ -21,7 +21,8 @@ func init() {
 // topicsState is the topics module's part of the state machine (embedded
 // in FSM).
 type topicsState struct {
-	lastHousekeep int64 // block time of the last housekeeping pass (in m/state)
+	lastHousekeep int64       // block time of the last housekeeping pass (in m/state)
+	logDefaults   logDefaults // the cluster-wide log defaults (log_defaults.go)
 	topics        map[string]*Topic
 	byID          map[TopicID]*Topic
 	dirtyTopics   map[string]bool
@@ -76,7 +77,7 @@ func publishTopics(f *FSM, metaChanged bool) {
 		}
 	}
 	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.height, f.topics))
+		f.view.Store(buildView(f.height, f.topics, f.logDefaults.configs))
 	}
 }
 
@@ -101,7 +102,7 @@ func encodeTopic(t *Topic) []byte {
 }
 
 // decodeTopic reads the t/ value of the topic name: the topic, without its
-// partitions, and how many it has. The count is a fixed-width field, not
+// partitions or its resolved config, and how many it has. The count is a fixed-width field, not
 // bounded by the value's length; it is refused above MaxPartitions, and
 // the caller makes a partition only for a stored partition state
 // (loadPartitions), so what a value makes Open allocate stays bounded.
@@ -127,7 +128,6 @@ func decodeTopic(name string, v []byte) (*Topic, int32, error) {
 	if t.Replicas != nil && len(t.Replicas) != int(n) {
 		return nil, 0, fmt.Errorf("stele/fsm: reading topic %q: %d partitions, %d replica lists", name, n, len(t.Replicas))
 	}
-	t.Config = resolveConfig(t.Configs)
 	return t, n, nil
 }
 
@@ -170,6 +170,7 @@ func loadTopics(f *FSM) error {
 		if err != nil {
 			return err
 		}
+		t.Config = resolveConfig(t.Configs, f.logDefaults.configs) // loaded before (rank 55)
 		f.topics[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
 		return nil
 	})

@@ -57,7 +57,7 @@ func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
 	for _, e := range c.Configs {
 		t.Configs[e.Name] = e.Value
 	}
-	t.Config = resolveConfig(t.Configs)
+	t.Config = resolveConfig(t.Configs, f.logDefaults.configs)
 	assign(t, 0, c.Assignments)
 	if err := f.addPartitions(t, c.Partitions); err != nil {
 		for _, p := range t.Partitions {
@@ -245,7 +245,7 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 	}
 	was := t.Config
 	t.Configs = next
-	t.Config = resolveConfig(next)
+	t.Config = resolveConfig(next, f.logDefaults.configs)
 	for _, h := range configChanged.hooks {
 		if r := h.fn(f, t, was); r.Code != 0 {
 			return r

@@ -12,17 +12,28 @@ package kafka
 //    unknown logger or level INVALID_CONFIG, deleting the root's level or
 //    APPEND/SUBTRACT INVALID_REQUEST. DescribeConfigs lists every logger
 //    with its effective level as DYNAMIC_BROKER_LOGGER_CONFIG.
-//  * BROKER, this broker's id or "" (the cluster-wide default): a request
-//    with no configs succeeds; a config Kafka cannot change at run time
-//    (log.dirs, broker.id, num.partitions, ...) gets INVALID_REQUEST
-//    "Cannot update these configs dynamically: Set(...)", as Kafka
-//    answers; one Kafka can change at run time but Stele cannot yet
-//    (listener certificates, quotas and throttles, thread pools, the
-//    connection limits, the log.* topic defaults) gets INVALID_REQUEST
-//    saying so. Nothing is stored.
-// Not done: any dynamic BROKER config (the cluster-wide defaults would be
-// replicated state, a command of their own; listener certificates come
-// with issue 17's TLS and quota defaults with its quotas).
+//  * BROKER "" (the cluster-wide default): the log.* topic defaults Kafka
+//    can change at run time (DynamicLogConfig: the first broker synonym of
+//    each topic config, fsm.LookupLogDefault) become one AlterLogDefaults
+//    command, replicated state every broker applies to every topic that
+//    does not set the config itself. Checked here against the committed
+//    view as the state machine checks it (validate_only stops there): a
+//    bad value INVALID_REQUEST (Kafka's code for a BROKER config it cannot
+//    apply, KAFKA-13609), APPEND/SUBTRACT on a non-list INVALID_CONFIG;
+//    the legacy AlterConfigs replaces the whole set.
+//  * BROKER, this broker's id: a log.* default gets INVALID_REQUEST saying
+//    to set it cluster-wide (every broker applies the same blocks, so no
+//    broker can log differently); nothing else is kept per broker.
+//  * Either name: a config Kafka cannot change at run time (log.dirs,
+//    broker.id, num.partitions, log.retention.hours, ...) gets
+//    INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
+//    as Kafka answers; one Kafka can change at run time but Stele cannot
+//    yet (listener certificates, quotas and throttles, thread pools, the
+//    connection limits, the log cleaner's own settings) gets
+//    INVALID_REQUEST saying so. A request changing nothing succeeds.
+// Not done: the connection limits at run time; listener certificates come
+// with issue 17's TLS and quota defaults with its quotas; Kafka's check of
+// log.local.retention.* against log.retention.* (no remote tier).
 
 import (
 	"fmt"
@@ -108,32 +119,55 @@ func (s *Server) checkNodeName(name string) problem {
 	return problem{}
 }
 
-// alterBroker answers BROKER changes: none can be made in Stele yet, and
-// the refusal says why in Kafka's words where Kafka refuses too.
-func (s *Server) alterBroker(r alterResource) problem {
+// alterBroker checks BROKER changes, all or none, and returns the command
+// that makes them when there is one: the cluster-wide log defaults (the
+// empty name) are replicated state, an AlterLogDefaults command checked
+// here against the committed view as the state machine will check it.
+// Kafka answers a BROKER config it cannot apply with INVALID_REQUEST
+// (ConfigAdminManager; KAFKA-13609), and so does this.
+func (s *Server) alterBroker(view *fsm.View, r alterResource, incremental bool) (problem, *fsm.AlterLogDefaults) {
 	if r.name != "" {
 		if p := s.checkBrokerName(r.name); p.failed() {
-			return p
+			return p, nil
 		}
 	}
-	var static, notYet []string
+	var static, notYet, perBroker []string
 	for _, ch := range r.changes {
 		if ch.Op != fsm.OpSet && ch.Op != fsm.OpDelete && ch.Op != fsm.OpAppend && ch.Op != fsm.OpSubtract {
-			return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown operations type %d", ch.Op))
+			return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown operations type %d", ch.Op)), nil
 		}
-		if kafkaDynamicBrokerConfig(ch.Name) {
+		_, logDefault := fsm.LookupLogDefault(ch.Name)
+		switch {
+		case logDefault && r.name != "":
+			perBroker = append(perBroker, ch.Name)
+		case logDefault:
+		case kafkaDynamicBrokerConfig(ch.Name):
 			notYet = append(notYet, ch.Name)
-		} else {
+		default:
 			static = append(static, ch.Name)
 		}
 	}
 	switch {
 	case len(static) > 0:
-		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically: "+scalaSet(static))
+		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically: "+scalaSet(static)), nil
+	case len(perBroker) > 0:
+		return newProblem(kerr.InvalidRequest, "Cannot update these configs for one broker in Stele, as every broker applies the same log settings; "+
+			"set them as the cluster-wide default instead (the BROKER resource with an empty name, kafka-configs.sh --entity-default): "+scalaSet(perBroker)), nil
 	case len(notYet) > 0:
-		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically in Stele yet (set them in the broker's configuration and restart it): "+scalaSet(notYet))
+		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically in Stele yet (set them in the broker's configuration and restart it): "+scalaSet(notYet)), nil
+	case r.name != "":
+		return problem{}, nil // nothing asked that a broker keeps for itself
+	case len(r.changes) == 0 && (incremental || len(view.LogDefaults()) == 0):
+		return problem{}, nil // nothing to change
 	}
-	return problem{}
+	cmd := fsm.AlterLogDefaults{Incremental: incremental, Changes: r.changes}
+	if p := checked(cmd); p.failed() {
+		return p, nil
+	}
+	if _, err := fsm.ApplyLogDefaultChanges(view.LogDefaults(), cmd); err != nil {
+		return newProblem(kerr.InvalidRequest, err.Error()), nil
+	}
+	return problem{}, &cmd
 }
 
 // scalaSet formats names as Kafka's messages print a Scala Set.
@@ -146,7 +180,9 @@ func scalaSet(names []string) string {
 // broker config at run time (DynamicBrokerConfig.AllDynamicConfigs:
 // security and listener configs, the log cleaner, the log.* topic
 // defaults, thread pools, socket server limits, replication throttles,
-// metric reporters, remote log settings).
+// metric reporters, remote log settings). The log.* defaults are the
+// primary synonyms only (DynamicLogConfig.ReconfigurableConfigs):
+// log.retention.hours, log.retention.minutes and log.roll.hours are not.
 func kafkaDynamicBrokerConfig(name string) bool {
 	for _, p := range []string{"ssl.", "sasl.", "listener.name.", "log.cleaner.", "remote.log."} {
 		if strings.HasPrefix(name, p) {
@@ -161,10 +197,6 @@ func kafkaDynamicBrokerConfig(name string) bool {
 		"metric.reporters", "principal.builder.class", "producer.id.expiration.ms", "transaction.partition.verification.enable":
 		return true
 	}
-	for _, d := range fsm.TopicConfigDefs() {
-		if b := brokerConfigName(d.Name); b == name && b != "log.message.format.version" {
-			return true
-		}
-	}
-	return false
+	_, logDefault := fsm.LookupLogDefault(name)
+	return logDefault
 }

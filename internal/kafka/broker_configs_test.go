@@ -148,7 +148,9 @@ func TestAlterBrokerConfigs(t *testing.T) {
 		{"read-only, per broker", set("log.dirs", "/elsewhere"), []int32{0}, "Cannot update these configs dynamically: Set(log.dirs)"},
 		{"read-only, cluster default", set("num.partitions", "3"), nil, "Cannot update these configs dynamically: Set(num.partitions)"},
 		{"dynamic in Kafka", set("listener.name.external.ssl.keystore.location", "/k.jks"), []int32{0}, "in Stele yet"},
-		{"a log default", set("log.retention.ms", "1000"), nil, "in Stele yet"},
+		{"a connection limit", set("max.connections", "10"), nil, "in Stele yet"},
+		{"a log default for one broker", set("log.retention.ms", "1000"), []int32{0}, "set them as the cluster-wide default"},
+		{"a log default Kafka keeps read-only", set("log.retention.hours", "1"), nil, "Cannot update these configs dynamically: Set(log.retention.hours)"},
 	} {
 		rs, err := adm.AlterBrokerConfigs(ctx(t), tc.configs, tc.brokers...)
 		if err != nil {
@@ -178,5 +180,109 @@ func TestAlterBrokerConfigs(t *testing.T) {
 	resp := versioned(t, addr, req).(*kmsg.AlterConfigsResponse)
 	if r := resp.Resources[0]; r.ErrorCode != kerr.InvalidRequest.Code || !strings.Contains(*r.ErrorMessage, "Unknown resource type 8") {
 		t.Errorf("legacy BROKER_LOGGER: %+v", r)
+	}
+}
+
+// describedConfig returns the named config of a described resource.
+func describedConfig(t *testing.T, rs kadm.ResourceConfigs, err error, resource, name string) kadm.Config {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Name != resource {
+			continue
+		}
+		if r.Err != nil {
+			t.Fatalf("describing %q: %v %s", resource, r.Err, r.ErrMessage)
+		}
+		for _, c := range r.Configs {
+			if c.Key == name {
+				return c
+			}
+		}
+	}
+	return kadm.Config{}
+}
+
+// TestClusterLogDefaults: a log.* default set on the cluster-wide BROKER
+// resource (kafka-configs.sh --entity-type brokers --entity-default) is
+// described there and on the broker as DYNAMIC_DEFAULT_BROKER_CONFIG, is
+// inherited by a topic that does not set the config and not by one that
+// does; validate_only changes nothing; a bad value is INVALID_REQUEST;
+// APPEND edits a list; the legacy AlterConfigs replaces the whole set.
+func TestClusterLogDefaults(t *testing.T) {
+	addr := newTestBroker(t)
+	adm, _ := admin(t, addr)
+	set := func(name, value string) kadm.AlterConfig {
+		return kadm.AlterConfig{Op: kadm.SetConfig, Name: name, Value: kadm.StringPtr(value)}
+	}
+	check := func(what string, rs kadm.AlterConfigsResponses, err error, want error) {
+		t.Helper()
+		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, want) && !(want == nil && rs[0].Err == nil) {
+			t.Fatalf("%s: %v %+v, want %v", what, err, rs, want)
+		}
+	}
+	if _, err := adm.CreateTopic(ctx(t), 1, -1, nil, "early"); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := adm.ValidateAlterBrokerConfigs(ctx(t), []kadm.AlterConfig{set("log.retention.ms", "5000")})
+	check("validate only", rs, err, nil)
+	if d, err := adm.DescribeBrokerConfigs(ctx(t)); err != nil || len(d) != 1 || len(d[0].Configs) != 0 {
+		t.Fatalf("after validate_only: %+v %v, want no defaults", d, err)
+	}
+	rs, err = adm.AlterBrokerConfigs(ctx(t), []kadm.AlterConfig{set("log.retention.ms", "soon")})
+	check("bad value", rs, err, kerr.InvalidRequest)
+	rs, err = adm.AlterBrokerConfigs(ctx(t), []kadm.AlterConfig{set("log.retention.ms", "5000"),
+		{Op: kadm.AppendConfig, Name: "log.cleanup.policy", Value: kadm.StringPtr("compact")}})
+	check("set", rs, err, nil)
+
+	d, err := adm.DescribeBrokerConfigs(ctx(t))
+	if c := describedConfig(t, d, err, "", "log.retention.ms"); c.MaybeValue() != "5000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("the default resource's log.retention.ms: %+v", c)
+	}
+	if c := describedConfig(t, d, err, "", "log.cleanup.policy"); c.MaybeValue() != "delete,compact" {
+		t.Errorf("the default resource's log.cleanup.policy: %+v", c)
+	}
+	d, err = adm.DescribeBrokerConfigs(ctx(t), 0)
+	if c := describedConfig(t, d, err, "0", "log.retention.ms"); c.MaybeValue() != "5000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig ||
+		len(c.Synonyms) != 2 || c.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("broker 0's log.retention.ms: %+v", c)
+	}
+
+	if _, err := adm.CreateTopic(ctx(t), 1, -1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, "own"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx(t), 1, -1, nil, "late"); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"early", "late"} {
+		tc, err := adm.DescribeTopicConfigs(ctx(t), topic)
+		c := describedConfig(t, tc, err, topic, "retention.ms")
+		if c.MaybeValue() != "5000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig ||
+			len(c.Synonyms) < 1 || c.Synonyms[0].Key != "log.retention.ms" {
+			t.Errorf("%s's retention.ms: %+v, want the cluster-wide default", topic, c)
+		}
+		if c := describedConfig(t, tc, err, topic, "cleanup.policy"); c.MaybeValue() != "delete,compact" {
+			t.Errorf("%s's cleanup.policy: %+v", topic, c)
+		}
+	}
+	tc, err := adm.DescribeTopicConfigs(ctx(t), "own")
+	if c := describedConfig(t, tc, err, "own", "retention.ms"); c.MaybeValue() != "-1" || c.Source != kmsg.ConfigSourceDynamicTopicConfig ||
+		len(c.Synonyms) != 3 || c.Synonyms[1].Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("own's retention.ms: %+v, want its own value over the default", c)
+	}
+
+	// The legacy AlterConfigs replaces the set whole.
+	rs, err = adm.AlterBrokerConfigsState(ctx(t), []kadm.AlterConfig{set("message.max.bytes", "2000000")})
+	check("legacy", rs, err, nil)
+	d, err = adm.DescribeBrokerConfigs(ctx(t))
+	if err != nil || len(d) != 1 || len(d[0].Configs) != 1 || d[0].Configs[0].Key != "message.max.bytes" {
+		t.Fatalf("after the legacy AlterConfigs: %+v %v, want message.max.bytes alone", d, err)
+	}
+	rs, err = adm.AlterBrokerConfigs(ctx(t), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "message.max.bytes"}})
+	check("delete", rs, err, nil)
+	if d, err := adm.DescribeBrokerConfigs(ctx(t)); err != nil || len(d) != 1 || len(d[0].Configs) != 0 {
+		t.Fatalf("after DELETE: %+v %v, want no defaults", d, err)
 	}
 }

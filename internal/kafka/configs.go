@@ -6,9 +6,11 @@ package kafka
 // Behavior:
 //  * TOPIC resources: every topic config Stele knows (fsm.TopicConfigDefs,
 //    Kafka's names, types and defaults) is described; explicitly set ones
-//    with source DYNAMIC_TOPIC_CONFIG, the others DEFAULT_CONFIG. v1+ with
-//    include_synonyms lists the topic value, then the broker-level default
-//    under its broker name (retention.ms -> log.retention.ms). v3+ reports
+//    with source DYNAMIC_TOPIC_CONFIG, those inheriting a cluster-wide log
+//    default DYNAMIC_DEFAULT_BROKER_CONFIG, the others DEFAULT_CONFIG. v1+
+//    with include_synonyms lists the topic value, the cluster-wide default
+//    and Kafka's default, both under the broker name (retention.ms ->
+//    log.retention.ms), as Kafka's ConfigHelper. v3+ reports
 //    config types, and documentation when asked; configs Stele accepts but
 //    does not enforce say so in their documentation.
 //  * BROKER resources: the broker's own id describes read-only configs
@@ -17,9 +19,10 @@ package kafka
 //    max.connections, max.connections.per.ip[.overrides], log.dirs) as
 //    STATIC_BROKER_CONFIG and the broker-level names of the
 //    topic defaults (log.retention.ms, log.segment.bytes, message.max.bytes,
-//    ...) as DEFAULT_CONFIG. The empty name (cluster-wide dynamic defaults)
-//    describes nothing: there are none. Another broker's id gets
-//    INVALID_REQUEST, as in Kafka.
+//    ...) as DEFAULT_CONFIG, or DYNAMIC_DEFAULT_BROKER_CONFIG when set
+//    cluster-wide (those are not read-only). The empty name describes the
+//    cluster-wide log defaults set (broker_configs.go). Another broker's
+//    id gets INVALID_REQUEST, as in Kafka.
 //  * AlterConfigs replaces a topic's explicit configs with exactly those
 //    given. IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT
 //    (the last two to list configs only; on an unset list they start from
@@ -32,7 +35,7 @@ package kafka
 //    twice INVALID_REQUEST; other resource types INVALID_REQUEST.
 //  * BROKER and BROKER_LOGGER changes: broker_configs.go; BROKER_LOGGER
 //    describes this broker's loggers and their levels.
-// Not done: dynamic BROKER configs (broker_configs.go), CLIENT_METRICS and
+// Not done: dynamic BROKER configs beyond the log defaults (broker_configs.go), CLIENT_METRICS and
 // GROUP resources; sensitive configs (there are none); alter policies.
 
 import (
@@ -132,15 +135,15 @@ func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, n
 		if t == nil {
 			return nil, newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", name))
 		}
-		return topicConfigEntries(t.Configs), problem{}
+		return topicConfigEntries(t.Configs, view.LogDefaults()), problem{}
 	case kmsg.ConfigResourceTypeBroker:
 		if name == "" {
-			return nil, problem{} // no cluster-wide dynamic defaults
+			return defaultConfigEntries(view.LogDefaults()), problem{}
 		}
 		if p := s.checkBrokerName(name); p.failed() {
 			return nil, p
 		}
-		return s.brokerConfigEntries(), problem{}
+		return s.brokerConfigEntries(view.LogDefaults()), problem{}
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if p := s.checkNodeName(name); p.failed() {
 			return nil, p
@@ -163,24 +166,51 @@ func (s *Server) checkBrokerName(name string) problem {
 }
 
 // topicConfigEntries describes every topic config given a topic's explicit
-// ones, sorted by name.
-func topicConfigEntries(explicit map[string]string) []configEntry {
+// ones and the cluster-wide log defaults, sorted by name. As in Kafka's
+// ConfigHelper, a config's value and source are those of the first of its
+// synonyms: the topic's own value, the cluster-wide default under its
+// broker name (DYNAMIC_DEFAULT_BROKER_CONFIG), Kafka's default.
+func topicConfigEntries(explicit, logDefaults map[string]string) []configEntry {
 	defs := fsm.TopicConfigDefs()
 	out := make([]configEntry, 0, len(defs))
 	for _, d := range defs {
 		def := configSynonym{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig}
-		if b := brokerConfigName(d.Name); b != "" {
+		b := fsm.BrokerSynonym(d.Name)
+		if b != "" {
 			def.name = b
 		}
-		e := configEntry{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig,
-			typ: kmsg.ConfigType(d.Type), doc: configDoc(d)}
+		e := configEntry{typ: kmsg.ConfigType(d.Type), doc: configDoc(d)}
 		if v, ok := explicit[d.Name]; ok {
-			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
 			e.synonyms = append(e.synonyms, configSynonym{name: d.Name, value: v, source: kmsg.ConfigSourceDynamicTopicConfig})
 		}
+		if v, ok := logDefaults[b]; ok && b != "" {
+			e.synonyms = append(e.synonyms, configSynonym{name: b, value: v, source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+		}
 		e.synonyms = append(e.synonyms, def)
+		e.name, e.value, e.source = d.Name, e.synonyms[0].value, e.synonyms[0].source
 		out = append(out, e)
 	}
+	return out
+}
+
+// defaultConfigEntries describes the cluster-wide log defaults set (the
+// BROKER resource with the empty name), sorted by name: each as
+// DYNAMIC_DEFAULT_BROKER_CONFIG, its one synonym itself, as Kafka
+// describes the default resource's dynamic configs.
+func defaultConfigEntries(logDefaults map[string]string) []configEntry {
+	out := make([]configEntry, 0, len(logDefaults))
+	for _, d := range fsm.TopicConfigDefs() {
+		name := fsm.BrokerSynonym(d.Name)
+		v, ok := logDefaults[name]
+		if !ok || name == "" {
+			continue
+		}
+		src := kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		out = append(out, configEntry{name: name, value: v, source: src, typ: kmsg.ConfigType(d.Type),
+			doc:      fmt.Sprintf("The default of the topic config %s. %s", d.Name, configDoc(d)),
+			synonyms: []configSynonym{{name: name, value: v, source: src}}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
@@ -195,9 +225,11 @@ func configDoc(d fsm.ConfigDef) string {
 	return d.Doc + ". " + note
 }
 
-// brokerConfigEntries describes this broker's configs, sorted by name. All
-// are read-only: Stele has no dynamic broker configs.
-func (s *Server) brokerConfigEntries() []configEntry {
+// brokerConfigEntries describes this broker's configs, sorted by name.
+// The log.* defaults that can be changed at run time are not read-only
+// and show a cluster-wide value as DYNAMIC_DEFAULT_BROKER_CONFIG, with
+// Kafka's default as its next synonym; the others are read-only.
+func (s *Server) brokerConfigEntries(logDefaults map[string]string) []configEntry {
 	static := func(name, value string, typ kmsg.ConfigType, doc string) configEntry {
 		return configEntry{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, typ: typ, doc: doc}
 	}
@@ -229,73 +261,26 @@ func (s *Server) brokerConfigEntries() []configEntry {
 		}
 		out = append(out, static("log.dirs", dir, kmsg.ConfigTypeString, "The directory holding this broker's data."))
 	}
-	for _, d := range fsm.TopicConfigDefs() {
-		name := brokerConfigName(d.Name)
-		if name == "" {
-			continue
-		}
-		out = append(out, configEntry{name: name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
-			typ: kmsg.ConfigType(d.Type), doc: fmt.Sprintf("The default of the topic config %s. %s", d.Name, configDoc(d))})
-	}
 	for i := range out {
 		out[i].synonyms = []configSynonym{{name: out[i].name, value: out[i].value, source: out[i].source}}
 	}
+	for _, d := range fsm.TopicConfigDefs() {
+		name := fsm.BrokerSynonym(d.Name)
+		if name == "" {
+			continue
+		}
+		_, dynamic := fsm.LookupLogDefault(name)
+		e := configEntry{name: name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig, readOnly: !dynamic,
+			typ: kmsg.ConfigType(d.Type), doc: fmt.Sprintf("The default of the topic config %s. %s", d.Name, configDoc(d))}
+		if v, ok := logDefaults[name]; ok {
+			e.value, e.source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			e.synonyms = append(e.synonyms, configSynonym{name: name, value: v, source: e.source})
+		}
+		e.synonyms = append(e.synonyms, configSynonym{name: name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig})
+		out = append(out, e)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
-}
-
-// brokerConfigName is the broker config that gives a topic config its
-// default in Kafka, or "" if there is none.
-func brokerConfigName(topicConfig string) string {
-	switch topicConfig {
-	case "cleanup.policy":
-		return "log.cleanup.policy"
-	case "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-		"min.insync.replicas", "unclean.leader.election.enable":
-		return topicConfig
-	case "local.retention.bytes", "local.retention.ms", "message.format.version",
-		"message.timestamp.after.max.ms", "message.timestamp.before.max.ms":
-		return "log." + topicConfig
-	case "delete.retention.ms":
-		return "log.cleaner.delete.retention.ms"
-	case "file.delete.delay.ms":
-		return "log.segment.delete.delay.ms"
-	case "flush.messages":
-		return "log.flush.interval.messages"
-	case "flush.ms":
-		return "log.flush.interval.ms"
-	case "index.interval.bytes":
-		return "log.index.interval.bytes"
-	case "max.compaction.lag.ms":
-		return "log.cleaner.max.compaction.lag.ms"
-	case "max.message.bytes":
-		return "message.max.bytes"
-	case "message.downconversion.enable":
-		return "log.message.downconversion.enable"
-	case "message.timestamp.difference.max.ms":
-		return "log.message.timestamp.difference.max.ms"
-	case "message.timestamp.type":
-		return "log.message.timestamp.type"
-	case "min.cleanable.dirty.ratio":
-		return "log.cleaner.min.cleanable.ratio"
-	case "min.compaction.lag.ms":
-		return "log.cleaner.min.compaction.lag.ms"
-	case "preallocate":
-		return "log.preallocate"
-	case "retention.bytes":
-		return "log.retention.bytes"
-	case "retention.ms":
-		return "log.retention.ms"
-	case "segment.bytes":
-		return "log.segment.bytes"
-	case "segment.index.bytes":
-		return "log.index.size.max.bytes"
-	case "segment.jitter.ms":
-		return "log.roll.jitter.ms"
-	case "segment.ms":
-		return "log.roll.ms"
-	}
-	return ""
 }
 
 func handleAlterConfigs(c *conn, req kmsg.Request) (respond, error) {
@@ -385,7 +370,11 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 		case len(r.nulls) > 0:
 			p = newProblem(kerr.InvalidRequest, "Null value not supported for : "+strings.Join(r.nulls, ", "))
 		case r.typ == kmsg.ConfigResourceTypeBroker:
-			p = c.s.alterBroker(r)
+			var cmd *fsm.AlterLogDefaults
+			if p, cmd = c.s.alterBroker(view, r, incremental); !p.failed() && cmd != nil && !validateOnly {
+				cmds = append(cmds, *cmd)
+				slots = append(slots, i)
+			}
 		case r.typ == kmsg.ConfigResourceTypeBrokerLogger:
 			p = c.s.alterLoggers(r, incremental, validateOnly)
 		default:

@@ -93,7 +93,7 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 		for _, e := range cmd.Configs {
 			explicit[e.Name] = e.Value
 		}
-		for _, e := range topicConfigEntries(explicit) {
+		for _, e := range topicConfigEntries(explicit, view.LogDefaults()) {
 			rc := kmsg.NewCreateTopicsResponseTopicConfig()
 			rc.Name, rc.Value = e.name, kmsg.StringPtr(e.value)
 			rc.ReadOnly, rc.Source, rc.IsSensitive = e.readOnly, int8(e.source), e.sensitive

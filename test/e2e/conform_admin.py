@@ -30,6 +30,15 @@ answers and what Stele answered:
              root level; the legacy AlterConfigs INVALID_REQUEST, as in
              Kafka. confluent-kafka alter_configs on the BROKER resource
              with log.dirs gets INVALID_REQUEST.
+  logdefaults kafka-python: IncrementalAlterConfigs v0 on the BROKER resource
+             "" (kafka-configs.sh --entity-default) sets log.retention.ms
+             cluster-wide: DescribeConfigs of "" shows it as
+             DYNAMIC_DEFAULT_BROKER_CONFIG; confluent-kafka describe_configs
+             shows a topic created after it inheriting it with that source,
+             one setting retention.ms keeping its own; alter_configs on
+             broker "0" gets INVALID_REQUEST (Stele has no per-broker log
+             configs); the legacy AlterConfigs of "" with nothing set
+             removes it again, as it replaces the whole set.
 
 confluent-kafka 1.7 (Debian's) has no describe_topics, describe_cluster
 nor incremental_alter_configs, and kafka-python 2.0 no Metadata v8 nor
@@ -60,6 +69,7 @@ CLUSTER_OPS = 8096  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTE
 GROUP_OPS = 328     # READ DELETE DESCRIBE
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
 BROKER_LOGGER = 8
+BROKER = 4
 
 
 class Fail(Exception):
@@ -392,6 +402,61 @@ def check_loggers(kp, broker_log):
     print("ok: DELETE cometbft: back to root's INFO")
 
 
+DYNAMIC_DEFAULT_BROKER_CONFIG = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value  # 3
+DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value  # 1
+
+
+def default_configs(kp):
+    """DescribeConfigs v1 of the BROKER resource "": name -> (value, source).
+
+    kafka-python 2.0's v1 response schema reads config_source as a boolean
+    (is_default), so the source is taken from the first synonym, which
+    Kafka (and Stele) give the entry's own source."""
+    r = kp_send(kp, DescribeConfigsRequest_v1(resources=[(BROKER, "", None)], include_synonyms=True))
+    (code, msg, _typ, _name, entries), = r.resources
+    check(code == 0, "DescribeConfigs BROKER \"\": error %d %s" % (code, msg))
+    return {e[0]: (e[1], e[5][0][2] if e[5] else None) for e in entries}
+
+
+def check_log_defaults(admin, kp, prefix):
+    # confluent-kafka 1.7 refuses a ConfigResource with an empty name, so
+    # the default resource goes through kafka-python's client.
+    r = kp_send(kp, IncrementalAlterConfigsRequest_v0(
+        resources=[(BROKER, "", [("log.retention.ms", SET, "3600000")])], validate_only=False))
+    (code, msg, _typ, _name), = r.responses
+    check(code == 0, "IncrementalAlterConfigs BROKER \"\" log.retention.ms=3600000: error %d %s" % (code, msg))
+    got = default_configs(kp)
+    check(got.get("log.retention.ms") == ("3600000", DYNAMIC_DEFAULT_BROKER_CONFIG),
+          "DescribeConfigs BROKER \"\" after setting log.retention.ms=3600000: want it as "
+          "DYNAMIC_DEFAULT_BROKER_CONFIG, got %r" % (got,))
+    inherit, own = prefix + "-ld-inherit", prefix + "-ld-own"
+    fs = admin.create_topics([NewTopic(inherit, 1, 1),
+                              NewTopic(own, 1, 1, config={"retention.ms": "1000"})])
+    for f in fs.values():
+        f.result(timeout=30)
+    e = describe_topic(admin, inherit)["retention.ms"]
+    check(e.value == "3600000" and source_of(e) == DYNAMIC_DEFAULT_BROKER_CONFIG,
+          "topic %s retention.ms: want 3600000 from DYNAMIC_DEFAULT_BROKER_CONFIG, got %s %s" % (inherit, e.value, source_of(e)))
+    e = describe_topic(admin, own)["retention.ms"]
+    check(e.value == "1000" and source_of(e) == DYNAMIC_TOPIC_CONFIG,
+          "topic %s retention.ms: want its own 1000, got %s %s" % (own, e.value, source_of(e)))
+    per = ConfigResource("BROKER", "0", set_config={"log.retention.ms": "5"})
+    err = None
+    try:
+        admin.alter_configs([per])[per].result(timeout=30)
+    except KafkaException as ex:
+        err = ex.args[0]
+    check(err is not None and err.code() == KafkaError.INVALID_REQUEST and "cluster-wide" in err.str(),
+          "AlterConfigs BROKER 0 log.retention.ms: want INVALID_REQUEST pointing to the cluster-wide "
+          "default, got %s" % (err and err.str()))
+    r = kp_send(kp, AlterConfigsRequest_v0(resources=[(BROKER, "", [])], validate_only=False))
+    (code, msg, _typ, _name), = r.resources
+    check(code == 0, "AlterConfigs BROKER \"\" with no configs: error %d %s" % (code, msg))
+    got = default_configs(kp)
+    check("log.retention.ms" not in got, "after AlterConfigs BROKER \"\" with no configs: still %r" % (got,))
+    print("ok: cluster-wide log.retention.ms set, described, inherited and removed; per broker %s" % err_name(err))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -406,6 +471,7 @@ def main():
     for name, fn in (("replicas", lambda: check_replicas(admin, a.prefix)),
                      ("deprecated", lambda: check_deprecated(admin, a.prefix)),
                      ("broker", lambda: check_broker_resource(admin)),
+                     ("logdefaults", lambda: check_log_defaults(admin, kp, a.prefix)),
                      ("authops", lambda: check_authops(admin, kp, a.prefix + "-authops")),
                      ("loggers", lambda: check_loggers(kp, a.broker_log))):
         try:

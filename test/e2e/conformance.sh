@@ -10,7 +10,10 @@
 #     operations in Metadata v8 and DescribeGroups v3; BROKER_LOGGER
 #     IncrementalAlterConfigs changing a log level (a DEBUG line appears in
 #     this broker's log); a BROKER config Kafka cannot change refused as
-#     Kafka refuses it. See the script's comment for each check.
+#     Kafka refuses it; a cluster-wide log default (BROKER "") set,
+#     described as DYNAMIC_DEFAULT_BROKER_CONFIG, inherited by a topic and
+#     removed, and refused per broker. See the script's comment for each
+#     check.
 #  2. kcat -L (text and JSON) shows the assigned topic's partitions with
 #     replicas [0], leader 0, isr [0].
 #  3. KIP-74: kcat -C with fetch.max.bytes=1000 and
