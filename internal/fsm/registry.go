@@ -62,7 +62,14 @@ import (
 // not commute); for load it is what the modules' state refers to: the
 // cluster's app version (50) is checked before the topics' load (60)
 // opens any partition log, and every load that refers to topics (the
-// producers' and transactions' partitions) ranks after it.
+// producers' and transactions' partitions) ranks after it. Two more kinds
+// of registration take the same ranked form: a module's block-end step
+// (registerBlockEnd: expired certificates, group sessions, transaction
+// timeouts, housekeeping), run once per block after its transactions in
+// rank order, their changes hashed in that order; and a module's files in
+// a snapshot (registerSnapshotFiles: the topics module's partition logs
+// under logs/, topic_snapshot.go), which the core captures, ships and
+// restores without knowing what they hold.
 
 // module names a part of the state machine.
 type module string
