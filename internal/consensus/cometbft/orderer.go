@@ -163,7 +163,9 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 	if err != nil {
 		return nil, nil, res, err
 	}
-	a := newABCIApp(o.app, st.MaxTxBytes, o.logger.With("component", "abci"))
+	// module=, as CometBFT names its own parts: the logger already says
+	// component=cometbft, and a second component= would repeat the key.
+	a := newABCIApp(o.app, st.MaxTxBytes, o.logger.With("module", "abci"))
 	if a.headers, err = openHeaderArchive(o.cfg.Home); err != nil {
 		return nil, nil, res, err
 	}

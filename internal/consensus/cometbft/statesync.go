@@ -349,7 +349,7 @@ func (o *Orderer) stateSyncOptions(ctx context.Context, doc *types.GenesisDoc, c
 	if !ss.wantStateSync(ctx, doc.ChainID, doc.InitialHeight, appHeight, o.logger) {
 		return nil, nil
 	}
-	sp, err := newGenesisStateProvider(doc, ss.RPCServers, o.logger.With("component", "statesync"))
+	sp, err := newGenesisStateProvider(doc, ss.RPCServers, o.logger.With("module", "statesync"))
 	if err != nil {
 		return nil, err
 	}
