@@ -53,22 +53,11 @@ type AlterLogDefaults struct {
 
 func (AlterLogDefaults) Kind() Kind { return KindAlterLogDefaults }
 
-func (c AlterLogDefaults) encode(w *writer) {
-	w.bool(c.Incremental)
-	w.count(len(c.Changes))
-	for _, ch := range c.Changes {
-		w.u8(uint8(ch.Op))
-		w.str(ch.Name)
-		w.str(ch.Value)
-	}
-}
+func (c AlterLogDefaults) encode(w *writer) { encodeChanges(w, c.Incremental, c.Changes) }
 
 func decodeAlterLogDefaults(r *reader) AlterLogDefaults {
-	c := AlterLogDefaults{Incremental: r.bool()}
-	n := r.count(3)
-	for i := 0; i < n; i++ {
-		c.Changes = append(c.Changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
-	}
+	var c AlterLogDefaults
+	c.Incremental, c.Changes = decodeChanges(r)
 	return c
 }
 
