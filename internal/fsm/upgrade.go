@@ -125,8 +125,10 @@ type ScheduleUpgrade struct {
 func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
 
 // clusterState is the cluster module's part of the state machine (embedded
-// in FSM): the app version and the upgrade state.
+// in FSM): the app version, the upgrade state and the dynamic broker
+// configs.
 type clusterState struct {
+	brokerConfigsState // broker_configs.go
 	appVersion   uint32
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
