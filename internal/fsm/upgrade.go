@@ -128,11 +128,12 @@ func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
 // in FSM): the app version, the upgrade state and the dynamic broker
 // configs.
 type clusterState struct {
-	brokerConfigsState // broker_configs.go
 	appVersion   uint32
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
 	upgradeDirty bool
+
+	brokerConfigsState // broker_configs.go
 }
 
 func (c ScheduleUpgrade) encode(w *writer) {
