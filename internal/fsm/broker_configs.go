@@ -26,6 +26,9 @@ import (
 // effective values from the committed BrokerConfigs after a commit (a
 // broker's own value, else the cluster-wide default, else its static
 // configuration, else Kafka's default) and reconfigures its acceptor.
+// The state machine takes any broker id of at least 0 (membership is not
+// its state): the front-end refuses an id that is not a member, with
+// Kafka's "Unexpected broker id", before submitting.
 //
 // Checks are Kafka's (SocketServerConfigs' ConfigDef, KafkaConfig's
 // validateValues, ListenerConnectionQuota.validateReconfiguration): each an
