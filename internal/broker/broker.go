@@ -272,6 +272,9 @@ func (b *Broker) ProducerKey(principal string) ([]byte, error) { return b.fsm.Pr
 // (fsm.FSM.Upgrade).
 func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 
+// BrokerConfigs returns the committed dynamic broker configs.
+func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs() }
+
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
 	return b.fsm.KeyLatest(topic, key)

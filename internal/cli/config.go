@@ -250,10 +250,17 @@ and --delete-config 'k1,k2'.
 --broker-default changes the cluster-wide broker defaults (kafka-configs.sh
 --entity-type brokers --entity-default): on Stele the log.* topic defaults
 (log.retention.ms, log.segment.bytes, message.max.bytes, ...), replicated to
-every broker and applied to every topic that does not set the config itself.`,
+every broker and applied to every topic that does not set the config itself,
+and the connection limits (max.connections, max.connections.per.ip,
+max.connections.per.ip.overrides) of every broker that does not set its own.
+--broker ID changes one broker's connection limits (kafka-configs.sh
+--entity-type brokers --entity-name ID). Both are replicated state: they
+apply at once, without a restart, and survive restarts; a limit lowered
+closes no connection already open.`,
 		Example: `  stele config alter --topic orders --set retention.ms=3600000 --delete cleanup.policy
   stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'
-  stele config alter --broker-default --set log.retention.ms=86400000`,
+  stele config alter --broker-default --set log.retention.ms=86400000
+  stele config alter --broker 0 --set max.connections.per.ip=100`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)

@@ -168,6 +168,19 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: orders does not follow the log defaults: %+v", c)
 	}
 
+	// Dynamic broker configs (broker_configs.go): a connection limit for
+	// one broker and for the cluster, one refused (per-ip 0 with no
+	// overrides), then broker 1's set replaced whole by a legacy
+	// AlterConfigs.
+	must("broker config", g.cmds(100, AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{
+		{OpSet, MaxConnectionsPerIPConfig, "2"}, {OpSet, MaxConnectionsConfig, "40"}}})[0], 0)
+	must("cluster-wide broker config", g.cmds(100, AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{
+		{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1:5"}}})[0], 0)
+	must("bad broker config", g.cmds(100, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{
+		{OpSet, MaxConnectionsConfig, "0"}}})[0], kerr.InvalidRequest.Code)
+	must("broker config replaced", g.cmds(100, AlterBrokerConfigs{Broker: "1", Changes: []ConfigChange{
+		{OpSet, MaxConnectionsPerIPConfig, "0"}}})[0], 0)
+
 	// A table key written, then deleted by a tombstone (its leaf,
 	// tables.go, holds the value's hash, then the tombstone).
 	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)

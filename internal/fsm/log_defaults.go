@@ -53,22 +53,11 @@ type AlterLogDefaults struct {
 
 func (AlterLogDefaults) Kind() Kind { return KindAlterLogDefaults }
 
-func (c AlterLogDefaults) encode(w *writer) {
-	w.bool(c.Incremental)
-	w.count(len(c.Changes))
-	for _, ch := range c.Changes {
-		w.u8(uint8(ch.Op))
-		w.str(ch.Name)
-		w.str(ch.Value)
-	}
-}
+func (c AlterLogDefaults) encode(w *writer) { encodeChanges(w, c.Incremental, c.Changes) }
 
 func decodeAlterLogDefaults(r *reader) AlterLogDefaults {
-	c := AlterLogDefaults{Incremental: r.bool()}
-	n := r.count(3)
-	for i := 0; i < n; i++ {
-		c.Changes = append(c.Changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
-	}
+	var c AlterLogDefaults
+	c.Incremental, c.Changes = decodeChanges(r)
 	return c
 }
 
@@ -147,33 +136,7 @@ func ValidateLogDefault(broker, value string) error {
 // machine applies AlterLogDefaults with it; front-ends answer
 // validate-only requests with it.
 func ApplyLogDefaultChanges(current map[string]string, c AlterLogDefaults) (map[string]string, error) {
-	next := map[string]string{}
-	if c.Incremental {
-		for k, v := range current {
-			next[k] = v
-		}
-	}
-	for _, ch := range c.Changes {
-		switch ch.Op {
-		case OpSet:
-			next[ch.Name] = ch.Value
-		case OpDelete:
-			delete(next, ch.Name)
-		case OpAppend, OpSubtract:
-			d, _ := LookupLogDefault(ch.Name)
-			cur, ok := next[ch.Name]
-			if !ok {
-				cur = d.Default
-			}
-			next[ch.Name] = editList(cur, ch.Value, ch.Op == OpAppend)
-		}
-	}
-	for _, name := range sortedKeys(next) {
-		if err := ValidateLogDefault(name, next[name]); err != nil {
-			return nil, err
-		}
-	}
-	return next, nil
+	return applyChanges(current, c.Incremental, c.Changes, LookupLogDefault, ValidateLogDefault)
 }
 
 // checkLogDefaults is AlterLogDefaults' stateless check. Refusals are

@@ -16,7 +16,7 @@ import (
 // The modules of the state machine (registry.go), by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
 var fileModules = map[string]module{
-	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster,
+	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
 	"authstate.go": modCore, "changes.go": modCore, "codec.go": modCore, "command.go": modCore,
 	"fault.go": modCore, "fsm.go": modCore, "sorted.go": modCore, "persist.go": modCore, "proofs.go": modCore,
 	"registry.go": modCore, "result.go": modCore, "snapshot.go": modCore, "snapshot_codec.go": modCore,
@@ -49,7 +49,7 @@ var fileModules = map[string]module{
 //	keys, groups, trust use topics
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
-//	cluster             uses trust
+//	cluster             uses trust, and topics' config definitions
 //
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
@@ -69,7 +69,7 @@ var allowedCalls = map[module][]module{
 	modGroups:    {modTopics},
 	modProducers: {modTopics, modGroups},
 	modTrust:     {modTopics},
-	modCluster:   {modTrust},
+	modCluster:   {modTopics, modTrust}, // topics: the config definitions and changes (configs.go) broker configs reuse
 }
 
 // interfaceMethods are method names of interfaces every module uses
@@ -483,6 +483,7 @@ func TestSteps(t *testing.T) {
 		"30 key stream entries: stage",
 		"40 producer keys and signed sequences: stage",
 		"50 app version and upgrades: load stage",
+		"52 dynamic broker configs: load stage publish",
 		"55 cluster-wide log defaults: load stage",
 		"60 topics and partitions: load stage",
 		"80 table versions: stage",

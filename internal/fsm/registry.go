@@ -34,10 +34,12 @@ import (
 //	          which it asks topics to write the markers)
 //	trust     signers, certificates of the data plane, producer keys and
 //	          signed records
-//	cluster   the application version and upgrades
+//	cluster   the application version and upgrades, the dynamic broker
+//	          configs (broker_configs.go)
 //
 // The modules form layers, topics at the bottom: keys, groups and trust
-// use topics, producers use topics and groups, cluster uses trust
+// use topics, producers use topics and groups, cluster uses trust and
+// topics' config definitions
 // (allowedCalls in modules_test.go; TestModuleLayering reads this
 // package's source, TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,

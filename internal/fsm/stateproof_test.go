@@ -86,7 +86,7 @@ func TestProveState(t *testing.T) {
 // they allocate is bounded by the bytes they were given (reader.count): an
 // input claiming a huge count does not get it. Covered: every value a
 // module's load step reads at Open (m/state, m/producer-id, m/signers,
-// m/log-defaults,
+// m/log-defaults, m/broker-configs,
 // t/, p/, g/, o/, s/, x/, a/, u/version, u/plan and u/vote/) and the keys
 // it parses (o/, a/, c/), key index entries (k/), table versions (l/),
 // and pkg/proof's readers of topics, partitions and committed offsets.
@@ -106,6 +106,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	g.Close()
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
 	f.Add(encodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
+	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
@@ -126,6 +127,7 @@ func decodeStoreValue(b []byte) {
 	decodeProducerID(b)
 	decodeSigners(b)
 	decodeLogDefaults(b)
+	decodeBrokerConfigs(b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)
 	decodeGroup("g", b)

@@ -144,13 +144,30 @@ func (c CreatePartitions) encode(w *writer) {
 
 func (c AlterConfigs) encode(w *writer) {
 	w.str(c.Topic)
-	w.bool(c.Incremental)
-	w.count(len(c.Changes))
-	for _, ch := range c.Changes {
+	encodeChanges(w, c.Incremental, c.Changes)
+}
+
+// encodeChanges writes the changes of a config-altering command:
+//
+//	bool incremental | count × (u8 op | str name | str value)
+func encodeChanges(w *writer, incremental bool, changes []ConfigChange) {
+	w.bool(incremental)
+	w.count(len(changes))
+	for _, ch := range changes {
 		w.u8(uint8(ch.Op))
 		w.str(ch.Name)
 		w.str(ch.Value)
 	}
+}
+
+// decodeChanges reads what encodeChanges wrote.
+func decodeChanges(r *reader) (incremental bool, changes []ConfigChange) {
+	incremental = r.bool()
+	n := r.count(3)
+	for i := 0; i < n; i++ {
+		changes = append(changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
+	}
+	return incremental, changes
 }
 
 func (c Produce) encode(w *writer) {
@@ -186,11 +203,8 @@ func decodeCreatePartitions(r *reader) CreatePartitions {
 }
 
 func decodeAlterConfigs(r *reader) AlterConfigs {
-	c := AlterConfigs{Topic: r.str(), Incremental: r.bool()}
-	n := r.count(3)
-	for i := 0; i < n; i++ {
-		c.Changes = append(c.Changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
-	}
+	c := AlterConfigs{Topic: r.str()}
+	c.Incremental, c.Changes = decodeChanges(r)
 	return c
 }
 

@@ -266,20 +266,33 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 // state machine applies AlterConfigs with it; front-ends use it to answer
 // validate-only requests the same way.
 func ApplyConfigChanges(current map[string]string, c AlterConfigs) (map[string]string, error) {
+	return applyChanges(current, c.Incremental, c.Changes, LookupConfig, ValidateConfig)
+}
+
+// applyChanges returns what a resource's dynamic configs become once
+// changes are applied to current (without changing it), or the first
+// invalid value in name order. With incremental false the result holds
+// only the SET changes (the legacy AlterConfigs API replaces a resource's
+// configs whole). APPEND and SUBTRACT start from the config's default
+// (lookup) when the list is unset, as Kafka's
+// ConfigAdminManager.prepareIncrementalConfigs does; validate checks every
+// value of the result.
+func applyChanges(current map[string]string, incremental bool, changes []ConfigChange,
+	lookup func(string) (ConfigDef, bool), validate func(name, value string) error) (map[string]string, error) {
 	next := map[string]string{}
-	if c.Incremental {
+	if incremental {
 		for k, v := range current {
 			next[k] = v
 		}
 	}
-	for _, ch := range c.Changes {
+	for _, ch := range changes {
 		switch ch.Op {
 		case OpSet:
 			next[ch.Name] = ch.Value
 		case OpDelete:
 			delete(next, ch.Name)
 		case OpAppend, OpSubtract:
-			d, _ := LookupConfig(ch.Name)
+			d, _ := lookup(ch.Name)
 			cur, ok := next[ch.Name]
 			if !ok {
 				cur = d.Default
@@ -288,7 +301,7 @@ func ApplyConfigChanges(current map[string]string, c AlterConfigs) (map[string]s
 		}
 	}
 	for _, name := range sortedKeys(next) {
-		if err := ValidateConfig(name, next[name]); err != nil {
+		if err := validate(name, next[name]); err != nil {
 			return nil, err
 		}
 	}

@@ -35,6 +35,8 @@ func sampleCommands() []Command {
 			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
 		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
 		RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
+		AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.retention.ms", "5"}}},
+		AlterBrokerConfigs{Broker: "2", Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "3"}, {OpDelete, MaxConnectionsConfig, ""}}},
 		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
 	}
 }

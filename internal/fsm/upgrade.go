@@ -125,12 +125,15 @@ type ScheduleUpgrade struct {
 func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
 
 // clusterState is the cluster module's part of the state machine (embedded
-// in FSM): the app version and the upgrade state.
+// in FSM): the app version, the upgrade state and the dynamic broker
+// configs.
 type clusterState struct {
 	appVersion   uint32
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
 	upgradeDirty bool
+
+	brokerConfigsState // broker_configs.go
 }
 
 func (c ScheduleUpgrade) encode(w *writer) {

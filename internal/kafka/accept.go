@@ -142,7 +142,7 @@ func (a *acceptor) waitForSlot() bool {
 	waited, ok := a.s.quotas.waitForSlot(a.s.ctx, func() {
 		if held, ok := a.waits.allow(time.Now()); ok {
 			a.s.opts.Logger.Info("max.connections connections are open: accepting none until one closes",
-				"max_connections", a.s.opts.MaxConnections, "waits_not_logged", held)
+				"max_connections", a.s.quotas.limits().max, "waits_not_logged", held)
 		}
 	})
 	if waited > 0 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,7 +22,13 @@ import (
 // pick.
 func versioned(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	c := rawConn(t, addr)
+	return requestOn(t, rawConn(t, addr), req)
+}
+
+// requestOn sends req over the open connection c and returns its answer.
+func requestOn(t *testing.T, c net.Conn, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, 42)
@@ -445,8 +452,11 @@ func TestDescribeConfigs(t *testing.T) {
 		t.Error("no broker configs")
 	}
 	for _, c := range brokerRes.Configs {
-		// Only the cluster-wide log defaults can be changed at run time.
-		if _, dynamic := fsm.LookupLogDefault(c.Name); c.ReadOnly == dynamic {
+		// Only the cluster-wide log defaults and the connection limits
+		// can be changed at run time.
+		_, logDefault := fsm.LookupLogDefault(c.Name)
+		_, conn := fsm.LookupBrokerConfig(c.Name)
+		if dynamic := logDefault || conn; c.ReadOnly == dynamic {
 			t.Errorf("broker config %s: read-only %v", c.Name, c.ReadOnly)
 		}
 	}

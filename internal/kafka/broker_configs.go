@@ -21,23 +21,40 @@ package kafka
 //    bad value INVALID_REQUEST (Kafka's code for a BROKER config it cannot
 //    apply, KAFKA-13609), APPEND/SUBTRACT on a non-list INVALID_CONFIG;
 //    the legacy AlterConfigs replaces the whole set.
-//  * BROKER, this broker's id: a log.* default gets INVALID_REQUEST saying
+//  * BROKER, a broker id or "": the connection limits (max.connections,
+//    max.connections.per.ip, max.connections.per.ip.overrides; Kafka's
+//    DynamicConnectionQuota) become one AlterBrokerConfigs command,
+//    replicated state every broker holds for every broker; each broker
+//    applies its effective values (its own, else the cluster-wide
+//    default, else its static option, else Kafka's default) to its
+//    acceptor after each commit (quotas.go), closing no open connection.
+//    Checked here against the committed state as the state machine checks
+//    it (fsm/broker_configs.go: Kafka's ranges, "Invalid max.connections
+//    0", per-ip 0 only with dynamic overrides) with INVALID_REQUEST,
+//    APPEND/SUBTRACT INVALID_CONFIG. A request on "" touching log defaults
+//    and connection limits submits both commands; the first failure
+//    answers. Any member's id is accepted (Kafka accepts only its own:
+//    its clients send a broker's resource to that broker); another id
+//    gets "Unexpected broker id".
+//  * BROKER, a broker id: a log.* default gets INVALID_REQUEST saying
 //    to set it cluster-wide (every broker applies the same blocks, so no
-//    broker can log differently); nothing else is kept per broker.
+//    broker can log differently).
 //  * Either name: a config Kafka cannot change at run time (log.dirs,
 //    broker.id, num.partitions, log.retention.hours, ...) gets
 //    INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
 //    as Kafka answers; one Kafka can change at run time but Stele cannot
-//    yet (listener certificates, quotas and throttles, thread pools, the
-//    connection limits, the log cleaner's own settings) gets
+//    yet (listener certificates, quotas and throttles, thread pools,
+//    max.connection.creation.rate, the log cleaner's own settings) gets
 //    INVALID_REQUEST saying so. A request changing nothing succeeds.
-// Not done: the connection limits at run time; listener certificates come
-// with issue 17's TLS and quota defaults with its quotas; Kafka's check of
-// log.local.retention.* against log.retention.* (no remote tier).
+// Not done: max.connection.creation.rate and the listener-prefixed
+// connection limits; listener certificates come with issue 17's TLS and
+// quota defaults with its quotas; Kafka's check of log.local.retention.*
+// against log.retention.* (no remote tier).
 
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -119,28 +136,34 @@ func (s *Server) checkNodeName(name string) problem {
 	return problem{}
 }
 
-// alterBroker checks BROKER changes, all or none, and returns the command
-// that makes them when there is one: the cluster-wide log defaults (the
-// empty name) are replicated state, an AlterLogDefaults command checked
-// here against the committed view as the state machine will check it.
-// Kafka answers a BROKER config it cannot apply with INVALID_REQUEST
-// (ConfigAdminManager; KAFKA-13609), and so does this.
-func (s *Server) alterBroker(view *fsm.View, r alterResource, incremental bool) (problem, *fsm.AlterLogDefaults) {
+// alterBroker checks BROKER changes, all or none, and returns the commands
+// that make them: the cluster-wide log defaults (the empty name) as an
+// AlterLogDefaults command, the connection limits (either name) as an
+// AlterBrokerConfigs command, each checked here against the committed
+// state as the state machine will check it. Kafka answers a BROKER config
+// it cannot apply with INVALID_REQUEST (ConfigAdminManager; KAFKA-13609),
+// and so does this.
+func (s *Server) alterBroker(view *fsm.View, bc *fsm.BrokerConfigs, r alterResource, incremental bool) (problem, []fsm.Command) {
 	if r.name != "" {
 		if p := s.checkBrokerName(r.name); p.failed() {
 			return p, nil
 		}
 	}
 	var static, notYet, perBroker []string
+	var logChanges, connChanges []fsm.ConfigChange
 	for _, ch := range r.changes {
 		if ch.Op != fsm.OpSet && ch.Op != fsm.OpDelete && ch.Op != fsm.OpAppend && ch.Op != fsm.OpSubtract {
 			return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown operations type %d", ch.Op)), nil
 		}
 		_, logDefault := fsm.LookupLogDefault(ch.Name)
+		_, conn := fsm.LookupBrokerConfig(ch.Name)
 		switch {
 		case logDefault && r.name != "":
 			perBroker = append(perBroker, ch.Name)
 		case logDefault:
+			logChanges = append(logChanges, ch)
+		case conn:
+			connChanges = append(connChanges, ch)
 		case kafkaDynamicBrokerConfig(ch.Name):
 			notYet = append(notYet, ch.Name)
 		default:
@@ -155,19 +178,87 @@ func (s *Server) alterBroker(view *fsm.View, r alterResource, incremental bool) 
 			"set them as the cluster-wide default instead (the BROKER resource with an empty name, kafka-configs.sh --entity-default): "+scalaSet(perBroker)), nil
 	case len(notYet) > 0:
 		return newProblem(kerr.InvalidRequest, "Cannot update these configs dynamically in Stele yet (set them in the broker's configuration and restart it): "+scalaSet(notYet)), nil
-	case r.name != "":
-		return problem{}, nil // nothing asked that a broker keeps for itself
-	case len(r.changes) == 0 && (incremental || len(view.LogDefaults()) == 0):
-		return problem{}, nil // nothing to change
 	}
-	cmd := fsm.AlterLogDefaults{Incremental: incremental, Changes: r.changes}
-	if p := checked(cmd); p.failed() {
-		return p, nil
+	var cmds []fsm.Command
+	// The legacy AlterConfigs replaces the resource's dynamic configs
+	// whole: a set of either kind that exists is replaced too.
+	if r.name == "" && (len(logChanges) > 0 || !incremental && len(view.LogDefaults()) > 0) {
+		cmd := fsm.AlterLogDefaults{Incremental: incremental, Changes: logChanges}
+		if p := checked(cmd); p.failed() {
+			return p, nil
+		}
+		if _, err := fsm.ApplyLogDefaultChanges(view.LogDefaults(), cmd); err != nil {
+			return newProblem(kerr.InvalidRequest, err.Error()), nil
+		}
+		cmds = append(cmds, cmd)
 	}
-	if _, err := fsm.ApplyLogDefaultChanges(view.LogDefaults(), cmd); err != nil {
-		return newProblem(kerr.InvalidRequest, err.Error()), nil
+	if len(connChanges) > 0 || !incremental && len(bc.Of(r.name)) > 0 {
+		cmd := fsm.AlterBrokerConfigs{Broker: r.name, Incremental: incremental, Changes: connChanges}
+		if p := checked(cmd); p.failed() {
+			return p, nil
+		}
+		if _, err := fsm.ApplyBrokerConfigChanges(bc, cmd); err != nil {
+			return newProblem(kerr.InvalidRequest, err.Error()), nil
+		}
+		cmds = append(cmds, cmd)
 	}
-	return problem{}, &cmd
+	return problem{}, cmds
+}
+
+// connectionConfigEntries describes this broker's connection limits, each
+// as the first of its synonyms that is set (KIP-226's order): the
+// broker's own dynamic value (DYNAMIC_BROKER_CONFIG), the cluster-wide one
+// (DYNAMIC_DEFAULT_BROKER_CONFIG), the static option given to stele serve
+// (STATIC_BROKER_CONFIG), Kafka's default (DEFAULT_CONFIG).
+func (s *Server) connectionConfigEntries(bc *fsm.BrokerConfigs) []configEntry {
+	statics := map[string]string{
+		fsm.MaxConnectionsConfig:               strconv.Itoa(s.opts.MaxConnections),
+		fsm.MaxConnectionsPerIPConfig:          strconv.Itoa(s.opts.MaxConnectionsPerIP),
+		fsm.MaxConnectionsPerIPOverridesConfig: s.connectionOverrides(),
+	}
+	own := bc.Of(strconv.Itoa(int(s.opts.NodeID)))
+	var out []configEntry
+	for _, d := range fsm.BrokerConfigDefs() {
+		e := configEntry{name: d.Name, typ: kmsg.ConfigType(d.Type), doc: d.Doc}
+		if v, ok := own[d.Name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceDynamicBrokerConfig})
+		}
+		if v, ok := bc.Of("")[d.Name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+		}
+		if v := statics[d.Name]; v != d.Default {
+			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceStaticBrokerConfig})
+		}
+		e.synonyms = append(e.synonyms, configSynonym{d.Name, d.Default, kmsg.ConfigSourceDefaultConfig})
+		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		out = append(out, e)
+	}
+	return out
+}
+
+// dynamicConfigEntries describes the dynamic configs of a BROKER resource
+// as every broker holds them: for a broker id, its own connection limits
+// (DYNAMIC_BROKER_CONFIG) and what it inherits from the cluster-wide
+// default (DYNAMIC_DEFAULT_BROKER_CONFIG), log defaults included; for the
+// empty name, the cluster-wide default. Sorted by name.
+func dynamicConfigEntries(logDefaults map[string]string, bc *fsm.BrokerConfigs, name string) []configEntry {
+	out := defaultConfigEntries(logDefaults)
+	for _, d := range fsm.BrokerConfigDefs() {
+		e := configEntry{name: d.Name, typ: kmsg.ConfigType(d.Type), doc: d.Doc}
+		if v, ok := bc.Of(name)[d.Name]; ok && name != "" {
+			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceDynamicBrokerConfig})
+		}
+		if v, ok := bc.Of("")[d.Name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+		}
+		if len(e.synonyms) == 0 {
+			continue
+		}
+		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // scalaSet formats names as Kafka's messages print a Scala Set.

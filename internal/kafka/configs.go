@@ -16,13 +16,17 @@ package kafka
 //  * BROKER resources: the broker's own id describes read-only configs
 //    derived from its options (broker.id, node.id, auto.create.topics.enable,
 //    num.partitions, default.replication.factor, socket.request.max.bytes,
-//    max.connections, max.connections.per.ip[.overrides], log.dirs) as
-//    STATIC_BROKER_CONFIG and the broker-level names of the
+//    log.dirs) as STATIC_BROKER_CONFIG; the connection limits
+//    (max.connections, max.connections.per.ip[.overrides], not read-only)
+//    from their first layer set, DYNAMIC_BROKER_CONFIG,
+//    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG,
+//    the others as synonyms; and the broker-level names of the
 //    topic defaults (log.retention.ms, log.segment.bytes, message.max.bytes,
 //    ...) as DEFAULT_CONFIG, or DYNAMIC_DEFAULT_BROKER_CONFIG when set
 //    cluster-wide (those are not read-only). The empty name describes the
-//    cluster-wide log defaults set (broker_configs.go). Another broker's
-//    id gets INVALID_REQUEST, as in Kafka.
+//    cluster-wide dynamic configs set, another member's id its dynamic
+//    configs (broker_configs.go); a non-member's id gets INVALID_REQUEST
+//    "Unexpected broker id", as in Kafka.
 //  * AlterConfigs replaces a topic's explicit configs with exactly those
 //    given. IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT
 //    (the last two to list configs only; on an unset list they start from
@@ -35,14 +39,12 @@ package kafka
 //    twice INVALID_REQUEST; other resource types INVALID_REQUEST.
 //  * BROKER and BROKER_LOGGER changes: broker_configs.go; BROKER_LOGGER
 //    describes this broker's loggers and their levels.
-// Not done: dynamic BROKER configs beyond the log defaults (broker_configs.go), CLIENT_METRICS and
+// Not done: dynamic BROKER configs beyond the log defaults and connection limits (broker_configs.go), CLIENT_METRICS and
 // GROUP resources; sensitive configs (there are none); alter policies.
 
 import (
 	"fmt"
-	"net/netip"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,13 +139,17 @@ func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, n
 		}
 		return topicConfigEntries(t.Configs, view.LogDefaults()), problem{}
 	case kmsg.ConfigResourceTypeBroker:
+		bc := s.b.BrokerConfigs()
 		if name == "" {
-			return defaultConfigEntries(view.LogDefaults()), problem{}
+			return dynamicConfigEntries(view.LogDefaults(), bc, ""), problem{}
 		}
 		if p := s.checkBrokerName(name); p.failed() {
 			return nil, p
 		}
-		return s.brokerConfigEntries(view.LogDefaults()), problem{}
+		if name != strconv.Itoa(int(s.opts.NodeID)) {
+			return dynamicConfigEntries(view.LogDefaults(), bc, name), problem{}
+		}
+		return s.brokerConfigEntries(view.LogDefaults(), bc), problem{}
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if p := s.checkNodeName(name); p.failed() {
 			return nil, p
@@ -153,16 +159,29 @@ func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, n
 	return nil, newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", typ))
 }
 
-// checkBrokerName accepts this broker's id only, as Kafka does.
+// checkBrokerName accepts the id of a broker of the cluster. Kafka
+// accepts its own id only, as its clients send a broker's resource to that
+// broker; Stele's brokers all hold every broker's dynamic configs, so any
+// of them answers for a member (a Kafka client never asks). Another id
+// gets Kafka's INVALID_REQUEST "Unexpected broker id".
 func (s *Server) checkBrokerName(name string) problem {
 	id, err := strconv.ParseInt(name, 10, 32)
-	if err != nil {
+	if err != nil || strconv.Itoa(int(id)) != name {
 		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Broker id must be an integer, but it is: %s", name))
 	}
-	if int32(id) != s.opts.NodeID {
-		return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", s.opts.NodeID, name))
+	all, _ := s.members()
+	ids := make([]string, 0, len(all))
+	for _, m := range all {
+		if m.NodeID == int32(id) {
+			return problem{}
+		}
+		ids = append(ids, strconv.Itoa(int(m.NodeID)))
 	}
-	return problem{}
+	want := strings.Join(ids, ", ")
+	if len(ids) > 1 {
+		want = "one of " + want
+	}
+	return newProblem(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %s or empty string, but received %s", want, name))
 }
 
 // topicConfigEntries describes every topic config given a topic's explicit
@@ -229,7 +248,7 @@ func configDoc(d fsm.ConfigDef) string {
 // The log.* defaults that can be changed at run time are not read-only
 // and show a cluster-wide value as DYNAMIC_DEFAULT_BROKER_CONFIG, with
 // Kafka's default as its next synonym; the others are read-only.
-func (s *Server) brokerConfigEntries(logDefaults map[string]string) []configEntry {
+func (s *Server) brokerConfigEntries(logDefaults map[string]string, bc *fsm.BrokerConfigs) []configEntry {
 	static := func(name, value string, typ kmsg.ConfigType, doc string) configEntry {
 		return configEntry{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, typ: typ, doc: doc}
 	}
@@ -245,12 +264,6 @@ func (s *Server) brokerConfigEntries(logDefaults map[string]string) []configEntr
 			"Every broker holds every partition: the replication factor is the number of brokers."),
 		static("socket.request.max.bytes", strconv.Itoa(int(s.opts.MaxRequestBytes)), kmsg.ConfigTypeInt,
 			"Largest request frame accepted; larger ones close the connection."),
-		static("max.connections", strconv.Itoa(s.opts.MaxConnections), kmsg.ConfigTypeInt,
-			"While this many connections are open, no other is accepted until one closes."),
-		static("max.connections.per.ip", strconv.Itoa(s.opts.MaxConnectionsPerIP), kmsg.ConfigTypeInt,
-			"A new connection from an address that already has this many open is closed at once."),
-		static("max.connections.per.ip.overrides", s.connectionOverrides(), kmsg.ConfigTypeString,
-			"Per-address limits replacing max.connections.per.ip, address:count, host names resolved at start."),
 		{name: "delete.topic.enable", value: "true", source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
 			typ: kmsg.ConfigTypeBoolean, doc: "Topics can always be deleted."},
 	}
@@ -264,6 +277,7 @@ func (s *Server) brokerConfigEntries(logDefaults map[string]string) []configEntr
 	for i := range out {
 		out[i].synonyms = []configSynonym{{name: out[i].name, value: out[i].value, source: out[i].source}}
 	}
+	out = append(out, s.connectionConfigEntries(bc)...)
 	for _, d := range fsm.TopicConfigDefs() {
 		name := fsm.BrokerSynonym(d.Name)
 		if name == "" {
@@ -370,10 +384,12 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 		case len(r.nulls) > 0:
 			p = newProblem(kerr.InvalidRequest, "Null value not supported for : "+strings.Join(r.nulls, ", "))
 		case r.typ == kmsg.ConfigResourceTypeBroker:
-			var cmd *fsm.AlterLogDefaults
-			if p, cmd = c.s.alterBroker(view, r, incremental); !p.failed() && cmd != nil && !validateOnly {
-				cmds = append(cmds, *cmd)
-				slots = append(slots, i)
+			var bcmds []fsm.Command
+			if p, bcmds = c.s.alterBroker(view, c.s.b.BrokerConfigs(), r, incremental); !p.failed() && !validateOnly {
+				for _, cmd := range bcmds {
+					cmds = append(cmds, cmd)
+					slots = append(slots, i)
+				}
 			}
 		case r.typ == kmsg.ConfigResourceTypeBrokerLogger:
 			p = c.s.alterLoggers(r, incremental, validateOnly)
@@ -388,7 +404,11 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 	}
 	if len(cmds) > 0 {
 		for i, o := range c.submit(0, cmds...) {
-			out[slots[i]] = fromOutcome(o)
+			// A BROKER resource may take two commands (log defaults and
+			// connection limits): the first that failed answers for it.
+			if p := fromOutcome(o); !out[slots[i]].failed() {
+				out[slots[i]] = p
+			}
 		}
 	}
 	return out
@@ -413,17 +433,8 @@ func checkAlterConfigs(view *fsm.View, cmd fsm.AlterConfigs) problem {
 	return problem{}
 }
 
-// connectionOverrides is max.connections.per.ip.overrides as the broker
-// applies it: address:count, by address.
+// connectionOverrides is the static max.connections.per.ip.overrides
+// (the option, host names resolved at start): address:count, by address.
 func (s *Server) connectionOverrides() string {
-	addrs := make([]netip.Addr, 0, len(s.opts.MaxConnectionsPerIPOverrides))
-	for a := range s.opts.MaxConnectionsPerIPOverrides {
-		addrs = append(addrs, a)
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	parts := make([]string, len(addrs))
-	for i, a := range addrs {
-		parts[i] = a.String() + ":" + strconv.Itoa(s.opts.MaxConnectionsPerIPOverrides[a])
-	}
-	return strings.Join(parts, ",")
+	return formatOverrides(s.opts.MaxConnectionsPerIPOverrides)
 }

@@ -27,6 +27,9 @@
 //     in the listen backlog) until one closes, as Kafka's acceptor blocks,
 //     and the time is counted in
 //     stele_kafka_accept_blocked_seconds_total{reason="max_connections"}.
+//     The three limits are the static layer: dynamic broker configs
+//     replace them at run time (quotas.go, broker_configs.go) without
+//     closing any connection already open.
 //   - The listener leaves the process a reserve of file descriptors (a
 //     tenth of RLIMIT_NOFILE, at least 64; Linux only) for storage and
 //     consensus: while one more connection would eat into it, nothing is
@@ -214,6 +217,8 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.metrics = newMetrics(opts.Registerer)
 	s.quotas = newConnQuotas(&s.opts)
 	s.fds = newFDBudget()
+	s.wg.Add(1)
+	go s.followBrokerConfigs()
 	return s
 }
 
@@ -261,6 +266,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		a.accepted()
+		// max.connections may have been lowered while Accept waited: the
+		// accepted connection then waits for a slot, as in Kafka's
+		// ConnectionQuotas.inc.
+		if !a.waitForSlot() {
+			nc.Close()
+			return nil
+		}
 		ip := remoteIP(nc)
 		if limit, ok := s.quotas.admit(ip); !ok {
 			a.refuse(nc, ip, limit)

@@ -6,51 +6,27 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"regexp"
-	"strconv"
-	"strings"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // DefaultMaxConnections is Kafka's default for max.connections and
 // max.connections.per.ip: Int.MaxValue, no limit.
 const DefaultMaxConnections = math.MaxInt32
 
-// validOverrideHost is the characters Kafka accepts in a host of
-// max.connections.per.ip.overrides (Utils.validHostPattern).
-var validOverrideHost = regexp.MustCompile(`^[0-9a-zA-Z\-%._:]+$`)
-
 // ParseConnectionOverrides parses max.connections.per.ip.overrides the way
-// Kafka does: comma-separated host:count pairs, each split at its last
-// colon (so "::1:50" is the IPv6 address ::1 with 50), spaces around
-// either ignored. A host is an IP address or a host name; a count is at
-// least 0 (0 refuses every connection from that host). The empty string is
-// no overrides. A host named twice is an error.
+// Kafka does (fsm.ParseConnectionOverrides, which the dynamic broker
+// configs are checked with too): comma-separated host:count pairs, each
+// split at its last colon (so "::1:50" is the IPv6 address ::1 with 50),
+// spaces around either ignored. A host is an IP address or a host name; a
+// count is at least 0 (0 refuses every connection from that host). The
+// empty string is no overrides. A host named twice is an error.
 func ParseConnectionOverrides(s string) (map[string]int, error) {
-	out := map[string]int{}
-	if strings.TrimSpace(s) == "" {
-		return out, nil
+	m, err := fsm.ParseConnectionOverrides(s)
+	if err != nil {
+		return nil, fmt.Errorf("stele/server: %w", err)
 	}
-	for _, pair := range strings.Split(s, ",") {
-		pair = strings.TrimSpace(pair)
-		i := strings.LastIndexByte(pair, ':')
-		if i < 0 {
-			return nil, fmt.Errorf("stele/server: max.connections.per.ip.overrides: %q is not host:count", pair)
-		}
-		host := strings.TrimSpace(pair[:i])
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]") // [::1]:50 too
-		if !validOverrideHost.MatchString(host) {
-			return nil, fmt.Errorf("stele/server: max.connections.per.ip.overrides: %q has no valid host (letters, digits and -%%._: only)", pair)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(pair[i+1:]))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("stele/server: max.connections.per.ip.overrides: the count of %q is not a number of connections (0 or more)", pair)
-		}
-		if _, dup := out[host]; dup {
-			return nil, fmt.Errorf("stele/server: max.connections.per.ip.overrides names %q twice", host)
-		}
-		out[host] = n
-	}
-	return out, nil
+	return m, nil
 }
 
 // resolveConnectionOverrides turns parsed overrides into limits per

@@ -39,6 +39,15 @@ answers and what Stele answered:
              broker "0" gets INVALID_REQUEST (Stele has no per-broker log
              configs); the legacy AlterConfigs of "" with nothing set
              removes it again, as it replaces the whole set.
+  brokerconns kafka-python's KafkaAdminClient.alter_configs (the legacy
+             AlterConfigs) on ConfigResource(BROKER, "0") sets
+             max.connections.per.ip.overrides=127.0.0.5:1 at run time: a
+             second raw connection from 127.0.0.5 is closed unanswered
+             while the first is still served; describe_configs (with
+             synonyms) shows it as DYNAMIC_BROKER_CONFIG and
+             max.connections.per.ip=0 with no overrides gets
+             INVALID_REQUEST; alter_configs with no configs removes it and
+             the second connection is served again.
 
 confluent-kafka 1.7 (Debian's) has no describe_topics, describe_cluster
 nor incremental_alter_configs, and kafka-python 2.0 no Metadata v8 nor
@@ -53,12 +62,15 @@ DescribeCluster is flexible-only (v0 uses tagged fields, which kafka-python
 import argparse
 import os
 import re
+import socket
+import struct
 import sys
 import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
 from kafka.protocol.admin import AlterConfigsRequest_v0, DescribeConfigsRequest_v1
 from kafka.protocol.api import Request, Response
 from kafka.protocol.types import Array, Boolean, Bytes, Int8, Int16, Int32, Schema, String
@@ -457,6 +469,82 @@ def check_log_defaults(admin, kp, prefix):
     print("ok: cluster-wide log.retention.ms set, described, inherited and removed; per broker %s" % err_name(err))
 
 
+DYNAMIC_BROKER_CONFIG = ConfigSource.DYNAMIC_BROKER_CONFIG.value  # 2
+
+
+def api_versions_from(src, bootstrap, timeout=3.0):
+    """Opens a connection from the loopback address src and sends
+    ApiVersions v0; True if answered, False if the broker closed it."""
+    host, port = bootstrap.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=timeout, source_address=(src, 0))
+    try:
+        try:
+            s.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))
+            head = s.recv(4)
+        except OSError:  # reset, broken pipe, timeout
+            return False
+        return len(head) == 4
+    finally:
+        s.close()
+
+
+def broker_configs(kp):
+    """kafka-python describe_configs of BROKER "0" with synonyms: name ->
+    (value, source of the first synonym: the entry's own)."""
+    r, = kp.describe_configs([KpConfigResource(ConfigResourceType.BROKER, "0")], include_synonyms=True)
+    (code, msg, _typ, _name, entries), = r.resources
+    check(code == 0, "DescribeConfigs BROKER 0: error %d %s" % (code, msg))
+    return {e[0]: (e[1], e[5][0][2] if e[5] else None) for e in entries}
+
+
+def kp_alter_broker0(kp, configs):
+    r = kp.alter_configs([KpConfigResource(ConfigResourceType.BROKER, "0", configs=configs)])
+    (code, msg, _typ, _name), = r.resources
+    return code, msg
+
+
+def eventually(what, fn, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        if fn():
+            return
+        if time.time() > deadline:
+            raise Fail("after %gs: %s" % (timeout, what))
+        time.sleep(0.1)
+
+
+def check_broker_conns(kp, bootstrap):
+    src = "127.0.0.5"
+    code, msg = kp_alter_broker0(kp, {"max.connections.per.ip.overrides": src + ":1"})
+    check(code == 0, "AlterConfigs BROKER 0 max.connections.per.ip.overrides=%s:1: error %d %s" % (src, code, msg))
+    got = broker_configs(kp).get("max.connections.per.ip.overrides")
+    check(got == (src + ":1", DYNAMIC_BROKER_CONFIG),
+          "DescribeConfigs BROKER 0 max.connections.per.ip.overrides: want %s:1 as DYNAMIC_BROKER_CONFIG (%d), got %r"
+          % (src, DYNAMIC_BROKER_CONFIG, got))
+    host, port = bootstrap.rsplit(":", 1)
+    first = socket.create_connection((host, int(port)), timeout=3, source_address=(src, 0))
+    try:
+        def second_refused():
+            return not api_versions_from(src, bootstrap)
+        eventually("a second connection from %s with its override 1 is still served" % src, second_refused)
+        first.sendall(struct.pack(">ihhih", 10, 18, 0, 8, -1))
+        check(len(first.recv(4)) == 4, "the first connection from %s is not served once the limit applies" % src)
+    finally:
+        first.close()
+    code, msg = kp_alter_broker0(kp, {"max.connections.per.ip": "0"})
+    check(code == INVALID_REQUEST and "can be set to zero only if" in (msg or ""),
+          "AlterConfigs BROKER 0 max.connections.per.ip=0 without overrides: want INVALID_REQUEST, got %d %s" % (code, msg))
+    code, msg = kp_alter_broker0(kp, {})
+    check(code == 0, "AlterConfigs BROKER 0 with no configs: error %d %s" % (code, msg))
+    got = broker_configs(kp).get("max.connections.per.ip.overrides")
+    check(got is not None and got[1] != DYNAMIC_BROKER_CONFIG,
+          "after AlterConfigs BROKER 0 with no configs the override is still dynamic: %r" % (got,))
+    eventually("two connections from %s once the override is removed" % src,
+               lambda: api_versions_from(src, bootstrap) and api_versions_from(src, bootstrap))
+    print("ok: BROKER 0 max.connections.per.ip.overrides set at run time (a second connection from %s refused), "
+          "described as DYNAMIC_BROKER_CONFIG, per-ip 0 refused, removed" % src)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -472,6 +560,7 @@ def main():
                      ("deprecated", lambda: check_deprecated(admin, a.prefix)),
                      ("broker", lambda: check_broker_resource(admin)),
                      ("logdefaults", lambda: check_log_defaults(admin, kp, a.prefix)),
+                     ("brokerconns", lambda: check_broker_conns(kp, a.bootstrap)),
                      ("authops", lambda: check_authops(admin, kp, a.prefix + "-authops")),
                      ("loggers", lambda: check_loggers(kp, a.broker_log))):
         try:

@@ -12,7 +12,10 @@
 #     this broker's log); a BROKER config Kafka cannot change refused as
 #     Kafka refuses it; a cluster-wide log default (BROKER "") set,
 #     described as DYNAMIC_DEFAULT_BROKER_CONFIG, inherited by a topic and
-#     removed, and refused per broker. See the script's comment for each
+#     removed, and refused per broker; a per-broker connection limit
+#     (kafka-python alter_configs on BROKER "0",
+#     max.connections.per.ip.overrides) applied at run time, described as
+#     DYNAMIC_BROKER_CONFIG and removed. See the script's comment for each
 #     check.
 #  2. kcat -L (text and JSON) shows the assigned topic's partitions with
 #     replicas [0], leader 0, isr [0].

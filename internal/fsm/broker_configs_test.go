@@ -1,0 +1,193 @@
+package fsm
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// brokerConfigSteps: dynamic connection limits on BROKER resources, one
+// command a block, with the code each gets and the sets after it
+// (Reference: Kafka's DynamicBrokerConfig and ConnectionQuotas; the
+// checks are SocketServerConfigs' and KafkaConfig.validateValues').
+var brokerConfigSteps = []struct {
+	cmd  AlterBrokerConfigs
+	code int16
+	want map[string]map[string]string // nil: unchanged from the step before
+}{
+	{AlterBrokerConfigs{Broker: "0", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "2"}}}, 0,
+		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}}},
+	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []ConfigChange{
+		{OpSet, MaxConnectionsConfig, "100"}, {OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.2:5, [::1]:0"}}}, 0,
+		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
+			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	// Kafka's errors: a bad number, 0 for max.connections, per-ip 0 with no
+	// overrides anywhere, APPEND on an int, a config Stele does not keep,
+	// a broker name that is not an id, a negative id.
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "many"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "0"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "-1"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpAppend, MaxConnectionsConfig, "1"}}}, kerr.InvalidConfig.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, "max.connection.creation.rate", "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
+	// per-ip 0 is fine with the default's overrides under it...
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "0"}}}, 0,
+		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "1": {MaxConnectionsPerIPConfig: "0"},
+			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	// ...so the default cannot drop them while broker 1 relies on them.
+	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsPerIPOverridesConfig, ""}}}, kerr.InvalidRequest.Code, nil},
+	// DELETE, and the legacy AlterConfigs replacing a set whole.
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsPerIPConfig, ""}}}, 0,
+		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
+			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	{AlterBrokerConfigs{Broker: "", Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "50"}}}, 0,
+		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "": {MaxConnectionsConfig: "50"}}},
+	{AlterBrokerConfigs{Broker: "0"}, 0, map[string]map[string]string{"": {MaxConnectionsConfig: "50"}}},
+	{AlterBrokerConfigs{Broker: "3", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "7"}}}, 0,
+		map[string]map[string]string{"": {MaxConnectionsConfig: "50"}, "3": {MaxConnectionsPerIPConfig: "7"}}},
+}
+
+func brokerConfigBlocks() []block {
+	var blocks []block
+	for i, s := range brokerConfigSteps {
+		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+	}
+	return blocks
+}
+
+func sameBrokerConfigs(got *BrokerConfigs, want map[string]map[string]string) bool {
+	if got == nil || len(got.byResource) != len(want) {
+		return false
+	}
+	for res, m := range want {
+		if !sameMap(got.Of(res), m) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBrokerConfigsApply: every step gets its code, and the committed
+// configs after each are what it says.
+func TestBrokerConfigsApply(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	if got := f.BrokerConfigs(); got == nil || len(got.byResource) != 0 {
+		t.Fatalf("fresh: %+v", got)
+	}
+	blocks := brokerConfigBlocks()
+	for i, out := range applyOutcomes(t, f, blocks) {
+		if r := out.Txs[0].Results[0]; r.Code != brokerConfigSteps[i].code {
+			t.Errorf("step %d %+v: code %d (%s), want %d", i, brokerConfigSteps[i].cmd, r.Code, r.Message, brokerConfigSteps[i].code)
+		}
+	}
+	// Each intermediate state, replayed one step at a time.
+	g := open(t, t.TempDir())
+	defer g.Close()
+	var want map[string]map[string]string
+	for i, s := range brokerConfigSteps {
+		applyRange(t, g, blocks, i+1, i+1)
+		if s.want != nil {
+			want = s.want
+		}
+		if want != nil && !sameBrokerConfigs(g.BrokerConfigs(), want) {
+			t.Errorf("after step %d: %v, want %v", i, g.BrokerConfigs().byResource, want)
+		}
+	}
+	bc := f.BrokerConfigs()
+	if v, own, ok := bc.Effective(3, MaxConnectionsPerIPConfig); !ok || !own || v != "7" {
+		t.Errorf("broker 3's own per-ip: %q %v %v", v, own, ok)
+	}
+	if v, own, ok := bc.Effective(3, MaxConnectionsConfig); !ok || own || v != "50" {
+		t.Errorf("broker 3's max.connections from the default: %q %v %v", v, own, ok)
+	}
+	if _, _, ok := bc.Effective(2, MaxConnectionsPerIPConfig); ok {
+		t.Errorf("broker 2 has a dynamic per-ip limit")
+	}
+	// Removing every set removes the leaf.
+	h := open(t, t.TempDir())
+	defer h.Close()
+	applyAll(t, h, []block{
+		{t0, [][]byte{tx(1, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "9"}}})}},
+		{t0 + 1, [][]byte{tx(2, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsConfig, ""}}})}},
+	})
+	if _, ok, err := h.store.Get(keyBrokerConfigs); ok || err != nil {
+		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
+	}
+}
+
+// TestBrokerConfigsDeterministicAndReloaded: two brokers fed the same
+// blocks agree on every app hash; a reopened broker and one restored from
+// a snapshot hold the same configs (the leaf travels with the state), as
+// Kafka's dynamic configs survive a restart in the metadata log.
+func TestBrokerConfigsDeterministicAndReloaded(t *testing.T) {
+	blocks := brokerConfigBlocks()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := open(t, dirA), open(t, dirB)
+	ha, hb := applyAll(t, a, blocks), applyAll(t, b, blocks)
+	for i := range ha {
+		if !bytes.Equal(ha[i], hb[i]) {
+			t.Fatalf("height %d: app hashes differ", i+1)
+		}
+	}
+	want := brokerConfigSteps[len(brokerConfigSteps)-1].want
+	s := takeSnapshot(t, a, filepath.Join(dirA, "snapshots", "last"), nil)
+	a.Close()
+	b.Close()
+
+	r := open(t, dirA)
+	defer r.Close()
+	if got := r.BrokerConfigs(); !sameBrokerConfigs(got, want) {
+		t.Fatalf("reopened: %v, want %v", got.byResource, want)
+	}
+	dst := open(t, t.TempDir())
+	defer dst.Close()
+	restoreInto(t, dst, s)
+	if !bytes.Equal(dst.appHash, ha[len(ha)-1]) {
+		t.Fatalf("restored app hash %x, want %x", dst.appHash, ha[len(ha)-1])
+	}
+	if got := dst.BrokerConfigs(); !sameBrokerConfigs(got, want) {
+		t.Fatalf("restored: %v, want %v", got.byResource, want)
+	}
+}
+
+// TestDecodeBrokerConfigs: a stored value the state machine could not have
+// written is refused as malformed.
+func TestDecodeBrokerConfigs(t *testing.T) {
+	good := map[string]map[string]string{"": {MaxConnectionsConfig: "5"}, "2": {MaxConnectionsPerIPConfig: "3"}}
+	if m, err := decodeBrokerConfigs(encodeBrokerConfigs(good)); err != nil || len(m) != 2 || !sameMap(m["2"], good["2"]) {
+		t.Fatalf("round trip: %v %v", m, err)
+	}
+	for name, bad := range map[string]map[string]map[string]string{
+		"unknown config": {"1": {"log.dirs": "/x"}},
+		"bad value":      {"1": {MaxConnectionsConfig: "0"}},
+		"bad resource":   {"01": {MaxConnectionsConfig: "3"}},
+		"empty set":      {"1": {}},
+		"per-ip 0 alone": {"1": {MaxConnectionsPerIPConfig: "0"}},
+	} {
+		if _, err := decodeBrokerConfigs(encodeBrokerConfigs(bad)); err == nil || !strings.Contains(err.Error(), "stele/fsm") {
+			t.Errorf("%s: %v, want an error", name, err)
+		}
+	}
+	if _, err := decodeBrokerConfigs(append(encodeBrokerConfigs(good), 0)); err == nil {
+		t.Errorf("trailing byte accepted")
+	}
+}
+
+// TestParseConnectionOverridesFSM: Kafka's form of the overrides.
+func TestParseConnectionOverridesFSM(t *testing.T) {
+	m, err := ParseConnectionOverrides(" 127.0.0.1:3 , ::1:0,[::2]:4,host-a:9")
+	if err != nil || len(m) != 4 || m["127.0.0.1"] != 3 || m["::1"] != 0 || m["::2"] != 4 || m["host-a"] != 9 {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:-1", "a b:1", "h:1,h:2", "h:x"} {
+		if _, err := ParseConnectionOverrides(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
