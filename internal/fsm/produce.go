@@ -80,7 +80,7 @@ func (f *FSM) produce(c Produce) Result {
 	// offset it got the first time.
 	offsets := make([]int64, len(batches))
 	dup := make([]bool, len(batches))
-	dupTime := int64(-1)                // the stored timestamp of the first batch, a retry
+	dupTime := int64(-1)                // the stored max timestamp of the first batch, a retry
 	var staged map[int64]*producerState // made for the first idempotent batch
 	next := p.next
 	for i, h := range headers {
@@ -174,9 +174,13 @@ func (f *FSM) produce(c Produce) Result {
 	f.dirtyParts[p] = true
 	res := Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
 	switch {
-	case cfg.LogAppendTime && dup[0]:
-		// A retry is answered with the time its batch was stored with,
-		// as Kafka does: a client looking the record up by it finds it.
+	case dup[0]:
+		// A retry is answered with the timestamp its producer state keeps
+		// for the batch, whatever the topic's timestamp type, as Kafka's
+		// UnifiedLog.append answers a duplicate (log_append_time from the
+		// BatchMetadata, the stored batch's max timestamp): the append
+		// time on a LogAppendTime topic, so a client looking the record up
+		// by it finds it; the batch's max timestamp on a CreateTime one.
 		res.LogAppendTime = dupTime
 	case cfg.LogAppendTime:
 		res.LogAppendTime = f.blockTime

@@ -37,9 +37,13 @@ package kafka
 //  * Batches of idempotent producers are checked against the producer's
 //    last five batches in the partition when applied (fsm/partition_producers.go): a
 //    retry is answered with its first offset and not stored again;
-//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. On a
-//    LogAppendTime topic a retry's log_append_time is the one its batch was
-//    stored with, as Kafka answers, not the retry's block time.
+//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. A
+//    retry's log_append_time is, as Kafka's UnifiedLog.append answers a
+//    duplicate whatever the timestamp type, the max timestamp its batch
+//    was stored with: on a LogAppendTime topic its append time (not the
+//    retry's block time), on a CreateTime topic its largest record
+//    timestamp (where a first produce answers -1); its log_start_offset is
+//    the current one.
 //  * Transactional batches (txns.go) are taken only in a partition added to
 //    the producer's ongoing transaction, and a producer with an ongoing
 //    transaction must write transactional batches (INVALID_TXN_STATE

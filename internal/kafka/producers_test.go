@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -89,5 +90,73 @@ func TestIdempotentProducer(t *testing.T) {
 	}
 	if o, _ := end.Lookup("idem", 0); o.Offset != 104 {
 		t.Fatalf("log end offset %d, want 104 (100 records, then 2 + 2: the retry and the refused batches stored nothing)", o.Offset)
+	}
+}
+
+// TestProduceRetryTimestamps (issue 27): Produce's log_append_time is -1 on
+// a CreateTime topic and the append time on a LogAppendTime one; a retry
+// of an idempotent batch (a duplicate sequence) is answered, as Kafka's
+// UnifiedLog.append answers a duplicate, with its first offset, the max
+// timestamp its batch was stored with as log_append_time whatever the
+// timestamp type (the largest record timestamp on CreateTime, the append
+// time on LogAppendTime), and the current log start offset.
+func TestProduceRetryTimestamps(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	raw := client(t, tb.addr)
+	adm := kadm.NewClient(raw)
+	lat := map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "rt-create"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, lat, "rt-append"); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UnixMilli() - 60_000 // not the test broker's clock
+	for _, tc := range []struct {
+		topic     string
+		logAppend bool
+	}{{"rt-create", false}, {"rt-append", true}} {
+		init := rawRequest(t, raw, kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+		send := func(seq int32) kmsg.ProduceResponseTopicPartition {
+			t.Helper()
+			b, err := record.Build(record.Header{FirstTimestamp: base, ProducerID: init.ProducerID, BaseSequence: seq},
+				[]record.Record{{TimestampDelta: 5, Value: []byte("x")}, {OffsetDelta: 1, TimestampDelta: 2, Value: []byte("y")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 10_000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = tc.topic
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = b
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			return rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		}
+		first := send(0)
+		switch {
+		case first.ErrorCode != 0 || first.BaseOffset != 0 || first.LogStartOffset != 0:
+			t.Fatalf("%s: first batch %+v", tc.topic, first)
+		case !tc.logAppend && first.LogAppendTime != -1:
+			t.Fatalf("%s: first batch log_append_time %d, want -1 on a CreateTime topic", tc.topic, first.LogAppendTime)
+		case tc.logAppend && (first.LogAppendTime <= 0 || first.LogAppendTime == base+5):
+			t.Fatalf("%s: first batch log_append_time %d, want the block time", tc.topic, first.LogAppendTime)
+		}
+		if p := send(2); p.ErrorCode != 0 || p.BaseOffset != 2 {
+			t.Fatalf("%s: second batch %+v", tc.topic, p)
+		}
+		dr, err := adm.DeleteRecords(context.Background(), kadm.Offsets{tc.topic: {0: {At: 1}}})
+		if err != nil || dr.Error() != nil {
+			t.Fatalf("%s: DeleteRecords: %v %v", tc.topic, err, dr.Error())
+		}
+		want := base + 5 // the stored max timestamp
+		if tc.logAppend {
+			want = first.LogAppendTime
+		}
+		if p := send(0); p.ErrorCode != 0 || p.BaseOffset != 0 || p.LogAppendTime != want || p.LogStartOffset != 1 {
+			t.Fatalf("%s: the retry: error %d offset %d log_append_time %d log_start_offset %d; want offset 0, log_append_time %d, log_start_offset 1",
+				tc.topic, p.ErrorCode, p.BaseOffset, p.LogAppendTime, p.LogStartOffset, want)
+		}
 	}
 }
