@@ -15,6 +15,16 @@ import (
 // topic_hooks.go, in this order: batchChecks for each batch of a producer
 // (before its sequence), produceChecks once the offsets are known,
 // batchAppended for each batch written.
+//
+// What is stored is the batch as sent but for what Kafka's broker rewrites
+// in its header: the base offset and leader epoch; on a LogAppendTime topic
+// the timestamp type and timestamps (the block time); on a CreateTime topic
+// a max timestamp other than the records' largest (or a LogAppendTime flag
+// the producer set), restamped with theirs as LogValidator does, so the
+// producer state, the time index and ListOffsets never go by a lying
+// header. The rewrite is of a copy and the same on every broker: a
+// certificate covers the bytes as sent, a signature no timestamp, and the
+// app hash the stored bytes (docs/kafka-api.md).
 func (f *FSM) produce(c Produce) Result {
 	t, r := f.lookup(c.Topic, TopicID{})
 	if t == nil {
@@ -36,19 +46,29 @@ func (f *FSM) produce(c Produce) Result {
 	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
 	conditional := false                  // some record states the version it expects
 	signed := make([]bool, len(batches))  // the batch has a signed record
-	validate := record.ValidateKeys
+	// validate checks a batch, calls fn with its records' keys (for the
+	// key index) and returns its records' largest timestamp.
+	validate := func(b []byte, fn func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+		maxTs := int64(-1)
+		h, err := record.ValidateKeys(b, func(delta int32, ts int64, key []byte, hs []record.RecordHeader) {
+			maxTs = max(maxTs, ts)
+			fn(delta, key, hs)
+		})
+		return h, maxTs, err
+	}
 	if f.opts.WithoutKeyIndex {
-		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
-			return record.Validate(b)
+		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+			return record.ValidateMaxTimestamp(b)
 		}
 	}
-	var keyBytes []byte // the batches' keys, copied: one allocation per doubling, not per key
-	base := int32(0)    // the index of the batch's first record in the record set
+	restamp := make([]bool, len(batches)) // the batch's header max timestamp is to be rewritten
+	var keyBytes []byte                   // the batches' keys, copied: one allocation per doubling, not per key
+	base := int32(0)                      // the index of the batch's first record in the record set
 	bases := make([]int32, len(batches))
 	for i, b := range batches {
 		bases[i] = base
 		var bad recordErrors // records whose Stele headers are wrong
-		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+		h, maxTs, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
 			if err != nil {
@@ -71,6 +91,14 @@ func (f *FSM) produce(c Produce) Result {
 		}
 		if res := f.checkBatch(t, p, h, b, base); res.Code != 0 {
 			return res
+		}
+		if !cfg.LogAppendTime && (h.MaxTimestamp != maxTs || h.LogAppendTime()) {
+			// The header claims another max timestamp than its records
+			// hold: set it to theirs, as Kafka's LogValidator does, so
+			// that the producer state, the time index, retention and
+			// ListOffsets all go by the records (docs/kafka-api.md).
+			restamp[i] = true
+			h = h.WithMaxTimestamp(maxTs)
 		}
 		headers[i] = h
 		base += h.LastOffsetDelta + 1
@@ -146,8 +174,11 @@ func (f *FSM) produce(c Produce) Result {
 		h := headers[i]
 		record.SetBaseOffset(b, p.next)
 		record.SetPartitionLeaderEpoch(b, 0)
-		if cfg.LogAppendTime {
+		switch {
+		case cfg.LogAppendTime:
 			record.SetLogAppendTime(b, f.blockTime)
+		case restamp[i]:
+			record.SetMaxTimestamp(b, h.MaxTimestamp)
 		}
 		if err := p.log.Append(b, f.blockTime); err != nil {
 			// Fail-stop: the log is cut back to the committed end at the

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/record"
 )
 
 // TestListOffsetsByTimeAfterAck: a write acknowledged by a broker is visible
@@ -125,4 +127,80 @@ func TestListOffsetsReadCommitted(t *testing.T) {
 	})
 	want("by time, a committed record, read_committed", 1, at(time.Second), 5, at(time.Second))
 	want("max timestamp, read_committed, decided", 1, -3, 7, at(2*time.Second))
+}
+
+// TestListOffsetsLyingMaxTimestamp (issue 27): a client that produces a
+// CreateTime batch whose header claims a smaller max timestamp than its
+// records hold cannot make ListOffsets by time skip those records, nor one
+// claiming a larger one be answered as the max timestamp (-3): the batch
+// is stored, as Kafka's LogValidator stores it, with its records' largest
+// timestamp in the header, which is what Fetch returns.
+func TestListOffsetsLyingMaxTimestamp(t *testing.T) {
+	addr := newTestBroker(t)
+	cl := client(t, addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 1, 1, nil, "lie"); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UnixMilli()
+	produce := func(claim int64, deltas ...int64) {
+		t.Helper()
+		recs := make([]record.Record, len(deltas))
+		for i, d := range deltas {
+			recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: d, Value: []byte("v")}
+		}
+		b, err := record.Build(record.Header{FirstTimestamp: base, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record.SetMaxTimestamp(b, claim)
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "lie"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = b
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx(t), cl)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("produce: %v %+v", err, resp)
+		}
+	}
+	produce(base+1, 10, 50, 20) // offsets 0-2: claims base+1, holds base+50
+	produce(base+30, 30)        // 3, honest
+	produce(base+1_000_000, 60) // 4: claims far more than base+60
+	for _, c := range []struct{ ts, off, rts int64 }{
+		{base + 5, 0, base + 10},
+		{base + 40, 1, base + 50},
+		{base + 55, 4, base + 60},
+		{base + 61, -1, -1},
+		{-3, 4, base + 60},
+	} {
+		p := listOffsets(t, cl, "lie", 0, c.ts)
+		if p.ErrorCode != 0 || p.Offset != c.off || p.Timestamp != c.rts {
+			t.Fatalf("ListOffsets(%d): error %d offset %d timestamp %d; want offset %d timestamp %d",
+				c.ts, p.ErrorCode, p.Offset, p.Timestamp, c.off, c.rts)
+		}
+	}
+	fr := kmsg.NewPtrFetchRequest()
+	fr.MaxWaitMillis, fr.MaxBytes = 100, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "lie"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fr.Topics = append(fr.Topics, ft)
+	resp, err := fr.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, err := record.Split(resp.Topics[0].Partitions[0].RecordBatches)
+	if err != nil || len(batches) != 3 {
+		t.Fatalf("fetched %d batches, %v", len(batches), err)
+	}
+	for i, want := range []int64{base + 50, base + 30, base + 60} {
+		if h, err := record.ValidateStored(batches[i]); err != nil || h.MaxTimestamp != want || h.LogAppendTime() {
+			t.Fatalf("fetched batch %d: %+v, %v; want CreateTime max timestamp %d", i, h, err, want)
+		}
+	}
 }

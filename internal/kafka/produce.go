@@ -24,6 +24,11 @@ package kafka
 //    fsm.MaxRecordErrors (1000) of them where Kafka lists all (error_message
 //    gives the total); a client fails the unlisted records of the batch too
 //    (librdkafka with _INVALID_DIFFERENT_RECORD).
+//  * On a CreateTime topic a batch whose header max timestamp is not its
+//    records' largest timestamp is stored with theirs (new CRC), as
+//    Kafka's LogValidator rewrites it: a lying header cannot hide records
+//    from ListOffsets by time. A certificate or a signature does not cover
+//    the rewritten field (docs/kafka-api.md).
 //  * Stele's own record headers are checked in apply, failing the whole
 //    batch with INVALID_RECORD: a record expecting a version of its key
 //    other than the latest (docs/keys.md), a signature that does not verify
