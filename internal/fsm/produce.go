@@ -234,7 +234,8 @@ func sequenceProblem(code int16, st *producerState) string {
 
 // checkBatch applies the topic's rules to one batch, as Kafka's LogValidator
 // does: the batch's size and kind first, then each record (a key in a
-// compacted topic, a timestamp within message.timestamp.difference.max.ms),
+// compacted topic, a timestamp within message.timestamp.difference.max.ms
+// unless it is -1, no LogAppendTime type set by the producer),
 // every failing record listed in the result (base is the index of the
 // batch's first record in the record set).
 func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) Result {
@@ -246,7 +247,12 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
 	}
 	checkTime := !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong
-	if !cfg.Compact && !checkTime {
+	// A producer may not set the LogAppendTime type: Kafka refuses every
+	// record of such a batch on a LogAppendTime topic, and on a CreateTime
+	// one those without a timestamp (a LogAppendTime batch's records all
+	// read its max timestamp) (LogValidator.validateTimestamp).
+	producerLAT := h.LogAppendTime() && (cfg.LogAppendTime || h.MaxTimestamp == -1)
+	if !cfg.Compact && !checkTime && !producerLAT {
 		return Result{}
 	}
 	_, recs, err := record.Records(b)
@@ -259,7 +265,11 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 		switch {
 		case cfg.Compact && rec.Key == nil:
 			bad.add(base+int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index))
-		case checkTime && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+		case producerLAT:
+			timestamps = true
+			bad.add(base+int32(i), "Invalid timestamp type in message: the producer should not set timestamp type to LogAppendTime.")
+		case checkTime && rec.Timestamp != -1 && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+			// -1 is no timestamp: Kafka checks only the others.
 			timestamps = true
 			bad.add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
 				rec.Timestamp, base+int32(i), f.blockTime-cfg.TimestampDifferenceMaxMs, f.blockTime+cfg.TimestampDifferenceMaxMs))

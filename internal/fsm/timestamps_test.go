@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -115,4 +117,103 @@ func TestLyingMaxTimestamp(t *testing.T) {
 	}
 	r.f = open(t, dir)
 	check("after a restart")
+}
+
+// TestLogAppendTimeStored (issue 27): on a LogAppendTime topic the stored
+// batch is marked LogAppendTime with the block time as its max timestamp,
+// which consumers read as every record's timestamp, and the produce answers
+// that time; a producer that sets the LogAppendTime type itself is refused
+// with INVALID_TIMESTAMP for every record, as Kafka's
+// LogValidator.validateTimestamp refuses it (on a CreateTime topic only
+// when its records have no timestamp; otherwise it is stored CreateTime);
+// and a record without a timestamp (-1) is not held to
+// message.timestamp.difference.max.ms, which Kafka checks only for others.
+func TestLogAppendTimeStored(t *testing.T) {
+	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
+	defer d.f.Close()
+	d.block(0, CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}},
+		CreateTopic{Name: "ct", Partitions: 1, ReplicationFactor: -1,
+			Configs: []ConfigEntry{{Name: "message.timestamp.difference.max.ms", Value: "1000"}}})
+	build := func(h record.Header, n int) []byte {
+		t.Helper()
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: []byte("v")}
+		}
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = -1, -1, -1
+		b, err := record.Build(h, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const latAttr = 0x08
+	stored := func(topic string, off int64) record.Header {
+		t.Helper()
+		data, err := d.f.View().Partition(topic, 0).Read(off, math.MaxInt32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := record.ValidateStored(data[:mustHeader(t, data).Size()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	r := d.block(10, Produce{Topic: "lat", Partition: 0, Records: build(record.Header{FirstTimestamp: t0 - 86_400_000}, 3)})[0]
+	if r.Code != 0 || r.LogAppendTime != d.now {
+		t.Fatalf("produce to the LogAppendTime topic: %+v, want log_append_time %d", r, d.now)
+	}
+	if h := stored("lat", 0); !h.LogAppendTime() || h.MaxTimestamp != d.now || h.FirstTimestamp != d.now {
+		t.Fatalf("stored batch: %+v; want LogAppendTime with max (and first) timestamp %d", h, d.now)
+	}
+	_, recs, err := record.Records(mustRead(t, d.f, "lat"))
+	if err != nil || len(recs) != 3 || recs[2].Timestamp != d.now {
+		t.Fatalf("records of the stored batch: %+v, %v; want every timestamp %d", recs, err, d.now)
+	}
+	lat := build(record.Header{Attributes: latAttr, FirstTimestamp: t0, MaxTimestamp: t0 + 5}, 2)
+	if r := d.block(10, Produce{Topic: "lat", Partition: 0, Records: lat})[0]; r.Code != kerr.InvalidTimestamp.Code || len(r.RecordErrors) != 2 {
+		t.Fatalf("a producer's LogAppendTime batch to a LogAppendTime topic: code %d, %d record errors; want INVALID_TIMESTAMP for both records", r.Code, len(r.RecordErrors))
+	}
+
+	noTs := build(record.Header{FirstTimestamp: -1}, 1) // its record has timestamp -1 (delta 0)
+	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: noTs})[0]; r.Code != 0 {
+		t.Fatalf("a record without a timestamp on a topic bounding timestamps: %+v, want it written", r)
+	}
+	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: build(record.Header{FirstTimestamp: d.now - 5000}, 1)})[0]; r.Code != kerr.InvalidTimestamp.Code {
+		t.Fatalf("a record 5 s before the block time with a 1 s bound: %+v, want INVALID_TIMESTAMP", r)
+	}
+	latNone := build(record.Header{Attributes: latAttr, FirstTimestamp: -1, MaxTimestamp: -1}, 1)
+	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: latNone})[0]; r.Code != kerr.InvalidTimestamp.Code {
+		t.Fatalf("a producer's LogAppendTime batch without a timestamp to a CreateTime topic: %+v, want INVALID_TIMESTAMP", r)
+	}
+	latTs := build(record.Header{Attributes: latAttr, FirstTimestamp: d.now, MaxTimestamp: d.now + 20}, 1)
+	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: latTs})[0]; r.Code != 0 || r.BaseOffset != 1 {
+		t.Fatalf("a producer's LogAppendTime batch with a timestamp to a CreateTime topic: %+v, want it written at 1", r)
+	}
+	if h := stored("ct", 1); h.LogAppendTime() || h.MaxTimestamp != d.now-10+20 {
+		t.Fatalf("stored: %+v; want CreateTime with the timestamp its records were sent with (%d)", h, d.now-10+20)
+	}
+	d.replay()
+}
+
+func mustHeader(t *testing.T, b []byte) record.Header {
+	t.Helper()
+	h, err := record.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// mustRead returns the first stored batch of partition 0 of topic.
+func mustRead(t *testing.T, f *FSM, topic string) []byte {
+	t.Helper()
+	data, err := f.View().Partition(topic, 0).Read(0, math.MaxInt32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data[:mustHeader(t, data).Size()]
 }

@@ -15,9 +15,14 @@ package kafka
 //    magic v2) gets CORRUPT_MESSAGE, a batch over max.message.bytes
 //    MESSAGE_TOO_LARGE (so does one too large for a consensus
 //    transaction), a control batch or a record without a key in a
-//    compacted topic INVALID_RECORD, a timestamp further than
-//    message.timestamp.difference.max.ms from the block time
-//    INVALID_TIMESTAMP; other partitions of the request are unaffected.
+//    compacted topic INVALID_RECORD, a timestamp (other than -1) further
+//    than message.timestamp.difference.max.ms from the block time, or the
+//    LogAppendTime type set by the producer (on a LogAppendTime topic, or
+//    without a timestamp) INVALID_TIMESTAMP; other partitions of the
+//    request are unaffected.
+//  * On a LogAppendTime topic the stored batch has the LogAppendTime type
+//    and the block time as its max (and first) timestamp: what consumers
+//    read as each record's timestamp, and log_append_time in the answer.
 //    Every record is checked, and from v8 the answer lists each failing
 //    record in record_errors (KIP-467: batch_index and
 //    batch_index_error_message, as Kafka words it), the first

@@ -160,3 +160,66 @@ func TestProduceRetryTimestamps(t *testing.T) {
 		}
 	}
 }
+
+// TestLogAppendTimeConsumed (issue 27): a consumer of a LogAppendTime topic
+// sees, as from Kafka, timestamp type LogAppendTime and as every record's
+// timestamp the append time the produce answered with (franz-go reads it
+// from the batch header's max timestamp on such batches), not the time the
+// producer stamped; a producer that sets the LogAppendTime type itself gets
+// INVALID_TIMESTAMP, as Kafka's LogValidator answers.
+func TestLogAppendTimeConsumed(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	raw := client(t, tb.addr)
+	lat := map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}
+	if _, err := kadm.NewClient(raw).CreateTopic(context.Background(), 1, 1, lat, "latc"); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+	send := func(attrs int16) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		b, err := record.Build(record.Header{Attributes: attrs, FirstTimestamp: sent.UnixMilli(), MaxTimestamp: sent.UnixMilli() + 1,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]record.Record{{Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: 1, Value: []byte("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "latc"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = b
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	}
+	first := send(0)
+	if first.ErrorCode != 0 || first.LogAppendTime <= 0 || first.LogAppendTime == sent.UnixMilli() {
+		t.Fatalf("produce: %+v; want the append time as log_append_time", first)
+	}
+	if p := send(0x08); p.ErrorCode != kerr.InvalidTimestamp.Code {
+		t.Fatalf("a batch the producer marked LogAppendTime: %v, want INVALID_TIMESTAMP", kerr.ErrorForCode(p.ErrorCode))
+	}
+	prod := client(t, tb.addr, kgo.DefaultProduceTopic("latc"))
+	if err := prod.ProduceSync(ctx(t), &kgo.Record{Value: []byte("c"), Timestamp: sent}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := client(t, tb.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"latc": {0: kgo.NewOffset().AtStart()}}))
+	var recs []*kgo.Record
+	for len(recs) < 3 {
+		fs := cons.PollFetches(ctx(t))
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	for i, r := range recs {
+		if r.Attrs.TimestampType() != 1 || r.Timestamp.Equal(sent) || r.Timestamp.UnixMilli() < first.LogAppendTime {
+			t.Fatalf("record %d: timestamp type %d, timestamp %d; want LogAppendTime (1), the append time (the first batch's %d), not the producer's %d",
+				i, r.Attrs.TimestampType(), r.Timestamp.UnixMilli(), first.LogAppendTime, sent.UnixMilli())
+		}
+		if i < 2 && r.Timestamp.UnixMilli() != first.LogAppendTime {
+			t.Fatalf("record %d: timestamp %d, want the log_append_time %d its produce answered", i, r.Timestamp.UnixMilli(), first.LogAppendTime)
+		}
+	}
+}
