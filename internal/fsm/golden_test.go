@@ -236,6 +236,20 @@ func goldenScenario(t *testing.T) []block {
 	idem := must("init idempotent", g.cmds(100, InitProducerID{})[0], 0)
 	must("idempotent write", g.cmds(100, Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 0, 2)})[0], 0)
 	must("idempotent out of order", g.cmds(100, Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
+	// Timestamps (issue 27): an idempotent CreateTime batch whose header
+	// claims less than its records hold is stored with their largest
+	// timestamp, and its retry answers that as log_append_time.
+	lie, err := record.Build(record.Header{FirstTimestamp: g.now, ProducerID: idem.ProducerID, ProducerEpoch: idem.ProducerEpoch},
+		[]record.Record{{TimestampDelta: 40, Value: []byte("late")}, {OffsetDelta: 1, TimestampDelta: 5, Value: []byte("early")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record.SetMaxTimestamp(lie, g.now+1)
+	lieMax := g.now + 40
+	must("lying max timestamp", g.cmds(100, Produce{Topic: "small", Partition: 0, Records: lie})[0], 0)
+	if r := must("lying max timestamp, retried", g.cmds(100, Produce{Topic: "small", Partition: 0, Records: lie})[0], 0); r.LogAppendTime != lieMax {
+		t.Fatalf("golden scenario: the retry of a restamped batch answers log_append_time %d, want %d", r.LogAppendTime, lieMax)
+	}
 	must("init bad timeout", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: -1})[0], kerr.InvalidTransactionTimeout.Code)
 	txp := must("init transactional", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: 5000})[0], 0)
 	pid, epoch := txp.ProducerID, txp.ProducerEpoch

@@ -15,6 +15,16 @@ import (
 // topic_hooks.go, in this order: batchChecks for each batch of a producer
 // (before its sequence), produceChecks once the offsets are known,
 // batchAppended for each batch written.
+//
+// What is stored is the batch as sent but for what Kafka's broker rewrites
+// in its header: the base offset and leader epoch; on a LogAppendTime topic
+// the timestamp type and timestamps (the block time); on a CreateTime topic
+// a max timestamp other than the records' largest (or a LogAppendTime flag
+// the producer set), restamped with theirs as LogValidator does, so the
+// producer state, the time index and ListOffsets never go by a lying
+// header. The rewrite is of a copy and the same on every broker: a
+// certificate covers the bytes as sent, a signature no timestamp, and the
+// app hash the stored bytes (docs/kafka-api.md).
 func (f *FSM) produce(c Produce) Result {
 	t, r := f.lookup(c.Topic, TopicID{})
 	if t == nil {
@@ -36,19 +46,29 @@ func (f *FSM) produce(c Produce) Result {
 	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
 	conditional := false                  // some record states the version it expects
 	signed := make([]bool, len(batches))  // the batch has a signed record
-	validate := record.ValidateKeys
+	// validate checks a batch, calls fn with its records' keys (for the
+	// key index) and returns its records' largest timestamp.
+	validate := func(b []byte, fn func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+		maxTs := int64(-1)
+		h, err := record.ValidateKeys(b, func(delta int32, ts int64, key []byte, hs []record.RecordHeader) {
+			maxTs = max(maxTs, ts)
+			fn(delta, key, hs)
+		})
+		return h, maxTs, err
+	}
 	if f.opts.WithoutKeyIndex {
-		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, error) {
-			return record.Validate(b)
+		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+			return record.ValidateMaxTimestamp(b)
 		}
 	}
-	var keyBytes []byte // the batches' keys, copied: one allocation per doubling, not per key
-	base := int32(0)    // the index of the batch's first record in the record set
+	restamp := make([]bool, len(batches)) // the batch's header max timestamp is to be rewritten
+	var keyBytes []byte                   // the batches' keys, copied: one allocation per doubling, not per key
+	base := int32(0)                      // the index of the batch's first record in the record set
 	bases := make([]int32, len(batches))
 	for i, b := range batches {
 		bases[i] = base
 		var bad recordErrors // records whose Stele headers are wrong
-		h, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+		h, maxTs, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
 			if err != nil {
@@ -72,6 +92,14 @@ func (f *FSM) produce(c Produce) Result {
 		if res := f.checkBatch(t, p, h, b, base); res.Code != 0 {
 			return res
 		}
+		if !cfg.LogAppendTime && (h.MaxTimestamp != maxTs || h.LogAppendTime()) {
+			// The header claims another max timestamp than its records
+			// hold: set it to theirs, as Kafka's LogValidator does, so
+			// that the producer state, the time index, retention and
+			// ListOffsets all go by the records (docs/kafka-api.md).
+			restamp[i] = true
+			h = h.WithMaxTimestamp(maxTs)
+		}
 		headers[i] = h
 		base += h.LastOffsetDelta + 1
 	}
@@ -80,7 +108,7 @@ func (f *FSM) produce(c Produce) Result {
 	// offset it got the first time.
 	offsets := make([]int64, len(batches))
 	dup := make([]bool, len(batches))
-	dupTime := int64(-1)                // the stored timestamp of the first batch, a retry
+	dupTime := int64(-1)                // the stored max timestamp of the first batch, a retry
 	var staged map[int64]*producerState // made for the first idempotent batch
 	next := p.next
 	for i, h := range headers {
@@ -146,8 +174,11 @@ func (f *FSM) produce(c Produce) Result {
 		h := headers[i]
 		record.SetBaseOffset(b, p.next)
 		record.SetPartitionLeaderEpoch(b, 0)
-		if cfg.LogAppendTime {
+		switch {
+		case cfg.LogAppendTime:
 			record.SetLogAppendTime(b, f.blockTime)
+		case restamp[i]:
+			record.SetMaxTimestamp(b, h.MaxTimestamp)
 		}
 		if err := p.log.Append(b, f.blockTime); err != nil {
 			// Fail-stop: the log is cut back to the committed end at the
@@ -174,9 +205,13 @@ func (f *FSM) produce(c Produce) Result {
 	f.dirtyParts[p] = true
 	res := Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
 	switch {
-	case cfg.LogAppendTime && dup[0]:
-		// A retry is answered with the time its batch was stored with,
-		// as Kafka does: a client looking the record up by it finds it.
+	case dup[0]:
+		// A retry is answered with the timestamp its producer state keeps
+		// for the batch, whatever the topic's timestamp type, as Kafka's
+		// UnifiedLog.append answers a duplicate (log_append_time from the
+		// BatchMetadata, the stored batch's max timestamp): the append
+		// time on a LogAppendTime topic, so a client looking the record up
+		// by it finds it; the batch's max timestamp on a CreateTime one.
 		res.LogAppendTime = dupTime
 	case cfg.LogAppendTime:
 		res.LogAppendTime = f.blockTime
@@ -199,7 +234,8 @@ func sequenceProblem(code int16, st *producerState) string {
 
 // checkBatch applies the topic's rules to one batch, as Kafka's LogValidator
 // does: the batch's size and kind first, then each record (a key in a
-// compacted topic, a timestamp within message.timestamp.difference.max.ms),
+// compacted topic, a timestamp within message.timestamp.difference.max.ms
+// unless it is -1, no LogAppendTime type set by the producer),
 // every failing record listed in the result (base is the index of the
 // batch's first record in the record set).
 func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) Result {
@@ -211,7 +247,12 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
 	}
 	checkTime := !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong
-	if !cfg.Compact && !checkTime {
+	// A producer may not set the LogAppendTime type: Kafka refuses every
+	// record of such a batch on a LogAppendTime topic, and on a CreateTime
+	// one those without a timestamp (a LogAppendTime batch's records all
+	// read its max timestamp) (LogValidator.validateTimestamp).
+	producerLAT := h.LogAppendTime() && (cfg.LogAppendTime || h.MaxTimestamp == -1)
+	if !cfg.Compact && !checkTime && !producerLAT {
 		return Result{}
 	}
 	_, recs, err := record.Records(b)
@@ -224,7 +265,11 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 		switch {
 		case cfg.Compact && rec.Key == nil:
 			bad.add(base+int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index))
-		case checkTime && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+		case producerLAT:
+			timestamps = true
+			bad.add(base+int32(i), "Invalid timestamp type in message: the producer should not set timestamp type to LogAppendTime.")
+		case checkTime && rec.Timestamp != -1 && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+			// -1 is no timestamp: Kafka checks only the others.
 			timestamps = true
 			bad.add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
 				rec.Timestamp, base+int32(i), f.blockTime-cfg.TimestampDifferenceMaxMs, f.blockTime+cfg.TimestampDifferenceMaxMs))

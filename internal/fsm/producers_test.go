@@ -138,6 +138,53 @@ func TestRetryLogAppendTime(t *testing.T) {
 	d.replay()
 }
 
+// TestRetryCreateTime (issue 27): on a CreateTime topic a first produce
+// answers log_append_time -1, but a retry of an idempotent batch is
+// answered, as Kafka's UnifiedLog.append answers a duplicate whatever the
+// timestamp type, with the max timestamp its producer state keeps for the
+// stored batch (the largest record timestamp), and with the current log
+// start offset: after DeleteRecords moved it, the retry says so.
+func TestRetryCreateTime(t *testing.T) {
+	dir := t.TempDir()
+	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
+	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	pid := d.block(10, InitProducerID{})[0].ProducerID
+	batch := func(seq int32) []byte {
+		recs := []record.Record{{OffsetDelta: 0, TimestampDelta: 7, Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: 3, Value: []byte("b")}}
+		b, err := record.Build(record.Header{FirstTimestamp: t0 - 100, ProducerID: pid, BaseSequence: seq}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	produce := func(seq int32) Result {
+		return d.block(10, Produce{Topic: "t", Partition: 0, Records: batch(seq)})[0]
+	}
+	if r := produce(0); r.Code != 0 || r.BaseOffset != 0 || r.LogAppendTime != -1 || r.LogStartOffset != 0 {
+		t.Fatalf("first batch: %+v, want offset 0, log_append_time -1, log start 0", r)
+	}
+	if r := produce(2); r.Code != 0 || r.BaseOffset != 2 || r.LogAppendTime != -1 {
+		t.Fatalf("second batch: %+v, want offset 2, log_append_time -1", r)
+	}
+	if r := d.block(10, DeleteRecords{Topic: "t", Partition: 0, Offset: 1})[0]; r.Code != 0 {
+		t.Fatalf("DeleteRecords: %+v", r)
+	}
+	want := t0 - 100 + 7 // the batch's max timestamp
+	check := func(what string, r Result) {
+		t.Helper()
+		if r.Code != 0 || r.BaseOffset != 0 || r.LogAppendTime != want || r.LogStartOffset != 1 {
+			t.Fatalf("%s: code %d offset %d log_append_time %d log start %d; want offset 0, log_append_time %d (the stored max timestamp), log start 1",
+				what, r.Code, r.BaseOffset, r.LogAppendTime, r.LogStartOffset, want)
+		}
+	}
+	check("a retry", produce(0))
+	d.f.Close()
+	d.f = openGroups(t, dir)
+	defer d.f.Close()
+	check("a retry after a restart", produce(0))
+	d.replay()
+}
+
 // TestProducerExpiry: a producer idle for producer.id.expiration.ms is
 // forgotten by housekeeping, after which it is an unknown producer again.
 func TestProducerExpiry(t *testing.T) {

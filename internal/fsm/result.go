@@ -19,7 +19,9 @@ type Result struct {
 	Code    int16
 	Message string
 	// Produce: the offset given to the first record, the block time when the
-	// topic uses LogAppendTime (-1 otherwise), and the log start offset.
+	// topic uses LogAppendTime (-1 otherwise; for an idempotent retry the
+	// max timestamp its batch was stored with, whatever the type, as Kafka
+	// answers), and the log start offset.
 	BaseOffset     int64
 	LogAppendTime  int64
 	LogStartOffset int64

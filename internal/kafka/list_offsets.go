@@ -4,12 +4,18 @@ package kafka
 // Behavior:
 //  * -2 (earliest) and -4 (earliest local, KIP-405: there is no tiered
 //    storage, so it is the same) answer the log start offset; -1 (latest)
-//    the high watermark, or for read_committed the last stable offset (the
-//    first offset of the oldest undecided transaction, if below it); -3
-//    (max timestamp, KIP-734) the record with the largest timestamp; a
-//    timestamp the first offset whose record timestamp is at least it, or
-//    offset -1 when there is none. Any other negative timestamp (-5,
-//    KIP-1005's latest tiered) gets INVALID_REQUEST.
+//    the last fetchable offset: the high watermark, or for read_committed
+//    the last stable offset (the first offset of the oldest undecided
+//    transaction, if below it); -3 (max timestamp, KIP-734) the record with
+//    the largest timestamp; a timestamp the first offset whose record
+//    timestamp is at least it. Any other negative timestamp (-5, KIP-1005's
+//    latest tiered) gets INVALID_REQUEST.
+//  * A lookup by time or -3 that finds nothing, or finds a record at or
+//    past the last fetchable offset (for read_committed: in or after an
+//    open transaction), answers offset and timestamp -1 and leader epoch
+//    -1 with no error, as Kafka's ReplicaManager.fetchOffset does: the
+//    record is hidden, not replaced by an earlier one, and the answer
+//    changes once the transaction is decided.
 //  * On a LogAppendTime topic a record's timestamp is its block's time,
 //    BFT time (the votes that committed the block before): it may precede
 //    the produce, by up to the time since the previous block, so a lookup
@@ -32,6 +38,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 func handleListOffsets(c *conn, req kmsg.Request) (respond, error) {
@@ -70,33 +78,33 @@ func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:
 				sp.LeaderEpoch = 0
+				if rp.Timestamp != -1 && rp.Timestamp != -2 && rp.Timestamp != -4 {
+					sp.LeaderEpoch = -1 // until found: Kafka's "no offset" answer has none
+				}
 				switch ts := rp.Timestamp; ts {
 				case -2, -4:
 					sp.Offset = p.LogStartOffset()
 				case -1:
-					sp.Offset = p.HighWatermark()
-					if r.IsolationLevel == 1 { // read_committed: decided records only
-						sp.Offset = min(sp.Offset, p.LastStableOffset())
-					}
-					sp.Offset = byzantineEndOffset(sp.Offset) // the stelebyzantine build's lie; the truth otherwise
+					sp.Offset = byzantineEndOffset(lastFetchable(p, r.IsolationLevel)) // the stelebyzantine build's lie; the truth otherwise
 				case -3:
 					off, t, err := p.MaxTimestamp()
-					if err != nil {
+					switch {
+					case err != nil:
 						sp.ErrorCode = kerr.KafkaStorageError.Code
-						break
+					case off >= 0:
+						found(&sp, off, t, lastFetchable(p, r.IsolationLevel))
 					}
-					sp.Offset, sp.Timestamp = off, t
 				default:
 					if ts < 0 {
 						sp.ErrorCode = kerr.InvalidRequest.Code
 						break
 					}
-					off, t, found, err := p.OffsetForTimestamp(ts)
+					off, t, ok, err := p.OffsetForTimestamp(ts)
 					switch {
 					case err != nil:
 						sp.ErrorCode = kerr.KafkaStorageError.Code
-					case found:
-						sp.Offset, sp.Timestamp = off, t
+					case ok:
+						found(&sp, off, t, lastFetchable(p, r.IsolationLevel))
 					}
 				}
 			}
@@ -106,6 +114,30 @@ func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// lastFetchable is the end of what a reader at isolation level iso may see
+// (Partition.fetchOffsetForTimestamp's lastFetchableOffset): the last
+// stable offset for read_committed (1), the high watermark otherwise. It is
+// read after the lookup it bounds: both only grow, so a record committed
+// in between is not hidden by a bound read before it.
+func lastFetchable(p *fsm.Partition, iso int8) int64 {
+	end := p.HighWatermark()
+	if iso == 1 {
+		end = min(end, p.LastStableOffset())
+	}
+	return end
+}
+
+// found answers sp with the record at off (timestamp ts) that a lookup by
+// time (or -3) found, unless it is at or past end, the last fetchable
+// offset: then, as Kafka's ReplicaManager.fetchOffset does, the answer is
+// "none" (offset and timestamp -1, no error), not an earlier record.
+func found(sp *kmsg.ListOffsetsResponseTopicPartition, off, ts, end int64) {
+	if off >= end {
+		return
+	}
+	sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, 0
 }
 
 // asksForEnd reports whether r asks for anything but the log start: an

@@ -15,15 +15,25 @@ package kafka
 //    magic v2) gets CORRUPT_MESSAGE, a batch over max.message.bytes
 //    MESSAGE_TOO_LARGE (so does one too large for a consensus
 //    transaction), a control batch or a record without a key in a
-//    compacted topic INVALID_RECORD, a timestamp further than
-//    message.timestamp.difference.max.ms from the block time
-//    INVALID_TIMESTAMP; other partitions of the request are unaffected.
+//    compacted topic INVALID_RECORD, a timestamp (other than -1) further
+//    than message.timestamp.difference.max.ms from the block time, or the
+//    LogAppendTime type set by the producer (on a LogAppendTime topic, or
+//    without a timestamp) INVALID_TIMESTAMP; other partitions of the
+//    request are unaffected.
+//  * On a LogAppendTime topic the stored batch has the LogAppendTime type
+//    and the block time as its max (and first) timestamp: what consumers
+//    read as each record's timestamp, and log_append_time in the answer.
 //    Every record is checked, and from v8 the answer lists each failing
 //    record in record_errors (KIP-467: batch_index and
 //    batch_index_error_message, as Kafka words it), the first
 //    fsm.MaxRecordErrors (1000) of them where Kafka lists all (error_message
 //    gives the total); a client fails the unlisted records of the batch too
 //    (librdkafka with _INVALID_DIFFERENT_RECORD).
+//  * On a CreateTime topic a batch whose header max timestamp is not its
+//    records' largest timestamp is stored with theirs (new CRC), as
+//    Kafka's LogValidator rewrites it: a lying header cannot hide records
+//    from ListOffsets by time. A certificate or a signature does not cover
+//    the rewritten field (docs/kafka-api.md).
 //  * Stele's own record headers are checked in apply, failing the whole
 //    batch with INVALID_RECORD: a record expecting a version of its key
 //    other than the latest (docs/keys.md), a signature that does not verify
@@ -37,9 +47,13 @@ package kafka
 //  * Batches of idempotent producers are checked against the producer's
 //    last five batches in the partition when applied (fsm/partition_producers.go): a
 //    retry is answered with its first offset and not stored again;
-//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. On a
-//    LogAppendTime topic a retry's log_append_time is the one its batch was
-//    stored with, as Kafka answers, not the retry's block time.
+//    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. A
+//    retry's log_append_time is, as Kafka's UnifiedLog.append answers a
+//    duplicate whatever the timestamp type, the max timestamp its batch
+//    was stored with: on a LogAppendTime topic its append time (not the
+//    retry's block time), on a CreateTime topic its largest record
+//    timestamp (where a first produce answers -1); its log_start_offset is
+//    the current one.
 //  * Transactional batches (txns.go) are taken only in a partition added to
 //    the producer's ongoing transaction, and a producer with an ongoing
 //    transaction must write transactional batches (INVALID_TXN_STATE

@@ -56,6 +56,15 @@ func SetMaxTimestamp(b []byte, ts int64) {
 	binary.BigEndian.PutUint32(batch[offCRC:], checksum(batch))
 }
 
+// WithMaxTimestamp returns h as SetMaxTimestamp(b, ts) leaves the header of
+// the batch b it was parsed from, but for the CRC: marked CreateTime, with
+// max timestamp ts.
+func (h Header) WithMaxTimestamp(ts int64) Header {
+	h.Attributes &^= attrLogAppendTime
+	h.MaxTimestamp = ts
+	return h
+}
+
 // wholeBatch returns the batch b starts with, if b holds all of it.
 func wholeBatch(b []byte) ([]byte, bool) {
 	size, err := frameSize(b)

@@ -50,6 +50,7 @@ func FuzzRecords(f *testing.F) {
 }
 
 func checkRecords(t *testing.T, b []byte) {
+	checkMaxTimestamp(t, b)
 	h, recs, err := Records(b)
 	if err != nil {
 		if _, verr := Validate(b); verr == nil {
@@ -91,6 +92,31 @@ func checkRecords(t *testing.T, b []byte) {
 
 // FuzzSplit checks that Split cuts b into contiguous whole batches and
 // fails only when something is left it cannot frame.
+// checkMaxTimestamp: ValidateMaxTimestamp accepts what Validate accepts,
+// with the same header, and its max timestamp is the largest record
+// timestamp, -1 at least, whatever the batch's MaxTimestamp field claims.
+func checkMaxTimestamp(t *testing.T, b []byte) {
+	vh, verr := Validate(b)
+	h, maxTs, err := ValidateMaxTimestamp(b)
+	if (err == nil) != (verr == nil) || h != vh {
+		t.Fatalf("ValidateMaxTimestamp: %+v, %v; Validate: %+v, %v", h, err, vh, verr)
+	}
+	if err != nil {
+		return
+	}
+	_, recs, err := Records(b)
+	if err != nil {
+		t.Fatalf("Validate accepts a batch Records refuses: %v", err)
+	}
+	want := int64(-1)
+	for _, r := range recs {
+		want = max(want, r.Timestamp)
+	}
+	if maxTs != want {
+		t.Fatalf("ValidateMaxTimestamp says %d, the records' largest timestamp is %d (the header claims %d)", maxTs, want, h.MaxTimestamp)
+	}
+}
+
 func FuzzSplit(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -54,16 +54,29 @@ func Validate(b []byte) (Header, error) {
 	return check(b, true, headersSkip, nil)
 }
 
-// ValidateKeys is Validate that also calls fn with the offset delta, key
-// (nil when null) and headers of every record, in order. key and headers
-// alias b (or, for a compressed batch, a buffer private to this call) and
-// the headers slice is reused from one call to the next: copy what you
-// keep.
-func ValidateKeys(b []byte, fn func(offsetDelta int32, key []byte, headers []RecordHeader)) (Header, error) {
+// ValidateKeys is Validate that also calls fn with the offset delta,
+// timestamp (as Record.Timestamp reads it), key (nil when null) and headers
+// of every record, in order. key and headers alias b (or, for a compressed
+// batch, a buffer private to this call) and the headers slice is reused
+// from one call to the next: copy what you keep.
+func ValidateKeys(b []byte, fn func(offsetDelta int32, timestamp int64, key []byte, headers []RecordHeader)) (Header, error) {
 	return check(b, true, headersReuse, func(_ Header, _ int, r Record) error {
-		fn(r.OffsetDelta, r.Key, r.Headers)
+		fn(r.OffsetDelta, r.Timestamp, r.Key, r.Headers)
 		return nil
 	})
+}
+
+// ValidateMaxTimestamp is Validate that also returns the largest record
+// timestamp, as Kafka's LogValidator computes a batch's max timestamp: -1
+// (no timestamp) when no record has a larger one. A batch's MaxTimestamp
+// field is only the producer's claim; this is what its records hold.
+func ValidateMaxTimestamp(b []byte) (Header, int64, error) {
+	maxTs := int64(-1)
+	h, err := check(b, true, headersSkip, func(_ Header, _ int, r Record) error {
+		maxTs = max(maxTs, r.Timestamp)
+		return nil
+	})
+	return h, maxTs, err
 }
 
 // ValidateStored checks a batch the log itself holds or writes (fetched,

@@ -226,10 +226,14 @@ func TestSetters(t *testing.T) {
 	if err != nil || !h.LogAppendTime() || h.MaxTimestamp != 999 {
 		t.Fatalf("SetLogAppendTime: %+v, %v", h, err)
 	}
+	lat := h
 	SetMaxTimestamp(b, 555)
 	h, err = ValidateStored(b)
 	if err != nil || h.LogAppendTime() || h.MaxTimestamp != 555 {
 		t.Fatalf("SetMaxTimestamp: %+v, %v", h, err)
+	}
+	if w := lat.WithMaxTimestamp(555); w.CRC != lat.CRC || func() bool { w.CRC = h.CRC; return w != h }() {
+		t.Fatalf("WithMaxTimestamp: %+v; SetMaxTimestamp left the header %+v", lat.WithMaxTimestamp(555), h)
 	}
 	// Short or torn input is left alone, not panicked on.
 	for _, short := range [][]byte{nil, b[:5], b[:20], b[:len(b)-1]} {
