@@ -1,6 +1,8 @@
 // Package server wires one Stele node together and runs it: configuration,
 // then storage and the state machine, then consensus, then the front-ends;
-// shutdown runs the same steps backwards.
+// shutdown runs the same steps backwards. Each step of opening the state
+// before /healthz answers logs one info line with its duration
+// (docs/running.md, "Metrics and health").
 //
 // server may import every internal package except cli.
 package server
@@ -159,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	began := time.Now()
 	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -216,13 +219,23 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if fopts.Validators, err = cometbft.Validators(genesis); err != nil {
 		return nil, err
 	}
+	// Each step of opening the node's state logs one line with how long
+	// it took: /healthz waits for all of them, so these lines say where a
+	// slow restart spent its time.
+	t0 := time.Now()
 	if err := n.startDataPlane(home, appState, fopts.Validators, reg); err != nil {
 		return nil, err
 	}
+	st := n.batches.Stats()
+	log.Info("opened the batch store", "took", time.Since(t0).Round(time.Millisecond),
+		"batches", st.Batches, "bytes", st.Bytes, "segments", st.Segments)
 	fopts.Batches = n.plane
+	t0 = time.Now()
 	if n.fsm, err = fsm.Open(fopts); err != nil {
 		return nil, err
 	}
+	h, _ := n.fsm.Info()
+	log.Info("opened the state", "took", time.Since(t0).Round(time.Millisecond), "height", h)
 	// A binary that cannot run the app version the next block is applied
 	// under does not start: the operator starts the new binary here.
 	if err := n.fsm.UpgradeRequired(); err != nil {
@@ -242,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// Before a block is applied, the data plane starts fetching the
 	// batches it names that this broker lacks, in parallel.
 	var app consensus.Application = prefetchingApp{n.broker.App(), n.plane}
+	t0 = time.Now()
 	if len(appState.Brokers) > 0 {
 		// A cluster keeps recent blocks for brokers catching up and
 		// snapshots for brokers joining by state sync; a single node has
@@ -253,6 +267,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 		app = n.snap
+		log.Info("opened the snapshots", "took", time.Since(t0).Round(time.Millisecond))
 	}
 	if n.orderer, err = cometbft.New(ccfg, app, log.With("component", "cometbft")); err != nil {
 		return nil, err
@@ -278,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
 	// a client cannot hold a connection by never finishing its body.
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	log.Info("serving /healthz; consensus starts", "took", time.Since(began).Round(time.Millisecond))
 	go func() {
 		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			n.errc <- err
@@ -349,7 +365,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.kafka = kafka.New(n.broker, kopts)
 	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
 	go n.pruneBatches()
-	h, _ := n.broker.Info()
+	h, _ = n.broker.Info()
 	log.Info("stele is serving", "kafka", n.kafkaLn.Addr().String(), "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
 	return n, nil

@@ -172,6 +172,9 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.StartNodes(p.Nodes...)
 			c.T.Logf("%s nodes %v restarted", harness.Clock(), p.Nodes)
 			serve = append(serve, time.Since(t0))
+			if time.Since(t0) > slowStart {
+				logStartPhases(c, p.Nodes)
+			}
 			if len(p.Nodes) == 1 {
 				t0 := time.Now()
 				c.WaitCaughtUp(2*time.Minute, p.Nodes[0], rest...)
@@ -205,6 +208,22 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 	return fmt.Sprintf("recovery: restart to /healthz answering %s; a killed broker's catch-up to the others' height %s; a wiped broker's rejoin %s\n"+
 		"%d planned faults left out: recoveries ran past the time the schedule allowed\n",
 		spread(serve), spread(catchUp), spread(rebuild), skipped)
+}
+
+// slowStart is the time to /healthz past which injectFaults logs where the
+// restarted brokers spent it (the median is about 0.15 s).
+const slowStart = time.Second
+
+// logStartPhases logs the lines each of nodes logged while opening its
+// state at its latest start, each with how long its step took
+// (harness.StartPhases), so that a slow restart in a long run says where
+// its time went.
+func logStartPhases(c *harness.Cluster, nodes []int) {
+	for _, i := range nodes {
+		for _, l := range c.StartLines(i, harness.StartPhases...) {
+			c.T.Logf("node%d: %s", i, l)
+		}
+	}
 }
 
 // clockWatch checks the block times of the heights committed while one

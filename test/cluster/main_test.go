@@ -12,7 +12,8 @@
 // a second binary built with `-tags stelebyzantine` when first needed),
 // statesync_test.go fault test 5, upgrade_test.go an upgrade of the app
 // version under load (with a second binary built with -tags
-// steleupgradetest).
+// steleupgradetest), restart_test.go a measurement run by hand (with
+// -restart.fill) of where a power-cut broker's restart spends its time.
 //
 // Environment:
 //

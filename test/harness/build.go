@@ -4,7 +4,9 @@
 // (SIGKILL), frozen (SIGSTOP) and restarted, a fault-injecting TCP proxy on
 // every CometBFT peer link (proxy.go) to split the network, and readers of
 // what each broker reports and stores (state.go, direct.go, chain.go,
-// committed.go) to compare brokers byte for byte.
+// committed.go) to compare brokers byte for byte, and the lines a broker
+// logged while opening its state at its latest start (StartLines in
+// files.go), to say where a slow restart spent its time.
 //
 // Main builds the stele binary once per `go test` run; a test package using
 // the harness calls it from its TestMain.

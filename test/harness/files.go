@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // Damaging and rebuilding a broker's files: the segments of a partition
-// and their batches, a start on damaged data, a wipe before state sync.
+// and their batches, a start on damaged data, a wipe before state sync;
+// and reading what a broker logged at its latest start (StartLines).
 
 // BatchPos is one RecordBatch in a segment file: its position, size and
 // base offset.
@@ -113,4 +115,33 @@ func (c *Cluster) Wipe(i int) {
 		c.T.Fatal(err)
 	}
 	c.T.Logf("%s node%d wiped (kept cometbft/config, stele.json, cometbft/data/priv_validator_state.json)", Clock(), i)
+}
+
+// StartPhases are the lines `stele serve` logs while it opens its state,
+// before /healthz answers, each with how long the step took
+// (internal/server.Start).
+var StartPhases = []string{"opened the batch store", "opened the state", "opened the snapshots", "serving /healthz"}
+
+// StartLines returns the lines node i logged in its latest run (after the
+// harness's last start marker in its stderr) that contain one of substrs.
+func (c *Cluster) StartLines(i int, substrs ...string) []string {
+	c.T.Helper()
+	data, err := ReadFileIfExists(c.Nodes[i].LogPath)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	text := string(data)
+	if k := strings.LastIndex(text, "=== harness: start"); k >= 0 {
+		text = text[k:]
+	}
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		for _, s := range substrs {
+			if strings.Contains(line, s) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
 }
