@@ -247,9 +247,6 @@ func (f *FSM) Info() (height int64, appHash []byte) {
 	return f.committed.height, append([]byte(nil), f.committed.appHash...)
 }
 
-// View returns the committed topics.
-func (f *FSM) View() *View { return f.view.Load() }
-
 // Validate checks that tx decodes and that each command is well formed on its
 // own (names, counts, record batches and their CRCs). It depends on nothing
 // but tx, so every broker gives the same answer; whether a command applies to

@@ -30,9 +30,6 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
-// ErrUnknownTopic: KeyEvents was asked about a topic that does not exist.
-var ErrUnknownTopic = errors.New("stele/fsm: unknown topic")
-
 // keyEntry is one indexed record, staged until the block's Commit.
 type keyEntry struct {
 	topic     *Topic
