@@ -63,7 +63,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cometbft/cometbft/crypto/merkle"
 
-	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -265,34 +264,18 @@ func Validate(tx []byte) (Tx, error) {
 }
 
 // Precheck is the cheap admission check for the mempool (CheckTx): the
-// transaction decodes, every command but Produce passes CheckCommand, and
-// every produced batch is whole with a good CRC. Records are not decoded;
-// Validate does that before a block is proposed or accepted.
+// transaction decodes and every command passes its kind's admission check
+// (admitCommand: CheckCommand, or something cheaper a module registered; a
+// Produce's batches are whole with good CRCs, their records not decoded).
+// Validate does the whole check before a block is proposed or accepted.
 func Precheck(tx []byte) error {
 	t, err := DecodeTx(tx)
 	if err != nil {
 		return err
 	}
 	for i, c := range t.Commands {
-		p, ok := c.(Produce)
-		if !ok {
-			if r := CheckCommand(c); r.Code != 0 {
-				return fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, c.Kind(), r.Message)
-			}
-			continue
-		}
-		batches, err := record.Split(p.Records)
-		if err == nil && len(batches) == 0 {
-			err = record.ErrTruncated
-		}
-		for _, b := range batches {
-			if err != nil {
-				break
-			}
-			_, err = record.CheckCRC(b)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: command %d (Produce): %v", ErrMalformed, i, err)
+		if err := admitCommand(c); err != nil {
+			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, c.Kind(), err)
 		}
 	}
 	return nil

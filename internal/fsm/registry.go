@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,6 +103,14 @@ type commandSpec struct {
 	// produce checks each batch as it applies it).
 	checkedByApply bool
 	apply          func(*FSM, Command, cmdAt) Result
+	// admit is the command's admission check for the mempool (Precheck),
+	// in place of its check: something cheaper where the check is costly
+	// (a produce's batches are only split and their CRCs checked; Validate
+	// decodes the records). nil: the check.
+	admit func(Command) error
+	// size estimates the command's encoded body, for EncodeTx's buffer
+	// (a produce's records); nil: a small command.
+	size func(Command) int
 }
 
 // registry holds the registered kinds by value (an array: dispatch never
@@ -155,6 +164,26 @@ func CheckCommand(c Command) Result {
 		return Result{}
 	}
 	return s.check(c)
+}
+
+// admitCommand is a command's admission check (Precheck): its kind's
+// admit, or else CheckCommand.
+func admitCommand(c Command) error {
+	if s := registry[c.Kind()]; s != nil && s.admit != nil {
+		return s.admit(c)
+	}
+	if r := CheckCommand(c); r.Code != 0 {
+		return errors.New(r.Message)
+	}
+	return nil
+}
+
+// encodedSize estimates the encoding of c's body (EncodeTx).
+func encodedSize(c Command) int {
+	if s := registry[c.Kind()]; s != nil && s.size != nil {
+		return s.size(c)
+	}
+	return 64
 }
 
 // apply runs one command against the state.

@@ -37,11 +37,7 @@ type Tx struct {
 func EncodeTx(tx Tx) []byte {
 	size := 32
 	for _, c := range tx.Commands {
-		if p, ok := c.(Produce); ok {
-			size += len(p.Records) + len(p.Topic) + 16
-		} else {
-			size += 64
-		}
+		size += encodedSize(c)
 	}
 	w := &writer{b: make([]byte, 0, size)}
 	w.raw(txMagic[:])
