@@ -167,11 +167,10 @@ type FSM struct {
 	appHash     []byte
 	blockTime   int64 // ms
 	metaChanged bool
-	applied     bool       // a block has been applied and not committed
-	leaves      [][]byte   // the block's appended batches' leaves (proofs.go)
-	leafRefs    []batchRef // where each leaf's batch went
-	blockDigest []byte     // the block's transactions and changes, for its proof entry
-	fault       error      // the local fault that stopped the state machine (fault.go)
+	applied     bool     // a block has been applied and not committed
+	leaves      [][]byte // the block's appended batches' leaves (proofs.go)
+	blockDigest []byte   // the block's transactions and changes, for its proof entry
+	fault       error    // the local fault that stopped the state machine (fault.go)
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.

@@ -22,14 +22,19 @@ package fsm
 //	v/<height u64>                                     digest, state root and the block's leaves
 //	b/<topic id [16]><partition u32><base offset u64>  height and leaf index of the batch
 //
-// Both are written in the block's synced batch and ship with snapshots;
+// The core writes v/ (persistProofs, after the app hash); the topics
+// module, which appends the batches, adds the leaves and writes b/ in its
+// stage step (topic_proofs.go). Both are written in the block's synced
+// batch and ship with snapshots;
 // the batch entries of a deleted topic go with it. Entries of batches that
 // retention removed stay (about 40 bytes a batch and 32 a block) until the
 // topic is deleted.
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // proofVersion is the format of v/<height>: 2 added the state root.
@@ -43,7 +48,8 @@ func blockProofKey(height int64) []byte {
 	return binary.BigEndian.AppendUint64([]byte("v/"), uint64(height))
 }
 
-// persistProofs adds the block's proof entries to the state's batch.
+// persistProofs adds the block's v/ entry to the state's batch (the
+// topics module's stage wrote its batches' b/ entries, topic_proofs.go).
 func (f *FSM) persistProofs(set func(k, v []byte)) {
 	if len(f.leaves) == 0 {
 		return
@@ -57,11 +63,31 @@ func (f *FSM) persistProofs(set func(k, v []byte)) {
 		w.raw(l)
 	}
 	set(blockProofKey(f.height), w.b)
-	for i, r := range f.leafRefs {
-		if r.topic.deleted {
-			continue
-		}
-		v := binary.BigEndian.AppendUint64(nil, uint64(f.height))
-		set(batchProofKey(r.topic.ID, r.partition, r.base), binary.BigEndian.AppendUint32(v, uint32(i)))
+}
+
+// blockProofEntry reads the v/ entry of height: the block's digest, its
+// state root and its leaves, in append order. None kept is ErrNoProof.
+func (f *FSM) blockProofEntry(height int64) (digest, stateRoot []byte, leaves [][]byte, err error) {
+	v, ok, err := f.store.Get(blockProofKey(height))
+	if err != nil {
+		return nil, nil, nil, err
 	}
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("%w: no leaves kept for height %d", ErrNoProof, height)
+	}
+	r := &reader{b: v}
+	if ver := r.u8(); ver != proofVersion {
+		return nil, nil, nil, fmt.Errorf("stele/fsm: proof format %d is not supported by this version (%d)", ver, proofVersion)
+	}
+	digest = append([]byte(nil), r.bytes()...)
+	stateRoot = append([]byte(nil), r.bytes()...)
+	n := r.count(sha256.Size)
+	leaves = make([][]byte, 0, n)
+	for i := 0; i < n; i++ {
+		leaves = append(leaves, r.take(sha256.Size))
+	}
+	if r.e != nil {
+		return nil, nil, nil, fmt.Errorf("stele/fsm: proof entry of height %d: %w", height, r.e)
+	}
+	return digest, stateRoot, leaves, nil
 }

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 
@@ -27,6 +26,21 @@ type batchRef struct {
 func (f *FSM) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
 	f.leaves = append(f.leaves, proof.BatchLeaf(t.Name, t.ID, p.Index, base, batch))
 	f.leafRefs = append(f.leafRefs, batchRef{t, p.Index, base})
+}
+
+// stageBatchRefs writes the b/ entry of every batch the block appended,
+// but those of a topic it deleted: the block's height and the batch's
+// leaf index. The entries are outside the state trie (persist.go), so
+// they go straight into the store's batch, after the deleted topics'
+// b/ prefixes are dropped (stageTopics).
+func stageBatchRefs(f *FSM, b *stateBatch) {
+	for i, r := range f.leafRefs {
+		if r.topic.deleted {
+			continue
+		}
+		v := binary.BigEndian.AppendUint64(nil, uint64(f.height))
+		b.b.Set(batchProofKey(r.topic.ID, r.partition, r.base), binary.BigEndian.AppendUint32(v, uint32(i)))
+	}
 }
 
 func batchProofPrefix(id TopicID) []byte { return append([]byte("b/"), id[:]...) }
@@ -128,26 +142,9 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 		return nil, err
 	}
 	t, batch, h, height, index := l.t, l.batch, l.head, l.height, l.index
-	v, ok, err := f.store.Get(blockProofKey(height))
+	digest, stateRoot, leaves, err := f.blockProofEntry(height)
 	if err != nil {
 		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: no leaves kept for height %d", ErrNoProof, height)
-	}
-	r := &reader{b: v}
-	if ver := r.u8(); ver != proofVersion {
-		return nil, fmt.Errorf("stele/fsm: proof format %d is not supported by this version (%d)", ver, proofVersion)
-	}
-	digest := append([]byte(nil), r.bytes()...)
-	stateRoot := append([]byte(nil), r.bytes()...)
-	n := r.count(sha256.Size)
-	leaves := make([][]byte, 0, n)
-	for i := 0; i < n; i++ {
-		leaves = append(leaves, r.take(sha256.Size))
-	}
-	if r.e != nil {
-		return nil, fmt.Errorf("stele/fsm: proof entry of height %d: %w", height, r.e)
 	}
 	if index >= len(leaves) {
 		return nil, fmt.Errorf("stele/fsm: proof entry of height %d has %d leaves, batch index %d", height, len(leaves), index)

@@ -27,7 +27,8 @@ type topicsState struct {
 	byID          map[TopicID]*Topic
 	dirtyTopics   map[string]bool
 	dirtyParts    map[*Partition]bool
-	deleted       []*Topic // deleted this block; files removed after Commit
+	deleted       []*Topic   // deleted this block; files removed after Commit
+	leafRefs      []batchRef // where each of the block's leaves' batch went (topic_proofs.go)
 	compactor     *compactor
 }
 
@@ -57,6 +58,7 @@ func stageTopics(f *FSM, b *stateBatch) error {
 	for p := range f.dirtyParts {
 		b.Set(partitionKey(p.Topic, p.Index), encodePartition(p))
 	}
+	stageBatchRefs(f, b)
 	return nil
 }
 
