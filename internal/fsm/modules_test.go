@@ -553,4 +553,10 @@ func TestSteps(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("snapshot files %q, want %q (the snapshot format names these directories)", names, want)
 	}
+
+	// The one field of m/state a module owns: its place in the record is
+	// the stored format's (persist.go).
+	if stateMark == nil || stateMark.module != modTopics || stateMark.name != "last housekeeping" || stateMark.get == nil || stateMark.set == nil {
+		t.Errorf("state mark %+v, want the topics' last housekeeping", stateMark)
+	}
 }

@@ -313,6 +313,31 @@ func registerSnapshotFiles(s snapshotFiles) {
 	slices.SortFunc(snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
 }
 
+// stateMarkSpec is the one field of the core's m/state record that a
+// module owns. m/state (persist.go) was laid out before the modules, with
+// the block time of the topics' last housekeeping pass as its fifth field;
+// the core writes there what the registered module's get returns and hands
+// the stored value to its set at Open, so the record's bytes stay those of
+// its format. With none registered the field is 0.
+type stateMarkSpec struct {
+	name   string
+	module module
+	get    func(*FSM) int64
+	set    func(*FSM, int64)
+}
+
+// stateMark is the registered state mark, or nil.
+var stateMark *stateMarkSpec
+
+// registerStateMark registers the state mark; a second one is a
+// programming error (m/state has room for one).
+func registerStateMark(s stateMarkSpec) {
+	if stateMark != nil {
+		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", stateMark.name, s.name))
+	}
+	stateMark = &s
+}
+
 // hook is one module's function at a hook point of a lower module: what
 // the upper module does when the lower one reaches that point (a batch
 // about to be appended, a topic deleted, housekeeping), without the lower
