@@ -56,7 +56,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -465,30 +464,6 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	return f.height, nil
 }
 
-// syncLogs fsyncs every partition log the block wrote to, concurrently:
-// the disk takes several flushes at once in about the time of one, and a
-// block that wrote to many partitions would otherwise wait for each in turn.
-// Which file is flushed first changes nothing in the state.
-func (f *FSM) syncLogs() error {
-	parts := make([]*Partition, 0, len(f.dirtyParts))
-	for p := range f.dirtyParts {
-		parts = append(parts, p)
-	}
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.log.Sync(); err != nil {
-				errs[i] = fmt.Errorf("stele/fsm: sync %s-%d: %w", p.Topic, p.Index, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // publish makes the committed state visible to readers.
 func (f *FSM) publish(metaChanged bool) {
 	for _, st := range steps {
@@ -507,78 +482,10 @@ func (f *FSM) publish(metaChanged bool) {
 	f.committed.Unlock()
 }
 
-// afterCommit runs the destructive file operations decided by the committed
-// block. Every one is attempted; the failures are returned (a local fault:
-// the broker stops, and Open redoes these steps, since the state already
-// says what the files must look like).
-func (f *FSM) afterCommit() error {
-	var errs []error
-	for _, t := range f.deleted {
-		for _, p := range t.Partitions {
-			if err := p.log.Remove(); err != nil {
-				errs = append(errs, fmt.Errorf("removing deleted partition %s-%d: %w", t.Name, p.Index, err))
-			}
-		}
-	}
-	for p := range f.dirtyParts {
-		errs = append(errs, f.settleFiles(p))
-	}
-	return errors.Join(errs...)
-}
-
-// settleFiles brings a partition's files in line with its committed state:
-// segments below the log start offset are deleted, and a decided compaction
-// is planned and started in the background. Open calls it for every
-// partition.
-func (f *FSM) settleFiles(p *Partition) error {
-	if p.start > p.log.BaseOffset() {
-		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
-			return fmt.Errorf("deleting segments of %s-%d: %w", p.Topic, p.Index, err)
-		}
-	}
-	if p.pendingCompact {
-		p.pendingCompact = false
-		if err := f.planCompaction(p, f.compactOptions(p)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// planCompaction fixes the decided pass of p (its plan written durably) and
-// starts it in the background (compactor.go).
-func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
-	pass, err := p.log.PrepareCompaction(opts)
-	if err != nil {
-		return fmt.Errorf("planning the compaction of %s-%d: %w", p.Topic, p.Index, err)
-	}
-	f.startCompaction(p, pass)
-	return nil
-}
-
 // Close closes the logs, which stops the compactions in flight (their plans
 // stay for the next Open), and the metadata store.
 func (f *FSM) Close() error {
 	f.closeLogs()
 	f.compactor.wg.Wait()
 	return f.store.Close()
-}
-
-func (f *FSM) closeLogs() {
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
-			if p.log != nil { // nil when Open failed before reaching it
-				p.log.Close()
-			}
-		}
-	}
-}
-
-func sortedNames(m map[string]*Topic) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

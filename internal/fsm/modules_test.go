@@ -22,7 +22,7 @@ var fileModules = map[string]module{
 	"registry.go": modCore, "result.go": modCore, "snapshot.go": modCore, "snapshot_codec.go": modCore,
 	"snapshot_forge.go": modCore, "snapshot_restore.go": modCore, "snapshot_serve.go": modCore,
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
-	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
+	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "topic_files.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
 	"log_defaults.go": modTopics,
