@@ -229,7 +229,7 @@ func Open(opts Options) (*FSM, error) {
 		trustState: trustState{certs: map[Digest]int64{}},
 	}
 	if err := f.load(); err != nil {
-		f.closeLogs()
+		f.closeSteps()
 		store.Close()
 		return nil, err
 	}
@@ -428,8 +428,12 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	if !f.applied {
 		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
 	}
-	if err := f.syncLogs(); err != nil {
-		return 0, f.faulted(err)
+	for _, st := range steps {
+		if st.sync != nil {
+			if err := st.sync(f); err != nil {
+				return 0, f.faulted(err)
+			}
+		}
 	}
 	if err := f.persist(); err != nil {
 		return 0, f.faulted(err)
@@ -441,21 +445,21 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	}
 	f.applied = false
 	f.publish(f.metaChanged)
-	afterErr := f.afterCommit()
+	var afterErrs []error
+	for _, st := range steps {
+		if st.settle != nil {
+			afterErrs = append(afterErrs, st.settle(f))
+		}
+	}
+	afterErr := errors.Join(afterErrs...)
 	f.metaChanged = false
-	clear(f.dirtyGroups)
-	clear(f.dirtyOffsets)
-	clear(f.dirtyTxns)
-	clear(f.dirtyTopics)
-	clear(f.dirtyParts)
-	clear(f.keysAdded) // drop the keys' bytes
-	f.keysAdded = f.keysAdded[:0]
-	f.keyStaged = nil
+	for _, st := range steps {
+		if st.forget != nil {
+			st.forget(f)
+		}
+	}
 	clear(f.leaves)
 	f.leaves = f.leaves[:0]
-	clear(f.leafRefs)
-	f.leafRefs = f.leafRefs[:0]
-	f.deleted = f.deleted[:0]
 	if afterErr != nil {
 		// The block is durable and published; the files it decided to
 		// delete or rewrite are not. Open redoes those steps at restart.
@@ -482,10 +486,18 @@ func (f *FSM) publish(metaChanged bool) {
 	f.committed.Unlock()
 }
 
-// Close closes the logs, which stops the compactions in flight (their plans
-// stay for the next Open), and the metadata store.
+// Close closes the modules' files (the logs, which stops the compactions
+// in flight: their plans stay for the next Open), and the metadata store.
 func (f *FSM) Close() error {
-	f.closeLogs()
-	f.compactor.wg.Wait()
+	f.closeSteps()
 	return f.store.Close()
+}
+
+// closeSteps runs every step's close, in rank order.
+func (f *FSM) closeSteps() {
+	for _, st := range steps {
+		if st.close != nil {
+			st.close(f)
+		}
+	}
 }

@@ -427,5 +427,9 @@ func init() {
 	registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
 		load:    (*FSM).loadGroups,
 		stage:   func(f *FSM, b *stateBatch) error { f.persistGroups(b); return nil },
-		publish: func(f *FSM, _ bool) { f.publishGroups() }})
+		publish: func(f *FSM, _ bool) { f.publishGroups() },
+		forget: func(f *FSM) {
+			clear(f.dirtyGroups)
+			clear(f.dirtyOffsets)
+		}})
 }

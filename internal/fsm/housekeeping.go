@@ -11,8 +11,8 @@ func init() {
 	registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
 	// The block time of the last pass is kept in the core's m/state.
 	registerStateMark(stateMarkSpec{name: "last housekeeping", module: modTopics,
-		get: func(f *FSM) int64 { return f.lastHousekeep },
-		set: func(f *FSM, t int64) { f.lastHousekeep = t }})
+		value:   func(f *FSM) int64 { return f.lastHousekeep },
+		restore: func(f *FSM, t int64) { f.lastHousekeep = t }})
 }
 
 // housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each

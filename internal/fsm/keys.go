@@ -502,7 +502,12 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 func init() {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
-	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries})
+	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries,
+		forget: func(f *FSM) {
+			clear(f.keysAdded) // drop the keys' bytes
+			f.keysAdded = f.keysAdded[:0]
+			f.keyStaged = nil
+		}})
 	produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
 		if !pr.conditional {
 			return Result{}, nil

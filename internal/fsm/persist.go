@@ -71,7 +71,7 @@ func (f *FSM) encodeState() []byte {
 	w.i64(f.blockTime)
 	var mark int64 // the last housekeeping, the topics' (stateMark)
 	if stateMark != nil {
-		mark = stateMark.get(f)
+		mark = stateMark.value(f)
 	}
 	w.i64(mark)
 	w.i64(f.hashHeight)
@@ -167,7 +167,7 @@ func (f *FSM) load() error {
 			return err
 		}
 		if stateMark != nil {
-			stateMark.set(f, mark)
+			stateMark.restore(f, mark)
 		}
 		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 		f.hashHeight = st.hashHeight

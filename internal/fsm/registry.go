@@ -56,9 +56,13 @@ import (
 // Besides its commands and hooks, a module registers its steps
 // (registerStep): what it reads back from the store at Open (load), what
 // it writes into the block's store batch at the end of ApplyBlock (stage)
-// and what it publishes to readers at Commit (publish). The core runs each
-// of the three in the order of the steps' ranks, which is the one list of
-// that order (TestSteps pins it). For stage the order is part of what is
+// and what it publishes to readers at Commit (publish); around Commit, the
+// files beside the store it makes durable before the state is written
+// (sync), what it does to them once the block is committed (settle: the
+// topics' segment deletions and compactions), the block's changes it
+// forgets then (forget: its dirty sets), and how it lets its files go at
+// Close (close). The core runs each of these in the order of the steps'
+// ranks, which is the one list of that order (TestSteps pins it). For stage the order is part of what is
 // hashed (a prefix deletion and a write of the same key in one batch do
 // not commute); for load it is what the modules' state refers to: the
 // cluster's app version (50) is checked before the topics' load (60)
@@ -216,6 +220,18 @@ type moduleStep struct {
 	// publish makes the committed state visible to readers; metaChanged
 	// says a topic or partition was created, deleted or reconfigured.
 	publish func(f *FSM, metaChanged bool)
+	// sync makes the files the block wrote beside the store durable, at
+	// Commit before the state batch is written (the partition logs).
+	sync func(*FSM) error
+	// settle runs what the committed block decided to do to those
+	// files (deletions, compactions), after publish. An error is a local
+	// fault; Open redoes the work.
+	settle func(*FSM) error
+	// forget forgets the block's changes once it is committed (the dirty
+	// sets staged and published), after every step's settle.
+	forget func(*FSM)
+	// close lets the module's files go (Close, or an Open that failed).
+	close func(*FSM)
 }
 
 // steps holds the registered steps by rank.
@@ -316,14 +332,14 @@ func registerSnapshotFiles(s snapshotFiles) {
 // stateMarkSpec is the one field of the core's m/state record that a
 // module owns. m/state (persist.go) was laid out before the modules, with
 // the block time of the topics' last housekeeping pass as its fifth field;
-// the core writes there what the registered module's get returns and hands
-// the stored value to its set at Open, so the record's bytes stay those of
+// the core writes there what the registered module's value returns and
+// hands the stored value to its restore at Open, so the record's bytes stay those of
 // its format. With none registered the field is 0.
 type stateMarkSpec struct {
-	name   string
-	module module
-	get    func(*FSM) int64
-	set    func(*FSM, int64)
+	name    string
+	module  module
+	value   func(*FSM) int64
+	restore func(*FSM, int64)
 }
 
 // stateMark is the registered state mark, or nil.

@@ -87,6 +87,22 @@ func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
 	return nil
 }
 
+// forgetTopics forgets the committed block's changes to the topics.
+func forgetTopics(f *FSM) {
+	clear(f.dirtyTopics)
+	clear(f.dirtyParts)
+	clear(f.leafRefs)
+	f.leafRefs = f.leafRefs[:0]
+	f.deleted = f.deleted[:0]
+}
+
+// closeTopics closes the logs, which stops the compactions in flight, and
+// waits for their goroutines.
+func closeTopics(f *FSM) {
+	f.closeLogs()
+	f.compactor.wg.Wait()
+}
+
 func (f *FSM) closeLogs() {
 	for _, name := range sortedNames(f.topics) {
 		for _, p := range f.topics[name].Partitions {

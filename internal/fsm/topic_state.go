@@ -14,7 +14,8 @@ import (
 // view; and the codec of its values, t/ and p/ (persist.go lists the keys).
 
 func init() {
-	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics})
+	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
+		sync: (*FSM).syncLogs, settle: (*FSM).afterCommit, forget: forgetTopics, close: closeTopics})
 	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
 

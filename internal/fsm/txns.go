@@ -616,5 +616,6 @@ func init() {
 		publish: func(f *FSM, _ bool) {
 			f.publishTxns()
 			f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
-		}})
+		},
+		forget: func(f *FSM) { clear(f.dirtyTxns) }})
 }
