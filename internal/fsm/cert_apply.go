@@ -176,6 +176,12 @@ func (v *verifiedCerts) add(k Digest) {
 }
 
 func init() {
+	registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
+		run: func(f *FSM, b Block) { f.recordSigners(b.Signers) }})
+	// A certificate is applied as its payload, hashed as the payload's
+	// digest; a payload this broker cannot read yet halts the block.
+	registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
+		halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
 	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
 		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,

@@ -304,16 +304,24 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	if height != f.height+1 {
 		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
 	}
-	if err := f.upgradeDue(height); err != nil {
-		return BlockOutcome{}, err // nothing applied: the new binary continues here
+	for _, st := range blockBeginSteps {
+		if st.check == nil {
+			continue
+		}
+		if err := st.check(f, height); err != nil {
+			return BlockOutcome{}, err // nothing applied: e.g. a new binary continues here
+		}
 	}
 	f.applied = true
 	f.height = height
-	f.activateUpgrade(height)
 	if timeMs > f.blockTime { // block time never goes backwards for us
 		f.blockTime = timeMs
 	}
-	f.recordSigners(b.Signers)
+	for _, st := range blockBeginSteps {
+		if st.run != nil {
+			st.run(f, b)
+		}
+	}
 	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
 	// The app hash chains every transaction and its results, and whatever
 	// the block-time timers and housekeeping changed, all as codes and
@@ -323,7 +331,11 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	// changed, so a hash that moved on empty blocks would never let the
 	// chain idle.
 	h := sha256.New()
-	h.Write([]byte(blockDigestDomain(f.appVersion)))
+	domain := digestDomain
+	if digestDomainOf != nil {
+		domain = digestDomainOf(f)
+	}
+	h.Write([]byte(domain))
 	h.Write(f.appHash)
 	var num [8]byte
 	binary.BigEndian.PutUint64(num[:], uint64(height))
@@ -336,8 +348,9 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			tx  Tx
 			err error
 		)
-		if IsCertifiedTx(raw) {
-			if tx, o.Batch, err = f.openCertified(raw); errors.Is(err, ErrBatchUnavailable) {
+		format := txFormatOf(raw)
+		if format != nil {
+			if tx, o.Batch, err = format.open(f, raw); err != nil && format.halts(err) {
 				return BlockOutcome{}, err
 			}
 		} else {
@@ -415,6 +428,17 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	f.persistProofs(f.pending.b.Set)
 	out.AppHash = append([]byte(nil), f.appHash...)
 	return out, nil
+}
+
+// txFormatOf is the registered form raw is in, or nil for a plain
+// transaction.
+func txFormatOf(raw []byte) *txFormat {
+	for _, t := range txFormats {
+		if t.is(raw) {
+			return t
+		}
+	}
+	return nil
 }
 
 // Commit makes the last applied block durable (logs fsynced, state written

@@ -555,6 +555,33 @@ func TestSteps(t *testing.T) {
 		t.Errorf("snapshot files %q, want %q (the snapshot format names these directories)", names, want)
 	}
 
+	// The block-begin steps: an upgrade this binary cannot run refuses the
+	// block before anything runs; the signers are noted at the block's time.
+	names = nil
+	for i, s := range blockBeginSteps {
+		if i > 0 && blockBeginSteps[i-1].rank >= s.rank {
+			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockBeginSteps[i-1].name, blockBeginSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.check == nil && s.run == nil {
+			t.Errorf("block-begin step %s: module %q, check %v, run %v", s.name, s.module, s.check != nil, s.run != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+	}
+	want = []string{"10 cluster: upgrades", "20 trust: signers"}
+	if !slices.Equal(names, want) {
+		t.Errorf("block-begin steps %q, want %q", names, want)
+	}
+	names = nil
+	for _, f := range txFormats {
+		if f.is == nil || f.open == nil || f.halts == nil {
+			t.Errorf("transaction form %s is missing a function", f.name)
+		}
+		names = append(names, fmt.Sprintf("%s: %s", f.module, f.name))
+	}
+	if want = []string{"trust: certified"}; !slices.Equal(names, want) || digestDomainOf == nil {
+		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, digestDomainOf != nil)
+	}
+
 	// The one field of m/state a module owns: its place in the record is
 	// the stored format's (persist.go).
 	if stateMark == nil || stateMark.module != modTopics || stateMark.name != "last housekeeping" || stateMark.value == nil || stateMark.restore == nil {

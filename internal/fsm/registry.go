@@ -71,7 +71,11 @@ import (
 // of registration take the same ranked form: a module's block-end step
 // (registerBlockEnd: expired certificates, group sessions, transaction
 // timeouts, housekeeping), run once per block after its transactions in
-// rank order, their changes hashed in that order; and a module's files in
+// rank order, their changes hashed in that order; a module's block-begin
+// step (registerBlockBegin: the cluster's upgrade check and activation,
+// the trust module's signers), run before them; a module's form of
+// transaction (registerTxFormat: the trust module's certificates), and
+// the cluster's digest domain (digestDomainOf); and a module's files in
 // a snapshot (registerSnapshotFiles: the topics module's partition logs
 // under logs/, topic_snapshot.go), which the core captures, ships and
 // restores without knowing what they hold.
@@ -248,6 +252,60 @@ func registerStep(s moduleStep) {
 	steps = append(steps, &s)
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
 }
+
+// blockBeginStep is a module's work at the start of every block, before
+// its transactions: check may refuse the block before anything of it is
+// applied (the cluster's upgrade this binary cannot run; ApplyBlock
+// returns the error), run then sees the block with the state's height and
+// block time set to it (the cluster's upgrade activated, the trust
+// module's signers noted). Both run in the order of the steps' ranks.
+type blockBeginStep struct {
+	rank   int
+	name   string
+	module module
+	check  func(f *FSM, height int64) error
+	run    func(*FSM, Block)
+}
+
+// blockBeginSteps holds the registered block-begin steps by rank.
+var blockBeginSteps []*blockBeginStep
+
+// registerBlockBegin adds a module's block-begin step; two of one rank are
+// a programming error.
+func registerBlockBegin(s blockBeginStep) {
+	for _, o := range blockBeginSteps {
+		if o.rank == s.rank {
+			panic(fmt.Sprintf("stele/fsm: block-begin steps %s and %s both of rank %d", o.name, s.name, s.rank))
+		}
+	}
+	blockBeginSteps = append(blockBeginSteps, &s)
+	slices.SortFunc(blockBeginSteps, func(a, b *blockBeginStep) int { return a.rank - b.rank })
+}
+
+// digestDomainOf opens the digest of the block being applied: the
+// cluster module's, which depends on the app version (blockDigestDomain);
+// nil is digestDomain.
+var digestDomainOf func(*FSM) string
+
+// txFormat is a module's form of a transaction besides the plain one
+// (tx.go): the trust module's certificates of the data plane (cert.go).
+type txFormat struct {
+	name   string
+	module module
+	// is says that raw is in this form (it may then still be malformed).
+	is func(raw []byte) bool
+	// open checks raw against the state and returns its transaction and
+	// the digest the block hashes it as (zero: the SHA-256 of raw). An
+	// error rejects the transaction, unless halts says the block cannot
+	// be applied here yet (ApplyBlock returns it).
+	open  func(f *FSM, raw []byte) (Tx, Digest, error)
+	halts func(error) bool
+}
+
+// txFormats holds the registered forms, asked in order.
+var txFormats []*txFormat
+
+func registerTxFormat(t txFormat) { txFormats = append(txFormats, &t) }
 
 // blockEndStep is a module's work at the end of every block, after the
 // block's transactions and before its state is staged: timers on block

@@ -460,6 +460,12 @@ func (f *FSM) loadUpgrade() error {
 }
 
 func init() {
+	// An upgrade this binary cannot run stops the block before anything
+	// of it is applied; one it can run is activated at its height.
+	registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
+		check: (*FSM).upgradeDue,
+		run:   func(f *FSM, b Block) { f.activateUpgrade(b.Height) }})
+	digestDomainOf = func(f *FSM) string { return blockDigestDomain(f.appVersion) }
 	registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
 		load:  (*FSM).loadUpgrade,
 		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil }})
