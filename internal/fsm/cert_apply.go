@@ -185,7 +185,8 @@ func init() {
 	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
 		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
-		load: loadSignersAndCerts,
+		empty: func(f *FSM) { f.trustState = trustState{certs: map[Digest]int64{}} },
+		load:  loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.signersChanged {
 				b.Set(keySigners, encodeSigners(f.sortedSigners()))

@@ -57,7 +57,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cometbft/cometbft/crypto/merkle"
@@ -180,7 +179,6 @@ type FSM struct {
 	pending    *stateBatch
 
 	// Published at Commit.
-	view      atomic.Pointer[View]
 	committed struct {
 		sync.Mutex
 		height    int64
@@ -206,27 +204,11 @@ func Open(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{
-		opts:  opts,
-		store: store,
-		topicsState: topicsState{
-			topics:      map[string]*Topic{},
-			byID:        map[TopicID]*Topic{},
-			dirtyTopics: map[string]bool{},
-			dirtyParts:  map[*Partition]bool{},
-			compactor:   newCompactor(opts.CompactionWorkers),
-		},
-		groupsState: groupsState{
-			groups:       map[string]*Group{},
-			dirtyGroups:  map[string]bool{},
-			dirtyOffsets: map[offsetRef]bool{},
-		},
-		producersState: producersState{
-			txns:      map[string]*Txn{},
-			txnByPID:  map[int64]string{},
-			dirtyTxns: map[string]bool{},
-		},
-		trustState: trustState{certs: map[Digest]int64{}},
+	f := &FSM{opts: opts, store: store}
+	for _, st := range steps {
+		if st.empty != nil {
+			st.empty(f)
+		}
 	}
 	if err := f.load(); err != nil {
 		f.closeSteps()

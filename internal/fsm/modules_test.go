@@ -482,14 +482,14 @@ func TestSteps(t *testing.T) {
 		if i > 0 && steps[i-1].rank >= s.rank {
 			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, steps[i-1].name, steps[i-1].rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.load == nil && s.stage == nil && s.publish == nil && s.sync == nil && s.settle == nil && s.forget == nil && s.close == nil {
+		if _, ok := allowedCalls[s.module]; !ok || s.empty == nil && s.load == nil && s.stage == nil && s.publish == nil && s.sync == nil && s.settle == nil && s.forget == nil && s.close == nil {
 			t.Errorf("step %s: module %q does nothing", s.name, s.module)
 		}
 		parts := ""
 		for _, p := range []struct {
 			name string
 			set  bool
-		}{{"load", s.load != nil}, {"stage", s.stage != nil}, {"sync", s.sync != nil}, {"publish", s.publish != nil},
+		}{{"empty", s.empty != nil}, {"load", s.load != nil}, {"stage", s.stage != nil}, {"sync", s.sync != nil}, {"publish", s.publish != nil},
 			{"settle", s.settle != nil}, {"forget", s.forget != nil}, {"close", s.close != nil}} {
 			if p.set {
 				parts += " " + p.name
@@ -500,16 +500,16 @@ func TestSteps(t *testing.T) {
 	want := []string{
 		"5 partitions and the topics view: publish",
 		"10 next producer id: load stage",
-		"20 signers and certificates: load stage",
+		"20 signers and certificates: empty load stage",
 		"30 key stream entries: stage forget",
 		"40 producer keys and signed sequences: stage",
 		"50 app version and upgrades: load stage",
 		"55 cluster-wide log defaults: load stage",
-		"60 topics and partitions: load stage sync settle forget close",
+		"60 topics and partitions: empty load stage sync settle forget close",
 		"80 table versions: stage",
-		"90 groups and committed offsets: load stage publish forget",
+		"90 groups and committed offsets: empty load stage publish forget",
 		"100 partitions' producer states: load stage",
-		"110 transactions: load stage publish forget",
+		"110 transactions: empty load stage publish forget",
 		"115 partitions' aborted transactions: load stage",
 	}
 	if !slices.Equal(names, want) {

@@ -54,7 +54,7 @@ import (
 // (see allowedCalls).
 //
 // Besides its commands and hooks, a module registers its steps
-// (registerStep): what it reads back from the store at Open (load), what
+// (registerStep): its state of an empty state machine (empty), what it reads back from the store at Open (load), what
 // it writes into the block's store batch at the end of ApplyBlock (stage)
 // and what it publishes to readers at Commit (publish); around Commit, the
 // files beside the store it makes durable before the state is written
@@ -213,6 +213,9 @@ type moduleStep struct {
 	rank   int
 	name   string
 	module module
+	// empty sets the module's state of an empty state machine at Open,
+	// before any load (its maps, its compactor).
+	empty func(*FSM)
 	// load reads the step's part of the committed state from the store at
 	// Open (and when a restored snapshot is swapped in): the module's
 	// prefixes, through decoders of its own that bound what they allocate

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 )
 
 // The topics module's steps: its state read at Open (the topics, their
@@ -15,6 +16,15 @@ import (
 
 func init() {
 	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
+		empty: func(f *FSM) {
+			f.topicsState = topicsState{
+				topics:      map[string]*Topic{},
+				byID:        map[TopicID]*Topic{},
+				dirtyTopics: map[string]bool{},
+				dirtyParts:  map[*Partition]bool{},
+				compactor:   newCompactor(f.opts.CompactionWorkers),
+			}
+		},
 		sync: (*FSM).syncLogs, settle: (*FSM).afterCommit, forget: forgetTopics, close: closeTopics})
 	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
@@ -31,6 +41,7 @@ type topicsState struct {
 	deleted       []*Topic   // deleted this block; files removed after Commit
 	leafRefs      []batchRef // where each of the block's leaves' batch went (topic_proofs.go)
 	compactor     *compactor
+	view          atomic.Pointer[View] // the committed topics, published at Commit
 }
 
 func stageTopics(f *FSM, b *stateBatch) error {
