@@ -25,10 +25,16 @@ type trustState struct {
 	signersChanged bool
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
-	certsDropped   []certEntry
-	verified       verifiedCerts     // safe for concurrent use
-	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
-	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
+	// The signers as of the last Commit, with its block time (Liveness).
+	committedSigners struct {
+		sync.Mutex
+		signers   []Signer
+		blockTime int64
+	}
+	certsDropped []certEntry
+	verified     verifiedCerts     // safe for concurrent use
+	keysSet      map[string][]byte // producer keys registered in the block (signed.go)
+	seqsAdded    map[string]bool   // signed records' sequence keys used in the block
 }
 
 // openCertified checks a certificate transaction against the state and
@@ -186,7 +192,13 @@ func init() {
 		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
 		empty: func(f *FSM) { f.trustState = trustState{certs: map[Digest]int64{}} },
-		load:  loadSignersAndCerts,
+		publish: func(f *FSM, _ bool) {
+			signers := f.sortedSigners()
+			f.committedSigners.Lock()
+			f.committedSigners.signers, f.committedSigners.blockTime = signers, f.blockTime
+			f.committedSigners.Unlock()
+		},
+		load: loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.signersChanged {
 				b.Set(keySigners, encodeSigners(f.sortedSigners()))

@@ -184,9 +184,7 @@ type FSM struct {
 		height    int64
 		appHash   []byte
 		blockTime int64
-		signers   []Signer
 		hash      hashParts // what appHash is made of (stateproof.go)
-		upgrade   UpgradeStatus
 	}
 }
 
@@ -481,14 +479,11 @@ func (f *FSM) publish(metaChanged bool) {
 			st.publish(f, metaChanged)
 		}
 	}
-	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height
 	f.committed.appHash = append([]byte(nil), f.appHash...)
 	f.committed.blockTime = f.blockTime
-	f.committed.signers = signers
 	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.stateRoot, leavesRoot: f.leavesRoot}
-	f.committed.upgrade = f.upgradeStatus()
 	f.committed.Unlock()
 }
 

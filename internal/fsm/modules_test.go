@@ -500,10 +500,10 @@ func TestSteps(t *testing.T) {
 	want := []string{
 		"5 partitions and the topics view: publish",
 		"10 next producer id: load stage",
-		"20 signers and certificates: empty load stage",
+		"20 signers and certificates: empty load stage publish",
 		"30 key stream entries: stage forget",
 		"40 producer keys and signed sequences: stage",
-		"50 app version and upgrades: load stage",
+		"50 app version and upgrades: load stage publish",
 		"55 cluster-wide log defaults: load stage",
 		"60 topics and partitions: empty load stage sync settle forget close",
 		"80 table versions: stage",
