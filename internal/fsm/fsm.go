@@ -14,9 +14,11 @@
 // the bottom: a lower module calls an upper one only through the hook
 // points it offers (topic_hooks.go), which the upper module registers for,
 // in an order of rank; which module may use which is pinned by
-// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The
-// modules share this package for now, and the core still reaches into
-// each of them.
+// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The core
+// is below every module: it runs them only through their registrations
+// (commands, steps, block-begin and block-end steps, transaction forms,
+// snapshot files) and names their types only in FSM and Options, which
+// assemble them. The modules share this package for now.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition

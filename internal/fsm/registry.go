@@ -50,8 +50,11 @@ import (
 // deleted topic drops its groups' offsets, key entries and leaves;
 // housekeeping expires offsets and transactional ids; a commit marker
 // updates table leaves: all without the topics module naming keys,
-// groups, producers or trust. The core still reaches into every module
-// (see allowedCalls).
+// groups, producers or trust. The core is the bottom layer: it calls no
+// module and names no module's function, value or state, only what the
+// modules register below; the one place it names their types is where it
+// assembles them, FSM's embedded states and Options' validator set and
+// batch source (coreAssembly in modules_test.go).
 //
 // Besides its commands and hooks, a module registers its steps
 // (registerStep): its state of an empty state machine (empty), what it reads back from the store at Open (load), what
