@@ -49,9 +49,6 @@ const (
 
 var statementPrefix = []byte("stele/batch-statement/v1\x00")
 
-// Digest is the SHA-256 of a batch payload.
-type Digest = [32]byte
-
 // CertSig is one validator's signature of a certificate's statement.
 type CertSig struct {
 	Validator [20]byte

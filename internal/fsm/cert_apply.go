@@ -25,10 +25,16 @@ type trustState struct {
 	signersChanged bool
 	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []Digest
-	certsDropped   []certEntry
-	verified       verifiedCerts     // safe for concurrent use
-	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
-	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
+	// The signers as of the last Commit, with its block time (Liveness).
+	committedSigners struct {
+		sync.Mutex
+		signers   []Signer
+		blockTime int64
+	}
+	certsDropped []certEntry
+	verified     verifiedCerts     // safe for concurrent use
+	keysSet      map[string][]byte // producer keys registered in the block (signed.go)
+	seqsAdded    map[string]bool   // signed records' sequence keys used in the block
 }
 
 // openCertified checks a certificate transaction against the state and
@@ -176,9 +182,22 @@ func (v *verifiedCerts) add(k Digest) {
 }
 
 func init() {
+	registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
+		run: func(f *FSM, b Block) { f.recordSigners(b.Signers) }})
+	// A certificate is applied as its payload, hashed as the payload's
+	// digest; a payload this broker cannot read yet halts the block.
+	registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
+		halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
 	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
 		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
 	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
+		empty: func(f *FSM) { f.trustState = trustState{certs: map[Digest]int64{}} },
+		publish: func(f *FSM, _ bool) {
+			signers := f.sortedSigners()
+			f.committedSigners.Lock()
+			f.committedSigners.signers, f.committedSigners.blockTime = signers, f.blockTime
+			f.committedSigners.Unlock()
+		},
 		load: loadSignersAndCerts,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.signersChanged {

@@ -14,9 +14,11 @@
 // the bottom: a lower module calls an upper one only through the hook
 // points it offers (topic_hooks.go), which the upper module registers for,
 // in an order of rank; which module may use which is pinned by
-// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The
-// modules share this package for now, and the core still reaches into
-// each of them.
+// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The core
+// is below every module: it runs them only through their registrations
+// (commands, steps, block-begin and block-end steps, transaction forms,
+// snapshot files) and names their types only in FSM and Options, which
+// assemble them. The modules share this package for now.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition
@@ -56,14 +58,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cometbft/cometbft/crypto/merkle"
 
-	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -168,11 +167,10 @@ type FSM struct {
 	appHash     []byte
 	blockTime   int64 // ms
 	metaChanged bool
-	applied     bool       // a block has been applied and not committed
-	leaves      [][]byte   // the block's appended batches' leaves (proofs.go)
-	leafRefs    []batchRef // where each leaf's batch went
-	blockDigest []byte     // the block's transactions and changes, for its proof entry
-	fault       error      // the local fault that stopped the state machine (fault.go)
+	applied     bool     // a block has been applied and not committed
+	leaves      [][]byte // the block's appended batches' leaves (proofs.go)
+	blockDigest []byte   // the block's transactions and changes, for its proof entry
+	fault       error    // the local fault that stopped the state machine (fault.go)
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
@@ -183,15 +181,12 @@ type FSM struct {
 	pending    *stateBatch
 
 	// Published at Commit.
-	view      atomic.Pointer[View]
 	committed struct {
 		sync.Mutex
 		height    int64
 		appHash   []byte
 		blockTime int64
-		signers   []Signer
 		hash      hashParts // what appHash is made of (stateproof.go)
-		upgrade   UpgradeStatus
 	}
 }
 
@@ -209,30 +204,14 @@ func Open(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{
-		opts:  opts,
-		store: store,
-		topicsState: topicsState{
-			topics:      map[string]*Topic{},
-			byID:        map[TopicID]*Topic{},
-			dirtyTopics: map[string]bool{},
-			dirtyParts:  map[*Partition]bool{},
-			compactor:   newCompactor(opts.CompactionWorkers),
-		},
-		groupsState: groupsState{
-			groups:       map[string]*Group{},
-			dirtyGroups:  map[string]bool{},
-			dirtyOffsets: map[offsetRef]bool{},
-		},
-		producersState: producersState{
-			txns:      map[string]*Txn{},
-			txnByPID:  map[int64]string{},
-			dirtyTxns: map[string]bool{},
-		},
-		trustState: trustState{certs: map[Digest]int64{}},
+	f := &FSM{opts: opts, store: store}
+	for _, st := range steps {
+		if st.empty != nil {
+			st.empty(f)
+		}
 	}
 	if err := f.load(); err != nil {
-		f.closeLogs()
+		f.closeSteps()
 		store.Close()
 		return nil, err
 	}
@@ -246,9 +225,6 @@ func (f *FSM) Info() (height int64, appHash []byte) {
 	defer f.committed.Unlock()
 	return f.committed.height, append([]byte(nil), f.committed.appHash...)
 }
-
-// View returns the committed topics.
-func (f *FSM) View() *View { return f.view.Load() }
 
 // Validate checks that tx decodes and that each command is well formed on its
 // own (names, counts, record batches and their CRCs). It depends on nothing
@@ -268,34 +244,18 @@ func Validate(tx []byte) (Tx, error) {
 }
 
 // Precheck is the cheap admission check for the mempool (CheckTx): the
-// transaction decodes, every command but Produce passes CheckCommand, and
-// every produced batch is whole with a good CRC. Records are not decoded;
-// Validate does that before a block is proposed or accepted.
+// transaction decodes and every command passes its kind's admission check
+// (admitCommand: CheckCommand, or something cheaper a module registered; a
+// Produce's batches are whole with good CRCs, their records not decoded).
+// Validate does the whole check before a block is proposed or accepted.
 func Precheck(tx []byte) error {
 	t, err := DecodeTx(tx)
 	if err != nil {
 		return err
 	}
 	for i, c := range t.Commands {
-		p, ok := c.(Produce)
-		if !ok {
-			if r := CheckCommand(c); r.Code != 0 {
-				return fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, c.Kind(), r.Message)
-			}
-			continue
-		}
-		batches, err := record.Split(p.Records)
-		if err == nil && len(batches) == 0 {
-			err = record.ErrTruncated
-		}
-		for _, b := range batches {
-			if err != nil {
-				break
-			}
-			_, err = record.CheckCRC(b)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: command %d (Produce): %v", ErrMalformed, i, err)
+		if err := admitCommand(c); err != nil {
+			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, c.Kind(), err)
 		}
 	}
 	return nil
@@ -326,16 +286,24 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	if height != f.height+1 {
 		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
 	}
-	if err := f.upgradeDue(height); err != nil {
-		return BlockOutcome{}, err // nothing applied: the new binary continues here
+	for _, st := range blockBeginSteps {
+		if st.check == nil {
+			continue
+		}
+		if err := st.check(f, height); err != nil {
+			return BlockOutcome{}, err // nothing applied: e.g. a new binary continues here
+		}
 	}
 	f.applied = true
 	f.height = height
-	f.activateUpgrade(height)
 	if timeMs > f.blockTime { // block time never goes backwards for us
 		f.blockTime = timeMs
 	}
-	f.recordSigners(b.Signers)
+	for _, st := range blockBeginSteps {
+		if st.run != nil {
+			st.run(f, b)
+		}
+	}
 	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
 	// The app hash chains every transaction and its results, and whatever
 	// the block-time timers and housekeeping changed, all as codes and
@@ -345,7 +313,11 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	// changed, so a hash that moved on empty blocks would never let the
 	// chain idle.
 	h := sha256.New()
-	h.Write([]byte(blockDigestDomain(f.appVersion)))
+	domain := digestDomain
+	if digestDomainOf != nil {
+		domain = digestDomainOf(f)
+	}
+	h.Write([]byte(domain))
 	h.Write(f.appHash)
 	var num [8]byte
 	binary.BigEndian.PutUint64(num[:], uint64(height))
@@ -358,8 +330,9 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			tx  Tx
 			err error
 		)
-		if IsCertifiedTx(raw) {
-			if tx, o.Batch, err = f.openCertified(raw); errors.Is(err, ErrBatchUnavailable) {
+		format := txFormatOf(raw)
+		if format != nil {
+			if tx, o.Batch, err = format.open(f, raw); err != nil && format.halts(err) {
 				return BlockOutcome{}, err
 			}
 		} else {
@@ -439,6 +412,17 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	return out, nil
 }
 
+// txFormatOf is the registered form raw is in, or nil for a plain
+// transaction.
+func txFormatOf(raw []byte) *txFormat {
+	for _, t := range txFormats {
+		if t.is(raw) {
+			return t
+		}
+	}
+	return nil
+}
+
 // Commit makes the last applied block durable (logs fsynced, state written
 // with a synced batch), publishes it to readers, then runs the file deletions
 // the block decided and starts its compactions in the background. It returns the lowest height the orderer
@@ -450,8 +434,12 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	if !f.applied {
 		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
 	}
-	if err := f.syncLogs(); err != nil {
-		return 0, f.faulted(err)
+	for _, st := range steps {
+		if st.sync != nil {
+			if err := st.sync(f); err != nil {
+				return 0, f.faulted(err)
+			}
+		}
 	}
 	if err := f.persist(); err != nil {
 		return 0, f.faulted(err)
@@ -463,51 +451,27 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	}
 	f.applied = false
 	f.publish(f.metaChanged)
-	afterErr := f.afterCommit()
+	var afterErrs []error
+	for _, st := range steps {
+		if st.settle != nil {
+			afterErrs = append(afterErrs, st.settle(f))
+		}
+	}
+	afterErr := errors.Join(afterErrs...)
 	f.metaChanged = false
-	clear(f.dirtyGroups)
-	clear(f.dirtyOffsets)
-	clear(f.dirtyTxns)
-	clear(f.dirtyTopics)
-	clear(f.dirtyParts)
-	clear(f.keysAdded) // drop the keys' bytes
-	f.keysAdded = f.keysAdded[:0]
-	f.keyStaged = nil
+	for _, st := range steps {
+		if st.forget != nil {
+			st.forget(f)
+		}
+	}
 	clear(f.leaves)
 	f.leaves = f.leaves[:0]
-	clear(f.leafRefs)
-	f.leafRefs = f.leafRefs[:0]
-	f.deleted = f.deleted[:0]
 	if afterErr != nil {
 		// The block is durable and published; the files it decided to
 		// delete or rewrite are not. Open redoes those steps at restart.
 		return 0, f.faulted(afterErr)
 	}
 	return f.height, nil
-}
-
-// syncLogs fsyncs every partition log the block wrote to, concurrently:
-// the disk takes several flushes at once in about the time of one, and a
-// block that wrote to many partitions would otherwise wait for each in turn.
-// Which file is flushed first changes nothing in the state.
-func (f *FSM) syncLogs() error {
-	parts := make([]*Partition, 0, len(f.dirtyParts))
-	for p := range f.dirtyParts {
-		parts = append(parts, p)
-	}
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.log.Sync(); err != nil {
-				errs[i] = fmt.Errorf("stele/fsm: sync %s-%d: %w", p.Topic, p.Index, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // publish makes the committed state visible to readers.
@@ -517,89 +481,26 @@ func (f *FSM) publish(metaChanged bool) {
 			st.publish(f, metaChanged)
 		}
 	}
-	signers := f.sortedSigners()
 	f.committed.Lock()
 	f.committed.height = f.height
 	f.committed.appHash = append([]byte(nil), f.appHash...)
 	f.committed.blockTime = f.blockTime
-	f.committed.signers = signers
 	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.stateRoot, leavesRoot: f.leavesRoot}
-	f.committed.upgrade = f.upgradeStatus()
 	f.committed.Unlock()
 }
 
-// afterCommit runs the destructive file operations decided by the committed
-// block. Every one is attempted; the failures are returned (a local fault:
-// the broker stops, and Open redoes these steps, since the state already
-// says what the files must look like).
-func (f *FSM) afterCommit() error {
-	var errs []error
-	for _, t := range f.deleted {
-		for _, p := range t.Partitions {
-			if err := p.log.Remove(); err != nil {
-				errs = append(errs, fmt.Errorf("removing deleted partition %s-%d: %w", t.Name, p.Index, err))
-			}
-		}
-	}
-	for p := range f.dirtyParts {
-		errs = append(errs, f.settleFiles(p))
-	}
-	return errors.Join(errs...)
-}
-
-// settleFiles brings a partition's files in line with its committed state:
-// segments below the log start offset are deleted, and a decided compaction
-// is planned and started in the background. Open calls it for every
-// partition.
-func (f *FSM) settleFiles(p *Partition) error {
-	if p.start > p.log.BaseOffset() {
-		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
-			return fmt.Errorf("deleting segments of %s-%d: %w", p.Topic, p.Index, err)
-		}
-	}
-	if p.pendingCompact {
-		p.pendingCompact = false
-		if err := f.planCompaction(p, f.compactOptions(p)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// planCompaction fixes the decided pass of p (its plan written durably) and
-// starts it in the background (compactor.go).
-func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
-	pass, err := p.log.PrepareCompaction(opts)
-	if err != nil {
-		return fmt.Errorf("planning the compaction of %s-%d: %w", p.Topic, p.Index, err)
-	}
-	f.startCompaction(p, pass)
-	return nil
-}
-
-// Close closes the logs, which stops the compactions in flight (their plans
-// stay for the next Open), and the metadata store.
+// Close closes the modules' files (the logs, which stops the compactions
+// in flight: their plans stay for the next Open), and the metadata store.
 func (f *FSM) Close() error {
-	f.closeLogs()
-	f.compactor.wg.Wait()
+	f.closeSteps()
 	return f.store.Close()
 }
 
-func (f *FSM) closeLogs() {
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
-			if p.log != nil { // nil when Open failed before reaching it
-				p.log.Close()
-			}
+// closeSteps runs every step's close, in rank order.
+func (f *FSM) closeSteps() {
+	for _, st := range steps {
+		if st.close != nil {
+			st.close(f)
 		}
 	}
-}
-
-func sortedNames(m map[string]*Topic) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

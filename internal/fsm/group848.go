@@ -36,19 +36,6 @@ func (t GroupType) String() string {
 	return "classic"
 }
 
-// TopicPartitions are partitions by topic name.
-type TopicPartitions map[string][]int32
-
-func (tp TopicPartitions) clone() TopicPartitions {
-	out := make(TopicPartitions, len(tp))
-	for t, ps := range tp {
-		out[t] = slices.Clone(ps)
-	}
-	return out
-}
-
-func (tp TopicPartitions) has(t string, p int32) bool { return slices.Contains(tp[t], p) }
-
 func (tp TopicPartitions) add(t string, p int32) {
 	if !tp.has(t, p) {
 		tp[t] = append(tp[t], p)

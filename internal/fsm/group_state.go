@@ -425,7 +425,18 @@ func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers
 
 func init() {
 	registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
+		empty: func(f *FSM) {
+			f.groupsState = groupsState{
+				groups:       map[string]*Group{},
+				dirtyGroups:  map[string]bool{},
+				dirtyOffsets: map[offsetRef]bool{},
+			}
+		},
 		load:    (*FSM).loadGroups,
 		stage:   func(f *FSM, b *stateBatch) error { f.persistGroups(b); return nil },
-		publish: func(f *FSM, _ bool) { f.publishGroups() }})
+		publish: func(f *FSM, _ bool) { f.publishGroups() },
+		forget: func(f *FSM) {
+			clear(f.dirtyGroups)
+			clear(f.dirtyOffsets)
+		}})
 }

@@ -5,9 +5,14 @@ import (
 )
 
 // Housekeeping is the topics module's step at the end of a block, after
-// the groups' and the transactions' timers (registry.go).
+// the groups' and the transactions' timers (registry.go); the block time
+// of its last pass is m/state's state mark (registry.go, persist.go).
 func init() {
 	registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
+	// The block time of the last pass is kept in the core's m/state.
+	registerStateMark(stateMarkSpec{name: "last housekeeping", module: modTopics,
+		value:   func(f *FSM) int64 { return f.lastHousekeep },
+		restore: func(f *FSM, t int64) { f.lastHousekeep = t }})
 }
 
 // housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each

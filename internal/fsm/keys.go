@@ -30,9 +30,6 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
-// ErrUnknownTopic: KeyEvents was asked about a topic that does not exist.
-var ErrUnknownTopic = errors.New("stele/fsm: unknown topic")
-
 // keyEntry is one indexed record, staged until the block's Commit.
 type keyEntry struct {
 	topic     *Topic
@@ -505,7 +502,12 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 func init() {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
-	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries})
+	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries,
+		forget: func(f *FSM) {
+			clear(f.keysAdded) // drop the keys' bytes
+			f.keysAdded = f.keysAdded[:0]
+			f.keyStaged = nil
+		}})
 	produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
 		if !pr.conditional {
 			return Result{}, nil

@@ -51,9 +51,9 @@ func (f *FSM) sortedSigners() []Signer {
 // the block time of that commit (ms). A validator is alive for the front-end
 // when it signed within a window of that time.
 func (f *FSM) Liveness() (signers []Signer, blockTimeMs int64) {
-	f.committed.Lock()
-	defer f.committed.Unlock()
-	return f.committed.signers, f.committed.blockTime
+	f.committedSigners.Lock()
+	defer f.committedSigners.Unlock()
+	return f.committedSigners.signers, f.committedSigners.blockTime
 }
 
 var keySigners = []byte("m/signers")

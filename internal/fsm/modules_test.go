@@ -22,7 +22,7 @@ var fileModules = map[string]module{
 	"registry.go": modCore, "result.go": modCore, "snapshot.go": modCore, "snapshot_codec.go": modCore,
 	"snapshot_forge.go": modCore, "snapshot_restore.go": modCore, "snapshot_serve.go": modCore,
 	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
-	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
+	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "topic_files.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
 	"log_defaults.go": modTopics,
@@ -34,14 +34,15 @@ var fileModules = map[string]module{
 }
 
 // allowedCalls is the layering: which modules a module's code may use
-// (call, read the state of, or name the types of). Every module uses the
-// core (blocks, the store, results, the codec). The core reaches into the
-// modules where it assembles them: apply, and the loads at Open, the
-// block's stage and the publish at Commit, through the registries (it
-// names no module's function there: persist.go reads only m/state); and
-// the block's timers and file steps in fsm.go and the snapshot's
-// partition logs, which call each module's own functions. Among the
-// modules it is a DAG (TestLayeringIsADAG), from the bottom up:
+// (call, read the state of, or name the types of). The core is the bottom
+// layer: it uses no module, and every module uses it (blocks, the store,
+// results, the codec, the registries). It runs the modules only through
+// what they register (registry.go): commands and their admission, steps
+// (empty, load, stage, sync, publish, settle, forget, close), block-begin
+// and block-end steps, transaction forms, the digest domain, the m/state
+// mark and snapshot files. Where it assembles them it names their types
+// in two structs and nowhere else (coreAssembly). Above it the modules
+// form a DAG (TestLayeringIsADAG), from the bottom up:
 //
 //	topics              topics, partition logs and what a log keeps of its
 //	                    producers (sequences, last stable offset, aborted
@@ -54,22 +55,34 @@ var fileModules = map[string]module{
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
 // the hooks' order is pinned by TestHooks. Every edge listed is used
-// (TestModuleLayering), so the map says what the code does.
-//
-// The core is not in the DAG yet: it reaches into every module where it
-// assembles them (apply, the loads, stages, publishes and block-end steps
-// through the registry; the snapshot and restore code, which name each
-// module's state) and
-// every module uses it. Making those steps of each module, and the modules
-// packages of their own, is what is left of issue 16, item 7.
+// (TestModuleLayering), so the map says what the code does. Moving each
+// module into a package of its own is what is left of issue 16, item 7.
 var allowedCalls = map[module][]module{
-	modCore:      {modTopics, modKeys, modGroups, modProducers, modTrust, modCluster},
+	modCore:      {},
 	modTopics:    {},
 	modKeys:      {modTopics},
 	modGroups:    {modTopics},
 	modProducers: {modTopics, modGroups},
 	modTrust:     {modTopics},
 	modCluster:   {modTopics, modTrust}, // topics: the config definitions and changes (configs.go) broker configs reuse
+}
+
+// coreAssembly is every place the core names a module's type, each a
+// field of one of the two structs that assemble the modules: FSM embeds
+// each module's state (so that its fields are promoted and
+// stateFieldModules can attribute them), and Options carries the trust
+// module's validator set and batch source, which the broker hands in.
+// Nothing else of the core names a module (TestModuleLayering); when the
+// modules become packages these two are the application that wires them.
+var coreAssembly = []string{
+	"FSM names clusterState (cluster)",
+	"FSM names groupsState (groups)",
+	"FSM names keysState (keys)",
+	"FSM names producersState (producers)",
+	"FSM names topicsState (topics)",
+	"FSM names trustState (trust)",
+	"Options names BatchSource (trust)",
+	"Options names ValidatorSet (trust)",
 }
 
 // interfaceMethods are method names of interfaces every module uses
@@ -85,8 +98,10 @@ var interfaceMethods = map[string]bool{"Error": true, "String": true, "Kind": tr
 // where the name is declared in one module only), a read or write of a
 // field of FSM another module owns (stateFieldModules), or the name of a type declared in
 // another module, or of a package-level variable or constant declared
-// there. It is a reading of the source, not of types: a method name
-// declared in two modules is not followed. It also fails on an edge
+// there (a selected field or a declared field's name is not a reference
+// to a type or value, however it is spelt). It is a reading of the
+// source, not of types: a method name declared in two modules is not
+// followed. It also fails on an edge
 // allowedCalls lists that the code does not use.
 func TestModuleLayering(t *testing.T) {
 	fset := token.NewFileSet()
@@ -168,8 +183,38 @@ func TestModuleLayering(t *testing.T) {
 			uses[e] = append(uses[e], what)
 		}
 	}
+	var assembly []string // the core's references that coreAssembly allows
 	for name, f := range files {
 		from := fileModules[name]
+		// Names that are not references to a package-level declaration:
+		// a selected field or method (x.Topic, resolved above for calls and
+		// FSM's fields) and the name of a struct field being declared.
+		notRefs := map[*ast.Ident]bool{}
+		// The names in the field types of the assembly's structs (FSM,
+		// Options), where the core names a module's type: see coreAssembly.
+		inAssembly := map[*ast.Ident]string{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.TypeSpec:
+				if st, ok := n.Type.(*ast.StructType); ok && from == modCore && (n.Name.Name == "FSM" || n.Name.Name == "Options") {
+					for _, fl := range st.Fields.List {
+						ast.Inspect(fl.Type, func(m ast.Node) bool {
+							if id, ok := m.(*ast.Ident); ok {
+								inAssembly[id] = n.Name.Name
+							}
+							return true
+						})
+					}
+				}
+			case *ast.SelectorExpr:
+				notRefs[n.Sel] = true
+			case *ast.Field:
+				for _, id := range n.Names {
+					notRefs[id] = true
+				}
+			}
+			return true
+		})
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
@@ -190,6 +235,15 @@ func TestModuleLayering(t *testing.T) {
 					}
 				}
 			case *ast.Ident:
+				if notRefs[n] {
+					break
+				}
+				if s, ok := inAssembly[n]; ok {
+					if d, ok := types[n.Name]; ok && d.module != modCore {
+						assembly = append(assembly, fmt.Sprintf("%s names %s (%s)", s, n.Name, d.module))
+						break
+					}
+				}
 				if d, ok := types[n.Name]; ok {
 					note(from, d.module, fmt.Sprintf("%s names %s (%s)", name, n.Name, d.file))
 				}
@@ -210,6 +264,10 @@ func TestModuleLayering(t *testing.T) {
 		}
 		return edges[i].to < edges[j].to
 	})
+	slices.Sort(assembly)
+	if !slices.Equal(assembly, coreAssembly) {
+		t.Errorf("the core names modules' types in its assembly: %q, coreAssembly lists %q", assembly, coreAssembly)
+	}
 	for _, e := range edges {
 		if !slices.Contains(allowedCalls[e.from], e.to) {
 			t.Errorf("module %s uses module %s, which allowedCalls does not let it: %s", e.from, e.to, strings.Join(uses[e], "; "))
@@ -462,14 +520,15 @@ func TestSteps(t *testing.T) {
 		if i > 0 && steps[i-1].rank >= s.rank {
 			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, steps[i-1].name, steps[i-1].rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.load == nil && s.stage == nil && s.publish == nil {
-			t.Errorf("step %s: module %q, load %v, stage %v, publish %v", s.name, s.module, s.load != nil, s.stage != nil, s.publish != nil)
+		if _, ok := allowedCalls[s.module]; !ok || s.empty == nil && s.load == nil && s.stage == nil && s.publish == nil && s.sync == nil && s.settle == nil && s.forget == nil && s.close == nil {
+			t.Errorf("step %s: module %q does nothing", s.name, s.module)
 		}
 		parts := ""
 		for _, p := range []struct {
 			name string
 			set  bool
-		}{{"load", s.load != nil}, {"stage", s.stage != nil}, {"publish", s.publish != nil}} {
+		}{{"empty", s.empty != nil}, {"load", s.load != nil}, {"stage", s.stage != nil}, {"sync", s.sync != nil}, {"publish", s.publish != nil},
+			{"settle", s.settle != nil}, {"forget", s.forget != nil}, {"close", s.close != nil}} {
 			if p.set {
 				parts += " " + p.name
 			}
@@ -479,17 +538,17 @@ func TestSteps(t *testing.T) {
 	want := []string{
 		"5 partitions and the topics view: publish",
 		"10 next producer id: load stage",
-		"20 signers and certificates: load stage",
-		"30 key stream entries: stage",
+		"20 signers and certificates: empty load stage publish",
+		"30 key stream entries: stage forget",
 		"40 producer keys and signed sequences: stage",
-		"50 app version and upgrades: load stage",
+		"50 app version and upgrades: load stage publish",
 		"52 dynamic broker configs: load stage publish",
 		"55 cluster-wide log defaults: load stage",
-		"60 topics and partitions: load stage",
+		"60 topics and partitions: empty load stage sync settle forget close",
 		"80 table versions: stage",
-		"90 groups and committed offsets: load stage publish",
+		"90 groups and committed offsets: empty load stage publish forget",
 		"100 partitions' producer states: load stage",
-		"110 transactions: load stage publish",
+		"110 transactions: empty load stage publish forget",
 		"115 partitions' aborted transactions: load stage",
 	}
 	if !slices.Equal(names, want) {
@@ -533,5 +592,38 @@ func TestSteps(t *testing.T) {
 	want = []string{"10 topics: partition logs in logs/"}
 	if !slices.Equal(names, want) {
 		t.Errorf("snapshot files %q, want %q (the snapshot format names these directories)", names, want)
+	}
+
+	// The block-begin steps: an upgrade this binary cannot run refuses the
+	// block before anything runs; the signers are noted at the block's time.
+	names = nil
+	for i, s := range blockBeginSteps {
+		if i > 0 && blockBeginSteps[i-1].rank >= s.rank {
+			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockBeginSteps[i-1].name, blockBeginSteps[i-1].rank)
+		}
+		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.check == nil && s.run == nil {
+			t.Errorf("block-begin step %s: module %q, check %v, run %v", s.name, s.module, s.check != nil, s.run != nil)
+		}
+		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+	}
+	want = []string{"10 cluster: upgrades", "20 trust: signers"}
+	if !slices.Equal(names, want) {
+		t.Errorf("block-begin steps %q, want %q", names, want)
+	}
+	names = nil
+	for _, f := range txFormats {
+		if f.is == nil || f.open == nil || f.halts == nil {
+			t.Errorf("transaction form %s is missing a function", f.name)
+		}
+		names = append(names, fmt.Sprintf("%s: %s", f.module, f.name))
+	}
+	if want = []string{"trust: certified"}; !slices.Equal(names, want) || digestDomainOf == nil {
+		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, digestDomainOf != nil)
+	}
+
+	// The one field of m/state a module owns: its place in the record is
+	// the stored format's (persist.go).
+	if stateMark == nil || stateMark.module != modTopics || stateMark.name != "last housekeeping" || stateMark.value == nil || stateMark.restore == nil {
+		t.Errorf("state mark %+v, want the topics' last housekeeping", stateMark)
 	}
 }

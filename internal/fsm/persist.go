@@ -33,7 +33,8 @@ import (
 // The module that owns a prefix encodes and decodes its values (the file
 // named above). What a module keeps in memory it reads back at Open in
 // its load step (registry.go); k/, l/, v/, b/, r/ and y/ are read when
-// needed. The core reads only m/state (load, below). The decoders bound
+// needed. The core reads only m/state (load, below), one field of which
+// is the topics module's (stateMark, registry.go). The decoders bound
 // what they allocate by the bytes they are given: FuzzDecodeStoreValues
 // runs them all.
 const persistVersion = 1
@@ -68,7 +69,11 @@ func (f *FSM) encodeState() []byte {
 	w.i64(f.height)
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
-	w.i64(f.lastHousekeep)
+	var mark int64 // the last housekeeping, the topics' (stateMark)
+	if stateMark != nil {
+		mark = stateMark.value(f)
+	}
+	w.i64(mark)
 	w.i64(f.hashHeight)
 	w.bytes(f.stateRoot)
 	w.bytes(f.blockDigest)
@@ -142,7 +147,8 @@ func (f *FSM) persist() error {
 	return nil
 }
 
-// load reads the committed state at Open: the core's own keys (m/state),
+// load reads the committed state at Open: the core's own keys (m/state,
+// whose last-housekeeping field is handed to the topics module, stateMark),
 // then, in the steps' order (registry.go), every module's load, each of
 // which reads its own prefixes and decodes them with its own decoders.
 // The topics' load opens every partition log, cutting it back to its
@@ -153,9 +159,15 @@ func (f *FSM) load() error {
 		return err
 	}
 	if ok {
-		var st stateParts
-		if st, f.blockTime, f.lastHousekeep, err = decodeState(v); err != nil {
+		var (
+			st   stateParts
+			mark int64
+		)
+		if st, f.blockTime, mark, err = decodeState(v); err != nil {
 			return err
+		}
+		if stateMark != nil {
+			stateMark.restore(f, mark)
 		}
 		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 		f.hashHeight = st.hashHeight

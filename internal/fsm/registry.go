@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,15 +52,22 @@ import (
 // deleted topic drops its groups' offsets, key entries and leaves;
 // housekeeping expires offsets and transactional ids; a commit marker
 // updates table leaves: all without the topics module naming keys,
-// groups, producers or trust. The core still reaches into every module
-// (see allowedCalls).
+// groups, producers or trust. The core is the bottom layer: it calls no
+// module and names no module's function, value or state, only what the
+// modules register below; the one place it names their types is where it
+// assembles them, FSM's embedded states and Options' validator set and
+// batch source (coreAssembly in modules_test.go).
 //
 // Besides its commands and hooks, a module registers its steps
-// (registerStep): what it reads back from the store at Open (load), what
+// (registerStep): its state of an empty state machine (empty), what it reads back from the store at Open (load), what
 // it writes into the block's store batch at the end of ApplyBlock (stage)
-// and what it publishes to readers at Commit (publish). The core runs each
-// of the three in the order of the steps' ranks, which is the one list of
-// that order (TestSteps pins it). For stage the order is part of what is
+// and what it publishes to readers at Commit (publish); around Commit, the
+// files beside the store it makes durable before the state is written
+// (sync), what it does to them once the block is committed (settle: the
+// topics' segment deletions and compactions), the block's changes it
+// forgets then (forget: its dirty sets), and how it lets its files go at
+// Close (close). The core runs each of these in the order of the steps'
+// ranks, which is the one list of that order (TestSteps pins it). For stage the order is part of what is
 // hashed (a prefix deletion and a write of the same key in one batch do
 // not commute); for load it is what the modules' state refers to: the
 // cluster's app version (50) is checked before the topics' load (60)
@@ -68,7 +76,11 @@ import (
 // of registration take the same ranked form: a module's block-end step
 // (registerBlockEnd: expired certificates, group sessions, transaction
 // timeouts, housekeeping), run once per block after its transactions in
-// rank order, their changes hashed in that order; and a module's files in
+// rank order, their changes hashed in that order; a module's block-begin
+// step (registerBlockBegin: the cluster's upgrade check and activation,
+// the trust module's signers), run before them; a module's form of
+// transaction (registerTxFormat: the trust module's certificates), and
+// the cluster's digest domain (digestDomainOf); and a module's files in
 // a snapshot (registerSnapshotFiles: the topics module's partition logs
 // under logs/, topic_snapshot.go), which the core captures, ships and
 // restores without knowing what they hold.
@@ -104,6 +116,14 @@ type commandSpec struct {
 	// produce checks each batch as it applies it).
 	checkedByApply bool
 	apply          func(*FSM, Command, cmdAt) Result
+	// admit is the command's admission check for the mempool (Precheck),
+	// in place of its check: something cheaper where the check is costly
+	// (a produce's batches are only split and their CRCs checked; Validate
+	// decodes the records). nil: the check.
+	admit func(Command) error
+	// size estimates the command's encoded body, for EncodeTx's buffer
+	// (a produce's records); nil: a small command.
+	size func(Command) int
 }
 
 // registry holds the registered kinds by value (an array: dispatch never
@@ -159,6 +179,26 @@ func CheckCommand(c Command) Result {
 	return s.check(c)
 }
 
+// admitCommand is a command's admission check (Precheck): its kind's
+// admit, or else CheckCommand.
+func admitCommand(c Command) error {
+	if s := registry[c.Kind()]; s != nil && s.admit != nil {
+		return s.admit(c)
+	}
+	if r := CheckCommand(c); r.Code != 0 {
+		return errors.New(r.Message)
+	}
+	return nil
+}
+
+// encodedSize estimates the encoding of c's body (EncodeTx).
+func encodedSize(c Command) int {
+	if s := registry[c.Kind()]; s != nil && s.size != nil {
+		return s.size(c)
+	}
+	return 64
+}
+
 // apply runs one command against the state.
 func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 	s := registry[c.Kind()]
@@ -178,6 +218,9 @@ type moduleStep struct {
 	rank   int
 	name   string
 	module module
+	// empty sets the module's state of an empty state machine at Open,
+	// before any load (its maps, its compactor).
+	empty func(*FSM)
 	// load reads the step's part of the committed state from the store at
 	// Open (and when a restored snapshot is swapped in): the module's
 	// prefixes, through decoders of its own that bound what they allocate
@@ -189,6 +232,18 @@ type moduleStep struct {
 	// publish makes the committed state visible to readers; metaChanged
 	// says a topic or partition was created, deleted or reconfigured.
 	publish func(f *FSM, metaChanged bool)
+	// sync makes the files the block wrote beside the store durable, at
+	// Commit before the state batch is written (the partition logs).
+	sync func(*FSM) error
+	// settle runs what the committed block decided to do to those
+	// files (deletions, compactions), after publish. An error is a local
+	// fault; Open redoes the work.
+	settle func(*FSM) error
+	// forget forgets the block's changes once it is committed (the dirty
+	// sets staged and published), after every step's settle.
+	forget func(*FSM)
+	// close lets the module's files go (Close, or an Open that failed).
+	close func(*FSM)
 }
 
 // steps holds the registered steps by rank.
@@ -205,6 +260,60 @@ func registerStep(s moduleStep) {
 	steps = append(steps, &s)
 	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
 }
+
+// blockBeginStep is a module's work at the start of every block, before
+// its transactions: check may refuse the block before anything of it is
+// applied (the cluster's upgrade this binary cannot run; ApplyBlock
+// returns the error), run then sees the block with the state's height and
+// block time set to it (the cluster's upgrade activated, the trust
+// module's signers noted). Both run in the order of the steps' ranks.
+type blockBeginStep struct {
+	rank   int
+	name   string
+	module module
+	check  func(f *FSM, height int64) error
+	run    func(*FSM, Block)
+}
+
+// blockBeginSteps holds the registered block-begin steps by rank.
+var blockBeginSteps []*blockBeginStep
+
+// registerBlockBegin adds a module's block-begin step; two of one rank are
+// a programming error.
+func registerBlockBegin(s blockBeginStep) {
+	for _, o := range blockBeginSteps {
+		if o.rank == s.rank {
+			panic(fmt.Sprintf("stele/fsm: block-begin steps %s and %s both of rank %d", o.name, s.name, s.rank))
+		}
+	}
+	blockBeginSteps = append(blockBeginSteps, &s)
+	slices.SortFunc(blockBeginSteps, func(a, b *blockBeginStep) int { return a.rank - b.rank })
+}
+
+// digestDomainOf opens the digest of the block being applied: the
+// cluster module's, which depends on the app version (blockDigestDomain);
+// nil is digestDomain.
+var digestDomainOf func(*FSM) string
+
+// txFormat is a module's form of a transaction besides the plain one
+// (tx.go): the trust module's certificates of the data plane (cert.go).
+type txFormat struct {
+	name   string
+	module module
+	// is says that raw is in this form (it may then still be malformed).
+	is func(raw []byte) bool
+	// open checks raw against the state and returns its transaction and
+	// the digest the block hashes it as (zero: the SHA-256 of raw). An
+	// error rejects the transaction, unless halts says the block cannot
+	// be applied here yet (ApplyBlock returns it).
+	open  func(f *FSM, raw []byte) (Tx, Digest, error)
+	halts func(error) bool
+}
+
+// txFormats holds the registered forms, asked in order.
+var txFormats []*txFormat
+
+func registerTxFormat(t txFormat) { txFormats = append(txFormats, &t) }
 
 // blockEndStep is a module's work at the end of every block, after the
 // block's transactions and before its state is staged: timers on block
@@ -284,6 +393,31 @@ func registerSnapshotFiles(s snapshotFiles) {
 	}
 	snapshotFileSteps = append(snapshotFileSteps, &s)
 	slices.SortFunc(snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
+}
+
+// stateMarkSpec is the one field of the core's m/state record that a
+// module owns. m/state (persist.go) was laid out before the modules, with
+// the block time of the topics' last housekeeping pass as its fifth field;
+// the core writes there what the registered module's value returns and
+// hands the stored value to its restore at Open, so the record's bytes stay those of
+// its format. With none registered the field is 0.
+type stateMarkSpec struct {
+	name    string
+	module  module
+	value   func(*FSM) int64
+	restore func(*FSM, int64)
+}
+
+// stateMark is the registered state mark, or nil.
+var stateMark *stateMarkSpec
+
+// registerStateMark registers the state mark; a second one is a
+// programming error (m/state has room for one).
+func registerStateMark(s stateMarkSpec) {
+	if stateMark != nil {
+		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", stateMark.name, s.name))
+	}
+	stateMark = &s
 }
 
 // hook is one module's function at a hook point of a lower module: what

@@ -15,10 +15,14 @@ func TestRestartEveryBlock(t *testing.T) {
 	blocks := goldenBlocks(t)
 	want := applyGolden(t, blocks, nil)
 	dir := t.TempDir()
+	var lastHousekeep int64 // the topics' state mark in m/state
 	for i, b := range blocks {
 		f, err := Open(goldenOptions(dir))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.lastHousekeep != lastHousekeep {
+			t.Fatalf("height %d: reopened with the last housekeeping at %d, closed at %d", i+1, f.lastHousekeep, lastHousekeep)
 		}
 		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
@@ -27,6 +31,7 @@ func TestRestartEveryBlock(t *testing.T) {
 		if _, err := f.Commit(); err != nil {
 			t.Fatal(err)
 		}
+		lastHousekeep = f.lastHousekeep
 		f.Close()
 		if !bytes.Equal(out.AppHash, want[i].AppHash) {
 			t.Fatalf("height %d: a state machine restarted before every block computes another app hash", i+1)

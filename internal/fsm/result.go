@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,6 +63,68 @@ type RecordError struct {
 	Index   int32
 	Message string
 }
+
+// GroupResult is what a group command tells the broker that submitted it.
+type GroupResult struct {
+	// MemberID is the member's id (new members learn theirs here).
+	MemberID string
+	// Generation: for JoinGroup, the group's generation when the join was
+	// applied — the join's answer is the first generation above it that
+	// includes the member, unless Ready says the current one is the answer.
+	Generation int32
+	Ready      bool
+	// ConsumerGroupHeartbeat: the member's assignment, when it is to be
+	// sent (Generation is then the member epoch).
+	SendAssignment bool
+	Assignment     TopicPartitions
+}
+
+func (r *GroupResult) encode(w *writer) {
+	w.str(r.MemberID)
+	w.i32(r.Generation)
+	w.bool(r.Ready)
+	if r.SendAssignment {
+		encodeTopicPartitions(w, r.Assignment)
+	}
+}
+
+func encodeTopicPartitions(w *writer, tp TopicPartitions) {
+	topics := sortedKeys(tp)
+	w.count(len(topics))
+	for _, t := range topics {
+		w.str(t)
+		w.count(len(tp[t]))
+		for _, p := range tp[t] {
+			w.i32(p)
+		}
+	}
+}
+
+func decodeTopicPartitions(r *reader) TopicPartitions {
+	tp := TopicPartitions{}
+	for i, n := 0, r.count(2); i < n; i++ {
+		t := r.str()
+		ps := []int32{}
+		for j, np := 0, r.count(4); j < np; j++ {
+			ps = append(ps, r.i32())
+		}
+		tp[t] = ps
+	}
+	return tp
+}
+
+// TopicPartitions are partitions by topic name.
+type TopicPartitions map[string][]int32
+
+func (tp TopicPartitions) clone() TopicPartitions {
+	out := make(TopicPartitions, len(tp))
+	for t, ps := range tp {
+		out[t] = slices.Clone(ps)
+	}
+	return out
+}
+
+func (tp TopicPartitions) has(t string, p int32) bool { return slices.Contains(tp[t], p) }
 
 // TxOutcome is what applying one transaction produced.
 type TxOutcome struct {

@@ -30,11 +30,33 @@ func init() {
 		func(f *FSM, c CreatePartitions, _ cmdAt) Result { return f.createPartitions(c) })
 	register(KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
 		func(f *FSM, c AlterConfigs, _ cmdAt) Result { return f.alterConfigs(c) })
-	// A produce validates each batch itself, as it appends it.
-	register(KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
-		func(f *FSM, c Produce, _ cmdAt) Result { return f.produce(c) }).checkedByApply = true
+	// A produce validates each batch itself, as it appends it; the
+	// mempool admits it on its batches' framing and CRCs (admitProduce).
+	produce := register(KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
+		func(f *FSM, c Produce, _ cmdAt) Result { return f.produce(c) })
+	produce.checkedByApply = true
+	produce.admit = admitProduce
+	produce.size = func(c Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
 	register(KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
 		func(f *FSM, c DeleteRecords, _ cmdAt) Result { return f.deleteRecords(c) })
+}
+
+// admitProduce is a produce's admission check for the mempool (Precheck):
+// its records split into whole batches, at least one, each with a good
+// CRC. Records are not decoded: Validate and apply check them.
+func admitProduce(c Command) error {
+	p := c.(Produce)
+	batches, err := record.Split(p.Records)
+	if err == nil && len(batches) == 0 {
+		err = record.ErrTruncated
+	}
+	for _, b := range batches {
+		if err != nil {
+			break
+		}
+		_, err = record.CheckCRC(b)
+	}
+	return err
 }
 
 // ConfigEntry is a topic configuration name and value.

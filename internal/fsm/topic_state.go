@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 )
 
 // The topics module's steps: its state read at Open (the topics, their
@@ -14,7 +15,17 @@ import (
 // view; and the codec of its values, t/ and p/ (persist.go lists the keys).
 
 func init() {
-	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics})
+	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
+		empty: func(f *FSM) {
+			f.topicsState = topicsState{
+				topics:      map[string]*Topic{},
+				byID:        map[TopicID]*Topic{},
+				dirtyTopics: map[string]bool{},
+				dirtyParts:  map[*Partition]bool{},
+				compactor:   newCompactor(f.opts.CompactionWorkers),
+			}
+		},
+		sync: (*FSM).syncLogs, settle: (*FSM).afterCommit, forget: forgetTopics, close: closeTopics})
 	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
 
@@ -27,8 +38,10 @@ type topicsState struct {
 	byID          map[TopicID]*Topic
 	dirtyTopics   map[string]bool
 	dirtyParts    map[*Partition]bool
-	deleted       []*Topic // deleted this block; files removed after Commit
+	deleted       []*Topic   // deleted this block; files removed after Commit
+	leafRefs      []batchRef // where each of the block's leaves' batch went (topic_proofs.go)
 	compactor     *compactor
+	view          atomic.Pointer[View] // the committed topics, published at Commit
 }
 
 func stageTopics(f *FSM, b *stateBatch) error {
@@ -57,6 +70,7 @@ func stageTopics(f *FSM, b *stateBatch) error {
 	for p := range f.dirtyParts {
 		b.Set(partitionKey(p.Topic, p.Index), encodePartition(p))
 	}
+	stageBatchRefs(f, b)
 	return nil
 }
 

@@ -22,6 +22,11 @@ var txMagic = [3]byte{'S', 'T', 'L'}
 // Nonce makes a transaction unique; it carries no meaning for the state.
 type Nonce [16]byte
 
+// Digest is the SHA-256 of a batch payload: a certified transaction's
+// payload (cert.go, TxOutcome.Batch) and what the block digest hashes a
+// transaction as.
+type Digest = [32]byte
+
 // Tx is a decoded transaction.
 type Tx struct {
 	Nonce    Nonce
@@ -32,11 +37,7 @@ type Tx struct {
 func EncodeTx(tx Tx) []byte {
 	size := 32
 	for _, c := range tx.Commands {
-		if p, ok := c.(Produce); ok {
-			size += len(p.Records) + len(p.Topic) + 16
-		} else {
-			size += 64
-		}
+		size += encodedSize(c)
 	}
 	w := &writer{b: make([]byte, 0, size)}
 	w.raw(txMagic[:])

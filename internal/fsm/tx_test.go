@@ -1,8 +1,13 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/stele-io/stele/internal/record"
 )
 
 func sampleCommands() []Command {
@@ -88,4 +93,36 @@ func FuzzDecodeTx(f *testing.F) {
 		}
 		Validate(b) // must not panic
 	})
+}
+
+// TestPrecheck: the mempool's admission check takes each kind's admit
+// (registry.go): a produce is admitted on its batches' framing and CRCs
+// alone, every other command on CheckCommand.
+func TestPrecheck(t *testing.T) {
+	good := batch(t, 1000, record.CodecNone, "k", 3)
+	corrupt := bytes.Clone(good)
+	corrupt[len(corrupt)-1] ^= 0xff
+	for _, tc := range []struct {
+		name string
+		cmd  Command
+		want string // "" admitted, else what the error names
+	}{
+		{"produce", Produce{Topic: "a", Records: good}, ""},
+		// Validate's check (checkTopicCommand) is not the produce's admission.
+		{"produce, no topic name", Produce{Records: good}, ""},
+		{"produce, bad CRC", Produce{Topic: "a", Records: corrupt}, "command 1 (Produce)"},
+		{"produce, truncated", Produce{Topic: "a", Records: good[:len(good)-1]}, "command 1 (Produce)"},
+		{"produce, no batch", Produce{Topic: "a"}, "command 1 (Produce)"},
+		{"create topic", CreateTopic{Name: "a", Partitions: 1, ReplicationFactor: -1}, ""},
+		{"create topic, no name", CreateTopic{Partitions: 1, ReplicationFactor: -1}, "command 1 (CreateTopic)"},
+	} {
+		tx := EncodeTx(Tx{Commands: []Command{DeleteTopic{Name: "x"}, tc.cmd}})
+		err := Precheck(tx)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want ErrMalformed naming %s", tc.name, err, tc.want)
+		}
+	}
 }

@@ -611,10 +611,18 @@ func init() {
 	housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
 	registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
 	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
+		empty: func(f *FSM) {
+			f.producersState = producersState{
+				txns:      map[string]*Txn{},
+				txnByPID:  map[int64]string{},
+				dirtyTxns: map[string]bool{},
+			}
+		},
 		load:  loadTxnState,
 		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },
 		publish: func(f *FSM, _ bool) {
 			f.publishTxns()
 			f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
-		}})
+		},
+		forget: func(f *FSM) { clear(f.dirtyTxns) }})
 }

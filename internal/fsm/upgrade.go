@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -132,6 +133,11 @@ type clusterState struct {
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
 	upgradeDirty bool
+	// The status as of the last Commit (Upgrade, UpgradeRequired).
+	committedUpgrade struct {
+		sync.Mutex
+		status UpgradeStatus
+	}
 
 	brokerConfigsState // broker_configs.go
 }
@@ -298,9 +304,10 @@ func (f *FSM) activateUpgrade(height int64) {
 // the height of an upgrade this binary cannot run: the broker must stop
 // (and not start) rather than wait for it.
 func (f *FSM) UpgradeRequired() error {
-	f.committed.Lock()
-	defer f.committed.Unlock()
-	if p := f.committed.upgrade.Plan; p != nil && p.Height <= f.committed.height+1 && p.Version > f.maxAppVersion() {
+	f.committedUpgrade.Lock()
+	defer f.committedUpgrade.Unlock()
+	s := f.committedUpgrade.status
+	if p := s.Plan; p != nil && p.Height <= s.Height+1 && p.Version > f.maxAppVersion() {
 		return &UpgradeRequiredError{Plan: *p, MaxVersion: f.maxAppVersion()}
 	}
 	return nil
@@ -329,9 +336,9 @@ type UpgradeStatus struct {
 
 // Upgrade returns the committed upgrade status.
 func (f *FSM) Upgrade() UpgradeStatus {
-	f.committed.Lock()
-	defer f.committed.Unlock()
-	s := f.committed.upgrade
+	f.committedUpgrade.Lock()
+	defer f.committedUpgrade.Unlock()
+	s := f.committedUpgrade.status
 	s.Votes = append([]UpgradeVote(nil), s.Votes...)
 	if s.Plan != nil {
 		p := *s.Plan
@@ -342,9 +349,9 @@ func (f *FSM) Upgrade() UpgradeStatus {
 
 // AppVersion returns the committed app version.
 func (f *FSM) AppVersion() uint32 {
-	f.committed.Lock()
-	defer f.committed.Unlock()
-	return f.committed.upgrade.Version
+	f.committedUpgrade.Lock()
+	defer f.committedUpgrade.Unlock()
+	return f.committedUpgrade.status.Version
 }
 
 // AppliedVersion is the app version after the last ApplyBlock, committed
@@ -463,7 +470,19 @@ func (f *FSM) loadUpgrade() error {
 }
 
 func init() {
+	// An upgrade this binary cannot run stops the block before anything
+	// of it is applied; one it can run is activated at its height.
+	registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
+		check: (*FSM).upgradeDue,
+		run:   func(f *FSM, b Block) { f.activateUpgrade(b.Height) }})
+	digestDomainOf = func(f *FSM) string { return blockDigestDomain(f.appVersion) }
 	registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
 		load:  (*FSM).loadUpgrade,
-		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil }})
+		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil },
+		publish: func(f *FSM, _ bool) {
+			s := f.upgradeStatus()
+			f.committedUpgrade.Lock()
+			f.committedUpgrade.status = s
+			f.committedUpgrade.Unlock()
+		}})
 }
