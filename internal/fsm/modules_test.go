@@ -627,3 +627,23 @@ func TestSteps(t *testing.T) {
 		t.Errorf("state mark %+v, want the topics' last housekeeping", stateMark)
 	}
 }
+
+// TestInsertRanked: the registries keep their entries in rank order
+// whatever order the init functions ran in, and refuse a second entry of
+// one rank.
+func TestInsertRanked(t *testing.T) {
+	key := func(s *blockEndStep) (int, string) { return s.rank, s.name }
+	var list []*blockEndStep
+	for _, r := range []int{30, 10, 20} {
+		list = insertRanked(list, &blockEndStep{rank: r, name: fmt.Sprint("step", r)}, "block-end steps", key)
+	}
+	if got := []int{list[0].rank, list[1].rank, list[2].rank}; !slices.Equal(got, []int{10, 20, 30}) {
+		t.Fatalf("ranks %v, want [10 20 30]", got)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "step20 and again both of rank 20") {
+			t.Fatalf("a second entry of rank 20: recovered %v, want a panic naming both", r)
+		}
+	}()
+	insertRanked(list, &blockEndStep{rank: 20, name: "again"}, "block-end steps", key)
+}

@@ -252,13 +252,22 @@ var steps []*moduleStep
 // registerStep adds a module's step; two steps of one rank are a
 // programming error.
 func registerStep(s moduleStep) {
-	for _, o := range steps {
-		if o.rank == s.rank {
-			panic(fmt.Sprintf("stele/fsm: steps %s and %s both of rank %d", o.name, s.name, s.rank))
+	steps = insertRanked(steps, &s, "steps", func(s *moduleStep) (int, string) { return s.rank, s.name })
+}
+
+// insertRanked adds s to list, which it keeps in the order of the ranks
+// key gives; two registrations of one rank are a programming error (what
+// names the kind in the panic).
+func insertRanked[T any](list []*T, s *T, what string, key func(*T) (int, string)) []*T {
+	rank, name := key(s)
+	for _, o := range list {
+		if r, n := key(o); r == rank {
+			panic(fmt.Sprintf("stele/fsm: %s %s and %s both of rank %d", what, n, name, rank))
 		}
 	}
-	steps = append(steps, &s)
-	slices.SortFunc(steps, func(a, b *moduleStep) int { return a.rank - b.rank })
+	list = append(list, s)
+	slices.SortFunc(list, func(a, b *T) int { ra, _ := key(a); rb, _ := key(b); return ra - rb })
+	return list
 }
 
 // blockBeginStep is a module's work at the start of every block, before
@@ -281,13 +290,7 @@ var blockBeginSteps []*blockBeginStep
 // registerBlockBegin adds a module's block-begin step; two of one rank are
 // a programming error.
 func registerBlockBegin(s blockBeginStep) {
-	for _, o := range blockBeginSteps {
-		if o.rank == s.rank {
-			panic(fmt.Sprintf("stele/fsm: block-begin steps %s and %s both of rank %d", o.name, s.name, s.rank))
-		}
-	}
-	blockBeginSteps = append(blockBeginSteps, &s)
-	slices.SortFunc(blockBeginSteps, func(a, b *blockBeginStep) int { return a.rank - b.rank })
+	blockBeginSteps = insertRanked(blockBeginSteps, &s, "block-begin steps", func(s *blockBeginStep) (int, string) { return s.rank, s.name })
 }
 
 // digestDomainOf opens the digest of the block being applied: the
@@ -334,13 +337,7 @@ var blockEndSteps []*blockEndStep
 // registerBlockEnd adds a module's block-end step; two of one rank are a
 // programming error.
 func registerBlockEnd(s blockEndStep) {
-	for _, o := range blockEndSteps {
-		if o.rank == s.rank {
-			panic(fmt.Sprintf("stele/fsm: block-end steps %s and %s both of rank %d", o.name, s.name, s.rank))
-		}
-	}
-	blockEndSteps = append(blockEndSteps, &s)
-	slices.SortFunc(blockEndSteps, func(a, b *blockEndStep) int { return a.rank - b.rank })
+	blockEndSteps = insertRanked(blockEndSteps, &s, "block-end steps", func(s *blockEndStep) (int, string) { return s.rank, s.name })
 }
 
 // snapshotFiles is a module's files in a snapshot, besides the metadata
