@@ -21,6 +21,14 @@ package kafka
 //    the produce, by up to the time since the previous block, so a lookup
 //    by a time read before producing may miss the record where Kafka,
 //    stamping its clock at append, finds it (docs/kafka-api.md).
+//  * A record acknowledged by this broker is found by every later request
+//    to it, on any connection, the time index included: a produce is
+//    answered only after fsm.Commit published the partition's high
+//    watermark, and the segments and their index entries were appended
+//    before that; the lookup reads the high watermark first
+//    (docs/kafka-api.md, "Read after an acknowledged write";
+//    internal/cli's TestServeListOffsetsByTimeAfterAck, test/e2e
+//    list_offsets_ack.sh).
 //  * The leader epoch is always 0; a current_leader_epoch above it gets
 //    UNKNOWN_LEADER_EPOCH.
 //  * A partition named twice in one request gets INVALID_REQUEST.
