@@ -40,14 +40,7 @@ func TestAllocationsPerRecord(t *testing.T) {
 		return rawBatch(t, recs...)
 	}
 	produce := func(b []byte) {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = b
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest(topic, b)
 		resp := rawRequest(t, cl, req).(*kmsg.ProduceResponse)
 		if c := resp.Topics[0].Partitions[0].ErrorCode; c != 0 {
 			t.Fatalf("produce: %v", kerr.ErrorForCode(c))

@@ -44,14 +44,7 @@ func TestExpectedVersionThroughKafka(t *testing.T) {
 	}
 
 	// The raw answer names the key and its version.
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "acct"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = rawBatch(t, rec("a", "stale again", "0"), rec("b", "b0", ""))
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest("acct", rawBatch(t, rec("a", "stale again", "0"), rec("b", "b0", "")))
 	resp, err := req.RequestWith(ctx(t), cl)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +57,20 @@ func TestExpectedVersionThroughKafka(t *testing.T) {
 	if err != nil || len(evs) != 0 {
 		t.Fatalf("the refused batch's record of b was written: %v %v", evs, err)
 	}
+}
+
+// produceRequest asks, with acks=all, to append batch to partition 0 of
+// topic: the raw Produce the tests send when they need the answer's fields.
+func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
 
 // rawBatch encodes records as one uncompressed batch.

@@ -153,14 +153,7 @@ func TestListOffsetsLyingMaxTimestamp(t *testing.T) {
 			t.Fatal(err)
 		}
 		record.SetMaxTimestamp(b, claim)
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "lie"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = b
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest("lie", b)
 		resp, err := req.RequestWith(ctx(t), cl)
 		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Fatalf("produce: %v %+v", err, resp)

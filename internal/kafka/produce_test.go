@@ -25,14 +25,7 @@ func TestProduceRecordErrors(t *testing.T) {
 	batch := rawBatch(t, &kgo.Record{Key: []byte("a")}, &kgo.Record{Value: []byte("no key")}, &kgo.Record{Key: []byte("b")}, &kgo.Record{Value: []byte("no key")})
 	produce := func(cl *kgo.Client) kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "kv"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest("kv", batch)
 		resp, err := req.RequestWith(ctx(t), cl)
 		if err != nil {
 			t.Fatal(err)

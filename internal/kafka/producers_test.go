@@ -57,14 +57,7 @@ func TestIdempotentProducer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "idem"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = b
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest("idem", b)
 		p := rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 		return p.ErrorCode, p.BaseOffset
 	}
@@ -124,14 +117,7 @@ func TestProduceRetryTimestamps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := kmsg.NewPtrProduceRequest()
-			req.Acks, req.TimeoutMillis = -1, 10_000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = tc.topic
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Records = b
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
+			req := produceRequest(tc.topic, b)
 			return rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 		}
 		first := send(0)
@@ -183,14 +169,7 @@ func TestLogAppendTimeConsumed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "latc"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = b
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest("latc", b)
 		return rawRequest(t, raw, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 	}
 	first := send(0)

@@ -54,18 +54,8 @@ func TestClusterBrokerConfigReplicated(t *testing.T) {
 	}
 	everyone := func(when string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
 		for _, i := range c.All() {
-			for {
-				err := describedBy(i)
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: %v", when, err)
-				}
-				time.Sleep(200 * time.Millisecond) // polling with a deadline
-			}
+			c.Eventually(30*time.Second, fmt.Sprintf("%s, broker %d", when, i), func() error { return describedBy(i) })
 		}
 	}
 	everyone("after the change")
