@@ -252,7 +252,8 @@ and --delete-config 'k1,k2'.
 (log.retention.ms, log.segment.bytes, message.max.bytes, ...), replicated to
 every broker and applied to every topic that does not set the config itself,
 and the connection limits (max.connections, max.connections.per.ip,
-max.connections.per.ip.overrides) of every broker that does not set its own.
+max.connections.per.ip.overrides, max.connection.creation.rate) of every
+broker that does not set its own.
 --broker ID changes one broker's connection limits (kafka-configs.sh
 --entity-type brokers --entity-name ID). Both are replicated state: they
 apply at once, without a restart, and survive restarts; a limit lowered
@@ -260,7 +261,8 @@ closes no connection already open.`,
 		Example: `  stele config alter --topic orders --set retention.ms=3600000 --delete cleanup.policy
   stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'
   stele config alter --broker-default --set log.retention.ms=86400000
-  stele config alter --broker 0 --set max.connections.per.ip=100`,
+  stele config alter --broker 0 --set max.connections.per.ip=100
+  stele config alter --broker-default --set max.connection.creation.rate=50`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)

@@ -78,6 +78,7 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.Int32Var(&cfg.DefaultPartitions, "num-partitions", cfg.DefaultPartitions, "num.partitions: partitions of auto-created topics")
 	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "max.connections: while this many Kafka connections are open, new ones wait until one closes")
 	f.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", cfg.MaxConnectionsPerIP, "max.connections.per.ip: a new Kafka connection from an address that already has this many is closed at once")
+	f.IntVar(&cfg.MaxConnectionCreationRate, "max-connection-creation-rate", cfg.MaxConnectionCreationRate, "max.connection.creation.rate: Kafka connections accepted a second (over Kafka's 11 s window); beyond it new ones are held, up to 1 s each, before they are served")
 	f.StringVar(&cfg.MaxConnectionsPerIPOverrides, "max-connections-per-ip-overrides", "", "max.connections.per.ip.overrides: per-host limits replacing --max-connections-per-ip, host:count,host:count (host names resolved at start)")
 	f.DurationVar(&cfg.TimeoutCommit, "timeout-commit", 0, "CometBFT pause after each block (default 0: the next block starts at once)")
 	f.DurationVar(&cfg.TimeoutPropose, "timeout-propose", 0, "how long brokers wait for a height's proposal before moving to the next round: what a height costs when its proposer is down (default 1s; 3s with --inline-batches, whose blocks carry the records)")

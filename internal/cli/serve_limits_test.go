@@ -114,9 +114,10 @@ func TestServeConnectionLimitsRefused(t *testing.T) {
 		"--max-connections":                  "0",
 		"--max-connections-per-ip":           "0",
 		"--max-connections-per-ip-overrides": "localhost",
+		"--max-connection-creation-rate":     "0",
 	} {
 		r := runCLI(context.Background(), "", "serve", "--data", t.TempDir(), flag, value)
-		wantFailure(t, r, ExitFailure, "max.connections")
+		wantFailure(t, r, ExitFailure, "max.connection")
 	}
 }
 
@@ -171,4 +172,67 @@ func metricValue(t *testing.T, httpAddr, series string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestServeConnectionCreationRate: stele serve's
+// --max-connection-creation-rate is the static layer of
+// max.connection.creation.rate, described as STATIC_BROKER_CONFIG; stele
+// config alter --broker 0 sets the dynamic value over it, described as
+// DYNAMIC_BROKER_CONFIG (KIP-226's order).
+func TestServeConnectionCreationRate(t *testing.T) {
+	var addrs [3]string
+	for i := range addrs {
+		a, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		done <- runCLI(ctx, "", "serve", "--data", t.TempDir(), "--kafka", addrs[0], "--http", addrs[1], "--p2p", addrs[2],
+			"--log-level", "warn", "--max-connection-creation-rate", "1000")
+	}()
+	defer func() {
+		cancel()
+		if r := <-done; r.code != ExitOK {
+			t.Errorf("serve: exit %d\n%s", r.code, r.stderr)
+		}
+	}()
+	rate := func() (configEntry, error) {
+		r := runCLI(ctx, "", "--brokers", addrs[0], "config", "describe", "--broker", "0", "--all", "--output", "json")
+		if r.code != ExitOK {
+			return configEntry{}, fmt.Errorf("exit %d: %s", r.code, r.stderr)
+		}
+		var d configsDescribed
+		decodeJSON(t, r.stdout, &d)
+		for _, e := range d.Configs {
+			if e.Name == "max.connection.creation.rate" {
+				return e, nil
+			}
+		}
+		return configEntry{}, fmt.Errorf("max.connection.creation.rate not described")
+	}
+	var e configEntry
+	eventually(t, 30*time.Second, func() (err error) {
+		select {
+		case r := <-done:
+			t.Fatalf("serve exited early: %d\n%s", r.code, r.stderr)
+		default:
+		}
+		e, err = rate()
+		return err
+	})
+	if e.Value == nil || *e.Value != "1000" || e.Source != "STATIC_BROKER_CONFIG" || e.ReadOnly {
+		t.Errorf("with --max-connection-creation-rate 1000: %+v", e)
+	}
+	if r := runCLI(ctx, "", "--brokers", addrs[0], "config", "alter", "--broker", "0", "--set", "max.connection.creation.rate=7"); r.code != ExitOK {
+		t.Fatalf("config alter: exit %d: %s", r.code, r.stderr)
+	}
+	e, err := rate()
+	if err != nil || e.Value == nil || *e.Value != "7" || e.Source != "DYNAMIC_BROKER_CONFIG" {
+		t.Errorf("after config alter --broker 0 --set max.connection.creation.rate=7: %+v %v", e, err)
+	}
 }

@@ -13,8 +13,8 @@ import (
 
 // The cluster module's dynamic broker configs: the connection limits Kafka
 // can change at run time (SocketServer.ReconfigurableConfigs, applied by
-// its ConnectionQuotas: max.connections, max.connections.per.ip,
-// max.connections.per.ip.overrides), set with AlterConfigs or
+// its ConnectionQuotas: max.connection.creation.rate, max.connections,
+// max.connections.per.ip, max.connections.per.ip.overrides), set with AlterConfigs or
 // IncrementalAlterConfigs on a BROKER resource: a broker id for that broker
 // (DYNAMIC_BROKER_CONFIG) or the empty name for every broker
 // (DYNAMIC_DEFAULT_BROKER_CONFIG). As in Kafka, where they are records of
@@ -33,15 +33,16 @@ import (
 // Checks are Kafka's (SocketServerConfigs' ConfigDef, KafkaConfig's
 // validateValues, ListenerConnectionQuota.validateReconfiguration): each an
 // int of at least 0 but max.connections at least 1 ("Invalid
-// max.connections 0"); max.connections.per.ip 0 only when the resource,
+// max.connections 0"; max.connection.creation.rate 0 is valid broker-wide,
+// as in Kafka, where only the listener-prefixed form must be above 0); max.connections.per.ip 0 only when the resource,
 // with the default under a broker's own values, has
 // max.connections.per.ip.overrides: stricter than Kafka, which also counts
 // the static file's overrides, since the state machine cannot know a
 // broker's static file. A default changed so that a broker's set would
-// break that rule is refused too. Not done: max.connection.creation.rate
-// (the front-end refuses it as not changeable in Stele yet) and the
-// listener-prefixed forms (listener.name.X.max.connections): Stele has one
-// Kafka listener.
+// break that rule is refused too. Not done: the listener-prefixed forms
+// (listener.name.X.max.connections, listener.name.X.max.connection.creation.rate):
+// Stele has one Kafka listener; the front-end refuses them as not
+// changeable in Stele yet.
 //
 // The log.* topic defaults set on the empty name are another command,
 // AlterLogDefaults (log_defaults.go): the topics module applies them to
@@ -53,6 +54,7 @@ const KindAlterBrokerConfigs Kind = 24
 
 // The dynamic broker configs the state machine keeps.
 const (
+	MaxConnectionCreationRateConfig    = "max.connection.creation.rate"
 	MaxConnectionsConfig               = "max.connections"
 	MaxConnectionsPerIPConfig          = "max.connections.per.ip"
 	MaxConnectionsPerIPOverridesConfig = "max.connections.per.ip.overrides"
@@ -64,6 +66,8 @@ const maxBrokerConfigValue = 1 << 16
 
 // brokerConfigs is sorted by name; names, types and defaults are Kafka's.
 var brokerConfigs = []ConfigDef{
+	{Name: MaxConnectionCreationRateConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,
+		Doc: "New connections beyond this many a second, measured over Kafka's quota window (11 samples of 1 s), wait before they are accepted; none is refused."},
 	{Name: MaxConnectionsConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,
 		Doc: "While this many connections are open, no other is accepted until one closes; lowering it closes none of those open."},
 	{Name: MaxConnectionsPerIPConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,

@@ -31,7 +31,8 @@ var brokerConfigSteps = []struct {
 	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "0"}}}, kerr.InvalidRequest.Code, nil},
 	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "-1"}}}, kerr.InvalidRequest.Code, nil},
 	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpAppend, MaxConnectionsConfig, "1"}}}, kerr.InvalidConfig.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, "max.connection.creation.rate", "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, "listener.name.PLAINTEXT.max.connection.creation.rate", "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionCreationRateConfig, "-1"}}}, kerr.InvalidRequest.Code, nil},
 	{AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
 	{AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
 	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
@@ -118,6 +119,60 @@ func TestBrokerConfigsApply(t *testing.T) {
 	})
 	if _, ok, err := h.store.Get(keyBrokerConfigs); ok || err != nil {
 		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
+	}
+}
+
+// TestConnectionCreationRateConfig: max.connection.creation.rate is a
+// dynamic broker config like the connection limits (Reference: Kafka's
+// SocketServerConfigs, INT, default Int.MaxValue, atLeast(0); KIP-612):
+// set for one broker and cluster-wide, the broker's own value first, 0
+// valid broker-wide (only Kafka's listener-prefixed form must be above 0),
+// a negative or non-number value refused with Kafka's words, and deleted.
+func TestConnectionCreationRateConfig(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.Close()
+	set := func(res, v string) AlterBrokerConfigs {
+		return AlterBrokerConfigs{Broker: res, Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionCreationRateConfig, v}}}
+	}
+	steps := []struct {
+		cmd    AlterBrokerConfigs
+		code   int16
+		substr string
+	}{
+		{set("", "20"), 0, ""},
+		{set("0", "0"), 0, ""},
+		{set("1", "-1"), kerr.InvalidRequest.Code, "Invalid value -1 for configuration max.connection.creation.rate: value must be at least 0"},
+		{set("1", "fast"), kerr.InvalidRequest.Code, "not a number of type INT"},
+		{set("1", "2147483648"), kerr.InvalidRequest.Code, "max.connection.creation.rate"},
+		{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpAppend, MaxConnectionCreationRateConfig, "1"}}},
+			kerr.InvalidConfig.Code, "Config value append is not allowed for config key: max.connection.creation.rate"},
+	}
+	var blocks []block
+	for i, s := range steps {
+		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+	}
+	for i, out := range applyOutcomes(t, f, blocks) {
+		r := out.Txs[0].Results[0]
+		if r.Code != steps[i].code || !strings.Contains(strings.ToLower(r.Message), strings.ToLower(steps[i].substr)) {
+			t.Errorf("step %d %+v: %d %q, want %d with %q", i, steps[i].cmd, r.Code, r.Message, steps[i].code, steps[i].substr)
+		}
+	}
+	bc := f.BrokerConfigs()
+	if v, own, ok := bc.Effective(0, MaxConnectionCreationRateConfig); !ok || !own || v != "0" {
+		t.Errorf("broker 0's own rate: %q %v %v", v, own, ok)
+	}
+	if v, own, ok := bc.Effective(1, MaxConnectionCreationRateConfig); !ok || own || v != "20" {
+		t.Errorf("broker 1's rate from the default: %q %v %v", v, own, ok)
+	}
+	if d, ok := LookupBrokerConfig(MaxConnectionCreationRateConfig); !ok || d.Default != "2147483647" || d.Type != TypeInt {
+		t.Errorf("definition: %+v %v", d, ok)
+	}
+	g := open(t, t.TempDir())
+	defer g.Close()
+	applyAll(t, g, append(blocks[:1:1], block{t0 + 1, [][]byte{tx(2,
+		AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionCreationRateConfig, ""}}})}}))
+	if _, _, ok := g.BrokerConfigs().Effective(1, MaxConnectionCreationRateConfig); ok {
+		t.Errorf("broker 1 still has a dynamic rate after the default's was deleted")
 	}
 }
 

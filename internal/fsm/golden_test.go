@@ -175,7 +175,7 @@ func goldenScenario(t *testing.T) []block {
 	must("broker config", g.cmds(100, AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{
 		{OpSet, MaxConnectionsPerIPConfig, "2"}, {OpSet, MaxConnectionsConfig, "40"}}})[0], 0)
 	must("cluster-wide broker config", g.cmds(100, AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{
-		{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1:5"}}})[0], 0)
+		{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1:5"}, {OpSet, MaxConnectionCreationRateConfig, "50"}}})[0], 0)
 	must("bad broker config", g.cmds(100, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{
 		{OpSet, MaxConnectionsConfig, "0"}}})[0], kerr.InvalidRequest.Code)
 	must("broker config replaced", g.cmds(100, AlterBrokerConfigs{Broker: "1", Changes: []ConfigChange{

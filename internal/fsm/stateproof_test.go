@@ -106,7 +106,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	g.Close()
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
 	f.Add(encodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
-	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
+	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9", MaxConnectionCreationRateConfig: "0"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {

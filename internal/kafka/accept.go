@@ -78,10 +78,14 @@ type acceptor struct {
 	announced bool // this run has been logged, so its end will be too
 	lastLog   time.Time
 	unlogged  int // failed accepts since the last line logged
-	// refusals, waits and fdWaits hold back the log lines of connections
-	// refused for max.connections.per.ip, of waits for max.connections
-	// and of waits for file descriptors.
-	refusals, waits, fdWaits sparseLog
+	// refusals, waits, fdWaits and throttles hold back the log lines of
+	// connections refused for max.connections.per.ip, of waits for
+	// max.connections, of waits for file descriptors and of connections
+	// held for max.connection.creation.rate.
+	refusals, waits, fdWaits, throttles sparseLog
+	// rate is the broker-wide connection creation rate sensor
+	// (max.connection.creation.rate).
+	rate connRate
 }
 
 // failed counts a failed Accept, logs it unless a line was logged in the
@@ -152,6 +156,34 @@ func (a *acceptor) waitForSlot() bool {
 		return false
 	}
 	return a.waitForDescriptors()
+}
+
+// throttle counts a just-accepted connection against
+// max.connection.creation.rate and, when it takes the rate above the
+// limit, holds it (and with it the listener) for the time Kafka's sensor
+// gives, at most connRateMaxWait, counting and logging (at most every
+// acceptLogEvery) the waits. As in Kafka, a limit changed during a wait
+// does not shorten it. It reports false when the server closed meanwhile.
+func (a *acceptor) throttle() bool {
+	limit := a.s.quotas.limits().rate
+	wait := a.rate.record(time.Now(), limit)
+	if wait <= 0 {
+		return true
+	}
+	a.s.metrics.throttled.Inc()
+	a.s.metrics.acceptBlocked.WithLabelValues("connection_rate").Add(wait.Seconds())
+	if held, ok := a.throttles.allow(time.Now()); ok {
+		a.s.opts.Logger.Info("connections arrive faster than max.connection.creation.rate: holding one before serving it",
+			"max_connection_creation_rate", limit, "wait", wait, "throttles_not_logged", held)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-a.s.ctx.Done():
+		return false
+	}
 }
 
 // waitForDescriptors waits until accepting one more connection would leave

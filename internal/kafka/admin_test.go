@@ -389,7 +389,8 @@ func TestDescribeConfigs(t *testing.T) {
 	for name, want := range map[string]string{"broker.id": "0", "num.partitions": "1", "log.dirs": "/tmp",
 		"auto.create.topics.enable": "true", "message.max.bytes": "1048588", "log.retention.ms": "604800000",
 		"default.replication.factor": "1", "log.cleanup.policy": "delete",
-		"max.connections": "2147483647", "max.connections.per.ip": "2147483647", "max.connections.per.ip.overrides": ""} {
+		"max.connections": "2147483647", "max.connections.per.ip": "2147483647", "max.connections.per.ip.overrides": "",
+		"max.connection.creation.rate": "2147483647"} {
 		if c := configOf(t, broker, name); c.MaybeValue() != want {
 			t.Errorf("broker %s = %q, want %q", name, c.MaybeValue(), want)
 		}

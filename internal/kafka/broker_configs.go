@@ -22,8 +22,8 @@ package kafka
 //    apply, KAFKA-13609), APPEND/SUBTRACT on a non-list INVALID_CONFIG;
 //    the legacy AlterConfigs replaces the whole set.
 //  * BROKER, a broker id or "": the connection limits (max.connections,
-//    max.connections.per.ip, max.connections.per.ip.overrides; Kafka's
-//    DynamicConnectionQuota) become one AlterBrokerConfigs command,
+//    max.connections.per.ip, max.connections.per.ip.overrides,
+//    max.connection.creation.rate; Kafka's DynamicConnectionQuota) become one AlterBrokerConfigs command,
 //    replicated state every broker holds for every broker; each broker
 //    applies its effective values (its own, else the cluster-wide
 //    default, else its static option, else Kafka's default) to its
@@ -44,10 +44,13 @@ package kafka
 //    INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
 //    as Kafka answers; one Kafka can change at run time but Stele cannot
 //    yet (listener certificates, quotas and throttles, thread pools,
-//    max.connection.creation.rate, the log cleaner's own settings) gets
-//    INVALID_REQUEST saying so. A request changing nothing succeeds.
-// Not done: max.connection.creation.rate and the listener-prefixed
-// connection limits; listener certificates come with issue 17's TLS and
+//    the listener-prefixed connection limits, the log cleaner's own
+//    settings) gets INVALID_REQUEST saying so. A request changing nothing
+//    succeeds.
+// Not done: the listener-prefixed connection limits
+// (listener.name.X.max.connections, listener.name.X.max.connection.creation.rate:
+// Stele has one Kafka listener) and the per-IP connection_creation_rate,
+// a client quota (AlterClientQuotas, issue 17); listener certificates come with issue 17's TLS and
 // quota defaults with its quotas; Kafka's check of log.local.retention.*
 // against log.retention.* (no remote tier).
 
@@ -215,6 +218,7 @@ func (s *Server) connectionConfigEntries(bc *fsm.BrokerConfigs) []configEntry {
 		fsm.MaxConnectionsConfig:               strconv.Itoa(s.opts.MaxConnections),
 		fsm.MaxConnectionsPerIPConfig:          strconv.Itoa(s.opts.MaxConnectionsPerIP),
 		fsm.MaxConnectionsPerIPOverridesConfig: s.connectionOverrides(),
+		fsm.MaxConnectionCreationRateConfig:    strconv.Itoa(s.opts.MaxConnectionCreationRate),
 	}
 	own := bc.Of(strconv.Itoa(int(s.opts.NodeID)))
 	var out []configEntry

@@ -148,7 +148,7 @@ func TestAlterBrokerConfigs(t *testing.T) {
 		{"read-only, per broker", set("log.dirs", "/elsewhere"), []int32{0}, "Cannot update these configs dynamically: Set(log.dirs)"},
 		{"read-only, cluster default", set("num.partitions", "3"), nil, "Cannot update these configs dynamically: Set(num.partitions)"},
 		{"dynamic in Kafka", set("listener.name.external.ssl.keystore.location", "/k.jks"), []int32{0}, "in Stele yet"},
-		{"the connection creation rate", set("max.connection.creation.rate", "10"), nil, "in Stele yet"},
+		{"a listener's connection creation rate", set("listener.name.PLAINTEXT.max.connection.creation.rate", "10"), nil, "in Stele yet"},
 		{"a log default for one broker", set("log.retention.ms", "1000"), []int32{0}, "set them as the cluster-wide default"},
 		{"a log default Kafka keeps read-only", set("log.retention.hours", "1"), nil, "Cannot update these configs dynamically: Set(log.retention.hours)"},
 	} {

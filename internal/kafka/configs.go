@@ -17,7 +17,8 @@ package kafka
 //    derived from its options (broker.id, node.id, auto.create.topics.enable,
 //    num.partitions, default.replication.factor, socket.request.max.bytes,
 //    log.dirs) as STATIC_BROKER_CONFIG; the connection limits
-//    (max.connections, max.connections.per.ip[.overrides], not read-only)
+//    (max.connections, max.connections.per.ip[.overrides],
+//    max.connection.creation.rate, not read-only)
 //    from their first layer set, DYNAMIC_BROKER_CONFIG,
 //    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG,
 //    the others as synonyms; and the broker-level names of the

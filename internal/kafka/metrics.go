@@ -22,6 +22,7 @@ type metrics struct {
 	connections   prometheus.Gauge
 	refused       *prometheus.CounterVec // reason
 	acceptBlocked *prometheus.CounterVec // reason
+	throttled     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -69,12 +70,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		acceptBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "stele", Subsystem: "kafka", Name: "accept_blocked_seconds_total",
-			Help: "Time the Kafka listener accepted nothing, by reason: max_connections (max.connections were open; Kafka's AcceptorBlockedPercent) or file_descriptors (one more would have left the process fewer than its reserve).",
+			Help: "Time the Kafka listener accepted nothing, by reason: max_connections (max.connections were open; Kafka's AcceptorBlockedPercent), connection_rate (a connection was held for max.connection.creation.rate) or file_descriptors (one more would have left the process fewer than its reserve).",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "connections_throttled_total",
+			Help: "Kafka connections held before they were served because they took the connection creation rate above max.connection.creation.rate (the time is in accept_blocked_seconds_total{reason=\"connection_rate\"}).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,
-			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked)
+			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked, m.throttled)
 	}
 	return m
 }

@@ -21,8 +21,10 @@ const defaultMaxConnections = math.MaxInt32
 
 // connQuotas counts open connections against max.connections,
 // max.connections.per.ip and max.connections.per.ip.overrides, as Kafka's
-// ConnectionQuotas does. Only Serve's goroutine adds connections (admit);
-// each connection's goroutine removes its own (release); the limits change
+// ConnectionQuotas does, and holds max.connection.creation.rate for
+// Serve's rate sensor (connrate.go). Only Serve's goroutine adds
+// connections (admit); each connection's goroutine removes its own
+// (release); the limits change
 // at run time (reconfigure, from the dynamic broker configs) without
 // touching the connections open: as in Kafka, a lowered limit closes none
 // of them, it refuses or holds back the next ones.
@@ -31,6 +33,7 @@ type connQuotas struct {
 		sync.Mutex
 		max       int
 		perIP     int
+		rate      int                // max.connection.creation.rate
 		overrides map[netip.Addr]int // never modified: replaced whole
 		total     int
 		byIP      map[netip.Addr]int
@@ -45,13 +48,15 @@ type connQuotas struct {
 func newConnQuotas(o *Options) *connQuotas {
 	q := &connQuotas{}
 	q.mu.max, q.mu.perIP, q.mu.overrides = o.MaxConnections, o.MaxConnectionsPerIP, o.MaxConnectionsPerIPOverrides
+	q.mu.rate = o.MaxConnectionCreationRate
 	q.mu.byIP = map[netip.Addr]int{}
 	return q
 }
 
-// connLimits are the three limits connQuotas applies.
+// connLimits are the limits connQuotas applies.
 type connLimits struct {
 	max, perIP int
+	rate       int                // max.connection.creation.rate
 	overrides  map[netip.Addr]int // keyed as remoteIP gives addresses
 }
 
@@ -59,7 +64,7 @@ type connLimits struct {
 func (q *connQuotas) limits() connLimits {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return connLimits{max: q.mu.max, perIP: q.mu.perIP, overrides: q.mu.overrides}
+	return connLimits{max: q.mu.max, perIP: q.mu.perIP, rate: q.mu.rate, overrides: q.mu.overrides}
 }
 
 // reconfigure applies new limits to the connections accepted from now on,
@@ -69,6 +74,7 @@ func (q *connQuotas) reconfigure(l connLimits) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.mu.max, q.mu.perIP, q.mu.overrides = l.max, l.perIP, l.overrides
+	q.mu.rate = l.rate
 	q.wakeLocked()
 }
 
@@ -199,12 +205,12 @@ func (s *Server) followBrokerConfigs() {
 func (s *Server) applyConnectionLimits(bc *fsm.BrokerConfigs) {
 	next := s.effectiveLimits(bc)
 	was := s.quotas.limits()
-	if next.max == was.max && next.perIP == was.perIP && maps.Equal(next.overrides, was.overrides) {
+	if next.max == was.max && next.perIP == was.perIP && next.rate == was.rate && maps.Equal(next.overrides, was.overrides) {
 		return
 	}
 	s.quotas.reconfigure(next)
 	s.opts.Logger.Info("connection limits changed (dynamic broker configs)",
-		"max_connections", next.max, "max_connections_per_ip", next.perIP,
+		"max_connections", next.max, "max_connections_per_ip", next.perIP, "max_connection_creation_rate", next.rate,
 		"max_connections_per_ip_overrides", formatOverrides(next.overrides))
 }
 
@@ -215,7 +221,8 @@ func (s *Server) applyConnectionLimits(bc *fsm.BrokerConfigs) {
 // host is resolved now; one that does not resolve is left out and
 // logged (Kafka would refuse the whole value).
 func (s *Server) effectiveLimits(bc *fsm.BrokerConfigs) connLimits {
-	l := connLimits{max: s.opts.MaxConnections, perIP: s.opts.MaxConnectionsPerIP, overrides: s.opts.MaxConnectionsPerIPOverrides}
+	l := connLimits{max: s.opts.MaxConnections, perIP: s.opts.MaxConnectionsPerIP, rate: s.opts.MaxConnectionCreationRate,
+		overrides: s.opts.MaxConnectionsPerIPOverrides}
 	num := func(name string, static int) int {
 		v, _, ok := bc.Effective(s.opts.NodeID, name)
 		if !ok {
@@ -229,6 +236,7 @@ func (s *Server) effectiveLimits(bc *fsm.BrokerConfigs) connLimits {
 	}
 	l.max = num(fsm.MaxConnectionsConfig, l.max)
 	l.perIP = num(fsm.MaxConnectionsPerIPConfig, l.perIP)
+	l.rate = num(fsm.MaxConnectionCreationRateConfig, l.rate)
 	if v, _, ok := bc.Effective(s.opts.NodeID, fsm.MaxConnectionsPerIPOverridesConfig); ok {
 		l.overrides = s.resolveOverrides(v)
 	}

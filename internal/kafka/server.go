@@ -27,7 +27,14 @@
 //     in the listen backlog) until one closes, as Kafka's acceptor blocks,
 //     and the time is counted in
 //     stele_kafka_accept_blocked_seconds_total{reason="max_connections"}.
-//     The three limits are the static layer: dynamic broker configs
+//   - max.connection.creation.rate (MaxConnectionCreationRate) is
+//     Kafka's broker-wide connection rate quota, measured as Kafka does
+//     (11 windows of 1 s): a connection accepted above the rate is held,
+//     at most 1 s, before it is served, and the listener accepts nothing
+//     meanwhile; none is refused. Counted in
+//     stele_kafka_connections_throttled_total and
+//     stele_kafka_accept_blocked_seconds_total{reason="connection_rate"}.
+//     The four limits are the static layer: dynamic broker configs
 //     replace them at run time (quotas.go, broker_configs.go) without
 //     closing any connection already open.
 //   - The listener leaves the process a reserve of file descriptors (a
@@ -136,7 +143,15 @@ type Options struct {
 	// with its host names resolved: limits per address that replace
 	// MaxConnectionsPerIP (0 refuses every connection from it).
 	MaxConnectionsPerIPOverrides map[netip.Addr]int
-	Logger                       *slog.Logger
+	// MaxConnectionCreationRate is max.connection.creation.rate: a new
+	// connection that takes the rate of accepted ones above this many a
+	// second (over Kafka's 11 windows of 1 s) is held, at most 1 s,
+	// before it is served, and nothing else is accepted meanwhile, as
+	// Kafka's acceptor waits; none is refused. Default 2147483647,
+	// Kafka's: no limit. 0 here is the default; the dynamic config may be
+	// 0 (Kafka's one-a-second).
+	MaxConnectionCreationRate int
+	Logger                    *slog.Logger
 	// LogLevels are the levels of Logger's components, which BROKER_LOGGER
 	// resources describe and change (nil: only a root logger, whose level
 	// changes nothing).
@@ -165,6 +180,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConnectionsPerIP <= 0 {
 		o.MaxConnectionsPerIP = defaultMaxConnections
+	}
+	if o.MaxConnectionCreationRate <= 0 {
+		o.MaxConnectionCreationRate = defaultMaxConnections
 	}
 	// Addresses as remoteIP gives them, in a copy the caller cannot change.
 	overrides := make(map[netip.Addr]int, len(o.MaxConnectionsPerIPOverrides))
@@ -246,7 +264,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.ln = ln
 	s.mu.Unlock()
 	every := sparseLog{every: acceptLogEvery}
-	a := acceptor{s: s, refusals: every, waits: every, fdWaits: every}
+	a := acceptor{s: s, refusals: every, waits: every, fdWaits: every, throttles: every}
 	for {
 		if !a.waitForSlot() {
 			return nil
@@ -266,6 +284,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		a.accepted()
+		// max.connection.creation.rate: counted, then held if it takes the
+		// rate above the limit (Kafka's ConnectionQuotas.inc records the
+		// rate first, then waits for the throttle and a slot).
+		if !a.throttle() {
+			nc.Close()
+			return nil
+		}
 		// max.connections may have been lowered while Accept waited: the
 		// accepted connection then waits for a slot, as in Kafka's
 		// ConnectionQuotas.inc.

@@ -10,8 +10,9 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 )
 
-// DefaultMaxConnections is Kafka's default for max.connections and
-// max.connections.per.ip: Int.MaxValue, no limit.
+// DefaultMaxConnections is Kafka's default for max.connections,
+// max.connections.per.ip and max.connection.creation.rate: Int.MaxValue,
+// no limit.
 const DefaultMaxConnections = math.MaxInt32
 
 // ParseConnectionOverrides parses max.connections.per.ip.overrides the way
@@ -69,6 +70,10 @@ func (c Config) validateConnectionLimits() error {
 	if c.MaxConnectionsPerIP < 1 {
 		return fmt.Errorf("stele/server: max.connections.per.ip must be at least 1, got %d (the default, %d, is no limit; Kafka's 0, letting only the hosts of max.connections.per.ip.overrides connect, is not supported)",
 			c.MaxConnectionsPerIP, DefaultMaxConnections)
+	}
+	if c.MaxConnectionCreationRate < 1 {
+		return fmt.Errorf("stele/server: max.connection.creation.rate must be at least 1, got %d (the default, %d, is no limit; Kafka's 0, one connection a second, can be set at run time as a dynamic broker config: stele config alter --broker ID --set max.connection.creation.rate=0)",
+			c.MaxConnectionCreationRate, DefaultMaxConnections)
 	}
 	_, err := ParseConnectionOverrides(c.MaxConnectionsPerIPOverrides)
 	return err

@@ -75,6 +75,9 @@ func TestResolveConnectionOverrides(t *testing.T) {
 // limits that cannot work are refused with what to do.
 func TestConfigValidateConnectionLimits(t *testing.T) {
 	cfg := DefaultConfig()
+	if cfg.MaxConnectionCreationRate != 2147483647 {
+		t.Fatalf("max.connection.creation.rate default %d, want Kafka's 2147483647", cfg.MaxConnectionCreationRate)
+	}
 	if cfg.MaxConnections != 2147483647 || cfg.MaxConnectionsPerIP != 2147483647 || cfg.MaxConnectionsPerIPOverrides != "" {
 		t.Fatalf("defaults %d, %d, %q; want Kafka's 2147483647, 2147483647, \"\"", cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.MaxConnectionsPerIPOverrides)
 	}
@@ -82,6 +85,7 @@ func TestConfigValidateConnectionLimits(t *testing.T) {
 		"max.connections":                  func(c *Config) { c.MaxConnections = 0 },
 		"max.connections.per.ip":           func(c *Config) { c.MaxConnectionsPerIP = 0 },
 		"max.connections.per.ip.overrides": func(c *Config) { c.MaxConnectionsPerIPOverrides = "host" },
+		"max.connection.creation.rate":     func(c *Config) { c.MaxConnectionCreationRate = 0 },
 	} {
 		bad := cfg
 		tweak(&bad)

@@ -73,6 +73,11 @@ type Config struct {
 	MaxConnections               int
 	MaxConnectionsPerIP          int
 	MaxConnectionsPerIPOverrides string
+	// MaxConnectionCreationRate is max.connection.creation.rate: Kafka
+	// connections accepted a second, beyond which new ones are held
+	// before they are served (DefaultMaxConnections, Kafka's default: no
+	// limit).
+	MaxConnectionCreationRate int
 	// TimeoutCommit overrides CometBFT's pause after each block (0: default).
 	TimeoutCommit time.Duration
 	// TimeoutPropose overrides how long validators wait for a proposal
@@ -99,14 +104,15 @@ type Config struct {
 // DefaultConfig is what `stele serve` runs without flags.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:             "./stele-data",
-		KafkaAddr:           "127.0.0.1:9092",
-		HTTPAddr:            "127.0.0.1:8080",
-		P2PAddr:             "127.0.0.1:26656",
-		AutoCreateTopics:    true,
-		DefaultPartitions:   1,
-		MaxConnections:      DefaultMaxConnections,
-		MaxConnectionsPerIP: DefaultMaxConnections,
+		DataDir:                   "./stele-data",
+		KafkaAddr:                 "127.0.0.1:9092",
+		HTTPAddr:                  "127.0.0.1:8080",
+		P2PAddr:                   "127.0.0.1:26656",
+		AutoCreateTopics:          true,
+		DefaultPartitions:         1,
+		MaxConnections:            DefaultMaxConnections,
+		MaxConnectionsPerIP:       DefaultMaxConnections,
+		MaxConnectionCreationRate: DefaultMaxConnections,
 	}
 }
 
@@ -324,6 +330,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		MaxConnections:               cfg.MaxConnections,
 		MaxConnectionsPerIP:          cfg.MaxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: perIP,
+		MaxConnectionCreationRate:    cfg.MaxConnectionCreationRate,
 	}
 	if cfg.AdvertisedKafka != "" {
 		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)

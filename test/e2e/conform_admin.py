@@ -48,6 +48,14 @@ answers and what Stele answered:
              max.connections.per.ip=0 with no overrides gets
              INVALID_REQUEST; alter_configs with no configs removes it and
              the second connection is served again.
+  connrate   kafka-python's alter_configs on BROKER "0" sets
+             max.connection.creation.rate=5 at run time: described as
+             DYNAMIC_BROKER_CONFIG; 60 raw connections opened one after
+             another are all served (throttled, never refused) but take
+             at least a second, as Kafka's 11 s rate window lets about 50
+             through at once and holds the rest; -1 gets INVALID_REQUEST
+             "value must be at least 0"; alter_configs with no configs
+             removes it.
 
 confluent-kafka 1.7 (Debian's) has no describe_topics, describe_cluster
 nor incremental_alter_configs, and kafka-python 2.0 no Metadata v8 nor
@@ -545,6 +553,32 @@ def check_broker_conns(kp, bootstrap):
           "described as DYNAMIC_BROKER_CONFIG, per-ip 0 refused, removed" % src)
 
 
+def check_conn_rate(kp, bootstrap):
+    code, msg = kp_alter_broker0(kp, {"max.connection.creation.rate": "5"})
+    check(code == 0, "AlterConfigs BROKER 0 max.connection.creation.rate=5: error %d %s" % (code, msg))
+    got = broker_configs(kp).get("max.connection.creation.rate")
+    check(got == ("5", DYNAMIC_BROKER_CONFIG),
+          "DescribeConfigs BROKER 0 max.connection.creation.rate: want 5 as DYNAMIC_BROKER_CONFIG (%d), got %r"
+          % (DYNAMIC_BROKER_CONFIG, got))
+    time.sleep(0.5)  # the limit applies after the commit, on the broker's own time
+    start = time.time()
+    for i in range(60):
+        check(api_versions_from("127.0.0.1", bootstrap, timeout=10.0),
+              "connection %d of 60 at max.connection.creation.rate=5 was not served (throttled ones must wait, not be refused)" % (i + 1))
+    took = time.time() - start
+    check(took >= 1.0, "60 connections at max.connection.creation.rate=5 took %.2fs: none was held" % took)
+    code, msg = kp_alter_broker0(kp, {"max.connection.creation.rate": "-1"})
+    check(code == INVALID_REQUEST and "at least 0" in (msg or ""),
+          "AlterConfigs BROKER 0 max.connection.creation.rate=-1: want INVALID_REQUEST, got %d %s" % (code, msg))
+    code, msg = kp_alter_broker0(kp, {})
+    check(code == 0, "AlterConfigs BROKER 0 with no configs: error %d %s" % (code, msg))
+    got = broker_configs(kp).get("max.connection.creation.rate")
+    check(got is not None and got[1] != DYNAMIC_BROKER_CONFIG,
+          "after AlterConfigs BROKER 0 with no configs the rate is still dynamic: %r" % (got,))
+    print("ok: BROKER 0 max.connection.creation.rate=5 set at run time, described as DYNAMIC_BROKER_CONFIG, "
+          "60 connections all served in %.2fs (held, not refused), -1 refused, removed" % took)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -561,6 +595,7 @@ def main():
                      ("broker", lambda: check_broker_resource(admin)),
                      ("logdefaults", lambda: check_log_defaults(admin, kp, a.prefix)),
                      ("brokerconns", lambda: check_broker_conns(kp, a.bootstrap)),
+                     ("connrate", lambda: check_conn_rate(kp, a.bootstrap)),
                      ("authops", lambda: check_authops(admin, kp, a.prefix + "-authops")),
                      ("loggers", lambda: check_loggers(kp, a.broker_log))):
         try:
