@@ -63,11 +63,13 @@ var upgradeStatementPrefix = []byte("stele/upgrade-statement/v2\x00")
 const maxChainID = 50
 
 var (
-	keyAppVersion   = []byte("u/version")
-	keyUpgradePlan  = []byte("u/plan")
-	upgradeVotePfx  = []byte("u/vote/")
-	upgradeStateVer = uint8(1)
+	keyAppVersion  = []byte("u/version")
+	keyUpgradePlan = []byte("u/plan")
+	upgradeVotePfx = []byte("u/vote/")
 )
+
+// upgradeStateVer is the version of the stored upgrade state's encoding.
+const upgradeStateVer uint8 = 1
 
 // ErrUpgradeRequired is returned by ApplyBlock for the height of an upgrade
 // to an app version this binary cannot run (wrapped in an
