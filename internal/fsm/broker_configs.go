@@ -72,10 +72,12 @@ var brokerConfigs = []ConfigDef{
 		Doc: "Per-address limits replacing max.connections.per.ip: host:count pairs, comma-separated; host names resolved when the value takes effect."},
 }
 
-func init() {
-	register(KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
+// registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
+// broker configs' step (registerCluster calls it).
+func registerBrokerConfigs(r *registry) {
+	register(r, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
 		func(f *FSM, c AlterBrokerConfigs, _ cmdAt) Result { return f.alterBrokerConfigs(c) })
-	registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
+	r.registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
 		load: loadBrokerConfigs, stage: stageBrokerConfigs, publish: publishBrokerConfigs})
 }
 

@@ -36,10 +36,12 @@ const KindAlterLogDefaults Kind = 23
 // command are read back with it.
 const maxLogDefaultValue = 1 << 16
 
-func init() {
-	register(KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
+// registerLogDefaults registers AlterLogDefaults and the log defaults'
+// step (registerTopics calls it).
+func registerLogDefaults(r *registry) {
+	register(r, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
 		func(f *FSM, c AlterLogDefaults, _ cmdAt) Result { return f.alterLogDefaults(c) })
-	registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
+	r.registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
 }
 
 // AlterLogDefaults changes the cluster-wide log defaults, named by their
@@ -197,7 +199,7 @@ func (f *FSM) alterLogDefaults(c AlterLogDefaults) Result {
 		if sameConfig(was, t.Config) {
 			continue
 		}
-		for _, h := range configChanged.hooks {
+		for _, h := range f.reg.configChanged.hooks {
 			if r := h.fn(f, t, was); r.Code != 0 {
 				return r
 			}

@@ -70,8 +70,8 @@ func (f *FSM) encodeState() []byte {
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
 	var mark int64 // the last housekeeping, the topics' (stateMark)
-	if stateMark != nil {
-		mark = stateMark.value(f)
+	if f.reg.stateMark != nil {
+		mark = f.reg.stateMark.value(f)
 	}
 	w.i64(mark)
 	w.i64(f.hashHeight)
@@ -117,7 +117,7 @@ func (f *FSM) stage() error {
 		}
 	}
 	f.pending = b
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.stage == nil {
 			continue
 		}
@@ -166,14 +166,14 @@ func (f *FSM) load() error {
 		if st, f.blockTime, mark, err = decodeState(v); err != nil {
 			return err
 		}
-		if stateMark != nil {
-			stateMark.restore(f, mark)
+		if f.reg.stateMark != nil {
+			f.reg.stateMark.restore(f, mark)
 		}
 		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 		f.hashHeight = st.hashHeight
 	}
 	f.trie = openStateTrie(f.store, f.stateRoot)
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.load == nil {
 			continue
 		}
