@@ -22,7 +22,8 @@ import (
 //
 // Every broker holds every partition and applies the same blocks, so the
 // defaults are replicated state: the AlterLogDefaults command sets them,
-// one authenticated leaf holds them (m/log-defaults, below) and so
+// one authenticated leaf holds them (m/log-defaults, below, read and
+// written as the broker configs' is: loadLeaf and stageLeaf, persist.go) and so
 // snapshots carry them; a change re-resolves every topic's config at once,
 // as Kafka's DynamicLogConfig.reconfigure updates every log. Per-broker
 // values (a broker id as the resource name) cannot exist here: every
@@ -264,29 +265,12 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 // resolves any topic's config with them.
 func loadLogDefaults(f *FSM) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
-	v, ok, err := f.store.Get(keyLogDefaults)
-	if err != nil || !ok {
-		return err
-	}
-	m, err := decodeLogDefaults(v)
-	if err != nil {
-		return err
-	}
-	f.logDefaults.configs = m
-	return nil
+	return loadLeaf(f, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
 func stageLogDefaults(f *FSM, b *stateBatch) error {
-	if !f.logDefaults.dirty {
-		return nil
-	}
-	f.logDefaults.dirty = false
-	if len(f.logDefaults.configs) == 0 {
-		b.Delete(keyLogDefaults)
-		return nil
-	}
-	b.Set(keyLogDefaults, encodeLogDefaults(f.logDefaults.configs))
+	stageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
 	return nil
 }

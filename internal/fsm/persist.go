@@ -183,3 +183,40 @@ func (f *FSM) load() error {
 	}
 	return nil
 }
+
+// A leaf is a module's state kept whole under one store key: the topics'
+// cluster-wide log defaults (m/log-defaults) and the cluster's dynamic
+// broker configs (m/broker-configs). Its module reads it at Open with
+// loadLeaf and writes it in its stage step with stageLeaf, so the two
+// leaves are stored alike: absent while empty, rewritten whole when
+// changed.
+
+// loadLeaf reads the leaf at key into *dst through decode; an absent key
+// leaves *dst as it is (the module's empty value).
+func loadLeaf[T any](f *FSM, key []byte, decode func([]byte) (T, error), dst *T) error {
+	v, ok, err := f.store.Get(key)
+	if err != nil || !ok {
+		return err
+	}
+	x, err := decode(v)
+	if err != nil {
+		return err
+	}
+	*dst = x
+	return nil
+}
+
+// stageLeaf stages the leaf at key when the block changed it (*dirty,
+// which it clears): a delete when it holds nothing (empty), else the
+// bytes of encode(v).
+func stageLeaf[T any](b *stateBatch, key []byte, dirty *bool, v T, empty bool, encode func(T) []byte) {
+	if !*dirty {
+		return
+	}
+	*dirty = false
+	if empty {
+		b.Delete(key)
+		return
+	}
+	b.Set(key, encode(v))
+}
