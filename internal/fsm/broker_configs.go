@@ -20,7 +20,8 @@ import (
 // (DYNAMIC_DEFAULT_BROKER_CONFIG). As in Kafka, where they are records of
 // the metadata log, they are replicated state: the AlterBrokerConfigs
 // command sets one resource's set, one authenticated leaf holds them all
-// (m/broker-configs, below), snapshots carry them, and every broker holds
+// (m/broker-configs, below, read and written as the log defaults' is:
+// loadLeaf and stageLeaf, persist.go), snapshots carry them, and every broker holds
 // every broker's, so a restarted broker finds its own again. The state
 // machine only stores and checks them; each broker's front-end reads its
 // effective values from the committed BrokerConfigs after a commit (a
@@ -76,10 +77,12 @@ var brokerConfigs = []ConfigDef{
 		Doc: "Per-address limits replacing max.connections.per.ip: host:count pairs, comma-separated; host names resolved when the value takes effect."},
 }
 
-func init() {
-	register(KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
+// registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
+// broker configs' step (registerCluster calls it).
+func registerBrokerConfigs(r *registry) {
+	register(r, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
 		func(f *FSM, c AlterBrokerConfigs, _ cmdAt) Result { return f.alterBrokerConfigs(c) })
-	registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
+	r.registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
 		load: loadBrokerConfigs, stage: stageBrokerConfigs, publish: publishBrokerConfigs})
 }
 
@@ -430,30 +433,13 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 // restore.
 func loadBrokerConfigs(f *FSM) error {
 	f.brokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
-	v, ok, err := f.store.Get(keyBrokerConfigs)
-	if err != nil || !ok {
-		return err
-	}
-	all, err := decodeBrokerConfigs(v)
-	if err != nil {
-		return err
-	}
-	f.brokerCfgs = all
-	return nil
+	return loadLeaf(f, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
 }
 
 // stageBrokerConfigs writes the configs a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
 func stageBrokerConfigs(f *FSM, b *stateBatch) error {
-	if !f.brokerCfgsDirty {
-		return nil
-	}
-	f.brokerCfgsDirty = false
-	if len(f.brokerCfgs) == 0 {
-		b.Delete(keyBrokerConfigs)
-		return nil
-	}
-	b.Set(keyBrokerConfigs, encodeBrokerConfigs(f.brokerCfgs))
+	stageLeaf(b, keyBrokerConfigs, &f.brokerCfgsDirty, f.brokerCfgs, len(f.brokerCfgs) == 0, encodeBrokerConfigs)
 	return nil
 }
 

@@ -70,7 +70,7 @@ func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
 	}
 	f.certs[c.Digest] = c.Height
 	f.certsAdded = append(f.certsAdded, c.Digest)
-	tx, err := DecodeTx(payload)
+	tx, err := f.reg.decodeTx(payload)
 	if err != nil {
 		return Tx{}, c.Digest, fmt.Errorf("certified batch %s: %w", digestString(c.Digest), err)
 	}
@@ -181,16 +181,27 @@ func (v *verifiedCerts) add(k Digest) {
 	v.next = (v.next + 1) % verifiedCertsMax
 }
 
-func init() {
-	registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
+// registerTrust is the trust module's registration function
+// (buildRegistry, registry.go): its files' registrations.
+func registerTrust(r *registry) {
+	registerCertificates(r)  // cert_apply.go
+	registerProducerKeys(r)  // signed.go
+	registerSignedRecords(r) // signed.go
+}
+
+// registerCertificates registers the signers' block-begin step, the
+// certified form of transactions, the certificates' expiry and the
+// signers' and certificates' step (registerTrust calls it).
+func registerCertificates(r *registry) {
+	r.registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
 		run: func(f *FSM, b Block) { f.recordSigners(b.Signers) }})
 	// A certificate is applied as its payload, hashed as the payload's
 	// digest; a payload this broker cannot read yet halts the block.
-	registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
+	r.registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
 		halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
-	registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
+	r.registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
 		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
-	registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
+	r.registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
 		empty: func(f *FSM) { f.trustState = trustState{certs: map[Digest]int64{}} },
 		publish: func(f *FSM, _ bool) {
 			signers := f.sortedSigners()

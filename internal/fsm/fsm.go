@@ -7,7 +7,11 @@
 // registered by its module with its decoder, check and apply, and so is
 // every step of the core a module takes part in: reading its state back
 // from the store at Open, staging the block's changes, publishing at
-// Commit (registry.go). Each module keeps its state in a struct declared
+// Commit. A module registers from its registration function
+// (registerTopics, registerKeys, ...), which buildRegistry (registry.go)
+// calls in a fixed order to build the one registry, never changed after;
+// the package has no init functions and no package-level variable written
+// after it is initialised (TestNoMutablePackageState). Each module keeps its state in a struct declared
 // in its own files and embedded in FSM (topicsState, keysState,
 // groupsState, producersState, trustState, clusterState); FSM's named
 // fields are the core's. The modules form layers without a cycle, topics at
@@ -17,8 +21,9 @@
 // TestModuleLayering and TestLayeringIsADAG (modules_test.go). The core
 // is below every module: it runs them only through their registrations
 // (commands, steps, block-begin and block-end steps, transaction forms,
-// snapshot files) and names their types only in FSM and Options, which
-// assemble them. The modules share this package for now.
+// snapshot files) and names them only where it assembles them: their
+// types in FSM, Options and the registry, their registration functions in
+// buildRegistry. The modules share this package for now.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition
@@ -154,6 +159,9 @@ func (o *Options) setDefaults() {
 type FSM struct {
 	opts  Options
 	store *storage.Store
+	// reg is what the modules registered (registry.go): the package's
+	// assembled registry, never changed.
+	reg *registry
 
 	topicsState    // topic_state.go
 	keysState      // keys.go
@@ -195,7 +203,7 @@ type FSM struct {
 // committed end, and redoes interrupted deletions and compactions.
 func Open(opts Options) (*FSM, error) {
 	opts.setDefaults()
-	for _, s := range snapshotFileSteps { // the modules' directories (Dir/logs)
+	for _, s := range assembled.snapshotFileSteps { // the modules' directories (Dir/logs)
 		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
 			return nil, fmt.Errorf("stele/fsm: %w", err)
 		}
@@ -204,8 +212,8 @@ func Open(opts Options) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{opts: opts, store: store}
-	for _, st := range steps {
+	f := &FSM{opts: opts, store: store, reg: assembled}
+	for _, st := range f.reg.steps {
 		if st.empty != nil {
 			st.empty(f)
 		}
@@ -254,7 +262,7 @@ func Precheck(tx []byte) error {
 		return err
 	}
 	for i, c := range t.Commands {
-		if err := admitCommand(c); err != nil {
+		if err := assembled.admitCommand(c); err != nil {
 			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, c.Kind(), err)
 		}
 	}
@@ -286,7 +294,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	if height != f.height+1 {
 		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
 	}
-	for _, st := range blockBeginSteps {
+	for _, st := range f.reg.blockBeginSteps {
 		if st.check == nil {
 			continue
 		}
@@ -299,7 +307,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	if timeMs > f.blockTime { // block time never goes backwards for us
 		f.blockTime = timeMs
 	}
-	for _, st := range blockBeginSteps {
+	for _, st := range f.reg.blockBeginSteps {
 		if st.run != nil {
 			st.run(f, b)
 		}
@@ -314,8 +322,8 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 	// chain idle.
 	h := sha256.New()
 	domain := digestDomain
-	if digestDomainOf != nil {
-		domain = digestDomainOf(f)
+	if f.reg.digestDomainOf != nil {
+		domain = f.reg.digestDomainOf(f)
 	}
 	h.Write([]byte(domain))
 	h.Write(f.appHash)
@@ -330,13 +338,13 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 			tx  Tx
 			err error
 		)
-		format := txFormatOf(raw)
+		format := f.reg.txFormatOf(raw)
 		if format != nil {
 			if tx, o.Batch, err = format.open(f, raw); err != nil && format.halts(err) {
 				return BlockOutcome{}, err
 			}
 		} else {
-			tx, err = DecodeTx(raw)
+			tx, err = f.reg.decodeTx(raw)
 		}
 		if err != nil {
 			o.Code, o.Log = 1, err.Error()
@@ -377,7 +385,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		h.Write(resHash[:])
 	}
 	var changes []change
-	for _, st := range blockEndSteps {
+	for _, st := range f.reg.blockEndSteps {
 		changes = append(changes, st.run(f)...)
 		if f.fault != nil { // e.g. a compaction housekeeping awaited failed
 			return BlockOutcome{}, f.fault
@@ -414,8 +422,8 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 
 // txFormatOf is the registered form raw is in, or nil for a plain
 // transaction.
-func txFormatOf(raw []byte) *txFormat {
-	for _, t := range txFormats {
+func (r *registry) txFormatOf(raw []byte) *txFormat {
+	for _, t := range r.txFormats {
 		if t.is(raw) {
 			return t
 		}
@@ -434,7 +442,7 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	if !f.applied {
 		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
 	}
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.sync != nil {
 			if err := st.sync(f); err != nil {
 				return 0, f.faulted(err)
@@ -452,14 +460,14 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 	f.applied = false
 	f.publish(f.metaChanged)
 	var afterErrs []error
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.settle != nil {
 			afterErrs = append(afterErrs, st.settle(f))
 		}
 	}
 	afterErr := errors.Join(afterErrs...)
 	f.metaChanged = false
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.forget != nil {
 			st.forget(f)
 		}
@@ -476,7 +484,7 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 
 // publish makes the committed state visible to readers.
 func (f *FSM) publish(metaChanged bool) {
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.publish != nil {
 			st.publish(f, metaChanged)
 		}
@@ -498,7 +506,7 @@ func (f *FSM) Close() error {
 
 // closeSteps runs every step's close, in rank order.
 func (f *FSM) closeSteps() {
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.close != nil {
 			st.close(f)
 		}

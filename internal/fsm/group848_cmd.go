@@ -22,10 +22,13 @@ type Tick struct{}
 func (Tick) Kind() Kind     { return KindTick }
 func (Tick) encode(*writer) {}
 
-func init() {
-	register(KindTick, "Tick", modCore, func(*reader) Tick { return Tick{} }, nil,
+// registerGroup848Commands registers ConsumerGroupHeartbeat, and the
+// core's Tick, which a broker submits for the groups' timers
+// (registerGroups calls it).
+func registerGroup848Commands(r *registry) {
+	register(r, KindTick, "Tick", modCore, func(*reader) Tick { return Tick{} }, nil,
 		func(*FSM, Tick, cmdAt) Result { return Result{} })
-	register(KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
+	register(r, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
 		func(f *FSM, c ConsumerGroupHeartbeat, at cmdAt) Result {
 			return f.consumerGroupHeartbeat(c, at.tx, at.cmd)
 		})

@@ -196,30 +196,32 @@ func (c OffsetDelete) encode(w *writer) {
 	w.i32(c.Partition)
 }
 
-func init() {
-	register(KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
+// registerGroupCommands registers the classic group protocol's commands
+// and the committed offsets' (registerGroups calls it).
+func registerGroupCommands(r *registry) {
+	register(r, KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
 		func(f *FSM, c JoinGroup, at cmdAt) Result { return f.joinGroup(c, at.tx, at.cmd) })
-	register(KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
+	register(r, KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
 		func(f *FSM, c SyncGroup, _ cmdAt) Result { return f.syncGroup(c) })
-	register(KindHeartbeat, "Heartbeat", modGroups,
+	register(r, KindHeartbeat, "Heartbeat", modGroups,
 		func(r *reader) Heartbeat {
 			return Heartbeat{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32()}
 		}, checkGroupCommand,
 		func(f *FSM, c Heartbeat, _ cmdAt) Result { return f.heartbeat(c) })
-	register(KindLeaveGroup, "LeaveGroup", modGroups,
+	register(r, KindLeaveGroup, "LeaveGroup", modGroups,
 		func(r *reader) LeaveGroup { return LeaveGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str()} },
 		checkGroupCommand,
 		func(f *FSM, c LeaveGroup, _ cmdAt) Result { return f.leaveGroup(c) })
-	register(KindOffsetCommit, "OffsetCommit", modGroups,
+	register(r, KindOffsetCommit, "OffsetCommit", modGroups,
 		func(r *reader) OffsetCommit {
 			return OffsetCommit{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
 				Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}
 		}, checkGroupCommand,
 		func(f *FSM, c OffsetCommit, _ cmdAt) Result { return f.offsetCommit(c) })
-	register(KindDeleteGroup, "DeleteGroup", modGroups,
+	register(r, KindDeleteGroup, "DeleteGroup", modGroups,
 		func(r *reader) DeleteGroup { return DeleteGroup{Group: r.str()} }, checkGroupCommand,
 		func(f *FSM, c DeleteGroup, _ cmdAt) Result { return f.deleteGroup(c) })
-	register(KindOffsetDelete, "OffsetDelete", modGroups,
+	register(r, KindOffsetDelete, "OffsetDelete", modGroups,
 		func(r *reader) OffsetDelete { return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()} },
 		checkGroupCommand,
 		func(f *FSM, c OffsetDelete, _ cmdAt) Result { return f.offsetDelete(c) })

@@ -423,8 +423,10 @@ func (g *GroupView) ConsumerMember(id string) *ConsumerMemberView {
 // Empty reports whether the group has no members of either protocol.
 func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers) == 0 }
 
-func init() {
-	registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
+// registerGroupState registers the groups' and committed offsets' step
+// (registerGroups calls it).
+func registerGroupState(r *registry) {
+	r.registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
 		empty: func(f *FSM) {
 			f.groupsState = groupsState{
 				groups:       map[string]*Group{},

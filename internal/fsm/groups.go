@@ -658,12 +658,23 @@ func consumerTopics(meta []byte) []string {
 	return out
 }
 
-// The groups' hooks on the topics module (topic_hooks.go), and their
-// timers at the end of every block.
-func init() {
-	registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
-	topicDeleted.register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
-	housekeepers.register(10, "committed offsets' expiry", modGroups, func(f *FSM) []change { return f.expireOffsets() })
+// registerGroups is the groups module's registration function
+// (buildRegistry, registry.go): its files' registrations, each of what
+// that file defines.
+func registerGroups(r *registry) {
+	registerGroupCommands(r)    // group_cmds.go
+	registerGroup848Commands(r) // group848_cmd.go
+	registerGroupState(r)       // group_state.go
+	registerGroupTimers(r)      // groups.go
+}
+
+// registerGroupTimers registers the groups' hooks on the topics module
+// (topic_hooks.go) and their timers at the end of every block
+// (registerGroups calls it).
+func registerGroupTimers(r *registry) {
+	r.registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
+	r.topicDeleted.register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
+	r.housekeepers.register(10, "committed offsets' expiry", modGroups, func(f *FSM) []change { return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted

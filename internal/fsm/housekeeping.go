@@ -7,10 +7,11 @@ import (
 // Housekeeping is the topics module's step at the end of a block, after
 // the groups' and the transactions' timers (registry.go); the block time
 // of its last pass is m/state's state mark (registry.go, persist.go).
-func init() {
-	registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
+// registerTopics calls it.
+func registerHousekeeping(r *registry) {
+	r.registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
 	// The block time of the last pass is kept in the core's m/state.
-	registerStateMark(stateMarkSpec{name: "last housekeeping", module: modTopics,
+	r.registerStateMark(stateMarkSpec{name: "last housekeeping", module: modTopics,
 		value:   func(f *FSM) int64 { return f.lastHousekeep },
 		restore: func(f *FSM, t int64) { f.lastHousekeep = t }})
 }
@@ -28,7 +29,7 @@ func (f *FSM) housekeep() (changes []change) {
 		return nil
 	}
 	f.lastHousekeep = f.blockTime
-	for _, h := range housekeepers.hooks {
+	for _, h := range f.reg.housekeepers.hooks {
 		changes = append(changes, h.fn(f)...)
 	}
 	for _, name := range sortedNames(f.topics) {
@@ -59,7 +60,7 @@ func (f *FSM) housekeep() (changes []change) {
 				p.compactedAt = f.height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				for _, h := range compactionDecided.hooks {
+				for _, h := range f.reg.compactionDecided.hooks {
 					h.fn(f, t, p, segs, p.compactHorizon)
 				}
 				changes = append(changes, change{kind: changeCompact, name: t.Name, a: int64(p.Index), b: p.cleanedUpTo, c: p.compactHorizon})

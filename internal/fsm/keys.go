@@ -499,31 +499,40 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 	return part, off, off >= 0, nil
 }
 
-func init() {
+// registerKeys is the keys module's registration function
+// (buildRegistry, registry.go): its files' registrations.
+func registerKeys(r *registry) {
+	registerKeyIndex(r) // keys.go
+	registerTables(r)   // tables.go
+}
+
+// registerKeyIndex registers the key stream index's steps and hooks
+// (registerKeys calls it).
+func registerKeyIndex(r *registry) {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
-	registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries,
+	r.registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries,
 		forget: func(f *FSM) {
 			clear(f.keysAdded) // drop the keys' bytes
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
+	r.produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
 		if !pr.conditional {
 			return Result{}, nil
 		}
 		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
 	})
-	batchAppended.register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) Result {
+	r.batchAppended.register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) Result {
 		for _, k := range pr.keys[i] {
 			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
 		}
 		return Result{}
 	})
-	topicDropped.register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+	r.topicDropped.register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 	})
-	registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
+	r.registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
 		stage: func(f *FSM, b *stateBatch) error {
 			if err := f.stageTables(b); err != nil {
 				return fmt.Errorf("stele/fsm: table versions: %w", err)

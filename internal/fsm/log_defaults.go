@@ -22,7 +22,8 @@ import (
 //
 // Every broker holds every partition and applies the same blocks, so the
 // defaults are replicated state: the AlterLogDefaults command sets them,
-// one authenticated leaf holds them (m/log-defaults, below) and so
+// one authenticated leaf holds them (m/log-defaults, below, read and
+// written as the broker configs' is: loadLeaf and stageLeaf, persist.go) and so
 // snapshots carry them; a change re-resolves every topic's config at once,
 // as Kafka's DynamicLogConfig.reconfigure updates every log. Per-broker
 // values (a broker id as the resource name) cannot exist here: every
@@ -36,10 +37,12 @@ const KindAlterLogDefaults Kind = 23
 // command are read back with it.
 const maxLogDefaultValue = 1 << 16
 
-func init() {
-	register(KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
+// registerLogDefaults registers AlterLogDefaults and the log defaults'
+// step (registerTopics calls it).
+func registerLogDefaults(r *registry) {
+	register(r, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
 		func(f *FSM, c AlterLogDefaults, _ cmdAt) Result { return f.alterLogDefaults(c) })
-	registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
+	r.registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
 }
 
 // AlterLogDefaults changes the cluster-wide log defaults, named by their
@@ -197,7 +200,7 @@ func (f *FSM) alterLogDefaults(c AlterLogDefaults) Result {
 		if sameConfig(was, t.Config) {
 			continue
 		}
-		for _, h := range configChanged.hooks {
+		for _, h := range f.reg.configChanged.hooks {
 			if r := h.fn(f, t, was); r.Code != 0 {
 				return r
 			}
@@ -262,29 +265,12 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 // resolves any topic's config with them.
 func loadLogDefaults(f *FSM) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
-	v, ok, err := f.store.Get(keyLogDefaults)
-	if err != nil || !ok {
-		return err
-	}
-	m, err := decodeLogDefaults(v)
-	if err != nil {
-		return err
-	}
-	f.logDefaults.configs = m
-	return nil
+	return loadLeaf(f, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
 func stageLogDefaults(f *FSM, b *stateBatch) error {
-	if !f.logDefaults.dirty {
-		return nil
-	}
-	f.logDefaults.dirty = false
-	if len(f.logDefaults.configs) == 0 {
-		b.Delete(keyLogDefaults)
-		return nil
-	}
-	b.Set(keyLogDefaults, encodeLogDefaults(f.logDefaults.configs))
+	stageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
 	return nil
 }

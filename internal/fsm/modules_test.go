@@ -41,7 +41,8 @@ var fileModules = map[string]module{
 // (empty, load, stage, sync, publish, settle, forget, close), block-begin
 // and block-end steps, transaction forms, the digest domain, the m/state
 // mark and snapshot files. Where it assembles them it names their types
-// in two structs and nowhere else (coreAssembly). Above it the modules
+// in three structs and their registration functions in one function, and
+// nowhere else (coreAssembly). Above it the modules
 // form a DAG (TestLayeringIsADAG), from the bottom up:
 //
 //	topics              topics, partition logs and what a log keeps of its
@@ -67,13 +68,16 @@ var allowedCalls = map[module][]module{
 	modCluster:   {modTopics, modTrust}, // topics: the config definitions and changes (configs.go) broker configs reuse
 }
 
-// coreAssembly is every place the core names a module's type, each a
-// field of one of the two structs that assemble the modules: FSM embeds
-// each module's state (so that its fields are promoted and
-// stateFieldModules can attribute them), and Options carries the trust
-// module's validator set and batch source, which the broker hands in.
+// coreAssembly is every place the core names a module: a field of one of
+// the three structs that assemble the modules, or a call in the one
+// function that registers them. FSM embeds each module's state (so that
+// its fields are promoted and stateFieldModules can attribute them);
+// Options carries the trust module's validator set and batch source,
+// which the broker hands in; registry embeds the topics module's hook
+// points, which the modules above register at; and buildRegistry calls
+// each module's registration function, in the order registry.go gives.
 // Nothing else of the core names a module (TestModuleLayering); when the
-// modules become packages these two are the application that wires them.
+// modules become packages these are the application that wires them.
 var coreAssembly = []string{
 	"FSM names clusterState (cluster)",
 	"FSM names groupsState (groups)",
@@ -83,7 +87,22 @@ var coreAssembly = []string{
 	"FSM names trustState (trust)",
 	"Options names BatchSource (trust)",
 	"Options names ValidatorSet (trust)",
+	"buildRegistry calls registerCluster (cluster)",
+	"buildRegistry calls registerGroups (groups)",
+	"buildRegistry calls registerKeys (keys)",
+	"buildRegistry calls registerProducers (producers)",
+	"buildRegistry calls registerTopics (topics)",
+	"buildRegistry calls registerTrust (trust)",
+	"registry names topicHooks (topics)",
 }
+
+// assemblyStructs are the core's structs whose fields may name modules'
+// types, and assemblyFuncs its functions that may call modules'
+// functions (coreAssembly).
+var (
+	assemblyStructs = map[string]bool{"FSM": true, "Options": true, "registry": true}
+	assemblyFuncs   = map[string]bool{"buildRegistry": true}
+)
 
 // interfaceMethods are method names of interfaces every module uses
 // (error, fmt.Stringer, Command, the store's), never followed to the one
@@ -191,12 +210,26 @@ func TestModuleLayering(t *testing.T) {
 		// FSM's fields) and the name of a struct field being declared.
 		notRefs := map[*ast.Ident]bool{}
 		// The names in the field types of the assembly's structs (FSM,
-		// Options), where the core names a module's type: see coreAssembly.
+		// Options, registry), where the core names a module's type, and
+		// the functions the assembly's functions (buildRegistry) call:
+		// see coreAssembly.
 		inAssembly := map[*ast.Ident]string{}
+		assemblyCall := map[*ast.Ident]string{}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if from == modCore && n.Recv == nil && assemblyFuncs[n.Name.Name] && n.Body != nil {
+					ast.Inspect(n.Body, func(m ast.Node) bool {
+						if c, ok := m.(*ast.CallExpr); ok {
+							if id, ok := c.Fun.(*ast.Ident); ok {
+								assemblyCall[id] = n.Name.Name
+							}
+						}
+						return true
+					})
+				}
 			case *ast.TypeSpec:
-				if st, ok := n.Type.(*ast.StructType); ok && from == modCore && (n.Name.Name == "FSM" || n.Name.Name == "Options") {
+				if st, ok := n.Type.(*ast.StructType); ok && from == modCore && assemblyStructs[n.Name.Name] {
 					for _, fl := range st.Fields.List {
 						ast.Inspect(fl.Type, func(m ast.Node) bool {
 							if id, ok := m.(*ast.Ident); ok {
@@ -221,6 +254,10 @@ func TestModuleLayering(t *testing.T) {
 				switch fn := n.Fun.(type) {
 				case *ast.Ident:
 					if d, ok := funcs[fn.Name]; ok {
+						if in, ok := assemblyCall[fn]; ok && d.module != modCore {
+							assembly = append(assembly, fmt.Sprintf("%s calls %s (%s)", in, fn.Name, d.module))
+							break
+						}
 						note(from, d.module, fmt.Sprintf("%s calls %s (%s)", name, fn.Name, d.file))
 					}
 				case *ast.SelectorExpr:
@@ -430,7 +467,7 @@ func sortedModules(g map[module][]module) []module {
 // hooks that write stage their keys in this order.
 func TestHooks(t *testing.T) {
 	got := map[string][]string{}
-	for _, p := range topicHookPoints {
+	for _, p := range assembled.points() {
 		name, owner, hooks := p.describe()
 		if _, ok := got[name]; ok {
 			t.Errorf("two hook points named %q", name)
@@ -475,7 +512,7 @@ func TestHooks(t *testing.T) {
 // apply; and Kind's name and decodeCommand come from the registry.
 func TestRegistry(t *testing.T) {
 	highest := 0
-	for k, s := range registry {
+	for k, s := range assembled.commands {
 		if s == nil {
 			continue
 		}
@@ -495,13 +532,13 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	for k := 1; k <= highest; k++ {
-		if registry[k] == nil {
+		if assembled.commands[k] == nil {
 			t.Errorf("kind %d is not registered (kinds are never reused; a gap is a command whose module forgot to register it)", k)
 		}
 	}
 	var r reader
 	r.b = []byte{1}
-	if decodeCommand(Kind(highest+1), &r); r.e == nil {
+	if assembled.decodeCommand(Kind(highest+1), &r); r.e == nil {
 		t.Errorf("decoding unregistered kind %d: no error", highest+1)
 	}
 }
@@ -515,10 +552,11 @@ func TestRegistry(t *testing.T) {
 // the block-end steps (ApplyBlock's timers and housekeeping), in the order
 // their changes are made and hashed; and the modules' snapshot files.
 func TestSteps(t *testing.T) {
+	reg := assembled
 	var names []string
-	for i, s := range steps {
-		if i > 0 && steps[i-1].rank >= s.rank {
-			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, steps[i-1].name, steps[i-1].rank)
+	for i, s := range reg.steps {
+		if i > 0 && reg.steps[i-1].rank >= s.rank {
+			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.steps[i-1].name, reg.steps[i-1].rank)
 		}
 		if _, ok := allowedCalls[s.module]; !ok || s.empty == nil && s.load == nil && s.stage == nil && s.publish == nil && s.sync == nil && s.settle == nil && s.forget == nil && s.close == nil {
 			t.Errorf("step %s: module %q does nothing", s.name, s.module)
@@ -558,9 +596,9 @@ func TestSteps(t *testing.T) {
 	// The block-end steps: their changes are hashed in this order, and
 	// each sees the state the ones before it left.
 	names = nil
-	for i, s := range blockEndSteps {
-		if i > 0 && blockEndSteps[i-1].rank >= s.rank {
-			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockEndSteps[i-1].name, blockEndSteps[i-1].rank)
+	for i, s := range reg.blockEndSteps {
+		if i > 0 && reg.blockEndSteps[i-1].rank >= s.rank {
+			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.blockEndSteps[i-1].name, reg.blockEndSteps[i-1].rank)
 		}
 		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.run == nil {
 			t.Errorf("block-end step %s: module %q, run %v", s.name, s.module, s.run != nil)
@@ -580,9 +618,9 @@ func TestSteps(t *testing.T) {
 	// The modules' files in a snapshot, in the order they are captured
 	// and moved into place at a restore.
 	names = nil
-	for i, s := range snapshotFileSteps {
-		if i > 0 && snapshotFileSteps[i-1].rank >= s.rank {
-			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.name, s.rank, snapshotFileSteps[i-1].name, snapshotFileSteps[i-1].rank)
+	for i, s := range reg.snapshotFileSteps {
+		if i > 0 && reg.snapshotFileSteps[i-1].rank >= s.rank {
+			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.snapshotFileSteps[i-1].name, reg.snapshotFileSteps[i-1].rank)
 		}
 		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.capture == nil || s.checkPath == nil {
 			t.Errorf("snapshot files %s: module %q, capture %v, checkPath %v", s.name, s.module, s.capture != nil, s.checkPath != nil)
@@ -597,9 +635,9 @@ func TestSteps(t *testing.T) {
 	// The block-begin steps: an upgrade this binary cannot run refuses the
 	// block before anything runs; the signers are noted at the block's time.
 	names = nil
-	for i, s := range blockBeginSteps {
-		if i > 0 && blockBeginSteps[i-1].rank >= s.rank {
-			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.name, s.rank, blockBeginSteps[i-1].name, blockBeginSteps[i-1].rank)
+	for i, s := range reg.blockBeginSteps {
+		if i > 0 && reg.blockBeginSteps[i-1].rank >= s.rank {
+			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.blockBeginSteps[i-1].name, reg.blockBeginSteps[i-1].rank)
 		}
 		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.check == nil && s.run == nil {
 			t.Errorf("block-begin step %s: module %q, check %v, run %v", s.name, s.module, s.check != nil, s.run != nil)
@@ -611,26 +649,26 @@ func TestSteps(t *testing.T) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}
 	names = nil
-	for _, f := range txFormats {
+	for _, f := range reg.txFormats {
 		if f.is == nil || f.open == nil || f.halts == nil {
 			t.Errorf("transaction form %s is missing a function", f.name)
 		}
 		names = append(names, fmt.Sprintf("%s: %s", f.module, f.name))
 	}
-	if want = []string{"trust: certified"}; !slices.Equal(names, want) || digestDomainOf == nil {
-		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, digestDomainOf != nil)
+	if want = []string{"trust: certified"}; !slices.Equal(names, want) || reg.digestDomainOf == nil {
+		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, reg.digestDomainOf != nil)
 	}
 
 	// The one field of m/state a module owns: its place in the record is
 	// the stored format's (persist.go).
-	if stateMark == nil || stateMark.module != modTopics || stateMark.name != "last housekeeping" || stateMark.value == nil || stateMark.restore == nil {
-		t.Errorf("state mark %+v, want the topics' last housekeeping", stateMark)
+	if reg.stateMark == nil || reg.stateMark.module != modTopics || reg.stateMark.name != "last housekeeping" || reg.stateMark.value == nil || reg.stateMark.restore == nil {
+		t.Errorf("state mark %+v, want the topics' last housekeeping", reg.stateMark)
 	}
 }
 
 // TestInsertRanked: the registries keep their entries in rank order
-// whatever order the init functions ran in, and refuse a second entry of
-// one rank.
+// whatever order the modules registered them in, and refuse a second
+// entry of one rank.
 func TestInsertRanked(t *testing.T) {
 	key := func(s *blockEndStep) (int, string) { return s.rank, s.name }
 	var list []*blockEndStep
@@ -646,4 +684,62 @@ func TestInsertRanked(t *testing.T) {
 		}
 	}()
 	insertRanked(list, &blockEndStep{rank: 20, name: "again"}, "block-end steps", key)
+}
+
+// TestRegistryOrder: buildRegistry's order of the modules' registration
+// functions decides nothing but that the topics come first (registry.go):
+// the modules above them registered in the reverse order give the same
+// registry, ranks and names alike; and a module registered before the
+// topics, whose hook points it needs, is refused at once.
+func TestRegistryOrder(t *testing.T) {
+	reversed := &registry{}
+	registerTopics(reversed)
+	for _, register := range []func(*registry){registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
+		register(reversed)
+	}
+	if got, want := describeRegistry(reversed), describeRegistry(assembled); !slices.Equal(got, want) {
+		t.Errorf("registered in another order:\n%s\nbuildRegistry's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "hook point not made yet") {
+			t.Errorf("the keys registered before the topics: recovered %v, want a panic", r)
+		}
+	}()
+	registerKeys(&registry{})
+}
+
+// describeRegistry lists what r holds, in its order, without functions.
+func describeRegistry(r *registry) []string {
+	var out []string
+	for k, s := range r.commands {
+		if s != nil {
+			out = append(out, fmt.Sprintf("command %d %s %s", k, s.module, s.name))
+		}
+	}
+	for _, s := range r.steps {
+		out = append(out, fmt.Sprintf("step %d %s %s", s.rank, s.module, s.name))
+	}
+	for _, s := range r.blockBeginSteps {
+		out = append(out, fmt.Sprintf("block-begin %d %s %s", s.rank, s.module, s.name))
+	}
+	for _, s := range r.blockEndSteps {
+		out = append(out, fmt.Sprintf("block-end %d %s %s", s.rank, s.module, s.name))
+	}
+	for _, s := range r.txFormats {
+		out = append(out, fmt.Sprintf("tx format %s %s", s.module, s.name))
+	}
+	for _, s := range r.snapshotFileSteps {
+		out = append(out, fmt.Sprintf("snapshot files %d %s %s %s", s.rank, s.module, s.name, s.dir))
+	}
+	if r.stateMark != nil {
+		out = append(out, fmt.Sprintf("state mark %s %s", r.stateMark.module, r.stateMark.name))
+	}
+	out = append(out, fmt.Sprintf("digest domain %v", r.digestDomainOf != nil))
+	for _, p := range r.points() {
+		name, owner, hooks := p.describe()
+		for _, h := range hooks {
+			out = append(out, fmt.Sprintf("hook %s (%s) %d %s %s", name, owner, h.rank, h.module, h.name))
+		}
+	}
+	return out
 }

@@ -247,8 +247,10 @@ func (p *Partition) publishProducers() {
 	clear(p.dirtyProducers)
 }
 
-func init() {
-	registerStep(moduleStep{rank: 100, name: "partitions' producer states", module: modTopics,
+// registerPartitionProducers registers the step of the partitions'
+// producer states (registerTopics calls it).
+func registerPartitionProducers(r *registry) {
+	r.registerStep(moduleStep{rank: 100, name: "partitions' producer states", module: modTopics,
 		load:  (*FSM).loadProducers,
 		stage: func(f *FSM, b *stateBatch) error { f.persistProducers(b); return nil }})
 }

@@ -42,7 +42,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	}
 	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
-		for _, h := range markerWritten.hooks {
+		for _, h := range f.reg.markerWritten.hooks {
 			h.fn(f, t, p, pid, commit, st.TxnFirst, at)
 		}
 	}
@@ -190,10 +190,12 @@ func (p *Partition) publishTxnState() {
 	p.abortedAdded, p.abortedDropped = p.abortedAdded[:0], p.abortedDropped[:0]
 }
 
-func init() {
+// registerPartitionTxns registers the step of the partitions' aborted
+// transactions (registerTopics calls it).
+func registerPartitionTxns(r *registry) {
 	// After the transactions (rank 110), where they were written before
 	// this state moved to the topics module.
-	registerStep(moduleStep{rank: 115, name: "partitions' aborted transactions", module: modTopics,
+	r.registerStep(moduleStep{rank: 115, name: "partitions' aborted transactions", module: modTopics,
 		load:  (*FSM).loadAborted,
 		stage: func(f *FSM, b *stateBatch) error { f.persistAborted(b); return nil }})
 }

@@ -70,8 +70,8 @@ func (f *FSM) encodeState() []byte {
 	w.bytes(f.appHash)
 	w.i64(f.blockTime)
 	var mark int64 // the last housekeeping, the topics' (stateMark)
-	if stateMark != nil {
-		mark = stateMark.value(f)
+	if f.reg.stateMark != nil {
+		mark = f.reg.stateMark.value(f)
 	}
 	w.i64(mark)
 	w.i64(f.hashHeight)
@@ -117,7 +117,7 @@ func (f *FSM) stage() error {
 		}
 	}
 	f.pending = b
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.stage == nil {
 			continue
 		}
@@ -166,14 +166,14 @@ func (f *FSM) load() error {
 		if st, f.blockTime, mark, err = decodeState(v); err != nil {
 			return err
 		}
-		if stateMark != nil {
-			stateMark.restore(f, mark)
+		if f.reg.stateMark != nil {
+			f.reg.stateMark.restore(f, mark)
 		}
 		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 		f.hashHeight = st.hashHeight
 	}
 	f.trie = openStateTrie(f.store, f.stateRoot)
-	for _, st := range steps {
+	for _, st := range f.reg.steps {
 		if st.load == nil {
 			continue
 		}
@@ -182,4 +182,41 @@ func (f *FSM) load() error {
 		}
 	}
 	return nil
+}
+
+// A leaf is a module's state kept whole under one store key: the topics'
+// cluster-wide log defaults (m/log-defaults) and the cluster's dynamic
+// broker configs (m/broker-configs). Its module reads it at Open with
+// loadLeaf and writes it in its stage step with stageLeaf, so the two
+// leaves are stored alike: absent while empty, rewritten whole when
+// changed.
+
+// loadLeaf reads the leaf at key into *dst through decode; an absent key
+// leaves *dst as it is (the module's empty value).
+func loadLeaf[T any](f *FSM, key []byte, decode func([]byte) (T, error), dst *T) error {
+	v, ok, err := f.store.Get(key)
+	if err != nil || !ok {
+		return err
+	}
+	x, err := decode(v)
+	if err != nil {
+		return err
+	}
+	*dst = x
+	return nil
+}
+
+// stageLeaf stages the leaf at key when the block changed it (*dirty,
+// which it clears): a delete when it holds nothing (empty), else the
+// bytes of encode(v).
+func stageLeaf[T any](b *stateBatch, key []byte, dirty *bool, v T, empty bool, encode func(T) []byte) {
+	if !*dirty {
+		return
+	}
+	*dirty = false
+	if empty {
+		b.Delete(key)
+		return
+	}
+	b.Set(key, encode(v))
 }

@@ -113,7 +113,7 @@ func (f *FSM) produce(c Produce) Result {
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
-			for _, hk := range batchChecks.hooks {
+			for _, hk := range f.reg.batchChecks.hooks {
 				if r := hk.fn(f, t, p, h); r.Code != 0 {
 					return r
 				}
@@ -157,7 +157,7 @@ func (f *FSM) produce(c Produce) Result {
 	pr := &producing{t: t, p: p, batches: batches, headers: headers, bases: bases, keys: keys,
 		conditional: conditional, signed: signed, offsets: offsets, dup: dup}
 	var written []func() // what the produce checks do once the batches are written
-	for _, hk := range produceChecks.hooks {
+	for _, hk := range f.reg.produceChecks.hooks {
 		r, then := hk.fn(f, pr)
 		if r.Code != 0 {
 			return r
@@ -186,7 +186,7 @@ func (f *FSM) produce(c Produce) Result {
 			return f.localFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
-		for _, hk := range batchAppended.hooks {
+		for _, hk := range f.reg.batchAppended.hooks {
 			if r := hk.fn(f, pr, i, b, p.next); r.Code != 0 {
 				return r
 			}

@@ -19,8 +19,19 @@ type InitProducerID struct {
 
 func (InitProducerID) Kind() Kind { return KindInitProducerID }
 
-func init() {
-	register(KindInitProducerID, "InitProducerID", modProducers,
+// registerProducers is the producers module's registration function
+// (buildRegistry, registry.go): its files' registrations.
+func registerProducers(r *registry) {
+	registerInitProducerID(r) // producers.go
+	registerNextProducerID(r) // producers.go
+	registerTxnCommands(r)    // txns.go
+	registerTxnSteps(r)       // txns.go
+}
+
+// registerInitProducerID registers InitProducerID (registerProducers
+// calls it).
+func registerInitProducerID(r *registry) {
+	register(r, KindInitProducerID, "InitProducerID", modProducers,
 		func(r *reader) InitProducerID { return InitProducerID{TransactionalID: r.str(), TimeoutMs: r.i32()} },
 		checkTxnCommand,
 		func(f *FSM, c InitProducerID, _ cmdAt) Result { return f.initProducerID(c) })
@@ -42,8 +53,10 @@ func (f *FSM) initProducerID(c InitProducerID) Result {
 	return Result{ProducerID: id}
 }
 
-func init() {
-	registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
+// registerNextProducerID registers the next producer id's step
+// (registerProducers calls it).
+func registerNextProducerID(r *registry) {
+	r.registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
 		load: loadProducerID,
 		stage: func(f *FSM, b *stateBatch) error {
 			if f.nextProducerID != f.stagedProducerID {

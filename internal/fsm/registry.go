@@ -10,11 +10,13 @@ import (
 )
 
 // The command registry: every command kind, the module that owns it, and
-// its decoder, stateless check and apply, registered by that module (in an
-// init function of the file that defines the command). Decoding, Kind's
-// name, CheckCommand and apply all go through it, so a new command is
-// defined, encoded, decoded, checked and applied in its module's files and
-// nowhere else (TestRegistry checks that every kind is registered once).
+// its decoder, stateless check and apply, registered by that module (in
+// the registration function of the file that defines the command, which
+// its module's registration function calls: buildRegistry, below).
+// Decoding, Kind's name, CheckCommand and apply all go through it, so a
+// new command is defined, encoded, decoded, checked and applied in its
+// module's files and nowhere else (TestRegistry checks that every kind is
+// registered once).
 //
 // The modules of the state machine, and what they own:
 //
@@ -45,7 +47,7 @@ import (
 // package's source, TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
 // below; the topics module's are in topic_hooks.go), and the upper module
-// registers its hooks in an init function of its own files, each with a
+// registers its hooks there from its registration function, each with a
 // rank, as Cosmos SDK modules take hooks from the modules above them (TestHooks pins every point's order: it is part of
 // what is hashed). So a produce checks a producer's transaction and a
 // batch's signatures, indexes its keys and updates table leaves; a
@@ -54,9 +56,11 @@ import (
 // updates table leaves: all without the topics module naming keys,
 // groups, producers or trust. The core is the bottom layer: it calls no
 // module and names no module's function, value or state, only what the
-// modules register below; the one place it names their types is where it
-// assembles them, FSM's embedded states and Options' validator set and
-// batch source (coreAssembly in modules_test.go).
+// modules register below; the places it names them are where it
+// assembles them: FSM's embedded states, Options' validator set and
+// batch source, the registry's embedded topic hook points and
+// buildRegistry's calls of the modules' registration functions
+// (coreAssembly in modules_test.go).
 //
 // Besides its commands and hooks, a module registers its steps
 // (registerStep): its state of an empty state machine (empty), what it reads back from the store at Open (load), what
@@ -80,10 +84,39 @@ import (
 // step (registerBlockBegin: the cluster's upgrade check and activation,
 // the trust module's signers), run before them; a module's form of
 // transaction (registerTxFormat: the trust module's certificates), and
-// the cluster's digest domain (digestDomainOf); and a module's files in
+// the cluster's digest domain (setDigestDomain); and a module's files in
 // a snapshot (registerSnapshotFiles: the topics module's partition logs
 // under logs/, topic_snapshot.go), which the core captures, ships and
 // restores without knowing what they hold.
+//
+// How the registry is built and reached. There are no init functions and
+// no package-level variable is written after the package is initialised
+// (TestNoMutablePackageState, modules_test.go): buildRegistry makes the
+// registry by calling each module's registration function in a fixed
+// order, and nothing changes it afterwards. That order is the layering's,
+// from the bottom up (topics, keys, groups, producers, trust, cluster),
+// and each module's function calls its files' in an order it lists; the
+// topics module comes first because it makes the hook points the modules
+// above it register at. Beyond that the order decides nothing: every list
+// that is run in an order (steps, block-begin and block-end steps, hooks,
+// snapshot files) is kept in the order of its ranks, whatever order they
+// were registered in, and there is one transaction form, so the registry,
+// and what is hashed, is the same for any order of the calls.
+//
+// The registry is built once, by the initialiser of the package-level
+// value assembled (a function call, not an init side effect), rather than
+// by each Open, because half of what it holds is the stateless codec that
+// the broker, the mempool and the HTTP API use without a state machine:
+// DecodeTx, EncodeTx's size estimate, CheckCommand, Precheck and Kind's
+// names read assembled, and so do Open, before it has a state machine,
+// and the check of a peer's snapshot paths (checkSnapshotPath). A state
+// machine reaches it through its field reg, which Open sets to
+// assembled: whatever a command, a step or a hook runs reads f.reg, never
+// the package name, and the compiler holds it to that, as Go refuses to
+// build a package whose initialiser reaches a function naming the value
+// being initialised (a produce's apply runs the topics' hooks, a
+// certified transaction's open decodes its payload: both with f.reg).
+// The field also says plainly which registry a state machine runs.
 
 // module names a part of the state machine.
 type module string
@@ -126,16 +159,62 @@ type commandSpec struct {
 	size func(Command) int
 }
 
-// registry holds the registered kinds by value (an array: dispatch never
-// ranges over a map).
-var registry [256]*commandSpec
+// registry is what the modules register: built by buildRegistry, never
+// changed afterwards.
+type registry struct {
+	// commands holds the registered kinds by value (an array: dispatch
+	// never ranges over a map).
+	commands [256]*commandSpec
+	// steps holds the registered steps by rank.
+	steps []*moduleStep
+	// blockBeginSteps holds the registered block-begin steps by rank.
+	blockBeginSteps []*blockBeginStep
+	// blockEndSteps holds the registered block-end steps by rank.
+	blockEndSteps []*blockEndStep
+	// txFormats holds the registered forms of transactions, asked in order.
+	txFormats []*txFormat
+	// digestDomainOf opens the digest of the block being applied: the
+	// cluster module's, which depends on the app version
+	// (blockDigestDomain); nil is digestDomain.
+	digestDomainOf func(*FSM) string
+	// snapshotFileSteps holds the registered snapshot files by rank.
+	snapshotFileSteps []*snapshotFiles
+	// stateMark is the registered state mark, or nil.
+	stateMark *stateMarkSpec
+	// topicHooks are the topics module's hook points (topic_hooks.go),
+	// made by its registration function, which runs first.
+	topicHooks
+}
 
-// register adds a command kind. It panics when the kind is taken or the
-// command's Kind method disagrees: both are programming errors found at
-// start-up by every test.
-func register[C Command](kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *commandSpec {
-	if registry[kind] != nil {
-		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, registry[kind].name, name))
+// assembled is the registry of every state machine and of the stateless
+// codec, built once as the package is initialised and never written
+// afterwards (see the package's registry.go: why it is a package value,
+// and why the modules' code reaches it through FSM.reg).
+var assembled = buildRegistry()
+
+// buildRegistry assembles the state machine: each module's registration
+// function, in the order of the layering from the bottom up. The topics
+// module goes first, as it makes the hook points the modules above it
+// register at; otherwise the order of the calls decides nothing (every
+// ordered list is kept by rank), so a module added later goes after
+// those it uses.
+func buildRegistry() *registry {
+	r := &registry{}
+	registerTopics(r)
+	registerKeys(r)
+	registerGroups(r)
+	registerProducers(r)
+	registerTrust(r)
+	registerCluster(r)
+	return r
+}
+
+// register adds a command kind to r. It panics when the kind is taken or
+// the command's Kind method disagrees: both are programming errors found
+// as the package is initialised, by every test.
+func register[C Command](r *registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *commandSpec {
+	if o := r.commands[kind]; o != nil {
+		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, o.name, name))
 	}
 	var zero C
 	if zero.Kind() != kind {
@@ -146,19 +225,19 @@ func register[C Command](kind Kind, name string, m module, decode func(*reader) 
 		decode: func(r *reader) Command { return decode(r) },
 		apply:  func(f *FSM, c Command, at cmdAt) Result { return apply(f, c.(C), at) },
 	}
-	registry[kind] = s
+	r.commands[kind] = s
 	return s
 }
 
 func (k Kind) String() string {
-	if s := registry[k]; s != nil {
+	if s := assembled.commands[k]; s != nil {
 		return s.name
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func decodeCommand(k Kind, r *reader) Command {
-	s := registry[k]
+func (g *registry) decodeCommand(k Kind, r *reader) Command {
+	s := g.commands[k]
 	if s == nil {
 		r.fail("unknown command kind %d", k)
 		return nil
@@ -168,8 +247,10 @@ func decodeCommand(k Kind, r *reader) Command {
 
 // CheckCommand validates a command on its own, without the state: what
 // every broker would refuse to order. Apply checks it again.
-func CheckCommand(c Command) Result {
-	s := registry[c.Kind()]
+func CheckCommand(c Command) Result { return assembled.checkCommand(c) }
+
+func (g *registry) checkCommand(c Command) Result {
+	s := g.commands[c.Kind()]
 	if s == nil {
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
 	}
@@ -180,20 +261,20 @@ func CheckCommand(c Command) Result {
 }
 
 // admitCommand is a command's admission check (Precheck): its kind's
-// admit, or else CheckCommand.
-func admitCommand(c Command) error {
-	if s := registry[c.Kind()]; s != nil && s.admit != nil {
+// admit, or else its check.
+func (g *registry) admitCommand(c Command) error {
+	if s := g.commands[c.Kind()]; s != nil && s.admit != nil {
 		return s.admit(c)
 	}
-	if r := CheckCommand(c); r.Code != 0 {
+	if r := g.checkCommand(c); r.Code != 0 {
 		return errors.New(r.Message)
 	}
 	return nil
 }
 
 // encodedSize estimates the encoding of c's body (EncodeTx).
-func encodedSize(c Command) int {
-	if s := registry[c.Kind()]; s != nil && s.size != nil {
+func (g *registry) encodedSize(c Command) int {
+	if s := g.commands[c.Kind()]; s != nil && s.size != nil {
 		return s.size(c)
 	}
 	return 64
@@ -201,7 +282,7 @@ func encodedSize(c Command) int {
 
 // apply runs one command against the state.
 func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
-	s := registry[c.Kind()]
+	s := f.reg.commands[c.Kind()]
 	if s == nil {
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
 	}
@@ -246,13 +327,10 @@ type moduleStep struct {
 	close func(*FSM)
 }
 
-// steps holds the registered steps by rank.
-var steps []*moduleStep
-
 // registerStep adds a module's step; two steps of one rank are a
 // programming error.
-func registerStep(s moduleStep) {
-	steps = insertRanked(steps, &s, "steps", func(s *moduleStep) (int, string) { return s.rank, s.name })
+func (r *registry) registerStep(s moduleStep) {
+	r.steps = insertRanked(r.steps, &s, "steps", func(s *moduleStep) (int, string) { return s.rank, s.name })
 }
 
 // insertRanked adds s to list, which it keeps in the order of the ranks
@@ -284,19 +362,20 @@ type blockBeginStep struct {
 	run    func(*FSM, Block)
 }
 
-// blockBeginSteps holds the registered block-begin steps by rank.
-var blockBeginSteps []*blockBeginStep
-
 // registerBlockBegin adds a module's block-begin step; two of one rank are
 // a programming error.
-func registerBlockBegin(s blockBeginStep) {
-	blockBeginSteps = insertRanked(blockBeginSteps, &s, "block-begin steps", func(s *blockBeginStep) (int, string) { return s.rank, s.name })
+func (r *registry) registerBlockBegin(s blockBeginStep) {
+	r.blockBeginSteps = insertRanked(r.blockBeginSteps, &s, "block-begin steps", func(s *blockBeginStep) (int, string) { return s.rank, s.name })
 }
 
-// digestDomainOf opens the digest of the block being applied: the
-// cluster module's, which depends on the app version (blockDigestDomain);
-// nil is digestDomain.
-var digestDomainOf func(*FSM) string
+// setDigestDomain registers what opens the digest of the block being
+// applied (the cluster module's); a second one is a programming error.
+func (r *registry) setDigestDomain(fn func(*FSM) string) {
+	if r.digestDomainOf != nil {
+		panic("stele/fsm: two digest domains registered")
+	}
+	r.digestDomainOf = fn
+}
 
 // txFormat is a module's form of a transaction besides the plain one
 // (tx.go): the trust module's certificates of the data plane (cert.go).
@@ -313,10 +392,9 @@ type txFormat struct {
 	halts func(error) bool
 }
 
-// txFormats holds the registered forms, asked in order.
-var txFormats []*txFormat
-
-func registerTxFormat(t txFormat) { txFormats = append(txFormats, &t) }
+// registerTxFormat adds a module's form of transactions, asked after
+// those registered before it.
+func (r *registry) registerTxFormat(t txFormat) { r.txFormats = append(r.txFormats, &t) }
 
 // blockEndStep is a module's work at the end of every block, after the
 // block's transactions and before its state is staged: timers on block
@@ -331,13 +409,10 @@ type blockEndStep struct {
 	run    func(*FSM) []change
 }
 
-// blockEndSteps holds the registered block-end steps by rank.
-var blockEndSteps []*blockEndStep
-
 // registerBlockEnd adds a module's block-end step; two of one rank are a
 // programming error.
-func registerBlockEnd(s blockEndStep) {
-	blockEndSteps = insertRanked(blockEndSteps, &s, "block-end steps", func(s *blockEndStep) (int, string) { return s.rank, s.name })
+func (r *registry) registerBlockEnd(s blockEndStep) {
+	r.blockEndSteps = insertRanked(r.blockEndSteps, &s, "block-end steps", func(s *blockEndStep) (int, string) { return s.rank, s.name })
 }
 
 // snapshotFiles is a module's files in a snapshot, besides the metadata
@@ -372,24 +447,21 @@ type capturedFiles interface {
 	release()
 }
 
-// snapshotFileSteps holds the registered snapshot files by rank.
-var snapshotFileSteps []*snapshotFiles
-
 // registerSnapshotFiles adds a module's snapshot files; two of one rank or
 // one directory, or a directory that is not one plain path element or
 // would collide with the store's files, are programming errors.
-func registerSnapshotFiles(s snapshotFiles) {
+func (r *registry) registerSnapshotFiles(s snapshotFiles) {
 	if s.dir == "" || s.dir == "." || s.dir == ".." || strings.ContainsAny(s.dir, `/\`) ||
 		s.dir == "meta" || s.dir == metaKVPath || s.dir == "state" {
 		panic(fmt.Sprintf("stele/fsm: snapshot files %s in directory %q", s.name, s.dir))
 	}
-	for _, o := range snapshotFileSteps {
+	for _, o := range r.snapshotFileSteps {
 		if o.rank == s.rank || o.dir == s.dir {
 			panic(fmt.Sprintf("stele/fsm: snapshot files %s and %s both of rank %d or in %q", o.name, s.name, s.rank, s.dir))
 		}
 	}
-	snapshotFileSteps = append(snapshotFileSteps, &s)
-	slices.SortFunc(snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
+	r.snapshotFileSteps = append(r.snapshotFileSteps, &s)
+	slices.SortFunc(r.snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
 }
 
 // stateMarkSpec is the one field of the core's m/state record that a
@@ -405,16 +477,13 @@ type stateMarkSpec struct {
 	restore func(*FSM, int64)
 }
 
-// stateMark is the registered state mark, or nil.
-var stateMark *stateMarkSpec
-
 // registerStateMark registers the state mark; a second one is a
 // programming error (m/state has room for one).
-func registerStateMark(s stateMarkSpec) {
-	if stateMark != nil {
-		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", stateMark.name, s.name))
+func (r *registry) registerStateMark(s stateMarkSpec) {
+	if r.stateMark != nil {
+		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", r.stateMark.name, s.name))
 	}
-	stateMark = &s
+	r.stateMark = &s
 }
 
 // hook is one module's function at a hook point of a lower module: what
@@ -437,9 +506,14 @@ type hookPoint[F any] struct {
 	hooks []hook[F]
 }
 
-// register adds a hook (in an init function of the upper module's file);
-// two hooks of one rank at one point are a programming error.
+// register adds a hook (from the upper module's registration function);
+// two hooks of one rank at one point, or a hook at a point its owner has
+// not made yet (a module registered before the topics), are programming
+// errors.
 func (p *hookPoint[F]) register(rank int, name string, m module, fn F) {
+	if p.name == "" {
+		panic(fmt.Sprintf("stele/fsm: hook %s at a hook point not made yet: register the point's module first", name))
+	}
 	for _, o := range p.hooks {
 		if o.rank == rank {
 			panic(fmt.Sprintf("stele/fsm: hooks %s and %s at %s both of rank %d", o.name, name, p.name, rank))

@@ -51,8 +51,10 @@ func (c RegisterProducerKey) encode(w *writer) {
 	w.bytes(c.Endorsement)
 }
 
-func init() {
-	register(KindRegisterProducerKey, "RegisterProducerKey", modTrust,
+// registerProducerKeys registers RegisterProducerKey (registerTrust
+// calls it).
+func registerProducerKeys(r *registry) {
+	register(r, KindRegisterProducerKey, "RegisterProducerKey", modTrust,
 		func(r *reader) RegisterProducerKey {
 			return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytesCopy(), Proof: r.bytesCopy(), Endorsement: r.bytesCopy()}
 		},
@@ -206,11 +208,13 @@ func (f *FSM) persistSigned(set func(k, v []byte)) {
 	clear(f.seqsAdded)
 }
 
-func init() {
+// registerSignedRecords registers the signatures' produce check and
+// the producer keys' and signed sequences' step (registerTrust calls it).
+func registerSignedRecords(r *registry) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	produceChecks.register(20, "signatures", modTrust, func(f *FSM, pr *producing) (Result, func()) {
+	r.produceChecks.register(20, "signatures", modTrust, func(f *FSM, pr *producing) (Result, func()) {
 		required := len(pr.t.Config.SignedBy) > 0
 		var seqs map[string]bool
 		for i, b := range pr.batches {
@@ -236,6 +240,6 @@ func init() {
 			}
 		}
 	})
-	registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
+	r.registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
 		stage: func(f *FSM, b *stateBatch) error { f.persistSigned(b.Set); return nil }})
 }

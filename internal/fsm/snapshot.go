@@ -135,7 +135,7 @@ func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	}
 	// The modules' files first: the topics module waits for the
 	// compactions in flight before it pins the logs.
-	for _, s := range snapshotFileSteps {
+	for _, s := range f.reg.snapshotFileSteps {
 		parts, err := s.capture(f)
 		c.parts = append(c.parts, parts...) // released on error too
 		if err != nil {

@@ -202,7 +202,7 @@ func checkSnapshotPath(p string) error {
 		return bad("too long")
 	}
 	dir, rest, _ := strings.Cut(p, "/")
-	for _, s := range snapshotFileSteps {
+	for _, s := range assembled.snapshotFileSteps {
 		if s.dir == dir {
 			if why := s.checkPath(rest); why != "" {
 				return bad(why)

@@ -237,7 +237,7 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 	if err := verifyStagedState(filepath.Join(r.dir, "meta"), r.meta.appHash); err != nil {
 		return err
 	}
-	for _, s := range snapshotFileSteps { // a module's directory may be empty
+	for _, s := range f.reg.snapshotFileSteps { // a module's directory may be empty
 		if err := os.MkdirAll(filepath.Join(r.dir, s.dir), 0o755); err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
@@ -332,10 +332,10 @@ func (f *FSM) swapIn(staged string) error {
 	// The store leaves first and comes back last: until it is in place,
 	// Open finds no state and starts empty.
 	renames := [][2]string{{filepath.Join(f.opts.Dir, "meta"), filepath.Join(old, "meta")}}
-	for _, s := range snapshotFileSteps {
+	for _, s := range f.reg.snapshotFileSteps {
 		renames = append(renames, [2]string{filepath.Join(f.opts.Dir, s.dir), filepath.Join(old, s.dir)})
 	}
-	for _, s := range snapshotFileSteps {
+	for _, s := range f.reg.snapshotFileSteps {
 		renames = append(renames, [2]string{filepath.Join(staged, s.dir), filepath.Join(f.opts.Dir, s.dir)})
 	}
 	renames = append(renames, [2]string{filepath.Join(staged, "meta"), filepath.Join(f.opts.Dir, "meta")})

@@ -70,9 +70,10 @@ func isTable(t *Topic) bool { return isTableConfig(t.Config) }
 
 func isTableConfig(c TopicConfig) bool { return c.Compact || c.Snapshot }
 
-// The tables' hooks on the topics module (topic_hooks.go).
-func init() {
-	batchAppended.register(10, "table versions", modKeys, func(f *FSM, pr *producing, i int, b []byte, _ int64) Result {
+// registerTables registers the tables' hooks on the topics module
+// (topic_hooks.go); registerKeys calls it.
+func registerTables(r *registry) {
+	r.batchAppended.register(10, "table versions", modKeys, func(f *FSM, pr *producing, i int, b []byte, _ int64) Result {
 		if isTable(pr.t) && !pr.headers[i].Transactional() {
 			if err := f.tableRecords(pr.t, pr.p, b); err != nil {
 				return f.localFault("table versions of %s-%d: %w", pr.t.Name, pr.p.Index, err)
@@ -80,22 +81,22 @@ func init() {
 		}
 		return Result{}
 	})
-	markerWritten.register(10, "table versions of a committed transaction", modKeys, func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
+	r.markerWritten.register(10, "table versions of a committed transaction", modKeys, func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
 		if commit && first >= 0 && isTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
 				f.localFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	})
-	logTrimmed.register(10, "table leaves below the log start", modKeys, (*FSM).tableTrimmed)
-	compactionDecided.register(10, "tombstones a compaction removes", modKeys, (*FSM).tableCompactionDecided)
-	configChanged.register(10, "table leaves of a changed cleanup.policy", modKeys, func(f *FSM, t *Topic, was TopicConfig) Result {
+	r.logTrimmed.register(10, "table leaves below the log start", modKeys, (*FSM).tableTrimmed)
+	r.compactionDecided.register(10, "tombstones a compaction removes", modKeys, (*FSM).tableCompactionDecided)
+	r.configChanged.register(10, "table leaves of a changed cleanup.policy", modKeys, func(f *FSM, t *Topic, was TopicConfig) Result {
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
 			return f.localFault("table versions of %s: %w", t.Name, err)
 		}
 		return Result{}
 	})
-	topicDropped.register(20, "table leaves", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+	r.topicDropped.register(20, "table leaves", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }

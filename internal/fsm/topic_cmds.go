@@ -21,23 +21,25 @@ const (
 	KindDeleteRecords    Kind = 6
 )
 
-func init() {
-	register(KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
+// registerTopicCommands registers the topics' commands (registerTopics
+// calls it).
+func registerTopicCommands(r *registry) {
+	register(r, KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
 		func(f *FSM, c CreateTopic, at cmdAt) Result { return f.createTopic(c, at.tx, at.cmd) })
-	register(KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
+	register(r, KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
 		func(f *FSM, c DeleteTopic, _ cmdAt) Result { return f.deleteTopic(c) })
-	register(KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
+	register(r, KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
 		func(f *FSM, c CreatePartitions, _ cmdAt) Result { return f.createPartitions(c) })
-	register(KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
+	register(r, KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
 		func(f *FSM, c AlterConfigs, _ cmdAt) Result { return f.alterConfigs(c) })
 	// A produce validates each batch itself, as it appends it; the
 	// mempool admits it on its batches' framing and CRCs (admitProduce).
-	produce := register(KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
+	produce := register(r, KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
 		func(f *FSM, c Produce, _ cmdAt) Result { return f.produce(c) })
 	produce.checkedByApply = true
 	produce.admit = admitProduce
 	produce.size = func(c Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
-	register(KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
+	register(r, KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
 		func(f *FSM, c DeleteRecords, _ cmdAt) Result { return f.deleteRecords(c) })
 }
 

@@ -25,8 +25,10 @@ import (
 // and Open (loadTopics) opens each log and cuts it back to the committed
 // end the restored state gives.
 
-func init() {
-	registerSnapshotFiles(snapshotFiles{rank: 10, name: "partition logs", module: modTopics, dir: "logs",
+// registerTopicSnapshot registers the partition logs as the topics'
+// snapshot files (registerTopics calls it).
+func registerTopicSnapshot(r *registry) {
+	r.registerSnapshotFiles(snapshotFiles{rank: 10, name: "partition logs", module: modTopics, dir: "logs",
 		capture: captureLogs, checkPath: checkLogPath})
 }
 

@@ -14,8 +14,10 @@ import (
 // (the deleted topics' keys, the changed topics and partitions) and its
 // view; and the codec of its values, t/ and p/ (persist.go lists the keys).
 
-func init() {
-	registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
+// registerTopicState registers the topics' and partitions' step and the
+// topics view's (registerTopics calls it).
+func registerTopicState(r *registry) {
+	r.registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
 		empty: func(f *FSM) {
 			f.topicsState = topicsState{
 				topics:      map[string]*Topic{},
@@ -26,7 +28,7 @@ func init() {
 			}
 		},
 		sync: (*FSM).syncLogs, settle: (*FSM).afterCommit, forget: forgetTopics, close: closeTopics})
-	registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
+	r.registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
 }
 
 // topicsState is the topics module's part of the state machine (embedded
@@ -46,7 +48,7 @@ type topicsState struct {
 
 func stageTopics(f *FSM, b *stateBatch) error {
 	for _, t := range f.deleted {
-		for _, h := range topicDropped.hooks {
+		for _, h := range f.reg.topicDropped.hooks {
 			h.fn(f, t, b)
 		}
 		b.DeletePrefix(batchProofPrefix(t.ID))

@@ -200,7 +200,7 @@ func (f *FSM) deleteTopic(c DeleteTopic) Result {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
-	for _, h := range topicDeleted.hooks {
+	for _, h := range f.reg.topicDeleted.hooks {
 		h.fn(f, t)
 	}
 	f.dirtyTopics[t.Name] = true
@@ -246,7 +246,7 @@ func (f *FSM) alterConfigs(c AlterConfigs) Result {
 	was := t.Config
 	t.Configs = next
 	t.Config = resolveConfig(next, f.logDefaults.configs)
-	for _, h := range configChanged.hooks {
+	for _, h := range f.reg.configChanged.hooks {
 		if r := h.fn(f, t, was); r.Code != 0 {
 			return r
 		}
@@ -327,4 +327,20 @@ func editList(cur, change string, add bool) string {
 		items = kept
 	}
 	return strings.Join(items, ",")
+}
+
+// registerTopics is the topics module's registration function
+// (buildRegistry, registry.go). It makes the module's hook points first:
+// buildRegistry calls it before every module above it, as those register
+// hooks there. Then its files' registrations, each of what that file
+// defines.
+func registerTopics(r *registry) {
+	r.topicHooks = newTopicHooks() // topic_hooks.go
+	registerTopicState(r)          // topic_state.go
+	registerTopicCommands(r)       // topic_cmds.go
+	registerLogDefaults(r)         // log_defaults.go
+	registerHousekeeping(r)        // housekeeping.go
+	registerPartitionProducers(r)  // partition_producers.go
+	registerPartitionTxns(r)       // partition_txns.go
+	registerTopicSnapshot(r)       // topic_snapshot.go
 }

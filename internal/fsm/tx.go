@@ -37,7 +37,7 @@ type Tx struct {
 func EncodeTx(tx Tx) []byte {
 	size := 32
 	for _, c := range tx.Commands {
-		size += encodedSize(c)
+		size += assembled.encodedSize(c)
 	}
 	w := &writer{b: make([]byte, 0, size)}
 	w.raw(txMagic[:])
@@ -57,7 +57,10 @@ func EncodeTx(tx Tx) []byte {
 // DecodeTx decodes a transaction. Byte slices in the result (such as a
 // Produce's Records) alias b. It checks the encoding only; whether the
 // commands make sense is checked by Validate and by Apply.
-func DecodeTx(b []byte) (Tx, error) {
+func DecodeTx(b []byte) (Tx, error) { return assembled.decodeTx(b) }
+
+// decodeTx decodes a transaction with g's commands (DecodeTx).
+func (g *registry) decodeTx(b []byte) (Tx, error) {
 	r := &reader{b: b}
 	var tx Tx
 	magic := r.take(3)
@@ -78,7 +81,7 @@ func DecodeTx(b []byte) (Tx, error) {
 		if r.e != nil {
 			break
 		}
-		c := decodeCommand(k, body)
+		c := g.decodeCommand(k, body)
 		if err := body.done(); err != nil {
 			r.e = err
 			break

@@ -116,25 +116,27 @@ func (c EndTxn) encode(w *writer) {
 	w.bool(c.Commit)
 }
 
-func init() {
-	register(KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
+// registerTxnCommands registers the transactions' commands
+// (registerProducers calls it).
+func registerTxnCommands(r *registry) {
+	register(r, KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
 		func(r *reader) AddPartitionsToTxn {
 			return AddPartitionsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Topic: r.str(), Partition: r.i32()}
 		}, checkTxnCommand,
 		func(f *FSM, c AddPartitionsToTxn, _ cmdAt) Result { return f.addPartitionsToTxn(c) })
-	register(KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
+	register(r, KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
 		func(r *reader) AddOffsetsToTxn {
 			return AddOffsetsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str()}
 		}, checkTxnCommand,
 		func(f *FSM, c AddOffsetsToTxn, _ cmdAt) Result { return f.addOffsetsToTxn(c) })
-	register(KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
+	register(r, KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
 		func(r *reader) TxnOffsetCommit {
 			return TxnOffsetCommit{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str(), MemberID: r.str(),
 				InstanceID: r.str(), Generation: r.i32(), Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(),
 				Metadata: r.str()}
 		}, checkTxnCommand,
 		func(f *FSM, c TxnOffsetCommit, _ cmdAt) Result { return f.txnOffsetCommit(c) })
-	register(KindEndTxn, "EndTxn", modProducers,
+	register(r, KindEndTxn, "EndTxn", modProducers,
 		func(r *reader) EndTxn {
 			return EndTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Commit: r.bool()}
 		}, checkTxnCommand,
@@ -602,15 +604,17 @@ func (f *FSM) loadTxns() error {
 	})
 }
 
-func init() {
+// registerTxnSteps registers the transactions' hooks on the topics,
+// their timers and their step (registerProducers calls it).
+func registerTxnSteps(r *registry) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	batchChecks.register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) Result {
+	r.batchChecks.register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) Result {
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
-	registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
-	registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
+	r.housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
+	r.registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
+	r.registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		empty: func(f *FSM) {
 			f.producersState = producersState{
 				txns:      map[string]*Txn{},

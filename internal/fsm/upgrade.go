@@ -63,11 +63,13 @@ var upgradeStatementPrefix = []byte("stele/upgrade-statement/v2\x00")
 const maxChainID = 50
 
 var (
-	keyAppVersion   = []byte("u/version")
-	keyUpgradePlan  = []byte("u/plan")
-	upgradeVotePfx  = []byte("u/vote/")
-	upgradeStateVer = uint8(1)
+	keyAppVersion  = []byte("u/version")
+	keyUpgradePlan = []byte("u/plan")
+	upgradeVotePfx = []byte("u/vote/")
 )
+
+// upgradeStateVer is the version of the stored upgrade state's encoding.
+const upgradeStateVer uint8 = 1
 
 // ErrUpgradeRequired is returned by ApplyBlock for the height of an upgrade
 // to an app version this binary cannot run (wrapped in an
@@ -154,8 +156,18 @@ func (c ScheduleUpgrade) encode(w *writer) {
 	}
 }
 
-func init() {
-	register(KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
+// registerCluster is the cluster module's registration function
+// (buildRegistry, registry.go): its files' registrations.
+func registerCluster(r *registry) {
+	registerScheduleUpgrade(r) // upgrade.go
+	registerUpgradeSteps(r)    // upgrade.go
+	registerBrokerConfigs(r)   // broker_configs.go
+}
+
+// registerScheduleUpgrade registers ScheduleUpgrade (registerCluster
+// calls it).
+func registerScheduleUpgrade(r *registry) {
+	register(r, KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
 		func(c Command) Result { return checkUpgrade(c.(ScheduleUpgrade)) },
 		func(f *FSM, c ScheduleUpgrade, _ cmdAt) Result { return f.scheduleUpgrade(c) })
 }
@@ -469,14 +481,17 @@ func (f *FSM) loadUpgrade() error {
 	})
 }
 
-func init() {
+// registerUpgradeSteps registers the upgrades' block-begin step, the
+// digest domain of the app version and the app version's step
+// (registerCluster calls it).
+func registerUpgradeSteps(r *registry) {
 	// An upgrade this binary cannot run stops the block before anything
 	// of it is applied; one it can run is activated at its height.
-	registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
+	r.registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
 		check: (*FSM).upgradeDue,
 		run:   func(f *FSM, b Block) { f.activateUpgrade(b.Height) }})
-	digestDomainOf = func(f *FSM) string { return blockDigestDomain(f.appVersion) }
-	registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
+	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
+	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
 		load:  (*FSM).loadUpgrade,
 		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil },
 		publish: func(f *FSM, _ bool) {
