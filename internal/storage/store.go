@@ -47,9 +47,15 @@ type StoreOptions struct {
 }
 
 // OpenStoreWith is OpenStore with options.
+//
+// Open replays Pebble's write-ahead log and flushes it, but runs no
+// compaction: after a burst of writes the store's L0 backlog is compacted
+// once Open has returned, in the background (openGate), rather than before
+// it.
 func OpenStoreWith(dir string, o StoreOptions) (*Store, error) {
 	cache := pebble.NewCache(storeCacheBytes)
 	defer cache.Unref() // the DB holds its own reference
+	gate := newOpenGate()
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                64 << 20,
@@ -62,10 +68,13 @@ func OpenStoreWith(dir string, o StoreOptions) (*Store, error) {
 		Logger:                      quietLogger{},
 		FS:                          o.FS,
 	}
+	opts.Experimental.CompactionScheduler = gate
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		gate.Unregister() // Open may have registered it; stop its granter
 		return nil, fmt.Errorf("stele/storage: opening store %s: %w", dir, err)
 	}
+	gate.release()
 	return &Store{db: db}, nil
 }
 
