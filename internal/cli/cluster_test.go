@@ -337,19 +337,12 @@ func TestLinePrefixer(t *testing.T) {
 // the broker takes its node id and ports from the file, except the HTTP
 // listener, given on the command line, which wins.
 func TestServeWithNodeFile(t *testing.T) {
-	free := func() string {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
 	dir := t.TempDir()
-	nf := server.NodeFile{NodeID: 7, Kafka: free(), HTTP: free(), P2P: free()}
+	nf := server.NodeFile{NodeID: 7, Kafka: freeAddr(t), HTTP: freeAddr(t), P2P: freeAddr(t)}
 	if err := server.WriteNodeFile(dir, nf); err != nil {
 		t.Fatal(err)
 	}
-	httpFlag := free()
+	httpFlag := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	done := make(chan result, 1)

@@ -14,8 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
-
-	"github.com/stele-io/stele/internal/freeport"
 )
 
 // serveChildEnv carries the arguments of the `stele serve` that
@@ -47,14 +45,7 @@ func TestServeOutOfFileDescriptors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a broker process")
 	}
-	var addrs [3]string
-	for i := range addrs {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = a
-	}
+	addrs := [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	kafkaAddr, httpAddr, p2pAddr := addrs[0], addrs[1], addrs[2]
 	args := []string{"serve", "--data", t.TempDir(), "--kafka", kafkaAddr, "--http", httpAddr, "--p2p", p2pAddr, "--log-level", "info"}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeHelperProcess$")

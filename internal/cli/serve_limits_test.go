@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/stele-io/stele/internal/freeport"
 )
 
 // TestServeConnectionLimits: stele serve's --max-connections,
@@ -29,14 +27,7 @@ func TestServeConnectionLimits(t *testing.T) {
 	} else {
 		ln.Close()
 	}
-	var addrs [3]string
-	for i := range addrs {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = a
-	}
+	addrs := [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	kafkaAddr, httpAddr := addrs[0], addrs[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -180,14 +171,7 @@ func metricValue(t *testing.T, httpAddr, series string) float64 {
 // config alter --broker 0 sets the dynamic value over it, described as
 // DYNAMIC_BROKER_CONFIG (KIP-226's order).
 func TestServeConnectionCreationRate(t *testing.T) {
-	var addrs [3]string
-	for i := range addrs {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = a
-	}
+	addrs := [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	done := make(chan result, 1)

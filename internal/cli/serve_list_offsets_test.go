@@ -13,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/stele-io/stele/internal/freeport"
 )
 
 var lotRounds = flag.Int("lot.rounds", 100, "rounds of each configuration of TestServeListOffsetsByTimeAfterAck (1000 for the long run)")
@@ -42,14 +40,7 @@ var lotRounds = flag.Int("lot.rounds", 100, "rounds of each configuration of Tes
 // -lot.rounds N sets the rounds of each configuration (default 100; the
 // long run is 1000).
 func TestServeListOffsetsByTimeAfterAck(t *testing.T) {
-	var addrs [3]string
-	for i := range addrs {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = a
-	}
+	addrs := [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	kafkaAddr, httpAddr := addrs[0], addrs[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -73,20 +73,23 @@ func TestAgainstStele(t *testing.T) {
 	}
 }
 
+// freeAddr is a free loopback address (host:port) for a listener.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	a, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // startStele starts a single Stele node on free loopback ports, closed
 // when the test ends, and returns its config and the node.
 func startStele(t *testing.T) (server.Config, *server.Node) {
 	t.Helper()
-	free := func() string {
-		a, err := freeport.Addr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = free(), free(), free()
+	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := server.Start(ctx, cfg)
