@@ -115,7 +115,12 @@ func (a *acceptor) failed(err error, reason string) bool {
 		a.s.opts.Logger.Warn("kafka listener cannot accept a connection; retrying", attrs...)
 		a.lastLog, a.unlogged, a.announced = now, 0, true
 	}
-	t := time.NewTimer(a.delay)
+	return a.sleep(a.delay)
+}
+
+// sleep waits d; it reports false when the server closed meanwhile.
+func (a *acceptor) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -176,14 +181,7 @@ func (a *acceptor) throttle() bool {
 		a.s.opts.Logger.Info("connections arrive faster than max.connection.creation.rate: holding one before serving it",
 			"max_connection_creation_rate", limit, "wait", wait, "throttles_not_logged", held)
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-a.s.ctx.Done():
-		return false
-	}
+	return a.sleep(wait)
 }
 
 // waitForDescriptors waits until accepting one more connection would leave
