@@ -47,11 +47,13 @@ const exitUpgradeRequired = 10
 // and they go on under version 2. Thawed, node3, still on the old binary,
 // takes the heights it lacks up to h-1 from the new-binary peers, stops
 // with status 10 in turn, and is started on the new binary after the
-// others have moved past h (a broker down across the height). Last, node2
-// is wiped and started on the new binary alone: it block-syncs from
-// genesis, applying version 1 below h and version 2 from h. Nothing
-// acknowledged is lost, every broker ends at one app hash (no fork) with
-// byte-identical logs.
+// others have moved past h (a broker down across the height). Then two
+// brokers are wiped and block-sync the chain from genesis: node1 on the old
+// binary, which must stop with status 10 before h (block sync used to
+// crash there with Go's status 2) and then runs the new one, and node2 on
+// the new binary alone, applying version 1 below h and version 2 from h.
+// Nothing acknowledged is lost, every broker ends at one app hash (no
+// fork) with byte-identical logs.
 func TestUpgradeUnderLoad(t *testing.T) {
 	newBin := filepath.Join(harness.BinDir, "stele-upgradetest")
 	if err := harness.GoBuild(newBin, "-tags", "steleupgradetest"); err != nil {
@@ -119,15 +121,29 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		}
 	}
 
-	// A broker rebuilt from nothing on the new binary block-syncs the whole
-	// chain: version 1 rules below h, version 2 from h.
-	const rebuilt = 2
-	c.Stop(rebuilt)
-	c.Wipe(rebuilt)
-	c.Start(rebuilt)
-	c.WaitCaughtUp(2*time.Minute, rebuilt, 0, 1, 3)
-	if v := c.upgradeState(rebuilt); v.AppVersion != 2 || v.Height < h {
-		t.Fatalf("node%d rebuilt on the new binary: %+v", rebuilt, v)
+	// A broker rebuilt from nothing block-syncs the chain. On the old
+	// binary it stops with status 10 before h (block sync, unlike
+	// consensus, would crash on the block it cannot apply; see
+	// consensus/cometbft's stopBlockSync), and the new binary takes over
+	// from there.
+	const syncedOld = 1
+	c.Stop(syncedOld)
+	c.Wipe(syncedOld)
+	c.Nodes[syncedOld].Bin = ""
+	c.Launch(syncedOld)
+	c.upgradeAsTheyExit(2*time.Minute, h, newBin, syncedOld)
+	c.WaitCaughtUp(2*time.Minute, syncedOld, 0, 2, 3)
+	// On the new binary it applies version 1 rules below h, version 2
+	// from h.
+	const syncedNew = 2
+	c.Stop(syncedNew)
+	c.Wipe(syncedNew)
+	c.Start(syncedNew)
+	c.WaitCaughtUp(2*time.Minute, syncedNew, 0, 1, 3)
+	for _, i := range []int{syncedOld, syncedNew} {
+		if v := c.upgradeState(i); v.AppVersion != 2 || v.Height < h {
+			t.Fatalf("node%d rebuilt by block sync: %+v", i, v)
+		}
 	}
 
 	w.end(c, time.Minute)
