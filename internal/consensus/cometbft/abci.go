@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/cometbft/cometbft/types"
 
 	"github.com/stele-io/stele/internal/consensus"
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // ABCI response codes of CheckTx.
@@ -58,7 +60,10 @@ type abciApp struct {
 
 	mempool atomic.Pointer[txRemover]        // set once the node exists
 	blocks  atomic.Pointer[store.BlockStore] // set once the node exists
-	headers *headerArchive                   // set before the node exists
+	// syncer says whether the node is still block-syncing (its consensus
+	// reactor waits for sync); set once the node exists.
+	syncer  atomic.Pointer[waitSyncer]
+	headers *headerArchive // set before the node exists
 
 	// waiting holds the keys (types.TxKey) of transactions a local Submit is
 	// waiting on; CheckTx stores the application's error under the key so
@@ -79,6 +84,10 @@ type abciApp struct {
 	// app hash.
 	emptyHashChanges int
 }
+
+// waitSyncer is CometBFT's consensus reactor: WaitSync is true while the
+// node is block-syncing (or state-syncing) and consensus has not started.
+type waitSyncer interface{ WaitSync() bool }
 
 // emptyHashChangesWarn consecutive empty blocks changing the app hash
 // mean the chain cannot idle.
@@ -227,7 +236,11 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 	}
 	results, appHash, err := a.app.FinalizeBlock(b)
 	if err != nil {
-		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))
+		err = a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))
+		if errors.Is(err, fsm.ErrUpgradeRequired) && a.blockSyncing() {
+			a.stopBlockSync(req.Height)
+		}
+		return nil, err
 	}
 	if len(results) != len(req.Txs) {
 		return nil, a.fail(fmt.Errorf("FinalizeBlock at height %d returned %d results for %d transactions",
@@ -263,6 +276,30 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 		}
 	}
 	return res, nil
+}
+
+// blockSyncing reports whether the node exists and is block-syncing.
+func (a *abciApp) blockSyncing() bool {
+	p := a.syncer.Load()
+	return p != nil && (*p).WaitSync()
+}
+
+// stopBlockSync ends the calling goroutine, CometBFT's block-sync routine,
+// at an upgrade height this binary cannot run. Block sync panics on any
+// error from FinalizeBlock, which would crash the process with Go's exit
+// status 2 and a stack trace instead of the clean stop with status 10 that
+// docs/cluster.md ("Upgrades") promises: a broker restarted on the old
+// binary below the height block-syncs to it from peers that run the new
+// one. runtime.Goexit runs the deferred calls on the way out (the ABCI
+// connection's lock, the block-sync reactor's wait group, so the node still
+// stops); nothing of the block is applied, and CometBFT's state stays at
+// the height before (the block itself is in the block store, which the
+// handshake replays under the right binary). The broker saw the upgrade
+// at the Commit before and stops the node (server.Node.Wait). In consensus
+// the error is returned as before: CometBFT recovers that panic itself.
+func (a *abciApp) stopBlockSync(height int64) {
+	a.logger.Info("block sync stops at the height of an upgrade this binary cannot run", "height", height)
+	runtime.Goexit()
 }
 
 // ExtendVote implements abci.Application; Stele uses no vote extensions.

@@ -185,6 +185,8 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		a.mempool.Store(&mp)
 	}
 	a.blocks.Store(n.BlockStore())
+	var ws waitSyncer = n.ConsensusReactor()
+	a.syncer.Store(&ws)
 	return n, a, res, nil
 }
 
