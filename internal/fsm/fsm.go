@@ -11,10 +11,10 @@
 // (registerTopics, registerKeys, ...), which buildRegistry (registry.go)
 // calls in a fixed order to build the one registry, never changed after;
 // the package has no init functions and no package-level variable written
-// after it is initialised (TestNoMutablePackageState). Each module keeps its state in a struct declared
-// in its own files and embedded in FSM (topicsState, keysState,
-// groupsState, producersState, trustState, clusterState); FSM's named
-// fields are the core's. The modules form layers without a cycle, topics at
+// after it is initialised (TestNoMutablePackageState). Each module keeps
+// its state in a struct declared in its own files and embedded in FSM
+// (topicsState, keysState, groupsState, producersState, trustState,
+// clusterState); FSM's named fields are the core's. The modules form layers without a cycle, topics at
 // the bottom: a lower module calls an upper one only through the hook
 // points it offers (topic_hooks.go), which the upper module registers for,
 // in an order of rank; which module may use which is pinned by

@@ -91,7 +91,7 @@ import (
 //
 // How the registry is built and reached. There are no init functions and
 // no package-level variable is written after the package is initialised
-// (TestNoMutablePackageState, modules_test.go): buildRegistry makes the
+// (TestNoMutablePackageState, package_state_test.go): buildRegistry makes the
 // registry by calling each module's registration function in a fixed
 // order, and nothing changes it afterwards. That order is the layering's,
 // from the bottom up (topics, keys, groups, producers, trust, cluster),

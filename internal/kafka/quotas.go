@@ -24,10 +24,10 @@ const defaultMaxConnections = math.MaxInt32
 // ConnectionQuotas does, and holds max.connection.creation.rate for
 // Serve's rate sensor (connrate.go). Only Serve's goroutine adds
 // connections (admit); each connection's goroutine removes its own
-// (release); the limits change
-// at run time (reconfigure, from the dynamic broker configs) without
-// touching the connections open: as in Kafka, a lowered limit closes none
-// of them, it refuses or holds back the next ones.
+// (release); the limits change at run time (reconfigure, from the dynamic
+// broker configs) without touching the connections open: as in Kafka, a
+// lowered limit closes none of them, it refuses or holds back the next
+// ones.
 type connQuotas struct {
 	mu struct {
 		sync.Mutex

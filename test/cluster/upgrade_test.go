@@ -163,10 +163,20 @@ func TestUpgradeUnderLoad(t *testing.T) {
 func (c *cluster) upgradeAsTheyExit(d time.Duration, h int64, newBin string, idx ...int) {
 	t := c.T
 	t.Helper()
+	// Each node's exit is reported on one channel, in the order they
+	// exit, so a node is restarted the moment it stops.
+	exited := make(chan int, len(idx))
+	for _, i := range idx {
+		done := c.Nodes[i].Proc.Done
+		go func() { <-done; exited <- i }()
+	}
 	pending := slices.Clone(idx)
-	deadline := time.Now().Add(d)
+	timeout := time.After(d)
 	for len(pending) > 0 {
-		if time.Now().After(deadline) {
+		var i int
+		select {
+		case i = <-exited:
+		case <-timeout:
 			var at []string
 			for _, i := range c.All() {
 				if hl, err := c.Health(i); err == nil {
@@ -175,40 +185,30 @@ func (c *cluster) upgradeAsTheyExit(d time.Duration, h int64, newBin string, idx
 			}
 			t.Fatalf("nodes %v did not exit within %v of the upgrade height %d (a hang); %s", pending, d, h, strings.Join(at, ", "))
 		}
-		var still []int
-		for _, i := range pending {
-			select {
-			case <-c.Nodes[i].Proc.Done:
-			default:
-				still = append(still, i)
-				continue
-			}
-			err := c.Nodes[i].Proc.Err
-			c.Nodes[i].Proc = nil
-			if code := exitCode(err); code != exitUpgradeRequired {
-				t.Fatalf("node%d exited with %v, want exit status %d", i, err, exitUpgradeRequired)
-			}
-			lines := c.logLines(i, "upgrade required")
-			if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 2") {
-				t.Fatalf("node%d's last words do not name the version and height: %q", i, lines)
-			}
-			t.Logf("%s node%d stopped with exit status %d before height %d", harness.Clock(), i, exitUpgradeRequired, h)
-			if i == 0 {
-				// An old binary started again refuses to run, with the
-				// same status.
-				c.Launch(0)
-				if err, _ := c.WatchUntilExit(0, time.Minute); exitCode(err) != exitUpgradeRequired {
-					t.Fatalf("old binary restarted at the upgrade: exit %v, want status %d", err, exitUpgradeRequired)
-				}
-			}
-			if newBin != "" {
-				c.Nodes[i].Bin = newBin
-				c.Launch(i)
-				t.Logf("%s node%d started on the new binary", harness.Clock(), i)
+		pending = slices.DeleteFunc(pending, func(j int) bool { return j == i })
+		err := c.Nodes[i].Proc.Err
+		c.Nodes[i].Proc = nil
+		if code := exitCode(err); code != exitUpgradeRequired {
+			t.Fatalf("node%d exited with %v, want exit status %d", i, err, exitUpgradeRequired)
+		}
+		lines := c.logLines(i, "upgrade required")
+		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 2") {
+			t.Fatalf("node%d's last words do not name the version and height: %q", i, lines)
+		}
+		t.Logf("%s node%d stopped with exit status %d before height %d", harness.Clock(), i, exitUpgradeRequired, h)
+		if i == 0 {
+			// An old binary started again refuses to run, with the
+			// same status.
+			c.Launch(0)
+			if err, _ := c.WatchUntilExit(0, time.Minute); exitCode(err) != exitUpgradeRequired {
+				t.Fatalf("old binary restarted at the upgrade: exit %v, want status %d", err, exitUpgradeRequired)
 			}
 		}
-		pending = still
-		time.Sleep(50 * time.Millisecond)
+		if newBin != "" {
+			c.Nodes[i].Bin = newBin
+			c.Launch(i)
+			t.Logf("%s node%d started on the new binary", harness.Clock(), i)
+		}
 	}
 }
 

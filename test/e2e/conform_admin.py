@@ -542,15 +542,21 @@ def check_broker_conns(kp, bootstrap):
     code, msg = kp_alter_broker0(kp, {"max.connections.per.ip": "0"})
     check(code == INVALID_REQUEST and "can be set to zero only if" in (msg or ""),
           "AlterConfigs BROKER 0 max.connections.per.ip=0 without overrides: want INVALID_REQUEST, got %d %s" % (code, msg))
-    code, msg = kp_alter_broker0(kp, {})
-    check(code == 0, "AlterConfigs BROKER 0 with no configs: error %d %s" % (code, msg))
-    got = broker_configs(kp).get("max.connections.per.ip.overrides")
-    check(got is not None and got[1] != DYNAMIC_BROKER_CONFIG,
-          "after AlterConfigs BROKER 0 with no configs the override is still dynamic: %r" % (got,))
+    clear_broker0(kp, "max.connections.per.ip.overrides", "the override")
     eventually("two connections from %s once the override is removed" % src,
                lambda: api_versions_from(src, bootstrap) and api_versions_from(src, bootstrap))
     print("ok: BROKER 0 max.connections.per.ip.overrides set at run time (a second connection from %s refused), "
           "described as DYNAMIC_BROKER_CONFIG, per-ip 0 refused, removed" % src)
+
+
+def clear_broker0(kp, name, what):
+    """AlterConfigs BROKER 0 with no configs (it replaces the set): name is
+    no longer DYNAMIC_BROKER_CONFIG."""
+    code, msg = kp_alter_broker0(kp, {})
+    check(code == 0, "AlterConfigs BROKER 0 with no configs: error %d %s" % (code, msg))
+    got = broker_configs(kp).get(name)
+    check(got is not None and got[1] != DYNAMIC_BROKER_CONFIG,
+          "after AlterConfigs BROKER 0 with no configs %s is still dynamic: %r" % (what, got))
 
 
 def check_conn_rate(kp, bootstrap):
@@ -570,11 +576,7 @@ def check_conn_rate(kp, bootstrap):
     code, msg = kp_alter_broker0(kp, {"max.connection.creation.rate": "-1"})
     check(code == INVALID_REQUEST and "at least 0" in (msg or ""),
           "AlterConfigs BROKER 0 max.connection.creation.rate=-1: want INVALID_REQUEST, got %d %s" % (code, msg))
-    code, msg = kp_alter_broker0(kp, {})
-    check(code == 0, "AlterConfigs BROKER 0 with no configs: error %d %s" % (code, msg))
-    got = broker_configs(kp).get("max.connection.creation.rate")
-    check(got is not None and got[1] != DYNAMIC_BROKER_CONFIG,
-          "after AlterConfigs BROKER 0 with no configs the rate is still dynamic: %r" % (got,))
+    clear_broker0(kp, "max.connection.creation.rate", "the rate")
     print("ok: BROKER 0 max.connection.creation.rate=5 set at run time, described as DYNAMIC_BROKER_CONFIG, "
           "60 connections all served in %.2fs (held, not refused), -1 refused, removed" % took)
 
