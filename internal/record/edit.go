@@ -43,8 +43,7 @@ func SetLogAppendTime(b []byte, ts int64) {
 
 // SetMaxTimestamp marks the batch CreateTime, sets its max timestamp to ts
 // and recomputes the CRC: what Kafka's broker does to a batch produced to a
-// CreateTime topic, ts being the largest record timestamp (Policy.Apply
-// calls it).
+// CreateTime topic, ts being the largest record timestamp.
 func SetMaxTimestamp(b []byte, ts int64) {
 	batch, ok := wholeBatch(b)
 	if !ok {

@@ -33,35 +33,16 @@ var (
 	// ErrUnsupportedCodec means the compression bits name no codec (5-7).
 	ErrUnsupportedCodec = errors.New("stele/record: unsupported compression codec")
 
-	// ErrTooLarge means a batch is larger than a Policy allows, or its
-	// records would decompress past DecompressLimit.
+	// ErrTooLarge means a batch's records would decompress past
+	// DecompressLimit.
 	ErrTooLarge = errors.New("stele/record: batch too large")
-
-	// ErrInvalidTimestamp means a record's timestamp breaks a Policy: too
-	// far from the broker's time, or a producer setting LogAppendTime.
-	ErrInvalidTimestamp = errors.New("stele/record: invalid timestamp")
 )
-
-// RecordError is a rejection of one record of a batch by a Policy. Index
-// is the record's position in its batch, for the RecordErrors (BatchIndex,
-// BatchIndexErrorMessage) of a Produce v8+ response. Err wraps
-// ErrInvalidRecord or ErrInvalidTimestamp.
-type RecordError struct {
-	Index int
-	Err   error
-}
-
-// Error returns the message with the record's index.
-func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Index, e.Err) }
-
-// Unwrap returns the underlying error.
-func (e *RecordError) Unwrap() error { return e.Err }
 
 // ErrorCode returns the Kafka error code a Kafka broker answers a Produce
 // with for err: 0 for nil, CORRUPT_MESSAGE for a CRC mismatch or a malformed
 // batch, INVALID_RECORD for broken record or client rules (and for v0/v1
 // batches and partial batches, which a Produce v3+ may not carry),
-// UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, and
+// UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE, and
 // UNKNOWN_SERVER_ERROR for errors not from this package.
 //
 // A zstd batch in a Produce below v7 must be answered with
@@ -71,8 +52,6 @@ func ErrorCode(err error) int16 {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, ErrInvalidTimestamp):
-		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, ErrTooLarge):
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, ErrUnsupportedCodec):

@@ -2,8 +2,9 @@
 // on-disk batch format introduced by KIP-98 (magic 2).
 //
 // It parses batch headers, checks CRC-32C (Castagnoli) checksums, applies the
-// checks Apache Kafka's broker applies to produced batches (Validate, and
-// Policy for the checks that depend on topic configuration), cuts
+// checks Apache Kafka's broker applies to produced batches that do not
+// depend on topic configuration (Validate; internal/fsm's produce applies
+// the topic's), cuts
 // concatenations of batches into whole batches (Split, ValidPrefix), rewrites
 // the fields a broker rewrites (SetBaseOffset, SetPartitionLeaderEpoch,
 // SetLogAppendTime, SetMaxTimestamp), decompresses and decodes records and

@@ -29,8 +29,8 @@ func CheckCRC(b []byte) (Header, error) {
 // Validate checks a batch a client produced as strictly as Apache Kafka's
 // broker does on produce (ProduceRequest.validateRecords,
 // UnifiedLog.analyzeAndValidateRecords and LogValidator, Kafka 3.x/4.x), for
-// the checks that do not depend on topic configuration; Policy.Apply adds
-// those. b must be:
+// the checks that do not depend on topic configuration (internal/fsm's
+// produce adds those). b must be:
 //
 //   - exactly one whole batch (CheckCRC): ErrTruncated, ErrUnsupportedMagic,
 //     ErrCorrupt (length below 49, CRC mismatch), ErrInvalidRecord (bytes
@@ -90,7 +90,7 @@ func ValidateStored(b []byte) (Header, error) {
 	return check(b, false, headersSkip, nil)
 }
 
-// check is the body of Validate, ValidateStored and Policy.Apply. It calls
+// check is the body of Validate and ValidateStored. It calls
 // fn, if not nil, with every record and its index.
 func check(b []byte, produced bool, headers headerMode, fn func(h Header, i int, r Record) error) (Header, error) {
 	h, err := CheckCRC(b)

@@ -259,9 +259,7 @@ func TestErrorCode(t *testing.T) {
 		ErrUnsupportedMagic: kerr.InvalidRecord.Code,
 		ErrUnsupportedCodec: kerr.UnsupportedCompressionType.Code,
 		ErrTooLarge:         kerr.MessageTooLarge.Code,
-		ErrInvalidTimestamp: kerr.InvalidTimestamp.Code,
 		errors.New("other"): kerr.UnknownServerError.Code,
-		&RecordError{Index: 2, Err: invalidf("no key")}: kerr.InvalidRecord.Code,
 	} {
 		if got := ErrorCode(err); got != want {
 			t.Errorf("ErrorCode(%v) = %d, want %d", err, got, want)
