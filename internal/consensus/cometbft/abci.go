@@ -237,8 +237,8 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 	results, appHash, err := a.app.FinalizeBlock(b)
 	if err != nil {
 		err = a.fail(fmt.Errorf("FinalizeBlock at height %d: %w", req.Height, err))
-		if errors.Is(err, fsm.ErrUpgradeRequired) && a.blockSyncing() {
-			a.stopBlockSync(req.Height)
+		if a.blockSyncing() {
+			a.stopBlockSync(req.Height, err)
 		}
 		return nil, err
 	}
@@ -285,20 +285,28 @@ func (a *abciApp) blockSyncing() bool {
 }
 
 // stopBlockSync ends the calling goroutine, CometBFT's block-sync routine,
-// at an upgrade height this binary cannot run. Block sync panics on any
-// error from FinalizeBlock, which would crash the process with Go's exit
-// status 2 and a stack trace instead of the clean stop with status 10 that
-// docs/cluster.md ("Upgrades") promises: a broker restarted on the old
-// binary below the height block-syncs to it from peers that run the new
-// one. runtime.Goexit runs the deferred calls on the way out (the ABCI
-// connection's lock, the block-sync reactor's wait group, so the node still
-// stops); nothing of the block is applied, and CometBFT's state stays at
-// the height before (the block itself is in the block store, which the
-// handshake replays under the right binary). The broker saw the upgrade
-// at the Commit before and stops the node (server.Node.Wait). In consensus
-// the error is returned as before: CometBFT recovers that panic itself.
-func (a *abciApp) stopBlockSync(height int64) {
-	a.logger.Info("block sync stops at the height of an upgrade this binary cannot run", "height", height)
+// after the application failed on a block it was catching up with: an
+// upgrade height this binary cannot run (fsm.ErrUpgradeRequired), or a
+// local fault (fsm.ErrLocalFault: a full disk, a failed write). Block sync
+// panics on any error from FinalizeBlock or Commit, which would crash the
+// process with Go's exit status 2 and a stack trace instead of the clean
+// stops docs/cluster.md ("Upgrades", status 10) and docs/running.md
+// (fail-stop, status 1) promise: a broker restarted behind its peers, or
+// wiped, catches up by block sync. runtime.Goexit runs the deferred calls
+// on the way out (the ABCI connection's lock, the mempool's, the
+// block-sync reactor's wait group, so the node still stops); nothing of
+// the block is committed, and CometBFT's state stays at the height before
+// (the block itself is in the block store, which the handshake replays on
+// the next start). err is recorded (a.fail), so the broker stops the node
+// within a second (server.Node.Wait) with the error's exit status. In
+// consensus the error is returned as before: CometBFT recovers that panic
+// itself.
+func (a *abciApp) stopBlockSync(height int64, err error) {
+	if errors.Is(err, fsm.ErrUpgradeRequired) {
+		a.logger.Info("block sync stops at the height of an upgrade this binary cannot run", "height", height)
+	} else {
+		a.logger.Error("block sync stops: the application failed on a block it was catching up with", "height", height, "err", err)
+	}
 	runtime.Goexit()
 }
 
@@ -320,7 +328,11 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 	}
 	retain, err := a.app.Commit()
 	if err != nil {
-		return nil, a.fail(fmt.Errorf("Commit at height %d: %w", a.finalized, err))
+		err = a.fail(fmt.Errorf("Commit at height %d: %w", a.finalized, err))
+		if a.blockSyncing() {
+			a.stopBlockSync(a.finalized, err)
+		}
+		return nil, err
 	}
 	if retain > a.finalized {
 		a.logger.Warn("application asked to retain blocks above the committed height; capping",
