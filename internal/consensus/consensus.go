@@ -99,6 +99,26 @@ type Versioned interface {
 	FinalizedAppVersion() uint64
 }
 
+// Proposer is implemented by an Application whose proposals open with
+// transactions of the proposer's own, made from the proposer's clock
+// (internal/fsm's AppendTime, from app version 2): what the state machine
+// may not read itself, the orderer reads and hands in. The cometbft
+// orderer calls both from its consensus connection, between blocks, so
+// they see the last committed state; the local orderer opens its blocks
+// with OpenProposal, its clock being the block time.
+type Proposer interface {
+	// OpenProposal returns the transactions a non-empty proposal of block
+	// height, built now by this broker's clock, opens with (none: nothing
+	// to add). An empty proposal gets none.
+	OpenProposal(height int64, now time.Time) [][]byte
+	// CheckProposal says why a proposal of block height must be refused
+	// beyond any one transaction's validity (ValidateTx), judged at now by
+	// this broker's clock; nil accepts it. It depends on the proposal, the
+	// state and the clock only, and refuses only what an honest proposer
+	// with a clock near this broker's never proposes.
+	CheckProposal(height int64, now time.Time, txs [][]byte) error
+}
+
 // Orderer orders transactions into blocks and drives an Application.
 type Orderer interface {
 	// Start begins ordering. It returns once the orderer has caught up with

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/wallclock"
 )
 
 // ABCI response codes of CheckTx.
@@ -176,9 +177,17 @@ func (a *abciApp) InitChain(context.Context, *abci.RequestInitChain) (*abci.Resp
 // mempool, where they would otherwise be proposed again forever), and stops
 // at the first transaction that would take the proposal past req.MaxTxBytes,
 // so the proposal is a prefix of the valid ones and never exceeds the limit.
+// A non-empty proposal opens with the application's own transactions
+// (consensus.Proposer: the proposer's clock, read here), whose room is
+// kept from the start.
 func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPrepareProposal) (*abci.ResponsePrepareProposal, error) {
-	txs := make([][]byte, 0, len(req.Txs))
-	var size int64
+	var opening [][]byte
+	if p, ok := a.app.(consensus.Proposer); ok && len(req.Txs) > 0 {
+		opening = p.OpenProposal(req.Height, wallclock.Now())
+	}
+	size := types.ComputeProtoSizeForTxs(types.ToTxs(opening))
+	txs := make([][]byte, 0, len(opening)+len(req.Txs))
+	txs = append(txs, opening...)
 	for _, tx := range req.Txs {
 		if err := a.validate(tx); err != nil {
 			a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
@@ -192,18 +201,30 @@ func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPreparePro
 		size += n
 		txs = append(txs, tx)
 	}
+	if len(txs) == len(opening) {
+		txs = nil // nothing valid to propose: an empty block
+	}
 	return &abci.ResponsePrepareProposal{Txs: byzantineProposal(txs)}, nil
 }
 
 // ProcessProposal implements abci.Application. A proposal is rejected when
-// any transaction fails ValidateTx or exceeds the chain's max_tx_bytes;
-// both are deterministic functions of the proposal and the state.
+// any transaction fails ValidateTx or exceeds the chain's max_tx_bytes
+// (deterministic functions of the proposal and the state), or when the
+// application refuses it whole (consensus.Proposer: its opening missing,
+// or the proposer's clock ahead of this broker's).
 func (a *abciApp) ProcessProposal(_ context.Context, req *abci.RequestProcessProposal) (*abci.ResponseProcessProposal, error) {
+	reject := func(msg string, args ...any) (*abci.ResponseProcessProposal, error) {
+		a.logger.Warn(msg, append([]any{"height", req.Height, "proposer", fmt.Sprintf("%X", req.ProposerAddress)}, args...)...)
+		return &abci.ResponseProcessProposal{Status: abci.ResponseProcessProposal_REJECT}, nil
+	}
 	for i, tx := range req.Txs {
 		if err := a.validate(tx); err != nil {
-			a.logger.Warn("rejecting proposal with an invalid transaction",
-				"height", req.Height, "proposer", fmt.Sprintf("%X", req.ProposerAddress), "tx_index", i, "err", err)
-			return &abci.ResponseProcessProposal{Status: abci.ResponseProcessProposal_REJECT}, nil
+			return reject("rejecting proposal with an invalid transaction", "tx_index", i, "err", err)
+		}
+	}
+	if p, ok := a.app.(consensus.Proposer); ok {
+		if err := p.CheckProposal(req.Height, wallclock.Now(), req.Txs); err != nil {
+			return reject("rejecting proposal", "err", err)
 		}
 	}
 	return &abci.ResponseProcessProposal{Status: abci.ResponseProcessProposal_ACCEPT}, nil

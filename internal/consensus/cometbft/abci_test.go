@@ -345,3 +345,85 @@ func TestAppVersion(t *testing.T) {
 		t.Fatalf("Info AppVersion %d after the upgrade, want 2", info.AppVersion)
 	}
 }
+
+// proposerApp opens every proposal with "open@<unix ms>" and refuses, in
+// CheckProposal, one whose first transaction is not an opening or whose
+// clock is more than a second ahead of the validator's.
+type proposerApp struct {
+	fakeApp
+	checkedAt time.Time
+}
+
+func (p *proposerApp) OpenProposal(_ int64, now time.Time) [][]byte {
+	return [][]byte{[]byte(fmt.Sprintf("open@%d", now.UnixMilli()))}
+}
+
+func (p *proposerApp) CheckProposal(_ int64, now time.Time, txs [][]byte) error {
+	p.checkedAt = now
+	if len(txs) == 0 {
+		return nil
+	}
+	var ms int64
+	if _, err := fmt.Sscanf(string(txs[0]), "open@%d", &ms); err != nil {
+		return errors.New("not opened")
+	}
+	if ms > now.UnixMilli()+1000 {
+		return errors.New("ahead")
+	}
+	return nil
+}
+
+// TestProposalOpening: a consensus.Proposer's opening, made from this
+// broker's clock, heads every proposal that has a transaction and takes
+// its room from the limit first; an empty mempool, or one whose
+// transactions are all invalid, still gives an empty proposal. Its
+// CheckProposal decides ProcessProposal, by this broker's clock.
+func TestProposalOpening(t *testing.T) {
+	app := &proposerApp{}
+	a, _ := newTestAdapter(app, 1<<10)
+	ctx := context.Background()
+	before := time.Now().UnixMilli()
+	res, err := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Txs: [][]byte{[]byte("t1"), []byte("t2")}, Height: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms int64
+	if len(res.Txs) != 3 || string(res.Txs[1]) != "t1" || string(res.Txs[2]) != "t2" {
+		t.Fatalf("proposal %q, want the opening, t1, t2", res.Txs)
+	}
+	if _, err := fmt.Sscanf(string(res.Txs[0]), "open@%d", &ms); err != nil || ms < before || ms > time.Now().UnixMilli() {
+		t.Fatalf("opening %q: not this broker's clock at the proposal (%d..now)", res.Txs[0], before)
+	}
+	for _, txs := range [][][]byte{nil, {[]byte("bad1")}} {
+		if res, _ := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Txs: txs}); len(res.Txs) != 0 {
+			t.Errorf("mempool %q: proposal %q, want an empty one", txs, res.Txs)
+		}
+	}
+	// The opening's room comes first: t1 no longer fits beside it.
+	open := fmt.Sprintf("open@%d", time.Now().UnixMilli())
+	res, _ = a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: protoSize(open, "t1") - 1, Txs: [][]byte{[]byte("t1")}})
+	if len(res.Txs) != 0 {
+		t.Errorf("proposal %q over its limit, want an empty one", res.Txs)
+	}
+
+	for _, tc := range []struct {
+		txs  [][]byte
+		want abci.ResponseProcessProposal_ProposalStatus
+	}{
+		{nil, abci.ResponseProcessProposal_ACCEPT},
+		{[][]byte{[]byte(open), []byte("t1")}, abci.ResponseProcessProposal_ACCEPT},
+		{[][]byte{[]byte("t1")}, abci.ResponseProcessProposal_REJECT},
+		{[][]byte{[]byte(fmt.Sprintf("open@%d", time.Now().Add(time.Minute).UnixMilli())), []byte("t1")}, abci.ResponseProcessProposal_REJECT},
+	} {
+		res, err := a.ProcessProposal(ctx, &abci.RequestProcessProposal{Txs: tc.txs, Height: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != tc.want {
+			t.Errorf("ProcessProposal(%q) = %v, want %v", tc.txs, res.Status, tc.want)
+		}
+		if d := time.Since(app.checkedAt); d < 0 || d > time.Minute {
+			t.Errorf("CheckProposal judged by a clock %v off this broker's", d)
+		}
+	}
+}

@@ -6,8 +6,10 @@
 // The orderer behaves like a single honest proposer: Submit runs the
 // application's CheckTx and queues the transaction; each block takes the
 // queued transactions in submission order (up to MaxBlockTxs and
-// MaxBlockBytes), drops those failing ValidateTx as a proposer would, then
-// calls FinalizeBlock and Commit. Block times come from a deterministic clock
+// MaxBlockBytes), drops those failing ValidateTx as a proposer would, opens
+// a non-empty block with the application's own transactions (a
+// consensus.Proposer's, its clock being the block time), then calls
+// FinalizeBlock and Commit. Block times come from a deterministic clock
 // (StartTime plus Step per height), so the same submissions produce the same
 // blocks on every run. Blocks returns every block made, so a test can feed the
 // very same blocks to a second state machine and compare app hashes.
@@ -390,12 +392,17 @@ func (o *Orderer) makeBlock() (consensus.Block, error) {
 		Txs:      txs,
 		Proposer: append([]byte(nil), o.opts.Proposer...),
 	}
+	if p, ok := o.app.(consensus.Proposer); ok && len(txs) > 0 {
+		// The proposer's clock is the block time: blocks stay a function
+		// of the submissions alone.
+		b.Txs = append(p.OpenProposal(height, b.Time), txs...)
+	}
 	if height > 1 {
 		b.Signers = o.opts.Signers
 	}
 	results, _, err := o.app.FinalizeBlock(copyBlock(b))
-	if err == nil && len(results) != len(txs) {
-		err = fmt.Errorf("%w: %d for %d transactions at height %d", ErrBadResults, len(results), len(txs), height)
+	if err == nil && len(results) != len(b.Txs) {
+		err = fmt.Errorf("%w: %d for %d transactions at height %d", ErrBadResults, len(results), len(b.Txs), height)
 	}
 	if err == nil {
 		_, err = o.app.Commit()

@@ -451,3 +451,37 @@ func TestConcurrentSubmitters(t *testing.T) {
 		last[w] = tx
 	}
 }
+
+// openingApp is a toyApp that opens its proposals (consensus.Proposer)
+// with "open@<height>@<unix ms>".
+type openingApp struct{ toyApp }
+
+func (a *openingApp) OpenProposal(height int64, now time.Time) [][]byte {
+	return [][]byte{fmt.Appendf(nil, "open@%d@%d", height, now.UnixMilli())}
+}
+
+func (a *openingApp) CheckProposal(int64, time.Time, [][]byte) error { return nil }
+
+// TestProposerOpensBlocks: a consensus.Proposer's opening heads every
+// block with transactions, made with the block time as its clock (so
+// blocks stay a function of the submissions); an empty block stays empty.
+func TestProposerOpensBlocks(t *testing.T) {
+	app := &openingApp{}
+	start0 := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	o := start(t, app, Options{Manual: true, StartTime: start0})
+	submit(t, o, "a", "b")
+	b1, err := o.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]byte{fmt.Appendf(nil, "open@1@%d", start0.UnixMilli()), []byte("a"), []byte("b")}
+	if !reflect.DeepEqual(b1.Txs, want) {
+		t.Errorf("block 1 holds %q, want %q", b1.Txs, want)
+	}
+	if b2, err := o.Step(); err != nil || len(b2.Txs) != 0 {
+		t.Errorf("an empty block holds %q (%v), want nothing", b2.Txs, err)
+	}
+	if err := o.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
