@@ -23,6 +23,16 @@ func (a app) CheckTx(tx []byte) error { return a.b.fsm.CheckTx(tx) }
 
 func (a app) ValidateTx(tx []byte) error { return a.b.fsm.ValidateTx(tx) }
 
+// OpenProposal and CheckProposal implement consensus.Proposer with the
+// state machine's proposal rules (fsm's proposals.go).
+func (a app) OpenProposal(height int64, now time.Time) [][]byte {
+	return a.b.fsm.ProposalOpening(height, now.UnixMilli())
+}
+
+func (a app) CheckProposal(height int64, now time.Time, txs [][]byte) error {
+	return a.b.fsm.CheckProposal(height, now.UnixMilli(), txs)
+}
+
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
 	for _, m := range blk.Misbehavior {
 		// Evidence is part of the block, so every broker sees the same;

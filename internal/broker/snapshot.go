@@ -123,6 +123,8 @@ var (
 	_ consensus.Snapshotter = (*SnapshotApp)(nil)
 	_ consensus.Versioned   = (*SnapshotApp)(nil)
 	_ consensus.Versioned   = app{}
+	_ consensus.Proposer    = (*SnapshotApp)(nil)
+	_ consensus.Proposer    = app{}
 )
 
 // AppVersion implements consensus.Versioned: the state machine's, which
@@ -131,6 +133,22 @@ func (s *SnapshotApp) AppVersion() uint64 { return uint64(s.f.AppVersion()) }
 
 // FinalizedAppVersion implements consensus.Versioned.
 func (s *SnapshotApp) FinalizedAppVersion() uint64 { return uint64(s.f.AppliedVersion()) }
+
+// OpenProposal and CheckProposal pass the wrapped application's
+// consensus.Proposer on, which embedding alone would hide.
+func (s *SnapshotApp) OpenProposal(height int64, now time.Time) [][]byte {
+	if p, ok := s.Application.(consensus.Proposer); ok {
+		return p.OpenProposal(height, now)
+	}
+	return nil
+}
+
+func (s *SnapshotApp) CheckProposal(height int64, now time.Time, txs [][]byte) error {
+	if p, ok := s.Application.(consensus.Proposer); ok {
+		return p.CheckProposal(height, now, txs)
+	}
+	return nil
+}
 
 // NewSnapshotApp wraps app, whose state machine is f. It opens the complete
 // snapshots in opts.Dir and deletes incomplete ones (a crash during a

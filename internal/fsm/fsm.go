@@ -90,6 +90,13 @@ type Options struct {
 	// every broker of a chain. Upgrade votes are signed for it
 	// (UpgradeStatement); empty refuses every upgrade vote.
 	ChainID string
+	// GenesisAppVersion is the app version the chain's first block is
+	// applied under (CometBFT's genesis consensus_params.version.app); 0
+	// and 1 both mean version 1, which every chain made before version 2
+	// existed runs until it upgrades. It is read only by a state machine
+	// that has applied no block; a later one reads the version from its
+	// state.
+	GenesisAppVersion uint32
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches BatchSource

@@ -299,6 +299,52 @@ func goldenScenario(t *testing.T) []block {
 	if st := f.upgradeStatus(); st.Plan != nil || st.Version != 1 {
 		t.Fatalf("golden scenario: upgrade still pending after its height: %+v", st)
 	}
+	// App version 2 (proposals.go, append_clock.go): an AppendTime is
+	// refused under version 1; three validators upgrade the chain, and
+	// from its height a LogAppendTime topic is stamped with the proposal's
+	// clock, which never goes back, and an AppendTime that does not open
+	// its block is refused.
+	must("LogAppendTime topic", g.cmds(100, CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []ConfigEntry{{"message.timestamp.type", "LogAppendTime"}}})[0], 0)
+	must("append time under version 1", g.cmds(100, AppendTime{TimeMs: g.now + 300})[0], kerr.InvalidRequest.Code)
+	if r := must("LogAppendTime, version 1", g.cmds(100, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})[0], 0); r.LogAppendTime != g.now {
+		t.Fatalf("golden scenario: version 1 stamps %d, want the block time %d", r.LogAppendTime, g.now)
+	}
+	v2 := UpgradePlan{Height: int64(len(g.blocks)) + 1 + MinUpgradeDelay, Version: 2, Name: "append-time"}
+	must("upgrade to version 2", g.cmds(100, upgradeVote(v2, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks))+1 < v2.Height {
+		g.cmds(100, Tick{})
+	}
+	opened := func(dt, at int64, cmds ...Command) []TxOutcome {
+		b := block{time: g.now + dt}
+		for _, c := range append([]Command{AppendTime{TimeMs: at}}, cmds...) {
+			g.nonce++
+			b.txs = append(b.txs, tx(g.nonce, c))
+		}
+		return g.apply(b)
+	}
+	lat := func(o TxOutcome, want int64) {
+		t.Helper()
+		if r := must("LogAppendTime, version 2", o.Results[0], 0); r.LogAppendTime != want {
+			t.Fatalf("golden scenario: stamped %d, want %d", r.LogAppendTime, want)
+		}
+	}
+	out := opened(100, g.now+340, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})
+	if st := f.upgradeStatus(); st.Version != 2 {
+		t.Fatalf("golden scenario: version %d after the upgrade's height", st.Version)
+	}
+	must("append time", out[0].Results[0], 0)
+	lat(out[1], g.now+240)
+	out = opened(100, g.now-500, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})
+	lat(out[1], g.now+140) // the clock of the block before
+	last := g.now + 140
+	lat(g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce+1, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})}})[0], last)
+	g.nonce++
+	ahead := g.now + 1200
+	out = opened(1000, ahead, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)}, AppendTime{TimeMs: g.now + 5000})
+	lat(out[1], ahead)
+	must("append time not opening its block", out[2].Results[0], kerr.InvalidRequest.Code)
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

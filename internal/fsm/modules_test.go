@@ -25,8 +25,8 @@ var fileModules = map[string]module{
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "topic_files.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
-	"log_defaults.go": modTopics,
-	"keys.go":         modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
+	"log_defaults.go": modTopics, "append_clock.go": modTopics, "proposals.go": modCluster,
+	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
@@ -582,6 +582,7 @@ func TestSteps(t *testing.T) {
 		"50 app version and upgrades: load stage publish",
 		"52 dynamic broker configs: load stage publish",
 		"55 cluster-wide log defaults: load stage",
+		"56 log append clock: load stage",
 		"60 topics and partitions: empty load stage sync settle forget close",
 		"80 table versions: stage",
 		"90 groups and committed offsets: empty load stage publish forget",
@@ -644,7 +645,7 @@ func TestSteps(t *testing.T) {
 		}
 		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
 	}
-	want = []string{"10 cluster: upgrades", "20 trust: signers"}
+	want = []string{"10 cluster: upgrades", "20 trust: signers", "30 topics: log append clock"}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}

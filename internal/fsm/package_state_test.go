@@ -30,6 +30,7 @@ var immutableVars = map[string]string{
 	"keySigners":             "store key m/signers",
 	"keyLogDefaults":         "store key m/log-defaults",
 	"keyBrokerConfigs":       "store key m/broker-configs",
+	"keyAppendClock":         "store key m/append-time",
 	"keyAppVersion":          "store key u/version",
 	"keyUpgradePlan":         "store key u/plan",
 	"upgradeVotePfx":         "store prefix u/vote/",

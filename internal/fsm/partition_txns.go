@@ -32,7 +32,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 		p.producers[pid] = st
 	}
 	at := p.next
-	b := record.MarkerBatch(pid, epoch, commit, 0, f.blockTime)
+	b := record.MarkerBatch(pid, epoch, commit, 0, f.logAppendTime())
 	record.SetBaseOffset(b, at)
 	if err := p.log.Append(b, f.blockTime); err != nil {
 		// As in produce: the log is cut back at the next start; until

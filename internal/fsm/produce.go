@@ -18,7 +18,8 @@ import (
 //
 // What is stored is the batch as sent but for what Kafka's broker rewrites
 // in its header: the base offset and leader epoch; on a LogAppendTime topic
-// the timestamp type and timestamps (the block time); on a CreateTime topic
+// the timestamp type and timestamps (the log append clock, append_clock.go:
+// the block time under app version 1, the proposer's clock from 2); on a CreateTime topic
 // a max timestamp other than the records' largest (or a LogAppendTime flag
 // the producer set), restamped with theirs as LogValidator does, so the
 // producer state, the time index and ListOffsets never go by a lying
@@ -143,7 +144,7 @@ func (f *FSM) produce(c Produce) Result {
 			}
 			stored := h.MaxTimestamp
 			if cfg.LogAppendTime {
-				stored = f.blockTime
+				stored = f.logAppendTime()
 			}
 			st.record(h, next, stored, f.blockTime)
 			if h.Transactional() && st.TxnFirst < 0 {
@@ -176,7 +177,7 @@ func (f *FSM) produce(c Produce) Result {
 		record.SetPartitionLeaderEpoch(b, 0)
 		switch {
 		case cfg.LogAppendTime:
-			record.SetLogAppendTime(b, f.blockTime)
+			record.SetLogAppendTime(b, f.logAppendTime())
 		case restamp[i]:
 			record.SetMaxTimestamp(b, h.MaxTimestamp)
 		}
@@ -214,7 +215,7 @@ func (f *FSM) produce(c Produce) Result {
 		// by it finds it; the batch's max timestamp on a CreateTime one.
 		res.LogAppendTime = dupTime
 	case cfg.LogAppendTime:
-		res.LogAppendTime = f.blockTime
+		res.LogAppendTime = f.logAppendTime()
 	}
 	return res
 }

@@ -108,6 +108,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	f.Add(encodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
 	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9", MaxConnectionCreationRateConfig: "0"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
+	f.Add(encodeAppendClock(1_700_000_000_123))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
 		f.Add(v)
@@ -127,6 +128,7 @@ func decodeStoreValue(b []byte) {
 	decodeProducerID(b)
 	decodeSigners(b)
 	decodeLogDefaults(b)
+	decodeAppendClock(b)
 	decodeBrokerConfigs(b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)

@@ -34,8 +34,9 @@ func registerTopicState(r *registry) {
 // topicsState is the topics module's part of the state machine (embedded
 // in FSM).
 type topicsState struct {
-	lastHousekeep int64       // block time of the last housekeeping pass (in m/state)
-	logDefaults   logDefaults // the cluster-wide log defaults (log_defaults.go)
+	lastHousekeep int64          // block time of the last housekeeping pass (in m/state)
+	logDefaults   logDefaults    // the cluster-wide log defaults (log_defaults.go)
+	appendClock   logAppendClock // LogAppendTime's clock (append_clock.go)
 	topics        map[string]*Topic
 	byID          map[TopicID]*Topic
 	dirtyTopics   map[string]bool

@@ -339,6 +339,7 @@ func registerTopics(r *registry) {
 	registerTopicState(r)          // topic_state.go
 	registerTopicCommands(r)       // topic_cmds.go
 	registerLogDefaults(r)         // log_defaults.go
+	registerAppendClock(r)         // append_clock.go
 	registerHousekeeping(r)        // housekeeping.go
 	registerPartitionProducers(r)  // partition_producers.go
 	registerPartitionTxns(r)       // partition_txns.go

@@ -42,6 +42,7 @@ func sampleCommands() []Command {
 		RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
 		AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.retention.ms", "5"}}},
 		AlterBrokerConfigs{Broker: "2", Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "3"}, {OpDelete, MaxConnectionsConfig, ""}}},
+		AppendTime{TimeMs: 1_700_000_000_123},
 		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
 	}
 }

@@ -162,6 +162,7 @@ func registerCluster(r *registry) {
 	registerScheduleUpgrade(r) // upgrade.go
 	registerUpgradeSteps(r)    // upgrade.go
 	registerBrokerConfigs(r)   // broker_configs.go
+	registerProposals(r)       // proposals.go
 }
 
 // registerScheduleUpgrade registers ScheduleUpgrade (registerCluster
@@ -450,6 +451,10 @@ func (f *FSM) loadUpgrade() error {
 		if f.appVersion, err = decodeAppVersion(v); err != nil {
 			return err
 		}
+	} else if f.height == 0 && f.opts.GenesisAppVersion > 1 {
+		// A new chain starts under its genesis version, written with the
+		// first block.
+		f.appVersion, f.upgradeDirty = f.opts.GenesisAppVersion, true
 	}
 	if f.appVersion > f.maxAppVersion() {
 		// Blocks were applied under this version: a binary that cannot

@@ -80,7 +80,19 @@ func (a prefetchingApp) FinalizedAppVersion() uint64 {
 	return a.Application.(consensus.Versioned).FinalizedAppVersion()
 }
 
-var _ consensus.Versioned = prefetchingApp{}
+// OpenProposal and CheckProposal pass the broker's consensus.Proposer on.
+func (a prefetchingApp) OpenProposal(height int64, now time.Time) [][]byte {
+	return a.Application.(consensus.Proposer).OpenProposal(height, now)
+}
+
+func (a prefetchingApp) CheckProposal(height int64, now time.Time, txs [][]byte) error {
+	return a.Application.(consensus.Proposer).CheckProposal(height, now, txs)
+}
+
+var (
+	_ consensus.Versioned = prefetchingApp{}
+	_ consensus.Proposer  = prefetchingApp{}
+)
 
 func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
 	release := a.batches.Prefetch(b.Txs)

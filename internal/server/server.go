@@ -219,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fopts := fsm.Options{Dir: cfg.DataDir, ChainID: genesis.ChainID, Logger: log.With("component", "fsm"), TraceState: os.Getenv("STELE_TRACE_STATE") != ""}
+	fopts := fsm.Options{Dir: cfg.DataDir, ChainID: genesis.ChainID, GenesisAppVersion: uint32(genesis.ConsensusParams.Version.App), Logger: log.With("component", "fsm"), TraceState: os.Getenv("STELE_TRACE_STATE") != ""}
 	// Certificates are checked against the genesis validators on every
 	// broker, so each can apply them even when it orders inline itself.
 	if fopts.Validators, err = cometbft.Validators(genesis); err != nil {

@@ -20,6 +20,8 @@ import (
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/privval"
 	"github.com/cometbft/cometbft/types"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // ErrNotInitialised is returned by Start when the home directory lacks the
@@ -67,6 +69,10 @@ type InitOptions struct {
 	MaxTxBytes int64
 	// GenesisTime is the chain's start time (zero means now).
 	GenesisTime time.Time
+	// AppVersion is the app version the chain starts at, the consensus
+	// parameter version.app (0 means fsm.MaxAppVersion, the newest this
+	// binary runs).
+	AppVersion uint64
 	// Config is written to config.toml by Init (which sets its Home); a
 	// Config without P2PListen means DefaultConfig. InitCluster ignores it.
 	Config Config
@@ -117,6 +123,9 @@ func (o *InitOptions) setDefaults() error {
 	}
 	if o.MaxBlockBytes == 0 {
 		o.MaxBlockBytes = DefaultMaxBlockBytes
+	}
+	if o.AppVersion == 0 {
+		o.AppVersion = uint64(fsm.MaxAppVersion)
 	}
 	if o.MaxTxBytes == 0 {
 		o.MaxTxBytes = DefaultMaxTxBytes
@@ -294,6 +303,7 @@ func NewGenesis(opts InitOptions, validators []Identity) (*types.GenesisDoc, err
 	params := types.DefaultConsensusParams()
 	params.Block.MaxBytes = opts.MaxBlockBytes
 	params.Block.MaxGas = -1
+	params.Version.App = opts.AppVersion
 	if err := checkBlockFitsTx(params, len(validators), opts.MaxTxBytes); err != nil {
 		return nil, err
 	}
