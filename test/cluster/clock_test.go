@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/test/harness"
 )
 
@@ -18,7 +20,13 @@ import (
 // consume: the skewed validator's precommits carry its time, every block
 // committed meanwhile is stamped within a few seconds of the harness's
 // clock, nothing acknowledged is lost, and the brokers end with one app
-// hash and byte-identical logs.
+// hash and byte-identical logs. Nor can it move the stamps of a
+// LogAppendTime topic, the proposer's clock from app version 2: its
+// proposals an hour ahead are refused by the others (at most
+// fsm.MaxAppendTimeAheadMs ahead of a validator's clock), and an hour
+// behind they stamp no earlier than the block time; a record produced
+// through any broker is stamped no later than the harness's clock plus
+// that bound, and no earlier than a few seconds before it was sent.
 func TestClockOffset(t *testing.T) {
 	byz := harness.ByzantineBin(t)
 	c := newCluster(t, clusterOptions{})
@@ -28,6 +36,11 @@ func TestClockOffset(t *testing.T) {
 		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
 	})
 	w.waitAcked(c, 45*time.Second, 200, "connected")
+	lat := "LogAppendTime"
+	harness.CreateTopic(t, c.KafkaAddrs(c.All()...), "clock-lat", 1, map[string]*string{"message.timestamp.type": &lat})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	round := 0
 	vals := c.ValidatorAddrs()
 	perm := c.Rng.Perm(len(c.Nodes))
 	for k, off := range []time.Duration{time.Hour, -time.Hour} {
@@ -84,7 +97,24 @@ func TestClockOffset(t *testing.T) {
 			}
 			last = bt
 		}
-		t.Logf("node%d with its clock %v off: heights %d-%d, its precommit in %d commits, block times within the harness's clock ±5 s",
+		for range 3 {
+			for _, i := range c.All() {
+				round++
+				var sent, at int64
+				// Retried: the first request to a broker just restarted
+				// meets the connection its kill closed.
+				c.Eventually(30*time.Second, fmt.Sprintf("a produce to the LogAppendTime topic through node%d", i), func() (err error) {
+					sent = time.Now().UnixMilli()
+					_, at, err = produceStamped(ctx, c, i, "clock-lat", -1, []int64{sent}, round)
+					return err
+				})
+				if now := time.Now().UnixMilli(); at > now+fsm.MaxAppendTimeAheadMs || at < sent-5000 {
+					t.Errorf("node%d's clock %v off: a record produced through node%d at %d, answered at %d, was stamped %d",
+						bad, off, i, sent, now, at)
+				}
+			}
+		}
+		t.Logf("node%d with its clock %v off: heights %d-%d, its precommit in %d commits, block times within the harness's clock ±5 s, LogAppendTime stamps too",
 			bad, off, from, to, skewed)
 		c.Kill9(bad)
 		c.Nodes[bad].Bin, c.Nodes[bad].Env = "", nil

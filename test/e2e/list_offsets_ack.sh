@@ -10,9 +10,10 @@
 # Configurations: CreateTime and LogAppendTime topics, each with acks=all,
 # acks=all idempotent, acks=1 (ROUNDS rounds each), and 4 producers on 4
 # partitions at once (ROUNDS/2 rounds each). On the LogAppendTime topics
-# the lookups by the producer's clock read before producing that find
-# nothing are counted and printed: the append time is the block's BFT time,
-# which can precede the produce (docs/kafka-api.md).
+# the append time is at or after the producer's clock read before
+# producing, and a lookup by that time finds the record too: the broker
+# stamps with the proposer's clock as it builds the block (app version 2,
+# docs/kafka-api.md).
 #
 #   ROUNDS=100 (default, about 15 s of rounds)   ROUNDS=1000 (the long run)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
