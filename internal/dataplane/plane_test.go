@@ -358,3 +358,38 @@ func TestReadBodyFollowsWhatArrives(t *testing.T) {
 		t.Fatalf("a body longer than announced: read %d of %d bytes", len(got), len(body))
 	}
 }
+
+// TestBatchRefetchesACorruptLocalCopy: a batch whose stored copy fails its
+// checks when read (bit rot in a segment opened from its index) is
+// fetched from a peer like a missing one, and the store takes the good
+// copy in its place.
+func TestBatchRefetchesACorruptLocalCopy(t *testing.T) {
+	nodes := cluster(t, 2)
+	p := payload(t, 4)
+	c, err := nodes[0].plane.Certify(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if !nodes[1].store.Has(c.Digest) {
+			return errors.New("the batch did not reach node1")
+		}
+		return nil
+	})
+	nd := nodes[1]
+	if got, err := nd.plane.Batch(c); err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("Batch: %v", err)
+	}
+	nd.store.mu.RLock()
+	loc := nd.store.mu.index[c.Digest]
+	nd.store.mu.RUnlock()
+	flipByte(t, loc.seg.path, loc.off+storeHeaderSize+10)
+
+	if got, err := nd.plane.Batch(c); err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("Batch of a corrupt local copy: %v", err)
+	}
+	if n := testutil.ToFloat64(nd.plane.opts.Metrics.fetched); n != 1 {
+		t.Fatalf("%v batches fetched, want the corrupt one", n)
+	}
+	mustGet(t, nd.store, c.Digest, p)
+}

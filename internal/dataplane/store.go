@@ -311,7 +311,9 @@ func (s *Store) Put(payload []byte, height int64) ([32]byte, error) {
 }
 
 // Get returns the payload whose SHA-256 is d: ErrNotFound if the store does
-// not hold it, ErrCorrupt if its record fails its CRC.
+// not hold it, ErrCorrupt if its record fails its CRC or the payload its
+// digest. A batch found corrupt is no longer served: Has is false for it,
+// and a Put stores it again.
 func (s *Store) Get(d [32]byte) ([]byte, error) {
 	s.mu.RLock()
 	if s.mu.closed {
@@ -330,12 +332,12 @@ func (s *Store) Get(d [32]byte) ([]byte, error) {
 	rec := make([]byte, storeOverhead+int(loc.n))
 	if n, err := loc.seg.f.ReadAt(rec, loc.off); n < len(rec) {
 		if err == nil || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: %s at position %d: the file ends inside the record", ErrCorrupt, loc.seg.path, loc.off)
+			return nil, s.forget(d, loc, "the file ends inside the record")
 		}
 		return nil, fmt.Errorf("stele/dataplane: reading batch %x at %d of %s: %w", d[:8], loc.off, loc.seg.path, err)
 	}
 	if why := checkStoreRecord(rec, d); why != "" {
-		return nil, fmt.Errorf("%w: %s at position %d: %s", ErrCorrupt, loc.seg.path, loc.off, why)
+		return nil, s.forget(d, loc, why)
 	}
 	return rec[storeHeaderSize : storeHeaderSize+int(loc.n)], nil
 }
@@ -731,6 +733,27 @@ func scanStoreSegment(f *os.File, size int64, fn func(pos int64, n uint32, heigh
 	return pos, "", nil
 }
 
+// forget stops serving d from loc, whose record failed its checks when Get
+// read it, as if OpenStore's scan had found it bad: Has then reports the
+// batch missing, so the data plane fetches it from a peer, and a Put of it
+// writes a good copy. It returns the error Get reports.
+func (s *Store) forget(d [32]byte, loc storeLoc, why string) error {
+	err := fmt.Errorf("%w: %s at position %d: %s", ErrCorrupt, loc.seg.path, loc.off, why)
+	s.wmu.Lock()
+	s.mu.Lock()
+	cur, ok := s.mu.index[d]
+	forgot := ok && cur.seg == loc.seg && cur.off == loc.off
+	if forgot {
+		delete(s.mu.index, d)
+	}
+	s.mu.Unlock()
+	s.wmu.Unlock()
+	if forgot {
+		s.log.Error("batch store: a stored batch is corrupt; it is no longer served", "batch", fmt.Sprintf("%x", d[:8]), "err", err)
+	}
+	return err
+}
+
 // allZero reports whether every byte of b is zero.
 func allZero(b []byte) bool {
 	for _, c := range b {
@@ -754,7 +777,8 @@ func checkStoreRecord(rec []byte, d [32]byte) string {
 		return "a digest that differs from the one asked for"
 	case recordCRC(rec[:storeHeaderSize], rec[storeHeaderSize:storeHeaderSize+n]) != binary.BigEndian.Uint32(rec[storeHeaderSize+n:]):
 		return "a CRC mismatch"
-	case string(rec[:4]) == storeMagic && sha256.Sum256(rec[storeHeaderSize:storeHeaderSize+n]) != d:
+	case sha256.Sum256(rec[storeHeaderSize:storeHeaderSize+n]) != d:
+		// Records of either magic: a CRC is no digest.
 		return "a payload that does not match its digest"
 	}
 	return ""

@@ -576,7 +576,7 @@ func TestStoreCorruptMiddleSegment(t *testing.T) {
 }
 
 // TestStoreGetCorruptOnDisk flips a byte of a stored record after open: Get
-// notices.
+// notices, the batch is no longer served, and a Put stores it again.
 func TestStoreGetCorruptOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir, StoreOptions{})
@@ -589,6 +589,37 @@ func TestStoreGetCorruptOnDisk(t *testing.T) {
 		t.Fatalf("Get of a flipped record: %v, want ErrCorrupt", err)
 	}
 	mustGet(t, s, d2, other)
+	if s.Has(d) {
+		t.Fatal("a batch found corrupt is still served")
+	}
+	if _, err := s.Get(d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get again: %v, want ErrNotFound", err)
+	}
+	mustPut(t, s, p, 1)
+	mustGet(t, s, d, p)
+	if st := s.Stats(); st.Batches != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// A record of the older layout (SBT1, its CRC over the payload too)
+	// rotted after open so that its CRC still matches: Get checks the
+	// digest, not only the CRC.
+	dir = t.TempDir()
+	path := filepath.Join(dir, "00000000000000000000.batch")
+	if err := os.WriteFile(path, v1Record(other, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	mustGet(t, s, d2, other)
+	rotted := v1Record(other, 1)
+	rotted[storeHeaderSize+10] ^= 1
+	binary.BigEndian.PutUint32(rotted[len(rotted)-4:], crc32.Checksum(rotted[:len(rotted)-4], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(path, rotted, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(d2); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of an SBT1 record whose payload fails its digest: %v, want ErrCorrupt", err)
+	}
 }
 
 // TestStoreConcurrentPut runs Puts from 8 goroutines with Gets, Prunes and
