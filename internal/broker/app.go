@@ -86,9 +86,23 @@ func (a app) Commit() (int64, error) {
 			}
 			delete(b.mu.waiting, nonce)
 			b.metrics.commitLatency.Observe(now.Sub(in.submitted).Seconds())
+			var refused error
+			switch {
+			case t.Code == fsm.CodeResubmit:
+				// Certified in a form the app version no longer applies
+				// (an upgrade took effect meanwhile): nothing was applied,
+				// and the client's retry is certified anew.
+				refused = fmt.Errorf("%w: %s", ErrUncertified, t.Log)
+			case t.Code != 0:
+				refused = fmt.Errorf("stele/broker: transaction rejected: %s", t.Log)
+			}
 			for i, s := range in.slots {
-				if t.Code != 0 || i >= len(t.Results) {
+				if refused == nil && i >= len(t.Results) {
 					s.req.finish(s.idx, fsm.Result{}, fmt.Errorf("stele/broker: transaction rejected: %s", t.Log))
+					continue
+				}
+				if refused != nil {
+					s.req.finish(s.idx, fsm.Result{}, refused)
 					continue
 				}
 				r := t.Results[i]

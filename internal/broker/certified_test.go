@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +17,20 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 )
 
+// certifiedChain is the chain id of the brokers startCertified starts.
+const certifiedChain = "broker-test"
+
 // startCertified starts a single-validator broker whose transactions go
 // through the data plane: only certificates are ordered.
 func startCertified(t testing.TB) (*Broker, *local.Orderer, *fsm.FSM, *dataplane.Plane, *fsm.ValidatorSet) {
+	t.Helper()
+	return startCertifiedAt(t, 1, nil)
+}
+
+// startCertifiedAt is startCertified on a chain (certifiedChain) that
+// starts under app version version, whose data plane binds its
+// certificates to the chain when bound says so.
+func startCertifiedAt(t testing.TB, version uint32, bound func() bool) (*Broker, *local.Orderer, *fsm.FSM, *dataplane.Plane, *fsm.ValidatorSet) {
 	t.Helper()
 	seed := sha256.Sum256([]byte("broker-test"))
 	key := ed25519.NewKeyFromSeed(seed[:])
@@ -36,11 +48,11 @@ func startCertified(t testing.TB) (*Broker, *local.Orderer, *fsm.FSM, *dataplane
 	}
 	var f *fsm.FSM
 	plane, err := dataplane.New(dataplane.Options{Store: store, Key: key, Validators: vs,
-		Height: func() int64 { h, _ := f.Info(); return h }})
+		Height: func() int64 { h, _ := f.Info(); return h }, ChainID: certifiedChain, Bound: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, err = fsm.Open(fsm.Options{Dir: t.TempDir(), Validators: vs, Batches: plane}); err != nil {
+	if f, err = fsm.Open(fsm.Options{Dir: t.TempDir(), Validators: vs, Batches: plane, ChainID: certifiedChain, GenesisAppVersion: version}); err != nil {
 		t.Fatal(err)
 	}
 	b := New(f, Options{MaxTxBytes: 64 << 10, Certifier: plane})
@@ -178,5 +190,50 @@ func TestUncertifiedBatches(t *testing.T) {
 				t.Fatalf("height %d ordered a transaction without a certificate", blk.Height)
 			}
 		}
+	}
+}
+
+// TestCertifiedWrongFormIsRetriable: under app version 2 a certificate
+// that names no chain (as a batch certified across the upgrade's block
+// has) is refused with fsm.CodeResubmit: the producer is answered at once
+// with ErrUncertified, which Kafka clients retry, and nothing is written;
+// certified bound to the chain, the same produce applies.
+func TestCertifiedWrongFormIsRetriable(t *testing.T) {
+	var bound atomic.Bool
+	bound.Store(true)
+	b, o, f, _, _ := startCertifiedAt(t, 2, bound.Load)
+	ctx := context.Background()
+	if r, err := b.SubmitOne(ctx, fsm.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}); err != nil || r.Code != 0 {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	if v := f.AppVersion(); v != 2 || !f.CertificatesBound() {
+		t.Fatalf("app version %d, bound %v", v, f.CertificatesBound())
+	}
+	bound.Store(false) // the data plane certifies as it did before the upgrade
+	_, err := b.SubmitOne(ctx, fsm.Produce{Topic: "t", Records: batch(t, 2)})
+	if !errors.Is(err, ErrUncertified) {
+		t.Fatalf("an unbound certificate under version 2: %v, want ErrUncertified", err)
+	}
+	if hwm := f.View().Partition("t", 0).HighWatermark(); hwm != 0 {
+		t.Fatalf("high watermark %d after a refused certificate", hwm)
+	}
+	bound.Store(true)
+	if r, err := b.SubmitOne(ctx, fsm.Produce{Topic: "t", Records: batch(t, 2)}); err != nil || r.Code != 0 || r.BaseOffset != 0 {
+		t.Fatalf("bound: %v %+v", err, r)
+	}
+	var chains []string
+	for _, blk := range o.Blocks() {
+		for _, raw := range blk.Txs {
+			if fsm.IsCertifiedTx(raw) {
+				c, err := fsm.DecodeCertifiedTx(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chains = append(chains, c.Chain)
+			}
+		}
+	}
+	if want := []string{certifiedChain, "", certifiedChain}; fmt.Sprint(chains) != fmt.Sprint(want) {
+		t.Fatalf("certificates ordered naming chains %q, want %q", chains, want)
 	}
 }

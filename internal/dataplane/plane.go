@@ -61,6 +61,14 @@ type Options struct {
 	// Height returns the last committed height: a new batch's height, and
 	// the reference for accepting pushed ones.
 	Height func() int64
+	// ChainID is the chain's id (CometBFT's genesis chain_id). Bound
+	// reports whether certificates made now must name it (fsm:
+	// FSM.CertificatesBound, app version 2 on); nil means never. A broker
+	// then signs pushed batches only for this chain, and one that names
+	// none only while certificates are not bound: a signature that names no
+	// chain would verify on any chain whose validators share its key.
+	ChainID string
+	Bound   func() bool
 	// Check admits a pushed payload before it is stored and signed
 	// (fsm.Precheck): a broker certifies only well-formed batches.
 	Check func(payload []byte) error
@@ -206,6 +214,9 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	}
 	p.recent.put(d, payload)
 	c := fsm.Certificate{Digest: d, Size: uint32(len(payload)), Height: height}
+	if p.bound() {
+		c.Chain = p.opts.ChainID
+	}
 	c.Sigs = append(c.Sigs, p.sign(c))
 	power := p.self.Power
 	if len(p.opts.Peers) == 0 {
@@ -223,7 +234,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	var pushes sync.WaitGroup
 	// The pushes get the certificate without signatures, so that they do
 	// not read c while the loop below adds to it.
-	unsigned := fsm.Certificate{Digest: c.Digest, Size: c.Size, Height: c.Height}
+	unsigned := fsm.Certificate{Chain: c.Chain, Digest: c.Digest, Size: c.Size, Height: c.Height}
 	for _, peer := range p.opts.Peers {
 		pushes.Add(1)
 		if !p.spawn(func() {
@@ -271,6 +282,9 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	p.opts.Metrics.certifySeconds.Observe(time.Since(start).Seconds())
 	return c, nil
 }
+
+// bound reports whether certificates made now name the chain.
+func (p *Plane) bound() bool { return p.opts.Bound != nil && p.opts.Bound() }
 
 // sign signs c's statement with this broker's key.
 func (p *Plane) sign(c fsm.Certificate) fsm.CertSig {

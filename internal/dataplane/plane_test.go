@@ -43,9 +43,14 @@ type node struct {
 	store  *Store
 	srv    *httptest.Server
 	height atomic.Int64
+	// bound: the certificates it makes and signs name testChain.
+	bound atomic.Bool
 	// wrap, when set, serves instead of the plane's handler.
 	wrap atomic.Pointer[http.Handler]
 }
+
+// testChain is the chain id of the planes cluster starts.
+const testChain = "dataplane-test"
 
 // cluster starts n planes, each with its own store and HTTP server.
 func cluster(t *testing.T, n int) []*node {
@@ -89,7 +94,7 @@ func cluster(t *testing.T, n int) []*node {
 			}
 		}
 		nd.plane, err = New(Options{Store: nd.store, Key: keys[i], Validators: vs, Peers: peers,
-			Height: nd.height.Load, PushTimeout: 2 * time.Second})
+			Height: nd.height.Load, ChainID: testChain, Bound: nd.bound.Load, PushTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,4 +397,77 @@ func TestBatchRefetchesACorruptLocalCopy(t *testing.T) {
 		t.Fatalf("%v batches fetched, want the corrupt one", n)
 	}
 	mustGet(t, nd.store, c.Digest, p)
+}
+
+// TestCertifyBindsTheChain: once certificates are bound (app version 2),
+// a certificate names the chain and every signature in it is over the
+// chain-bound statement; a broker refuses to sign for another chain, and
+// to sign a statement that names none; before, nothing names a chain.
+func TestCertifyBindsTheChain(t *testing.T) {
+	nodes := cluster(t, 4)
+	ctx := context.Background()
+	c, err := nodes[0].plane.Certify(ctx, payload(t, 1))
+	if err != nil || c.Chain != "" {
+		t.Fatalf("unbound: %+v, %v", c, err)
+	}
+	for _, nd := range nodes {
+		nd.bound.Store(true)
+	}
+	c, err = nodes[0].plane.Certify(ctx, payload(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Chain != testChain || len(c.Sigs) < 2 {
+		t.Fatalf("bound: chain %q, %d signatures", c.Chain, len(c.Sigs))
+	}
+	if err := nodes[0].plane.opts.Validators.Verify(c); err != nil {
+		t.Fatalf("a bound certificate does not verify: %v", err)
+	}
+	unbound := c
+	unbound.Chain = ""
+	if err := nodes[0].plane.opts.Validators.Verify(unbound); err == nil {
+		t.Fatal("a bound certificate's signatures verify with no chain named")
+	}
+
+	good := payload(t, 3)
+	for _, tc := range []struct {
+		name, query string
+		want        int
+	}{
+		{"another chain", "?height=0&chain=staging", http.StatusBadRequest},
+		{"no chain while bound", "?height=0", http.StatusConflict},
+		{"this chain", "?height=0&chain=" + testChain, http.StatusOK},
+	} {
+		resp, err := http.Post(nodes[1].srv.URL+batchesPath+tc.query, "application/octet-stream", bytes.NewReader(good))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.want)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			continue
+		}
+		s := fsm.CertSig{}
+		copy(s.Validator[:], body)
+		copy(s.Signature[:], body[20:])
+		v, _ := nodes[0].plane.opts.Validators.Lookup(s.Validator)
+		if !ed25519.Verify(v.PubKey, fsm.Statement(testChain, sha256.Sum256(good), uint32(len(good)), 0), s.Signature[:]) {
+			t.Errorf("%s: the signature is not over the chain-bound statement", tc.name)
+		}
+	}
+	// Brokers a block behind (not yet bound) sign a push bound to their
+	// own chain: signing for it is always safe.
+	for _, nd := range nodes[1:] {
+		nd.bound.Store(false)
+	}
+	if c, err = nodes[0].plane.Certify(ctx, payload(t, 4)); err != nil || c.Chain != testChain {
+		t.Fatalf("with the others a block behind: %+v, %v", c, err)
+	}
+	if err := nodes[0].plane.opts.Validators.Verify(c); err != nil {
+		t.Fatalf("signed by brokers a block behind: %v", err)
+	}
 }

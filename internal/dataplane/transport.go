@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -21,10 +22,13 @@ import (
 
 // The data plane's HTTP endpoints, served on each broker's HTTP listener:
 //
-//	POST /v1/internal/batches?height=H   body: a payload. The broker checks
-//	     it, stores it durably and answers 200 with its signature of the
-//	     statement (digest, size, H): 20 bytes of validator address, then
-//	     64 bytes of ed25519 signature.
+//	POST /v1/internal/batches?height=H[&chain=ID]   body: a payload. The
+//	     broker checks it, stores it durably and answers 200 with its
+//	     signature of the statement (fsm.Statement: chain ID, digest, size,
+//	     H): 20 bytes of validator address, then 64 bytes of ed25519
+//	     signature. A chain other than its own is refused (400), and so is
+//	     a push naming none once this chain's certificates are bound to it
+//	     (409: app version 2).
 //	GET  /v1/internal/batches/{digest}   the payload with that SHA-256
 //	     (hex), 404 when this broker does not hold it.
 //
@@ -58,6 +62,15 @@ func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("batch height %d is too far from this broker's height %d", height, own), http.StatusConflict)
 		return
 	}
+	chain := r.URL.Query().Get("chain")
+	switch {
+	case chain != "" && chain != p.opts.ChainID:
+		http.Error(w, fmt.Sprintf("batch certified for chain %q; this broker is of chain %q", chain, p.opts.ChainID), http.StatusBadRequest)
+		return
+	case chain == "" && p.bound():
+		http.Error(w, fmt.Sprintf("this chain certifies only batches bound to it: push with chain=%s", url.QueryEscape(p.opts.ChainID)), http.StatusConflict)
+		return
+	}
 	payload, err := readBody(http.MaxBytesReader(w, r.Body, int64(p.opts.MaxBatchBytes)), r.ContentLength, p.opts.MaxBatchBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -82,7 +95,7 @@ func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "storing the batch failed", http.StatusInternalServerError)
 		return
 	}
-	s := p.sign(fsm.Certificate{Digest: d, Size: uint32(len(payload)), Height: height})
+	s := p.sign(fsm.Certificate{Chain: chain, Digest: d, Size: uint32(len(payload)), Height: height})
 	p.opts.Metrics.signed.Inc()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(append(s.Validator[:], s.Signature[:]...))
@@ -117,8 +130,11 @@ func (p *Plane) serveFetch(w http.ResponseWriter, r *http.Request) {
 func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.PushTimeout)
 	defer cancel()
-	url := fmt.Sprintf("%s%s?height=%d", peer.URL, batchesPath, c.Height)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	target := fmt.Sprintf("%s%s?height=%d", peer.URL, batchesPath, c.Height)
+	if c.Chain != "" {
+		target += "&chain=" + url.QueryEscape(c.Chain)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(payload))
 	if err != nil {
 		return fsm.CertSig{}, err
 	}

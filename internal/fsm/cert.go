@@ -19,7 +19,8 @@ import (
 // honest and has the bytes. Only the certificate is ordered. Its layout:
 //
 //	magic   "STL"        3 bytes
-//	version 2            1 byte
+//	version 2 or 3       1 byte
+//	chain id             version 3 only: uvarint length, 1..50 bytes
 //	digest               32 bytes, SHA-256 of the payload
 //	size                 u32, the payload's length
 //	height               i64, the committed height when the batch was made
@@ -27,7 +28,15 @@ import (
 //	count × { validator address [20]byte, ed25519 signature [64]byte }
 //
 // Each signature is over Statement(): a fixed prefix that no CometBFT
-// sign-bytes start with, then digest, size and height. Applying a
+// sign-bytes start with, then, for a version 3 certificate, the chain id
+// (CometBFT's genesis chain_id), then digest, size and height. A version
+// 2 certificate names no chain: validators that use the same keys on two
+// chains (a staging cluster's, say) sign statements that verify on both,
+// so one chain's certificate could be put before the other, claiming that
+// its validators stored a batch they may never have seen. From app
+// version 2 only chain-bound certificates (version 3) are applied, and one
+// naming another chain is refused; under app version 1 only version 2
+// ones, as before (cert_apply.go: chainCertsVersion). Applying a
 // certificate applies its payload's commands exactly as if the payload had
 // been ordered inline, so the partition logs are the same either way.
 //
@@ -37,7 +46,10 @@ import (
 // certificate ordered twice.
 
 const (
-	certVersion = 2
+	// certVersion is the form of a certificate that names no chain,
+	// certVersionChain of one bound to its chain.
+	certVersion      = 2
+	certVersionChain = 3
 	// CertWindow is how many heights after its batch was made a
 	// certificate may be applied.
 	CertWindow = 1000
@@ -47,7 +59,15 @@ const (
 	certSigSize = 20 + ed25519.SignatureSize
 )
 
-var statementPrefix = []byte("stele/batch-statement/v1\x00")
+// maxChainID is CometBFT's limit on a chain id.
+const maxChainID = 50
+
+// statementPrefix opens a version 2 certificate's statement,
+// chainStatementPrefix a version 3 (chain-bound) one's.
+var (
+	statementPrefix      = []byte("stele/batch-statement/v1\x00")
+	chainStatementPrefix = []byte("stele/batch-statement/v2\x00")
+)
 
 // CertSig is one validator's signature of a certificate's statement.
 type CertSig struct {
@@ -58,6 +78,9 @@ type CertSig struct {
 // Certificate names a stored batch and carries the validators' signatures
 // that it is stored.
 type Certificate struct {
+	// Chain is the chain id the signers signed for (a version 3
+	// certificate), or "" for one that names no chain (version 2).
+	Chain  string
 	Digest Digest
 	Size   uint32
 	Height int64
@@ -65,23 +88,37 @@ type Certificate struct {
 }
 
 // Statement returns the bytes a validator signs to certify that it stored
-// the batch.
-func Statement(d Digest, size uint32, height int64) []byte {
-	b := make([]byte, 0, len(statementPrefix)+32+4+8)
-	b = append(b, statementPrefix...)
+// the batch, for the chain chain ("" for a certificate that names none).
+//
+//	"stele/batch-statement/v1\x00" | digest | u32 size | i64 height
+//	"stele/batch-statement/v2\x00" | u16 len(chain) | chain | digest | u32 size | i64 height
+func Statement(chain string, d Digest, size uint32, height int64) []byte {
+	b := make([]byte, 0, len(chainStatementPrefix)+2+len(chain)+32+4+8)
+	if chain == "" {
+		b = append(b, statementPrefix...)
+	} else {
+		b = append(b, chainStatementPrefix...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(chain)))
+		b = append(b, chain...)
+	}
 	b = append(b, d[:]...)
 	b = binary.BigEndian.AppendUint32(b, size)
 	return binary.BigEndian.AppendUint64(b, uint64(height))
 }
 
 // Statement returns the bytes the certificate's signatures are over.
-func (c Certificate) Statement() []byte { return Statement(c.Digest, c.Size, c.Height) }
+func (c Certificate) Statement() []byte { return Statement(c.Chain, c.Digest, c.Size, c.Height) }
 
 // EncodeCertifiedTx encodes a certificate as a transaction.
 func EncodeCertifiedTx(c Certificate) []byte {
 	w := &writer{b: make([]byte, 0, 64+len(c.Sigs)*certSigSize)}
 	w.raw(txMagic[:])
-	w.u8(certVersion)
+	if c.Chain == "" {
+		w.u8(certVersion)
+	} else {
+		w.u8(certVersionChain)
+		w.str(c.Chain)
+	}
 	w.raw(c.Digest[:])
 	w.i32(int32(c.Size))
 	w.i64(c.Height)
@@ -96,7 +133,7 @@ func EncodeCertifiedTx(c Certificate) []byte {
 // IsCertifiedTx reports whether tx claims to be a certificate (it may
 // still fail to decode).
 func IsCertifiedTx(tx []byte) bool {
-	return len(tx) >= 4 && bytes.Equal(tx[:3], txMagic[:]) && tx[3] == certVersion
+	return len(tx) >= 4 && bytes.Equal(tx[:3], txMagic[:]) && (tx[3] == certVersion || tx[3] == certVersionChain)
 }
 
 // DecodeCertifiedTx decodes a certificate transaction. It checks the
@@ -107,7 +144,13 @@ func DecodeCertifiedTx(tx []byte) (Certificate, error) {
 	if magic := r.take(3); r.e == nil && !bytes.Equal(magic, txMagic[:]) {
 		r.fail("bad magic %q", magic)
 	}
-	if v := r.u8(); r.e == nil && v != certVersion {
+	switch v := r.u8(); {
+	case r.e != nil:
+	case v == certVersionChain:
+		if c.Chain = r.str(); r.e == nil && (c.Chain == "" || len(c.Chain) > maxChainID) {
+			r.fail("a certificate's chain id of %d bytes (1 to %d)", len(c.Chain), maxChainID)
+		}
+	case v != certVersion:
 		r.fail("not a certificate: version %d", v)
 	}
 	copy(c.Digest[:], r.take(32))

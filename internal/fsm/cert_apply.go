@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrBatchUnavailable is returned by ApplyBlock when a certified batch's
@@ -32,9 +33,17 @@ type trustState struct {
 		blockTime int64
 	}
 	certsDropped []certEntry
-	verified     verifiedCerts     // safe for concurrent use
-	keysSet      map[string][]byte // producer keys registered in the block (signed.go)
-	seqsAdded    map[string]bool   // signed records' sequence keys used in the block
+	verified     verifiedCerts // safe for concurrent use
+	// certsBound: the block being applied applies only certificates
+	// bound to the chain (cert.go), else only those that name none.
+	// certsBoundNext: the next block will; published at each commit, for
+	// the mempool, the orderer's ValidateTx and the data plane
+	// (CertificatesBound). The cluster module sets both from the app
+	// version (proposals.go: chainCertsVersion).
+	certsBound     bool
+	certsBoundNext atomic.Bool
+	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
+	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
 }
 
 // openCertified checks a certificate transaction against the state and
@@ -46,6 +55,17 @@ func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
 	c, err := DecodeCertifiedTx(raw)
 	if err != nil {
 		return Tx{}, Digest{}, err
+	}
+	switch {
+	case f.certsBound && c.Chain == "":
+		// Made under the version before: a certificate of the right form
+		// can be had for the same batch.
+		return Tx{}, c.Digest, fmt.Errorf("%w: %w: batch %s: this app version applies only certificates bound to the chain; certify it again",
+			ErrCertificate, ErrResubmit, digestString(c.Digest))
+	case !f.certsBound && c.Chain != "":
+		// Before chain-bound certificates existed a broker could not
+		// decode one: it hashes as such a broker hashed it.
+		return Tx{}, Digest{}, errChainCertTooEarly(c)
 	}
 	if err := f.verifyCertificate(raw, c); err != nil {
 		return Tx{}, c.Digest, err
@@ -102,39 +122,69 @@ func (f *FSM) forgetCertificates() {
 }
 
 // CheckTx is the mempool's admission check: Precheck for an inline
-// transaction; for a certificate, that it decodes and its signatures are
-// valid (so an honest proposer never proposes one that peers refuse).
+// transaction; for a certificate, that it decodes, is of a form the next
+// block may hold (ValidateTx) and its signatures are valid (so an honest
+// proposer never proposes one that peers refuse). It reads only what was
+// published at the last commit: the mempool calls it while blocks apply.
 func (f *FSM) CheckTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
-		return f.validateCertified(tx)
+		c, err := DecodeCertifiedTx(tx)
+		if err != nil {
+			return err
+		}
+		if c.Chain != "" && !f.certsBoundNext.Load() {
+			return errChainCertTooEarly(c)
+		}
+		return f.verifyCertificate(tx, c)
 	}
 	return Precheck(tx)
 }
 
 // ValidateTx is the full check of a proposal's transaction: Validate for an
-// inline one, signatures for a certificate (its payload was checked by the
-// honest signer that stored it, and is checked again when applied).
+// inline one; for a certificate, its form and signatures (its payload was
+// checked by the honest signer that stored it, and is checked again when
+// applied). The orderer calls it between blocks, for the next one: a
+// chain-bound certificate is valid once the next block applies them (app
+// version 2 on), and one that names no chain stays valid, refused when
+// applied under such a version with ErrResubmit, so that its producer is
+// answered at once and retries.
 func (f *FSM) ValidateTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
-		return f.validateCertified(tx)
+		c, err := DecodeCertifiedTx(tx)
+		if err != nil {
+			return err
+		}
+		if c.Chain != "" && !f.certsBoundNext.Load() {
+			return errChainCertTooEarly(c)
+		}
+		return f.verifyCertificate(tx, c)
 	}
 	_, err := Validate(tx)
 	return err
 }
 
-func (f *FSM) validateCertified(tx []byte) error {
-	c, err := DecodeCertifiedTx(tx)
-	if err != nil {
-		return err
-	}
-	return f.verifyCertificate(tx, c)
+// errChainCertTooEarly refuses a chain-bound certificate under an app
+// version that applies none.
+func errChainCertTooEarly(c Certificate) error {
+	return fmt.Errorf("%w: batch %s: this app version applies no certificate bound to a chain", ErrCertificate, digestString(c.Digest))
 }
+
+// CertificatesBound reports whether certificates made now must be bound
+// to the chain: the block after the last committed one applies only those
+// (app version 2 on, or an upgrade to it at that height). The data plane
+// asks it for each batch it certifies. Safe for concurrent use.
+func (f *FSM) CertificatesBound() bool { return f.certsBoundNext.Load() }
 
 // verifyCertificate checks c's signatures once per certificate: each is
 // checked when it enters the mempool, before the vote on its block and
 // when it is applied, and its signatures' validity depends only on its
 // bytes, so a verified certificate is remembered by their hash.
 func (f *FSM) verifyCertificate(raw []byte, c Certificate) error {
+	if c.Chain != "" && c.Chain != f.opts.ChainID {
+		// Signed for another chain by validators with the same keys: the
+		// signatures would verify, and prove nothing here.
+		return fmt.Errorf("%w: batch %s is certified for chain %q, and this is chain %q", ErrCertificate, digestString(c.Digest), c.Chain, f.opts.ChainID)
+	}
 	key := sha256.Sum256(raw)
 	if f.verified.has(key) {
 		return nil

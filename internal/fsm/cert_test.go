@@ -33,9 +33,15 @@ func testValidators(t testing.TB, n int) (*ValidatorSet, []ed25519.PrivateKey) {
 	return vs, keys
 }
 
-// certify makes a certificate of payload signed by the given keys.
+// certify makes a certificate of payload signed by the given keys, that
+// names no chain.
 func certify(payload []byte, height int64, keys ...ed25519.PrivateKey) Certificate {
-	c := Certificate{Digest: sha256.Sum256(payload), Size: uint32(len(payload)), Height: height}
+	return certifyFor("", payload, height, keys...)
+}
+
+// certifyFor makes a certificate of payload bound to chain.
+func certifyFor(chain string, payload []byte, height int64, keys ...ed25519.PrivateKey) Certificate {
+	c := Certificate{Chain: chain, Digest: sha256.Sum256(payload), Size: uint32(len(payload)), Height: height}
 	for _, k := range keys {
 		var s CertSig
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
@@ -296,6 +302,8 @@ func FuzzDecodeCertifiedTx(f *testing.F) {
 	_, keys := testValidators(f, 2)
 	f.Add(EncodeCertifiedTx(certify([]byte("p"), 1, keys[0], keys[1])))
 	f.Add([]byte("STL\x02"))
+	f.Add(EncodeCertifiedTx(certifyFor(testChainID, []byte("p"), 1, keys[0], keys[1])))
+	f.Add([]byte("STL\x03\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCertifiedTx(b)
 		if err != nil {
@@ -334,5 +342,104 @@ func TestVerifiedCertificatesAreRemembered(t *testing.T) {
 	}
 	if len(v.set) != verifiedCertsMax || v.has(sha256.Sum256([]byte("0"))) || !v.has(sha256.Sum256([]byte(fmt.Sprint(verifiedCertsMax+9)))) {
 		t.Fatalf("bounded set: %d entries", len(v.set))
+	}
+}
+
+// TestChainBoundCertificates: under app version 1 only certificates that
+// name no chain apply, and one bound to the chain is refused everywhere
+// and hashed as a broker that could not decode it hashed it; from the
+// height of the upgrade to version 2 only bound ones apply, one that names
+// none is refused with CodeResubmit (its producer certifies it again) and
+// one bound to another chain is refused, also after a restart.
+func TestChainBoundCertificates(t *testing.T) {
+	c := newUpgradeChain(t, 2)
+	keys := c.keys
+	wantUpgradeCode(t, "create", c.block(CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})[0], 0)
+	n := 100
+	payload := func() []byte {
+		n++
+		raw := tx(n, Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 1)})
+		c.src[sha256.Sum256(raw)] = raw
+		return raw
+	}
+	apply := func(txs ...[]byte) BlockOutcome {
+		t.Helper()
+		h := c.height() + 1
+		out, err := c.f.ApplyBlock(Block{Height: h, TimeMs: 1000 * h, Txs: txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	hwm := func() int64 { return c.f.View().Partition("t", 0).HighWatermark() }
+
+	// Version 1.
+	if c.f.CertificatesBound() {
+		t.Fatal("version 1 binds certificates")
+	}
+	bound := EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
+	if c.f.CheckTx(bound) == nil || c.f.ValidateTx(bound) == nil {
+		t.Fatal("version 1 admits a chain-bound certificate")
+	}
+	out := apply(bound, EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1])))
+	if o := out.Txs[0]; o.Code != 1 || o.Batch != (Digest{}) {
+		t.Fatalf("a bound certificate under version 1: code %d, batch %x (want 1, hashed as its bytes)", o.Code, o.Batch[:4])
+	}
+	if o := out.Txs[1]; o.Code != 0 || o.Results[0].Code != 0 || hwm() != 1 {
+		t.Fatalf("an unbound certificate under version 1: %+v, high watermark %d", o, hwm())
+	}
+
+	// The upgrade: from its height on.
+	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "bound-certs"}
+	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, keys[0], keys[1], keys[2]))[0], 0)
+	c.to(up.Height - 2)
+	if c.f.CertificatesBound() {
+		t.Fatal("bound two blocks before the upgrade")
+	}
+	c.to(up.Height - 1)
+	if !c.f.CertificatesBound() {
+		t.Fatal("not bound for the upgrade's block")
+	}
+	unbound := EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
+	bound = EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[2], keys[3]))
+	other := EncodeCertifiedTx(certifyFor("staging", payload(), c.height(), keys[0], keys[1]))
+	for name, raw := range map[string][]byte{"bound": bound, "unbound": unbound} {
+		if err := c.f.CheckTx(raw); err != nil {
+			t.Errorf("CheckTx of the %s certificate: %v", name, err)
+		}
+		if err := c.f.ValidateTx(raw); err != nil {
+			t.Errorf("ValidateTx of the %s certificate: %v", name, err)
+		}
+	}
+	if c.f.CheckTx(other) == nil || c.f.ValidateTx(other) == nil {
+		t.Error("a certificate of another chain is admitted")
+	}
+	out = apply(unbound, bound, other)
+	if o := out.Txs[0]; o.Code != CodeResubmit {
+		t.Errorf("an unbound certificate at the upgrade: code %d (%s), want CodeResubmit", o.Code, o.Log)
+	}
+	if o := out.Txs[1]; o.Code != 0 || o.Results[0].Code != 0 {
+		t.Errorf("a bound certificate at the upgrade: %+v", o)
+	}
+	if o := out.Txs[2]; o.Code != 1 || !strings.Contains(o.Log, "staging") {
+		t.Errorf("another chain's certificate: code %d (%s)", o.Code, o.Log)
+	}
+	if got := hwm(); got != 2 {
+		t.Fatalf("high watermark %d, want 2: only the bound certificate applies", got)
+	}
+
+	// Restarted, the state machine still binds.
+	c.restart(2)
+	if !c.f.CertificatesBound() {
+		t.Fatal("not bound after a restart")
+	}
+	unbound = EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
+	bound = EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
+	out = apply(unbound, bound)
+	if out.Txs[0].Code != CodeResubmit || out.Txs[1].Code != 0 || hwm() != 3 {
+		t.Fatalf("after a restart: codes %d and %d, high watermark %d", out.Txs[0].Code, out.Txs[1].Code, hwm())
 	}
 }

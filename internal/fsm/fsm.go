@@ -276,6 +276,17 @@ func Precheck(tx []byte) error {
 	return nil
 }
 
+// ErrResubmit marks the refusal of a transaction that its submitter can
+// have applied by submitting it again in another form (a module's: the
+// trust module's certificate made under the app version before an
+// upgrade). Its outcome carries CodeResubmit, so the broker answers the
+// client with a retriable error.
+var ErrResubmit = errors.New("stele/fsm: submit again")
+
+// CodeResubmit is the outcome code of a transaction refused with
+// ErrResubmit; any other refusal is 1.
+const CodeResubmit uint32 = 2
+
 // Block is an ordered block as the state machine sees it.
 type Block struct {
 	Height int64
@@ -355,6 +366,9 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 		}
 		if err != nil {
 			o.Code, o.Log = 1, err.Error()
+			if errors.Is(err, ErrResubmit) {
+				o.Code = CodeResubmit
+			}
 		} else {
 			o.Nonce = tx.Nonce
 			o.Results = make([]Result, len(tx.Commands))

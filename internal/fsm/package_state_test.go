@@ -36,6 +36,7 @@ var immutableVars = map[string]string{
 	"upgradeVotePfx":         "store prefix u/vote/",
 	"unauthenticated":        "the store prefixes outside the state trie",
 	"statementPrefix":        "the domain of a batch statement's signature",
+	"chainStatementPrefix":   "the domain of a chain-bound batch statement's signature",
 	"upgradeStatementPrefix": "the domain of an upgrade statement's signature",
 	"txMagic":                "a transaction's first bytes",
 	// Tables of definitions.

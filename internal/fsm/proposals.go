@@ -91,6 +91,12 @@ func (f *FSM) applyAppendTime(c AppendTime, at cmdAt) Result {
 	return Result{}
 }
 
+// chainCertsVersion is the app version from which the trust module
+// applies only batch certificates bound to the chain (cert.go's version
+// 3), and before which only those that name none; the cluster module sets
+// the trust module's certsBound and certsBoundNext from it.
+const chainCertsVersion = 2
+
 // versionAt is the app version block height will be applied under: the
 // applied version, or a scheduled upgrade's from its height. Only the
 // applier may call it, between blocks.

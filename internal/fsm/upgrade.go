@@ -59,9 +59,6 @@ const maxUpgradeName = 64
 // chain; v2 does, and a v1 signature verifies under nothing v2 builds.
 var upgradeStatementPrefix = []byte("stele/upgrade-statement/v2\x00")
 
-// maxChainID is CometBFT's limit on a chain id.
-const maxChainID = 50
-
 var (
 	keyAppVersion  = []byte("u/version")
 	keyUpgradePlan = []byte("u/plan")
@@ -470,6 +467,7 @@ func (f *FSM) loadUpgrade() error {
 		}
 		f.upgradePlan = &p
 	}
+	f.certsBound = f.appVersion >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
 	return f.store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
@@ -494,7 +492,10 @@ func registerUpgradeSteps(r *registry) {
 	// of it is applied; one it can run is activated at its height.
 	r.registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
 		check: (*FSM).upgradeDue,
-		run:   func(f *FSM, b Block) { f.activateUpgrade(b.Height) }})
+		run: func(f *FSM, b Block) {
+			f.activateUpgrade(b.Height)
+			f.certsBound = f.appVersion >= chainCertsVersion
+		}})
 	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
 	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
 		load:  (*FSM).loadUpgrade,
@@ -504,5 +505,6 @@ func registerUpgradeSteps(r *registry) {
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
 			f.committedUpgrade.Unlock()
+			f.certsBoundNext.Store(f.versionAt(f.height+1) >= chainCertsVersion)
 		}})
 }

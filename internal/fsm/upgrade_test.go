@@ -45,11 +45,12 @@ type upgradeChain struct {
 	f     *FSM
 	max   uint32
 	nonce int
+	src   mapBatches // the certified batches' payloads
 }
 
 func newUpgradeChain(t *testing.T, max uint32) *upgradeChain {
 	vs, keys := testValidators(t, 4)
-	c := &upgradeChain{t: t, dir: t.TempDir(), vs: vs, keys: keys, max: max}
+	c := &upgradeChain{t: t, dir: t.TempDir(), vs: vs, keys: keys, max: max, src: mapBatches{}}
 	c.open()
 	t.Cleanup(func() { c.f.Close() })
 	return c
@@ -57,7 +58,7 @@ func newUpgradeChain(t *testing.T, max uint32) *upgradeChain {
 
 func (c *upgradeChain) open() {
 	c.t.Helper()
-	f, err := Open(Options{Dir: c.dir, HousekeepingIntervalMs: 1000, Validators: c.vs, ChainID: testChainID, maxAppVersionForTest: c.max})
+	f, err := Open(Options{Dir: c.dir, HousekeepingIntervalMs: 1000, Validators: c.vs, Batches: c.src, ChainID: testChainID, maxAppVersionForTest: c.max})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // startDataPlane opens the batch store (DATA/batches) and the data plane:
 // this broker signs with its validator key and pushes batches to the other
 // brokers of the genesis directory at their HTTP addresses.
-func (n *Node) startDataPlane(home string, appState cometbft.GenesisAppState, vals *fsm.ValidatorSet, reg prometheus.Registerer) error {
+func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisAppState, vals *fsm.ValidatorSet, reg prometheus.Registerer) error {
 	key, self, err := cometbft.ValidatorKey(home)
 	if err != nil {
 		return err
@@ -47,6 +47,8 @@ func (n *Node) startDataPlane(home string, appState cometbft.GenesisAppState, va
 		Validators:    vals,
 		Peers:         peers,
 		Height:        n.height,
+		ChainID:       chainID,
+		Bound:         n.certificatesBound,
 		MaxBatchBytes: int(appState.MaxTxBytes),
 		RetainHeights: n.cfg.RetainBlocks,
 		Logger:        n.log.With("component", "dataplane"),
@@ -107,6 +109,13 @@ func (n *Node) height() int64 {
 	}
 	h, _ := n.fsm.Info()
 	return h
+}
+
+// certificatesBound reports whether the batches certified now must name
+// the chain (fsm.FSM.CertificatesBound; false until the state machine is
+// open).
+func (n *Node) certificatesBound() bool {
+	return n.fsm != nil && n.fsm.CertificatesBound()
 }
 
 // pruneBatches drops stored batches no certificate can still name, every

@@ -229,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// it took: /healthz waits for all of them, so these lines say where a
 	// slow restart spent its time.
 	t0 := time.Now()
-	if err := n.startDataPlane(home, appState, fopts.Validators, reg); err != nil {
+	if err := n.startDataPlane(home, genesis.ChainID, appState, fopts.Validators, reg); err != nil {
 		return nil, err
 	}
 	st := n.batches.Stats()
