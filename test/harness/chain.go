@@ -175,3 +175,77 @@ func (c *Cluster) CommitTimes(i int, h int64) (map[string]time.Time, error) {
 	}
 	return out, nil
 }
+
+// ChainID returns the chain id of the genesis `stele cluster init` wrote.
+func (c *Cluster) ChainID() string {
+	c.T.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Nodes[0].Dir, "cometbft", "config", "genesis.json"))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	var g struct {
+		ChainID string `json:"chain_id"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil || g.ChainID == "" {
+		c.T.Fatalf("genesis.json: chain_id %q (%v)", g.ChainID, err)
+	}
+	return g.ChainID
+}
+
+// SetGenesisAppVersion rewrites every node's genesis, before the chain's
+// first start, to start at app version v; 0 writes the genesis of a
+// release that set no app version (CometBFT's default 0, which Stele runs
+// as version 1).
+func (c *Cluster) SetGenesisAppVersion(v uint32) {
+	c.T.Helper()
+	for _, n := range c.Nodes {
+		path := filepath.Join(n.Dir, "cometbft", "config", "genesis.json")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			c.T.Fatal(err)
+		}
+		var g map[string]any
+		if err := json.Unmarshal(data, &g); err != nil {
+			c.T.Fatalf("%s: %v", path, err)
+		}
+		params, _ := g["consensus_params"].(map[string]any)
+		if params == nil {
+			c.T.Fatalf("%s has no consensus_params", path)
+		}
+		params["version"] = map[string]any{"app": strconv.FormatUint(uint64(v), 10)}
+		if data, err = json.MarshalIndent(g, "", "  "); err != nil {
+			c.T.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			c.T.Fatal(err)
+		}
+	}
+}
+
+// BlockTxs returns the transactions of node i's block at height h, from
+// its CometBFT RPC (/block).
+func (c *Cluster) BlockTxs(i int, h int64) ([][]byte, error) {
+	url := fmt.Sprintf("http://%s/block?height=%d", c.RPCAddr(i), h)
+	resp, err := c.HTTPC.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("node%d RPC: %w", i, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Result struct {
+			Block struct {
+				Data struct {
+					Txs [][]byte `json:"txs"` // base64, as encoding/json reads []byte
+				} `json:"data"`
+			} `json:"block"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
+	}
+	if len(body.Error) > 0 {
+		return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
+	}
+	return body.Result.Block.Data.Txs, nil
+}
