@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stele-io/stele/pkg/proof"
+	"github.com/stele-io/stele/pkg/stele"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,7 +71,8 @@ stops reading and waits for the records already read.
 --sign FILE --principal NAME signs every record with NAME's key (registered
 with stele producer-key register): a header stele-signature the brokers verify
 before writing the record, so that none of them can alter, forge or replay it
-(docs/signed-producers.md).`,
+(docs/signed-producers.md). The signatures name the cluster's chain (v2) when
+it runs app version 2, as every new cluster does, and no chain (v1) before.`,
 		Example: `  printf 'k1:hello\nk2:world\n' | stele produce orders --key-separator : --header source=cli
   stele produce orders --file events.txt --compression zstd --acks all`,
 		Args: exactArgs("TOPIC"),
@@ -172,6 +174,12 @@ func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic s
 		if err := proof.ValidPrincipal(o.principal); err != nil {
 			return usageError{err}
 		}
+		ctx, cancel := g.requestContext(cmd)
+		p.chain, err = stele.SignatureChain(ctx, cl)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	begin := time.Now()
 	readErr := p.run(cmd.Context(), in)
@@ -235,6 +243,7 @@ type producer struct {
 	prog    *progress
 	topic   string
 	signKey ed25519.PrivateKey // --sign
+	chain   string             // with --sign: the chain the signatures name ("": v1)
 	seq     uint64             // the last signature sequence (record is called by one goroutine)
 
 	mu struct {
@@ -340,7 +349,7 @@ func (p *producer) record(data []byte, lineNo int64) (*kgo.Record, error) {
 		for i, h := range rec.Headers {
 			hs[i] = proof.RecordHeader{Key: h.Key, Value: h.Value}
 		}
-		sig := proof.SignRecord(p.signKey, p.opts.principal, p.nextSeq(), p.topic, rec.Key, rec.Value, hs)
+		sig := proof.SignRecordFor(p.signKey, p.chain, p.opts.principal, p.nextSeq(), p.topic, rec.Key, rec.Value, hs)
 		rec.Headers = append(slices.Clip(rec.Headers), kgo.RecordHeader{Key: proof.SignatureHeader, Value: []byte(sig)})
 	}
 	return rec, nil

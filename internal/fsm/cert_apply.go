@@ -34,14 +34,15 @@ type trustState struct {
 	}
 	certsDropped []certEntry
 	verified     verifiedCerts // safe for concurrent use
-	// certsBound: the block being applied applies only certificates
-	// bound to the chain (cert.go), else only those that name none.
-	// certsBoundNext: the next block will; published at each commit, for
+	// chainBound: the block being applied takes only signed statements
+	// bound to the chain: batch certificates (cert.go) and record
+	// signatures (signed.go); else only those that name none.
+	// chainBoundNext: the next block will; published at each commit, for
 	// the mempool, the orderer's ValidateTx and the data plane
 	// (CertificatesBound). The cluster module sets both from the app
 	// version (proposals.go: chainCertsVersion).
-	certsBound     bool
-	certsBoundNext atomic.Bool
+	chainBound     bool
+	chainBoundNext atomic.Bool
 	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
 	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
 }
@@ -57,12 +58,12 @@ func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
 		return Tx{}, Digest{}, err
 	}
 	switch {
-	case f.certsBound && c.Chain == "":
+	case f.chainBound && c.Chain == "":
 		// Made under the version before: a certificate of the right form
 		// can be had for the same batch.
 		return Tx{}, c.Digest, fmt.Errorf("%w: %w: batch %s: this app version applies only certificates bound to the chain; certify it again",
 			ErrCertificate, ErrResubmit, digestString(c.Digest))
-	case !f.certsBound && c.Chain != "":
+	case !f.chainBound && c.Chain != "":
 		// Before chain-bound certificates existed a broker could not
 		// decode one: it hashes as such a broker hashed it.
 		return Tx{}, Digest{}, errChainCertTooEarly(c)
@@ -132,7 +133,7 @@ func (f *FSM) CheckTx(tx []byte) error {
 		if err != nil {
 			return err
 		}
-		if c.Chain != "" && !f.certsBoundNext.Load() {
+		if c.Chain != "" && !f.chainBoundNext.Load() {
 			return errChainCertTooEarly(c)
 		}
 		return f.verifyCertificate(tx, c)
@@ -154,7 +155,7 @@ func (f *FSM) ValidateTx(tx []byte) error {
 		if err != nil {
 			return err
 		}
-		if c.Chain != "" && !f.certsBoundNext.Load() {
+		if c.Chain != "" && !f.chainBoundNext.Load() {
 			return errChainCertTooEarly(c)
 		}
 		return f.verifyCertificate(tx, c)
@@ -173,7 +174,7 @@ func errChainCertTooEarly(c Certificate) error {
 // to the chain: the block after the last committed one applies only those
 // (app version 2 on, or an upgrade to it at that height). The data plane
 // asks it for each batch it certifies. Safe for concurrent use.
-func (f *FSM) CertificatesBound() bool { return f.certsBoundNext.Load() }
+func (f *FSM) CertificatesBound() bool { return f.chainBoundNext.Load() }
 
 // verifyCertificate checks c's signatures once per certificate: each is
 // checked when it enters the mempool, before the vote on its block and

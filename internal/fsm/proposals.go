@@ -91,10 +91,11 @@ func (f *FSM) applyAppendTime(c AppendTime, at cmdAt) Result {
 	return Result{}
 }
 
-// chainCertsVersion is the app version from which the trust module
-// applies only batch certificates bound to the chain (cert.go's version
-// 3), and before which only those that name none; the cluster module sets
-// the trust module's certsBound and certsBoundNext from it.
+// chainCertsVersion is the app version from which the trust module takes
+// only signed statements bound to the chain (batch certificates of
+// cert.go's version 3, v2 record signatures of signed.go), and before
+// which only those that name none; the cluster module sets the trust
+// module's chainBound and chainBoundNext from it.
 const chainCertsVersion = 2
 
 // versionAt is the app version block height will be applied under: the

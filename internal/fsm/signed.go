@@ -6,7 +6,10 @@ package fsm
 // key, and a principal's sequence is accepted once only. A topic whose
 // stele.signed.by names principals accepts only records signed by one of
 // them. So no broker can alter, forge or replay a signed record: the
-// honest brokers that apply it refuse it.
+// honest brokers that apply it refuse it. From app version 2 a signature
+// must be bound to this chain (v2, proof.SignRecordFor), so a record signed
+// for another chain whose registry holds the same key is refused too;
+// under version 1 only v1 signatures, which name no chain, are taken.
 //
 // State, in the metadata store:
 //
@@ -158,6 +161,16 @@ func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return errStopScan
 		}
+		switch {
+		case f.chainBound && s.Version != 2:
+			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v1 and names no chain; this chain takes v2 signatures bound to it (chain %s)", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq, f.opts.ChainID)
+			return errStopScan
+		case !f.chainBound && s.Version != 1:
+			// Before v2 existed a broker could not parse one: it refused
+			// the record as malformed, with the same code.
+			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v2; this chain's app version takes v1 signatures only", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq)
+			return errStopScan
+		}
 		if required && !slices.Contains(t.Config.SignedBy, s.Principal) {
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
 			return errStopScan
@@ -167,7 +180,7 @@ func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return errStopScan
 		}
-		if err := proof.VerifyRecord(pub, s, t.Name, rec.Key, rec.Value, hs); err != nil {
+		if err := proof.VerifyRecordOn(pub, f.opts.ChainID, s, t.Name, rec.Key, rec.Value, hs); err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return errStopScan
 		}

@@ -44,13 +44,19 @@ type signedRec struct {
 
 func signedBatch(t *testing.T, topic string, pid int64, seq int32, recs ...signedRec) []byte {
 	t.Helper()
+	return signedBatchFor(t, "", topic, pid, seq, recs...)
+}
+
+// signedBatchFor is signedBatch with v2 signatures for chain ("": v1).
+func signedBatchFor(t *testing.T, chain, topic string, pid int64, seq int32, recs ...signedRec) []byte {
+	t.Helper()
 	out := make([]record.Record, len(recs))
 	for i, r := range recs {
 		rec := record.Record{OffsetDelta: int32(i), Key: []byte("k"), Value: []byte(r.value),
 			Headers: []record.RecordHeader{{Key: "h", Value: []byte("x")}}}
 		if r.by != nil {
 			hs := []proof.RecordHeader{{Key: "h", Value: []byte("x")}}
-			sig := proof.SignRecord(r.by.priv, r.by.name, r.seq, topic, rec.Key, rec.Value, hs)
+			sig := proof.SignRecordFor(r.by.priv, chain, r.by.name, r.seq, topic, rec.Key, rec.Value, hs)
 			rec.Headers = append(rec.Headers, record.RecordHeader{Key: proof.SignatureHeader, Value: []byte(sig)})
 		}
 		if r.edit != nil {
@@ -178,4 +184,40 @@ func TestSignedInScenario(t *testing.T) {
 	restored := open(t, t.TempDir())
 	restoreInto(t, restored, takeSnapshot(t, f, filepath.Join(t.TempDir(), "snap"), nil))
 	check(restored, "restored from a snapshot")
+}
+
+// TestSignedRecordsBoundToTheChain: under app version 1 a chain takes v1
+// record signatures only (a v2 one is refused with INVALID_RECORD, as a
+// broker that could not parse one refused it); from the upgrade to
+// version 2 only v2 signatures made for this chain: a v1 one, or one made
+// for another chain whose registry holds the same key, is refused.
+func TestSignedRecordsBoundToTheChain(t *testing.T) {
+	c := newUpgradeChain(t, 2)
+	alice := newSigner("alice", 1)
+	wantUpgradeCode(t, "create", c.block(CreateTopic{Name: "s", Partitions: 1, ReplicationFactor: 1})[0], 0)
+	wantUpgradeCode(t, "register", c.block(alice.register(nil))[0], 0)
+	seq := uint64(0)
+	produce := func(what string, chain string, want int16) {
+		t.Helper()
+		seq++
+		b := signedBatchFor(t, chain, "s", -1, -1, signedRec{value: what, by: &alice, seq: seq})
+		wantUpgradeCode(t, what, c.block(Produce{Topic: "s", Records: b})[0], want)
+	}
+	produce("v2 under version 1", testChainID, kerr.InvalidRecord.Code)
+	produce("v1 under version 1", "", 0)
+
+	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "bound"}
+	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, c.keys[0], c.keys[1], c.keys[2]))[0], 0)
+	c.to(up.Height - 1)
+	produce("v1 at the upgrade", "", kerr.InvalidRecord.Code)
+	produce("v2 for another chain", "staging", kerr.InvalidRecord.Code)
+	produce("v2 for this chain", testChainID, 0)
+	seq-- // the same sequence again: a replay
+	produce("v2 replayed", testChainID, kerr.InvalidRecord.Code)
+	c.restart(2)
+	produce("v1 after a restart", "", kerr.InvalidRecord.Code)
+	produce("v2 after a restart", testChainID, 0)
+	if hwm := c.f.View().Partition("s", 0).HighWatermark(); hwm != 3 {
+		t.Fatalf("high watermark %d, want the 3 records taken", hwm)
+	}
 }

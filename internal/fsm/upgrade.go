@@ -467,7 +467,7 @@ func (f *FSM) loadUpgrade() error {
 		}
 		f.upgradePlan = &p
 	}
-	f.certsBound = f.appVersion >= chainCertsVersion
+	f.chainBound = f.appVersion >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
 	return f.store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
@@ -494,7 +494,7 @@ func registerUpgradeSteps(r *registry) {
 		check: (*FSM).upgradeDue,
 		run: func(f *FSM, b Block) {
 			f.activateUpgrade(b.Height)
-			f.certsBound = f.appVersion >= chainCertsVersion
+			f.chainBound = f.appVersion >= chainCertsVersion
 		}})
 	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
 	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
@@ -505,6 +505,6 @@ func registerUpgradeSteps(r *registry) {
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
 			f.committedUpgrade.Unlock()
-			f.certsBoundNext.Store(f.versionAt(f.height+1) >= chainCertsVersion)
+			f.chainBoundNext.Store(f.versionAt(f.height+1) >= chainCertsVersion)
 		}})
 }

@@ -43,7 +43,9 @@ func startTestBrokerClocked(t testing.TB, interval time.Duration) *testBroker {
 
 func startTestBrokerOrdered(t testing.TB, lo local.Options, tweak func(*Options)) *testBroker {
 	t.Helper()
-	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
+	// A chain as `stele serve` starts one: at the newest app version, its
+	// chain id the cluster id clients see.
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir(), ChainID: "stele-test", GenesisAppVersion: fsm.MaxAppVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

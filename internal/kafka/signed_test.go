@@ -32,7 +32,11 @@ func TestSignedThroughKafka(t *testing.T) {
 	if r, err := tb.b.SubmitOne(context.Background(), fsm.RegisterProducerKey{Principal: "alice", PublicKey: pub, Proof: ed25519.Sign(priv, msg)}); err != nil || r.Code != 0 {
 		t.Fatalf("register: %+v %v", r, err)
 	}
-	s := &stele.Signer{Principal: "alice", Key: priv}
+	chain, err := stele.SignatureChain(ctx(t), cl)
+	if err != nil || chain != "stele-test" {
+		t.Fatalf("SignatureChain: %q, %v; want the chain id, stele-test", chain, err)
+	}
+	s := &stele.Signer{Principal: "alice", Key: priv, ChainID: chain}
 	var recs []*kgo.Record
 	for _, v := range []string{"one", "two", "three"} {
 		r := &kgo.Record{Topic: "ledger", Key: []byte("k"), Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
@@ -50,6 +54,16 @@ func TestSignedThroughKafka(t *testing.T) {
 	}
 	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "ledger", Value: []byte("plain")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
 		t.Errorf("an unsigned record: %v, want INVALID_RECORD", err)
+	}
+	for name, other := range map[string]*stele.Signer{
+		"v1, naming no chain": {Principal: "alice", Key: priv},
+		"for another chain":   {Principal: "alice", Key: priv, ChainID: "staging"},
+	} {
+		r := &kgo.Record{Topic: "ledger", Key: []byte("k"), Value: []byte("five")}
+		other.Sign(r)
+		if err := cl.ProduceSync(ctx(t), r).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+			t.Errorf("a record signed %s: %v, want INVALID_RECORD", name, err)
+		}
 	}
 
 	consumer := client(t, tb.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ledger": {0: kgo.NewOffset().AtStart()}}))
@@ -72,7 +86,7 @@ func TestSignedThroughKafka(t *testing.T) {
 			if err != nil {
 				t.Fatalf("record %d: %v", r.Offset, err)
 			}
-			if err := proof.VerifyRecord(pub, ps, r.Topic, r.Key, r.Value, hs); err != nil {
+			if err := proof.VerifyRecordOn(pub, chain, ps, r.Topic, r.Key, r.Value, hs); err != nil {
 				t.Fatalf("record %d does not verify for its reader: %v", r.Offset, err)
 			}
 			got = append(got, string(r.Value))

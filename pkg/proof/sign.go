@@ -15,12 +15,16 @@ import (
 // principal name; the signature travels in the record header
 // SignatureHeader, which any Kafka client can write:
 //
-//	stele-signature: v1:<principal>:<seq>:<signature, base64url without padding>
+//	stele-signature: v2:<principal>:<seq>:<signature, base64url without padding>
 //
-// The signature is over RecordMessage: the topic, the principal, the
-// sequence and the record's key, value and headers (all but the signature
-// header, in order) — never the offset or timestamp a broker assigns, nor
-// the partition. The state machine verifies it before applying the record
+// The signature is over RecordMessageFor: the chain (the cluster's chain
+// id, which Kafka clients see as the cluster id), the topic, the
+// principal, the sequence and the record's key, value and headers (all but
+// the signature header, in order) — never the offset or timestamp a broker
+// assigns, nor the partition. A v1 signature (RecordMessage) names no
+// chain: a chain at app version 1 takes only those, one at version 2 or
+// later only v2 signatures naming it, so a record signed for one chain is
+// refused by another whose registry holds the same key. The state machine verifies it before applying the record
 // and refuses a sequence the principal used before, so no broker can alter,
 // forge or replay a signed record.
 
@@ -50,14 +54,29 @@ func ValidPrincipal(p string) error {
 	return nil
 }
 
-// RecordMessage is what a record's signature signs:
+// RecordMessage is what a v1 record signature signs, one that names no
+// chain:
 //
 //	"stele/record/v1" 0x00 | u16 len | topic | u16 len | principal | u64 seq |
 //	key (i32 len, -1 null | bytes) | value (same) |
 //	u32 count | each header but SignatureHeader: u16 len | key | i32 len, -1 null | value
 func RecordMessage(topic, principal string, seq uint64, key, value []byte, headers []RecordHeader) []byte {
-	b := make([]byte, 0, 64+len(topic)+len(principal)+len(key)+len(value))
-	b = append(b, "stele/record/v1\x00"...)
+	return RecordMessageFor("", topic, principal, seq, key, value, headers)
+}
+
+// RecordMessageFor is what a record's signature for chain signs: a v2
+// signature's, or with chain "" a v1 one's (RecordMessage).
+//
+//	"stele/record/v2" 0x00 | u16 len | chain | then as v1 from the topic on
+func RecordMessageFor(chain, topic, principal string, seq uint64, key, value []byte, headers []RecordHeader) []byte {
+	b := make([]byte, 0, 72+len(chain)+len(topic)+len(principal)+len(key)+len(value))
+	if chain == "" {
+		b = append(b, "stele/record/v1\x00"...)
+	} else {
+		b = append(b, "stele/record/v2\x00"...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(chain)))
+		b = append(b, chain...)
+	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
 	b = append(b, topic...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(principal)))
@@ -91,16 +110,30 @@ func appendNullable(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// SignRecord returns the SignatureHeader value that signs the record for
-// principal with sequence seq (unique among the principal's records: the
-// cluster refuses a sequence used before).
+// SignRecord returns the v1 SignatureHeader value, naming no chain, that
+// signs the record for principal with sequence seq (unique among the
+// principal's records: the cluster refuses a sequence used before). Only
+// a chain at app version 1 takes it; see SignRecordFor.
 func SignRecord(priv ed25519.PrivateKey, principal string, seq uint64, topic string, key, value []byte, headers []RecordHeader) string {
-	sig := ed25519.Sign(priv, RecordMessage(topic, principal, seq, key, value, headers))
-	return "v1:" + principal + ":" + strconv.FormatUint(seq, 10) + ":" + base64.RawURLEncoding.EncodeToString(sig)
+	return SignRecordFor(priv, "", principal, seq, topic, key, value, headers)
+}
+
+// SignRecordFor returns the SignatureHeader value that signs the record
+// for principal on the chain chain: v2, bound to it, or v1 for chain "".
+func SignRecordFor(priv ed25519.PrivateKey, chain, principal string, seq uint64, topic string, key, value []byte, headers []RecordHeader) string {
+	sig := ed25519.Sign(priv, RecordMessageFor(chain, topic, principal, seq, key, value, headers))
+	v := "v2:"
+	if chain == "" {
+		v = "v1:"
+	}
+	return v + principal + ":" + strconv.FormatUint(seq, 10) + ":" + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // Signature is a parsed SignatureHeader value.
 type Signature struct {
+	// Version is 1 (the signature names no chain) or 2 (it is bound to
+	// the chain it is verified on).
+	Version   int
 	Principal string
 	Seq       uint64
 	Sig       []byte
@@ -109,8 +142,8 @@ type Signature struct {
 // ParseSignature parses a SignatureHeader value.
 func ParseSignature(v []byte) (Signature, error) {
 	parts := strings.Split(string(v), ":")
-	if len(parts) != 4 || parts[0] != "v1" {
-		return Signature{}, fmt.Errorf("%w: header %s is not v1:<principal>:<seq>:<signature>", ErrBadSignature, SignatureHeader)
+	if len(parts) != 4 || parts[0] != "v1" && parts[0] != "v2" {
+		return Signature{}, fmt.Errorf("%w: header %s is not v1 or v2:<principal>:<seq>:<signature>", ErrBadSignature, SignatureHeader)
 	}
 	if err := ValidPrincipal(parts[1]); err != nil {
 		return Signature{}, err
@@ -123,15 +156,34 @@ func ParseSignature(v []byte) (Signature, error) {
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return Signature{}, fmt.Errorf("%w: the signature is not %d bytes of base64url", ErrBadSignature, ed25519.SignatureSize)
 	}
-	return Signature{Principal: parts[1], Seq: seq, Sig: sig}, nil
+	return Signature{Version: int(parts[0][1] - '0'), Principal: parts[1], Seq: seq, Sig: sig}, nil
 }
 
-// VerifyRecord checks a record's signature s against pub.
+// VerifyRecord checks a record's v1 signature s, which names no chain,
+// against pub; a v2 signature needs its chain: VerifyRecordOn.
 func VerifyRecord(pub ed25519.PublicKey, s Signature, topic string, key, value []byte, headers []RecordHeader) error {
+	return VerifyRecordOn(pub, "", s, topic, key, value, headers)
+}
+
+// VerifyRecordOn checks a record's signature s against pub, on the chain
+// chain: a v2 signature must be over the message naming chain, a v1 one
+// over the message naming none (which of them a chain takes is its app
+// version's choice, not this function's).
+func VerifyRecordOn(pub ed25519.PublicKey, chain string, s Signature, topic string, key, value []byte, headers []RecordHeader) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: public key of %d bytes", ErrBadSignature, len(pub))
 	}
-	if !ed25519.Verify(pub, RecordMessage(topic, s.Principal, s.Seq, key, value, headers), s.Sig) {
+	bound := ""
+	if s.Version == 2 {
+		if chain == "" {
+			return fmt.Errorf("%w: a v2 signature is verified on the chain it names; no chain given", ErrBadSignature)
+		}
+		bound = chain
+	}
+	if !ed25519.Verify(pub, RecordMessageFor(bound, topic, s.Principal, s.Seq, key, value, headers), s.Sig) {
+		if s.Version == 2 {
+			return fmt.Errorf("%w: %s's signature (sequence %d) does not match the record on chain %s", ErrBadSignature, s.Principal, s.Seq, chain)
+		}
 		return fmt.Errorf("%w: %s's signature (sequence %d) does not match the record", ErrBadSignature, s.Principal, s.Seq)
 	}
 	return nil

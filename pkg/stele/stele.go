@@ -25,6 +25,7 @@ import (
 
 	"github.com/stele-io/stele/pkg/proof"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var (
@@ -222,6 +223,11 @@ type wireHeader struct {
 type Signer struct {
 	Principal string
 	Key       ed25519.PrivateKey
+	// ChainID binds the signatures to the chain (v2 signatures): a
+	// cluster at app version 2, which every new cluster starts at, takes
+	// only those, naming it. Leave it empty (v1 signatures) only for a
+	// cluster still at app version 1. SignatureChain tells which.
+	ChainID string
 
 	mu  sync.Mutex
 	seq uint64
@@ -241,6 +247,44 @@ func (s *Signer) Sign(r *kgo.Record) {
 	for _, h := range r.Headers {
 		hs = append(hs, proof.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	sig := proof.SignRecord(s.Key, s.Principal, seq, r.Topic, r.Key, r.Value, hs)
+	sig := proof.SignRecordFor(s.Key, s.ChainID, s.Principal, seq, r.Topic, r.Key, r.Value, hs)
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: proof.SignatureHeader, Value: []byte(sig)})
+}
+
+// appVersionFeature is the ApiVersions feature (KIP-584) a Stele broker
+// finalizes at its chain's app version.
+const appVersionFeature = "stele.app.version"
+
+// SignatureChain returns the chain a Signer for the cluster cl is
+// connected to must bind its signatures to (Signer.ChainID): the cluster
+// id of its Metadata, which is the chain id, when the chain runs app
+// version 2 or later (the stele.app.version feature of ApiVersions), or
+// "" for a chain at version 1 (or a broker older than app versions, which
+// lists no such feature), which takes v1 signatures only.
+func SignatureChain(ctx context.Context, cl *kgo.Client) (string, error) {
+	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return "", fmt.Errorf("stele: ApiVersions: %w", err)
+	}
+	version := int16(0)
+	for _, f := range av.FinalizedFeatures {
+		if f.Name == appVersionFeature {
+			version = f.MaxVersionLevel
+		}
+	}
+	if version < 2 {
+		// A broker older than app versions lists no feature: it takes
+		// v1 signatures.
+		return "", nil
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Topics = []kmsg.MetadataRequestTopic{} // none: only the cluster
+	md, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return "", fmt.Errorf("stele: Metadata: %w", err)
+	}
+	if md.ClusterID == nil || *md.ClusterID == "" {
+		return "", errors.New("stele: the broker's Metadata names no cluster id")
+	}
+	return *md.ClusterID, nil
 }

@@ -6,9 +6,11 @@
 #  1. A key is generated and registered for alice; a topic takes records
 #     signed by alice only (stele.signed.by=alice).
 #  2. `stele produce --sign` writes three records; kcat reads them back
-#     with their stele-signature headers.
+#     with their stele-signature headers, v2: bound to the chain, which a
+#     new cluster (app version 2) takes only.
 #  3. kcat writes: an unsigned record, alice's signature over another value
-#     (tampered), and a copy of a record alice signed (a replay): each is
+#     (tampered), a copy of a record alice signed (a replay), and that copy
+#     with its signature relabelled v1 (naming no chain): each is
 #     refused (INVALID_RECORD, librdkafka's "Broker failed to validate
 #     record"), and nothing of them is in the log.
 #  4. The key rotates only with the old key's endorsement; the old key's
@@ -36,7 +38,7 @@ printf 'a:1\nb:2\nc:3\n' | e2e_stele produce "$topic" --key-separator : --sign "
 	fail "stele produce --sign: $(cat "$E2E_TMP/p.err")"
 e2e_timeout 20 kcat -C -b "$BROKER" -t "$topic" -e -f '%k|%s|%h\n' >"$E2E_TMP/read.txt" 2>/dev/null || fail "kcat -C"
 [[ $(wc -l <"$E2E_TMP/read.txt") == 3 ]] || fail "kcat read: $(cat "$E2E_TMP/read.txt")"
-grep -q '^b|2|stele-signature=v1:alice:[0-9]*:' "$E2E_TMP/read.txt" || fail "kcat read no signature: $(cat "$E2E_TMP/read.txt")"
+grep -q '^b|2|stele-signature=v2:alice:[0-9]*:' "$E2E_TMP/read.txt" || fail "kcat read no signature: $(cat "$E2E_TMP/read.txt")"
 sig=$(sed -n 's/^a|1|stele-signature=//p' "$E2E_TMP/read.txt")
 log "three signed records read back; a's signature $(cut -c1-40 <<<"$sig")..."
 
@@ -47,7 +49,7 @@ kcat_put() { # KEY VALUE [HEADER]
 	printf '%s:%s\n' "$1" "$2" | e2e_timeout 20 kcat -P -b "$BROKER" -t "$topic" -p 0 -K: "${h[@]}" \
 		-X message.send.max.retries=0 2>"$E2E_TMP/kcat.err"
 }
-for c in "unsigned|x|" "tampered|a|forged|$sig" "replayed|a|1|$sig"; do
+for c in "unsigned|x|" "tampered|a|forged|$sig" "replayed|a|1|$sig" "relabelled v1|a|1|${sig/#v2:/v1:}"; do
 	IFS='|' read -r what key value header <<<"$c"
 	if kcat_put "$key" "$value" "$header"; then
 		fail "kcat, $what: written; want a refusal"
@@ -56,7 +58,7 @@ for c in "unsigned|x|" "tampered|a|forged|$sig" "replayed|a|1|$sig"; do
 done
 e2e_timeout 20 kcat -C -b "$BROKER" -t "$topic" -e -f '%k|%s\n' >"$E2E_TMP/read2.txt" 2>/dev/null || fail "kcat -C"
 [[ $(tr '\n' ' ' <"$E2E_TMP/read2.txt") == 'a|1 b|2 c|3 ' ]] || fail "the log changed: $(cat "$E2E_TMP/read2.txt")"
-log "kcat's unsigned, tampered and replayed records were refused; the log holds alice's three"
+log "kcat's unsigned, tampered, replayed and relabelled records were refused; the log holds alice's three"
 
 # --- 4. rotation -----------------------------------------------------------------
 "$STELE_BIN" producer-key generate --out "$E2E_TMP/alice2.key" >/dev/null || fail "generate the second key"
