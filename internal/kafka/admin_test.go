@@ -122,6 +122,36 @@ func TestAdminApiVersions(t *testing.T) {
 	}
 }
 
+// TestApiVersionsFeatures: from v3 ApiVersions lists the app version as
+// a feature (KIP-584): supported 1 to the binary's newest, finalized at
+// the chain's, as franz-go reads it.
+func TestApiVersionsFeatures(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	cl := client(t, tb.addr)
+	// A block, so that the epoch (the committed height) is past genesis.
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 1, -1, nil, "features"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrApiVersionsRequest() // franz-go sends the newest both serve, v4
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.SupportedFeatures) != 1 || len(resp.FinalizedFeatures) != 1 {
+		t.Fatalf("features %+v / %+v, want %s alone", resp.SupportedFeatures, resp.FinalizedFeatures, AppVersionFeature)
+	}
+	sf, ff := resp.SupportedFeatures[0], resp.FinalizedFeatures[0]
+	if sf.Name != AppVersionFeature || sf.MinVersion != 1 || sf.MaxVersion != int16(fsm.MaxAppVersion) {
+		t.Errorf("supported %+v, want %s 1-%d", sf, AppVersionFeature, fsm.MaxAppVersion)
+	}
+	if ff.Name != AppVersionFeature || ff.MaxVersionLevel != int16(tb.b.Upgrade().Version) || ff.MaxVersionLevel != int16(fsm.MaxAppVersion) {
+		t.Errorf("finalized %+v, want %s at the chain's version %d", ff, AppVersionFeature, fsm.MaxAppVersion)
+	}
+	if resp.FinalizedFeaturesEpoch < 1 {
+		t.Errorf("finalized features epoch %d, want the committed height", resp.FinalizedFeaturesEpoch)
+	}
+}
+
 func TestCreateTopics(t *testing.T) {
 	addr := startTestBroker(t, func(o *Options) { o.DefaultPartitions = 2 }).addr
 	adm, cl := admin(t, addr)
