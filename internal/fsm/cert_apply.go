@@ -129,14 +129,7 @@ func (f *FSM) forgetCertificates() {
 // published at the last commit: the mempool calls it while blocks apply.
 func (f *FSM) CheckTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
-		c, err := DecodeCertifiedTx(tx)
-		if err != nil {
-			return err
-		}
-		if c.Chain != "" && !f.chainBoundNext.Load() {
-			return errChainCertTooEarly(c)
-		}
-		return f.verifyCertificate(tx, c)
+		return f.checkCertifiedTx(tx)
 	}
 	return Precheck(tx)
 }
@@ -151,17 +144,24 @@ func (f *FSM) CheckTx(tx []byte) error {
 // answered at once and retries.
 func (f *FSM) ValidateTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
-		c, err := DecodeCertifiedTx(tx)
-		if err != nil {
-			return err
-		}
-		if c.Chain != "" && !f.chainBoundNext.Load() {
-			return errChainCertTooEarly(c)
-		}
-		return f.verifyCertificate(tx, c)
+		return f.checkCertifiedTx(tx)
 	}
 	_, err := Validate(tx)
 	return err
+}
+
+// checkCertifiedTx is CheckTx's and ValidateTx's check of a certificate:
+// it decodes, is of a form the next block may hold, and its signatures
+// are valid.
+func (f *FSM) checkCertifiedTx(tx []byte) error {
+	c, err := DecodeCertifiedTx(tx)
+	if err != nil {
+		return err
+	}
+	if c.Chain != "" && !f.chainBoundNext.Load() {
+		return errChainCertTooEarly(c)
+	}
+	return f.verifyCertificate(tx, c)
 }
 
 // errChainCertTooEarly refuses a chain-bound certificate under an app

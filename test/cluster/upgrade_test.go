@@ -71,16 +71,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		t.Fatalf("before the upgrade: %+v", v)
 	}
 
-	clusterDir := filepath.Dir(c.Nodes[0].Dir)
-	out, err := exec.Command(harness.SteleBin, "cluster", "upgrade", "--http", c.Nodes[0].HTTP, "--dir", clusterDir,
-		"--height", "+40", "--version", "3", "--name", "upgradetest", "--output", "json").CombinedOutput()
-	if err != nil {
-		t.Fatalf("stele cluster upgrade: %v\n%s", err, out)
-	}
-	var v upgradeView
-	if err := json.Unmarshal(out, &v); err != nil || v.Scheduled == nil || v.Scheduled.Version != 3 {
-		t.Fatalf("stele cluster upgrade answered %s (%v): want version 3 scheduled", out, err)
-	}
+	v := c.scheduleUpgrade("+40", 3, "upgradetest")
 	h := v.Scheduled.Height
 	t.Logf("%s upgrade to app version 3 scheduled at height %d (committed at %d)", harness.Clock(), h, v.Height)
 
@@ -222,6 +213,24 @@ func exitCode(err error) int {
 		return 0
 	}
 	return -1
+}
+
+// scheduleUpgrade runs `stele cluster upgrade` with every validator's key
+// (the cluster directory) through node 0, scheduling version at height
+// (+N: N heights ahead), and returns what it answered.
+func (c *cluster) scheduleUpgrade(height string, version uint32, name string) upgradeView {
+	t := c.T
+	t.Helper()
+	out, err := exec.Command(harness.SteleBin, "cluster", "upgrade", "--http", c.Nodes[0].HTTP, "--dir", filepath.Dir(c.Nodes[0].Dir),
+		"--height", height, "--version", fmt.Sprint(version), "--name", name, "--output", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("stele cluster upgrade: %v\n%s", err, out)
+	}
+	var v upgradeView
+	if err := json.Unmarshal(out, &v); err != nil || v.Scheduled == nil || v.Scheduled.Version != version {
+		t.Fatalf("stele cluster upgrade answered %s (%v): want version %d scheduled", out, err, version)
+	}
+	return v
 }
 
 // upgradeState reads node i's GET /v1/cluster/upgrade.

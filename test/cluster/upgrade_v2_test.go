@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,15 +32,7 @@ func TestUpgradeToVersion2(t *testing.T) {
 		t.Fatalf("before the upgrade: %+v", v)
 	}
 
-	out, err := exec.Command(harness.SteleBin, "cluster", "upgrade", "--http", c.Nodes[0].HTTP, "--dir", filepath.Dir(c.Nodes[0].Dir),
-		"--height", "+30", "--version", "2", "--name", "v2", "--output", "json").CombinedOutput()
-	if err != nil {
-		t.Fatalf("stele cluster upgrade: %v\n%s", err, out)
-	}
-	var v upgradeView
-	if err := json.Unmarshal(out, &v); err != nil || v.Scheduled == nil || v.Scheduled.Version != 2 {
-		t.Fatalf("stele cluster upgrade answered %s (%v): want version 2 scheduled", out, err)
-	}
+	v := c.scheduleUpgrade("+30", 2, "v2")
 	h := v.Scheduled.Height
 	t.Logf("%s upgrade to app version 2 scheduled at height %d (committed at %d)", harness.Clock(), h, v.Height)
 	c.WaitHeight(2*time.Minute, h+5, c.All()...)

@@ -89,35 +89,23 @@ func (c *Cluster) BlockHeaders(i int, lo, hi int64) (map[int64]Header, error) {
 	out := map[int64]Header{}
 	for from := lo; from <= hi; from += 20 {
 		to := min(from+19, hi)
-		url := fmt.Sprintf("http://%s/blockchain?minHeight=%d&maxHeight=%d", c.RPCAddr(i), from, to)
-		resp, err := c.HTTPC.Get(url)
-		if err != nil {
-			return nil, fmt.Errorf("node%d RPC: %w", i, err)
+		var result struct {
+			BlockMetas []struct {
+				Header struct {
+					Height   string    `json:"height"`
+					Proposer string    `json:"proposer_address"`
+					Time     time.Time `json:"time"`
+				} `json:"header"`
+			} `json:"block_metas"`
 		}
-		var body struct {
-			Result struct {
-				BlockMetas []struct {
-					Header struct {
-						Height   string    `json:"height"`
-						Proposer string    `json:"proposer_address"`
-						Time     time.Time `json:"time"`
-					} `json:"header"`
-				} `json:"block_metas"`
-			} `json:"result"`
-			Error json.RawMessage `json:"error"`
+		path := fmt.Sprintf("/blockchain?minHeight=%d&maxHeight=%d", from, to)
+		if err := c.rpc(i, path, &result); err != nil {
+			return nil, err
 		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
-		}
-		if len(body.Error) > 0 {
-			return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
-		}
-		for _, m := range body.Result.BlockMetas {
+		for _, m := range result.BlockMetas {
 			h, err := strconv.ParseInt(m.Header.Height, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("node%d RPC %s: height %q", i, url, m.Header.Height)
+				return nil, fmt.Errorf("node%d RPC %s: height %q", i, path, m.Header.Height)
 			}
 			out[h] = Header{Proposer: m.Header.Proposer, Time: m.Header.Time}
 		}
@@ -141,34 +129,22 @@ func ReadFileIfExists(path string) ([]byte, error) {
 // committed height h and returns each signer's vote timestamp, by
 // validator address.
 func (c *Cluster) CommitTimes(i int, h int64) (map[string]time.Time, error) {
-	url := fmt.Sprintf("http://%s/commit?height=%d", c.RPCAddr(i), h)
-	resp, err := c.HTTPC.Get(url)
-	if err != nil {
-		return nil, fmt.Errorf("node%d RPC: %w", i, err)
+	var result struct {
+		SignedHeader struct {
+			Commit struct {
+				Signatures []struct {
+					Flag      int       `json:"block_id_flag"`
+					Validator string    `json:"validator_address"`
+					Timestamp time.Time `json:"timestamp"`
+				} `json:"signatures"`
+			} `json:"commit"`
+		} `json:"signed_header"`
 	}
-	defer resp.Body.Close()
-	var body struct {
-		Result struct {
-			SignedHeader struct {
-				Commit struct {
-					Signatures []struct {
-						Flag      int       `json:"block_id_flag"`
-						Validator string    `json:"validator_address"`
-						Timestamp time.Time `json:"timestamp"`
-					} `json:"signatures"`
-				} `json:"commit"`
-			} `json:"signed_header"`
-		} `json:"result"`
-		Error json.RawMessage `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
-	}
-	if len(body.Error) > 0 {
-		return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
+	if err := c.rpc(i, fmt.Sprintf("/commit?height=%d", h), &result); err != nil {
+		return nil, err
 	}
 	out := map[string]time.Time{}
-	for _, s := range body.Result.SignedHeader.Commit.Signatures {
+	for _, s := range result.SignedHeader.Commit.Signatures {
 		if s.Flag == 2 { // BlockIDFlagCommit: a precommit for the block
 			out[s.Validator] = s.Timestamp
 		}
@@ -225,27 +201,40 @@ func (c *Cluster) SetGenesisAppVersion(v uint32) {
 // BlockTxs returns the transactions of node i's block at height h, from
 // its CometBFT RPC (/block).
 func (c *Cluster) BlockTxs(i int, h int64) ([][]byte, error) {
-	url := fmt.Sprintf("http://%s/block?height=%d", c.RPCAddr(i), h)
+	var result struct {
+		Block struct {
+			Data struct {
+				Txs [][]byte `json:"txs"` // base64, as encoding/json reads []byte
+			} `json:"data"`
+		} `json:"block"`
+	}
+	if err := c.rpc(i, fmt.Sprintf("/block?height=%d", h), &result); err != nil {
+		return nil, err
+	}
+	return result.Block.Data.Txs, nil
+}
+
+// rpc GETs path from node i's CometBFT RPC and decodes its result into
+// result.
+func (c *Cluster) rpc(i int, path string, result any) error {
+	url := "http://" + c.RPCAddr(i) + path
 	resp, err := c.HTTPC.Get(url)
 	if err != nil {
-		return nil, fmt.Errorf("node%d RPC: %w", i, err)
+		return fmt.Errorf("node%d RPC: %w", i, err)
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Result struct {
-			Block struct {
-				Data struct {
-					Txs [][]byte `json:"txs"` // base64, as encoding/json reads []byte
-				} `json:"data"`
-			} `json:"block"`
-		} `json:"result"`
-		Error json.RawMessage `json:"error"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("node%d RPC %s: %w", i, url, err)
+		return fmt.Errorf("node%d RPC %s: %w", i, url, err)
 	}
 	if len(body.Error) > 0 {
-		return nil, fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
+		return fmt.Errorf("node%d RPC %s: %s", i, url, body.Error)
 	}
-	return body.Result.Block.Data.Txs, nil
+	if err := json.Unmarshal(body.Result, result); err != nil {
+		return fmt.Errorf("node%d RPC %s: %w", i, url, err)
+	}
+	return nil
 }
