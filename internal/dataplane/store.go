@@ -35,9 +35,11 @@ package dataplane
 //
 // Only the last segment is written to. It is fsynced before a new one is
 // created and the directory is fsynced after, so after a crash only the last
-// segment can end in a torn record; OpenStore cuts it. A bad record anywhere
-// else is corruption: it and the rest of its segment are left on disk but
-// not served.
+// segment can end in a torn record; OpenStore cuts it. A bad record header
+// anywhere else is corruption: it and the rest of its segment are left on
+// disk but not served. Payloads of sealed segments are checked against their
+// digests when read, not at open (Store.load): one that fails is no longer
+// served, and the data plane fetches it from a peer.
 
 import (
 	"bufio"
@@ -221,11 +223,13 @@ type storePending struct {
 }
 
 // OpenStore opens the batch store in dir, creating dir if needed, and
-// rebuilds its index from the segment files: every record is checked (CRC
-// and digest). The last segment is cut after its last good record (a torn
+// rebuilds its index from the segment files: every record of the last
+// segment is checked whole (CRC and digest), the others' headers and CRCs
+// (load). The last segment is cut after its last good record (a torn
 // tail); a bad record in another segment is logged, and it and the rest of
-// that segment are not served. Bad files never make OpenStore fail; I/O
-// errors do.
+// that segment are not served. A payload that fails its digest in a sealed
+// segment is found by Get, and that batch alone is no longer served. Bad
+// files never make OpenStore fail; I/O errors do.
 func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -635,13 +639,24 @@ func (s *Store) syncAndPublish() (uint64, error) {
 }
 
 // load indexes the records of seg, opened at OpenStore, cutting the file
-// after its last good record if it is the last segment.
+// after its last good record if it is the last segment. Only the last
+// segment's records are read whole (their payloads checked against their
+// digests): only it can end in a torn record. A sealed segment was fsynced
+// before the next one was made, so its records are whole unless the disk
+// rotted them, which Get finds when it reads one (and the store forgets the
+// batch, so the data plane fetches a good copy); of them load reads the
+// headers and checks their CRCs, so that opening a store costs about one
+// segment's reading and hashing however large the store.
 func (s *Store) load(seg *storeSegment, last bool) error {
 	fi, err := seg.f.Stat()
 	if err != nil {
 		return fmt.Errorf("stele/dataplane: %w", err)
 	}
-	end, why, err := scanStoreSegment(seg.f, fi.Size(), func(pos int64, n uint32, height int64, d [32]byte) {
+	scan := scanStoreHeaders
+	if last {
+		scan = scanStoreSegment
+	}
+	end, why, err := scan(seg.f, fi.Size(), func(pos int64, n uint32, height int64, d [32]byte) {
 		s.mu.index[d] = storeLoc{seg: seg, off: pos, n: n, height: height}
 		seg.records++
 		seg.maxHeight = max(seg.maxHeight, height)
@@ -690,15 +705,9 @@ func scanStoreSegment(f *os.File, size int64, fn func(pos int64, n uint32, heigh
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return pos, "", fmt.Errorf("stele/dataplane: reading %s at %d: %w", f.Name(), pos, err)
 		}
-		if m := string(hdr[:4]); m != storeMagic && m != storeMagicV1 {
-			return pos, "no record magic", nil
-		}
-		n := binary.BigEndian.Uint32(hdr[4:])
-		if n == 0 || n > MaxStoredBatchBytes {
-			return pos, fmt.Sprintf("a payload length of %d", n), nil
-		}
-		if pos+storeOverhead+int64(n) > size {
-			return pos, fmt.Sprintf("a partial record: its %d-byte payload runs past the end", n), nil
+		n, why := checkStoreHeader(hdr[:], pos, size)
+		if why != "" {
+			return pos, why, nil
 		}
 		if cap(buf) < int(n)+storeTrailerSize {
 			buf = make([]byte, int(n)+storeTrailerSize)
@@ -728,6 +737,85 @@ func scanStoreSegment(f *os.File, size int64, fn func(pos int64, n uint32, heigh
 				_, _ = r.Discard(int(pad))
 				pos += pad
 			}
+		}
+	}
+	return pos, "", nil
+}
+
+// checkStoreHeader checks the header hdr of a record at pos in a segment
+// of size bytes: its magic, and a payload length that fits. It returns the
+// length, or why the record is bad.
+func checkStoreHeader(hdr []byte, pos, size int64) (n uint32, why string) {
+	if m := string(hdr[:4]); m != storeMagic && m != storeMagicV1 {
+		return 0, "no record magic"
+	}
+	n = binary.BigEndian.Uint32(hdr[4:])
+	if n == 0 || n > MaxStoredBatchBytes {
+		return 0, fmt.Sprintf("a payload length of %d", n)
+	}
+	if pos+storeOverhead+int64(n) > size {
+		return 0, fmt.Sprintf("a partial record: its %d-byte payload runs past the end", n)
+	}
+	return n, ""
+}
+
+// scanStoreHeaders is scanStoreSegment for a sealed segment: it reads each
+// record's header and CRC, not its payload (for an SBT2 record, whose CRC
+// covers the header only; an SBT1 record's CRC covers its payload, which it
+// reads), and so does not check payloads against their digests.
+func scanStoreHeaders(f *os.File, size int64, fn func(pos int64, n uint32, height int64, d [32]byte)) (end int64, why string, err error) {
+	var hdr [storeHeaderSize]byte
+	// The trailer and the padding after it: up to the next boundary.
+	tail := make([]byte, storeTrailerSize+storeAlign)
+	var body []byte
+	read := func(b []byte, at int64) error {
+		if _, err := f.ReadAt(b, at); err != nil {
+			return fmt.Errorf("stele/dataplane: reading %s at %d: %w", f.Name(), at, err)
+		}
+		return nil
+	}
+	pos := int64(0)
+	for pos < size {
+		if size-pos < storeOverhead {
+			return pos, "a partial record", nil
+		}
+		if err := read(hdr[:], pos); err != nil {
+			return pos, "", err
+		}
+		n, why := checkStoreHeader(hdr[:], pos, size)
+		if why != "" {
+			return pos, why, nil
+		}
+		d := [32]byte(hdr[16:48])
+		next := pos + storeOverhead + int64(n)
+		pad := min(alignUp(next), size) - next
+		t := tail[:storeTrailerSize+pad]
+		if err := read(t, next-storeTrailerSize); err != nil {
+			return pos, "", err
+		}
+		if string(hdr[:4]) == storeMagicV1 {
+			if cap(body) < int(n) {
+				body = make([]byte, n)
+			}
+			payload := body[:n]
+			if err := read(payload, pos+storeHeaderSize); err != nil {
+				return pos, "", err
+			}
+			if recordCRC(hdr[:], payload) != binary.BigEndian.Uint32(t) {
+				return pos, "a CRC mismatch", nil
+			}
+			if sha256.Sum256(payload) != d {
+				return pos, "a payload that does not match its digest", nil
+			}
+		} else if recordCRC(hdr[:], nil) != binary.BigEndian.Uint32(t) {
+			return pos, "a CRC mismatch", nil
+		}
+		fn(pos, n, int64(binary.BigEndian.Uint64(hdr[8:])), d)
+		pos = next
+		// Zero bytes up to the next storeAlign boundary are padding; a
+		// record right here is the older, unpadded layout.
+		if pad > 0 && allZero(t[storeTrailerSize:]) {
+			pos += pad
 		}
 	}
 	return pos, "", nil
