@@ -33,6 +33,7 @@ settings -- node id, listeners, advertised addresses, peers -- replace the
 defaults; a flag given on the command line still wins over the file.`,
 		Example: `  stele serve
   stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092
+  stele serve --listeners PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 --ssl-cert certs/broker.crt --ssl-key certs/broker.key
   stele serve --data cluster/node0                 # ports and peers from cluster/node0/stele.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +50,9 @@ defaults; a flag given on the command line still wins over the file.`,
 				h = slog.NewJSONHandler(cmd.ErrOrStderr(), hopts)
 			}
 			log := slog.New(levels.Handler(h))
+			if cfg.Listeners != "" && cmd.Flags().Changed("kafka") {
+				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
+			}
 			run, used, err := withNodeFile(cmd.Flags().Changed, cfg)
 			if err != nil {
 				return err
@@ -65,6 +69,13 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.StringVar(&cfg.KafkaAddr, "kafka", cfg.KafkaAddr, "Kafka listener host:port")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listener host:port (/healthz, /metrics)")
 	f.StringVar(&cfg.AdvertisedKafka, "advertise", "", "host:port clients are told to connect to (default: the Kafka listener)")
+	f.StringVar(&cfg.Listeners, "listeners", "", "Kafka listeners in Kafka's syntax, e.g. SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092 (PLAINTEXT and SSL; replaces --kafka)")
+	f.StringVar(&cfg.TLS.Cert, "ssl-cert", "", "SSL listeners: the broker's certificate chain, PEM (reloaded when it changes)")
+	f.StringVar(&cfg.TLS.Key, "ssl-key", "", "SSL listeners: the certificate's private key, PEM")
+	f.StringVar(&cfg.TLS.CA, "ssl-ca", "", "SSL listeners: the CA certificates client certificates are checked against, PEM")
+	clientAuth := (*string)(&cfg.TLS.ClientAuth)
+	f.StringVar(clientAuth, "ssl-client-auth", "none", "SSL listeners: ssl.client.auth, none|requested|required (mutual TLS; the principal is User: and the certificate's subject)")
+	f.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT: the whole subject)")
 	f.StringVar(&cfg.P2PAddr, "p2p", cfg.P2PAddr, "CometBFT peer-to-peer listener host:port")
 	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")
 	f.StringSliceVar(&cfg.Peers, "peers", nil, "CometBFT peers to stay connected to, comma-separated nodeid@host:port")

@@ -67,8 +67,8 @@ func acceptErrorReason(err error) (string, bool) {
 	return "", false
 }
 
-// acceptor is what Serve remembers between accepts: its backoff and what it
-// has logged. Only Serve's goroutine uses it.
+// acceptor is what one listener's Serve remembers between accepts: its
+// backoff and what it has logged. Only that Serve's goroutine uses it.
 type acceptor struct {
 	s     *Server
 	delay time.Duration // the pause before the next Accept after a failure
@@ -83,9 +83,6 @@ type acceptor struct {
 	// max.connections, of waits for file descriptors and of connections
 	// held for max.connection.creation.rate.
 	refusals, waits, fdWaits, throttles sparseLog
-	// rate is the broker-wide connection creation rate sensor
-	// (max.connection.creation.rate).
-	rate connRate
 }
 
 // failed counts a failed Accept, logs it unless a line was logged in the
@@ -95,7 +92,7 @@ func (a *acceptor) failed(err error, reason string) bool {
 	now := time.Now()
 	a.s.metrics.acceptErrors.WithLabelValues(reason).Inc()
 	if reason == "emfile" || reason == "enfile" {
-		a.s.fds.stale = true // count them before the next attempt
+		a.s.fds.markStale() // count them before the next attempt
 	}
 	if a.run == 0 {
 		a.runStart = now
@@ -171,7 +168,9 @@ func (a *acceptor) waitForSlot() bool {
 // does not shorten it. It reports false when the server closed meanwhile.
 func (a *acceptor) throttle() bool {
 	limit := a.s.quotas.limits().rate
-	wait := a.rate.record(time.Now(), limit)
+	a.s.connRate.Lock()
+	wait := a.s.connRate.r.record(time.Now(), limit)
+	a.s.connRate.Unlock()
 	if wait <= 0 {
 		return true
 	}
@@ -210,7 +209,7 @@ func (a *acceptor) waitForDescriptors() bool {
 			return false
 		}
 		t.Stop()
-		a.s.fds.stale = true
+		a.s.fds.markStale()
 		if a.s.fds.enough(time.Now()) {
 			return true
 		}

@@ -902,7 +902,7 @@ func FuzzAdminRequests(f *testing.F) {
 	// before any handler runs, as they are once Serve accepts connections.
 	srv := New(tb.b, Options{NodeID: 0, ClusterID: "stele-fuzz", AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, DataDir: f.TempDir()})
 	f.Cleanup(func() { srv.Close() })
-	c := newConn(srv, nil)
+	c := newConn(srv, &Listener{Name: "PLAINTEXT"}, nil)
 	routes := adminRoutes()
 	for i, rt := range routes {
 		for v := rt.min; v <= rt.max; v++ {

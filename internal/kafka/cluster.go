@@ -20,6 +20,20 @@ type BrokerInfo struct {
 // must have signed a block for the broker to lead partitions.
 const defaultLiveWindow = 10 * time.Second
 
+// advertised is the address to answer for broker b on c's listener: this
+// broker's address on that listener for a node without a directory (a
+// single node may serve several listeners), else b's directory address
+// (a node of a cluster serves the one listener the directory names).
+func (c *conn) advertised(b BrokerInfo) (string, int32) {
+	if len(c.s.opts.Brokers) == 0 && b.NodeID == c.s.opts.NodeID && c.l != nil {
+		return c.l.AdvertisedHost, c.l.AdvertisedPort
+	}
+	if b.Host == "" && b.NodeID == c.s.opts.NodeID {
+		return c.s.Addr()
+	}
+	return b.Host, b.Port
+}
+
 // members returns every broker of the cluster and those alive now: brokers
 // whose validator signed a block within LiveWindow of the last committed
 // block time. Both come from the chain, so every broker answers alike. A

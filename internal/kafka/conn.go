@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/listener"
 )
 
 // respond produces a request's response once it is ready. It runs on the
@@ -36,12 +39,20 @@ func done(resp kmsg.Response) respond { return func() kmsg.Response { return res
 
 // conn is one client connection.
 type conn struct {
-	s        *Server
-	nc       net.Conn
-	ctx      context.Context
-	cancel   context.CancelFunc
-	clientID string
-	pending  chan pending
+	s *Server
+	// l is the listener it came in on; raw is the accepted connection,
+	// which Close closes, and nc what requests are read from and answers
+	// written to: raw, or the TLS connection over it.
+	l   *Listener
+	raw net.Conn
+	nc  net.Conn
+	// principal is who the client authenticated as: Kafka's User:ANONYMOUS,
+	// or a TLS client certificate's subject, mapped.
+	principal string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	clientID  string
+	pending   chan pending
 	// writeTimedOut is set by the writer before it closes the connection
 	// because the client took no byte of a response for WriteTimeout;
 	// serve reads it once the writer is done.
@@ -55,8 +66,8 @@ type pending struct {
 	fn      respond
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, pending: make(chan pending, s.opts.MaxInflight)}
+func newConn(s *Server, l *Listener, nc net.Conn) *conn {
+	c := &conn{s: s, l: l, raw: nc, nc: nc, principal: listener.Anonymous, pending: make(chan pending, s.opts.MaxInflight)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -64,7 +75,16 @@ func newConn(s *Server, nc net.Conn) *conn {
 // serve runs the connection until the client leaves, a request is refused,
 // or the server closes.
 func (c *conn) serve() {
-	defer c.nc.Close()
+	defer c.raw.Close()
+	if c.l.TLS != nil {
+		if err := c.handshake(); err != nil {
+			c.s.metrics.rejected.WithLabelValues("tls_handshake").Inc()
+			if c.ctx.Err() == nil {
+				c.s.opts.Logger.Info("closing kafka connection", "listener", c.l.Name, "remote", c.raw.RemoteAddr().String(), "reason", err)
+			}
+			return
+		}
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -83,6 +103,31 @@ func (c *conn) serve() {
 	case err != nil && !errors.Is(err, io.EOF) && !readerCancelled:
 		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "reason", err)
 	}
+}
+
+// handshakeTimeout bounds a TLS handshake; Kafka's is the connection's
+// idle timeout, which this never exceeds.
+const handshakeTimeout = 10 * time.Second
+
+// handshake runs the TLS handshake of a TLS listener's connection and
+// takes the client's principal from its certificate, if it gave one.
+func (c *conn) handshake() error {
+	tc := tls.Server(c.raw, c.l.TLS.Config())
+	ctx, cancel := context.WithTimeout(c.ctx, min(handshakeTimeout, c.s.opts.IdleTimeout))
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		p, err := listener.CertificatePrincipal(c.l.Principals, certs[0])
+		if err != nil {
+			// Kafka fails the authentication of such a client.
+			return err
+		}
+		c.principal = p
+	}
+	c.nc = tc
+	return nil
 }
 
 func (c *conn) readLoop() error {

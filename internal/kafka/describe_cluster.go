@@ -57,6 +57,10 @@ func handleDescribeCluster(c *conn, req kmsg.Request) (respond, error) {
 	resp.ClusterID = c.s.opts.ClusterID
 	resp.ControllerID = c.s.opts.NodeID
 	resp.Brokers = c.s.clusterBrokers()
+	for i := range resp.Brokers {
+		b := &resp.Brokers[i]
+		b.Host, b.Port = c.advertised(BrokerInfo{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+	}
 	if r.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = c.authorizedOps(kmsg.ACLResourceTypeCluster, clusterResourceName)
 	}

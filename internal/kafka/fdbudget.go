@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"net"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -30,8 +31,9 @@ func fdReserve(limit int) int { return max(minFDReserve, limit/10) }
 // while that room is small, when an accepted connection's descriptor is
 // numbered near the limit (descriptors are allocated lowest first, so all
 // those below it are open), and after an accept failed for want of them.
-// Only Serve's goroutine uses it.
+// The listeners' Serve goroutines share it: mu orders them.
 type fdBudget struct {
+	mu    sync.Mutex
 	limit func() (int, bool)          // RLIMIT_NOFILE's soft limit; false: no budget
 	open  func(limit int) (int, bool) // descriptors open now
 	// What the last count found, and the connections accepted since.
@@ -54,6 +56,8 @@ func newFDBudget() *fdBudget {
 // untouched, counting the open descriptors first if the last count may be
 // out of date.
 func (b *fdBudget) enough(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.limit == nil {
 		return true
 	}
@@ -77,6 +81,8 @@ func (b *fdBudget) enough(now time.Time) bool {
 // sawAccept counts a new connection, and marks the count stale when its
 // descriptor is numbered within twice the reserve of the limit.
 func (b *fdBudget) sawAccept(nc net.Conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.limit == nil {
 		return
 	}
@@ -101,4 +107,15 @@ func (b *fdBudget) sawAccept(nc net.Conn) {
 }
 
 // state is what the last count found, for logs.
-func (b *fdBudget) state() (room, reserve int) { return b.room, b.reserve }
+func (b *fdBudget) state() (room, reserve int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.room, b.reserve
+}
+
+// markStale makes the next enough count the descriptors again.
+func (b *fdBudget) markStale() {
+	b.mu.Lock()
+	b.stale = true
+	b.mu.Unlock()
+}

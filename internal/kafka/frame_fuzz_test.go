@@ -33,7 +33,7 @@ func FuzzFrame(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c := newConn(srv, nil)
+		c := newConn(srv, &Listener{Name: "PLAINTEXT"}, nil)
 		var cancel context.CancelFunc
 		c.ctx, cancel = context.WithTimeout(c.ctx, 200*time.Millisecond)
 		defer cancel()

@@ -86,8 +86,8 @@ const groupWaitSlack = 5 * time.Second
 func handleFindCoordinator(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := c.s.Addr()
-	self := BrokerInfo{NodeID: c.s.opts.NodeID, Host: host, Port: port}
+	self := BrokerInfo{NodeID: c.s.opts.NodeID}
+	self.Host, self.Port = c.advertised(self)
 	var live []BrokerInfo
 	if c.s.catchingUp() {
 		_, live = c.s.members()

@@ -40,7 +40,8 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 	all, live := s.members()
 	for _, m := range all {
 		b := kmsg.NewMetadataResponseBroker()
-		b.NodeID, b.Host, b.Port = m.NodeID, m.Host, m.Port
+		b.NodeID = m.NodeID
+		b.Host, b.Port = c.advertised(m)
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	mem := membership{replicas: nodeIDs(all), isr: nodeIDs(live), live: live}

@@ -68,6 +68,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stele-io/stele/internal/broker"
+	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/loglevel"
 )
 
@@ -208,14 +209,20 @@ type Server struct {
 	routes  map[int16]route
 	metrics *metrics
 	quotas  *connQuotas
-	fds     *fdBudget // used by Serve's goroutine only
+	fds     *fdBudget // shared by the listeners' Serve goroutines
+	// connRate is the broker-wide connection creation rate sensor
+	// (max.connection.creation.rate), which every listener counts in.
+	connRate struct {
+		sync.Mutex
+		r connRate
+	}
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     struct {
 		sync.Mutex
-		ln    net.Listener
+		lns   []net.Listener
 		conns map[*conn]struct{}
 	}
 }
@@ -240,28 +247,84 @@ func New(b *broker.Broker, opts Options) *Server {
 	return s
 }
 
-// Serve accepts connections on ln until Close. It fills in the advertised
-// address from ln when the options left it empty. An Accept that fails for
-// want of file descriptors or buffers, or because one pending connection
-// broke, is counted, logged at most every 10 s and retried after a pause
-// of 5 ms doubling up to 1 s, as net/http does; Serve returns only for an
-// error after which ln cannot work (it was closed under Serve).
+// Listener is one listener a Server serves (ServeListener).
+type Listener struct {
+	// Name is the listener's name in Kafka's syntax (PLAINTEXT, SSL).
+	Name string
+	// AdvertisedHost and AdvertisedPort are what Metadata,
+	// DescribeCluster and FindCoordinator answer on this listener for
+	// this broker when the cluster has no broker directory (a single
+	// node); default: the listener's bound address. With a directory
+	// the brokers' directory addresses are answered, so a node of a
+	// cluster serves one listener.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// TLS makes it a TLS listener; Principals maps its clients'
+	// certificate subjects to principals (Kafka's
+	// ssl.principal.mapping.rules; nil: DEFAULT).
+	TLS        *listener.TLS
+	Principals *listener.PrincipalMapper
+}
+
+// Serve serves ln as the one PLAINTEXT listener (ServeListener), with the
+// options' advertised address, which it fills in from ln when the options
+// left it empty.
 func (s *Server) Serve(ln net.Listener) error {
 	if s.opts.AdvertisedHost == "" || s.opts.AdvertisedPort == 0 {
-		host, port, err := net.SplitHostPort(ln.Addr().String())
+		host, port, err := splitAddr(ln)
 		if err != nil {
-			return fmt.Errorf("stele/kafka: listener address: %w", err)
+			return err
 		}
-		p, _ := strconv.Atoi(port)
 		if s.opts.AdvertisedHost == "" {
 			s.opts.AdvertisedHost = host
 		}
 		if s.opts.AdvertisedPort == 0 {
-			s.opts.AdvertisedPort = int32(p)
+			s.opts.AdvertisedPort = port
 		}
 	}
+	return s.ServeListener(ln, Listener{Name: "PLAINTEXT", AdvertisedHost: s.opts.AdvertisedHost, AdvertisedPort: s.opts.AdvertisedPort})
+}
+
+func splitAddr(ln net.Listener) (string, int32, error) {
+	host, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		return "", 0, fmt.Errorf("stele/kafka: listener address: %w", err)
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p), nil
+}
+
+// ServeListener accepts connections on ln until Close, as the listener l
+// (its advertised address filled in from ln where empty). Several
+// listeners share the broker's connection limits, its connection creation
+// rate and its file descriptor budget. An Accept that fails for want of
+// file descriptors or buffers, or because one pending connection broke,
+// is counted, logged at most every 10 s and retried after a pause of 5 ms
+// doubling up to 1 s, as net/http does; ServeListener returns only for an
+// error after which ln cannot work (it was closed under it).
+func (s *Server) ServeListener(ln net.Listener, l Listener) error {
+	if l.AdvertisedHost == "" || l.AdvertisedPort == 0 {
+		host, port, err := splitAddr(ln)
+		if err != nil {
+			return err
+		}
+		if l.AdvertisedHost == "" {
+			l.AdvertisedHost = host
+		}
+		if l.AdvertisedPort == 0 {
+			l.AdvertisedPort = port
+		}
+	}
+	if l.TLS != nil && l.Principals == nil {
+		l.Principals, _ = listener.ParsePrincipalMappingRules("")
+	}
 	s.mu.Lock()
-	s.mu.ln = ln
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.mu.lns = append(s.mu.lns, ln)
 	s.mu.Unlock()
 	every := sparseLog{every: acceptLogEvery}
 	a := acceptor{s: s, refusals: every, waits: every, fdWaits: every, throttles: every}
@@ -304,7 +367,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		s.fds.sawAccept(nc)
-		c := newConn(s, nc)
+		c := newConn(s, &l, nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
@@ -335,11 +398,11 @@ func (s *Server) Addr() (string, int32) { return s.opts.AdvertisedHost, s.opts.A
 func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Lock()
-	if s.mu.ln != nil {
-		s.mu.ln.Close()
+	for _, ln := range s.mu.lns {
+		ln.Close()
 	}
 	for c := range s.mu.conns {
-		c.nc.Close()
+		c.raw.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

@@ -123,7 +123,7 @@ func TestSlowReaderNotClosed(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	peer, end := net.Pipe()
 	t.Cleanup(func() { peer.Close() })
-	c := newConn(srv, end)
+	c := newConn(srv, &Listener{Name: "PLAINTEXT"}, end)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

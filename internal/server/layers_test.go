@@ -21,6 +21,7 @@ func TestLayers(t *testing.T) {
 		"kafka":     {"dataplane", "httpapi", "server", "cli"},
 		"httpapi":   {"dataplane", "kafka", "server", "cli"},
 		"server":    {"cli"},
+		"listener":  {"record", "storage", "fsm", "dataplane", "consensus", "broker", "kafka", "httpapi", "server", "cli"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg+"/...").CombinedOutput()

@@ -32,6 +32,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/kafka"
+	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/loglevel"
 )
 
@@ -46,6 +47,19 @@ type Config struct {
 	// AdvertisedKafka is the host:port Metadata tells clients to use
 	// (default: the Kafka listener's address).
 	AdvertisedKafka string
+	// Listeners, when set, are the Kafka listeners in Kafka's syntax
+	// (`SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092`; --listeners),
+	// in place of the one PLAINTEXT listener at KafkaAddr. A single node
+	// may serve several, each advertising its own address; a node of a
+	// cluster serves one, the address its genesis names. SASL_PLAINTEXT
+	// and SASL_SSL are refused: SASL is not served yet.
+	Listeners string
+	// TLS are the PEM files of the SSL listeners (--ssl-cert, --ssl-key,
+	// --ssl-ca, --ssl-client-auth), reloaded when they change.
+	TLS listener.TLSFiles
+	// PrincipalMappingRules are Kafka's ssl.principal.mapping.rules for
+	// TLS client certificates (--ssl-principal-mapping-rules).
+	PrincipalMappingRules string
 	// P2PAddr is CometBFT's peer-to-peer listener.
 	P2PAddr string
 	// P2PExternal is the host:port peers dial to reach this node when it
@@ -131,10 +145,49 @@ func (c Config) Validate() error {
 			return fmt.Errorf("stele/server: --advertise %q is not host:port: %v", c.AdvertisedKafka, err)
 		}
 	}
+	if _, err := c.kafkaListeners(); err != nil {
+		return err
+	}
 	if c.DefaultPartitions < 1 {
 		return fmt.Errorf("stele/server: num.partitions must be at least 1, got %d", c.DefaultPartitions)
 	}
 	return c.validateConnectionLimits()
+}
+
+// kafkaListeners are the Kafka listeners to serve: Listeners, or one
+// PLAINTEXT listener at KafkaAddr.
+func (c Config) kafkaListeners() ([]listener.Listener, error) {
+	if c.Listeners == "" {
+		host, port, _ := net.SplitHostPort(c.KafkaAddr) // checked by Validate
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: --kafka %q: port %q is not a number", c.KafkaAddr, port)
+		}
+		return []listener.Listener{{Name: "PLAINTEXT", Protocol: listener.Plaintext, Host: host, Port: p}}, nil
+	}
+	ls, err := listener.Parse(c.Listeners)
+	if err != nil {
+		return nil, fmt.Errorf("stele/server: --listeners: %w", err)
+	}
+	tlsUsed := false
+	for _, l := range ls {
+		if l.Protocol.SASL() {
+			return nil, fmt.Errorf("stele/server: --listeners: %s: SASL_PLAINTEXT and SASL_SSL need SASL, which this release does not serve yet; use PLAINTEXT or SSL", l)
+		}
+		tlsUsed = tlsUsed || l.Protocol.TLS()
+	}
+	if tlsUsed {
+		if err := c.TLS.Validate(); err != nil {
+			return nil, fmt.Errorf("stele/server: --listeners: an SSL listener: %w", err)
+		}
+		if _, err := listener.ParsePrincipalMappingRules(c.PrincipalMappingRules); err != nil {
+			return nil, fmt.Errorf("stele/server: %w", err)
+		}
+	}
+	if len(ls) > 1 && c.AdvertisedKafka != "" {
+		return nil, errors.New("stele/server: --advertise names one address: with several --listeners each advertises its own bound address (advertised.listeners is not read yet)")
+	}
+	return ls, nil
 }
 
 // Node is a running node.
@@ -149,10 +202,14 @@ type Node struct {
 	plane   *dataplane.Plane
 	kafka   *kafka.Server
 	http    *http.Server
-	kafkaLn net.Listener
-	httpLn  net.Listener
-	errc    chan error
-	done    chan struct{} // closed by Close
+	kafkaLn net.Listener // the first Kafka listener
+	// kafkaLns are all of them, kafkaLn first, as listen made them.
+	kafkaLns []kafkaListen
+	// kafkaNames lists the Kafka listeners served, for the log.
+	kafkaNames string
+	httpLn     net.Listener
+	errc       chan error
+	done       chan struct{} // closed by Close
 	// started is set once consensus has started: until then the cluster
 	// status names no validator or peer.
 	started atomic.Bool
@@ -168,7 +225,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	began := time.Now()
-	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2), done: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, errc: make(chan error, 2+16), done: make(chan struct{})} // 16: listener.Parse's most
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -182,8 +239,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("stele/server: %w", err)
 	}
-	if n.kafkaLn, err = net.Listen("tcp", cfg.KafkaAddr); err != nil {
-		return nil, fmt.Errorf("stele/server: kafka listener: %w", err)
+	if err := n.listenKafka(); err != nil {
+		return nil, err
 	}
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("stele/server: http listener: %w", err)
@@ -369,11 +426,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		default: // already stopping
 		}
 	}
+	if len(kopts.Brokers) > 0 && len(n.kafkaLns) > 1 {
+		return nil, fmt.Errorf("stele/server: a node of a cluster serves one Kafka listener, the address its genesis names; --listeners gives %d", len(n.kafkaLns))
+	}
+	if l := n.kafkaLns[0].spec; len(kopts.Brokers) > 0 && cfg.AdvertisedKafka == "" && l.Port != 0 && int32(l.Port) != kopts.AdvertisedPort {
+		return nil, fmt.Errorf("stele/server: the genesis names port %d for node %d's Kafka listener, and %s is on port %d: clients would be sent elsewhere", kopts.AdvertisedPort, cfg.NodeID, l, l.Port)
+	}
 	n.kafka = kafka.New(n.broker, kopts)
-	go func() { n.errc <- n.kafka.Serve(n.kafkaLn) }()
+	if err := n.serveKafka(kopts); err != nil {
+		return nil, err
+	}
 	go n.pruneBatches()
 	h, _ = n.broker.Info()
-	log.Info("stele is serving", "kafka", n.kafkaLn.Addr().String(), "http", n.httpLn.Addr().String(),
+	log.Info("stele is serving", "kafka", n.kafkaNames, "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
 	return n, nil
 }
@@ -437,8 +502,9 @@ func (n *Node) Wait(ctx context.Context) error {
 func (n *Node) Close() error {
 	if n.kafka != nil {
 		n.kafka.Close()
-	} else if n.kafkaLn != nil {
-		n.kafkaLn.Close()
+	}
+	for _, l := range n.kafkaLns {
+		l.ln.Close() // those the server did not take yet
 	}
 	if n.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stele-io/stele/internal/freeport"
 	"github.com/stele-io/stele/internal/httpapi"
+	"github.com/stele-io/stele/internal/listener"
 )
 
 func freeAddr(t testing.TB) string {
@@ -149,6 +150,36 @@ func TestConfigValidate(t *testing.T) {
 	bad.DataDir = ""
 	if err := bad.Validate(); err == nil {
 		t.Error("an empty data directory was accepted")
+	}
+}
+
+// TestConfigValidateListeners: --listeners in Kafka's syntax; SASL
+// listeners, an SSL listener without its files and --advertise for
+// several listeners are refused with what to do.
+func TestConfigValidateListeners(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+	cfg.TLS = listener.TLSFiles{Cert: "b.crt", Key: "b.key"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		edit func(*Config)
+		want string
+	}{
+		"sasl":        {func(c *Config) { c.Listeners = "SASL_SSL://127.0.0.1:0" }, "SASL"},
+		"no cert":     {func(c *Config) { c.TLS.Cert = "" }, "--ssl-cert"},
+		"client auth": {func(c *Config) { c.TLS.ClientAuth = "required" }, "--ssl-ca"},
+		"bad auth":    {func(c *Config) { c.TLS.ClientAuth = "always" }, "none, requested or required"},
+		"advertise":   {func(c *Config) { c.AdvertisedKafka = "h:1" }, "advertised.listeners"},
+		"rules":       {func(c *Config) { c.PrincipalMappingRules = "RULE:(/x/" }, "ssl.principal.mapping.rules"},
+		"custom name": {func(c *Config) { c.Listeners = "INTERNAL://127.0.0.1:0" }, "listener.security.protocol.map"},
+	} {
+		bad := cfg
+		c.edit(&bad)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
 	}
 }
 

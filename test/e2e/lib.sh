@@ -195,7 +195,11 @@ e2e_broker_start() {
 	[[ -z $BROKER_PID ]] || fail "e2e_broker_start: broker $BROKER_PID is still running"
 	BROKER_STARTS=$((BROKER_STARTS + 1))
 	printf '===== start %d at %s =====\n' "$BROKER_STARTS" "$(date +%T.%N)" >>"$BROKER_LOG"
-	"$STELE_BIN" serve --data "$BROKER_DATA" --kafka "$BROKER" --http "$BROKER_HTTP" \
+	# BROKER_LISTEN, when a scenario sets it (an array), replaces
+	# --kafka "$BROKER": --listeners and the --ssl-* flags, say.
+	local listen=(--kafka "$BROKER")
+	[[ -n ${BROKER_LISTEN+x} ]] && listen=("${BROKER_LISTEN[@]}")
+	"$STELE_BIN" serve --data "$BROKER_DATA" "${listen[@]}" --http "$BROKER_HTTP" \
 		--p2p "$BROKER_P2P" --log-level "${STELE_LOG_LEVEL:-info}" >>"$BROKER_LOG" 2>&1 &
 	BROKER_PID=$!
 	E2E_PIDS+=("$BROKER_PID")

@@ -1,0 +1,234 @@
+package listener
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// ClientAuth is Kafka's ssl.client.auth: whether a TLS listener asks its
+// clients for a certificate.
+type ClientAuth string
+
+// The values of ssl.client.auth.
+const (
+	// ClientAuthNone asks for no certificate.
+	ClientAuthNone ClientAuth = "none"
+	// ClientAuthRequested verifies a certificate when one is given.
+	ClientAuthRequested ClientAuth = "requested"
+	// ClientAuthRequired refuses a client without a valid certificate.
+	ClientAuthRequired ClientAuth = "required"
+)
+
+// TLSFiles are the PEM files a TLS listener serves from.
+type TLSFiles struct {
+	// Cert is the server's certificate chain, Key its private key.
+	Cert, Key string
+	// CA is the certificates client certificates are verified against
+	// (required for ClientAuth requested or required).
+	CA string
+	// ClientAuth is none (the default), requested or required.
+	ClientAuth ClientAuth
+}
+
+// Validate reports the first setting out of place.
+func (f TLSFiles) Validate() error {
+	switch f.ClientAuth {
+	case "", ClientAuthNone, ClientAuthRequested, ClientAuthRequired:
+	default:
+		return fmt.Errorf("%w: ssl client auth %q: want none, requested or required", ErrSpec, f.ClientAuth)
+	}
+	if f.Cert == "" || f.Key == "" {
+		return fmt.Errorf("%w: a TLS listener needs a certificate and its key (--ssl-cert, --ssl-key)", ErrSpec)
+	}
+	if f.CA == "" && (f.ClientAuth == ClientAuthRequested || f.ClientAuth == ClientAuthRequired) {
+		return fmt.Errorf("%w: ssl client auth %s needs the CA that signs client certificates (--ssl-ca)", ErrSpec, f.ClientAuth)
+	}
+	return nil
+}
+
+// reloadCheckEvery is how often the files are looked at for a change: at
+// most once a second, on a handshake.
+const reloadCheckEvery = time.Second
+
+// TLS is a listener's TLS configuration, made from its files and made
+// again when one of them changes (a renewed certificate is served to the
+// next handshake; connections already made keep theirs). A change that
+// does not load (a half-written file, a key that does not match) is
+// logged and the previous configuration kept, and loaded as soon as the
+// files are whole. Safe for concurrent use.
+type TLS struct {
+	files TLSFiles
+	log   *slog.Logger
+	now   func() time.Time // tests
+
+	mu struct {
+		sync.Mutex
+		cfg     *tls.Config
+		stamp   []fileStamp // of the files cfg was made from
+		checked time.Time
+	}
+}
+
+// fileStamp is what tells that a file changed.
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+// NewTLS loads files; an error names the file at fault (never its
+// contents: a key is a secret).
+func NewTLS(files TLSFiles, log *slog.Logger) (*TLS, error) {
+	if err := files.Validate(); err != nil {
+		return nil, err
+	}
+	if files.ClientAuth == "" {
+		files.ClientAuth = ClientAuthNone
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &TLS{files: files, log: log, now: time.Now}
+	stamp, err := t.stamps()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := t.load()
+	if err != nil {
+		return nil, err
+	}
+	t.mu.cfg, t.mu.stamp, t.mu.checked = cfg, stamp, t.now()
+	return t, nil
+}
+
+// Config is the configuration a listener serves with: each handshake
+// takes the current files' (GetConfigForClient).
+func (t *TLS) Config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.current(), nil
+		},
+	}
+}
+
+// ClientAuth is the listener's ssl.client.auth.
+func (t *TLS) ClientAuth() ClientAuth { return t.files.ClientAuth }
+
+// current returns the configuration, made again first if a file changed
+// since it was made (looked at once a second at most).
+func (t *TLS) current() *tls.Config {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if now.Sub(t.mu.checked) < reloadCheckEvery {
+		return t.mu.cfg
+	}
+	t.mu.checked = now
+	stamp, err := t.stamps()
+	if err != nil {
+		t.log.Error("TLS files: cannot read them; serving the certificate loaded before", "err", err)
+		return t.mu.cfg
+	}
+	if sameStamps(stamp, t.mu.stamp) {
+		return t.mu.cfg
+	}
+	cfg, err := t.load()
+	if err != nil {
+		// The files may be half written: tried again at the next check.
+		t.log.Error("TLS files changed but do not load; serving the certificate loaded before", "err", err)
+		return t.mu.cfg
+	}
+	t.mu.cfg, t.mu.stamp = cfg, stamp
+	t.log.Info("TLS files changed: serving the new certificate", "cert", t.files.Cert, "not_after", cfg.Certificates[0].Leaf.NotAfter)
+	return cfg
+}
+
+// Reload loads the files again now, whether or not they look changed.
+func (t *TLS) Reload() error {
+	stamp, err := t.stamps()
+	if err != nil {
+		return err
+	}
+	cfg, err := t.load()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.mu.cfg, t.mu.stamp, t.mu.checked = cfg, stamp, t.now()
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *TLS) paths() []string {
+	p := []string{t.files.Cert, t.files.Key}
+	if t.files.CA != "" {
+		p = append(p, t.files.CA)
+	}
+	return p
+}
+
+func (t *TLS) stamps() ([]fileStamp, error) {
+	var out []fileStamp
+	for _, p := range t.paths() {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("stele/listener: %w", err)
+		}
+		out = append(out, fileStamp{fi.Size(), fi.ModTime()})
+	}
+	return out, nil
+}
+
+func sameStamps(a, b []fileStamp) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].size != b[i].size || !a[i].mod.Equal(b[i].mod) {
+			return false
+		}
+	}
+	return true
+}
+
+// errKeyPair hides crypto/tls's error text, which may quote PEM it could
+// not parse.
+var errKeyPair = errors.New("the certificate and key do not load as a pair (PEM certificate chain, then its PEM private key)")
+
+// load makes a configuration from the files.
+func (t *TLS) load() (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(t.files.Cert, t.files.Key)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("stele/listener: %w", err)
+		}
+		return nil, fmt.Errorf("stele/listener: %s and %s: %w", t.files.Cert, t.files.Key, errKeyPair)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	if t.files.CA != "" {
+		pem, err := os.ReadFile(t.files.CA)
+		if err != nil {
+			return nil, fmt.Errorf("stele/listener: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("stele/listener: %s holds no PEM certificate", t.files.CA)
+		}
+		cfg.ClientCAs = pool
+	}
+	switch t.files.ClientAuth {
+	case ClientAuthRequested:
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	case ClientAuthRequired:
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	default:
+		cfg.ClientAuth = tls.NoClientCert
+	}
+	return cfg, nil
+}
