@@ -72,6 +72,9 @@ func (a app) Commit() (int64, error) {
 	out := b.mu.applied
 	b.mu.applied = nil
 	if out != nil {
+		// Before any caller is answered: one that reads /metrics next
+		// sees its own block's height.
+		b.metrics.height.Set(float64(out.Height))
 		for _, t := range out.Txs {
 			nonce := t.Nonce
 			if t.Batch != (fsm.Digest{}) {
@@ -115,9 +118,6 @@ func (a app) Commit() (int64, error) {
 	close(b.mu.changed)
 	b.mu.changed = make(chan struct{})
 	b.mu.Unlock()
-	if out != nil {
-		b.metrics.height.Set(float64(out.Height))
-	}
 	if err := b.fsm.UpgradeRequired(); err != nil && b.opts.UpgradeRequired != nil {
 		b.opts.UpgradeRequired(err)
 	}
