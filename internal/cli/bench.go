@@ -164,6 +164,9 @@ func (o *benchOptions) config(cmd *cobra.Command, g *globalOptions) (bench.Confi
 	g.seeds = seeds
 	cfg := o.cfg
 	cfg.Brokers, cfg.Timeout = seeds, g.timeout
+	if cfg.ClientOpts, err = g.securityOpts(); err != nil {
+		return bench.Config{}, err
+	}
 	changed := cmd.Flags().Changed
 	if cfg.Scenario != bench.Consume {
 		cfg.Acks, cfg.Compression = o.acks.String(), o.compression.String()

@@ -20,6 +20,9 @@ type globalOptions struct {
 	brokers string
 	output  *enumFlag
 	timeout time.Duration
+	// commandConfig is --command-config: Kafka client properties
+	// (clientconfig.go).
+	commandConfig string
 
 	// root is the root command, to tell whether --brokers was given.
 	root *cobra.Command
@@ -38,6 +41,7 @@ func (g *globalOptions) register(root *cobra.Command) {
 		"comma-separated host:port list of bootstrap brokers (env "+brokersEnv+")")
 	f.Var(g.output, "output", "output format: table for people, json for scripts")
 	f.DurationVar(&g.timeout, "timeout", defaultTimeout, "request timeout")
+	f.StringVar(&g.commandConfig, "command-config", "", "Kafka client properties for TLS listeners: security.protocol=SSL, ssl.ca.location, ssl.certificate.location, ssl.key.location (as kafka-topics.sh --command-config)")
 	g.root = root
 }
 
@@ -92,16 +96,34 @@ func (g *globalOptions) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 		return nil, err
 	}
 	g.seeds = seeds
+	security, err := g.securityOpts()
+	if err != nil {
+		return nil, err
+	}
 	all := append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("stele-cli"),
 		kgo.DialTimeout(min(g.timeout, 10*time.Second)),
-	}, opts...)
+	}, security...)
+	all = append(all, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot build a Kafka client: %w", err)
 	}
 	return cl, nil
+}
+
+// securityOpts are the client options --command-config gives (none
+// without it).
+func (g *globalOptions) securityOpts() ([]kgo.Opt, error) {
+	if g.commandConfig == "" {
+		return nil, nil
+	}
+	props, err := readProperties(g.commandConfig)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return clientTLSOpts(props)
 }
 
 // newAdmin returns an admin client whose broker-side operation timeout is
