@@ -25,7 +25,7 @@ type testPKI struct {
 	pool *x509.CertPool
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	p := &testPKI{dir: t.TempDir()}
 	var err error
@@ -42,7 +42,7 @@ func newTestPKI(t *testing.T) *testPKI {
 
 // issue writes name.crt and name.key (replacing them) and returns their
 // paths.
-func (p *testPKI) issue(t *testing.T, name string) (crt, key string) {
+func (p *testPKI) issue(t testing.TB, name string) (crt, key string) {
 	t.Helper()
 	pair, err := listener.Issue(p.ca, name, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Now())
 	if err != nil {
@@ -65,7 +65,7 @@ func (p *testPKI) issue(t *testing.T, name string) (crt, key string) {
 
 // clientTLS is a client's TLS configuration trusting p's CA, with the
 // certificate name if given.
-func (p *testPKI) clientTLS(t *testing.T, name string) *tls.Config {
+func (p *testPKI) clientTLS(t testing.TB, name string) *tls.Config {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1"}
 	if name != "" {
@@ -81,7 +81,7 @@ func (p *testPKI) clientTLS(t *testing.T, name string) *tls.Config {
 
 // serveTLS adds an SSL listener to tb with the broker certificate of p,
 // client auth auth and the mapping rules given, and returns its address.
-func serveTLS(t *testing.T, tb *testBroker, p *testPKI, auth listener.ClientAuth, rules string) string {
+func serveTLS(t testing.TB, tb *testBroker, p *testPKI, auth listener.ClientAuth, rules string) string {
 	t.Helper()
 	crt, key := p.issue(t, "broker")
 	lt, err := listener.NewTLS(listener.TLSFiles{Cert: crt, Key: key, CA: filepath.Join(p.dir, "ca.crt"), ClientAuth: auth}, nil)
@@ -237,4 +237,71 @@ func TestTLSReload(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkTLS compares the PLAINTEXT and SSL listeners of one broker in
+// the same run: franz-go producing 1 KiB records (acks=all, 4 partitions)
+// and consuming 32 MiB of them from the start, over each listener
+// (docs/benchmarks.md, "TLS listeners").
+func BenchmarkTLS(b *testing.B) {
+	tb := startTestBroker(b, nil)
+	p := newTestPKI(b)
+	sslAddr := serveTLS(b, tb, p, listener.ClientAuthNone, "")
+	addrs := map[string][]kgo.Opt{
+		"PLAINTEXT": {kgo.SeedBrokers(tb.addr)},
+		"SSL":       {kgo.SeedBrokers(sslAddr), kgo.DialTLSConfig(p.clientTLS(b, ""))},
+	}
+	if _, err := kadm.NewClient(client(b, tb.addr)).CreateTopic(ctx(b), 4, -1, nil, "bench-tls"); err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 1024)
+	for _, name := range []string{"PLAINTEXT", "SSL"} {
+		b.Run("produce/"+name, func(b *testing.B) {
+			cl, err := kgo.NewClient(append(addrs[name], kgo.DefaultProduceTopic("bench-tls"), kgo.ProducerLinger(time.Millisecond))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			b.SetBytes(int64(len(value)))
+			b.ResetTimer()
+			for range b.N {
+				cl.Produce(ctx(b), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx(b)); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	const readBytes = 32 << 20
+	cl := client(b, tb.addr, kgo.DefaultProduceTopic("bench-tls-read"), kgo.AllowAutoTopicCreation())
+	for range readBytes / len(value) {
+		cl.Produce(ctx(b), &kgo.Record{Value: value}, nil)
+	}
+	if err := cl.Flush(ctx(b)); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"PLAINTEXT", "SSL"} {
+		b.Run("consume/"+name, func(b *testing.B) {
+			b.SetBytes(readBytes)
+			for range b.N {
+				c, err := kgo.NewClient(append(addrs[name], kgo.ConsumeTopics("bench-tls-read"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for n < readBytes/len(value) {
+					fs := c.PollFetches(ctx(b))
+					if err := fs.Err(); err != nil {
+						b.Fatal(err)
+					}
+					n += fs.NumRecords()
+				}
+				c.Close()
+			}
+		})
+	}
 }
