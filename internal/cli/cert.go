@@ -35,12 +35,7 @@ brokers (--ssl-ca), keep ca.key to issue certificates with stele cert issue.`,
 			if err != nil {
 				return err
 			}
-			crt, key := filepath.Join(caOut, listener.CACertFile), filepath.Join(caOut, listener.CAKeyFile)
-			if err := listener.WritePair(p, crt, key); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s (CN=%s, valid until %s)\n", crt, key, caName, p.NotAfter.UTC().Format(time.DateOnly))
-			return err
+			return writeCert(cmd, p, filepath.Join(caOut, listener.CACertFile), filepath.Join(caOut, listener.CAKeyFile), caName)
 		},
 	}
 	ca.Flags().StringVar(&caOut, "out", "", "the directory to write ca.crt and ca.key to")
@@ -82,12 +77,7 @@ broker's ssl.principal.mapping.rules).`,
 			if err != nil {
 				return err
 			}
-			crt, key := filepath.Join(out, name+".crt"), filepath.Join(out, name+".key")
-			if err := listener.WritePair(p, crt, key); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s (CN=%s, valid until %s)\n", crt, key, name, p.NotAfter.UTC().Format(time.DateOnly))
-			return err
+			return writeCert(cmd, p, filepath.Join(out, name+".crt"), filepath.Join(out, name+".key"), name)
 		},
 	}
 	issue.Flags().StringVar(&caDir, "ca", "", "the CA's directory (ca.crt and ca.key, from stele cert ca)")
@@ -96,4 +86,13 @@ broker's ssl.principal.mapping.rules).`,
 	issue.Flags().IPSliceVar(&ips, "ip", nil, "an IP address clients reach the holder at (repeat or comma-separate)")
 	issue.Flags().StringVar(&out, "out", "", "the directory to write NAME.crt and NAME.key to")
 	return newGroupCmd("cert", "Make a local certificate authority and the certificates TLS listeners and clients use", ca, issue)
+}
+
+// writeCert writes a certificate and its key and says so.
+func writeCert(cmd *cobra.Command, p listener.PEMPair, crt, key, name string) error {
+	if err := listener.WritePair(p, crt, key); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s (CN=%s, valid until %s)\n", crt, key, name, p.NotAfter.UTC().Format(time.DateOnly))
+	return err
 }
