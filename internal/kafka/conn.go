@@ -47,7 +47,8 @@ type conn struct {
 	raw net.Conn
 	nc  net.Conn
 	// principal is who the client authenticated as: Kafka's User:ANONYMOUS,
-	// or a TLS client certificate's subject, mapped.
+	// or a TLS client certificate's subject, mapped. Set once, under s.mu
+	// (which those that list the connections hold).
 	principal string
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -124,7 +125,9 @@ func (c *conn) handshake() error {
 			// Kafka fails the authentication of such a client.
 			return err
 		}
+		c.s.mu.Lock()
 		c.principal = p
+		c.s.mu.Unlock()
 	}
 	c.nc = tc
 	return nil
