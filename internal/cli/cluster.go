@@ -51,6 +51,7 @@ type clusterInitOptions struct {
 	hosts    []string
 	basePort int
 	chainID  string
+	tls      bool // --tls: a CA, certificates, SSL listeners (clustertls.go)
 }
 
 // clusterNode is one broker of a planned cluster: where its data directory
@@ -86,12 +87,15 @@ type clusterInitOutput struct {
 	// comma-separated.
 	Brokers     string `json:"brokers"`
 	BrokersFile string `json:"brokers_file"`
+	// ClientProperties is DIR/client.properties with --tls, for
+	// --command-config.
+	ClientProperties string `json:"client_properties,omitempty"`
 }
 
 func newClusterInitCmd(g *globalOptions) *cobra.Command {
 	o := clusterInitOptions{nodes: 4, basePort: defaultBasePort}
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--nodes N] [--hosts h1,h2,...] [--base-port P]",
+		Use:   "init --dir DIR [--nodes N] [--hosts h1,h2,...] [--base-port P] [--tls]",
 		Short: "Write the data directories of a new cluster",
 		Long: `Write one data directory per broker of a new cluster: DIR/node0,
 DIR/node1, ... each with its CometBFT keys, the cluster's one shared genesis
@@ -110,13 +114,22 @@ peers to reach it at host i.
 A cluster of 3f+1 brokers keeps its guarantees with up to f of them crashed
 or malicious: 4 brokers tolerate 1, 7 tolerate 2.
 
+With --tls each broker's Kafka listener is SSL with mutual TLS required
+(docs/security.md): DIR/ca holds the cluster's certificate authority (keep
+ca.key private: it issues certificates clients are trusted with), each node
+directory its certificate under tls/, DIR/client a client certificate, and
+DIR/client.properties the client properties Kafka's tools and stele take
+(--command-config). The HTTP listeners stay plaintext.
+
 Start the brokers with 'stele cluster up --dir DIR' (all of them, on this
 machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 		Example: `  stele cluster init --nodes 4 --dir ./cluster
   stele cluster up --dir ./cluster
   stele topic create orders --brokers $(cat ./cluster/brokers.txt)
 
-  stele cluster init --nodes 4 --dir ./prod --hosts 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4 --base-port 9092`,
+  stele cluster init --nodes 4 --dir ./prod --hosts 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4 --base-port 9092
+  stele cluster init --nodes 4 --dir ./secure --tls
+  stele --brokers $(cat ./secure/brokers.txt) --command-config ./secure/client.properties topic list`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runClusterInit(cmd, g, o)
@@ -128,6 +141,7 @@ machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 	f.StringSliceVar(&o.hosts, "hosts", nil, "host name or IP address of each broker, comma-separated in node order (default: all on 127.0.0.1)")
 	f.IntVar(&o.basePort, "base-port", o.basePort, "node i listens on P+i (Kafka), P+100+i (HTTP), P+200+i (P2P)")
 	f.StringVar(&o.chainID, "chain-id", "", "chain ID, reported to clients as the cluster ID (default: stele- and 8 random hex digits)")
+	f.BoolVar(&o.tls, "tls", false, "serve Kafka over TLS with mutual TLS: write a CA (DIR/ca), a certificate per broker, a client certificate (DIR/client) and DIR/client.properties for --command-config")
 	return cmd
 }
 
@@ -140,9 +154,17 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d brokers tolerate %s (a block needs %d of %d votes); %s would tolerate as many (clusters of 3f+1 brokers: 1, 4, 7, 10, ...)\n",
 			o.nodes, plural(int64(f), "faulty broker"), quorum, o.nodes, plural(int64(3*f+1), "broker"))
 	}
+	if o.tls {
+		planClusterTLS(nodes)
+	}
 	chainID, err := writeCluster(o, nodes)
 	if err != nil {
 		return err
+	}
+	if o.tls {
+		if err := writeClusterTLS(o.dir, nodes); err != nil {
+			return err
+		}
 	}
 	kafka := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -155,6 +177,9 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 		Nodes:           nodes,
 		Brokers:         strings.Join(kafka, ","),
 		BrokersFile:     filepath.Join(o.dir, brokersFileName),
+	}
+	if o.tls {
+		out.ClientProperties = filepath.Join(o.dir, clientPropertiesFile)
 	}
 	if g.jsonOutput() {
 		return writeJSON(cmd.OutOrStdout(), out)
@@ -402,6 +427,11 @@ func printClusterInit(w io.Writer, out clusterInitOutput, multiHost bool) {
 		first, last := out.Nodes[0], out.Nodes[n-1]
 		fmt.Fprintf(w, "Each host must accept TCP on its broker's ports: Kafka %s-%s, HTTP %s-%s, P2P %s-%s, RPC %s-%s (see docs/cluster.md).\n",
 			portOf(first.Kafka), portOf(last.Kafka), portOf(first.HTTP), portOf(last.HTTP), portOf(first.P2P), portOf(last.P2P), portOf(first.RPC), portOf(last.RPC))
+	}
+	if out.ClientProperties != "" {
+		fmt.Fprintf(w, "\nKafka listeners are SSL with mutual TLS; clients take %s (CA and a client certificate):\n  stele topic create orders --brokers $(cat %s) --command-config %s\n",
+			out.ClientProperties, out.BrokersFile, out.ClientProperties)
+		return
 	}
 	fmt.Fprintf(w, "\nThen use it like Kafka:\n  stele topic create orders --brokers $(cat %s)\n", out.BrokersFile)
 }

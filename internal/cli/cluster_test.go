@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,6 +235,53 @@ func TestClusterInitHosts(t *testing.T) {
 	}
 	if b := appState.Brokers[2]; b.Kafka != "broker3.example:9094" || b.HTTP != "broker3.example:9194" {
 		t.Errorf("genesis broker 2 = %+v: want the advertised addresses", b)
+	}
+}
+
+// TestClusterInitTLS: --tls makes every broker's listener SSL with mutual
+// TLS required, from a CA it writes; each broker's certificate is for the
+// host clients reach it at; client.properties, as --command-config reads
+// it, names the CA and a client certificate.
+func TestClusterInitTLS(t *testing.T) {
+	dir := t.TempDir()
+	hosts := []string{"10.0.0.1", "10.0.0.2", "broker3.example", "fd00::4"}
+	r := runOK(t, "cluster", "init", "--nodes", "4", "--dir", dir, "--hosts", strings.Join(hosts, ","), "--base-port", "9092", "--tls", "--output", "json")
+	var out clusterInitOutput
+	decodeJSON(t, r.stdout, &out)
+	if out.ClientProperties != filepath.Join(dir, clientPropertiesFile) {
+		t.Errorf("client_properties %q", out.ClientProperties)
+	}
+	roots := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca", "ca.crt"))
+	if err != nil || !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("the CA: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "ca", "ca.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("ca.key: %v %v", fi, err)
+	}
+	for i, h := range hosts {
+		node := filepath.Join(dir, fmt.Sprintf("node%d", i))
+		nf, _, err := server.ReadNodeFile(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "SSL://" + nf.Kafka; nf.Listeners != want || nf.SSLClientAuth != "required" || nf.SSLCert != "tls/broker.crt" || nf.SSLKey != "tls/broker.key" || nf.SSLCA != "tls/ca.crt" {
+			t.Errorf("node%d: %+v", i, nf)
+		}
+		pair, err := tls.LoadX509KeyPair(filepath.Join(node, nf.SSLCert), filepath.Join(node, nf.SSLKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: h}); err != nil {
+			t.Errorf("node%d's certificate for %s: %v", i, h, err)
+		}
+	}
+	props, err := readProperties(out.ClientProperties)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := clientTLSOpts(props); err != nil || len(opts) == 0 || props["security.protocol"] != "SSL" {
+		t.Errorf("client.properties %v: %v", props, err)
 	}
 }
 

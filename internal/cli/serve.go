@@ -119,7 +119,14 @@ func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Con
 		restore func()
 	}{
 		{"node-id", func() { merged.NodeID = cfg.NodeID }},
-		{"kafka", func() { merged.KafkaAddr = cfg.KafkaAddr }},
+		// --kafka given names the one listener: the node file's
+		// listeners give way to it.
+		{"kafka", func() { merged.KafkaAddr, merged.Listeners = cfg.KafkaAddr, "" }},
+		{"listeners", func() { merged.Listeners = cfg.Listeners }},
+		{"ssl-cert", func() { merged.TLS.Cert = cfg.TLS.Cert }},
+		{"ssl-key", func() { merged.TLS.Key = cfg.TLS.Key }},
+		{"ssl-ca", func() { merged.TLS.CA = cfg.TLS.CA }},
+		{"ssl-client-auth", func() { merged.TLS.ClientAuth = cfg.TLS.ClientAuth }},
 		{"http", func() { merged.HTTPAddr = cfg.HTTPAddr }},
 		{"p2p", func() { merged.P2PAddr = cfg.P2PAddr }},
 		{"advertise", func() { merged.AdvertisedKafka = cfg.AdvertisedKafka }},

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stele-io/stele/internal/listener"
 )
 
 // NodeFileName is the node file's name inside a data directory.
@@ -63,6 +65,17 @@ type NodeFile struct {
 	// StateSyncRPC are the other brokers' RPC addresses, host:port
 	// (Config.StateSyncRPC): with them an empty broker joins by state sync.
 	StateSyncRPC []string `json:"state_sync_rpc,omitempty"`
+	// Listeners are the Kafka listeners in Kafka's syntax, in place of
+	// Kafka (Config.Listeners): `stele cluster init --tls` writes one SSL
+	// listener.
+	Listeners string `json:"listeners,omitempty"`
+	// SSLCert, SSLKey and SSLCA are the SSL listeners' PEM files, relative
+	// to the data directory unless absolute, and SSLClientAuth their
+	// ssl.client.auth (Config.TLS).
+	SSLCert       string `json:"ssl_cert,omitempty"`
+	SSLKey        string `json:"ssl_key,omitempty"`
+	SSLCA         string `json:"ssl_ca,omitempty"`
+	SSLClientAuth string `json:"ssl_client_auth,omitempty"`
 }
 
 // Validate reports the first field that cannot work: a negative node id, an
@@ -81,6 +94,16 @@ func (f NodeFile) Validate() error {
 		if _, port, err := net.SplitHostPort(a.v); err != nil || port == "" {
 			return fmt.Errorf("%w: %s %q is not host:port", ErrNodeFile, a.name, a.v)
 		}
+	}
+	if f.Listeners != "" {
+		if _, err := listener.Parse(f.Listeners); err != nil {
+			return fmt.Errorf("%w: listeners: %v", ErrNodeFile, err)
+		}
+	}
+	switch listener.ClientAuth(f.SSLClientAuth) {
+	case "", listener.ClientAuthNone, listener.ClientAuthRequested, listener.ClientAuthRequired:
+	default:
+		return fmt.Errorf("%w: ssl_client_auth %q: want none, requested or required", ErrNodeFile, f.SSLClientAuth)
 	}
 	for _, a := range f.StateSyncRPC {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
@@ -209,5 +232,18 @@ func (c *Config) ApplyNodeFile(f NodeFile) {
 	}
 	if len(f.StateSyncRPC) > 0 {
 		c.StateSyncRPC = append([]string(nil), f.StateSyncRPC...)
+	}
+	set(&c.Listeners, f.Listeners)
+	inData := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(c.DataDir, p)
+	}
+	set(&c.TLS.Cert, inData(f.SSLCert))
+	set(&c.TLS.Key, inData(f.SSLKey))
+	set(&c.TLS.CA, inData(f.SSLCA))
+	if f.SSLClientAuth != "" {
+		c.TLS.ClientAuth = listener.ClientAuth(f.SSLClientAuth)
 	}
 }

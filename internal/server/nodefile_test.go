@@ -61,6 +61,8 @@ func TestParseNodeFileRejects(t *testing.T) {
 		"bad peer":        `{"peers": ["127.0.0.1:19292"]}`,
 		"peer without id": `{"peers": ["@127.0.0.1:19292"]}`,
 		"wrong type":      `{"peers": "a@b:1"}`,
+		"bad listeners":   `{"listeners": "HTTP://127.0.0.1:1"}`,
+		"bad client auth": `{"ssl_client_auth": "always"}`,
 	} {
 		if _, err := ParseNodeFile([]byte(text)); !errors.Is(err, ErrNodeFile) {
 			t.Errorf("%s: ParseNodeFile(%s) = %v, want ErrNodeFile", name, text, err)
@@ -85,6 +87,16 @@ func TestApplyNodeFile(t *testing.T) {
 	want.NodeID, want.KafkaAddr, want.Peers = 3, "127.0.0.1:19095", []string{testPeer}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
+	}
+	// The TLS files of `cluster init --tls`, relative to the data
+	// directory; absolute ones as they are.
+	cfg = DefaultConfig()
+	cfg.DataDir = "/srv/node2"
+	cfg.ApplyNodeFile(NodeFile{Listeners: "SSL://127.0.0.1:19094", SSLCert: "tls/broker.crt", SSLKey: "/keys/broker.key",
+		SSLCA: "tls/ca.crt", SSLClientAuth: "required"})
+	if cfg.Listeners != "SSL://127.0.0.1:19094" || cfg.TLS.Cert != "/srv/node2/tls/broker.crt" || cfg.TLS.Key != "/keys/broker.key" ||
+		cfg.TLS.CA != "/srv/node2/tls/ca.crt" || cfg.TLS.ClientAuth != "required" {
+		t.Fatalf("TLS from the node file: %+v %q", cfg.TLS, cfg.Listeners)
 	}
 	// An empty file changes nothing but the node id.
 	cfg = DefaultConfig()

@@ -50,6 +50,8 @@ type Options struct {
 	// this long first, as on a slow disk, so that a SIGKILL finds more
 	// writes unsynced.
 	SlowFsync time.Duration
+	// InitArgs are extra `stele cluster init` flags (e.g. --tls).
+	InitArgs []string
 }
 
 // Cluster is a set of `stele serve` processes made by `stele cluster init`.
@@ -151,8 +153,8 @@ func New(t *testing.T, opts Options) *Cluster {
 
 	base := freeBasePort(t, c.Rng)
 	cdir := filepath.Join(dir, "cluster")
-	out, err := exec.Command(SteleBin, "cluster", "init", "--nodes", strconv.Itoa(opts.Nodes),
-		"--dir", cdir, "--base-port", strconv.Itoa(base)).CombinedOutput()
+	out, err := exec.Command(SteleBin, append([]string{"cluster", "init", "--nodes", strconv.Itoa(opts.Nodes),
+		"--dir", cdir, "--base-port", strconv.Itoa(base)}, opts.InitArgs...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("stele cluster init: %v\n%s", err, out)
 	}

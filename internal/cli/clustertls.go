@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stele-io/stele/internal/listener"
+)
+
+// stele cluster init --tls: every broker's Kafka listener is SSL with
+// mutual TLS required, from a CA the command makes.
+//
+//	DIR/ca/ca.crt, ca.key             the cluster's CA (keep ca.key private)
+//	DIR/nodeI/tls/broker.crt, .key    broker I's certificate, for its host
+//	DIR/nodeI/tls/ca.crt              the CA, which client certificates are checked against
+//	DIR/client/client.crt, .key       a client certificate (User:CN=client)
+//	DIR/client.properties             security.protocol=SSL and those files, for --command-config
+
+// The files of a --tls cluster, relative to a node directory or to DIR.
+const (
+	nodeTLSDir           = "tls"
+	clusterCADir         = "ca"
+	clusterClientDir     = "client"
+	clientPropertiesFile = "client.properties"
+)
+
+// planClusterTLS makes each node's listener SSL, naming its files.
+func planClusterTLS(nodes []clusterNode) {
+	for i := range nodes {
+		f := &nodes[i].file
+		f.Listeners = "SSL://" + f.Kafka
+		f.SSLCert = filepath.Join(nodeTLSDir, "broker.crt")
+		f.SSLKey = filepath.Join(nodeTLSDir, "broker.key")
+		f.SSLCA = filepath.Join(nodeTLSDir, listener.CACertFile)
+		f.SSLClientAuth = string(listener.ClientAuthRequired)
+	}
+}
+
+// writeClusterTLS writes the CA, the brokers' and a client's certificates
+// and the client properties.
+func writeClusterTLS(dir string, nodes []clusterNode) error {
+	now := time.Now()
+	ca, err := listener.NewCA("Stele cluster CA", now)
+	if err != nil {
+		return err
+	}
+	caDir := filepath.Join(dir, clusterCADir)
+	if err := listener.WritePair(ca, filepath.Join(caDir, listener.CACertFile), filepath.Join(caDir, listener.CAKeyFile)); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		host, _, _ := net.SplitHostPort(n.Kafka)
+		dns, ips := []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		if ip := net.ParseIP(host); ip != nil {
+			ips = append(ips, ip)
+		} else if host != "" && host != "localhost" {
+			dns = append(dns, host)
+		}
+		p, err := listener.Issue(ca, fmt.Sprintf("node%d", n.NodeID), dns, ips, now)
+		if err != nil {
+			return err
+		}
+		tlsDir := filepath.Join(n.Dir, nodeTLSDir)
+		if err := listener.WritePair(p, filepath.Join(tlsDir, "broker.crt"), filepath.Join(tlsDir, "broker.key")); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(tlsDir, listener.CACertFile), ca.Cert, 0o644); err != nil {
+			return fmt.Errorf("cannot write the CA into %s: %w", tlsDir, err)
+		}
+	}
+	client, err := listener.Issue(ca, "client", nil, nil, now)
+	if err != nil {
+		return err
+	}
+	clientDir := filepath.Join(dir, clusterClientDir)
+	if err := listener.WritePair(client, filepath.Join(clientDir, "client.crt"), filepath.Join(clientDir, "client.key")); err != nil {
+		return err
+	}
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		return a
+	}
+	props := strings.Join([]string{
+		"# Client properties for this cluster's SSL listeners, in librdkafka's names:",
+		"# stele --command-config FILE, kcat -F FILE. (Java clients name them otherwise:",
+		"# ssl.truststore.type=PEM and ssl.truststore.location, and a PEM keystore.)",
+		"security.protocol=SSL",
+		"ssl.ca.location=" + abs(filepath.Join(caDir, listener.CACertFile)),
+		"ssl.certificate.location=" + abs(filepath.Join(clientDir, "client.crt")),
+		"ssl.key.location=" + abs(filepath.Join(clientDir, "client.key")),
+		"",
+	}, "\n")
+	path := filepath.Join(dir, clientPropertiesFile)
+	if err := os.WriteFile(path, []byte(props), 0o644); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}
