@@ -429,9 +429,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if len(kopts.Brokers) > 0 && len(n.kafkaLns) > 1 {
 		return nil, fmt.Errorf("stele/server: a node of a cluster serves one Kafka listener, the address its genesis names; --listeners gives %d", len(n.kafkaLns))
 	}
-	if l := n.kafkaLns[0].spec; len(kopts.Brokers) > 0 && cfg.AdvertisedKafka == "" && l.Port != 0 && int32(l.Port) != kopts.AdvertisedPort {
-		return nil, fmt.Errorf("stele/server: the genesis names port %d for node %d's Kafka listener, and %s is on port %d: clients would be sent elsewhere", kopts.AdvertisedPort, cfg.NodeID, l, l.Port)
-	}
 	n.kafka = kafka.New(n.broker, kopts)
 	if err := n.serveKafka(kopts); err != nil {
 		return nil, err
