@@ -16,11 +16,11 @@ package kafka
 //    -1 with no error, as Kafka's ReplicaManager.fetchOffset does: the
 //    record is hidden, not replaced by an earlier one, and the answer
 //    changes once the transaction is decided.
-//  * On a LogAppendTime topic a record's timestamp is its block's time,
-//    BFT time (the votes that committed the block before): it may precede
-//    the produce, by up to the time since the previous block, so a lookup
-//    by a time read before producing may miss the record where Kafka,
-//    stamping its clock at append, finds it (docs/kafka-api.md).
+//  * On a LogAppendTime topic a record's timestamp is, from app version 2,
+//    the clock of the broker that proposed its block, read when it
+//    proposed, never before the produce was sent, as Kafka stamps its
+//    clock at append; under app version 1 it was the block's BFT time,
+//    which may precede the produce (docs/kafka-api.md).
 //  * A record acknowledged by this broker is found by every later request
 //    to it, on any connection, the time index included: a produce is
 //    answered only after fsm.Commit published the partition's high
@@ -33,7 +33,9 @@ package kafka
 //    UNKNOWN_LEADER_EPOCH.
 //  * A partition named twice in one request gets INVALID_REQUEST.
 //  * A broker catching up with the chain answers NOT_LEADER_OR_FOLLOWER, so
-//    clients retry elsewhere instead of reading offsets that are behind.
+//    clients retry elsewhere instead of reading offsets that are behind;
+//    also for a partition it does not know, which it may not have seen
+//    created yet (not UNKNOWN_TOPIC_OR_PARTITION).
 //  * In a cluster, a request asking for anything but the earliest offset
 //    first waits for a block ordered after it (a read barrier): the end of
 //    the log from a broker behind without knowing it would be below
@@ -78,10 +80,13 @@ func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 			switch {
 			case seen[tp{rt.Topic, rp.Partition}]:
 				sp.ErrorCode = kerr.InvalidRequest.Code
+			case behind:
+				// Before the unknown-partition answer: a broker behind
+				// cannot tell a topic it has not seen created yet from
+				// one that does not exist.
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case behind:
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.CurrentLeaderEpoch > 0:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:

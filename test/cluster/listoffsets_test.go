@@ -206,7 +206,15 @@ func checkListOffsets(ctx context.Context, t *testing.T, c *cluster, tp *lotTopi
 				default:
 					a.wantOff, a.want = tp.byTime(ask)
 				}
-				a.off, a.ts, a.code, a.err = listOffset(ctx, c, node, tp.name, ask)
+				// A broker still catching up answers the retriable
+				// NOT_LEADER_OR_FOLLOWER; clients retry, so does this.
+				for deadline := time.Now().Add(10 * time.Second); ; {
+					a.off, a.ts, a.code, a.err = listOffset(ctx, c, node, tp.name, ask)
+					if a.err != nil || a.code != kerr.NotLeaderForPartition.Code || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
 				if a.err != nil || a.code != 0 || a.off != a.wantOff || a.ts != a.want {
 					mu.Lock()
 					bad = append(bad, a)
