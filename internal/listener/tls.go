@@ -65,7 +65,7 @@ const reloadCheckEvery = time.Second
 type TLS struct {
 	files TLSFiles
 	log   *slog.Logger
-	now   func() time.Time // tests
+	now   func() time.Time // time.Now; a test's clock in tests
 
 	mu struct {
 		sync.Mutex
@@ -117,9 +117,6 @@ func (t *TLS) Config() *tls.Config {
 	}
 }
 
-// ClientAuth is the listener's ssl.client.auth.
-func (t *TLS) ClientAuth() ClientAuth { return t.files.ClientAuth }
-
 // current returns the configuration, made again first if a file changed
 // since it was made (looked at once a second at most).
 func (t *TLS) current() *tls.Config {
@@ -147,22 +144,6 @@ func (t *TLS) current() *tls.Config {
 	t.mu.cfg, t.mu.stamp = cfg, stamp
 	t.log.Info("TLS files changed: serving the new certificate", "cert", t.files.Cert, "not_after", cfg.Certificates[0].Leaf.NotAfter)
 	return cfg
-}
-
-// Reload loads the files again now, whether or not they look changed.
-func (t *TLS) Reload() error {
-	stamp, err := t.stamps()
-	if err != nil {
-		return err
-	}
-	cfg, err := t.load()
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	t.mu.cfg, t.mu.stamp, t.mu.checked = cfg, stamp, t.now()
-	t.mu.Unlock()
-	return nil
 }
 
 func (t *TLS) paths() []string {
