@@ -5,11 +5,13 @@ package fsm
 // MaxAppVersion is the highest app version this binary runs (upgrade.go).
 // Version 1 stamps LogAppendTime topics with the block time; version 2
 // with the proposer's clock, which opens each proposal (proposals.go,
-// append_clock.go). New chains start at MaxAppVersion
-// (Options.GenesisAppVersion); a chain started at 1 moves to 2 by an
-// upgrade. Builds with the steleupgradetest tag add a version 3 that
-// hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 2
+// append_clock.go). Version 3 adds the security module's commands (users,
+// users.go), which older versions refuse as the binaries that predate
+// them do. New chains start at MaxAppVersion (Options.GenesisAppVersion);
+// an older chain moves up by an upgrade. Builds with the steleupgradetest
+// tag add a version 4 that hashes differently, to test upgrades
+// (appversion_upgradetest.go).
+const MaxAppVersion uint32 = 3
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -2,18 +2,18 @@
 
 package fsm
 
-// Test builds (-tags steleupgradetest) run app version 3, which differs
-// from version 2 in what it hashes: its block digest opens with another
-// domain. A broker applying a block under version 2 and one applying it
-// under version 3 would fork, which is what the upgrade tests show never
+// Test builds (-tags steleupgradetest) run app version 4, which differs
+// from version 3 in what it hashes: its block digest opens with another
+// domain. A broker applying a block under version 3 and one applying it
+// under version 4 would fork, which is what the upgrade tests show never
 // happens (test/cluster's TestUpgradeUnderLoad). Never ship such a build.
-const MaxAppVersion uint32 = 3
+const MaxAppVersion uint32 = 4
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.
 func blockDigestDomain(v uint32) string {
-	if v >= 3 {
-		return digestDomain + "+app3-upgradetest"
+	if v >= 4 {
+		return digestDomain + "+app4-upgradetest"
 	}
 	return digestDomain
 }

@@ -176,6 +176,7 @@ type FSM struct {
 	producersState // producer_state.go
 	trustState     // cert_apply.go
 	clusterState   // upgrade.go
+	securityState  // users.go
 
 	// Applier-owned.
 	height      int64

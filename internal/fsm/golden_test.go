@@ -12,6 +12,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -345,6 +347,29 @@ func goldenScenario(t *testing.T) []block {
 	lat(out[1], ahead)
 	must("append time not opening its block", out[2].Results[0], kerr.InvalidRequest.Code)
 
+	// App version 3 (users.go): users are refused under version 2; after
+	// the upgrade a user is created, refused again as the first admin
+	// (IfAbsent), given a bad credential and a deletion of one it lacks
+	// (refused whole), then loses one of its two credentials.
+	alice := goldenCredentials("alice", "pw")
+	must("user under version 2", g.cmds(100, AlterScramCredentials{User: "alice", Upserts: alice})[0], kerr.UnsupportedVersion.Code)
+	v3 := UpgradePlan{Height: int64(len(g.blocks)) + 1 + MinUpgradeDelay, Version: 3, Name: "users"}
+	must("upgrade to version 3", g.cmds(100, upgradeVote(v3, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v3.Height {
+		g.cmds(100, Tick{})
+	}
+	must("user", g.cmds(100, AlterScramCredentials{User: "alice", Upserts: alice})[0], 0)
+	must("first admin, exists", g.cmds(100, AlterScramCredentials{User: "alice", IfAbsent: true, Upserts: alice[:1]})[0], kerr.DuplicateResource.Code)
+	must("first admin", g.cmds(100, AlterScramCredentials{User: "admin", IfAbsent: true, Upserts: goldenCredentials("admin", "root")})[0], 0)
+	few := alice[0]
+	few.Iterations = 10
+	must("too few iterations", g.cmds(100, AlterScramCredentials{User: "bob", Upserts: []sasl.Credential{few}})[0], kerr.UnacceptableCredential.Code)
+	must("delete a missing credential", g.cmds(100, AlterScramCredentials{User: "bob", Deletions: []sasl.ScramMechanism{sasl.SHA256}})[0], kerr.ResourceNotFound.Code)
+	must("delete a credential", g.cmds(100, AlterScramCredentials{User: "alice", Deletions: []sasl.ScramMechanism{sasl.SHA256}})[0], 0)
+	if u := f.Users(); !slices.Equal(u.Names(), []string{"admin", "alice"}) || len(u.Mechanisms("alice")) != 1 {
+		t.Fatalf("golden scenario: users %v, alice's %v", u.Names(), u.Mechanisms("alice"))
+	}
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {
@@ -563,4 +588,15 @@ func TestMessagesAreNotHashed(t *testing.T) {
 	if messages < 10 {
 		t.Fatalf("only %d transactions carried a message: the scenario no longer exercises failures", messages)
 	}
+}
+
+// goldenCredentials are a user's SCRAM credentials for password, salted
+// with the user's name so that they are the same at every run.
+func goldenCredentials(user, password string) []sasl.Credential {
+	var out []sasl.Credential
+	for _, m := range sasl.ScramMechanisms {
+		salt := []byte("golden-salt-" + user)
+		out = append(out, sasl.CredentialFromSalted(m, salt, sasl.SaltedPassword(m, []byte(password), salt, sasl.MinIteration), sasl.MinIteration))
+	}
+	return out
 }

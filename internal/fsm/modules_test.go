@@ -30,6 +30,7 @@ var fileModules = map[string]module{
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
+	"users.go":  modSecurity,
 	"signed.go": modTrust, "cert.go": modTrust, "cert_apply.go": modTrust, "liveness.go": modTrust,
 }
 
@@ -52,6 +53,7 @@ var fileModules = map[string]module{
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
 //	cluster             uses trust, and topics' config definitions
+//	security            uses cluster (the app version)
 //
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
@@ -66,6 +68,7 @@ var allowedCalls = map[module][]module{
 	modProducers: {modTopics, modGroups},
 	modTrust:     {modTopics},
 	modCluster:   {modTopics, modTrust}, // topics: the config definitions and changes (configs.go) broker configs reuse
+	modSecurity:  {modCluster},          // the app version its commands apply from
 }
 
 // coreAssembly is every place the core names a module: a field of one of
@@ -83,6 +86,7 @@ var coreAssembly = []string{
 	"FSM names groupsState (groups)",
 	"FSM names keysState (keys)",
 	"FSM names producersState (producers)",
+	"FSM names securityState (security)",
 	"FSM names topicsState (topics)",
 	"FSM names trustState (trust)",
 	"Options names BatchSource (trust)",
@@ -91,6 +95,7 @@ var coreAssembly = []string{
 	"buildRegistry calls registerGroups (groups)",
 	"buildRegistry calls registerKeys (keys)",
 	"buildRegistry calls registerProducers (producers)",
+	"buildRegistry calls registerSecurity (security)",
 	"buildRegistry calls registerTopics (topics)",
 	"buildRegistry calls registerTrust (trust)",
 	"registry names topicHooks (topics)",
@@ -589,6 +594,7 @@ func TestSteps(t *testing.T) {
 		"100 partitions' producer states: load stage",
 		"110 transactions: empty load stage publish forget",
 		"115 partitions' aborted transactions: load stage",
+		"120 users: empty load stage publish",
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed, or what a load may refer to)", names, want)
@@ -695,7 +701,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := &registry{}
 	registerTopics(reversed)
-	for _, register := range []func(*registry){registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
+	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
 		register(reversed)
 	}
 	if got, want := describeRegistry(reversed), describeRegistry(assembled); !slices.Equal(got, want) {

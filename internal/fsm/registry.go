@@ -39,10 +39,11 @@ import (
 //	          signed records
 //	cluster   the application version and upgrades, the dynamic broker
 //	          configs (broker_configs.go)
+//	security  users and their SASL credentials (users.go)
 //
 // The modules form layers, topics at the bottom: keys, groups and trust
 // use topics, producers use topics and groups, cluster uses trust and
-// topics' config definitions
+// topics' config definitions, security uses cluster (the app version)
 // (allowedCalls in modules_test.go; TestModuleLayering reads this
 // package's source, TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
@@ -94,7 +95,8 @@ import (
 // (TestNoMutablePackageState, package_state_test.go): buildRegistry makes the
 // registry by calling each module's registration function in a fixed
 // order, and nothing changes it afterwards. That order is the layering's,
-// from the bottom up (topics, keys, groups, producers, trust, cluster),
+// from the bottom up (topics, keys, groups, producers, trust, cluster,
+// security),
 // and each module's function calls its files' in an order it lists; the
 // topics module comes first because it makes the hook points the modules
 // above it register at. Beyond that the order decides nothing: every list
@@ -130,6 +132,7 @@ const (
 	modProducers module = "producers"
 	modTrust     module = "trust"
 	modCluster   module = "cluster"
+	modSecurity  module = "security"
 )
 
 // cmdAt is where a command sits in its block: the index of its transaction
@@ -206,6 +209,7 @@ func buildRegistry() *registry {
 	registerProducers(r)
 	registerTrust(r)
 	registerCluster(r)
+	registerSecurity(r)
 	return r
 }
 

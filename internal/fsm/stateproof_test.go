@@ -130,6 +130,7 @@ func decodeStoreValue(b []byte) {
 	decodeLogDefaults(b)
 	decodeAppendClock(b)
 	decodeBrokerConfigs(b)
+	decodeUserCredentials(b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)
 	decodeGroup("g", b)

@@ -1,0 +1,369 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/sasl"
+)
+
+// The security module's users (issue 17, docs/security.md): each user's
+// SCRAM credentials, which SASL logins (SCRAM-SHA-256, SCRAM-SHA-512, and
+// PLAIN checked against them) are verified with. As in Kafka, where they
+// are records of the metadata log, they are replicated state: every
+// broker authenticates every user alike, and the credentials are leaves
+// under the app hash, so a snapshot's or a peer's are checked like any
+// state. The state machine keeps only what RFC 5802 has a server keep
+// (salt, iterations, StoredKey, ServerKey): the front-end that takes a
+// password or a salted password (AlterUserScramCredentials) turns it into
+// those before it submits, so neither is ever in a block.
+//
+// One command, AlterScramCredentials, sets and deletes one user's
+// credentials, all or nothing, with Kafka's checks and codes
+// (ControllerConfigurationValidator, ScramControlManager): an unknown
+// mechanism UNSUPPORTED_SASL_MECHANISM, an empty name or an iteration
+// count outside 4096-16384 UNACCEPTABLE_CREDENTIAL, a mechanism named
+// twice DUPLICATE_RESOURCE, the deletion of a credential that does not
+// exist RESOURCE_NOT_FOUND. A user exists while it has a credential.
+// The commands apply from app version 3 (SecurityVersion): a chain at an
+// older version refuses them, as a binary that predates them would.
+//
+// Who may change users is the front-end's check until ACLs are state.
+//
+// State, in the metadata store:
+//
+//	i/<user>   the user's credentials, by mechanism
+
+// KindAlterScramCredentials sets and deletes one user's SCRAM credentials.
+const KindAlterScramCredentials Kind = 26
+
+// SecurityVersion is the app version from which the security module's
+// commands apply.
+const SecurityVersion = 3
+
+// maxUserName bounds a user name.
+const maxUserName = 255
+
+// AlterScramCredentials sets (Upserts) and deletes (Deletions) one user's
+// credentials, all or nothing. With IfAbsent it applies only to a user
+// that has no credential (the first admin of `stele serve
+// --admin-password-file`, which every broker may submit): otherwise it is
+// refused with DUPLICATE_RESOURCE and changes nothing.
+type AlterScramCredentials struct {
+	User      string
+	IfAbsent  bool
+	Upserts   []sasl.Credential
+	Deletions []sasl.ScramMechanism
+}
+
+func (AlterScramCredentials) Kind() Kind { return KindAlterScramCredentials }
+
+func (c AlterScramCredentials) encode(w *writer) {
+	w.str(c.User)
+	w.bool(c.IfAbsent)
+	w.count(len(c.Upserts))
+	for _, u := range c.Upserts {
+		encodeCredential(w, u)
+	}
+	w.count(len(c.Deletions))
+	for _, m := range c.Deletions {
+		w.u8(uint8(m))
+	}
+}
+
+func encodeCredential(w *writer, c sasl.Credential) {
+	w.u8(uint8(c.Mechanism))
+	w.i32(c.Iterations)
+	w.bytes(c.Salt)
+	w.bytes(c.StoredKey)
+	w.bytes(c.ServerKey)
+}
+
+func decodeCredential(r *reader) sasl.Credential {
+	return sasl.Credential{Mechanism: sasl.ScramMechanism(r.u8()), Iterations: r.i32(),
+		Salt: r.bytesCopy(), StoredKey: r.bytesCopy(), ServerKey: r.bytesCopy()}
+}
+
+// credentialMinSize is the fewest bytes an encoded credential takes.
+const credentialMinSize = 1 + 4 + 3
+
+func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
+	c := AlterScramCredentials{User: r.str(), IfAbsent: r.u8() == 1}
+	for i, n := 0, r.count(credentialMinSize); i < n && r.e == nil; i++ {
+		c.Upserts = append(c.Upserts, decodeCredential(r))
+	}
+	for i, n := 0, r.count(1); i < n && r.e == nil; i++ {
+		c.Deletions = append(c.Deletions, sasl.ScramMechanism(r.u8()))
+	}
+	return c
+}
+
+// registerSecurity registers the security module (buildRegistry calls
+// it): its users.
+func registerSecurity(r *registry) {
+	registerUsers(r) // users.go
+}
+
+// registerUsers registers AlterScramCredentials and the users' step.
+func registerUsers(r *registry) {
+	register(r, KindAlterScramCredentials, "AlterScramCredentials", modSecurity, decodeAlterScramCredentials,
+		func(c Command) Result { return checkScramCredentials(c.(AlterScramCredentials)) },
+		func(f *FSM, c AlterScramCredentials, _ cmdAt) Result { return f.alterScramCredentials(c) })
+	r.registerStep(moduleStep{rank: 120, name: "users", module: modSecurity,
+		empty: emptyUsers, load: loadUsers, stage: stageUsers, publish: publishUsers})
+}
+
+// ValidUserName says why name cannot be a user's: empty (Kafka's
+// "Username must not be empty"), longer than 255 bytes, not UTF-8, or
+// holding a control character.
+func ValidUserName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("Username must not be empty")
+	case len(name) > maxUserName:
+		return fmt.Errorf("a user name is at most %d bytes, this one %d", maxUserName, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("a user name is UTF-8")
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("a user name holds no control character")
+	}
+	return nil
+}
+
+// checkScramCredentials is AlterScramCredentials' stateless check.
+func checkScramCredentials(c AlterScramCredentials) Result {
+	if err := ValidUserName(c.User); err != nil {
+		return fail(kerr.UnacceptableCredential.Code, err.Error())
+	}
+	if len(c.Upserts) == 0 && len(c.Deletions) == 0 {
+		return fail(kerr.InvalidRequest.Code, "no credential to set or delete")
+	}
+	seen := map[sasl.ScramMechanism]bool{}
+	mechs := make([]sasl.ScramMechanism, 0, len(c.Upserts)+len(c.Deletions))
+	for _, u := range c.Upserts {
+		mechs = append(mechs, u.Mechanism)
+	}
+	mechs = append(mechs, c.Deletions...)
+	for _, m := range mechs {
+		if !m.Valid() {
+			return fail(kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism")
+		}
+		if seen[m] {
+			return fail(kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+		}
+		seen[m] = true
+	}
+	for _, u := range c.Upserts {
+		if err := u.Check(); err != nil {
+			return fail(kerr.UnacceptableCredential.Code, err.Error())
+		}
+	}
+	return Result{}
+}
+
+// securityState is the security module's state.
+type securityState struct {
+	usersState
+}
+
+// usersState is the security module's state of the users.
+type usersState struct {
+	// users holds each user's credentials by mechanism; a user with none
+	// is absent. Never nil once loaded.
+	users      map[string]map[sasl.ScramMechanism]sasl.Credential
+	usersDirty map[string]bool // changed in the block: staged at its end
+	usersNew   bool            // changed since the last publish
+	usersView  atomic.Pointer[Users]
+}
+
+// alterScramCredentials applies c to the user's credentials.
+func (f *FSM) alterScramCredentials(c AlterScramCredentials) Result {
+	if f.appVersion < SecurityVersion {
+		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	}
+	cur := f.users[c.User]
+	if c.IfAbsent && len(cur) > 0 {
+		return fail(kerr.DuplicateResource.Code, fmt.Sprintf("user %q exists", c.User))
+	}
+	for _, m := range c.Deletions {
+		if _, ok := cur[m]; !ok {
+			return fail(kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
+		}
+	}
+	next := make(map[sasl.ScramMechanism]sasl.Credential, len(cur)+len(c.Upserts))
+	for m, cr := range cur {
+		next[m] = cr
+	}
+	for _, m := range c.Deletions {
+		delete(next, m)
+	}
+	for _, u := range c.Upserts {
+		next[u.Mechanism] = u
+	}
+	if len(next) == 0 {
+		delete(f.users, c.User)
+	} else {
+		f.users[c.User] = next
+	}
+	f.usersDirty[c.User] = true
+	f.usersNew = true
+	return Result{}
+}
+
+// Users is the committed users, as readers see them. Do not modify it: a
+// new one is published at each Commit that changed them.
+type Users struct {
+	byName map[string]map[sasl.ScramMechanism]sasl.Credential
+}
+
+// Credential returns a user's credential for a mechanism.
+func (u *Users) Credential(user string, m sasl.ScramMechanism) (sasl.Credential, bool) {
+	if u == nil {
+		return sasl.Credential{}, false
+	}
+	c, ok := u.byName[user][m]
+	return c, ok
+}
+
+// Names returns the users, in order.
+func (u *Users) Names() []string {
+	if u == nil {
+		return nil
+	}
+	return sortedKeys(u.byName)
+}
+
+// Exists reports whether the user has a credential.
+func (u *Users) Exists(user string) bool { return u != nil && len(u.byName[user]) > 0 }
+
+// Mechanisms returns a user's mechanisms and their iteration counts, in
+// Kafka's order of mechanisms.
+func (u *Users) Mechanisms(user string) []sasl.Credential {
+	if u == nil {
+		return nil
+	}
+	var out []sasl.Credential
+	for _, m := range sasl.ScramMechanisms {
+		if c, ok := u.byName[user][m]; ok {
+			out = append(out, sasl.Credential{Mechanism: m, Iterations: c.Iterations})
+		}
+	}
+	return out
+}
+
+// Users returns the committed users.
+func (f *FSM) Users() *Users { return f.usersView.Load() }
+
+func userKey(name string) []byte { return append([]byte(usersPrefix), name...) }
+
+const usersPrefix = "i/"
+
+// encodeUserCredentials is i/<user>'s value:
+//
+//	u8 version | count × credential, in mechanism order
+func encodeUserCredentials(creds map[sasl.ScramMechanism]sasl.Credential) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	ms := make([]sasl.ScramMechanism, 0, len(creds))
+	for m := range creds {
+		ms = append(ms, m)
+	}
+	slices.Sort(ms)
+	w.count(len(ms))
+	for _, m := range ms {
+		encodeCredential(w, creds[m])
+	}
+	return w.b
+}
+
+// decodeUserCredentials reads i/<user>: at least one credential, each of
+// a distinct mechanism, in order, and valid.
+func decodeUserCredentials(v []byte) (map[sasl.ScramMechanism]sasl.Credential, error) {
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return nil, fmt.Errorf("stele/fsm: user credentials: state format %d not supported", ver)
+	}
+	out := map[sasl.ScramMechanism]sasl.Credential{}
+	last := sasl.ScramMechanism(-1)
+	for i, n := 0, r.count(credentialMinSize); i < n && r.e == nil; i++ {
+		c := decodeCredential(r)
+		if r.e == nil {
+			if c.Mechanism <= last {
+				r.fail("credentials out of order")
+			} else if err := c.Check(); err != nil {
+				r.fail("credential: %v", err)
+			}
+		}
+		last = c.Mechanism
+		out[c.Mechanism] = c
+	}
+	if err := r.done(); err != nil {
+		return nil, fmt.Errorf("stele/fsm: reading user credentials: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("stele/fsm: reading user credentials: %w: none stored", ErrMalformed)
+	}
+	return out, nil
+}
+
+func emptyUsers(f *FSM) {
+	f.users = map[string]map[sasl.ScramMechanism]sasl.Credential{}
+	f.usersDirty = map[string]bool{}
+	f.usersNew = true
+}
+
+// loadUsers reads every user at Open and after a snapshot's restore.
+func loadUsers(f *FSM) error {
+	emptyUsers(f)
+	return f.store.Scan([]byte(usersPrefix), func(k, v []byte) error {
+		name := string(bytes.TrimPrefix(k, []byte(usersPrefix)))
+		if err := ValidUserName(name); err != nil {
+			return fmt.Errorf("stele/fsm: user %q: %w: %v", name, ErrMalformed, err)
+		}
+		creds, err := decodeUserCredentials(v)
+		if err != nil {
+			return fmt.Errorf("user %q: %w", name, err)
+		}
+		f.users[name] = creds
+		return nil
+	})
+}
+
+// stageUsers writes the users the block changed, in name order; a user
+// left with no credential is deleted.
+func stageUsers(f *FSM, b *stateBatch) error {
+	for _, name := range sortedKeys(f.usersDirty) {
+		if creds := f.users[name]; len(creds) > 0 {
+			b.Set(userKey(name), encodeUserCredentials(creds))
+		} else {
+			b.Delete(userKey(name))
+		}
+	}
+	clear(f.usersDirty)
+	return nil
+}
+
+// publishUsers gives readers a copy of the users when they changed (or
+// were loaded) since the last publish.
+func publishUsers(f *FSM, _ bool) {
+	if !f.usersNew && f.usersView.Load() != nil {
+		return
+	}
+	f.usersNew = false
+	cp := make(map[string]map[sasl.ScramMechanism]sasl.Credential, len(f.users))
+	for name, creds := range f.users {
+		c := make(map[sasl.ScramMechanism]sasl.Credential, len(creds))
+		for m, cr := range creds {
+			c[m] = cr
+		}
+		cp[name] = c
+	}
+	f.usersView.Store(&Users{byName: cp})
+}

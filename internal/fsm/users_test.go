@@ -1,0 +1,96 @@
+package fsm
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/sasl"
+)
+
+// TestUsers: credentials set, replaced and deleted with Kafka's codes
+// (Reference: Kafka's ScramControlManager and
+// ControllerConfigurationValidator), all or nothing per user, read back
+// after a restart, and the leaf gone with the user's last credential.
+func TestUsers(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, alice2 := goldenCredentials("alice", "pw"), goldenCredentials("alice", "pw2")
+	bad := alice[1]
+	bad.StoredKey = bad.StoredKey[:10]
+	steps := []struct {
+		cmd  AlterScramCredentials
+		code int16
+	}{
+		{AlterScramCredentials{User: "alice", Upserts: alice}, 0},
+		{AlterScramCredentials{User: "", Upserts: alice}, kerr.UnacceptableCredential.Code},
+		{AlterScramCredentials{User: "bob"}, kerr.InvalidRequest.Code},
+		{AlterScramCredentials{User: "bob", Upserts: []sasl.Credential{{Mechanism: 7}}}, kerr.UnsupportedSaslMechanism.Code},
+		{AlterScramCredentials{User: "bob", Upserts: alice[:1], Deletions: []sasl.ScramMechanism{sasl.SHA256}}, kerr.DuplicateResource.Code},
+		{AlterScramCredentials{User: "bob", Upserts: []sasl.Credential{bad}}, kerr.UnacceptableCredential.Code},
+		// A deletion that fails refuses the upsert beside it.
+		{AlterScramCredentials{User: "alice", Upserts: alice2[1:], Deletions: []sasl.ScramMechanism{sasl.SHA256, 2}}, kerr.DuplicateResource.Code},
+		{AlterScramCredentials{User: "carol", Upserts: alice2[1:], Deletions: []sasl.ScramMechanism{sasl.SHA256}}, kerr.ResourceNotFound.Code},
+		{AlterScramCredentials{User: "alice", Upserts: alice2[1:]}, 0},
+		{AlterScramCredentials{User: "alice", IfAbsent: true, Upserts: alice2[:1]}, kerr.DuplicateResource.Code},
+		{AlterScramCredentials{User: "dave", Upserts: alice[:1]}, 0},
+		{AlterScramCredentials{User: "dave", Deletions: []sasl.ScramMechanism{sasl.SHA256}}, 0},
+	}
+	var blocks []block
+	for i, s := range steps {
+		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+	}
+	for i, out := range applyOutcomes(t, f, blocks) {
+		if r := out.Txs[0].Results[0]; r.Code != steps[i].code {
+			t.Errorf("step %d: code %d (%s), want %d", i, r.Code, r.Message, steps[i].code)
+		}
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		u := f.Users()
+		if !slices.Equal(u.Names(), []string{"alice"}) || !u.Exists("alice") || u.Exists("dave") {
+			t.Fatalf("%s: users %v", when, u.Names())
+		}
+		c, ok := u.Credential("alice", sasl.SHA512)
+		if !ok || !c.Verify([]byte("pw2")) {
+			t.Fatalf("%s: alice's SCRAM-SHA-512 is not the replaced one", when)
+		}
+		if c, ok := u.Credential("alice", sasl.SHA256); !ok || !c.Verify([]byte("pw")) {
+			t.Fatalf("%s: alice's SCRAM-SHA-256 changed", when)
+		}
+	}
+	check(f, "applied")
+	if _, ok, _ := f.store.Get(userKey("dave")); ok {
+		t.Fatal("a user with no credential left is still stored")
+	}
+	_, hash := f.Info()
+	f.Close()
+	g, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	check(g, "reopened")
+	if _, h := g.Info(); !bytes.Equal(h, hash) {
+		t.Fatal("the app hash changed across a restart")
+	}
+}
+
+// TestUsersNeedVersion3: a chain at version 2 refuses users, as a binary
+// that predates them would.
+func TestUsersNeedVersion3(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := applyOutcomes(t, f, []block{{t0, [][]byte{tx(1, AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")})}}})
+	if r := out[0].Txs[0].Results[0]; r.Code != kerr.UnsupportedVersion.Code || f.Users().Exists("alice") {
+		t.Fatalf("code %d (%s); users %v", r.Code, r.Message, f.Users().Names())
+	}
+}
