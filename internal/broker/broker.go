@@ -275,6 +275,9 @@ func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 // BrokerConfigs returns the committed dynamic broker configs.
 func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs() }
 
+// Users returns the committed users and their SASL credentials.
+func (b *Broker) Users() *fsm.Users { return b.fsm.Users() }
+
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
 	return b.fsm.KeyLatest(topic, key)

@@ -50,10 +50,14 @@ type conn struct {
 	// or a TLS client certificate's subject, mapped. Set once, under s.mu
 	// (which those that list the connections hold).
 	principal string
-	ctx       context.Context
-	cancel    context.CancelFunc
-	clientID  string
-	pending   chan pending
+	// auth is the SASL authentication of a SASL listener's connection
+	// (sasl.go); closeReason says why it is closed after an answer.
+	auth        saslConn
+	closeReason string
+	ctx         context.Context
+	cancel      context.CancelFunc
+	clientID    string
+	pending     chan pending
 	// writeTimedOut is set by the writer before it closes the connection
 	// because the client took no byte of a response for WriteTimeout;
 	// serve reads it once the writer is done.
@@ -65,6 +69,9 @@ type pending struct {
 	key     int16
 	started time.Time
 	fn      respond
+	// raw, when set, is written as the frame's whole body instead of fn's
+	// response: a SASL token after a SaslHandshake v0 (sasl.go).
+	raw func() []byte
 }
 
 func newConn(s *Server, l *Listener, nc net.Conn) *conn {
@@ -101,6 +108,8 @@ func (c *conn) serve() {
 		c.s.metrics.writeTimeouts.Inc()
 		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID,
 			"reason", fmt.Sprintf("the client took no byte of a response for %v: it stopped reading", c.s.opts.WriteTimeout))
+	case errors.Is(err, errCloseAfterAnswer):
+		c.s.opts.Logger.Info("closing kafka connection", "listener", c.l.Name, "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "reason", c.closeReason)
 	case err != nil && !errors.Is(err, io.EOF) && !readerCancelled:
 		c.s.opts.Logger.Info("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "reason", err)
 	}
@@ -143,6 +152,23 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
+		if c.auth.rawTokens && n >= 0 && n <= maxRawToken {
+			// A SASL token after a SaslHandshake v0: no request header.
+			body, err := readRequestBody(c.nc, int(n))
+			if err != nil {
+				return err
+			}
+			p, err := c.rawToken(body)
+			if err != nil {
+				return err
+			}
+			select {
+			case c.pending <- p:
+			case <-c.ctx.Done():
+				return c.ctx.Err()
+			}
+			continue
+		}
 		if n < 8 || n > c.s.opts.MaxRequestBytes {
 			c.s.metrics.rejected.WithLabelValues("frame_size").Inc()
 			return fmt.Errorf("request frame of %d bytes (socket.request.max.bytes is %d)", n, c.s.opts.MaxRequestBytes)
@@ -152,13 +178,16 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		p, err := c.start(body)
-		if err != nil {
+		if err != nil && (p.fn == nil || !errors.Is(err, errCloseAfterAnswer)) {
 			return err
 		}
 		select {
 		case c.pending <- p:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		}
+		if err != nil {
+			return err // the answer is written, then the connection closed
 		}
 	}
 }
@@ -176,6 +205,10 @@ func (c *conn) start(body []byte) (pending, error) {
 		c.clientID = *clientID
 	}
 	p := pending{corr: corr, key: key, started: time.Now()}
+	if err := c.checkSASL(key); err != nil {
+		c.s.metrics.rejected.WithLabelValues("sasl_state").Inc()
+		return p, err
+	}
 	rt, ok := c.s.routes[key]
 	if !ok {
 		c.s.metrics.rejected.WithLabelValues("api_key").Inc()
@@ -205,28 +238,32 @@ func (c *conn) start(body []byte) (pending, error) {
 		return p, fmt.Errorf("malformed %s v%d request: %v", kmsg.NameForKey(key), version, err)
 	}
 	fn, err := rt.handle(c, req)
-	if err != nil {
-		return p, err
-	}
-	p.fn = fn
-	return p, nil
+	p.fn = fn // with errCloseAfterAnswer, the answer written before closing
+	return p, err
 }
 
 func (c *conn) writeLoop() {
 	var buf []byte
 	broken := false
 	for p := range c.pending {
-		resp := p.fn()
-		if resp == nil || broken {
+		buf = append(buf[:0], 0, 0, 0, 0)
+		if p.raw != nil {
+			buf = append(buf, p.raw()...)
+		} else {
+			resp := p.fn()
+			if resp == nil || broken {
+				continue
+			}
+			c.s.metrics.observe(p.key, resp, time.Since(p.started))
+			buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
+			if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+				buf = append(buf, 0) // response header v1: no tagged fields
+			}
+			buf = resp.AppendTo(buf)
+		}
+		if broken {
 			continue
 		}
-		c.s.metrics.observe(p.key, resp, time.Since(p.started))
-		buf = append(buf[:0], 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
-		if resp.IsFlexible() && resp.Key() != apiVersionsKey {
-			buf = append(buf, 0) // response header v1: no tagged fields
-		}
-		buf = resp.AppendTo(buf)
 		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 		if err := c.write(buf); err != nil {
 			broken = true

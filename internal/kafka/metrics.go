@@ -23,6 +23,8 @@ type metrics struct {
 	refused       *prometheus.CounterVec // reason
 	acceptBlocked *prometheus.CounterVec // reason
 	throttled     prometheus.Counter
+	authSuccesses prometheus.Counter
+	authFailures  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,10 +78,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "connections_throttled_total",
 			Help: "Kafka connections held before they were served because they took the connection creation rate above max.connection.creation.rate (the time is in accept_blocked_seconds_total{reason=\"connection_rate\"}).",
 		}),
+		authSuccesses: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "sasl_authentications_total",
+			Help: "SASL authentications (and re-authentications) that succeeded (Kafka's successful-authentication-total).",
+		}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "sasl_authentication_failures_total",
+			Help: "SASL authentications that failed, each answered SASL_AUTHENTICATION_FAILED and its connection closed (Kafka's failed-authentication-total).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,
-			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked, m.throttled)
+			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked, m.throttled, m.authSuccesses, m.authFailures)
 	}
 	return m
 }

@@ -57,6 +57,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -158,6 +159,17 @@ type Options struct {
 	// changes nothing).
 	LogLevels  *loglevel.Levels
 	Registerer prometheus.Registerer
+	// MaxReauth is connections.max.reauth.ms: a SASL session's lifetime,
+	// after which the client re-authenticates (KIP-368). 0: never.
+	MaxReauth time.Duration
+	// SuperUsers are Kafka's super.users, principals ("User:alice"); the
+	// admin user (AdminUser) is always one.
+	SuperUsers []string
+	// Authenticated says a listener authenticates its clients (SASL, or
+	// TLS requiring client certificates): until ACLs are served, only
+	// super users may then manage users (users.go). Without it the
+	// broker is open, as Kafka without an authorizer.
+	Authenticated bool
 }
 
 func (o *Options) setDefaults() {
@@ -210,6 +222,10 @@ type Server struct {
 	metrics *metrics
 	quotas  *connQuotas
 	fds     *fdBudget // shared by the listeners' Serve goroutines
+	// saslSecret derives the salts SCRAM answers for unknown users
+	// (sasl.NewScramServer); failed limits password guessing (sasl.go).
+	saslSecret []byte
+	failed     failedLogins
 	// connRate is the broker-wide connection creation rate sensor
 	// (max.connection.creation.rate), which every listener counts in.
 	connRate struct {
@@ -234,7 +250,9 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = map[*conn]struct{}{}
 	s.routes = map[int16]route{}
-	for _, group := range [][]route{coreRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
+	s.saslSecret = make([]byte, 32)
+	rand.Read(s.saslSecret)
+	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
 		for _, r := range group {
 			s.routes[r.key] = r
 		}
@@ -264,6 +282,10 @@ type Listener struct {
 	// ssl.principal.mapping.rules; nil: DEFAULT).
 	TLS        *listener.TLS
 	Principals *listener.PrincipalMapper
+	// SASLMechanisms, when not nil, makes it a SASL listener
+	// (SASL_PLAINTEXT, SASL_SSL) with these mechanisms enabled (Kafka's
+	// sasl.enabled.mechanisms; sasl.go).
+	SASLMechanisms []string
 }
 
 // Serve serves ln as the one PLAINTEXT listener (ServeListener), with the

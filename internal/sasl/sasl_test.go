@@ -2,6 +2,7 @@ package sasl
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -127,9 +128,34 @@ func TestScramRefusals(t *testing.T) {
 	if _, err := s.Step([]byte("c=biws,r=" + nonce + ",p=AAAA")); !errors.Is(err, ErrAuthentication) {
 		t.Fatal("a wrong proof passed")
 	}
+	// librdkafka's final nonce: its own again, then the server's whole one
+	// (Kafka accepts a nonce that ends with the server's).
+	lookupPW := users(t, map[string]string{"alice": "pw"})
+	s = NewScramServer(SHA256, lookupPW, nil)
+	first, _ = s.Step([]byte("n,,n=alice,r=abc"))
+	nonce = strings.TrimPrefix(strings.Split(string(first), ",")[0], "r=")
+	c, _ := lookupPW("alice", SHA256)
+	salted := SaltedPassword(SHA256, []byte("pw"), c.Salt, int(c.Iterations))
+	without := "c=biws,r=abc" + nonce
+	if _, err := s.Step([]byte(without + ",p=" + proof(SHA256, salted, "n=alice,r=abc,"+string(first)+","+without))); err != nil {
+		t.Fatalf("librdkafka's nonce: %v", err)
+	}
 	if _, err := s.Step([]byte("anything")); !errors.Is(err, ErrAuthentication) {
 		t.Fatal("a step after a failed conversation passed")
 	}
+}
+
+// proof is a client's proof for an auth message (RFC 5802).
+func proof(m ScramMechanism, salted []byte, authMessage string) string {
+	h := m.hash()
+	clientKey := hmacOf(h, salted, []byte("Client Key"))
+	stored := h()
+	stored.Write(clientKey)
+	sig := hmacOf(h, stored.Sum(nil), []byte(authMessage))
+	for i := range sig {
+		sig[i] ^= clientKey[i]
+	}
+	return base64.StdEncoding.EncodeToString(sig)
 }
 
 func TestPlain(t *testing.T) {

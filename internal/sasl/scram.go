@@ -231,6 +231,10 @@ func (s *ScramServer) User() string {
 	return s.user
 }
 
+// AttemptedUser is the user the client-first message named, authenticated
+// or not ("" before it).
+func (s *ScramServer) AttemptedUser() string { return s.user }
+
 // Done reports whether the conversation has succeeded.
 func (s *ScramServer) Done() bool { return s.step == 2 }
 
@@ -279,8 +283,11 @@ func (s *ScramServer) final(msg string) ([]byte, error) {
 	if cf.ChannelBinding != base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, authFailed("the channel binding does not repeat the first message's header")
 	}
-	if cf.Nonce != s.nonce {
-		return nil, authFailed("the nonce is not the one the server answered")
+	// Kafka's ScramSaslServer checks that the nonce ends with the one it
+	// answered, not that it is that one, and librdkafka relies on it: it
+	// sends its own nonce again in front of the server's whole one.
+	if !strings.HasSuffix(cf.Nonce, s.nonce) {
+		return nil, authFailed("the nonce does not end with the one the server answered")
 	}
 	if !s.known || len(cf.Proof) != s.m.KeySize() {
 		return nil, errInvalidCredentials
