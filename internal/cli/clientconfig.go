@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,17 +13,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // --command-config FILE: the client properties Kafka's tools take
 // (kafka-topics.sh --command-config), so that the stele commands reach a
-// broker whose listener is TLS. Read: security.protocol (PLAINTEXT, SSL),
+// broker whose listener is TLS or SASL. Read: security.protocol (PLAINTEXT,
+// SSL, SASL_PLAINTEXT, SASL_SSL),
 // librdkafka's PEM names ssl.ca.location, ssl.certificate.location and
 // ssl.key.location, the Java client's PEM stores (ssl.truststore.location
 // and ssl.keystore.location with ssl.truststore.type / ssl.keystore.type
 // PEM) and ssl.endpoint.identification.algorithm (https, or empty: no
-// host name check). SASL is not served yet; a property of it, or another
-// ssl.* one, is refused so that nobody believes it took effect. Other
+// host name check); SASL_PLAINTEXT and SASL_SSL with sasl.mechanism
+// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and librdkafka's sasl.username and
+// sasl.password or the Java client's sasl.jaas.config. Another sasl.* or
+// ssl.* property is refused so that nobody believes it took effect. Other
 // properties (client.id, request.timeout.ms ...) are Kafka clients' and
 // ignored.
 
@@ -167,27 +174,43 @@ var supportedSSL = []string{
 	"ssl.endpoint.identification.algorithm",
 }
 
+// supportedSASL are the sasl.* properties --command-config reads.
+var supportedSASL = []string{"sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "sasl.jaas.config"}
+
 // clientTLSOpts turns client properties into the client's options: none
-// for PLAINTEXT, a TLS dialer for SSL.
+// for PLAINTEXT, a TLS dialer for SSL, a SASL mechanism for SASL_PLAINTEXT,
+// both for SASL_SSL.
 func clientTLSOpts(props map[string]string) ([]kgo.Opt, error) {
 	var unsupported []string
 	for k := range props {
-		if strings.HasPrefix(k, "sasl.") || (strings.HasPrefix(k, "ssl.") && !slices.Contains(supportedSSL, k)) {
+		if strings.HasPrefix(k, "sasl.") && !slices.Contains(supportedSASL, k) || (strings.HasPrefix(k, "ssl.") && !slices.Contains(supportedSSL, k)) {
 			unsupported = append(unsupported, k)
 		}
 	}
 	if len(unsupported) > 0 {
 		slices.Sort(unsupported)
-		return nil, usageErrorf("--command-config: %s: not read by stele (SASL is not served yet; of ssl.*, only %s)", strings.Join(unsupported, ", "), strings.Join(supportedSSL, ", "))
+		return nil, usageErrorf("--command-config: %s: not read by stele (of sasl.*, only %s; of ssl.*, only %s)", strings.Join(unsupported, ", "), strings.Join(supportedSASL, ", "), strings.Join(supportedSSL, ", "))
 	}
-	switch p := strings.ToUpper(props["security.protocol"]); p {
-	case "", "PLAINTEXT":
-		return nil, nil
-	case "SSL":
+	var opts []kgo.Opt
+	p := strings.ToUpper(props["security.protocol"])
+	switch p {
+	case "", "PLAINTEXT", "SSL":
+		for _, k := range supportedSASL {
+			if _, set := props[k]; set {
+				return nil, usageErrorf("--command-config: %s is set but security.protocol is %s: SASL needs SASL_PLAINTEXT or SASL_SSL", k, cmp.Or(p, "PLAINTEXT"))
+			}
+		}
 	case "SASL_PLAINTEXT", "SASL_SSL":
-		return nil, usageErrorf("--command-config: security.protocol %s: SASL is not served by Stele yet; use SSL or PLAINTEXT", p)
+		m, err := clientSASL(props)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
 	default:
-		return nil, usageErrorf("--command-config: security.protocol %q: want PLAINTEXT or SSL", props["security.protocol"])
+		return nil, usageErrorf("--command-config: security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", props["security.protocol"])
+	}
+	if p != "SSL" && p != "SASL_SSL" {
+		return opts, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	ca := props["ssl.ca.location"]
@@ -236,7 +259,78 @@ func clientTLSOpts(props map[string]string) ([]kgo.Opt, error) {
 	default:
 		return nil, usageErrorf("--command-config: ssl.endpoint.identification.algorithm %q: want https or empty", alg)
 	}
-	return []kgo.Opt{kgo.DialTLSConfig(cfg)}, nil
+	return append(opts, kgo.DialTLSConfig(cfg)), nil
+}
+
+// clientSASL is the SASL mechanism the properties name: sasl.mechanism
+// (the Java client's; librdkafka's sasl.mechanisms too) PLAIN,
+// SCRAM-SHA-256 or SCRAM-SHA-512, with librdkafka's sasl.username and
+// sasl.password or the Java client's sasl.jaas.config (a PlainLoginModule
+// or ScramLoginModule with username and password options).
+func clientSASL(props map[string]string) (sasl.Mechanism, error) {
+	mech := strings.ToUpper(cmp.Or(props["sasl.mechanism"], props["sasl.mechanisms"], "GSSAPI"))
+	user, pass := props["sasl.username"], props["sasl.password"]
+	if jaas := props["sasl.jaas.config"]; jaas != "" {
+		u, p, err := parseJAAS(jaas)
+		if err != nil {
+			return nil, usageErrorf("--command-config: sasl.jaas.config: %v", err)
+		}
+		user, pass = cmp.Or(user, u), cmp.Or(pass, p)
+	}
+	if user == "" || pass == "" {
+		return nil, usageErrorf("--command-config: %s needs a user name and a password: sasl.username and sasl.password, or sasl.jaas.config", mech)
+	}
+	switch mech {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, usageErrorf("--command-config: sasl.mechanism %s: stele speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", mech)
+}
+
+// parseJAAS reads the username and password options of a JAAS login
+// module configuration: `<class> required username="u" password="p";`.
+func parseJAAS(s string) (user, pass string, err error) {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), ";"))
+	class, rest, ok := strings.Cut(s, " ")
+	if !ok || !strings.HasSuffix(class, "LoginModule") {
+		return "", "", fmt.Errorf("want <LoginModule class> required username=\"...\" password=\"...\";")
+	}
+	rest = strings.TrimSpace(rest)
+	for _, flag := range []string{"required", "requisite", "sufficient", "optional"} {
+		if strings.HasPrefix(rest, flag) {
+			rest = strings.TrimSpace(rest[len(flag):])
+			break
+		}
+	}
+	for rest != "" {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok {
+			return "", "", fmt.Errorf("an option without a value")
+		}
+		key, after = strings.TrimSpace(key), strings.TrimSpace(after)
+		var val string
+		if strings.HasPrefix(after, `"`) {
+			end := strings.Index(after[1:], `"`)
+			if end < 0 {
+				return "", "", fmt.Errorf("option %s: an unterminated quote", key)
+			}
+			val, rest = after[1:1+end], strings.TrimSpace(after[2+end:])
+		} else {
+			val, rest, _ = strings.Cut(after, " ")
+			rest = strings.TrimSpace(rest)
+		}
+		switch key {
+		case "username":
+			user = val
+		case "password":
+			pass = val
+		}
+	}
+	return user, pass, nil
 }
 
 // verifyChainOnly checks a server's certificate chain against roots (the

@@ -49,9 +49,11 @@ empty=
 }
 
 // TestClientTLSOpts: PLAINTEXT gives no option, SSL a TLS dialer from PEM
-// files (librdkafka's names or the Java client's PEM stores); SASL and
-// ssl.* properties stele does not read are refused, naming them, and a
-// key that does not load is named, not quoted.
+// files (librdkafka's names or the Java client's PEM stores), SASL_* a
+// SASL mechanism from librdkafka's sasl.username and sasl.password or a
+// Java sasl.jaas.config (and a TLS dialer for SASL_SSL); sasl.* and ssl.*
+// properties stele does not read are refused, naming them, and a key that
+// does not load is named, not quoted, nor is a password.
 func TestClientTLSOpts(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := listener.NewCA("ca", time.Now())
@@ -77,27 +79,39 @@ func TestClientTLSOpts(t *testing.T) {
 		"mtls":      {"security.protocol": "SSL", "ssl.ca.location": caFile, "ssl.certificate.location": crt, "ssl.key.location": key},
 		"java pem": {"security.protocol": "SSL", "ssl.truststore.location": caFile, "ssl.truststore.type": "PEM",
 			"ssl.keystore.location": store, "ssl.keystore.type": "PEM", "ssl.endpoint.identification.algorithm": ""},
+		"sasl scram": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "pw"},
+		"sasl jaas": {"security.protocol": "SASL_SSL", "ssl.ca.location": caFile, "sasl.mechanism": "PLAIN",
+			"sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="p w";`},
 	} {
 		opts, err := clientTLSOpts(props)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if (name == "plaintext") != (len(opts) == 0) {
-			t.Errorf("%s: %d options", name, len(opts))
+		want := map[string]int{"plaintext": 0, "sasl jaas": 2}[name]
+		if want == 0 && name != "plaintext" {
+			want = 1
 		}
+		if len(opts) != want {
+			t.Errorf("%s: %d options, want %d", name, len(opts), want)
+		}
+	}
+	if u, p, err := parseJAAS(`org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="s;e=c";`); err != nil || u != "bob" || p != "s;e=c" {
+		t.Errorf("JAAS: %q %q %v", u, p, err)
 	}
 	secret := write("secret.key", []byte("-----BEGIN PRIVATE KEY-----\nc2VjcmV0IGtleSBieXRlcw==\n-----END PRIVATE KEY-----\n"))
 	for name, c := range map[string]struct {
 		props map[string]string
 		want  string
 	}{
-		"sasl protocol": {map[string]string{"security.protocol": "SASL_SSL"}, "SASL is not served"},
-		"sasl property": {map[string]string{"sasl.mechanism": "PLAIN"}, "sasl.mechanism"},
-		"unknown ssl":   {map[string]string{"ssl.key.password": "hunter2"}, "ssl.key.password"},
-		"jks":           {map[string]string{"security.protocol": "SSL", "ssl.truststore.location": caFile}, "ssl.truststore.type=PEM"},
-		"half pair":     {map[string]string{"security.protocol": "SSL", "ssl.certificate.location": crt}, "go together"},
-		"bad key":       {map[string]string{"security.protocol": "SSL", "ssl.certificate.location": crt, "ssl.key.location": secret}, "do not load"},
-		"bad protocol":  {map[string]string{"security.protocol": "TLS"}, "PLAINTEXT or SSL"},
+		"sasl no password": {map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "a"}, "needs a user name and a password"},
+		"sasl gssapi":      {map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.username": "a", "sasl.password": "hunter2"}, "GSSAPI"},
+		"sasl property":    {map[string]string{"sasl.mechanism": "PLAIN"}, "security.protocol is PLAINTEXT"},
+		"unknown sasl":     {map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.oauthbearer.config": "x"}, "sasl.oauthbearer.config"},
+		"unknown ssl":      {map[string]string{"ssl.key.password": "hunter2"}, "ssl.key.password"},
+		"jks":              {map[string]string{"security.protocol": "SSL", "ssl.truststore.location": caFile}, "ssl.truststore.type=PEM"},
+		"half pair":        {map[string]string{"security.protocol": "SSL", "ssl.certificate.location": crt}, "go together"},
+		"bad key":          {map[string]string{"security.protocol": "SSL", "ssl.certificate.location": crt, "ssl.key.location": secret}, "do not load"},
+		"bad protocol":     {map[string]string{"security.protocol": "TLS"}, "SASL_PLAINTEXT or SASL_SSL"},
 	} {
 		_, err := clientTLSOpts(c.props)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -136,6 +136,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newVerifyCmd(g),
 		newAuditCmd(g),
 		newProducerKeyCmd(g),
+		newUserCmd(g),
 		newCertCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +16,8 @@ import (
 // newServeCmd is `stele serve`: run one broker with everything embedded.
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
-	var logLevel, logFormat string
+	var logLevel, logFormat, superUsers string
+	var reauthMs int64
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Stele broker (a single node with everything embedded)",
@@ -34,6 +36,7 @@ defaults; a flag given on the command line still wins over the file.`,
 		Example: `  stele serve
   stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092
   stele serve --listeners PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 --ssl-cert certs/broker.crt --ssl-key certs/broker.key
+  stele serve --listeners SASL_PLAINTEXT://127.0.0.1:9092 --admin-password-file admin.password
   stele serve --data cluster/node0                 # ports and peers from cluster/node0/stele.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,6 +56,13 @@ defaults; a flag given on the command line still wins over the file.`,
 			if cfg.Listeners != "" && cmd.Flags().Changed("kafka") {
 				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
 			}
+			cfg.SuperUsers = nil
+			for _, p := range strings.Split(superUsers, ";") {
+				if p = strings.TrimSpace(p); p != "" {
+					cfg.SuperUsers = append(cfg.SuperUsers, p)
+				}
+			}
+			cfg.MaxReauth = time.Duration(reauthMs) * time.Millisecond
 			run, used, err := withNodeFile(cmd.Flags().Changed, cfg)
 			if err != nil {
 				return err
@@ -69,13 +79,17 @@ defaults; a flag given on the command line still wins over the file.`,
 	f.StringVar(&cfg.KafkaAddr, "kafka", cfg.KafkaAddr, "Kafka listener host:port")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listener host:port (/healthz, /metrics)")
 	f.StringVar(&cfg.AdvertisedKafka, "advertise", "", "host:port clients are told to connect to (default: the Kafka listener)")
-	f.StringVar(&cfg.Listeners, "listeners", "", "Kafka listeners in Kafka's syntax, e.g. SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092 (PLAINTEXT and SSL; replaces --kafka)")
+	f.StringVar(&cfg.Listeners, "listeners", "", "Kafka listeners in Kafka's syntax, e.g. SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092 (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; replaces --kafka)")
 	f.StringVar(&cfg.TLS.Cert, "ssl-cert", "", "SSL listeners: the broker's certificate chain, PEM (reloaded when it changes)")
 	f.StringVar(&cfg.TLS.Key, "ssl-key", "", "SSL listeners: the certificate's private key, PEM")
 	f.StringVar(&cfg.TLS.CA, "ssl-ca", "", "SSL listeners: the CA certificates client certificates are checked against, PEM")
 	clientAuth := (*string)(&cfg.TLS.ClientAuth)
 	f.StringVar(clientAuth, "ssl-client-auth", "none", "SSL listeners: ssl.client.auth, none|requested|required (mutual TLS; the principal is User: and the certificate's subject)")
 	f.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT: the whole subject)")
+	f.StringSliceVar(&cfg.SASLMechanisms, "sasl-enabled-mechanisms", cfg.SASLMechanisms, "SASL listeners: sasl.enabled.mechanisms, comma-separated, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+	f.StringVar(&cfg.AdminPasswordFile, "admin-password-file", "", "create the super user admin with the password in this file (SCRAM-SHA-256 and SCRAM-SHA-512 credentials, which PLAIN logins use too) when the cluster has no such user")
+	f.StringVar(&superUsers, "super-users", "", "super.users: principals allowed everything, semicolon-separated (User:alice;User:bob); the admin user always is one")
+	f.Int64Var(&reauthMs, "connections-max-reauth-ms", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (KIP-368); 0: forever")
 	f.StringVar(&cfg.P2PAddr, "p2p", cfg.P2PAddr, "CometBFT peer-to-peer listener host:port")
 	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")
 	f.StringSliceVar(&cfg.Peers, "peers", nil, "CometBFT peers to stay connected to, comma-separated nodeid@host:port")
@@ -127,6 +141,8 @@ func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Con
 		{"ssl-key", func() { merged.TLS.Key = cfg.TLS.Key }},
 		{"ssl-ca", func() { merged.TLS.CA = cfg.TLS.CA }},
 		{"ssl-client-auth", func() { merged.TLS.ClientAuth = cfg.TLS.ClientAuth }},
+		{"sasl-enabled-mechanisms", func() { merged.SASLMechanisms = cfg.SASLMechanisms }},
+		{"admin-password-file", func() { merged.AdminPasswordFile = cfg.AdminPasswordFile }},
 		{"http", func() { merged.HTTPAddr = cfg.HTTPAddr }},
 		{"p2p", func() { merged.P2PAddr = cfg.P2PAddr }},
 		{"advertise", func() { merged.AdvertisedKafka = cfg.AdvertisedKafka }},

@@ -62,6 +62,9 @@ func (n *Node) serveKafka(kopts kafka.Options) error {
 		if l.spec.Protocol.TLS() {
 			kl.TLS, kl.Principals = lt, principals
 		}
+		if l.spec.Protocol.SASL() {
+			kl.SASLMechanisms = n.cfg.SASLMechanisms
+		}
 		ln := l.ln
 		go func() { n.errc <- n.kafka.ServeListener(ln, kl) }()
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,22 @@ type Config struct {
 	// in place of the one PLAINTEXT listener at KafkaAddr. A single node
 	// may serve several, each advertising its own address; a node of a
 	// cluster serves one, the address its genesis names. SASL_PLAINTEXT
-	// and SASL_SSL are refused: SASL is not served yet.
+	// and SASL_SSL authenticate with SASLMechanisms.
 	Listeners string
+	// SASLMechanisms are Kafka's sasl.enabled.mechanisms for the SASL
+	// listeners (--sasl-enabled-mechanisms; DefaultSASLMechanisms).
+	SASLMechanisms []string
+	// SuperUsers are Kafka's super.users (--super-users), principals such
+	// as User:alice; the admin user is always one.
+	SuperUsers []string
+	// AdminPasswordFile (--admin-password-file) holds the password of the
+	// super user admin, created with SCRAM credentials (which PLAIN logins
+	// are checked against too) when the state has no such user.
+	AdminPasswordFile string
+	// MaxReauth is connections.max.reauth.ms (--connections-max-reauth-ms):
+	// a SASL session's lifetime, after which clients re-authenticate
+	// (KIP-368); 0 never.
+	MaxReauth time.Duration
 	// TLS are the PEM files of the SSL listeners (--ssl-cert, --ssl-key,
 	// --ssl-ca, --ssl-client-auth), reloaded when they change.
 	TLS listener.TLSFiles
@@ -127,6 +142,7 @@ func DefaultConfig() Config {
 		MaxConnections:            DefaultMaxConnections,
 		MaxConnectionsPerIP:       DefaultMaxConnections,
 		MaxConnectionCreationRate: DefaultMaxConnections,
+		SASLMechanisms:            DefaultSASLMechanisms,
 	}
 }
 
@@ -145,7 +161,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("stele/server: --advertise %q is not host:port: %v", c.AdvertisedKafka, err)
 		}
 	}
-	if _, err := c.kafkaListeners(); err != nil {
+	ls, err := c.kafkaListeners()
+	if err != nil {
+		return err
+	}
+	if err := c.validateSASL(ls); err != nil {
 		return err
 	}
 	if c.DefaultPartitions < 1 {
@@ -171,9 +191,6 @@ func (c Config) kafkaListeners() ([]listener.Listener, error) {
 	}
 	tlsUsed := false
 	for _, l := range ls {
-		if l.Protocol.SASL() {
-			return nil, fmt.Errorf("stele/server: --listeners: %s: SASL_PLAINTEXT and SASL_SSL need SASL, which this release does not serve yet; use PLAINTEXT or SSL", l)
-		}
 		tlsUsed = tlsUsed || l.Protocol.TLS()
 	}
 	if tlsUsed {
@@ -213,6 +230,9 @@ type Node struct {
 	// started is set once consensus has started: until then the cluster
 	// status names no validator or peer.
 	started atomic.Bool
+	// bg are the node's background goroutines that Close waits for
+	// (bootstrapAdmin).
+	bg sync.WaitGroup
 }
 
 // Start starts a node and returns once it serves clients.
@@ -388,7 +408,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		MaxConnectionsPerIP:          cfg.MaxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: perIP,
 		MaxConnectionCreationRate:    cfg.MaxConnectionCreationRate,
+
+		MaxReauth:  cfg.MaxReauth,
+		SuperUsers: cfg.SuperUsers,
 	}
+	specs, _ := cfg.kafkaListeners() // checked by Validate
+	kopts.Authenticated = cfg.authenticated(specs)
 	if cfg.AdvertisedKafka != "" {
 		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)
 		p, err := strconv.Atoi(port)
@@ -434,6 +459,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	go n.pruneBatches()
+	if cfg.AdminPasswordFile != "" {
+		n.bg.Add(1)
+		go n.bootstrapAdmin()
+	}
 	h, _ = n.broker.Info()
 	log.Info("stele is serving", "kafka", n.kafkaNames, "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
@@ -518,6 +547,7 @@ func (n *Node) Close() error {
 	default:
 		close(n.done)
 	}
+	n.bg.Wait()
 	if n.plane != nil {
 		// Before the orderer: a block waiting for a batch from a peer
 		// gives up, so consensus can stop.

@@ -153,9 +153,11 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestConfigValidateListeners: --listeners in Kafka's syntax; SASL
-// listeners, an SSL listener without its files and --advertise for
-// several listeners are refused with what to do.
+// TestConfigValidateListeners: --listeners in Kafka's syntax, SASL ones
+// included; a mechanism Stele does not serve, a SASL listener with none,
+// a super user that is not a principal, a missing admin password file, an
+// SSL listener without its files and --advertise for several listeners
+// are refused with what to do.
 func TestConfigValidateListeners(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
@@ -163,17 +165,28 @@ func TestConfigValidateListeners(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	sasl := cfg
+	sasl.Listeners = "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+	sasl.SuperUsers = []string{"User:ops"}
+	if err := sasl.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	for name, c := range map[string]struct {
 		edit func(*Config)
 		want string
 	}{
-		"sasl":        {func(c *Config) { c.Listeners = "SASL_SSL://127.0.0.1:0" }, "SASL"},
-		"no cert":     {func(c *Config) { c.TLS.Cert = "" }, "--ssl-cert"},
-		"client auth": {func(c *Config) { c.TLS.ClientAuth = "required" }, "--ssl-ca"},
-		"bad auth":    {func(c *Config) { c.TLS.ClientAuth = "always" }, "none, requested or required"},
-		"advertise":   {func(c *Config) { c.AdvertisedKafka = "h:1" }, "advertised.listeners"},
-		"rules":       {func(c *Config) { c.PrincipalMappingRules = "RULE:(/x/" }, "ssl.principal.mapping.rules"},
-		"custom name": {func(c *Config) { c.Listeners = "INTERNAL://127.0.0.1:0" }, "listener.security.protocol.map"},
+		"gssapi": {func(c *Config) { c.SASLMechanisms = []string{"GSSAPI"} }, "GSSAPI"},
+		"no mechanism": {func(c *Config) {
+			c.Listeners, c.SASLMechanisms = "SASL_PLAINTEXT://127.0.0.1:0", nil
+		}, "--sasl-enabled-mechanisms is empty"},
+		"super user":    {func(c *Config) { c.SuperUsers = []string{"alice"} }, "User:name"},
+		"password file": {func(c *Config) { c.AdminPasswordFile = "/nonexistent/pw" }, "--admin-password-file"},
+		"no cert":       {func(c *Config) { c.TLS.Cert = "" }, "--ssl-cert"},
+		"client auth":   {func(c *Config) { c.TLS.ClientAuth = "required" }, "--ssl-ca"},
+		"bad auth":      {func(c *Config) { c.TLS.ClientAuth = "always" }, "none, requested or required"},
+		"advertise":     {func(c *Config) { c.AdvertisedKafka = "h:1" }, "advertised.listeners"},
+		"rules":         {func(c *Config) { c.PrincipalMappingRules = "RULE:(/x/" }, "ssl.principal.mapping.rules"},
+		"custom name":   {func(c *Config) { c.Listeners = "INTERNAL://127.0.0.1:0" }, "listener.security.protocol.map"},
 	} {
 		bad := cfg
 		c.edit(&bad)

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/stele-io/stele/internal/sasl"
+	"github.com/stele-io/stele/internal/server"
+)
+
+// stele user create|list|delete: SASL users over Kafka's
+// AlterUserScramCredentials and DescribeUserScramCredentials, as
+// kafka-configs.sh --entity-type users --alter --add-config
+// 'SCRAM-SHA-512=[password=...]' manages them. The password is salted and
+// hashed by this command (kadm): neither it nor the salted password
+// leaves the machine, only what the broker needs to check a login.
+
+func newUserCmd(g *globalOptions) *cobra.Command {
+	return newGroupCmd("user", "Manage SASL users and their SCRAM credentials",
+		newUserCreateCmd(g), newUserListCmd(g), newUserDeleteCmd(g))
+}
+
+// userCredential is the JSON form of one credential of `user list`.
+type userCredential struct {
+	User       string `json:"user"`
+	Mechanism  string `json:"mechanism"`
+	Iterations int32  `json:"iterations"`
+}
+
+func newUserCreateCmd(g *globalOptions) *cobra.Command {
+	var passwordFile string
+	var mechanisms []string
+	var iterations int32
+	cmd := &cobra.Command{
+		Use:   "create NAME --password-file FILE",
+		Short: "Create a user, or set a new password for one (kafka-configs.sh --alter --add-config SCRAM-SHA-512=[password=...])",
+		Long: `Create a user, or set a new password for one, with SCRAM credentials
+(SCRAM-SHA-256 and SCRAM-SHA-512 unless --mechanism says one). The user then
+logs in with SASL SCRAM or PLAIN (PLAIN is checked against the same
+credentials). The password is read from a file (one trailing newline is
+dropped) and salted and hashed here: the broker never sees it. Only a super
+user may manage users on a broker whose listeners authenticate.`,
+		Example: `  stele user create alice --password-file alice.password
+  stele user create svc --password-file svc.pw --mechanism SCRAM-SHA-512 --command-config admin.properties`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if passwordFile == "" {
+				return usageErrorf("--password-file is required")
+			}
+			pw, err := server.ReadPasswordFile(passwordFile)
+			if err != nil {
+				return fmt.Errorf("--password-file: %w", err)
+			}
+			var ups []kadm.UpsertSCRAM
+			for _, m := range mechanisms {
+				mech, ok := sasl.ParseScramMechanism(m)
+				if !ok {
+					return usageErrorf("--mechanism %q: want SCRAM-SHA-256 or SCRAM-SHA-512", m)
+				}
+				ups = append(ups, kadm.UpsertSCRAM{User: args[0], Mechanism: kadm.ScramMechanism(mech), Iterations: iterations, Password: string(pw)})
+			}
+			adm, cl, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := g.requestContext(cmd)
+			defer cancel()
+			rs, err := adm.AlterUserSCRAMs(ctx, nil, ups)
+			if err == nil {
+				err = rs.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("create user %q: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "User %q has credentials for %v.\n", args[0], mechanisms)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&passwordFile, "password-file", "", "file holding the password")
+	cmd.Flags().StringSliceVar(&mechanisms, "mechanism", []string{sasl.ScramSHA256, sasl.ScramSHA512}, "SCRAM mechanisms to make credentials for")
+	cmd.Flags().Int32Var(&iterations, "iterations", sasl.MinIteration, "SCRAM iterations (4096 to 16384)")
+	return cmd
+}
+
+func newUserListCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list [NAME...]",
+		Short: "List users and their SCRAM mechanisms (kafka-configs.sh --describe --entity-type users)",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, names []string) error {
+			adm, cl, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := g.requestContext(cmd)
+			defer cancel()
+			rs, err := adm.DescribeUserSCRAMs(ctx, names...)
+			if err == nil {
+				err = rs.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("list users: %w", err)
+			}
+			out := []userCredential{}
+			for _, r := range rs.Sorted() {
+				for _, c := range r.CredInfos {
+					out = append(out, userCredential{User: r.User, Mechanism: sasl.ScramMechanism(c.Mechanism).String(), Iterations: c.Iterations})
+				}
+			}
+			sort.SliceStable(out, func(i, j int) bool { return out[i].User < out[j].User })
+			if g.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "USER\tMECHANISM\tITERATIONS")
+			for _, c := range out {
+				fmt.Fprintf(w, "%s\t%s\t%d\n", c.User, c.Mechanism, c.Iterations)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newUserDeleteCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete users: every SCRAM credential each has (kafka-configs.sh --alter --delete-config)",
+		Long: `Delete users: every SCRAM credential each has, after which they cannot
+log in. Connections already authenticated stay open until they close or
+re-authenticate (connections.max.reauth.ms).`,
+		Args: minArgs("NAME"),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			adm, cl, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := g.requestContext(cmd)
+			defer cancel()
+			names = uniqueSorted(names)
+			described, err := adm.DescribeUserSCRAMs(ctx, names...)
+			if err != nil {
+				return fmt.Errorf("delete users: %w", err)
+			}
+			var dels []kadm.DeleteSCRAM
+			var errs []error
+			for _, n := range names {
+				r := described[n]
+				if r.Err != nil {
+					errs = append(errs, fmt.Errorf("delete user %q: %w", n, r.Err))
+					continue
+				}
+				for _, c := range r.CredInfos {
+					dels = append(dels, kadm.DeleteSCRAM{User: n, Mechanism: c.Mechanism})
+				}
+			}
+			if len(dels) > 0 {
+				rs, err := adm.AlterUserSCRAMs(ctx, dels, nil)
+				if err != nil {
+					return fmt.Errorf("delete users: %w", err)
+				}
+				for _, r := range rs.Sorted() {
+					if r.Err != nil {
+						errs = append(errs, fmt.Errorf("delete user %q: %w", r.User, r.Err))
+					} else {
+						fmt.Fprintf(cmd.OutOrStdout(), "Deleted user %q.\n", r.User)
+					}
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
