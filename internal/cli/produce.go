@@ -72,7 +72,7 @@ stops reading and waits for the records already read.
 with stele producer-key register): a header stele-signature the brokers verify
 before writing the record, so that none of them can alter, forge or replay it
 (docs/signed-producers.md). The signatures name the cluster's chain (v2) when
-it runs app version 2, as every new cluster does, and no chain (v1) before.`,
+it runs app version 2 or later, as every new cluster does, and no chain (v1) before.`,
 		Example: `  printf 'k1:hello\nk2:world\n' | stele produce orders --key-separator : --header source=cli
   stele produce orders --file events.txt --compression zstd --acks all`,
 		Args: exactArgs("TOPIC"),

@@ -94,3 +94,28 @@ func TestUsersNeedVersion3(t *testing.T) {
 		t.Fatalf("code %d (%s); users %v", r.Code, r.Message, f.Users().Names())
 	}
 }
+
+// TestUsersAfterUpgradeFromVersion1: a chain at app version 1 upgrades to
+// 3 at once, and from the upgrade's height takes users.
+func TestUsersAfterUpgradeFromVersion1(t *testing.T) {
+	f, err := Open(goldenOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, vkeys := goldenValidators()
+	user := AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")}
+	plan := UpgradePlan{Height: 2 + MinUpgradeDelay, Version: 3, Name: "users"}
+	blocks := []block{{t0, [][]byte{tx(1, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2])), tx(2, user)}}}
+	for h := int64(2); h <= plan.Height; h++ {
+		blocks = append(blocks, block{t0 + h, [][]byte{tx(int(h)+10, Tick{})}})
+	}
+	blocks = append(blocks, block{t0 + 100, [][]byte{tx(99, user)}})
+	out := applyOutcomes(t, f, blocks)
+	if r := out[0].Txs[1].Results[0]; r.Code != kerr.UnsupportedVersion.Code {
+		t.Fatalf("a user under version 1: code %d (%s)", r.Code, r.Message)
+	}
+	if r := out[len(out)-1].Txs[0].Results[0]; r.Code != 0 || f.AppVersion() != 3 || !f.Users().Exists("alice") {
+		t.Fatalf("after the upgrade to 3: code %d (%s), version %d", r.Code, r.Message, f.AppVersion())
+	}
+}

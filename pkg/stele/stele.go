@@ -224,7 +224,7 @@ type Signer struct {
 	Principal string
 	Key       ed25519.PrivateKey
 	// ChainID binds the signatures to the chain (v2 signatures): a
-	// cluster at app version 2, which every new cluster starts at, takes
+	// cluster at app version 2 or later, as every new cluster is, takes
 	// only those, naming it. Leave it empty (v1 signatures) only for a
 	// cluster still at app version 1. SignatureChain tells which.
 	ChainID string

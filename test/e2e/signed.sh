@@ -7,7 +7,7 @@
 #     signed by alice only (stele.signed.by=alice).
 #  2. `stele produce --sign` writes three records; kcat reads them back
 #     with their stele-signature headers, v2: bound to the chain, which a
-#     new cluster (app version 2) takes only.
+#     new cluster (app version 2 on) takes only.
 #  3. kcat writes: an unsigned record, alice's signature over another value
 #     (tampered), a copy of a record alice signed (a replay), and that copy
 #     with its signature relabelled v1 (naming no chain): each is
