@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/kafka"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -52,6 +53,9 @@ type clusterInitOptions struct {
 	basePort int
 	chainID  string
 	tls      bool // --tls: a CA, certificates, SSL listeners (clustertls.go)
+	// adminPasswordFile (--admin-password-file): SASL listeners and the
+	// admin user in the genesis (clustertls.go).
+	adminPasswordFile string
 }
 
 // clusterNode is one broker of a planned cluster: where its data directory
@@ -87,15 +91,18 @@ type clusterInitOutput struct {
 	// comma-separated.
 	Brokers     string `json:"brokers"`
 	BrokersFile string `json:"brokers_file"`
-	// ClientProperties is DIR/client.properties with --tls, for
-	// --command-config.
+	// ClientProperties is DIR/client.properties with --tls or
+	// --admin-password-file, for --command-config.
 	ClientProperties string `json:"client_properties,omitempty"`
+	// Listener is the brokers' Kafka security protocol (PLAINTEXT, SSL,
+	// SASL_PLAINTEXT or SASL_SSL).
+	Listener string `json:"listener"`
 }
 
 func newClusterInitCmd(g *globalOptions) *cobra.Command {
 	o := clusterInitOptions{nodes: 4, basePort: defaultBasePort}
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--nodes N] [--hosts h1,h2,...] [--base-port P] [--tls]",
+		Use:   "init --dir DIR [--nodes N] [--hosts h1,h2,...] [--base-port P] [--tls] [--admin-password-file FILE]",
 		Short: "Write the data directories of a new cluster",
 		Long: `Write one data directory per broker of a new cluster: DIR/node0,
 DIR/node1, ... each with its CometBFT keys, the cluster's one shared genesis
@@ -121,6 +128,14 @@ directory its certificate under tls/, DIR/client a client certificate, and
 DIR/client.properties the client properties Kafka's tools and stele take
 (--command-config). The HTTP listeners stay plaintext.
 
+With --admin-password-file FILE each broker's Kafka listener is
+SASL_PLAINTEXT, or SASL_SSL with --tls (TLS without client certificates:
+the password authenticates), and the genesis holds the super user admin
+with SCRAM credentials made from the password in FILE (salted and hashed
+here; the password itself is in no broker's files). DIR/client.properties
+then logs in as admin with SCRAM-SHA-512: it holds the password, so it is
+written readable by its owner only.
+
 Start the brokers with 'stele cluster up --dir DIR' (all of them, on this
 machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 		Example: `  stele cluster init --nodes 4 --dir ./cluster
@@ -129,7 +144,8 @@ machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 
   stele cluster init --nodes 4 --dir ./prod --hosts 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4 --base-port 9092
   stele cluster init --nodes 4 --dir ./secure --tls
-  stele --brokers $(cat ./secure/brokers.txt) --command-config ./secure/client.properties topic list`,
+  stele --brokers $(cat ./secure/brokers.txt) --command-config ./secure/client.properties topic list
+  stele cluster init --nodes 4 --dir ./sasl --tls --admin-password-file admin.password`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runClusterInit(cmd, g, o)
@@ -141,6 +157,7 @@ machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 	f.StringSliceVar(&o.hosts, "hosts", nil, "host name or IP address of each broker, comma-separated in node order (default: all on 127.0.0.1)")
 	f.IntVar(&o.basePort, "base-port", o.basePort, "node i listens on P+i (Kafka), P+100+i (HTTP), P+200+i (P2P)")
 	f.StringVar(&o.chainID, "chain-id", "", "chain ID, reported to clients as the cluster ID (default: stele- and 8 random hex digits)")
+	f.StringVar(&o.adminPasswordFile, "admin-password-file", "", "SASL listeners (SASL_SSL with --tls), and the super user admin with this file's password in the genesis; DIR/client.properties logs in as admin")
 	f.BoolVar(&o.tls, "tls", false, "serve Kafka over TLS with mutual TLS: write a CA (DIR/ca), a certificate per broker, a client certificate (DIR/client) and DIR/client.properties for --command-config")
 	return cmd
 }
@@ -154,15 +171,24 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d brokers tolerate %s (a block needs %d of %d votes); %s would tolerate as many (clusters of 3f+1 brokers: 1, 4, 7, 10, ...)\n",
 			o.nodes, plural(int64(f), "faulty broker"), quorum, o.nodes, plural(int64(3*f+1), "broker"))
 	}
+	var password []byte
+	if o.adminPasswordFile != "" {
+		if password, err = server.ReadPasswordFile(o.adminPasswordFile); err != nil {
+			return usageErrorf("--admin-password-file: %v", err)
+		}
+	}
 	if o.tls {
 		planClusterTLS(nodes)
 	}
-	chainID, err := writeCluster(o, nodes)
+	if password != nil {
+		planClusterSASL(nodes, o.tls)
+	}
+	chainID, err := writeCluster(o, nodes, password)
 	if err != nil {
 		return err
 	}
-	if o.tls {
-		if err := writeClusterTLS(o.dir, nodes); err != nil {
+	if o.tls || password != nil {
+		if err := writeClusterSecurity(o.dir, nodes, o.tls, password); err != nil {
 			return err
 		}
 	}
@@ -178,7 +204,8 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 		Brokers:         strings.Join(kafka, ","),
 		BrokersFile:     filepath.Join(o.dir, brokersFileName),
 	}
-	if o.tls {
+	out.Listener = listenerProtocol(o.tls, password != nil)
+	if o.tls || password != nil {
 		out.ClientProperties = filepath.Join(o.dir, clientPropertiesFile)
 	}
 	if g.jsonOutput() {
@@ -291,7 +318,7 @@ func faultTolerance(n int) (f, quorum int, ok bool) {
 // brokers.txt; it fills in each node's validator and P2P node ID and
 // returns the chain ID. It refuses node directories that are not empty; on
 // failure it removes what it wrote.
-func writeCluster(o clusterInitOptions, nodes []clusterNode) (_ string, err error) {
+func writeCluster(o clusterInitOptions, nodes []clusterNode, adminPassword []byte) (_ string, err error) {
 	if err := checkClusterDir(o.dir); err != nil {
 		return "", err
 	}
@@ -318,7 +345,15 @@ func writeCluster(o clusterInitOptions, nodes []clusterNode) (_ string, err erro
 		cfgs[i] = c
 		brokers[i] = cometbft.GenesisBroker{NodeID: n.NodeID, Kafka: n.Kafka, HTTP: n.HTTP}
 	}
-	out, err := cometbft.InitCluster(cfgs, cometbft.InitOptions{ChainID: o.chainID, Brokers: brokers})
+	iopts := cometbft.InitOptions{ChainID: o.chainID, Brokers: brokers}
+	if adminPassword != nil {
+		creds, err := server.ScramCredentials(adminPassword)
+		if err != nil {
+			return "", err
+		}
+		iopts.Users = []cometbft.GenesisUser{cometbft.GenesisUserOf(kafka.AdminUser, creds)}
+	}
+	out, err := cometbft.InitCluster(cfgs, iopts)
 	if err != nil {
 		return "", err
 	}
@@ -429,7 +464,12 @@ func printClusterInit(w io.Writer, out clusterInitOutput, multiHost bool) {
 			portOf(first.Kafka), portOf(last.Kafka), portOf(first.HTTP), portOf(last.HTTP), portOf(first.P2P), portOf(last.P2P), portOf(first.RPC), portOf(last.RPC))
 	}
 	if out.ClientProperties != "" {
-		fmt.Fprintf(w, "\nKafka listeners are SSL with mutual TLS; clients take %s (CA and a client certificate):\n  stele topic create orders --brokers $(cat %s) --command-config %s\n",
+		how := map[string]string{
+			"SSL":            "SSL with mutual TLS; clients take %s (CA and a client certificate)",
+			"SASL_PLAINTEXT": "SASL_PLAINTEXT; %s logs in as admin (SCRAM-SHA-512, the password given)",
+			"SASL_SSL":       "SASL_SSL; %s logs in as admin (SCRAM-SHA-512 over TLS, the password given)",
+		}[out.Listener]
+		fmt.Fprintf(w, "\nKafka listeners are "+how+":\n  stele topic create orders --brokers $(cat %s) --command-config %s\n",
 			out.ClientProperties, out.BrokersFile, out.ClientProperties)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -283,6 +284,81 @@ func TestClusterInitTLS(t *testing.T) {
 	if opts, err := clientTLSOpts(props); err != nil || len(opts) == 0 || props["security.protocol"] != "SSL" {
 		t.Errorf("client.properties %v: %v", props, err)
 	}
+}
+
+// TestClusterInitSASL: --admin-password-file makes every listener
+// SASL_PLAINTEXT (SASL_SSL with --tls, without client certificates), puts
+// the admin user's SCRAM credentials, made from the file's password, in
+// the genesis and no password in any broker's files, and writes
+// client.properties (mode 0600) that logs in as admin; a password file
+// that cannot be read is a usage error.
+func TestClusterInitSASL(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "admin.password")
+	if err := os.WriteFile(pw, []byte(`s3cr\et`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tlsOn := range []bool{false, true} {
+		dir := t.TempDir()
+		args := []string{"cluster", "init", "--nodes", "4", "--dir", dir, "--admin-password-file", pw, "--output", "json"}
+		want := "SASL_PLAINTEXT"
+		if tlsOn {
+			args, want = append(args, "--tls"), "SASL_SSL"
+		}
+		var out clusterInitOutput
+		decodeJSON(t, runOK(t, args...).stdout, &out)
+		if out.Listener != want || out.ClientProperties != filepath.Join(dir, clientPropertiesFile) {
+			t.Errorf("--tls %v: %+v", tlsOn, out)
+		}
+		for i := range 4 {
+			node := filepath.Join(dir, fmt.Sprintf("node%d", i))
+			nf, _, err := server.ReadNodeFile(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nf.Listeners != want+"://"+nf.Kafka || tlsOn && nf.SSLClientAuth != "none" {
+				t.Errorf("node%d: %+v", i, nf)
+			}
+			err = filepath.WalkDir(node, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				b, err := os.ReadFile(path)
+				if err == nil && bytes.Contains(b, []byte("s3cr")) {
+					t.Errorf("%s holds the admin's password", path)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, appState, err := cometbft.ReadGenesis(filepath.Join(dir, "node0", "cometbft"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(appState.Users) != 1 || appState.Users[0].Name != "admin" {
+			t.Fatalf("genesis users %+v", appState.Users)
+		}
+		creds, err := appState.Users[0].ScramCredentials()
+		if err != nil || len(creds) != 2 || !creds[0].Verify([]byte(`s3cr\et`)) || !creds[1].Verify([]byte(`s3cr\et`)) {
+			t.Fatalf("the genesis admin's credentials: %v", err)
+		}
+		if st, err := os.Stat(out.ClientProperties); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("client.properties: %v %v", st, err)
+		}
+		props, err := readProperties(out.ClientProperties)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if props["security.protocol"] != want || props["sasl.username"] != "admin" || props["sasl.password"] != `s3cr\et` || props["ssl.certificate.location"] != "" {
+			t.Errorf("--tls %v: client.properties %v", tlsOn, props)
+		}
+		if _, err := clientTLSOpts(props); err != nil {
+			t.Errorf("client.properties: %v", err)
+		}
+	}
+	wantFailure(t, runCLI(context.Background(), "", "cluster", "init", "--dir", t.TempDir(), "--admin-password-file", "/nonexistent"),
+		ExitUsage, "--admin-password-file")
 }
 
 // TestClusterInitRejects checks the command-line mistakes init refuses

@@ -97,6 +97,11 @@ type Options struct {
 	// that has applied no block; a later one reads the version from its
 	// state.
 	GenesisAppVersion uint32
+	// GenesisUsers are the users the chain starts with (the genesis
+	// app_state's, `stele cluster init --admin-password-file`): the
+	// security module creates them as it applies the first block, when
+	// that block's app version has users (users.go).
+	GenesisUsers []GenesisUser
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches BatchSource

@@ -90,6 +90,7 @@ var coreAssembly = []string{
 	"FSM names topicsState (topics)",
 	"FSM names trustState (trust)",
 	"Options names BatchSource (trust)",
+	"Options names GenesisUser (security)",
 	"Options names ValidatorSet (trust)",
 	"buildRegistry calls registerCluster (cluster)",
 	"buildRegistry calls registerGroups (groups)",
@@ -651,7 +652,7 @@ func TestSteps(t *testing.T) {
 		}
 		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
 	}
-	want = []string{"10 cluster: upgrades", "20 trust: signers", "30 topics: log append clock"}
+	want = []string{"10 cluster: upgrades", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}

@@ -111,8 +111,21 @@ func registerSecurity(r *registry) {
 	registerUsers(r) // users.go
 }
 
-// registerUsers registers AlterScramCredentials and the users' step.
+// GenesisUser is a user the chain starts with (Options.GenesisUsers).
+type GenesisUser struct {
+	Name        string
+	Credentials []sasl.Credential
+}
+
+// registerUsers registers AlterScramCredentials, the users' step and the
+// genesis users' block-begin step.
 func registerUsers(r *registry) {
+	r.registerBlockBegin(blockBeginStep{rank: 40, name: "genesis users", module: modSecurity,
+		run: func(f *FSM, b Block) {
+			if b.Height == 1 {
+				f.createGenesisUsers()
+			}
+		}})
 	register(r, KindAlterScramCredentials, "AlterScramCredentials", modSecurity, decodeAlterScramCredentials,
 		func(c Command) Result { return checkScramCredentials(c.(AlterScramCredentials)) },
 		func(f *FSM, c AlterScramCredentials, _ cmdAt) Result { return f.alterScramCredentials(c) })
@@ -215,6 +228,22 @@ func (f *FSM) alterScramCredentials(c AlterScramCredentials) Result {
 	f.usersDirty[c.User] = true
 	f.usersNew = true
 	return Result{}
+}
+
+// createGenesisUsers creates the genesis users as the first block begins,
+// each as AlterScramCredentials would, when the chain's app version has
+// users; a user that is not valid (ReadGenesis checked them) is skipped,
+// the same on every broker.
+func (f *FSM) createGenesisUsers() {
+	if f.appVersion < SecurityVersion {
+		return
+	}
+	for _, u := range f.opts.GenesisUsers {
+		c := AlterScramCredentials{User: u.Name, IfAbsent: true, Upserts: u.Credentials}
+		if checkScramCredentials(c).Code == 0 {
+			f.alterScramCredentials(c)
+		}
+	}
 }
 
 // Users is the committed users, as readers see them. Do not modify it: a

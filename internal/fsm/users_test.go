@@ -119,3 +119,33 @@ func TestUsersAfterUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("after the upgrade to 3: code %d (%s), version %d", r.Code, r.Message, f.AppVersion())
 	}
 }
+
+// TestGenesisUsers: the genesis users exist once the first block is
+// applied, under the app hash (two state machines with them agree, one
+// without differs), and not on a chain whose app version has no users.
+func TestGenesisUsers(t *testing.T) {
+	admin := []GenesisUser{{Name: "admin", Credentials: goldenCredentials("admin", "root")}}
+	var hashes [][]byte
+	for i, v := range []uint32{MaxAppVersion, MaxAppVersion, MaxAppVersion, 2} {
+		users := admin
+		if i == 2 {
+			users = nil
+		}
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: v, GenesisUsers: users})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Users().Exists("admin") {
+			t.Fatal("a genesis user exists before the first block")
+		}
+		out := applyOutcomes(t, f, []block{{t0, nil}})
+		if got := f.Users().Exists("admin"); got != (v >= SecurityVersion && users != nil) {
+			t.Fatalf("app version %d: admin exists %v after block 1", v, got)
+		}
+		hashes = append(hashes, out[0].AppHash)
+		f.Close()
+	}
+	if !bytes.Equal(hashes[0], hashes[1]) || bytes.Equal(hashes[0], hashes[2]) {
+		t.Fatalf("app hashes %x: two chains with the genesis user must agree, and differ from one without", hashes)
+	}
+}

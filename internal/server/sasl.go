@@ -47,6 +47,9 @@ func ReadPasswordFile(path string) ([]byte, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%s: the password is empty", path)
 	}
+	if strings.ContainsAny(string(b), "\r\n") {
+		return nil, fmt.Errorf("%s: the password holds a line break (only one, at its end, is dropped)", path)
+	}
 	return b, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/cometbft/cometbft/types"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/sasl"
 )
 
 // ErrNotInitialised is returned by Start when the home directory lacks the
@@ -73,6 +74,10 @@ type InitOptions struct {
 	// parameter version.app (0 means fsm.MaxAppVersion, the newest this
 	// binary runs).
 	AppVersion uint64
+	// Users are users the chain starts with (`stele cluster init
+	// --admin-password-file`): recorded in the genesis app_state, created
+	// by the state machine as it applies the first block.
+	Users []GenesisUser
 	// Config is written to config.toml by Init (which sets its Home); a
 	// Config without P2PListen means DefaultConfig. InitCluster ignores it.
 	Config Config
@@ -91,6 +96,55 @@ type GenesisAppState struct {
 	// list, so Metadata answers agree. Empty for a single node started with
 	// Init (it then describes only itself).
 	Brokers []GenesisBroker `json:"brokers,omitempty"`
+	// Users are the users the chain starts with: their SCRAM credentials
+	// (never a password), created as the first block is applied.
+	Users []GenesisUser `json:"users,omitempty"`
+}
+
+// GenesisUser is a user of the genesis, with its SCRAM credentials.
+type GenesisUser struct {
+	Name        string              `json:"name"`
+	Credentials []GenesisCredential `json:"credentials"`
+}
+
+// GenesisCredential is one SCRAM credential: RFC 5802's salt, iteration
+// count, StoredKey and ServerKey, base64 in the JSON.
+type GenesisCredential struct {
+	Mechanism  string `json:"mechanism"`
+	Iterations int32  `json:"iterations"`
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+}
+
+// ScramCredentials returns u's credentials, or what makes one unusable.
+func (u GenesisUser) ScramCredentials() ([]sasl.Credential, error) {
+	if u.Name == "" || len(u.Credentials) == 0 {
+		return nil, fmt.Errorf("stele/consensus/cometbft: genesis user %q: a name and at least one credential", u.Name)
+	}
+	var out []sasl.Credential
+	for _, c := range u.Credentials {
+		m, ok := sasl.ParseScramMechanism(c.Mechanism)
+		if !ok {
+			return nil, fmt.Errorf("stele/consensus/cometbft: genesis user %q: mechanism %q is not SCRAM-SHA-256 or SCRAM-SHA-512", u.Name, c.Mechanism)
+		}
+		cr := sasl.Credential{Mechanism: m, Iterations: c.Iterations, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+		if err := cr.Check(); err != nil {
+			return nil, fmt.Errorf("stele/consensus/cometbft: genesis user %q: %w", u.Name, err)
+		}
+		out = append(out, cr)
+	}
+	return out, nil
+}
+
+// GenesisUserOf is the genesis form of a user's credentials.
+func GenesisUserOf(name string, creds []sasl.Credential) GenesisUser {
+	u := GenesisUser{Name: name}
+	for _, c := range creds {
+		u.Credentials = append(u.Credentials, GenesisCredential{Mechanism: c.Mechanism.String(), Iterations: c.Iterations,
+			Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey})
+	}
+	return u
 }
 
 // GenesisBroker is one broker of the directory.
@@ -317,7 +371,7 @@ func NewGenesis(opts InitOptions, validators []Identity) (*types.GenesisDoc, err
 			brokers = append(brokers, b)
 		}
 	}
-	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes, Brokers: brokers})
+	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes, Brokers: brokers, Users: opts.Users})
 	if err != nil {
 		return nil, fmt.Errorf("stele/consensus/cometbft: app state: %w", err)
 	}
@@ -389,6 +443,11 @@ func ReadGenesis(home string) (*types.GenesisDoc, GenesisAppState, error) {
 	}
 	if st.MaxTxBytes <= 0 {
 		return nil, GenesisAppState{}, fmt.Errorf("stele/consensus/cometbft: genesis app_state has no positive max_tx_bytes")
+	}
+	for _, u := range st.Users {
+		if _, err := u.ScramCredentials(); err != nil {
+			return nil, GenesisAppState{}, err
+		}
 	}
 	return doc, st, nil
 }

@@ -1,0 +1,136 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/stele-io/stele/test/harness"
+)
+
+// TestClusterSASL (issue 17, docs/security.md): `stele cluster init --tls
+// --admin-password-file` makes four brokers whose Kafka listeners are
+// SASL_SSL and whose genesis holds the admin user. The admin (SCRAM-SHA-512
+// over TLS) creates alice; every broker authenticates her at once (users
+// are replicated state): she produces through each broker with
+// SCRAM-SHA-256 and reads everything back through another with PLAIN, and
+// may not manage users. A wrong password is refused by every broker; the
+// stele commands log in with the client.properties init wrote. A broker
+// killed with SIGKILL and restarted still knows alice, and the brokers end
+// at one app hash.
+func TestClusterSASL(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "admin.password")
+	if err := os.WriteFile(pwFile, []byte("cluster-admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, clusterOptions{InitArgs: []string{"--tls", "--admin-password-file", pwFile}})
+	c.StartAll()
+	c.WaitHeight(time.Minute, 2, c.All()...) // the genesis users exist from block 1
+	dir := filepath.Dir(c.Nodes[0].Dir)
+	ca, err := os.ReadFile(filepath.Join(dir, "ca", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	addrs := c.KafkaAddrs(c.All()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	newClient := func(m sasl.Mechanism, seeds []string, opts ...kgo.Opt) *kgo.Client {
+		all := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RetryTimeout(30 * time.Second), kgo.DialTLSConfig(&tls.Config{RootCAs: roots})}, opts...)
+		if m != nil {
+			all = append(all, kgo.SASL(m))
+		}
+		cl, err := kgo.NewClient(all...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	admin := scram.Auth{User: "admin", Pass: "cluster-admin-secret"}.AsSha512Mechanism()
+	adm := kadm.NewClient(newClient(admin, addrs))
+	if _, err := adm.CreateTopic(ctx, 4, -1, nil, "sasl"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"},
+	})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("create alice: %v %v", err, res.Error())
+	}
+
+	alice := scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism()
+	for i, a := range addrs {
+		cl := newClient(alice, []string{a}, kgo.DefaultProduceTopic("sasl"), kgo.RequiredAcks(kgo.AllISRAcks()))
+		var recs []*kgo.Record
+		for j := i * 100; j < i*100+100; j++ {
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(j % 8)), Value: []byte(fmt.Sprint(j))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("alice produces through %s: %v", a, err)
+		}
+	}
+	consumeAll := func(seed string, want int) {
+		t.Helper()
+		cl := newClient(plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism(), []string{seed},
+			kgo.ConsumeTopics("sasl"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		seen := map[string]bool{}
+		for len(seen) < want {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				t.Fatalf("consume through %s: %v (%d of %d read)", seed, err, len(seen), want)
+			}
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		}
+	}
+	consumeAll(addrs[2], 400)
+	t.Logf("%s alice, created through one broker, produced 400 records through all four and read them with PLAIN", harness.Clock())
+
+	if _, err := kadm.NewClient(newClient(alice, addrs)).DescribeUserSCRAMs(ctx); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("alice describes users: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	for _, a := range addrs {
+		cl := newClient(scram.Auth{User: "alice", Pass: "guess"}.AsSha256Mechanism(), []string{a}, kgo.RequestRetries(0))
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := cl.Ping(pctx)
+		pcancel()
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("a wrong password on %s: %v, want SASL_AUTHENTICATION_FAILED", a, err)
+		}
+	}
+	props := filepath.Join(dir, "client.properties")
+	if st, err := os.Stat(props); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v: it holds the admin's password, want 0600", props, err, st.Mode())
+	}
+	out, err := exec.Command(harness.SteleBin, "--brokers", strings.Join(addrs, ","), "--command-config", props,
+		"user", "list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "alice") || !strings.Contains(string(out), "admin") {
+		t.Fatalf("stele user list with %s: %v\n%s", props, err, out)
+	}
+
+	c.Kill9(1)
+	c.Start(1)
+	c.WaitCaughtUp(2*time.Minute, 1, 0, 2, 3)
+	consumeAll(addrs[1], 400)
+	t.Logf("%s node1, killed and restarted, still authenticates alice", harness.Clock())
+	c.CheckAppHashes(time.Minute, c.All()...)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the test ran out of time")
+	}
+}
