@@ -40,12 +40,17 @@ const maxPropertiesBytes = 1 << 20
 // key value lines, # and ! comments, a backslash at the end of a line
 // continuing it, and the escapes \t \n \r \f \\ \uXXXX.
 func readProperties(path string) (map[string]string, error) {
+	return readPropertiesFor("--command-config", path)
+}
+
+// readPropertiesFor is readProperties for the flag that names the file.
+func readPropertiesFor(flag, path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--command-config: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if len(data) > maxPropertiesBytes {
-		return nil, fmt.Errorf("--command-config %s: %d bytes; a client properties file is at most %d", path, len(data), maxPropertiesBytes)
+		return nil, fmt.Errorf("%s %s: %d bytes; a properties file is at most %d", flag, path, len(data), maxPropertiesBytes)
 	}
 	return parseProperties(string(data))
 }

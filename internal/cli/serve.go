@@ -16,7 +16,7 @@ import (
 // newServeCmd is `stele serve`: run one broker with everything embedded.
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
-	var logLevel, logFormat, superUsers string
+	var logLevel, logFormat, superUsers, configFile string
 	var reauthMs int64
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -32,11 +32,19 @@ next start.
 
 When DATA/stele.json exists (the node file 'stele cluster init' writes) its
 settings -- node id, listeners, advertised addresses, peers -- replace the
-defaults; a flag given on the command line still wins over the file.`,
+defaults; a flag given on the command line still wins over the file.
+
+--config FILE reads a Kafka server.properties: the settings Stele has, under
+Kafka's names (listeners, advertised.listeners, log.dirs, node.id,
+num.partitions, auto.create.topics.enable, max.connections*, ssl.* with PEM
+stores, sasl.enabled.mechanisms, super.users, connections.max.reauth.ms).
+Other keys are logged and ignored; authorizer.class.name refuses to start,
+as ACLs are not enforced yet. Flags and the node file win over it.`,
 		Example: `  stele serve
   stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092
   stele serve --listeners PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 --ssl-cert certs/broker.crt --ssl-key certs/broker.key
   stele serve --listeners SASL_PLAINTEXT://127.0.0.1:9092 --admin-password-file admin.password
+  stele serve --config config/server.properties --admin-password-file admin.password
   stele serve --data cluster/node0                 # ports and peers from cluster/node0/stele.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,13 +64,22 @@ defaults; a flag given on the command line still wins over the file.`,
 			if cfg.Listeners != "" && cmd.Flags().Changed("kafka") {
 				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
 			}
-			cfg.SuperUsers = nil
-			for _, p := range strings.Split(superUsers, ";") {
-				if p = strings.TrimSpace(p); p != "" {
-					cfg.SuperUsers = append(cfg.SuperUsers, p)
+			cfg.SuperUsers = splitList(superUsers, ";")
+			cfg.MaxReauth = time.Duration(reauthMs) * time.Millisecond
+			if configFile != "" {
+				props, err := readPropertiesFor("--config", configFile)
+				if err != nil {
+					return usageError{err}
+				}
+				ignored, err := applyServerProperties(&cfg, props, cmd.Flags().Changed)
+				if err != nil {
+					return err
+				}
+				log.Info("read the server properties", "path", configFile, "read", len(props)-len(ignored))
+				if len(ignored) > 0 {
+					log.Warn("server properties Stele does not read, ignored", "keys", strings.Join(ignored, ","))
 				}
 			}
-			cfg.MaxReauth = time.Duration(reauthMs) * time.Millisecond
 			run, used, err := withNodeFile(cmd.Flags().Changed, cfg)
 			if err != nil {
 				return err
@@ -75,6 +92,7 @@ defaults; a flag given on the command line still wins over the file.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "a Kafka server.properties file: the settings Stele has, under Kafka's names (listeners, log.dirs, node.id, ssl.*, sasl.enabled.mechanisms, super.users, ...); flags win over it")
 	f.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory")
 	f.StringVar(&cfg.KafkaAddr, "kafka", cfg.KafkaAddr, "Kafka listener host:port")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listener host:port (/healthz, /metrics)")
