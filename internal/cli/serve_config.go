@@ -42,10 +42,10 @@ var brokerProperties = map[string]brokerProperty{
 		c.AdvertisedKafka = ls[0].Addr()
 		return nil
 	}},
-	"log.dirs": {"data", setDataDir},
-	"log.dir":  {"data", setDataDir},
-	"node.id":  {"node-id", setInt32(func(c *server.Config) *int32 { return &c.NodeID })},
-	"broker.id": {"node-id", setInt32(func(c *server.Config) *int32 { return &c.NodeID })},
+	"log.dirs":       {"data", setDataDir},
+	"log.dir":        {"data", setDataDir},
+	"node.id":        {"node-id", setInt32(func(c *server.Config) *int32 { return &c.NodeID })},
+	"broker.id":      {"node-id", setInt32(func(c *server.Config) *int32 { return &c.NodeID })},
 	"num.partitions": {"num-partitions", setInt32(func(c *server.Config) *int32 { return &c.DefaultPartitions })},
 	"auto.create.topics.enable": {"auto-create-topics", func(c *server.Config, v string) error {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -61,7 +61,7 @@ var brokerProperties = map[string]brokerProperty{
 	}},
 	// A PEM keystore holds the certificate chain and its key in one file,
 	// which Go reads as both.
-	"ssl.keystore.location": {"ssl-cert", func(c *server.Config, v string) error { c.TLS.Cert, c.TLS.Key = v, v; return nil }},
+	"ssl.keystore.location":   {"ssl-cert", func(c *server.Config, v string) error { c.TLS.Cert, c.TLS.Key = v, v; return nil }},
 	"ssl.truststore.location": {"ssl-ca", func(c *server.Config, v string) error { c.TLS.CA = v; return nil }},
 	"ssl.client.auth": {"ssl-client-auth", func(c *server.Config, v string) error {
 		c.TLS.ClientAuth = listener.ClientAuth(strings.TrimSpace(v))

@@ -69,10 +69,10 @@ num.network.threads=8
 	}
 	for file, want := range map[string]string{
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer": "ACLs are not enforced",
-		"ssl.keystore.type=JKS":               "only PEM",
-		"ssl.key.password=hunter2":            "unencrypted",
-		"num.partitions=many":                 "num.partitions",
-		"log.dirs=/a,/b":                      "one directory",
+		"ssl.keystore.type=JKS":                "only PEM",
+		"ssl.key.password=hunter2":             "unencrypted",
+		"num.partitions=many":                  "num.partitions",
+		"log.dirs=/a,/b":                       "one directory",
 		"listener.security.protocol.map=A:SSL": "listener names",
 	} {
 		p, _ := parseProperties(file)
