@@ -369,6 +369,23 @@ func goldenScenario(t *testing.T) []block {
 	if u := f.Users(); !slices.Equal(u.Names(), []string{"admin", "alice"}) || len(u.Mechanisms("alice")) != 1 {
 		t.Fatalf("golden scenario: users %v, alice's %v", u.Names(), u.Mechanisms("alice"))
 	}
+	// ACLs (acls.go): two created (one twice: nothing changes), one
+	// refused, one of them deleted with a binding that does not exist.
+	readOrders := ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "orders", PatternType: ACLPatternLiteral,
+		Principal: "User:alice", Host: "*", Operation: ACLOpRead, Permission: ACLPermissionAllow}
+	denyPrefix := ACLBinding{ResourceType: ACLResourceGroup, ResourceName: "billing-", PatternType: ACLPatternPrefixed,
+		Principal: "User:*", Host: "10.0.0.9", Operation: ACLOpAll, Permission: ACLPermissionDeny}
+	must("acl", g.cmds(100, CreateACL{readOrders})[0], 0)
+	must("acl again", g.cmds(100, CreateACL{readOrders})[0], 0)
+	must("acl prefixed deny", g.cmds(100, CreateACL{denyPrefix})[0], 0)
+	bad := readOrders
+	bad.ResourceType = ACLResourceCluster
+	must("acl on a cluster not named kafka-cluster", g.cmds(100, CreateACL{bad})[0], kerr.InvalidRequest.Code)
+	must("delete acls", g.cmds(100, DeleteACLs{[]ACLBinding{denyPrefix, bad}})[0], kerr.InvalidRequest.Code)
+	must("delete acl", g.cmds(100, DeleteACLs{[]ACLBinding{denyPrefix}})[0], 0)
+	if n := f.ACLs().NumBindings(); n != 1 {
+		t.Fatalf("golden scenario: %d ACLs, want 1", n)
+	}
 
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {

@@ -24,6 +24,8 @@ import (
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
 //	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (upgrade.go)
+//	i/<user>                          a user's SCRAM credentials (users.go)
+//	e/<type><pattern><resource>       a resource pattern's ACL entries (acls.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
 // Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the

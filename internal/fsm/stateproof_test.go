@@ -131,6 +131,7 @@ func decodeStoreValue(b []byte) {
 	decodeAppendClock(b)
 	decodeBrokerConfigs(b)
 	decodeUserCredentials(b)
+	decodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)
 	decodeGroup("g", b)

@@ -106,9 +106,10 @@ func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
 }
 
 // registerSecurity registers the security module (buildRegistry calls
-// it): its users.
+// it): its users and ACLs.
 func registerSecurity(r *registry) {
 	registerUsers(r) // users.go
+	registerACLs(r)  // acls.go
 }
 
 // GenesisUser is a user the chain starts with (Options.GenesisUsers).
@@ -184,6 +185,7 @@ func checkScramCredentials(c AlterScramCredentials) Result {
 // securityState is the security module's state.
 type securityState struct {
 	usersState
+	aclsState // acls.go
 }
 
 // usersState is the security module's state of the users.

@@ -1,0 +1,381 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The security module's ACLs (issue 17, docs/security.md): Kafka's access
+// control lists, with its resource types, pattern types, operations and
+// permissions and their numbers, as replicated state under the app hash,
+// so every broker authorizes alike and a peer's or a snapshot's ACLs are
+// checked like any state. CreateACL adds one binding (an existing one
+// changes nothing), DeleteACLs removes exact bindings (those the
+// front-end matched against its filters; one already gone is skipped).
+// The ACLs view decides, as Kafka's StandardAuthorizer does, whether a
+// principal from a host may perform an operation on a resource
+// (Authorize). The front-ends enforce it; the commands of the state
+// machine carry no principal, so the apply does not check them again yet.
+//
+// State, in the metadata store:
+//
+//	e/<resource type u8><pattern type u8><resource name>   the resource's
+//	    ACL entries (principal, host, operation, permission), in order
+
+// Kind numbers of the ACL commands.
+const (
+	KindCreateACL  Kind = 27
+	KindDeleteACLs Kind = 28
+)
+
+// Kafka's ACL numbers (kmsg.ACLResourceType, ACLResourcePatternType,
+// ACLOperation, ACLPermissionType).
+const (
+	ACLResourceAny             int8 = 1
+	ACLResourceTopic           int8 = 2
+	ACLResourceGroup           int8 = 3
+	ACLResourceCluster         int8 = 4
+	ACLResourceTransactionalID int8 = 5
+	ACLResourceDelegationToken int8 = 6
+	ACLResourceUser            int8 = 7
+
+	ACLPatternAny      int8 = 1
+	ACLPatternMatch    int8 = 2
+	ACLPatternLiteral  int8 = 3
+	ACLPatternPrefixed int8 = 4
+
+	ACLOpAny             int8 = 1
+	ACLOpAll             int8 = 2
+	ACLOpRead            int8 = 3
+	ACLOpWrite           int8 = 4
+	ACLOpCreate          int8 = 5
+	ACLOpDelete          int8 = 6
+	ACLOpAlter           int8 = 7
+	ACLOpDescribe        int8 = 8
+	ACLOpClusterAction   int8 = 9
+	ACLOpDescribeConfigs int8 = 10
+	ACLOpAlterConfigs    int8 = 11
+	ACLOpIdempotentWrite int8 = 12
+	ACLOpCreateTokens    int8 = 13
+	ACLOpDescribeTokens  int8 = 14
+
+	ACLPermissionAny   int8 = 1
+	ACLPermissionDeny  int8 = 2
+	ACLPermissionAllow int8 = 3
+)
+
+// ACLWildcard is the literal resource name, principal and host that match
+// any.
+const ACLWildcard = "*"
+
+// ClusterResourceName is the name of Kafka's one cluster resource.
+const ClusterResourceName = "kafka-cluster"
+
+// maxACLField bounds a resource name, principal or host.
+const maxACLField = 1024
+
+// ACLBinding is one ACL: a resource pattern and an entry.
+type ACLBinding struct {
+	ResourceType int8
+	ResourceName string
+	PatternType  int8
+	Principal    string
+	Host         string
+	Operation    int8
+	Permission   int8
+}
+
+// CreateACL adds one binding.
+type CreateACL struct{ ACL ACLBinding }
+
+// DeleteACLs removes these bindings, each if it exists.
+type DeleteACLs struct{ ACLs []ACLBinding }
+
+func (CreateACL) Kind() Kind  { return KindCreateACL }
+func (DeleteACLs) Kind() Kind { return KindDeleteACLs }
+
+func (b ACLBinding) encode(w *writer) {
+	w.u8(uint8(b.ResourceType))
+	w.str(b.ResourceName)
+	w.u8(uint8(b.PatternType))
+	w.str(b.Principal)
+	w.str(b.Host)
+	w.u8(uint8(b.Operation))
+	w.u8(uint8(b.Permission))
+}
+
+func decodeACLBinding(r *reader) ACLBinding {
+	return ACLBinding{ResourceType: int8(r.u8()), ResourceName: r.str(), PatternType: int8(r.u8()),
+		Principal: r.str(), Host: r.str(), Operation: int8(r.u8()), Permission: int8(r.u8())}
+}
+
+func (c CreateACL) encode(w *writer) { c.ACL.encode(w) }
+
+func (c DeleteACLs) encode(w *writer) {
+	w.count(len(c.ACLs))
+	for _, b := range c.ACLs {
+		b.encode(w)
+	}
+}
+
+// registerACLs registers the ACL commands and the ACLs' step
+// (registerSecurity calls it).
+func registerACLs(r *registry) {
+	register(r, KindCreateACL, "CreateACL", modSecurity, func(r *reader) CreateACL { return CreateACL{decodeACLBinding(r)} },
+		func(c Command) Result { return checkACL(c.(CreateACL).ACL) },
+		func(f *FSM, c CreateACL, _ cmdAt) Result { return f.createACL(c.ACL) })
+	register(r, KindDeleteACLs, "DeleteACLs", modSecurity,
+		func(r *reader) DeleteACLs {
+			var c DeleteACLs
+			for i, n := 0, r.count(7); i < n && r.e == nil; i++ {
+				c.ACLs = append(c.ACLs, decodeACLBinding(r))
+			}
+			return c
+		},
+		func(c Command) Result {
+			for _, b := range c.(DeleteACLs).ACLs {
+				if r := checkACL(b); r.Code != 0 {
+					return r
+				}
+			}
+			return Result{}
+		},
+		func(f *FSM, c DeleteACLs, _ cmdAt) Result { return f.deleteACLs(c.ACLs) })
+	r.registerStep(moduleStep{rank: 125, name: "ACLs", module: modSecurity,
+		empty: emptyACLs, load: loadACLs, stage: stageACLs, publish: publishACLs})
+}
+
+// CheckACL says why b cannot be stored, in Kafka's words
+// (AclControlManager.validateNewAcl), or nil.
+func CheckACL(b ACLBinding) error {
+	switch {
+	case b.ResourceType < ACLResourceTopic || b.ResourceType > ACLResourceUser:
+		return fmt.Errorf("Invalid resourceType %d", b.ResourceType)
+	case b.PatternType != ACLPatternLiteral && b.PatternType != ACLPatternPrefixed:
+		return fmt.Errorf("Invalid patternType %d", b.PatternType)
+	case b.Operation < ACLOpAll || b.Operation > ACLOpDescribeTokens:
+		return fmt.Errorf("Invalid operation %d", b.Operation)
+	case b.Permission != ACLPermissionAllow && b.Permission != ACLPermissionDeny:
+		return fmt.Errorf("Invalid permissionType %d", b.Permission)
+	case b.ResourceName == "":
+		return fmt.Errorf("Resource name should not be empty")
+	case b.ResourceType == ACLResourceCluster && b.ResourceName != ClusterResourceName:
+		return fmt.Errorf("The only valid name for the CLUSTER resource is %s", ClusterResourceName)
+	case b.Host == "":
+		return fmt.Errorf("Invalid null host")
+	}
+	if typ, name, ok := strings.Cut(b.Principal, ":"); !ok || typ == "" || name == "" {
+		return fmt.Errorf("Could not parse principal from `%s` (no colon is found separating the principal type from the principal name)", b.Principal)
+	}
+	for _, s := range []string{b.ResourceName, b.Principal, b.Host} {
+		if len(s) > maxACLField || !utf8.ValidString(s) {
+			return fmt.Errorf("an ACL's names are UTF-8 of at most %d bytes", maxACLField)
+		}
+	}
+	return nil
+}
+
+func checkACL(b ACLBinding) Result {
+	if err := CheckACL(b); err != nil {
+		return fail(kerr.InvalidRequest.Code, err.Error())
+	}
+	return Result{}
+}
+
+// aclResource is an ACL's resource pattern; aclEntry the rest.
+type aclResource struct {
+	typ, pattern int8
+	name         string
+}
+
+type aclEntry struct {
+	principal, host string
+	op, perm        int8
+}
+
+func splitACL(b ACLBinding) (aclResource, aclEntry) {
+	return aclResource{b.ResourceType, b.PatternType, b.ResourceName}, aclEntry{b.Principal, b.Host, b.Operation, b.Permission}
+}
+
+func joinACL(r aclResource, e aclEntry) ACLBinding {
+	return ACLBinding{ResourceType: r.typ, ResourceName: r.name, PatternType: r.pattern, Principal: e.principal, Host: e.host, Operation: e.op, Permission: e.perm}
+}
+
+// aclsState is the security module's state of the ACLs.
+type aclsState struct {
+	// acls holds each resource pattern's entries; a pattern with none is
+	// absent. Never nil once loaded.
+	acls      map[aclResource]map[aclEntry]bool
+	aclsDirty map[aclResource]bool
+	aclsNew   bool
+	aclsView  atomic.Pointer[ACLs]
+}
+
+func (f *FSM) createACL(b ACLBinding) Result {
+	if f.appVersion < SecurityVersion {
+		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	}
+	r, e := splitACL(b)
+	if f.acls[r][e] {
+		return Result{}
+	}
+	if f.acls[r] == nil {
+		f.acls[r] = map[aclEntry]bool{}
+	}
+	f.acls[r][e] = true
+	f.aclsDirty[r], f.aclsNew = true, true
+	return Result{}
+}
+
+func (f *FSM) deleteACLs(bs []ACLBinding) Result {
+	if f.appVersion < SecurityVersion {
+		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	}
+	for _, b := range bs {
+		r, e := splitACL(b)
+		if !f.acls[r][e] {
+			continue
+		}
+		delete(f.acls[r], e)
+		if len(f.acls[r]) == 0 {
+			delete(f.acls, r)
+		}
+		f.aclsDirty[r], f.aclsNew = true, true
+	}
+	return Result{}
+}
+
+func aclKey(r aclResource) []byte {
+	return append([]byte{'e', '/', uint8(r.typ), uint8(r.pattern)}, r.name...)
+}
+
+const aclsPrefix = "e/"
+
+func sortedEntries(m map[aclEntry]bool) []aclEntry {
+	out := make([]aclEntry, 0, len(m))
+	for e := range m {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, compareEntries)
+	return out
+}
+
+func compareEntries(a, b aclEntry) int {
+	if c := strings.Compare(a.principal, b.principal); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.host, b.host); c != 0 {
+		return c
+	}
+	if a.op != b.op {
+		return int(a.op) - int(b.op)
+	}
+	return int(a.perm) - int(b.perm)
+}
+
+// encodeACLEntries is e/...'s value: u8 version | count × (str principal |
+// str host | u8 operation | u8 permission), in order.
+func encodeACLEntries(m map[aclEntry]bool) []byte {
+	w := &writer{}
+	w.u8(persistVersion)
+	es := sortedEntries(m)
+	w.count(len(es))
+	for _, e := range es {
+		w.str(e.principal)
+		w.str(e.host)
+		w.u8(uint8(e.op))
+		w.u8(uint8(e.perm))
+	}
+	return w.b
+}
+
+// decodeACLs reads one resource's key and value: a valid binding for each
+// entry, at least one, in order and each once.
+func decodeACLs(k, v []byte) (aclResource, map[aclEntry]bool, error) {
+	if len(k) < 4 || !bytes.HasPrefix(k, []byte(aclsPrefix)) {
+		return aclResource{}, nil, fmt.Errorf("stele/fsm: %w: ACL key %q", ErrMalformed, k)
+	}
+	res := aclResource{typ: int8(k[2]), pattern: int8(k[3]), name: string(k[4:])}
+	r := &reader{b: v}
+	if ver := r.u8(); ver != persistVersion {
+		return res, nil, fmt.Errorf("stele/fsm: ACLs: state format %d not supported", ver)
+	}
+	out := map[aclEntry]bool{}
+	var last *aclEntry
+	for i, n := 0, r.count(4); i < n && r.e == nil; i++ {
+		e := aclEntry{principal: r.str(), host: r.str(), op: int8(r.u8()), perm: int8(r.u8())}
+		if r.e != nil {
+			break
+		}
+		if last != nil && compareEntries(*last, e) >= 0 {
+			r.fail("ACL entries out of order")
+		} else if err := CheckACL(joinACL(res, e)); err != nil {
+			r.fail("ACL: %v", err)
+		}
+		last = &e
+		out[e] = true
+	}
+	if err := r.done(); err != nil {
+		return res, nil, fmt.Errorf("stele/fsm: reading ACLs: %w", err)
+	}
+	if len(out) == 0 {
+		return res, nil, fmt.Errorf("stele/fsm: reading ACLs: %w: none stored", ErrMalformed)
+	}
+	return res, out, nil
+}
+
+func emptyACLs(f *FSM) {
+	f.acls = map[aclResource]map[aclEntry]bool{}
+	f.aclsDirty = map[aclResource]bool{}
+	f.aclsNew = true
+}
+
+func loadACLs(f *FSM) error {
+	emptyACLs(f)
+	return f.store.Scan([]byte(aclsPrefix), func(k, v []byte) error {
+		r, es, err := decodeACLs(k, v)
+		if err != nil {
+			return err
+		}
+		f.acls[r] = es
+		return nil
+	})
+}
+
+func stageACLs(f *FSM, b *stateBatch) error {
+	rs := make([]aclResource, 0, len(f.aclsDirty))
+	for r := range f.aclsDirty {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b aclResource) int { return bytes.Compare(aclKey(a), aclKey(b)) })
+	for _, r := range rs {
+		if es := f.acls[r]; len(es) > 0 {
+			b.Set(aclKey(r), encodeACLEntries(es))
+		} else {
+			b.Delete(aclKey(r))
+		}
+	}
+	clear(f.aclsDirty)
+	return nil
+}
+
+func publishACLs(f *FSM, _ bool) {
+	if !f.aclsNew && f.aclsView.Load() != nil {
+		return
+	}
+	f.aclsNew = false
+	v := &ACLs{byResource: make(map[aclResource][]aclEntry, len(f.acls))}
+	for r, es := range f.acls {
+		v.byResource[r] = sortedEntries(es)
+	}
+	f.aclsView.Store(v)
+}
+
+// ACLs returns the committed ACLs.
+func (f *FSM) ACLs() *ACLs { return f.aclsView.Load() }
