@@ -53,8 +53,8 @@ func TestAuthorize(t *testing.T) {
 			{"User:alice", "10.0.0.1", ACLOpDescribe, ACLResourceTopic, "orders", false, false, true}, // implied by READ
 			{"User:alice", "10.0.0.1", ACLOpWrite, ACLResourceTopic, "orders", false, false, false},
 			{"User:bob", "10.0.0.1", ACLOpWrite, ACLResourceTopic, "orders", false, false, true},
-			{"User:bob", "10.0.0.66", ACLOpWrite, ACLResourceTopic, "orders", false, false, false}, // DENY ALL from that host
-			{"User:mallory", "10.0.0.1", ACLOpRead, ACLResourceTopic, "orders", false, true, false},  // ACLs exist: allow-if-none does not apply
+			{"User:bob", "10.0.0.66", ACLOpWrite, ACLResourceTopic, "orders", false, false, false},  // DENY ALL from that host
+			{"User:mallory", "10.0.0.1", ACLOpRead, ACLResourceTopic, "orders", false, true, false}, // ACLs exist: allow-if-none does not apply
 			{"User:mallory", "10.0.0.1", ACLOpDescribe, ACLResourceTopic, "logs-app", false, false, true},
 			{"User:mallory", "10.0.0.1", ACLOpRead, ACLResourceTopic, "logs-app", false, false, false},
 			{"User:carol", "10.0.0.1", ACLOpDescribe, ACLResourceTopic, "logs-secret", false, false, false}, // literal DENY over prefixed ALLOW
