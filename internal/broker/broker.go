@@ -275,6 +275,9 @@ func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 // BrokerConfigs returns the committed dynamic broker configs.
 func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs() }
 
+// ACLs returns the committed ACLs.
+func (b *Broker) ACLs() *fsm.ACLs { return b.fsm.ACLs() }
+
 // Users returns the committed users and their SASL credentials.
 func (b *Broker) Users() *fsm.Users { return b.fsm.Users() }
 

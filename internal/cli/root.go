@@ -137,6 +137,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newAuditCmd(g),
 		newProducerKeyCmd(g),
 		newUserCmd(g),
+		newACLCmd(g),
 		newCertCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),

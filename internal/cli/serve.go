@@ -18,6 +18,7 @@ func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var logLevel, logFormat, superUsers, configFile string
 	var reauthMs int64
+	var allowEveryone bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Stele broker (a single node with everything embedded)",
@@ -37,9 +38,10 @@ defaults; a flag given on the command line still wins over the file.
 --config FILE reads a Kafka server.properties: the settings Stele has, under
 Kafka's names (listeners, advertised.listeners, log.dirs, node.id,
 num.partitions, auto.create.topics.enable, max.connections*, ssl.* with PEM
-stores, sasl.enabled.mechanisms, super.users, connections.max.reauth.ms).
-Other keys are logged and ignored; authorizer.class.name refuses to start,
-as ACLs are not enforced yet. Flags and the node file win over it.`,
+stores, sasl.enabled.mechanisms, super.users, allow.everyone.if.no.acl.found,
+connections.max.reauth.ms; authorizer.class.name is taken: Stele's ACLs
+always apply). Other keys are logged and ignored. Flags and the node file
+win over it.`,
 		Example: `  stele serve
   stele serve --data /var/lib/stele --kafka 0.0.0.0:9092 --advertise broker1:9092
   stele serve --listeners PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 --ssl-cert certs/broker.crt --ssl-key certs/broker.key
@@ -65,6 +67,9 @@ as ACLs are not enforced yet. Flags and the node file win over it.`,
 				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
 			}
 			cfg.SuperUsers = splitList(superUsers, ";")
+			if cmd.Flags().Changed("allow-everyone-if-no-acl-found") {
+				cfg.AllowEveryoneIfNoACL = &allowEveryone
+			}
 			cfg.MaxReauth = time.Duration(reauthMs) * time.Millisecond
 			if configFile != "" {
 				props, err := readPropertiesFor("--config", configFile)
@@ -107,6 +112,7 @@ as ACLs are not enforced yet. Flags and the node file win over it.`,
 	f.StringSliceVar(&cfg.SASLMechanisms, "sasl-enabled-mechanisms", cfg.SASLMechanisms, "SASL listeners: sasl.enabled.mechanisms, comma-separated, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	f.StringVar(&cfg.AdminPasswordFile, "admin-password-file", "", "create the super user admin with the password in this file (SCRAM-SHA-256 and SCRAM-SHA-512 credentials, which PLAIN logins use too) when the cluster has no such user")
 	f.StringVar(&superUsers, "super-users", "", "super.users: principals allowed everything, semicolon-separated (User:alice;User:bob); the admin user always is one")
+	f.BoolVar(&allowEveryone, "allow-everyone-if-no-acl-found", false, "allow.everyone.if.no.acl.found: a resource no ACL applies to is allowed to all (default: true unless a listener authenticates its clients)")
 	f.Int64Var(&reauthMs, "connections-max-reauth-ms", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (KIP-368); 0: forever")
 	f.StringVar(&cfg.P2PAddr, "p2p", cfg.P2PAddr, "CometBFT peer-to-peer listener host:port")
 	f.StringVar(&cfg.P2PExternal, "p2p-external", "", "host:port other brokers dial to reach --p2p (default: the --p2p address)")

@@ -18,8 +18,9 @@ import (
 // cluster's node file, DATA/stele.json, is read after it and wins over
 // it). A property whose setting Stele does not have is logged and
 // ignored, as a Kafka broker ignores unknown properties, except those
-// that would leave a user believing something is enforced that is not
-// (an authorizer: ACLs are not served yet), which refuse to start.
+// that would leave a user believing something is done that is not (an
+// encrypted or non-PEM store, listener.security.protocol.map), which
+// refuse to start.
 
 // brokerProperty is a server.properties key: the serve flag it stands for
 // and how its value is set into the configuration.
@@ -72,6 +73,14 @@ var brokerProperties = map[string]brokerProperty{
 		c.SASLMechanisms = splitList(v, ",")
 		return nil
 	}},
+	"allow.everyone.if.no.acl.found": {"allow-everyone-if-no-acl-found", func(c *server.Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		c.AllowEveryoneIfNoACL = &b
+		return err
+	}},
+	// Stele's authorizer always runs (the ACLs are replicated state): a
+	// Kafka file naming its StandardAuthorizer asks for what it gets.
+	"authorizer.class.name": {"", func(*server.Config, string) error { return nil }},
 	"super.users": {"super-users", func(c *server.Config, v string) error { c.SuperUsers = splitList(v, ";"); return nil }},
 	"connections.max.reauth.ms": {"connections-max-reauth-ms", func(c *server.Config, v string) error {
 		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -90,7 +99,6 @@ var checkedProperties = map[string]string{
 // refusedProperties would promise what Stele does not do yet: their
 // presence refuses the file, with why.
 var refusedProperties = map[string]string{
-	"authorizer.class.name":          "ACLs are not enforced by Stele yet (docs/security.md): no authorizer runs",
 	"listener.security.protocol.map": "listener names other than the security protocols are not read yet: name each listener PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
 	"ssl.keystore.password":          "the keystore is read as an unencrypted PEM file (ssl.keystore.type=PEM)",
 	"ssl.key.password":               "the key is read as an unencrypted PEM file",

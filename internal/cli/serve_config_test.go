@@ -21,8 +21,8 @@ import (
 
 // TestServerProperties: Kafka's server.properties names set stele serve's
 // settings, a flag given wins over the file, keys Stele does not have are
-// returned as ignored, and an authorizer or a non-PEM store refuses the
-// file.
+// returned as ignored, an authorizer is taken (Stele's always runs), and a
+// non-PEM or encrypted store refuses the file.
 func TestServerProperties(t *testing.T) {
 	props, err := parseProperties(`# a Kafka broker's file
 process.roles=broker,controller
@@ -39,6 +39,8 @@ ssl.truststore.location=/etc/kafka/ca.pem
 ssl.client.auth=requested
 sasl.enabled.mechanisms=SCRAM-SHA-512, PLAIN
 super.users=User:ops;User:admin
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
 connections.max.reauth.ms=3600000
 max.connections.per.ip=50
 num.network.threads=8
@@ -64,11 +66,11 @@ num.network.threads=8
 	}
 	if cfg.NodeID != want.NodeID || cfg.Listeners != want.Listeners || cfg.AdvertisedKafka != want.AdvertisedKafka || cfg.DataDir != want.DataDir ||
 		cfg.AutoCreateTopics || cfg.MaxConnectionsPerIP != 50 || cfg.MaxReauth != time.Hour || cfg.TLS != want.TLS ||
-		!slices.Equal(cfg.SASLMechanisms, want.SASLMechanisms) || !slices.Equal(cfg.SuperUsers, want.SuperUsers) {
+		!slices.Equal(cfg.SASLMechanisms, want.SASLMechanisms) || !slices.Equal(cfg.SuperUsers, want.SuperUsers) ||
+		cfg.AllowEveryoneIfNoACL == nil || !*cfg.AllowEveryoneIfNoACL {
 		t.Errorf("read %+v", cfg)
 	}
 	for file, want := range map[string]string{
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer": "ACLs are not enforced",
 		"ssl.keystore.type=JKS":                "only PEM",
 		"ssl.key.password=hunter2":             "unencrypted",
 		"num.partitions=many":                  "num.partitions",

@@ -185,3 +185,45 @@ func implies(op, want int8) bool {
 	}
 	return false
 }
+
+// AuthorizeAnyOfType reports whether the principal may perform the
+// operation on some resource of q's type (q.ResourceName is ignored), as
+// Kafka's authorizeByResourceType decides whether an idempotent producer
+// may write to some topic: a super user may; with no ACL on the type at
+// all, AllowIfNoACL decides; otherwise an ALLOW entry for the principal
+// (or User:*) from the host (or *) granting the operation allows, unless a
+// DENY of it for the principal covers every name of the type (the literal
+// "*") or the very pattern the ALLOW is on.
+func (a *ACLs) AuthorizeAnyOfType(q AuthorizeRequest) bool {
+	if q.SuperUser {
+		return true
+	}
+	if a == nil {
+		return q.AllowIfNoACL
+	}
+	applies := func(e aclEntry) bool {
+		return (e.principal == q.Principal || e.principal == wildcardPrincipal(q.Principal)) && (e.host == q.Host || e.host == ACLWildcard)
+	}
+	denied := func(r aclResource) bool {
+		for _, e := range a.byResource[r] {
+			if e.perm == ACLPermissionDeny && applies(e) && (e.op == q.Operation || e.op == ACLOpAll) {
+				return true
+			}
+		}
+		return false
+	}
+	any := false
+	for r, es := range a.byResource {
+		if r.typ != q.ResourceType {
+			continue
+		}
+		any = true
+		for _, e := range es {
+			if e.perm == ACLPermissionAllow && applies(e) && implies(e.op, q.Operation) && !denied(r) &&
+				!denied(aclResource{q.ResourceType, ACLPatternLiteral, ACLWildcard}) {
+				return true
+			}
+		}
+	}
+	return !any && q.AllowIfNoACL
+}

@@ -12,9 +12,9 @@ package kafka
 //    (fsm.CheckCommand, then existence and the resulting configs against
 //    the committed view) and submit nothing.
 //  * Reads are answered from the committed view of the broker asked.
-// Not done: authorization (there are no ACLs yet: every client may do
-// everything, and authorized-operations fields say "not requested" or
-// "everything"), request policies (create.topic.policy.class.name and the
+//  * Each API is authorized against the ACLs as Kafka authorizes it (the
+//    API's own file says how; acls.go).
+// Not done: request policies (create.topic.policy.class.name and the
 // like), throttling (throttle_ms is always 0).
 
 import (

@@ -13,12 +13,15 @@ package kafka
 //      group   READ, DELETE, DESCRIBE                 = 328
 //      cluster CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 //              ALTER_CONFIGS, IDEMPOTENT_WRITE         = 8096
-//  * There is no authorizer yet (ACLs are issue 17), so every principal
-//    may perform every supported operation, as Kafka answers without
-//    authorizer.class.name.
+//  * Each operation is decided by the ACLs (acls.go, fsm's acls_view.go):
+//    the bits are what the principal, from its address, may do.
 //  * Not asked for, the field is -2147483648 (INT32_MIN), as in Kafka.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
 
 // authorizedOpsUnknown is Kafka's answer when authorized operations were
 // not requested.
@@ -55,5 +58,26 @@ func (c *conn) authorizedOps(rt kmsg.ACLResourceType, name string) int32 {
 }
 
 // allowed reports whether the principal of c may perform op on the
-// resource (rt, name). Without an authorizer everything is allowed.
-func (c *conn) allowed(kmsg.ACLResourceType, string, kmsg.ACLOperation) bool { return true }
+// resource (rt, name).
+func (c *conn) allowed(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperation) bool {
+	return c.authorize(op, rt, name)
+}
+
+// authorize reports whether the principal of c, from its address, may
+// perform op on the resource (rt, name), by the committed ACLs, super.users
+// and allow.everyone.if.no.acl.found (acls.go). It is the one place every
+// API's authorization goes through.
+func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	return c.s.b.ACLs().Authorize(fsm.AuthorizeRequest{
+		Principal: c.principalNow(), Host: c.host, Operation: int8(op), ResourceType: int8(rt), ResourceName: name,
+		SuperUser: c.s.superUser(c.principalNow()), AllowIfNoACL: !c.s.opts.DenyIfNoACL,
+	})
+}
+
+// principalNow is c's principal, read under the server's lock (the
+// reader sets it as a client authenticates).
+func (c *conn) principalNow() string {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.principal
+}

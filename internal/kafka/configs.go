@@ -4,6 +4,11 @@ package kafka
 // AlterConfigs: v0-2
 // IncrementalAlterConfigs: v0-1
 // Behavior:
+//  * Authorization (acls.go): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS
+//    to alter, on the topic for a TOPIC resource
+//    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not) and on the
+//    cluster for BROKER and BROKER_LOGGER ones
+//    (CLUSTER_AUTHORIZATION_FAILED).
 //  * TOPIC resources: every topic config Stele knows (fsm.TopicConfigDefs,
 //    Kafka's names, types and defaults) is described; explicitly set ones
 //    with source DYNAMIC_TOPIC_CONFIG, those inheriting a cluster-wide log
@@ -92,6 +97,9 @@ func handleDescribeConfigs(c *conn, req kmsg.Request) (respond, error) {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		entries, p := c.s.describeResource(view, rr.ResourceType, rr.ResourceName)
+		if denied := c.configDenied(rr.ResourceType, rr.ResourceName, kmsg.ACLOperationDescribeConfigs); denied.failed() {
+			p = denied
+		}
 		if p.failed() {
 			res.ErrorCode, res.ErrorMessage = p.code, p.message()
 			resp.Resources = append(resp.Resources, res)
@@ -378,6 +386,8 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 		switch {
 		case named[key{r.typ, r.name}] > 1:
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("Duplicate resource: %s %q is named more than once.", r.typ, r.name))
+		case c.configDenied(r.typ, r.name, kmsg.ACLOperationAlterConfigs).failed():
+			p = c.configDenied(r.typ, r.name, kmsg.ACLOperationAlterConfigs)
 		case r.typ != kmsg.ConfigResourceTypeTopic && r.typ != kmsg.ConfigResourceTypeBroker && r.typ != kmsg.ConfigResourceTypeBrokerLogger:
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", r.typ))
 		case r.dupKeys:
@@ -413,6 +423,24 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 		}
 	}
 	return out
+}
+
+// configDenied is the answer to a principal without op (DESCRIBE_CONFIGS
+// or ALTER_CONFIGS) on a config resource, as Kafka checks it: a topic's on
+// the topic (TOPIC_AUTHORIZATION_FAILED), a broker's and the loggers' on
+// the cluster (CLUSTER_AUTHORIZATION_FAILED); nothing when allowed.
+func (c *conn) configDenied(typ kmsg.ConfigResourceType, name string, op kmsg.ACLOperation) problem {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !c.authorize(op, kmsg.ACLResourceTypeTopic, name) {
+			return newProblem(kerr.TopicAuthorizationFailed, "")
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !c.clusterAllowed(op) {
+			return newProblem(kerr.ClusterAuthorizationFailed, "")
+		}
+	}
+	return problem{}
 }
 
 // checkAlterConfigs says why cmd cannot apply to the committed view: the

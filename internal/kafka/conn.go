@@ -50,6 +50,8 @@ type conn struct {
 	// or a TLS client certificate's subject, mapped. Set once, under s.mu
 	// (which those that list the connections hold).
 	principal string
+	// host is the client's address as ACLs name hosts.
+	host string
 	// auth is the SASL authentication of a SASL listener's connection
 	// (sasl.go); closeReason says why it is closed after an answer.
 	auth        saslConn
@@ -76,6 +78,11 @@ type pending struct {
 
 func newConn(s *Server, l *Listener, nc net.Conn) *conn {
 	c := &conn{s: s, l: l, raw: nc, nc: nc, principal: listener.Anonymous, pending: make(chan pending, s.opts.MaxInflight)}
+	if nc != nil { // tests drive handlers without a connection
+		if ip := remoteIP(nc); ip.IsValid() {
+			c.host = ip.String()
+		}
+	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }

@@ -2,6 +2,8 @@ package kafka
 
 // CreatePartitions: v0-3
 // Behavior:
+//  * Authorization (acls.go): ALTER on each topic
+//    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not).
 //  * Raises each topic's partition count to count. Every topic becomes one
 //    CreatePartitions command; they are submitted together and commit in
 //    one block. The answer waits up to timeout_ms (<= 0: 30 s).
@@ -56,9 +58,12 @@ func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
 			}
 		}
 		var p problem
-		if seen[rt.Topic] > 1 {
+		switch {
+		case seen[rt.Topic] > 1:
 			p = newProblem(kerr.InvalidRequest, "Duplicate topic name.")
-		} else {
+		case !c.authorize(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic):
+			p = newProblem(kerr.TopicAuthorizationFailed, "")
+		default:
 			p = c.s.checkCreatePartitions(view, cmd, rt.Assignment != nil)
 		}
 		st := kmsg.NewCreatePartitionsResponseTopic()

@@ -18,6 +18,10 @@ package kafka
 //    INVALID_REPLICA_ASSIGNMENT with Kafka's message). Every broker still
 //    holds every partition; the assignment is recorded, Metadata reports it
 //    and the first live replica leads the partition (assignments.go).
+//  * Authorization (acls.go): CREATE on the cluster or on the topic
+//    (TOPIC_AUTHORIZATION_FAILED); the created topic's configs are
+//    answered only with DESCRIBE_CONFIGS on it (else config error
+//    TOPIC_AUTHORIZATION_FAILED), as Kafka.
 //  * A name given more than once gets one INVALID_REQUEST answer
 //    ("Duplicate topic name.") and is not created; the other topics are,
 //    as Kafka's controller does.
@@ -73,9 +77,12 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 			cmd fsm.CreateTopic
 			p   problem
 		)
-		if seen[rt.Topic] > 1 {
+		switch {
+		case seen[rt.Topic] > 1:
 			p = newProblem(kerr.InvalidRequest, "Duplicate topic name.")
-		} else {
+		case !c.mayCreateTopic(rt.Topic):
+			p = newProblem(kerr.TopicAuthorizationFailed, "")
+		default:
 			cmd, p = c.s.checkCreateTopic(view, &rt, accepted)
 		}
 		if p.failed() {
@@ -93,7 +100,14 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 		for _, e := range cmd.Configs {
 			explicit[e.Name] = e.Value
 		}
+		if !c.authorize(kmsg.ACLOperationDescribeConfigs, kmsg.ACLResourceTypeTopic, cmd.Name) {
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code // Kafka's answer without DESCRIBE_CONFIGS
+			explicit = nil
+		}
 		for _, e := range topicConfigEntries(explicit, view.LogDefaults()) {
+			if st.ConfigErrorCode != 0 {
+				break
+			}
 			rc := kmsg.NewCreateTopicsResponseTopicConfig()
 			rc.Name, rc.Value = e.name, kmsg.StringPtr(e.value)
 			rc.ReadOnly, rc.Source, rc.IsSensitive = e.readOnly, int8(e.source), e.sensitive

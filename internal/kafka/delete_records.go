@@ -2,6 +2,8 @@ package kafka
 
 // DeleteRecords: v0-2
 // Behavior:
+//  * Authorization (acls.go): DELETE on each topic
+//    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not).
 //  * Advances each partition's log start offset to the given offset (-1:
 //    the high watermark). Every partition becomes one DeleteRecords
 //    command; they are submitted together and commit in one block, and the
@@ -35,6 +37,7 @@ func handleDeleteRecords(c *conn, req kmsg.Request) (respond, error) {
 	for ti, rt := range r.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		deletable := c.authorize(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -42,6 +45,8 @@ func handleDeleteRecords(c *conn, req kmsg.Request) (respond, error) {
 			cmd := fsm.DeleteRecords{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset}
 			p := view.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !deletable:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Offset < -1 || rp.Offset > p.HighWatermark():

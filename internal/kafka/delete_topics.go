@@ -12,6 +12,8 @@ package kafka
 //    gets INVALID_REQUEST and is not deleted.
 //  * A deleted topic's partitions disappear from reads at once; its files
 //    are removed after the commit.
+//  * Authorization (acls.go): DELETE on each topic
+//    (TOPIC_AUTHORIZATION_FAILED, for a name whether it exists or not).
 // Not done: delete.topic.enable (deletion is always allowed).
 
 import (
@@ -82,6 +84,8 @@ func handleDeleteTopics(c *conn, req kmsg.Request) (respond, error) {
 			switch {
 			case nameCount[name] > 1:
 				p = newProblem(kerr.InvalidRequest, "Duplicate topic name.")
+			case !c.authorize(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, name):
+				p = newProblem(kerr.TopicAuthorizationFailed, "")
 			case t == nil:
 				p = newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", name))
 			case byID[t.ID]:
@@ -98,6 +102,8 @@ func handleDeleteTopics(c *conn, req kmsg.Request) (respond, error) {
 				p = newProblem(kerr.InvalidRequest, "Duplicate topic id.")
 			case t == nil:
 				p = newProblem(kerr.UnknownTopicID, fmt.Sprintf("topic id %s does not exist", id))
+			case !c.authorize(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, t.Name):
+				p = newProblem(kerr.TopicAuthorizationFailed, "")
 			default:
 				st.Topic = kmsg.StringPtr(t.Name)
 				cmd = fsm.DeleteTopic{ID: id}

@@ -9,7 +9,8 @@ package kafka
 //    asks can serve admin requests.
 //  * Cluster authorized operations are -2147483648 unless asked for; when
 //    asked for, the cluster operations the principal has
-//    (authorized_ops.go): all of them, as there is no authorizer yet.
+//    (authorized_ops.go), by the ACLs. DescribeCluster itself needs no
+//    permission, as in Kafka.
 //  * Only the BROKER endpoint type exists: asking for controllers gets
 //    MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), an unknown type
 //    UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers answer.

@@ -2,6 +2,8 @@ package kafka
 
 // DescribeLogDirs: v0-4
 // Behavior:
+//  * Authorization (acls.go): DESCRIBE on the cluster, as Kafka; without it
+//    no directory is described (CLUSTER_AUTHORIZATION_FAILED from v3).
 //  * One log directory, Options.DataDir (made absolute), holds every
 //    partition. A null topic list describes every partition; otherwise the
 //    partitions asked for that exist (unknown ones are left out, as Kafka
@@ -16,6 +18,7 @@ package kafka
 import (
 	"path/filepath"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stele-io/stele/internal/fsm"
@@ -24,6 +27,10 @@ import (
 func handleDescribeLogDirs(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeLogDirsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !c.clusterAllowed(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; before, an empty answer
+		return done(resp), nil
+	}
 	view := c.s.b.View()
 
 	dir := kmsg.NewDescribeLogDirsResponseDir()

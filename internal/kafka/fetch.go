@@ -20,6 +20,8 @@ package kafka
 //    at the last stable offset (below which every transaction is decided)
 //    and lists the aborted transactions overlapping the range returned,
 //    whose records the client skips, as Kafka does (fsm/partition_txns.go).
+//  * Authorization (acls.go): READ on each topic; a partition of a topic
+//    without it gets TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
 //    0, so clients send full requests; a request naming a session gets
 //    FETCH_SESSION_ID_NOT_FOUND.
@@ -134,6 +136,7 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
+		readable := c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -144,6 +147,10 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 			sp.RecordBatches = []byte{}
 			p := view.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !readable:
+				// Before existence: a denied topic's existence is not told.
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				stop = true
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				stop = true

@@ -19,7 +19,13 @@ package kafka
 //     group (offsets only) changes type. DescribeGroups, ListGroups and
 //     OffsetCommit/OffsetFetch (member epochs, STALE_MEMBER_EPOCH) serve
 //     consumer groups too.
-// Not done: racks do not influence assignment; group configs
+//   - Authorization (acls.go): ConsumerGroupHeartbeat READ on the group and
+//     DESCRIBE on each subscribed topic name; ConsumerGroupDescribe
+//     DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED,
+//     TOPIC_AUTHORIZATION_FAILED).
+// Not done: a regular-expression subscription is not narrowed to the
+// topics the member may describe (it cannot read the others: Fetch needs
+// READ); racks do not influence assignment; group configs
 // (IncrementalAlterConfigs on GROUP resources) are not served; classic
 // members cannot join a consumer group (no online migration).
 
@@ -43,6 +49,17 @@ func group848Routes() []route {
 func handleConsumerGroupHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !c.groupAllowed(kmsg.ACLOperationRead, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
+	for _, t := range r.SubscribedTopicNames {
+		if !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.ErrorMessage = kmsg.StringPtr("not authorized to describe a subscribed topic")
+			return done(resp), nil
+		}
+	}
 	cmd := fsm.ConsumerGroupHeartbeat{Group: r.Group, MemberID: r.MemberID, Epoch: r.MemberEpoch,
 		InstanceID: deref(r.InstanceID), RackID: deref(r.RackID), ClientID: c.clientID, ClientHost: c.clientHost(),
 		RebalanceTimeoutMs: r.RebalanceTimeoutMillis,
@@ -102,6 +119,8 @@ func handleConsumerGroupDescribe(c *conn, req kmsg.Request) (respond, error) {
 		dg.AuthorizedOperations = authorizedOpsUnknown
 		g := groups.Group(name)
 		switch {
+		case !c.groupAllowed(kmsg.ACLOperationDescribe, name):
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case name == "":
 			dg.ErrorCode = kerr.InvalidGroupID.Code
 		case loading:

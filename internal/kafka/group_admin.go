@@ -18,6 +18,11 @@ package kafka
 //   - DescribeGroups v3+ and ConsumerGroupDescribe answer the group's
 //     authorized operations when asked (authorized_ops.go): every result of
 //     DescribeGroups, the groups described by ConsumerGroupDescribe.
+//   - Authorization (acls.go), as Kafka: DescribeGroups DESCRIBE on each
+//     group; ListGroups lists every group with DESCRIBE on the cluster, else
+//     those the principal may DESCRIBE; DeleteGroups DELETE on each group;
+//     OffsetDelete DELETE on the group and READ on each topic
+//     (GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"slices"
@@ -44,6 +49,8 @@ func handleDescribeGroups(c *conn, req kmsg.Request) (respond, error) {
 		}
 		g := groups.Group(name)
 		switch {
+		case !c.groupAllowed(kmsg.ACLOperationDescribe, name):
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case name == "":
 			dg.ErrorCode = kerr.InvalidGroupID.Code
 		case loading:
@@ -100,7 +107,11 @@ func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return done(resp), nil
 	}
+	all := c.clusterAllowed(kmsg.ACLOperationDescribe)
 	for _, g := range c.s.b.Groups().Groups() {
+		if !all && !c.groupAllowed(kmsg.ACLOperationDescribe, g.Name) {
+			continue
+		}
 		state, protocolType := g.State.String(), g.ProtocolType
 		if g.Type == fsm.GroupConsumer {
 			state, protocolType = g.ConsumerState, "consumer"
@@ -122,9 +133,18 @@ func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
 func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DeleteGroupsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	cmds := make([]fsm.Command, len(r.Groups))
-	for i, name := range r.Groups {
-		cmds[i] = fsm.DeleteGroup{Group: name}
+	var cmds []fsm.Command
+	var slots []int
+	for _, name := range r.Groups {
+		dg := kmsg.NewDeleteGroupsResponseGroup()
+		dg.Group = name
+		if c.groupAllowed(kmsg.ACLOperationDelete, name) {
+			cmds = append(cmds, fsm.DeleteGroup{Group: name})
+			slots = append(slots, len(resp.Groups))
+		} else {
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		}
+		resp.Groups = append(resp.Groups, dg)
 	}
 	if len(cmds) == 0 {
 		return done(resp), nil
@@ -133,9 +153,7 @@ func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
 	return func() kmsg.Response {
 		defer call.cancel()
 		for i, o := range call.wait() {
-			dg := kmsg.NewDeleteGroupsResponseGroup()
-			dg.Group, dg.ErrorCode = r.Groups[i], o.Code
-			resp.Groups = append(resp.Groups, dg)
+			resp.Groups[slots[i]].ErrorCode = o.Code
 		}
 		return resp
 	}, nil
@@ -144,6 +162,10 @@ func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
 func handleOffsetDelete(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.OffsetDeleteRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !c.groupAllowed(kmsg.ACLOperationDelete, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	view := c.s.b.View()
 	type slot struct{ topic, part int }
 	var (
@@ -156,7 +178,9 @@ func handleOffsetDelete(c *conn, req kmsg.Request) (respond, error) {
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if view.Partition(rt.Topic, rp.Partition) == nil {
+			if !c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if view.Partition(rt.Topic, rp.Partition) == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				cmds = append(cmds, fsm.OffsetDelete{Group: r.Group, Topic: rt.Topic, Partition: rp.Partition})

@@ -22,6 +22,11 @@ package kafka
 //   - For KIP-848 consumer groups the generation of OffsetCommit and the
 //     member epoch of OffsetFetch v9 must be the member's current epoch
 //     (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+// Authorization (acls.go), as Kafka: OffsetCommit READ on the group and on
+// each topic; OffsetFetch DESCRIBE on the group and on each topic (a topic
+// without it is left out of an all-topics answer, and answered
+// TOPIC_AUTHORIZATION_FAILED when asked for); GROUP_AUTHORIZATION_FAILED,
+// TOPIC_AUTHORIZATION_FAILED.
 // Not done: require_stable (v7+) waits for nothing and never answers
 // UNSTABLE_OFFSET_COMMIT (a transaction's offsets, txns.go, are invisible
 // until it commits); v10 (topic ids) is not served.
@@ -43,14 +48,28 @@ func handleOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	if r.Version == 0 {
 		generation = -1
 	}
+	groupOK := c.groupAllowed(kmsg.ACLOperationRead, r.Group)
 	var cmds []fsm.Command
-	for _, rt := range r.Topics {
+	type slot struct{ topic, part int }
+	var slots []slot
+	for ti, rt := range r.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
+		topicOK := c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
+			switch {
+			case !groupOK:
+				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case !topicOK:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 			st.Partitions = append(st.Partitions, sp)
+			if sp.ErrorCode != 0 {
+				continue
+			}
+			slots = append(slots, slot{ti, pi})
 			epoch := rp.LeaderEpoch
 			if r.Version < 6 {
 				epoch = -1
@@ -67,13 +86,8 @@ func handleOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
-		out := call.wait()
-		i := 0
-		for ti := range resp.Topics {
-			for pi := range resp.Topics[ti].Partitions {
-				resp.Topics[ti].Partitions[pi].ErrorCode = out[i].Code
-				i++
-			}
+		for i, o := range call.wait() {
+			resp.Topics[slots[i].topic].Partitions[slots[i].part].ErrorCode = o.Code
 		}
 		return resp
 	}, nil
@@ -93,7 +107,7 @@ func handleOffsetFetch(c *conn, req kmsg.Request) (respond, error) {
 		if r.Topics == nil {
 			topics = nil
 		}
-		code, out := fetchGroupOffsets(groups.Group(r.Group), view, r.Group, topics, loading)
+		code, out := c.fetchGroupOffsetsAuthorized(groups.Group(r.Group), view, r.Group, topics, loading)
 		resp.ErrorCode = code
 		for _, t := range out {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -116,7 +130,7 @@ func handleOffsetFetch(c *conn, req kmsg.Request) (respond, error) {
 		return done(resp), nil
 	}
 	for _, rg := range r.Groups {
-		code, out := fetchGroupOffsets(groups.Group(rg.Group), view, rg.Group, rg.Topics, loading)
+		code, out := c.fetchGroupOffsetsAuthorized(groups.Group(rg.Group), view, rg.Group, rg.Topics, loading)
 		if code == 0 && rg.MemberID != nil {
 			// v9 (KIP-848): a member reading its group's offsets must be
 			// current.
@@ -134,6 +148,34 @@ func handleOffsetFetch(c *conn, req kmsg.Request) (respond, error) {
 		resp.Groups = append(resp.Groups, g)
 	}
 	return done(resp), nil
+}
+
+// fetchGroupOffsetsAuthorized is fetchGroupOffsets as a principal may see
+// it (Kafka's OffsetFetch authorization): nothing without DESCRIBE on the
+// group (GROUP_AUTHORIZATION_FAILED); a topic asked for without DESCRIBE
+// on it gets TOPIC_AUTHORIZATION_FAILED for its partitions, and such a
+// topic is left out when every topic is asked for.
+func (c *conn) fetchGroupOffsetsAuthorized(g *fsm.GroupView, view *fsm.View, group string, topics []kmsg.OffsetFetchRequestGroupTopic, loading bool) (int16, []kmsg.OffsetFetchResponseGroupTopic) {
+	if !c.groupAllowed(kmsg.ACLOperationDescribe, group) {
+		return kerr.GroupAuthorizationFailed.Code, nil
+	}
+	code, out := fetchGroupOffsets(g, view, group, topics, loading)
+	kept := out[:0]
+	for _, t := range out {
+		if c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Topic) {
+			kept = append(kept, t)
+			continue
+		}
+		if topics == nil {
+			continue
+		}
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, nil, kerr.TopicAuthorizationFailed.Code
+		}
+		kept = append(kept, t)
+	}
+	return code, kept
 }
 
 // fetchGroupOffsets answers one group of an OffsetFetch: the topics asked

@@ -33,7 +33,11 @@ package kafka
 //     COORDINATOR_LOAD_IN_PROGRESS (retriable).
 // The KIP-848 consumer protocol is in group848.go.
 // Not done: FindCoordinator v5+ (KIP-890) and share groups (KIP-932) are
-// not served. Authorization: none (no ACLs yet).
+// not served.
+// Authorization (acls.go), as Kafka: READ on the group for JoinGroup,
+// SyncGroup, Heartbeat and LeaveGroup (GROUP_AUTHORIZATION_FAILED);
+// FindCoordinator DESCRIBE on the group or the transactional id
+// (GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -96,6 +100,12 @@ func handleFindCoordinator(c *conn, req kmsg.Request) (respond, error) {
 		if r.CoordinatorType != 0 && r.CoordinatorType != 1 {
 			m := "coordinator type must be 0 (group) or 1 (transaction)"
 			return -1, "", -1, kerr.InvalidRequest.Code, &m
+		}
+		if r.CoordinatorType == 0 && !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key) {
+			return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil
+		}
+		if r.CoordinatorType == 1 && !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed.Code, nil
 		}
 		b := self
 		if len(live) > 0 {
@@ -183,10 +193,19 @@ func deref(s *string) string {
 	return *s
 }
 
+// groupAllowed reports whether c may perform op on the group.
+func (c *conn) groupAllowed(op kmsg.ACLOperation, group string) bool {
+	return c.authorize(op, kmsg.ACLResourceTypeGroup, group)
+}
+
 func handleJoinGroup(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.JoinGroupRequest)
 	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation, resp.MemberID = -1, r.MemberID
+	if !c.groupAllowed(kmsg.ACLOperationRead, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	rebalance := r.RebalanceTimeoutMillis
 	if r.Version == 0 {
 		rebalance = r.SessionTimeoutMillis
@@ -278,6 +297,10 @@ func fillJoinResponse(resp *kmsg.JoinGroupResponse, g *fsm.GroupView, id string,
 func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.SyncGroupRequest)
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+	if !c.groupAllowed(kmsg.ACLOperationRead, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	cmd := fsm.SyncGroup{Group: r.Group, MemberID: r.MemberID, InstanceID: deref(r.InstanceID),
 		Generation: r.Generation, ProtocolType: deref(r.ProtocolType), Protocol: deref(r.Protocol)}
 	for _, a := range r.GroupAssignment {
@@ -331,6 +354,10 @@ func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 func handleHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.HeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !c.groupAllowed(kmsg.ACLOperationRead, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	return c.answerCode(fsm.Heartbeat{Group: r.Group, MemberID: r.MemberID,
 		InstanceID: deref(r.InstanceID), Generation: r.Generation}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
@@ -338,6 +365,10 @@ func handleHeartbeat(c *conn, req kmsg.Request) (respond, error) {
 func handleLeaveGroup(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.LeaveGroupRequest)
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !c.groupAllowed(kmsg.ACLOperationRead, r.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	var cmds []fsm.Command
 	if r.Version < 3 {
 		cmds = append(cmds, fsm.LeaveGroup{Group: r.Group, MemberID: r.MemberID})

@@ -2,6 +2,8 @@ package kafka
 
 // ListOffsets: v1-8
 // Behavior:
+//  * Authorization (acls.go): DESCRIBE on each topic
+//    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not).
 //  * -2 (earliest) and -4 (earliest local, KIP-405: there is no tiered
 //    storage, so it is the same) answer the log start offset; -1 (latest)
 //    the last fetchable offset: the high watermark, or for read_committed
@@ -72,12 +74,15 @@ func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	for _, rt := range r.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		describable := c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := view.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !describable:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case seen[tp{rt.Topic, rp.Partition}]:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case behind:

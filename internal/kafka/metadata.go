@@ -24,6 +24,11 @@ package kafka
 //    listed, and the cluster's in v8-10 (v11+ moved them to
 //    DescribeCluster); -2147483648 otherwise and for unknown topic IDs,
 //    as Kafka answers.
+//  * Authorization (acls.go): DESCRIBE on a topic to see it: all-topic
+//    requests list only those, a topic asked for without it gets
+//    TOPIC_AUTHORIZATION_FAILED whether it exists or not; creating an
+//    unknown topic also needs CREATE on the cluster or the topic (without
+//    it, UNKNOWN_TOPIC_OR_PARTITION).
 // Not done: racks.
 
 import (
@@ -62,9 +67,14 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 
 	view := s.b.View()
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	describable := func(name string) bool {
+		return c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
+	}
 	if allTopics {
 		for _, t := range view.Topics() {
-			resp.Topics = append(resp.Topics, topicMetadata(t, mem, topicOps(t.Name)))
+			if describable(t.Name) {
+				resp.Topics = append(resp.Topics, topicMetadata(t, mem, topicOps(t.Name)))
+			}
 		}
 		return done(resp), nil
 	}
@@ -75,7 +85,7 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 		if rt.Topic == nil {
 			continue
 		}
-		if view.Topic(*rt.Topic) == nil && autoCreate && fsm.ValidTopicName(*rt.Topic) == nil {
+		if view.Topic(*rt.Topic) == nil && autoCreate && fsm.ValidTopicName(*rt.Topic) == nil && describable(*rt.Topic) && c.mayCreateTopic(*rt.Topic) {
 			create = append(create, fsm.CreateTopic{Name: *rt.Topic, Partitions: s.opts.DefaultPartitions, ReplicationFactor: -1})
 		}
 	}
@@ -92,6 +102,12 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 		case rt.Topic != nil:
 			mt.Topic = rt.Topic
 			mt.AuthorizedOperations = topicOps(*rt.Topic)
+			if !describable(*rt.Topic) {
+				// Whether it exists or not: a denied topic is not revealed.
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			if err := fsm.ValidTopicName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, mt)
@@ -106,6 +122,8 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 			t = view.TopicByID(fsm.TopicID(rt.TopicID))
 			if t == nil {
 				mt.ErrorCode = kerr.UnknownTopicID.Code
+			} else if !describable(t.Name) {
+				mt.ErrorCode, t = kerr.TopicAuthorizationFailed.Code, nil
 			}
 		}
 		if t == nil {

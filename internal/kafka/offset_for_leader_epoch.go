@@ -2,6 +2,8 @@ package kafka
 
 // OffsetForLeaderEpoch: v0-4
 // Behavior:
+//  * Authorization (acls.go): DESCRIBE on each topic, as Kafka asks of a
+//    consumer (TOPIC_AUTHORIZATION_FAILED, whether it exists or not).
 //  * Stele's leader epoch is always 0 (Metadata reports 0 for every
 //    partition): consensus orders every write, so a log is never truncated
 //    by a leader change and epoch 0 spans the whole log.
@@ -44,11 +46,14 @@ func (c *conn) offsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest) kmsg.Re
 	for _, rt := range r.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		describable := c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition() // epoch and end offset -1
 			sp.Partition = rp.Partition
 			p := view.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !describable:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case behind:

@@ -44,6 +44,12 @@ package kafka
 //    gets UNKNOWN_TOPIC_OR_PARTITION otherwise; an invalid topic name
 //    INVALID_TOPIC_EXCEPTION.
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
+//  * Authorization (acls.go): WRITE on each topic
+//    (TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not), and
+//    for a transactional producer WRITE on its transactional id
+//    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); creating
+//    an unknown topic needs CREATE on the cluster or the topic
+//    (UNKNOWN_TOPIC_OR_PARTITION without it).
 //  * Batches of idempotent producers are checked against the producer's
 //    last five batches in the partition when applied (fsm/partition_producers.go): a
 //    retry is answered with its first offset and not stored again;
@@ -88,9 +94,11 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 	)
 	view := s.b.View()
 	created := map[string]bool{}
+	txnDenied := r.TransactionID != nil && !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *r.TransactionID)
 	for ti, rt := range r.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
+		writable := c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -100,10 +108,14 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 			switch {
 			case r.Acks != -1 && r.Acks != 0 && r.Acks != 1:
 				code = kerr.InvalidRequiredAcks.Code
+			case txnDenied:
+				code = kerr.TransactionalIDAuthorizationFailed.Code
+			case !writable:
+				code = kerr.TopicAuthorizationFailed.Code
 			case fsm.ValidTopicName(rt.Topic) != nil:
 				code = kerr.InvalidTopicException.Code
 			case view.Topic(rt.Topic) == nil && !created[rt.Topic]:
-				if !s.opts.AutoCreateTopics {
+				if !s.opts.AutoCreateTopics || !c.mayCreateTopic(rt.Topic) {
 					code = kerr.UnknownTopicOrPartition.Code
 					break
 				}

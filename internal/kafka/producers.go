@@ -17,6 +17,10 @@ package kafka
 //     OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 //   - DescribeProducers lists a partition's producers from the broker's
 //     committed state.
+//   - Authorization (acls.go), as Kafka: InitProducerId with a
+//     transactional id WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+//     without one IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+//     (CLUSTER_AUTHORIZATION_FAILED); DescribeProducers READ on each topic.
 // Not done: v5 (KIP-890's server-side epoch bumps).
 
 import (
@@ -39,6 +43,14 @@ func handleInitProducerID(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	switch {
+	case r.TransactionalID != nil && !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *r.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp), nil
+	case r.TransactionalID == nil && !c.clusterAllowed(kmsg.ACLOperationIdempotentWrite) && !c.mayWriteSomeTopic():
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	call := c.startCall(30*time.Second, fsm.InitProducerID{TransactionalID: deref(r.TransactionalID),
 		TimeoutMs: r.TransactionTimeoutMillis})
 	return func() kmsg.Response {
@@ -59,11 +71,14 @@ func handleDescribeProducers(c *conn, req kmsg.Request) (respond, error) {
 	for _, rt := range r.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		readable := c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, part := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = part
 			p := view.Partition(rt.Topic, part)
 			switch {
+			case !readable:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case c.s.catchingUp():

@@ -29,7 +29,7 @@ var allMechanisms = []string{stelesasl.Plain, stelesasl.ScramSHA256, stelesasl.S
 func startSASLBroker(t testing.TB, tweak func(*Options)) (*testBroker, string) {
 	t.Helper()
 	tb := startTestBroker(t, func(o *Options) {
-		o.Authenticated = true
+		o.DenyIfNoACL = true
 		o.Registerer = prometheus.NewRegistry()
 		if tweak != nil {
 			tweak(o)
@@ -85,6 +85,19 @@ func TestSASLUsers(t *testing.T) {
 	}
 	if cs := described["alice"].CredInfos; len(cs) != 2 || cs[0].Iterations != 4096 || cs[1].Iterations != 8192 {
 		t.Fatalf("alice's credentials: %+v", described["alice"])
+	}
+	// The broker authenticates, so nothing is allowed without an ACL
+	// (allow.everyone.if.no.acl.found is false): alice gets hers.
+	acls, err := adm.CreateACLs(ctx(t), kadm.NewACLs().Allow("User:alice").AllowHosts("*").
+		Topics("sasl-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll).
+		Groups().Operations(kadm.OpAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range acls {
+		if r.Err != nil {
+			t.Fatalf("ACL %+v: %v", r, r.Err)
+		}
 	}
 
 	for name, opt := range map[string]kgo.Opt{

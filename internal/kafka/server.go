@@ -165,11 +165,11 @@ type Options struct {
 	// SuperUsers are Kafka's super.users, principals ("User:alice"); the
 	// admin user (AdminUser) is always one.
 	SuperUsers []string
-	// Authenticated says a listener authenticates its clients (SASL, or
-	// TLS requiring client certificates): until ACLs are served, only
-	// super users may then manage users (users.go). Without it the
-	// broker is open, as Kafka without an authorizer.
-	Authenticated bool
+	// DenyIfNoACL is allow.everyone.if.no.acl.found=false: a resource no
+	// ACL applies to is denied to all but super users (acls.go). The
+	// server sets it when a listener authenticates its clients; false
+	// (the zero value) leaves a broker without ACLs open to all.
+	DenyIfNoACL bool
 }
 
 func (o *Options) setDefaults() {
@@ -252,7 +252,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.routes = map[int16]route{}
 	s.saslSecret = make([]byte, 32)
 	rand.Read(s.saslSecret)
-	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
+	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), aclRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
 		for _, r := range group {
 			s.routes[r.key] = r
 		}

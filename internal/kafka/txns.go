@@ -24,6 +24,13 @@ package kafka
 //   - AddPartitionsToTxn v4+ (KIP-890's batched broker form) adds to or,
 //     with VerifyOnly, checks several transactions in one request; franz-go
 //     and the Java client send v3 and below for their own transactions.
+// Authorization (acls.go), as Kafka: WRITE on the transactional id for
+// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and WRITE on each topic added
+// (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED), READ
+// on the group for AddOffsetsToTxn and TxnOffsetCommit, READ on each topic
+// committed; DescribeTransactions DESCRIBE on each id, ListTransactions
+// lists only the ids the principal may DESCRIBE.
 // Not done: KIP-890 part 2 (EndTxn v5+ epoch bump per transaction,
 // Produce v12+ implicit adds); WriteTxnMarkers (there is no separate
 // coordinator to send them).
@@ -109,6 +116,9 @@ func handleAddPartitionsToTxn(c *conn, req kmsg.Request) (respond, error) {
 		switch {
 		case it.id == "":
 			fillCodes(it.codes, kerr.InvalidRequest.Code)
+		case !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, it.id):
+			fillCodes(it.codes, kerr.TransactionalIDAuthorizationFailed.Code)
+		case c.deniedPartitions(it):
 		case it.verify:
 			verifyInTxn(it, c.s.b.Transactions())
 		case unknownPartitions(view, it):
@@ -173,6 +183,27 @@ func handleAddPartitionsToTxn(c *conn, req kmsg.Request) (respond, error) {
 // unknownPartitions answers it when it names a partition that does not
 // exist: UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for
 // the rest, as Kafka does.
+// deniedPartitions sets the codes of an item with a topic the principal
+// may not WRITE: TOPIC_AUTHORIZATION_FAILED for its partitions,
+// OPERATION_NOT_ATTEMPTED for the others, as Kafka answers.
+func (c *conn) deniedPartitions(it *addPartitionsItem) bool {
+	denied, i := false, 0
+	for _, rt := range it.topics {
+		ok := c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
+		for range rt.Partitions {
+			it.codes[i] = kerr.OperationNotAttempted.Code
+			if !ok {
+				it.codes[i], denied = kerr.TopicAuthorizationFailed.Code, true
+			}
+			i++
+		}
+	}
+	if !denied {
+		clear(it.codes)
+	}
+	return denied
+}
+
 func unknownPartitions(view *fsm.View, it *addPartitionsItem) bool {
 	unknown, i := false, 0
 	for _, rt := range it.topics {
@@ -222,6 +253,14 @@ func fillCodes(codes []int16, code int16) {
 func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	switch {
+	case !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, r.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp), nil
+	case !c.groupAllowed(kmsg.ACLOperationRead, r.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	return c.answerCode(fsm.AddOffsetsToTxn{TransactionalID: r.TransactionalID,
 		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Group: r.Group}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
@@ -229,6 +268,10 @@ func handleAddOffsetsToTxn(c *conn, req kmsg.Request) (respond, error) {
 func handleEndTxn(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	if !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, r.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp), nil
+	}
 	return c.answerCode(fsm.EndTxn{TransactionalID: r.TransactionalID,
 		ProducerID: r.ProducerID, Epoch: r.ProducerEpoch, Commit: r.Commit}, resp, func(code int16) { resp.ErrorCode = code }), nil
 }
@@ -240,14 +283,31 @@ func handleTxnOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	if r.Version >= 3 {
 		generation = r.Generation
 	}
+	var denied int16
+	switch {
+	case !c.authorize(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, r.TransactionalID):
+		denied = kerr.TransactionalIDAuthorizationFailed.Code
+	case !c.groupAllowed(kmsg.ACLOperationRead, r.Group):
+		denied = kerr.GroupAuthorizationFailed.Code
+	}
 	var cmds []fsm.Command
-	for _, rt := range r.Topics {
+	type slot struct{ topic, part int }
+	var slots []slot
+	for ti, rt := range r.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
+		code := denied
+		if code == 0 && !c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			sp.Partition = rp.Partition
+			sp.Partition, sp.ErrorCode = rp.Partition, code
 			st.Partitions = append(st.Partitions, sp)
+			if code != 0 {
+				continue
+			}
+			slots = append(slots, slot{ti, pi})
 			epoch := rp.LeaderEpoch
 			if r.Version < 2 {
 				epoch = -1
@@ -265,13 +325,8 @@ func handleTxnOffsetCommit(c *conn, req kmsg.Request) (respond, error) {
 	call := c.startCall(30*time.Second, cmds...)
 	return func() kmsg.Response {
 		defer call.cancel()
-		out := call.wait()
-		i := 0
-		for ti := range resp.Topics {
-			for pi := range resp.Topics[ti].Partitions {
-				resp.Topics[ti].Partitions[pi].ErrorCode = out[i].Code
-				i++
-			}
+		for i, o := range call.wait() {
+			resp.Topics[slots[i].topic].Partitions[slots[i].part].ErrorCode = o.Code
 		}
 		return resp
 	}, nil
@@ -284,6 +339,11 @@ func handleDescribeTransactions(c *conn, req kmsg.Request) (respond, error) {
 	for _, id := range r.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
+		if !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, id) {
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
 		i := slices.IndexFunc(txns, func(t fsm.TxnInfo) bool { return t.ID == id })
 		if i < 0 {
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code
@@ -310,6 +370,9 @@ func handleListTransactions(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.ListTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	for _, t := range c.s.b.Transactions() {
+		if !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, t.ID) {
+			continue
+		}
 		state := t.State.String()
 		if len(r.StateFilters) > 0 && !slices.ContainsFunc(r.StateFilters, func(s string) bool { return strings.EqualFold(s, state) }) {
 			continue

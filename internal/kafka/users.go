@@ -20,12 +20,8 @@ package kafka
 //  * DescribeUserScramCredentials lists every user when none is named;
 //    a named user without credentials gets RESOURCE_NOT_FOUND, a name
 //    given twice DUPLICATE_RESOURCE. Salts and keys are never answered.
-//  * Who may: until ACLs are served, when a listener authenticates its
-//    clients (SASL, or TLS requiring client certificates) only super
-//    users (the admin user and super.users) may describe or alter users;
-//    others get CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a principal
-//    without ALTER or DESCRIBE on the cluster. A broker without such a
-//    listener is open to all, as Kafka without an authorizer.
+//  * Authorization, as Kafka: DESCRIBE on the cluster to describe, ALTER
+//    on the cluster to alter; CLUSTER_AUTHORIZATION_FAILED otherwise.
 //  * A chain below app version 3 has no users: UNSUPPORTED_VERSION.
 
 import (
@@ -46,18 +42,11 @@ func userRoutes() []route {
 	}
 }
 
-// mayManageUsers reports whether c's principal may describe and alter
-// users (see the file's comment).
-func (c *conn) mayManageUsers() bool {
-	return !c.s.opts.Authenticated || c.s.superUser(c.principal)
-}
-
 func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !c.mayManageUsers() {
+	if !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, fsm.ClusterResourceName) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("only super users may describe users until ACLs are served")
 		return done(resp), nil
 	}
 	users := c.s.b.Users()
@@ -165,14 +154,14 @@ func handleAlterUserScramCredentials(c *conn, req kmsg.Request) (respond, error)
 	}
 	var cmds []fsm.Command
 	var slots []int
-	mayManage := c.mayManageUsers()
+	mayManage := c.authorize(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, fsm.ClusterResourceName)
 	version := c.s.b.Upgrade().Version
 	for _, name := range order {
 		a := byUser[name]
 		switch {
 		case a.p.failed():
 		case !mayManage:
-			a.p = newProblem(kerr.ClusterAuthorizationFailed, "only super users may alter users until ACLs are served")
+			a.p = newProblem(kerr.ClusterAuthorizationFailed, "")
 		case version < fsm.SecurityVersion:
 			a.p = newProblem(kerr.UnsupportedVersion, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", fsm.SecurityVersion, version))
 		default:

@@ -65,6 +65,12 @@ type Config struct {
 	// super user admin, created with SCRAM credentials (which PLAIN logins
 	// are checked against too) when the state has no such user.
 	AdminPasswordFile string
+	// AllowEveryoneIfNoACL is allow.everyone.if.no.acl.found
+	// (--allow-everyone-if-no-acl-found): whether a resource no ACL
+	// applies to is allowed to all. nil: false when a listener
+	// authenticates its clients (SASL, or SSL requiring certificates),
+	// true otherwise, so a broker nobody logs in to stays open.
+	AllowEveryoneIfNoACL *bool
 	// MaxReauth is connections.max.reauth.ms (--connections-max-reauth-ms):
 	// a SASL session's lifetime, after which clients re-authenticate
 	// (KIP-368); 0 never.
@@ -417,7 +423,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		SuperUsers: cfg.SuperUsers,
 	}
 	specs, _ := cfg.kafkaListeners() // checked by Validate
-	kopts.Authenticated = cfg.authenticated(specs)
+	kopts.DenyIfNoACL = cfg.authenticated(specs)
+	if cfg.AllowEveryoneIfNoACL != nil {
+		kopts.DenyIfNoACL = !*cfg.AllowEveryoneIfNoACL
+	}
 	if cfg.AdvertisedKafka != "" {
 		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)
 		p, err := strconv.Atoi(port)

@@ -28,8 +28,9 @@ import (
 // SASL_SSL and whose genesis holds the admin user. The admin (SCRAM-SHA-512
 // over TLS) creates alice; every broker authenticates her at once (users
 // are replicated state): she produces through each broker with
-// SCRAM-SHA-256 and reads everything back through another with PLAIN, and
-// may not manage users. A wrong password is refused by every broker; the
+// SCRAM-SHA-256 and reads everything back through another with PLAIN under
+// the ACL the admin gave her, is refused any other topic by every broker,
+// and may not manage users. A wrong password is refused by every broker; the
 // stele commands log in with the client.properties init wrote. A broker
 // killed with SIGKILL and restarted still knows alice, and the brokers end
 // at one app hash.
@@ -75,9 +76,21 @@ func TestClusterSASL(t *testing.T) {
 		t.Fatalf("create alice: %v %v", err, res.Error())
 	}
 
+	// Nothing is allowed without an ACL on a cluster that authenticates:
+	// alice may read and write the topic (ACLs are replicated state too,
+	// so every broker enforces this one at once).
+	created, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("sasl").Operations(kadm.OpRead, kadm.OpWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range created {
+		if r.Err != nil {
+			t.Fatalf("ACL %+v: %v", r, r.Err)
+		}
+	}
 	alice := scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism()
 	for i, a := range addrs {
-		cl := newClient(alice, []string{a}, kgo.DefaultProduceTopic("sasl"), kgo.RequiredAcks(kgo.AllISRAcks()))
+		cl := newClient(alice, []string{a}, kgo.DefaultProduceTopic("sasl"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
 		var recs []*kgo.Record
 		for j := i * 100; j < i*100+100; j++ {
 			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(j % 8)), Value: []byte(fmt.Sprint(j))})
@@ -104,6 +117,12 @@ func TestClusterSASL(t *testing.T) {
 
 	if _, err := kadm.NewClient(newClient(alice, addrs)).DescribeUserSCRAMs(ctx); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Errorf("alice describes users: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	for _, a := range addrs {
+		err := newClient(alice, []string{a}, kgo.DisableIdempotentWrite(), kgo.RecordRetries(0)).ProduceSync(ctx, &kgo.Record{Topic: "not-hers", Value: []byte("x")}).FirstErr()
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("alice writes a topic no ACL gives her through %s: %v", a, err)
+		}
 	}
 	for _, a := range addrs {
 		cl := newClient(scram.Auth{User: "alice", Pass: "guess"}.AsSha256Mechanism(), []string{a}, kgo.RequestRetries(0))

@@ -7,7 +7,8 @@
 #     `stele cert`) and PLAINTEXT listeners; --admin-password-file creates
 #     the super user admin at start.
 #  2. `stele user create alice` with Kafka's --command-config (the admin
-#     over SCRAM-SHA-512) and `stele user list`.
+#     over SCRAM-SHA-512) and `stele user list`; `stele acl add --producer
+#     --consumer` gives her a topic prefix and a group.
 #  3. alice produces and reads records with kcat over SASL_PLAINTEXT
 #     (SCRAM-SHA-512, PLAIN) and SASL_SSL (SCRAM-SHA-256), with
 #     confluent-kafka over SASL_SSL (SCRAM-SHA-512), and with kafka-python
@@ -60,9 +61,22 @@ for want in "admin +SCRAM-SHA-256 +4096" "admin +SCRAM-SHA-512" "alice +SCRAM-SH
 done
 log "stele user create alice, and user list shows admin and alice with both SCRAM mechanisms"
 
+# The broker authenticates, so nothing is allowed without an ACL
+# (allow.everyone.if.no.acl.found is false): alice may produce to and read
+# the e2e-sasl- topics, with the group e2e-sasl.
+e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" acl add --allow-principal User:alice --producer --consumer \
+	--topic e2e-sasl- --resource-pattern-type prefixed --group e2e-sasl >"$E2E_TMP/out" 2>&1 ||
+	fail "stele acl add: $(cat "$E2E_TMP/out")"
+e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" acl list --principal User:alice >"$E2E_TMP/acls" 2>&1 || fail "stele acl list: $(cat "$E2E_TMP/acls")"
+for want in "TOPIC +e2e-sasl- +PREFIXED +User:alice +\* +WRITE +ALLOW" "TOPIC +e2e-sasl- +PREFIXED +User:alice +\* +READ +ALLOW" "GROUP +e2e-sasl +PREFIXED +User:alice +\* +READ +ALLOW"; do
+	grep -Eq "^$want" "$E2E_TMP/acls" || fail "stele acl list lacks '$want': $(cat "$E2E_TMP/acls")"
+done
+log "stele acl add --producer --consumer for alice on the prefixes e2e-sasl- (topics) and e2e-sasl (groups)"
+
 # --- 3. records over SASL ---------------------------------------------------------
 topic=e2e-sasl-$$x$RANDOM
-e2e_topic_create "$topic" 1
+e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" topic create "$topic" --partitions 1 >"$E2E_TMP/out" 2>&1 ||
+	fail "stele topic create as admin: $(cat "$E2E_TMP/out")"
 scram512=(-X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=alice -X sasl.password="$ALICE_PW")
 plain=(-X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=alice -X sasl.password="$ALICE_PW")
 ssl256=(-X security.protocol=SASL_SSL -X ssl.ca.location="$certs/ca.crt" -X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=alice -X sasl.password="$ALICE_PW")
@@ -135,7 +149,11 @@ grep -q "CLUSTER_AUTHORIZATION_FAILED" "$E2E_TMP/out" || fail "alice's user list
 if e2e_timeout 20 kcat -L -b "$SASL" -m 5 >/dev/null 2>&1; then
 	fail "kcat without SASL was served on the SASL port"
 fi
-log "refused: a wrong password (counted, in no log line), alice managing users, a client without SASL on the SASL port"
+if printf 'x\n' | e2e_timeout 20 kcat -P -b "$SASL" "${scram512[@]}" -t not-hers -X topic.message.timeout.ms=5000 2>"$E2E_TMP/kcat.err"; then
+	fail "alice produced to a topic no ACL gives her"
+fi
+grep -qi "authoriz" "$E2E_TMP/kcat.err" || fail "alice's produce to not-hers: $(cat "$E2E_TMP/kcat.err")"
+log "refused: a wrong password (counted, in no log line), alice managing users or writing a topic no ACL gives her, a client without SASL on the SASL port"
 
 # --- 5. deletion and restart -------------------------------------------------------
 e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" user delete alice >"$E2E_TMP/out" 2>&1 || fail "stele user delete alice: $(cat "$E2E_TMP/out")"
