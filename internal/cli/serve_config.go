@@ -81,7 +81,7 @@ var brokerProperties = map[string]brokerProperty{
 	// Stele's authorizer always runs (the ACLs are replicated state): a
 	// Kafka file naming its StandardAuthorizer asks for what it gets.
 	"authorizer.class.name": {"", func(*server.Config, string) error { return nil }},
-	"super.users": {"super-users", func(c *server.Config, v string) error { c.SuperUsers = splitList(v, ";"); return nil }},
+	"super.users":           {"super-users", func(c *server.Config, v string) error { c.SuperUsers = splitList(v, ";"); return nil }},
 	"connections.max.reauth.ms": {"connections-max-reauth-ms", func(c *server.Config, v string) error {
 		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		c.MaxReauth = time.Duration(ms) * time.Millisecond

@@ -222,7 +222,9 @@ func TestACLMatrix(t *testing.T) {
 				r := kmsg.NewPtrDescribeTransactionsRequest()
 				r.TransactionalIDs = []string{"tx-2"}
 				return r
-			}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode })},
+			}, func(r kmsg.Response) int16 {
+				return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
+			})},
 		{"FindCoordinator", kmsg.ACLResourceTypeGroup, "finders", kmsg.ACLOperationDescribe, kerr.GroupAuthorizationFailed.Code,
 			topicCode("FindCoordinator", func() kmsg.Request {
 				r := kmsg.NewPtrFindCoordinatorRequest()
