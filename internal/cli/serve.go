@@ -4,12 +4,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stele-io/stele/internal/loglevel"
+	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -67,6 +69,9 @@ win over it.`,
 				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
 			}
 			cfg.SuperUsers = splitList(superUsers, ";")
+			if cfg.OAuth.JWKSFile != "" && !cmd.Flags().Changed("sasl-enabled-mechanisms") {
+				cfg.SASLMechanisms = append(slices.Clone(cfg.SASLMechanisms), sasl.OAuthBearer)
+			}
 			if cmd.Flags().Changed("allow-everyone-if-no-acl-found") {
 				cfg.AllowEveryoneIfNoACL = &allowEveryone
 			}
@@ -110,6 +115,10 @@ win over it.`,
 	f.StringVar(clientAuth, "ssl-client-auth", "none", "SSL listeners: ssl.client.auth, none|requested|required (mutual TLS; the principal is User: and the certificate's subject)")
 	f.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT: the whole subject)")
 	f.StringSliceVar(&cfg.SASLMechanisms, "sasl-enabled-mechanisms", cfg.SASLMechanisms, "SASL listeners: sasl.enabled.mechanisms, comma-separated, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+	f.StringVar(&cfg.OAuth.JWKSFile, "sasl-oauthbearer-jwks-file", "", "OAUTHBEARER: the JSON Web Key Set tokens are signed with (re-read when it changes); enables OAUTHBEARER unless --sasl-enabled-mechanisms says otherwise")
+	f.StringVar(&cfg.OAuth.Issuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss tokens must carry")
+	f.StringSliceVar(&cfg.OAuth.Audience, "sasl-oauthbearer-expected-audience", nil, "OAUTHBEARER: audiences, one of which tokens must name in aud")
+	f.StringVar(&cfg.OAuth.SubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "OAUTHBEARER: the claim holding the principal's name")
 	f.StringVar(&cfg.AdminPasswordFile, "admin-password-file", "", "create the super user admin with the password in this file (SCRAM-SHA-256 and SCRAM-SHA-512 credentials, which PLAIN logins use too) when the cluster has no such user")
 	f.StringVar(&superUsers, "super-users", "", "super.users: principals allowed everything, semicolon-separated (User:alice;User:bob); the admin user always is one")
 	f.BoolVar(&allowEveryone, "allow-everyone-if-no-acl-found", false, "allow.everyone.if.no.acl.found: a resource no ACL applies to is allowed to all (default: true unless a listener authenticates its clients)")

@@ -81,7 +81,21 @@ var brokerProperties = map[string]brokerProperty{
 	// Stele's authorizer always runs (the ACLs are replicated state): a
 	// Kafka file naming its StandardAuthorizer asks for what it gets.
 	"authorizer.class.name": {"", func(*server.Config, string) error { return nil }},
-	"super.users":           {"super-users", func(c *server.Config, v string) error { c.SuperUsers = splitList(v, ";"); return nil }},
+	"sasl.oauthbearer.jwks.endpoint.url": {"sasl-oauthbearer-jwks-file", func(c *server.Config, v string) error {
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
+			return fmt.Errorf("Stele reads the JWKS from a file (file:/path), not over HTTP")
+		}
+		c.OAuth.JWKSFile = strings.TrimPrefix(v, "file:")
+		return nil
+	}},
+	"sasl.oauthbearer.expected.issuer": {"sasl-oauthbearer-expected-issuer", func(c *server.Config, v string) error { c.OAuth.Issuer = strings.TrimSpace(v); return nil }},
+	"sasl.oauthbearer.expected.audience": {"sasl-oauthbearer-expected-audience", func(c *server.Config, v string) error {
+		c.OAuth.Audience = splitList(v, ",")
+		return nil
+	}},
+	"sasl.oauthbearer.sub.claim.name": {"sasl-oauthbearer-sub-claim-name", func(c *server.Config, v string) error { c.OAuth.SubClaim = strings.TrimSpace(v); return nil }},
+	"super.users":                     {"super-users", func(c *server.Config, v string) error { c.SuperUsers = splitList(v, ";"); return nil }},
 	"connections.max.reauth.ms": {"connections-max-reauth-ms", func(c *server.Config, v string) error {
 		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		c.MaxReauth = time.Duration(ms) * time.Millisecond

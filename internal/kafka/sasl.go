@@ -13,10 +13,12 @@ package kafka
 //  * Mechanisms: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (the listener's
 //    enabled ones, Kafka's sasl.enabled.mechanisms), checked against the
 //    users' SCRAM credentials in the replicated state (internal/sasl,
-//    fsm's users.go); PLAIN is checked against the same credentials. An
-//    unknown or disabled mechanism is answered UNSUPPORTED_SASL_MECHANISM
-//    with the enabled ones, and the connection closed. OAUTHBEARER is not
-//    served yet.
+//    fsm's users.go); PLAIN is checked against the same credentials.
+//    OAUTHBEARER takes a JWT signed by a key of the configured JWKS file
+//    (Options.OAuth: signature, expiry, issuer, audience), whose subject
+//    is the principal; it needs no user. An unknown or disabled mechanism
+//    is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones, and the
+//    connection closed.
 //  * A failed authentication is answered SASL_AUTHENTICATION_FAILED with
 //    Kafka's message (the same for an unknown user and a wrong password)
 //    after Kafka's connection.failed.authentication.delay.ms (100 ms),
@@ -25,7 +27,8 @@ package kafka
 //    unchecked until the minute has passed (failedLogins).
 //  * The principal is User:<name>. With MaxReauth (Kafka's
 //    connections.max.reauth.ms; default 0: never) SaslAuthenticate v1+
-//    answers the session's lifetime, the client re-authenticates
+//    answers the session's lifetime (shorter when an OAUTHBEARER token
+//    expires first, as Kafka), the client re-authenticates
 //    (KIP-368) with a handshake before it ends, as the same user, and a
 //    connection whose session ended is closed at its next request.
 //  * After a SaslHandshake v0 the SASL tokens follow as bare frames, no
@@ -85,6 +88,9 @@ type saslConn struct {
 	// expires is when its session ends (zero: never).
 	user    string
 	expires time.Time
+	// tokenExpiry is when the OAUTHBEARER token of the last login
+	// expires (zero for the other mechanisms).
+	tokenExpiry time.Time
 	// rawTokens: a SaslHandshake v0 was accepted, so the next frames are
 	// bare SASL tokens until the mechanism is done.
 	rawTokens bool
@@ -176,8 +182,14 @@ func handleSaslAuthenticate(c *conn, req kmsg.Request) (respond, error) {
 	}
 	resp.SASLAuthBytes = reply
 	if authenticated && c.s.opts.MaxReauth > 0 && r.Version >= 1 {
-		resp.SessionLifetimeMillis = c.s.opts.MaxReauth.Milliseconds()
-		c.auth.expires = time.Now().Add(c.s.opts.MaxReauth)
+		// Kafka's session: connections.max.reauth.ms, or less when an
+		// OAUTHBEARER token expires sooner.
+		lifetime := c.s.opts.MaxReauth
+		if !c.auth.tokenExpiry.IsZero() {
+			lifetime = min(lifetime, max(time.Until(c.auth.tokenExpiry), time.Millisecond))
+		}
+		resp.SessionLifetimeMillis = lifetime.Milliseconds()
+		c.auth.expires = time.Now().Add(lifetime)
 	}
 	return done(resp), nil
 }
@@ -221,6 +233,11 @@ func (c *conn) authStep(token []byte) (reply []byte, authenticated bool, err err
 			err = errLocked
 		} else {
 			user, err = sasl.VerifyPlain(token, c.s.credential, c.s.saslSecret)
+		}
+	case c.auth.mech == sasl.OAuthBearer && c.s.opts.OAuth != nil:
+		var exp time.Time
+		if user, exp, err = c.s.opts.OAuth.Validate(token, time.Now()); err == nil {
+			c.auth.tokenExpiry = exp
 		}
 	default:
 		err = fmt.Errorf("%w: mechanism %s", sasl.ErrAuthentication, c.auth.mech)

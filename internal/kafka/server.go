@@ -71,6 +71,7 @@ import (
 	"github.com/stele-io/stele/internal/broker"
 	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/loglevel"
+	"github.com/stele-io/stele/internal/sasl"
 )
 
 // Options configures the Kafka front-end.
@@ -159,6 +160,8 @@ type Options struct {
 	// changes nothing).
 	LogLevels  *loglevel.Levels
 	Registerer prometheus.Registerer
+	// OAuth validates OAUTHBEARER tokens (nil: OAUTHBEARER is refused).
+	OAuth *sasl.OAuthValidator
 	// MaxReauth is connections.max.reauth.ms: a SASL session's lifetime,
 	// after which the client re-authenticates (KIP-368). 0: never.
 	MaxReauth time.Duration

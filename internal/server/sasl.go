@@ -23,7 +23,7 @@ import (
 var DefaultSASLMechanisms = []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512}
 
 // servedMechanisms are the SASL mechanisms Stele serves.
-var servedMechanisms = []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512}
+var servedMechanisms = []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512, sasl.OAuthBearer}
 
 // maxPasswordFile bounds an --admin-password-file.
 const maxPasswordFile = 1024
@@ -81,6 +81,14 @@ func (c Config) validateSASL(ls []listener.Listener) error {
 	for _, p := range c.SuperUsers {
 		if !strings.HasPrefix(p, "User:") || len(p) == len("User:") {
 			return fmt.Errorf("stele/server: --super-users: %q is not a principal (User:name)", p)
+		}
+	}
+	if slices.Contains(c.SASLMechanisms, sasl.OAuthBearer) && c.OAuth.JWKSFile == "" {
+		return fmt.Errorf("stele/server: --sasl-enabled-mechanisms: OAUTHBEARER needs --sasl-oauthbearer-jwks-file (the keys tokens are signed with)")
+	}
+	if c.OAuth.JWKSFile != "" {
+		if _, err := sasl.NewOAuthValidator(c.OAuth); err != nil {
+			return fmt.Errorf("stele/server: --sasl-oauthbearer-jwks-file: %w", err)
 		}
 	}
 	if c.MaxReauth < 0 {

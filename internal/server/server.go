@@ -35,6 +35,7 @@ import (
 	"github.com/stele-io/stele/internal/kafka"
 	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/loglevel"
+	"github.com/stele-io/stele/internal/sasl"
 )
 
 // Config is a node's configuration.
@@ -71,6 +72,11 @@ type Config struct {
 	// authenticates its clients (SASL, or SSL requiring certificates),
 	// true otherwise, so a broker nobody logs in to stays open.
 	AllowEveryoneIfNoACL *bool
+	// OAuth validates OAUTHBEARER tokens: Kafka's
+	// sasl.oauthbearer.jwks.endpoint.url (a file), expected.issuer,
+	// expected.audience and sub.claim.name
+	// (--sasl-oauthbearer-jwks-file and the like).
+	OAuth sasl.OAuthConfig
 	// MaxReauth is connections.max.reauth.ms (--connections-max-reauth-ms):
 	// a SASL session's lifetime, after which clients re-authenticate
 	// (KIP-368); 0 never.
@@ -421,6 +427,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 		MaxReauth:  cfg.MaxReauth,
 		SuperUsers: cfg.SuperUsers,
+	}
+	if cfg.OAuth.JWKSFile != "" {
+		if kopts.OAuth, err = sasl.NewOAuthValidator(cfg.OAuth); err != nil {
+			return nil, fmt.Errorf("stele/server: %w", err)
+		}
 	}
 	specs, _ := cfg.kafkaListeners() // checked by Validate
 	kopts.DenyIfNoACL = cfg.authenticated(specs)

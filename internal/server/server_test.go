@@ -179,14 +179,16 @@ func TestConfigValidateListeners(t *testing.T) {
 		"no mechanism": {func(c *Config) {
 			c.Listeners, c.SASLMechanisms = "SASL_PLAINTEXT://127.0.0.1:0", nil
 		}, "--sasl-enabled-mechanisms is empty"},
-		"super user":    {func(c *Config) { c.SuperUsers = []string{"alice"} }, "User:name"},
-		"password file": {func(c *Config) { c.AdminPasswordFile = "/nonexistent/pw" }, "--admin-password-file"},
-		"no cert":       {func(c *Config) { c.TLS.Cert = "" }, "--ssl-cert"},
-		"client auth":   {func(c *Config) { c.TLS.ClientAuth = "required" }, "--ssl-ca"},
-		"bad auth":      {func(c *Config) { c.TLS.ClientAuth = "always" }, "none, requested or required"},
-		"advertise":     {func(c *Config) { c.AdvertisedKafka = "h:1" }, "advertised.listeners"},
-		"rules":         {func(c *Config) { c.PrincipalMappingRules = "RULE:(/x/" }, "ssl.principal.mapping.rules"},
-		"custom name":   {func(c *Config) { c.Listeners = "INTERNAL://127.0.0.1:0" }, "listener.security.protocol.map"},
+		"super user":     {func(c *Config) { c.SuperUsers = []string{"alice"} }, "User:name"},
+		"oauth no jwks":  {func(c *Config) { c.SASLMechanisms = []string{"OAUTHBEARER"} }, "--sasl-oauthbearer-jwks-file"},
+		"oauth bad jwks": {func(c *Config) { c.OAuth.JWKSFile = "/nonexistent/jwks.json" }, "--sasl-oauthbearer-jwks-file"},
+		"password file":  {func(c *Config) { c.AdminPasswordFile = "/nonexistent/pw" }, "--admin-password-file"},
+		"no cert":        {func(c *Config) { c.TLS.Cert = "" }, "--ssl-cert"},
+		"client auth":    {func(c *Config) { c.TLS.ClientAuth = "required" }, "--ssl-ca"},
+		"bad auth":       {func(c *Config) { c.TLS.ClientAuth = "always" }, "none, requested or required"},
+		"advertise":      {func(c *Config) { c.AdvertisedKafka = "h:1" }, "advertised.listeners"},
+		"rules":          {func(c *Config) { c.PrincipalMappingRules = "RULE:(/x/" }, "ssl.principal.mapping.rules"},
+		"custom name":    {func(c *Config) { c.Listeners = "INTERNAL://127.0.0.1:0" }, "listener.security.protocol.map"},
 	} {
 		bad := cfg
 		c.edit(&bad)
