@@ -11,7 +11,8 @@
 #                                also run every fuzz target for that long
 #   STELE_CHAOS_DURATION=10m scripts/test.sh
 #                                inject faults for that long in the chaos
-#                                suite (default 90s)
+#                                suite (default 90s; STELE_CHAOS_SECURE_DURATION,
+#                                default 60s, for its run over TLS and SASL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,8 @@ go test -count=1 -timeout 20m ./test/cluster/
 
 echo "== chaos suite, short run (docs/reliability.md)"
 go test -count=1 -timeout 15m ./test/chaos/ -chaos.duration "${STELE_CHAOS_DURATION:-90s}"
+echo "== chaos suite over TLS and SASL (cluster init --tls --admin-password-file)"
+go test -count=1 -timeout 10m -run '^TestChaos$' ./test/chaos/ -chaos.secure -chaos.duration "${STELE_CHAOS_SECURE_DURATION:-60s}"
 
 echo "== end-to-end tests"
 test/e2e/run.sh

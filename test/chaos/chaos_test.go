@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"maps"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/stele-io/stele/test/harness"
 )
@@ -30,6 +33,7 @@ var (
 	kinds    = flag.String("chaos.faults", "", "comma-separated fault kinds to inject (default: all of "+strings.Join(FaultKinds(), ",")+")")
 	known    = flag.String("chaos.known", "", "comma-separated anomaly kinds that are printed but do not fail the run: open bugs docs/reliability.md describes")
 	out      = flag.String("chaos.history", "", "write the history and final state (JSON) here; by default they are written only when the run fails")
+	secure   = flag.Bool("chaos.secure", false, "run TestChaos on a cluster made by `stele cluster init --tls --admin-password-file`: every client over SASL_SSL (SCRAM-SHA-512) as the admin")
 )
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
@@ -52,11 +56,28 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos seed %d (rerun: go test ./test/chaos -run TestChaos -chaos.seed %d -chaos.duration %v -chaos.gap %v -chaos.hold %v); %d faults planned",
 		seed, seed, *duration, *gap, *hold, len(plan))
 
-	c := harness.New(t, harness.Options{Proxies: true, SyncJournal: true, SlowFsync: 5 * time.Millisecond})
+	hopts := harness.Options{Proxies: true, SyncJournal: true, SlowFsync: 5 * time.Millisecond}
+	var pw string
+	if *secure {
+		pw = filepath.Join(t.TempDir(), "admin.password")
+		if err := os.WriteFile(pw, []byte(secureAdminPassword+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hopts.InitArgs = []string{"--tls", "--admin-password-file", pw}
+	}
+	c := harness.New(t, hopts)
+	if *secure {
+		clientOpts = secureClientOpts(t, filepath.Join(filepath.Dir(c.Nodes[0].Dir), "ca", "ca.crt"))
+		c.ClientOpts = clientOpts
+		t.Cleanup(func() { clientOpts = nil })
+	}
 	c.StartAll()
+	if *secure {
+		c.WaitHeight(time.Minute, 2, c.All()...) // the genesis admin exists from block 1
+	}
 	seeds := c.KafkaAddrs(c.All()...)
-	harness.CreateTopic(t, seeds, sendTopic, sendParts, nil)
-	harness.CreateTopic(t, seeds, txnTopic, txnParts, nil)
+	harness.CreateTopic(t, seeds, sendTopic, sendParts, nil, clientOpts...)
+	harness.CreateTopic(t, seeds, txnTopic, txnParts, nil, clientOpts...)
 
 	start := time.Now()
 	rec := NewRecorder(seed, start)
@@ -391,7 +412,7 @@ func spread(ds []time.Duration) string {
 // replaced client left open ends by its 10 s timeout), so that the final
 // state has no undecided records.
 func waitNoOpenTransactions(t *testing.T, seeds []string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, clientOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,4 +534,25 @@ func TestSchedule(t *testing.T) {
 	if _, err := Schedule(7, time.Minute, time.Second, 8*time.Second, 4, []string{"meteor"}); err == nil {
 		t.Fatal("an unknown fault kind was accepted")
 	}
+}
+
+// clientOpts are added to every client of the workload: TLS and SASL
+// under -chaos.secure, none otherwise.
+var clientOpts []kgo.Opt
+
+// secureAdminPassword is the admin's password of a -chaos.secure cluster.
+const secureAdminPassword = "chaos-admin-secret"
+
+// secureClientOpts connects over the cluster's TLS (its CA) and logs in
+// as the admin with SCRAM-SHA-512: the super user, so the ACLs allow the
+// workload everything, while every connection still authenticates.
+func secureClientOpts(t *testing.T, caFile string) []kgo.Opt {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	return []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: roots}),
+		kgo.SASL(scram.Auth{User: "admin", Pass: secureAdminPassword}.AsSha512Mechanism())}
 }

@@ -76,8 +76,8 @@ func (w *workload) rng(process int) *rand.Rand {
 // info by Recorder.History.
 func (w *workload) send(process int) {
 	rng := w.rng(process)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(sendTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(sendTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner())}, clientOpts...)...)
 	if err != nil {
 		panic(err) // only bad options fail here
 	}
@@ -118,9 +118,9 @@ func (w *workload) send(process int) {
 func (w *workload) transact(process int) {
 	rng := w.rng(process)
 	connect := func() *kgo.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(txnTopic),
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.DefaultProduceTopic(txnTopic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("chaos-txn"),
-			kgo.TransactionTimeout(10*time.Second))
+			kgo.TransactionTimeout(10 * time.Second)}, clientOpts...)...)
 		if err != nil {
 			panic(err)
 		}
@@ -206,7 +206,7 @@ func (w *workload) poll(process int, isolation kgo.IsolationLevel, topics map[st
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
 			kgo.OnPartitionsAssigned(next), kgo.OnPartitionsRevoked(next), kgo.OnPartitionsLost(next))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, clientOpts...)...)
 	if err != nil {
 		panic(err)
 	}

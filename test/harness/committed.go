@@ -75,9 +75,9 @@ func (c *Cluster) CommittedLog(i int, topic string, p int32) (committed, aborted
 
 // CreateTopic creates topic with the given partitions and configs through
 // seeds.
-func CreateTopic(t *testing.T, seeds []string, topic string, partitions int32, configs map[string]*string) {
+func CreateTopic(t *testing.T, seeds []string, topic string, partitions int32, configs map[string]*string, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

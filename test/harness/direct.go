@@ -31,8 +31,8 @@ func (c *Cluster) DirectClient(i int) *kgo.Client {
 	c.T.Helper()
 	n := c.Nodes[i]
 	if n.direct == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka), kgo.DialTimeout(2*time.Second),
-			kgo.RequestTimeoutOverhead(8*time.Second))
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.Kafka), kgo.DialTimeout(2 * time.Second),
+			kgo.RequestTimeoutOverhead(8 * time.Second)}, c.ClientOpts...)...)
 		if err != nil {
 			c.T.Fatal(err)
 		}

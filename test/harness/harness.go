@@ -69,7 +69,10 @@ type Cluster struct {
 	Proxies map[[2]int]*linkProxy
 	// HTTPC is the client for the brokers' HTTP endpoints (1 s timeout).
 	HTTPC *http.Client
-	hist  *history
+	// ClientOpts are added to the Kafka clients the harness makes
+	// (DirectClient): TLS and SASL for a cluster that needs them.
+	ClientOpts []kgo.Opt
+	hist       *history
 	// ServeArgs: Options.ServeArgs.
 	ServeArgs   []string
 	syncJournal bool
