@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,6 +32,11 @@ type Options struct {
 	SignedHeader func(height int64) ([]byte, error)
 	// Genesis returns the chain's genesis document (JSON).
 	Genesis func() ([]byte, error)
+	// ClosedTopicData refuses the routes that read or write a topic's
+	// records (/v1/topics/..., /v1/tables/...) with 403: the HTTP port
+	// does not authenticate its clients yet, so on a broker whose Kafka
+	// listeners do, these routes would go around the ACLs.
+	ClosedTopicData bool
 }
 
 // Health is the body of /healthz.
@@ -64,6 +70,13 @@ var routes = []string{
 	"POST /v1/wait",
 }
 
+// topicDataRoute reports whether a route reads or writes a topic's records
+// (Options.ClosedTopicData).
+func topicDataRoute(pattern string) bool {
+	_, path, _ := strings.Cut(pattern, " ")
+	return strings.HasPrefix(path, "/v1/topics/") || strings.HasPrefix(path, "/v1/tables/")
+}
+
 // New returns the handler for every endpoint.
 func New(opts Options) http.Handler {
 	handlers := map[string]http.Handler{
@@ -92,7 +105,13 @@ func New(opts Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
-		mux.Handle(r, handlers[r])
+		h := handlers[r]
+		if opts.ClosedTopicData && topicDataRoute(r) {
+			h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				httpError(w, http.StatusForbidden, "this broker's Kafka listeners authenticate their clients and apply ACLs, which the HTTP port does not yet: read and write records over Kafka (docs/security.md)")
+			})
+		}
+		mux.Handle(r, h)
 	}
 	return mux
 }

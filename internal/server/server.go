@@ -386,7 +386,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	}
+	specs, _ := cfg.kafkaListeners() // checked by Validate
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
+		ClosedTopicData: cfg.authenticated(specs),
 		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
@@ -433,7 +435,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("stele/server: %w", err)
 		}
 	}
-	specs, _ := cfg.kafkaListeners() // checked by Validate
 	kopts.DenyIfNoACL = cfg.authenticated(specs)
 	if cfg.AllowEveryoneIfNoACL != nil {
 		kopts.DenyIfNoACL = !*cfg.AllowEveryoneIfNoACL
