@@ -43,8 +43,16 @@ func planClusterTLS(nodes []clusterNode) {
 		f.SSLKey = filepath.Join(nodeTLSDir, "broker.key")
 		f.SSLCA = filepath.Join(nodeTLSDir, listener.CACertFile)
 		f.SSLClientAuth = string(listener.ClientAuthRequired)
+		// The client certificate init writes is the cluster's first
+		// administrator: nothing is allowed without an ACL on a cluster
+		// whose listeners authenticate.
+		f.SuperUsers = []string{clientCertPrincipal}
 	}
 }
+
+// clientCertPrincipal is the principal of the client certificate
+// `cluster init --tls` writes (DEFAULT mapping of its subject).
+const clientCertPrincipal = "User:CN=client"
 
 // planClusterSASL makes each node's listener SASL_SSL (over --tls's files,
 // without client certificates) or SASL_PLAINTEXT.
@@ -55,6 +63,7 @@ func planClusterSASL(nodes []clusterNode, tls bool) {
 		if tls {
 			f.SSLClientAuth = string(listener.ClientAuthNone)
 		}
+		f.SuperUsers = nil // the admin user is the super user
 	}
 }
 

@@ -176,6 +176,7 @@ func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Con
 		{"ssl-client-auth", func() { merged.TLS.ClientAuth = cfg.TLS.ClientAuth }},
 		{"sasl-enabled-mechanisms", func() { merged.SASLMechanisms = cfg.SASLMechanisms }},
 		{"admin-password-file", func() { merged.AdminPasswordFile = cfg.AdminPasswordFile }},
+		{"super-users", func() { merged.SuperUsers = cfg.SuperUsers }},
 		{"http", func() { merged.HTTPAddr = cfg.HTTPAddr }},
 		{"p2p", func() { merged.P2PAddr = cfg.P2PAddr }},
 		{"advertise", func() { merged.AdvertisedKafka = cfg.AdvertisedKafka }},

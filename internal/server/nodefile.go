@@ -76,6 +76,9 @@ type NodeFile struct {
 	SSLKey        string `json:"ssl_key,omitempty"`
 	SSLCA         string `json:"ssl_ca,omitempty"`
 	SSLClientAuth string `json:"ssl_client_auth,omitempty"`
+	// SuperUsers are principals allowed everything (Config.SuperUsers):
+	// `stele cluster init --tls` names the client certificate it writes.
+	SuperUsers []string `json:"super_users,omitempty"`
 }
 
 // Validate reports the first field that cannot work: a negative node id, an
@@ -245,5 +248,8 @@ func (c *Config) ApplyNodeFile(f NodeFile) {
 	set(&c.TLS.CA, inData(f.SSLCA))
 	if f.SSLClientAuth != "" {
 		c.TLS.ClientAuth = listener.ClientAuth(f.SSLClientAuth)
+	}
+	if len(f.SuperUsers) > 0 {
+		c.SuperUsers = append([]string(nil), f.SuperUsers...)
 	}
 }
