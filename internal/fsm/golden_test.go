@@ -386,6 +386,16 @@ func goldenScenario(t *testing.T) []block {
 	if n := f.ACLs().NumBindings(); n != 1 {
 		t.Fatalf("golden scenario: %d ACLs, want 1", n)
 	}
+	// Client quotas (quotas.go): a user's, the default client id's, one
+	// refused, then one removed.
+	alicePC := QuotaEntity{User: QuotaName{Set: true, Name: "alice"}}
+	must("quota", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaProducerByteRate, Value: 1048576}, {Key: QuotaRequestPercentage, Value: 12.5}}})[0], 0)
+	must("default client quota", g.cmds(100, AlterClientQuotas{QuotaEntity{ClientID: QuotaName{Set: true, Default: true}}, []QuotaOp{{Key: QuotaConsumerByteRate, Value: 2097152}}})[0], 0)
+	must("bad quota", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaProducerByteRate, Value: -1}}})[0], kerr.InvalidRequest.Code)
+	must("quota removed", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaRequestPercentage, Remove: true}}})[0], 0)
+	if v, _, ok := f.Quotas().Quota("alice", "app", QuotaProducerByteRate); !ok || v != 1048576 {
+		t.Fatalf("golden scenario: alice's producer quota %v %v", v, ok)
+	}
 
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {

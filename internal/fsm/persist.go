@@ -26,6 +26,7 @@ import (
 //	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (upgrade.go)
 //	i/<user>                          a user's SCRAM credentials (users.go)
 //	e/<type><pattern><resource>       a resource pattern's ACL entries (acls.go)
+//	q/<entity>                        a user's or client id's quotas (quotas.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
 // Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the

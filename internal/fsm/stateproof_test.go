@@ -132,6 +132,7 @@ func decodeStoreValue(b []byte) {
 	decodeBrokerConfigs(b)
 	decodeUserCredentials(b)
 	decodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
+	decodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
 	decodeTopic("t", b)
 	decodePartition(newPartition("t", 0), b)
 	decodeGroup("g", b)

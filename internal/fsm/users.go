@@ -109,7 +109,8 @@ func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
 // it): its users and ACLs.
 func registerSecurity(r *registry) {
 	registerUsers(r) // users.go
-	registerACLs(r)  // acls.go
+	registerACLs(r)   // acls.go
+	registerQuotas(r) // quotas.go
 }
 
 // GenesisUser is a user the chain starts with (Options.GenesisUsers).
@@ -185,7 +186,8 @@ func checkScramCredentials(c AlterScramCredentials) Result {
 // securityState is the security module's state.
 type securityState struct {
 	usersState
-	aclsState // acls.go
+	aclsState   // acls.go
+	quotasState // quotas.go
 }
 
 // usersState is the security module's state of the users.
