@@ -108,7 +108,7 @@ func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
 // registerSecurity registers the security module (buildRegistry calls
 // it): its users and ACLs.
 func registerSecurity(r *registry) {
-	registerUsers(r) // users.go
+	registerUsers(r)  // users.go
 	registerACLs(r)   // acls.go
 	registerQuotas(r) // quotas.go
 }

@@ -164,7 +164,9 @@ func ParseJWKS(data []byte) (map[string]crypto.PublicKey, error) {
 	return out, nil
 }
 
-func b64(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "=")) }
+func b64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
 
 // ParseOAuthBearer reads the token of an OAUTHBEARER client message
 // (RFC 7628): gs2 header, then \x01-separated key=value pairs, one of them

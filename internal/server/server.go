@@ -389,7 +389,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	specs, _ := cfg.kafkaListeners() // checked by Validate
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
 		ClosedTopicData: cfg.authenticated(specs),
-		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
+		SignedHeader:    signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
 	// a client cannot hold a connection by never finishing its body.
