@@ -275,6 +275,9 @@ func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 // BrokerConfigs returns the committed dynamic broker configs.
 func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs() }
 
+// Quotas returns the committed client quotas.
+func (b *Broker) Quotas() *fsm.Quotas { return b.fsm.Quotas() }
+
 // ACLs returns the committed ACLs.
 func (b *Broker) ACLs() *fsm.ACLs { return b.fsm.ACLs() }
 

@@ -138,6 +138,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newProducerKeyCmd(g),
 		newUserCmd(g),
 		newACLCmd(g),
+		newQuotaCmd(g),
 		newCertCmd(g),
 		newClusterCmd(g),
 		newBenchCmd(g),

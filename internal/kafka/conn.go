@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -56,10 +57,13 @@ type conn struct {
 	// (sasl.go); closeReason says why it is closed after an answer.
 	auth        saslConn
 	closeReason string
-	ctx         context.Context
-	cancel      context.CancelFunc
-	clientID    string
-	pending     chan pending
+	// mutedUntil is when a client quota's throttle ends (unix ns): the
+	// reader takes no request before it (throttle.go).
+	mutedUntil atomic.Int64
+	ctx        context.Context
+	cancel     context.CancelFunc
+	clientID   string
+	pending    chan pending
 	// writeTimedOut is set by the writer before it closes the connection
 	// because the client took no byte of a response for WriteTimeout;
 	// serve reads it once the writer is done.
@@ -152,6 +156,13 @@ func (c *conn) handshake() error {
 func (c *conn) readLoop() error {
 	var size [4]byte
 	for {
+		if d := time.Until(time.Unix(0, c.mutedUntil.Load())); d > 0 {
+			select { // throttled: the channel is muted (KIP-219)
+			case <-time.After(d):
+			case <-c.ctx.Done():
+				return c.ctx.Err()
+			}
+		}
 		// Kafka's connections.max.idle.ms, rearmed at every frame; a frame
 		// still arriving when it passes ends the connection too.
 		c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IdleTimeout))

@@ -43,6 +43,13 @@ type rateSample struct {
 // QuotaUtils.boundedThrottleTime): 0 when it is under, connRateMaxWait at
 // most. As in Kafka, the connection is counted whether or not it waits.
 func (r *connRate) record(now time.Time, limit int) time.Duration {
+	return r.recordN(now, 1, float64(limit), connRateMaxWait)
+}
+
+// recordN counts n (a connection, or bytes for a client quota) at now and
+// returns how long the client must wait so that the rate stays at most
+// limit a second, at most maxWait.
+func (r *connRate) recordN(now time.Time, n, limit float64, maxWait time.Duration) time.Duration {
 	if r.base.IsZero() {
 		r.base = now
 	}
@@ -59,7 +66,7 @@ func (r *connRate) record(now time.Time, limit int) time.Duration {
 		r.samples[r.cur] = rateSample{start: t, last: t}
 		s = &r.samples[r.cur]
 	}
-	s.count++
+	s.count += n
 	s.last = t
 
 	// Rate.measure: purge the samples with no event in the whole
@@ -81,14 +88,14 @@ func (r *connRate) record(now time.Time, limit int) time.Duration {
 	}
 	window = max(window, time.Millisecond)
 	rate := total / (float64(window.Milliseconds()) / 1000)
-	bound := float64(limit)
+	bound := limit
 	if rate <= bound {
 		return 0
 	}
 	// X = (O - T) / T * W; with T = 0 that is forever, capped as Kafka caps it.
 	wait := (rate - bound) / bound * float64(window.Milliseconds())
-	if math.IsInf(wait, 0) || math.IsNaN(wait) || wait >= float64(connRateMaxWait.Milliseconds()) {
-		return connRateMaxWait
+	if math.IsInf(wait, 0) || math.IsNaN(wait) || wait >= float64(maxWait.Milliseconds()) {
+		return maxWait
 	}
 	return time.Duration(math.Round(wait)) * time.Millisecond
 }

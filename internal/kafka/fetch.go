@@ -20,6 +20,9 @@ package kafka
 //    at the last stable offset (below which every transaction is decided)
 //    and lists the aborted transactions overlapping the range returned,
 //    whose records the client skips, as Kafka does (fsm/partition_txns.go).
+//  * consumer_byte_rate (client_quotas.go, throttle.go): the bytes of
+//    each answer count; above the quota the answer carries
+//    throttle_time_ms and the connection is muted that long.
 //  * Authorization (acls.go): READ on each topic; a partition of a topic
 //    without it gets TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
@@ -54,7 +57,20 @@ import (
 
 func handleFetch(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.FetchRequest)
-	return func() kmsg.Response { return c.fetch(r) }, nil
+	return func() kmsg.Response {
+		resp := c.fetch(r)
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			// consumer_byte_rate counts what the answer carries (throttle.go).
+			n := 0
+			for _, t := range fr.Topics {
+				for _, p := range t.Partitions {
+					n += len(p.RecordBatches)
+				}
+			}
+			fr.ThrottleMillis = c.throttle(c.recordQuota(fsm.QuotaConsumerByteRate, n))
+		}
+		return resp
+	}, nil
 }
 
 func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {

@@ -11,20 +11,21 @@ import (
 )
 
 type metrics struct {
-	requests      *prometheus.CounterVec   // api, error
-	latency       *prometheus.HistogramVec // api
-	rejected      *prometheus.CounterVec   // reason
-	produceBytes  prometheus.Counter
-	fetchBytes    prometheus.Counter
-	barriers      *prometheus.CounterVec // result
-	acceptErrors  *prometheus.CounterVec // reason
-	writeTimeouts prometheus.Counter
-	connections   prometheus.Gauge
-	refused       *prometheus.CounterVec // reason
-	acceptBlocked *prometheus.CounterVec // reason
-	throttled     prometheus.Counter
-	authSuccesses prometheus.Counter
-	authFailures  prometheus.Counter
+	requests           *prometheus.CounterVec   // api, error
+	latency            *prometheus.HistogramVec // api
+	rejected           *prometheus.CounterVec   // reason
+	produceBytes       prometheus.Counter
+	fetchBytes         prometheus.Counter
+	barriers           *prometheus.CounterVec // result
+	acceptErrors       *prometheus.CounterVec // reason
+	writeTimeouts      prometheus.Counter
+	connections        prometheus.Gauge
+	refused            *prometheus.CounterVec // reason
+	acceptBlocked      *prometheus.CounterVec // reason
+	throttled          prometheus.Counter
+	authSuccesses      prometheus.Counter
+	authFailures       prometheus.Counter
+	throttledResponses prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -82,6 +83,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "stele", Subsystem: "kafka", Name: "sasl_authentications_total",
 			Help: "SASL authentications (and re-authentications) that succeeded (Kafka's successful-authentication-total).",
 		}),
+		throttledResponses: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Subsystem: "kafka", Name: "quota_throttled_responses_total",
+			Help: "Produce and Fetch responses throttled by a client quota (producer_byte_rate, consumer_byte_rate): their connection muted for the throttle_time_ms they carry.",
+		}),
 		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "stele", Subsystem: "kafka", Name: "sasl_authentication_failures_total",
 			Help: "SASL authentications that failed, each answered SASL_AUTHENTICATION_FAILED and its connection closed (Kafka's failed-authentication-total).",
@@ -89,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.latency, m.rejected, m.produceBytes, m.fetchBytes, m.barriers, m.acceptErrors,
-			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked, m.throttled, m.authSuccesses, m.authFailures)
+			m.writeTimeouts, m.connections, m.refused, m.acceptBlocked, m.throttled, m.authSuccesses, m.authFailures, m.throttledResponses)
 	}
 	return m
 }

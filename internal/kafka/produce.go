@@ -44,6 +44,9 @@ package kafka
 //    gets UNKNOWN_TOPIC_OR_PARTITION otherwise; an invalid topic name
 //    INVALID_TOPIC_EXCEPTION.
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
+//  * producer_byte_rate (client_quotas.go, throttle.go): the request's
+//    record bytes count; above the quota the answer carries
+//    throttle_time_ms and the connection is muted that long.
 //  * Authorization (acls.go): WRITE on each topic
 //    (TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not), and
 //    for a transactional producer WRITE on its transactional id
@@ -139,7 +142,15 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	pending := s.b.Enqueue(ctx, cmds...)
+	// producer_byte_rate counts what the request carries (throttle.go).
+	var reqBytes int
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			reqBytes += len(rp.Records)
+		}
+	}
 	if r.Acks == 0 {
+		c.throttle(c.recordQuota(fsm.QuotaProducerByteRate, reqBytes))
 		go func() {
 			defer cancel()
 			pending.Wait(ctx)
@@ -165,6 +176,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 				sp.ErrorRecords = recordErrors(r.Version, o.RecordErrors)
 			}
 		}
+		resp.ThrottleMillis = c.throttle(c.recordQuota(fsm.QuotaProducerByteRate, reqBytes))
 		return resp
 	}, nil
 }

@@ -229,6 +229,8 @@ type Server struct {
 	// (sasl.NewScramServer); failed limits password guessing (sasl.go).
 	saslSecret []byte
 	failed     failedLogins
+	// quotaSensors measure the client quotas (throttle.go).
+	quotaSensors quotaSensors
 	// connRate is the broker-wide connection creation rate sensor
 	// (max.connection.creation.rate), which every listener counts in.
 	connRate struct {
@@ -255,7 +257,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.routes = map[int16]route{}
 	s.saslSecret = make([]byte, 32)
 	rand.Read(s.saslSecret)
-	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), aclRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
+	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), aclRoutes(), quotaRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
 		for _, r := range group {
 			s.routes[r.key] = r
 		}

@@ -1,0 +1,212 @@
+package kafka
+
+// DescribeClientQuotas: v0-1
+// AlterClientQuotas: v0-1
+// Behavior:
+//  * Quotas per user and client id, named or default (Kafka's entity
+//    types user and client-id), are replicated state (fsm's quotas.go):
+//    an alteration is ordered like any command and answered once
+//    committed, so every broker enforces the same limits from then on.
+//  * Keys: producer_byte_rate, consumer_byte_rate, request_percentage and
+//    controller_mutation_rate, with Kafka's checks (INVALID_REQUEST: an
+//    unknown key or entity type, a value not above 0, a byte rate not a
+//    whole number, a type named twice). The ip entity type
+//    (connection_creation_rate) is not served: INVALID_REQUEST.
+//  * DescribeClientQuotas takes Kafka's filters: EXACT, DEFAULT and ANY per
+//    entity type, strict or not.
+//  * Authorization (acls.go): DESCRIBE_CONFIGS on the cluster to describe,
+//    ALTER_CONFIGS to alter (CLUSTER_AUTHORIZATION_FAILED).
+//  * Enforcement, on each broker for its own connections (throttle.go):
+//    producer_byte_rate and consumer_byte_rate, measured over Kafka's 11
+//    windows of 1 s per (user, client id) the quota applies to, answered
+//    with throttle_time_ms and the connection muted that long (KIP-219),
+//    as Kafka. request_percentage and controller_mutation_rate are stored
+//    and described, not enforced yet.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+func quotaRoutes() []route {
+	return []route{
+		{key: 48, min: 0, max: 1, handle: handleDescribeClientQuotas},
+		{key: 49, min: 0, max: 1, handle: handleAlterClientQuotas},
+	}
+}
+
+// Kafka's quota entity types.
+const (
+	quotaEntityUser     = "user"
+	quotaEntityClientID = "client-id"
+	quotaEntityIP       = "ip"
+)
+
+// quotaEntityOf turns a request's entity into the state machine's.
+func quotaEntityOf(types []string, names []*string) (fsm.QuotaEntity, problem) {
+	var e fsm.QuotaEntity
+	for i, typ := range types {
+		side := fsm.QuotaName{Set: true, Default: names[i] == nil}
+		if names[i] != nil {
+			side.Name = *names[i]
+		}
+		var dst *fsm.QuotaName
+		switch typ {
+		case quotaEntityUser:
+			dst = &e.User
+		case quotaEntityClientID:
+			dst = &e.ClientID
+		case quotaEntityIP:
+			return e, newProblem(kerr.InvalidRequest, "ip quotas (connection_creation_rate) are not served by Stele yet")
+		default:
+			return e, newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown entity type %s", typ))
+		}
+		if dst.Set {
+			return e, newProblem(kerr.InvalidRequest, fmt.Sprintf("Duplicate entity type %s", typ))
+		}
+		*dst = side
+	}
+	if err := fsm.CheckQuotaEntity(e); err != nil {
+		return e, newProblem(kerr.InvalidRequest, err.Error())
+	}
+	return e, problem{}
+}
+
+func handleAlterClientQuotas(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.AlterClientQuotasRequest)
+	resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	allowed := c.clusterAllowed(kmsg.ACLOperationAlterConfigs)
+	var cmds []fsm.Command
+	var slots []int
+	for _, entry := range r.Entries {
+		res := kmsg.NewAlterClientQuotasResponseEntry()
+		types, names := make([]string, len(entry.Entity)), make([]*string, len(entry.Entity))
+		for i, en := range entry.Entity {
+			types[i], names[i] = en.Type, en.Name
+			re := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			re.Type, re.Name = en.Type, en.Name
+			res.Entity = append(res.Entity, re)
+		}
+		e, p := quotaEntityOf(types, names)
+		cmd := fsm.AlterClientQuotas{Entity: e}
+		for _, op := range entry.Ops {
+			cmd.Ops = append(cmd.Ops, fsm.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
+		}
+		switch {
+		case !allowed:
+			p = newProblem(kerr.ClusterAuthorizationFailed, "")
+		case p.failed():
+		case c.s.b.Upgrade().Version < fsm.SecurityVersion:
+			p = newProblem(kerr.UnsupportedVersion, "quotas need app version 3 (stele cluster upgrade)")
+		default:
+			p = checked(cmd)
+		}
+		res.ErrorCode, res.ErrorMessage = p.code, p.message()
+		resp.Entries = append(resp.Entries, res)
+		if !p.failed() && !r.ValidateOnly {
+			cmds = append(cmds, cmd)
+			slots = append(slots, len(resp.Entries)-1)
+		}
+	}
+	if len(cmds) == 0 {
+		return done(resp), nil
+	}
+	return func() kmsg.Response {
+		for i, o := range c.submit(0, cmds...) {
+			p := fromOutcome(o)
+			resp.Entries[slots[i]].ErrorCode, resp.Entries[slots[i]].ErrorMessage = p.code, p.message()
+		}
+		return resp
+	}, nil
+}
+
+func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
+	r := req.(*kmsg.DescribeClientQuotasRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !c.clusterAllowed(kmsg.ACLOperationDescribeConfigs) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp), nil
+	}
+	seen := map[string]bool{}
+	for _, comp := range r.Components {
+		switch {
+		case comp.EntityType != quotaEntityUser && comp.EntityType != quotaEntityClientID:
+			resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Unknown or unserved entity type "+comp.EntityType)
+		case seen[comp.EntityType]:
+			resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate entity type "+comp.EntityType)
+		case comp.MatchType < 0 || comp.MatchType > 2 || comp.MatchType == 0 && comp.Match == nil:
+			resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Invalid match for entity type "+comp.EntityType)
+		}
+		if resp.ErrorCode != 0 {
+			return done(resp), nil
+		}
+		seen[comp.EntityType] = true
+	}
+	quotas := c.s.b.Quotas()
+	for _, e := range quotas.Entities() {
+		if !quotaEntityMatches(e, r.Components, r.Strict) {
+			continue
+		}
+		entry := kmsg.NewDescribeClientQuotasResponseEntry()
+		for _, side := range []struct {
+			typ string
+			n   fsm.QuotaName
+		}{{quotaEntityUser, e.User}, {quotaEntityClientID, e.ClientID}} {
+			if !side.n.Set {
+				continue
+			}
+			en := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+			en.Type = side.typ
+			if !side.n.Default {
+				en.Name = kmsg.StringPtr(side.n.Name)
+			}
+			entry.Entity = append(entry.Entity, en)
+		}
+		values := quotas.Of(e)
+		for _, k := range fsm.QuotaKeys() {
+			if v, ok := values[k]; ok {
+				ev := kmsg.NewDescribeClientQuotasResponseEntryValue()
+				ev.Key, ev.Value = k, v
+				entry.Values = append(entry.Values, ev)
+			}
+		}
+		resp.Entries = append(resp.Entries, entry)
+	}
+	return done(resp), nil
+}
+
+// quotaEntityMatches is Kafka's ClientQuotaFilter: every component must
+// match its side (EXACT a name, DEFAULT the default, ANY any set side),
+// and a strict filter admits no side it does not name.
+func quotaEntityMatches(e fsm.QuotaEntity, comps []kmsg.DescribeClientQuotasRequestComponent, strict bool) bool {
+	named := map[string]bool{}
+	for _, comp := range comps {
+		side := e.User
+		if comp.EntityType == quotaEntityClientID {
+			side = e.ClientID
+		}
+		named[comp.EntityType] = true
+		switch comp.MatchType {
+		case 0: // EXACT
+			if !side.Set || side.Default || side.Name != *comp.Match {
+				return false
+			}
+		case 1: // DEFAULT
+			if !side.Set || !side.Default {
+				return false
+			}
+		default: // ANY
+			if !side.Set {
+				return false
+			}
+		}
+	}
+	if strict && (e.User.Set && !named[quotaEntityUser] || e.ClientID.Set && !named[quotaEntityClientID]) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func alterQuota(t *testing.T, cl *kgo.Client, typ string, name *string, key string, value float64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	en := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	en.Type, en.Name = typ, name
+	e.Entity = append(e.Entity, en)
+	op := kmsg.NewAlterClientQuotasRequestEntryOp()
+	op.Key, op.Value = key, value
+	e.Ops = append(e.Ops, op)
+	req.Entries = append(req.Entries, e)
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Entries[0].ErrorCode
+}
+
+// TestClientQuotas: quotas set and described with Kafka's APIs and
+// checks, ALTER_CONFIGS on the cluster needed; a producer whose client id
+// has a producer_byte_rate of 2 kB/s is answered with throttle_time_ms
+// once it goes over, and its connection muted, while another client id
+// is not throttled; the default client id's consumer_byte_rate applies to
+// a client without its own.
+func TestClientQuotas(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	admin := client(t, tb.addr)
+	slow := "slow"
+	for _, c := range []struct {
+		typ  string
+		name *string
+		key  string
+		val  float64
+		want int16
+	}{
+		{"client-id", &slow, "producer_byte_rate", 2000, 0},
+		{"client-id", nil, "consumer_byte_rate", 1 << 30, 0},
+		{"client-id", &slow, "producer_byte_rate", -5, kerr.InvalidRequest.Code},
+		{"client-id", &slow, "bananas", 1, kerr.InvalidRequest.Code},
+		{"ip", &slow, "connection_creation_rate", 1, kerr.InvalidRequest.Code},
+		{"tenant", &slow, "producer_byte_rate", 1, kerr.InvalidRequest.Code},
+	} {
+		if got := alterQuota(t, admin, c.typ, c.name, c.key, c.val); got != c.want {
+			t.Errorf("%s %v %s=%v: code %d, want %d", c.typ, c.name, c.key, c.val, got, c.want)
+		}
+	}
+	d := kmsg.NewPtrDescribeClientQuotasRequest()
+	comp := kmsg.NewDescribeClientQuotasRequestComponent()
+	comp.EntityType, comp.MatchType = "client-id", 2 // ANY
+	d.Components = append(d.Components, comp)
+	dr, err := d.RequestWith(ctx(t), admin)
+	if err != nil || dr.ErrorCode != 0 || len(dr.Entries) != 2 {
+		t.Fatalf("describe: %v %+v", err, dr)
+	}
+	comp.MatchType, comp.Match = 0, &slow // EXACT
+	d.Components = []kmsg.DescribeClientQuotasRequestComponent{comp}
+	if dr, err = d.RequestWith(ctx(t), admin); err != nil || len(dr.Entries) != 1 || dr.Entries[0].Values[0].Value != 2000 {
+		t.Fatalf("describe slow: %v %+v", err, dr)
+	}
+
+	// On a broker that authenticates, an anonymous client has no ACL on
+	// the cluster: refused.
+	secure, _ := startSASLBroker(t, nil)
+	if got := alterQuota(t, client(t, secure.addr), "client-id", &slow, "producer_byte_rate", 1000); got != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("an anonymous client alters a quota: code %d", got)
+	}
+
+	produce := func(clientID string, n int) (throttled int) {
+		cl := client(t, tb.addr, kgo.ClientID(clientID), kgo.RequestRetries(0))
+		for range n {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = 1, 5000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "quota"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = rawBatch(t, &kgo.Record{Value: make([]byte, 10000)})
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx(t), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("produce: code %d", code)
+			}
+			if resp.ThrottleMillis > 0 {
+				throttled++
+				break // the connection is muted now
+			}
+		}
+		return throttled
+	}
+	client(t, tb.addr, kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("quota")).ProduceSync(ctx(t), &kgo.Record{Value: []byte("x")})
+	if n := produce("fast", 8); n != 0 {
+		t.Errorf("a client id without a producer quota was throttled %d times", n)
+	}
+	// Kafka's rate counts a new sensor over its whole span (11 s): 30 kB
+	// is about 2.7 kB/s, over the 2 kB/s.
+	if n := produce("slow", 8); n == 0 {
+		t.Errorf("80 kB at once from a client id limited to 2 kB/s: never throttled")
+	}
+	if testutil.ToFloat64(tb.srv.metrics.throttledResponses) == 0 {
+		t.Error("no throttled response counted")
+	}
+}

@@ -1,0 +1,108 @@
+package kafka
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// Client quota enforcement (client_quotas.go): producer_byte_rate and
+// consumer_byte_rate, measured as Kafka's ClientQuotaManager measures them,
+// a rate over 11 windows of 1 s (the sensor of connrate.go), one sensor per
+// (user, client id) the applying quota names: a default side of the
+// quota's entity is measured per actual user or client id, as Kafka's
+// metric tags make it, a named side as that name, an absent side not at
+// all. A response that takes the rate above the quota carries
+// throttle_time_ms, the time that brings it back under (at most the 11 s
+// the rate spans), and its connection reads nothing more for that time
+// (KIP-219: the client is told and the broker mutes the channel).
+
+// quotaMaxThrottle caps a throttle: the span the rate is measured over.
+const quotaMaxThrottle = connRateSamples * connRateWindow
+
+// maxQuotaSensors bounds the sensors kept; the least recently used goes
+// first (Kafka expires a client's sensors after an hour idle).
+const maxQuotaSensors = 10000
+
+type quotaSensor struct {
+	rate connRate
+	used time.Time
+}
+
+// quotaSensors are a server's client quota sensors.
+type quotaSensors struct {
+	mu sync.Mutex
+	m  map[string]*quotaSensor
+}
+
+// record counts n bytes of the connection's principal and client id
+// against the quota key, and returns the throttle (0 when no quota
+// applies or the rate is under it).
+func (c *conn) recordQuota(key string, n int) time.Duration {
+	quotas := c.s.b.Quotas()
+	if quotas.Empty() || n <= 0 {
+		return 0
+	}
+	user := strings.TrimPrefix(c.principalNow(), "User:")
+	limit, from, ok := quotas.Quota(user, c.clientID, key)
+	if !ok {
+		return 0
+	}
+	tag := func(side fsm.QuotaName, actual string) string {
+		switch {
+		case !side.Set:
+			return ""
+		case side.Default:
+			return actual
+		}
+		return side.Name
+	}
+	id := key + "\x00" + tag(from.User, user) + "\x00" + tag(from.ClientID, c.clientID)
+	now := time.Now()
+	qs := &c.s.quotaSensors
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.m == nil {
+		qs.m = map[string]*quotaSensor{}
+	}
+	s := qs.m[id]
+	if s == nil {
+		if len(qs.m) >= maxQuotaSensors {
+			qs.evictLocked()
+		}
+		s = &quotaSensor{}
+		qs.m[id] = s
+	}
+	s.used = now
+	return s.rate.recordN(now, float64(n), limit, quotaMaxThrottle)
+}
+
+// evictLocked drops the least recently used tenth of the sensors.
+func (qs *quotaSensors) evictLocked() {
+	type aged struct {
+		id   string
+		used time.Time
+	}
+	all := make([]aged, 0, len(qs.m))
+	for id, s := range qs.m {
+		all = append(all, aged{id, s.used})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].used.Before(all[j].used) })
+	for _, a := range all[:max(1, len(all)/10)] {
+		delete(qs.m, a.id)
+	}
+}
+
+// throttle mutes the connection for d: its reader takes no request before
+// then (KIP-219), and returns d in milliseconds for the response.
+func (c *conn) throttle(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	c.mutedUntil.Store(time.Now().Add(d).UnixNano())
+	c.s.metrics.throttledResponses.Inc()
+	return int32(d.Milliseconds())
+}
