@@ -20,8 +20,13 @@ package kafka
 //    producer_byte_rate and consumer_byte_rate, measured over Kafka's 11
 //    windows of 1 s per (user, client id) the quota applies to, answered
 //    with throttle_time_ms and the connection muted that long (KIP-219),
-//    as Kafka. request_percentage and controller_mutation_rate are stored
-//    and described, not enforced yet.
+//    as Kafka. controller_mutation_rate counts the partitions CreateTopics,
+//    CreatePartitions and DeleteTopics create or delete (KIP-599): from
+//    CreateTopics v6, CreatePartitions v3 and DeleteTopics v5 a topic is
+//    refused with THROTTLING_QUOTA_EXCEEDED while the rate is over the
+//    quota (the answer carries the throttle; the connection is not
+//    muted), before them it is taken and the answer throttled.
+//    request_percentage is stored and described, not enforced yet.
 
 import (
 	"fmt"

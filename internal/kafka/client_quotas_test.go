@@ -113,4 +113,30 @@ func TestClientQuotas(t *testing.T) {
 	if testutil.ToFloat64(tb.srv.metrics.throttledResponses) == 0 {
 		t.Error("no throttled response counted")
 	}
+
+	// controller_mutation_rate (KIP-599): 20 partitions at once from a
+	// client id allowed 1 a second are taken, and the next creation is
+	// refused with THROTTLING_QUOTA_EXCEEDED while the rate is over it.
+	tool := "admin-tool"
+	if got := alterQuota(t, admin, "client-id", &tool, "controller_mutation_rate", 1); got != 0 {
+		t.Fatalf("mutation quota: code %d", got)
+	}
+	mutator := client(t, tb.addr, kgo.ClientID(tool), kgo.RequestRetries(0))
+	create := func(name string) *kmsg.CreateTopicsResponseTopic {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 20, -1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx(t), mutator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &resp.Topics[0]
+	}
+	if r := create("m1"); r.ErrorCode != 0 {
+		t.Fatalf("the first creation: code %d", r.ErrorCode)
+	}
+	if r := create("m2"); r.ErrorCode != kerr.ThrottlingQuotaExceeded.Code {
+		t.Fatalf("a creation over the mutation rate: code %d, want THROTTLING_QUOTA_EXCEEDED", r.ErrorCode)
+	}
 }

@@ -22,6 +22,8 @@ package kafka
 // Not done: partition count policies (there is no alter policy).
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,9 +44,11 @@ func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
 	seen := counts(names)
 	answered := map[string]bool{}
 	var (
-		cmds  []fsm.Command
-		slots []int
+		cmds     []fsm.Command
+		slots    []int
+		throttle time.Duration // controller_mutation_rate (throttle.go)
 	)
+	defer func() { resp.ThrottleMillis = c.mutationThrottle(throttle, r.Version >= 3) }()
 	for _, rt := range r.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -65,6 +69,13 @@ func handleCreatePartitions(c *conn, req kmsg.Request) (respond, error) {
 			p = newProblem(kerr.TopicAuthorizationFailed, "")
 		default:
 			p = c.s.checkCreatePartitions(view, cmd, rt.Assignment != nil)
+			if t := view.Topic(rt.Topic); !p.failed() && !r.ValidateOnly && t != nil {
+				d, refused := c.mutationQuota(int(rt.Count)-len(t.Partitions), r.Version >= 3)
+				throttle = max(throttle, d)
+				if refused {
+					p = newProblem(kerr.ThrottlingQuotaExceeded, "")
+				}
+			}
 		}
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic

@@ -41,6 +41,8 @@ package kafka
 // topic_config_error_code is always 0 (configs are always returned).
 
 import (
+	"time"
+
 	"fmt"
 	"strings"
 
@@ -62,6 +64,8 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 	seen := counts(names)
 	answered := map[string]bool{}
 	accepted := map[string]bool{} // names this request creates, for collisions
+	var throttle time.Duration    // controller_mutation_rate (throttle.go)
+	defer func() { resp.ThrottleMillis = c.mutationThrottle(throttle, r.Version >= 6) }()
 	var (
 		cmds  []fsm.Command
 		slots []int // response index of each command
@@ -84,6 +88,13 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 			p = newProblem(kerr.TopicAuthorizationFailed, "")
 		default:
 			cmd, p = c.s.checkCreateTopic(view, &rt, accepted)
+			if !p.failed() && !r.ValidateOnly {
+				d, refused := c.mutationQuota(int(cmd.Partitions), r.Version >= 6)
+				throttle = max(throttle, d)
+				if refused {
+					p = newProblem(kerr.ThrottlingQuotaExceeded, "")
+				}
+			}
 		}
 		if p.failed() {
 			st.ErrorCode, st.ErrorMessage = p.code, p.message()

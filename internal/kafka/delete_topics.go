@@ -17,6 +17,8 @@ package kafka
 // Not done: delete.topic.enable (deletion is always allowed).
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -54,7 +56,9 @@ func handleDeleteTopics(c *conn, req kmsg.Request) (respond, error) {
 		slots    []int
 		answered = map[string]bool{}
 		byID     = map[fsm.TopicID]bool{}
+		throttle time.Duration // controller_mutation_rate (throttle.go)
 	)
+	defer func() { resp.ThrottleMillis = c.mutationThrottle(throttle, r.Version >= 5) }()
 	for _, rt := range topics {
 		if rt.Topic == nil {
 			byID[fsm.TopicID(rt.TopicID)] = idCount[fsm.TopicID(rt.TopicID)] == 1
@@ -111,6 +115,17 @@ func handleDeleteTopics(c *conn, req kmsg.Request) (respond, error) {
 		}
 		if !p.failed() {
 			p = checked(cmd)
+		}
+		t := view.Topic(cmd.Name)
+		if cmd.Name == "" {
+			t = view.TopicByID(cmd.ID)
+		}
+		if !p.failed() && t != nil {
+			d, refused := c.mutationQuota(len(t.Partitions), r.Version >= 5)
+			throttle = max(throttle, d)
+			if refused {
+				p = newProblem(kerr.ThrottlingQuotaExceeded, "")
+			}
 		}
 		st.ErrorCode, st.ErrorMessage = p.code, p.message()
 		resp.Topics = append(resp.Topics, st)

@@ -38,18 +38,33 @@ type quotaSensors struct {
 	m  map[string]*quotaSensor
 }
 
-// record counts n bytes of the connection's principal and client id
-// against the quota key, and returns the throttle (0 when no quota
-// applies or the rate is under it).
+// recordQuota counts n (bytes, or partition mutations) of the
+// connection's principal and client id against the quota key, and returns
+// the throttle (0 when no quota applies or the rate is under it).
 func (c *conn) recordQuota(key string, n int) time.Duration {
+	d, _ := c.quota(key, n, false)
+	return d
+}
+
+// mutationQuota decides n partition mutations under
+// controller_mutation_rate (KIP-599). strict (CreateTopics v6+,
+// CreatePartitions v3+, DeleteTopics v5+): while the rate is over the
+// quota the mutations are refused (THROTTLING_QUOTA_EXCEEDED) and not
+// counted; otherwise they are counted, and the throttle returned is the
+// response's.
+func (c *conn) mutationQuota(n int, strict bool) (throttle time.Duration, refused bool) {
+	return c.quota(fsm.QuotaControllerMutationRate, n, strict)
+}
+
+func (c *conn) quota(key string, n int, strict bool) (time.Duration, bool) {
 	quotas := c.s.b.Quotas()
 	if quotas.Empty() || n <= 0 {
-		return 0
+		return 0, false
 	}
 	user := strings.TrimPrefix(c.principalNow(), "User:")
 	limit, from, ok := quotas.Quota(user, c.clientID, key)
 	if !ok {
-		return 0
+		return 0, false
 	}
 	tag := func(side fsm.QuotaName, actual string) string {
 		switch {
@@ -77,7 +92,12 @@ func (c *conn) recordQuota(key string, n int) time.Duration {
 		qs.m[id] = s
 	}
 	s.used = now
-	return s.rate.recordN(now, float64(n), limit, quotaMaxThrottle)
+	if strict {
+		if d := s.rate.recordN(now, 0, limit, quotaMaxThrottle); d > 0 {
+			return d, true
+		}
+	}
+	return s.rate.recordN(now, float64(n), limit, quotaMaxThrottle), false
 }
 
 // evictLocked drops the least recently used tenth of the sensors.
@@ -98,11 +118,23 @@ func (qs *quotaSensors) evictLocked() {
 
 // throttle mutes the connection for d: its reader takes no request before
 // then (KIP-219), and returns d in milliseconds for the response.
+// mutationThrottle does not mute a strict (KIP-599) request's connection:
+// the client is told to back off and does.
 func (c *conn) throttle(d time.Duration) int32 {
 	if d <= 0 {
 		return 0
 	}
 	c.mutedUntil.Store(time.Now().Add(d).UnixNano())
 	c.s.metrics.throttledResponses.Inc()
+	return int32(d.Milliseconds())
+}
+
+func (c *conn) mutationThrottle(d time.Duration, strict bool) int32 {
+	if !strict {
+		return c.throttle(d)
+	}
+	if d > 0 {
+		c.s.metrics.throttledResponses.Inc()
+	}
 	return int32(d.Milliseconds())
 }
