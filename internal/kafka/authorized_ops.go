@@ -74,10 +74,8 @@ func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name str
 	})
 }
 
-// principalNow is c's principal, read under the server's lock (the
-// reader sets it as a client authenticates).
-func (c *conn) principalNow() string {
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	return c.principal
-}
+// principalNow is c's principal (the reader sets it as the client
+// authenticates; handlers and the listing of connections read it).
+func (c *conn) principalNow() string { return *c.principal.Load() }
+
+func (c *conn) setPrincipal(p string) { c.principal.Store(&p) }

@@ -48,9 +48,9 @@ type conn struct {
 	raw net.Conn
 	nc  net.Conn
 	// principal is who the client authenticated as: Kafka's User:ANONYMOUS,
-	// or a TLS client certificate's subject, mapped. Set once, under s.mu
-	// (which those that list the connections hold).
-	principal string
+	// a TLS client certificate's subject, mapped, or User:<name> after a
+	// SASL login. Set with setPrincipal, read with principalNow.
+	principal atomic.Pointer[string]
 	// host is the client's address as ACLs name hosts.
 	host string
 	// auth is the SASL authentication of a SASL listener's connection
@@ -81,7 +81,8 @@ type pending struct {
 }
 
 func newConn(s *Server, l *Listener, nc net.Conn) *conn {
-	c := &conn{s: s, l: l, raw: nc, nc: nc, principal: listener.Anonymous, pending: make(chan pending, s.opts.MaxInflight)}
+	c := &conn{s: s, l: l, raw: nc, nc: nc, pending: make(chan pending, s.opts.MaxInflight)}
+	c.setPrincipal(listener.Anonymous)
 	if nc != nil { // tests drive handlers without a connection
 		if ip := remoteIP(nc); ip.IsValid() {
 			c.host = ip.String()
@@ -145,9 +146,7 @@ func (c *conn) handshake() error {
 			// Kafka fails the authentication of such a client.
 			return err
 		}
-		c.s.mu.Lock()
-		c.principal = p
-		c.s.mu.Unlock()
+		c.setPrincipal(p)
 	}
 	c.nc = tc
 	return nil

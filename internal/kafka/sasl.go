@@ -118,7 +118,7 @@ func (c *conn) checkSASL(key int16) error {
 	a := &c.auth
 	switch {
 	case a.state == saslDone && !a.expires.IsZero() && !time.Now().Before(a.expires) && key != saslHandshakeKey && key != saslAuthenticateKey:
-		return fmt.Errorf("the SASL session of %s expired (connections.max.reauth.ms) and the client did not re-authenticate", c.principal)
+		return fmt.Errorf("the SASL session of %s expired (connections.max.reauth.ms) and the client did not re-authenticate", c.principalNow())
 	case a.state == saslDone:
 		return nil
 	case a.state == saslNone && !allowedBeforeAuth(key):
@@ -255,9 +255,7 @@ func (c *conn) authStep(token []byte) (reply []byte, authenticated bool, err err
 	c.s.metrics.authSuccesses.Inc()
 	c.auth.state, c.auth.user, c.auth.scram = saslDone, user, nil
 	c.auth.expires = time.Time{}
-	c.s.mu.Lock()
-	c.principal = "User:" + user
-	c.s.mu.Unlock()
+	c.setPrincipal("User:" + user)
 	return reply, true, nil
 }
 

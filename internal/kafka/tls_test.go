@@ -106,7 +106,7 @@ func principals(tb *testBroker) []string {
 	defer tb.srv.mu.Unlock()
 	var out []string
 	for c := range tb.srv.mu.conns {
-		out = append(out, c.principal)
+		out = append(out, c.principalNow())
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
