@@ -260,19 +260,13 @@ operations given. --producer and --consumer add kafka-acls.sh's sets.`,
 			if err != nil {
 				return err
 			}
-			_, cl, err := g.newAdmin()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
 			req := kmsg.NewPtrCreateACLsRequest()
 			req.Creations = creations
-			resp, err := req.RequestWith(ctx, cl)
+			raw, err := g.roundTrip(cmd, req)
 			if err != nil {
 				return fmt.Errorf("add ACLs: %w", err)
 			}
+			resp := raw.(*kmsg.CreateACLsResponse)
 			var errs []error
 			var added []aclBinding
 			for i, r := range resp.Results {
@@ -318,13 +312,6 @@ given (--resource-pattern-type match: every ACL that applies to them), of
 			if err != nil {
 				return err
 			}
-			_, cl, err := g.newAdmin()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
 			filters := a.resources()
 			if len(filters) == 0 {
 				filters = []aclResourceSpec{{typ: kmsg.ACLResourceTypeAny}}
@@ -340,11 +327,12 @@ given (--resource-pattern-type match: every ACL that applies to them), of
 				if a.principal != "" {
 					req.Principal = kmsg.StringPtr(a.principal)
 				}
-				resp, err := req.RequestWith(ctx, cl)
-				if err == nil {
-					err = kerr.ErrorForCode(resp.ErrorCode)
-				}
+				raw, err := g.roundTrip(cmd, req)
 				if err != nil {
+					return fmt.Errorf("list ACLs: %w", err)
+				}
+				resp := raw.(*kmsg.DescribeACLsResponse)
+				if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 					return fmt.Errorf("list ACLs: %w%s", err, withMessage(resp.ErrorMessage))
 				}
 				for _, r := range resp.Resources {
@@ -422,17 +410,11 @@ not given), and prints what was removed.`,
 					}
 				}
 			}
-			_, cl, err := g.newAdmin()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
-			resp, err := req.RequestWith(ctx, cl)
+			raw, err := g.roundTrip(cmd, req)
 			if err != nil {
 				return fmt.Errorf("remove ACLs: %w", err)
 			}
+			resp := raw.(*kmsg.DeleteACLsResponse)
 			var errs []error
 			var removed []aclBinding
 			for _, r := range resp.Results {

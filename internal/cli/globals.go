@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // globalOptions holds the persistent flags every command shares.
@@ -141,6 +142,19 @@ func (g *globalOptions) newAdmin() (*kadm.Client, *kgo.Client, error) {
 // requestContext bounds one admin operation by --timeout.
 func (g *globalOptions) requestContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), g.timeout)
+}
+
+// roundTrip sends one request to the brokers with a fresh admin client,
+// under the command's deadline, and returns its response.
+func (g *globalOptions) roundTrip(cmd *cobra.Command, req kmsg.Request) (kmsg.Response, error) {
+	_, cl, err := g.newAdmin()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := g.requestContext(cmd)
+	defer cancel()
+	return cl.Request(ctx, req)
 }
 
 // connectionHint returns advice for errors that mean no broker answered, or

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -73,21 +72,15 @@ func alterQuotas(g *globalOptions, cmd *cobra.Command, q *quotaEntityFlags, ops 
 	if err != nil {
 		return err
 	}
-	_, cl, err := g.newAdmin()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := g.requestContext(cmd)
-	defer cancel()
 	req := kmsg.NewPtrAlterClientQuotasRequest()
 	e := kmsg.NewAlterClientQuotasRequestEntry()
 	e.Entity, e.Ops = entity, ops
 	req.Entries = append(req.Entries, e)
-	resp, err := req.RequestWith(ctx, cl)
+	raw, err := g.roundTrip(cmd, req)
 	if err != nil {
 		return fmt.Errorf("alter quotas: %w", err)
 	}
+	resp := raw.(*kmsg.AlterClientQuotasResponse)
 	if err := kerr.ErrorForCode(resp.Entries[0].ErrorCode); err != nil {
 		return fmt.Errorf("alter quotas: %w%s", err, withMessage(resp.Entries[0].ErrorMessage))
 	}
@@ -192,19 +185,13 @@ prints as <default>.`,
 				}
 				req.Components = append(req.Components, c)
 			}
-			_, cl, err := g.newAdmin()
+			raw, err := g.roundTrip(cmd, req)
 			if err != nil {
-				return err
+				return fmt.Errorf("list quotas: %w", err)
 			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
-			resp, err := req.RequestWith(ctx, cl)
-			if err == nil {
-				err = kerr.ErrorForCode(resp.ErrorCode)
-			}
-			if err != nil {
-				return fmt.Errorf("list quotas: %w", errors.Join(err))
+			resp := raw.(*kmsg.DescribeClientQuotasResponse)
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				return fmt.Errorf("list quotas: %w%s", err, withMessage(resp.ErrorMessage))
 			}
 			rows := []quotaRow{}
 			for _, e := range resp.Entries {
