@@ -39,7 +39,8 @@ import (
 //	          signed records
 //	cluster   the application version and upgrades, the dynamic broker
 //	          configs (broker_configs.go)
-//	security  users and their SASL credentials (users.go)
+//	security  users and their SASL credentials (users.go), ACLs
+//	          (acls.go, acls_view.go) and client quotas (quotas.go)
 //
 // The modules form layers, topics at the bottom: keys, groups and trust
 // use topics, producers use topics and groups, cluster uses trust and

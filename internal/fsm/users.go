@@ -35,7 +35,8 @@ import (
 // The commands apply from app version 3 (SecurityVersion): a chain at an
 // older version refuses them, as a binary that predates them would.
 //
-// Who may change users is the front-end's check until ACLs are state.
+// Who may change users (ALTER on the cluster) is checked by the front-end
+// that takes the request; the command carries no principal (acls.go).
 //
 // State, in the metadata store:
 //
@@ -106,7 +107,7 @@ func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
 }
 
 // registerSecurity registers the security module (buildRegistry calls
-// it): its users and ACLs.
+// it): its users, ACLs and client quotas.
 func registerSecurity(r *registry) {
 	registerUsers(r)  // users.go
 	registerACLs(r)   // acls.go

@@ -50,9 +50,10 @@ func (c *conn) mayCreateTopic(name string) bool {
 // an idempotent producer have a producer id without IDEMPOTENT_WRITE on
 // the cluster (Kafka's authorizeByResourceType, KIP-679).
 func (c *conn) mayWriteSomeTopic() bool {
+	p := c.principalNow()
 	return c.s.b.ACLs().AuthorizeAnyOfType(fsm.AuthorizeRequest{
-		Principal: c.principalNow(), Host: c.host, Operation: fsm.ACLOpWrite, ResourceType: fsm.ACLResourceTopic,
-		SuperUser: c.s.superUser(c.principalNow()), AllowIfNoACL: !c.s.opts.DenyIfNoACL,
+		Principal: p, Host: c.host, Operation: fsm.ACLOpWrite, ResourceType: fsm.ACLResourceTopic,
+		SuperUser: c.s.superUser(p), AllowIfNoACL: !c.s.opts.DenyIfNoACL,
 	})
 }
 

@@ -68,9 +68,10 @@ func (c *conn) allowed(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperatio
 // and allow.everyone.if.no.acl.found (acls.go). It is the one place every
 // API's authorization goes through.
 func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	p := c.principalNow()
 	return c.s.b.ACLs().Authorize(fsm.AuthorizeRequest{
-		Principal: c.principalNow(), Host: c.host, Operation: int8(op), ResourceType: int8(rt), ResourceName: name,
-		SuperUser: c.s.superUser(c.principalNow()), AllowIfNoACL: !c.s.opts.DenyIfNoACL,
+		Principal: p, Host: c.host, Operation: int8(op), ResourceType: int8(rt), ResourceName: name,
+		SuperUser: c.s.superUser(p), AllowIfNoACL: !c.s.opts.DenyIfNoACL,
 	})
 }
 

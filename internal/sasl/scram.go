@@ -1,7 +1,8 @@
 // Package sasl is the server side of the SASL mechanisms Stele's Kafka
 // listeners authenticate with: PLAIN (RFC 4616) and SCRAM-SHA-256 and
-// SCRAM-SHA-512 (RFC 5802, RFC 7677), as Kafka serves them (KIP-84), and
-// the SCRAM credentials the cluster stores for its users.
+// SCRAM-SHA-512 (RFC 5802, RFC 7677), as Kafka serves them (KIP-84),
+// OAUTHBEARER with JWTs checked against a JWKS file (oauth.go), and the
+// SCRAM credentials the cluster stores for its users.
 //
 // A credential is what RFC 5802 has a server keep: the salt, the
 // iteration count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and

@@ -64,7 +64,15 @@ func TestAdminPasswordFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	time.Sleep(time.Second) // what bootstrapAdmin would have done by now
+	// bootstrapAdmin ends once it has found the admin (or made it): wait
+	// for it, so a replaced password would be in the state by now.
+	ended := make(chan struct{})
+	go func() { n.bg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("bootstrapAdmin still running 20 s after the restart")
+	}
 	if err := login(n, scramAdmin("first-password")); err != nil {
 		t.Fatalf("the first password after a restart: %v", err)
 	}
