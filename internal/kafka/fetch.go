@@ -59,7 +59,7 @@ func handleFetch(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.FetchRequest)
 	return func() kmsg.Response {
 		resp := c.fetch(r)
-		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+		if fr, ok := resp.(*kmsg.FetchResponse); ok && !c.s.b.Quotas().Empty() {
 			// consumer_byte_rate counts what the answer carries (throttle.go).
 			n := 0
 			for _, t := range fr.Topics {
