@@ -21,7 +21,9 @@ import (
 // The ACLs view decides, as Kafka's StandardAuthorizer does, whether a
 // principal from a host may perform an operation on a resource
 // (Authorize). The front-ends enforce it; the commands of the state
-// machine carry no principal, so the apply does not check them again yet.
+// machine carry no principal, so the apply checks the ACLs only for a
+// signed administrative command (admin_signed.go), against the principal
+// that signed it.
 //
 // State, in the metadata store:
 //
@@ -215,6 +217,9 @@ type aclsState struct {
 	aclsDirty map[aclResource]bool
 	aclsNew   bool
 	aclsView  atomic.Pointer[ACLs]
+	// signedBy is the principal whose signed command is being applied
+	// (admin_signed.go); "" outside one.
+	signedBy string
 }
 
 func (f *FSM) createACL(b ACLBinding) Result {

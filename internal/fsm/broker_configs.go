@@ -45,6 +45,12 @@ import (
 // Stele has one Kafka listener; the front-end refuses them as not
 // changeable in Stele yet.
 //
+// One more config lives here, cluster-wide only (on the empty name):
+// stele.admin.signed, which the state machine itself obeys rather than a
+// front-end: the security module's gate (admin_signed.go) refuses the
+// administrative commands applied unsigned while it is true, and any
+// unsigned AlterBrokerConfigs that would change it.
+//
 // The log.* topic defaults set on the empty name are another command,
 // AlterLogDefaults (log_defaults.go): the topics module applies them to
 // every topic.
@@ -59,6 +65,10 @@ const (
 	MaxConnectionsConfig               = "max.connections"
 	MaxConnectionsPerIPConfig          = "max.connections.per.ip"
 	MaxConnectionsPerIPOverridesConfig = "max.connections.per.ip.overrides"
+	// AdminSignedConfig makes administration signed: cluster-wide only
+	// (the default BROKER resource); the security module enforces it
+	// (admin_signed.go).
+	AdminSignedConfig = "stele.admin.signed"
 )
 
 // maxBrokerConfigValue bounds one value, as the command and the stored
@@ -75,6 +85,8 @@ var brokerConfigs = []ConfigDef{
 		Doc: "A new connection from an address that already has this many open is closed at once; 0 only with max.connections.per.ip.overrides."},
 	{Name: MaxConnectionsPerIPOverridesConfig, Type: TypeString, Default: "", Enforced: true, check: checkConnectionOverrides,
 		Doc: "Per-address limits replacing max.connections.per.ip: host:count pairs, comma-separated; host names resolved when the value takes effect."},
+	{Name: AdminSignedConfig, Type: TypeBoolean, Default: "false", Enforced: true,
+		Doc: "Cluster-wide only: when true, deleting topics or records, altering configs, deleting groups or resetting their offsets, and changing users, ACLs or client quotas must be signed by a principal the ACLs allow (stele --sign); changed only by a signed command."},
 }
 
 // registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
@@ -320,6 +332,9 @@ func checkBrokerConfigs(cmd Command) Result {
 		seen[ch.Name] = true
 		if _, ok := LookupBrokerConfig(ch.Name); !ok {
 			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a broker config Stele can change at run time", ch.Name))
+		}
+		if ch.Name == AdminSignedConfig && c.Broker != "" {
+			return fail(kerr.InvalidRequest.Code, AdminSignedConfig+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
 		}
 		switch {
 		case ch.Op == OpSet:

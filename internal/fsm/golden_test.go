@@ -397,6 +397,26 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: alice's producer quota %v %v", v, ok)
 	}
 
+	// Signed administration (admin_signed.go): a principal with a key
+	// and ACLs turns stele.admin.signed on; an unsigned topic deletion is
+	// refused, a signed one applied and its replay refused; turned off.
+	gadmin := newSigner("gadmin", 7)
+	on := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpSet, Name: AdminSignedConfig, Value: "true"}}}
+	off := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpDelete, Name: AdminSignedConfig}}}
+	gadminOn := func(rt int8, name string, op int8) CreateACL {
+		return CreateACL{ACLBinding{ResourceType: rt, ResourceName: name, PatternType: ACLPatternLiteral,
+			Principal: "User:gadmin", Host: "*", Operation: op, Permission: ACLPermissionAllow}}
+	}
+	must("admin key", g.cmds(100, gadmin.register(nil))[0], 0)
+	must("unsigned setting", g.cmds(100, on)[0], kerr.PolicyViolation.Code)
+	must("admin cluster acl", g.cmds(100, gadminOn(ACLResourceCluster, ClusterResourceName, ACLOpAll))[0], 0)
+	must("admin topic acl", g.cmds(100, gadminOn(ACLResourceTopic, "lat", ACLOpDelete))[0], 0)
+	must("signed setting", g.cmds(100, gadmin.signAdmin(testChainID, 1, on))[0], 0)
+	must("unsigned delete", g.cmds(100, DeleteTopic{Name: "lat"})[0], kerr.PolicyViolation.Code)
+	must("signed delete", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], 0)
+	must("signed delete replayed", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], kerr.SaslAuthenticationFailed.Code)
+	must("signed off", g.cmds(100, gadmin.signAdmin(testChainID, 3, off))[0], 0)
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

@@ -30,7 +30,7 @@ var fileModules = map[string]module{
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
-	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity,
+	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity,
 	"signed.go": modTrust, "cert.go": modTrust, "cert_apply.go": modTrust, "liveness.go": modTrust,
 }
 
@@ -53,7 +53,9 @@ var fileModules = map[string]module{
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
 //	cluster             uses trust, and topics' config definitions
-//	security            uses cluster (the app version)
+//	security            uses cluster (the app version, stele.admin.signed),
+//	                    trust (the keys that sign administration), and
+//	                    topics and groups (the commands it gates)
 //
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
@@ -67,8 +69,8 @@ var allowedCalls = map[module][]module{
 	modGroups:    {modTopics},
 	modProducers: {modTopics, modGroups},
 	modTrust:     {modTopics},
-	modCluster:   {modTopics, modTrust}, // topics: the config definitions and changes (configs.go) broker configs reuse
-	modSecurity:  {modCluster},          // the app version its commands apply from
+	modCluster:   {modTopics, modTrust},                        // topics: the config definitions and changes (configs.go) broker configs reuse
+	modSecurity:  {modTopics, modGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
 // coreAssembly is every place the core names a module: a field of one of

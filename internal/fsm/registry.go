@@ -175,6 +175,8 @@ type registry struct {
 	blockBeginSteps []*blockBeginStep
 	// blockEndSteps holds the registered block-end steps by rank.
 	blockEndSteps []*blockEndStep
+	// commandGates holds the registered command gates by rank.
+	commandGates []*commandGate
 	// txFormats holds the registered forms of transactions, asked in order.
 	txFormats []*txFormat
 	// digestDomainOf opens the digest of the block being applied: the
@@ -296,6 +298,11 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 			return r
 		}
 	}
+	for _, g := range f.reg.commandGates {
+		if r, ok := g.run(f, c); !ok {
+			return r
+		}
+	}
 	return s.apply(f, c, cmdAt{tx: txIndex, cmd: cmdIndex})
 }
 
@@ -400,6 +407,23 @@ type txFormat struct {
 // registerTxFormat adds a module's form of transactions, asked after
 // those registered before it.
 func (r *registry) registerTxFormat(t txFormat) { r.txFormats = append(r.txFormats, &t) }
+
+// commandGate is a module's check of every command, run as the command is
+// applied, after its stateless check and before its apply: a refusal (ok
+// false) is the command's result and the command is not applied. The
+// gates run in the order of their ranks; the first refusal wins.
+type commandGate struct {
+	rank   int
+	name   string
+	module module
+	run    func(*FSM, Command) (Result, bool)
+}
+
+// registerCommandGate adds a module's command gate; two of one rank are a
+// programming error.
+func (r *registry) registerCommandGate(g commandGate) {
+	r.commandGates = insertRanked(r.commandGates, &g, "command gates", func(g *commandGate) (int, string) { return g.rank, g.name })
+}
 
 // blockEndStep is a module's work at the end of every block, after the
 // block's transactions and before its state is staged: timers on block

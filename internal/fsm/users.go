@@ -107,11 +107,12 @@ func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
 }
 
 // registerSecurity registers the security module (buildRegistry calls
-// it): its users, ACLs and client quotas.
+// it): its users, ACLs, client quotas and signed administration.
 func registerSecurity(r *registry) {
-	registerUsers(r)  // users.go
-	registerACLs(r)   // acls.go
-	registerQuotas(r) // quotas.go
+	registerUsers(r)       // users.go
+	registerACLs(r)        // acls.go
+	registerQuotas(r)      // quotas.go
+	registerSignedAdmin(r) // admin_signed.go
 }
 
 // GenesisUser is a user the chain starts with (Options.GenesisUsers).

@@ -198,3 +198,25 @@ func RegistrationMessage(principal string, pub ed25519.PublicKey) []byte {
 	b = append(b, 0)
 	return append(b, pub...)
 }
+
+// AdminMessage is what a signed administrative command signs (signed
+// administration, docs/security.md): the chain, the signing principal, a
+// sequence the principal never used before, and the command as the state
+// machine encodes it (its kind, then its body):
+//
+//	"stele/admin/v1" 0x00 | u16 len | chain | u16 len | principal | u64 seq |
+//	u32 len | command
+//
+// So a signature is bound to one chain and one command, and the state
+// machine, which remembers the principal's used sequences, applies it once.
+func AdminMessage(chain, principal string, seq uint64, command []byte) []byte {
+	b := make([]byte, 0, 32+len(chain)+len(principal)+len(command))
+	b = append(b, "stele/admin/v1\x00"...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(chain)))
+	b = append(b, chain...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(principal)))
+	b = append(b, principal...)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(command)))
+	return append(b, command...)
+}

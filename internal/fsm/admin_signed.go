@@ -1,0 +1,310 @@
+package fsm
+
+// Signed administration (issue 17, docs/security.md): under the
+// cluster-wide setting stele.admin.signed=true, the destructive and
+// security commands (adminGated) are applied only inside a SignedAdmin
+// command: an ed25519 signature, by a principal's registered key (the
+// producer keys of signed.go), of the command, the chain and a sequence
+// the principal never used before, whose principal (User:<principal>) the
+// ACLs in the state allow to perform it. Every broker checks it in the
+// deterministic apply, so no broker alone can delete data or widen
+// permissions: one that submits such a command unsigned, or with a
+// signature it made up, is refused by every honest broker, and the app
+// hash commits to the refusal.
+//
+// Authorization in the apply is the ACLs' alone: super.users is each
+// broker's own configuration, which a Byzantine broker could claim, so it
+// does not count here; nor does allow.everyone.if.no.acl.found (a resource
+// no ACL names is denied); and only ACL entries for every host (*) apply,
+// as the apply does not know where a command came from. So a principal
+// that signs needs ACLs of its own (User:admin ALL on the cluster, say).
+//
+// The setting itself changes only by a signed command, on and off: a
+// broker cannot turn it off, and turning it on proves that a principal can
+// still administer the cluster under it. A signed command's sequence is
+// spent once its signature verifies, whatever the command's outcome, so a
+// signed "delete topic orders" cannot be replayed after orders is created
+// again.
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/pkg/proof"
+)
+
+// KindSignedAdmin is a signed administrative command.
+const KindSignedAdmin Kind = 30
+
+// SignedAdmin carries Command (EncodeCommand's bytes) signed by Principal:
+// Signature is the principal's ed25519 signature of
+// proof.AdminMessage(chain id, Principal, Seq, Command).
+type SignedAdmin struct {
+	Principal string
+	Seq       uint64
+	Signature []byte
+	Command   []byte
+}
+
+func (SignedAdmin) Kind() Kind { return KindSignedAdmin }
+
+func (c SignedAdmin) encode(w *writer) {
+	w.str(c.Principal)
+	w.i64(int64(c.Seq))
+	w.bytes(c.Signature)
+	w.bytes(c.Command)
+}
+
+func decodeSignedAdmin(r *reader) SignedAdmin {
+	return SignedAdmin{Principal: r.str(), Seq: uint64(r.i64()), Signature: r.bytesCopy(), Command: r.bytesCopy()}
+}
+
+// EncodeCommand encodes one command as a SignedAdmin carries it: its kind,
+// then its body.
+func EncodeCommand(c Command) []byte {
+	w := &writer{}
+	w.u8(uint8(c.Kind()))
+	c.encode(w)
+	return w.b
+}
+
+// DecodeCommand decodes EncodeCommand's bytes.
+func DecodeCommand(b []byte) (Command, error) { return assembled.decodeOne(b) }
+
+func (g *registry) decodeOne(b []byte) (Command, error) {
+	r := &reader{b: b}
+	k := Kind(r.u8())
+	if r.e != nil {
+		return nil, r.e
+	}
+	c := g.decodeCommand(k, r)
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// registerSignedAdmin registers SignedAdmin (registerSecurity calls it).
+func registerSignedAdmin(r *registry) {
+	r.registerCommandGate(commandGate{rank: 10, name: "signed administration", module: modSecurity, run: (*FSM).refuseUnsigned})
+	register(r, KindSignedAdmin, "SignedAdmin", modSecurity, decodeSignedAdmin,
+		func(c Command) Result { _, res := r.checkSignedAdmin(c.(SignedAdmin)); return res },
+		func(f *FSM, c SignedAdmin, at cmdAt) Result { return f.applySignedAdmin(c, at) })
+}
+
+// adminCheck is one authorization a signed command needs.
+type adminCheck struct {
+	resourceType int8
+	name         string
+	op           int8
+}
+
+// adminGated returns the authorizations c needs, and whether c is one of
+// the commands stele.admin.signed gates: deleting topics or records,
+// altering topic, broker or log configs, deleting groups or their offsets,
+// committing offsets from outside a group's generation (how offsets are
+// reset), and changing users, ACLs or client quotas. The operations are
+// those Kafka's authorizer asks for the same requests.
+func adminGated(c Command) ([]adminCheck, bool) {
+	cluster := func(op int8) []adminCheck { return []adminCheck{{ACLResourceCluster, ClusterResourceName, op}} }
+	switch c := c.(type) {
+	case DeleteTopic:
+		return []adminCheck{{ACLResourceTopic, c.Name, ACLOpDelete}}, true
+	case DeleteRecords:
+		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpDelete}}, true
+	case AlterConfigs:
+		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpAlterConfigs}}, true
+	case AlterBrokerConfigs:
+		return cluster(ACLOpAlterConfigs), true
+	case AlterLogDefaults:
+		return cluster(ACLOpAlterConfigs), true
+	case DeleteGroup:
+		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}}, true
+	case OffsetDelete:
+		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}, {ACLResourceTopic, c.Topic, ACLOpRead}}, true
+	case OffsetCommit:
+		if c.Generation >= 0 {
+			return nil, false // a member's commit, in its generation
+		}
+		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpRead}, {ACLResourceTopic, c.Topic, ACLOpRead}}, true
+	case AlterScramCredentials:
+		return cluster(ACLOpAlter), true
+	case CreateACL, DeleteACLs:
+		return cluster(ACLOpAlter), true
+	case AlterClientQuotas:
+		return cluster(ACLOpAlterConfigs), true
+	}
+	return nil, false
+}
+
+// AdminGated reports whether stele.admin.signed gates c (adminGated).
+func AdminGated(c Command) bool { _, ok := adminGated(c); return ok }
+
+// checkSignedAdmin is SignedAdmin's stateless check: a valid principal, a
+// signature of ed25519's size, and a command that decodes, is one the
+// setting gates, and passes its own check. It returns the command.
+func (g *registry) checkSignedAdmin(c SignedAdmin) (Command, Result) {
+	if err := proof.ValidPrincipal(c.Principal); err != nil {
+		return nil, fail(kerr.InvalidRequest.Code, err.Error())
+	}
+	if len(c.Signature) != ed25519.SignatureSize {
+		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("a signature is %d bytes, got %d", ed25519.SignatureSize, len(c.Signature)))
+	}
+	inner, err := g.decodeOne(c.Command)
+	if err != nil {
+		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
+	}
+	if _, ok := adminGated(inner); !ok {
+		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", inner.Kind()))
+	}
+	if d, ok := inner.(DeleteTopic); ok && d.Name == "" {
+		return nil, fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
+	}
+	if r := g.checkCommand(inner); r.Code != 0 {
+		return nil, r
+	}
+	return inner, Result{}
+}
+
+// adminSignedOn reports whether stele.admin.signed is true as the block
+// being applied sees it.
+func (f *FSM) adminSignedOn() bool { return configTrue(f.brokerCfgs[""][AdminSignedConfig]) }
+
+// AdminSigned reports whether stele.admin.signed is true (committed).
+func (b *BrokerConfigs) AdminSigned() bool { return configTrue(b.Of("")[AdminSignedConfig]) }
+
+// configTrue reads a boolean config as Kafka does (case-insensitive).
+func configTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// unsignedText is the message of a gated command refused for want of a
+// signature.
+const unsignedText = "stele.admin.signed=true: %s must be signed by a principal the ACLs allow (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"
+
+// refuseUnsigned is the security module's command gate: outside a
+// SignedAdmin, a command that would change stele.admin.signed (either
+// way), and under stele.admin.signed a gated command, is refused with
+// POLICY_VIOLATION.
+func (f *FSM) refuseUnsigned(c Command) (Result, bool) {
+	if f.signedBy != "" {
+		return Result{}, true
+	}
+	if b, ok := c.(AlterBrokerConfigs); ok && b.Broker == "" {
+		next, err := applyBrokerConfigChanges(f.brokerCfgs, b)
+		if err == nil && configTrue(next[AdminSignedConfig]) != f.adminSignedOn() {
+			return fail(kerr.PolicyViolation.Code, AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
+		}
+	}
+	if _, gated := adminGated(c); gated && f.adminSignedOn() {
+		return fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, c.Kind())), false
+	}
+	return Result{}, true
+}
+
+// applySignedAdmin verifies a signed command and applies it.
+func (f *FSM) applySignedAdmin(c SignedAdmin, at cmdAt) Result {
+	if f.appVersion < SecurityVersion {
+		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	}
+	inner, res := f.reg.checkSignedAdmin(c)
+	if res.Code != 0 {
+		return res
+	}
+	pub, err := f.producerKey(c.Principal)
+	switch {
+	case errors.Is(err, ErrNoProducerKey):
+		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("principal %s has no registered key (stele producer-key register)", c.Principal))
+	case err != nil:
+		return f.localFault("reading producer key of %s: %w", c.Principal, err)
+	}
+	if !ed25519.Verify(pub, proof.AdminMessage(f.opts.ChainID, c.Principal, c.Seq, c.Command), c.Signature) {
+		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("the signature of %s's command (sequence %d) does not verify with its registered key on chain %s", c.Principal, c.Seq, f.opts.ChainID))
+	}
+	k := string(seqKey(c.Principal, c.Seq))
+	used := f.seqsAdded[k]
+	if !used {
+		if _, used, err = f.store.Get([]byte(k)); err != nil {
+			return f.localFault("reading sequence %d of %s: %w", c.Seq, c.Principal, err)
+		}
+	}
+	if used {
+		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("%s's sequence %d was used before: a replay", c.Principal, c.Seq))
+	}
+	if f.seqsAdded == nil {
+		f.seqsAdded = map[string]bool{}
+	}
+	f.seqsAdded[k] = true
+	checks, _ := adminGated(inner)
+	principal := "User:" + c.Principal
+	for _, ch := range checks {
+		if !f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.op, ResourceType: ch.resourceType, ResourceName: ch.name}) {
+			return fail(authorizationCode(ch.resourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.op), aclResourceName(ch.resourceType), ch.name))
+		}
+	}
+	f.signedBy = c.Principal
+	defer func() { f.signedBy = "" }()
+	return f.apply(inner, at.tx, at.cmd)
+}
+
+// authorizeInBlock is ACLs.Authorize over the ACLs as the block being
+// applied sees them, for a command applied without a host: only entries
+// for every host (*) apply; no super user; a resource no ACL names is
+// denied.
+func (f *FSM) authorizeInBlock(q AuthorizeRequest) bool {
+	v := &ACLs{byResource: map[aclResource][]aclEntry{}}
+	look := func(r aclResource) {
+		if es := f.acls[r]; len(es) > 0 {
+			v.byResource[r] = sortedEntries(es)
+		}
+	}
+	look(aclResource{q.ResourceType, ACLPatternLiteral, q.ResourceName})
+	look(aclResource{q.ResourceType, ACLPatternLiteral, ACLWildcard})
+	for i := 1; i <= len(q.ResourceName); i++ {
+		look(aclResource{q.ResourceType, ACLPatternPrefixed, q.ResourceName[:i]})
+	}
+	q.Host, q.SuperUser, q.AllowIfNoACL = "\x00", false, false
+	return v.Authorize(q)
+}
+
+// authorizationCode is Kafka's error for a denied operation on a resource
+// of type t.
+func authorizationCode(t int8) int16 {
+	switch t {
+	case ACLResourceTopic:
+		return kerr.TopicAuthorizationFailed.Code
+	case ACLResourceGroup:
+		return kerr.GroupAuthorizationFailed.Code
+	case ACLResourceTransactionalID:
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	return kerr.ClusterAuthorizationFailed.Code
+}
+
+func aclOpName(op int8) string {
+	switch op {
+	case ACLOpRead:
+		return "Read"
+	case ACLOpDelete:
+		return "Delete"
+	case ACLOpAlter:
+		return "Alter"
+	case ACLOpAlterConfigs:
+		return "AlterConfigs"
+	}
+	return fmt.Sprintf("operation %d", op)
+}
+
+func aclResourceName(t int8) string {
+	switch t {
+	case ACLResourceTopic:
+		return "topic"
+	case ACLResourceGroup:
+		return "group"
+	case ACLResourceCluster:
+		return "cluster"
+	}
+	return fmt.Sprintf("resource type %d", t)
+}
