@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // stele acl add|list|remove: Kafka's ACLs with kafka-acls.sh's flags
@@ -244,6 +246,7 @@ func printBindings(g *globalOptions, cmd *cobra.Command, bs []aclBinding) error 
 
 func newACLAddCmd(g *globalOptions) *cobra.Command {
 	var a aclFlags
+	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:   "add",
 		Short: "Add ACLs (kafka-acls.sh --add)",
@@ -259,6 +262,27 @@ operations given. --producer and --consumer add kafka-acls.sh's sets.`,
 			creations, err := a.bindings()
 			if err != nil {
 				return err
+			}
+			if err := sign.ready(cmd, g); err != nil {
+				return err
+			}
+			if sign.on() {
+				var errs []error
+				var added []aclBinding
+				for _, c := range creations {
+					b := bindingOf(c.ResourceType, c.ResourceName, c.ResourcePatternType, c.Principal, c.Host, c.Operation, c.PermissionType)
+					cmdACL := fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: int8(c.ResourceType), ResourceName: c.ResourceName, PatternType: int8(c.ResourcePatternType),
+						Principal: c.Principal, Host: c.Host, Operation: int8(c.Operation), Permission: int8(c.PermissionType)}}
+					if err := sign.submit(cmd.Context(), g, cmdACL); err != nil {
+						errs = append(errs, fmt.Errorf("add %s %s on %s %q for %s: %w", b.Permission, b.Operation, b.ResourceType, b.Name, b.Principal, err))
+						continue
+					}
+					added = append(added, b)
+				}
+				if err := printBindings(g, cmd, added); err != nil {
+					return err
+				}
+				return errors.Join(errs...)
 			}
 			req := kmsg.NewPtrCreateACLsRequest()
 			req.Creations = creations
@@ -285,6 +309,7 @@ operations given. --producer and --consumer add kafka-acls.sh's sets.`,
 		},
 	}
 	a.register(cmd, false)
+	sign = addSignFlags(cmd)
 	return cmd
 }
 
@@ -350,6 +375,7 @@ given (--resource-pattern-type match: every ACL that applies to them), of
 
 func newACLRemoveCmd(g *globalOptions) *cobra.Command {
 	var a aclFlags
+	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:   "remove",
 		Short: "Remove ACLs (kafka-acls.sh --remove)",
@@ -410,6 +436,16 @@ not given), and prints what was removed.`,
 					}
 				}
 			}
+			if err := sign.ready(cmd, g); err != nil {
+				return err
+			}
+			if sign.on() {
+				removed, err := removeACLsSigned(cmd, g, sign, req.Filters)
+				if perr := printBindings(g, cmd, removed); perr != nil {
+					return perr
+				}
+				return err
+			}
 			raw, err := g.roundTrip(cmd, req)
 			if err != nil {
 				return fmt.Errorf("remove ACLs: %w", err)
@@ -434,5 +470,47 @@ not given), and prints what was removed.`,
 	}
 	a.register(cmd, false)
 	cmd.Flags().Lookup("resource-pattern-type").Usage = "literal, prefixed, match or any"
+	sign = addSignFlags(cmd)
 	return cmd
+}
+
+// removeACLsSigned removes, with one signed DeleteACLs, the ACLs the
+// filters match now (listed with DescribeAcls): the state machine removes
+// exactly those, and one created meanwhile stays.
+func removeACLsSigned(cmd *cobra.Command, g *globalOptions, sign *adminSigning, filters []kmsg.DeleteACLsRequestFilter) ([]aclBinding, error) {
+	var found []fsm.ACLBinding
+	var out []aclBinding
+	seen := map[fsm.ACLBinding]bool{}
+	for _, f := range filters {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourceName, req.ResourcePatternType = f.ResourceType, f.ResourceName, f.ResourcePatternType
+		req.Principal, req.Host, req.Operation, req.PermissionType = f.Principal, f.Host, f.Operation, f.PermissionType
+		raw, err := g.roundTrip(cmd, req)
+		if err != nil {
+			return nil, fmt.Errorf("remove ACLs: %w", err)
+		}
+		resp := raw.(*kmsg.DescribeACLsResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return nil, fmt.Errorf("remove ACLs: %w%s", err, withMessage(resp.ErrorMessage))
+		}
+		for _, r := range resp.Resources {
+			for _, e := range r.ACLs {
+				b := fsm.ACLBinding{ResourceType: int8(r.ResourceType), ResourceName: r.ResourceName, PatternType: int8(r.ResourcePatternType),
+					Principal: e.Principal, Host: e.Host, Operation: int8(e.Operation), Permission: int8(e.PermissionType)}
+				if seen[b] {
+					continue
+				}
+				seen[b] = true
+				found = append(found, b)
+				out = append(out, bindingOf(r.ResourceType, r.ResourceName, r.ResourcePatternType, e.Principal, e.Host, e.Operation, e.PermissionType))
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	if err := sign.submit(cmd.Context(), g, fsm.DeleteACLs{ACLs: found}); err != nil {
+		return nil, fmt.Errorf("remove ACLs: %w", err)
+	}
+	return out, nil
 }

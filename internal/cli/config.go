@@ -8,9 +8,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // newConfigCmd returns `stele config`, the counterpart of kafka-configs.sh.
@@ -235,6 +238,7 @@ func newConfigAlterCmd(g *globalOptions) *cobra.Command {
 		res                    resourceFlags
 		sets, deletes          []string
 		kafkaAdds, kafkaDelete []string
+		sign                   *adminSigning
 	)
 	c := &cobra.Command{
 		Use:   "alter (--topic NAME | --broker ID | --broker-default) [--set k=v ...] [--delete k ...]",
@@ -257,12 +261,19 @@ broker that does not set its own.
 --broker ID changes one broker's connection limits (kafka-configs.sh
 --entity-type brokers --entity-name ID). Both are replicated state: they
 apply at once, without a restart, and survive restarts; a limit lowered
-closes no connection already open.`,
+closes no connection already open.
+
+Under stele.admin.signed=true every alteration must be signed: --sign FILE
+--principal NAME signs it with the principal's producer key and submits it
+over --http, and every broker checks the signature and the principal's ACLs
+(docs/security.md#signed-administration). The setting itself changes only
+this way, on and off.`,
 		Example: `  stele config alter --topic orders --set retention.ms=3600000 --delete cleanup.policy
   stele config alter --topic orders --add-config 'retention.ms=3600000,cleanup.policy=[compact,delete]'
   stele config alter --broker-default --set log.retention.ms=86400000
   stele config alter --broker 0 --set max.connections.per.ip=100
-  stele config alter --broker-default --set max.connection.creation.rate=50`,
+  stele config alter --broker-default --set max.connection.creation.rate=50
+  stele config alter --broker-default --set stele.admin.signed=true --sign admin.key --principal admin`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)
@@ -288,29 +299,15 @@ closes no connection already open.`,
 			if err != nil {
 				return err
 			}
-			adm, cl, err := g.newAdmin()
-			if err != nil {
+			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
-			if r.kind == kmsg.ConfigResourceTypeTopic {
-				rs, err := adm.AlterTopicConfigs(ctx, ops, r.name)
-				err = alterConfigsError(r.String(), r.name, rs, err)
-				if err != nil {
+			if sign.on() {
+				if err := alterSigned(cmd, g, sign, r, ops); err != nil {
 					return err
 				}
-			} else {
-				var brokers []int32 // none: the cluster-wide defaults
-				if r.name != "" {
-					brokers = []int32{res.broker}
-				}
-				rs, err := adm.AlterBrokerConfigs(ctx, ops, brokers...)
-				err = alterConfigsError(r.String(), r.name, rs, err)
-				if err != nil {
-					return err
-				}
+			} else if err := alterOverKafka(cmd, g, r, res.broker, ops); err != nil {
+				return err
 			}
 			out := configsAltered{Resource: r.kindName(), Name: r.name}
 			out.Set, out.Deleted = summarizeOps(ops)
@@ -322,6 +319,7 @@ closes no connection already open.`,
 			return err
 		},
 	}
+	sign = addSignFlags(c)
 	res.register(c)
 	f := c.Flags()
 	f.StringArrayVar(&sets, "set", nil, "set a config key=value (repeatable)")
@@ -329,6 +327,76 @@ closes no connection already open.`,
 	f.StringArrayVar(&kafkaAdds, "add-config", nil, "kafka-configs.sh form of --set: 'k1=v1,k2=[a,b]'")
 	f.StringArrayVar(&kafkaDelete, "delete-config", nil, "kafka-configs.sh form of --delete: 'k1,k2'")
 	return c
+}
+
+// alterSigned makes an alteration as signed commands: a topic's as one
+// AlterConfigs; a broker's or the cluster-wide defaults' as one
+// AlterBrokerConfigs for the dynamic broker configs and, for the
+// defaults, one AlterLogDefaults for the log.* topic defaults (two
+// commands, each applied whole).
+func alterSigned(cmd *cobra.Command, g *globalOptions, sign *adminSigning, r configResource, ops []kadm.AlterConfig) error {
+	var changes, logChanges []fsm.ConfigChange
+	for _, o := range ops {
+		ch := fsm.ConfigChange{Op: fsm.ConfigOp(o.Op), Name: o.Name}
+		if o.Value != nil {
+			ch.Value = *o.Value
+		}
+		if _, ok := fsm.LookupLogDefault(o.Name); ok && r.kind != kmsg.ConfigResourceTypeTopic {
+			if r.name != "" {
+				return usageErrorf("%s is a cluster-wide log default: alter it with --broker-default", o.Name)
+			}
+			logChanges = append(logChanges, ch)
+			continue
+		}
+		changes = append(changes, ch)
+	}
+	var cmds []fsm.Command
+	switch {
+	case r.kind == kmsg.ConfigResourceTypeTopic:
+		cmds = append(cmds, fsm.AlterConfigs{Topic: r.name, Incremental: true, Changes: changes})
+	default:
+		if len(logChanges) > 0 {
+			cmds = append(cmds, fsm.AlterLogDefaults{Incremental: true, Changes: logChanges})
+		}
+		if len(changes) > 0 {
+			cmds = append(cmds, fsm.AlterBrokerConfigs{Broker: r.name, Incremental: true, Changes: changes})
+		}
+	}
+	for _, c := range cmds {
+		if err := sign.submit(cmd.Context(), g, c); err != nil {
+			return fmt.Errorf("alter configs of %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// alterOverKafka makes an alteration with IncrementalAlterConfigs.
+func alterOverKafka(cmd *cobra.Command, g *globalOptions, r configResource, broker int32, ops []kadm.AlterConfig) error {
+	adm, cl, err := g.newAdmin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := g.requestContext(cmd)
+	defer cancel()
+	if r.kind == kmsg.ConfigResourceTypeTopic {
+		rs, err := adm.AlterTopicConfigs(ctx, ops, r.name)
+		err = alterConfigsError(r.String(), r.name, rs, err)
+		if err != nil {
+			return err
+		}
+	} else {
+		var brokers []int32 // none: the cluster-wide defaults
+		if r.name != "" {
+			brokers = []int32{broker}
+		}
+		rs, err := adm.AlterBrokerConfigs(ctx, ops, brokers...)
+		err = alterConfigsError(r.String(), r.name, rs, err)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseKafkaAddConfig parses kafka-configs.sh's --add-config syntax:

@@ -6,6 +6,9 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // groupDeleted is the JSON form of one `group delete` result.
@@ -16,7 +19,8 @@ type groupDeleted struct {
 }
 
 func newGroupDeleteCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var sign *adminSigning
+	c := &cobra.Command{
 		Use:   "delete GROUP...",
 		Short: "Delete groups and their committed offsets (kafka-consumer-groups.sh --delete)",
 		Long: `Delete groups and their committed offsets (kafka-consumer-groups.sh --delete).
@@ -25,21 +29,33 @@ reported on its own; the exit code is 1 if any could not be deleted.`,
 		Example: `  stele group delete billing audit`,
 		Args:    minArgs("GROUP"),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			adm, cl, err := g.newAdmin()
-			if err != nil {
+			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
 			names = uniqueSorted(names)
-			rs, err := adm.DeleteGroups(ctx, names...)
-			if err := partialOK(err); err != nil {
-				return fmt.Errorf("delete groups: %w", err)
+			var rs kadm.DeleteGroupResponses
+			if sign.on() {
+				rs = kadm.DeleteGroupResponses{}
+				for _, name := range names {
+					rs[name] = kadm.DeleteGroupResponse{Group: name, Err: sign.submit(cmd.Context(), g, fsm.DeleteGroup{Group: name})}
+				}
+			} else {
+				adm, cl, err := g.newAdmin()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				ctx, cancel := g.requestContext(cmd)
+				defer cancel()
+				rs, err = adm.DeleteGroups(ctx, names...)
+				if err := partialOK(err); err != nil {
+					return fmt.Errorf("delete groups: %w", err)
+				}
 			}
 			var (
 				out  []groupDeleted
 				errs []error
+				err  error
 			)
 			for _, name := range names {
 				r, ok := rs[name]
@@ -72,6 +88,8 @@ reported on its own; the exit code is 1 if any could not be deleted.`,
 			return errors.Join(errs...)
 		},
 	}
+	sign = addSignFlags(c)
+	return c
 }
 
 // offsetDeleted is the JSON form of one partition of `group delete-offsets`.
@@ -90,6 +108,7 @@ type offsetsDeleted struct {
 
 func newGroupDeleteOffsetsCmd(g *globalOptions) *cobra.Command {
 	var topics []string
+	var sign *adminSigning
 	c := &cobra.Command{
 		Use:   "delete-offsets GROUP --topic T[:P,...]...",
 		Short: "Delete committed offsets of a group (kafka-consumer-groups.sh --delete-offsets)",
@@ -126,8 +145,21 @@ refuses a topic that an active member of the group is subscribed to
 			if err != nil {
 				return err
 			}
-			rs, err := adm.DeleteOffsets(ctx, group, parts)
-			if err != nil {
+			if err := sign.ready(cmd, g); err != nil {
+				return err
+			}
+			var rs kadm.DeleteOffsetsResponses
+			if sign.on() {
+				rs = kadm.DeleteOffsetsResponses{}
+				for _, tp := range parts.Sorted() {
+					for _, p := range tp.Partitions {
+						if rs[tp.Topic] == nil {
+							rs[tp.Topic] = map[int32]error{}
+						}
+						rs[tp.Topic][p] = sign.submit(cmd.Context(), g, fsm.OffsetDelete{Group: group, Topic: tp.Topic, Partition: p})
+					}
+				}
+			} else if rs, err = adm.DeleteOffsets(ctx, group, parts); err != nil {
 				return groupError(fmt.Sprintf("delete offsets of group %q", group), group, err, "")
 			}
 			out := offsetsDeleted{Group: group, Partitions: []offsetDeleted{}}
@@ -161,6 +193,7 @@ refuses a topic that an active member of the group is subscribed to
 		},
 	}
 	c.Flags().StringArrayVar(&topics, "topic", nil, "topic whose offsets to delete, TOPIC or TOPIC:PARTITION[,PARTITION...] (repeatable)")
+	sign = addSignFlags(c)
 	return c
 }
 

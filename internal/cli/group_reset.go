@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // resetOptions are the flags of `stele group reset-offsets`.
@@ -23,6 +25,7 @@ type resetOptions struct {
 	toDatetime string
 	shiftBy    int64
 	execute    bool
+	sign       *adminSigning
 
 	// Filled by validate.
 	mode   string // the one --to-*/--shift-by flag given
@@ -93,6 +96,7 @@ committed offset on every partition.`,
 	f.StringVar(&o.toDatetime, "to-datetime", "", "move to the first offset at or after this time (RFC 3339 or YYYY-MM-DDTHH:mm:SS.sss)")
 	f.Int64Var(&o.shiftBy, "shift-by", 0, "move the committed offset by this many records (negative: back)")
 	f.BoolVar(&o.execute, "execute", false, "commit the new offsets (default: dry run, print the plan only)")
+	o.sign = addSignFlags(c)
 	return c
 }
 
@@ -131,6 +135,9 @@ func (o *resetOptions) validate(cmd *cobra.Command) error {
 }
 
 func runResetOffsets(cmd *cobra.Command, g *globalOptions, o *resetOptions, group string) error {
+	if err := o.sign.ready(cmd, g); err != nil {
+		return err
+	}
 	adm, cl, err := g.newAdmin()
 	if err != nil {
 		return err
@@ -170,7 +177,11 @@ func runResetOffsets(cmd *cobra.Command, g *globalOptions, o *resetOptions, grou
 	var commitErr error
 	if o.execute {
 		out.Executed = true
-		commitErr = commitPlan(ctx, adm, group, out.Partitions)
+		if o.sign.on() {
+			commitErr = commitPlanSigned(cmd, g, o.sign, group, out.Partitions)
+		} else {
+			commitErr = commitPlan(ctx, adm, group, out.Partitions)
+		}
 	}
 	if g.jsonOutput() {
 		if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
@@ -288,6 +299,23 @@ func commitPlan(ctx context.Context, adm *kadm.Client, group string, plan []offs
 		}
 		r.Error = err.Error()
 		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// commitPlanSigned commits plan as signed commands, one a partition
+// (stele.admin.signed: a commit from outside a group's generation is a
+// reset), and records each partition's error in the plan.
+func commitPlanSigned(cmd *cobra.Command, g *globalOptions, sign *adminSigning, group string, plan []offsetReset) error {
+	var errs []error
+	for i := range plan {
+		r := &plan[i]
+		c := fsm.OffsetCommit{Group: group, Generation: -1, Topic: r.Topic, Partition: r.Partition, Offset: r.NewOffset, LeaderEpoch: -1}
+		if err := sign.submit(cmd.Context(), g, c); err != nil {
+			err = fmt.Errorf("commit offset of group %q topic %q partition %d: %w", group, r.Topic, r.Partition, err)
+			r.Error = err.Error()
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // stele quota set|list|remove: client quotas per user and client id over
@@ -67,10 +69,26 @@ func newQuotaCmd(g *globalOptions) *cobra.Command {
 		newQuotaSetCmd(g), newQuotaListCmd(g), newQuotaRemoveCmd(g))
 }
 
-func alterQuotas(g *globalOptions, cmd *cobra.Command, q *quotaEntityFlags, ops []kmsg.AlterClientQuotasRequestEntryOp) error {
+func alterQuotas(g *globalOptions, cmd *cobra.Command, q *quotaEntityFlags, sign *adminSigning, ops []kmsg.AlterClientQuotasRequestEntryOp) error {
 	entity, err := q.entity()
 	if err != nil {
 		return err
+	}
+	if err := sign.ready(cmd, g); err != nil {
+		return err
+	}
+	if sign.on() {
+		c := fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{
+			User:     fsm.QuotaName{Set: q.user != "" || q.userDefault, Default: q.userDefault, Name: q.user},
+			ClientID: fsm.QuotaName{Set: q.clientID != "" || q.clientIDDefault, Default: q.clientIDDefault, Name: q.clientID},
+		}}
+		for _, o := range ops {
+			c.Ops = append(c.Ops, fsm.QuotaOp{Key: o.Key, Value: o.Value, Remove: o.Remove})
+		}
+		if err := sign.submit(cmd.Context(), g, c); err != nil {
+			return fmt.Errorf("alter quotas: %w", err)
+		}
+		return nil
 	}
 	req := kmsg.NewPtrAlterClientQuotasRequest()
 	e := kmsg.NewAlterClientQuotasRequestEntry()
@@ -89,6 +107,7 @@ func alterQuotas(g *globalOptions, cmd *cobra.Command, q *quotaEntityFlags, ops 
 
 func newQuotaSetCmd(g *globalOptions) *cobra.Command {
 	var q quotaEntityFlags
+	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:   "set KEY=VALUE...",
 		Short: "Set client quotas (kafka-configs.sh --alter --add-config)",
@@ -114,7 +133,7 @@ is the most specific entity's, in Kafka's order (docs/security.md).`,
 				op.Key, op.Value = strings.TrimSpace(k), f
 				ops = append(ops, op)
 			}
-			if err := alterQuotas(g, cmd, &q, ops); err != nil {
+			if err := alterQuotas(g, cmd, &q, sign, ops); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Set %s.\n", strings.Join(args, ", "))
@@ -122,11 +141,13 @@ is the most specific entity's, in Kafka's order (docs/security.md).`,
 		},
 	}
 	q.register(cmd)
+	sign = addSignFlags(cmd)
 	return cmd
 }
 
 func newQuotaRemoveCmd(g *globalOptions) *cobra.Command {
 	var q quotaEntityFlags
+	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:     "remove KEY...",
 		Short:   "Remove client quotas (kafka-configs.sh --alter --delete-config)",
@@ -139,7 +160,7 @@ func newQuotaRemoveCmd(g *globalOptions) *cobra.Command {
 				op.Key, op.Remove = k, true
 				ops = append(ops, op)
 			}
-			if err := alterQuotas(g, cmd, &q, ops); err != nil {
+			if err := alterQuotas(g, cmd, &q, sign, ops); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s.\n", strings.Join(args, ", "))
@@ -147,6 +168,7 @@ func newQuotaRemoveCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	q.register(cmd)
+	sign = addSignFlags(cmd)
 	return cmd
 }
 

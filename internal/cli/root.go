@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm"
 )
@@ -244,6 +245,10 @@ func reportError(stderr io.Writer, cmd *cobra.Command, g *globalOptions, err err
 	}
 	if hint := g.connectionHint(err); hint != "" {
 		fmt.Fprintln(stderr, hint)
+	}
+	var refused *signedRefusal
+	if errors.Is(err, kerr.PolicyViolation) && !errors.As(err, &refused) && !strings.Contains(err.Error(), "must be signed") {
+		fmt.Fprintln(stderr, "hint: under stele.admin.signed=true this change must be signed: add --sign KEY --principal NAME (docs/security.md#signed-administration)")
 	}
 	return ExitFailure
 }

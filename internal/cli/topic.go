@@ -7,7 +7,10 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // newTopicCmd returns `stele topic`, the counterpart of kafka-topics.sh.
@@ -205,26 +208,40 @@ type topicDeleted struct {
 
 func newTopicDeleteCmd(g *globalOptions) *cobra.Command {
 	var ifExists bool
+	var sign *adminSigning
 	c := &cobra.Command{
-		Use:     "delete NAME...",
-		Short:   "Delete topics (kafka-topics.sh --delete)",
-		Example: `  stele topic delete orders payments --if-exists`,
-		Args:    minArgs("NAME"),
+		Use:   "delete NAME...",
+		Short: "Delete topics (kafka-topics.sh --delete)",
+		Example: `  stele topic delete orders payments --if-exists
+  stele topic delete orders --sign admin.key --principal admin   # under stele.admin.signed=true`,
+		Args: minArgs("NAME"),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			adm, cl, err := g.newAdmin()
-			if err != nil {
+			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			defer cl.Close()
-			ctx, cancel := g.requestContext(cmd)
-			defer cancel()
-			rs, err := adm.DeleteTopics(ctx, uniqueSorted(names)...)
-			if err != nil {
-				return fmt.Errorf("delete topics: %w", err)
+			var rs kadm.DeleteTopicResponses
+			if sign.on() {
+				rs = kadm.DeleteTopicResponses{}
+				for _, name := range uniqueSorted(names) {
+					err := sign.submit(cmd.Context(), g, fsm.DeleteTopic{Name: name})
+					rs[name] = kadm.DeleteTopicResponse{Topic: name, Err: err}
+				}
+			} else {
+				adm, cl, err := g.newAdmin()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				ctx, cancel := g.requestContext(cmd)
+				defer cancel()
+				if rs, err = adm.DeleteTopics(ctx, uniqueSorted(names)...); err != nil {
+					return fmt.Errorf("delete topics: %w", err)
+				}
 			}
 			var (
 				out  []topicDeleted
 				errs []error
+				err  error
 			)
 			for _, name := range uniqueSorted(names) {
 				r, ok := rs[name]
@@ -255,6 +272,7 @@ func newTopicDeleteCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&ifExists, "if-exists", false, "succeed for topics that do not exist")
+	sign = addSignFlags(c)
 	return c
 }
 

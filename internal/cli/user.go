@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/internal/server"
 )
@@ -36,6 +37,7 @@ func newUserCreateCmd(g *globalOptions) *cobra.Command {
 	var passwordFile string
 	var mechanisms []string
 	var iterations int32
+	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:   "create NAME --password-file FILE",
 		Short: "Create a user, or set a new password for one (kafka-configs.sh --alter --add-config SCRAM-SHA-512=[password=...])",
@@ -57,12 +59,30 @@ user may manage users on a broker whose listeners authenticate.`,
 				return fmt.Errorf("--password-file: %w", err)
 			}
 			var ups []kadm.UpsertSCRAM
+			signed := fsm.AlterScramCredentials{User: args[0]}
 			for _, m := range mechanisms {
 				mech, ok := sasl.ParseScramMechanism(m)
 				if !ok {
 					return usageErrorf("--mechanism %q: want SCRAM-SHA-256 or SCRAM-SHA-512", m)
 				}
 				ups = append(ups, kadm.UpsertSCRAM{User: args[0], Mechanism: kadm.ScramMechanism(mech), Iterations: iterations, Password: string(pw)})
+				if sign.on() {
+					c, err := sasl.NewCredential(mech, pw, iterations)
+					if err != nil {
+						return usageErrorf("%v", err)
+					}
+					signed.Upserts = append(signed.Upserts, c)
+				}
+			}
+			if err := sign.ready(cmd, g); err != nil {
+				return err
+			}
+			if sign.on() {
+				if err := sign.submit(cmd.Context(), g, signed); err != nil {
+					return fmt.Errorf("create user %q: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "User %q has credentials for %v.\n", args[0], mechanisms)
+				return nil
 			}
 			adm, cl, err := g.newAdmin()
 			if err != nil {
@@ -72,8 +92,10 @@ user may manage users on a broker whose listeners authenticate.`,
 			ctx, cancel := g.requestContext(cmd)
 			defer cancel()
 			rs, err := adm.AlterUserSCRAMs(ctx, nil, ups)
-			if err == nil {
-				err = rs.Error()
+			for _, r := range rs.Sorted() {
+				if err == nil && r.Err != nil {
+					err = brokerError("the broker refused", r.Err, r.ErrMessage)
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("create user %q: %w", args[0], err)
@@ -85,6 +107,7 @@ user may manage users on a broker whose listeners authenticate.`,
 	cmd.Flags().StringVar(&passwordFile, "password-file", "", "file holding the password")
 	cmd.Flags().StringSliceVar(&mechanisms, "mechanism", []string{sasl.ScramSHA256, sasl.ScramSHA512}, "SCRAM mechanisms to make credentials for")
 	cmd.Flags().Int32Var(&iterations, "iterations", sasl.MinIteration, "SCRAM iterations (4096 to 16384)")
+	sign = addSignFlags(cmd)
 	return cmd
 }
 
@@ -129,7 +152,8 @@ func newUserListCmd(g *globalOptions) *cobra.Command {
 }
 
 func newUserDeleteCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var sign *adminSigning
+	cmd := &cobra.Command{
 		Use:   "delete NAME...",
 		Short: "Delete users: every SCRAM credential each has (kafka-configs.sh --alter --delete-config)",
 		Long: `Delete users: every SCRAM credential each has, after which they cannot
@@ -161,6 +185,26 @@ re-authenticate (connections.max.reauth.ms).`,
 					dels = append(dels, kadm.DeleteSCRAM{User: n, Mechanism: c.Mechanism})
 				}
 			}
+			if err := sign.ready(cmd, g); err != nil {
+				return err
+			}
+			if sign.on() {
+				byUser := map[string][]sasl.ScramMechanism{}
+				for _, d := range dels {
+					byUser[d.User] = append(byUser[d.User], sasl.ScramMechanism(d.Mechanism))
+				}
+				for _, n := range names {
+					if len(byUser[n]) == 0 {
+						continue
+					}
+					if err := sign.submit(ctx, g, fsm.AlterScramCredentials{User: n, Deletions: byUser[n]}); err != nil {
+						errs = append(errs, fmt.Errorf("delete user %q: %w", n, err))
+					} else {
+						fmt.Fprintf(cmd.OutOrStdout(), "Deleted user %q.\n", n)
+					}
+				}
+				return errors.Join(errs...)
+			}
 			if len(dels) > 0 {
 				rs, err := adm.AlterUserSCRAMs(ctx, dels, nil)
 				if err != nil {
@@ -168,7 +212,7 @@ re-authenticate (connections.max.reauth.ms).`,
 				}
 				for _, r := range rs.Sorted() {
 					if r.Err != nil {
-						errs = append(errs, fmt.Errorf("delete user %q: %w", r.User, r.Err))
+						errs = append(errs, brokerError(fmt.Sprintf("delete user %q", r.User), r.Err, r.ErrMessage))
 					} else {
 						fmt.Fprintf(cmd.OutOrStdout(), "Deleted user %q.\n", r.User)
 					}
@@ -177,4 +221,6 @@ re-authenticate (connections.max.reauth.ms).`,
 			return errors.Join(errs...)
 		},
 	}
+	sign = addSignFlags(cmd)
+	return cmd
 }

@@ -1,7 +1,8 @@
 // Package httpapi serves Stele's HTTP endpoints: /healthz for liveness and
 // readiness checks, /metrics for Prometheus, /v1/cluster for the consensus
 // view (validators, their last signed blocks, peers), upgrades
-// (/v1/cluster/upgrade, upgrade.go) and the native API's
+// (/v1/cluster/upgrade, upgrade.go), signed administration
+// (/v1/admin/signed, admin.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
 // rest of the native API, the schema registry and the console here.
 //
@@ -51,6 +52,8 @@ type Health struct {
 // (TestOpenAPIListsEveryRoute).
 var routes = []string{
 	"GET /healthz",
+	"GET /v1/admin/signed",
+	"POST /v1/admin/signed",
 	"GET /metrics",
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
@@ -87,6 +90,8 @@ func New(opts Options) http.Handler {
 		}),
 		"GET /metrics":            promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
 		"GET /v1/cluster":         serveCluster(opts),
+		"GET /v1/admin/signed":    serveSignedAdminGet(opts),
+		"POST /v1/admin/signed":   serveSignedAdminPost(opts),
 		"GET /v1/cluster/genesis": serveGenesis(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/proof":            withMinHeight(opts, serveProof(opts)),
 		"GET /v1/topics/{topic}/keys":                                    withMinHeight(opts, serveKeys(opts)),

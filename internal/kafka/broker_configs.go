@@ -230,7 +230,7 @@ func (s *Server) connectionConfigEntries(bc *fsm.BrokerConfigs) []configEntry {
 		if v, ok := bc.Of("")[d.Name]; ok {
 			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 		}
-		if v := statics[d.Name]; v != d.Default {
+		if v, ok := statics[d.Name]; ok && v != d.Default {
 			e.synonyms = append(e.synonyms, configSynonym{d.Name, v, kmsg.ConfigSourceStaticBrokerConfig})
 		}
 		e.synonyms = append(e.synonyms, configSynonym{d.Name, d.Default, kmsg.ConfigSourceDefaultConfig})

@@ -5,6 +5,8 @@ package kafka
 import (
 	"os"
 	"sync"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // told are the lies to clients STELE_BYZANTINE names (lies.go), read once.
@@ -30,4 +32,12 @@ func byzantineEndOffset(o int64) int64 {
 		return o + 1000
 	}
 	return o
+}
+
+// byzantineCommands applies forge-admin to the commands a request submits.
+func byzantineCommands(cmds []fsm.Command) []fsm.Command {
+	if told()[lieForgeAdmin] {
+		return forgeAdmin(cmds)
+	}
+	return cmds
 }

@@ -38,8 +38,9 @@ func (c *conn) submit(timeoutMs int32, cmds ...fsm.Command) []outcome {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, d)
 	defer cancel()
-	res, errs := c.s.b.Submit(ctx, cmds...)
-	return outcomes(res, errs)
+	n := len(cmds)
+	res, errs := c.s.b.Submit(ctx, byzantineCommands(cmds)...)
+	return outcomes(res, errs)[:n]
 }
 
 // outcome is one command's result as a Kafka error code and message.

@@ -9,9 +9,12 @@ package kafka
 // has no way to tell it from the truth.
 
 import (
+	"crypto/sha512"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -24,7 +27,30 @@ const (
 	// lieMetadata: Metadata names this broker the leader of every
 	// partition and the only broker, so clients send it everything.
 	lieMetadata = "lie-metadata"
+	// lieForgeAdmin: every command stele.admin.signed gates is submitted
+	// wrapped in a SignedAdmin whose signature this broker made up, naming
+	// the principal admin, and unsigned as well: the honest brokers must
+	// refuse both (docs/security.md, "Signed administration").
+	lieForgeAdmin = "forge-admin"
 )
+
+// forgeAdmin returns cmds with each gated command replaced by one wrapped
+// in a SignedAdmin with a made-up signature, followed by the gated
+// commands unsigned (forge-admin); the first len(cmds) outcomes answer the
+// client.
+func forgeAdmin(cmds []fsm.Command) []fsm.Command {
+	out := slices.Clone(cmds)
+	for i, c := range cmds {
+		if !fsm.AdminGated(c) {
+			continue
+		}
+		b := fsm.EncodeCommand(c)
+		sig := sha512.Sum512(b) // 64 bytes, the size of a signature, of nobody's key
+		out[i] = fsm.SignedAdmin{Principal: "admin", Seq: uint64(time.Now().UnixNano()), Signature: sig[:], Command: b}
+		out = append(out, c)
+	}
+	return out
+}
 
 // forgedPrefix starts every value alterRecords forges.
 const forgedPrefix = "forged:"
@@ -35,7 +61,7 @@ func lies(modes string) map[string]bool {
 	out := map[string]bool{}
 	for _, m := range strings.Split(modes, ",") {
 		switch m {
-		case lieAlterRecords, lieDropBatch, lieReorderRecords, lieForgeWatermark, lieMetadata:
+		case lieAlterRecords, lieDropBatch, lieReorderRecords, lieForgeWatermark, lieMetadata, lieForgeAdmin:
 			out[m] = true
 		}
 	}
