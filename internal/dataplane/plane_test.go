@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -243,23 +244,48 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 	nd := cluster(t, 1)[0]
 	nd.height.Store(1000)
 	good := payload(t, 1)
+	dg := func(b []byte) string { return fmt.Sprintf("&digest=%x", sha256.Sum256(b)) }
+	stranger := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	const (
+		signed = iota
+		unsigned
+		byStranger
+		forged // signed, then the query changed
+	)
 	for _, c := range []struct {
 		name, method, path string
 		body               []byte
+		auth               int
 		want               int
 	}{
-		{"no height", "POST", batchesPath, good, http.StatusBadRequest},
-		{"height far ahead", "POST", batchesPath + "?height=5000", good, http.StatusConflict},
-		{"height long past", "POST", batchesPath + "?height=10", good, http.StatusConflict},
-		{"empty", "POST", batchesPath + "?height=1000", nil, http.StatusBadRequest},
-		{"not a transaction", "POST", batchesPath + "?height=1000", []byte("hello"), http.StatusBadRequest},
-		{"too large", "POST", batchesPath + "?height=1000", make([]byte, 17<<20), http.StatusRequestEntityTooLarge},
-		{"bad digest", "GET", batchesPath + "/xyz", nil, http.StatusBadRequest},
-		{"unknown digest", "GET", batchesPath + "/" + strings.Repeat("ab", 32), nil, http.StatusNotFound},
-		{"good", "POST", batchesPath + "?height=1000", good, http.StatusOK},
-		{"fetch good", "GET", fmt.Sprintf("%s/%x", batchesPath, sha256.Sum256(good)), nil, http.StatusOK},
+		{"unsigned push", "POST", batchesPath + "?height=1000" + dg(good), good, unsigned, http.StatusUnauthorized},
+		{"unsigned fetch", "GET", fmt.Sprintf("%s/%x", batchesPath, sha256.Sum256(good)), nil, unsigned, http.StatusUnauthorized},
+		{"push signed by a stranger", "POST", batchesPath + "?height=1000" + dg(good), good, byStranger, http.StatusUnauthorized},
+		{"push whose query changed after signing", "POST", batchesPath + "?height=1000" + dg(good), good, forged, http.StatusUnauthorized},
+		{"no digest", "POST", batchesPath + "?height=1000", good, signed, http.StatusBadRequest},
+		{"another batch's digest", "POST", batchesPath + "?height=1000" + dg([]byte("x")), good, signed, http.StatusBadRequest},
+		{"no height", "POST", batchesPath + "?" + dg(good)[1:], good, signed, http.StatusBadRequest},
+		{"height far ahead", "POST", batchesPath + "?height=5000" + dg(good), good, signed, http.StatusConflict},
+		{"height long past", "POST", batchesPath + "?height=10" + dg(good), good, signed, http.StatusConflict},
+		{"empty", "POST", batchesPath + "?height=1000" + dg(nil), nil, signed, http.StatusBadRequest},
+		{"not a transaction", "POST", batchesPath + "?height=1000" + dg([]byte("hello")), []byte("hello"), signed, http.StatusBadRequest},
+		{"too large", "POST", batchesPath + "?height=1000" + dg(good), make([]byte, 17<<20), signed, http.StatusRequestEntityTooLarge},
+		{"bad digest", "GET", batchesPath + "/xyz", nil, signed, http.StatusBadRequest},
+		{"unknown digest", "GET", batchesPath + "/" + strings.Repeat("ab", 32), nil, signed, http.StatusNotFound},
+		{"good", "POST", batchesPath + "?height=1000" + dg(good), good, signed, http.StatusOK},
+		{"fetch good", "GET", fmt.Sprintf("%s/%x", batchesPath, sha256.Sum256(good)), nil, signed, http.StatusOK},
 	} {
 		req, _ := http.NewRequest(c.method, nd.srv.URL+c.path, bytes.NewReader(c.body))
+		switch c.auth {
+		case signed:
+			nd.plane.authenticate(req)
+		case byStranger:
+			sig := ed25519.Sign(stranger, authMessage(nd.plane.opts.ChainID, req.Method, req.URL.RequestURI()))
+			req.Header.Set(NodeAuthHeader, fmt.Sprintf("%x:%s", nd.plane.self.Address, base64.RawURLEncoding.EncodeToString(sig)))
+		case forged:
+			nd.plane.authenticate(req)
+			req.URL.RawQuery = strings.Replace(req.URL.RawQuery, "height=1000", "height=1001", 1)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -270,8 +296,13 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
 		}
 	}
+	// Only the good batch is stored (the mislabelled push of the same
+	// bytes stored it first, unsigned; the store is by digest).
 	if st := nd.store.Stats(); st.Batches != 1 {
 		t.Errorf("%d batches stored, want only the good one", st.Batches)
+	}
+	if got := testutil.ToFloat64(nd.plane.opts.Metrics.unauthenticated); got != 4 {
+		t.Errorf("stele_dataplane_unauthenticated_requests_total %v, want 4", got)
 	}
 }
 
@@ -438,7 +469,9 @@ func TestCertifyBindsTheChain(t *testing.T) {
 		{"no chain while bound", "?height=0", http.StatusConflict},
 		{"this chain", "?height=0&chain=" + testChain, http.StatusOK},
 	} {
-		resp, err := http.Post(nodes[1].srv.URL+batchesPath+tc.query, "application/octet-stream", bytes.NewReader(good))
+		req, _ := http.NewRequest("POST", nodes[1].srv.URL+batchesPath+tc.query+fmt.Sprintf("&digest=%x", sha256.Sum256(good)), bytes.NewReader(good))
+		nodes[0].plane.authenticate(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,8 @@ import (
 
 // The data plane's HTTP endpoints, served on each broker's HTTP listener:
 //
-//	POST /v1/internal/batches?height=H[&chain=ID]   body: a payload. The
+//	POST /v1/internal/batches?height=H&digest=D[&chain=ID]   body: a
+//	     payload whose SHA-256 is D (hex). The
 //	     broker checks it, stores it durably and answers 200 with its
 //	     signature of the statement (fsm.Statement: chain ID, digest, size,
 //	     H): 20 bytes of validator address, then 64 bytes of ed25519
@@ -32,10 +33,13 @@ import (
 //	GET  /v1/internal/batches/{digest}   the payload with that SHA-256
 //	     (hex), 404 when this broker does not hold it.
 //
-// Anyone who reaches the port may push a batch; it is stored only if it is
-// well formed and its height is current, and removed with the others once
-// no certificate can name it (Plane.Prune). Fetches need no trust: the
-// fetcher checks the digest.
+// Both are served only to the cluster's validators: each request carries
+// its sender's signature (NodeAuthHeader, auth.go), and one no validator
+// signed is answered 401 before its body is read. A pushed batch is
+// stored only if it is well formed and its height is current, signed only
+// if it is the batch the signed request names, and removed with the
+// others once no certificate can name it (Plane.Prune). A fetched batch
+// needs no trust: the fetcher checks the digest.
 const batchesPath = "/v1/internal/batches"
 
 // heightSlack is how far a pushed batch's height may be from this broker's
@@ -52,7 +56,23 @@ func (p *Plane) Handler() http.Handler {
 	return mux
 }
 
+// refuse answers 401 to a request no validator signed.
+func (p *Plane) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	p.opts.Metrics.unauthenticated.Inc()
+	p.opts.Logger.Info("refused an unauthenticated data-plane request", "from", r.RemoteAddr, "method", r.Method, "err", err)
+	http.Error(w, err.Error(), http.StatusUnauthorized)
+}
+
 func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
+	if _, err := p.authenticated(r); err != nil {
+		p.refuse(w, r, err)
+		return
+	}
+	claimed, err := hex.DecodeString(r.URL.Query().Get("digest"))
+	if err != nil || len(claimed) != 32 {
+		http.Error(w, "digest: want the batch's SHA-256, 64 hex digits", http.StatusBadRequest)
+		return
+	}
 	height, err := strconv.ParseInt(r.URL.Query().Get("height"), 10, 64)
 	if err != nil {
 		http.Error(w, "height: want an integer", http.StatusBadRequest)
@@ -95,6 +115,11 @@ func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "storing the batch failed", http.StatusInternalServerError)
 		return
 	}
+	if string(d[:]) != string(claimed) {
+		// Stored but never signed: pruned with the others of its height.
+		http.Error(w, fmt.Sprintf("the batch's digest is %x, the signed request names %x", d, claimed), http.StatusBadRequest)
+		return
+	}
 	s := p.sign(fsm.Certificate{Chain: chain, Digest: d, Size: uint32(len(payload)), Height: height})
 	p.opts.Metrics.signed.Inc()
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -102,6 +127,10 @@ func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Plane) serveFetch(w http.ResponseWriter, r *http.Request) {
+	if _, err := p.authenticated(r); err != nil {
+		p.refuse(w, r, err)
+		return
+	}
 	raw, err := hex.DecodeString(r.PathValue("digest"))
 	if err != nil || len(raw) != 32 {
 		http.Error(w, "digest: want 64 hex digits", http.StatusBadRequest)
@@ -130,7 +159,7 @@ func (p *Plane) serveFetch(w http.ResponseWriter, r *http.Request) {
 func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.PushTimeout)
 	defer cancel()
-	target := fmt.Sprintf("%s%s?height=%d", peer.URL, batchesPath, c.Height)
+	target := fmt.Sprintf("%s%s?height=%d&digest=%x", peer.URL, batchesPath, c.Height, c.Digest)
 	if c.Chain != "" {
 		target += "&chain=" + url.QueryEscape(c.Chain)
 	}
@@ -138,6 +167,7 @@ func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig,
 	if err != nil {
 		return fsm.CertSig{}, err
 	}
+	p.authenticate(req)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := p.opts.Client.Do(req)
 	if err != nil {
@@ -173,6 +203,7 @@ func (p *Plane) fetch(ctx context.Context, peer Peer, c fsm.Certificate) ([]byte
 	if err != nil {
 		return nil, err
 	}
+	p.authenticate(req)
 	resp, err := p.opts.Client.Do(req)
 	if err != nil {
 		return nil, err
@@ -242,6 +273,7 @@ type Metrics struct {
 	pushErrors, fetchErrors            prometheus.Counter
 	fetchAttempts, fetchMismatches     prometheus.Counter
 	recentHits                         prometheus.Counter
+	unauthenticated                    prometheus.Counter
 	certifySeconds, fetchSeconds       prometheus.Histogram
 	fetchPending, fetchOldest          prometheus.GaugeFunc
 
@@ -268,6 +300,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fetchErrors:     c("fetch_errors_total", "Requests to a peer for a certified batch that failed (error, timeout, wrong bytes)."),
 		fetchMismatches: c("fetch_mismatches_total", "Batches a peer served whose digest did not match the certificate; the peer is not asked again for that batch."),
 		recentHits:      c("recent_hits_total", "Batches applied from memory, as stored moments before, without reading them back from disk."),
+		unauthenticated: c("unauthenticated_requests_total", "Data-plane requests refused because no validator of this cluster signed them (Stele-Node-Auth)."),
 		certifySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_certify_seconds",
 			Help: "Time from a batch's arrival to its certificate.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		fetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_fetch_seconds",
@@ -292,7 +325,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchAttempts, m.fetchErrors,
-			m.fetchMismatches, m.recentHits, m.certifySeconds, m.fetchSeconds, m.fetchPending, m.fetchOldest)
+			m.fetchMismatches, m.recentHits, m.unauthenticated, m.certifySeconds, m.fetchSeconds, m.fetchPending, m.fetchOldest)
 	}
 	return m
 }
