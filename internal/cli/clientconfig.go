@@ -217,6 +217,17 @@ func clientTLSOpts(props map[string]string) ([]kgo.Opt, error) {
 	if p != "SSL" && p != "SASL_SSL" {
 		return opts, nil
 	}
+	cfg, err := clientTLSConfig(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, kgo.DialTLSConfig(cfg)), nil
+}
+
+// clientTLSConfig is the TLS configuration of the ssl.* properties: the
+// CA servers are verified against (the system's without one), the client
+// certificate for mutual TLS, and whether host names are checked.
+func clientTLSConfig(props map[string]string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	ca := props["ssl.ca.location"]
 	if ts := props["ssl.truststore.location"]; ts != "" {
@@ -264,7 +275,7 @@ func clientTLSOpts(props map[string]string) ([]kgo.Opt, error) {
 	default:
 		return nil, usageErrorf("--command-config: ssl.endpoint.identification.algorithm %q: want https or empty", alg)
 	}
-	return append(opts, kgo.DialTLSConfig(cfg)), nil
+	return cfg, nil
 }
 
 // clientSASL is the SASL mechanism the properties name: sasl.mechanism
@@ -274,16 +285,9 @@ func clientTLSOpts(props map[string]string) ([]kgo.Opt, error) {
 // or ScramLoginModule with username and password options).
 func clientSASL(props map[string]string) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(cmp.Or(props["sasl.mechanism"], props["sasl.mechanisms"], "GSSAPI"))
-	user, pass := props["sasl.username"], props["sasl.password"]
-	if jaas := props["sasl.jaas.config"]; jaas != "" {
-		u, p, err := parseJAAS(jaas)
-		if err != nil {
-			return nil, usageErrorf("--command-config: sasl.jaas.config: %v", err)
-		}
-		user, pass = cmp.Or(user, u), cmp.Or(pass, p)
-	}
-	if user == "" || pass == "" {
-		return nil, usageErrorf("--command-config: %s needs a user name and a password: sasl.username and sasl.password, or sasl.jaas.config", mech)
+	user, pass, err := clientCredentials(props)
+	if err != nil {
+		return nil, err
 	}
 	switch mech {
 	case "PLAIN":
@@ -294,6 +298,25 @@ func clientSASL(props map[string]string) (sasl.Mechanism, error) {
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	}
 	return nil, usageErrorf("--command-config: sasl.mechanism %s: stele speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", mech)
+}
+
+// clientCredentials are the SASL user name and password of the
+// properties: librdkafka's sasl.username and sasl.password, or the Java
+// client's sasl.jaas.config.
+func clientCredentials(props map[string]string) (user, pass string, err error) {
+	mech := strings.ToUpper(cmp.Or(props["sasl.mechanism"], props["sasl.mechanisms"], "GSSAPI"))
+	user, pass = props["sasl.username"], props["sasl.password"]
+	if jaas := props["sasl.jaas.config"]; jaas != "" {
+		u, p, err := parseJAAS(jaas)
+		if err != nil {
+			return "", "", usageErrorf("--command-config: sasl.jaas.config: %v", err)
+		}
+		user, pass = cmp.Or(user, u), cmp.Or(pass, p)
+	}
+	if user == "" || pass == "" {
+		return "", "", usageErrorf("--command-config: %s needs a user name and a password: sasl.username and sasl.password, or sasl.jaas.config", mech)
+	}
+	return user, pass, nil
 }
 
 // parseJAAS reads the username and password options of a JAAS login

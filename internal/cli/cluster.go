@@ -53,6 +53,7 @@ type clusterInitOptions struct {
 	basePort int
 	chainID  string
 	tls      bool // --tls: a CA, certificates, SSL listeners (clustertls.go)
+	httpTLS  bool // --http-tls: the HTTP APIs over TLS too (with --tls)
 	// adminPasswordFile (--admin-password-file): SASL listeners and the
 	// admin user in the genesis (clustertls.go).
 	adminPasswordFile string
@@ -158,6 +159,7 @@ machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 	f.IntVar(&o.basePort, "base-port", o.basePort, "node i listens on P+i (Kafka), P+100+i (HTTP), P+200+i (P2P)")
 	f.StringVar(&o.chainID, "chain-id", "", "chain ID, reported to clients as the cluster ID (default: stele- and 8 random hex digits)")
 	f.StringVar(&o.adminPasswordFile, "admin-password-file", "", "SASL listeners (SASL_SSL with --tls), and the super user admin with this file's password in the genesis; DIR/client.properties logs in as admin")
+	f.BoolVar(&o.httpTLS, "http-tls", false, "with --tls: serve every broker's HTTP API over TLS with its certificate too (stele serve --http-tls); brokers reach each other's data plane over https, and clients use --http https://HOST:PORT")
 	f.BoolVar(&o.tls, "tls", false, "serve Kafka over TLS with mutual TLS: write a CA (DIR/ca), a certificate per broker, a client certificate (DIR/client) and DIR/client.properties for --command-config")
 	return cmd
 }
@@ -177,8 +179,14 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 			return usageErrorf("--admin-password-file: %v", err)
 		}
 	}
+	if o.httpTLS && !o.tls {
+		return usageErrorf("--http-tls needs --tls (the certificates it serves with)")
+	}
 	if o.tls {
 		planClusterTLS(nodes)
+		for i := range nodes {
+			nodes[i].file.HTTPTLS = o.httpTLS
+		}
 	}
 	if password != nil {
 		planClusterSASL(nodes, o.tls)

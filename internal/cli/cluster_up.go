@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -49,8 +51,10 @@ type upNode struct {
 	name   string // "node3"
 	dir    string
 	health string // the /healthz URL
-	kafka  string // the bootstrap address
-	cmd    *exec.Cmd
+	// tls is how health is reached under http_tls (nil: plain http).
+	tls   *tls.Config
+	kafka string // the bootstrap address
+	cmd   *exec.Cmd
 	// stdout and stderr prefix the child's lines; flushed once it exits.
 	stdout, stderr *linePrefixer
 	exited         bool
@@ -185,12 +189,20 @@ func findClusterNodes(dir string) ([]*upNode, error) {
 		if kafka == "" {
 			kafka = localAddr(nf.Kafka)
 		}
-		all = append(all, found{num, &upNode{
-			name:   e.Name(),
-			dir:    path,
-			health: "http://" + localAddr(nf.HTTP) + "/healthz",
-			kafka:  kafka,
-		}})
+		n := &upNode{name: e.Name(), dir: path, health: "http://" + localAddr(nf.HTTP) + "/healthz", kafka: kafka}
+		if nf.HTTPTLS {
+			// The node's own CA and certificate: it trusts the one and
+			// presents the other if its HTTP port asks.
+			var cfg server.Config
+			cfg.DataDir = path
+			cfg.ApplyNodeFile(nf)
+			lt, err := listener.NewTLS(cfg.TLS, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: http_tls: %w", path, err)
+			}
+			n.health, n.tls = "https://"+localAddr(nf.HTTP)+"/healthz", lt.ClientConfig()
+		}
+		all = append(all, found{num, n})
 	}
 	if len(all) == 0 {
 		return nil, fmt.Errorf("no node directories in %s: write them with 'stele cluster init --dir %s'", dir, dir)
@@ -247,6 +259,9 @@ func (s *supervisor) wait(i int) {
 // pollHealth reports node i healthy once its /healthz answers 200.
 func (s *supervisor) pollHealth(ctx context.Context, i int) {
 	client := &http.Client{Timeout: 2 * time.Second}
+	if c := s.nodes[i].tls; c != nil {
+		client.Transport = &http.Transport{TLSClientConfig: c}
+	}
 	tick := time.NewTicker(healthPollInterval)
 	defer tick.Stop()
 	for {

@@ -166,7 +166,7 @@ func (o clusterUpgradeOptions) signers() ([]validatorKey, error) {
 }
 
 func upgradeRequest(ctx context.Context, g *globalOptions, method, addr string, body, out any) error {
-	if err := jsonRequest(ctx, g, method, "http://"+addr+"/v1/cluster/upgrade", body, out); err != nil {
+	if err := jsonRequest(ctx, g, method, httpBase(addr)+"/v1/cluster/upgrade", body, out); err != nil {
 		return fmt.Errorf("%s %s/v1/cluster/upgrade: %w", method, addr, err)
 	}
 	return nil

@@ -77,8 +77,16 @@ per line, as GET /v1/topics/{topic}/keys/{key}/events returns them.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			k := &keyReader{base: "http://" + addr + "/v1/topics/" + url.PathEscape(args[0]) + "/keys/" + url.PathEscape(args[1]) + "/events",
-				out: cmd.OutOrStdout(), json: g.jsonOutput(), timeout: g.timeout}
+			paged, err := g.httpClient(g.timeout)
+			if err != nil {
+				return err
+			}
+			streaming, err := g.httpClient(0)
+			if err != nil {
+				return err
+			}
+			k := &keyReader{base: httpBase(addr) + "/v1/topics/" + url.PathEscape(args[0]) + "/keys/" + url.PathEscape(args[1]) + "/events",
+				out: cmd.OutOrStdout(), json: g.jsonOutput(), paged: paged, streaming: streaming}
 			if follow {
 				err := k.follow(ctx, from)
 				if ctx.Err() != nil {
@@ -102,11 +110,12 @@ const keyTableHeader = "PARTITION\tOFFSET\tTIMESTAMP\tVALUE\tSNAPSHOT"
 
 // keyReader prints a key's events as they come from the HTTP API.
 type keyReader struct {
-	base    string
-	out     io.Writer
-	json    bool
-	timeout time.Duration
-	header  bool // the table header is out
+	base string
+	out  io.Writer
+	json bool
+	// paged reads pages (--timeout each), streaming follows (no timeout).
+	paged, streaming *http.Client
+	header           bool // the table header is out
 }
 
 // query is the query string asking for events from offset from on (from
@@ -125,13 +134,12 @@ func query(from int64, limit int) string {
 // pages reads every event from offset from on (-1: from the key's latest
 // snapshot), a page at a time.
 func (k *keyReader) pages(ctx context.Context, from int64, limit int) error {
-	cl := &http.Client{Timeout: k.timeout}
 	for {
 		req, err := http.NewRequestWithContext(ctx, "GET", k.base+query(from, limit), nil)
 		if err != nil {
 			return err
 		}
-		resp, err := cl.Do(req)
+		resp, err := k.paged.Do(req)
 		if err != nil {
 			return fmt.Errorf("reading the key's events: %w", err)
 		}
@@ -181,7 +189,7 @@ func (k *keyReader) stream(ctx context.Context, last *int64) error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := k.streaming.Do(req)
 	if err != nil {
 		return err
 	}
@@ -308,8 +316,11 @@ otherwise; --output json prints one JSON key per line ({"utf8": ...} or
 			if err != nil {
 				return err
 			}
-			base := "http://" + addr + "/v1/topics/" + url.PathEscape(args[0]) + "/keys"
-			cl := &http.Client{Timeout: g.timeout}
+			base := httpBase(addr) + "/v1/topics/" + url.PathEscape(args[0]) + "/keys"
+			cl, err := g.httpClient(g.timeout)
+			if err != nil {
+				return err
+			}
 			q := url.Values{"prefix": {prefix}, "limit": {strconv.Itoa(limit)}}
 			out := cmd.OutOrStdout()
 			for {
@@ -359,8 +370,9 @@ func httpAddress(cmd *cobra.Command, flag string) (string, error) {
 			addr = env
 		}
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", usageErrorf("invalid HTTP address %q: want host:port, e.g. %s", addr, defaultHTTP)
+	hostPort := strings.TrimPrefix(strings.TrimPrefix(addr, "https://"), "http://")
+	if _, _, err := net.SplitHostPort(strings.TrimSuffix(hostPort, "/")); err != nil {
+		return "", usageErrorf("invalid HTTP address %q: want host:port, or https://host:port for a broker serving TLS (--http-tls), e.g. %s", addr, defaultHTTP)
 	}
 	return addr, nil
 }

@@ -138,7 +138,7 @@ brokers then verify every record signed for PRINCIPAL against it.`,
 
 // producerKeyRequest sends a request to /v1/producer-keys/{principal}.
 func producerKeyRequest(ctx context.Context, g *globalOptions, method, addr, principal string, body any, out any) error {
-	return jsonRequest(ctx, g, method, "http://"+addr+"/v1/producer-keys/"+url.PathEscape(principal), body, out)
+	return jsonRequest(ctx, g, method, httpBase(addr)+"/v1/producer-keys/"+url.PathEscape(principal), body, out)
 }
 
 // jsonRequest sends body (nil: none) as JSON to url and decodes a 200
@@ -159,7 +159,11 @@ func jsonRequest(ctx context.Context, g *globalOptions, method, url string, body
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	cl, err := g.httpClient(0)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.Do(req)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func (s *adminSigning) ready(cmd *cobra.Command, g *globalOptions) error {
 		return err
 	}
 	var st httpapi.SignedAdminStatus
-	if err := jsonRequest(cmd.Context(), g, "GET", "http://"+s.addr+"/v1/admin/signed", nil, &st); err != nil {
+	if err := jsonRequest(cmd.Context(), g, "GET", httpBase(s.addr)+"/v1/admin/signed", nil, &st); err != nil {
 		return fmt.Errorf("signed administration: %w", err)
 	}
 	s.chain = st.ChainID
@@ -109,12 +109,16 @@ func (s *adminSigning) submit(ctx context.Context, g *globalOptions, c fsm.Comma
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.addr+"/v1/admin/signed", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", httpBase(s.addr)+"/v1/admin/signed", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	cl, err := g.httpClient(0)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.Do(req)
 	if err != nil {
 		return fmt.Errorf("signed %s: %w", c.Kind(), err)
 	}

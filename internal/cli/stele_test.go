@@ -84,12 +84,16 @@ func freeAddr(t *testing.T) string {
 }
 
 // startStele starts a single Stele node on free loopback ports, closed
-// when the test ends, and returns its config and the node.
-func startStele(t *testing.T) (server.Config, *server.Node) {
+// when the test ends, and returns its config and the node; edits change
+// the config first.
+func startStele(t *testing.T, edits ...func(*server.Config)) (server.Config, *server.Node) {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.KafkaAddr, cfg.HTTPAddr, cfg.P2PAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	for _, e := range edits {
+		e(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := server.Start(ctx, cfg)

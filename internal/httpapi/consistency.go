@@ -170,6 +170,11 @@ func serveWait(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusBadRequest, "partition, offset and timeout_ms must be 0 or more")
 			return
 		}
+		// What OffsetFetch needs: DESCRIBE on the group and the topic.
+		if !allowed(r, fsm.ACLResourceGroup, fsm.ACLOpDescribe, req.Group) || !allowed(r, fsm.ACLResourceTopic, fsm.ACLOpDescribe, req.Topic) {
+			httpError(w, http.StatusForbidden, "not authorized to describe group %q and topic %q", req.Group, req.Topic)
+			return
+		}
 		timeout := 30 * time.Second
 		if req.TimeoutMs > 0 {
 			timeout = min(time.Duration(req.TimeoutMs)*time.Millisecond, maxWaitTimeout)

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,11 +32,9 @@ type Options struct {
 	SignedHeader func(height int64) ([]byte, error)
 	// Genesis returns the chain's genesis document (JSON).
 	Genesis func() ([]byte, error)
-	// ClosedTopicData refuses the routes that read or write a topic's
-	// records (/v1/topics/..., /v1/tables/...) with 403: the HTTP port
-	// does not authenticate its clients yet, so on a broker whose Kafka
-	// listeners do, these routes would go around the ACLs.
-	ClosedTopicData bool
+	// Security authenticates each request and authorizes the routes that
+	// ACLs protect (auth.go); nil serves every route to anyone (tests).
+	Security *Security
 }
 
 // Health is the body of /healthz.
@@ -73,13 +70,6 @@ var routes = []string{
 	"POST /v1/wait",
 }
 
-// topicDataRoute reports whether a route reads or writes a topic's records
-// (Options.ClosedTopicData).
-func topicDataRoute(pattern string) bool {
-	_, path, _ := strings.Cut(pattern, " ")
-	return strings.HasPrefix(path, "/v1/topics/") || strings.HasPrefix(path, "/v1/tables/")
-}
-
 // New returns the handler for every endpoint.
 func New(opts Options) http.Handler {
 	handlers := map[string]http.Handler{
@@ -109,12 +99,14 @@ func New(opts Options) http.Handler {
 		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),
 	}
 	mux := http.NewServeMux()
+	var g *guard
+	if opts.Security != nil {
+		g = newGuard(opts)
+	}
 	for _, r := range routes {
 		h := handlers[r]
-		if opts.ClosedTopicData && topicDataRoute(r) {
-			h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				httpError(w, http.StatusForbidden, "this broker's Kafka listeners authenticate their clients and apply ACLs, which the HTTP port does not yet: read and write records over Kafka (docs/security.md)")
-			})
+		if g != nil {
+			h = g.wrap(r, h)
 		}
 		mux.Handle(r, h)
 	}

@@ -117,6 +117,22 @@ func (t *TLS) Config() *tls.Config {
 	}
 }
 
+// ClientConfig is the configuration this server's peers are dialled with
+// (a broker reaching another's HTTP port): servers verified against the
+// CA file (the system's roots without one), and this server's own
+// certificate presented to those that ask for one, both as the files
+// hold them at each handshake.
+func (t *TLS) ClientConfig() *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &t.current().Certificates[0], nil
+		},
+	}
+	cfg.RootCAs = t.current().ClientCAs
+	return cfg
+}
+
 // current returns the configuration, made again first if a file changed
 // since it was made (looked at once a second at most).
 func (t *TLS) current() *tls.Config {

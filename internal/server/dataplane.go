@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/dataplane"
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/listener"
 )
 
 // startDataPlane opens the batch store (DATA/batches) and the data plane:
@@ -21,6 +23,17 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 	key, self, err := cometbft.ValidatorKey(home)
 	if err != nil {
 		return err
+	}
+	// Under --http-tls the peers' HTTP ports serve TLS too (every broker
+	// of a cluster is started alike), verified against --ssl-ca.
+	scheme, client := "http://", (*http.Client)(nil)
+	if n.cfg.HTTPTLS {
+		lt, err := listener.NewTLS(n.cfg.TLS, n.log.With("component", "tls"))
+		if err != nil {
+			return fmt.Errorf("stele/server: --http-tls: %w", err)
+		}
+		tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute, TLSClientConfig: lt.ClientConfig(), ForceAttemptHTTP2: false}
+		scheme, client = "https://", &http.Client{Transport: tr}
 	}
 	var peers []dataplane.Peer
 	for _, b := range appState.Brokers {
@@ -36,7 +49,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		if b.HTTP == "" {
 			return fmt.Errorf("stele/server: genesis broker %d has no HTTP address for the data plane", b.NodeID)
 		}
-		peers = append(peers, dataplane.Peer{Validator: v, URL: "http://" + b.HTTP})
+		peers = append(peers, dataplane.Peer{Validator: v, URL: scheme + b.HTTP})
 	}
 	if n.batches, err = dataplane.OpenStore(filepath.Join(n.cfg.DataDir, "batches"), dataplane.StoreOptions{Logger: n.log.With("component", "batches")}); err != nil {
 		return err
@@ -53,6 +66,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		RetainHeights: n.cfg.RetainBlocks,
 		Logger:        n.log.With("component", "dataplane"),
 		Metrics:       dataplane.NewMetrics(reg),
+		Client:        client,
 	})
 	return err
 }

@@ -76,6 +76,9 @@ type NodeFile struct {
 	SSLKey        string `json:"ssl_key,omitempty"`
 	SSLCA         string `json:"ssl_ca,omitempty"`
 	SSLClientAuth string `json:"ssl_client_auth,omitempty"`
+	// HTTPTLS serves the HTTP API over TLS with the SSL files
+	// (Config.HTTPTLS): `stele cluster init --tls --http-tls` sets it.
+	HTTPTLS bool `json:"http_tls,omitempty"`
 	// SuperUsers are principals allowed everything (Config.SuperUsers):
 	// `stele cluster init --tls` names the client certificate it writes.
 	SuperUsers []string `json:"super_users,omitempty"`
@@ -251,5 +254,8 @@ func (c *Config) ApplyNodeFile(f NodeFile) {
 	}
 	if len(f.SuperUsers) > 0 {
 		c.SuperUsers = append([]string(nil), f.SuperUsers...)
+	}
+	if f.HTTPTLS {
+		c.HTTPTLS = true
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/kafka"
 	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/sasl"
@@ -116,6 +117,31 @@ func (c Config) authenticated(ls []listener.Listener) bool {
 		}
 	}
 	return false
+}
+
+// allowIfNoACL is allow.everyone.if.no.acl.found: as set, else false
+// when a listener authenticates its clients.
+func (c Config) allowIfNoACL(ls []listener.Listener) bool {
+	if c.AllowEveryoneIfNoACL != nil {
+		return *c.AllowEveryoneIfNoACL
+	}
+	return !c.authenticated(ls)
+}
+
+// httpSecurity is how the HTTP API authenticates and authorizes: as the
+// Kafka listeners do (the same users, super users, ACLs and
+// allow.everyone.if.no.acl.found), with Basic credentials taken in the
+// clear only when a Kafka listener takes SASL in the clear.
+func (c Config) httpSecurity(ls []listener.Listener) (*httpapi.Security, error) {
+	pm, err := listener.ParsePrincipalMappingRules(c.PrincipalMappingRules)
+	if err != nil {
+		return nil, fmt.Errorf("stele/server: %w", err)
+	}
+	sec := &httpapi.Security{Principals: pm, SuperUsers: c.SuperUsers, AllowIfNoACL: c.allowIfNoACL(ls), FailureDelay: 100 * time.Millisecond}
+	for _, l := range ls {
+		sec.BasicOverPlaintext = sec.BasicOverPlaintext || l.Protocol == listener.SASLPlaintext
+	}
+	return sec, nil
 }
 
 // bootstrapAdmin creates the admin user from --admin-password-file when the

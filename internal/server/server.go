@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -87,6 +88,12 @@ type Config struct {
 	// PrincipalMappingRules are Kafka's ssl.principal.mapping.rules for
 	// TLS client certificates (--ssl-principal-mapping-rules).
 	PrincipalMappingRules string
+	// HTTPTLS serves the HTTP API over TLS with the SSL listeners'
+	// certificate and client authentication (--http-tls): HTTP Basic
+	// credentials and client certificates authenticate its requests.
+	// The brokers of a cluster then reach each other's data plane over
+	// https, trusting --ssl-ca: turn it on for all of them at once.
+	HTTPTLS bool
 	// P2PAddr is CometBFT's peer-to-peer listener.
 	P2PAddr string
 	// P2PExternal is the host:port peers dial to reach this node when it
@@ -211,6 +218,11 @@ func (c Config) kafkaListeners() ([]listener.Listener, error) {
 		}
 		if _, err := listener.ParsePrincipalMappingRules(c.PrincipalMappingRules); err != nil {
 			return nil, fmt.Errorf("stele/server: %w", err)
+		}
+	}
+	if c.HTTPTLS {
+		if err := c.TLS.Validate(); err != nil {
+			return nil, fmt.Errorf("stele/server: --http-tls: %w", err)
 		}
 	}
 	if len(ls) > 1 && c.AdvertisedKafka != "" {
@@ -387,16 +399,29 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	}
 	specs, _ := cfg.kafkaListeners() // checked by Validate
+	security, err := cfg.httpSecurity(specs)
+	if err != nil {
+		return nil, err
+	}
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
-		ClosedTopicData: cfg.authenticated(specs),
-		SignedHeader:    signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
+		Security:     security,
+		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
 	// a client cannot hold a connection by never finishing its body.
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	log.Info("serving /healthz; consensus starts", "took", time.Since(began).Round(time.Millisecond))
+	httpLn := n.httpLn
+	if cfg.HTTPTLS {
+		lt, err := listener.NewTLS(cfg.TLS, log.With("component", "tls"))
+		if err != nil {
+			return nil, fmt.Errorf("stele/server: --http-tls: %w", err)
+		}
+		httpLn = tls.NewListener(httpLn, lt.Config())
+		n.http.ErrorLog = slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelInfo) // failed handshakes
+	}
 	go func() {
-		if err := n.http.Serve(n.httpLn); !errors.Is(err, http.ErrServerClosed) {
+		if err := n.http.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			n.errc <- err
 		}
 	}()
@@ -435,10 +460,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("stele/server: %w", err)
 		}
 	}
-	kopts.DenyIfNoACL = cfg.authenticated(specs)
-	if cfg.AllowEveryoneIfNoACL != nil {
-		kopts.DenyIfNoACL = !*cfg.AllowEveryoneIfNoACL
-	}
+	kopts.DenyIfNoACL = !cfg.allowIfNoACL(specs)
 	if cfg.AdvertisedKafka != "" {
 		host, port, _ := net.SplitHostPort(cfg.AdvertisedKafka)
 		p, err := strconv.Atoi(port)

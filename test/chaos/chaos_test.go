@@ -33,7 +33,7 @@ var (
 	kinds    = flag.String("chaos.faults", "", "comma-separated fault kinds to inject (default: all of "+strings.Join(FaultKinds(), ",")+")")
 	known    = flag.String("chaos.known", "", "comma-separated anomaly kinds that are printed but do not fail the run: open bugs docs/reliability.md describes")
 	out      = flag.String("chaos.history", "", "write the history and final state (JSON) here; by default they are written only when the run fails")
-	secure   = flag.Bool("chaos.secure", false, "run TestChaos on a cluster made by `stele cluster init --tls --admin-password-file`: every client over SASL_SSL (SCRAM-SHA-512) as the admin")
+	secure   = flag.Bool("chaos.secure", false, "run TestChaos on a cluster made by `stele cluster init --tls --http-tls --admin-password-file`: every client over SASL_SSL (SCRAM-SHA-512) as the admin, the data plane over https")
 )
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 		if err := os.WriteFile(pw, []byte(secureAdminPassword+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		hopts.InitArgs = []string{"--tls", "--admin-password-file", pw}
+		hopts.InitArgs = []string{"--tls", "--http-tls", "--admin-password-file", pw}
 	}
 	c := harness.New(t, hopts)
 	if *secure {

@@ -89,7 +89,7 @@ func (c *cluster) metric(i int, name string) (float64, error) {
 
 // metricsText returns node i's /metrics page.
 func (c *cluster) metricsText(i int) (string, error) {
-	resp, err := c.HTTPC.Get("http://" + c.Nodes[i].HTTP + "/metrics")
+	resp, err := c.HTTPC.Get(c.Nodes[i].HTTPURL + "/metrics")
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,9 @@ import (
 // SCRAM-SHA-256 and reads everything back through another with PLAIN under
 // the ACL the admin gave her, is refused any other topic by every broker,
 // and may not manage users. A wrong password is refused by every broker; the
-// stele commands log in with the client.properties init wrote. A broker
+// stele commands log in with the client.properties init wrote. The HTTP
+// APIs serve TLS (--http-tls; the data planes push over https) and
+// authorize alice's Basic credentials by the same ACLs. A broker
 // killed with SIGKILL and restarted still knows alice, and the brokers end
 // at one app hash.
 func TestClusterSASL(t *testing.T) {
@@ -39,7 +42,7 @@ func TestClusterSASL(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte("cluster-admin-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, clusterOptions{InitArgs: []string{"--tls", "--admin-password-file", pwFile}})
+	c := newCluster(t, clusterOptions{InitArgs: []string{"--tls", "--http-tls", "--admin-password-file", pwFile}})
 	c.StartAll()
 	c.WaitHeight(time.Minute, 2, c.All()...) // the genesis users exist from block 1
 	dir := filepath.Dir(c.Nodes[0].Dir)
@@ -141,6 +144,49 @@ func TestClusterSASL(t *testing.T) {
 		"user", "list").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "alice") || !strings.Contains(string(out), "admin") {
 		t.Fatalf("stele user list with %s: %v\n%s", props, err, out)
+	}
+
+	// The HTTP APIs serve TLS (--http-tls: the brokers' data planes
+	// reached each other over https for every produce above) and
+	// authorize as Kafka does: alice's password over HTTP Basic reads the
+	// topic her ACL names and nothing else; nobody else reads it; the
+	// stele CLI logs in with client.properties.
+	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	for _, tc := range []struct {
+		path       string
+		user, pass string
+		want       int
+	}{
+		{"/v1/topics/sasl/keys", "alice", "alice-pw", http.StatusOK},
+		{"/v1/topics/not-hers/keys", "alice", "alice-pw", http.StatusForbidden},
+		{"/v1/topics/sasl/keys", "", "", http.StatusForbidden},
+		{"/v1/topics/sasl/keys", "alice", "guess", http.StatusUnauthorized},
+		{"/healthz", "", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", c.Nodes[3].HTTPURL+tc.path, nil)
+		if tc.user != "" {
+			req.SetBasicAuth(tc.user, tc.pass)
+		}
+		resp, err := https.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s as %q: %v", tc.path, tc.user, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s as %q: %d, want %d", tc.path, tc.user, resp.StatusCode, tc.want)
+		}
+	}
+	// Plain http on the TLS port: Go's TLS server answers 400 and serves
+	// nothing.
+	if resp, err := http.Get("http://" + c.Nodes[3].HTTP + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain http on the TLS port: %s", resp.Status)
+		}
+	}
+	out, err = exec.Command(harness.SteleBin, "--command-config", props, "key", "list", "sasl", "--http", c.Nodes[2].HTTPURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("stele key list over https with %s: %v\n%s", props, err, out)
 	}
 
 	c.Kill9(1)

@@ -238,7 +238,7 @@ func (c *cluster) upgradeState(i int) upgradeView {
 	c.T.Helper()
 	var v upgradeView
 	c.Eventually(10*time.Second, fmt.Sprintf("node%d's upgrade state", i), func() error {
-		resp, err := c.HTTPC.Get("http://" + c.Nodes[i].HTTP + "/v1/cluster/upgrade")
+		resp, err := c.HTTPC.Get(c.Nodes[i].HTTPURL + "/v1/cluster/upgrade")
 		if err != nil {
 			return err
 		}

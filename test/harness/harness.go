@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -81,11 +83,14 @@ type Cluster struct {
 
 // Node is one broker of the cluster.
 type Node struct {
-	Idx     int
-	NodeID  int32 // Kafka node id
-	Dir     string
-	Kafka   string
-	HTTP    string
+	Idx    int
+	NodeID int32 // Kafka node id
+	Dir    string
+	Kafka  string
+	HTTP   string
+	// HTTPURL is HTTP's base URL: https:// when the node serves its HTTP
+	// API over TLS (cluster init --http-tls), else http://.
+	HTTPURL string
 	P2P     string
 	P2PID   string // CometBFT node id
 	LogPath string
@@ -166,6 +171,11 @@ func New(t *testing.T, opts Options) *Cluster {
 			LogPath: filepath.Join(dir, fmt.Sprintf("node%d.stderr", i))}
 		nf := readNodeFile(t, n.Dir)
 		n.NodeID, n.Kafka, n.HTTP, n.P2P = nf.NodeID, nf.Kafka, nf.HTTP, nf.P2P
+		n.HTTPURL = "http://" + n.HTTP
+		if nf.HTTPTLS {
+			n.HTTPURL = "https://" + n.HTTP
+			c.HTTPC = clusterHTTPSClient(t, cdir)
+		}
 		want := []string{
 			net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i)),
 			net.JoinHostPort("127.0.0.1", strconv.Itoa(base+httpPortOffset+i)),
@@ -202,6 +212,27 @@ type nodeFile struct {
 	HTTP   string   `json:"http"`
 	P2P    string   `json:"p2p"`
 	Peers  []string `json:"peers"`
+	// HTTPTLS: the node serves its HTTP API over TLS.
+	HTTPTLS bool `json:"http_tls"`
+}
+
+// clusterHTTPSClient is the client of HTTP APIs served over TLS by a
+// cluster made with --tls --http-tls: it trusts the cluster's CA and
+// presents the client certificate init wrote.
+func clusterHTTPSClient(t *testing.T, cdir string) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(filepath.Join(cdir, "ca", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(cdir, "client", "client.crt"), filepath.Join(cdir, "client", "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 }
 
 func readNodeFile(t *testing.T, dir string) nodeFile {

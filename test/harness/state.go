@@ -20,7 +20,7 @@ import (
 // Health asks node i's /healthz and records the answer in the history.
 func (c *Cluster) Health(i int) (Health, error) {
 	var h Health
-	resp, err := c.HTTPC.Get("http://" + c.Nodes[i].HTTP + "/healthz")
+	resp, err := c.HTTPC.Get(c.Nodes[i].HTTPURL + "/healthz")
 	if err != nil {
 		return h, err
 	}

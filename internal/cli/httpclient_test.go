@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stele-io/stele/internal/listener"
+	"github.com/stele-io/stele/internal/server"
+)
+
+// TestHTTPAPIOverTLS: a node with a SASL_SSL listener and --http-tls
+// serves its HTTP API over TLS only; stele reaches it with --http
+// https://... and --command-config: the admin's SASL password goes as
+// Basic credentials (a super user may read anything), a client
+// certificate is its principal (bob reads what his ACL names), a client
+// with neither is anonymous and refused, one without the CA cannot
+// connect, and plain http gets nothing.
+func TestHTTPAPIOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	ca, err := listener.NewCA("test-ca", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, p listener.PEMPair) (string, string) {
+		c, k := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+		if err := listener.WritePair(p, c, k); err != nil {
+			t.Fatal(err)
+		}
+		return c, k
+	}
+	caCrt, _ := write("ca", ca)
+	srv, err := listener.Issue(ca, "broker", nil, []net.IP{net.ParseIP("127.0.0.1")}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCrt, srvKey := write("broker", srv)
+	bob, _ := listener.Issue(ca, "bob", nil, nil, now)
+	bobCrt, bobKey := write("bob", bob)
+	pw := filepath.Join(dir, "admin.password")
+	if err := os.WriteFile(pw, []byte("admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := startStele(t, func(c *server.Config) {
+		c.Listeners = "SASL_SSL://" + c.KafkaAddr
+		c.TLS = listener.TLSFiles{Cert: srvCrt, Key: srvKey, CA: caCrt, ClientAuth: listener.ClientAuthRequested}
+		c.HTTPTLS = true
+		c.AdminPasswordFile = pw
+	})
+	props := func(name string, lines ...string) string {
+		f := filepath.Join(dir, name+".properties")
+		if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	admin := props("admin", "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512", "sasl.username=admin", "sasl.password=admin-secret", "ssl.ca.location="+caCrt)
+	bobProps := props("bob", "security.protocol=SSL", "ssl.ca.location="+caCrt, "ssl.certificate.location="+bobCrt, "ssl.key.location="+bobKey)
+	anon := props("anon", "security.protocol=SSL", "ssl.ca.location="+caCrt)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(p string, args ...string) result {
+		t.Helper()
+		all := []string{"--brokers", cfg.KafkaAddr, "--timeout", "20s"}
+		if p != "" {
+			all = append(all, "--command-config", p)
+		}
+		return runCLI(ctx, "", append(all, args...)...)
+	}
+	https := "https://" + cfg.HTTPAddr
+	// The admin exists once its creation is committed.
+	eventually(t, 30*time.Second, func() error {
+		if r := run(admin, "topic", "create", "orders"); r.code != ExitOK {
+			return errors.New(r.stderr)
+		}
+		return nil
+	})
+	if r := run(admin, "key", "list", "orders", "--http", https); r.code != ExitOK {
+		t.Fatalf("admin over https: %d %s", r.code, r.stderr)
+	}
+	if r := run(anon, "key", "list", "orders", "--http", https); r.code == ExitOK || !strings.Contains(r.stderr, "not authorized") {
+		t.Fatalf("anonymous over https: %d %s", r.code, r.stderr)
+	}
+	if r := run(bobProps, "key", "list", "orders", "--http", https); r.code == ExitOK || !strings.Contains(r.stderr, "User:CN=bob is not authorized") {
+		t.Fatalf("bob before his ACL: %d %s", r.code, r.stderr)
+	}
+	if r := run(admin, "acl", "add", "--allow-principal", "User:CN=bob", "--operation", "Read", "--topic", "orders"); r.code != ExitOK {
+		t.Fatalf("acl: %s", r.stderr)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if r := run(bobProps, "key", "list", "orders", "--http", https); r.code != ExitOK {
+			return errors.New(r.stderr)
+		}
+		return nil
+	})
+	if r := run("", "key", "list", "orders", "--http", https); r.code == ExitOK || !strings.Contains(r.stderr, "certificate") {
+		t.Fatalf("without the CA: %d %s", r.code, r.stderr)
+	}
+	if r := run(admin, "key", "list", "orders", "--http", cfg.HTTPAddr); r.code == ExitOK {
+		t.Fatalf("plain http to the TLS port answered: %s", r.stdout)
+	}
+}

@@ -1,0 +1,274 @@
+package httpapi
+
+// Who may use the HTTP API (issue 17, docs/security.md "The HTTP API"):
+// each request has a principal, as a Kafka connection has — User:ANONYMOUS,
+// or the subject of a verified client certificate (mutual TLS, mapped by
+// ssl.principal.mapping.rules), or User:<name> of HTTP Basic credentials
+// checked against the users' SCRAM credentials, as SASL PLAIN is. Each
+// route that reads or writes what ACLs protect is authorized as the Kafka
+// API doing the same is (routeACL): the same ACLs, super users and
+// allow.everyone.if.no.acl.found. The routes that carry no record, and
+// those whose writes prove themselves (signed upgrades, producer keys,
+// signed administration), are open. A denial is 403 whether the topic
+// exists or not; bad credentials are 401 after a delay, and five failures
+// in a minute for one user from one address lock that user's Basic logins
+// from it for the rest of the minute.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/listener"
+	"github.com/stele-io/stele/internal/sasl"
+)
+
+// Security says how the HTTP API authenticates and authorizes.
+type Security struct {
+	// Principals maps a verified client certificate's subject to its
+	// principal (nil: Kafka's default, the subject as it is).
+	Principals *listener.PrincipalMapper
+	// BasicOverPlaintext accepts Basic credentials on a connection
+	// without TLS: the broker's Kafka listeners take SASL in the clear
+	// too (SASL_PLAINTEXT). Otherwise Basic needs TLS.
+	BasicOverPlaintext bool
+	// SuperUsers are super.users (User:admin always is one).
+	SuperUsers []string
+	// AllowIfNoACL is allow.everyone.if.no.acl.found.
+	AllowIfNoACL bool
+	// FailureDelay is how long a failed login waits before it is
+	// answered (Kafka's connection.failed.authentication.delay.ms).
+	FailureDelay time.Duration
+}
+
+// anonymous is the principal of a request that presents nothing.
+const anonymous = "User:ANONYMOUS"
+
+// routeACL is what a route needs: an operation on a resource named by the
+// request, as Kafka asks for the same read or write. Routes absent from
+// routeACLs are open.
+type routeACL struct {
+	resourceType int8
+	op           int8
+	name         func(*http.Request) string
+}
+
+func topicOf(r *http.Request) string   { return r.PathValue("topic") }
+func clusterName(*http.Request) string { return fsm.ClusterResourceName }
+
+// routeACLs are the protected routes: records and keys read need READ on
+// the topic (Fetch's), appends WRITE (Produce's), an offset's height
+// DESCRIBE (ListOffsets'); a state proof may show any state (groups'
+// offsets, configs), so it needs DESCRIBE on the cluster.
+var routeACLs = map[string]routeACL{
+	"GET /v1/tables/{topic}/{key}":                                   {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/tables/{topic}/{key}/proof":                             {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": {fsm.ACLResourceTopic, fsm.ACLOpDescribe, topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/proof":            {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/keys":                                    {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/keys/{key}/events":                       {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"POST /v1/topics/{topic}/keys/{key}/events":                      {fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
+	"GET /v1/state/proof":                                            {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+}
+
+// guard is the HTTP API's authentication and authorization.
+type guard struct {
+	opts   Options
+	sec    Security
+	secret []byte // the fake salts of unknown users (sasl.VerifyPlain)
+
+	mu       sync.Mutex
+	verified map[[32]byte]verifiedLogin // sha256(user, password) → when checked
+	failures map[loginKey][]time.Time
+}
+
+type verifiedLogin struct {
+	user  string
+	users *fsm.Users // the credentials it was checked against
+	at    time.Time
+}
+
+type loginKey struct {
+	user string
+	ip   netip.Addr
+}
+
+const (
+	maxFailedLogins  = 5
+	failedLoginsSpan = time.Minute
+	// verifiedTTL is how long Basic credentials checked once are taken
+	// again without PBKDF2 (while the users are unchanged).
+	verifiedTTL = time.Minute
+	maxVerified = 4096
+)
+
+func newGuard(opts Options) *guard {
+	g := &guard{opts: opts, sec: *opts.Security, verified: map[[32]byte]verifiedLogin{}, failures: map[loginKey][]time.Time{}}
+	g.secret = make([]byte, 32)
+	rand.Read(g.secret)
+	return g
+}
+
+// wrap returns h behind pattern's authentication and authorization.
+func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
+	acl, protected := routeACLs[pattern]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		principal, ok := g.principal(w, r)
+		if !ok {
+			return
+		}
+		if protected && !g.authorize(principal, r, acl) {
+			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, opName(acl.op), resourceName(acl.resourceType), acl.name(r))
+			return
+		}
+		// A route whose resources are in its body asks allowed.
+		allow := func(rt, op int8, name string) bool {
+			return g.authorize(principal, r, routeACL{rt, op, func(*http.Request) string { return name }})
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authorizerKey{}, allow)))
+	})
+}
+
+func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool {
+	return g.opts.Broker.ACLs().Authorize(fsm.AuthorizeRequest{
+		Principal: principal, Host: remoteHost(r), Operation: acl.op, ResourceType: acl.resourceType, ResourceName: acl.name(r),
+		SuperUser: principal == "User:admin" || slices.Contains(g.sec.SuperUsers, principal), AllowIfNoACL: g.sec.AllowIfNoACL,
+	})
+}
+
+// principal authenticates r; on failure it has answered 401.
+func (g *guard) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, pass, basic := r.BasicAuth()
+	if !basic && strings.HasPrefix(r.Header.Get("Authorization"), "Basic ") {
+		g.unauthorized(w, "the Authorization header is not Basic base64(user:password)")
+		return "", false
+	}
+	if basic {
+		if r.TLS == nil && !g.sec.BasicOverPlaintext {
+			g.unauthorized(w, "Basic credentials are taken over TLS only on this broker: use https")
+			return "", false
+		}
+		u, ok := g.checkBasic(r, user, pass)
+		if !ok {
+			g.unauthorized(w, "Authentication failed: Invalid username or password")
+			return "", false
+		}
+		return "User:" + u, true
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
+		p, err := listener.CertificatePrincipal(g.sec.Principals, r.TLS.PeerCertificates[0])
+		if err != nil {
+			g.unauthorized(w, "the client certificate's subject maps to no principal")
+			return "", false
+		}
+		return p, true
+	}
+	return anonymous, true
+}
+
+func (g *guard) unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="stele", charset="UTF-8"`)
+	httpError(w, http.StatusUnauthorized, "%s", msg)
+}
+
+// checkBasic verifies Basic credentials as SASL PLAIN would.
+func (g *guard) checkBasic(r *http.Request, user, pass string) (string, bool) {
+	users := g.opts.Broker.Users()
+	key := sha256.Sum256([]byte(user + "\x00" + pass))
+	ip, _ := netip.ParseAddr(remoteHost(r))
+	lk := loginKey{user, ip}
+	now := time.Now()
+	g.mu.Lock()
+	if v, ok := g.verified[key]; ok && v.users == users && now.Sub(v.at) < verifiedTTL {
+		g.mu.Unlock()
+		return v.user, true
+	}
+	locked := g.lockedLocked(lk, now)
+	g.mu.Unlock()
+	if !locked {
+		msg := []byte("\x00" + user + "\x00" + pass)
+		if u, err := sasl.VerifyPlain(msg, users.Credential, g.secret); err == nil {
+			g.mu.Lock()
+			if len(g.verified) >= maxVerified {
+				clear(g.verified)
+			}
+			g.verified[key] = verifiedLogin{user: u, users: users, at: now}
+			g.mu.Unlock()
+			return u, true
+		}
+		g.mu.Lock()
+		g.failures[lk] = append(g.failures[lk], now)
+		if len(g.failures) > maxVerified {
+			clear(g.failures)
+		}
+		g.mu.Unlock()
+	}
+	time.Sleep(g.sec.FailureDelay)
+	return "", false
+}
+
+// lockedLocked reports whether k failed maxFailedLogins times within the
+// span, dropping older failures.
+func (g *guard) lockedLocked(k loginKey, now time.Time) bool {
+	fs := g.failures[k]
+	i := 0
+	for i < len(fs) && now.Sub(fs[i]) > failedLoginsSpan {
+		i++
+	}
+	fs = fs[i:]
+	if len(fs) == 0 {
+		delete(g.failures, k)
+		return false
+	}
+	g.failures[k] = fs
+	return len(fs) >= maxFailedLogins
+}
+
+// authorizerKey keys the request's authorizer in its context.
+type authorizerKey struct{}
+
+// allowed reports whether r's principal may perform op on the resource
+// (always, on a handler served without Security).
+func allowed(r *http.Request, rt, op int8, name string) bool {
+	f, ok := r.Context().Value(authorizerKey{}).(func(rt, op int8, name string) bool)
+	return !ok || f(rt, op, name)
+}
+
+// remoteHost is r's client address without the port.
+func remoteHost(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
+
+func opName(op int8) string {
+	switch op {
+	case fsm.ACLOpRead:
+		return "Read"
+	case fsm.ACLOpWrite:
+		return "Write"
+	case fsm.ACLOpDescribe:
+		return "Describe"
+	}
+	return "use"
+}
+
+func resourceName(t int8) string {
+	switch t {
+	case fsm.ACLResourceCluster:
+		return "cluster"
+	case fsm.ACLResourceGroup:
+		return "group"
+	}
+	return "topic"
+}
