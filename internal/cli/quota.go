@@ -115,7 +115,8 @@ func newQuotaSetCmd(g *globalOptions) *cobra.Command {
 producer_byte_rate and consumer_byte_rate (bytes a second, enforced by
 every broker on its own connections), controller_mutation_rate
 (partitions created or deleted a second, enforced) and request_percentage
-(stored, not enforced yet). The quota of a client
+(the broker's time on the client's requests, percent of one thread,
+enforced). The quota of a client
 is the most specific entity's, in Kafka's order (docs/security.md).`,
 		Example: `  stele quota set --user alice producer_byte_rate=1048576 consumer_byte_rate=2097152
   stele quota set --client-id-default producer_byte_rate=10485760

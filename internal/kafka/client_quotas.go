@@ -26,7 +26,9 @@ package kafka
 //    refused with THROTTLING_QUOTA_EXCEEDED while the rate is over the
 //    quota (the answer carries the throttle; the connection is not
 //    muted), before them it is taken and the answer throttled.
-//    request_percentage is stored and described, not enforced yet.
+//    request_percentage counts each request's handling time, less its
+//    waits, as a percentage of one thread (throttle.go), throttled and
+//    muted as the byte rates are.
 
 import (
 	"fmt"

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -139,4 +140,40 @@ func TestClientQuotas(t *testing.T) {
 	if r := create("m2"); r.ErrorCode != kerr.ThrottlingQuotaExceeded.Code {
 		t.Fatalf("a creation over the mutation rate: code %d, want THROTTLING_QUOTA_EXCEEDED", r.ErrorCode)
 	}
+
+	// request_percentage: a client id allowed 0.001 % of a thread (10 µs
+	// a second, over Kafka's 11 s) is throttled within a few Metadata
+	// requests, each tens of microseconds of work; another is not. A
+	// response's throttle mutes the connection: the next request is
+	// answered only after it.
+	busy, idle := "busy-client", "idle-client"
+	if got := alterQuota(t, admin, "client-id", &busy, "request_percentage", 0.001); got != 0 {
+		t.Fatalf("request quota: code %d", got)
+	}
+	metadata := func(cl *kgo.Client) (throttleMs int32, took time.Duration) {
+		req := kmsg.NewPtrMetadataRequest()
+		t0 := time.Now()
+		resp, err := req.RequestWith(ctx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ThrottleMillis, time.Since(t0)
+	}
+	throttledAfter := func(clientID string) (int, int32) {
+		cl := client(t, tb.addr, kgo.ClientID(clientID), kgo.RequestRetries(0))
+		for i := range 200 {
+			if ms, _ := metadata(cl); ms > 0 {
+				return i + 1, ms
+			}
+		}
+		return 0, 0
+	}
+	if n, _ := throttledAfter(idle); n != 0 {
+		t.Errorf("a client id without a request quota was throttled after %d requests", n)
+	}
+	n, ms := throttledAfter(busy)
+	if n == 0 {
+		t.Fatal("200 Metadata requests from a client id allowed 0.001 % of a thread: never throttled")
+	}
+	t.Logf("throttled after %d requests for %d ms", n, ms)
 }

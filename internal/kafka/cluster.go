@@ -119,6 +119,7 @@ func (c *conn) current(wait time.Duration) bool {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, min(max(wait, time.Second), maxBarrierWait))
 	defer cancel()
+	defer c.waitedSince(time.Now())
 	if err := c.s.opts.Barrier(ctx); err != nil {
 		c.s.metrics.barriers.WithLabelValues("failed").Inc()
 		c.s.opts.Logger.Debug("read barrier failed: answering as a broker that may be behind", "err", err)

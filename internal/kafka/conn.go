@@ -60,10 +60,15 @@ type conn struct {
 	// mutedUntil is when a client quota's throttle ends (unix ns): the
 	// reader takes no request before it (throttle.go).
 	mutedUntil atomic.Int64
-	ctx        context.Context
-	cancel     context.CancelFunc
-	clientID   string
-	pending    chan pending
+	// waited is the time this connection's requests spent waiting (for
+	// the chain to order their commands, for records to arrive, for a
+	// group to form, before a failed login's answer), not yet subtracted
+	// from a request's handling time (request_percentage, throttle.go).
+	waited   atomic.Int64
+	ctx      context.Context
+	cancel   context.CancelFunc
+	clientID string
+	pending  chan pending
 	// writeTimedOut is set by the writer before it closes the connection
 	// because the client took no byte of a response for WriteTimeout;
 	// serve reads it once the writer is done.
@@ -74,6 +79,8 @@ type pending struct {
 	corr    int32
 	key     int16
 	started time.Time
+	// handled is how long decoding and starting the request took.
+	handled time.Duration
 	fn      respond
 	// raw, when set, is written as the frame's whole body instead of fn's
 	// response: a SASL token after a SaslHandshake v0 (sasl.go).
@@ -254,8 +261,10 @@ func (c *conn) start(body []byte) (pending, error) {
 		c.s.metrics.rejected.WithLabelValues("body").Inc()
 		return p, fmt.Errorf("malformed %s v%d request: %v", kmsg.NameForKey(key), version, err)
 	}
+	t0 := time.Now()
 	fn, err := rt.handle(c, req)
 	p.fn = fn // with errCloseAfterAnswer, the answer written before closing
+	p.handled = time.Since(t0)
 	return p, err
 }
 
@@ -267,10 +276,12 @@ func (c *conn) writeLoop() {
 		if p.raw != nil {
 			buf = append(buf, p.raw()...)
 		} else {
+			t0 := time.Now()
 			resp := p.fn()
 			if resp == nil || broken {
 				continue
 			}
+			c.chargeRequest(p.key, resp, p.handled+time.Since(t0))
 			c.s.metrics.observe(p.key, resp, time.Since(p.started))
 			buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
 			if resp.IsFlexible() && resp.Key() != apiVersionsKey {

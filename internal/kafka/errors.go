@@ -39,6 +39,7 @@ func (c *conn) submit(timeoutMs int32, cmds ...fsm.Command) []outcome {
 	ctx, cancel := context.WithTimeout(c.ctx, d)
 	defer cancel()
 	n := len(cmds)
+	defer c.waitedSince(time.Now())
 	res, errs := c.s.b.Submit(ctx, byzantineCommands(cmds)...)
 	return outcomes(res, errs)[:n]
 }

@@ -103,9 +103,12 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 			c.s.metrics.fetchBytes.Add(float64(n))
 			return resp
 		}
+		t0 := time.Now()
 		select {
 		case <-changed:
+			c.waitedSince(t0)
 		case <-timer.C:
+			c.waitedSince(t0)
 			n, _, _ := c.fillFetch(r, resp, pastEnd)
 			c.s.metrics.fetchBytes.Add(float64(n))
 			return resp

@@ -132,6 +132,7 @@ func handleFindCoordinator(c *conn, req kmsg.Request) (respond, error) {
 // call is commands handed to the broker in arrival order (in a handler),
 // whose results are waited for in respond.
 type call struct {
+	c       *conn
 	ctx     context.Context
 	cancel  context.CancelFunc
 	pending *broker.Pending
@@ -140,10 +141,11 @@ type call struct {
 // startCall enqueues cmds with a deadline of timeout.
 func (c *conn) startCall(timeout time.Duration, cmds ...fsm.Command) *call {
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	return &call{ctx: ctx, cancel: cancel, pending: c.s.b.Enqueue(ctx, cmds...)}
+	return &call{c: c, ctx: ctx, cancel: cancel, pending: c.s.b.Enqueue(ctx, byzantineCommands(cmds)...)}
 }
 
 func (g *call) wait() []outcome {
+	defer g.c.waitedSince(time.Now())
 	res, errs := g.pending.Wait(g.ctx)
 	return outcomes(res, errs)
 }
@@ -173,6 +175,13 @@ func (s *Server) awaitGroup(ctx context.Context, name string, check func(g *fsm.
 			return false
 		}
 	}
+}
+
+// awaitGroup is Server.awaitGroup, its time counted as waiting
+// (request_percentage, throttle.go).
+func (c *conn) awaitGroup(ctx context.Context, name string, check func(g *fsm.GroupView) bool) bool {
+	defer c.waitedSince(time.Now())
+	return c.s.awaitGroup(ctx, name, check)
 }
 
 func (c *conn) clientHost() string {
@@ -233,7 +242,7 @@ func handleJoinGroup(c *conn, req kmsg.Request) (respond, error) {
 			g    *fsm.GroupView
 			code int16
 		)
-		formed := c.s.awaitGroup(call.ctx, r.Group, func(v *fsm.GroupView) bool {
+		formed := c.awaitGroup(call.ctx, r.Group, func(v *fsm.GroupView) bool {
 			g = v
 			var m *fsm.MemberView
 			if v != nil {
@@ -321,7 +330,7 @@ func handleSyncGroup(c *conn, req kmsg.Request) (respond, error) {
 			return resp
 		}
 		code := int16(0)
-		ok := c.s.awaitGroup(call.ctx, r.Group, func(g *fsm.GroupView) bool {
+		ok := c.awaitGroup(call.ctx, r.Group, func(g *fsm.GroupView) bool {
 			var m *fsm.MemberView
 			if g != nil {
 				m = g.Member(r.MemberID)

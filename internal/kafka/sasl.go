@@ -276,6 +276,7 @@ func (a *saslConn) attemptedUser(plainMsg []byte) string {
 func (c *conn) answerThenClose(resp kmsg.Response, reason string) (respond, error) {
 	c.closeReason = reason
 	return func() kmsg.Response {
+		defer c.waitedSince(time.Now())
 		select {
 		case <-time.After(failedAuthDelay):
 		case <-c.s.ctx.Done():

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/stele-io/stele/internal/fsm"
 )
 
@@ -19,6 +21,17 @@ import (
 // throttle_time_ms, the time that brings it back under (at most the 11 s
 // the rate spans), and its connection reads nothing more for that time
 // (KIP-219: the client is told and the broker mutes the channel).
+
+// request_percentage is measured as Kafka's request quota is: the time
+// the broker spends handling a client's requests, as a percentage of one
+// thread (a rate of seconds a second × 100), over the same windows. Here
+// that is each request's time from decoding to its answer being ready,
+// less the time it waited (for the chain to order its commands, a Fetch
+// for records, a JoinGroup for the group, a failed login's delay: Kafka's
+// purgatory and delay queues, which hold no thread either). A response
+// that takes the rate over the quota carries throttle_time_ms (the larger
+// of it and any byte-rate throttle) and mutes the connection. Exempt, as
+// in Kafka: ApiVersions, SaslHandshake, SaslAuthenticate.
 
 // quotaMaxThrottle caps a throttle: the span the rate is measured over.
 const quotaMaxThrottle = connRateSamples * connRateWindow
@@ -42,8 +55,38 @@ type quotaSensors struct {
 // connection's principal and client id against the quota key, and returns
 // the throttle (0 when no quota applies or the rate is under it).
 func (c *conn) recordQuota(key string, n int) time.Duration {
-	d, _ := c.quota(key, n, false)
+	d, _ := c.quota(key, float64(n), false)
 	return d
+}
+
+// waitedSince adds the time since t0 to the connection's waiting.
+func (c *conn) waitedSince(t0 time.Time) { c.waited.Add(int64(time.Since(t0))) }
+
+// chargeRequest counts a request's handling time, less what the
+// connection's requests waited meanwhile, against request_percentage,
+// and throttles the response when it takes the rate over the quota.
+func (c *conn) chargeRequest(key int16, resp kmsg.Response, took time.Duration) {
+	waited := time.Duration(c.waited.Swap(0))
+	switch key {
+	case apiVersionsKey, saslHandshakeKey, saslAuthenticateKey:
+		return
+	}
+	busy := took - waited
+	if busy <= 0 {
+		return
+	}
+	d, _ := c.quota(fsm.QuotaRequestPercentage, busy.Seconds()*100, false)
+	if d <= 0 {
+		return
+	}
+	tr, ok := resp.(kmsg.ThrottleResponse)
+	st, ok2 := resp.(kmsg.SetThrottleResponse)
+	if !ok || !ok2 {
+		c.throttle(d) // muted all the same
+		return
+	}
+	ms, _ := tr.Throttle()
+	st.SetThrottle(max(ms, c.throttle(d)))
 }
 
 // mutationQuota decides n partition mutations under
@@ -53,10 +96,10 @@ func (c *conn) recordQuota(key string, n int) time.Duration {
 // counted; otherwise they are counted, and the throttle returned is the
 // response's.
 func (c *conn) mutationQuota(n int, strict bool) (throttle time.Duration, refused bool) {
-	return c.quota(fsm.QuotaControllerMutationRate, n, strict)
+	return c.quota(fsm.QuotaControllerMutationRate, float64(n), strict)
 }
 
-func (c *conn) quota(key string, n int, strict bool) (time.Duration, bool) {
+func (c *conn) quota(key string, n float64, strict bool) (time.Duration, bool) {
 	quotas := c.s.b.Quotas()
 	if quotas.Empty() || n <= 0 {
 		return 0, false
@@ -97,7 +140,7 @@ func (c *conn) quota(key string, n int, strict bool) (time.Duration, bool) {
 			return d, true
 		}
 	}
-	return s.rate.recordN(now, float64(n), limit, quotaMaxThrottle), false
+	return s.rate.recordN(now, n, limit, quotaMaxThrottle), false
 }
 
 // evictLocked drops the least recently used tenth of the sensors.
@@ -124,7 +167,13 @@ func (c *conn) throttle(d time.Duration) int32 {
 	if d <= 0 {
 		return 0
 	}
-	c.mutedUntil.Store(time.Now().Add(d).UnixNano())
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			break
+		}
+	}
 	c.s.metrics.throttledResponses.Inc()
 	return int32(d.Milliseconds())
 }
