@@ -35,7 +35,7 @@ func TestACLMatrix(t *testing.T) {
 	if _, err := admin.AlterUserSCRAMs(ctx(t), nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"lo", "pr", "fe", "dc", "ac", "doomed", "trimmed", "grown", "hidden"} {
+	for _, name := range []string{"lo", "pr", "fe", "dc", "ac", "doomed", "trimmed", "grown", "hidden", "olep", "dp"} {
 		if _, err := admin.CreateTopic(ctx(t), 1, -1, nil, name); err != nil {
 			t.Fatal(err)
 		}
@@ -225,6 +225,67 @@ func TestACLMatrix(t *testing.T) {
 			}, func(r kmsg.Response) int16 {
 				return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
 			})},
+		{"OffsetForLeaderEpoch", kmsg.ACLResourceTypeTopic, "olep", kmsg.ACLOperationDescribe, kerr.TopicAuthorizationFailed.Code,
+			topicCode("OffsetForLeaderEpoch", func() kmsg.Request {
+				r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+				r.ReplicaID = -1
+				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				rt.Topic = "olep"
+				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+				rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, 0
+				rt.Partitions = append(rt.Partitions, rp)
+				r.Topics = append(r.Topics, rt)
+				return r
+			}, func(r kmsg.Response) int16 {
+				return r.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode
+			})},
+		{"DescribeProducers", kmsg.ACLResourceTypeTopic, "dp", kmsg.ACLOperationRead, kerr.TopicAuthorizationFailed.Code,
+			topicCode("DescribeProducers", func() kmsg.Request {
+				r := kmsg.NewPtrDescribeProducersRequest()
+				rt := kmsg.NewDescribeProducersRequestTopic()
+				rt.Topic, rt.Partitions = "dp", []int32{0}
+				r.Topics = append(r.Topics, rt)
+				return r
+			}, func(r kmsg.Response) int16 {
+				return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+			})},
+		{"OffsetDelete", kmsg.ACLResourceTypeGroup, "g-od", kmsg.ACLOperationDelete, kerr.GroupAuthorizationFailed.Code,
+			topicCode("OffsetDelete", func() kmsg.Request {
+				r := kmsg.NewPtrOffsetDeleteRequest()
+				r.Group = "g-od"
+				rt := kmsg.NewOffsetDeleteRequestTopic()
+				rt.Topic = "dp"
+				rt.Partitions = append(rt.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+				r.Topics = append(r.Topics, rt)
+				return r
+			}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetDeleteResponse).ErrorCode })},
+		{"ConsumerGroupHeartbeat", kmsg.ACLResourceTypeGroup, "g-cgh", kmsg.ACLOperationRead, kerr.GroupAuthorizationFailed.Code,
+			topicCode("ConsumerGroupHeartbeat", func() kmsg.Request {
+				r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				r.Group, r.MemberID, r.MemberEpoch = "g-cgh", "m-acl-matrix-0000000000", 0
+				r.RebalanceTimeoutMillis = 10000
+				r.SubscribedTopicNames = []string{"dp"}
+				r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				return r
+			}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode })},
+		{"AddOffsetsToTxn", kmsg.ACLResourceTypeTransactionalId, "tx-ao", kmsg.ACLOperationWrite, kerr.TransactionalIDAuthorizationFailed.Code,
+			topicCode("AddOffsetsToTxn", func() kmsg.Request {
+				r := kmsg.NewPtrAddOffsetsToTxnRequest()
+				r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = "tx-ao", 1, 0, "g-ao"
+				return r
+			}, func(r kmsg.Response) int16 { return r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode })},
+		{"TxnOffsetCommit", kmsg.ACLResourceTypeTransactionalId, "tx-to", kmsg.ACLOperationWrite, kerr.TransactionalIDAuthorizationFailed.Code,
+			topicCode("TxnOffsetCommit", func() kmsg.Request {
+				r := kmsg.NewPtrTxnOffsetCommitRequest()
+				r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = "tx-to", 1, 0, "g-to"
+				rt := kmsg.NewTxnOffsetCommitRequestTopic()
+				rt.Topic = "dp"
+				rt.Partitions = append(rt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+				r.Topics = append(r.Topics, rt)
+				return r
+			}, func(r kmsg.Response) int16 {
+				return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+			})},
 		{"FindCoordinator", kmsg.ACLResourceTypeGroup, "finders", kmsg.ACLOperationDescribe, kerr.GroupAuthorizationFailed.Code,
 			topicCode("FindCoordinator", func() kmsg.Request {
 				r := kmsg.NewPtrFindCoordinatorRequest()
@@ -269,10 +330,11 @@ func TestACLMatrix(t *testing.T) {
 	for _, m := range md().Topics {
 		listed = append(listed, *m.Topic)
 	}
-	// Visible: lo (DESCRIBE), pr (WRITE), fe (READ), trimmed (DELETE) and
-	// grown (ALTER) imply DESCRIBE; dc, ac, hidden do not; doomed is gone.
+	// Visible: lo and olep (DESCRIBE), pr (WRITE), fe and dp (READ),
+	// trimmed (DELETE) and grown (ALTER) imply DESCRIBE; dc, ac, hidden do
+	// not; doomed is gone.
 	slices.Sort(listed)
-	if want := []string{"fe", "grown", "lo", "pr", "trimmed"}; !slices.Equal(listed, want) {
+	if want := []string{"dp", "fe", "grown", "lo", "olep", "pr", "trimmed"}; !slices.Equal(listed, want) {
 		t.Errorf("all-topics Metadata lists %v, want %v", listed, want)
 	}
 	grant(kmsg.ACLResourceTypeTopic, "pr", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)
