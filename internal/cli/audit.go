@@ -77,6 +77,7 @@ prove to a third party.`,
 type auditNode struct {
 	kafka, http string
 	proofs      *proof.Client
+	hc          *http.Client // the client of its HTTP API
 	height      int64
 	appHash     []byte
 	headers     map[int64]proof.Header
@@ -101,14 +102,15 @@ func runAudit(cmd *cobra.Command, g *globalOptions, o *auditOptions) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o.trust.httpAddr = o.https[0]
-	first, err := o.trust.client(ctx, cmd, g.timeout)
+	first, err := o.trust.client(ctx, cmd, g)
 	if err != nil {
 		return err
 	}
+	hc := first.HC
 	out := cmd.OutOrStdout()
 	nodes := make([]*auditNode, len(seeds))
 	for i := range seeds {
-		nodes[i] = &auditNode{kafka: seeds[i], http: o.https[i], proofs: &proof.Client{HTTP: o.https[i], Trust: first.Trust}}
+		nodes[i] = &auditNode{kafka: seeds[i], http: o.https[i], hc: hc, proofs: &proof.Client{HTTP: httpBase(o.https[i]), HC: hc, Trust: first.Trust}}
 	}
 	fmt.Fprintf(out, "auditing %d brokers of chain %q against its %d validators\n", len(nodes), first.Trust.ChainID, first.Trust.Validators.Size())
 
@@ -156,11 +158,11 @@ func runAudit(cmd *cobra.Command, g *globalOptions, o *auditOptions) error {
 
 // health reads the broker's height and app hash.
 func (n *auditNode) health(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+n.http+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", httpBase(n.http)+"/healthz", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.hc.Do(req)
 	if err != nil {
 		return err
 	}

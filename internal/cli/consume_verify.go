@@ -33,7 +33,7 @@ func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions,
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	proofs, err := t.client(ctx, cmd, g.timeout)
+	proofs, err := t.client(ctx, cmd, g)
 	if err != nil {
 		return err
 	}

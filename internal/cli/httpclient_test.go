@@ -99,6 +99,14 @@ func TestHTTPAPIOverTLS(t *testing.T) {
 		}
 		return nil
 	})
+	// Proofs over https: stele verify and audit take the same client.
+	genesis := filepath.Join(cfg.DataDir, "cometbft", "config", "genesis.json")
+	if r := run(admin, "verify", "--end", "orders", "0", "--http", https, "--genesis", genesis); r.code != ExitOK {
+		t.Fatalf("verify over https: %d %s", r.code, r.stderr)
+	}
+	if r := run(admin, "audit", "--http", https, "--genesis", genesis); r.code != ExitOK {
+		t.Fatalf("audit over https: %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	if r := run("", "key", "list", "orders", "--http", https); r.code == ExitOK || !strings.Contains(r.stderr, "certificate") {
 		t.Fatalf("without the CA: %d %s", r.code, r.stderr)
 	}

@@ -33,12 +33,17 @@ func (o *trustOptions) register(c *cobra.Command) {
 // client returns a proof client for the broker at --http that trusts
 // --genesis, or else the genesis pinned for the broker's chain, pinning it
 // (with a warning on stderr) on first use.
-func (o *trustOptions) client(ctx context.Context, cmd *cobra.Command, timeout time.Duration) (*proof.Client, error) {
+func (o *trustOptions) client(ctx context.Context, cmd *cobra.Command, g *globalOptions) (*proof.Client, error) {
+	timeout := g.timeout
 	addr, err := httpAddress(cmd, o.httpAddr)
 	if err != nil {
 		return nil, err
 	}
-	c := &proof.Client{HTTP: addr}
+	hc, err := g.httpClient(30 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c := &proof.Client{HTTP: httpBase(addr), HC: hc}
 	if o.genesis != "" {
 		if c.Trust, err = proof.TrustGenesisFile(o.genesis); err != nil {
 			return nil, err
@@ -125,7 +130,7 @@ docs/trust.md says what a proof guarantees and what it does not.`,
 			if state, _ := s.chosen(args); state {
 				ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 				defer cancel()
-				cl, err := o.client(ctx, cmd, g.timeout)
+				cl, err := o.client(ctx, cmd, g)
 				if err != nil {
 					return err
 				}
@@ -141,7 +146,7 @@ docs/trust.md says what a proof guarantees and what it does not.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			cl, err := o.client(ctx, cmd, g.timeout)
+			cl, err := o.client(ctx, cmd, g)
 			if err != nil {
 				return err
 			}
