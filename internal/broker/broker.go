@@ -278,6 +278,9 @@ func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs
 // Quotas returns the committed client quotas.
 func (b *Broker) Quotas() *fsm.Quotas { return b.fsm.Quotas() }
 
+// IPQuotas returns the committed IP quotas (connection_creation_rate).
+func (b *Broker) IPQuotas() *fsm.IPQuotas { return b.fsm.IPQuotas() }
+
 // ACLs returns the committed ACLs.
 func (b *Broker) ACLs() *fsm.ACLs { return b.fsm.ACLs() }
 

@@ -21,8 +21,8 @@ import (
 // quotaEntityFlags name one quota entity: a user and/or a client id, each
 // named or the default.
 type quotaEntityFlags struct {
-	user, clientID               string
-	userDefault, clientIDDefault bool
+	user, clientID, ip                      string
+	userDefault, clientIDDefault, ipDefault bool
 }
 
 func (q *quotaEntityFlags) register(cmd *cobra.Command) {
@@ -31,6 +31,8 @@ func (q *quotaEntityFlags) register(cmd *cobra.Command) {
 	f.StringVar(&q.clientID, "client-id", "", "the client id (--entity-type clients --entity-name)")
 	f.BoolVar(&q.userDefault, "user-default", false, "every user without its own quota (--entity-default)")
 	f.BoolVar(&q.clientIDDefault, "client-id-default", false, "every client id without its own quota")
+	f.StringVar(&q.ip, "ip", "", "a client address, for connection_creation_rate (--entity-type ips --entity-name); never with --user or --client-id")
+	f.BoolVar(&q.ipDefault, "ip-default", false, "every client address without its own connection_creation_rate")
 }
 
 // entity is the request's entity; an error when the flags name none or
@@ -58,8 +60,11 @@ func (q *quotaEntityFlags) entity() ([]kmsg.AlterClientQuotasRequestEntryEntity,
 	if err := add("client-id", q.clientID, q.clientIDDefault, "client-id"); err != nil {
 		return nil, err
 	}
+	if err := add("ip", q.ip, q.ipDefault, "ip"); err != nil {
+		return nil, err
+	}
 	if len(out) == 0 {
-		return nil, usageErrorf("name the entity: --user, --user-default, --client-id and/or --client-id-default")
+		return nil, usageErrorf("name the entity: --user, --user-default, --client-id and/or --client-id-default, or --ip or --ip-default")
 	}
 	return out, nil
 }
@@ -78,12 +83,25 @@ func alterQuotas(g *globalOptions, cmd *cobra.Command, q *quotaEntityFlags, sign
 		return err
 	}
 	if sign.on() {
-		c := fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{
+		var qops []fsm.QuotaOp
+		for _, o := range ops {
+			qops = append(qops, fsm.QuotaOp{Key: o.Key, Value: o.Value, Remove: o.Remove})
+		}
+		var c fsm.Command = fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{
 			User:     fsm.QuotaName{Set: q.user != "" || q.userDefault, Default: q.userDefault, Name: q.user},
 			ClientID: fsm.QuotaName{Set: q.clientID != "" || q.clientIDDefault, Default: q.clientIDDefault, Name: q.clientID},
-		}}
-		for _, o := range ops {
-			c.Ops = append(c.Ops, fsm.QuotaOp{Key: o.Key, Value: o.Value, Remove: o.Remove})
+		}, Ops: qops}
+		if q.ip != "" || q.ipDefault {
+			if len(entity) != 1 {
+				return usageErrorf("--ip and --ip-default name an address alone: not with --user or --client-id")
+			}
+			ip := ""
+			if q.ip != "" {
+				if ip, err = fsm.CanonicalQuotaIP(q.ip); err != nil {
+					return usageErrorf("--ip: %v", err)
+				}
+			}
+			c = fsm.AlterIPQuotas{IP: ip, Default: q.ipDefault, Ops: qops}
 		}
 		if err := sign.submit(cmd.Context(), g, c); err != nil {
 			return fmt.Errorf("alter quotas: %w", err)
@@ -110,15 +128,19 @@ func newQuotaSetCmd(g *globalOptions) *cobra.Command {
 	var sign *adminSigning
 	cmd := &cobra.Command{
 		Use:   "set KEY=VALUE...",
-		Short: "Set client quotas (kafka-configs.sh --alter --add-config)",
+		Short: "Set client and ip quotas (kafka-configs.sh --alter --add-config)",
 		Long: `Set quotas of a user, a client id, or both (named or the default):
 producer_byte_rate and consumer_byte_rate (bytes a second, enforced by
 every broker on its own connections), controller_mutation_rate
 (partitions created or deleted a second, enforced) and request_percentage
 (the broker's time on the client's requests, percent of one thread,
 enforced). The quota of a client
-is the most specific entity's, in Kafka's order (docs/security.md).`,
+is the most specific entity's, in Kafka's order (docs/security.md).
+--ip ADDR or --ip-default (alone) set connection_creation_rate: new Kafka
+connections a second from the address, or from any address without its
+own; every broker holds the ones beyond it, then closes them.`,
 		Example: `  stele quota set --user alice producer_byte_rate=1048576 consumer_byte_rate=2097152
+  stele quota set --ip 10.0.0.7 connection_creation_rate=5
   stele quota set --client-id-default producer_byte_rate=10485760
   stele quota set --user alice --client-id batch-loader producer_byte_rate=52428800`,
 		Args: minArgs("KEY=VALUE"),
@@ -177,6 +199,7 @@ func newQuotaRemoveCmd(g *globalOptions) *cobra.Command {
 type quotaRow struct {
 	User     string  `json:"user,omitempty"`
 	ClientID string  `json:"client_id,omitempty"`
+	IP       string  `json:"ip,omitempty"`
 	Key      string  `json:"key"`
 	Value    float64 `json:"value"`
 }
@@ -195,7 +218,7 @@ prints as <default>.`,
 			for _, side := range []struct {
 				typ, name string
 				def       bool
-			}{{"user", q.user, q.userDefault}, {"client-id", q.clientID, q.clientIDDefault}} {
+			}{{"user", q.user, q.userDefault}, {"client-id", q.clientID, q.clientIDDefault}, {"ip", q.ip, q.ipDefault}} {
 				c := kmsg.NewDescribeClientQuotasRequestComponent()
 				c.EntityType = side.typ
 				switch {
@@ -224,9 +247,12 @@ prints as <default>.`,
 					if en.Name != nil {
 						name = *en.Name
 					}
-					if en.Type == "user" {
+					switch en.Type {
+					case "user":
 						row.User = name
-					} else {
+					case "ip":
+						row.IP = name
+					default:
 						row.ClientID = name
 					}
 				}
@@ -240,9 +266,9 @@ prints as <default>.`,
 				return writeJSON(cmd.OutOrStdout(), rows)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "USER\tCLIENT-ID\tQUOTA\tVALUE")
+			fmt.Fprintln(w, "USER\tCLIENT-ID\tIP\tQUOTA\tVALUE")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", orDash(r.User), orDash(r.ClientID), r.Key, strconv.FormatFloat(r.Value, 'f', -1, 64))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", orDash(r.User), orDash(r.ClientID), orDash(r.IP), r.Key, strconv.FormatFloat(r.Value, 'f', -1, 64))
 			}
 			return w.Flush()
 		},

@@ -105,6 +105,11 @@ func TestSignedAdministration(t *testing.T) {
 	fails("must be signed", "quota", "set", "--user", "bob", "producer_byte_rate=1000")
 	ok(signed(admin, "quota", "set", "--user", "bob", "producer_byte_rate=1000")...)
 	ok(signed(admin, "quota", "remove", "--user", "bob", "producer_byte_rate")...)
+	fails("must be signed", "quota", "set", "--ip", "10.0.0.7", "connection_creation_rate=5")
+	ok(signed(admin, "quota", "set", "--ip", "::ffff:10.0.0.7", "connection_creation_rate=5")...)
+	if r := ok("quota", "list", "--ip", "10.0.0.7"); !strings.Contains(r.stdout, "10.0.0.7") || !strings.Contains(r.stdout, "connection_creation_rate") {
+		t.Fatalf("quota list --ip:\n%s", r.stdout)
+	}
 	fails("must be signed", "user", "delete", "bob")
 	ok(signed(admin, "user", "delete", "bob")...)
 

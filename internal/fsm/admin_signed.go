@@ -135,7 +135,7 @@ func adminGated(c Command) ([]adminCheck, bool) {
 		return cluster(ACLOpAlter), true
 	case CreateACL, DeleteACLs:
 		return cluster(ACLOpAlter), true
-	case AlterClientQuotas:
+	case AlterClientQuotas, AlterIPQuotas:
 		return cluster(ACLOpAlterConfigs), true
 	}
 	return nil, false

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -416,6 +417,16 @@ func goldenScenario(t *testing.T) []block {
 	must("signed delete", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], 0)
 	must("signed delete replayed", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], kerr.SaslAuthenticationFailed.Code)
 	must("signed off", g.cmds(100, gadmin.signAdmin(testChainID, 3, off))[0], 0)
+	// IP quotas (ip_quotas.go): the default's and one address's, one
+	// refused, the address's removed.
+	rate := func(v float64) []QuotaOp { return []QuotaOp{{Key: QuotaConnectionCreationRate, Value: v}} }
+	must("default ip quota", g.cmds(100, AlterIPQuotas{Default: true, Ops: rate(100)})[0], 0)
+	must("ip quota", g.cmds(100, AlterIPQuotas{IP: "10.0.0.9", Ops: rate(5)})[0], 0)
+	must("ip quota not an address", g.cmds(100, AlterIPQuotas{IP: "10.0.0.0.9", Ops: rate(5)})[0], kerr.InvalidRequest.Code)
+	must("ip quota removed", g.cmds(100, AlterIPQuotas{IP: "10.0.0.9", Ops: []QuotaOp{{Key: QuotaConnectionCreationRate, Remove: true}}})[0], 0)
+	if r, ok := f.IPQuotas().ConnectionCreationRate(netip.MustParseAddr("10.0.0.9")); !ok || r != 100 {
+		t.Fatalf("golden scenario: 10.0.0.9's connection rate %v %v, want the default's 100", r, ok)
+	}
 
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {

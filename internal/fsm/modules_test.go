@@ -30,7 +30,7 @@ var fileModules = map[string]module{
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
-	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity,
+	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
 	"signed.go": modTrust, "cert.go": modTrust, "cert_apply.go": modTrust, "liveness.go": modTrust,
 }
 
@@ -600,6 +600,7 @@ func TestSteps(t *testing.T) {
 		"120 users: empty load stage publish",
 		"125 ACLs: empty load stage publish",
 		"130 client quotas: empty load stage publish",
+		"135 ip quotas: empty load stage publish",
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed, or what a load may refer to)", names, want)

@@ -112,6 +112,7 @@ func registerSecurity(r *registry) {
 	registerUsers(r)       // users.go
 	registerACLs(r)        // acls.go
 	registerQuotas(r)      // quotas.go
+	registerIPQuotas(r)    // ip_quotas.go
 	registerSignedAdmin(r) // admin_signed.go
 }
 
@@ -188,8 +189,9 @@ func checkScramCredentials(c AlterScramCredentials) Result {
 // securityState is the security module's state.
 type securityState struct {
 	usersState
-	aclsState   // acls.go
-	quotasState // quotas.go
+	aclsState     // acls.go
+	quotasState   // quotas.go
+	ipQuotasState // ip_quotas.go
 }
 
 // usersState is the security module's state of the users.

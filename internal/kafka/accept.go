@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -245,4 +246,85 @@ func (l *sparseLog) allow(now time.Time) (held int, ok bool) {
 	}
 	held, l.held, l.last = l.held, 0, now
 	return held, true
+}
+
+// IP quotas (KIP-612): connection_creation_rate per client address, or
+// the default's, replicated state (fsm's ip_quotas.go). Each accepted
+// connection is counted against its address's quota on Kafka's sensor
+// (11 windows of 1 s); one that takes the rate over the quota is held for
+// the throttle time, at most the 11 s the rate spans, then closed, as
+// Kafka's acceptor closes a throttled address's connections, and counted
+// in stele_kafka_connections_refused_total{reason="connection_creation_rate"}.
+// At most maxIPHeld connections are held at once; beyond, they are closed
+// at once.
+
+const maxIPHeld = 1024
+
+type ipSensors struct {
+	mu sync.Mutex
+	m  map[netip.Addr]*quotaSensor
+}
+
+// ipThrottle counts a connection from ip and returns how long it must be
+// held (0: none, or no quota applies).
+func (s *Server) ipThrottle(ip netip.Addr) time.Duration {
+	q := s.b.IPQuotas()
+	if q.Empty() || !ip.IsValid() {
+		return 0
+	}
+	limit, ok := q.ConnectionCreationRate(ip)
+	if !ok {
+		return 0
+	}
+	ip = ip.Unmap()
+	now := time.Now()
+	is := &s.ipSensors
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.m == nil {
+		is.m = map[netip.Addr]*quotaSensor{}
+	}
+	sn := is.m[ip]
+	if sn == nil {
+		if len(is.m) >= maxQuotaSensors {
+			var oldest netip.Addr
+			var at time.Time
+			for a, x := range is.m {
+				if at.IsZero() || x.used.Before(at) {
+					oldest, at = a, x.used
+				}
+			}
+			delete(is.m, oldest)
+		}
+		sn = &quotaSensor{}
+		is.m[ip] = sn
+	}
+	sn.used = now
+	return sn.rate.recordN(now, 1, limit, quotaMaxThrottle)
+}
+
+// holdThenClose holds a connection over its address's ip quota for wait,
+// then closes it, without holding the listener.
+func (a *acceptor) holdThenClose(nc net.Conn, ip netip.Addr, wait time.Duration) {
+	s := a.s
+	s.metrics.refused.WithLabelValues("connection_creation_rate").Inc()
+	if held, ok := a.throttles.allow(time.Now()); ok {
+		s.opts.Logger.Info("closing a kafka connection after its ip quota's throttle: its address connects faster than its connection_creation_rate",
+			"ip", ip.String(), "throttle", wait, "throttles_not_logged", held)
+	}
+	if s.ipHeld.Add(1) > maxIPHeld {
+		s.ipHeld.Add(-1)
+		nc.Close()
+		return
+	}
+	go func() {
+		defer s.ipHeld.Add(-1)
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+		}
+		nc.Close()
+	}()
 }

@@ -10,8 +10,10 @@ package kafka
 //  * Keys: producer_byte_rate, consumer_byte_rate, request_percentage and
 //    controller_mutation_rate, with Kafka's checks (INVALID_REQUEST: an
 //    unknown key or entity type, a value not above 0, a byte rate not a
-//    whole number, a type named twice). The ip entity type
-//    (connection_creation_rate) is not served: INVALID_REQUEST.
+//    whole number, a type named twice). The ip entity type, alone
+//    (KIP-612), takes connection_creation_rate, a whole number of
+//    connections a second per address or for the default, enforced by
+//    the acceptor (accept.go).
 //  * DescribeClientQuotas takes Kafka's filters: EXACT, DEFAULT and ANY per
 //    entity type, strict or not.
 //  * Authorization (acls.go): DESCRIBE_CONFIGS on the cluster to describe,
@@ -32,6 +34,7 @@ package kafka
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,6 +56,25 @@ const (
 	quotaEntityIP       = "ip"
 )
 
+// ipQuotaOf turns a request's ip entity into the state machine's command
+// (ok false: the entity names no ip).
+func ipQuotaOf(types []string, names []*string) (fsm.AlterIPQuotas, bool, problem) {
+	if !slices.Contains(types, quotaEntityIP) {
+		return fsm.AlterIPQuotas{}, false, problem{}
+	}
+	if len(types) != 1 {
+		return fsm.AlterIPQuotas{}, true, newProblem(kerr.InvalidRequest, "Invalid quota entity combination, IP entity should not be used with user/client ID entity.")
+	}
+	if names[0] == nil {
+		return fsm.AlterIPQuotas{Default: true}, true, problem{}
+	}
+	ip, err := fsm.CanonicalQuotaIP(*names[0])
+	if err != nil {
+		return fsm.AlterIPQuotas{}, true, newProblem(kerr.InvalidRequest, err.Error())
+	}
+	return fsm.AlterIPQuotas{IP: ip}, true, problem{}
+}
+
 // quotaEntityOf turns a request's entity into the state machine's.
 func quotaEntityOf(types []string, names []*string) (fsm.QuotaEntity, problem) {
 	var e fsm.QuotaEntity
@@ -67,8 +89,6 @@ func quotaEntityOf(types []string, names []*string) (fsm.QuotaEntity, problem) {
 			dst = &e.User
 		case quotaEntityClientID:
 			dst = &e.ClientID
-		case quotaEntityIP:
-			return e, newProblem(kerr.InvalidRequest, "ip quotas (connection_creation_rate) are not served by Stele yet")
 		default:
 			return e, newProblem(kerr.InvalidRequest, fmt.Sprintf("Unknown entity type %s", typ))
 		}
@@ -98,10 +118,19 @@ func handleAlterClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 			re.Type, re.Name = en.Type, en.Name
 			res.Entity = append(res.Entity, re)
 		}
-		e, p := quotaEntityOf(types, names)
-		cmd := fsm.AlterClientQuotas{Entity: e}
+		var ops []fsm.QuotaOp
 		for _, op := range entry.Ops {
-			cmd.Ops = append(cmd.Ops, fsm.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
+			ops = append(ops, fsm.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
+		}
+		var cmd fsm.Command
+		ipCmd, isIP, p := ipQuotaOf(types, names)
+		if isIP {
+			ipCmd.Ops = ops
+			cmd = ipCmd
+		} else {
+			var e fsm.QuotaEntity
+			e, p = quotaEntityOf(types, names)
+			cmd = fsm.AlterClientQuotas{Entity: e, Ops: ops}
 		}
 		switch {
 		case !allowed:
@@ -141,7 +170,7 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	seen := map[string]bool{}
 	for _, comp := range r.Components {
 		switch {
-		case comp.EntityType != quotaEntityUser && comp.EntityType != quotaEntityClientID:
+		case comp.EntityType != quotaEntityUser && comp.EntityType != quotaEntityClientID && comp.EntityType != quotaEntityIP:
 			resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Unknown or unserved entity type "+comp.EntityType)
 		case seen[comp.EntityType]:
 			resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate entity type "+comp.EntityType)
@@ -155,7 +184,7 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	}
 	quotas := c.s.b.Quotas()
 	for _, e := range quotas.Entities() {
-		if !quotaEntityMatches(e, r.Components, r.Strict) {
+		if !quotaEntityMatches(map[string]fsm.QuotaName{quotaEntityUser: e.User, quotaEntityClientID: e.ClientID}, r.Components, r.Strict) {
 			continue
 		}
 		entry := kmsg.NewDescribeClientQuotasResponseEntry()
@@ -183,23 +212,43 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 		}
 		resp.Entries = append(resp.Entries, entry)
 	}
+	for _, q := range c.s.b.IPQuotas().All() {
+		side := fsm.QuotaName{Set: true, Default: q.Default, Name: q.IP}
+		if !quotaEntityMatches(map[string]fsm.QuotaName{quotaEntityIP: side}, r.Components, r.Strict) {
+			continue
+		}
+		entry := kmsg.NewDescribeClientQuotasResponseEntry()
+		en := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+		en.Type = quotaEntityIP
+		if !q.Default {
+			en.Name = kmsg.StringPtr(q.IP)
+		}
+		entry.Entity = append(entry.Entity, en)
+		ev := kmsg.NewDescribeClientQuotasResponseEntryValue()
+		ev.Key, ev.Value = fsm.QuotaConnectionCreationRate, q.Rate
+		entry.Values = append(entry.Values, ev)
+		resp.Entries = append(resp.Entries, entry)
+	}
 	return done(resp), nil
 }
 
 // quotaEntityMatches is Kafka's ClientQuotaFilter: every component must
 // match its side (EXACT a name, DEFAULT the default, ANY any set side),
 // and a strict filter admits no side it does not name.
-func quotaEntityMatches(e fsm.QuotaEntity, comps []kmsg.DescribeClientQuotasRequestComponent, strict bool) bool {
+func quotaEntityMatches(sides map[string]fsm.QuotaName, comps []kmsg.DescribeClientQuotasRequestComponent, strict bool) bool {
 	named := map[string]bool{}
 	for _, comp := range comps {
-		side := e.User
-		if comp.EntityType == quotaEntityClientID {
-			side = e.ClientID
-		}
+		side := sides[comp.EntityType]
 		named[comp.EntityType] = true
 		switch comp.MatchType {
 		case 0: // EXACT
-			if !side.Set || side.Default || side.Name != *comp.Match {
+			match := *comp.Match
+			if comp.EntityType == quotaEntityIP {
+				if ip, err := fsm.CanonicalQuotaIP(match); err == nil {
+					match = ip
+				}
+			}
+			if !side.Set || side.Default || side.Name != match {
 				return false
 			}
 		case 1: // DEFAULT
@@ -212,8 +261,12 @@ func quotaEntityMatches(e fsm.QuotaEntity, comps []kmsg.DescribeClientQuotasRequ
 			}
 		}
 	}
-	if strict && (e.User.Set && !named[quotaEntityUser] || e.ClientID.Set && !named[quotaEntityClientID]) {
-		return false
+	if strict {
+		for typ, side := range sides {
+			if side.Set && !named[typ] {
+				return false
+			}
+		}
 	}
 	return true
 }

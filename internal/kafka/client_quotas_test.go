@@ -1,6 +1,10 @@
 package kafka
 
 import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,4 +180,110 @@ func TestClientQuotas(t *testing.T) {
 		t.Fatal("200 Metadata requests from a client id allowed 0.001 % of a thread: never throttled")
 	}
 	t.Logf("throttled after %d requests for %d ms", n, ms)
+}
+
+// TestIPQuotas: ip quotas (KIP-612) set and described with Kafka's APIs —
+// connection_creation_rate only, an address or the default, never with
+// a user or client id, a whole number — and enforced by the acceptor: an
+// address allowed 1 connection a second has its connections beyond the
+// burst Kafka's sensor admits held, then closed unanswered.
+func TestIPQuotas(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	admin := client(t, tb.addr)
+	local, other := "127.0.0.1", "::ffff:10.1.2.3"
+	for _, c := range []struct {
+		name *string
+		key  string
+		val  float64
+		want int16
+	}{
+		{&local, "connection_creation_rate", 1, 0},
+		{nil, "connection_creation_rate", 1000, 0},
+		{&other, "connection_creation_rate", 5, 0}, // stored as 10.1.2.3
+		{&local, "connection_creation_rate", 1.5, kerr.InvalidRequest.Code},
+		{&local, "producer_byte_rate", 100, kerr.InvalidRequest.Code},
+	} {
+		if got := alterQuota(t, admin, "ip", c.name, c.key, c.val); got != c.want {
+			t.Errorf("ip %v %s=%v: code %d, want %d", c.name, c.key, c.val, got, c.want)
+		}
+	}
+	mixed := kmsg.NewPtrAlterClientQuotasRequest()
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	for _, typ := range []string{"ip", "user"} {
+		en := kmsg.NewAlterClientQuotasRequestEntryEntity()
+		en.Type, en.Name = typ, &local
+		e.Entity = append(e.Entity, en)
+	}
+	op := kmsg.NewAlterClientQuotasRequestEntryOp()
+	op.Key, op.Value = "connection_creation_rate", 1
+	e.Ops = append(e.Ops, op)
+	mixed.Entries = append(mixed.Entries, e)
+	if resp, err := mixed.RequestWith(ctx(t), admin); err != nil || resp.Entries[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("ip with user: %v %+v", err, resp)
+	}
+	describe := func(typ string, match int8, name *string) int {
+		t.Helper()
+		d := kmsg.NewPtrDescribeClientQuotasRequest()
+		if typ != "" {
+			comp := kmsg.NewDescribeClientQuotasRequestComponent()
+			comp.EntityType, comp.MatchType, comp.Match = typ, kmsg.QuotasMatchType(match), name
+			d.Components = append(d.Components, comp)
+		}
+		dr, err := d.RequestWith(ctx(t), admin)
+		if err != nil || dr.ErrorCode != 0 {
+			t.Fatalf("describe: %v %+v", err, dr)
+		}
+		return len(dr.Entries)
+	}
+	mapped := "10.1.2.3"
+	for _, c := range []struct {
+		typ   string
+		match int8
+		name  *string
+		want  int
+	}{
+		{"ip", 2, nil, 3}, {"ip", 0, &local, 1}, {"ip", 0, &other, 1}, {"ip", 0, &mapped, 1}, {"ip", 1, nil, 1},
+		{"user", 2, nil, 0}, {"", 0, nil, 3},
+	} {
+		if got := describe(c.typ, c.match, c.name); got != c.want {
+			t.Errorf("describe %s match %d %v: %d entries, want %d", c.typ, c.match, c.name, got, c.want)
+		}
+	}
+
+	// 40 connections at once from 127.0.0.1, allowed 1 a second: the
+	// sensor admits about ten (a fresh sensor counts 10 whole windows),
+	// the others are held, then closed unanswered.
+	apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
+	var answered, closed atomic.Int32
+	var wg sync.WaitGroup
+	for range 40 {
+		nc, err := net.Dial("tcp", tb.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := nc.Write(apiVersions); err != nil {
+				closed.Add(1)
+				return
+			}
+			var size [4]byte
+			if _, err := io.ReadFull(nc, size[:]); err != nil {
+				closed.Add(1)
+				return
+			}
+			answered.Add(1)
+		}()
+	}
+	wg.Wait()
+	if answered.Load() == 0 || closed.Load() == 0 {
+		t.Fatalf("%d connections answered, %d closed: want some of each", answered.Load(), closed.Load())
+	}
+	if got := testutil.ToFloat64(tb.srv.metrics.refused.WithLabelValues("connection_creation_rate")); int32(got) != closed.Load() {
+		t.Errorf("refused{connection_creation_rate} = %v, want %d", got, closed.Load())
+	}
+	t.Logf("%d connections answered, %d held then closed", answered.Load(), closed.Load())
 }

@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "stele", Subsystem: "kafka", Name: "connections_refused_total",
-			Help: "Kafka connections closed as soon as they were accepted, by reason (max_connections_per_ip: their address already had max.connections.per.ip or its override).",
+			Help: "Kafka connections closed without being served, by reason (max_connections_per_ip: their address already had max.connections.per.ip or its override; connection_creation_rate: their address connected faster than its ip quota, held for the throttle first).",
 		}, []string{"reason"}),
 		acceptBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "stele", Subsystem: "kafka", Name: "accept_blocked_seconds_total",

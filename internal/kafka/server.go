@@ -64,6 +64,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -231,6 +232,11 @@ type Server struct {
 	failed     failedLogins
 	// quotaSensors measure the client quotas (throttle.go).
 	quotaSensors quotaSensors
+	// ipSensors measure each address's connection creation rate against
+	// its ip quota (accept.go); ipHeld counts the connections held
+	// before being closed for it.
+	ipSensors ipSensors
+	ipHeld    atomic.Int64
 	// connRate is the broker-wide connection creation rate sensor
 	// (max.connection.creation.rate), which every listener counts in.
 	connRate struct {
@@ -389,6 +395,10 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 			return nil
 		}
 		ip := remoteIP(nc)
+		if wait := s.ipThrottle(ip); wait > 0 {
+			a.holdThenClose(nc, ip, wait)
+			continue
+		}
 		if limit, ok := s.quotas.admit(ip); !ok {
 			a.refuse(nc, ip, limit)
 			continue
