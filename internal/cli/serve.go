@@ -69,7 +69,7 @@ win over it.`,
 				return usageErrorf("--kafka and --listeners both name the Kafka listeners: give one (--kafka HOST:PORT is PLAINTEXT://HOST:PORT)")
 			}
 			cfg.SuperUsers = splitList(superUsers, ";")
-			if cfg.OAuth.JWKSFile != "" && !cmd.Flags().Changed("sasl-enabled-mechanisms") {
+			if cfg.OAuth.Configured() && !cmd.Flags().Changed("sasl-enabled-mechanisms") {
 				cfg.SASLMechanisms = append(slices.Clone(cfg.SASLMechanisms), sasl.OAuthBearer)
 			}
 			if cmd.Flags().Changed("allow-everyone-if-no-acl-found") {
@@ -117,6 +117,8 @@ win over it.`,
 	f.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT: the whole subject)")
 	f.StringSliceVar(&cfg.SASLMechanisms, "sasl-enabled-mechanisms", cfg.SASLMechanisms, "SASL listeners: sasl.enabled.mechanisms, comma-separated, of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 	f.StringVar(&cfg.OAuth.JWKSFile, "sasl-oauthbearer-jwks-file", "", "OAUTHBEARER: the JSON Web Key Set tokens are signed with (re-read when it changes); enables OAUTHBEARER unless --sasl-enabled-mechanisms says otherwise")
+	f.StringVar(&cfg.OAuth.JWKSURL, "sasl-oauthbearer-jwks-url", "", "OAUTHBEARER: an identity provider's JWKS endpoint (https://...), fetched at start, every --sasl-oauthbearer-jwks-refresh-ms and when a token names an unknown key; in place of --sasl-oauthbearer-jwks-file")
+	f.DurationVar(&cfg.OAuth.Refresh, "sasl-oauthbearer-jwks-refresh", time.Hour, "OAUTHBEARER: how often the JWKS URL is fetched again (sasl.oauthbearer.jwks.endpoint.refresh.ms)")
 	f.StringVar(&cfg.OAuth.Issuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss tokens must carry")
 	f.StringSliceVar(&cfg.OAuth.Audience, "sasl-oauthbearer-expected-audience", nil, "OAUTHBEARER: audiences, one of which tokens must name in aud")
 	f.StringVar(&cfg.OAuth.SubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "OAUTHBEARER: the claim holding the principal's name")

@@ -84,9 +84,18 @@ var brokerProperties = map[string]brokerProperty{
 	"sasl.oauthbearer.jwks.endpoint.url": {"sasl-oauthbearer-jwks-file", func(c *server.Config, v string) error {
 		v = strings.TrimSpace(v)
 		if strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
-			return fmt.Errorf("Stele reads the JWKS from a file (file:/path), not over HTTP")
+			c.OAuth.JWKSURL = v
+			return nil
 		}
 		c.OAuth.JWKSFile = strings.TrimPrefix(v, "file:")
+		return nil
+	}},
+	"sasl.oauthbearer.jwks.endpoint.refresh.ms": {"sasl-oauthbearer-jwks-refresh", func(c *server.Config, v string) error {
+		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ms <= 0 {
+			return fmt.Errorf("want a number of milliseconds above 0")
+		}
+		c.OAuth.Refresh = time.Duration(ms) * time.Millisecond
 		return nil
 	}},
 	"sasl.oauthbearer.expected.issuer": {"sasl-oauthbearer-expected-issuer", func(c *server.Config, v string) error { c.OAuth.Issuer = strings.TrimSpace(v); return nil }},

@@ -71,12 +71,12 @@ num.network.threads=8
 		t.Errorf("read %+v", cfg)
 	}
 	for file, want := range map[string]string{
-		"ssl.keystore.type=JKS":    "only PEM",
-		"ssl.key.password=hunter2": "unencrypted",
-		"num.partitions=many":      "num.partitions",
-		"log.dirs=/a,/b":           "one directory",
-		"sasl.oauthbearer.jwks.endpoint.url=https://idp/jwks": "not over HTTP",
-		"listener.security.protocol.map=A:SSL":                "listener names",
+		"ssl.keystore.type=JKS":                          "only PEM",
+		"ssl.key.password=hunter2":                       "unencrypted",
+		"num.partitions=many":                            "num.partitions",
+		"log.dirs=/a,/b":                                 "one directory",
+		"sasl.oauthbearer.jwks.endpoint.refresh.ms=soon": "milliseconds",
+		"listener.security.protocol.map=A:SSL":           "listener names",
 	} {
 		p, _ := parseProperties(file)
 		c := server.DefaultConfig()

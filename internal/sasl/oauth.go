@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -26,12 +29,24 @@ import (
 // refused), its expiry and not-before (with Kafka's 30 s clock skew), and,
 // when configured, its issuer and audience. The principal is User: and the
 // subject claim (sub, or sasl.oauthbearer.sub.claim.name). The JWKS file
-// is read again when it changes, so keys rotate without a restart.
+// is read again when it changes, so keys rotate without a restart. The key
+// set may instead come from an identity provider's URL (Kafka's
+// sasl.oauthbearer.jwks.endpoint.url with an https URL): fetched at start,
+// again every refresh interval (sasl.oauthbearer.jwks.endpoint.refresh.ms,
+// an hour by default), and at once, at most every 10 s, when a token names
+// a key the set lacks (a rotation); a fetch that fails keeps the keys
+// before.
 
 // OAuthConfig is how OAUTHBEARER tokens are validated.
 type OAuthConfig struct {
 	// JWKSFile holds the JSON Web Key Set the tokens are signed with.
 	JWKSFile string
+	// JWKSURL, in place of JWKSFile, is where the key set is fetched
+	// from (http or https); Refresh how often (default an hour), and
+	// HTTPClient the client (default: the system's roots, 10 s timeout).
+	JWKSURL    string
+	Refresh    time.Duration
+	HTTPClient *http.Client
 	// Issuer and Audience, when set, must be the token's iss and be among
 	// its aud (Kafka's sasl.oauthbearer.expected.issuer and
 	// expected.audience, the latter a list).
@@ -42,6 +57,9 @@ type OAuthConfig struct {
 	// ClockSkew is tolerated on exp, nbf and iat (default 30 s, Kafka's).
 	ClockSkew time.Duration
 }
+
+// Configured reports whether a key set is given (a file or a URL).
+func (c OAuthConfig) Configured() bool { return c.JWKSFile != "" || c.JWKSURL != "" }
 
 // maxToken bounds an OAUTHBEARER message.
 const maxToken = 16 << 10
@@ -55,8 +73,16 @@ type OAuthValidator struct {
 		modTime time.Time
 		size    int64
 		checked time.Time
+		fetched time.Time // the last good fetch of JWKSURL
 	}
 }
+
+// Bounds of a JWKS fetch.
+const (
+	maxJWKS          = 1 << 20
+	unknownKidCheck  = 10 * time.Second
+	defaultJWKSFetch = 10 * time.Second
+)
 
 // NewOAuthValidator reads cfg's JWKS file.
 func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
@@ -66,11 +92,84 @@ func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
 	if cfg.ClockSkew == 0 {
 		cfg.ClockSkew = 30 * time.Second
 	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Hour
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: defaultJWKSFetch}
+	}
 	v := &OAuthValidator{cfg: cfg}
+	switch {
+	case cfg.JWKSFile != "" && cfg.JWKSURL != "":
+		return nil, errors.New("stele/sasl: a JWKS file and a JWKS URL: give one")
+	case cfg.JWKSURL != "":
+		u, err := url.Parse(cfg.JWKSURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("stele/sasl: the JWKS URL %q is not an http or https URL", cfg.JWKSURL)
+		}
+		keys, err := v.fetch()
+		if err != nil {
+			return nil, err
+		}
+		v.mu.keys, v.mu.fetched, v.mu.checked = keys, time.Now(), time.Now()
+		return v, nil
+	}
 	if err := v.reload(true); err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// fetch gets and parses the key set at JWKSURL.
+func (v *OAuthValidator) fetch() (map[string]crypto.PublicKey, error) {
+	resp, err := v.cfg.HTTPClient.Get(v.cfg.JWKSURL)
+	if err != nil {
+		return nil, fmt.Errorf("stele/sasl: fetching the JWKS: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("stele/sasl: fetching the JWKS from %s: %s", v.cfg.JWKSURL, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKS+1))
+	if err != nil {
+		return nil, fmt.Errorf("stele/sasl: fetching the JWKS: %w", err)
+	}
+	if len(data) > maxJWKS {
+		return nil, fmt.Errorf("stele/sasl: the JWKS at %s is larger than %d bytes", v.cfg.JWKSURL, maxJWKS)
+	}
+	keys, err := ParseJWKS(data)
+	if err != nil {
+		return nil, fmt.Errorf("stele/sasl: the JWKS at %s: %w", v.cfg.JWKSURL, err)
+	}
+	return keys, nil
+}
+
+// keyFromURL returns kid's key of the fetched set, fetching it again first
+// when it is older than Refresh, or when it lacks kid and was not fetched
+// in the last unknownKidCheck. The fetch runs without the lock; a failed
+// one keeps the keys before.
+func (v *OAuthValidator) keyFromURL(kid string) (crypto.PublicKey, bool) {
+	now := time.Now()
+	v.mu.Lock()
+	k, ok := v.mu.keys[kid]
+	refetch := now.Sub(v.mu.fetched) >= v.cfg.Refresh && now.Sub(v.mu.checked) >= unknownKidCheck ||
+		!ok && now.Sub(v.mu.checked) >= unknownKidCheck
+	if refetch {
+		v.mu.checked = now
+	}
+	v.mu.Unlock()
+	if !refetch {
+		return k, ok
+	}
+	keys, err := v.fetch()
+	if err != nil {
+		return k, ok // the keys before; the next check retries
+	}
+	v.mu.Lock()
+	v.mu.keys, v.mu.fetched = keys, time.Now()
+	v.mu.Unlock()
+	k, ok = keys[kid]
+	return k, ok
 }
 
 // reload reads the JWKS file again when it changed (looked at most once a
@@ -102,6 +201,9 @@ func (v *OAuthValidator) reload(first bool) error {
 }
 
 func (v *OAuthValidator) key(kid string) (crypto.PublicKey, bool) {
+	if v.cfg.JWKSURL != "" {
+		return v.keyFromURL(kid)
+	}
 	v.reload(false) // a bad new file keeps the keys before
 	v.mu.Lock()
 	defer v.mu.Unlock()

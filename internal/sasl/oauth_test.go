@@ -12,9 +12,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,4 +176,66 @@ func FuzzOAuthBearer(f *testing.F) {
 			t.Fatalf("a fuzzed token authenticated %q", sub)
 		}
 	})
+}
+
+// TestOAuthJWKSURL: the key set fetched from an identity provider over
+// https: tokens verify against it; a rotated key is fetched when a token
+// first names it (at most every 10 s), and the keys before serve while the
+// provider fails; every refresh interval the set is fetched again. A
+// provider that cannot be reached at start, or serves no key, is an error.
+func TestOAuthJWKSURL(t *testing.T) {
+	iss := newTestIssuer(t)
+	var fetches atomic.Int32
+	var failing atomic.Bool
+	idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		http.ServeFile(w, r, iss.jwks)
+	}))
+	defer idp.Close()
+	v, err := NewOAuthValidator(OAuthConfig{JWKSURL: idp.URL + "/jwks", HTTPClient: idp.Client(), Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claims := map[string]any{"sub": "alice", "exp": now.Add(time.Hour).Unix()}
+	if user, _, err := v.Validate(message(t, iss.token(t, "RS256", "rsa-1", claims)), now); err != nil || user != "alice" {
+		t.Fatalf("a token of the fetched set: %q %v", user, err)
+	}
+	// The provider rotates to rsa-2: the first token naming it fetches
+	// the set again (once the 10 s since the last fetch have passed).
+	iss.writeJWKS(t, "rsa-2", "ec-1")
+	if _, _, err := v.Validate(message(t, iss.token(t, "RS256", "rsa-2", claims)), now); err == nil {
+		t.Fatal("an unknown key was fetched within 10 s of the last fetch")
+	}
+	v.mu.Lock()
+	v.mu.checked = v.mu.checked.Add(-unknownKidCheck)
+	v.mu.Unlock()
+	if _, _, err := v.Validate(message(t, iss.token(t, "RS256", "rsa-2", claims)), now); err != nil {
+		t.Fatalf("a rotated key: %v", err)
+	}
+	// The provider fails: the keys before serve.
+	failing.Store(true)
+	v.mu.Lock()
+	v.mu.checked, v.mu.fetched = v.mu.checked.Add(-time.Hour), v.mu.fetched.Add(-2*time.Hour)
+	v.mu.Unlock()
+	before := fetches.Load()
+	if _, _, err := v.Validate(message(t, iss.token(t, "RS256", "rsa-2", claims)), now); err != nil {
+		t.Fatalf("while the provider fails: %v", err)
+	}
+	if fetches.Load() == before {
+		t.Error("the refresh interval passed and the set was not fetched again")
+	}
+	if _, err := NewOAuthValidator(OAuthConfig{JWKSURL: idp.URL + "/jwks", HTTPClient: idp.Client()}); err == nil {
+		t.Error("a provider that fails at start was taken")
+	}
+	if _, err := NewOAuthValidator(OAuthConfig{JWKSURL: "ftp://idp/jwks"}); err == nil {
+		t.Error("an ftp URL was taken")
+	}
+	if _, err := NewOAuthValidator(OAuthConfig{JWKSURL: idp.URL, JWKSFile: iss.jwks}); err == nil {
+		t.Error("a file and a URL were taken")
+	}
 }

@@ -84,12 +84,12 @@ func (c Config) validateSASL(ls []listener.Listener) error {
 			return fmt.Errorf("stele/server: --super-users: %q is not a principal (User:name)", p)
 		}
 	}
-	if slices.Contains(c.SASLMechanisms, sasl.OAuthBearer) && c.OAuth.JWKSFile == "" {
-		return fmt.Errorf("stele/server: --sasl-enabled-mechanisms: OAUTHBEARER needs --sasl-oauthbearer-jwks-file (the keys tokens are signed with)")
+	if slices.Contains(c.SASLMechanisms, sasl.OAuthBearer) && !c.OAuth.Configured() {
+		return fmt.Errorf("stele/server: --sasl-enabled-mechanisms: OAUTHBEARER needs --sasl-oauthbearer-jwks-file or --sasl-oauthbearer-jwks-url (the keys tokens are signed with)")
 	}
-	if c.OAuth.JWKSFile != "" {
+	if c.OAuth.Configured() {
 		if _, err := sasl.NewOAuthValidator(c.OAuth); err != nil {
-			return fmt.Errorf("stele/server: --sasl-oauthbearer-jwks-file: %w", err)
+			return fmt.Errorf("stele/server: OAUTHBEARER's key set: %w", err)
 		}
 	}
 	if c.MaxReauth < 0 {

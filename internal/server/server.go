@@ -455,7 +455,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		MaxReauth:  cfg.MaxReauth,
 		SuperUsers: cfg.SuperUsers,
 	}
-	if cfg.OAuth.JWKSFile != "" {
+	if cfg.OAuth.Configured() {
 		if kopts.OAuth, err = sasl.NewOAuthValidator(cfg.OAuth); err != nil {
 			return nil, fmt.Errorf("stele/server: %w", err)
 		}
