@@ -6,9 +6,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/server"
@@ -112,5 +116,33 @@ func TestHTTPAPIOverTLS(t *testing.T) {
 	}
 	if r := run(admin, "key", "list", "orders", "--http", cfg.HTTPAddr); r.code == ExitOK {
 		t.Fatalf("plain http to the TLS port answered: %s", r.stdout)
+	}
+}
+
+// TestNamedListeners: listeners named through
+// --listener-security-protocol-map, one advertised elsewhere with
+// --advertised-listeners: Metadata through each listener names the
+// broker at that listener's advertised address, as Kafka answers.
+func TestNamedListeners(t *testing.T) {
+	internal, external := freeAddr(t), freeAddr(t)
+	_, extPort, _ := net.SplitHostPort(external)
+	startStele(t, func(c *server.Config) {
+		c.Listeners = "INTERNAL://" + internal + ",EXTERNAL://" + external
+		c.ListenerProtocolMap = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
+		c.AdvertisedListeners = "EXTERNAL://localhost:" + extPort
+	})
+	for _, c := range []struct{ dial, want string }{{internal, internal}, {external, "localhost:" + extPort}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.dial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Brokers) != 1 || net.JoinHostPort(resp.Brokers[0].Host, strconv.Itoa(int(resp.Brokers[0].Port))) != c.want {
+			t.Errorf("Metadata through %s: brokers %+v, want one at %s", c.dial, resp.Brokers, c.want)
+		}
 	}
 }

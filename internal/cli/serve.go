@@ -107,6 +107,8 @@ win over it.`,
 	f.StringVar(&cfg.KafkaAddr, "kafka", cfg.KafkaAddr, "Kafka listener host:port")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listener host:port (/healthz, /metrics)")
 	f.StringVar(&cfg.AdvertisedKafka, "advertise", "", "host:port clients are told to connect to (default: the Kafka listener)")
+	f.StringVar(&cfg.ListenerProtocolMap, "listener-security-protocol-map", "", "listener.security.protocol.map: security protocols of listeners named otherwise, e.g. INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL (default: each listener is named after its protocol)")
+	f.StringVar(&cfg.AdvertisedListeners, "advertised-listeners", "", "advertised.listeners: what Metadata tells each listener's clients to connect to, NAME://host:port,... (default: each listener's own address)")
 	f.StringVar(&cfg.Listeners, "listeners", "", "Kafka listeners in Kafka's syntax, e.g. SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092 (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; replaces --kafka)")
 	f.StringVar(&cfg.TLS.Cert, "ssl-cert", "", "SSL listeners: the broker's certificate chain, PEM (reloaded when it changes)")
 	f.StringVar(&cfg.TLS.Key, "ssl-key", "", "SSL listeners: the certificate's private key, PEM")

@@ -19,8 +19,7 @@ import (
 // it). A property whose setting Stele does not have is logged and
 // ignored, as a Kafka broker ignores unknown properties, except those
 // that would leave a user believing something is done that is not (an
-// encrypted or non-PEM store, listener.security.protocol.map), which
-// refuse to start.
+// encrypted or non-PEM store), which refuse to start.
 
 // brokerProperty is a server.properties key: the serve flag it stands for
 // and how its value is set into the configuration.
@@ -31,17 +30,12 @@ type brokerProperty struct {
 
 // brokerProperties are the server.properties keys stele serve reads.
 var brokerProperties = map[string]brokerProperty{
-	"listeners": {"listeners", func(c *server.Config, v string) error { c.Listeners = v; return nil }},
-	"advertised.listeners": {"advertise", func(c *server.Config, v string) error {
-		ls, err := listener.Parse(v)
-		if err != nil {
-			return err
-		}
-		if len(ls) != 1 {
-			return fmt.Errorf("Stele reads one advertised listener (several are not served yet), got %d", len(ls))
-		}
-		c.AdvertisedKafka = ls[0].Addr()
-		return nil
+	"listeners":            {"listeners", func(c *server.Config, v string) error { c.Listeners = v; return nil }},
+	"advertised.listeners": {"advertised-listeners", func(c *server.Config, v string) error { c.AdvertisedListeners = v; return nil }},
+	"listener.security.protocol.map": {"listener-security-protocol-map", func(c *server.Config, v string) error {
+		_, err := listener.ParseProtocolMap(v)
+		c.ListenerProtocolMap = v
+		return err
 	}},
 	"log.dirs":       {"data", setDataDir},
 	"log.dir":        {"data", setDataDir},
@@ -122,9 +116,8 @@ var checkedProperties = map[string]string{
 // refusedProperties would promise what Stele does not do yet: their
 // presence refuses the file, with why.
 var refusedProperties = map[string]string{
-	"listener.security.protocol.map": "listener names other than the security protocols are not read yet: name each listener PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
-	"ssl.keystore.password":          "the keystore is read as an unencrypted PEM file (ssl.keystore.type=PEM)",
-	"ssl.key.password":               "the key is read as an unencrypted PEM file",
+	"ssl.keystore.password": "the keystore is read as an unencrypted PEM file (ssl.keystore.type=PEM)",
+	"ssl.key.password":      "the key is read as an unencrypted PEM file",
 }
 
 // applyServerProperties sets into cfg every property of props that Stele

@@ -57,14 +57,14 @@ num.network.threads=8
 		t.Errorf("ignored %v", ignored)
 	}
 	want := server.DefaultConfig()
-	want.NodeID, want.Listeners, want.AdvertisedKafka, want.DataDir = 3, "SASL_SSL://127.0.0.1:9093", "broker3.example:9093", "/var/lib/kafka"
+	want.NodeID, want.Listeners, want.AdvertisedListeners, want.DataDir = 3, "SASL_SSL://127.0.0.1:9093", "SASL_SSL://broker3.example:9093", "/var/lib/kafka"
 	want.AutoCreateTopics, want.MaxConnectionsPerIP, want.MaxReauth = false, 50, time.Hour
 	want.TLS = listener.TLSFiles{Cert: "/etc/kafka/broker.pem", Key: "/etc/kafka/broker.pem", CA: "/etc/kafka/ca.pem", ClientAuth: listener.ClientAuthRequested}
 	want.SASLMechanisms, want.SuperUsers = []string{"SCRAM-SHA-512", "PLAIN"}, []string{"User:ops", "User:admin"}
 	if cfg.DefaultPartitions != 1 {
 		t.Errorf("num.partitions set over the flag given: %d", cfg.DefaultPartitions)
 	}
-	if cfg.NodeID != want.NodeID || cfg.Listeners != want.Listeners || cfg.AdvertisedKafka != want.AdvertisedKafka || cfg.DataDir != want.DataDir ||
+	if cfg.NodeID != want.NodeID || cfg.Listeners != want.Listeners || cfg.AdvertisedListeners != want.AdvertisedListeners || cfg.DataDir != want.DataDir ||
 		cfg.AutoCreateTopics || cfg.MaxConnectionsPerIP != 50 || cfg.MaxReauth != time.Hour || cfg.TLS != want.TLS ||
 		!slices.Equal(cfg.SASLMechanisms, want.SASLMechanisms) || !slices.Equal(cfg.SuperUsers, want.SuperUsers) ||
 		cfg.AllowEveryoneIfNoACL == nil || !*cfg.AllowEveryoneIfNoACL {
@@ -76,7 +76,7 @@ num.network.threads=8
 		"num.partitions=many":                            "num.partitions",
 		"log.dirs=/a,/b":                                 "one directory",
 		"sasl.oauthbearer.jwks.endpoint.refresh.ms=soon": "milliseconds",
-		"listener.security.protocol.map=A:SSL":           "listener names",
+		"listener.security.protocol.map=A:TLS":           "not a security protocol",
 	} {
 		p, _ := parseProperties(file)
 		c := server.DefaultConfig()

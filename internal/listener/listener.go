@@ -66,11 +66,53 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 const maxListeners = 16
 
 // Parse reads a comma-separated list of listeners in Kafka's syntax,
-// `SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092`. A name must be one
-// of the four security protocols (Kafka's listener.security.protocol.map,
-// which gives others, is not read yet); names and ports must differ, as
-// Kafka requires (port 0, chosen by the system, may repeat).
-func Parse(spec string) ([]Listener, error) {
+// `SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092`, each name one of the
+// four security protocols (ParseWithMap takes others).
+func Parse(spec string) ([]Listener, error) { return ParseWithMap(spec, nil) }
+
+// ParseProtocolMap reads Kafka's listener.security.protocol.map,
+// `INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL`: listener names (letters,
+// digits, _ and -; case-insensitive, as Kafka upper-cases them) to
+// security protocols. Empty is Kafka's default, each protocol its own name.
+func ParseProtocolMap(spec string) (map[string]Protocol, error) {
+	out := map[string]Protocol{}
+	if strings.TrimSpace(spec) == "" {
+		return out, nil
+	}
+	for _, pair := range strings.Split(spec, ",") {
+		name, proto, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		name = strings.ToUpper(strings.TrimSpace(name))
+		p, known := protocolOf(strings.TrimSpace(proto))
+		switch {
+		case !ok || name == "":
+			return nil, fmt.Errorf("%w: listener.security.protocol.map: %q is not NAME:PROTOCOL", ErrSpec, pair)
+		case !validName(name):
+			return nil, fmt.Errorf("%w: listener.security.protocol.map: listener name %q: letters, digits, _ and - only", ErrSpec, name)
+		case !known:
+			return nil, fmt.Errorf("%w: listener.security.protocol.map: %q is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", ErrSpec, proto)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%w: listener.security.protocol.map names %s twice", ErrSpec, name)
+		}
+		out[name] = p
+	}
+	return out, nil
+}
+
+func validName(s string) bool {
+	for _, c := range s {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ParseWithMap reads listeners whose names the protocol map gives their
+// security protocols (a name it lacks must be a protocol itself, as with
+// Kafka's default map); names and ports must differ, as Kafka requires
+// (port 0, chosen by the system, may repeat).
+func ParseWithMap(spec string, protocols map[string]Protocol) ([]Listener, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, fmt.Errorf("%w: no listener given (want NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092)", ErrSpec)
 	}
@@ -81,7 +123,7 @@ func Parse(spec string) ([]Listener, error) {
 	var out []Listener
 	names, ports := map[string]bool{}, map[int]bool{}
 	for _, part := range parts {
-		l, err := parseOne(strings.TrimSpace(part))
+		l, err := parseOne(strings.TrimSpace(part), protocols)
 		if err != nil {
 			return nil, err
 		}
@@ -97,14 +139,17 @@ func Parse(spec string) ([]Listener, error) {
 	return out, nil
 }
 
-func parseOne(s string) (Listener, error) {
+func parseOne(s string, protocols map[string]Protocol) (Listener, error) {
 	name, addr, ok := strings.Cut(s, "://")
 	if !ok || name == "" {
 		return Listener{}, fmt.Errorf("%w: %q is not NAME://host:port", ErrSpec, s)
 	}
-	p, ok := protocolOf(name)
+	p, ok := protocols[strings.ToUpper(name)]
+	if !ok && len(protocols) == 0 {
+		p, ok = protocolOf(name)
+	}
 	if !ok {
-		return Listener{}, fmt.Errorf("%w: %q: the listener name %q is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); other names need listener.security.protocol.map, which Stele does not read yet", ErrSpec, s, name)
+		return Listener{}, fmt.Errorf("%w: %q: the listener name %q is not in listener.security.protocol.map (nor, without one, a security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", ErrSpec, s, name)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -115,4 +160,54 @@ func parseOne(s string) (Listener, error) {
 		return Listener{}, fmt.Errorf("%w: %q: port %q is not 0 to 65535", ErrSpec, s, port)
 	}
 	return Listener{Name: strings.ToUpper(name), Protocol: p, Host: host, Port: n}, nil
+}
+
+// ParseAdvertised reads Kafka's advertised.listeners for ls: NAME://host:port
+// for some of the listeners, each named once, with a host clients can
+// reach (not empty or 0.0.0.0, as Kafka requires) and a port. It returns
+// the advertised host:port by listener name; a listener it does not name
+// advertises its own address.
+func ParseAdvertised(spec string, ls []Listener) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(spec) == "" {
+		return out, nil
+	}
+	known := map[string]bool{}
+	for _, l := range ls {
+		known[l.Name] = true
+	}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		name, addr, ok := strings.Cut(part, "://")
+		name = strings.ToUpper(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w: advertised.listeners: %q is not NAME://host:port", ErrSpec, part)
+		}
+		if !known[name] {
+			return nil, fmt.Errorf("%w: advertised.listeners: %s is not a listener (listeners name %v)", ErrSpec, name, names(ls))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%w: advertised.listeners names %s twice", ErrSpec, name)
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: advertised.listeners: %q: %v", ErrSpec, part, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: advertised.listeners: %q: port %q is not 1 to 65535", ErrSpec, part, port)
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			return nil, fmt.Errorf("%w: advertised.listeners: %q: advertise a host clients can reach, not %q", ErrSpec, part, host)
+		}
+		out[name] = net.JoinHostPort(host, port)
+	}
+	return out, nil
+}
+
+func names(ls []Listener) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Name
+	}
+	return out
 }

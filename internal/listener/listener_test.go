@@ -75,3 +75,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestProtocolMapAndAdvertised: listener.security.protocol.map names
+// listeners (case-insensitive, replacing the default map), and
+// advertised.listeners gives some of them the address clients are told,
+// with Kafka's refusals.
+func TestProtocolMapAndAdvertised(t *testing.T) {
+	pm, err := ParseProtocolMap("internal:PLAINTEXT, EXTERNAL:sasl_ssl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := ParseWithMap("INTERNAL://127.0.0.1:9092,external://0.0.0.0:9093", pm)
+	if err != nil || len(ls) != 2 || ls[0].Protocol != Plaintext || ls[1].Name != "EXTERNAL" || ls[1].Protocol != SASLSSL {
+		t.Fatalf("%+v %v", ls, err)
+	}
+	if _, err := ParseWithMap("SSL://127.0.0.1:9094", pm); err == nil {
+		t.Error("a protocol name not in a given map was taken")
+	}
+	for _, bad := range []string{"INTERNAL", "A:TLS", "A:SSL,a:PLAINTEXT", "A B:SSL", ":SSL"} {
+		if _, err := ParseProtocolMap(bad); err == nil {
+			t.Errorf("map %q taken", bad)
+		}
+	}
+	adv, err := ParseAdvertised("EXTERNAL://kafka.example.com:19093", ls)
+	if err != nil || adv["EXTERNAL"] != "kafka.example.com:19093" || len(adv) != 1 {
+		t.Fatalf("%v %v", adv, err)
+	}
+	for _, bad := range []string{"OTHER://h:1", "EXTERNAL://0.0.0.0:9093", "EXTERNAL://:9093", "EXTERNAL://h:0", "EXTERNAL://h:1,EXTERNAL://g:2", "EXTERNAL:h:1"} {
+		if _, err := ParseAdvertised(bad, ls); err == nil {
+			t.Errorf("advertised %q taken", bad)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 
 	"github.com/stele-io/stele/internal/kafka"
@@ -52,12 +53,25 @@ func (n *Node) serveKafka(kopts kafka.Options) error {
 			return fmt.Errorf("stele/server: %w", err)
 		}
 	}
+	specs := make([]listener.Listener, len(n.kafkaLns))
+	for i, l := range n.kafkaLns {
+		specs[i] = l.spec
+	}
+	advertised, err := listener.ParseAdvertised(n.cfg.AdvertisedListeners, specs) // checked by Validate
+	if err != nil {
+		return fmt.Errorf("stele/server: %w", err)
+	}
 	lns := n.kafkaLns
 	n.kafkaLns = nil // the server closes them from here on
 	for i, l := range lns {
 		kl := kafka.Listener{Name: l.spec.Name}
 		if i == 0 {
 			kl.AdvertisedHost, kl.AdvertisedPort = kopts.AdvertisedHost, kopts.AdvertisedPort
+		}
+		if a, ok := advertised[l.spec.Name]; ok {
+			host, port, _ := net.SplitHostPort(a)
+			p, _ := strconv.Atoi(port)
+			kl.AdvertisedHost, kl.AdvertisedPort = host, int32(p)
 		}
 		if l.spec.Protocol.TLS() {
 			kl.TLS, kl.Principals = lt, principals

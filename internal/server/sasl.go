@@ -89,7 +89,11 @@ func (c Config) validateSASL(ls []listener.Listener) error {
 	}
 	if c.OAuth.Configured() {
 		if _, err := sasl.NewOAuthValidator(c.OAuth); err != nil {
-			return fmt.Errorf("stele/server: OAUTHBEARER's key set: %w", err)
+			flag := "--sasl-oauthbearer-jwks-file"
+			if c.OAuth.JWKSURL != "" {
+				flag = "--sasl-oauthbearer-jwks-url"
+			}
+			return fmt.Errorf("stele/server: %s: %w", flag, err)
 		}
 	}
 	if c.MaxReauth < 0 {

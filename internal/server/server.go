@@ -57,6 +57,15 @@ type Config struct {
 	// cluster serves one, the address its genesis names. SASL_PLAINTEXT
 	// and SASL_SSL authenticate with SASLMechanisms.
 	Listeners string
+	// ListenerProtocolMap is Kafka's listener.security.protocol.map
+	// (--listener-security-protocol-map, INTERNAL:PLAINTEXT,EXTERNAL:SSL):
+	// the security protocols of listeners named otherwise.
+	ListenerProtocolMap string
+	// AdvertisedListeners is Kafka's advertised.listeners
+	// (--advertised-listeners): what Metadata tells the clients of each
+	// listener to connect to; a listener it does not name advertises its
+	// bound address (the first one --advertise, if given).
+	AdvertisedListeners string
 	// SASLMechanisms are Kafka's sasl.enabled.mechanisms for the SASL
 	// listeners (--sasl-enabled-mechanisms; DefaultSASLMechanisms).
 	SASLMechanisms []string
@@ -204,9 +213,16 @@ func (c Config) kafkaListeners() ([]listener.Listener, error) {
 		}
 		return []listener.Listener{{Name: "PLAINTEXT", Protocol: listener.Plaintext, Host: host, Port: p}}, nil
 	}
-	ls, err := listener.Parse(c.Listeners)
+	pm, err := listener.ParseProtocolMap(c.ListenerProtocolMap)
+	if err != nil {
+		return nil, fmt.Errorf("stele/server: --listener-security-protocol-map: %w", err)
+	}
+	ls, err := listener.ParseWithMap(c.Listeners, pm)
 	if err != nil {
 		return nil, fmt.Errorf("stele/server: --listeners: %w", err)
+	}
+	if _, err := listener.ParseAdvertised(c.AdvertisedListeners, ls); err != nil {
+		return nil, fmt.Errorf("stele/server: --advertised-listeners: %w", err)
 	}
 	tlsUsed := false
 	for _, l := range ls {
@@ -226,7 +242,7 @@ func (c Config) kafkaListeners() ([]listener.Listener, error) {
 		}
 	}
 	if len(ls) > 1 && c.AdvertisedKafka != "" {
-		return nil, errors.New("stele/server: --advertise names one address: with several --listeners each advertises its own bound address (advertised.listeners is not read yet)")
+		return nil, errors.New("stele/server: --advertise names one address: with several --listeners give --advertised-listeners (advertised.listeners: NAME://host:port for each)")
 	}
 	return ls, nil
 }
@@ -500,6 +516,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if len(kopts.Brokers) > 0 && len(n.kafkaLns) > 1 {
 		return nil, fmt.Errorf("stele/server: a node of a cluster serves one Kafka listener, the address its genesis names; --listeners gives %d", len(n.kafkaLns))
+	}
+	if len(kopts.Brokers) > 0 && cfg.AdvertisedListeners != "" {
+		return nil, errors.New("stele/server: a node of a cluster advertises the address its genesis names: --advertised-listeners is for a single node")
 	}
 	n.kafka = kafka.New(n.broker, kopts)
 	if err := n.serveKafka(kopts); err != nil {
