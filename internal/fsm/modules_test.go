@@ -39,8 +39,8 @@ var fileModules = map[string]module{
 // layer: it uses no module, and every module uses it (blocks, the store,
 // results, the codec, the registries). It runs the modules only through
 // what they register (registry.go): commands and their admission, steps
-// (empty, load, stage, sync, publish, settle, forget, close), block-begin
-// and block-end steps, transaction forms, the digest domain, the m/state
+// (empty, load, stage, sync, publish, settle, forget, close), command
+// gates, block-begin and block-end steps, transaction forms, the digest domain, the m/state
 // mark and snapshot files. Where it assembles them it names their types
 // in three structs and their registration functions in one function, and
 // nowhere else (coreAssembly). Above it the modules

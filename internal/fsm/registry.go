@@ -40,12 +40,14 @@ import (
 //	cluster   the application version and upgrades, the dynamic broker
 //	          configs (broker_configs.go)
 //	security  users and their SASL credentials (users.go), ACLs
-//	          (acls.go, acls_view.go) and client quotas (quotas.go)
+//	          (acls.go, acls_view.go), client and IP quotas (quotas.go,
+//	          ip_quotas.go) and signed administration (admin_signed.go)
 //
 // The modules form layers, topics at the bottom: keys, groups and trust
 // use topics, producers use topics and groups, cluster uses trust and
-// topics' config definitions, security uses cluster (the app version)
-// (allowedCalls in modules_test.go; TestModuleLayering reads this
+// topics' config definitions, security uses cluster (the app version,
+// stele.admin.signed), trust (the keys that sign administration), and
+// topics and groups (the commands it gates) (allowedCalls in modules_test.go; TestModuleLayering reads this
 // package's source, TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
 // below; the topics module's are in topic_hooks.go), and the upper module
@@ -84,7 +86,10 @@ import (
 // timeouts, housekeeping), run once per block after its transactions in
 // rank order, their changes hashed in that order; a module's block-begin
 // step (registerBlockBegin: the cluster's upgrade check and activation,
-// the trust module's signers), run before them; a module's form of
+// the trust module's signers), run before them; a module's command gate
+// (registerCommandGate: the security module's refusal of unsigned
+// administration under stele.admin.signed), run before every command's
+// apply, after its stateless check; a module's form of
 // transaction (registerTxFormat: the trust module's certificates), and
 // the cluster's digest domain (setDigestDomain); and a module's files in
 // a snapshot (registerSnapshotFiles: the topics module's partition logs
@@ -101,8 +106,8 @@ import (
 // and each module's function calls its files' in an order it lists; the
 // topics module comes first because it makes the hook points the modules
 // above it register at. Beyond that the order decides nothing: every list
-// that is run in an order (steps, block-begin and block-end steps, hooks,
-// snapshot files) is kept in the order of its ranks, whatever order they
+// that is run in an order (steps, block-begin and block-end steps,
+// command gates, hooks, snapshot files) is kept in the order of its ranks, whatever order they
 // were registered in, and there is one transaction form, so the registry,
 // and what is hashed, is the same for any order of the calls.
 //
