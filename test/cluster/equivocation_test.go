@@ -134,6 +134,7 @@ func (c *cluster) addTwin(i int) int {
 	for _, addr := range []*string{&n.Kafka, &n.HTTP, &n.P2P, &rpc} {
 		*addr = freeLoopbackAddr(t)
 	}
+	n.HTTPURL = "http://" + n.HTTP
 	n.Args = []string{"--kafka", n.Kafka, "--http", n.HTTP, "--p2p", n.P2P, "--rpc", rpc}
 	c.Nodes = append(c.Nodes, n)
 	return idx

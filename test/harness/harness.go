@@ -89,7 +89,8 @@ type Node struct {
 	Kafka  string
 	HTTP   string
 	// HTTPURL is HTTP's base URL: https:// when the node serves its HTTP
-	// API over TLS (cluster init --http-tls), else http://.
+	// API over TLS (cluster init --http-tls), else http://. A node a test
+	// makes itself sets it too.
 	HTTPURL string
 	P2P     string
 	P2PID   string // CometBFT node id
