@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -85,7 +87,57 @@ broker's ssl.principal.mapping.rules).`,
 	issue.Flags().StringSliceVar(&dns, "dns", nil, "a DNS name clients reach the holder at (repeat or comma-separate)")
 	issue.Flags().IPSliceVar(&ips, "ip", nil, "an IP address clients reach the holder at (repeat or comma-separate)")
 	issue.Flags().StringVar(&out, "out", "", "the directory to write NAME.crt and NAME.key to")
-	return newGroupCmd("cert", "Make a local certificate authority and the certificates TLS listeners and clients use", ca, issue)
+	var revCA string
+	revoke := &cobra.Command{
+		Use:   "revoke --ca DIR CERT...",
+		Short: "Revoke certificates of a local CA: DIR/ca.crl lists them",
+		Long: `Add the certificates given (PEM files the CA in --ca DIR issued) to the CA's
+revocation list, DIR/ca.crl, signed by the CA (made when absent, valid a
+year; revoking again renews it). Brokers started with --ssl-crl DIR/ca.crl
+refuse those certificates at the handshake, and read the file again when it
+changes: no restart.`,
+		Example: `  stele cert revoke --ca certs certs/alice.crt`,
+		Args:    minArgs("CERT"),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			if revCA == "" {
+				return usageErrorf("--ca DIR is required")
+			}
+			ca, err := listener.ReadPair(filepath.Join(revCA, listener.CACertFile), filepath.Join(revCA, listener.CAKeyFile))
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(revCA, listener.CRLFile)
+			prev, err := os.ReadFile(path)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			var certs [][]byte
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return err
+				}
+				certs = append(certs, b)
+			}
+			crl, err := listener.Revoke(ca, prev, certs, time.Now())
+			if err != nil {
+				return err
+			}
+			// Written whole, then renamed: a broker reloading it never
+			// reads half a list.
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, crl, 0o644); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked %d certificate(s): %s\n", len(files), path)
+			return err
+		},
+	}
+	revoke.Flags().StringVar(&revCA, "ca", "", "the CA's directory (ca.crt and ca.key); its ca.crl is written there")
+	return newGroupCmd("cert", "Make a local certificate authority and the certificates TLS listeners and clients use", ca, issue, revoke)
 }
 
 // writeCert writes a certificate and its key and says so.

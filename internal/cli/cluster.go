@@ -127,7 +127,9 @@ With --tls each broker's Kafka listener is SSL with mutual TLS required
 ca.key private: it issues certificates clients are trusted with), each node
 directory its certificate under tls/, DIR/client a client certificate, and
 DIR/client.properties the client properties Kafka's tools and stele take
-(--command-config). The HTTP listeners stay plaintext.
+(--command-config). The HTTP listeners serve TLS too, with the brokers'
+certificates (brokers push batches to each other over https; clients use
+--http https://HOST:PORT); --http-tls=false keeps them plaintext.
 
 With --admin-password-file FILE each broker's Kafka listener is
 SASL_PLAINTEXT, or SASL_SSL with --tls (TLS without client certificates:
@@ -159,7 +161,7 @@ machine) or 'stele serve --data DIR/nodeI' (one, wherever its directory is).`,
 	f.IntVar(&o.basePort, "base-port", o.basePort, "node i listens on P+i (Kafka), P+100+i (HTTP), P+200+i (P2P)")
 	f.StringVar(&o.chainID, "chain-id", "", "chain ID, reported to clients as the cluster ID (default: stele- and 8 random hex digits)")
 	f.StringVar(&o.adminPasswordFile, "admin-password-file", "", "SASL listeners (SASL_SSL with --tls), and the super user admin with this file's password in the genesis; DIR/client.properties logs in as admin")
-	f.BoolVar(&o.httpTLS, "http-tls", false, "with --tls: serve every broker's HTTP API over TLS with its certificate too (stele serve --http-tls); brokers reach each other's data plane over https, and clients use --http https://HOST:PORT")
+	f.BoolVar(&o.httpTLS, "http-tls", false, "with --tls (on by default there; --http-tls=false turns it off): serve every broker's HTTP API over TLS with its certificate too (stele serve --http-tls); brokers reach each other's data plane over https, and clients use --http https://HOST:PORT")
 	f.BoolVar(&o.tls, "tls", false, "serve Kafka over TLS with mutual TLS: write a CA (DIR/ca), a certificate per broker, a client certificate (DIR/client) and DIR/client.properties for --command-config")
 	return cmd
 }
@@ -181,6 +183,9 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 	}
 	if o.httpTLS && !o.tls {
 		return usageErrorf("--http-tls needs --tls (the certificates it serves with)")
+	}
+	if o.tls && !cmd.Flags().Changed("http-tls") {
+		o.httpTLS = true // every listener over TLS; --http-tls=false keeps HTTP plain
 	}
 	if o.tls {
 		planClusterTLS(nodes)

@@ -146,3 +146,50 @@ func TestNamedListeners(t *testing.T) {
 		}
 	}
 }
+
+// TestCertRevoke: stele cert revoke adds a client certificate to the CA's
+// ca.crl; a broker started with --ssl-crl refuses it from its next check
+// of the file on, without a restart, and serves the others.
+func TestCertRevoke(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must := func(args ...string) {
+		t.Helper()
+		if r := runCLI(ctx, "", args...); r.code != ExitOK {
+			t.Fatalf("stele %s: %d %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	must("cert", "ca", "--out", dir)
+	must("cert", "issue", "--ca", dir, "--name", "broker", "--ip", "127.0.0.1", "--out", dir)
+	must("cert", "issue", "--ca", dir, "--name", "alice", "--out", dir)
+	must("cert", "issue", "--ca", dir, "--name", "bob", "--out", dir)
+	must("cert", "revoke", "--ca", dir, filepath.Join(dir, "bob.crt"))
+	cfg, _ := startStele(t, func(c *server.Config) {
+		c.Listeners = "SSL://" + c.KafkaAddr
+		c.TLS = listener.TLSFiles{Cert: filepath.Join(dir, "broker.crt"), Key: filepath.Join(dir, "broker.key"), CA: filepath.Join(dir, "ca.crt"),
+			CRL: filepath.Join(dir, "ca.crl"), ClientAuth: listener.ClientAuthRequired}
+	})
+	props := func(name string) string {
+		f := filepath.Join(dir, name+".properties")
+		os.WriteFile(f, []byte("security.protocol=SSL\nssl.ca.location="+filepath.Join(dir, "ca.crt")+
+			"\nssl.certificate.location="+filepath.Join(dir, name+".crt")+"\nssl.key.location="+filepath.Join(dir, name+".key")+"\n"), 0o600)
+		return f
+	}
+	list := func(who string) result {
+		return runCLI(ctx, "", "--brokers", cfg.KafkaAddr, "--timeout", "5s", "--command-config", props(who), "topic", "list")
+	}
+	if r := list("alice"); r.code != ExitOK {
+		t.Fatalf("alice: %d %s", r.code, r.stderr)
+	}
+	if r := list("bob"); r.code == ExitOK {
+		t.Fatal("bob's revoked certificate was served")
+	}
+	must("cert", "revoke", "--ca", dir, filepath.Join(dir, "alice.crt"))
+	eventually(t, 10*time.Second, func() error {
+		if r := list("alice"); r.code == ExitOK {
+			return errors.New("alice is still served")
+		}
+		return nil
+	})
+}

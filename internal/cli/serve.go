@@ -114,6 +114,7 @@ win over it.`,
 	f.StringVar(&cfg.TLS.Key, "ssl-key", "", "SSL listeners: the certificate's private key, PEM")
 	f.StringVar(&cfg.TLS.CA, "ssl-ca", "", "SSL listeners: the CA certificates client certificates are checked against, PEM")
 	clientAuth := (*string)(&cfg.TLS.ClientAuth)
+	f.StringVar(&cfg.TLS.CRL, "ssl-crl", "", "SSL listeners and --http-tls: a certificate revocation list signed by --ssl-ca (stele cert revoke); client certificates it lists are refused (reloaded when it changes)")
 	f.StringVar(clientAuth, "ssl-client-auth", "none", "SSL listeners: ssl.client.auth, none|requested|required (mutual TLS; the principal is User: and the certificate's subject)")
 	f.BoolVar(&cfg.HTTPTLS, "http-tls", false, "serve the HTTP API over TLS with --ssl-cert and --ssl-key, asking for client certificates as --ssl-client-auth says (in a cluster: on every broker, which then reach each other over https)")
 	f.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT: the whole subject)")
@@ -179,6 +180,7 @@ func withNodeFile(changed func(flag string) bool, cfg server.Config) (server.Con
 		{"ssl-key", func() { merged.TLS.Key = cfg.TLS.Key }},
 		{"ssl-ca", func() { merged.TLS.CA = cfg.TLS.CA }},
 		{"ssl-client-auth", func() { merged.TLS.ClientAuth = cfg.TLS.ClientAuth }},
+		{"ssl-crl", func() { merged.TLS.CRL = cfg.TLS.CRL }},
 		{"http-tls", func() { merged.HTTPTLS = cfg.HTTPTLS }},
 		{"sasl-enabled-mechanisms", func() { merged.SASLMechanisms = cfg.SASLMechanisms }},
 		{"admin-password-file", func() { merged.AdminPasswordFile = cfg.AdminPasswordFile }},

@@ -172,3 +172,58 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// CRLFile is the revocation list `stele cert revoke` keeps beside a CA.
+const CRLFile = "ca.crl"
+
+// Revoke returns a certificate revocation list signed by the CA that lists
+// the serial numbers of crl (a previous list, PEM; nil: none) and of each
+// of certs (PEM certificates the CA issued), valid for a year. Its number
+// is the previous one's plus one.
+func Revoke(ca PEMPair, crl []byte, certs [][]byte, now time.Time) ([]byte, error) {
+	caCert, caKey, err := parsePair(ca)
+	if err != nil {
+		return nil, err
+	}
+	var entries []x509.RevocationListEntry
+	number := big.NewInt(1)
+	seen := map[string]bool{}
+	if len(crl) > 0 {
+		b, _ := pem.Decode(crl)
+		if b == nil || b.Type != "X509 CRL" {
+			return nil, errors.New("stele/listener: the revocation list is not a PEM X509 CRL")
+		}
+		prev, err := x509.ParseRevocationList(b.Bytes)
+		if err != nil || prev.CheckSignatureFrom(caCert) != nil {
+			return nil, errors.New("stele/listener: the revocation list is not this CA's")
+		}
+		for _, e := range prev.RevokedCertificateEntries {
+			entries = append(entries, x509.RevocationListEntry{SerialNumber: e.SerialNumber, RevocationTime: e.RevocationTime})
+			seen[e.SerialNumber.String()] = true
+		}
+		if prev.Number != nil {
+			number.Add(prev.Number, big.NewInt(1))
+		}
+	}
+	for _, c := range certs {
+		b, _ := pem.Decode(c)
+		if b == nil || b.Type != "CERTIFICATE" {
+			return nil, errors.New("stele/listener: not a PEM certificate")
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil || cert.CheckSignatureFrom(caCert) != nil {
+			return nil, errors.New("stele/listener: the certificate was not issued by this CA")
+		}
+		if !seen[cert.SerialNumber.String()] {
+			entries = append(entries, x509.RevocationListEntry{SerialNumber: cert.SerialNumber, RevocationTime: now})
+			seen[cert.SerialNumber.String()] = true
+		}
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
+		Number: number, ThisUpdate: now, NextUpdate: now.Add(365 * 24 * time.Hour), RevokedCertificateEntries: entries,
+	}, caCert, caKey)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}), nil
+}

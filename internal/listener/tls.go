@@ -3,6 +3,7 @@ package listener
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,10 @@ type TLSFiles struct {
 	CA string
 	// ClientAuth is none (the default), requested or required.
 	ClientAuth ClientAuth
+	// CRL, when set, is a certificate revocation list (PEM or DER) signed
+	// by a CA of the CA file: a client certificate it lists is refused at
+	// the handshake. Reloaded when it changes, like the other files.
+	CRL string
 }
 
 // Validate reports the first setting out of place.
@@ -48,6 +53,9 @@ func (f TLSFiles) Validate() error {
 	}
 	if f.CA == "" && (f.ClientAuth == ClientAuthRequested || f.ClientAuth == ClientAuthRequired) {
 		return fmt.Errorf("%w: ssl client auth %s needs the CA that signs client certificates (--ssl-ca)", ErrSpec, f.ClientAuth)
+	}
+	if f.CRL != "" && f.CA == "" {
+		return fmt.Errorf("%w: a certificate revocation list (--ssl-crl) needs the CA that signs it (--ssl-ca)", ErrSpec)
 	}
 	return nil
 }
@@ -167,6 +175,9 @@ func (t *TLS) paths() []string {
 	if t.files.CA != "" {
 		p = append(p, t.files.CA)
 	}
+	if t.files.CRL != "" {
+		p = append(p, t.files.CRL)
+	}
 	return p
 }
 
@@ -209,15 +220,27 @@ func (t *TLS) load() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
 	if t.files.CA != "" {
-		pem, err := os.ReadFile(t.files.CA)
+		caPEM, err := os.ReadFile(t.files.CA)
 		if err != nil {
 			return nil, fmt.Errorf("stele/listener: %w", err)
 		}
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		if !pool.AppendCertsFromPEM(caPEM) {
 			return nil, fmt.Errorf("stele/listener: %s holds no PEM certificate", t.files.CA)
 		}
 		cfg.ClientCAs = pool
+		if t.files.CRL != "" {
+			revoked, err := loadCRL(t.files.CRL, caPEM)
+			if err != nil {
+				return nil, err
+			}
+			cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) > 0 && revoked[cs.PeerCertificates[0].SerialNumber.String()] {
+					return errRevoked
+				}
+				return nil
+			}
+		}
 	}
 	switch t.files.ClientAuth {
 	case ClientAuthRequested:
@@ -228,4 +251,46 @@ func (t *TLS) load() (*tls.Config, error) {
 		cfg.ClientAuth = tls.NoClientCert
 	}
 	return cfg, nil
+}
+
+// errRevoked refuses a handshake whose client certificate the CRL lists.
+var errRevoked = errors.New("stele/listener: the client certificate is revoked")
+
+// loadCRL reads a certificate revocation list (PEM "X509 CRL" or DER),
+// checks its signature against a certificate of caPEM, and returns the
+// serial numbers it revokes.
+func loadCRL(path string, caPEM []byte) (map[string]bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("stele/listener: %w", err)
+	}
+	if b, _ := pem.Decode(data); b != nil {
+		if b.Type != "X509 CRL" {
+			return nil, fmt.Errorf("stele/listener: %s holds a PEM %q, not an X509 CRL", path, b.Type)
+		}
+		data = b.Bytes
+	}
+	crl, err := x509.ParseRevocationList(data)
+	if err != nil {
+		return nil, fmt.Errorf("stele/listener: %s is not a certificate revocation list", path)
+	}
+	signed := false
+	for rest := caPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if ca, err := x509.ParseCertificate(b.Bytes); err == nil && crl.CheckSignatureFrom(ca) == nil {
+			signed = true
+			break
+		}
+	}
+	if !signed {
+		return nil, fmt.Errorf("stele/listener: %s is not signed by a CA of the CA file", path)
+	}
+	out := make(map[string]bool, len(crl.RevokedCertificateEntries))
+	for _, e := range crl.RevokedCertificateEntries {
+		out[e.SerialNumber.String()] = true
+	}
+	return out, nil
 }

@@ -76,6 +76,9 @@ type NodeFile struct {
 	SSLKey        string `json:"ssl_key,omitempty"`
 	SSLCA         string `json:"ssl_ca,omitempty"`
 	SSLClientAuth string `json:"ssl_client_auth,omitempty"`
+	// SSLCRL is a certificate revocation list (Config.TLS.CRL), relative
+	// to the data directory unless absolute.
+	SSLCRL string `json:"ssl_crl,omitempty"`
 	// HTTPTLS serves the HTTP API over TLS with the SSL files
 	// (Config.HTTPTLS): `stele cluster init --tls --http-tls` sets it.
 	HTTPTLS bool `json:"http_tls,omitempty"`
@@ -249,6 +252,7 @@ func (c *Config) ApplyNodeFile(f NodeFile) {
 	set(&c.TLS.Cert, inData(f.SSLCert))
 	set(&c.TLS.Key, inData(f.SSLKey))
 	set(&c.TLS.CA, inData(f.SSLCA))
+	set(&c.TLS.CRL, inData(f.SSLCRL))
 	if f.SSLClientAuth != "" {
 		c.TLS.ClientAuth = listener.ClientAuth(f.SSLClientAuth)
 	}
