@@ -209,9 +209,11 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at cmdAt) Result {
 	if f.appVersion < SecurityVersion {
 		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
-	inner, res := f.reg.checkSignedAdmin(c)
-	if res.Code != 0 {
-		return res
+	// f.apply ran SignedAdmin's check (the command decodes, is gated and
+	// passes its own check) before this: decoding cannot fail here.
+	inner, err := f.reg.decodeOne(c.Command)
+	if err != nil {
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
 	pub, err := f.producerKey(c.Principal)
 	switch {

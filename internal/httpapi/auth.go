@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/listener"
 	"github.com/stele-io/stele/internal/sasl"
@@ -126,7 +128,7 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 			return
 		}
 		if protected && !g.authorize(principal, r, acl) {
-			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, opName(acl.op), resourceName(acl.resourceType), acl.name(r))
+			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, kmsg.ACLOperation(acl.op), kmsg.ACLResourceType(acl.resourceType), acl.name(r))
 			return
 		}
 		// A route whose resources are in its body asks allowed.
@@ -249,26 +251,4 @@ func remoteHost(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return h
-}
-
-func opName(op int8) string {
-	switch op {
-	case fsm.ACLOpRead:
-		return "Read"
-	case fsm.ACLOpWrite:
-		return "Write"
-	case fsm.ACLOpDescribe:
-		return "Describe"
-	}
-	return "use"
-}
-
-func resourceName(t int8) string {
-	switch t {
-	case fsm.ACLResourceCluster:
-		return "cluster"
-	case fsm.ACLResourceGroup:
-		return "group"
-	}
-	return "topic"
 }

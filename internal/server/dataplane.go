@@ -13,7 +13,6 @@ import (
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/dataplane"
 	"github.com/stele-io/stele/internal/fsm"
-	"github.com/stele-io/stele/internal/listener"
 )
 
 // startDataPlane opens the batch store (DATA/batches) and the data plane:
@@ -28,7 +27,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 	// of a cluster is started alike), verified against --ssl-ca.
 	scheme, client := "http://", (*http.Client)(nil)
 	if n.cfg.HTTPTLS {
-		lt, err := listener.NewTLS(n.cfg.TLS, n.log.With("component", "tls"))
+		lt, err := n.tlsOnce()
 		if err != nil {
 			return fmt.Errorf("stele/server: --http-tls: %w", err)
 		}

@@ -46,7 +46,7 @@ func (n *Node) serveKafka(kopts kafka.Options) error {
 			continue
 		}
 		var err error
-		if lt, err = listener.NewTLS(n.cfg.TLS, n.log.With("component", "tls")); err != nil {
+		if lt, err = n.tlsOnce(); err != nil {
 			return fmt.Errorf("stele/server: %w", err)
 		}
 		if principals, err = listener.ParsePrincipalMappingRules(n.cfg.PrincipalMappingRules); err != nil {
@@ -88,4 +88,17 @@ func (n *Node) serveKafka(kopts kafka.Options) error {
 	}
 	n.kafkaNames = strings.Join(names, ",")
 	return nil
+}
+
+// tlsOnce returns the node's reloader of its TLS files, made at the first
+// call (during Start, from one goroutine).
+func (n *Node) tlsOnce() (*listener.TLS, error) {
+	if n.tlsFiles == nil {
+		lt, err := listener.NewTLS(n.cfg.TLS, n.log.With("component", "tls"))
+		if err != nil {
+			return nil, err
+		}
+		n.tlsFiles = lt
+	}
+	return n.tlsFiles, nil
 }

@@ -249,17 +249,20 @@ func (c Config) kafkaListeners() ([]listener.Listener, error) {
 
 // Node is a running node.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	fsm     *fsm.FSM
-	broker  *broker.Broker
-	orderer *cometbft.Orderer
-	snap    *broker.SnapshotApp
-	batches *dataplane.Store
-	plane   *dataplane.Plane
-	kafka   *kafka.Server
-	http    *http.Server
-	kafkaLn net.Listener // the first Kafka listener
+	cfg Config
+	log *slog.Logger
+	// tlsFiles is the one reloader of the TLS files, shared by the SSL
+	// listeners, the HTTP listener and the data plane's client (tlsOnce).
+	tlsFiles *listener.TLS
+	fsm      *fsm.FSM
+	broker   *broker.Broker
+	orderer  *cometbft.Orderer
+	snap     *broker.SnapshotApp
+	batches  *dataplane.Store
+	plane    *dataplane.Plane
+	kafka    *kafka.Server
+	http     *http.Server
+	kafkaLn  net.Listener // the first Kafka listener
 	// kafkaLns are all of them, kafkaLn first, as listen made them.
 	kafkaLns []kafkaListen
 	// kafkaNames lists the Kafka listeners served, for the log.
@@ -429,7 +432,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	log.Info("serving /healthz; consensus starts", "took", time.Since(began).Round(time.Millisecond))
 	httpLn := n.httpLn
 	if cfg.HTTPTLS {
-		lt, err := listener.NewTLS(cfg.TLS, log.With("component", "tls"))
+		lt, err := n.tlsOnce()
 		if err != nil {
 			return nil, fmt.Errorf("stele/server: --http-tls: %w", err)
 		}
