@@ -120,13 +120,13 @@ func (s *adminSigning) submit(ctx context.Context, g *globalOptions, c fsm.Comma
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return fmt.Errorf("signed %s: %w", c.Kind(), err)
+		return fmt.Errorf("signed %s: %w", fsm.KindName(c.Kind()), err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var res httpapi.SignedAdminResult
 	if json.Unmarshal(data, &res) != nil {
-		return fmt.Errorf("signed %s: %s", c.Kind(), resp.Status)
+		return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -136,9 +136,9 @@ func (s *adminSigning) submit(ctx context.Context, g *globalOptions, c fsm.Comma
 		if err == nil || errors.Is(err, kerr.UnknownServerError) && res.Code != kerr.UnknownServerError.Code {
 			err = fmt.Errorf("error code %d", res.Code)
 		}
-		return &signedRefusal{Command: c.Kind().String(), Err: err, Message: res.Error}
+		return &signedRefusal{Command: fsm.KindName(c.Kind()), Err: err, Message: res.Error}
 	case res.Error != "":
-		return fmt.Errorf("signed %s: %s", c.Kind(), res.Error)
+		return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), res.Error)
 	}
-	return fmt.Errorf("signed %s: %s", c.Kind(), resp.Status)
+	return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
 }

@@ -159,7 +159,7 @@ func (g *registry) checkSignedAdmin(c SignedAdmin) (Command, Result) {
 		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
 	if _, ok := adminGated(inner); !ok {
-		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", inner.Kind()))
+		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", g.kindName(inner.Kind())))
 	}
 	if d, ok := inner.(DeleteTopic); ok && d.Name == "" {
 		return nil, fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
@@ -199,7 +199,7 @@ func (f *FSM) refuseUnsigned(c Command) (Result, bool) {
 		}
 	}
 	if _, gated := adminGated(c); gated && f.adminSignedOn() {
-		return fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, c.Kind())), false
+		return fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.reg.kindName(c.Kind()))), false
 	}
 	return Result{}, true
 }

@@ -50,7 +50,7 @@ func registerAppendClock(r *registry) {
 	r.registerStep(moduleStep{rank: 56, name: "log append clock", module: modTopics,
 		load: func(f *FSM) error {
 			f.appendClock = logAppendClock{}
-			if err := loadLeaf(f, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
+			if err := loadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
 				return fmt.Errorf("stele/fsm: reading the log append clock: %w", err)
 			}
 			f.appendClock.cur = max(f.blockTime, f.appendClock.last)

@@ -448,7 +448,7 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 // restore.
 func loadBrokerConfigs(f *FSM) error {
 	f.brokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
-	return loadLeaf(f, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
+	return loadLeaf(f.Machine, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
 }
 
 // stageBrokerConfigs writes the configs a block changed; none left deletes

@@ -27,7 +27,7 @@ var errStopScan = errors.New("stele/fsm: scan stopped")
 // localFault records the first local fault of the block and returns a
 // placeholder result; ApplyBlock sees f.fault after the command and returns
 // it instead of an outcome, so the placeholder never reaches anyone.
-func (f *FSM) localFault(format string, args ...any) Result {
+func (f *Machine) localFault(format string, args ...any) Result {
 	if f.fault == nil {
 		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.height, fmt.Errorf(format, args...))
 	}
@@ -36,7 +36,7 @@ func (f *FSM) localFault(format string, args ...any) Result {
 
 // faulted records err (a Commit step's failure) as the state machine's
 // fault and returns it.
-func (f *FSM) faulted(err error) error {
+func (f *Machine) faulted(err error) error {
 	if f.fault == nil {
 		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.height, err)
 	}
@@ -44,4 +44,4 @@ func (f *FSM) faulted(err error) error {
 }
 
 // Fault is the local fault that stopped the state machine, or nil.
-func (f *FSM) Fault() error { return f.fault }
+func (f *Machine) Fault() error { return f.fault }

@@ -75,70 +75,50 @@ import (
 // ErrHeight is returned when a block does not follow the last applied one.
 var ErrHeight = errors.New("stele/fsm: block out of order")
 
-// Options configures a state machine. Everything here that influences Apply
-// must be the same on every broker of a cluster.
-type Options struct {
-	// Dir holds the partition logs (Dir/logs) and the metadata store (Dir/meta).
-	Dir string
-	// HousekeepingIntervalMs is how often, in block time, retention and
-	// compaction are evaluated. Default 30000.
-	HousekeepingIntervalMs int64
-	// Validators checks certified transactions' signatures; nil refuses
-	// every certified transaction (inline transactions only).
-	Validators *ValidatorSet
-	// ChainID is the chain's id (CometBFT's genesis chain_id), the same on
-	// every broker of a chain. Upgrade votes are signed for it
-	// (UpgradeStatement); empty refuses every upgrade vote.
-	ChainID string
-	// GenesisAppVersion is the app version the chain's first block is
-	// applied under (CometBFT's genesis consensus_params.version.app); 0
-	// and 1 both mean version 1, which every chain made before version 2
-	// existed runs until it upgrades. It is read only by a state machine
-	// that has applied no block; a later one reads the version from its
-	// state.
-	GenesisAppVersion uint32
-	// GenesisUsers are the users the chain starts with (the genesis
-	// app_state's, `stele cluster init --admin-password-file`): the
-	// security module creates them as it applies the first block, when
-	// that block's app version has users (users.go).
-	GenesisUsers []GenesisUser
-	// Batches reads certified transactions' payloads; required when
-	// Validators is set.
-	Batches BatchSource
-	// OffsetsRetentionMs is offsets.retention.minutes in milliseconds: how
-	// long the committed offsets of a group without members are kept.
-	// Default 7 days, as Kafka's.
-	OffsetsRetentionMs int64
-	// WithoutKeyIndex turns the key index off (and with it optimistic
-	// concurrency and key snapshots' reads), to measure what the index
-	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
-	// chain must agree on it; nothing outside benchmarks sets it.
-	WithoutKeyIndex bool
-	// CompactionWorkers is how many compaction passes may rewrite files at
-	// once, in the background (compactor.go). Default 1. It changes nothing
-	// in the state.
-	CompactionWorkers int
-	// StoreFS is the file system of the metadata store; nil is the
-	// operating system's. Tests inject faults with pebble's errorfs.
+// MachineOptions configures the core: the directory, the store's file
+// system and the logger (Options has the modules' options too).
+type MachineOptions struct {
+	// Dir holds the modules' files and the metadata store (Dir/meta).
+	Dir     string
 	StoreFS vfs.FS
 	Logger  *slog.Logger
-
-	// TraceState logs every authenticated key a block writes or deletes,
-	// with a hash of its value, to compare brokers that diverged
-	// (STELE_TRACE_STATE=1 on stele serve). Values themselves are not
-	// logged.
+	// TraceState logs every authenticated key a block writes or deletes
+	// (Options.TraceState).
 	TraceState bool
+	// Reword, when set, rewrites every result message and log before
+	// they leave ApplyBlock (Options.rewordForTest).
+	Reword func(string) string
+}
 
-	// rewordForTest, when set, rewrites every result message and log
-	// before they leave ApplyBlock: the test that nothing hashed depends
-	// on message text (TestMessagesAreNotHashed).
-	rewordForTest func(string) string
-	// passHookForTest, when set, runs on a compaction's goroutine before
-	// the pass: tests delay or hold passes with it.
-	passHookForTest func(topic string, partition int32)
-	// maxAppVersionForTest, when set, stands for MaxAppVersion: a test
-	// runs an old binary and a new one in one process (upgrade_test.go).
-	maxAppVersionForTest uint32
+// OpenMachine opens the core over opts.Dir with the modules' registry:
+// bind makes the application the machine belongs to (called before any
+// step runs), reopen opens another one in a directory. It runs every
+// module's empty step, loads the committed state (m/state, then every
+// module's load step in rank order) and publishes it.
+func OpenMachine(opts MachineOptions, reg *Registry, bind func(*Machine) any, reopen func(dir string) (*Machine, error)) (*Machine, error) {
+	for _, s := range reg.snapshotFileSteps { // the modules' directories (Dir/logs)
+		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
+			return nil, fmt.Errorf("stele/fsm: %w", err)
+		}
+	}
+	store, err := storage.OpenStoreWith(filepath.Join(opts.Dir, "meta"), storage.StoreOptions{FS: opts.StoreFS})
+	if err != nil {
+		return nil, err
+	}
+	f := &Machine{opts: opts, store: store, reg: reg, reopen: reopen}
+	f.app = bind(f)
+	for _, st := range f.reg.steps {
+		if st.empty != nil {
+			st.empty(f)
+		}
+	}
+	if err := f.load(); err != nil {
+		f.closeSteps()
+		store.Close()
+		return nil, err
+	}
+	f.publish(true)
+	return f, nil
 }
 
 // digestDomain opens the block digest of app version 1; its version is
@@ -146,42 +126,22 @@ type Options struct {
 // versions may open it with another (blockDigestDomain).
 const digestDomain = "stele/block/v8"
 
-func (o *Options) setDefaults() {
-	if o.HousekeepingIntervalMs <= 0 {
-		o.HousekeepingIntervalMs = 30_000
-	}
-	if o.OffsetsRetentionMs <= 0 {
-		o.OffsetsRetentionMs = 7 * 24 * 60 * 60 * 1000
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.CompactionWorkers <= 0 {
-		o.CompactionWorkers = 1
-	}
-}
-
-// FSM is the state machine. ApplyBlock and Commit are called by one goroutine
-// (the applier); View, Info and the partitions' read methods by any.
+// Machine is the core of the state machine: the block being applied, the
+// authenticated store, the app hash, Commit and what it publishes. It
+// runs the modules only through what they registered (reg); app is the
+// application the machine belongs to (FSM), which the modules' functions
+// are given, and reopen opens another machine of the same application in
+// a directory (a restored snapshot's check).
 //
-// Its fields are the core's; each module's state is a struct declared in
-// that module's files and embedded here, so that its fields are promoted
-// (f.topics, f.groups) and TestModuleLayering attributes each field to the
-// module that declares it.
-type FSM struct {
-	opts  Options
+// ApplyBlock and Commit are called by one goroutine (the applier); Info
+// and the published views' readers by any.
+type Machine struct {
+	opts  MachineOptions
 	store *storage.Store
-	// reg is what the modules registered (registry.go): the package's
-	// assembled registry, never changed.
-	reg *registry
-
-	topicsState    // topic_state.go
-	keysState      // keys.go
-	groupsState    // group_state.go
-	producersState // producer_state.go
-	trustState     // cert_apply.go
-	clusterState   // upgrade.go
-	securityState  // users.go
+	// reg is what the modules registered (registry.go), never changed.
+	reg    *Registry
+	app    any
+	reopen func(dir string) (*Machine, error)
 
 	// Applier-owned.
 	height      int64
@@ -211,75 +171,11 @@ type FSM struct {
 	}
 }
 
-// Open loads the committed state from opts.Dir (m/state, then every
-// module's load step in rank order), cuts every partition log back to its
-// committed end, and redoes interrupted deletions and compactions.
-func Open(opts Options) (*FSM, error) {
-	opts.setDefaults()
-	for _, s := range assembled.snapshotFileSteps { // the modules' directories (Dir/logs)
-		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
-			return nil, fmt.Errorf("stele/fsm: %w", err)
-		}
-	}
-	store, err := storage.OpenStoreWith(filepath.Join(opts.Dir, "meta"), storage.StoreOptions{FS: opts.StoreFS})
-	if err != nil {
-		return nil, err
-	}
-	f := &FSM{opts: opts, store: store, reg: assembled}
-	for _, st := range f.reg.steps {
-		if st.empty != nil {
-			st.empty(f)
-		}
-	}
-	if err := f.load(); err != nil {
-		f.closeSteps()
-		store.Close()
-		return nil, err
-	}
-	f.publish(true)
-	return f, nil
-}
-
 // Info returns the height and app hash of the last Commit.
-func (f *FSM) Info() (height int64, appHash []byte) {
+func (f *Machine) Info() (height int64, appHash []byte) {
 	f.committed.Lock()
 	defer f.committed.Unlock()
 	return f.committed.height, append([]byte(nil), f.committed.appHash...)
-}
-
-// Validate checks that tx decodes and that each command is well formed on its
-// own (names, counts, record batches and their CRCs). It depends on nothing
-// but tx, so every broker gives the same answer; whether a command applies to
-// the current state is decided by ApplyBlock.
-func Validate(tx []byte) (Tx, error) {
-	t, err := DecodeTx(tx)
-	if err != nil {
-		return Tx{}, err
-	}
-	for i, c := range t.Commands {
-		if r := CheckCommand(c); r.Code != 0 {
-			return Tx{}, fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, c.Kind(), r.Message)
-		}
-	}
-	return t, nil
-}
-
-// Precheck is the cheap admission check for the mempool (CheckTx): the
-// transaction decodes and every command passes its kind's admission check
-// (admitCommand: CheckCommand, or something cheaper a module registered; a
-// Produce's batches are whole with good CRCs, their records not decoded).
-// Validate does the whole check before a block is proposed or accepted.
-func Precheck(tx []byte) error {
-	t, err := DecodeTx(tx)
-	if err != nil {
-		return err
-	}
-	for i, c := range t.Commands {
-		if err := assembled.admitCommand(c); err != nil {
-			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, c.Kind(), err)
-		}
-	}
-	return nil
 }
 
 // ErrResubmit marks the refusal of a transaction that its submitter can
@@ -307,7 +203,7 @@ type Block struct {
 
 // ApplyBlock applies a block. Every transaction gets an outcome; one that
 // does not decode is skipped with a non-zero code.
-func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
+func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 	height, timeMs, txs := b.Height, b.TimeMs, b.Txs
 	if f.fault != nil {
 		return BlockOutcome{}, f.fault
@@ -384,20 +280,20 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 					return BlockOutcome{}, f.fault
 				}
 			}
-			if f.opts.rewordForTest != nil {
+			if f.opts.Reword != nil {
 				for j := range o.Results {
-					o.Results[j].Message = f.opts.rewordForTest(o.Results[j].Message)
+					o.Results[j].Message = f.opts.Reword(o.Results[j].Message)
 					for k := range o.Results[j].RecordErrors {
 						e := &o.Results[j].RecordErrors[k]
-						e.Message = f.opts.rewordForTest(e.Message)
+						e.Message = f.opts.Reword(e.Message)
 					}
 				}
 			}
 			o.Data = encodeResults(o.Results)
 			o.Log = resultsLog(o.Results)
 		}
-		if f.opts.rewordForTest != nil {
-			o.Log = f.opts.rewordForTest(o.Log)
+		if f.opts.Reword != nil {
+			o.Log = f.opts.Reword(o.Log)
 		}
 		// A certified batch is hashed as its payload: the state, app hash
 		// included, is the same whether a batch came inline or certified.
@@ -449,7 +345,7 @@ func (f *FSM) ApplyBlock(b Block) (BlockOutcome, error) {
 
 // txFormatOf is the registered form raw is in, or nil for a plain
 // transaction.
-func (r *registry) txFormatOf(raw []byte) *txFormat {
+func (r *Registry) txFormatOf(raw []byte) *TxFormat {
 	for _, t := range r.txFormats {
 		if t.is(raw) {
 			return t
@@ -462,7 +358,7 @@ func (r *registry) txFormatOf(raw []byte) *txFormat {
 // with a synced batch), publishes it to readers, then runs the file deletions
 // the block decided and starts its compactions in the background. It returns the lowest height the orderer
 // must keep: every block up to the committed one is reflected in durable state.
-func (f *FSM) Commit() (retainHeight int64, err error) {
+func (f *Machine) Commit() (retainHeight int64, err error) {
 	if f.fault != nil {
 		return 0, f.fault
 	}
@@ -510,7 +406,7 @@ func (f *FSM) Commit() (retainHeight int64, err error) {
 }
 
 // publish makes the committed state visible to readers.
-func (f *FSM) publish(metaChanged bool) {
+func (f *Machine) publish(metaChanged bool) {
 	for _, st := range f.reg.steps {
 		if st.publish != nil {
 			st.publish(f, metaChanged)
@@ -526,13 +422,13 @@ func (f *FSM) publish(metaChanged bool) {
 
 // Close closes the modules' files (the logs, which stops the compactions
 // in flight: their plans stay for the next Open), and the metadata store.
-func (f *FSM) Close() error {
+func (f *Machine) Close() error {
 	f.closeSteps()
 	return f.store.Close()
 }
 
 // closeSteps runs every step's close, in rank order.
-func (f *FSM) closeSteps() {
+func (f *Machine) closeSteps() {
 	for _, st := range f.reg.steps {
 		if st.close != nil {
 			st.close(f)

@@ -265,7 +265,7 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 // resolves any topic's config with them.
 func loadLogDefaults(f *FSM) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
-	return loadLeaf(f, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
+	return loadLeaf(f.Machine, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes

@@ -66,7 +66,7 @@ var keyProducerID = []byte("m/producer-id")
 //	u8 version | i64 height | bytes app hash | i64 block time |
 //	i64 last housekeeping | i64 height of the app hash | bytes state root |
 //	bytes block digest | bytes leaves root
-func (f *FSM) encodeState() []byte {
+func (f *Machine) encodeState() []byte {
 	w := &writer{}
 	w.u8(stateVersion)
 	w.i64(f.height)
@@ -110,7 +110,7 @@ func decodeState(v []byte) (stateParts, int64, int64, error) {
 
 // stage builds the batch of everything the applied block changed, and
 // mirrors its authenticated keys into the state trie; Commit writes it.
-func (f *FSM) stage() error {
+func (f *Machine) stage() error {
 	b := &stateBatch{b: f.store.NewBatch(), store: f.store, trie: f.trie, staged: map[string]struct{}{}}
 	if f.opts.TraceState {
 		h := f.height
@@ -133,7 +133,7 @@ func (f *FSM) stage() error {
 
 // persist writes the staged batch, the block metadata and the trie's new
 // nodes in one synced batch.
-func (f *FSM) persist() error {
+func (f *Machine) persist() error {
 	b := f.pending
 	if b == nil { // ApplyBlock did not finish the block (a batch it could not have)
 		return fmt.Errorf("%w: Commit of height %d, which was not applied whole", ErrHeight, f.height)
@@ -156,7 +156,7 @@ func (f *FSM) persist() error {
 // which reads its own prefixes and decodes them with its own decoders.
 // The topics' load opens every partition log, cutting it back to its
 // committed end.
-func (f *FSM) load() error {
+func (f *Machine) load() error {
 	v, ok, err := f.store.Get(keyState)
 	if err != nil {
 		return err
@@ -196,7 +196,7 @@ func (f *FSM) load() error {
 
 // loadLeaf reads the leaf at key into *dst through decode; an absent key
 // leaves *dst as it is (the module's empty value).
-func loadLeaf[T any](f *FSM, key []byte, decode func([]byte) (T, error), dst *T) error {
+func loadLeaf[T any](f *Machine, key []byte, decode func([]byte) (T, error), dst *T) error {
 	v, ok, err := f.store.Get(key)
 	if err != nil || !ok {
 		return err

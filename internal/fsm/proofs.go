@@ -50,7 +50,7 @@ func blockProofKey(height int64) []byte {
 
 // persistProofs adds the block's v/ entry to the state's batch (the
 // topics module's stage wrote its batches' b/ entries, topic_proofs.go).
-func (f *FSM) persistProofs(set func(k, v []byte)) {
+func (f *Machine) persistProofs(set func(k, v []byte)) {
 	if len(f.leaves) == 0 {
 		return
 	}
@@ -67,7 +67,7 @@ func (f *FSM) persistProofs(set func(k, v []byte)) {
 
 // blockProofEntry reads the v/ entry of height: the block's digest, its
 // state root and its leaves, in append order. None kept is ErrNoProof.
-func (f *FSM) blockProofEntry(height int64) (digest, stateRoot []byte, leaves [][]byte, err error) {
+func (f *Machine) blockProofEntry(height int64) (digest, stateRoot []byte, leaves [][]byte, err error) {
 	v, ok, err := f.store.Get(blockProofKey(height))
 	if err != nil {
 		return nil, nil, nil, err

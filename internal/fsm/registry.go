@@ -129,17 +129,8 @@ import (
 // module names a part of the state machine.
 type module string
 
-// The modules (see the package's registry.go).
-const (
-	modCore      module = "core"
-	modTopics    module = "topics"
-	modKeys      module = "keys"
-	modGroups    module = "groups"
-	modProducers module = "producers"
-	modTrust     module = "trust"
-	modCluster   module = "cluster"
-	modSecurity  module = "security"
-)
+// modCore is the core's own name as a module (its Tick command).
+const modCore module = "core"
 
 // cmdAt is where a command sits in its block: the index of its transaction
 // and its index in that transaction (ids that must be the same on every
@@ -147,7 +138,7 @@ const (
 type cmdAt struct{ tx, cmd int }
 
 // commandSpec is a registered command kind.
-type commandSpec struct {
+type CommandSpec struct {
 	kind   Kind
 	name   string
 	module module
@@ -157,7 +148,7 @@ type commandSpec struct {
 	// checkedByApply: apply does the check itself, in its own order (a
 	// produce checks each batch as it applies it).
 	checkedByApply bool
-	apply          func(*FSM, Command, cmdAt) Result
+	apply          func(*Machine, Command, cmdAt) Result
 	// admit is the command's admission check for the mempool (Precheck),
 	// in place of its check: something cheaper where the check is costly
 	// (a produce's batches are only split and their CRCs checked; Validate
@@ -168,63 +159,36 @@ type commandSpec struct {
 	size func(Command) int
 }
 
-// registry is what the modules register: built by buildRegistry, never
+// Registry is what the modules register: built by buildRegistry, never
 // changed afterwards.
-type registry struct {
+type Registry struct {
 	// commands holds the registered kinds by value (an array: dispatch
 	// never ranges over a map).
-	commands [256]*commandSpec
+	commands [256]*CommandSpec
 	// steps holds the registered steps by rank.
-	steps []*moduleStep
+	steps []*Step
 	// blockBeginSteps holds the registered block-begin steps by rank.
-	blockBeginSteps []*blockBeginStep
+	blockBeginSteps []*BlockBeginStep
 	// blockEndSteps holds the registered block-end steps by rank.
-	blockEndSteps []*blockEndStep
+	blockEndSteps []*BlockEndStep
 	// commandGates holds the registered command gates by rank.
-	commandGates []*commandGate
+	commandGates []*CommandGate
 	// txFormats holds the registered forms of transactions, asked in order.
-	txFormats []*txFormat
+	txFormats []*TxFormat
 	// digestDomainOf opens the digest of the block being applied: the
 	// cluster module's, which depends on the app version
 	// (blockDigestDomain); nil is digestDomain.
-	digestDomainOf func(*FSM) string
+	digestDomainOf func(*Machine) string
 	// snapshotFileSteps holds the registered snapshot files by rank.
-	snapshotFileSteps []*snapshotFiles
+	snapshotFileSteps []*SnapshotFiles
 	// stateMark is the registered state mark, or nil.
-	stateMark *stateMarkSpec
-	// topicHooks are the topics module's hook points (topic_hooks.go),
-	// made by its registration function, which runs first.
-	topicHooks
+	stateMark *StateMark
 }
 
-// assembled is the registry of every state machine and of the stateless
-// codec, built once as the package is initialised and never written
-// afterwards (see the package's registry.go: why it is a package value,
-// and why the modules' code reaches it through FSM.reg).
-var assembled = buildRegistry()
-
-// buildRegistry assembles the state machine: each module's registration
-// function, in the order of the layering from the bottom up. The topics
-// module goes first, as it makes the hook points the modules above it
-// register at; otherwise the order of the calls decides nothing (every
-// ordered list is kept by rank), so a module added later goes after
-// those it uses.
-func buildRegistry() *registry {
-	r := &registry{}
-	registerTopics(r)
-	registerKeys(r)
-	registerGroups(r)
-	registerProducers(r)
-	registerTrust(r)
-	registerCluster(r)
-	registerSecurity(r)
-	return r
-}
-
-// register adds a command kind to r. It panics when the kind is taken or
-// the command's Kind method disagrees: both are programming errors found
-// as the package is initialised, by every test.
-func register[C Command](r *registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *commandSpec {
+// registerCommand adds a command kind to r. It panics when the kind is
+// taken or the command's Kind method disagrees: both are programming
+// errors found as the package is initialised, by every test.
+func registerCommand[C Command](r *Registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*Machine, C, cmdAt) Result) *CommandSpec {
 	if o := r.commands[kind]; o != nil {
 		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, o.name, name))
 	}
@@ -232,23 +196,24 @@ func register[C Command](r *registry, kind Kind, name string, m module, decode f
 	if zero.Kind() != kind {
 		panic(fmt.Sprintf("stele/fsm: command %s registered as kind %d, its Kind method says %d", name, kind, zero.Kind()))
 	}
-	s := &commandSpec{
+	s := &CommandSpec{
 		kind: kind, name: name, module: m, check: check,
 		decode: func(r *reader) Command { return decode(r) },
-		apply:  func(f *FSM, c Command, at cmdAt) Result { return apply(f, c.(C), at) },
+		apply:  func(f *Machine, c Command, at cmdAt) Result { return apply(f, c.(C), at) },
 	}
 	r.commands[kind] = s
 	return s
 }
 
-func (k Kind) String() string {
-	if s := assembled.commands[k]; s != nil {
+// kindName is the name kind k was registered with, or Kind(n).
+func (g *Registry) kindName(k Kind) string {
+	if s := g.commands[k]; s != nil {
 		return s.name
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func (g *registry) decodeCommand(k Kind, r *reader) Command {
+func (g *Registry) decodeCommand(k Kind, r *reader) Command {
 	s := g.commands[k]
 	if s == nil {
 		r.fail("unknown command kind %d", k)
@@ -257,11 +222,7 @@ func (g *registry) decodeCommand(k Kind, r *reader) Command {
 	return s.decode(r)
 }
 
-// CheckCommand validates a command on its own, without the state: what
-// every broker would refuse to order. Apply checks it again.
-func CheckCommand(c Command) Result { return assembled.checkCommand(c) }
-
-func (g *registry) checkCommand(c Command) Result {
+func (g *Registry) checkCommand(c Command) Result {
 	s := g.commands[c.Kind()]
 	if s == nil {
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
@@ -274,7 +235,7 @@ func (g *registry) checkCommand(c Command) Result {
 
 // admitCommand is a command's admission check (Precheck): its kind's
 // admit, or else its check.
-func (g *registry) admitCommand(c Command) error {
+func (g *Registry) admitCommand(c Command) error {
 	if s := g.commands[c.Kind()]; s != nil && s.admit != nil {
 		return s.admit(c)
 	}
@@ -285,7 +246,7 @@ func (g *registry) admitCommand(c Command) error {
 }
 
 // encodedSize estimates the encoding of c's body (EncodeTx).
-func (g *registry) encodedSize(c Command) int {
+func (g *Registry) encodedSize(c Command) int {
 	if s := g.commands[c.Kind()]; s != nil && s.size != nil {
 		return s.size(c)
 	}
@@ -293,7 +254,7 @@ func (g *registry) encodedSize(c Command) int {
 }
 
 // apply runs one command against the state.
-func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
+func (f *Machine) apply(c Command, txIndex, cmdIndex int) Result {
 	s := f.reg.commands[c.Kind()]
 	if s == nil {
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
@@ -312,42 +273,42 @@ func (f *FSM) apply(c Command, txIndex, cmdIndex int) Result {
 }
 
 // moduleStep is a module's part in the core's steps: at Open and per block.
-type moduleStep struct {
+type Step struct {
 	rank   int
 	name   string
 	module module
 	// empty sets the module's state of an empty state machine at Open,
 	// before any load (its maps, its compactor).
-	empty func(*FSM)
+	empty func(*Machine)
 	// load reads the step's part of the committed state from the store at
 	// Open (and when a restored snapshot is swapped in): the module's
 	// prefixes, through decoders of its own that bound what they allocate
 	// by the bytes they are given (FuzzDecodeStoreValues). It sets that
 	// part whole, replacing what the state machine held.
-	load func(*FSM) error
+	load func(*Machine) error
 	// stage adds the block's changes to the state batch.
-	stage func(*FSM, *stateBatch) error
+	stage func(*Machine, *stateBatch) error
 	// publish makes the committed state visible to readers; metaChanged
 	// says a topic or partition was created, deleted or reconfigured.
-	publish func(f *FSM, metaChanged bool)
+	publish func(f *Machine, metaChanged bool)
 	// sync makes the files the block wrote beside the store durable, at
 	// Commit before the state batch is written (the partition logs).
-	sync func(*FSM) error
+	sync func(*Machine) error
 	// settle runs what the committed block decided to do to those
 	// files (deletions, compactions), after publish. An error is a local
 	// fault; Open redoes the work.
-	settle func(*FSM) error
+	settle func(*Machine) error
 	// forget forgets the block's changes once it is committed (the dirty
 	// sets staged and published), after every step's settle.
-	forget func(*FSM)
+	forget func(*Machine)
 	// close lets the module's files go (Close, or an Open that failed).
-	close func(*FSM)
+	close func(*Machine)
 }
 
 // registerStep adds a module's step; two steps of one rank are a
 // programming error.
-func (r *registry) registerStep(s moduleStep) {
-	r.steps = insertRanked(r.steps, &s, "steps", func(s *moduleStep) (int, string) { return s.rank, s.name })
+func (r *Registry) registerStep(s Step) {
+	r.steps = insertRanked(r.steps, &s, "steps", func(s *Step) (int, string) { return s.rank, s.name })
 }
 
 // insertRanked adds s to list, which it keeps in the order of the ranks
@@ -371,23 +332,23 @@ func insertRanked[T any](list []*T, s *T, what string, key func(*T) (int, string
 // returns the error), run then sees the block with the state's height and
 // block time set to it (the cluster's upgrade activated, the trust
 // module's signers noted). Both run in the order of the steps' ranks.
-type blockBeginStep struct {
+type BlockBeginStep struct {
 	rank   int
 	name   string
 	module module
-	check  func(f *FSM, height int64) error
-	run    func(*FSM, Block)
+	check  func(f *Machine, height int64) error
+	run    func(*Machine, Block)
 }
 
 // registerBlockBegin adds a module's block-begin step; two of one rank are
 // a programming error.
-func (r *registry) registerBlockBegin(s blockBeginStep) {
-	r.blockBeginSteps = insertRanked(r.blockBeginSteps, &s, "block-begin steps", func(s *blockBeginStep) (int, string) { return s.rank, s.name })
+func (r *Registry) registerBlockBegin(s BlockBeginStep) {
+	r.blockBeginSteps = insertRanked(r.blockBeginSteps, &s, "block-begin steps", func(s *BlockBeginStep) (int, string) { return s.rank, s.name })
 }
 
 // setDigestDomain registers what opens the digest of the block being
 // applied (the cluster module's); a second one is a programming error.
-func (r *registry) setDigestDomain(fn func(*FSM) string) {
+func (r *Registry) setDigestDomain(fn func(*Machine) string) {
 	if r.digestDomainOf != nil {
 		panic("stele/fsm: two digest domains registered")
 	}
@@ -396,7 +357,7 @@ func (r *registry) setDigestDomain(fn func(*FSM) string) {
 
 // txFormat is a module's form of a transaction besides the plain one
 // (tx.go): the trust module's certificates of the data plane (cert.go).
-type txFormat struct {
+type TxFormat struct {
 	name   string
 	module module
 	// is says that raw is in this form (it may then still be malformed).
@@ -405,29 +366,29 @@ type txFormat struct {
 	// the digest the block hashes it as (zero: the SHA-256 of raw). An
 	// error rejects the transaction, unless halts says the block cannot
 	// be applied here yet (ApplyBlock returns it).
-	open  func(f *FSM, raw []byte) (Tx, Digest, error)
+	open  func(f *Machine, raw []byte) (Tx, Digest, error)
 	halts func(error) bool
 }
 
 // registerTxFormat adds a module's form of transactions, asked after
 // those registered before it.
-func (r *registry) registerTxFormat(t txFormat) { r.txFormats = append(r.txFormats, &t) }
+func (r *Registry) registerTxFormat(t TxFormat) { r.txFormats = append(r.txFormats, &t) }
 
 // commandGate is a module's check of every command, run as the command is
 // applied, after its stateless check and before its apply: a refusal (ok
 // false) is the command's result and the command is not applied. The
 // gates run in the order of their ranks; the first refusal wins.
-type commandGate struct {
+type CommandGate struct {
 	rank   int
 	name   string
 	module module
-	run    func(*FSM, Command) (Result, bool)
+	run    func(*Machine, Command) (Result, bool)
 }
 
 // registerCommandGate adds a module's command gate; two of one rank are a
 // programming error.
-func (r *registry) registerCommandGate(g commandGate) {
-	r.commandGates = insertRanked(r.commandGates, &g, "command gates", func(g *commandGate) (int, string) { return g.rank, g.name })
+func (r *Registry) registerCommandGate(g CommandGate) {
+	r.commandGates = insertRanked(r.commandGates, &g, "command gates", func(g *CommandGate) (int, string) { return g.rank, g.name })
 }
 
 // blockEndStep is a module's work at the end of every block, after the
@@ -436,17 +397,17 @@ func (r *registry) registerCommandGate(g commandGate) {
 // each change it made, which the core encodes into the block's digest
 // (change.encode): the steps run in the order of their ranks, and their
 // changes are hashed in that order (TestSteps pins it).
-type blockEndStep struct {
+type BlockEndStep struct {
 	rank   int
 	name   string
 	module module
-	run    func(*FSM) []change
+	run    func(*Machine) []change
 }
 
 // registerBlockEnd adds a module's block-end step; two of one rank are a
 // programming error.
-func (r *registry) registerBlockEnd(s blockEndStep) {
-	r.blockEndSteps = insertRanked(r.blockEndSteps, &s, "block-end steps", func(s *blockEndStep) (int, string) { return s.rank, s.name })
+func (r *Registry) registerBlockEnd(s BlockEndStep) {
+	r.blockEndSteps = insertRanked(r.blockEndSteps, &s, "block-end steps", func(s *BlockEndStep) (int, string) { return s.rank, s.name })
 }
 
 // snapshotFiles is a module's files in a snapshot, besides the metadata
@@ -458,7 +419,7 @@ func (r *registry) registerBlockEnd(s blockEndStep) {
 // checkPath does not accept, and moves the restored directory into place
 // before Open loads the restored state; what the files hold is the
 // module's (its load step opens them).
-type snapshotFiles struct {
+type SnapshotFiles struct {
 	rank   int
 	name   string
 	module module
@@ -466,7 +427,7 @@ type snapshotFiles struct {
 	// capture records the module's committed files on the applier, right
 	// after a Commit, without copying them (CaptureSnapshot). The parts
 	// it returns are released even when it also returns an error.
-	capture func(*FSM) ([]capturedFiles, error)
+	capture func(*Machine) ([]capturedFiles, error)
 	// checkPath says what is wrong with the path of a file of a peer's
 	// snapshot under dir/ (given without "dir/"), or "" if nothing.
 	checkPath func(rest string) string
@@ -484,7 +445,7 @@ type capturedFiles interface {
 // registerSnapshotFiles adds a module's snapshot files; two of one rank or
 // one directory, or a directory that is not one plain path element or
 // would collide with the store's files, are programming errors.
-func (r *registry) registerSnapshotFiles(s snapshotFiles) {
+func (r *Registry) registerSnapshotFiles(s SnapshotFiles) {
 	if s.dir == "" || s.dir == "." || s.dir == ".." || strings.ContainsAny(s.dir, `/\`) ||
 		s.dir == "meta" || s.dir == metaKVPath || s.dir == "state" {
 		panic(fmt.Sprintf("stele/fsm: snapshot files %s in directory %q", s.name, s.dir))
@@ -495,7 +456,7 @@ func (r *registry) registerSnapshotFiles(s snapshotFiles) {
 		}
 	}
 	r.snapshotFileSteps = append(r.snapshotFileSteps, &s)
-	slices.SortFunc(r.snapshotFileSteps, func(a, b *snapshotFiles) int { return a.rank - b.rank })
+	slices.SortFunc(r.snapshotFileSteps, func(a, b *SnapshotFiles) int { return a.rank - b.rank })
 }
 
 // stateMarkSpec is the one field of the core's m/state record that a
@@ -504,16 +465,16 @@ func (r *registry) registerSnapshotFiles(s snapshotFiles) {
 // the core writes there what the registered module's value returns and
 // hands the stored value to its restore at Open, so the record's bytes stay those of
 // its format. With none registered the field is 0.
-type stateMarkSpec struct {
+type StateMark struct {
 	name    string
 	module  module
-	value   func(*FSM) int64
-	restore func(*FSM, int64)
+	value   func(*Machine) int64
+	restore func(*Machine, int64)
 }
 
 // registerStateMark registers the state mark; a second one is a
 // programming error (m/state has room for one).
-func (r *registry) registerStateMark(s stateMarkSpec) {
+func (r *Registry) registerStateMark(s StateMark) {
 	if r.stateMark != nil {
 		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", r.stateMark.name, s.name))
 	}

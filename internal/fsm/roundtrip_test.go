@@ -101,7 +101,7 @@ func TestDecodedStateOwnsItsBytes(t *testing.T) {
 		}
 		scribble(raw)
 		if again := EncodeTx(tx); !bytes.Equal(again, want) {
-			t.Fatalf("%s: the decoded command changed when its buffer was reused", c.Kind())
+			t.Fatalf("%s: the decoded command changed when its buffer was reused", KindName(c.Kind()))
 		}
 	}
 }

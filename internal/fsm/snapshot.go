@@ -109,7 +109,7 @@ type SnapshotCapture struct {
 // compaction still being written (WaitCompactions), so that every broker
 // captures the compacted files. dir must be on the data
 // directory's file system (BuildSnapshot hard-links segment files).
-func (f *FSM) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
+func (f *Machine) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if f.applied {
 		return nil, fmt.Errorf("%w: snapshot while block %d is applied but not committed", ErrHeight, f.height)
 	}

@@ -191,7 +191,7 @@ func decodeChunk(b []byte) ([]piece, error) {
 // state/<8 digits>.kv, and under a module's directory (snapshotFiles) what
 // that module's checkPath accepts (logs/<topic>-<partition>/<segment file
 // or partition.metadata>, topic_snapshot.go).
-func checkSnapshotPath(p string) error {
+func (g *Registry) checkSnapshotPath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: path %.100q: %s", ErrSnapshotMalformed, p, why)
 	}
@@ -202,7 +202,7 @@ func checkSnapshotPath(p string) error {
 		return bad("too long")
 	}
 	dir, rest, _ := strings.Cut(p, "/")
-	for _, s := range assembled.snapshotFileSteps {
+	for _, s := range g.snapshotFileSteps {
 		if s.dir == dir {
 			if why := s.checkPath(rest); why != "" {
 				return bad(why)

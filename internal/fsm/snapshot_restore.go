@@ -215,7 +215,7 @@ func (r *Restore) Close() error {
 // the applier would use it: no ApplyBlock may run meanwhile. Readers see
 // the empty state until the restored one is published; the metadata store
 // is closed and reopened in between.
-func (f *FSM) RestoreSnapshot(r *Restore) error {
+func (f *Machine) RestoreSnapshot(r *Restore) error {
 	if !r.Complete() {
 		return fmt.Errorf("%w: %d of %d chunks applied", ErrChunkOrder, r.next, len(r.meta.hashes))
 	}
@@ -245,9 +245,7 @@ func (f *FSM) RestoreSnapshot(r *Restore) error {
 			return err
 		}
 	}
-	opts := f.opts
-	opts.Dir = r.dir
-	g, err := Open(opts)
+	g, err := f.reopen(r.dir)
 	if err != nil {
 		return fmt.Errorf("%w: the restored state does not open: %w", ErrSnapshotMalformed, err)
 	}
@@ -321,7 +319,7 @@ func (r *Restore) stageStore() error {
 // in staged and reloads f. A crash in between leaves either the empty
 // state or the restored one in place, or a data directory without a
 // metadata store, which Open starts empty (deleting the logs as strays).
-func (f *FSM) swapIn(staged string) error {
+func (f *Machine) swapIn(staged string) error {
 	if err := f.store.Close(); err != nil {
 		return err
 	}

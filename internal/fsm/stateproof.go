@@ -28,7 +28,7 @@ var ErrStateMoved = errors.New("stele/fsm: the state changed while it was being 
 // its own at the committed root from the store, and checks every value it
 // read against the proof, trying again when a commit moved the state on in
 // between.
-func (f *FSM) ProveState(keys ...[]byte) (*proof.StateProof, error) {
+func (f *Machine) ProveState(keys ...[]byte) (*proof.StateProof, error) {
 	if len(keys) == 0 || len(keys) > proof.MaxStateProofKeys {
 		return nil, fmt.Errorf("stele/fsm: %d keys to prove, want 1 to %d", len(keys), proof.MaxStateProofKeys)
 	}
@@ -48,7 +48,7 @@ func (f *FSM) ProveState(keys ...[]byte) (*proof.StateProof, error) {
 	return nil, last
 }
 
-func (f *FSM) proveStateOnce(keys [][]byte) (*proof.StateProof, error) {
+func (f *Machine) proveStateOnce(keys [][]byte) (*proof.StateProof, error) {
 	f.committed.Lock()
 	hp, store := f.committed.hash, f.store
 	f.committed.Unlock()

@@ -33,11 +33,11 @@ type Tx struct {
 	Commands []Command
 }
 
-// EncodeTx encodes a transaction.
-func EncodeTx(tx Tx) []byte {
+// encodeTx encodes a transaction (EncodeTx).
+func (g *Registry) encodeTx(tx Tx) []byte {
 	size := 32
 	for _, c := range tx.Commands {
-		size += assembled.encodedSize(c)
+		size += g.encodedSize(c)
 	}
 	w := &writer{b: make([]byte, 0, size)}
 	w.raw(txMagic[:])
@@ -54,13 +54,8 @@ func EncodeTx(tx Tx) []byte {
 	return w.b
 }
 
-// DecodeTx decodes a transaction. Byte slices in the result (such as a
-// Produce's Records) alias b. It checks the encoding only; whether the
-// commands make sense is checked by Validate and by Apply.
-func DecodeTx(b []byte) (Tx, error) { return assembled.decodeTx(b) }
-
 // decodeTx decodes a transaction with g's commands (DecodeTx).
-func (g *registry) decodeTx(b []byte) (Tx, error) {
+func (g *Registry) decodeTx(b []byte) (Tx, error) {
 	r := &reader{b: b}
 	var tx Tx
 	magic := r.take(3)

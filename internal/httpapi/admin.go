@@ -72,7 +72,7 @@ func serveSignedAdminPost(opts Options) http.HandlerFunc {
 		c := fsm.SignedAdmin{Principal: req.Principal, Seq: req.Seq, Signature: req.Signature, Command: req.Command}
 		name := ""
 		if inner, err := fsm.DecodeCommand(req.Command); err == nil {
-			name = inner.Kind().String()
+			name = fsm.KindName(inner.Kind())
 		}
 		answer := func(status int, res SignedAdminResult) {
 			res.Command = name

@@ -93,7 +93,7 @@ func TestUpgradeToVersion2(t *testing.T) {
 			if tx, err := fsm.DecodeTx(txs[0]); err != nil || len(tx.Commands) != 1 {
 				t.Fatalf("height %d, from the upgrade: the block does not open with the proposer's AppendTime", height)
 			} else if _, ok := tx.Commands[0].(fsm.AppendTime); !ok {
-				t.Fatalf("height %d, from the upgrade: the block opens with %s", height, tx.Commands[0].Kind())
+				t.Fatalf("height %d, from the upgrade: the block opens with %s", height, fsm.KindName(tx.Commands[0].Kind()))
 			}
 		}
 	}

@@ -1,0 +1,409 @@
+package fsm
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// The application: the core's machine with the modules assembled on it.
+// FSM embeds the core's Machine (its fields and methods are promoted) and
+// each module's state; the registry embeds the core's and adds the topics
+// module's hook points. The modules register their commands and steps
+// with functions of *FSM (moduleStep, blockBeginStep, ...); the adapters
+// below hand the core functions of *Machine that find the FSM a machine
+// belongs to (appOf). Everything a module needs of another module, and
+// the façade the broker imports (Open, Validate, Precheck, DecodeTx,
+// EncodeTx, CheckCommand, KindName), is here or in the modules' files.
+
+// FSM is the state machine. ApplyBlock and Commit are called by one goroutine
+// (the applier); View, Info and the partitions' read methods by any.
+//
+// It embeds the core's Machine and each module's state, a struct
+// declared in that module's files, so that its fields are promoted
+// (f.topics, f.groups) and TestModuleLayering attributes each field to the
+// module that declares it.
+type FSM struct {
+	*Machine
+	opts Options
+	// reg is what the modules registered: the package's assembled
+	// registry, never changed.
+	reg *registry
+
+	topicsState    // topic_state.go
+	keysState      // keys.go
+	groupsState    // group_state.go
+	producersState // producer_state.go
+	trustState     // cert_apply.go
+	clusterState   // upgrade.go
+	securityState  // users.go
+}
+
+// The modules (see the package's registry.go).
+const (
+	modTopics    module = "topics"
+	modKeys      module = "keys"
+	modGroups    module = "groups"
+	modProducers module = "producers"
+	modTrust     module = "trust"
+	modCluster   module = "cluster"
+	modSecurity  module = "security"
+)
+
+// appOf is the FSM machine m belongs to.
+func appOf(m *Machine) *FSM { return m.app.(*FSM) }
+
+// Options configures a state machine. Everything here that influences Apply
+// must be the same on every broker of a cluster.
+type Options struct {
+	// Dir holds the partition logs (Dir/logs) and the metadata store (Dir/meta).
+	Dir string
+	// HousekeepingIntervalMs is how often, in block time, retention and
+	// compaction are evaluated. Default 30000.
+	HousekeepingIntervalMs int64
+	// Validators checks certified transactions' signatures; nil refuses
+	// every certified transaction (inline transactions only).
+	Validators *ValidatorSet
+	// ChainID is the chain's id (CometBFT's genesis chain_id), the same on
+	// every broker of a chain. Upgrade votes are signed for it
+	// (UpgradeStatement); empty refuses every upgrade vote.
+	ChainID string
+	// GenesisAppVersion is the app version the chain's first block is
+	// applied under (CometBFT's genesis consensus_params.version.app); 0
+	// and 1 both mean version 1, which every chain made before version 2
+	// existed runs until it upgrades. It is read only by a state machine
+	// that has applied no block; a later one reads the version from its
+	// state.
+	GenesisAppVersion uint32
+	// GenesisUsers are the users the chain starts with (the genesis
+	// app_state's, `stele cluster init --admin-password-file`): the
+	// security module creates them as it applies the first block, when
+	// that block's app version has users (users.go).
+	GenesisUsers []GenesisUser
+	// Batches reads certified transactions' payloads; required when
+	// Validators is set.
+	Batches BatchSource
+	// OffsetsRetentionMs is offsets.retention.minutes in milliseconds: how
+	// long the committed offsets of a group without members are kept.
+	// Default 7 days, as Kafka's.
+	OffsetsRetentionMs int64
+	// WithoutKeyIndex turns the key index off (and with it optimistic
+	// concurrency and key snapshots' reads), to measure what the index
+	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
+	// chain must agree on it; nothing outside benchmarks sets it.
+	WithoutKeyIndex bool
+	// CompactionWorkers is how many compaction passes may rewrite files at
+	// once, in the background (compactor.go). Default 1. It changes nothing
+	// in the state.
+	CompactionWorkers int
+	// StoreFS is the file system of the metadata store; nil is the
+	// operating system's. Tests inject faults with pebble's errorfs.
+	StoreFS vfs.FS
+	Logger  *slog.Logger
+
+	// TraceState logs every authenticated key a block writes or deletes,
+	// with a hash of its value, to compare brokers that diverged
+	// (STELE_TRACE_STATE=1 on stele serve). Values themselves are not
+	// logged.
+	TraceState bool
+
+	// rewordForTest, when set, rewrites every result message and log
+	// before they leave ApplyBlock: the test that nothing hashed depends
+	// on message text (TestMessagesAreNotHashed).
+	rewordForTest func(string) string
+	// passHookForTest, when set, runs on a compaction's goroutine before
+	// the pass: tests delay or hold passes with it.
+	passHookForTest func(topic string, partition int32)
+	// maxAppVersionForTest, when set, stands for MaxAppVersion: a test
+	// runs an old binary and a new one in one process (upgrade_test.go).
+	maxAppVersionForTest uint32
+}
+
+func (o *Options) setDefaults() {
+	if o.HousekeepingIntervalMs <= 0 {
+		o.HousekeepingIntervalMs = 30_000
+	}
+	if o.OffsetsRetentionMs <= 0 {
+		o.OffsetsRetentionMs = 7 * 24 * 60 * 60 * 1000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CompactionWorkers <= 0 {
+		o.CompactionWorkers = 1
+	}
+}
+
+// machineOptions is the core's part of o.
+func (o *Options) machineOptions() MachineOptions {
+	return MachineOptions{Dir: o.Dir, StoreFS: o.StoreFS, Logger: o.Logger, TraceState: o.TraceState, Reword: o.rewordForTest}
+}
+
+// Open loads the committed state from opts.Dir (m/state, then every
+// module's load step in rank order), cuts every partition log back to its
+// committed end, and redoes interrupted deletions and compactions.
+func Open(opts Options) (*FSM, error) {
+	opts.setDefaults()
+	var f *FSM
+	bind := func(m *Machine) any {
+		f = &FSM{Machine: m, opts: opts, reg: assembled}
+		return f
+	}
+	reopen := func(dir string) (*Machine, error) {
+		o := opts
+		o.Dir = dir
+		g, err := Open(o)
+		if err != nil {
+			return nil, err
+		}
+		return g.Machine, nil
+	}
+	if _, err := OpenMachine(opts.machineOptions(), assembled.Registry, bind, reopen); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// registry is what the modules register: the core's registry and the
+// topics module's hook points. Built by buildRegistry, never changed
+// afterwards.
+type registry struct {
+	*Registry
+	// topicHooks are the topics module's hook points (topic_hooks.go),
+	// made by its registration function, which runs first.
+	topicHooks
+}
+
+// assembled is the registry of every state machine and of the stateless
+// codec, built once as the package is initialised and never written
+// afterwards (see the package's registry.go: why it is a package value,
+// and why the modules' code reaches it through FSM.reg).
+var assembled = buildRegistry()
+
+// buildRegistry assembles the state machine: each module's registration
+// function, in the order of the layering from the bottom up. The topics
+// module goes first, as it makes the hook points the modules above it
+// register at; otherwise the order of the calls decides nothing (every
+// ordered list is kept by rank), so a module added later goes after
+// those it uses.
+func buildRegistry() *registry {
+	r := &registry{Registry: &Registry{}}
+	registerTopics(r)
+	registerKeys(r)
+	registerGroups(r)
+	registerProducers(r)
+	registerTrust(r)
+	registerCluster(r)
+	registerSecurity(r)
+	return r
+}
+
+// register adds a command kind to r (the core's RegisterCommand, with
+// apply given the FSM).
+func register[C Command](r *registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *CommandSpec {
+	return registerCommand(r.Registry, kind, name, m, decode, check, func(m *Machine, c C, at cmdAt) Result { return apply(appOf(m), c, at) })
+}
+
+// KindName is the name a command kind was registered with, or Kind(n).
+func KindName(k Kind) string { return assembled.kindName(k) }
+
+// CheckCommand validates a command on its own, without the state: what
+// every broker would refuse to order. Apply checks it again.
+func CheckCommand(c Command) Result { return assembled.checkCommand(c) }
+
+// DecodeTx decodes a transaction. Byte slices in the result (such as a
+// Produce's Records) alias b. It checks the encoding only; whether the
+// commands make sense is checked by Validate and by Apply.
+func DecodeTx(b []byte) (Tx, error) { return assembled.decodeTx(b) }
+
+// EncodeTx encodes a transaction.
+func EncodeTx(tx Tx) []byte { return assembled.encodeTx(tx) }
+
+// checkSnapshotPath accepts only the paths a snapshot may hold (the
+// core's checkSnapshotPath with the modules' directories).
+func checkSnapshotPath(p string) error { return assembled.checkSnapshotPath(p) }
+
+// Validate checks that tx decodes and that each command is well formed on its
+// own (names, counts, record batches and their CRCs). It depends on nothing
+// but tx, so every broker gives the same answer; whether a command applies to
+// the current state is decided by ApplyBlock.
+func Validate(tx []byte) (Tx, error) {
+	t, err := DecodeTx(tx)
+	if err != nil {
+		return Tx{}, err
+	}
+	for i, c := range t.Commands {
+		if r := CheckCommand(c); r.Code != 0 {
+			return Tx{}, fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, KindName(c.Kind()), r.Message)
+		}
+	}
+	return t, nil
+}
+
+// Precheck is the cheap admission check for the mempool (CheckTx): the
+// transaction decodes and every command passes its kind's admission check
+// (admitCommand: CheckCommand, or something cheaper a module registered; a
+// Produce's batches are whole with good CRCs, their records not decoded).
+// Validate does the whole check before a block is proposed or accepted.
+func Precheck(tx []byte) error {
+	t, err := DecodeTx(tx)
+	if err != nil {
+		return err
+	}
+	for i, c := range t.Commands {
+		if err := assembled.admitCommand(c); err != nil {
+			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, KindName(c.Kind()), err)
+		}
+	}
+	return nil
+}
+
+// The modules' side of the core's registrations: the same steps, with
+// functions of *FSM.
+
+// moduleStep is a module's part in the core's steps (Step).
+type moduleStep struct {
+	rank    int
+	name    string
+	module  module
+	empty   func(*FSM)
+	load    func(*FSM) error
+	stage   func(*FSM, *stateBatch) error
+	publish func(f *FSM, metaChanged bool)
+	sync    func(*FSM) error
+	settle  func(*FSM) error
+	forget  func(*FSM)
+	close   func(*FSM)
+}
+
+// registerStep adds a module's step (the core's registerStep).
+func (r *registry) registerStep(s moduleStep) {
+	c := Step{rank: s.rank, name: s.name, module: s.module}
+	if s.empty != nil {
+		c.empty = func(m *Machine) { s.empty(appOf(m)) }
+	}
+	if s.load != nil {
+		c.load = func(m *Machine) error { return s.load(appOf(m)) }
+	}
+	if s.stage != nil {
+		c.stage = func(m *Machine, b *stateBatch) error { return s.stage(appOf(m), b) }
+	}
+	if s.publish != nil {
+		c.publish = func(m *Machine, metaChanged bool) { s.publish(appOf(m), metaChanged) }
+	}
+	if s.sync != nil {
+		c.sync = func(m *Machine) error { return s.sync(appOf(m)) }
+	}
+	if s.settle != nil {
+		c.settle = func(m *Machine) error { return s.settle(appOf(m)) }
+	}
+	if s.forget != nil {
+		c.forget = func(m *Machine) { s.forget(appOf(m)) }
+	}
+	if s.close != nil {
+		c.close = func(m *Machine) { s.close(appOf(m)) }
+	}
+	r.Registry.registerStep(c)
+}
+
+// blockBeginStep is a module's block-begin step (BlockBeginStep).
+type blockBeginStep struct {
+	rank   int
+	name   string
+	module module
+	check  func(f *FSM, height int64) error
+	run    func(*FSM, Block)
+}
+
+// registerBlockBegin adds a module's block-begin step.
+func (r *registry) registerBlockBegin(s blockBeginStep) {
+	c := BlockBeginStep{rank: s.rank, name: s.name, module: s.module}
+	if s.check != nil {
+		c.check = func(m *Machine, height int64) error { return s.check(appOf(m), height) }
+	}
+	if s.run != nil {
+		c.run = func(m *Machine, b Block) { s.run(appOf(m), b) }
+	}
+	r.Registry.registerBlockBegin(c)
+}
+
+// setDigestDomain registers the digest domain of a block.
+func (r *registry) setDigestDomain(fn func(*FSM) string) {
+	r.Registry.setDigestDomain(func(m *Machine) string { return fn(appOf(m)) })
+}
+
+// txFormat is a module's form of transactions (TxFormat).
+type txFormat struct {
+	name   string
+	module module
+	is     func(raw []byte) bool
+	open   func(f *FSM, raw []byte) (Tx, Digest, error)
+	halts  func(error) bool
+}
+
+// registerTxFormat adds a module's form of transactions.
+func (r *registry) registerTxFormat(t txFormat) {
+	r.Registry.registerTxFormat(TxFormat{name: t.name, module: t.module, is: t.is, halts: t.halts,
+		open: func(m *Machine, raw []byte) (Tx, Digest, error) { return t.open(appOf(m), raw) }})
+}
+
+// commandGate is a module's command gate (CommandGate).
+type commandGate struct {
+	rank   int
+	name   string
+	module module
+	run    func(*FSM, Command) (Result, bool)
+}
+
+// registerCommandGate adds a module's command gate.
+func (r *registry) registerCommandGate(g commandGate) {
+	r.Registry.registerCommandGate(CommandGate{rank: g.rank, name: g.name, module: g.module,
+		run: func(m *Machine, c Command) (Result, bool) { return g.run(appOf(m), c) }})
+}
+
+// blockEndStep is a module's block-end step (BlockEndStep).
+type blockEndStep struct {
+	rank   int
+	name   string
+	module module
+	run    func(*FSM) []change
+}
+
+// registerBlockEnd adds a module's block-end step.
+func (r *registry) registerBlockEnd(s blockEndStep) {
+	r.Registry.registerBlockEnd(BlockEndStep{rank: s.rank, name: s.name, module: s.module,
+		run: func(m *Machine) []change { return s.run(appOf(m)) }})
+}
+
+// snapshotFiles are a module's files in a snapshot (SnapshotFiles).
+type snapshotFiles struct {
+	rank      int
+	name      string
+	module    module
+	dir       string
+	capture   func(*FSM) ([]capturedFiles, error)
+	checkPath func(rest string) string
+}
+
+// registerSnapshotFiles adds a module's snapshot files.
+func (r *registry) registerSnapshotFiles(s snapshotFiles) {
+	r.Registry.registerSnapshotFiles(SnapshotFiles{rank: s.rank, name: s.name, module: s.module, dir: s.dir, checkPath: s.checkPath,
+		capture: func(m *Machine) ([]capturedFiles, error) { return s.capture(appOf(m)) }})
+}
+
+// stateMarkSpec is the state mark (StateMark).
+type stateMarkSpec struct {
+	name    string
+	module  module
+	value   func(*FSM) int64
+	restore func(*FSM, int64)
+}
+
+// registerStateMark registers the state mark.
+func (r *registry) registerStateMark(s stateMarkSpec) {
+	r.Registry.registerStateMark(StateMark{name: s.name, module: s.module,
+		value:   func(m *Machine) int64 { return s.value(appOf(m)) },
+		restore: func(m *Machine, v int64) { s.restore(appOf(m), v) }})
+}
+
