@@ -224,6 +224,14 @@ func EncodeTx(tx Tx) []byte { return assembled.encodeTx(tx) }
 // core's checkSnapshotPath with the modules' directories).
 func checkSnapshotPath(p string) error { return assembled.checkSnapshotPath(p) }
 
+// NewRestore checks an offered snapshot (format, metadata against the
+// hash, height, chunk count and trusted app hash) and prepares the staging
+// directory dir, removing whatever was there. dir must be on the data
+// directory's file system (RestoreSnapshot renames from it).
+func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
+	return NewRestoreWith(assembled.Registry, dir, o)
+}
+
 // Validate checks that tx decodes and that each command is well formed on its
 // own (names, counts, record batches and their CRCs). It depends on nothing
 // but tx, so every broker gives the same answer; whether a command applies to

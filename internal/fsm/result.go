@@ -126,6 +126,38 @@ func (tp TopicPartitions) clone() TopicPartitions {
 
 func (tp TopicPartitions) has(t string, p int32) bool { return slices.Contains(tp[t], p) }
 
+func (tp TopicPartitions) add(t string, p int32) {
+	if !tp.has(t, p) {
+		tp[t] = append(tp[t], p)
+		slices.Sort(tp[t])
+	}
+}
+
+// minus returns the partitions of tp not in o.
+func (tp TopicPartitions) minus(o TopicPartitions) TopicPartitions {
+	out := TopicPartitions{}
+	for _, t := range sortedKeys(tp) {
+		for _, p := range tp[t] {
+			if !o.has(t, p) {
+				out.add(t, p)
+			}
+		}
+	}
+	return out
+}
+
+func (tp TopicPartitions) count() int {
+	n := 0
+	for _, ps := range tp {
+		n += len(ps)
+	}
+	return n
+}
+
+func (tp TopicPartitions) equal(o TopicPartitions) bool {
+	return tp.count() == o.count() && tp.minus(o).count() == 0
+}
+
 // TxOutcome is what applying one transaction produced.
 type TxOutcome struct {
 	Nonce Nonce

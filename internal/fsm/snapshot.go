@@ -215,7 +215,7 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 	if err := storage.SyncTree(filepath.Join(dir, filesDir)); err != nil {
 		return nil, err
 	}
-	s := &Snapshot{dir: dir, m: m, plan: planChunks(m.Files)}
+	s := &Snapshot{root: dir, m: m, plan: planChunks(m.Files)}
 	reuse := prev.lender(dir)
 	s.hashes = make([][32]byte, len(s.plan))
 	for i, c := range s.plan {

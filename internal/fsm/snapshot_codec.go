@@ -159,7 +159,7 @@ func encodeChunk(pieces []piece) []byte {
 }
 
 // decodeChunk decodes a chunk; the data of the pieces aliases b.
-func decodeChunk(b []byte) ([]piece, error) {
+func (g *Registry) decodeChunk(b []byte) ([]piece, error) {
 	r := &reader{b: b}
 	n := r.count(3)
 	if n == 0 && r.e == nil {
@@ -175,7 +175,7 @@ func decodeChunk(b []byte) ([]piece, error) {
 		}
 		p.offset = int64(off)
 		if r.e == nil {
-			if err := checkSnapshotPath(p.path); err != nil {
+			if err := g.checkSnapshotPath(p.path); err != nil {
 				return nil, err
 			}
 		}

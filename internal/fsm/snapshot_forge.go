@@ -26,7 +26,7 @@ func ForgeSnapshot(s *Snapshot, alter func(key, value []byte) []byte) (*Snapshot
 		if !isStateFileName(f.Path) {
 			continue
 		}
-		path := filepath.Join(s.dir, filesDir, filepath.FromSlash(f.Path))
+		path := filepath.Join(s.root, filesDir, filepath.FromSlash(f.Path))
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
@@ -52,7 +52,7 @@ func ForgeSnapshot(s *Snapshot, alter func(key, value []byte) []byte) (*Snapshot
 		}
 		m.Files[i].Size = int64(len(out))
 	}
-	forged := &Snapshot{dir: s.dir, m: m, plan: planChunks(m.Files)}
+	forged := &Snapshot{root: s.root, m: m, plan: planChunks(m.Files)}
 	forged.hashes = make([][32]byte, len(forged.plan))
 	forged.m.Chunks = nil
 	for i, c := range forged.plan {
@@ -64,7 +64,7 @@ func ForgeSnapshot(s *Snapshot, alter func(key, value []byte) []byte) (*Snapshot
 		forged.m.Chunks = append(forged.m.Chunks, forged.hashes[i][:])
 	}
 	forged.finish()
-	if err := writeJSON(filepath.Join(s.dir, manifestFile), forged.m); err != nil {
+	if err := writeJSON(filepath.Join(s.root, manifestFile), forged.m); err != nil {
 		return nil, err
 	}
 	return forged, nil

@@ -29,11 +29,11 @@ func FuzzSnapshotStateFile(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	honest, err := os.ReadFile(filepath.Join(s.dir, filesDir, filepath.FromSlash(stateFileName(0))))
+	honest, err := os.ReadFile(filepath.Join(s.root, filesDir, filepath.FromSlash(stateFileName(0))))
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(s.dir, filesDir, filepath.FromSlash(stateFileName(1)))); err == nil {
+	if _, err := os.Stat(filepath.Join(s.root, filesDir, filepath.FromSlash(stateFileName(1)))); err == nil {
 		f.Fatal("the scenario's state takes more than one file")
 	}
 	want := map[string]string{}
@@ -67,7 +67,7 @@ func stagedState(t testing.TB, data []byte, m snapshotMeta, fn func(k, v []byte)
 	root := t.TempDir()
 	chunk := encodeChunk([]piece{{path: stateFileName(0), data: data}})
 	m.hashes = [][32]byte{sha256.Sum256(chunk)}
-	r := newRestore(filepath.Join(root, "staging"), m)
+	r := StartRestore(assembled.Registry, filepath.Join(root, "staging"), m)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,7 @@ type SnapshotOffer struct {
 // the logs' extent (start and end offsets) is authenticated state, and
 // clients check records themselves with their proofs (docs/trust.md).
 type Restore struct {
+	reg *Registry
 	dir  string
 	meta snapshotMeta
 	next uint32 // the chunk Apply expects
@@ -65,7 +66,7 @@ type Restore struct {
 // hash, height, chunk count and trusted app hash) and prepares the staging
 // directory dir, removing whatever was there. dir must be on the data
 // directory's file system (RestoreSnapshot renames from it).
-func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
+func NewRestoreWith(reg *Registry, dir string, o SnapshotOffer) (*Restore, error) {
 	if o.Format != SnapshotFormat {
 		return nil, fmt.Errorf("%w: format %d, this version restores %d", ErrSnapshotFormat, o.Format, SnapshotFormat)
 	}
@@ -97,11 +98,12 @@ func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: restore: %w", err)
 	}
-	return newRestore(dir, m), nil
+	return StartRestore(reg, dir, m), nil
 }
 
-func newRestore(dir string, m snapshotMeta) *Restore {
-	return &Restore{dir: dir, meta: m, seen: map[string]bool{}, state: stateRestore{want: -1}}
+// StartRestore is a restore into dir of the snapshot m describes.
+func StartRestore(reg *Registry, dir string, m snapshotMeta) *Restore {
+	return &Restore{reg: reg, dir: dir, meta: m, seen: map[string]bool{}, state: stateRestore{want: -1}}
 }
 
 // Height is the height of the snapshot being restored.
@@ -128,7 +130,7 @@ func (r *Restore) Apply(index uint32, chunk []byte) error {
 	if sha256.Sum256(chunk) != r.meta.hashes[index] {
 		return fmt.Errorf("%w: chunk %d", ErrChunkHash, index)
 	}
-	pieces, err := decodeChunk(chunk)
+	pieces, err := r.reg.decodeChunk(chunk)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // Snapshot is a built snapshot, ready to serve. Its methods may be called
 // from any goroutine.
 type Snapshot struct {
-	dir    string
+	root   string
 	m      manifest
 	plan   [][]span
 	hashes [][32]byte
@@ -31,7 +31,7 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 	if m.Format != SnapshotFormat {
 		return nil, fmt.Errorf("%w: %s has format %d", ErrSnapshotFormat, dir, m.Format)
 	}
-	s := &Snapshot{dir: dir, m: m, plan: planChunks(m.Files)}
+	s := &Snapshot{root: dir, m: m, plan: planChunks(m.Files)}
 	if len(s.plan) != len(m.Chunks) {
 		return nil, fmt.Errorf("%w: %s: %d chunks planned, %d hashes", ErrSnapshotDamaged, dir, len(s.plan), len(m.Chunks))
 	}
@@ -53,7 +53,7 @@ func (s *Snapshot) finish() {
 }
 
 // Dir is the snapshot's directory.
-func (s *Snapshot) Dir() string { return s.dir }
+func (s *Snapshot) Dir() string { return s.root }
 
 // Height is the height whose state the snapshot holds.
 func (s *Snapshot) Height() int64 { return s.m.Height }
@@ -95,7 +95,7 @@ func (s *Snapshot) Chunk(i uint32) ([]byte, error) {
 		return nil, err
 	}
 	if sha256.Sum256(data) != s.hashes[i] {
-		return nil, fmt.Errorf("%w: %s: chunk %d no longer matches its hash", ErrSnapshotDamaged, s.dir, i)
+		return nil, fmt.Errorf("%w: %s: chunk %d no longer matches its hash", ErrSnapshotDamaged, s.root, i)
 	}
 	return data, nil
 }
@@ -106,7 +106,7 @@ func (s *Snapshot) readChunk(c []span) ([]byte, error) {
 	for i, sp := range c {
 		name := s.m.Files[sp.file].Path
 		data := make([]byte, sp.length)
-		if err := readFileAt(filepath.Join(s.dir, filesDir, filepath.FromSlash(name)), data, sp.offset); err != nil {
+		if err := readFileAt(filepath.Join(s.root, filesDir, filepath.FromSlash(name)), data, sp.offset); err != nil {
 			return nil, err
 		}
 		pieces[i] = piece{path: name, offset: sp.offset, data: data}
@@ -146,7 +146,7 @@ func (s *Snapshot) lender(dir string) func(files []snapFile, c []span) ([32]byte
 		}
 		isSame, checked := same[name]
 		if !checked {
-			a, err1 := os.Stat(filepath.Join(s.dir, filesDir, filepath.FromSlash(name)))
+			a, err1 := os.Stat(filepath.Join(s.root, filesDir, filepath.FromSlash(name)))
 			b, err2 := os.Stat(filepath.Join(dir, filesDir, filepath.FromSlash(name)))
 			isSame = err1 == nil && err2 == nil && os.SameFile(a, b)
 			same[name] = isSame

@@ -329,7 +329,7 @@ func TestSnapshotMalformedChunks(t *testing.T) {
 		"state empty":   {{path: "state/00000000.kv", data: []byte{0}}},
 	} {
 		chunk := encodeChunk(pieces)
-		r := newRestore(t.TempDir(), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
+		r := StartRestore(assembled.Registry, t.TempDir(), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
 		if err := r.Apply(0, chunk); !errors.Is(err, ErrSnapshotMalformed) {
 			t.Errorf("%s: %v, want ErrSnapshotMalformed", name, err)
 		}
@@ -419,7 +419,7 @@ func FuzzSnapshotChunk(f *testing.F) {
 		_, _ = decodeSnapshotMeta(data)
 		_ = decodeKVs(bytes.NewReader(data), func(k, v []byte) error { return nil })
 		root := t.TempDir()
-		r := newRestore(filepath.Join(root, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(data)}})
+		r := StartRestore(assembled.Registry, filepath.Join(root, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(data)}})
 		_ = r.Apply(0, data)
 		_ = r.closeFile()
 		entries, err := os.ReadDir(root)
@@ -563,7 +563,7 @@ func chunkHolds(t testing.TB, s *Snapshot, i uint32, key []byte) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pieces, err := decodeChunk(c)
+	pieces, err := assembled.decodeChunk(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +616,7 @@ func TestSnapshotStateOutsideItsFile(t *testing.T) {
 	w.Flush()
 	chunk := encodeChunk([]piece{{path: metaKVPath, data: buf.Bytes()}})
 	dir := t.TempDir()
-	r := newRestore(filepath.Join(dir, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
+	r := StartRestore(assembled.Registry, filepath.Join(dir, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
 	defer r.Close()
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		t.Fatal(err)
