@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The security module's ACLs (issue 17, docs/security.md): Kafka's access
@@ -32,8 +34,8 @@ import (
 
 // Kind numbers of the ACL commands.
 const (
-	KindCreateACL  Kind = 27
-	KindDeleteACLs Kind = 28
+	KindCreateACL  core.Kind = 27
+	KindDeleteACLs core.Kind = 28
 )
 
 // Kafka's ACL numbers (kmsg.ACLResourceType, ACLResourcePatternType,
@@ -99,56 +101,56 @@ type CreateACL struct{ ACL ACLBinding }
 // DeleteACLs removes these bindings, each if it exists.
 type DeleteACLs struct{ ACLs []ACLBinding }
 
-func (CreateACL) Kind() Kind  { return KindCreateACL }
-func (DeleteACLs) Kind() Kind { return KindDeleteACLs }
+func (CreateACL) Kind() core.Kind  { return KindCreateACL }
+func (DeleteACLs) Kind() core.Kind { return KindDeleteACLs }
 
-func (b ACLBinding) encode(w *writer) {
-	w.u8(uint8(b.ResourceType))
-	w.str(b.ResourceName)
-	w.u8(uint8(b.PatternType))
-	w.str(b.Principal)
-	w.str(b.Host)
-	w.u8(uint8(b.Operation))
-	w.u8(uint8(b.Permission))
+func (b ACLBinding) Encode(w *core.Writer) {
+	w.U8(uint8(b.ResourceType))
+	w.Str(b.ResourceName)
+	w.U8(uint8(b.PatternType))
+	w.Str(b.Principal)
+	w.Str(b.Host)
+	w.U8(uint8(b.Operation))
+	w.U8(uint8(b.Permission))
 }
 
-func decodeACLBinding(r *reader) ACLBinding {
-	return ACLBinding{ResourceType: int8(r.u8()), ResourceName: r.str(), PatternType: int8(r.u8()),
-		Principal: r.str(), Host: r.str(), Operation: int8(r.u8()), Permission: int8(r.u8())}
+func decodeACLBinding(r *core.Reader) ACLBinding {
+	return ACLBinding{ResourceType: int8(r.U8()), ResourceName: r.Str(), PatternType: int8(r.U8()),
+		Principal: r.Str(), Host: r.Str(), Operation: int8(r.U8()), Permission: int8(r.U8())}
 }
 
-func (c CreateACL) encode(w *writer) { c.ACL.encode(w) }
+func (c CreateACL) Encode(w *core.Writer) { c.ACL.Encode(w) }
 
-func (c DeleteACLs) encode(w *writer) {
-	w.count(len(c.ACLs))
+func (c DeleteACLs) Encode(w *core.Writer) {
+	w.Count(len(c.ACLs))
 	for _, b := range c.ACLs {
-		b.encode(w)
+		b.Encode(w)
 	}
 }
 
 // registerACLs registers the ACL commands and the ACLs' step
 // (registerSecurity calls it).
 func registerACLs(r *registry) {
-	register(r, KindCreateACL, "CreateACL", modSecurity, func(r *reader) CreateACL { return CreateACL{decodeACLBinding(r)} },
-		func(c Command) Result { return checkACL(c.(CreateACL).ACL) },
-		func(f *FSM, c CreateACL, _ cmdAt) Result { return f.createACL(c.ACL) })
+	register(r, KindCreateACL, "CreateACL", modSecurity, func(r *core.Reader) CreateACL { return CreateACL{decodeACLBinding(r)} },
+		func(c core.Command) core.Result { return checkACL(c.(CreateACL).ACL) },
+		func(f *FSM, c CreateACL, _ core.CmdAt) core.Result { return f.createACL(c.ACL) })
 	register(r, KindDeleteACLs, "DeleteACLs", modSecurity,
-		func(r *reader) DeleteACLs {
+		func(r *core.Reader) DeleteACLs {
 			var c DeleteACLs
-			for i, n := 0, r.count(7); i < n && r.e == nil; i++ {
+			for i, n := 0, r.Count(7); i < n && r.E == nil; i++ {
 				c.ACLs = append(c.ACLs, decodeACLBinding(r))
 			}
 			return c
 		},
-		func(c Command) Result {
+		func(c core.Command) core.Result {
 			for _, b := range c.(DeleteACLs).ACLs {
 				if r := checkACL(b); r.Code != 0 {
 					return r
 				}
 			}
-			return Result{}
+			return core.Result{}
 		},
-		func(f *FSM, c DeleteACLs, _ cmdAt) Result { return f.deleteACLs(c.ACLs) })
+		func(f *FSM, c DeleteACLs, _ core.CmdAt) core.Result { return f.deleteACLs(c.ACLs) })
 	r.registerStep(moduleStep{rank: 125, name: "ACLs", module: modSecurity,
 		empty: emptyACLs, load: loadACLs, stage: stageACLs, publish: publishACLs})
 }
@@ -183,11 +185,11 @@ func CheckACL(b ACLBinding) error {
 	return nil
 }
 
-func checkACL(b ACLBinding) Result {
+func checkACL(b ACLBinding) core.Result {
 	if err := CheckACL(b); err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // aclResource is an ACL's resource pattern; aclEntry the rest.
@@ -222,25 +224,25 @@ type aclsState struct {
 	signedBy string
 }
 
-func (f *FSM) createACL(b ACLBinding) Result {
+func (f *FSM) createACL(b ACLBinding) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	r, e := splitACL(b)
 	if f.acls[r][e] {
-		return Result{}
+		return core.Result{}
 	}
 	if f.acls[r] == nil {
 		f.acls[r] = map[aclEntry]bool{}
 	}
 	f.acls[r][e] = true
 	f.aclsDirty[r], f.aclsNew = true, true
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) deleteACLs(bs []ACLBinding) Result {
+func (f *FSM) deleteACLs(bs []ACLBinding) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	for _, b := range bs {
 		r, e := splitACL(b)
@@ -253,7 +255,7 @@ func (f *FSM) deleteACLs(bs []ACLBinding) Result {
 		}
 		f.aclsDirty[r], f.aclsNew = true, true
 	}
-	return Result{}
+	return core.Result{}
 }
 
 func aclKey(r aclResource) []byte {
@@ -287,50 +289,50 @@ func compareEntries(a, b aclEntry) int {
 // encodeACLEntries is e/...'s value: u8 version | count × (str principal |
 // str host | u8 operation | u8 permission), in order.
 func encodeACLEntries(m map[aclEntry]bool) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
 	es := sortedEntries(m)
-	w.count(len(es))
+	w.Count(len(es))
 	for _, e := range es {
-		w.str(e.principal)
-		w.str(e.host)
-		w.u8(uint8(e.op))
-		w.u8(uint8(e.perm))
+		w.Str(e.principal)
+		w.Str(e.host)
+		w.U8(uint8(e.op))
+		w.U8(uint8(e.perm))
 	}
-	return w.b
+	return w.B
 }
 
 // decodeACLs reads one resource's key and value: a valid binding for each
 // entry, at least one, in order and each once.
 func decodeACLs(k, v []byte) (aclResource, map[aclEntry]bool, error) {
 	if len(k) < 4 || !bytes.HasPrefix(k, []byte(aclsPrefix)) {
-		return aclResource{}, nil, fmt.Errorf("stele/fsm: %w: ACL key %q", ErrMalformed, k)
+		return aclResource{}, nil, fmt.Errorf("stele/fsm: %w: ACL key %q", core.ErrMalformed, k)
 	}
 	res := aclResource{typ: int8(k[2]), pattern: int8(k[3]), name: string(k[4:])}
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return res, nil, fmt.Errorf("stele/fsm: ACLs: state format %d not supported", ver)
 	}
 	out := map[aclEntry]bool{}
 	var last *aclEntry
-	for i, n := 0, r.count(4); i < n && r.e == nil; i++ {
-		e := aclEntry{principal: r.str(), host: r.str(), op: int8(r.u8()), perm: int8(r.u8())}
-		if r.e != nil {
+	for i, n := 0, r.Count(4); i < n && r.E == nil; i++ {
+		e := aclEntry{principal: r.Str(), host: r.Str(), op: int8(r.U8()), perm: int8(r.U8())}
+		if r.E != nil {
 			break
 		}
 		if last != nil && compareEntries(*last, e) >= 0 {
-			r.fail("ACL entries out of order")
+			r.Fail("ACL entries out of order")
 		} else if err := CheckACL(joinACL(res, e)); err != nil {
-			r.fail("ACL: %v", err)
+			r.Fail("ACL: %v", err)
 		}
 		last = &e
 		out[e] = true
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return res, nil, fmt.Errorf("stele/fsm: reading ACLs: %w", err)
 	}
 	if len(out) == 0 {
-		return res, nil, fmt.Errorf("stele/fsm: reading ACLs: %w: none stored", ErrMalformed)
+		return res, nil, fmt.Errorf("stele/fsm: reading ACLs: %w: none stored", core.ErrMalformed)
 	}
 	return res, out, nil
 }
@@ -343,7 +345,7 @@ func emptyACLs(f *FSM) {
 
 func loadACLs(f *FSM) error {
 	emptyACLs(f)
-	return f.store.Scan([]byte(aclsPrefix), func(k, v []byte) error {
+	return f.Store.Scan([]byte(aclsPrefix), func(k, v []byte) error {
 		r, es, err := decodeACLs(k, v)
 		if err != nil {
 			return err
@@ -353,7 +355,7 @@ func loadACLs(f *FSM) error {
 	})
 }
 
-func stageACLs(f *FSM, b *stateBatch) error {
+func stageACLs(f *FSM, b *core.StateBatch) error {
 	rs := make([]aclResource, 0, len(f.aclsDirty))
 	for r := range f.aclsDirty {
 		rs = append(rs, r)

@@ -34,11 +34,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
 // KindSignedAdmin is a signed administrative command.
-const KindSignedAdmin Kind = 30
+const KindSignedAdmin core.Kind = 30
 
 // SignedAdmin carries Command (EncodeCommand's bytes) signed by Principal:
 // Signature is the principal's ed25519 signature of
@@ -50,39 +51,39 @@ type SignedAdmin struct {
 	Command   []byte
 }
 
-func (SignedAdmin) Kind() Kind { return KindSignedAdmin }
+func (SignedAdmin) Kind() core.Kind { return KindSignedAdmin }
 
-func (c SignedAdmin) encode(w *writer) {
-	w.str(c.Principal)
-	w.i64(int64(c.Seq))
-	w.bytes(c.Signature)
-	w.bytes(c.Command)
+func (c SignedAdmin) Encode(w *core.Writer) {
+	w.Str(c.Principal)
+	w.I64(int64(c.Seq))
+	w.Bytes(c.Signature)
+	w.Bytes(c.Command)
 }
 
-func decodeSignedAdmin(r *reader) SignedAdmin {
-	return SignedAdmin{Principal: r.str(), Seq: uint64(r.i64()), Signature: r.bytesCopy(), Command: r.bytesCopy()}
+func decodeSignedAdmin(r *core.Reader) SignedAdmin {
+	return SignedAdmin{Principal: r.Str(), Seq: uint64(r.I64()), Signature: r.BytesCopy(), Command: r.BytesCopy()}
 }
 
 // EncodeCommand encodes one command as a SignedAdmin carries it: its kind,
 // then its body.
-func EncodeCommand(c Command) []byte {
-	w := &writer{}
-	w.u8(uint8(c.Kind()))
-	c.encode(w)
-	return w.b
+func EncodeCommand(c core.Command) []byte {
+	w := &core.Writer{}
+	w.U8(uint8(c.Kind()))
+	c.Encode(w)
+	return w.B
 }
 
 // DecodeCommand decodes EncodeCommand's bytes.
-func DecodeCommand(b []byte) (Command, error) { return assembled.decodeOne(b) }
+func DecodeCommand(b []byte) (core.Command, error) { return assembled.decodeOne(b) }
 
-func (g *registry) decodeOne(b []byte) (Command, error) {
-	r := &reader{b: b}
-	k := Kind(r.u8())
-	if r.e != nil {
-		return nil, r.e
+func (g *registry) decodeOne(b []byte) (core.Command, error) {
+	r := &core.Reader{B: b}
+	k := core.Kind(r.U8())
+	if r.E != nil {
+		return nil, r.E
 	}
-	c := g.decodeCommand(k, r)
-	if err := r.done(); err != nil {
+	c := g.DecodeCommand(k, r)
+	if err := r.Done(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -92,8 +93,8 @@ func (g *registry) decodeOne(b []byte) (Command, error) {
 func registerSignedAdmin(r *registry) {
 	r.registerCommandGate(commandGate{rank: 10, name: "signed administration", module: modSecurity, run: (*FSM).refuseUnsigned})
 	register(r, KindSignedAdmin, "SignedAdmin", modSecurity, decodeSignedAdmin,
-		func(c Command) Result { _, res := r.checkSignedAdmin(c.(SignedAdmin)); return res },
-		func(f *FSM, c SignedAdmin, at cmdAt) Result { return f.applySignedAdmin(c, at) })
+		func(c core.Command) core.Result { _, res := r.checkSignedAdmin(c.(SignedAdmin)); return res },
+		func(f *FSM, c SignedAdmin, at core.CmdAt) core.Result { return f.applySignedAdmin(c, at) })
 }
 
 // adminCheck is one authorization a signed command needs.
@@ -109,7 +110,7 @@ type adminCheck struct {
 // committing offsets from outside a group's generation (how offsets are
 // reset), and changing users, ACLs or client quotas. The operations are
 // those Kafka's authorizer asks for the same requests.
-func adminGated(c Command) ([]adminCheck, bool) {
+func adminGated(c core.Command) ([]adminCheck, bool) {
 	cluster := func(op int8) []adminCheck { return []adminCheck{{ACLResourceCluster, ClusterResourceName, op}} }
 	switch c := c.(type) {
 	case DeleteTopic:
@@ -142,32 +143,32 @@ func adminGated(c Command) ([]adminCheck, bool) {
 }
 
 // AdminGated reports whether stele.admin.signed gates c (adminGated).
-func AdminGated(c Command) bool { _, ok := adminGated(c); return ok }
+func AdminGated(c core.Command) bool { _, ok := adminGated(c); return ok }
 
 // checkSignedAdmin is SignedAdmin's stateless check: a valid principal, a
 // signature of ed25519's size, and a command that decodes, is one the
 // setting gates, and passes its own check. It returns the command.
-func (g *registry) checkSignedAdmin(c SignedAdmin) (Command, Result) {
+func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
 	if err := proof.ValidPrincipal(c.Principal); err != nil {
-		return nil, fail(kerr.InvalidRequest.Code, err.Error())
+		return nil, core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	if len(c.Signature) != ed25519.SignatureSize {
-		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("a signature is %d bytes, got %d", ed25519.SignatureSize, len(c.Signature)))
+		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a signature is %d bytes, got %d", ed25519.SignatureSize, len(c.Signature)))
 	}
 	inner, err := g.decodeOne(c.Command)
 	if err != nil {
-		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
+		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
 	if _, ok := adminGated(inner); !ok {
-		return nil, fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", g.kindName(inner.Kind())))
+		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", g.KindName(inner.Kind())))
 	}
 	if d, ok := inner.(DeleteTopic); ok && d.Name == "" {
-		return nil, fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
+		return nil, core.Fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
 	}
-	if r := g.checkCommand(inner); r.Code != 0 {
+	if r := g.CheckCommand(inner); r.Code != 0 {
 		return nil, r
 	}
-	return inner, Result{}
+	return inner, core.Result{}
 }
 
 // adminSignedOn reports whether stele.admin.signed is true as the block
@@ -188,52 +189,52 @@ const unsignedText = "stele.admin.signed=true: %s must be signed by a principal 
 // SignedAdmin, a command that would change stele.admin.signed (either
 // way), and under stele.admin.signed a gated command, is refused with
 // POLICY_VIOLATION.
-func (f *FSM) refuseUnsigned(c Command) (Result, bool) {
+func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 	if f.signedBy != "" {
-		return Result{}, true
+		return core.Result{}, true
 	}
 	if b, ok := c.(AlterBrokerConfigs); ok && b.Broker == "" {
 		next, err := applyBrokerConfigChanges(f.brokerCfgs, b)
 		if err == nil && configTrue(next[AdminSignedConfig]) != f.adminSignedOn() {
-			return fail(kerr.PolicyViolation.Code, AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
+			return core.Fail(kerr.PolicyViolation.Code, AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
 		}
 	}
 	if _, gated := adminGated(c); gated && f.adminSignedOn() {
-		return fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.reg.kindName(c.Kind()))), false
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.reg.KindName(c.Kind()))), false
 	}
-	return Result{}, true
+	return core.Result{}, true
 }
 
 // applySignedAdmin verifies a signed command and applies it.
-func (f *FSM) applySignedAdmin(c SignedAdmin, at cmdAt) Result {
+func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	// f.apply ran SignedAdmin's check (the command decodes, is gated and
 	// passes its own check) before this: decoding cannot fail here.
 	inner, err := f.reg.decodeOne(c.Command)
 	if err != nil {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
 	pub, err := f.producerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
-		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("principal %s has no registered key (stele producer-key register)", c.Principal))
+		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("principal %s has no registered key (stele producer-key register)", c.Principal))
 	case err != nil:
-		return f.localFault("reading producer key of %s: %w", c.Principal, err)
+		return f.LocalFault("reading producer key of %s: %w", c.Principal, err)
 	}
 	if !ed25519.Verify(pub, proof.AdminMessage(f.opts.ChainID, c.Principal, c.Seq, c.Command), c.Signature) {
-		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("the signature of %s's command (sequence %d) does not verify with its registered key on chain %s", c.Principal, c.Seq, f.opts.ChainID))
+		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("the signature of %s's command (sequence %d) does not verify with its registered key on chain %s", c.Principal, c.Seq, f.opts.ChainID))
 	}
 	k := string(seqKey(c.Principal, c.Seq))
 	used := f.seqsAdded[k]
 	if !used {
-		if _, used, err = f.store.Get([]byte(k)); err != nil {
-			return f.localFault("reading sequence %d of %s: %w", c.Seq, c.Principal, err)
+		if _, used, err = f.Store.Get([]byte(k)); err != nil {
+			return f.LocalFault("reading sequence %d of %s: %w", c.Seq, c.Principal, err)
 		}
 	}
 	if used {
-		return fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("%s's sequence %d was used before: a replay", c.Principal, c.Seq))
+		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("%s's sequence %d was used before: a replay", c.Principal, c.Seq))
 	}
 	if f.seqsAdded == nil {
 		f.seqsAdded = map[string]bool{}
@@ -243,12 +244,12 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at cmdAt) Result {
 	principal := "User:" + c.Principal
 	for _, ch := range checks {
 		if !f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.op, ResourceType: ch.resourceType, ResourceName: ch.name}) {
-			return fail(authorizationCode(ch.resourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.op), aclResourceName(ch.resourceType), ch.name))
+			return core.Fail(authorizationCode(ch.resourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.op), aclResourceName(ch.resourceType), ch.name))
 		}
 	}
 	f.signedBy = c.Principal
 	defer func() { f.signedBy = "" }()
-	return f.apply(inner, at.tx, at.cmd)
+	return f.Apply(inner, at.Tx, at.Cmd)
 }
 
 // authorizeInBlock is ACLs.Authorize over the ACLs as the block being

@@ -6,11 +6,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
 // signAdmin wraps c, signed by s for chain with seq.
-func (s signer) signAdmin(chain string, seq uint64, c Command) SignedAdmin {
+func (s signer) signAdmin(chain string, seq uint64, c core.Command) SignedAdmin {
 	b := EncodeCommand(c)
 	return SignedAdmin{Principal: s.name, Seq: seq, Command: b,
 		Signature: ed25519.Sign(s.priv, proof.AdminMessage(chain, s.name, seq, b))}
@@ -44,7 +45,7 @@ func TestSignedAdmin(t *testing.T) {
 	commit := OffsetCommit{Group: "g", Generation: -1, Topic: "keep", Partition: 0, Offset: 1, LeaderEpoch: -1}
 	steps := []struct {
 		name string
-		cmd  Command
+		cmd  core.Command
 		code int16
 	}{
 		{"create orders", CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: 1}, 0},
@@ -104,10 +105,10 @@ func TestSignedAdmin(t *testing.T) {
 		t.Fatal("the app hash changed across a restart")
 	}
 	n := int64(len(steps))
-	apply := func(c Command) Result {
+	apply := func(c core.Command) core.Result {
 		t.Helper()
 		n++
-		out, err := g.ApplyBlock(Block{Height: n, TimeMs: t0 + n, Txs: [][]byte{tx(int(n), c)}})
+		out, err := g.ApplyBlock(core.Block{Height: n, TimeMs: t0 + n, Txs: [][]byte{tx(int(n), c)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestSignedAdmin(t *testing.T) {
 // back; trailing bytes or an unknown kind do not.
 func TestSignedAdminCodec(t *testing.T) {
 	c := newSigner("admin", 1).signAdmin(testChainID, 42, DeleteTopic{Name: "orders"})
-	tx, err := DecodeTx(EncodeTx(Tx{Commands: []Command{c}}))
+	tx, err := DecodeTx(EncodeTx(core.Tx{Commands: []core.Command{c}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestSignedAdminCodec(t *testing.T) {
 // encodes to bytes that decode to the same command.
 func FuzzSignedAdmin(f *testing.F) {
 	s := newSigner("admin", 1)
-	for _, c := range []Command{DeleteTopic{Name: "orders"}, OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
+	for _, c := range []core.Command{DeleteTopic{Name: "orders"}, OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
 		AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpSet, Name: AdminSignedConfig, Value: "true"}}}} {
 		f.Add(s.signAdmin(testChainID, 1, c).Command, s.signAdmin(testChainID, 1, c).Signature)
 	}

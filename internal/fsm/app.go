@@ -1,3 +1,39 @@
+// package fsm is Stele's replicated state machine: the modules (topics,
+// keys, groups, producers, trust, cluster, security; the registry's
+// documentation in core/registry.go lists what each owns) assembled on
+// the core (package core: blocks, the codec, the registry, the
+// authenticated store, the app hash, Commit, snapshots and proofs), and
+// the façade the broker imports.
+//
+// Every command is registered by its module with its decoder, check and
+// apply, and so is every step of the core a module takes part in: reading
+// its state back from the store at Open, staging the block's changes,
+// publishing at Commit. A module registers from its registration function
+// (registerTopics, registerKeys, ...), which buildRegistry (app.go) calls
+// in a fixed order to build the one registry, never changed after; the
+// package has no init functions and no package-level variable written
+// after it is initialised (TestNoMutablePackageState). Each module keeps
+// its state in a struct declared in its own files and embedded in FSM
+// (topicsState, keysState, groupsState, producersState, trustState,
+// clusterState, securityState) beside the core's Machine. The modules
+// form layers without a cycle, topics at the bottom: a lower module calls
+// an upper one only through the hook points it offers (topic_hooks.go),
+// which the upper module registers for, in an order of rank; which module
+// may use which is pinned by TestModuleLayering and TestLayeringIsADAG
+// (modules_test.go). The modules share this package for now; the core is
+// a package of its own.
+//
+// Files are appended during apply; a crash before Commit is repaired at
+// Open by cutting every log back to its committed end, after which the
+// orderer replays the block. Compaction, the one slow file rewrite, is
+// decided in apply and written by a background goroutine after Commit
+// (compactor.go): the next housekeeping pass over the partition and
+// CaptureSnapshot wait for it, so nothing hashed depends on when it
+// finished, and Open reruns a pass a crash interrupted from its plan
+// file. Those goroutines and syncLogs' are the package's only ones;
+// neither changes the state.
+//
+// fsm imports core, storage and record, never consensus or a front-end.
 package fsm
 
 import (
@@ -5,6 +41,8 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The application: the core's machine with the modules assembled on it.
@@ -25,7 +63,7 @@ import (
 // (f.topics, f.groups) and TestModuleLayering attributes each field to the
 // module that declares it.
 type FSM struct {
-	*Machine
+	*core.Machine
 	opts Options
 	// reg is what the modules registered: the package's assembled
 	// registry, never changed.
@@ -42,17 +80,17 @@ type FSM struct {
 
 // The modules (see the package's registry.go).
 const (
-	modTopics    module = "topics"
-	modKeys      module = "keys"
-	modGroups    module = "groups"
-	modProducers module = "producers"
-	modTrust     module = "trust"
-	modCluster   module = "cluster"
-	modSecurity  module = "security"
+	modTopics    core.Module = "topics"
+	modKeys      core.Module = "keys"
+	modGroups    core.Module = "groups"
+	modProducers core.Module = "producers"
+	modTrust     core.Module = "trust"
+	modCluster   core.Module = "cluster"
+	modSecurity  core.Module = "security"
 )
 
 // appOf is the FSM machine m belongs to.
-func appOf(m *Machine) *FSM { return m.app.(*FSM) }
+func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
 
 // Options configures a state machine. Everything here that influences Apply
 // must be the same on every broker of a cluster.
@@ -136,8 +174,8 @@ func (o *Options) setDefaults() {
 }
 
 // machineOptions is the core's part of o.
-func (o *Options) machineOptions() MachineOptions {
-	return MachineOptions{Dir: o.Dir, StoreFS: o.StoreFS, Logger: o.Logger, TraceState: o.TraceState, Reword: o.rewordForTest}
+func (o *Options) machineOptions() core.Options {
+	return core.Options{Dir: o.Dir, StoreFS: o.StoreFS, Logger: o.Logger, TraceState: o.TraceState, Reword: o.rewordForTest}
 }
 
 // Open loads the committed state from opts.Dir (m/state, then every
@@ -146,11 +184,11 @@ func (o *Options) machineOptions() MachineOptions {
 func Open(opts Options) (*FSM, error) {
 	opts.setDefaults()
 	var f *FSM
-	bind := func(m *Machine) any {
+	bind := func(m *core.Machine) any {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
 		return f
 	}
-	reopen := func(dir string) (*Machine, error) {
+	reopen := func(dir string) (*core.Machine, error) {
 		o := opts
 		o.Dir = dir
 		g, err := Open(o)
@@ -159,7 +197,7 @@ func Open(opts Options) (*FSM, error) {
 		}
 		return g.Machine, nil
 	}
-	if _, err := OpenMachine(opts.machineOptions(), assembled.Registry, bind, reopen); err != nil {
+	if _, err := core.OpenMachine(opts.machineOptions(), assembled.Registry, bind, reopen); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -169,7 +207,7 @@ func Open(opts Options) (*FSM, error) {
 // topics module's hook points. Built by buildRegistry, never changed
 // afterwards.
 type registry struct {
-	*Registry
+	*core.Registry
 	// topicHooks are the topics module's hook points (topic_hooks.go),
 	// made by its registration function, which runs first.
 	topicHooks
@@ -188,7 +226,7 @@ var assembled = buildRegistry()
 // ordered list is kept by rank), so a module added later goes after
 // those it uses.
 func buildRegistry() *registry {
-	r := &registry{Registry: &Registry{}}
+	r := &registry{Registry: core.NewRegistry()}
 	registerTopics(r)
 	registerKeys(r)
 	registerGroups(r)
@@ -201,49 +239,49 @@ func buildRegistry() *registry {
 
 // register adds a command kind to r (the core's RegisterCommand, with
 // apply given the FSM).
-func register[C Command](r *registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*FSM, C, cmdAt) Result) *CommandSpec {
-	return registerCommand(r.Registry, kind, name, m, decode, check, func(m *Machine, c C, at cmdAt) Result { return apply(appOf(m), c, at) })
+func register[C core.Command](r *registry, kind core.Kind, name string, m core.Module, decode func(*core.Reader) C, check func(core.Command) core.Result, apply func(*FSM, C, core.CmdAt) core.Result) *core.CommandSpec {
+	return core.RegisterCommand(r.Registry, kind, name, m, decode, check, func(m *core.Machine, c C, at core.CmdAt) core.Result { return apply(appOf(m), c, at) })
 }
 
 // KindName is the name a command kind was registered with, or Kind(n).
-func KindName(k Kind) string { return assembled.kindName(k) }
+func KindName(k core.Kind) string { return assembled.KindName(k) }
 
 // CheckCommand validates a command on its own, without the state: what
 // every broker would refuse to order. Apply checks it again.
-func CheckCommand(c Command) Result { return assembled.checkCommand(c) }
+func CheckCommand(c core.Command) core.Result { return assembled.CheckCommand(c) }
 
 // DecodeTx decodes a transaction. Byte slices in the result (such as a
 // Produce's Records) alias b. It checks the encoding only; whether the
 // commands make sense is checked by Validate and by Apply.
-func DecodeTx(b []byte) (Tx, error) { return assembled.decodeTx(b) }
+func DecodeTx(b []byte) (core.Tx, error) { return assembled.DecodeTx(b) }
 
 // EncodeTx encodes a transaction.
-func EncodeTx(tx Tx) []byte { return assembled.encodeTx(tx) }
+func EncodeTx(tx core.Tx) []byte { return assembled.EncodeTx(tx) }
 
 // checkSnapshotPath accepts only the paths a snapshot may hold (the
 // core's checkSnapshotPath with the modules' directories).
-func checkSnapshotPath(p string) error { return assembled.checkSnapshotPath(p) }
+func checkSnapshotPath(p string) error { return assembled.CheckSnapshotPath(p) }
 
 // NewRestore checks an offered snapshot (format, metadata against the
 // hash, height, chunk count and trusted app hash) and prepares the staging
 // directory dir, removing whatever was there. dir must be on the data
 // directory's file system (RestoreSnapshot renames from it).
-func NewRestore(dir string, o SnapshotOffer) (*Restore, error) {
-	return NewRestoreWith(assembled.Registry, dir, o)
+func NewRestore(dir string, o core.SnapshotOffer) (*core.Restore, error) {
+	return core.NewRestoreWith(assembled.Registry, dir, o)
 }
 
 // Validate checks that tx decodes and that each command is well formed on its
 // own (names, counts, record batches and their CRCs). It depends on nothing
 // but tx, so every broker gives the same answer; whether a command applies to
 // the current state is decided by ApplyBlock.
-func Validate(tx []byte) (Tx, error) {
+func Validate(tx []byte) (core.Tx, error) {
 	t, err := DecodeTx(tx)
 	if err != nil {
-		return Tx{}, err
+		return core.Tx{}, err
 	}
 	for i, c := range t.Commands {
 		if r := CheckCommand(c); r.Code != 0 {
-			return Tx{}, fmt.Errorf("%w: command %d (%s): %s", ErrMalformed, i, KindName(c.Kind()), r.Message)
+			return core.Tx{}, fmt.Errorf("%w: command %d (%s): %s", core.ErrMalformed, i, KindName(c.Kind()), r.Message)
 		}
 	}
 	return t, nil
@@ -260,8 +298,8 @@ func Precheck(tx []byte) error {
 		return err
 	}
 	for i, c := range t.Commands {
-		if err := assembled.admitCommand(c); err != nil {
-			return fmt.Errorf("%w: command %d (%s): %v", ErrMalformed, i, KindName(c.Kind()), err)
+		if err := assembled.AdmitCommand(c); err != nil {
+			return fmt.Errorf("%w: command %d (%s): %v", core.ErrMalformed, i, KindName(c.Kind()), err)
 		}
 	}
 	return nil
@@ -274,10 +312,10 @@ func Precheck(tx []byte) error {
 type moduleStep struct {
 	rank    int
 	name    string
-	module  module
+	module  core.Module
 	empty   func(*FSM)
 	load    func(*FSM) error
-	stage   func(*FSM, *stateBatch) error
+	stage   func(*FSM, *core.StateBatch) error
 	publish func(f *FSM, metaChanged bool)
 	sync    func(*FSM) error
 	settle  func(*FSM) error
@@ -287,131 +325,130 @@ type moduleStep struct {
 
 // registerStep adds a module's step (the core's registerStep).
 func (r *registry) registerStep(s moduleStep) {
-	c := Step{rank: s.rank, name: s.name, module: s.module}
+	c := core.Step{Rank: s.rank, Name: s.name, Module: s.module}
 	if s.empty != nil {
-		c.empty = func(m *Machine) { s.empty(appOf(m)) }
+		c.Empty = func(m *core.Machine) { s.empty(appOf(m)) }
 	}
 	if s.load != nil {
-		c.load = func(m *Machine) error { return s.load(appOf(m)) }
+		c.Load = func(m *core.Machine) error { return s.load(appOf(m)) }
 	}
 	if s.stage != nil {
-		c.stage = func(m *Machine, b *stateBatch) error { return s.stage(appOf(m), b) }
+		c.Stage = func(m *core.Machine, b *core.StateBatch) error { return s.stage(appOf(m), b) }
 	}
 	if s.publish != nil {
-		c.publish = func(m *Machine, metaChanged bool) { s.publish(appOf(m), metaChanged) }
+		c.Publish = func(m *core.Machine, metaChanged bool) { s.publish(appOf(m), metaChanged) }
 	}
 	if s.sync != nil {
-		c.sync = func(m *Machine) error { return s.sync(appOf(m)) }
+		c.Sync = func(m *core.Machine) error { return s.sync(appOf(m)) }
 	}
 	if s.settle != nil {
-		c.settle = func(m *Machine) error { return s.settle(appOf(m)) }
+		c.Settle = func(m *core.Machine) error { return s.settle(appOf(m)) }
 	}
 	if s.forget != nil {
-		c.forget = func(m *Machine) { s.forget(appOf(m)) }
+		c.Forget = func(m *core.Machine) { s.forget(appOf(m)) }
 	}
 	if s.close != nil {
-		c.close = func(m *Machine) { s.close(appOf(m)) }
+		c.Close = func(m *core.Machine) { s.close(appOf(m)) }
 	}
-	r.Registry.registerStep(c)
+	r.Registry.RegisterStep(c)
 }
 
 // blockBeginStep is a module's block-begin step (BlockBeginStep).
 type blockBeginStep struct {
 	rank   int
 	name   string
-	module module
+	module core.Module
 	check  func(f *FSM, height int64) error
-	run    func(*FSM, Block)
+	run    func(*FSM, core.Block)
 }
 
 // registerBlockBegin adds a module's block-begin step.
 func (r *registry) registerBlockBegin(s blockBeginStep) {
-	c := BlockBeginStep{rank: s.rank, name: s.name, module: s.module}
+	c := core.BlockBeginStep{Rank: s.rank, Name: s.name, Module: s.module}
 	if s.check != nil {
-		c.check = func(m *Machine, height int64) error { return s.check(appOf(m), height) }
+		c.Check = func(m *core.Machine, height int64) error { return s.check(appOf(m), height) }
 	}
 	if s.run != nil {
-		c.run = func(m *Machine, b Block) { s.run(appOf(m), b) }
+		c.Run = func(m *core.Machine, b core.Block) { s.run(appOf(m), b) }
 	}
-	r.Registry.registerBlockBegin(c)
+	r.Registry.RegisterBlockBegin(c)
 }
 
 // setDigestDomain registers the digest domain of a block.
 func (r *registry) setDigestDomain(fn func(*FSM) string) {
-	r.Registry.setDigestDomain(func(m *Machine) string { return fn(appOf(m)) })
+	r.Registry.SetDigestDomain(func(m *core.Machine) string { return fn(appOf(m)) })
 }
 
 // txFormat is a module's form of transactions (TxFormat).
 type txFormat struct {
 	name   string
-	module module
+	module core.Module
 	is     func(raw []byte) bool
-	open   func(f *FSM, raw []byte) (Tx, Digest, error)
+	open   func(f *FSM, raw []byte) (core.Tx, core.Digest, error)
 	halts  func(error) bool
 }
 
 // registerTxFormat adds a module's form of transactions.
 func (r *registry) registerTxFormat(t txFormat) {
-	r.Registry.registerTxFormat(TxFormat{name: t.name, module: t.module, is: t.is, halts: t.halts,
-		open: func(m *Machine, raw []byte) (Tx, Digest, error) { return t.open(appOf(m), raw) }})
+	r.Registry.RegisterTxFormat(core.TxFormat{Name: t.name, Module: t.module, Is: t.is, Halts: t.halts,
+		Open: func(m *core.Machine, raw []byte) (core.Tx, core.Digest, error) { return t.open(appOf(m), raw) }})
 }
 
 // commandGate is a module's command gate (CommandGate).
 type commandGate struct {
 	rank   int
 	name   string
-	module module
-	run    func(*FSM, Command) (Result, bool)
+	module core.Module
+	run    func(*FSM, core.Command) (core.Result, bool)
 }
 
 // registerCommandGate adds a module's command gate.
 func (r *registry) registerCommandGate(g commandGate) {
-	r.Registry.registerCommandGate(CommandGate{rank: g.rank, name: g.name, module: g.module,
-		run: func(m *Machine, c Command) (Result, bool) { return g.run(appOf(m), c) }})
+	r.Registry.RegisterCommandGate(core.CommandGate{Rank: g.rank, Name: g.name, Module: g.module,
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return g.run(appOf(m), c) }})
 }
 
 // blockEndStep is a module's block-end step (BlockEndStep).
 type blockEndStep struct {
 	rank   int
 	name   string
-	module module
-	run    func(*FSM) []change
+	module core.Module
+	run    func(*FSM) []core.Change
 }
 
 // registerBlockEnd adds a module's block-end step.
 func (r *registry) registerBlockEnd(s blockEndStep) {
-	r.Registry.registerBlockEnd(BlockEndStep{rank: s.rank, name: s.name, module: s.module,
-		run: func(m *Machine) []change { return s.run(appOf(m)) }})
+	r.Registry.RegisterBlockEnd(core.BlockEndStep{Rank: s.rank, Name: s.name, Module: s.module,
+		Run: func(m *core.Machine) []core.Change { return s.run(appOf(m)) }})
 }
 
 // snapshotFiles are a module's files in a snapshot (SnapshotFiles).
 type snapshotFiles struct {
 	rank      int
 	name      string
-	module    module
+	module    core.Module
 	dir       string
-	capture   func(*FSM) ([]capturedFiles, error)
+	capture   func(*FSM) ([]core.CapturedFiles, error)
 	checkPath func(rest string) string
 }
 
 // registerSnapshotFiles adds a module's snapshot files.
 func (r *registry) registerSnapshotFiles(s snapshotFiles) {
-	r.Registry.registerSnapshotFiles(SnapshotFiles{rank: s.rank, name: s.name, module: s.module, dir: s.dir, checkPath: s.checkPath,
-		capture: func(m *Machine) ([]capturedFiles, error) { return s.capture(appOf(m)) }})
+	r.Registry.RegisterSnapshotFiles(core.SnapshotFiles{Rank: s.rank, Name: s.name, Module: s.module, Dir: s.dir, CheckPath: s.checkPath,
+		Capture: func(m *core.Machine) ([]core.CapturedFiles, error) { return s.capture(appOf(m)) }})
 }
 
 // stateMarkSpec is the state mark (StateMark).
 type stateMarkSpec struct {
 	name    string
-	module  module
+	module  core.Module
 	value   func(*FSM) int64
 	restore func(*FSM, int64)
 }
 
 // registerStateMark registers the state mark.
 func (r *registry) registerStateMark(s stateMarkSpec) {
-	r.Registry.registerStateMark(StateMark{name: s.name, module: s.module,
-		value:   func(m *Machine) int64 { return s.value(appOf(m)) },
-		restore: func(m *Machine, v int64) { s.restore(appOf(m), v) }})
+	r.Registry.RegisterStateMark(core.StateMark{Name: s.name, Module: s.module,
+		Value:   func(m *core.Machine) int64 { return s.value(appOf(m)) },
+		Restore: func(m *core.Machine, v int64) { s.restore(appOf(m), v) }})
 }
-

@@ -3,6 +3,8 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The topics module's log append clock: the time a LogAppendTime topic
@@ -46,18 +48,18 @@ func registerAppendClock(r *registry) {
 	// After the block time is taken: the clock starts each block at the
 	// later of it and the last clock set.
 	r.registerBlockBegin(blockBeginStep{rank: 30, name: "log append clock", module: modTopics,
-		run: func(f *FSM, _ Block) { f.appendClock.cur = max(f.blockTime, f.appendClock.last) }})
+		run: func(f *FSM, _ core.Block) { f.appendClock.cur = max(f.BlockTime, f.appendClock.last) }})
 	r.registerStep(moduleStep{rank: 56, name: "log append clock", module: modTopics,
 		load: func(f *FSM) error {
 			f.appendClock = logAppendClock{}
-			if err := loadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
+			if err := core.LoadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
 				return fmt.Errorf("stele/fsm: reading the log append clock: %w", err)
 			}
-			f.appendClock.cur = max(f.blockTime, f.appendClock.last)
+			f.appendClock.cur = max(f.BlockTime, f.appendClock.last)
 			return nil
 		},
-		stage: func(f *FSM, b *stateBatch) error {
-			stageLeaf(b, keyAppendClock, &f.appendClock.dirty, f.appendClock.last, false, encodeAppendClock)
+		stage: func(f *FSM, b *core.StateBatch) error {
+			core.StageLeaf(b, keyAppendClock, &f.appendClock.dirty, f.appendClock.last, false, encodeAppendClock)
 			return nil
 		}})
 }

@@ -2,6 +2,8 @@
 
 package fsm
 
+import "github.com/stele-io/stele/internal/fsm/core"
+
 // MaxAppVersion is the highest app version this binary runs (upgrade.go).
 // Version 1 stamps LogAppendTime topics with the block time; version 2
 // with the proposer's clock, which opens each proposal (proposals.go,
@@ -15,4 +17,4 @@ const MaxAppVersion uint32 = 3
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.
-func blockDigestDomain(v uint32) string { return digestDomain }
+func blockDigestDomain(v uint32) string { return core.DigestDomain }

@@ -2,6 +2,8 @@
 
 package fsm
 
+import "github.com/stele-io/stele/internal/fsm/core"
+
 // Test builds (-tags steleupgradetest) run app version 4, which differs
 // from version 3 in what it hashes: its block digest opens with another
 // domain. A broker applying a block under version 3 and one applying it
@@ -13,7 +15,7 @@ const MaxAppVersion uint32 = 4
 // version v.
 func blockDigestDomain(v uint32) string {
 	if v >= 4 {
-		return digestDomain + "+app4-upgradetest"
+		return core.DigestDomain + "+app4-upgradetest"
 	}
-	return digestDomain
+	return core.DigestDomain
 }

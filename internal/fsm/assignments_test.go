@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -32,7 +33,7 @@ func TestReplicaAssignments(t *testing.T) {
 		}},
 		{t0 + 200, [][]byte{tx(10, CreatePartitions{Name: "placed", Count: 4})}},
 	})
-	codes := func(o BlockOutcome) []int16 {
+	codes := func(o core.BlockOutcome) []int16 {
 		var cs []int16
 		for _, tr := range o.Txs {
 			for _, r := range tr.Results {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The cluster module's dynamic broker configs: the connection limits Kafka
@@ -57,7 +59,7 @@ import (
 
 // KindAlterBrokerConfigs is the cluster module's command that changes the
 // dynamic broker configs of one BROKER resource.
-const KindAlterBrokerConfigs Kind = 24
+const KindAlterBrokerConfigs core.Kind = 24
 
 // The dynamic broker configs the state machine keeps.
 const (
@@ -93,7 +95,7 @@ var brokerConfigs = []ConfigDef{
 // broker configs' step (registerCluster calls it).
 func registerBrokerConfigs(r *registry) {
 	register(r, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
-		func(f *FSM, c AlterBrokerConfigs, _ cmdAt) Result { return f.alterBrokerConfigs(c) })
+		func(f *FSM, c AlterBrokerConfigs, _ core.CmdAt) core.Result { return f.alterBrokerConfigs(c) })
 	r.registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
 		load: loadBrokerConfigs, stage: stageBrokerConfigs, publish: publishBrokerConfigs})
 }
@@ -108,15 +110,15 @@ type AlterBrokerConfigs struct {
 	Changes     []ConfigChange
 }
 
-func (AlterBrokerConfigs) Kind() Kind { return KindAlterBrokerConfigs }
+func (AlterBrokerConfigs) Kind() core.Kind { return KindAlterBrokerConfigs }
 
-func (c AlterBrokerConfigs) encode(w *writer) {
-	w.str(c.Broker)
+func (c AlterBrokerConfigs) Encode(w *core.Writer) {
+	w.Str(c.Broker)
 	encodeChanges(w, c.Incremental, c.Changes)
 }
 
-func decodeAlterBrokerConfigs(r *reader) AlterBrokerConfigs {
-	c := AlterBrokerConfigs{Broker: r.str()}
+func decodeAlterBrokerConfigs(r *core.Reader) AlterBrokerConfigs {
+	c := AlterBrokerConfigs{Broker: r.Str()}
 	c.Incremental, c.Changes = decodeChanges(r)
 	return c
 }
@@ -240,7 +242,7 @@ func applyBrokerConfigChanges(all map[string]map[string]string, c AlterBrokerCon
 		if err := checkPerIPZero(nil, next); err != nil {
 			return nil, err
 		}
-		for _, b := range sortedKeys(all) {
+		for _, b := range core.SortedKeys(all) {
 			if b != "" {
 				if err := checkPerIPZero(all[b], next); err != nil {
 					return nil, fmt.Errorf("broker %s: %w", b, err)
@@ -319,46 +321,46 @@ func checkConnectionOverrides(v string) error {
 // INVALID_REQUEST, as Kafka answers a BROKER config it cannot apply
 // (ConfigAdminManager, KAFKA-13609), but APPEND or SUBTRACT, which none of
 // these (an int, an int, a string) takes: INVALID_CONFIG, as Kafka.
-func checkBrokerConfigs(cmd Command) Result {
+func checkBrokerConfigs(cmd core.Command) core.Result {
 	c := cmd.(AlterBrokerConfigs)
 	if err := ValidBrokerResource(c.Broker); err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	seen := map[string]bool{}
 	for _, ch := range c.Changes {
 		if seen[ch.Name] {
-			return fail(kerr.InvalidRequest.Code, "Error due to duplicate config keys")
+			return core.Fail(kerr.InvalidRequest.Code, "Error due to duplicate config keys")
 		}
 		seen[ch.Name] = true
 		if _, ok := LookupBrokerConfig(ch.Name); !ok {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a broker config Stele can change at run time", ch.Name))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a broker config Stele can change at run time", ch.Name))
 		}
 		if ch.Name == AdminSignedConfig && c.Broker != "" {
-			return fail(kerr.InvalidRequest.Code, AdminSignedConfig+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
+			return core.Fail(kerr.InvalidRequest.Code, AdminSignedConfig+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
 		}
 		switch {
 		case ch.Op == OpSet:
 			if err := ValidateBrokerConfig(ch.Name, ch.Value); err != nil {
-				return fail(kerr.InvalidRequest.Code, err.Error())
+				return core.Fail(kerr.InvalidRequest.Code, err.Error())
 			}
 		case ch.Op == OpDelete && c.Incremental:
 		case ch.Op == OpAppend && c.Incremental:
-			return fail(kerr.InvalidConfig.Code, "Config value append is not allowed for config key: "+ch.Name)
+			return core.Fail(kerr.InvalidConfig.Code, "Config value append is not allowed for config key: "+ch.Name)
 		case ch.Op == OpSubtract && c.Incremental:
-			return fail(kerr.InvalidConfig.Code, "Config value subtract is not allowed for config key: "+ch.Name)
+			return core.Fail(kerr.InvalidConfig.Code, "Config value subtract is not allowed for config key: "+ch.Name)
 		default:
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", ch.Op))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", ch.Op))
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // alterBrokerConfigs applies c: the resource's set is replaced by what
 // ApplyBrokerConfigChanges makes of it.
-func (f *FSM) alterBrokerConfigs(c AlterBrokerConfigs) Result {
+func (f *FSM) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
 	next, err := applyBrokerConfigChanges(f.brokerCfgs, c)
 	if err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	if len(next) == 0 {
 		delete(f.brokerCfgs, c.Broker)
@@ -366,7 +368,7 @@ func (f *FSM) alterBrokerConfigs(c AlterBrokerConfigs) Result {
 		f.brokerCfgs[c.Broker] = next
 	}
 	f.brokerCfgsDirty, f.brokerCfgsNew = true, true
-	return Result{}
+	return core.Result{}
 }
 
 // keyBrokerConfigs is the dynamic broker configs' leaf in the state trie.
@@ -377,20 +379,20 @@ var keyBrokerConfigs = []byte("m/broker-configs")
 //	u8 version | count × (str resource | count × (str name | str value)),
 //	resources and names in order
 func encodeBrokerConfigs(all map[string]map[string]string) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	resources := sortedKeys(all)
-	w.count(len(resources))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	resources := core.SortedKeys(all)
+	w.Count(len(resources))
 	for _, res := range resources {
-		w.str(res)
-		names := sortedKeys(all[res])
-		w.count(len(names))
+		w.Str(res)
+		names := core.SortedKeys(all[res])
+		w.Count(len(names))
 		for _, n := range names {
-			w.str(n)
-			w.str(all[res][n])
+			w.Str(n)
+			w.Str(all[res][n])
 		}
 	}
-	return w.b
+	return w.B
 }
 
 // decodeBrokerConfigs reads m/broker-configs. It holds what the state
@@ -398,35 +400,35 @@ func encodeBrokerConfigs(all map[string]map[string]string) []byte {
 // one config, each config once with a valid value, and the sets together
 // valid.
 func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: broker configs: state format %d not supported", ver)
 	}
 	all := map[string]map[string]string{}
-	for i, n := 0, r.count(2); i < n && r.e == nil; i++ {
-		res := r.str()
+	for i, n := 0, r.Count(2); i < n && r.E == nil; i++ {
+		res := r.Str()
 		if _, dup := all[res]; dup {
-			r.fail("broker configs of %q stored twice", res)
+			r.Fail("broker configs of %q stored twice", res)
 		}
 		m := map[string]string{}
-		for j, k := 0, r.count(2); j < k && r.e == nil; j++ {
-			name, value := r.str(), r.str()
+		for j, k := 0, r.Count(2); j < k && r.E == nil; j++ {
+			name, value := r.Str(), r.Str()
 			if _, dup := m[name]; dup {
-				r.fail("broker config %s of %q stored twice", name, res)
+				r.Fail("broker config %s of %q stored twice", name, res)
 			}
 			m[name] = value
 		}
-		if r.e == nil && len(m) == 0 {
-			r.fail("broker configs of %q: an empty set is stored", res)
+		if r.E == nil && len(m) == 0 {
+			r.Fail("broker configs of %q: an empty set is stored", res)
 		}
 		all[res] = m
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading the broker configs: %w", err)
 	}
-	for _, res := range sortedKeys(all) {
+	for _, res := range core.SortedKeys(all) {
 		bad := ValidBrokerResource(res)
-		for _, n := range sortedKeys(all[res]) {
+		for _, n := range core.SortedKeys(all[res]) {
 			if bad == nil {
 				bad = ValidateBrokerConfig(n, all[res][n])
 			}
@@ -438,7 +440,7 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 			bad = checkPerIPZero(nil, all[""])
 		}
 		if bad != nil {
-			return nil, fmt.Errorf("stele/fsm: reading the broker configs of %q: %w: %w", res, ErrMalformed, bad)
+			return nil, fmt.Errorf("stele/fsm: reading the broker configs of %q: %w: %w", res, core.ErrMalformed, bad)
 		}
 	}
 	return all, nil
@@ -448,13 +450,13 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 // restore.
 func loadBrokerConfigs(f *FSM) error {
 	f.brokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
-	return loadLeaf(f.Machine, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
+	return core.LoadLeaf(f.Machine, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
 }
 
 // stageBrokerConfigs writes the configs a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
-func stageBrokerConfigs(f *FSM, b *stateBatch) error {
-	stageLeaf(b, keyBrokerConfigs, &f.brokerCfgsDirty, f.brokerCfgs, len(f.brokerCfgs) == 0, encodeBrokerConfigs)
+func stageBrokerConfigs(f *FSM, b *core.StateBatch) error {
+	core.StageLeaf(b, keyBrokerConfigs, &f.brokerCfgsDirty, f.brokerCfgs, len(f.brokerCfgs) == 0, encodeBrokerConfigs)
 	return nil
 }
 

@@ -117,7 +117,7 @@ func TestBrokerConfigsApply(t *testing.T) {
 		{t0, [][]byte{tx(1, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "9"}}})}},
 		{t0 + 1, [][]byte{tx(2, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsConfig, ""}}})}},
 	})
-	if _, ok, err := h.store.Get(keyBrokerConfigs); ok || err != nil {
+	if _, ok, err := h.Store.Get(keyBrokerConfigs); ok || err != nil {
 		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
 	}
 }
@@ -203,8 +203,8 @@ func TestBrokerConfigsDeterministicAndReloaded(t *testing.T) {
 	dst := open(t, t.TempDir())
 	defer dst.Close()
 	restoreInto(t, dst, s)
-	if !bytes.Equal(dst.appHash, ha[len(ha)-1]) {
-		t.Fatalf("restored app hash %x, want %x", dst.appHash, ha[len(ha)-1])
+	if !bytes.Equal(dst.AppHash, ha[len(ha)-1]) {
+		t.Fatalf("restored app hash %x, want %x", dst.AppHash, ha[len(ha)-1])
 	}
 	if got := dst.BrokerConfigs(); !sameBrokerConfigs(got, want) {
 		t.Fatalf("restored: %v, want %v", got.byResource, want)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // Certified transactions: the data plane (DESIGN.md §4).
@@ -81,7 +83,7 @@ type Certificate struct {
 	// Chain is the chain id the signers signed for (a version 3
 	// certificate), or "" for one that names no chain (version 2).
 	Chain  string
-	Digest Digest
+	Digest core.Digest
 	Size   uint32
 	Height int64
 	Sigs   []CertSig
@@ -92,7 +94,7 @@ type Certificate struct {
 //
 //	"stele/batch-statement/v1\x00" | digest | u32 size | i64 height
 //	"stele/batch-statement/v2\x00" | u16 len(chain) | chain | digest | u32 size | i64 height
-func Statement(chain string, d Digest, size uint32, height int64) []byte {
+func Statement(chain string, d core.Digest, size uint32, height int64) []byte {
 	b := make([]byte, 0, len(chainStatementPrefix)+2+len(chain)+32+4+8)
 	if chain == "" {
 		b = append(b, statementPrefix...)
@@ -111,66 +113,66 @@ func (c Certificate) Statement() []byte { return Statement(c.Chain, c.Digest, c.
 
 // EncodeCertifiedTx encodes a certificate as a transaction.
 func EncodeCertifiedTx(c Certificate) []byte {
-	w := &writer{b: make([]byte, 0, 64+len(c.Sigs)*certSigSize)}
-	w.raw(txMagic[:])
+	w := &core.Writer{B: make([]byte, 0, 64+len(c.Sigs)*certSigSize)}
+	w.Raw(core.TxMagic[:])
 	if c.Chain == "" {
-		w.u8(certVersion)
+		w.U8(certVersion)
 	} else {
-		w.u8(certVersionChain)
-		w.str(c.Chain)
+		w.U8(certVersionChain)
+		w.Str(c.Chain)
 	}
-	w.raw(c.Digest[:])
-	w.i32(int32(c.Size))
-	w.i64(c.Height)
-	w.count(len(c.Sigs))
+	w.Raw(c.Digest[:])
+	w.I32(int32(c.Size))
+	w.I64(c.Height)
+	w.Count(len(c.Sigs))
 	for _, s := range c.Sigs {
-		w.raw(s.Validator[:])
-		w.raw(s.Signature[:])
+		w.Raw(s.Validator[:])
+		w.Raw(s.Signature[:])
 	}
-	return w.b
+	return w.B
 }
 
 // IsCertifiedTx reports whether tx claims to be a certificate (it may
 // still fail to decode).
 func IsCertifiedTx(tx []byte) bool {
-	return len(tx) >= 4 && bytes.Equal(tx[:3], txMagic[:]) && (tx[3] == certVersion || tx[3] == certVersionChain)
+	return len(tx) >= 4 && bytes.Equal(tx[:3], core.TxMagic[:]) && (tx[3] == certVersion || tx[3] == certVersionChain)
 }
 
 // DecodeCertifiedTx decodes a certificate transaction. It checks the
 // encoding only; ValidatorSet.Verify checks the signatures.
 func DecodeCertifiedTx(tx []byte) (Certificate, error) {
-	r := &reader{b: tx}
+	r := &core.Reader{B: tx}
 	var c Certificate
-	if magic := r.take(3); r.e == nil && !bytes.Equal(magic, txMagic[:]) {
-		r.fail("bad magic %q", magic)
+	if magic := r.Take(3); r.E == nil && !bytes.Equal(magic, core.TxMagic[:]) {
+		r.Fail("bad magic %q", magic)
 	}
-	switch v := r.u8(); {
-	case r.e != nil:
+	switch v := r.U8(); {
+	case r.E != nil:
 	case v == certVersionChain:
-		if c.Chain = r.str(); r.e == nil && (c.Chain == "" || len(c.Chain) > maxChainID) {
-			r.fail("a certificate's chain id of %d bytes (1 to %d)", len(c.Chain), maxChainID)
+		if c.Chain = r.Str(); r.E == nil && (c.Chain == "" || len(c.Chain) > maxChainID) {
+			r.Fail("a certificate's chain id of %d bytes (1 to %d)", len(c.Chain), maxChainID)
 		}
 	case v != certVersion:
-		r.fail("not a certificate: version %d", v)
+		r.Fail("not a certificate: version %d", v)
 	}
-	copy(c.Digest[:], r.take(32))
-	c.Size = uint32(r.i32())
-	c.Height = r.i64()
-	n := r.count(certSigSize)
-	if r.e == nil && (n == 0 || n > maxCertSigs) {
-		r.fail("%d signatures", n)
+	copy(c.Digest[:], r.Take(32))
+	c.Size = uint32(r.I32())
+	c.Height = r.I64()
+	n := r.Count(certSigSize)
+	if r.E == nil && (n == 0 || n > maxCertSigs) {
+		r.Fail("%d signatures", n)
 	}
-	for i := 0; i < n && r.e == nil; i++ {
+	for i := 0; i < n && r.E == nil; i++ {
 		var s CertSig
-		copy(s.Validator[:], r.take(20))
-		copy(s.Signature[:], r.take(ed25519.SignatureSize))
+		copy(s.Validator[:], r.Take(20))
+		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
 		c.Sigs = append(c.Sigs, s)
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return Certificate{}, err
 	}
 	if c.Size == 0 {
-		return Certificate{}, fmt.Errorf("%w: certificate of an empty batch", ErrMalformed)
+		return Certificate{}, fmt.Errorf("%w: certificate of an empty batch", core.ErrMalformed)
 	}
 	return c, nil
 }
@@ -275,7 +277,7 @@ type BatchSource interface {
 
 // certKey is the metadata store key that remembers an applied
 // certificate until its window has passed.
-func certKey(height int64, d Digest) []byte {
+func certKey(height int64, d core.Digest) []byte {
 	k := append([]byte("c/"), make([]byte, 8)...)
 	binary.BigEndian.PutUint64(k[2:], uint64(height))
 	return append(k, d[:]...)
@@ -283,8 +285,8 @@ func certKey(height int64, d Digest) []byte {
 
 // parseCertKey reads a c/ key (its value is empty): the height of the
 // certificate's batch and its digest.
-func parseCertKey(k []byte) (int64, Digest, error) {
-	var d Digest
+func parseCertKey(k []byte) (int64, core.Digest, error) {
+	var d core.Digest
 	if len(k) != 2+8+len(d) || !bytes.HasPrefix(k, []byte("c/")) {
 		return 0, d, fmt.Errorf("stele/fsm: bad certificate key %x", k)
 	}
@@ -293,4 +295,4 @@ func parseCertKey(k []byte) (int64, Digest, error) {
 }
 
 // String names a digest in logs.
-func digestString(d Digest) string { return hex.EncodeToString(d[:8]) }
+func digestString(d core.Digest) string { return hex.EncodeToString(d[:8]) }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // ErrBatchUnavailable is returned by ApplyBlock when a certified batch's
@@ -15,7 +17,7 @@ var ErrBatchUnavailable = errors.New("stele/fsm: certified batch unavailable")
 
 type certEntry struct {
 	height int64
-	digest Digest
+	digest core.Digest
 }
 
 // trustState is the trust module's part of the state machine (embedded in
@@ -24,8 +26,8 @@ type certEntry struct {
 type trustState struct {
 	signers        map[string]*Signer // by hex address
 	signersChanged bool
-	certs          map[Digest]int64 // applied certificates within their window: digest -> batch height
-	certsAdded     []Digest
+	certs          map[core.Digest]int64 // applied certificates within their window: digest -> batch height
+	certsAdded     []core.Digest
 	// The signers as of the last Commit, with its block time (Liveness).
 	committedSigners struct {
 		sync.Mutex
@@ -52,48 +54,48 @@ type trustState struct {
 // ErrBatchUnavailable rejects the transaction (deterministically: it
 // depends on the certificate, the height and the applied certificates
 // only); the digest is returned whenever the certificate decoded.
-func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
+func (f *FSM) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	c, err := DecodeCertifiedTx(raw)
 	if err != nil {
-		return Tx{}, Digest{}, err
+		return core.Tx{}, core.Digest{}, err
 	}
 	switch {
 	case f.chainBound && c.Chain == "":
 		// Made under the version before: a certificate of the right form
 		// can be had for the same batch.
-		return Tx{}, c.Digest, fmt.Errorf("%w: %w: batch %s: this app version applies only certificates bound to the chain; certify it again",
-			ErrCertificate, ErrResubmit, digestString(c.Digest))
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: %w: batch %s: this app version applies only certificates bound to the chain; certify it again",
+			ErrCertificate, core.ErrResubmit, digestString(c.Digest))
 	case !f.chainBound && c.Chain != "":
 		// Before chain-bound certificates existed a broker could not
 		// decode one: it hashes as such a broker hashed it.
-		return Tx{}, Digest{}, errChainCertTooEarly(c)
+		return core.Tx{}, core.Digest{}, errChainCertTooEarly(c)
 	}
 	if err := f.verifyCertificate(raw, c); err != nil {
-		return Tx{}, c.Digest, err
+		return core.Tx{}, c.Digest, err
 	}
-	if c.Height >= f.height || f.height > c.Height+CertWindow {
-		return Tx{}, c.Digest, fmt.Errorf("%w: batch %s made at height %d cannot be applied at %d (window %d)", ErrCertificate, digestString(c.Digest), c.Height, f.height, CertWindow)
+	if c.Height >= f.Height || f.Height > c.Height+CertWindow {
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: batch %s made at height %d cannot be applied at %d (window %d)", ErrCertificate, digestString(c.Digest), c.Height, f.Height, CertWindow)
 	}
 	if h, dup := f.certs[c.Digest]; dup {
-		return Tx{}, c.Digest, fmt.Errorf("%w: batch %s (height %d) was already applied", ErrCertificate, digestString(c.Digest), h)
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: batch %s (height %d) was already applied", ErrCertificate, digestString(c.Digest), h)
 	}
 	if f.opts.Batches == nil {
-		return Tx{}, c.Digest, fmt.Errorf("%w: no batch source", ErrBatchUnavailable)
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: no batch source", ErrBatchUnavailable)
 	}
 	payload, err := f.opts.Batches.Batch(c)
 	if err != nil {
-		return Tx{}, c.Digest, fmt.Errorf("%w: %s: %v", ErrBatchUnavailable, digestString(c.Digest), err)
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: %s: %v", ErrBatchUnavailable, digestString(c.Digest), err)
 	}
 	// The source guarantees the digest (it hashed what it stored, and
 	// checks what it fetches); hashing again here would double the cost.
 	if uint32(len(payload)) != c.Size {
-		return Tx{}, c.Digest, fmt.Errorf("%w: %s: the batch source returned other bytes", ErrBatchUnavailable, digestString(c.Digest))
+		return core.Tx{}, c.Digest, fmt.Errorf("%w: %s: the batch source returned other bytes", ErrBatchUnavailable, digestString(c.Digest))
 	}
 	f.certs[c.Digest] = c.Height
 	f.certsAdded = append(f.certsAdded, c.Digest)
-	tx, err := f.reg.decodeTx(payload)
+	tx, err := f.reg.DecodeTx(payload)
 	if err != nil {
-		return Tx{}, c.Digest, fmt.Errorf("certified batch %s: %w", digestString(c.Digest), err)
+		return core.Tx{}, c.Digest, fmt.Errorf("certified batch %s: %w", digestString(c.Digest), err)
 	}
 	return tx, c.Digest, nil
 }
@@ -101,11 +103,11 @@ func (f *FSM) openCertified(raw []byte) (Tx, Digest, error) {
 // forgetCertificates drops, every 64 heights, the applied certificates
 // whose window has passed: they would be refused as expired anyway.
 func (f *FSM) forgetCertificates() {
-	if f.height%64 != 0 {
+	if f.Height%64 != 0 {
 		return
 	}
 	for d, h := range f.certs {
-		if h+CertWindow < f.height {
+		if h+CertWindow < f.Height {
 			f.certsDropped = append(f.certsDropped, certEntry{h, d})
 		}
 	}
@@ -202,26 +204,26 @@ func (f *FSM) verifyCertificate(raw []byte, c Certificate) error {
 // applier.
 type verifiedCerts struct {
 	mu    sync.Mutex
-	set   map[Digest]struct{}
-	order []Digest
+	set   map[core.Digest]struct{}
+	order []core.Digest
 	next  int
 }
 
 const verifiedCertsMax = 8192
 
-func (v *verifiedCerts) has(k Digest) bool {
+func (v *verifiedCerts) has(k core.Digest) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	_, ok := v.set[k]
 	return ok
 }
 
-func (v *verifiedCerts) add(k Digest) {
+func (v *verifiedCerts) add(k core.Digest) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.set == nil {
-		v.set = make(map[Digest]struct{}, verifiedCertsMax)
-		v.order = make([]Digest, verifiedCertsMax)
+		v.set = make(map[core.Digest]struct{}, verifiedCertsMax)
+		v.order = make([]core.Digest, verifiedCertsMax)
 	}
 	if _, ok := v.set[k]; ok {
 		return
@@ -245,23 +247,23 @@ func registerTrust(r *registry) {
 // signers' and certificates' step (registerTrust calls it).
 func registerCertificates(r *registry) {
 	r.registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
-		run: func(f *FSM, b Block) { f.recordSigners(b.Signers) }})
+		run: func(f *FSM, b core.Block) { f.recordSigners(b.Signers) }})
 	// A certificate is applied as its payload, hashed as the payload's
 	// digest; a payload this broker cannot read yet halts the block.
 	r.registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
 		halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
 	r.registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
-		run: func(f *FSM) []change { f.forgetCertificates(); return nil }})
+		run: func(f *FSM) []core.Change { f.forgetCertificates(); return nil }})
 	r.registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
-		empty: func(f *FSM) { f.trustState = trustState{certs: map[Digest]int64{}} },
+		empty: func(f *FSM) { f.trustState = trustState{certs: map[core.Digest]int64{}} },
 		publish: func(f *FSM, _ bool) {
 			signers := f.sortedSigners()
 			f.committedSigners.Lock()
-			f.committedSigners.signers, f.committedSigners.blockTime = signers, f.blockTime
+			f.committedSigners.signers, f.committedSigners.blockTime = signers, f.BlockTime
 			f.committedSigners.Unlock()
 		},
 		load: loadSignersAndCerts,
-		stage: func(f *FSM, b *stateBatch) error {
+		stage: func(f *FSM, b *core.StateBatch) error {
 			if f.signersChanged {
 				b.Set(keySigners, encodeSigners(f.sortedSigners()))
 				f.signersChanged = false
@@ -280,15 +282,15 @@ func registerCertificates(r *registry) {
 // loadSignersAndCerts reads the validators seen signing (m/signers) and the
 // applied certificates still within their window (c/).
 func loadSignersAndCerts(f *FSM) error {
-	f.signers, f.certs = nil, map[Digest]int64{}
-	if v, ok, err := f.store.Get(keySigners); err != nil {
+	f.signers, f.certs = nil, map[core.Digest]int64{}
+	if v, ok, err := f.Store.Get(keySigners); err != nil {
 		return err
 	} else if ok {
 		if f.signers, err = decodeSigners(v); err != nil {
 			return fmt.Errorf("stele/fsm: reading signers: %w", err)
 		}
 	}
-	return f.store.Scan([]byte("c/"), func(k, _ []byte) error {
+	return f.Store.Scan([]byte("c/"), func(k, _ []byte) error {
 		h, d, err := parseCertKey(k)
 		if err != nil {
 			return err

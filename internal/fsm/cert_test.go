@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -53,7 +54,7 @@ func certifyFor(chain string, payload []byte, height int64, keys ...ed25519.Priv
 }
 
 // mapBatches is a BatchSource over a map; a missing digest is an error.
-type mapBatches map[Digest][]byte
+type mapBatches map[core.Digest][]byte
 
 func (m mapBatches) Batch(c Certificate) ([]byte, error) {
 	if b, ok := m[c.Digest]; ok {
@@ -154,11 +155,11 @@ func TestCertifiedEqualsInline(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	for i := range blocks {
-		oa, err := a.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
+		oa, err := a.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ob, err := b.ApplyBlock(Block{Height: int64(i + 1), TimeMs: certified[i].time, Txs: certified[i].txs})
+		ob, err := b.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: certified[i].time, Txs: certified[i].txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,10 +203,10 @@ func TestCertificateRules(t *testing.T) {
 	dir := t.TempDir()
 	f := openCertified(t, dir, vs, src)
 	height := int64(0)
-	apply := func(txs ...[]byte) BlockOutcome {
+	apply := func(txs ...[]byte) core.BlockOutcome {
 		t.Helper()
 		height++
-		out, err := f.ApplyBlock(Block{Height: height, TimeMs: t0 + height, Txs: txs})
+		out, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0 + height, Txs: txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func TestCertificateRules(t *testing.T) {
 		}
 		return out
 	}
-	put := func(n int, cmds ...Command) []byte {
+	put := func(n int, cmds ...core.Command) []byte {
 		raw := tx(n, cmds...)
 		src[sha256.Sum256(raw)] = raw
 		return raw
@@ -268,7 +269,7 @@ func TestCertificateRules(t *testing.T) {
 		t.Errorf("%d certificates remembered after their window", n)
 	}
 	var keysLeft int
-	if err := f.store.Scan([]byte("c/"), func(k, v []byte) error { keysLeft++; return nil }); err != nil {
+	if err := f.Store.Scan([]byte("c/"), func(k, v []byte) error { keysLeft++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if keysLeft != 0 {
@@ -276,7 +277,7 @@ func TestCertificateRules(t *testing.T) {
 	}
 	// A batch nobody holds: the block is not applied.
 	missing := tx(9, DeleteTopic{Name: "t"})
-	_, err := f.ApplyBlock(Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
+	_, err := f.ApplyBlock(core.Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
 	if !errors.Is(err, ErrBatchUnavailable) {
 		t.Fatalf("ApplyBlock with an unavailable batch: %v, want ErrBatchUnavailable", err)
 	}
@@ -292,7 +293,7 @@ func TestCertifiedRefusedWithoutValidators(t *testing.T) {
 	if f.CheckTx(raw) == nil || f.ValidateTx(raw) == nil {
 		t.Fatal("a certificate passed without a validator set")
 	}
-	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{raw}})
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{raw}})
 	if err != nil || out.Txs[0].Code == 0 {
 		t.Fatalf("ApplyBlock: %v %+v", err, out.Txs[0])
 	}
@@ -362,10 +363,10 @@ func TestChainBoundCertificates(t *testing.T) {
 		c.src[sha256.Sum256(raw)] = raw
 		return raw
 	}
-	apply := func(txs ...[]byte) BlockOutcome {
+	apply := func(txs ...[]byte) core.BlockOutcome {
 		t.Helper()
 		h := c.height() + 1
-		out, err := c.f.ApplyBlock(Block{Height: h, TimeMs: 1000 * h, Txs: txs})
+		out, err := c.f.ApplyBlock(core.Block{Height: h, TimeMs: 1000 * h, Txs: txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,7 +386,7 @@ func TestChainBoundCertificates(t *testing.T) {
 		t.Fatal("version 1 admits a chain-bound certificate")
 	}
 	out := apply(bound, EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1])))
-	if o := out.Txs[0]; o.Code != 1 || o.Batch != (Digest{}) {
+	if o := out.Txs[0]; o.Code != 1 || o.Batch != (core.Digest{}) {
 		t.Fatalf("a bound certificate under version 1: code %d, batch %x (want 1, hashed as its bytes)", o.Code, o.Batch[:4])
 	}
 	if o := out.Txs[1]; o.Code != 0 || o.Results[0].Code != 0 || hwm() != 1 {
@@ -418,7 +419,7 @@ func TestChainBoundCertificates(t *testing.T) {
 		t.Error("a certificate of another chain is admitted")
 	}
 	out = apply(unbound, bound, other)
-	if o := out.Txs[0]; o.Code != CodeResubmit {
+	if o := out.Txs[0]; o.Code != core.CodeResubmit {
 		t.Errorf("an unbound certificate at the upgrade: code %d (%s), want CodeResubmit", o.Code, o.Log)
 	}
 	if o := out.Txs[1]; o.Code != 0 || o.Results[0].Code != 0 {
@@ -439,7 +440,7 @@ func TestChainBoundCertificates(t *testing.T) {
 	unbound = EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
 	bound = EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
 	out = apply(unbound, bound)
-	if out.Txs[0].Code != CodeResubmit || out.Txs[1].Code != 0 || hwm() != 3 {
+	if out.Txs[0].Code != core.CodeResubmit || out.Txs[1].Code != 0 || hwm() != 3 {
 		t.Fatalf("after a restart: codes %d and %d, high watermark %d", out.Txs[0].Code, out.Txs[1].Code, hwm())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // BenchmarkOffsetCommit: blocks of 1,000 OffsetCommit commands (each its
@@ -16,7 +18,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 	defer f.Close()
 	const perBlock, groups, parts = 1000, 100, 100
 	height := int64(1)
-	if _, err := f.ApplyBlock(Block{Height: height, TimeMs: t0, Txs: [][]byte{tx(1, CreateTopic{Name: "t", Partitions: parts, ReplicationFactor: -1})}}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0, Txs: [][]byte{tx(1, CreateTopic{Name: "t", Partitions: parts, ReplicationFactor: -1})}}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := f.Commit(); err != nil {
@@ -31,7 +33,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 				Partition: int32((n / groups) % parts), Offset: int64(n), LeaderEpoch: -1})
 		}
 		height++
-		if _, err := f.ApplyBlock(Block{Height: height, TimeMs: t0 + height, Txs: txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0 + height, Txs: txs}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {

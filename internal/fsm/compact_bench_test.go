@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -51,7 +52,7 @@ func heightDuringCompaction(b *testing.B) {
 	apply := func(txs [][]byte) time.Duration {
 		height++
 		start := time.Now()
-		if _, err := f.ApplyBlock(Block{Height: height, TimeMs: now, Txs: txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: now, Txs: txs}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -37,7 +38,7 @@ func TestCompactionTimingIsNotHashed(t *testing.T) {
 	for i, blk := range blocks {
 		var hashes [2][]byte
 		for j, f := range []*FSM{a, b} {
-			out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blk.time, Txs: blk.txs})
+			out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: blk.time, Txs: blk.txs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ func TestChainGoesOnDuringCompaction(t *testing.T) {
 	apply := func(txs ...[]byte) {
 		t.Helper()
 		height++
-		if _, err := f.ApplyBlock(Block{Height: height, TimeMs: now, Txs: txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: now, Txs: txs}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {

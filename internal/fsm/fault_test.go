@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -66,9 +67,9 @@ func TestFailStopOnFullDisk(t *testing.T) {
 	f := open(t, dir)
 	failed := -1
 	for i, b := range blocks {
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
-			if !errors.Is(err, ErrLocalFault) || !strings.Contains(err.Error(), "no space left") {
+			if !errors.Is(err, core.ErrLocalFault) || !strings.Contains(err.Error(), "no space left") {
 				t.Fatalf("height %d: %v, want ErrLocalFault for a full disk", i+1, err)
 			}
 			failed = i
@@ -82,7 +83,7 @@ func TestFailStopOnFullDisk(t *testing.T) {
 			}
 		}
 		if _, err := f.Commit(); err != nil {
-			if !errors.Is(err, ErrLocalFault) {
+			if !errors.Is(err, core.ErrLocalFault) {
 				t.Fatalf("height %d: commit: %v", i+1, err)
 			}
 			failed = i
@@ -92,10 +93,10 @@ func TestFailStopOnFullDisk(t *testing.T) {
 	if failed < 0 {
 		t.Fatal("the tmpfs never filled up")
 	}
-	if _, err := f.Commit(); !errors.Is(err, ErrLocalFault) {
+	if _, err := f.Commit(); !errors.Is(err, core.ErrLocalFault) {
 		t.Fatalf("Commit after the fault: %v, want ErrLocalFault", err)
 	}
-	if _, err := f.ApplyBlock(Block{Height: int64(failed + 2), TimeMs: t0 + 1000}); !errors.Is(err, ErrLocalFault) {
+	if _, err := f.ApplyBlock(core.Block{Height: int64(failed + 2), TimeMs: t0 + 1000}); !errors.Is(err, core.ErrLocalFault) {
 		t.Fatalf("ApplyBlock after the fault: %v, want ErrLocalFault", err)
 	}
 	if f.Fault() == nil {
@@ -113,7 +114,7 @@ func TestFailStopOnFullDisk(t *testing.T) {
 	defer ref.Close()
 	want := applyAll(t, ref, blocks)
 	for i := failed; i < len(blocks); i++ {
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
 		if err != nil {
 			t.Fatalf("replay height %d: %v", i+1, err)
 		}
@@ -152,7 +153,7 @@ func TestFailStopOnStoreFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: blocks[0].time, Txs: blocks[0].txs}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: blocks[0].time, Txs: blocks[0].txs}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Commit(); err != nil {
@@ -160,7 +161,7 @@ func TestFailStopOnStoreFault(t *testing.T) {
 	}
 	// The registrations are in the store's files, not in its memtable or
 	// its block cache.
-	if err := f.store.Flush(); err != nil {
+	if err := f.Store.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -168,12 +169,12 @@ func TestFailStopOnStoreFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	toggle.On()
-	_, err = f.ApplyBlock(Block{Height: 2, TimeMs: blocks[1].time, Txs: blocks[1].txs})
+	_, err = f.ApplyBlock(core.Block{Height: 2, TimeMs: blocks[1].time, Txs: blocks[1].txs})
 	toggle.Off()
-	if !errors.Is(err, ErrLocalFault) || !strings.Contains(err.Error(), errorfs.ErrInjected.Error()) {
+	if !errors.Is(err, core.ErrLocalFault) || !strings.Contains(err.Error(), errorfs.ErrInjected.Error()) {
 		t.Fatalf("ApplyBlock with a failing store: %v, want ErrLocalFault wrapping the injected error", err)
 	}
-	if _, err := f.Commit(); !errors.Is(err, ErrLocalFault) {
+	if _, err := f.Commit(); !errors.Is(err, core.ErrLocalFault) {
 		t.Fatalf("Commit after the fault: %v", err)
 	}
 	f.Close()
@@ -185,7 +186,7 @@ func TestFailStopOnStoreFault(t *testing.T) {
 	if h, _ := f.Info(); h != 1 {
 		t.Fatalf("reopened at height %d, want 1", h)
 	}
-	out, err := f.ApplyBlock(Block{Height: 2, TimeMs: blocks[1].time, Txs: blocks[1].txs})
+	out, err := f.ApplyBlock(core.Block{Height: 2, TimeMs: blocks[1].time, Txs: blocks[1].txs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -55,10 +56,10 @@ func ledgerBatch(t testing.TB, ts int64, h int) []byte {
 	return b
 }
 
-func tx(i int, cmds ...Command) []byte {
-	var n Nonce
+func tx(i int, cmds ...core.Command) []byte {
+	var n core.Nonce
 	n[0], n[1] = byte(i>>8), byte(i)
-	return EncodeTx(Tx{Nonce: n, Commands: cmds})
+	return EncodeTx(core.Tx{Nonce: n, Commands: cmds})
 }
 
 func open(t testing.TB, dir string) *FSM {
@@ -154,11 +155,11 @@ func applyAll(t testing.TB, f *FSM, blocks []block) [][]byte {
 
 // applyOutcomes applies and commits blocks from height 1 and returns each
 // height's outcome.
-func applyOutcomes(t testing.TB, f *FSM, blocks []block) []BlockOutcome {
+func applyOutcomes(t testing.TB, f *FSM, blocks []block) []core.BlockOutcome {
 	t.Helper()
-	var outs []BlockOutcome
+	var outs []core.BlockOutcome
 	for i, b := range blocks {
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestRecoveryReplaysUncommittedBlock(t *testing.T) {
 	f := open(t, dir)
 	want := applyAll(t, open(t, t.TempDir()), blocks)
 	applyAll(t, f, blocks[:10])
-	if _, err := f.ApplyBlock(Block{Height: 11, TimeMs: blocks[10].time, Txs: blocks[10].txs}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 11, TimeMs: blocks[10].time, Txs: blocks[10].txs}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close() // no Commit: as if killed
@@ -267,7 +268,7 @@ func TestRecoveryReplaysUncommittedBlock(t *testing.T) {
 		t.Fatalf("after crash: height %d hash %x, want 10 %x", h, hash, want[9])
 	}
 	for i := 10; i < len(blocks); i++ {
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: blocks[i].time, Txs: blocks[i].txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +288,7 @@ func TestProduceResults(t *testing.T) {
 	corrupt := append([]byte(nil), good...)
 	corrupt[len(corrupt)-1] ^= 0xff
 	big := batch(t, t0, record.CodecNone, "k", 20)
-	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1, Configs: []ConfigEntry{{"max.message.bytes", "1000"}}}),
 		tx(2,
 			Produce{Topic: "t", Partition: 0, Records: good},
@@ -339,13 +340,13 @@ func TestProduceResults(t *testing.T) {
 func TestBlockOrder(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	if _, err := f.ApplyBlock(Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
 		t.Fatal("applied height 2 first")
 	}
-	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: nil}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: nil}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ApplyBlock(Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 2, TimeMs: t0, Txs: nil}); err == nil {
 		t.Fatal("applied height 2 before committing 1")
 	}
 }
@@ -357,7 +358,7 @@ func TestLiveness(t *testing.T) {
 	f := open(t, dir)
 	a, b := []byte{0xa}, []byte{0xb}
 	for h, signers := range [][][]byte{nil, {a, b}, {a}} {
-		if _, err := f.ApplyBlock(Block{Height: int64(h + 1), TimeMs: t0 + int64(h)*1000, Signers: signers}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: int64(h + 1), TimeMs: t0 + int64(h)*1000, Signers: signers}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {
@@ -388,7 +389,7 @@ func TestReadRefusesDamagedBatch(t *testing.T) {
 	f := open(t, dir)
 	defer f.Close()
 	b := batch(t, t0, record.CodecNone, "k", 3)
-	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}),
 		tx(2, Produce{Topic: "t", Records: b}, Produce{Topic: "t", Records: b}),
 	}}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -83,7 +84,7 @@ func (p *cmdProgram) blocks(t *testing.T) []block {
 	return append(out, cur)
 }
 
-func (p *cmdProgram) command(t *testing.T, op byte) Command {
+func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	topic := p.pick(fuzzTopics...)
 	switch op % 24 {
 	case 0:
@@ -339,10 +340,10 @@ func FuzzApplyTwice(f *testing.F) {
 				b.Close()
 				b = openVoting(t, bdir, vs)
 			}
-			var outs [2]BlockOutcome
+			var outs [2]core.BlockOutcome
 			var errs [2]error
 			for j, m := range []*FSM{a, b} {
-				out, err := m.ApplyBlock(Block{Height: h, TimeMs: blk.time, Txs: blk.txs})
+				out, err := m.ApplyBlock(core.Block{Height: h, TimeMs: blk.time, Txs: blk.txs})
 				if err != nil {
 					errs[j] = err
 					continue
@@ -372,8 +373,8 @@ func FuzzApplyTwice(f *testing.F) {
 					t.Fatalf("height %d tx %d: results differ", h, k)
 				}
 			}
-			if !bytes.Equal(a.stateRoot, b.stateRoot) {
-				t.Fatalf("height %d: state roots differ: %x %x", h, a.stateRoot, b.stateRoot)
+			if !bytes.Equal(a.StateRoot, b.StateRoot) {
+				t.Fatalf("height %d: state roots differ: %x %x", h, a.StateRoot, b.StateRoot)
 			}
 			if ua, ub := a.Upgrade(), b.Upgrade(); !reflect.DeepEqual(ua, ub) {
 				t.Fatalf("height %d: upgrade states differ: %+v %+v", h, ua, ub)
@@ -385,12 +386,12 @@ func FuzzApplyTwice(f *testing.F) {
 		sameMachines(t, a, b, "at the end")
 		checkTableLeaves(t, b, "at the end, the restarted machine")
 		for _, m := range []*FSM{a, b} {
-			root, err := rebuildStateRoot(m.store)
+			root, err := core.RebuildStateRoot(m.Store)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(root, m.stateRoot) {
-				t.Fatalf("the store's contents hash to state root %x, the machine holds %x", root, m.stateRoot)
+			if !bytes.Equal(root, m.StateRoot) {
+				t.Fatalf("the store's contents hash to state root %x, the machine holds %x", root, m.StateRoot)
 			}
 		}
 	})

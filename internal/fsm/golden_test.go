@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/pkg/proof"
@@ -77,10 +78,10 @@ type goldenBuilder struct {
 	blocks []block
 }
 
-func (g *goldenBuilder) apply(b block) []TxOutcome {
+func (g *goldenBuilder) apply(b block) []core.TxOutcome {
 	g.t.Helper()
 	g.blocks = append(g.blocks, b)
-	out, err := g.f.ApplyBlock(Block{Height: int64(len(g.blocks)), TimeMs: b.time, Txs: b.txs})
+	out, err := g.f.ApplyBlock(core.Block{Height: int64(len(g.blocks)), TimeMs: b.time, Txs: b.txs})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -93,14 +94,14 @@ func (g *goldenBuilder) apply(b block) []TxOutcome {
 
 // cmds applies a block dt ms after the last, each command in a transaction
 // of its own, and returns the commands' results.
-func (g *goldenBuilder) cmds(dt int64, cmds ...Command) []Result {
+func (g *goldenBuilder) cmds(dt int64, cmds ...core.Command) []core.Result {
 	g.t.Helper()
 	b := block{time: g.now + dt}
 	for _, c := range cmds {
 		g.nonce++
 		b.txs = append(b.txs, tx(g.nonce, c))
 	}
-	var rs []Result
+	var rs []core.Result
 	for _, o := range g.apply(b) {
 		rs = append(rs, o.Results...)
 	}
@@ -133,7 +134,7 @@ func goldenScenario(t *testing.T) []block {
 	for _, b := range scenario(t) {
 		g.apply(b)
 	}
-	must := func(what string, r Result, code int16) Result {
+	must := func(what string, r core.Result, code int16) core.Result {
 		t.Helper()
 		if r.Code != code {
 			t.Fatalf("golden scenario: %s: code %d (%s), want %d", what, r.Code, r.Message, code)
@@ -318,15 +319,15 @@ func goldenScenario(t *testing.T) []block {
 	for int64(len(g.blocks))+1 < v2.Height {
 		g.cmds(100, Tick{})
 	}
-	opened := func(dt, at int64, cmds ...Command) []TxOutcome {
+	opened := func(dt, at int64, cmds ...core.Command) []core.TxOutcome {
 		b := block{time: g.now + dt}
-		for _, c := range append([]Command{AppendTime{TimeMs: at}}, cmds...) {
+		for _, c := range append([]core.Command{AppendTime{TimeMs: at}}, cmds...) {
 			g.nonce++
 			b.txs = append(b.txs, tx(g.nonce, c))
 		}
 		return g.apply(b)
 	}
-	lat := func(o TxOutcome, want int64) {
+	lat := func(o core.TxOutcome, want int64) {
 		t.Helper()
 		if r := must("LogAppendTime, version 2", o.Results[0], 0); r.LogAppendTime != want {
 			t.Fatalf("golden scenario: stamped %d, want %d", r.LogAppendTime, want)
@@ -446,34 +447,34 @@ func goldenScenario(t *testing.T) []block {
 }
 
 func encodeBlocks(blocks []block) []byte {
-	w := &writer{}
-	w.count(len(blocks))
+	w := &core.Writer{}
+	w.Count(len(blocks))
 	for _, b := range blocks {
-		w.i64(b.time)
-		w.count(len(b.txs))
+		w.I64(b.time)
+		w.Count(len(b.txs))
 		for _, t := range b.txs {
-			w.bytes(t)
+			w.Bytes(t)
 		}
 	}
-	return w.b
+	return w.B
 }
 
 func decodeBlocks(b []byte) ([]block, error) {
-	r := &reader{b: b}
-	n := r.count(9)
+	r := &core.Reader{B: b}
+	n := r.Count(9)
 	blocks := make([]block, 0, n)
 	for range n {
-		bl := block{time: r.i64()}
-		for range r.count(1) {
-			bl.txs = append(bl.txs, append([]byte(nil), r.bytes()...))
+		bl := block{time: r.I64()}
+		for range r.Count(1) {
+			bl.txs = append(bl.txs, append([]byte(nil), r.Bytes()...))
 		}
 		blocks = append(blocks, bl)
 	}
-	if err := r.e; err != nil {
+	if err := r.E; err != nil {
 		return nil, err
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last block", len(r.b))
+	if len(r.B) != 0 {
+		return nil, fmt.Errorf("%d bytes after the last block", len(r.B))
 	}
 	return blocks, nil
 }
@@ -530,7 +531,7 @@ func writeGolden(t *testing.T, blocks []block, hashes [][]byte) {
 
 // applyGolden applies the blocks to a fresh state machine and returns every
 // height's outcome.
-func applyGolden(t *testing.T, blocks []block, reword func(string) string) []BlockOutcome {
+func applyGolden(t *testing.T, blocks []block, reword func(string) string) []core.BlockOutcome {
 	t.Helper()
 	opts := goldenOptions(t.TempDir())
 	opts.rewordForTest = reword
@@ -560,8 +561,8 @@ func goldenBlocks(t *testing.T) []block {
 // purpose, together with proof.AppHashFormat. It also checks that the
 // scenario still runs every command there is.
 func TestGoldenAppHashes(t *testing.T) {
-	if digestDomain != fmt.Sprintf("stele/block/v%d", proof.AppHashFormat) {
-		t.Fatalf("digestDomain %q does not carry proof.AppHashFormat %d", digestDomain, proof.AppHashFormat)
+	if core.DigestDomain != fmt.Sprintf("stele/block/v%d", proof.AppHashFormat) {
+		t.Fatalf("digestDomain %q does not carry proof.AppHashFormat %d", core.DigestDomain, proof.AppHashFormat)
 	}
 	if *goldenUpdate {
 		blocks := goldenScenario(t)
@@ -594,7 +595,7 @@ func TestGoldenAppHashes(t *testing.T) {
 	}
 	// Every command kind appears in the scenario (goldenScenario checks
 	// each command's code as it builds the blocks).
-	seen := map[Kind]bool{}
+	seen := map[core.Kind]bool{}
 	for _, b := range blocks {
 		for _, raw := range b.txs {
 			if tx, err := DecodeTx(raw); err == nil {
@@ -604,7 +605,7 @@ func TestGoldenAppHashes(t *testing.T) {
 			}
 		}
 	}
-	for k := Kind(1); k < 255; k++ {
+	for k := core.Kind(1); k < 255; k++ {
 		if !strings.HasPrefix(KindName(k), "Kind(") && !seen[k] {
 			t.Errorf("the golden scenario never runs %s: add it (and write the files anew)", KindName(k))
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The consumer group protocol of KIP-848: the broker assigns. Each member
@@ -48,7 +50,7 @@ type ConsumerMember struct {
 	// told to give up and has not yet reported released, by
 	// RevokeDeadlineMs; Target is its share of the group's target
 	// assignment.
-	Assigned, Revoking, Target TopicPartitions
+	Assigned, Revoking, Target core.TopicPartitions
 	RevokeDeadlineMs           int64
 	LastSeenMs                 int64
 	// Sent is false when the member's assignment changed since it last
@@ -102,7 +104,7 @@ func (m *ConsumerMember) matches(topic string) bool {
 // again; Kafka refreshes at a heartbeat once 10 s have passed since the
 // last refresh, which has no block-time equivalent that would not delay
 // new topics for no reason. Regexes no member uses any more are dropped.
-func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []change) {
+func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []core.Change) {
 	used := map[string]*ConsumerMember{}
 	for _, m := range g.sortedConsumers() {
 		if _, ok := used[m.Regex]; m.Regex != "" && !ok {
@@ -110,13 +112,13 @@ func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []change) {
 		}
 	}
 	changed := false
-	for _, re := range sortedKeys(g.Regexes) {
+	for _, re := range core.SortedKeys(g.Regexes) {
 		if used[re] == nil {
 			delete(g.Regexes, re)
 			changed = true
 		}
 	}
-	for _, re := range sortedKeys(used) {
+	for _, re := range core.SortedKeys(used) {
 		old, ok := g.Regexes[re]
 		if ok && !refresh {
 			continue
@@ -132,7 +134,7 @@ func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []change) {
 		}
 		g.Regexes[re] = topics
 		changed = true
-		changes = append(changes, change{kind: changeRegexResolved, name: g.Name, sub: re, a: int64(len(topics))})
+		changes = append(changes, core.Change{Kind: core.ChangeRegexResolved, Name: g.Name, Sub: re, A: int64(len(topics))})
 	}
 	if changed {
 		f.touchGroup(g)
@@ -143,7 +145,7 @@ func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []change) {
 
 func (g *Group) sortedConsumers() []*ConsumerMember {
 	out := make([]*ConsumerMember, 0, len(g.Consumers))
-	for _, id := range sortedKeys(g.Consumers) {
+	for _, id := range core.SortedKeys(g.Consumers) {
 		out = append(out, g.Consumers[id])
 	}
 	return out
@@ -158,7 +160,7 @@ func (g *Group) consumerState() string {
 		return "Assigning"
 	}
 	for _, m := range g.Consumers {
-		if m.Epoch != g.AssignmentEpoch || m.Revoking.count() > 0 || !m.Assigned.equal(m.Target) {
+		if m.Epoch != g.AssignmentEpoch || m.Revoking.Count() > 0 || !m.Assigned.Equal(m.Target) {
 			return "Reconciling"
 		}
 	}
@@ -167,16 +169,16 @@ func (g *Group) consumerState() string {
 
 // heldByOthers returns the partitions members other than m hold (assigned
 // or being revoked).
-func (g *Group) heldByOthers(m *ConsumerMember) TopicPartitions {
-	held := TopicPartitions{}
+func (g *Group) heldByOthers(m *ConsumerMember) core.TopicPartitions {
+	held := core.TopicPartitions{}
 	for _, o := range g.Consumers {
 		if o == m {
 			continue
 		}
-		for _, src := range []TopicPartitions{o.Assigned, o.Revoking} {
+		for _, src := range []core.TopicPartitions{o.Assigned, o.Revoking} {
 			for t, ps := range src {
 				for _, p := range ps {
-					held.add(t, p)
+					held.Add(t, p)
 				}
 			}
 		}
@@ -184,18 +186,18 @@ func (g *Group) heldByOthers(m *ConsumerMember) TopicPartitions {
 	return held
 }
 
-func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) Result {
-	now := f.blockTime
+func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
+	now := f.BlockTime
 	g := f.groups[c.Group]
 	switch {
 	case g == nil && c.Epoch != 0:
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	case g == nil:
 		g = newGroup(c.Group, now)
 		g.Type = GroupConsumer
 		f.groups[c.Group] = g
 	case g.Type == GroupClassic && (len(g.Members) > 0 || g.State != GroupEmpty):
-		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q is a classic group with members, not a consumer group", c.Group))
+		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q is a classic group with members, not a consumer group", c.Group))
 	case g.Type == GroupClassic:
 		// An empty classic group (offsets only) becomes a consumer group.
 		g.Type, g.ProtocolType, g.Protocol = GroupConsumer, "consumer", ""
@@ -207,30 +209,30 @@ func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex
 	case -1, -2:
 		m := g.Consumers[c.MemberID]
 		if m == nil {
-			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 		}
 		if c.Epoch == -2 && m.InstanceID != "" {
 			// A static member that will return keeps its place (and its
 			// partitions) until its session lapses.
-			m.Epoch, m.Revoking, m.LastSeenMs = -2, TopicPartitions{}, now
-			return Result{Group: &GroupResult{MemberID: m.ID, Generation: -2}}
+			m.Epoch, m.Revoking, m.LastSeenMs = -2, core.TopicPartitions{}, now
+			return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: -2}}
 		}
 		f.removeConsumer(g, m)
-		return Result{Group: &GroupResult{MemberID: m.ID, Generation: -1}}
+		return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: -1}}
 	}
 	m := g.Consumers[c.MemberID]
 	if m == nil {
 		if c.InstanceID != "" && g.byConsumerInstance(c.InstanceID) != nil {
-			return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
+			return core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
 		}
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 	}
 	owned := f.ownedByName(c)
 	if c.Epoch != m.Epoch {
 		// A member that missed our last answer may come back with its
 		// previous epoch, as long as it owns nothing it should not.
-		if c.Epoch != m.PrevEpoch || owned == nil || owned.minus(m.Assigned).count() > 0 {
-			return fail(kerr.FencedMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Epoch, m.ID, m.Epoch))
+		if c.Epoch != m.PrevEpoch || owned == nil || owned.Minus(m.Assigned).Count() > 0 {
+			return core.Fail(kerr.FencedMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Epoch, m.ID, m.Epoch))
 		}
 	}
 	m.LastSeenMs = now
@@ -242,7 +244,7 @@ func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex
 }
 
 func (g *Group) byConsumerInstance(instance string) *ConsumerMember {
-	for _, id := range sortedKeys(g.Consumers) {
+	for _, id := range core.SortedKeys(g.Consumers) {
 		if m := g.Consumers[id]; m.InstanceID == instance {
 			return m
 		}
@@ -250,8 +252,8 @@ func (g *Group) byConsumerInstance(instance string) *ConsumerMember {
 	return nil
 }
 
-func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex int) Result {
-	now := f.blockTime
+func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
+	now := f.BlockTime
 	id := c.MemberID
 	if id == "" {
 		id = f.newMemberID(c.ClientID, txIndex, cmdIndex)
@@ -259,12 +261,12 @@ func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex
 	m := g.Consumers[id]
 	if m != nil && m.Epoch != -2 {
 		// A member joining again has lost what it owned.
-		m.Assigned, m.Revoking, m.Sent = TopicPartitions{}, TopicPartitions{}, false
+		m.Assigned, m.Revoking, m.Sent = core.TopicPartitions{}, core.TopicPartitions{}, false
 	}
 	if c.InstanceID != "" {
 		if old := g.byConsumerInstance(c.InstanceID); old != nil && old.ID != id {
 			if old.Epoch != -2 {
-				return fail(kerr.UnreleasedInstanceID.Code, fmt.Sprintf("instance %q is still held by member %q", c.InstanceID, old.ID))
+				return core.Fail(kerr.UnreleasedInstanceID.Code, fmt.Sprintf("instance %q is still held by member %q", c.InstanceID, old.ID))
 			}
 			// The returning static member takes over its old place.
 			delete(g.Consumers, old.ID)
@@ -275,7 +277,7 @@ func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex
 	}
 	epoch, isNew := g.Epoch, m == nil
 	if isNew {
-		m = &ConsumerMember{ID: id, Assigned: TopicPartitions{}, Revoking: TopicPartitions{}, Target: TopicPartitions{}}
+		m = &ConsumerMember{ID: id, Assigned: core.TopicPartitions{}, Revoking: core.TopicPartitions{}, Target: core.TopicPartitions{}}
 		g.Consumers[id] = m
 	}
 	m.InstanceID, m.RackID, m.ClientID, m.ClientHost = c.InstanceID, c.RackID, c.ClientID, c.ClientHost
@@ -288,7 +290,7 @@ func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex
 		g.Epoch++ // membership changed, if the subscription did not
 	}
 	f.maybeRetarget(g)
-	f.reconcile(g, m, TopicPartitions{})
+	f.reconcile(g, m, core.TopicPartitions{})
 	return f.consumerAnswer(m, true)
 }
 
@@ -320,15 +322,15 @@ func (f *FSM) updateSubscription(g *Group, m *ConsumerMember, c ConsumerGroupHea
 
 // ownedByName maps the partitions a heartbeat reports owning to topic
 // names (nil when it reports nothing new). Unknown topic ids are dropped.
-func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) TopicPartitions {
+func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions {
 	if !c.OwnedSet {
 		return nil
 	}
-	out := TopicPartitions{}
+	out := core.TopicPartitions{}
 	for _, o := range c.Owned {
 		if t := f.byID[o.ID]; t != nil {
 			for _, p := range o.Partitions {
-				out.add(t.Name, p)
+				out.Add(t.Name, p)
 			}
 		}
 	}
@@ -341,7 +343,7 @@ func (f *FSM) removeConsumer(g *Group, m *ConsumerMember) {
 	f.touchGroup(g)
 	f.maybeRetarget(g)
 	if len(g.Consumers) == 0 {
-		g.EmptySinceMs = f.blockTime
+		g.EmptySinceMs = f.BlockTime
 	}
 }
 
@@ -357,7 +359,7 @@ func (f *FSM) subscriptionDigest(g *Group) string {
 		}
 	}
 	h := sha256.New()
-	for _, t := range sortedKeys(topics) {
+	for _, t := range core.SortedKeys(topics) {
 		h.Write([]byte(t))
 		h.Write([]byte{0})
 		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.topics[t].Partitions))))
@@ -415,7 +417,7 @@ func (f *FSM) maybeRetarget(g *Group) {
 	}
 	g.SubsDigest = digest
 	members := g.sortedConsumers()
-	var targets map[string]TopicPartitions
+	var targets map[string]core.TopicPartitions
 	if g.assignor() == "range" {
 		targets = f.assignRange(g, members)
 	} else {
@@ -424,7 +426,7 @@ func (f *FSM) maybeRetarget(g *Group) {
 	for _, m := range members {
 		m.Target = targets[m.ID]
 		if m.Target == nil {
-			m.Target = TopicPartitions{}
+			m.Target = core.TopicPartitions{}
 		}
 	}
 	g.AssignmentEpoch = g.Epoch
@@ -434,8 +436,8 @@ func (f *FSM) maybeRetarget(g *Group) {
 // assignRange gives each topic's partitions to its subscribers in
 // contiguous ranges, by member id order; the first members get one more
 // when the partitions do not divide evenly.
-func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]TopicPartitions {
-	out := map[string]TopicPartitions{}
+func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
+	out := map[string]core.TopicPartitions{}
 	for _, name := range sortedNames(f.topics) {
 		var subs []*ConsumerMember
 		for _, m := range members {
@@ -456,9 +458,9 @@ func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]TopicP
 			}
 			for range k {
 				if out[m.ID] == nil {
-					out[m.ID] = TopicPartitions{}
+					out[m.ID] = core.TopicPartitions{}
 				}
-				out[m.ID].add(name, p)
+				out[m.ID].Add(name, p)
 				p++
 			}
 		}
@@ -471,8 +473,8 @@ func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]TopicP
 // balance allows (sticky): first every member keeps up to its fair share
 // of what it had, then each remaining partition goes to the subscriber
 // holding the fewest (its previous owner on a tie, then member id order).
-func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]TopicPartitions {
-	out := map[string]TopicPartitions{}
+func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
+	out := map[string]core.TopicPartitions{}
 	type tp struct {
 		topic string
 		p     int32
@@ -496,12 +498,12 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]Topi
 	taken := map[tp]bool{}
 	prev := map[tp]string{}
 	for _, m := range members {
-		out[m.ID] = TopicPartitions{}
-		for _, t := range sortedKeys(m.Target) {
+		out[m.ID] = core.TopicPartitions{}
+		for _, t := range core.SortedKeys(m.Target) {
 			for _, p := range m.Target[t] {
 				prev[tp{t, p}] = m.ID
 				if f.topics[t] != nil && p < int32(len(f.topics[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
-					out[m.ID].add(t, p)
+					out[m.ID].Add(t, p)
 					count[m.ID]++
 					taken[tp{t, p}] = true
 				}
@@ -524,7 +526,7 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]Topi
 				best = m
 			}
 		}
-		out[best.ID].add(x.topic, x.p)
+		out[best.ID].Add(x.topic, x.p)
 		count[best.ID]++
 	}
 	return out
@@ -533,36 +535,36 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]Topi
 // reconcile moves m towards its target: revocations first, then the
 // target epoch with every target partition no other member holds.
 // owned is what the member reports owning (nil: unchanged).
-func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned TopicPartitions) {
-	if owned != nil && m.Revoking.count() > 0 {
-		still := TopicPartitions{}
-		for _, t := range sortedKeys(m.Revoking) {
+func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned core.TopicPartitions) {
+	if owned != nil && m.Revoking.Count() > 0 {
+		still := core.TopicPartitions{}
+		for _, t := range core.SortedKeys(m.Revoking) {
 			for _, p := range m.Revoking[t] {
-				if owned.has(t, p) {
-					still.add(t, p)
+				if owned.Has(t, p) {
+					still.Add(t, p)
 				}
 			}
 		}
-		if !still.equal(m.Revoking) {
+		if !still.Equal(m.Revoking) {
 			m.Revoking = still
 			f.touchGroup(g)
 		}
 	}
-	if m.Revoking.count() > 0 {
+	if m.Revoking.Count() > 0 {
 		return // waiting for the member to let go
 	}
-	if revoke := m.Assigned.minus(m.Target); revoke.count() > 0 {
-		m.Assigned = m.Assigned.minus(revoke)
+	if revoke := m.Assigned.Minus(m.Target); revoke.Count() > 0 {
+		m.Assigned = m.Assigned.Minus(revoke)
 		m.Revoking = revoke
-		m.RevokeDeadlineMs = f.blockTime + int64(m.RebalanceTimeoutMs)
+		m.RevokeDeadlineMs = f.BlockTime + int64(m.RebalanceTimeoutMs)
 		m.Sent = false
 		return
 	}
 	held := g.heldByOthers(m)
-	if add := m.Target.minus(m.Assigned).minus(held); add.count() > 0 {
-		for _, t := range sortedKeys(add) {
+	if add := m.Target.Minus(m.Assigned).Minus(held); add.Count() > 0 {
+		for _, t := range core.SortedKeys(add) {
 			for _, p := range add[t] {
-				m.Assigned.add(t, p)
+				m.Assigned.Add(t, p)
 			}
 		}
 		m.Sent = false
@@ -574,26 +576,26 @@ func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned TopicPartitions) {
 
 // consumerAnswer is a heartbeat's result: the member's epoch, and its
 // assignment when it changed since last sent or the request was full.
-func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) Result {
-	r := &GroupResult{MemberID: m.ID, Generation: m.Epoch}
+func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) core.Result {
+	r := &core.GroupResult{MemberID: m.ID, Generation: m.Epoch}
 	if full || !m.Sent {
-		r.Assignment = m.Assigned.clone()
+		r.Assignment = m.Assigned.Clone()
 		r.SendAssignment = true
 		m.Sent = true
 	}
-	return Result{Group: r}
+	return core.Result{Group: r}
 }
 
 // consumerTimers expires KIP-848 members whose session lapsed or who did
 // not give up revoked partitions within their rebalance timeout.
-func (f *FSM) consumerTimers(g *Group) (changes []change) {
-	now := f.blockTime
+func (f *FSM) consumerTimers(g *Group) (changes []core.Change) {
+	now := f.BlockTime
 	for _, m := range g.sortedConsumers() {
 		switch {
 		case now > m.LastSeenMs+ConsumerSessionTimeoutMs:
-			changes = append(changes, change{kind: changeMemberExpired, name: g.Name, sub: m.ID})
-		case m.Revoking.count() > 0 && now > m.RevokeDeadlineMs:
-			changes = append(changes, change{kind: changeMemberFenced, name: g.Name, sub: m.ID})
+			changes = append(changes, core.Change{Kind: core.ChangeMemberExpired, Name: g.Name, Sub: m.ID})
+		case m.Revoking.Count() > 0 && now > m.RevokeDeadlineMs:
+			changes = append(changes, core.Change{Kind: core.ChangeMemberFenced, Name: g.Name, Sub: m.ID})
 		default:
 			continue
 		}
@@ -606,7 +608,7 @@ func (g *Group) consumerDeadline() int64 {
 	d := int64(1<<63 - 1)
 	for _, m := range g.Consumers {
 		d = min(d, m.LastSeenMs+ConsumerSessionTimeoutMs+1)
-		if m.Revoking.count() > 0 {
+		if m.Revoking.Count() > 0 {
 			d = min(d, m.RevokeDeadlineMs+1)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 func cgJoin(member string, topics ...string) ConsumerGroupHeartbeat {
@@ -12,18 +14,18 @@ func cgJoin(member string, topics ...string) ConsumerGroupHeartbeat {
 		TopicsSet: true, Topics: topics, OwnedSet: true}
 }
 
-func cgBeat(member string, epoch int32, owned TopicPartitions, ids map[string]TopicID) ConsumerGroupHeartbeat {
+func cgBeat(member string, epoch int32, owned core.TopicPartitions, ids map[string]core.TopicID) ConsumerGroupHeartbeat {
 	c := ConsumerGroupHeartbeat{Group: "cg", MemberID: member, Epoch: epoch, RebalanceTimeoutMs: -1}
 	if owned != nil {
 		c.OwnedSet = true
-		for _, t := range sortedKeys(owned) {
+		for _, t := range core.SortedKeys(owned) {
 			c.Owned = append(c.Owned, OwnedTopic{ID: ids[t], Partitions: owned[t]})
 		}
 	}
 	return c
 }
 
-func wantAssignment(t *testing.T, what string, r Result, epoch int32, want TopicPartitions) {
+func wantAssignment(t *testing.T, what string, r core.Result, epoch int32, want core.TopicPartitions) {
 	t.Helper()
 	if r.Code != 0 || r.Group == nil {
 		t.Fatalf("%s: code %d (%s)", what, r.Code, r.Message)
@@ -37,7 +39,7 @@ func wantAssignment(t *testing.T, what string, r Result, epoch int32, want Topic
 		}
 		return
 	}
-	if !r.Group.SendAssignment || !r.Group.Assignment.equal(want) {
+	if !r.Group.SendAssignment || !r.Group.Assignment.Equal(want) {
 		t.Fatalf("%s: assignment %v (sent %v), want %v", what, r.Group.Assignment, r.Group.SendAssignment, want)
 	}
 }
@@ -52,19 +54,19 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
 	d.block(0, CreateTopic{Name: "orders", Partitions: 4, ReplicationFactor: -1})
-	ids := map[string]TopicID{"orders": d.f.View().Topic("orders").ID}
-	all := TopicPartitions{"orders": {0, 1, 2, 3}}
+	ids := map[string]core.TopicID{"orders": d.f.View().Topic("orders").ID}
+	all := core.TopicPartitions{"orders": {0, 1, 2, 3}}
 
 	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "orders"))[0], 1, all)
 	r := d.block(100, cgJoin("B", "orders"))[0]
-	wantAssignment(t, "B joins while A holds everything", r, 2, TopicPartitions{})
+	wantAssignment(t, "B joins while A holds everything", r, 2, core.TopicPartitions{})
 	g := d.f.Groups().Group("cg")
 	if g.Type != GroupConsumer || g.Epoch != 2 || g.AssignmentEpoch != 2 || g.Assignor != "uniform" || g.ConsumerState != "Reconciling" {
 		t.Fatalf("after B joined: %+v", g)
 	}
 	targetA := g.ConsumerMember("A").Target
 	targetB := g.ConsumerMember("B").Target
-	if targetA.count() != 2 || targetB.count() != 2 || !targetA.minus(all).equal(TopicPartitions{}) {
+	if targetA.Count() != 2 || targetB.Count() != 2 || !targetA.Minus(all).Equal(core.TopicPartitions{}) {
 		t.Fatalf("targets A %v B %v", targetA, targetB)
 	}
 	// A must give up B's half first, keeping its epoch.
@@ -115,9 +117,9 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	}
 	d.block(100, rj("m1"), rj("m2"), rj("m3"))
 	rg := d.f.Groups().Group("rg")
-	want := map[string]TopicPartitions{"m1": {"orders": {0, 1}}, "m2": {"orders": {2}}, "m3": {"orders": {3}}}
+	want := map[string]core.TopicPartitions{"m1": {"orders": {0, 1}}, "m2": {"orders": {2}}, "m3": {"orders": {3}}}
 	for id, tp := range want {
-		if got := rg.ConsumerMember(id).Target; !got.equal(tp) {
+		if got := rg.ConsumerMember(id).Target; !got.Equal(tp) {
 			t.Errorf("range target of %s: %v, want %v", id, got, tp)
 		}
 	}
@@ -141,7 +143,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
 	s1 := cgJoin("s1", "orders")
 	s1.InstanceID = "inst"
-	wantAssignment(t, "static join", d.block(100, s1)[0], 1, TopicPartitions{"orders": {0, 1}})
+	wantAssignment(t, "static join", d.block(100, s1)[0], 1, core.TopicPartitions{"orders": {0, 1}})
 	s2 := cgJoin("s2", "orders")
 	s2.InstanceID = "inst"
 	wantCode(t, "same instance while held", d.block(100, s2)[0], kerr.UnreleasedInstanceID.Code)
@@ -149,7 +151,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	if r.Code != 0 || r.Group.Generation != -2 {
 		t.Fatalf("static leave: %+v", r)
 	}
-	wantAssignment(t, "static return", d.block(100, s2)[0], 1, TopicPartitions{"orders": {0, 1}})
+	wantAssignment(t, "static return", d.block(100, s2)[0], 1, core.TopicPartitions{"orders": {0, 1}})
 	if g := d.f.Groups().Group("cg"); len(g.Consumers) != 1 || g.ConsumerMember("s2") == nil || g.Epoch != 1 {
 		t.Fatalf("after the takeover: %+v", g)
 	}
@@ -167,15 +169,15 @@ func TestConsumerGroupTopicDeleted(t *testing.T) {
 	defer d.f.Close()
 	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1},
 		CreateTopic{Name: "gone", Partitions: 2, ReplicationFactor: -1})
-	ids := map[string]TopicID{"orders": d.f.View().Topic("orders").ID, "gone": d.f.View().Topic("gone").ID}
-	all := TopicPartitions{"orders": {0, 1}, "gone": {0, 1}}
-	orders := TopicPartitions{"orders": {0, 1}}
+	ids := map[string]core.TopicID{"orders": d.f.View().Topic("orders").ID, "gone": d.f.View().Topic("gone").ID}
+	all := core.TopicPartitions{"orders": {0, 1}, "gone": {0, 1}}
+	orders := core.TopicPartitions{"orders": {0, 1}}
 	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "gone", "orders"))[0], 1, all)
 	wantAssignment(t, "A steady", d.block(100, cgBeat("A", 1, all, ids))[0], 1, nil)
 
 	d.block(100, DeleteTopic{Name: "gone"})
 	g := d.f.Groups().Group("cg")
-	if g.Epoch != 2 || g.AssignmentEpoch != 2 || !g.ConsumerMember("A").Target.equal(orders) {
+	if g.Epoch != 2 || g.AssignmentEpoch != 2 || !g.ConsumerMember("A").Target.Equal(orders) {
 		t.Fatalf("after the delete: epoch %d/%d target %v, want 2/2 %v", g.Epoch, g.AssignmentEpoch, g.ConsumerMember("A").Target, orders)
 	}
 	if g.ConsumerState != "Reconciling" {
@@ -207,19 +209,19 @@ func TestConsumerGroupRegexResolvedLater(t *testing.T) {
 	d.block(0, CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1},
 		CreateTopic{Name: "ev-1", Partitions: 1, ReplicationFactor: -1})
 	view := d.f.View()
-	ids := map[string]TopicID{"orders": view.Topic("orders").ID, "ev-1": view.Topic("ev-1").ID}
+	ids := map[string]core.TopicID{"orders": view.Topic("orders").ID, "ev-1": view.Topic("ev-1").ID}
 	join := func(id string) ConsumerGroupHeartbeat {
 		c := cgJoin(id, "orders")
 		c.RegexSet, c.Regex = true, "ev-.*"
 		return c
 	}
-	literal := TopicPartitions{"orders": {0}}
+	literal := core.TopicPartitions{"orders": {0}}
 	wantAssignment(t, "A joins with a literal topic and a regex", d.block(100, join("A"))[0], 1, literal)
 	g := d.f.Groups().Group("cg")
-	if g.Epoch != 2 || !g.ConsumerMember("A").Target.equal(TopicPartitions{"orders": {0}, "ev-1": {0}}) {
+	if g.Epoch != 2 || !g.ConsumerMember("A").Target.Equal(core.TopicPartitions{"orders": {0}, "ev-1": {0}}) {
 		t.Fatalf("after the join's block: epoch %d target %v, want 2 with ev-1 resolved", g.Epoch, g.ConsumerMember("A").Target)
 	}
-	both := TopicPartitions{"orders": {0}, "ev-1": {0}}
+	both := core.TopicPartitions{"orders": {0}, "ev-1": {0}}
 	wantAssignment(t, "A's next heartbeat takes the regex's topics", d.block(100, cgBeat("A", 1, literal, ids))[0], 2, both)
 
 	d.block(100, CreateTopic{Name: "ev-2", Partitions: 1, ReplicationFactor: -1})
@@ -227,13 +229,13 @@ func TestConsumerGroupRegexResolvedLater(t *testing.T) {
 	if g := d.f.Groups().Group("cg"); g.Epoch != 3 {
 		t.Fatalf("epoch %d after a matching topic was created, want 3", g.Epoch)
 	}
-	three := TopicPartitions{"orders": {0}, "ev-1": {0}, "ev-2": {0}}
+	three := core.TopicPartitions{"orders": {0}, "ev-1": {0}, "ev-2": {0}}
 	wantAssignment(t, "A takes the new topic", d.block(100, cgBeat("A", 2, both, ids))[0], 3, three)
 
 	// B brings the regex the group already resolved: its join's target
 	// covers the regex's topics (B gets its share once A releases it).
 	d.block(100, join("B"))
-	if tb := d.f.Groups().Group("cg").ConsumerMember("B").Target; tb.count() == 0 {
+	if tb := d.f.Groups().Group("cg").ConsumerMember("B").Target; tb.Count() == 0 {
 		t.Fatalf("B's target %v is empty", tb)
 	}
 	if g := d.f.Groups().Group("cg"); g.Epoch != 4 {

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The group commands (KindJoinGroup ... KindOffsetDelete) carry Kafka's
@@ -14,13 +16,13 @@ import (
 
 // The group command kinds; values are part of the on-chain format.
 const (
-	KindJoinGroup    Kind = 7
-	KindSyncGroup    Kind = 8
-	KindHeartbeat    Kind = 9
-	KindLeaveGroup   Kind = 10
-	KindOffsetCommit Kind = 11
-	KindDeleteGroup  Kind = 12
-	KindOffsetDelete Kind = 13
+	KindJoinGroup    core.Kind = 7
+	KindSyncGroup    core.Kind = 8
+	KindHeartbeat    core.Kind = 9
+	KindLeaveGroup   core.Kind = 10
+	KindOffsetCommit core.Kind = 11
+	KindDeleteGroup  core.Kind = 12
+	KindOffsetDelete core.Kind = 13
 )
 
 // Group limits. The session timeout bounds are Kafka's defaults for
@@ -124,157 +126,161 @@ type OffsetDelete struct {
 	Partition int32
 }
 
-func (JoinGroup) Kind() Kind    { return KindJoinGroup }
-func (SyncGroup) Kind() Kind    { return KindSyncGroup }
-func (Heartbeat) Kind() Kind    { return KindHeartbeat }
-func (LeaveGroup) Kind() Kind   { return KindLeaveGroup }
-func (OffsetCommit) Kind() Kind { return KindOffsetCommit }
-func (DeleteGroup) Kind() Kind  { return KindDeleteGroup }
-func (OffsetDelete) Kind() Kind { return KindOffsetDelete }
+func (JoinGroup) Kind() core.Kind    { return KindJoinGroup }
+func (SyncGroup) Kind() core.Kind    { return KindSyncGroup }
+func (Heartbeat) Kind() core.Kind    { return KindHeartbeat }
+func (LeaveGroup) Kind() core.Kind   { return KindLeaveGroup }
+func (OffsetCommit) Kind() core.Kind { return KindOffsetCommit }
+func (DeleteGroup) Kind() core.Kind  { return KindDeleteGroup }
+func (OffsetDelete) Kind() core.Kind { return KindOffsetDelete }
 
-func (c JoinGroup) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
-	w.str(c.ClientID)
-	w.str(c.ClientHost)
-	w.str(c.ProtocolType)
-	w.count(len(c.Protocols))
+func (c JoinGroup) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
+	w.Str(c.ClientID)
+	w.Str(c.ClientHost)
+	w.Str(c.ProtocolType)
+	w.Count(len(c.Protocols))
 	for _, p := range c.Protocols {
-		w.str(p.Name)
-		w.bytes(p.Metadata)
+		w.Str(p.Name)
+		w.Bytes(p.Metadata)
 	}
-	w.i32(c.SessionTimeoutMs)
-	w.i32(c.RebalanceTimeoutMs)
-	w.bool(c.RequireKnownMember)
+	w.I32(c.SessionTimeoutMs)
+	w.I32(c.RebalanceTimeoutMs)
+	w.Bool(c.RequireKnownMember)
 }
 
-func (c SyncGroup) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
-	w.i32(c.Generation)
-	w.str(c.ProtocolType)
-	w.str(c.Protocol)
-	w.count(len(c.Assignments))
+func (c SyncGroup) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
+	w.I32(c.Generation)
+	w.Str(c.ProtocolType)
+	w.Str(c.Protocol)
+	w.Count(len(c.Assignments))
 	for _, a := range c.Assignments {
-		w.str(a.MemberID)
-		w.bytes(a.Assignment)
+		w.Str(a.MemberID)
+		w.Bytes(a.Assignment)
 	}
 }
 
-func (c Heartbeat) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
-	w.i32(c.Generation)
+func (c Heartbeat) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
+	w.I32(c.Generation)
 }
 
-func (c LeaveGroup) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
+func (c LeaveGroup) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
 }
 
-func (c OffsetCommit) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
-	w.i32(c.Generation)
-	w.str(c.Topic)
-	w.i32(c.Partition)
-	w.i64(c.Offset)
-	w.i32(c.LeaderEpoch)
-	w.str(c.Metadata)
+func (c OffsetCommit) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
+	w.I32(c.Generation)
+	w.Str(c.Topic)
+	w.I32(c.Partition)
+	w.I64(c.Offset)
+	w.I32(c.LeaderEpoch)
+	w.Str(c.Metadata)
 }
 
-func (c DeleteGroup) encode(w *writer) { w.str(c.Group) }
+func (c DeleteGroup) Encode(w *core.Writer) { w.Str(c.Group) }
 
-func (c OffsetDelete) encode(w *writer) {
-	w.str(c.Group)
-	w.str(c.Topic)
-	w.i32(c.Partition)
+func (c OffsetDelete) Encode(w *core.Writer) {
+	w.Str(c.Group)
+	w.Str(c.Topic)
+	w.I32(c.Partition)
 }
 
 // registerGroupCommands registers the classic group protocol's commands
 // and the committed offsets' (registerGroups calls it).
 func registerGroupCommands(r *registry) {
 	register(r, KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
-		func(f *FSM, c JoinGroup, at cmdAt) Result { return f.joinGroup(c, at.tx, at.cmd) })
+		func(f *FSM, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })
 	register(r, KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
-		func(f *FSM, c SyncGroup, _ cmdAt) Result { return f.syncGroup(c) })
+		func(f *FSM, c SyncGroup, _ core.CmdAt) core.Result { return f.syncGroup(c) })
 	register(r, KindHeartbeat, "Heartbeat", modGroups,
-		func(r *reader) Heartbeat {
-			return Heartbeat{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32()}
+		func(r *core.Reader) Heartbeat {
+			return Heartbeat{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32()}
 		}, checkGroupCommand,
-		func(f *FSM, c Heartbeat, _ cmdAt) Result { return f.heartbeat(c) })
+		func(f *FSM, c Heartbeat, _ core.CmdAt) core.Result { return f.heartbeat(c) })
 	register(r, KindLeaveGroup, "LeaveGroup", modGroups,
-		func(r *reader) LeaveGroup { return LeaveGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str()} },
+		func(r *core.Reader) LeaveGroup {
+			return LeaveGroup{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str()}
+		},
 		checkGroupCommand,
-		func(f *FSM, c LeaveGroup, _ cmdAt) Result { return f.leaveGroup(c) })
+		func(f *FSM, c LeaveGroup, _ core.CmdAt) core.Result { return f.leaveGroup(c) })
 	register(r, KindOffsetCommit, "OffsetCommit", modGroups,
-		func(r *reader) OffsetCommit {
-			return OffsetCommit{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
-				Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}
+		func(r *core.Reader) OffsetCommit {
+			return OffsetCommit{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32(),
+				Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
 		}, checkGroupCommand,
-		func(f *FSM, c OffsetCommit, _ cmdAt) Result { return f.offsetCommit(c) })
+		func(f *FSM, c OffsetCommit, _ core.CmdAt) core.Result { return f.offsetCommit(c) })
 	register(r, KindDeleteGroup, "DeleteGroup", modGroups,
-		func(r *reader) DeleteGroup { return DeleteGroup{Group: r.str()} }, checkGroupCommand,
-		func(f *FSM, c DeleteGroup, _ cmdAt) Result { return f.deleteGroup(c) })
+		func(r *core.Reader) DeleteGroup { return DeleteGroup{Group: r.Str()} }, checkGroupCommand,
+		func(f *FSM, c DeleteGroup, _ core.CmdAt) core.Result { return f.deleteGroup(c) })
 	register(r, KindOffsetDelete, "OffsetDelete", modGroups,
-		func(r *reader) OffsetDelete { return OffsetDelete{Group: r.str(), Topic: r.str(), Partition: r.i32()} },
+		func(r *core.Reader) OffsetDelete {
+			return OffsetDelete{Group: r.Str(), Topic: r.Str(), Partition: r.I32()}
+		},
 		checkGroupCommand,
-		func(f *FSM, c OffsetDelete, _ cmdAt) Result { return f.offsetDelete(c) })
+		func(f *FSM, c OffsetDelete, _ core.CmdAt) core.Result { return f.offsetDelete(c) })
 }
 
-func decodeJoinGroup(r *reader) JoinGroup {
-	j := JoinGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), ClientID: r.str(),
-		ClientHost: r.str(), ProtocolType: r.str()}
-	for i, n := 0, r.count(2); i < n; i++ {
-		j.Protocols = append(j.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
+func decodeJoinGroup(r *core.Reader) JoinGroup {
+	j := JoinGroup{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), ClientID: r.Str(),
+		ClientHost: r.Str(), ProtocolType: r.Str()}
+	for i, n := 0, r.Count(2); i < n; i++ {
+		j.Protocols = append(j.Protocols, GroupProtocol{Name: r.Str(), Metadata: r.BytesCopy()})
 	}
-	j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.i32(), r.i32(), r.bool()
+	j.SessionTimeoutMs, j.RebalanceTimeoutMs, j.RequireKnownMember = r.I32(), r.I32(), r.Bool()
 	return j
 }
 
-func decodeSyncGroup(r *reader) SyncGroup {
-	s := SyncGroup{Group: r.str(), MemberID: r.str(), InstanceID: r.str(), Generation: r.i32(),
-		ProtocolType: r.str(), Protocol: r.str()}
-	for i, n := 0, r.count(2); i < n; i++ {
-		s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.str(), Assignment: r.bytesCopy()})
+func decodeSyncGroup(r *core.Reader) SyncGroup {
+	s := SyncGroup{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32(),
+		ProtocolType: r.Str(), Protocol: r.Str()}
+	for i, n := 0, r.Count(2); i < n; i++ {
+		s.Assignments = append(s.Assignments, MemberAssignment{MemberID: r.Str(), Assignment: r.BytesCopy()})
 	}
 	return s
 }
 
 // checkGroupCommand is CheckCommand for the group commands: what can be
 // refused from the command alone.
-func checkGroupCommand(c Command) Result {
+func checkGroupCommand(c core.Command) core.Result {
 	switch c := c.(type) {
 	case JoinGroup:
 		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
 			return r
 		}
 		if c.ProtocolType == "" || len(c.Protocols) == 0 {
-			return fail(kerr.InconsistentGroupProtocol.Code, "a member must name a protocol type and at least one protocol")
+			return core.Fail(kerr.InconsistentGroupProtocol.Code, "a member must name a protocol type and at least one protocol")
 		}
 		if c.SessionTimeoutMs < MinSessionTimeoutMs || c.SessionTimeoutMs > MaxSessionTimeoutMs {
-			return fail(kerr.InvalidSessionTimeout.Code, fmt.Sprintf("session timeout %d ms is outside [%d, %d]",
+			return core.Fail(kerr.InvalidSessionTimeout.Code, fmt.Sprintf("session timeout %d ms is outside [%d, %d]",
 				c.SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs))
 		}
 		if c.RebalanceTimeoutMs <= 0 || c.RebalanceTimeoutMs > MaxRebalanceTimeoutMs {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("rebalance timeout %d ms is outside [1, %d]", c.RebalanceTimeoutMs, MaxRebalanceTimeoutMs))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("rebalance timeout %d ms is outside [1, %d]", c.RebalanceTimeoutMs, MaxRebalanceTimeoutMs))
 		}
 		size := 0
 		seen := map[string]bool{}
 		for _, p := range c.Protocols {
 			if seen[p.Name] {
-				return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("protocol %q named twice", p.Name))
+				return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("protocol %q named twice", p.Name))
 			}
 			seen[p.Name] = true
 			size += len(p.Name) + len(p.Metadata)
 		}
 		if size > MaxProtocolMetadata {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("protocol metadata of %d bytes exceeds %d", size, MaxProtocolMetadata))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("protocol metadata of %d bytes exceeds %d", size, MaxProtocolMetadata))
 		}
 	case SyncGroup:
 		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
@@ -282,14 +288,14 @@ func checkGroupCommand(c Command) Result {
 		}
 		for _, a := range c.Assignments {
 			if len(a.Assignment) > MaxAssignment {
-				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("assignment of %d bytes exceeds %d", len(a.Assignment), MaxAssignment))
+				return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("assignment of %d bytes exceeds %d", len(a.Assignment), MaxAssignment))
 			}
 		}
 	case Heartbeat:
 		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
 	case LeaveGroup:
 		if c.MemberID == "" && c.InstanceID == "" {
-			return fail(kerr.UnknownMemberID.Code, "a leaving member must give its member id or instance id")
+			return core.Fail(kerr.UnknownMemberID.Code, "a leaving member must give its member id or instance id")
 		}
 		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
 	case OffsetCommit:
@@ -297,13 +303,13 @@ func checkGroupCommand(c Command) Result {
 			return r
 		}
 		if len(c.Metadata) > MaxOffsetMetadata {
-			return fail(kerr.OffsetMetadataTooLarge.Code, fmt.Sprintf("offset metadata of %d bytes exceeds offset.metadata.max.bytes (%d)", len(c.Metadata), MaxOffsetMetadata))
+			return core.Fail(kerr.OffsetMetadataTooLarge.Code, fmt.Sprintf("offset metadata of %d bytes exceeds offset.metadata.max.bytes (%d)", len(c.Metadata), MaxOffsetMetadata))
 		}
 		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.UnknownTopicOrPartition.Code, err.Error())
+			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 		if c.Offset < -1 {
-			return fail(kerr.InvalidCommitOffsetSize.Code, fmt.Sprintf("offset %d is negative", c.Offset))
+			return core.Fail(kerr.InvalidCommitOffsetSize.Code, fmt.Sprintf("offset %d is negative", c.Offset))
 		}
 	case ConsumerGroupHeartbeat:
 		return checkConsumerHeartbeat(c)
@@ -314,22 +320,22 @@ func checkGroupCommand(c Command) Result {
 			return r
 		}
 		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.UnknownTopicOrPartition.Code, err.Error())
+			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
-func checkGroupIDs(group, member, instance string) Result {
+func checkGroupIDs(group, member, instance string) core.Result {
 	switch {
 	case group == "":
-		return fail(kerr.InvalidGroupID.Code, "the group id is empty")
+		return core.Fail(kerr.InvalidGroupID.Code, "the group id is empty")
 	case strings.IndexByte(group, 0) >= 0:
-		return fail(kerr.InvalidGroupID.Code, "the group id contains a NUL byte")
+		return core.Fail(kerr.InvalidGroupID.Code, "the group id contains a NUL byte")
 	case len(group) > MaxGroupIDLen:
-		return fail(kerr.InvalidGroupID.Code, fmt.Sprintf("group id of %d bytes exceeds %d", len(group), MaxGroupIDLen))
+		return core.Fail(kerr.InvalidGroupID.Code, fmt.Sprintf("group id of %d bytes exceeds %d", len(group), MaxGroupIDLen))
 	case len(member) > MaxMemberIDLen || len(instance) > MaxMemberIDLen:
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member or instance id longer than %d bytes", MaxMemberIDLen))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member or instance id longer than %d bytes", MaxMemberIDLen))
 	}
-	return Result{}
+	return core.Result{}
 }

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The groups' keys in the metadata store:
@@ -38,8 +40,8 @@ type groupsState struct {
 }
 
 // persistGroups adds the block's group changes to the state batch.
-func (f *FSM) persistGroups(b *stateBatch) {
-	for _, name := range sortedKeys(f.dirtyGroups) {
+func (f *FSM) persistGroups(b *core.StateBatch) {
+	for _, name := range core.SortedKeys(f.dirtyGroups) {
 		if g := f.groups[name]; g != nil {
 			b.Set(groupKey(name), encodeGroup(g))
 		} else {
@@ -66,23 +68,23 @@ func (f *FSM) persistGroups(b *stateBatch) {
 //
 //	u8 version | i64 offset | i32 leader epoch | str metadata | i64 commit time
 func encodeOffset(o CommittedOffset) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.i64(o.Offset)
-	w.i32(o.LeaderEpoch)
-	w.str(o.Metadata)
-	w.i64(o.CommitTimeMs)
-	return w.b
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.I64(o.Offset)
+	w.I32(o.LeaderEpoch)
+	w.Str(o.Metadata)
+	w.I64(o.CommitTimeMs)
+	return w.B
 }
 
 // decodeOffset reads an o/ value (encodeOffset).
 func decodeOffset(v []byte) (CommittedOffset, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return CommittedOffset{}, fmt.Errorf("stele/fsm: committed offset: state format %d not supported", ver)
 	}
-	o := CommittedOffset{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str(), CommitTimeMs: r.i64()}
-	return o, r.done()
+	o := CommittedOffset{Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str(), CommitTimeMs: r.I64()}
+	return o, r.Done()
 }
 
 // parseOffsetKey reads an o/ key. Neither a group id nor a topic name
@@ -97,129 +99,129 @@ func parseOffsetKey(k []byte) (offsetRef, error) {
 }
 
 func encodeGroup(g *Group) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.str(g.ProtocolType)
-	w.str(g.Protocol)
-	w.u8(uint8(g.State))
-	w.i32(g.Generation)
-	w.str(g.Leader)
-	w.i64(g.DeadlineMs)
-	w.i64(g.RebalanceStartMs)
-	w.bool(g.Initial)
-	w.i64(g.InitialHeight)
-	w.i64(g.EmptySinceMs)
-	w.i64(g.NextSeq)
-	pending := sortedKeys(g.Pending)
-	w.count(len(pending))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.Str(g.ProtocolType)
+	w.Str(g.Protocol)
+	w.U8(uint8(g.State))
+	w.I32(g.Generation)
+	w.Str(g.Leader)
+	w.I64(g.DeadlineMs)
+	w.I64(g.RebalanceStartMs)
+	w.Bool(g.Initial)
+	w.I64(g.InitialHeight)
+	w.I64(g.EmptySinceMs)
+	w.I64(g.NextSeq)
+	pending := core.SortedKeys(g.Pending)
+	w.Count(len(pending))
 	for _, id := range pending {
-		w.str(id)
-		w.i64(g.Pending[id])
+		w.Str(id)
+		w.I64(g.Pending[id])
 	}
 	members := g.sortedMembers()
-	w.count(len(members))
+	w.Count(len(members))
 	for _, m := range members {
-		w.str(m.ID)
-		w.str(m.InstanceID)
-		w.str(m.ClientID)
-		w.str(m.ClientHost)
-		w.count(len(m.Protocols))
+		w.Str(m.ID)
+		w.Str(m.InstanceID)
+		w.Str(m.ClientID)
+		w.Str(m.ClientHost)
+		w.Count(len(m.Protocols))
 		for _, p := range m.Protocols {
-			w.str(p.Name)
-			w.bytes(p.Metadata)
+			w.Str(p.Name)
+			w.Bytes(p.Metadata)
 		}
-		w.i32(m.SessionTimeoutMs)
-		w.i32(m.RebalanceTimeoutMs)
-		w.i64(m.LastSeenMs)
-		w.bool(m.Joined)
-		w.bool(m.Synced)
-		w.i32(m.Generation)
-		w.bytes(m.Assignment)
-		w.i64(m.Seq)
+		w.I32(m.SessionTimeoutMs)
+		w.I32(m.RebalanceTimeoutMs)
+		w.I64(m.LastSeenMs)
+		w.Bool(m.Joined)
+		w.Bool(m.Synced)
+		w.I32(m.Generation)
+		w.Bytes(m.Assignment)
+		w.I64(m.Seq)
 	}
-	w.u8(uint8(g.Type))
-	w.i32(g.Epoch)
-	w.i32(g.AssignmentEpoch)
-	w.str(g.SubsDigest)
+	w.U8(uint8(g.Type))
+	w.I32(g.Epoch)
+	w.I32(g.AssignmentEpoch)
+	w.Str(g.SubsDigest)
 	consumers := g.sortedConsumers()
-	w.count(len(consumers))
+	w.Count(len(consumers))
 	for _, m := range consumers {
 		for _, s := range []string{m.ID, m.InstanceID, m.RackID, m.ClientID, m.ClientHost} {
-			w.str(s)
+			w.Str(s)
 		}
-		w.i32(m.Epoch)
-		w.i32(m.PrevEpoch)
-		w.i32(m.RebalanceTimeoutMs)
-		w.count(len(m.Topics))
+		w.I32(m.Epoch)
+		w.I32(m.PrevEpoch)
+		w.I32(m.RebalanceTimeoutMs)
+		w.Count(len(m.Topics))
 		for _, t := range m.Topics {
-			w.str(t)
+			w.Str(t)
 		}
-		w.str(m.Regex)
-		w.str(m.Assignor)
-		encodeTopicPartitions(w, m.Assigned)
-		encodeTopicPartitions(w, m.Revoking)
-		encodeTopicPartitions(w, m.Target)
-		w.i64(m.RevokeDeadlineMs)
-		w.i64(m.LastSeenMs)
-		w.bool(m.Sent)
+		w.Str(m.Regex)
+		w.Str(m.Assignor)
+		core.EncodeTopicPartitions(w, m.Assigned)
+		core.EncodeTopicPartitions(w, m.Revoking)
+		core.EncodeTopicPartitions(w, m.Target)
+		w.I64(m.RevokeDeadlineMs)
+		w.I64(m.LastSeenMs)
+		w.Bool(m.Sent)
 	}
 	if len(g.Regexes) > 0 { // absent before AppHashFormat 7, and in groups without regexes
-		regexes := sortedKeys(g.Regexes)
-		w.count(len(regexes))
+		regexes := core.SortedKeys(g.Regexes)
+		w.Count(len(regexes))
 		for _, re := range regexes {
-			w.str(re)
-			w.count(len(g.Regexes[re]))
+			w.Str(re)
+			w.Count(len(g.Regexes[re]))
 			for _, t := range g.Regexes[re] {
-				w.str(t)
+				w.Str(t)
 			}
 		}
 	}
-	return w.b
+	return w.B
 }
 
 func decodeGroup(name string, v []byte) (*Group, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: group %q: state format %d not supported", name, ver)
 	}
 	g := newGroup(name, 0)
-	g.ProtocolType, g.Protocol, g.State, g.Generation, g.Leader = r.str(), r.str(), GroupState(r.u8()), r.i32(), r.str()
-	g.DeadlineMs, g.RebalanceStartMs, g.Initial, g.InitialHeight, g.EmptySinceMs, g.NextSeq = r.i64(), r.i64(), r.bool(), r.i64(), r.i64(), r.i64()
-	for i, n := 0, r.count(9); i < n; i++ {
-		g.Pending[r.str()] = r.i64()
+	g.ProtocolType, g.Protocol, g.State, g.Generation, g.Leader = r.Str(), r.Str(), GroupState(r.U8()), r.I32(), r.Str()
+	g.DeadlineMs, g.RebalanceStartMs, g.Initial, g.InitialHeight, g.EmptySinceMs, g.NextSeq = r.I64(), r.I64(), r.Bool(), r.I64(), r.I64(), r.I64()
+	for i, n := 0, r.Count(9); i < n; i++ {
+		g.Pending[r.Str()] = r.I64()
 	}
-	for i, n := 0, r.count(8); i < n; i++ {
-		m := &Member{ID: r.str(), InstanceID: r.str(), ClientID: r.str(), ClientHost: r.str()}
-		for j, np := 0, r.count(2); j < np; j++ {
-			m.Protocols = append(m.Protocols, GroupProtocol{Name: r.str(), Metadata: r.bytesCopy()})
+	for i, n := 0, r.Count(8); i < n; i++ {
+		m := &Member{ID: r.Str(), InstanceID: r.Str(), ClientID: r.Str(), ClientHost: r.Str()}
+		for j, np := 0, r.Count(2); j < np; j++ {
+			m.Protocols = append(m.Protocols, GroupProtocol{Name: r.Str(), Metadata: r.BytesCopy()})
 		}
-		m.SessionTimeoutMs, m.RebalanceTimeoutMs, m.LastSeenMs = r.i32(), r.i32(), r.i64()
-		m.Joined, m.Synced, m.Generation, m.Assignment, m.Seq = r.bool(), r.bool(), r.i32(), nilIfEmpty(r.bytesCopy()), r.i64()
+		m.SessionTimeoutMs, m.RebalanceTimeoutMs, m.LastSeenMs = r.I32(), r.I32(), r.I64()
+		m.Joined, m.Synced, m.Generation, m.Assignment, m.Seq = r.Bool(), r.Bool(), r.I32(), nilIfEmpty(r.BytesCopy()), r.I64()
 		g.Members[m.ID] = m
 	}
-	g.Type, g.Epoch, g.AssignmentEpoch, g.SubsDigest = GroupType(r.u8()), r.i32(), r.i32(), r.str()
-	for i, n := 0, r.count(8); i < n; i++ {
-		m := &ConsumerMember{ID: r.str(), InstanceID: r.str(), RackID: r.str(), ClientID: r.str(), ClientHost: r.str(),
-			Epoch: r.i32(), PrevEpoch: r.i32(), RebalanceTimeoutMs: r.i32()}
-		for j, nt := 0, r.count(1); j < nt; j++ {
-			m.Topics = append(m.Topics, r.str())
+	g.Type, g.Epoch, g.AssignmentEpoch, g.SubsDigest = GroupType(r.U8()), r.I32(), r.I32(), r.Str()
+	for i, n := 0, r.Count(8); i < n; i++ {
+		m := &ConsumerMember{ID: r.Str(), InstanceID: r.Str(), RackID: r.Str(), ClientID: r.Str(), ClientHost: r.Str(),
+			Epoch: r.I32(), PrevEpoch: r.I32(), RebalanceTimeoutMs: r.I32()}
+		for j, nt := 0, r.Count(1); j < nt; j++ {
+			m.Topics = append(m.Topics, r.Str())
 		}
-		m.Regex, m.Assignor = r.str(), r.str()
-		m.Assigned, m.Revoking, m.Target = decodeTopicPartitions(r), decodeTopicPartitions(r), decodeTopicPartitions(r)
-		m.RevokeDeadlineMs, m.LastSeenMs, m.Sent = r.i64(), r.i64(), r.bool()
+		m.Regex, m.Assignor = r.Str(), r.Str()
+		m.Assigned, m.Revoking, m.Target = core.DecodeTopicPartitions(r), core.DecodeTopicPartitions(r), core.DecodeTopicPartitions(r)
+		m.RevokeDeadlineMs, m.LastSeenMs, m.Sent = r.I64(), r.I64(), r.Bool()
 		g.Consumers[m.ID] = m
 	}
-	if len(r.b) > 0 && r.e == nil {
-		for i, n := 0, r.count(2); i < n; i++ {
-			re := r.str()
+	if len(r.B) > 0 && r.E == nil {
+		for i, n := 0, r.Count(2); i < n; i++ {
+			re := r.Str()
 			topics := []string{}
-			for j, nt := 0, r.count(1); j < nt; j++ {
-				topics = append(topics, r.str())
+			for j, nt := 0, r.Count(1); j < nt; j++ {
+				topics = append(topics, r.Str())
 			}
 			g.Regexes[re] = topics
 		}
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading group %q: %w", name, err)
 	}
 	return g, nil
@@ -239,7 +241,7 @@ func nilIfEmpty(b []byte) []byte {
 func (f *FSM) loadGroups() error {
 	f.groups, f.groupsDue = map[string]*Group{}, 0
 	f.groupView.Store(nil)
-	err := f.store.Scan([]byte("g/"), func(k, v []byte) error {
+	err := f.Store.Scan([]byte("g/"), func(k, v []byte) error {
 		g, err := decodeGroup(string(k[2:]), v)
 		if err != nil {
 			return err
@@ -250,7 +252,7 @@ func (f *FSM) loadGroups() error {
 	if err != nil {
 		return err
 	}
-	return f.store.Scan([]byte("o/"), func(k, v []byte) error {
+	return f.Store.Scan([]byte("o/"), func(k, v []byte) error {
 		ref, err := parseOffsetKey(k)
 		if err != nil {
 			return err
@@ -306,7 +308,7 @@ type ConsumerMemberView struct {
 	Epoch                                        int32
 	Topics                                       []string
 	Regex                                        string
-	Assigned, Target                             TopicPartitions
+	Assigned, Target                             core.TopicPartitions
 }
 
 // MemberView is a committed member.
@@ -329,7 +331,7 @@ func (v *GroupsView) Group(name string) *GroupView { return v.groups[name] }
 // Groups returns every group sorted by name.
 func (v *GroupsView) Groups() []*GroupView {
 	out := make([]*GroupView, 0, len(v.groups))
-	for _, n := range sortedKeys(v.groups) {
+	for _, n := range core.SortedKeys(v.groups) {
 		out = append(out, v.groups[n])
 	}
 	return out
@@ -363,7 +365,7 @@ func (f *FSM) publishGroups() {
 	if old != nil && len(f.dirtyGroups) == 0 && len(f.dirtyOffsets) == 0 {
 		return
 	}
-	next := &GroupsView{Height: f.height, groups: map[string]*GroupView{}}
+	next := &GroupsView{Height: f.Height, groups: map[string]*GroupView{}}
 	if old != nil {
 		maps.Copy(next.groups, old.groups)
 	}
@@ -405,7 +407,7 @@ func (g *Group) view() *GroupView {
 	for _, m := range g.sortedConsumers() {
 		v.Consumers = append(v.Consumers, ConsumerMemberView{ID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID,
 			ClientID: m.ClientID, ClientHost: m.ClientHost, Epoch: m.Epoch, Topics: slices.Clone(m.Topics), Regex: m.Regex,
-			Assigned: m.Assigned.clone(), Target: m.Target.clone()})
+			Assigned: m.Assigned.Clone(), Target: m.Target.Clone()})
 	}
 	return v
 }
@@ -435,7 +437,7 @@ func registerGroupState(r *registry) {
 			}
 		},
 		load:    (*FSM).loadGroups,
-		stage:   func(f *FSM, b *stateBatch) error { f.persistGroups(b); return nil },
+		stage:   func(f *FSM, b *core.StateBatch) error { f.persistGroups(b); return nil },
 		publish: func(f *FSM, _ bool) { f.publishGroups() },
 		forget: func(f *FSM) {
 			clear(f.dirtyGroups)

@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // GroupState is a classic consumer group's state, named as Kafka names
@@ -217,18 +219,18 @@ func (g *Group) fenced(memberID, instance string) bool {
 
 // groupCheck is the member checks Kafka makes before sync, heartbeat and
 // commit: fencing, membership, generation.
-func (g *Group) groupCheck(memberID, instance string, generation int32) (*Member, Result) {
+func (g *Group) groupCheck(memberID, instance string, generation int32) (*Member, core.Result) {
 	if g.fenced(memberID, instance) {
-		return nil, fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", instance))
+		return nil, core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", instance))
 	}
 	m := g.Members[memberID]
 	if m == nil {
-		return nil, fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", memberID, g.Name))
+		return nil, core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", memberID, g.Name))
 	}
 	if generation != g.Generation {
-		return m, fail(kerr.IllegalGeneration.Code, fmt.Sprintf("generation %d is not the group's current %d", generation, g.Generation))
+		return m, core.Fail(kerr.IllegalGeneration.Code, fmt.Sprintf("generation %d is not the group's current %d", generation, g.Generation))
 	}
-	return m, Result{}
+	return m, core.Result{}
 }
 
 // group returns the named group for a change, marking it dirty.
@@ -242,35 +244,35 @@ func (f *FSM) touchGroup(g *Group) {
 // join and from chain to chain.
 func (f *FSM) newMemberID(clientID string, txIndex, cmdIndex int) string {
 	var buf [24]byte
-	binary.BigEndian.PutUint64(buf[0:], uint64(f.height))
+	binary.BigEndian.PutUint64(buf[0:], uint64(f.Height))
 	binary.BigEndian.PutUint64(buf[8:], uint64(txIndex))
 	binary.BigEndian.PutUint64(buf[16:], uint64(cmdIndex))
 	d := sha256.New()
 	d.Write([]byte("stele/member-id\x00"))
-	d.Write(f.appHash)
+	d.Write(f.AppHash)
 	d.Write(buf[:])
 	h := hex.EncodeToString(d.Sum(nil)[:16])
 	return clientID + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
-	now := f.blockTime
+func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result {
+	now := f.BlockTime
 	g := f.groups[c.Group]
 	if g == nil {
 		if c.MemberID != "" {
-			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 		}
 		g = newGroup(c.Group, now)
 		f.groups[c.Group] = g
 	}
 	if g.Type == GroupConsumer {
 		if len(g.Consumers) > 0 {
-			return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q is a consumer group (KIP-848) with members", g.Name))
+			return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q is a consumer group (KIP-848) with members", g.Name))
 		}
 		g.Type = GroupClassic // an empty consumer group (offsets only) becomes a classic one
 	}
 	if !g.supports(c.ProtocolType, c.Protocols) {
-		return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses protocol type %q and protocols no member of this join offers",
+		return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses protocol type %q and protocols no member of this join offers",
 			g.Name, g.ProtocolType))
 	}
 	f.touchGroup(g)
@@ -280,9 +282,9 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 		old := g.byInstance(c.InstanceID)
 		switch {
 		case old != nil && c.MemberID != "" && old.ID != c.MemberID:
-			return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
+			return core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
 		case old == nil && c.MemberID != "":
-			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 		case old != nil && c.MemberID == "":
 			// A static member restarting: it takes over its old member id's
 			// place (fencing the old id) without a rebalance when nothing
@@ -300,7 +302,7 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 			if same && g.State == GroupStable {
 				// Kafka answers at once with the current generation; the
 				// replaced member's assignment stays.
-				return Result{Group: &GroupResult{MemberID: id, Generation: g.Generation, Ready: true}}
+				return core.Result{Group: &core.GroupResult{MemberID: id, Generation: g.Generation, Ready: true}}
 			}
 			m = old
 		case old != nil:
@@ -310,15 +312,15 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 		id := f.newMemberID(c.ClientID, txIndex, cmdIndex)
 		if c.RequireKnownMember {
 			g.Pending[id] = now + int64(c.SessionTimeoutMs)
-			return Result{Code: kerr.MemberIDRequired.Code, Message: "rejoin with the member id given",
-				Group: &GroupResult{MemberID: id}}
+			return core.Result{Code: kerr.MemberIDRequired.Code, Message: "rejoin with the member id given",
+				Group: &core.GroupResult{MemberID: id}}
 		}
 		c.MemberID = id
 	default:
 		m = g.Members[c.MemberID]
 		if m == nil {
 			if _, ok := g.Pending[c.MemberID]; !ok {
-				return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+				return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 			}
 			delete(g.Pending, c.MemberID)
 		}
@@ -341,7 +343,7 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 		switch g.State {
 		case GroupStable, GroupCompletingRebalance:
 			if same && m.ID != g.Leader && m.Generation == g.Generation {
-				return Result{Group: &GroupResult{MemberID: m.ID, Generation: g.Generation, Ready: true}}
+				return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: g.Generation, Ready: true}}
 			}
 			f.rebalance(g, false)
 		case GroupEmpty:
@@ -351,7 +353,7 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) Result {
 	m.Joined = true
 	gen := g.Generation
 	f.tryCompleteJoin(g)
-	return Result{Group: &GroupResult{MemberID: m.ID, Generation: gen}}
+	return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: gen}}
 }
 
 func (f *FSM) updateMember(m *Member, c JoinGroup, now int64) {
@@ -375,7 +377,7 @@ func protocolsEqual(a, b []GroupProtocol) bool {
 // rebalance starts (or, for a new member during an initial delay,
 // extends) a join phase.
 func (f *FSM) rebalance(g *Group, newMember bool) {
-	now := f.blockTime
+	now := f.BlockTime
 	switch g.State {
 	case GroupPreparingRebalance:
 		if g.Initial && newMember && g.DeadlineMs != 0 {
@@ -384,7 +386,7 @@ func (f *FSM) rebalance(g *Group, newMember bool) {
 		return
 	case GroupEmpty:
 		// Armed by groupTimers at the next block (see InitialHeight).
-		g.Initial, g.DeadlineMs, g.InitialHeight = true, 0, f.height
+		g.Initial, g.DeadlineMs, g.InitialHeight = true, 0, f.Height
 	default:
 		g.Initial = false
 		g.DeadlineMs = now + g.maxRebalanceTimeout()
@@ -404,7 +406,7 @@ func (f *FSM) tryCompleteJoin(g *Group) (changed bool) {
 	if g.State != GroupPreparingRebalance {
 		return false
 	}
-	now := f.blockTime
+	now := f.BlockTime
 	all := true
 	for _, m := range g.Members {
 		all = all && m.Joined
@@ -440,25 +442,25 @@ func (f *FSM) tryCompleteJoin(g *Group) (changed bool) {
 	return true
 }
 
-func (f *FSM) syncGroup(c SyncGroup) Result {
+func (f *FSM) syncGroup(c SyncGroup) core.Result {
 	g := f.groups[c.Group]
 	if g == nil {
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
 	m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
 	if r.Code != 0 {
 		return r
 	}
 	if (c.ProtocolType != "" && c.ProtocolType != g.ProtocolType) || (c.Protocol != "" && c.Protocol != g.Protocol) {
-		return fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses %s/%s", g.Name, g.ProtocolType, g.Protocol))
+		return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses %s/%s", g.Name, g.ProtocolType, g.Protocol))
 	}
 	f.touchGroup(g)
-	m.LastSeenMs = f.blockTime
+	m.LastSeenMs = f.BlockTime
 	switch g.State {
 	case GroupEmpty:
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q has no members", g.Name))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q has no members", g.Name))
 	case GroupPreparingRebalance:
-		return fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
+		return core.Fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
 	case GroupCompletingRebalance:
 		m.Synced = true
 		if m.ID == g.Leader {
@@ -473,48 +475,48 @@ func (f *FSM) syncGroup(c SyncGroup) Result {
 			g.State, g.DeadlineMs = GroupStable, 0
 		}
 	}
-	return Result{Group: &GroupResult{MemberID: m.ID, Generation: g.Generation}}
+	return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: g.Generation}}
 }
 
-func (f *FSM) heartbeat(c Heartbeat) Result {
+func (f *FSM) heartbeat(c Heartbeat) core.Result {
 	g := f.groups[c.Group]
 	if g == nil {
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
 	m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
 	if r.Code != 0 {
 		return r
 	}
 	f.touchGroup(g)
-	m.LastSeenMs = f.blockTime
+	m.LastSeenMs = f.BlockTime
 	switch g.State {
 	case GroupEmpty:
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q has no members", g.Name))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q has no members", g.Name))
 	case GroupPreparingRebalance:
-		return fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
+		return core.Fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
 	}
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) leaveGroup(c LeaveGroup) Result {
+func (f *FSM) leaveGroup(c LeaveGroup) core.Result {
 	g := f.groups[c.Group]
 	if g == nil {
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
 	var m *Member
 	if c.InstanceID != "" {
 		m = g.byInstance(c.InstanceID)
 		if m != nil && c.MemberID != "" && m.ID != c.MemberID {
-			return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
+			return core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is held by another member", c.InstanceID))
 		}
 	} else {
 		m = g.Members[c.MemberID]
 	}
 	if m == nil {
-		return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID+c.InstanceID, g.Name))
+		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID+c.InstanceID, g.Name))
 	}
 	f.removeMember(g, m)
-	return Result{Group: &GroupResult{MemberID: m.ID}}
+	return core.Result{Group: &core.GroupResult{MemberID: m.ID}}
 }
 
 // removeMember takes m out of g and starts (or completes) a rebalance.
@@ -528,37 +530,37 @@ func (f *FSM) removeMember(g *Group, m *Member) {
 	f.tryCompleteJoin(g)
 }
 
-func (f *FSM) offsetCommit(c OffsetCommit) Result {
+func (f *FSM) offsetCommit(c OffsetCommit) core.Result {
 	t := f.topics[c.Topic]
 	if t == nil || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
+		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
 	g := f.groups[c.Group]
 	switch {
 	case g == nil && c.Generation >= 0:
-		return fail(kerr.IllegalGeneration.Code, fmt.Sprintf("group %q has no generation %d", c.Group, c.Generation))
+		return core.Fail(kerr.IllegalGeneration.Code, fmt.Sprintf("group %q has no generation %d", c.Group, c.Generation))
 	case g == nil:
-		g = newGroup(c.Group, f.blockTime)
+		g = newGroup(c.Group, f.BlockTime)
 		f.groups[c.Group] = g
 	case c.Generation < 0 && g.State == GroupEmpty && len(g.Consumers) == 0:
 	case g.Type == GroupConsumer:
 		m := g.Consumers[c.MemberID]
 		if m == nil {
-			return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 		}
 		if c.Generation != m.Epoch {
-			return fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
+			return core.Fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
 		}
 	case g.fenced(c.MemberID, c.InstanceID):
-		return fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", c.InstanceID))
+		return core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", c.InstanceID))
 	case g.State == GroupCompletingRebalance:
-		return fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
+		return core.Fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
 	default:
 		m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
 		if r.Code != 0 {
 			return r
 		}
-		m.LastSeenMs = f.blockTime
+		m.LastSeenMs = f.BlockTime
 	}
 	f.touchGroup(g)
 	parts := g.Offsets[c.Topic]
@@ -566,21 +568,21 @@ func (f *FSM) offsetCommit(c OffsetCommit) Result {
 		parts = map[int32]CommittedOffset{}
 		g.Offsets[c.Topic] = parts
 	}
-	parts[c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMs: f.blockTime}
+	parts[c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMs: f.BlockTime}
 	f.dirtyOffsets[offsetRef{c.Group, c.Topic, c.Partition}] = true
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) deleteGroup(c DeleteGroup) Result {
+func (f *FSM) deleteGroup(c DeleteGroup) core.Result {
 	g := f.groups[c.Group]
 	switch {
 	case g == nil:
-		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	case g.State != GroupEmpty || len(g.Consumers) > 0:
-		return fail(kerr.NonEmptyGroup.Code, fmt.Sprintf("group %q has members", c.Group))
+		return core.Fail(kerr.NonEmptyGroup.Code, fmt.Sprintf("group %q has members", c.Group))
 	}
 	f.dropGroup(g)
-	return Result{}
+	return core.Result{}
 }
 
 func (f *FSM) dropGroup(g *Group) {
@@ -593,20 +595,20 @@ func (f *FSM) dropGroup(g *Group) {
 	f.dirtyGroups[g.Name] = true
 }
 
-func (f *FSM) offsetDelete(c OffsetDelete) Result {
+func (f *FSM) offsetDelete(c OffsetDelete) core.Result {
 	g := f.groups[c.Group]
 	if g == nil {
-		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
+		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
 	if g.Type == GroupConsumer && g.consumerSubscribed(c.Topic) {
-		return fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic))
+		return core.Fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic))
 	}
 	if g.State != GroupEmpty {
 		if g.ProtocolType != "consumer" {
-			return fail(kerr.NonEmptyGroup.Code, fmt.Sprintf("group %q has members", c.Group))
+			return core.Fail(kerr.NonEmptyGroup.Code, fmt.Sprintf("group %q has members", c.Group))
 		}
 		if g.subscribed(c.Topic) {
-			return fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic))
+			return core.Fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic))
 		}
 	}
 	if _, ok := g.Offsets[c.Topic][c.Partition]; ok {
@@ -617,7 +619,7 @@ func (f *FSM) offsetDelete(c OffsetDelete) Result {
 		f.dirtyOffsets[offsetRef{g.Name, c.Topic, c.Partition}] = true
 		f.touchGroup(g)
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // subscribed reports whether a member of a consumer group subscribes to
@@ -673,8 +675,8 @@ func registerGroups(r *registry) {
 // (registerGroups calls it).
 func registerGroupTimers(r *registry) {
 	r.registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
-	r.topicDeleted.register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
-	r.housekeepers.register(10, "committed offsets' expiry", modGroups, func(f *FSM) []change { return f.expireOffsets() })
+	r.topicDeleted.Register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
+	r.housekeepers.Register(10, "committed offsets' expiry", modGroups, func(f *FSM) []core.Change { return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted
@@ -701,8 +703,8 @@ func (f *FSM) dropTopicOffsets(topic string) {
 // deadline passed are ended. It returns a description of each change (for
 // the app hash). Groups changed by the block's commands are looked at
 // every block; the rest only when the earliest deadline among them is due.
-func (f *FSM) groupTimers() (changes []change) {
-	now := f.blockTime
+func (f *FSM) groupTimers() (changes []core.Change) {
+	now := f.BlockTime
 	var names []string
 	if now >= f.groupsDue {
 		names = sortedGroupNames(f.groups)
@@ -723,11 +725,11 @@ func (f *FSM) groupTimers() (changes []change) {
 	}
 	for _, n := range names {
 		g := f.groups[n]
-		if g.State == GroupPreparingRebalance && g.Initial && g.DeadlineMs == 0 && f.height > g.InitialHeight {
+		if g.State == GroupPreparingRebalance && g.Initial && g.DeadlineMs == 0 && f.Height > g.InitialHeight {
 			g.RebalanceStartMs = now
 			g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
 			f.touchGroup(g)
-			changes = append(changes, change{kind: changeGroupInitialDelay, name: g.Name, a: g.DeadlineMs})
+			changes = append(changes, core.Change{Kind: core.ChangeGroupInitialDelay, Name: g.Name, A: g.DeadlineMs})
 		}
 		for id, until := range g.Pending {
 			if now > until {
@@ -738,7 +740,7 @@ func (f *FSM) groupTimers() (changes []change) {
 		for _, m := range g.sortedMembers() {
 			waiting := (g.State == GroupPreparingRebalance && m.Joined) || (g.State == GroupCompletingRebalance && m.Synced)
 			if !waiting && now > m.LastSeenMs+int64(m.SessionTimeoutMs) {
-				changes = append(changes, change{kind: changeMemberExpired, name: g.Name, sub: m.ID})
+				changes = append(changes, core.Change{Kind: core.ChangeMemberExpired, Name: g.Name, Sub: m.ID})
 				f.removeMember(g, m)
 			}
 		}
@@ -750,11 +752,11 @@ func (f *FSM) groupTimers() (changes []change) {
 					delete(g.Members, m.ID)
 				}
 			}
-			changes = append(changes, change{kind: changeSyncTimedOut, name: g.Name})
+			changes = append(changes, core.Change{Kind: core.ChangeSyncTimedOut, Name: g.Name})
 			f.rebalance(g, false)
 		}
 		if f.tryCompleteJoin(g) {
-			changes = append(changes, change{kind: changeGeneration, name: g.Name, a: int64(g.Generation)})
+			changes = append(changes, core.Change{Kind: core.ChangeGeneration, Name: g.Name, A: int64(g.Generation)})
 		}
 		if g.Type == GroupConsumer {
 			changes = append(changes, f.consumerTimers(g)...)
@@ -799,22 +801,22 @@ func (f *FSM) nextGroupDeadline() int64 {
 // retention after the later of their commit and the group becoming empty;
 // an empty group with no offsets left is deleted. Groups with members keep
 // their offsets.
-func (f *FSM) expireOffsets() (changes []change) {
+func (f *FSM) expireOffsets() (changes []core.Change) {
 	retention := f.opts.OffsetsRetentionMs
-	now := f.blockTime
+	now := f.BlockTime
 	for _, name := range sortedGroupNames(f.groups) {
 		g := f.groups[name]
 		if g.State != GroupEmpty || len(g.Pending) > 0 || len(g.Consumers) > 0 {
 			continue
 		}
-		for _, topic := range sortedKeys(g.Offsets) {
+		for _, topic := range core.SortedKeys(g.Offsets) {
 			parts := g.Offsets[topic]
 			for _, p := range sortedPartitions(parts) {
 				if max(parts[p].CommitTimeMs, g.EmptySinceMs)+retention <= now {
 					delete(parts, p)
 					f.dirtyOffsets[offsetRef{name, topic, p}] = true
 					f.touchGroup(g)
-					changes = append(changes, change{kind: changeOffsetExpired, name: name, sub: topic, a: int64(p)})
+					changes = append(changes, core.Change{Kind: core.ChangeOffsetExpired, Name: name, Sub: topic, A: int64(p)})
 				}
 			}
 			if len(parts) == 0 {
@@ -823,7 +825,7 @@ func (f *FSM) expireOffsets() (changes []change) {
 		}
 		if len(g.Offsets) == 0 {
 			f.dropGroup(g)
-			changes = append(changes, change{kind: changeGroupRemoved, name: name})
+			changes = append(changes, core.Change{Kind: core.ChangeGroupRemoved, Name: name})
 		}
 	}
 	return changes

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // groupDriver applies blocks of commands one at a time, keeping them so
@@ -20,7 +22,7 @@ type groupDriver struct {
 	nonce  int
 }
 
-func (d *groupDriver) block(dt int64, cmds ...Command) []Result {
+func (d *groupDriver) block(dt int64, cmds ...core.Command) []core.Result {
 	d.t.Helper()
 	d.now += dt
 	var txs [][]byte
@@ -29,7 +31,7 @@ func (d *groupDriver) block(dt int64, cmds ...Command) []Result {
 		txs = append(txs, tx(d.nonce, c))
 	}
 	d.blocks = append(d.blocks, block{d.now, txs})
-	out, err := d.f.ApplyBlock(Block{Height: int64(len(d.blocks)), TimeMs: d.now, Txs: txs})
+	out, err := d.f.ApplyBlock(core.Block{Height: int64(len(d.blocks)), TimeMs: d.now, Txs: txs})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func (d *groupDriver) block(dt int64, cmds ...Command) []Result {
 		d.t.Fatal(err)
 	}
 	d.hashes = append(d.hashes, out.AppHash)
-	var rs []Result
+	var rs []core.Result
 	for _, o := range out.Txs {
 		rs = append(rs, o.Results...)
 	}
@@ -51,7 +53,7 @@ func (d *groupDriver) replay() *FSM {
 	other := openGroups(d.t, d.t.TempDir())
 	d.t.Cleanup(func() { other.Close() })
 	for i, b := range d.blocks {
-		out, err := other.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := other.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
 			d.t.Fatal(err)
 		}
@@ -65,7 +67,7 @@ func (d *groupDriver) replay() *FSM {
 	return other
 }
 
-func wantCode(t *testing.T, what string, r Result, code int16) {
+func wantCode(t *testing.T, what string, r core.Result, code int16) {
 	t.Helper()
 	if r.Code != code {
 		t.Fatalf("%s: code %d (%s), want %d", what, r.Code, r.Message, code)
@@ -266,7 +268,7 @@ func TestGroupCommandLimits(t *testing.T) {
 	twice.Protocols = append(twice.Protocols, twice.Protocols[0])
 	for _, tc := range []struct {
 		what string
-		cmd  Command
+		cmd  core.Command
 		want *kerr.Error
 	}{
 		{"oversized protocol metadata", big, kerr.InvalidRequest},

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -24,13 +25,13 @@ func registerHousekeeping(r *registry) {
 // the partition's last compaction has been awaited) is the same on every
 // broker; the files it decides to delete or compact are changed after
 // Commit.
-func (f *FSM) housekeep() (changes []change) {
-	if f.blockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
+func (f *FSM) housekeep() (changes []core.Change) {
+	if f.BlockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
 	}
-	f.lastHousekeep = f.blockTime
-	for _, h := range f.reg.housekeepers.hooks {
-		changes = append(changes, h.fn(f)...)
+	f.lastHousekeep = f.BlockTime
+	for _, h := range f.reg.housekeepers.Hooks {
+		changes = append(changes, h.Fn(f)...)
 	}
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
@@ -42,28 +43,28 @@ func (f *FSM) housekeep() (changes []change) {
 			// The segments' sizes and timestamps decide what follows:
 			// they must be the compacted ones on every broker.
 			if err := f.awaitCompaction(p); err != nil {
-				f.faulted(err)
+				f.Faulted(err)
 				return nil
 			}
 			segs := p.log.Segments()
 			if t.Config.Delete {
-				if start := retentionStart(t.Config, segs, p.next, f.blockTime); start > p.start {
+				if start := retentionStart(t.Config, segs, p.next, f.BlockTime); start > p.start {
 					p.start = start
 					f.dirtyParts[p] = true
 					f.trimmed(t, p)
-					changes = append(changes, change{kind: changeRetention, name: t.Name, a: int64(p.Index), b: start})
+					changes = append(changes, core.Change{Kind: core.ChangeRetention, Name: t.Name, A: int64(p.Index), B: start})
 				}
 			}
 			if (t.Config.Compact || t.Config.Snapshot) && compactionDue(t.Config, segs, p.cleanedUpTo) {
 				p.cleanedUpTo = segs[len(segs)-1].BaseOffset
-				p.compactHorizon = f.blockTime - t.Config.DeleteRetentionMs
-				p.compactedAt = f.height
+				p.compactHorizon = f.BlockTime - t.Config.DeleteRetentionMs
+				p.compactedAt = f.Height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				for _, h := range f.reg.compactionDecided.hooks {
-					h.fn(f, t, p, segs, p.compactHorizon)
+				for _, h := range f.reg.compactionDecided.Hooks {
+					h.Fn(f, t, p, segs, p.compactHorizon)
 				}
-				changes = append(changes, change{kind: changeCompact, name: t.Name, a: int64(p.Index), b: p.cleanedUpTo, c: p.compactHorizon})
+				changes = append(changes, core.Change{Kind: core.ChangeCompact, Name: t.Name, A: int64(p.Index), B: p.cleanedUpTo, C: p.compactHorizon})
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The security module's IP quotas (issue 17, docs/security.md): Kafka's
@@ -24,7 +26,7 @@ import (
 //	w/<ip>   the address's connection_creation_rate (w/ alone: the default)
 
 // KindAlterIPQuotas sets or removes one address's quotas.
-const KindAlterIPQuotas Kind = 31
+const KindAlterIPQuotas core.Kind = 31
 
 // QuotaConnectionCreationRate is the ip entity's one quota key.
 const QuotaConnectionCreationRate = "connection_creation_rate"
@@ -37,23 +39,23 @@ type AlterIPQuotas struct {
 	Ops     []QuotaOp
 }
 
-func (AlterIPQuotas) Kind() Kind { return KindAlterIPQuotas }
+func (AlterIPQuotas) Kind() core.Kind { return KindAlterIPQuotas }
 
-func (c AlterIPQuotas) encode(w *writer) {
-	w.bool(c.Default)
-	w.str(c.IP)
-	w.count(len(c.Ops))
+func (c AlterIPQuotas) Encode(w *core.Writer) {
+	w.Bool(c.Default)
+	w.Str(c.IP)
+	w.Count(len(c.Ops))
 	for _, op := range c.Ops {
-		w.str(op.Key)
-		w.i64(int64(math.Float64bits(op.Value)))
-		w.bool(op.Remove)
+		w.Str(op.Key)
+		w.I64(int64(math.Float64bits(op.Value)))
+		w.Bool(op.Remove)
 	}
 }
 
-func decodeAlterIPQuotas(r *reader) AlterIPQuotas {
-	c := AlterIPQuotas{Default: r.bool(), IP: r.str()}
-	for i, n := 0, r.count(10); i < n && r.e == nil; i++ {
-		c.Ops = append(c.Ops, QuotaOp{Key: r.str(), Value: math.Float64frombits(uint64(r.i64())), Remove: r.bool()})
+func decodeAlterIPQuotas(r *core.Reader) AlterIPQuotas {
+	c := AlterIPQuotas{Default: r.Bool(), IP: r.Str()}
+	for i, n := 0, r.Count(10); i < n && r.E == nil; i++ {
+		c.Ops = append(c.Ops, QuotaOp{Key: r.Str(), Value: math.Float64frombits(uint64(r.I64())), Remove: r.Bool()})
 	}
 	return c
 }
@@ -62,8 +64,8 @@ func decodeAlterIPQuotas(r *reader) AlterIPQuotas {
 // (registerSecurity calls it).
 func registerIPQuotas(r *registry) {
 	register(r, KindAlterIPQuotas, "AlterIPQuotas", modSecurity, decodeAlterIPQuotas,
-		func(c Command) Result { return checkIPQuotas(c.(AlterIPQuotas)) },
-		func(f *FSM, c AlterIPQuotas, _ cmdAt) Result { return f.alterIPQuotas(c) })
+		func(c core.Command) core.Result { return checkIPQuotas(c.(AlterIPQuotas)) },
+		func(f *FSM, c AlterIPQuotas, _ core.CmdAt) core.Result { return f.alterIPQuotas(c) })
 	r.registerStep(moduleStep{rank: 135, name: "ip quotas", module: modSecurity,
 		empty: emptyIPQuotas, load: loadIPQuotas, stage: stageIPQuotas, publish: publishIPQuotas})
 }
@@ -90,35 +92,35 @@ func CheckIPQuotaValue(key string, v float64) error {
 	return nil
 }
 
-func checkIPQuotas(c AlterIPQuotas) Result {
+func checkIPQuotas(c AlterIPQuotas) core.Result {
 	switch {
 	case c.Default && c.IP != "":
-		return fail(kerr.InvalidRequest.Code, "the default ip entity has no name")
+		return core.Fail(kerr.InvalidRequest.Code, "the default ip entity has no name")
 	case !c.Default:
 		ip, err := CanonicalQuotaIP(c.IP)
 		if err != nil {
-			return fail(kerr.InvalidRequest.Code, err.Error())
+			return core.Fail(kerr.InvalidRequest.Code, err.Error())
 		}
 		if ip != c.IP {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("ip entity %s is not in its canonical form %s", c.IP, ip))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("ip entity %s is not in its canonical form %s", c.IP, ip))
 		}
 	}
 	seen := map[string]bool{}
 	for _, op := range c.Ops {
 		if seen[op.Key] {
-			return fail(kerr.InvalidRequest.Code, "Duplicate quota key "+op.Key)
+			return core.Fail(kerr.InvalidRequest.Code, "Duplicate quota key "+op.Key)
 		}
 		seen[op.Key] = true
 		if op.Key != QuotaConnectionCreationRate {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown quota key %s for the ip entity type", op.Key))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown quota key %s for the ip entity type", op.Key))
 		}
 		if !op.Remove {
 			if err := CheckIPQuotaValue(op.Key, op.Value); err != nil {
-				return fail(kerr.InvalidRequest.Code, err.Error())
+				return core.Fail(kerr.InvalidRequest.Code, err.Error())
 			}
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // ipQuotasState is the security module's state of the IP quotas: by
@@ -130,9 +132,9 @@ type ipQuotasState struct {
 	ipQuotasView  atomic.Pointer[IPQuotas]
 }
 
-func (f *FSM) alterIPQuotas(c AlterIPQuotas) Result {
+func (f *FSM) alterIPQuotas(c AlterIPQuotas) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	for _, op := range c.Ops {
 		if op.Remove {
@@ -142,7 +144,7 @@ func (f *FSM) alterIPQuotas(c AlterIPQuotas) Result {
 		}
 	}
 	f.ipQuotasDirty[c.IP], f.ipQuotasNew = true, true
-	return Result{}
+	return core.Result{}
 }
 
 const ipQuotasPrefix = "w/"
@@ -157,36 +159,36 @@ func emptyIPQuotas(f *FSM) {
 
 func loadIPQuotas(f *FSM) error {
 	emptyIPQuotas(f)
-	return f.store.Scan([]byte(ipQuotasPrefix), func(k, v []byte) error {
+	return f.Store.Scan([]byte(ipQuotasPrefix), func(k, v []byte) error {
 		ip := string(bytes.TrimPrefix(k, []byte(ipQuotasPrefix)))
 		if ip != "" {
 			if c, err := CanonicalQuotaIP(ip); err != nil || c != ip {
-				return fmt.Errorf("stele/fsm: %w: ip quota entity %q", ErrMalformed, ip)
+				return fmt.Errorf("stele/fsm: %w: ip quota entity %q", core.ErrMalformed, ip)
 			}
 		}
-		r := &reader{b: v}
-		if ver := r.u8(); ver != persistVersion {
+		r := &core.Reader{B: v}
+		if ver := r.U8(); ver != core.PersistVersion {
 			return fmt.Errorf("stele/fsm: ip quotas: state format %d not supported", ver)
 		}
-		rate := math.Float64frombits(uint64(r.i64()))
-		if err := r.done(); err != nil {
+		rate := math.Float64frombits(uint64(r.I64()))
+		if err := r.Done(); err != nil {
 			return fmt.Errorf("stele/fsm: reading the ip quota of %q: %w", ip, err)
 		}
 		if err := CheckIPQuotaValue(QuotaConnectionCreationRate, rate); err != nil {
-			return fmt.Errorf("stele/fsm: %w: ip quota of %q: %v", ErrMalformed, ip, err)
+			return fmt.Errorf("stele/fsm: %w: ip quota of %q: %v", core.ErrMalformed, ip, err)
 		}
 		f.ipQuotas[ip] = rate
 		return nil
 	})
 }
 
-func stageIPQuotas(f *FSM, b *stateBatch) error {
-	for _, ip := range sortedKeys(f.ipQuotasDirty) {
+func stageIPQuotas(f *FSM, b *core.StateBatch) error {
+	for _, ip := range core.SortedKeys(f.ipQuotasDirty) {
 		if rate, ok := f.ipQuotas[ip]; ok {
-			w := &writer{}
-			w.u8(persistVersion)
-			w.i64(int64(math.Float64bits(rate)))
-			b.Set(ipQuotaKey(ip), w.b)
+			w := &core.Writer{}
+			w.U8(core.PersistVersion)
+			w.I64(int64(math.Float64bits(rate)))
+			b.Set(ipQuotaKey(ip), w.B)
 		} else {
 			b.Delete(ipQuotaKey(ip))
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
@@ -117,7 +118,7 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 	}
 	prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(p.Index))
 	latest := int64(-1)
-	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
+	err := f.Store.ScanReverse(prefix, func(k, v []byte) error {
 		if len(k) != len(prefix)+8 {
 			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
 		}
@@ -130,9 +131,9 @@ func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
 			return nil
 		}
 		latest = off
-		return errStopScan
+		return core.ErrStopScan
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return 0, err
 	}
 	return latest, nil
@@ -147,13 +148,13 @@ func parseEntrySuffix(k, rest []byte) (int32, int64, error) {
 	return int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:])), nil
 }
 
-func keyTopicPrefix(id TopicID) []byte { return append([]byte("k/"), id[:]...) }
+func keyTopicPrefix(id core.TopicID) []byte { return append([]byte("k/"), id[:]...) }
 
 // keyPrefix is the prefix of every entry of key in the topic.
-func keyPrefix(id TopicID, key []byte) []byte { return appendKeyPrefix(nil, id, key) }
+func keyPrefix(id core.TopicID, key []byte) []byte { return appendKeyPrefix(nil, id, key) }
 
 // appendKeyPrefix appends keyPrefix(id, key) to dst.
-func appendKeyPrefix(dst []byte, id TopicID, key []byte) []byte {
+func appendKeyPrefix(dst []byte, id core.TopicID, key []byte) []byte {
 	dst = append(append(dst, "k/"...), id[:]...)
 	return append(appendEscapedKey(dst, key), 0, 1)
 }
@@ -199,7 +200,7 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 	prefix := keyPrefix(t.ID, key)
 	var out []KeyEvent
 	var c batchCache
-	err := f.store.Seek(prefix, storage.PrefixEnd(prefix), func(k, _ []byte) ([]byte, error) {
+	err := f.Store.Seek(prefix, storage.PrefixEnd(prefix), func(k, _ []byte) ([]byte, error) {
 		pi, off, err := parseEntrySuffix(k, k[len(prefix):])
 		if err != nil {
 			return nil, err
@@ -215,11 +216,11 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 			out = append(out, ev)
 		}
 		if len(out) >= limit {
-			return nil, errStopScan
+			return nil, core.ErrStopScan
 		}
 		return nil, nil
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return nil, err
 	}
 	return out, nil
@@ -241,7 +242,7 @@ func (f *FSM) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
 	for pi := range t.Partitions {
 		prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(pi))
 		var c batchCache
-		err := f.store.ScanReverse(prefix, func(k, _ []byte) error {
+		err := f.Store.ScanReverse(prefix, func(k, _ []byte) error {
 			if len(k) != len(prefix)+8 {
 				return fmt.Errorf("stele/fsm: malformed key index entry %x", k)
 			}
@@ -252,9 +253,9 @@ func (f *FSM) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
 			if !found || ev.Timestamp > best.Timestamp || ev.Timestamp == best.Timestamp && ev.Partition > best.Partition {
 				best, found = ev, true
 			}
-			return errStopScan
+			return core.ErrStopScan
 		})
-		if err != nil && !errors.Is(err, errStopScan) {
+		if err != nil && !errors.Is(err, core.ErrStopScan) {
 			return KeyEvent{}, false, err
 		}
 	}
@@ -310,9 +311,9 @@ func (c *batchCache) event(t *TopicView, pi int32, off int64, key []byte) (KeyEv
 			found = true
 		}
 		// Past it: found, or removed by compaction.
-		return errStopScan
+		return core.ErrStopScan
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return KeyEvent{}, false, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, off, err)
 	}
 	return ev, found, nil
@@ -344,7 +345,7 @@ func cloneNil(b []byte) []byte {
 // at the version it states, counting the records before it. Any failure
 // refuses the whole produce, the record listed in its RecordErrors (bases
 // are the indexes of the batches' first records in the record set).
-func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int32, offsets []int64, dup []bool) Result {
+func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int32, offsets []int64, dup []bool) core.Result {
 	latest := map[string]int64{} // versions the batches before have made
 	for i, ks := range keys {
 		if dup[i] {
@@ -355,7 +356,7 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int3
 			if !ok {
 				var err error
 				if v, err = f.latestVersion(t, p, k.key); err != nil {
-					return f.localFault("reading the latest version of a key of %s-%d: %w", t.Name, p.Index, err)
+					return f.LocalFault("reading the latest version of a key of %s-%d: %w", t.Name, p.Index, err)
 				}
 			}
 			if k.expect != noExpectation && k.expect != v {
@@ -367,16 +368,16 @@ func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int3
 				if k.expect < 0 {
 					want = "no event yet"
 				}
-				r := fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
+				r := core.Fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
 					k.key, t.Name, p.Index, want, now))
 				r.VersionConflict, r.KeyVersion = true, v
-				r.RecordErrors = []RecordError{{Index: bases[i] + k.delta, Message: fmt.Sprintf("version conflict on key %q: the record expects %s, but %s", k.key, want, now)}}
+				r.RecordErrors = []core.RecordError{{Index: bases[i] + k.delta, Message: fmt.Sprintf("version conflict on key %q: the record expects %s, but %s", k.key, want, now)}}
 				return r
 			}
 			latest[string(k.key)] = offsets[i] + int64(k.delta)
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // escapeKey is the escaped form of key without its terminator: the
@@ -441,7 +442,7 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 		return nil, nil
 	}
 	var out [][]byte
-	err := f.store.Seek(lower, upper, func(k, _ []byte) ([]byte, error) {
+	err := f.Store.Seek(lower, upper, func(k, _ []byte) ([]byte, error) {
 		key, rest, err := unescapeKey(k[len(head):])
 		if err != nil {
 			return nil, err
@@ -455,11 +456,11 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 		}
 		out = append(out, key)
 		if len(out) >= limit {
-			return nil, errStopScan
+			return nil, core.ErrStopScan
 		}
 		return storage.PrefixEnd(keyPrefix(t.ID, key)), nil // the next key
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return nil, err
 	}
 	return out, nil
@@ -478,7 +479,7 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 	prefix := keyPrefix(t.ID, key)
 	var part int32
 	off := int64(-1)
-	err := f.store.ScanReverse(prefix, func(k, v []byte) error {
+	err := f.Store.ScanReverse(prefix, func(k, v []byte) error {
 		pid, snap, err := parseEntryValue(v)
 		if err != nil || !snap {
 			return err
@@ -491,9 +492,9 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 			return nil
 		}
 		part, off = p, o
-		return errStopScan
+		return core.ErrStopScan
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return 0, 0, false, err
 	}
 	return part, off, off >= 0, nil
@@ -517,23 +518,23 @@ func registerKeyIndex(r *registry) {
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	r.produceChecks.register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (Result, func()) {
+	r.produceChecks.Register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (core.Result, func()) {
 		if !pr.conditional {
-			return Result{}, nil
+			return core.Result{}, nil
 		}
 		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
 	})
-	r.batchAppended.register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) Result {
+	r.batchAppended.Register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) core.Result {
 		for _, k := range pr.keys[i] {
 			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
 		}
-		return Result{}
+		return core.Result{}
 	})
-	r.topicDropped.register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+	r.topicDropped.Register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *core.StateBatch) {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 	})
 	r.registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
-		stage: func(f *FSM, b *stateBatch) error {
+		stage: func(f *FSM, b *core.StateBatch) error {
 			if err := f.stageTables(b); err != nil {
 				return fmt.Errorf("stele/fsm: table versions: %w", err)
 			}
@@ -544,7 +545,7 @@ func registerKeyIndex(r *registry) {
 // stageKeyEntries writes the block's key stream entries, in key order: the
 // store inserts a sorted run into its memtable at a fraction of the cost
 // of scattered keys.
-func stageKeyEntries(f *FSM, b *stateBatch) error {
+func stageKeyEntries(f *FSM, b *core.StateBatch) error {
 	type kv struct{ k, v []byte }
 	entries := make([]kv, 0, len(f.keysAdded))
 	size := 0
@@ -563,7 +564,7 @@ func stageKeyEntries(f *FSM, b *stateBatch) error {
 	}
 	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	for _, e := range entries {
-		b.b.Set(e.k, e.v) // the key index is outside the state trie (authstate.go)
+		b.B.Set(e.k, e.v) // the key index is outside the state trie (authstate.go)
 	}
 	return nil
 }

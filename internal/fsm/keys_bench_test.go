@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -47,7 +48,7 @@ func keyBenchBlocks(tb testing.TB, f *FSM, keys, events int, height *int64) time
 		}
 		*height++
 		start := time.Now()
-		if _, err := f.ApplyBlock(Block{Height: *height, TimeMs: t0, Txs: txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: *height, TimeMs: t0, Txs: txs}); err != nil {
 			tb.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {
@@ -66,7 +67,7 @@ func keyBenchFSM(tb testing.TB, opts Options, configs ...ConfigEntry) (*FSM, int
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { f.Close() })
-	if _, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(0, CreateTopic{Name: "kb", Partitions: 1, ReplicationFactor: -1,
+	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(0, CreateTopic{Name: "kb", Partitions: 1, ReplicationFactor: -1,
 		Configs: append([]ConfigEntry{{"segment.bytes", "1073741824"}}, configs...)})}}); err != nil {
 		tb.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -163,7 +164,7 @@ func TestKeyEvents(t *testing.T) {
 		{t0 + 100_000, [][]byte{tx(9000, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
 		{t0 + 101_000, [][]byte{tx(9002, Produce{Topic: "bytes", Partition: 0, Records: b})}},
 	} {
-		if _, err := f.ApplyBlock(Block{Height: h + int64(i) + 1, TimeMs: blk.time, Txs: blk.txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: h + int64(i) + 1, TimeMs: blk.time, Txs: blk.txs}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {
@@ -318,7 +319,7 @@ type occRec struct{ key, value, expect string }
 func TestOptimisticConcurrency(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	d.block(0, CreateTopic{Name: "acct", Partitions: 2, ReplicationFactor: -1})
-	produce := func(recs ...occRec) Result {
+	produce := func(recs ...occRec) core.Result {
 		return d.block(10, Produce{Topic: "acct", Partition: 0, Records: occBatch(t, recs...)})[0]
 	}
 	wantCode(t, "first event of a, expecting none", produce(occRec{"a", "a0", "-1"}), 0)                              // offset 0
@@ -438,7 +439,7 @@ func TestKeySnapshots(t *testing.T) {
 // TestKeyEntryKeyLen: the arena persist sizes for a block's entry keys
 // holds them exactly, zero bytes (escaped to two) included.
 func TestKeyEntryKeyLen(t *testing.T) {
-	tp := &Topic{ID: TopicID{1, 2, 3}}
+	tp := &Topic{ID: core.TopicID{1, 2, 3}}
 	for _, key := range [][]byte{nil, {}, []byte("k"), {0}, {0, 0, 'a', 0}, []byte("a\x00b\xff")} {
 		e := keyEntry{topic: tp, partition: 7, key: key, offset: 1 << 40}
 		k := appendKeyEntryKey(nil, e)

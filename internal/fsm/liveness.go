@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/hex"
 	"sort"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // Signer is what the chain says about one validator's liveness: the last
@@ -32,7 +34,7 @@ func (f *FSM) recordSigners(signers [][]byte) {
 			s = &Signer{Address: append([]byte(nil), a...)}
 			f.signers[k] = s
 		}
-		s.LastHeight, s.LastTimeMs = f.height-1, f.blockTime
+		s.LastHeight, s.LastTimeMs = f.Height-1, f.BlockTime
 	}
 	f.signersChanged = true
 }
@@ -59,26 +61,26 @@ func (f *FSM) Liveness() (signers []Signer, blockTimeMs int64) {
 var keySigners = []byte("m/signers")
 
 func encodeSigners(ss []Signer) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.count(len(ss))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.Count(len(ss))
 	for _, s := range ss {
-		w.bytes(s.Address)
-		w.i64(s.LastHeight)
-		w.i64(s.LastTimeMs)
+		w.Bytes(s.Address)
+		w.I64(s.LastHeight)
+		w.I64(s.LastTimeMs)
 	}
-	return w.b
+	return w.B
 }
 
 func decodeSigners(b []byte) (map[string]*Signer, error) {
-	r := &reader{b: b}
-	if v := r.u8(); r.e == nil && v != persistVersion {
-		r.fail("signers format %d", v)
+	r := &core.Reader{B: b}
+	if v := r.U8(); r.E == nil && v != core.PersistVersion {
+		r.Fail("signers format %d", v)
 	}
 	out := map[string]*Signer{}
-	for i, n := 0, r.count(17); i < n; i++ {
-		s := &Signer{Address: append([]byte(nil), r.bytes()...), LastHeight: r.i64(), LastTimeMs: r.i64()}
+	for i, n := 0, r.Count(17); i < n; i++ {
+		s := &Signer{Address: append([]byte(nil), r.Bytes()...), LastHeight: r.I64(), LastTimeMs: r.I64()}
 		out[hex.EncodeToString(s.Address)] = s
 	}
-	return out, r.done()
+	return out, r.Done()
 }

@@ -5,6 +5,8 @@ import (
 	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The topics module's cluster-wide log defaults: Kafka's dynamic
@@ -31,7 +33,7 @@ import (
 
 // KindAlterLogDefaults is the topics module's command that changes the
 // cluster-wide log defaults.
-const KindAlterLogDefaults Kind = 23
+const KindAlterLogDefaults core.Kind = 23
 
 // maxLogDefaultValue bounds one default's value, as the stored leaf and the
 // command are read back with it.
@@ -41,7 +43,7 @@ const maxLogDefaultValue = 1 << 16
 // step (registerTopics calls it).
 func registerLogDefaults(r *registry) {
 	register(r, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
-		func(f *FSM, c AlterLogDefaults, _ cmdAt) Result { return f.alterLogDefaults(c) })
+		func(f *FSM, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })
 	r.registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
 }
 
@@ -54,11 +56,11 @@ type AlterLogDefaults struct {
 	Changes     []ConfigChange
 }
 
-func (AlterLogDefaults) Kind() Kind { return KindAlterLogDefaults }
+func (AlterLogDefaults) Kind() core.Kind { return KindAlterLogDefaults }
 
-func (c AlterLogDefaults) encode(w *writer) { encodeChanges(w, c.Incremental, c.Changes) }
+func (c AlterLogDefaults) Encode(w *core.Writer) { encodeChanges(w, c.Incremental, c.Changes) }
 
-func decodeAlterLogDefaults(r *reader) AlterLogDefaults {
+func decodeAlterLogDefaults(r *core.Reader) AlterLogDefaults {
 	var c AlterLogDefaults
 	c.Incremental, c.Changes = decodeChanges(r)
 	return c
@@ -146,22 +148,22 @@ func ApplyLogDefaultChanges(current map[string]string, c AlterLogDefaults) (map[
 // INVALID_REQUEST, as Kafka answers a BROKER config it cannot apply
 // (ConfigAdminManager, KAFKA-13609), but for APPEND or SUBTRACT on a
 // config that is not a list: INVALID_CONFIG, as Kafka.
-func checkLogDefaults(cmd Command) Result {
+func checkLogDefaults(cmd core.Command) core.Result {
 	c := cmd.(AlterLogDefaults)
 	seen := map[string]bool{}
 	for _, ch := range c.Changes {
 		if seen[ch.Name] {
-			return fail(kerr.InvalidRequest.Code, "Error due to duplicate config keys")
+			return core.Fail(kerr.InvalidRequest.Code, "Error due to duplicate config keys")
 		}
 		seen[ch.Name] = true
 		d, ok := LookupLogDefault(ch.Name)
 		if !ok {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a cluster-wide log default that can be changed at run time", ch.Name))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a cluster-wide log default that can be changed at run time", ch.Name))
 		}
 		switch {
 		case ch.Op == OpSet:
 			if err := ValidateLogDefault(ch.Name, ch.Value); err != nil {
-				return fail(kerr.InvalidRequest.Code, err.Error())
+				return core.Fail(kerr.InvalidRequest.Code, err.Error())
 			}
 		case ch.Op == OpDelete && c.Incremental:
 		case (ch.Op == OpAppend || ch.Op == OpSubtract) && c.Incremental:
@@ -170,29 +172,29 @@ func checkLogDefaults(cmd Command) Result {
 				if ch.Op == OpSubtract {
 					what = "subtract"
 				}
-				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("Config value %s is not allowed for config key: %s", what, ch.Name))
+				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("Config value %s is not allowed for config key: %s", what, ch.Name))
 			}
 			if len(ch.Value) > maxLogDefaultValue {
-				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("invalid value for configuration %s: longer than %d bytes", ch.Name, maxLogDefaultValue))
+				return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("invalid value for configuration %s: longer than %d bytes", ch.Name, maxLogDefaultValue))
 			}
 		default:
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", ch.Op))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", ch.Op))
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // alterLogDefaults applies c and re-resolves the config of every topic, in
 // name order, as Kafka's DynamicLogConfig.updateLogsConfig does: a topic
 // whose effective config changed runs the config-changed hooks and gives
 // its partition logs the new segment settings.
-func (f *FSM) alterLogDefaults(c AlterLogDefaults) Result {
+func (f *FSM) alterLogDefaults(c AlterLogDefaults) core.Result {
 	next, err := ApplyLogDefaultChanges(f.logDefaults.configs, c)
 	if err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	f.logDefaults.configs, f.logDefaults.dirty = next, true
-	f.metaChanged = true
+	f.MetaChanged = true
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		was := t.Config
@@ -200,18 +202,18 @@ func (f *FSM) alterLogDefaults(c AlterLogDefaults) Result {
 		if sameConfig(was, t.Config) {
 			continue
 		}
-		for _, h := range f.reg.configChanged.hooks {
-			if r := h.fn(f, t, was); r.Code != 0 {
+		for _, h := range f.reg.configChanged.Hooks {
+			if r := h.Fn(f, t, was); r.Code != 0 {
 				return r
 			}
 		}
 		for _, p := range t.Partitions {
 			if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
-				return f.localFault("applying the log defaults to %s-%d: %w", t.Name, p.Index, err)
+				return f.LocalFault("applying the log defaults to %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // sameConfig reports whether two resolved configs are equal.
@@ -224,38 +226,38 @@ var keyLogDefaults = []byte("m/log-defaults")
 //
 //	u8 version | count × (str broker config name | str value), by name
 func encodeLogDefaults(m map[string]string) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	names := sortedKeys(m)
-	w.count(len(names))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	names := core.SortedKeys(m)
+	w.Count(len(names))
 	for _, n := range names {
-		w.str(n)
-		w.str(m[n])
+		w.Str(n)
+		w.Str(m[n])
 	}
-	return w.b
+	return w.B
 }
 
 // decodeLogDefaults reads m/log-defaults. Each default must be one that can
 // be set, once, with a valid value: what the state machine would store.
 func decodeLogDefaults(v []byte) (map[string]string, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: log defaults: state format %d not supported", ver)
 	}
 	m := map[string]string{}
-	for i, n := 0, r.count(2); i < n && r.e == nil; i++ {
-		name, value := r.str(), r.str()
+	for i, n := 0, r.Count(2); i < n && r.E == nil; i++ {
+		name, value := r.Str(), r.Str()
 		if _, dup := m[name]; dup {
-			r.fail("log default %s stored twice", name)
+			r.Fail("log default %s stored twice", name)
 		}
 		m[name] = value
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading the log defaults: %w", err)
 	}
-	for _, n := range sortedKeys(m) {
+	for _, n := range core.SortedKeys(m) {
 		if err := ValidateLogDefault(n, m[n]); err != nil {
-			return nil, fmt.Errorf("stele/fsm: reading the log defaults: %w: %w", ErrMalformed, err)
+			return nil, fmt.Errorf("stele/fsm: reading the log defaults: %w: %w", core.ErrMalformed, err)
 		}
 	}
 	return m, nil
@@ -265,12 +267,12 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 // resolves any topic's config with them.
 func loadLogDefaults(f *FSM) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
-	return loadLeaf(f.Machine, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
+	return core.LoadLeaf(f.Machine, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
-func stageLogDefaults(f *FSM, b *stateBatch) error {
-	stageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
+func stageLogDefaults(f *FSM, b *core.StateBatch) error {
+	core.StageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -17,7 +18,7 @@ import (
 // retention.ms. Reference: Kafka's DynamicLogConfig.reconfigure, which
 // gives every log the new broker defaults under its own overrides.
 func logDefaultBlocks(t testing.TB) []block {
-	produce := func(topic string, ts int64, n int) Command {
+	produce := func(topic string, ts int64, n int) core.Command {
 		return Produce{Topic: topic, Partition: 0, Records: batch(t, ts, record.CodecNone, "k", n)}
 	}
 	return []block{
@@ -110,7 +111,7 @@ func TestLogDefaultsChanges(t *testing.T) {
 	if got := f.View().LogDefaults(); len(got) != 0 {
 		t.Fatalf("after the empty legacy AlterConfigs: %v, want none", got)
 	}
-	if _, ok, err := f.store.Get(keyLogDefaults); ok || err != nil {
+	if _, ok, err := f.Store.Get(keyLogDefaults); ok || err != nil {
 		t.Fatalf("m/log-defaults still stored (%v) with no defaults left", err)
 	}
 	// And each intermediate state, replayed one step at a time.
@@ -170,8 +171,8 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 	dst := open(t, t.TempDir())
 	defer dst.Close()
 	restoreInto(t, dst, s)
-	if !bytes.Equal(dst.appHash, ha[len(ha)-1]) {
-		t.Fatalf("restored app hash %x, want %x", dst.appHash, ha[len(ha)-1])
+	if !bytes.Equal(dst.AppHash, ha[len(ha)-1]) {
+		t.Fatalf("restored app hash %x, want %x", dst.AppHash, ha[len(ha)-1])
 	}
 	if got := dst.View().LogDefaults(); got["log.retention.ms"] != "10000" {
 		t.Fatalf("restored: log defaults %v", got)

@@ -11,17 +11,23 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
+
+// modApp stands, in this test, for the application's own files (app.go,
+// core_api.go): the assembly of the modules, which every module uses
+// (FSM, the registry, the registration adapters) and which names the
+// modules only where it assembles them (coreAssembly). The core itself is
+// the package core (core/), which Go's import rules keep from naming any
+// module: it cannot import this package.
+const modApp core.Module = "app"
 
 // The modules of the state machine (registry.go), by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
-var fileModules = map[string]module{
+var fileModules = map[string]core.Module{
 	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
-	"app.go": modCore, "authstate.go": modCore, "changes.go": modCore, "codec.go": modCore, "command.go": modCore,
-	"fault.go": modCore, "fsm.go": modCore, "sorted.go": modCore, "persist.go": modCore, "proofs.go": modCore,
-	"registry.go": modCore, "result.go": modCore, "snapshot.go": modCore, "snapshot_codec.go": modCore,
-	"snapshot_forge.go": modCore, "snapshot_restore.go": modCore, "snapshot_serve.go": modCore,
-	"snapshot_state.go": modCore, "state.go": modCore, "stateproof.go": modCore, "tx.go": modCore,
+	"app.go": modApp, "core_api.go": modApp,
 	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "topic_files.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
 	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
 	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
@@ -35,15 +41,17 @@ var fileModules = map[string]module{
 }
 
 // allowedCalls is the layering: which modules a module's code may use
-// (call, read the state of, or name the types of). The core is the bottom
-// layer: it uses no module, and every module uses it (blocks, the store,
-// results, the codec, the registries). It runs the modules only through
-// what they register (registry.go): commands and their admission, steps
+// (call, read the state of, or name the types of). The core (package
+// core) is the bottom layer: it uses no module, which Go's import rules
+// enforce, and every module uses it (blocks, the store, results, the
+// codec, the registries), as they use the application's files (modApp:
+// FSM, the registration adapters). The core runs the modules only through
+// what they register (core/registry.go): commands and their admission, steps
 // (empty, load, stage, sync, publish, settle, forget, close), command
 // gates, block-begin and block-end steps, transaction forms, the digest domain, the m/state
-// mark and snapshot files. Where it assembles them it names their types
-// in three structs and their registration functions in one function, and
-// nowhere else (coreAssembly). Above it the modules
+// mark and snapshot files. Where the application assembles them it names
+// their types in three structs and their registration functions in one
+// function, and nowhere else (coreAssembly). Above the core the modules
 // form a DAG (TestLayeringIsADAG), from the bottom up:
 //
 //	topics              topics, partition logs and what a log keeps of its
@@ -62,8 +70,8 @@ var fileModules = map[string]module{
 // the hooks' order is pinned by TestHooks. Every edge listed is used
 // (TestModuleLayering), so the map says what the code does. Moving each
 // module into a package of its own is what is left of issue 16, item 7.
-var allowedCalls = map[module][]module{
-	modCore:      {},
+var allowedCalls = map[core.Module][]core.Module{
+	modApp:       {},
 	modTopics:    {},
 	modKeys:      {modTopics},
 	modGroups:    {modTopics},
@@ -73,16 +81,17 @@ var allowedCalls = map[module][]module{
 	modSecurity:  {modTopics, modGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
-// coreAssembly is every place the core names a module: a field of one of
+// coreAssembly is every place the application's files (app.go,
+// core_api.go) name a module: a field of one of
 // the three structs that assemble the modules, or a call in the one
 // function that registers them. FSM embeds each module's state (so that
 // its fields are promoted and stateFieldModules can attribute them);
 // Options carries the trust module's validator set and batch source,
 // which the broker hands in; registry embeds the topics module's hook
 // points, which the modules above register at; and buildRegistry calls
-// each module's registration function, in the order registry.go gives.
-// Nothing else of the core names a module (TestModuleLayering); when the
-// modules become packages these are the application that wires them.
+// each module's registration function, in the order app.go gives.
+// Nothing else of the application names a module (TestModuleLayering);
+// when the modules become packages these are what wires them.
 var coreAssembly = []string{
 	"FSM names clusterState (cluster)",
 	"FSM names groupsState (groups)",
@@ -137,7 +146,7 @@ func TestModuleLayering(t *testing.T) {
 		t.Fatal(err)
 	}
 	type decl struct {
-		module module
+		module core.Module
 		file   string
 	}
 	funcs := map[string]decl{}     // function name
@@ -189,9 +198,9 @@ func TestModuleLayering(t *testing.T) {
 	}
 	fieldModules := stateFieldModules(t, files)
 	// The modules a method name belongs to, when only one.
-	methodModule := map[string]module{}
+	methodModule := map[string]core.Module{}
 	for name, ds := range methods {
-		ms := map[module]bool{}
+		ms := map[core.Module]bool{}
 		for _, d := range ds {
 			ms[d.module] = true
 		}
@@ -199,10 +208,10 @@ func TestModuleLayering(t *testing.T) {
 			methodModule[name] = ds[0].module
 		}
 	}
-	type edge struct{ from, to module }
+	type edge struct{ from, to core.Module }
 	uses := map[edge][]string{}
-	note := func(from, to module, what string) {
-		if from == to || to == modCore {
+	note := func(from, to core.Module, what string) {
+		if from == to || to == modApp {
 			return
 		}
 		e := edge{from, to}
@@ -226,7 +235,7 @@ func TestModuleLayering(t *testing.T) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.FuncDecl:
-				if from == modCore && n.Recv == nil && assemblyFuncs[n.Name.Name] && n.Body != nil {
+				if from == modApp && n.Recv == nil && assemblyFuncs[n.Name.Name] && n.Body != nil {
 					ast.Inspect(n.Body, func(m ast.Node) bool {
 						if c, ok := m.(*ast.CallExpr); ok {
 							if id, ok := c.Fun.(*ast.Ident); ok {
@@ -237,7 +246,7 @@ func TestModuleLayering(t *testing.T) {
 					})
 				}
 			case *ast.TypeSpec:
-				if st, ok := n.Type.(*ast.StructType); ok && from == modCore && assemblyStructs[n.Name.Name] {
+				if st, ok := n.Type.(*ast.StructType); ok && from == modApp && assemblyStructs[n.Name.Name] {
 					for _, fl := range st.Fields.List {
 						ast.Inspect(fl.Type, func(m ast.Node) bool {
 							if id, ok := m.(*ast.Ident); ok {
@@ -262,7 +271,7 @@ func TestModuleLayering(t *testing.T) {
 				switch fn := n.Fun.(type) {
 				case *ast.Ident:
 					if d, ok := funcs[fn.Name]; ok {
-						if in, ok := assemblyCall[fn]; ok && d.module != modCore {
+						if in, ok := assemblyCall[fn]; ok && d.module != modApp {
 							assembly = append(assembly, fmt.Sprintf("%s calls %s (%s)", in, fn.Name, d.module))
 							break
 						}
@@ -284,7 +293,7 @@ func TestModuleLayering(t *testing.T) {
 					break
 				}
 				if s, ok := inAssembly[n]; ok {
-					if d, ok := types[n.Name]; ok && d.module != modCore {
+					if d, ok := types[n.Name]; ok && d.module != modApp {
 						assembly = append(assembly, fmt.Sprintf("%s names %s (%s)", s, n.Name, d.module))
 						break
 					}
@@ -338,12 +347,12 @@ func TestModuleLayering(t *testing.T) {
 // named fields are the core's and left out. It fails the test on an
 // embedded field that is not a struct type of a module other than the
 // core, and on a field two modules declare (FSM could not promote it).
-func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]module {
+func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]core.Module {
 	t.Helper()
 	structs := map[string]*ast.StructType{}
-	structModule := map[string]module{}
+	structModule := map[string]core.Module{}
 	var fsm *ast.StructType
-	for _, name := range sortedKeys(files) {
+	for _, name := range core.SortedKeys(files) {
 		for _, d := range files[name].Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok {
@@ -368,7 +377,7 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]modu
 	if fsm == nil {
 		t.Fatal("no struct type FSM in the package")
 	}
-	fields := map[string]module{}
+	fields := map[string]core.Module{}
 	embedded := 0
 	for _, fl := range fsm.Fields.List {
 		if len(fl.Names) > 0 {
@@ -384,7 +393,7 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]modu
 		}
 		embedded++
 		id, ok := fl.Type.(*ast.Ident)
-		if !ok || structs[id.Name] == nil || structModule[id.Name] == modCore {
+		if !ok || structs[id.Name] == nil || structModule[id.Name] == modApp {
 			t.Errorf("FSM embeds %v: only a module's state struct, declared in that module's files, belongs there", fl.Type)
 			continue
 		}
@@ -408,12 +417,12 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]modu
 // core's row, see there) has no cycle, and no module names the core, which
 // every module uses anyway.
 func TestLayeringIsADAG(t *testing.T) {
-	modules := map[module][]module{}
+	modules := map[core.Module][]core.Module{}
 	for from, tos := range allowedCalls {
-		if slices.Contains(tos, modCore) {
+		if slices.Contains(tos, modApp) {
 			t.Errorf("allowedCalls[%s] names the core: every module uses it, leave it out", from)
 		}
-		if from != modCore {
+		if from != modApp {
 			modules[from] = tos
 		}
 	}
@@ -421,26 +430,26 @@ func TestLayeringIsADAG(t *testing.T) {
 		t.Errorf("allowedCalls has a cycle: %v; a lower module reaches an upper one through a hook point (topic_hooks.go)", c)
 	}
 	// The check itself finds a cycle, and none where there is none.
-	if c := layeringCycle(map[module][]module{modTopics: {modKeys}, modKeys: {modGroups}, modGroups: {modTopics}}); len(c) != 4 {
+	if c := layeringCycle(map[core.Module][]core.Module{modTopics: {modKeys}, modKeys: {modGroups}, modGroups: {modTopics}}); len(c) != 4 {
 		t.Errorf("a three-module cycle: found %v", c)
 	}
-	if c := layeringCycle(map[module][]module{modTopics: {}, modKeys: {modTopics}, modGroups: {modTopics, modKeys}}); c != nil {
+	if c := layeringCycle(map[core.Module][]core.Module{modTopics: {}, modKeys: {modTopics}, modGroups: {modTopics, modKeys}}); c != nil {
 		t.Errorf("a DAG: found the cycle %v", c)
 	}
 }
 
 // layeringCycle returns a cycle of g (its first module repeated at its end),
 // or nil when g is a DAG.
-func layeringCycle(g map[module][]module) []module {
+func layeringCycle(g map[core.Module][]core.Module) []core.Module {
 	const (
 		unseen = iota
 		onPath
 		done
 	)
-	state := map[module]int{}
-	var path []module
-	var visit func(m module) []module
-	visit = func(m module) []module {
+	state := map[core.Module]int{}
+	var path []core.Module
+	var visit func(m core.Module) []core.Module
+	visit = func(m core.Module) []core.Module {
 		switch state[m] {
 		case onPath:
 			i := slices.Index(path, m)
@@ -467,8 +476,8 @@ func layeringCycle(g map[module][]module) []module {
 	return nil
 }
 
-func sortedModules(g map[module][]module) []module {
-	ms := make([]module, 0, len(g))
+func sortedModules(g map[core.Module][]core.Module) []core.Module {
+	ms := make([]core.Module, 0, len(g))
 	for m := range g {
 		ms = append(ms, m)
 	}
@@ -484,19 +493,19 @@ func sortedModules(g map[module][]module) []module {
 func TestHooks(t *testing.T) {
 	got := map[string][]string{}
 	for _, p := range assembled.points() {
-		name, owner, hooks := p.describe()
+		name, owner, hooks := p.Describe()
 		if _, ok := got[name]; ok {
 			t.Errorf("two hook points named %q", name)
 		}
 		got[name] = []string{}
 		for i, h := range hooks {
-			if i > 0 && hooks[i-1].rank >= h.rank {
-				t.Errorf("%s: hook %s (rank %d) after %s (rank %d)", name, h.name, h.rank, hooks[i-1].name, hooks[i-1].rank)
+			if i > 0 && hooks[i-1].Rank >= h.Rank {
+				t.Errorf("%s: hook %s (rank %d) after %s (rank %d)", name, h.Name, h.Rank, hooks[i-1].Name, hooks[i-1].Rank)
 			}
-			if !slices.Contains(allowedCalls[h.module], owner) {
-				t.Errorf("%s: hook %s of module %s, which may not use %s (allowedCalls)", name, h.name, h.module, owner)
+			if !slices.Contains(allowedCalls[h.Module], owner) {
+				t.Errorf("%s: hook %s of module %s, which may not use %s (allowedCalls)", name, h.Name, h.Module, owner)
 			}
-			got[name] = append(got[name], fmt.Sprintf("%d %s: %s", h.rank, h.module, h.name))
+			got[name] = append(got[name], fmt.Sprintf("%d %s: %s", h.Rank, h.Module, h.Name))
 		}
 	}
 	want := map[string][]string{
@@ -511,12 +520,12 @@ func TestHooks(t *testing.T) {
 		"topic dropped":      {"10 keys: key stream entries", "20 keys: table leaves"},
 		"housekeeping":       {"10 groups: committed offsets' expiry", "20 producers: transactional ids' expiry"},
 	}
-	for _, name := range sortedKeys(want) {
+	for _, name := range core.SortedKeys(want) {
 		if !slices.Equal(got[name], want[name]) {
 			t.Errorf("hook point %s: hooks %q, want %q (a new hook needs a rank; moving one changes what is hashed)", name, got[name], want[name])
 		}
 	}
-	for _, name := range sortedKeys(got) {
+	for _, name := range core.SortedKeys(got) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("hook point %s is not pinned in TestHooks: %q", name, got[name])
 		}
@@ -528,33 +537,37 @@ func TestHooks(t *testing.T) {
 // apply; and Kind's name and decodeCommand come from the registry.
 func TestRegistry(t *testing.T) {
 	highest := 0
-	for k, s := range assembled.commands {
+	for k, s := range assembled.Commands {
 		if s == nil {
 			continue
 		}
 		highest = k
-		if s.kind != Kind(k) || s.decode == nil || s.apply == nil {
+		if s.Kind != core.Kind(k) || s.Decode == nil || s.Apply == nil {
 			t.Errorf("kind %d: %+v", k, s)
 		}
-		if _, ok := allowedCalls[s.module]; !ok {
-			t.Errorf("kind %d (%s) registered by an unknown module %q", k, s.name, s.module)
+		if _, ok := allowedCalls[s.Module]; !ok && s.Module != core.ModCore {
+			t.Errorf("kind %d (%s) registered by an unknown module %q", k, s.Name, s.Module)
 		}
-		c := s.decode(&reader{})
-		if got := fmt.Sprintf("%T", c); got != "fsm."+s.name {
-			t.Errorf("kind %d is named %s but decodes to %s", k, s.name, got)
+		c := s.Decode(&core.Reader{})
+		pkg := "fsm."
+		if s.Module == core.ModCore {
+			pkg = "core."
 		}
-		if KindName(Kind(k)) != s.name {
-			t.Errorf("kind %d: String %q, registered %q", k, KindName(Kind(k)), s.name)
+		if got := fmt.Sprintf("%T", c); got != pkg+s.Name {
+			t.Errorf("kind %d is named %s but decodes to %s", k, s.Name, got)
+		}
+		if KindName(core.Kind(k)) != s.Name {
+			t.Errorf("kind %d: String %q, registered %q", k, KindName(core.Kind(k)), s.Name)
 		}
 	}
 	for k := 1; k <= highest; k++ {
-		if assembled.commands[k] == nil {
+		if assembled.Commands[k] == nil {
 			t.Errorf("kind %d is not registered (kinds are never reused; a gap is a command whose module forgot to register it)", k)
 		}
 	}
-	var r reader
-	r.b = []byte{1}
-	if assembled.decodeCommand(Kind(highest+1), &r); r.e == nil {
+	var r core.Reader
+	r.B = []byte{1}
+	if assembled.DecodeCommand(core.Kind(highest+1), &r); r.E == nil {
 		t.Errorf("decoding unregistered kind %d: no error", highest+1)
 	}
 }
@@ -570,24 +583,24 @@ func TestRegistry(t *testing.T) {
 func TestSteps(t *testing.T) {
 	reg := assembled
 	var names []string
-	for i, s := range reg.steps {
-		if i > 0 && reg.steps[i-1].rank >= s.rank {
-			t.Errorf("step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.steps[i-1].name, reg.steps[i-1].rank)
+	for i, s := range reg.Steps {
+		if i > 0 && reg.Steps[i-1].Rank >= s.Rank {
+			t.Errorf("step %s (rank %d) after %s (rank %d)", s.Name, s.Rank, reg.Steps[i-1].Name, reg.Steps[i-1].Rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.empty == nil && s.load == nil && s.stage == nil && s.publish == nil && s.sync == nil && s.settle == nil && s.forget == nil && s.close == nil {
-			t.Errorf("step %s: module %q does nothing", s.name, s.module)
+		if _, ok := allowedCalls[s.Module]; !ok || s.Empty == nil && s.Load == nil && s.Stage == nil && s.Publish == nil && s.Sync == nil && s.Settle == nil && s.Forget == nil && s.Close == nil {
+			t.Errorf("step %s: module %q does nothing", s.Name, s.Module)
 		}
 		parts := ""
 		for _, p := range []struct {
 			name string
 			set  bool
-		}{{"empty", s.empty != nil}, {"load", s.load != nil}, {"stage", s.stage != nil}, {"sync", s.sync != nil}, {"publish", s.publish != nil},
-			{"settle", s.settle != nil}, {"forget", s.forget != nil}, {"close", s.close != nil}} {
+		}{{"empty", s.Empty != nil}, {"load", s.Load != nil}, {"stage", s.Stage != nil}, {"sync", s.Sync != nil}, {"publish", s.Publish != nil},
+			{"settle", s.Settle != nil}, {"forget", s.Forget != nil}, {"close", s.Close != nil}} {
 			if p.set {
 				parts += " " + p.name
 			}
 		}
-		names = append(names, fmt.Sprintf("%d %s:%s", s.rank, s.name, parts))
+		names = append(names, fmt.Sprintf("%d %s:%s", s.Rank, s.Name, parts))
 	}
 	want := []string{
 		"5 partitions and the topics view: publish",
@@ -617,14 +630,14 @@ func TestSteps(t *testing.T) {
 	// The block-end steps: their changes are hashed in this order, and
 	// each sees the state the ones before it left.
 	names = nil
-	for i, s := range reg.blockEndSteps {
-		if i > 0 && reg.blockEndSteps[i-1].rank >= s.rank {
-			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.blockEndSteps[i-1].name, reg.blockEndSteps[i-1].rank)
+	for i, s := range reg.BlockEndSteps {
+		if i > 0 && reg.BlockEndSteps[i-1].Rank >= s.Rank {
+			t.Errorf("block-end step %s (rank %d) after %s (rank %d)", s.Name, s.Rank, reg.BlockEndSteps[i-1].Name, reg.BlockEndSteps[i-1].Rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.run == nil {
-			t.Errorf("block-end step %s: module %q, run %v", s.name, s.module, s.run != nil)
+		if _, ok := allowedCalls[s.Module]; !ok || s.Module == core.ModCore || s.Run == nil {
+			t.Errorf("block-end step %s: module %q, run %v", s.Name, s.Module, s.Run != nil)
 		}
-		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+		names = append(names, fmt.Sprintf("%d %s: %s", s.Rank, s.Module, s.Name))
 	}
 	want = []string{
 		"5 trust: expired certificates",
@@ -639,14 +652,14 @@ func TestSteps(t *testing.T) {
 	// The modules' files in a snapshot, in the order they are captured
 	// and moved into place at a restore.
 	names = nil
-	for i, s := range reg.snapshotFileSteps {
-		if i > 0 && reg.snapshotFileSteps[i-1].rank >= s.rank {
-			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.snapshotFileSteps[i-1].name, reg.snapshotFileSteps[i-1].rank)
+	for i, s := range reg.SnapshotFileSteps {
+		if i > 0 && reg.SnapshotFileSteps[i-1].Rank >= s.Rank {
+			t.Errorf("snapshot files %s (rank %d) after %s (rank %d)", s.Name, s.Rank, reg.SnapshotFileSteps[i-1].Name, reg.SnapshotFileSteps[i-1].Rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.capture == nil || s.checkPath == nil {
-			t.Errorf("snapshot files %s: module %q, capture %v, checkPath %v", s.name, s.module, s.capture != nil, s.checkPath != nil)
+		if _, ok := allowedCalls[s.Module]; !ok || s.Module == core.ModCore || s.Capture == nil || s.CheckPath == nil {
+			t.Errorf("snapshot files %s: module %q, capture %v, checkPath %v", s.Name, s.Module, s.Capture != nil, s.CheckPath != nil)
 		}
-		names = append(names, fmt.Sprintf("%d %s: %s in %s/", s.rank, s.module, s.name, s.dir))
+		names = append(names, fmt.Sprintf("%d %s: %s in %s/", s.Rank, s.Module, s.Name, s.Dir))
 	}
 	want = []string{"10 topics: partition logs in logs/"}
 	if !slices.Equal(names, want) {
@@ -656,34 +669,34 @@ func TestSteps(t *testing.T) {
 	// The block-begin steps: an upgrade this binary cannot run refuses the
 	// block before anything runs; the signers are noted at the block's time.
 	names = nil
-	for i, s := range reg.blockBeginSteps {
-		if i > 0 && reg.blockBeginSteps[i-1].rank >= s.rank {
-			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.name, s.rank, reg.blockBeginSteps[i-1].name, reg.blockBeginSteps[i-1].rank)
+	for i, s := range reg.BlockBeginSteps {
+		if i > 0 && reg.BlockBeginSteps[i-1].Rank >= s.Rank {
+			t.Errorf("block-begin step %s (rank %d) after %s (rank %d)", s.Name, s.Rank, reg.BlockBeginSteps[i-1].Name, reg.BlockBeginSteps[i-1].Rank)
 		}
-		if _, ok := allowedCalls[s.module]; !ok || s.module == modCore || s.check == nil && s.run == nil {
-			t.Errorf("block-begin step %s: module %q, check %v, run %v", s.name, s.module, s.check != nil, s.run != nil)
+		if _, ok := allowedCalls[s.Module]; !ok || s.Module == core.ModCore || s.Check == nil && s.Run == nil {
+			t.Errorf("block-begin step %s: module %q, check %v, run %v", s.Name, s.Module, s.Check != nil, s.Run != nil)
 		}
-		names = append(names, fmt.Sprintf("%d %s: %s", s.rank, s.module, s.name))
+		names = append(names, fmt.Sprintf("%d %s: %s", s.Rank, s.Module, s.Name))
 	}
 	want = []string{"10 cluster: upgrades", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}
 	names = nil
-	for _, f := range reg.txFormats {
-		if f.is == nil || f.open == nil || f.halts == nil {
-			t.Errorf("transaction form %s is missing a function", f.name)
+	for _, f := range reg.TxFormats {
+		if f.Is == nil || f.Open == nil || f.Halts == nil {
+			t.Errorf("transaction form %s is missing a function", f.Name)
 		}
-		names = append(names, fmt.Sprintf("%s: %s", f.module, f.name))
+		names = append(names, fmt.Sprintf("%s: %s", f.Module, f.Name))
 	}
-	if want = []string{"trust: certified"}; !slices.Equal(names, want) || reg.digestDomainOf == nil {
-		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, reg.digestDomainOf != nil)
+	if want = []string{"trust: certified"}; !slices.Equal(names, want) || reg.DigestDomainOf == nil {
+		t.Errorf("transaction forms %q, want %q; digest domain registered %v", names, want, reg.DigestDomainOf != nil)
 	}
 
 	// The one field of m/state a module owns: its place in the record is
 	// the stored format's (persist.go).
-	if reg.stateMark == nil || reg.stateMark.module != modTopics || reg.stateMark.name != "last housekeeping" || reg.stateMark.value == nil || reg.stateMark.restore == nil {
-		t.Errorf("state mark %+v, want the topics' last housekeeping", reg.stateMark)
+	if reg.StateMark == nil || reg.StateMark.Module != modTopics || reg.StateMark.Name != "last housekeeping" || reg.StateMark.Value == nil || reg.StateMark.Restore == nil {
+		t.Errorf("state mark %+v, want the topics' last housekeeping", reg.StateMark)
 	}
 }
 
@@ -694,7 +707,7 @@ func TestInsertRanked(t *testing.T) {
 	key := func(s *blockEndStep) (int, string) { return s.rank, s.name }
 	var list []*blockEndStep
 	for _, r := range []int{30, 10, 20} {
-		list = insertRanked(list, &blockEndStep{rank: r, name: fmt.Sprint("step", r)}, "block-end steps", key)
+		list = core.InsertRanked(list, &blockEndStep{rank: r, name: fmt.Sprint("step", r)}, "block-end steps", key)
 	}
 	if got := []int{list[0].rank, list[1].rank, list[2].rank}; !slices.Equal(got, []int{10, 20, 30}) {
 		t.Fatalf("ranks %v, want [10 20 30]", got)
@@ -704,7 +717,7 @@ func TestInsertRanked(t *testing.T) {
 			t.Fatalf("a second entry of rank 20: recovered %v, want a panic naming both", r)
 		}
 	}()
-	insertRanked(list, &blockEndStep{rank: 20, name: "again"}, "block-end steps", key)
+	core.InsertRanked(list, &blockEndStep{rank: 20, name: "again"}, "block-end steps", key)
 }
 
 // TestRegistryOrder: buildRegistry's order of the modules' registration
@@ -713,7 +726,7 @@ func TestInsertRanked(t *testing.T) {
 // registry, ranks and names alike; and a module registered before the
 // topics, whose hook points it needs, is refused at once.
 func TestRegistryOrder(t *testing.T) {
-	reversed := &registry{Registry: &Registry{}}
+	reversed := &registry{Registry: core.NewRegistry()}
 	registerTopics(reversed)
 	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
 		register(reversed)
@@ -726,40 +739,40 @@ func TestRegistryOrder(t *testing.T) {
 			t.Errorf("the keys registered before the topics: recovered %v, want a panic", r)
 		}
 	}()
-	registerKeys(&registry{Registry: &Registry{}})
+	registerKeys(&registry{Registry: core.NewRegistry()})
 }
 
 // describeRegistry lists what r holds, in its order, without functions.
 func describeRegistry(r *registry) []string {
 	var out []string
-	for k, s := range r.commands {
+	for k, s := range r.Commands {
 		if s != nil {
-			out = append(out, fmt.Sprintf("command %d %s %s", k, s.module, s.name))
+			out = append(out, fmt.Sprintf("command %d %s %s", k, s.Module, s.Name))
 		}
 	}
-	for _, s := range r.steps {
-		out = append(out, fmt.Sprintf("step %d %s %s", s.rank, s.module, s.name))
+	for _, s := range r.Steps {
+		out = append(out, fmt.Sprintf("step %d %s %s", s.Rank, s.Module, s.Name))
 	}
-	for _, s := range r.blockBeginSteps {
-		out = append(out, fmt.Sprintf("block-begin %d %s %s", s.rank, s.module, s.name))
+	for _, s := range r.BlockBeginSteps {
+		out = append(out, fmt.Sprintf("block-begin %d %s %s", s.Rank, s.Module, s.Name))
 	}
-	for _, s := range r.blockEndSteps {
-		out = append(out, fmt.Sprintf("block-end %d %s %s", s.rank, s.module, s.name))
+	for _, s := range r.BlockEndSteps {
+		out = append(out, fmt.Sprintf("block-end %d %s %s", s.Rank, s.Module, s.Name))
 	}
-	for _, s := range r.txFormats {
-		out = append(out, fmt.Sprintf("tx format %s %s", s.module, s.name))
+	for _, s := range r.TxFormats {
+		out = append(out, fmt.Sprintf("tx format %s %s", s.Module, s.Name))
 	}
-	for _, s := range r.snapshotFileSteps {
-		out = append(out, fmt.Sprintf("snapshot files %d %s %s %s", s.rank, s.module, s.name, s.dir))
+	for _, s := range r.SnapshotFileSteps {
+		out = append(out, fmt.Sprintf("snapshot files %d %s %s %s", s.Rank, s.Module, s.Name, s.Dir))
 	}
-	if r.stateMark != nil {
-		out = append(out, fmt.Sprintf("state mark %s %s", r.stateMark.module, r.stateMark.name))
+	if r.StateMark != nil {
+		out = append(out, fmt.Sprintf("state mark %s %s", r.StateMark.Module, r.StateMark.Name))
 	}
-	out = append(out, fmt.Sprintf("digest domain %v", r.digestDomainOf != nil))
+	out = append(out, fmt.Sprintf("digest domain %v", r.DigestDomainOf != nil))
 	for _, p := range r.points() {
-		name, owner, hooks := p.describe()
+		name, owner, hooks := p.Describe()
 		for _, h := range hooks {
-			out = append(out, fmt.Sprintf("hook %s (%s) %d %s %s", name, owner, h.rank, h.module, h.name))
+			out = append(out, fmt.Sprintf("hook %s (%s) %d %s %s", name, owner, h.Rank, h.Module, h.Name))
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -125,35 +126,35 @@ func producerKey(topic string, partition int32, pid int64) []byte {
 func producerPrefix(topic string) []byte { return append(append([]byte("s/"), topic...), 0) }
 
 func encodeProducer(s *producerState) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.i16(s.Epoch)
-	w.i64(s.LastTimeMs)
-	w.i64(s.TxnFirst)
-	w.count(len(s.Entries))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.I16(s.Epoch)
+	w.I64(s.LastTimeMs)
+	w.I64(s.TxnFirst)
+	w.Count(len(s.Entries))
 	for _, e := range s.Entries {
-		w.i32(e.First)
-		w.i32(e.Next)
-		w.i64(e.Offset)
-		w.i64(e.Timestamp)
+		w.I32(e.First)
+		w.I32(e.Next)
+		w.I64(e.Offset)
+		w.I64(e.Timestamp)
 	}
-	return w.b
+	return w.B
 }
 
 func decodeProducer(v []byte) (*producerState, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: producer state format %d not supported", ver)
 	}
-	s := &producerState{Epoch: r.i16(), LastTimeMs: r.i64(), TxnFirst: r.i64()}
-	for i, n := 0, r.count(24); i < n; i++ {
-		s.Entries = append(s.Entries, seqEntry{First: r.i32(), Next: r.i32(), Offset: r.i64(), Timestamp: r.i64()})
+	s := &producerState{Epoch: r.I16(), LastTimeMs: r.I64(), TxnFirst: r.I64()}
+	for i, n := 0, r.Count(24); i < n; i++ {
+		s.Entries = append(s.Entries, seqEntry{First: r.I32(), Next: r.I32(), Offset: r.I64(), Timestamp: r.I64()})
 	}
-	return s, r.done()
+	return s, r.Done()
 }
 
 // persistProducers writes the producer states the block changed.
-func (f *FSM) persistProducers(b *stateBatch) {
+func (f *FSM) persistProducers(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for pid := range p.dirtyProducers {
 			if s := p.producers[pid]; s != nil {
@@ -167,7 +168,7 @@ func (f *FSM) persistProducers(b *stateBatch) {
 
 // loadProducers reads every partition's producer states.
 func (f *FSM) loadProducers() error {
-	return f.store.Scan([]byte("s/"), func(k, v []byte) error {
+	return f.Store.Scan([]byte("s/"), func(k, v []byte) error {
 		if len(k) < 2+1+4+8 {
 			return fmt.Errorf("stele/fsm: bad producer key %q", k)
 		}
@@ -190,18 +191,18 @@ func (f *FSM) loadProducers() error {
 
 // expireProducers forgets, in housekeeping, producers idle for
 // ProducerIDExpirationMs in a partition.
-func (f *FSM) expireProducers(p *Partition) (changes []change) {
+func (f *FSM) expireProducers(p *Partition) (changes []core.Change) {
 	pids := make([]int64, 0, len(p.producers))
 	for pid := range p.producers {
 		pids = append(pids, pid)
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		if s := p.producers[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.blockTime {
+		if s := p.producers[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.BlockTime {
 			delete(p.producers, pid)
 			p.dirtyProducers[pid] = true
 			f.dirtyParts[p] = true
-			changes = append(changes, change{kind: changeProducerExpired, name: p.Topic, a: int64(p.Index), b: pid})
+			changes = append(changes, core.Change{Kind: core.ChangeProducerExpired, Name: p.Topic, A: int64(p.Index), B: pid})
 		}
 	}
 	return changes
@@ -252,5 +253,5 @@ func (p *Partition) publishProducers() {
 func registerPartitionProducers(r *registry) {
 	r.registerStep(moduleStep{rank: 100, name: "partitions' producer states", module: modTopics,
 		load:  (*FSM).loadProducers,
-		stage: func(f *FSM, b *stateBatch) error { f.persistProducers(b); return nil }})
+		stage: func(f *FSM, b *core.StateBatch) error { f.persistProducers(b); return nil }})
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -34,7 +35,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	at := p.next
 	b := record.MarkerBatch(pid, epoch, commit, 0, f.logAppendTime())
 	record.SetBaseOffset(b, at)
-	if err := p.log.Append(b, f.blockTime); err != nil {
+	if err := p.log.Append(b, f.BlockTime); err != nil {
 		// As in produce: the log is cut back at the next start; until
 		// then this partition refuses writes past the failure.
 		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
@@ -42,8 +43,8 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	}
 	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
-		for _, h := range f.reg.markerWritten.hooks {
-			h.fn(f, t, p, pid, commit, st.TxnFirst, at)
+		for _, h := range f.reg.markerWritten.Hooks {
+			h.Fn(f, t, p, pid, commit, st.TxnFirst, at)
 		}
 	}
 	p.next++
@@ -56,7 +57,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 		st.Epoch, st.Entries = epoch, nil
 	}
 	st.TxnFirst = -1
-	st.LastTimeMs = f.blockTime
+	st.LastTimeMs = f.BlockTime
 	p.dirtyProducers[pid] = true
 	f.dirtyParts[p] = true
 }
@@ -111,7 +112,7 @@ func abortedPrefix(topic string) []byte { return append(append([]byte("a/"), top
 
 // persistAborted adds the aborted transactions the block added to or
 // dropped from each partition to the state batch.
-func (f *FSM) persistAborted(b *stateBatch) {
+func (f *FSM) persistAborted(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for _, a := range p.abortedAdded {
 			b.Set(abortedKey(p.Topic, p.Index, a), binary.BigEndian.AppendUint64(nil, uint64(a.FirstOffset)))
@@ -126,7 +127,7 @@ func (f *FSM) persistAborted(b *stateBatch) {
 // publishes every partition's producers and transaction state: its last
 // load, after the producer states (rank 100) and the transactions (110).
 func (f *FSM) loadAborted() error {
-	err := f.store.Scan([]byte("a/"), func(k, v []byte) error {
+	err := f.Store.Scan([]byte("a/"), func(k, v []byte) error {
 		topic, part, a, err := decodeAborted(k, v)
 		if err != nil {
 			return err
@@ -197,5 +198,5 @@ func registerPartitionTxns(r *registry) {
 	// this state moved to the topics module.
 	r.registerStep(moduleStep{rank: 115, name: "partitions' aborted transactions", module: modTopics,
 		load:  (*FSM).loadAborted,
-		stage: func(f *FSM, b *stateBatch) error { f.persistAborted(b); return nil }})
+		stage: func(f *FSM, b *core.StateBatch) error { f.persistAborted(b); return nil }})
 }

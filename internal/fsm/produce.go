@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -26,13 +27,13 @@ import (
 // header. The rewrite is of a copy and the same on every broker: a
 // certificate covers the bytes as sent, a signature no timestamp, and the
 // app hash the stored bytes (docs/kafka-api.md).
-func (f *FSM) produce(c Produce) Result {
-	t, r := f.lookup(c.Topic, TopicID{})
+func (f *FSM) produce(c Produce) core.Result {
+	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r
 	}
 	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
+		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
 	}
 	p := t.Partitions[c.Partition]
 	batches, err := record.Split(c.Records)
@@ -40,7 +41,7 @@ func (f *FSM) produce(c Produce) Result {
 		err = record.ErrTruncated
 	}
 	if err != nil {
-		return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
+		return core.Fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
 	}
 	cfg := t.Config
 	headers := make([]record.Header, len(batches))
@@ -85,7 +86,7 @@ func (f *FSM) produce(c Produce) Result {
 			}
 		})
 		if err != nil {
-			return fail(record.ErrorCode(err), err.Error())
+			return core.Fail(record.ErrorCode(err), err.Error())
 		}
 		if bad.total > 0 {
 			return bad.result(kerr.InvalidRecord.Code)
@@ -114,8 +115,8 @@ func (f *FSM) produce(c Produce) Result {
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
-			for _, hk := range f.reg.batchChecks.hooks {
-				if r := hk.fn(f, t, p, h); r.Code != 0 {
+			for _, hk := range f.reg.batchChecks.Hooks {
+				if r := hk.Fn(f, t, p, h); r.Code != 0 {
 					return r
 				}
 			}
@@ -128,7 +129,7 @@ func (f *FSM) produce(c Produce) Result {
 			}
 			code, isDup, first := checkSequence(st, h, next == 0)
 			if code != 0 {
-				return fail(code, fmt.Sprintf("producer %d epoch %d: batch with sequence %d in %s-%d: %s",
+				return core.Fail(code, fmt.Sprintf("producer %d epoch %d: batch with sequence %d in %s-%d: %s",
 					h.ProducerID, h.ProducerEpoch, h.BaseSequence, t.Name, p.Index, sequenceProblem(code, st)))
 			}
 			if isDup {
@@ -146,7 +147,7 @@ func (f *FSM) produce(c Produce) Result {
 			if cfg.LogAppendTime {
 				stored = f.logAppendTime()
 			}
-			st.record(h, next, stored, f.blockTime)
+			st.record(h, next, stored, f.BlockTime)
 			if h.Transactional() && st.TxnFirst < 0 {
 				st.TxnFirst = next
 			}
@@ -158,8 +159,8 @@ func (f *FSM) produce(c Produce) Result {
 	pr := &producing{t: t, p: p, batches: batches, headers: headers, bases: bases, keys: keys,
 		conditional: conditional, signed: signed, offsets: offsets, dup: dup}
 	var written []func() // what the produce checks do once the batches are written
-	for _, hk := range f.reg.produceChecks.hooks {
-		r, then := hk.fn(f, pr)
+	for _, hk := range f.reg.produceChecks.Hooks {
+		r, then := hk.Fn(f, pr)
 		if r.Code != 0 {
 			return r
 		}
@@ -181,14 +182,14 @@ func (f *FSM) produce(c Produce) Result {
 		case restamp[i]:
 			record.SetMaxTimestamp(b, h.MaxTimestamp)
 		}
-		if err := p.log.Append(b, f.blockTime); err != nil {
+		if err := p.log.Append(b, f.BlockTime); err != nil {
 			// Fail-stop: the log is cut back to the committed end at the
 			// next start and the block replayed.
-			return f.localFault("appending to %s-%d: %w", t.Name, p.Index, err)
+			return f.LocalFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
-		for _, hk := range f.reg.batchAppended.hooks {
-			if r := hk.fn(f, pr, i, b, p.next); r.Code != 0 {
+		for _, hk := range f.reg.batchAppended.Hooks {
+			if r := hk.Fn(f, pr, i, b, p.next); r.Code != 0 {
 				return r
 			}
 		}
@@ -204,7 +205,7 @@ func (f *FSM) produce(c Produce) Result {
 		}
 	}
 	f.dirtyParts[p] = true
-	res := Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
+	res := core.Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
 	switch {
 	case dup[0]:
 		// A retry is answered with the timestamp its producer state keeps
@@ -239,13 +240,13 @@ func sequenceProblem(code int16, st *producerState) string {
 // unless it is -1, no LogAppendTime type set by the producer),
 // every failing record listed in the result (base is the index of the
 // batch's first record in the record set).
-func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) Result {
+func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) core.Result {
 	cfg := t.Config
 	if len(b) > int(cfg.MaxMessageBytes) {
-		return fail(kerr.MessageTooLarge.Code, fmt.Sprintf("record batch of %d bytes exceeds max.message.bytes %d", len(b), cfg.MaxMessageBytes))
+		return core.Fail(kerr.MessageTooLarge.Code, fmt.Sprintf("record batch of %d bytes exceeds max.message.bytes %d", len(b), cfg.MaxMessageBytes))
 	}
 	if h.Control() {
-		return fail(kerr.InvalidRecord.Code, "clients may not write control batches")
+		return core.Fail(kerr.InvalidRecord.Code, "clients may not write control batches")
 	}
 	checkTime := !cfg.LogAppendTime && cfg.TimestampDifferenceMaxMs < maxLong
 	// A producer may not set the LogAppendTime type: Kafka refuses every
@@ -254,11 +255,11 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 	// read its max timestamp) (LogValidator.validateTimestamp).
 	producerLAT := h.LogAppendTime() && (cfg.LogAppendTime || h.MaxTimestamp == -1)
 	if !cfg.Compact && !checkTime && !producerLAT {
-		return Result{}
+		return core.Result{}
 	}
 	_, recs, err := record.Records(b)
 	if err != nil {
-		return fail(kerr.CorruptMessage.Code, err.Error())
+		return core.Fail(kerr.CorruptMessage.Code, err.Error())
 	}
 	var bad recordErrors
 	timestamps := false // some record's timestamp is refused: INVALID_TIMESTAMP
@@ -269,16 +270,16 @@ func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base
 		case producerLAT:
 			timestamps = true
 			bad.add(base+int32(i), "Invalid timestamp type in message: the producer should not set timestamp type to LogAppendTime.")
-		case checkTime && rec.Timestamp != -1 && outOfRange(rec.Timestamp, f.blockTime, cfg.TimestampDifferenceMaxMs):
+		case checkTime && rec.Timestamp != -1 && outOfRange(rec.Timestamp, f.BlockTime, cfg.TimestampDifferenceMaxMs):
 			// -1 is no timestamp: Kafka checks only the others.
 			timestamps = true
 			bad.add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
-				rec.Timestamp, base+int32(i), f.blockTime-cfg.TimestampDifferenceMaxMs, f.blockTime+cfg.TimestampDifferenceMaxMs))
+				rec.Timestamp, base+int32(i), f.BlockTime-cfg.TimestampDifferenceMaxMs, f.BlockTime+cfg.TimestampDifferenceMaxMs))
 		}
 	}
 	switch {
 	case bad.total == 0:
-		return Result{}
+		return core.Result{}
 	case timestamps:
 		return bad.result(kerr.InvalidTimestamp.Code)
 	}
@@ -298,20 +299,20 @@ func outOfRange(ts, now, maxDiff int64) bool {
 // LogValidator does before refusing it whole (KIP-467): the first
 // MaxRecordErrors of them, and how many there are.
 type recordErrors struct {
-	list  []RecordError
+	list  []core.RecordError
 	total int
 }
 
 func (e *recordErrors) add(index int32, msg string) {
 	e.total++
-	if len(e.list) < MaxRecordErrors {
-		e.list = append(e.list, RecordError{Index: index, Message: msg})
+	if len(e.list) < core.MaxRecordErrors {
+		e.list = append(e.list, core.RecordError{Index: index, Message: msg})
 	}
 }
 
 // result is the refusal of the batch with code, listing the records; its
 // message, like Kafka's, counts them and shows the first three.
-func (e *recordErrors) result(code int16) Result {
+func (e *recordErrors) result(code int16) core.Result {
 	var b strings.Builder
 	if code == kerr.InvalidTimestamp.Code {
 		b.WriteString("One or more records have been rejected due to invalid timestamp")
@@ -325,18 +326,18 @@ func (e *recordErrors) result(code int16) Result {
 		}
 		fmt.Fprintf(&b, "record %d: %s", r.Index, r.Message)
 	}
-	res := fail(code, b.String())
+	res := core.Fail(code, b.String())
 	res.RecordErrors = e.list
 	return res
 }
 
-func (f *FSM) deleteRecords(c DeleteRecords) Result {
-	t, r := f.lookup(c.Topic, TopicID{})
+func (f *FSM) deleteRecords(c DeleteRecords) core.Result {
+	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r
 	}
 	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
+		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
 	}
 	p := t.Partitions[c.Partition]
 	off := c.Offset
@@ -344,12 +345,12 @@ func (f *FSM) deleteRecords(c DeleteRecords) Result {
 		off = p.next
 	}
 	if off > p.next {
-		return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d: the high watermark is %d", off, p.next))
+		return core.Fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d: the high watermark is %d", off, p.next))
 	}
 	if off > p.start {
 		p.start = off
 		f.dirtyParts[p] = true
 		f.trimmed(t, p)
 	}
-	return Result{LowWatermark: p.start}
+	return core.Result{LowWatermark: p.start}
 }

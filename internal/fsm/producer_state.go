@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The producers module's state as Open reads it back: the next producer id
@@ -33,7 +35,7 @@ type producersState struct {
 // loadProducerID reads the next producer id; absent, it is 0.
 func loadProducerID(f *FSM) error {
 	f.nextProducerID = 0
-	if v, ok, err := f.store.Get(keyProducerID); err != nil {
+	if v, ok, err := f.Store.Get(core.KeyProducerID); err != nil {
 		return err
 	} else if ok {
 		if f.nextProducerID, err = decodeProducerID(v); err != nil {
@@ -47,7 +49,7 @@ func loadProducerID(f *FSM) error {
 // decodeProducerID reads m/producer-id: a u64.
 func decodeProducerID(v []byte) (int64, error) {
 	if len(v) != 8 {
-		return 0, fmt.Errorf("stele/fsm: bad %s value %x", keyProducerID, v)
+		return 0, fmt.Errorf("stele/fsm: bad %s value %x", core.KeyProducerID, v)
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
 }

@@ -1,13 +1,14 @@
 package fsm
 
 import "encoding/binary"
+import "github.com/stele-io/stele/internal/fsm/core"
 
 // Idempotent producers (KIP-98): InitProducerId hands out producer ids;
 // the sequences each partition remembers per producer are its log's
 // (partition_producers.go), and transactional ids are txns.go's.
 
 // KindInitProducerID allocates a producer id.
-const KindInitProducerID Kind = 16
+const KindInitProducerID core.Kind = 16
 
 // InitProducerID asks for a producer id: a new one for an idempotent
 // producer, or, with a transactional id, that id's producer at its next
@@ -17,7 +18,7 @@ type InitProducerID struct {
 	TimeoutMs       int32 // transaction.timeout.ms, with a transactional id
 }
 
-func (InitProducerID) Kind() Kind { return KindInitProducerID }
+func (InitProducerID) Kind() core.Kind { return KindInitProducerID }
 
 // registerProducers is the producers module's registration function
 // (buildRegistry, registry.go): its files' registrations.
@@ -32,25 +33,27 @@ func registerProducers(r *registry) {
 // calls it).
 func registerInitProducerID(r *registry) {
 	register(r, KindInitProducerID, "InitProducerID", modProducers,
-		func(r *reader) InitProducerID { return InitProducerID{TransactionalID: r.str(), TimeoutMs: r.i32()} },
+		func(r *core.Reader) InitProducerID {
+			return InitProducerID{TransactionalID: r.Str(), TimeoutMs: r.I32()}
+		},
 		checkTxnCommand,
-		func(f *FSM, c InitProducerID, _ cmdAt) Result { return f.initProducerID(c) })
+		func(f *FSM, c InitProducerID, _ core.CmdAt) core.Result { return f.initProducerID(c) })
 }
 
-func (c InitProducerID) encode(w *writer) {
-	w.str(c.TransactionalID)
-	w.i32(c.TimeoutMs)
+func (c InitProducerID) Encode(w *core.Writer) {
+	w.Str(c.TransactionalID)
+	w.I32(c.TimeoutMs)
 }
 
 // initProducerID hands out the next producer id.
-func (f *FSM) initProducerID(c InitProducerID) Result {
+func (f *FSM) initProducerID(c InitProducerID) core.Result {
 	if c.TransactionalID != "" {
 		return f.initTxnProducer(c)
 	}
 	id := f.nextProducerID
 	f.nextProducerID++
-	f.metaChanged = true
-	return Result{ProducerID: id}
+	f.MetaChanged = true
+	return core.Result{ProducerID: id}
 }
 
 // registerNextProducerID registers the next producer id's step
@@ -58,9 +61,9 @@ func (f *FSM) initProducerID(c InitProducerID) Result {
 func registerNextProducerID(r *registry) {
 	r.registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
 		load: loadProducerID,
-		stage: func(f *FSM, b *stateBatch) error {
+		stage: func(f *FSM, b *core.StateBatch) error {
 			if f.nextProducerID != f.stagedProducerID {
-				b.Set(keyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
+				b.Set(core.KeyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
 				f.stagedProducerID = f.nextProducerID
 			}
 			return nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -47,9 +48,9 @@ func TestIdempotentProduce(t *testing.T) {
 	}
 	wantCode(t, "transactional id without a timeout", r[2], kerr.InvalidTransactionTimeout.Code)
 
-	produce := func(b []byte) Result { return d.block(10, Produce{Topic: "t", Partition: 0, Records: b})[0] }
+	produce := func(b []byte) core.Result { return d.block(10, Produce{Topic: "t", Partition: 0, Records: b})[0] }
 	hwm := func() int64 { return d.f.View().Partition("t", 0).HighWatermark() }
-	wantOffset := func(what string, r Result, off, high int64) {
+	wantOffset := func(what string, r core.Result, off, high int64) {
 		t.Helper()
 		if r.Code != 0 || r.BaseOffset != off || hwm() != high {
 			t.Fatalf("%s: code %d (%s) offset %d high watermark %d, want offset %d high watermark %d",
@@ -109,14 +110,14 @@ func TestRetryLogAppendTime(t *testing.T) {
 	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
 		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
 	pid := d.block(10, InitProducerID{})[0].ProducerID
-	produce := func(seq int32) Result {
+	produce := func(seq int32) core.Result {
 		return d.block(10, Produce{Topic: "t", Partition: 0, Records: idBatch(t, pid, 0, seq, 2)})[0]
 	}
 	first := produce(0)
 	if first.Code != 0 || first.LogAppendTime != d.now {
 		t.Fatalf("first batch: code %d log_append_time %d, want the block time %d", first.Code, first.LogAppendTime, d.now)
 	}
-	check := func(what string, r Result) {
+	check := func(what string, r core.Result) {
 		t.Helper()
 		if r.Code != 0 || r.BaseOffset != first.BaseOffset || r.LogAppendTime != first.LogAppendTime {
 			t.Fatalf("%s at block time %d: code %d offset %d log_append_time %d; the batch was stored at offset %d with %d",
@@ -157,7 +158,7 @@ func TestRetryCreateTime(t *testing.T) {
 		}
 		return b
 	}
-	produce := func(seq int32) Result {
+	produce := func(seq int32) core.Result {
 		return d.block(10, Produce{Topic: "t", Partition: 0, Records: batch(seq)})[0]
 	}
 	if r := produce(0); r.Code != 0 || r.BaseOffset != 0 || r.LogAppendTime != -1 || r.LogStartOffset != 0 {
@@ -170,7 +171,7 @@ func TestRetryCreateTime(t *testing.T) {
 		t.Fatalf("DeleteRecords: %+v", r)
 	}
 	want := t0 - 100 + 7 // the batch's max timestamp
-	check := func(what string, r Result) {
+	check := func(what string, r core.Result) {
 		t.Helper()
 		if r.Code != 0 || r.BaseOffset != 0 || r.LogAppendTime != want || r.LogStartOffset != 1 {
 			t.Fatalf("%s: code %d offset %d log_append_time %d log start %d; want offset 0, log_append_time %d (the stored max timestamp), log start 1",

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -32,24 +33,24 @@ type proofRecorder struct {
 	now     int64
 	nonce   int
 	hashes  map[int64][]byte
-	batches map[string][]appended // by partKey, in offset order
-	ends    map[string]int64      // log end offsets recorded so far, by partKey
-	ids     map[string][]TopicID  // the ids a topic name had, in order
+	batches map[string][]appended     // by partKey, in offset order
+	ends    map[string]int64          // log end offsets recorded so far, by partKey
+	ids     map[string][]core.TopicID // the ids a topic name had, in order
 }
 
 func newProofRecorder(t *testing.T, f *FSM) *proofRecorder {
-	return &proofRecorder{t: t, f: f, now: t0, hashes: map[int64][]byte{}, batches: map[string][]appended{}, ends: map[string]int64{}, ids: map[string][]TopicID{}}
+	return &proofRecorder{t: t, f: f, now: t0, hashes: map[int64][]byte{}, batches: map[string][]appended{}, ends: map[string]int64{}, ids: map[string][]core.TopicID{}}
 }
 
-func partKey(id TopicID, partition int32) string { return fmt.Sprintf("%x/%d", id[:], partition) }
+func partKey(id core.TopicID, partition int32) string { return fmt.Sprintf("%x/%d", id[:], partition) }
 
 // apply applies one block of raw transactions at block time timeMs and
 // commits it.
-func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) BlockOutcome {
+func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) core.BlockOutcome {
 	r.t.Helper()
 	height, _ := r.f.Info()
 	height++
-	out, err := r.f.ApplyBlock(Block{Height: height, TimeMs: timeMs, Txs: txs})
+	out, err := r.f.ApplyBlock(core.Block{Height: height, TimeMs: timeMs, Txs: txs})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) BlockOutcome {
 
 // block applies a block dt after the last one, each command in its own
 // transaction, and returns the commands' results.
-func (r *proofRecorder) block(dt int64, cmds ...Command) []Result {
+func (r *proofRecorder) block(dt int64, cmds ...core.Command) []core.Result {
 	r.t.Helper()
 	var txs [][]byte
 	for _, c := range cmds {
@@ -99,7 +100,7 @@ func (r *proofRecorder) block(dt int64, cmds ...Command) []Result {
 		txs = append(txs, tx(r.nonce, c))
 	}
 	out := r.apply(r.now+dt, txs...)
-	var rs []Result
+	var rs []core.Result
 	for _, o := range out.Txs {
 		rs = append(rs, o.Results...)
 	}
@@ -144,7 +145,7 @@ func (r *proofRecorder) checkAll(f *FSM, when string) (map[string]*BatchProof, p
 				if !bytes.Equal(cur[0], orig.batch) {
 					// Compaction rewrote the batch holding off, or removed
 					// it whole (the read then starts at a later batch).
-					if !errors.Is(err, ErrNoProof) || bp != nil {
+					if !errors.Is(err, core.ErrNoProof) || bp != nil {
 						h, _ := record.ParseHeader(cur[0])
 						got := fmt.Sprint(err)
 						if bp != nil {
@@ -201,7 +202,7 @@ func (r *proofRecorder) checkAll(f *FSM, when string) (map[string]*BatchProof, p
 }
 
 // batchProofKeys returns the b/ entries of f's store for the topic id.
-func batchProofKeys(t *testing.T, f *FSM, id TopicID) int {
+func batchProofKeys(t *testing.T, f *FSM, id core.TopicID) int {
 	t.Helper()
 	n := 0
 	for k := range storeContents(t, f) {
@@ -339,7 +340,7 @@ func TestProveTransactionMarkers(t *testing.T) {
 	r.block(0, CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
 	pid := r.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	add := func(parts ...int32) {
-		var cmds []Command
+		var cmds []core.Command
 		for _, p := range parts {
 			cmds = append(cmds, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: p})
 		}
@@ -433,7 +434,7 @@ func TestProveBatchAfterCompaction(t *testing.T) {
 	if bp, err := r.f.ProveBatch("kv", 0, 1); err != nil || bp.BaseOffset != 1 {
 		t.Fatalf("b's batch, kept as it was: %+v, %v", bp, err)
 	}
-	wantProveErr(t, r.f, "kv", 0, 0, ErrNoProof)
+	wantProveErr(t, r.f, "kv", 0, 0, core.ErrNoProof)
 	_, counts := r.checkAll(r.f, "after compaction")
 	if counts.proved["kv"] < 2 || counts.rewritten["kv"] == 0 {
 		t.Fatalf("proved %d offsets, refused %d; want some of each", counts.proved["kv"], counts.rewritten["kv"])

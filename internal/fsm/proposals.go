@@ -33,11 +33,13 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // KindAppendTime opens a proposal with its proposer's clock (app version
 // 2 on).
-const KindAppendTime Kind = 25
+const KindAppendTime core.Kind = 25
 
 // MaxAppendTimeAheadMs is how far a proposal's AppendTime may be ahead of
 // the clock of the validator judging it.
@@ -57,38 +59,38 @@ type AppendTime struct {
 	TimeMs int64
 }
 
-func (AppendTime) Kind() Kind { return KindAppendTime }
+func (AppendTime) Kind() core.Kind { return KindAppendTime }
 
-func (c AppendTime) encode(w *writer) { w.i64(c.TimeMs) }
+func (c AppendTime) Encode(w *core.Writer) { w.I64(c.TimeMs) }
 
-func decodeAppendTime(r *reader) AppendTime { return AppendTime{TimeMs: r.i64()} }
+func decodeAppendTime(r *core.Reader) AppendTime { return AppendTime{TimeMs: r.I64()} }
 
 // registerProposals registers AppendTime (registerCluster calls it).
 func registerProposals(r *registry) {
 	s := register(r, KindAppendTime, "AppendTime", modCluster, decodeAppendTime,
-		func(c Command) Result {
+		func(c core.Command) core.Result {
 			if c.(AppendTime).TimeMs < 0 {
-				return fail(kerr.InvalidRequest.Code, "an append time before 1970")
+				return core.Fail(kerr.InvalidRequest.Code, "an append time before 1970")
 			}
-			return Result{}
+			return core.Result{}
 		},
-		func(f *FSM, c AppendTime, at cmdAt) Result { return f.applyAppendTime(c, at) })
-	s.admit = func(Command) error {
+		func(f *FSM, c AppendTime, at core.CmdAt) core.Result { return f.applyAppendTime(c, at) })
+	s.Admit = func(core.Command) error {
 		return errors.New("an append time is the proposer's own transaction, never submitted")
 	}
 }
 
 // applyAppendTime raises the log append clock, for the block's opening
 // command under a version that has one.
-func (f *FSM) applyAppendTime(c AppendTime, at cmdAt) Result {
+func (f *FSM) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
 	if f.appVersion < appendTimeVersion {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.appVersion))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.appVersion))
 	}
-	if at != (cmdAt{}) {
-		return fail(kerr.InvalidRequest.Code, "an append time opens a block; this one does not")
+	if at != (core.CmdAt{}) {
+		return core.Fail(kerr.InvalidRequest.Code, "an append time opens a block; this one does not")
 	}
 	f.raiseLogAppendClock(c.TimeMs)
-	return Result{}
+	return core.Result{}
 }
 
 // chainCertsVersion is the app version from which the trust module takes
@@ -117,10 +119,10 @@ func (f *FSM) ProposalOpening(height, nowMs int64) [][]byte {
 	if f.versionAt(height) < appendTimeVersion {
 		return nil
 	}
-	var n Nonce
+	var n core.Nonce
 	binary.BigEndian.PutUint64(n[:8], uint64(height))
 	copy(n[8:], "opening")
-	return [][]byte{EncodeTx(Tx{Nonce: n, Commands: []Command{AppendTime{TimeMs: max(nowMs, 0)}}})}
+	return [][]byte{EncodeTx(core.Tx{Nonce: n, Commands: []core.Command{AppendTime{TimeMs: max(nowMs, 0)}}})}
 }
 
 // CheckProposal checks what a proposal of block height must hold beyond
@@ -158,11 +160,11 @@ func (f *FSM) CheckProposal(height, nowMs int64, txs [][]byte) error {
 func (g *registry) appendTimeOf(raw []byte) (AppendTime, bool) {
 	// magic, version, nonce, count 1, then the kind: a cheap test before
 	// decoding, as every transaction of a proposal is asked.
-	const kindAt = len(txMagic) + 1 + len(Nonce{}) + 1
-	if len(raw) <= kindAt || raw[kindAt-1] != 1 || Kind(raw[kindAt]) != KindAppendTime {
+	const kindAt = len(core.TxMagic) + 1 + len(core.Nonce{}) + 1
+	if len(raw) <= kindAt || raw[kindAt-1] != 1 || core.Kind(raw[kindAt]) != KindAppendTime {
 		return AppendTime{}, false
 	}
-	tx, err := g.decodeTx(raw)
+	tx, err := g.DecodeTx(raw)
 	if err != nil || len(tx.Commands) != 1 {
 		return AppendTime{}, false
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -18,7 +19,7 @@ type latChain struct {
 	dir    string
 	f      *FSM
 	nonce  int
-	blocks []Block
+	blocks []core.Block
 }
 
 func newLATChain(t *testing.T, genesis uint32) *latChain {
@@ -42,7 +43,7 @@ func (c *latChain) open(genesis uint32) {
 // block applies and commits a block of block time timeMs, proposed when
 // the proposer's clock read nowMs, and returns the commands' results
 // (the opening's left out).
-func (c *latChain) block(timeMs, nowMs int64, cmds ...Command) []Result {
+func (c *latChain) block(timeMs, nowMs int64, cmds ...core.Command) []core.Result {
 	c.t.Helper()
 	h, _ := c.f.Info()
 	var txs [][]byte
@@ -56,7 +57,7 @@ func (c *latChain) block(timeMs, nowMs int64, cmds ...Command) []Result {
 	if err := c.f.CheckProposal(h+1, nowMs, txs); err != nil {
 		c.t.Fatalf("the proposal of height %d is refused by its own proposer: %v", h+1, err)
 	}
-	b := Block{Height: h + 1, TimeMs: timeMs, Txs: txs}
+	b := core.Block{Height: h + 1, TimeMs: timeMs, Txs: txs}
 	out, err := c.f.ApplyBlock(b)
 	if err != nil {
 		c.t.Fatal(err)
@@ -65,7 +66,7 @@ func (c *latChain) block(timeMs, nowMs int64, cmds ...Command) []Result {
 		c.t.Fatal(err)
 	}
 	c.blocks = append(c.blocks, b)
-	var rs []Result
+	var rs []core.Result
 	for _, o := range out.Txs[len(txs)-len(cmds):] {
 		if o.Code != 0 {
 			c.t.Fatalf("height %d: transaction refused: %s", h+1, o.Log)
@@ -75,7 +76,7 @@ func (c *latChain) block(timeMs, nowMs int64, cmds ...Command) []Result {
 	return rs
 }
 
-func (c *latChain) produce(timeMs, nowMs int64) Result {
+func (c *latChain) produce(timeMs, nowMs int64) core.Result {
 	c.t.Helper()
 	r := c.block(timeMs, nowMs, Produce{Topic: "lat", Partition: 0, Records: batch(c.t, 1, record.CodecNone, "k", 2)})[0]
 	if r.Code != 0 {
@@ -85,7 +86,7 @@ func (c *latChain) produce(timeMs, nowMs int64) Result {
 }
 
 // found requires that a lookup by ts finds the batch r stored.
-func (c *latChain) found(r Result, ts int64) {
+func (c *latChain) found(r core.Result, ts int64) {
 	c.t.Helper()
 	off, got, ok, err := c.f.View().Partition("lat", 0).OffsetForTimestamp(ts)
 	if err != nil || !ok || off != r.BaseOffset || got != r.LogAppendTime {
@@ -172,7 +173,7 @@ func TestLogAppendTimeVersion1(t *testing.T) {
 	if r := c.produce(t0+1000, t0+1400); r.LogAppendTime != t0+1000 {
 		t.Fatalf("version 1 stamped %d, want the block time %d", r.LogAppendTime, t0+1000)
 	}
-	if _, ok, err := c.f.store.Get(keyAppendClock); err != nil || ok {
+	if _, ok, err := c.f.Store.Get(keyAppendClock); err != nil || ok {
 		t.Fatalf("version 1 wrote the append clock's leaf (%v, %v)", ok, err)
 	}
 }
@@ -253,7 +254,7 @@ func TestAppendTimeFromTheUpgradeHeight(t *testing.T) {
 	if err := c.f.CheckProposal(h, now, txs); err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.f.ApplyBlock(Block{Height: h, TimeMs: t0, Txs: txs})
+	out, err := c.f.ApplyBlock(core.Block{Height: h, TimeMs: t0, Txs: txs})
 	if err != nil {
 		t.Fatal(err)
 	}

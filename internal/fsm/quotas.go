@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The security module's client quotas (issue 17, docs/security.md):
@@ -28,7 +30,7 @@ import (
 //	q/<entity>   the entity's quotas, by key
 
 // KindAlterClientQuotas sets and removes one entity's quotas.
-const KindAlterClientQuotas Kind = 29
+const KindAlterClientQuotas core.Kind = 29
 
 // Kafka's quota keys.
 const (
@@ -70,49 +72,49 @@ type AlterClientQuotas struct {
 	Ops    []QuotaOp
 }
 
-func (AlterClientQuotas) Kind() Kind { return KindAlterClientQuotas }
+func (AlterClientQuotas) Kind() core.Kind { return KindAlterClientQuotas }
 
-func (n QuotaName) encode(w *writer) {
+func (n QuotaName) Encode(w *core.Writer) {
 	switch {
 	case !n.Set:
-		w.u8(0)
+		w.U8(0)
 	case n.Default:
-		w.u8(1)
+		w.U8(1)
 	default:
-		w.u8(2)
-		w.str(n.Name)
+		w.U8(2)
+		w.Str(n.Name)
 	}
 }
 
-func decodeQuotaName(r *reader) QuotaName {
-	switch t := r.u8(); t {
+func decodeQuotaName(r *core.Reader) QuotaName {
+	switch t := r.U8(); t {
 	case 0:
 		return QuotaName{}
 	case 1:
 		return QuotaName{Set: true, Default: true}
 	case 2:
-		return QuotaName{Set: true, Name: r.str()}
+		return QuotaName{Set: true, Name: r.Str()}
 	default:
-		r.fail("quota entity side %d", t)
+		r.Fail("quota entity side %d", t)
 		return QuotaName{}
 	}
 }
 
-func (c AlterClientQuotas) encode(w *writer) {
-	c.Entity.User.encode(w)
-	c.Entity.ClientID.encode(w)
-	w.count(len(c.Ops))
+func (c AlterClientQuotas) Encode(w *core.Writer) {
+	c.Entity.User.Encode(w)
+	c.Entity.ClientID.Encode(w)
+	w.Count(len(c.Ops))
 	for _, op := range c.Ops {
-		w.str(op.Key)
-		w.i64(int64(math.Float64bits(op.Value)))
-		w.bool(op.Remove)
+		w.Str(op.Key)
+		w.I64(int64(math.Float64bits(op.Value)))
+		w.Bool(op.Remove)
 	}
 }
 
-func decodeAlterClientQuotas(r *reader) AlterClientQuotas {
+func decodeAlterClientQuotas(r *core.Reader) AlterClientQuotas {
 	c := AlterClientQuotas{Entity: QuotaEntity{User: decodeQuotaName(r), ClientID: decodeQuotaName(r)}}
-	for i, n := 0, r.count(10); i < n && r.e == nil; i++ {
-		c.Ops = append(c.Ops, QuotaOp{Key: r.str(), Value: math.Float64frombits(uint64(r.i64())), Remove: r.u8() == 1})
+	for i, n := 0, r.Count(10); i < n && r.E == nil; i++ {
+		c.Ops = append(c.Ops, QuotaOp{Key: r.Str(), Value: math.Float64frombits(uint64(r.I64())), Remove: r.U8() == 1})
 	}
 	return c
 }
@@ -121,8 +123,8 @@ func decodeAlterClientQuotas(r *reader) AlterClientQuotas {
 // (registerSecurity calls it).
 func registerQuotas(r *registry) {
 	register(r, KindAlterClientQuotas, "AlterClientQuotas", modSecurity, decodeAlterClientQuotas,
-		func(c Command) Result { return checkQuotas(c.(AlterClientQuotas)) },
-		func(f *FSM, c AlterClientQuotas, _ cmdAt) Result { return f.alterClientQuotas(c) })
+		func(c core.Command) core.Result { return checkQuotas(c.(AlterClientQuotas)) },
+		func(f *FSM, c AlterClientQuotas, _ core.CmdAt) core.Result { return f.alterClientQuotas(c) })
 	r.registerStep(moduleStep{rank: 130, name: "client quotas", module: modSecurity,
 		empty: emptyQuotas, load: loadQuotas, stage: stageQuotas, publish: publishQuotas})
 }
@@ -157,26 +159,26 @@ func CheckQuotaValue(key string, v float64) error {
 	return nil
 }
 
-func checkQuotas(c AlterClientQuotas) Result {
+func checkQuotas(c AlterClientQuotas) core.Result {
 	if err := CheckQuotaEntity(c.Entity); err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	seen := map[string]bool{}
 	for _, op := range c.Ops {
 		if seen[op.Key] {
-			return fail(kerr.InvalidRequest.Code, "Duplicate quota key "+op.Key)
+			return core.Fail(kerr.InvalidRequest.Code, "Duplicate quota key "+op.Key)
 		}
 		seen[op.Key] = true
 		if !slices.Contains(QuotaKeys(), op.Key) {
-			return fail(kerr.InvalidRequest.Code, "Unknown quota key "+op.Key)
+			return core.Fail(kerr.InvalidRequest.Code, "Unknown quota key "+op.Key)
 		}
 		if !op.Remove {
 			if err := CheckQuotaValue(op.Key, op.Value); err != nil {
-				return fail(kerr.InvalidRequest.Code, err.Error())
+				return core.Fail(kerr.InvalidRequest.Code, err.Error())
 			}
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // quotasState is the security module's state of the client quotas.
@@ -187,9 +189,9 @@ type quotasState struct {
 	quotasView  atomic.Pointer[Quotas]
 }
 
-func (f *FSM) alterClientQuotas(c AlterClientQuotas) Result {
+func (f *FSM) alterClientQuotas(c AlterClientQuotas) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	next := map[string]float64{}
 	for k, v := range f.quotas[c.Entity] {
@@ -208,65 +210,65 @@ func (f *FSM) alterClientQuotas(c AlterClientQuotas) Result {
 		f.quotas[c.Entity] = next
 	}
 	f.quotasDirty[c.Entity], f.quotasNew = true, true
-	return Result{}
+	return core.Result{}
 }
 
 func quotaKey(e QuotaEntity) []byte {
-	w := &writer{b: []byte("q/")}
-	e.User.encode(w)
-	e.ClientID.encode(w)
-	return w.b
+	w := &core.Writer{B: []byte("q/")}
+	e.User.Encode(w)
+	e.ClientID.Encode(w)
+	return w.B
 }
 
 const quotasPrefix = "q/"
 
 func encodeQuotaValues(m map[string]float64) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	keys := sortedKeys(m)
-	w.count(len(keys))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	keys := core.SortedKeys(m)
+	w.Count(len(keys))
 	for _, k := range keys {
-		w.str(k)
-		w.i64(int64(math.Float64bits(m[k])))
+		w.Str(k)
+		w.I64(int64(math.Float64bits(m[k])))
 	}
-	return w.b
+	return w.B
 }
 
 // decodeQuotas reads one entity's key and value: a valid entity, at least
 // one quota, each a valid value, in order and once.
 func decodeQuotas(k, v []byte) (QuotaEntity, map[string]float64, error) {
-	kr := &reader{b: bytes.TrimPrefix(k, []byte(quotasPrefix))}
+	kr := &core.Reader{B: bytes.TrimPrefix(k, []byte(quotasPrefix))}
 	e := QuotaEntity{User: decodeQuotaName(kr), ClientID: decodeQuotaName(kr)}
-	if err := kr.done(); err != nil {
+	if err := kr.Done(); err != nil {
 		return e, nil, fmt.Errorf("stele/fsm: reading a quota entity: %w", err)
 	}
 	if err := CheckQuotaEntity(e); err != nil {
-		return e, nil, fmt.Errorf("stele/fsm: %w: quota entity: %v", ErrMalformed, err)
+		return e, nil, fmt.Errorf("stele/fsm: %w: quota entity: %v", core.ErrMalformed, err)
 	}
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return e, nil, fmt.Errorf("stele/fsm: quotas: state format %d not supported", ver)
 	}
 	out := map[string]float64{}
 	last := ""
-	for i, n := 0, r.count(9); i < n && r.e == nil; i++ {
-		key, val := r.str(), math.Float64frombits(uint64(r.i64()))
-		if r.e != nil {
+	for i, n := 0, r.Count(9); i < n && r.E == nil; i++ {
+		key, val := r.Str(), math.Float64frombits(uint64(r.I64()))
+		if r.E != nil {
 			break
 		}
 		if i > 0 && strings.Compare(last, key) >= 0 {
-			r.fail("quotas out of order")
+			r.Fail("quotas out of order")
 		} else if err := CheckQuotaValue(key, val); err != nil {
-			r.fail("quota: %v", err)
+			r.Fail("quota: %v", err)
 		}
 		last = key
 		out[key] = val
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return e, nil, fmt.Errorf("stele/fsm: reading quotas: %w", err)
 	}
 	if len(out) == 0 {
-		return e, nil, fmt.Errorf("stele/fsm: reading quotas: %w: none stored", ErrMalformed)
+		return e, nil, fmt.Errorf("stele/fsm: reading quotas: %w: none stored", core.ErrMalformed)
 	}
 	return e, out, nil
 }
@@ -279,7 +281,7 @@ func emptyQuotas(f *FSM) {
 
 func loadQuotas(f *FSM) error {
 	emptyQuotas(f)
-	return f.store.Scan([]byte(quotasPrefix), func(k, v []byte) error {
+	return f.Store.Scan([]byte(quotasPrefix), func(k, v []byte) error {
 		e, m, err := decodeQuotas(k, v)
 		if err != nil {
 			return err
@@ -289,7 +291,7 @@ func loadQuotas(f *FSM) error {
 	})
 }
 
-func stageQuotas(f *FSM, b *stateBatch) error {
+func stageQuotas(f *FSM, b *core.StateBatch) error {
 	es := make([]QuotaEntity, 0, len(f.quotasDirty))
 	for e := range f.quotasDirty {
 		es = append(es, e)

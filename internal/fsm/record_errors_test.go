@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -32,7 +33,7 @@ func mixedBatch(t testing.TB, ts int64, keys []string, deltas []int64) []byte {
 	return b
 }
 
-func indexes(es []RecordError) []int32 {
+func indexes(es []core.RecordError) []int32 {
 	var out []int32
 	for _, e := range es {
 		out = append(out, e.Index)
@@ -46,8 +47,8 @@ func indexes(es []RecordError) []int32 {
 func TestProduceRecordErrors(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	many := make([]string, MaxRecordErrors+500)
-	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+	many := make([]string, core.MaxRecordErrors+500)
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1,
 			CreateTopic{Name: "compacted", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{"cleanup.policy", "compact"}}},
 			CreateTopic{Name: "timed", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{"message.timestamp.difference.max.ms", "60000"}}}),
@@ -68,9 +69,9 @@ func TestProduceRecordErrors(t *testing.T) {
 	if m := rs[0].RecordErrors[0].Message; m != "Compacted topic cannot accept message without key in topic partition compacted-0." {
 		t.Errorf("record error message %q", m)
 	}
-	if r := rs[1]; r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != MaxRecordErrors || r.RecordErrors[MaxRecordErrors-1].Index != MaxRecordErrors-1 ||
+	if r := rs[1]; r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != core.MaxRecordErrors || r.RecordErrors[core.MaxRecordErrors-1].Index != core.MaxRecordErrors-1 ||
 		!strings.Contains(r.Message, "1500 record errors") {
-		t.Fatalf("1500 keyless records: code %d, %d record errors (%s); want the first %d listed and the message counting 1500", r.Code, len(r.RecordErrors), r.Message, MaxRecordErrors)
+		t.Fatalf("1500 keyless records: code %d, %d record errors (%s); want the first %d listed and the message counting 1500", r.Code, len(r.RecordErrors), r.Message, core.MaxRecordErrors)
 	}
 	if r := rs[2]; r.Code != kerr.InvalidTimestamp.Code || !slices.Equal(indexes(r.RecordErrors), []int32{1}) {
 		t.Fatalf("a record two minutes old, one allowed: code %d, record errors %v (%s); want INVALID_TIMESTAMP listing 1", r.Code, indexes(r.RecordErrors), r.Message)
@@ -79,10 +80,10 @@ func TestProduceRecordErrors(t *testing.T) {
 		t.Fatalf("keyed batch after refused ones: %+v; want offset 0 (nothing of the refused batches written)", r)
 	}
 	// The indexes are hashed, the messages are not.
-	a := []Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []RecordError{{1, "x"}}}}
-	b := []Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []RecordError{{2, "x"}}}}
-	c := []Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []RecordError{{1, "y"}}}}
-	if bytes.Equal(encodeResults(a), encodeResults(b)) || !bytes.Equal(encodeResults(a), encodeResults(c)) {
+	a := []core.Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []core.RecordError{{Index: 1, Message: "x"}}}}
+	b := []core.Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []core.RecordError{{Index: 2, Message: "x"}}}}
+	c := []core.Result{{Code: kerr.InvalidRecord.Code, RecordErrors: []core.RecordError{{Index: 1, Message: "y"}}}}
+	if bytes.Equal(core.EncodeResults(a), core.EncodeResults(b)) || !bytes.Equal(core.EncodeResults(a), core.EncodeResults(c)) {
 		t.Fatal("record indexes must be hashed and their messages not")
 	}
 }
@@ -101,7 +102,7 @@ func TestVersionConflictRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.ApplyBlock(Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1, CreateTopic{Name: "acct", Partitions: 1, ReplicationFactor: -1}),
 		tx(2, Produce{Topic: "acct", Partition: 0, Records: b}),
 	}})

@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"testing"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // TestRestartEveryBlock applies the golden scenario twice: once straight
@@ -24,7 +26,7 @@ func TestRestartEveryBlock(t *testing.T) {
 		if f.lastHousekeep != lastHousekeep {
 			t.Fatalf("height %d: reopened with the last housekeeping at %d, closed at %d", i+1, f.lastHousekeep, lastHousekeep)
 		}
-		out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // TestStateMatchesStore: after random command sequences, every object the
@@ -31,22 +33,22 @@ func TestStateMatchesStore(t *testing.T) {
 			t.Helper()
 			checkTableLeaves(t, f, fmt.Sprintf("run %d, %s", run, who))
 			for name, g := range f.groups {
-				if v, ok, _ := f.store.Get(groupKey(name)); !ok || !bytes.Equal(v, encodeGroup(g)) {
+				if v, ok, _ := f.Store.Get(groupKey(name)); !ok || !bytes.Equal(v, encodeGroup(g)) {
 					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, encodeGroup(g), v)
 				}
 			}
 			for id, x := range f.txns {
-				if v, ok, _ := f.store.Get(txnKey(id)); !ok || !bytes.Equal(v, encodeTxn(x)) {
+				if v, ok, _ := f.Store.Get(txnKey(id)); !ok || !bytes.Equal(v, encodeTxn(x)) {
 					t.Fatalf("run %d, %s: transaction %q in memory encodes to %x, the store holds %x", run, who, id, encodeTxn(x), v)
 				}
 			}
 			for _, tp := range f.topics {
-				if v, ok, _ := f.store.Get(topicKey(tp.Name)); !ok || !bytes.Equal(v, encodeTopic(tp)) {
+				if v, ok, _ := f.Store.Get(core.TopicKey(tp.Name)); !ok || !bytes.Equal(v, encodeTopic(tp)) {
 					t.Fatalf("run %d, %s: topic %q in memory encodes to %x, the store holds %x", run, who, tp.Name, encodeTopic(tp), v)
 				}
 				for _, p := range tp.Partitions {
 					for pid, s := range p.producers {
-						if v, ok, _ := f.store.Get(producerKey(p.Topic, p.Index, pid)); !ok || !bytes.Equal(v, encodeProducer(s)) {
+						if v, ok, _ := f.Store.Get(producerKey(p.Topic, p.Index, pid)); !ok || !bytes.Equal(v, encodeProducer(s)) {
 							t.Fatalf("run %d, %s: producer %d of %s-%d in memory encodes to %x, the store holds %x", run, who, pid, p.Topic, p.Index, encodeProducer(s), v)
 						}
 					}
@@ -88,12 +90,12 @@ func TestDecodedStateOwnsItsBytes(t *testing.T) {
 		t.Fatalf("a decoded group changed when its buffer was reused:\n%x\n%x", enc, want)
 	}
 	signer := newSigner("alice", 3)
-	for _, c := range []Command{
+	for _, c := range []core.Command{
 		JoinGroup{Group: "g", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1}}}},
 		SyncGroup{Group: "g", MemberID: "m", Assignments: []MemberAssignment{{MemberID: "m", Assignment: []byte{4, 5, 6}}}},
 		signer.register(nil),
 	} {
-		raw := EncodeTx(Tx{Commands: []Command{c}})
+		raw := EncodeTx(core.Tx{Commands: []core.Command{c}})
 		want := bytes.Clone(raw)
 		tx, err := DecodeTx(raw)
 		if err != nil {

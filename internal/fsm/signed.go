@@ -26,12 +26,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
 // KindRegisterProducerKey registers or rotates a principal's key.
-const KindRegisterProducerKey Kind = 21
+const KindRegisterProducerKey core.Kind = 21
 
 // RegisterProducerKey sets Principal's public key. Proof is the new key's
 // signature of proof.RegistrationMessage (its holder has the key);
@@ -45,39 +46,39 @@ type RegisterProducerKey struct {
 	Endorsement []byte
 }
 
-func (RegisterProducerKey) Kind() Kind { return KindRegisterProducerKey }
+func (RegisterProducerKey) Kind() core.Kind { return KindRegisterProducerKey }
 
-func (c RegisterProducerKey) encode(w *writer) {
-	w.str(c.Principal)
-	w.bytes(c.PublicKey)
-	w.bytes(c.Proof)
-	w.bytes(c.Endorsement)
+func (c RegisterProducerKey) Encode(w *core.Writer) {
+	w.Str(c.Principal)
+	w.Bytes(c.PublicKey)
+	w.Bytes(c.Proof)
+	w.Bytes(c.Endorsement)
 }
 
 // registerProducerKeys registers RegisterProducerKey (registerTrust
 // calls it).
 func registerProducerKeys(r *registry) {
 	register(r, KindRegisterProducerKey, "RegisterProducerKey", modTrust,
-		func(r *reader) RegisterProducerKey {
-			return RegisterProducerKey{Principal: r.str(), PublicKey: r.bytesCopy(), Proof: r.bytesCopy(), Endorsement: r.bytesCopy()}
+		func(r *core.Reader) RegisterProducerKey {
+			return RegisterProducerKey{Principal: r.Str(), PublicKey: r.BytesCopy(), Proof: r.BytesCopy(), Endorsement: r.BytesCopy()}
 		},
-		func(c Command) Result { return checkRegistration(c.(RegisterProducerKey)) },
-		func(f *FSM, c RegisterProducerKey, _ cmdAt) Result { return f.registerProducerKey(c) })
+		func(c core.Command) core.Result { return checkRegistration(c.(RegisterProducerKey)) },
+		func(f *FSM, c RegisterProducerKey, _ core.CmdAt) core.Result { return f.registerProducerKey(c) })
 }
 
 // checkRegistration is the stateless check of a registration: a valid
 // name, a key, and the key's own signature.
-func checkRegistration(c RegisterProducerKey) Result {
+func checkRegistration(c RegisterProducerKey) core.Result {
 	if err := proof.ValidPrincipal(c.Principal); err != nil {
-		return fail(kerr.InvalidRequest.Code, err.Error())
+		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	if len(c.PublicKey) != ed25519.PublicKeySize {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("a public key is %d bytes, got %d", ed25519.PublicKeySize, len(c.PublicKey)))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a public key is %d bytes, got %d", ed25519.PublicKeySize, len(c.PublicKey)))
 	}
 	if !ed25519.Verify(c.PublicKey, proof.RegistrationMessage(c.Principal, c.PublicKey), c.Proof) {
-		return fail(kerr.InvalidRequest.Code, "the new key's signature of the registration does not verify: its holder must sign it")
+		return core.Fail(kerr.InvalidRequest.Code, "the new key's signature of the registration does not verify: its holder must sign it")
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // ErrNoProducerKey: a principal has no registered key.
@@ -91,27 +92,27 @@ func seqKey(principal string, seq uint64) []byte {
 }
 
 // registerProducerKey applies a registration.
-func (f *FSM) registerProducerKey(c RegisterProducerKey) Result {
+func (f *FSM) registerProducerKey(c RegisterProducerKey) core.Result {
 	cur, err := f.producerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
 	case err != nil:
-		return f.localFault("reading producer key of %s: %w", c.Principal, err)
+		return f.LocalFault("reading producer key of %s: %w", c.Principal, err)
 	case bytes.Equal(cur, c.PublicKey):
-		return Result{} // registered already: nothing changes
+		return core.Result{} // registered already: nothing changes
 	case !ed25519.Verify(cur, proof.RegistrationMessage(c.Principal, c.PublicKey), c.Endorsement):
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("principal %s has a key: a new one must be endorsed by it", c.Principal))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("principal %s has a key: a new one must be endorsed by it", c.Principal))
 	}
 	if f.keysSet == nil {
 		f.keysSet = map[string][]byte{}
 	}
 	f.keysSet[c.Principal] = bytes.Clone(c.PublicKey)
-	return Result{}
+	return core.Result{}
 }
 
 // ProducerKey returns a principal's registered public key (committed).
 func (f *FSM) ProducerKey(principal string) ([]byte, error) {
-	v, ok, err := f.store.Get(producerKeyKey(principal))
+	v, ok, err := f.Store.Get(producerKeyKey(principal))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func (f *FSM) producerKey(principal string) ([]byte, error) {
 // appended to topic t, and that each record is signed when the topic
 // requires it; seqs collects the sequences used (the command's, checked
 // against the block's and the committed ones).
-func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string]bool) Result {
+func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string]bool) core.Result {
 	var bad error
 	_, err := record.Each(b, func(rec *record.Record) error {
 		var sig []byte
@@ -144,7 +145,7 @@ func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string
 			if h.Key == proof.SignatureHeader {
 				if found {
 					bad = fmt.Errorf("record at offset delta %d: header %s given twice", rec.OffsetDelta, proof.SignatureHeader)
-					return errStopScan
+					return core.ErrStopScan
 				}
 				sig, found = h.Value, true
 			}
@@ -152,69 +153,69 @@ func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string
 		if !found {
 			if required {
 				bad = fmt.Errorf("record at offset delta %d is not signed: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, t.Name, t.Config.SignedBy)
-				return errStopScan
+				return core.ErrStopScan
 			}
 			return nil
 		}
 		s, err := proof.ParseSignature(sig)
 		if err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		switch {
 		case f.chainBound && s.Version != 2:
 			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v1 and names no chain; this chain takes v2 signatures bound to it (chain %s)", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq, f.opts.ChainID)
-			return errStopScan
+			return core.ErrStopScan
 		case !f.chainBound && s.Version != 1:
 			// Before v2 existed a broker could not parse one: it refused
 			// the record as malformed, with the same code.
 			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v2; this chain's app version takes v1 signatures only", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		if required && !slices.Contains(t.Config.SignedBy, s.Principal) {
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		pub, err := f.producerKey(s.Principal)
 		if err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		if err := proof.VerifyRecordOn(pub, f.opts.ChainID, s, t.Name, rec.Key, rec.Value, hs); err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		k := string(seqKey(s.Principal, s.Seq))
 		used := seqs[k] || f.seqsAdded[k]
 		if !used {
-			_, used, err = f.store.Get([]byte(k))
+			_, used, err = f.Store.Get([]byte(k))
 			if err != nil {
 				return err
 			}
 		}
 		if used {
 			bad = fmt.Errorf("record at offset delta %d: %s's sequence %d was used before: a replay", rec.OffsetDelta, s.Principal, s.Seq)
-			return errStopScan
+			return core.ErrStopScan
 		}
 		seqs[k] = true
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
-		return fail(record.ErrorCode(err), err.Error())
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
+		return core.Fail(record.ErrorCode(err), err.Error())
 	}
 	if bad != nil {
-		return fail(kerr.InvalidRecord.Code, bad.Error())
+		return core.Fail(kerr.InvalidRecord.Code, bad.Error())
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // persistSigned adds the block's registrations and used sequences to the
 // state's batch, in key order.
 func (f *FSM) persistSigned(set func(k, v []byte)) {
-	for _, p := range sortedKeys(f.keysSet) {
+	for _, p := range core.SortedKeys(f.keysSet) {
 		set(producerKeyKey(p), f.keysSet[p])
 	}
-	for _, k := range sortedKeys(f.seqsAdded) {
+	for _, k := range core.SortedKeys(f.seqsAdded) {
 		set([]byte(k), nil)
 	}
 	clear(f.keysSet)
@@ -227,7 +228,7 @@ func registerSignedRecords(r *registry) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	r.produceChecks.register(20, "signatures", modTrust, func(f *FSM, pr *producing) (Result, func()) {
+	r.produceChecks.Register(20, "signatures", modTrust, func(f *FSM, pr *producing) (core.Result, func()) {
 		required := len(pr.t.Config.SignedBy) > 0
 		var seqs map[string]bool
 		for i, b := range pr.batches {
@@ -242,9 +243,9 @@ func registerSignedRecords(r *registry) {
 			}
 		}
 		if len(seqs) == 0 {
-			return Result{}, nil
+			return core.Result{}, nil
 		}
-		return Result{}, func() {
+		return core.Result{}, func() {
 			if f.seqsAdded == nil {
 				f.seqsAdded = map[string]bool{}
 			}
@@ -254,5 +255,5 @@ func registerSignedRecords(r *registry) {
 		}
 	})
 	r.registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
-		stage: func(f *FSM, b *stateBatch) error { f.persistSigned(b.Set); return nil }})
+		stage: func(f *FSM, b *core.StateBatch) error { f.persistSigned(b.Set); return nil }})
 }

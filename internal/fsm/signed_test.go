@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -95,10 +96,10 @@ func TestSignedProducers(t *testing.T) {
 		t.Error("a registration whose key did not sign it passed CheckCommand")
 	}
 
-	produce := func(topic string, recs ...signedRec) Result {
+	produce := func(topic string, recs ...signedRec) core.Result {
 		return d.block(10, Produce{Topic: topic, Partition: 0, Records: signedBatch(t, topic, -1, -1, recs...)})[0]
 	}
-	refused := func(what string, r Result, why string) {
+	refused := func(what string, r core.Result, why string) {
 		t.Helper()
 		wantCode(t, what, r, kerr.InvalidRecord.Code)
 		if !strings.Contains(r.Message, why) {
@@ -176,7 +177,7 @@ func TestSignedInScenario(t *testing.T) {
 		if _, err := f.ProducerKey("alice"); err != nil {
 			t.Errorf("%s: alice's key: %v", when, err)
 		}
-		if _, used, err := f.store.Get(seqKey("alice", 1)); err != nil || !used {
+		if _, used, err := f.Store.Get(seqKey("alice", 1)); err != nil || !used {
 			t.Errorf("%s: alice's sequence 1 is not used: the signed record was refused (%v)", when, err)
 		}
 	}

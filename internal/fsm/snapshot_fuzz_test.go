@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // FuzzSnapshotStateFile mutates a real snapshot's state file (a small
@@ -25,15 +27,15 @@ func FuzzSnapshotStateFile(f *testing.F) {
 	applyRange(f, g, blocks, 1, len(blocks))
 	s := takeSnapshot(f, g, filepath.Join(dir, "snap"), nil)
 	g.Close()
-	m, err := decodeSnapshotMeta(s.Metadata())
+	m, err := core.DecodeSnapshotMeta(s.Metadata())
 	if err != nil {
 		f.Fatal(err)
 	}
-	honest, err := os.ReadFile(filepath.Join(s.root, filesDir, filepath.FromSlash(stateFileName(0))))
+	honest, err := os.ReadFile(filepath.Join(s.Root, core.FilesDir, filepath.FromSlash(core.StateFileName(0))))
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(s.root, filesDir, filepath.FromSlash(stateFileName(1)))); err == nil {
+	if _, err := os.Stat(filepath.Join(s.Root, core.FilesDir, filepath.FromSlash(core.StateFileName(1)))); err == nil {
 		f.Fatal("the scenario's state takes more than one file")
 	}
 	want := map[string]string{}
@@ -53,7 +55,7 @@ func FuzzSnapshotStateFile(f *testing.F) {
 				t.Fatalf("staged %q = %x; the honest state holds %x (present %v)", k, v, w, ok)
 			}
 		})
-		if err != nil && !errors.Is(err, ErrSnapshotMalformed) && !errors.Is(err, ErrSnapshotMismatch) {
+		if err != nil && !errors.Is(err, core.ErrSnapshotMalformed) && !errors.Is(err, core.ErrSnapshotMismatch) {
 			t.Fatalf("a mutated state file: %v, want ErrSnapshotMalformed or ErrSnapshotMismatch", err)
 		}
 	})
@@ -62,17 +64,17 @@ func FuzzSnapshotStateFile(f *testing.F) {
 // stagedState applies a chunk of one state file, data, to a Restore of m
 // in a fresh directory, and calls fn with every record it staged; it fails
 // t if anything was written outside the staging directory.
-func stagedState(t testing.TB, data []byte, m snapshotMeta, fn func(k, v []byte)) error {
+func stagedState(t testing.TB, data []byte, m core.SnapshotMeta, fn func(k, v []byte)) error {
 	t.Helper()
 	root := t.TempDir()
-	chunk := encodeChunk([]piece{{path: stateFileName(0), data: data}})
-	m.hashes = [][32]byte{sha256.Sum256(chunk)}
-	r := StartRestore(assembled.Registry, filepath.Join(root, "staging"), m)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	chunk := core.EncodeChunk([]core.Piece{{Path: core.StateFileName(0), Data: data}})
+	m.Hashes = [][32]byte{sha256.Sum256(chunk)}
+	r := core.StartRestore(assembled.Registry, filepath.Join(root, "staging"), m)
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	applyErr := r.Apply(0, chunk)
-	if err := r.state.close(); err != nil {
+	if err := r.State.Close(); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(root)
@@ -84,13 +86,13 @@ func stagedState(t testing.TB, data []byte, m snapshotMeta, fn func(k, v []byte)
 			t.Fatalf("a state file wrote %s outside the staging directory", e.Name())
 		}
 	}
-	staged, err := os.ReadFile(filepath.Join(r.dir, stagedStateKV))
+	staged, err := os.ReadFile(filepath.Join(r.Dir, core.StagedStateKV))
 	if errors.Is(err, os.ErrNotExist) {
 		return applyErr
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if err := decodeKVs(bytes.NewReader(staged), func(k, v []byte) error { fn(k, v); return nil }); err != nil {
+	if err := core.DecodeKVs(bytes.NewReader(staged), func(k, v []byte) error { fn(k, v); return nil }); err != nil {
 		t.Fatalf("the staged state does not decode: %v", err)
 	}
 	return applyErr

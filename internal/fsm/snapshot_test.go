@@ -14,6 +14,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -24,7 +25,7 @@ func applyRange(t testing.TB, f *FSM, blocks []block, from, to int) [][]byte {
 	var hashes [][]byte
 	for h := from; h <= to; h++ {
 		b := blocks[h-1]
-		out, err := f.ApplyBlock(Block{Height: int64(h), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(core.Block{Height: int64(h), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,8 +47,8 @@ func storeContents(t testing.TB, f *FSM) map[string]string {
 	// made it in bits its digest does not cover, so the encodings of a
 	// trie grown block by block and of one built at once can differ while
 	// their nodes, digests and root are the same.
-	if err := f.store.Scan(nil, func(k, v []byte) error {
-		if !bytes.HasPrefix(k, []byte(trieNodePrefix)) {
+	if err := f.Store.Scan(nil, func(k, v []byte) error {
+		if !bytes.HasPrefix(k, []byte(core.TrieNodePrefix)) {
 			kv[string(k)] = string(v)
 		}
 		return nil
@@ -82,25 +83,25 @@ func sameLogFiles(t testing.TB, a, b string) {
 }
 
 // takeSnapshot captures f's committed state and builds it.
-func takeSnapshot(t testing.TB, f *FSM, dir string, prev *Snapshot) *Snapshot {
+func takeSnapshot(t testing.TB, f *FSM, dir string, prev *core.Snapshot) *core.Snapshot {
 	t.Helper()
 	c, err := f.CaptureSnapshot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := BuildSnapshot(context.Background(), c, prev)
+	s, err := core.BuildSnapshot(context.Background(), c, prev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func offerOf(s *Snapshot) SnapshotOffer {
-	return SnapshotOffer{Height: s.Height(), Format: s.Format(), Chunks: s.Chunks(), Hash: s.Hash(), Metadata: s.Metadata(), AppHash: s.AppHash()}
+func offerOf(s *core.Snapshot) core.SnapshotOffer {
+	return core.SnapshotOffer{Height: s.Height(), Format: s.Format(), Chunks: s.Chunks(), Hash: s.Hash(), Metadata: s.Metadata(), AppHash: s.AppHash()}
 }
 
 // restoreInto restores s, chunk by chunk as a peer would send it, into f.
-func restoreInto(t testing.TB, f *FSM, s *Snapshot) {
+func restoreInto(t testing.TB, f *FSM, s *core.Snapshot) {
 	t.Helper()
 	if err := tryRestore(t, f, s); err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func restoreInto(t testing.TB, f *FSM, s *Snapshot) {
 
 // tryRestore applies every chunk of s, each of which must match its hash,
 // and returns what RestoreSnapshot says of the whole.
-func tryRestore(t testing.TB, f *FSM, s *Snapshot) error {
+func tryRestore(t testing.TB, f *FSM, s *core.Snapshot) error {
 	t.Helper()
 	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(s))
 	if err != nil {
@@ -124,7 +125,7 @@ func tryRestore(t testing.TB, f *FSM, s *Snapshot) error {
 
 // applyChunks applies s's chunks to r until one is refused, and returns
 // its index and the error (nil after the last).
-func applyChunks(t testing.TB, r *Restore, s *Snapshot) (uint32, error) {
+func applyChunks(t testing.TB, r *core.Restore, s *core.Snapshot) (uint32, error) {
 	t.Helper()
 	for i := uint32(0); i < s.Chunks(); i++ {
 		c, err := s.Chunk(i)
@@ -167,7 +168,7 @@ func TestSnapshotRestoresStateAtHeight(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(srcDir, "logs", "doomed-1")); !os.IsNotExist(err) {
 		t.Fatalf("test setup: the deleted topic's files are still there (%v)", err)
 	}
-	s, err := BuildSnapshot(context.Background(), capture, nil)
+	s, err := core.BuildSnapshot(context.Background(), capture, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,14 +226,14 @@ func TestSnapshotsAgreeAcrossBrokers(t *testing.T) {
 	if !bytes.Equal(sa.Hash(), sb.Hash()) || !bytes.Equal(sa.Metadata(), sb.Metadata()) {
 		t.Fatalf("two brokers built different snapshots at the same height")
 	}
-	re, err := OpenSnapshot(sa.Dir())
+	re, err := core.OpenSnapshot(sa.Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(re.Hash(), sa.Hash()) || re.Chunks() != sa.Chunks() || re.Size() != sa.Size() {
 		t.Fatalf("reopened snapshot differs from the one built")
 	}
-	if _, err := OpenSnapshot(t.TempDir()); err == nil {
+	if _, err := core.OpenSnapshot(t.TempDir()); err == nil {
 		t.Errorf("a directory without a manifest opened as a snapshot")
 	}
 }
@@ -251,13 +252,13 @@ func TestSnapshotChunkChecks(t *testing.T) {
 	s := takeSnapshot(t, src, filepath.Join(srcDir, "snap"), nil)
 	o := offerOf(s)
 
-	for name, bad := range map[string]func(*SnapshotOffer){
-		"format":   func(o *SnapshotOffer) { o.Format = 99 },
-		"height":   func(o *SnapshotOffer) { o.Height++ },
-		"chunks":   func(o *SnapshotOffer) { o.Chunks++ },
-		"hash":     func(o *SnapshotOffer) { o.Hash = append([]byte{1}, o.Hash[1:]...) },
-		"app hash": func(o *SnapshotOffer) { o.AppHash = make([]byte, 32) },
-		"metadata": func(o *SnapshotOffer) { o.Metadata = o.Metadata[:len(o.Metadata)-1] },
+	for name, bad := range map[string]func(*core.SnapshotOffer){
+		"format":   func(o *core.SnapshotOffer) { o.Format = 99 },
+		"height":   func(o *core.SnapshotOffer) { o.Height++ },
+		"chunks":   func(o *core.SnapshotOffer) { o.Chunks++ },
+		"hash":     func(o *core.SnapshotOffer) { o.Hash = append([]byte{1}, o.Hash[1:]...) },
+		"app hash": func(o *core.SnapshotOffer) { o.AppHash = make([]byte, 32) },
+		"metadata": func(o *core.SnapshotOffer) { o.Metadata = o.Metadata[:len(o.Metadata)-1] },
 	} {
 		bo := o
 		bad(&bo)
@@ -275,12 +276,12 @@ func TestSnapshotChunkChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Apply(1, c0); !errors.Is(err, ErrChunkOrder) {
+	if err := r.Apply(1, c0); !errors.Is(err, core.ErrChunkOrder) {
 		t.Errorf("chunk 1 before chunk 0: %v, want ErrChunkOrder", err)
 	}
 	forged := append([]byte(nil), c0...)
 	forged[len(forged)-1] ^= 1
-	if err := r.Apply(0, forged); !errors.Is(err, ErrChunkHash) {
+	if err := r.Apply(0, forged); !errors.Is(err, core.ErrChunkHash) {
 		t.Fatalf("forged chunk: %v, want ErrChunkHash", err)
 	}
 	if r.Next() != 0 {
@@ -298,7 +299,7 @@ func TestSnapshotChunkChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := src.RestoreSnapshot(r); !errors.Is(err, ErrNotEmpty) {
+	if err := src.RestoreSnapshot(r); !errors.Is(err, core.ErrNotEmpty) {
 		t.Errorf("restore into a state at height 10: %v, want ErrNotEmpty", err)
 	}
 	if err := r.Close(); err != nil {
@@ -312,25 +313,25 @@ func TestSnapshotChunkChecks(t *testing.T) {
 // TestSnapshotMalformedChunks: chunks that match their hashes (the snapshot
 // itself is bad) but break the layout are refused as ErrSnapshotMalformed.
 func TestSnapshotMalformedChunks(t *testing.T) {
-	for name, pieces := range map[string][]piece{
-		"escape":        {{path: "logs/t-0/../../x", data: []byte("x")}},
-		"absolute":      {{path: "/etc/passwd", data: []byte("x")}},
-		"unknown file":  {{path: "logs/t-0/evil.sh", data: []byte("x")}},
-		"bad partition": {{path: "logs/t-01/00000000000000000000.log"}},
-		"gap":           {{path: "meta.kv", data: []byte{1}}, {path: "meta.kv", offset: 2, data: []byte{1}}},
-		"late start":    {{path: "meta.kv", offset: 5, data: []byte{1}}},
-		"twice":         {{path: "meta.kv"}, {path: "logs/t-0/partition.metadata"}, {path: "meta.kv"}},
-		"state name":    {{path: "state/1.kv", data: stateFile(t, "t/x", "v")}},
-		"state short":   {{path: "state/00000000.kv", data: stateFile(t, "t/x", "v")[:5]}, {path: "meta.kv"}},
-		"state long":    {{path: "state/00000000.kv", data: append(stateFile(t, "t/x", "v"), 0)}},
-		"state outside": {{path: "state/00000000.kv", data: stateFile(t, "k/x", "v")}},
-		"state order":   {{path: "state/00000000.kv", data: stateFile(t, "t/y", "v", "t/x", "v")}},
-		"state garbage": {{path: "state/00000000.kv", data: []byte{3, 1, 2, 3}}},
-		"state empty":   {{path: "state/00000000.kv", data: []byte{0}}},
+	for name, pieces := range map[string][]core.Piece{
+		"escape":        {{Path: "logs/t-0/../../x", Data: []byte("x")}},
+		"absolute":      {{Path: "/etc/passwd", Data: []byte("x")}},
+		"unknown file":  {{Path: "logs/t-0/evil.sh", Data: []byte("x")}},
+		"bad partition": {{Path: "logs/t-01/00000000000000000000.log"}},
+		"gap":           {{Path: "meta.kv", Data: []byte{1}}, {Path: "meta.kv", Offset: 2, Data: []byte{1}}},
+		"late start":    {{Path: "meta.kv", Offset: 5, Data: []byte{1}}},
+		"twice":         {{Path: "meta.kv"}, {Path: "logs/t-0/partition.metadata"}, {Path: "meta.kv"}},
+		"state name":    {{Path: "state/1.kv", Data: stateFile(t, "t/x", "v")}},
+		"state short":   {{Path: "state/00000000.kv", Data: stateFile(t, "t/x", "v")[:5]}, {Path: "meta.kv"}},
+		"state long":    {{Path: "state/00000000.kv", Data: append(stateFile(t, "t/x", "v"), 0)}},
+		"state outside": {{Path: "state/00000000.kv", Data: stateFile(t, "k/x", "v")}},
+		"state order":   {{Path: "state/00000000.kv", Data: stateFile(t, "t/y", "v", "t/x", "v")}},
+		"state garbage": {{Path: "state/00000000.kv", Data: []byte{3, 1, 2, 3}}},
+		"state empty":   {{Path: "state/00000000.kv", Data: []byte{0}}},
 	} {
-		chunk := encodeChunk(pieces)
-		r := StartRestore(assembled.Registry, t.TempDir(), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
-		if err := r.Apply(0, chunk); !errors.Is(err, ErrSnapshotMalformed) {
+		chunk := core.EncodeChunk(pieces)
+		r := core.StartRestore(assembled.Registry, t.TempDir(), core.SnapshotMeta{Height: 1, StateRoot: core.EmptyStateRoot(), Hashes: [][32]byte{sha256.Sum256(chunk)}})
+		if err := r.Apply(0, chunk); !errors.Is(err, core.ErrSnapshotMalformed) {
 			t.Errorf("%s: %v, want ErrSnapshotMalformed", name, err)
 		}
 		r.Close()
@@ -341,14 +342,14 @@ func TestSnapshotMalformedChunks(t *testing.T) {
 // an empty proof (which proves nothing under any root but the empty one).
 func stateFile(t testing.TB, kv ...string) []byte {
 	t.Helper()
-	w := &writer{}
+	w := &core.Writer{}
 	for i := 0; i+1 < len(kv); i += 2 {
-		w.bytes([]byte(kv[i]))
-		w.bytes([]byte(kv[i+1]))
-		w.bytes(nil)
-		w.count(0)
+		w.Bytes([]byte(kv[i]))
+		w.Bytes([]byte(kv[i+1]))
+		w.Bytes(nil)
+		w.Count(0)
 	}
-	return append(binary.AppendUvarint(nil, uint64(len(w.b))), w.b...)
+	return append(binary.AppendUvarint(nil, uint64(len(w.B))), w.B...)
 }
 
 // TestSnapshotBorrowsUnchangedChunks: a large segment that did not change
@@ -366,16 +367,16 @@ func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
 		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(100+i, Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
 	}
 	applyRange(t, f, blocks, 1, 26)
-	if segs := f.View().Partition("big", 0).log.Segments(); len(segs) < 2 || segs[0].Size <= packBytes {
-		t.Fatalf("test setup: want a sealed segment over %d bytes, have %+v", packBytes, segs)
+	if segs := f.View().Partition("big", 0).log.Segments(); len(segs) < 2 || segs[0].Size <= core.PackBytes {
+		t.Fatalf("test setup: want a sealed segment over %d bytes, have %+v", core.PackBytes, segs)
 	}
 	s1 := takeSnapshot(t, f, filepath.Join(dir, "s1"), nil)
 	applyRange(t, f, blocks, 27, len(blocks))
 	borrowed := -1
-	for i, c := range s1.plan {
-		if len(c) == 1 && s1.m.Files[c[0].file].Size > packBytes {
+	for i, c := range s1.Plan {
+		if len(c) == 1 && s1.M.Files[c[0].File].Size > core.PackBytes {
 			borrowed = i
-			s1.hashes[i] = sha256.Sum256([]byte("planted"))
+			s1.Hashes[i] = sha256.Sum256([]byte("planted"))
 			break
 		}
 	}
@@ -384,22 +385,22 @@ func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
 	}
 	s2 := takeSnapshot(t, f, filepath.Join(dir, "s2"), s1)
 	fresh := takeSnapshot(t, f, filepath.Join(dir, "s3"), nil)
-	if s2.hashes[borrowed] != s1.hashes[borrowed] {
+	if s2.Hashes[borrowed] != s1.Hashes[borrowed] {
 		t.Fatalf("chunk %d was read again instead of borrowed", borrowed)
 	}
-	if _, err := s2.Chunk(uint32(borrowed)); !errors.Is(err, ErrSnapshotDamaged) {
+	if _, err := s2.Chunk(uint32(borrowed)); !errors.Is(err, core.ErrSnapshotDamaged) {
 		t.Errorf("serving a chunk with a wrong hash: %v, want ErrSnapshotDamaged", err)
 	}
-	for i := range fresh.hashes {
-		if i != borrowed && fresh.hashes[i] != s2.hashes[i] {
+	for i := range fresh.Hashes {
+		if i != borrowed && fresh.Hashes[i] != s2.Hashes[i] {
 			t.Errorf("chunk %d: borrowed build and fresh build differ", i)
 		}
 	}
 	// A file of a snapshot that loses bytes is damage too.
-	if err := os.Truncate(filepath.Join(fresh.Dir(), filesDir, metaKVPath), 1); err != nil {
+	if err := os.Truncate(filepath.Join(fresh.Dir(), core.FilesDir, core.MetaKVPath), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.Chunk(0); !errors.Is(err, ErrSnapshotDamaged) {
+	if _, err := fresh.Chunk(0); !errors.Is(err, core.ErrSnapshotDamaged) {
 		t.Errorf("serving a truncated file: %v, want ErrSnapshotDamaged", err)
 	}
 }
@@ -409,19 +410,19 @@ func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
 // matched) and meta.kv. Nothing may panic or write outside the staging
 // directory.
 func FuzzSnapshotChunk(f *testing.F) {
-	f.Add(encodeChunk([]piece{{path: "meta.kv", data: []byte{1, 'k', 1, 'v'}}, {path: "logs/t-0/00000000000000000000.log"}}))
-	f.Add(encodeChunk([]piece{{path: "logs/a.b-12/partition.metadata", offset: 3, data: []byte("x")}}))
-	f.Add(snapshotMeta{height: 3, appHash: []byte{1, 2}, hashes: [][32]byte{{1}, {2}}}.encode())
-	f.Add(encodeChunk([]piece{{path: "state/00000000.kv", data: stateFile(f, "t/x", "v", "t/y", "w")}}))
-	f.Add(encodeChunk([]piece{{path: "state/00000000.kv", data: stateFile(f, "t/x", "v")[:3]}, {path: "state/00000000.kv", offset: 3, data: stateFile(f, "t/x", "v")[3:]}}))
+	f.Add(core.EncodeChunk([]core.Piece{{Path: "meta.kv", Data: []byte{1, 'k', 1, 'v'}}, {Path: "logs/t-0/00000000000000000000.log"}}))
+	f.Add(core.EncodeChunk([]core.Piece{{Path: "logs/a.b-12/partition.metadata", Offset: 3, Data: []byte("x")}}))
+	f.Add(core.SnapshotMeta{Height: 3, AppHash: []byte{1, 2}, Hashes: [][32]byte{{1}, {2}}}.Encode())
+	f.Add(core.EncodeChunk([]core.Piece{{Path: "state/00000000.kv", Data: stateFile(f, "t/x", "v", "t/y", "w")}}))
+	f.Add(core.EncodeChunk([]core.Piece{{Path: "state/00000000.kv", Data: stateFile(f, "t/x", "v")[:3]}, {Path: "state/00000000.kv", Offset: 3, Data: stateFile(f, "t/x", "v")[3:]}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = decodeSnapshotMeta(data)
-		_ = decodeKVs(bytes.NewReader(data), func(k, v []byte) error { return nil })
+		_, _ = core.DecodeSnapshotMeta(data)
+		_ = core.DecodeKVs(bytes.NewReader(data), func(k, v []byte) error { return nil })
 		root := t.TempDir()
-		r := StartRestore(assembled.Registry, filepath.Join(root, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(data)}})
+		r := core.StartRestore(assembled.Registry, filepath.Join(root, "staging"), core.SnapshotMeta{Height: 1, StateRoot: core.EmptyStateRoot(), Hashes: [][32]byte{sha256.Sum256(data)}})
 		_ = r.Apply(0, data)
-		_ = r.closeFile()
+		_ = r.CloseFile()
 		entries, err := os.ReadDir(root)
 		if err != nil {
 			t.Fatal(err)
@@ -474,7 +475,7 @@ func TestSnapshotWithoutTopics(t *testing.T) {
 	defer src.Close()
 	defer dst.Close()
 	for h := int64(1); h <= 3; h++ {
-		if _, err := src.ApplyBlock(Block{Height: h, TimeMs: 1_700_000_000_000 + h}); err != nil {
+		if _, err := src.ApplyBlock(core.Block{Height: h, TimeMs: 1_700_000_000_000 + h}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := src.Commit(); err != nil {
@@ -483,8 +484,8 @@ func TestSnapshotWithoutTopics(t *testing.T) {
 	}
 	s := takeSnapshot(t, src, filepath.Join(srcDir, "snapshots", "h3"), nil)
 	restoreInto(t, dst, s)
-	if dst.height != 3 || !bytes.Equal(dst.appHash, src.appHash) {
-		t.Fatalf("restored height %d app hash %x, want 3 %x", dst.height, dst.appHash, src.appHash)
+	if dst.Height != 3 || !bytes.Equal(dst.AppHash, src.AppHash) {
+		t.Fatalf("restored height %d app hash %x, want 3 %x", dst.Height, dst.AppHash, src.AppHash)
 	}
 }
 
@@ -505,12 +506,12 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	applyRange(t, liar, blocks, 1, 12)
 
 	key := offsetKey(offsetRef{group: "audit", topic: "orders", partition: 0})
-	v, ok, err := liar.store.Get(key)
+	v, ok, err := liar.Store.Get(key)
 	if err != nil || !ok {
 		t.Fatalf("the scenario's committed offset of audit/orders-0: %v %v", ok, err)
 	}
 	v[8]++ // the low byte of the offset (after the format byte)
-	b := liar.store.NewBatch()
+	b := liar.Store.NewBatch()
 	b.Set(key, v)
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
@@ -524,7 +525,7 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	defer dst.Close()
 	// Every chunk matches its hash: the lie is in the state, and the chunk
 	// that carries it is refused.
-	if i, err := restoreChunks(t, bad); !errors.Is(err, ErrStateRoot) || !errors.Is(err, ErrSnapshotMismatch) || !chunkHolds(t, bad, i, key) {
+	if i, err := restoreChunks(t, bad); !errors.Is(err, core.ErrStateRoot) || !errors.Is(err, core.ErrSnapshotMismatch) || !chunkHolds(t, bad, i, key) {
 		t.Fatalf("restoring an altered state: chunk %d: %v, want ErrStateRoot at the chunk holding %q", i, err, key)
 	}
 	if h, _ := dst.Info(); h != 0 || dst.Groups().Group("audit") != nil {
@@ -543,7 +544,7 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 
 // restoreChunks applies s's chunks to a fresh Restore until one is refused,
 // and returns its index and the error (nil after the last).
-func restoreChunks(t testing.TB, s *Snapshot) (uint32, error) {
+func restoreChunks(t testing.TB, s *core.Snapshot) (uint32, error) {
 	t.Helper()
 	r, err := NewRestore(filepath.Join(t.TempDir(), "staging"), offerOf(s))
 	if err != nil {
@@ -554,7 +555,7 @@ func restoreChunks(t testing.TB, s *Snapshot) (uint32, error) {
 }
 
 // chunkHolds reports whether chunk i of s carries key in a state file.
-func chunkHolds(t testing.TB, s *Snapshot, i uint32, key []byte) bool {
+func chunkHolds(t testing.TB, s *core.Snapshot, i uint32, key []byte) bool {
 	t.Helper()
 	if i >= s.Chunks() {
 		return false
@@ -563,12 +564,12 @@ func chunkHolds(t testing.TB, s *Snapshot, i uint32, key []byte) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pieces, err := assembled.decodeChunk(c)
+	pieces, err := assembled.DecodeChunk(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pieces {
-		if isStateFileName(p.path) && bytes.Contains(p.data, key) {
+		if core.IsStateFileName(p.Path) && bytes.Contains(p.Data, key) {
 			return true
 		}
 	}
@@ -586,7 +587,7 @@ func TestSnapshotOmittingState(t *testing.T) {
 	defer liar.Close()
 	applyRange(t, liar, blocks, 1, 12)
 	key := offsetKey(offsetRef{group: "audit", topic: "orders", partition: 0})
-	b := liar.store.NewBatch()
+	b := liar.Store.NewBatch()
 	b.Delete(key) // behind the trie's back: its root still holds the key
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
@@ -597,7 +598,7 @@ func TestSnapshotOmittingState(t *testing.T) {
 	}
 	dst := open(t, t.TempDir())
 	defer dst.Close()
-	if err := tryRestore(t, dst, bad); !errors.Is(err, ErrStateRoot) {
+	if err := tryRestore(t, dst, bad); !errors.Is(err, core.ErrStateRoot) {
 		t.Fatalf("restoring a state with a key left out: %v, want ErrStateRoot", err)
 	}
 	if h, _ := dst.Info(); h != 0 {
@@ -610,21 +611,21 @@ func TestSnapshotOmittingState(t *testing.T) {
 func TestSnapshotStateOutsideItsFile(t *testing.T) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
-	if err := encodeKV(w, []byte("o/x\x00y\x00\x00\x00\x00\x00"), []byte{1}); err != nil {
+	if err := core.EncodeKV(w, []byte("o/x\x00y\x00\x00\x00\x00\x00"), []byte{1}); err != nil {
 		t.Fatal(err)
 	}
 	w.Flush()
-	chunk := encodeChunk([]piece{{path: metaKVPath, data: buf.Bytes()}})
+	chunk := core.EncodeChunk([]core.Piece{{Path: core.MetaKVPath, Data: buf.Bytes()}})
 	dir := t.TempDir()
-	r := StartRestore(assembled.Registry, filepath.Join(dir, "staging"), snapshotMeta{height: 1, stateRoot: emptyStateRoot(), hashes: [][32]byte{sha256.Sum256(chunk)}})
+	r := core.StartRestore(assembled.Registry, filepath.Join(dir, "staging"), core.SnapshotMeta{Height: 1, StateRoot: core.EmptyStateRoot(), Hashes: [][32]byte{sha256.Sum256(chunk)}})
 	defer r.Close()
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Apply(0, chunk); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.stageStore(); !errors.Is(err, ErrSnapshotMalformed) {
+	if err := r.StageStore(); !errors.Is(err, core.ErrSnapshotMalformed) {
 		t.Fatalf("an authenticated key in meta.kv: %v, want ErrSnapshotMalformed", err)
 	}
 }

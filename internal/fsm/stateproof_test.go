@@ -9,6 +9,7 @@ import (
 
 	"github.com/pokt-network/smt"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -22,10 +23,10 @@ func TestProveState(t *testing.T) {
 	defer f.Close()
 	applyAll(t, f, scenario(t))
 
-	if got, want := proof.TopicKey("orders"), topicKey("orders"); !bytes.Equal(got, want) {
+	if got, want := proof.TopicKey("orders"), core.TopicKey("orders"); !bytes.Equal(got, want) {
 		t.Fatalf("proof.TopicKey %q, store %q", got, want)
 	}
-	if got, want := proof.PartitionKey("orders", 3), partitionKey("orders", 3); !bytes.Equal(got, want) {
+	if got, want := proof.PartitionKey("orders", 3), core.PartitionKey("orders", 3); !bytes.Equal(got, want) {
 		t.Fatalf("proof.PartitionKey %q, store %q", got, want)
 	}
 	if got, want := proof.OffsetKey("audit", "orders", 0), offsetKey(offsetRef{"audit", "orders", 0}); !bytes.Equal(got, want) {
@@ -75,7 +76,7 @@ func TestProveState(t *testing.T) {
 	if p.Entries[4].Value != nil || p.Entries[5].Value != nil {
 		t.Fatalf("absent keys proven with values %q %q", p.Entries[4].Value, p.Entries[5].Value)
 	}
-	if _, err := f.ProveState([]byte("k/anything")); !errors.Is(err, ErrNoProof) {
+	if _, err := f.ProveState([]byte("k/anything")); !errors.Is(err, core.ErrNoProof) {
 		t.Fatalf("a key outside the authenticated state: %v, want ErrNoProof", err)
 	}
 }
@@ -94,7 +95,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	dir := f.TempDir()
 	g := open(f, dir)
 	applyAll(f, g, scenario(f))
-	g.store.Scan(nil, func(k, v []byte) error {
+	g.Store.Scan(nil, func(k, v []byte) error {
 		if len(v) > 0 && len(v) < 4096 {
 			f.Add(bytes.Clone(v))
 		}
@@ -124,7 +125,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 // decodeStoreValue runs every decoder of a stored value on b, and every
 // parser of a stored key on b after the key's prefix.
 func decodeStoreValue(b []byte) {
-	decodeState(b)
+	core.DecodeState(b)
 	decodeProducerID(b)
 	decodeSigners(b)
 	decodeLogDefaults(b)
@@ -156,21 +157,21 @@ func decodeStoreValue(b []byte) {
 // partition count of 2^31-1, each followed by a few bytes.
 func hugeCounts() [][]byte {
 	var out [][]byte
-	for _, n := range []uint64{maxElems, 1 << 40} {
-		w := &writer{}
-		w.u8(persistVersion)
+	for _, n := range []uint64{core.MaxElems, 1 << 40} {
+		w := &core.Writer{}
+		w.U8(core.PersistVersion)
 		for range 12 {
-			w.uvarint(n)
+			w.Uvarint(n)
 		}
-		out = append(out, w.b)
+		out = append(out, w.B)
 	}
-	w := &writer{}
-	w.u8(persistVersion)
-	w.raw(make([]byte, 16))
-	w.i16(1)
-	w.i32(1<<31 - 1)
-	w.uvarint(1 << 40)
-	return append(out, w.b)
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.Raw(make([]byte, 16))
+	w.I16(1)
+	w.I32(1<<31 - 1)
+	w.Uvarint(1 << 40)
+	return append(out, w.B)
 }
 
 // allocated is how many bytes fn allocates on the heap.
@@ -189,16 +190,16 @@ func TestTrieRefresh(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
 	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
-	for h := 1; h <= trieRefreshBlocks+5; h++ {
+	for h := 1; h <= core.TrieRefreshBlocks+5; h++ {
 		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
 	}
 	applyAll(t, f, blocks)
-	root, err := rebuildStateRoot(f.store)
+	root, err := core.RebuildStateRoot(f.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(root, f.stateRoot) {
-		t.Fatalf("after a refresh the trie's root %X is not the store's %X", f.stateRoot, root)
+	if !bytes.Equal(root, f.StateRoot) {
+		t.Fatalf("after a refresh the trie's root %X is not the store's %X", f.StateRoot, root)
 	}
 	if p, err := f.ProveState(proof.OffsetKey("g", "t", 1)); err != nil || p.Entries[0].Value == nil {
 		t.Fatalf("proving after a refresh: %v", err)
@@ -223,8 +224,8 @@ func TestEveryKeyProves(t *testing.T) {
 	for i := range blocks {
 		applyRange(t, f, blocks, i+1, i+1)
 		var bad []string
-		_ = f.store.Scan(nil, func(k, v []byte) error {
-			if !authenticated(k) {
+		_ = f.Store.Scan(nil, func(k, v []byte) error {
+			if !core.Authenticated(k) {
 				return nil
 			}
 			p, err := f.ProveState(bytes.Clone(k))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -37,7 +38,7 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 	}
 
 	g := open(t, dir)
-	honestTopic, ok, err := g.store.Get(topicKey("t"))
+	honestTopic, ok, err := g.Store.Get(core.TopicKey("t"))
 	g.Close()
 	if err != nil || !ok {
 		t.Fatalf("topic t: %v %v", ok, err)
@@ -50,7 +51,7 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := store.NewBatch()
-		b.Set(topicKey("t"), v)
+		b.Set(core.TopicKey("t"), v)
 		if err := b.Commit(true); err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 			_, err = Open(Options{Dir: dir})
 		})
 		switch {
-		case claim > MaxPartitions && !errors.Is(err, ErrMalformed):
+		case claim > MaxPartitions && !errors.Is(err, core.ErrMalformed):
 			t.Errorf("a topic claiming %d partitions: %v, want ErrMalformed", claim, err)
 		case err == nil:
 			t.Errorf("a topic claiming %d partitions, with the state of one, opened", claim)

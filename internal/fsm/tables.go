@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 	"github.com/stele-io/stele/pkg/proof"
@@ -73,37 +74,37 @@ func isTableConfig(c TopicConfig) bool { return c.Compact || c.Snapshot }
 // registerTables registers the tables' hooks on the topics module
 // (topic_hooks.go); registerKeys calls it.
 func registerTables(r *registry) {
-	r.batchAppended.register(10, "table versions", modKeys, func(f *FSM, pr *producing, i int, b []byte, _ int64) Result {
+	r.batchAppended.Register(10, "table versions", modKeys, func(f *FSM, pr *producing, i int, b []byte, _ int64) core.Result {
 		if isTable(pr.t) && !pr.headers[i].Transactional() {
 			if err := f.tableRecords(pr.t, pr.p, b); err != nil {
-				return f.localFault("table versions of %s-%d: %w", pr.t.Name, pr.p.Index, err)
+				return f.LocalFault("table versions of %s-%d: %w", pr.t.Name, pr.p.Index, err)
 			}
 		}
-		return Result{}
+		return core.Result{}
 	})
-	r.markerWritten.register(10, "table versions of a committed transaction", modKeys, func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
+	r.markerWritten.Register(10, "table versions of a committed transaction", modKeys, func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
 		if commit && first >= 0 && isTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
-				f.localFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
+				f.LocalFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	})
-	r.logTrimmed.register(10, "table leaves below the log start", modKeys, (*FSM).tableTrimmed)
-	r.compactionDecided.register(10, "tombstones a compaction removes", modKeys, (*FSM).tableCompactionDecided)
-	r.configChanged.register(10, "table leaves of a changed cleanup.policy", modKeys, func(f *FSM, t *Topic, was TopicConfig) Result {
+	r.logTrimmed.Register(10, "table leaves below the log start", modKeys, (*FSM).tableTrimmed)
+	r.compactionDecided.Register(10, "tombstones a compaction removes", modKeys, (*FSM).tableCompactionDecided)
+	r.configChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(f *FSM, t *Topic, was TopicConfig) core.Result {
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
-			return f.localFault("table versions of %s: %w", t.Name, err)
+			return f.LocalFault("table versions of %s: %w", t.Name, err)
 		}
-		return Result{}
+		return core.Result{}
 	})
-	r.topicDropped.register(20, "table leaves", modKeys, func(_ *FSM, t *Topic, b *stateBatch) {
+	r.topicDropped.Register(20, "table leaves", modKeys, func(_ *FSM, t *Topic, b *core.StateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }
 
-func tableTopicPrefix(id TopicID) []byte { return append([]byte("l/"), id[:]...) }
+func tableTopicPrefix(id core.TopicID) []byte { return append([]byte("l/"), id[:]...) }
 
-func tablePartitionPrefix(id TopicID, p int32) []byte { return proof.TableKey(id, p, nil) }
+func tablePartitionPrefix(id core.TopicID, p int32) []byte { return proof.TableKey(id, p, nil) }
 
 func (c *tableChanges) reset() {
 	*c = tableChanges{}
@@ -189,7 +190,7 @@ func (f *FSM) tableLeaf(t *Topic, p int32, key []byte) (proof.TableVersion, bool
 	if slices.Contains(f.tables.cleared, t) {
 		return proof.TableVersion{}, false, nil
 	}
-	v, ok, err := f.store.Get(k)
+	v, ok, err := f.Store.Get(k)
 	if err != nil || !ok {
 		return proof.TableVersion{}, false, err
 	}
@@ -267,7 +268,7 @@ func (f *FSM) tableBackfill(t *Topic) error {
 		offsets[r] = append(offsets[r], e)
 	}
 	head := keyTopicPrefix(t.ID)
-	err := f.store.Scan(head, func(k, v []byte) error {
+	err := f.Store.Scan(head, func(k, v []byte) error {
 		key, rest, err := unescapeKey(k[len(head):])
 		if err != nil {
 			return err
@@ -349,9 +350,9 @@ func recordAt(l *storage.Log, off, upTo int64, key []byte) (*record.Record, bool
 			c.Key, c.Value = bytes.Clone(r.Key), cloneNil(r.Value)
 			found = &c
 		}
-		return errStopScan
+		return core.ErrStopScan
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return nil, false, err
 	}
 	return found, found != nil, nil
@@ -360,7 +361,7 @@ func recordAt(l *storage.Log, off, upTo int64, key []byte) (*record.Record, bool
 // stageTables writes the block's leaf changes into b: the cleared topics'
 // leaves go, the trims and compactions are applied to the committed and
 // staged leaves, then the writes, in key order.
-func (f *FSM) stageTables(b *stateBatch) error {
+func (f *FSM) stageTables(b *core.StateBatch) error {
 	c := &f.tables
 	for _, t := range c.cleared {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
@@ -401,7 +402,7 @@ func (f *FSM) stageTables(b *stateBatch) error {
 			return err
 		}
 	}
-	for _, k := range sortedKeys(c.writes) {
+	for _, k := range core.SortedKeys(c.writes) {
 		w := c.writes[k]
 		if w.topic.deleted {
 			continue
@@ -434,7 +435,7 @@ func (f *FSM) dropLeaves(p *Partition, drop func(proof.TableVersion) (bool, erro
 	if f.tables.writes == nil {
 		f.tables.writes = map[string]tableWrite{}
 	}
-	for _, k := range sortedKeys(f.tables.writes) {
+	for _, k := range core.SortedKeys(f.tables.writes) {
 		if w := f.tables.writes[k]; !w.deleted && bytes.HasPrefix([]byte(k), prefix) {
 			if err := remove(k, w.version); err != nil {
 				return err
@@ -444,7 +445,7 @@ func (f *FSM) dropLeaves(p *Partition, drop func(proof.TableVersion) (bool, erro
 	if slices.Contains(f.tables.cleared, t) {
 		return nil // the committed leaves go; the staged ones were just seen
 	}
-	return f.store.Scan(prefix, func(k, v []byte) error {
+	return f.Store.Scan(prefix, func(k, v []byte) error {
 		if _, staged := f.tables.writes[string(k)]; staged {
 			return nil
 		}

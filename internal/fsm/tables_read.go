@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -30,7 +31,7 @@ func (f *FSM) TableLatest(topic string, key []byte) (KeyEvent, bool, error) {
 		var best proof.TableVersion
 		found := false
 		for pi := range t.Partitions {
-			v, ok, err := f.store.Get(proof.TableKey(t.ID, int32(pi), key))
+			v, ok, err := f.Store.Get(proof.TableKey(t.ID, int32(pi), key))
 			if err != nil {
 				return KeyEvent{}, false, err
 			}
@@ -69,7 +70,7 @@ func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.Ta
 		}
 		keys := proof.TableKeys(topic, t.ID, int32(len(t.Partitions)), key)
 		if len(keys) > proof.MaxStateProofKeys {
-			return nil, nil, nil, fmt.Errorf("%w: topic %q has %d partitions, a table proof covers at most %d", ErrNoProof, topic, len(t.Partitions), proof.MaxStateProofKeys-1)
+			return nil, nil, nil, fmt.Errorf("%w: topic %q has %d partitions, a table proof covers at most %d", core.ErrNoProof, topic, len(t.Partitions), proof.MaxStateProofKeys-1)
 		}
 		sp, err := f.ProveState(keys...)
 		if err != nil {
@@ -77,7 +78,7 @@ func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.Ta
 		}
 		tv, err := proof.TableLatest(topic, key, sp.Entries)
 		if err != nil { // the topic changed between the view and the proof
-			last = fmt.Errorf("%w: %w", ErrStateMoved, err)
+			last = fmt.Errorf("%w: %w", core.ErrStateMoved, err)
 			continue
 		}
 		tv.Height = sp.Height
@@ -86,7 +87,7 @@ func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.Ta
 		}
 		ev, err := f.tableEvent(t, key, tv.Latest)
 		if err != nil {
-			last = fmt.Errorf("%w: %w", ErrStateMoved, err)
+			last = fmt.Errorf("%w: %w", core.ErrStateMoved, err)
 			continue
 		}
 		return sp, tv, ev.Value, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pokt-network/smt"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -65,7 +66,7 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 func storedLeaves(t testing.TB, f *FSM) map[string]string {
 	t.Helper()
 	got := map[string]string{}
-	if err := f.store.Scan([]byte("l/"), func(k, v []byte) error {
+	if err := f.Store.Scan([]byte("l/"), func(k, v []byte) error {
 		got[string(k)] = string(v)
 		return nil
 	}); err != nil {
@@ -111,7 +112,7 @@ func TestTableLeavesFollowTheLog(t *testing.T) {
 	f := open(t, dir)
 	blocks := scenario(t)
 	for i, b := range blocks {
-		if _, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs}); err != nil {
+		if _, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.Commit(); err != nil {
@@ -186,7 +187,7 @@ type tableFixture struct {
 	now    int64
 }
 
-func (x *tableFixture) apply(cmds ...Command) []Result {
+func (x *tableFixture) apply(cmds ...core.Command) []core.Result {
 	x.t.Helper()
 	x.height++
 	x.now += 1000
@@ -194,7 +195,7 @@ func (x *tableFixture) apply(cmds ...Command) []Result {
 	for i, c := range cmds {
 		txs = append(txs, tx(int(x.height)*100+i, c))
 	}
-	out, err := x.f.ApplyBlock(Block{Height: x.height, TimeMs: x.now, Txs: txs})
+	out, err := x.f.ApplyBlock(core.Block{Height: x.height, TimeMs: x.now, Txs: txs})
 	if err != nil {
 		x.t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func (x *tableFixture) apply(cmds ...Command) []Result {
 		x.t.Fatal(err)
 	}
 	checkTableLeaves(x.t, x.f, fmt.Sprintf("height %d", x.height))
-	var rs []Result
+	var rs []core.Result
 	for _, o := range out.Txs {
 		rs = append(rs, o.Results...)
 	}

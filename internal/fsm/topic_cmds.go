@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -13,40 +14,40 @@ import (
 
 // The topics module's command kinds.
 const (
-	KindCreateTopic      Kind = 1
-	KindDeleteTopic      Kind = 2
-	KindCreatePartitions Kind = 3
-	KindAlterConfigs     Kind = 4
-	KindProduce          Kind = 5
-	KindDeleteRecords    Kind = 6
+	KindCreateTopic      core.Kind = 1
+	KindDeleteTopic      core.Kind = 2
+	KindCreatePartitions core.Kind = 3
+	KindAlterConfigs     core.Kind = 4
+	KindProduce          core.Kind = 5
+	KindDeleteRecords    core.Kind = 6
 )
 
 // registerTopicCommands registers the topics' commands (registerTopics
 // calls it).
 func registerTopicCommands(r *registry) {
 	register(r, KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
-		func(f *FSM, c CreateTopic, at cmdAt) Result { return f.createTopic(c, at.tx, at.cmd) })
+		func(f *FSM, c CreateTopic, at core.CmdAt) core.Result { return f.createTopic(c, at.Tx, at.Cmd) })
 	register(r, KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
-		func(f *FSM, c DeleteTopic, _ cmdAt) Result { return f.deleteTopic(c) })
+		func(f *FSM, c DeleteTopic, _ core.CmdAt) core.Result { return f.deleteTopic(c) })
 	register(r, KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
-		func(f *FSM, c CreatePartitions, _ cmdAt) Result { return f.createPartitions(c) })
+		func(f *FSM, c CreatePartitions, _ core.CmdAt) core.Result { return f.createPartitions(c) })
 	register(r, KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
-		func(f *FSM, c AlterConfigs, _ cmdAt) Result { return f.alterConfigs(c) })
+		func(f *FSM, c AlterConfigs, _ core.CmdAt) core.Result { return f.alterConfigs(c) })
 	// A produce validates each batch itself, as it appends it; the
 	// mempool admits it on its batches' framing and CRCs (admitProduce).
 	produce := register(r, KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
-		func(f *FSM, c Produce, _ cmdAt) Result { return f.produce(c) })
-	produce.checkedByApply = true
-	produce.admit = admitProduce
-	produce.size = func(c Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
+		func(f *FSM, c Produce, _ core.CmdAt) core.Result { return f.produce(c) })
+	produce.CheckedByApply = true
+	produce.Admit = admitProduce
+	produce.Size = func(c core.Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
 	register(r, KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
-		func(f *FSM, c DeleteRecords, _ cmdAt) Result { return f.deleteRecords(c) })
+		func(f *FSM, c DeleteRecords, _ core.CmdAt) core.Result { return f.deleteRecords(c) })
 }
 
 // admitProduce is a produce's admission check for the mempool (Precheck):
 // its records split into whole batches, at least one, each with a good
 // CRC. Records are not decoded: Validate and apply check them.
-func admitProduce(c Command) error {
+func admitProduce(c core.Command) error {
 	p := c.(Produce)
 	batches, err := record.Split(p.Records)
 	if err == nil && len(batches) == 0 {
@@ -83,7 +84,7 @@ type CreateTopic struct {
 // DeleteTopic deletes a topic by name, or by ID when ID is not zero.
 type DeleteTopic struct {
 	Name string
-	ID   TopicID
+	ID   core.TopicID
 }
 
 // CreatePartitions raises a topic's partition count to Count.
@@ -136,191 +137,191 @@ type DeleteRecords struct {
 	Offset    int64
 }
 
-func (CreateTopic) Kind() Kind      { return KindCreateTopic }
-func (DeleteTopic) Kind() Kind      { return KindDeleteTopic }
-func (CreatePartitions) Kind() Kind { return KindCreatePartitions }
-func (AlterConfigs) Kind() Kind     { return KindAlterConfigs }
-func (Produce) Kind() Kind          { return KindProduce }
-func (DeleteRecords) Kind() Kind    { return KindDeleteRecords }
+func (CreateTopic) Kind() core.Kind      { return KindCreateTopic }
+func (DeleteTopic) Kind() core.Kind      { return KindDeleteTopic }
+func (CreatePartitions) Kind() core.Kind { return KindCreatePartitions }
+func (AlterConfigs) Kind() core.Kind     { return KindAlterConfigs }
+func (Produce) Kind() core.Kind          { return KindProduce }
+func (DeleteRecords) Kind() core.Kind    { return KindDeleteRecords }
 
-func (c CreateTopic) encode(w *writer) {
-	w.str(c.Name)
-	w.i32(c.Partitions)
-	w.i16(c.ReplicationFactor)
-	w.count(len(c.Configs))
+func (c CreateTopic) Encode(w *core.Writer) {
+	w.Str(c.Name)
+	w.I32(c.Partitions)
+	w.I16(c.ReplicationFactor)
+	w.Count(len(c.Configs))
 	for _, e := range c.Configs {
-		w.str(e.Name)
-		w.str(e.Value)
+		w.Str(e.Name)
+		w.Str(e.Value)
 	}
 	encodeAssignments(w, c.Assignments)
 }
 
-func (c DeleteTopic) encode(w *writer) {
-	w.str(c.Name)
-	w.raw(c.ID[:])
+func (c DeleteTopic) Encode(w *core.Writer) {
+	w.Str(c.Name)
+	w.Raw(c.ID[:])
 }
 
-func (c CreatePartitions) encode(w *writer) {
-	w.str(c.Name)
-	w.i32(c.Count)
+func (c CreatePartitions) Encode(w *core.Writer) {
+	w.Str(c.Name)
+	w.I32(c.Count)
 	encodeAssignments(w, c.Assignments)
 }
 
-func (c AlterConfigs) encode(w *writer) {
-	w.str(c.Topic)
+func (c AlterConfigs) Encode(w *core.Writer) {
+	w.Str(c.Topic)
 	encodeChanges(w, c.Incremental, c.Changes)
 }
 
 // encodeChanges writes the changes of a config-altering command:
 //
 //	bool incremental | count × (u8 op | str name | str value)
-func encodeChanges(w *writer, incremental bool, changes []ConfigChange) {
-	w.bool(incremental)
-	w.count(len(changes))
+func encodeChanges(w *core.Writer, incremental bool, changes []ConfigChange) {
+	w.Bool(incremental)
+	w.Count(len(changes))
 	for _, ch := range changes {
-		w.u8(uint8(ch.Op))
-		w.str(ch.Name)
-		w.str(ch.Value)
+		w.U8(uint8(ch.Op))
+		w.Str(ch.Name)
+		w.Str(ch.Value)
 	}
 }
 
 // decodeChanges reads what encodeChanges wrote.
-func decodeChanges(r *reader) (incremental bool, changes []ConfigChange) {
-	incremental = r.bool()
-	n := r.count(3)
+func decodeChanges(r *core.Reader) (incremental bool, changes []ConfigChange) {
+	incremental = r.Bool()
+	n := r.Count(3)
 	for i := 0; i < n; i++ {
-		changes = append(changes, ConfigChange{Op: ConfigOp(r.u8()), Name: r.str(), Value: r.str()})
+		changes = append(changes, ConfigChange{Op: ConfigOp(r.U8()), Name: r.Str(), Value: r.Str()})
 	}
 	return incremental, changes
 }
 
-func (c Produce) encode(w *writer) {
-	w.str(c.Topic)
-	w.i32(c.Partition)
-	w.bytes(c.Records)
+func (c Produce) Encode(w *core.Writer) {
+	w.Str(c.Topic)
+	w.I32(c.Partition)
+	w.Bytes(c.Records)
 }
 
-func (c DeleteRecords) encode(w *writer) {
-	w.str(c.Topic)
-	w.i32(c.Partition)
-	w.i64(c.Offset)
+func (c DeleteRecords) Encode(w *core.Writer) {
+	w.Str(c.Topic)
+	w.I32(c.Partition)
+	w.I64(c.Offset)
 }
 
-func decodeCreateTopic(r *reader) CreateTopic {
-	c := CreateTopic{Name: r.str(), Partitions: r.i32(), ReplicationFactor: r.i16()}
-	n := r.count(2)
+func decodeCreateTopic(r *core.Reader) CreateTopic {
+	c := CreateTopic{Name: r.Str(), Partitions: r.I32(), ReplicationFactor: r.I16()}
+	n := r.Count(2)
 	for i := 0; i < n; i++ {
-		c.Configs = append(c.Configs, ConfigEntry{Name: r.str(), Value: r.str()})
+		c.Configs = append(c.Configs, ConfigEntry{Name: r.Str(), Value: r.Str()})
 	}
 	c.Assignments = decodeAssignments(r)
 	return c
 }
 
-func decodeDeleteTopic(r *reader) DeleteTopic {
-	c := DeleteTopic{Name: r.str()}
-	copy(c.ID[:], r.take(len(c.ID)))
+func decodeDeleteTopic(r *core.Reader) DeleteTopic {
+	c := DeleteTopic{Name: r.Str()}
+	copy(c.ID[:], r.Take(len(c.ID)))
 	return c
 }
 
-func decodeCreatePartitions(r *reader) CreatePartitions {
-	return CreatePartitions{Name: r.str(), Count: r.i32(), Assignments: decodeAssignments(r)}
+func decodeCreatePartitions(r *core.Reader) CreatePartitions {
+	return CreatePartitions{Name: r.Str(), Count: r.I32(), Assignments: decodeAssignments(r)}
 }
 
-func decodeAlterConfigs(r *reader) AlterConfigs {
-	c := AlterConfigs{Topic: r.str()}
+func decodeAlterConfigs(r *core.Reader) AlterConfigs {
+	c := AlterConfigs{Topic: r.Str()}
 	c.Incremental, c.Changes = decodeChanges(r)
 	return c
 }
 
-func decodeProduce(r *reader) Produce {
-	return Produce{Topic: r.str(), Partition: r.i32(), Records: r.bytes()}
+func decodeProduce(r *core.Reader) Produce {
+	return Produce{Topic: r.Str(), Partition: r.I32(), Records: r.Bytes()}
 }
 
-func decodeDeleteRecords(r *reader) DeleteRecords {
-	return DeleteRecords{Topic: r.str(), Partition: r.i32(), Offset: r.i64()}
+func decodeDeleteRecords(r *core.Reader) DeleteRecords {
+	return DeleteRecords{Topic: r.Str(), Partition: r.I32(), Offset: r.I64()}
 }
 
 // checkTopicCommand is the stateless check of the topics module's commands.
-func checkTopicCommand(c Command) Result {
+func checkTopicCommand(c core.Command) core.Result {
 	if r := checkAssignmentCommand(c); r.Code != 0 {
 		return r
 	}
 	switch c := c.(type) {
 	case CreateTopic:
 		if err := ValidTopicName(c.Name); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
+			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
-			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions))
+			return core.Fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions))
 		}
 		if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
-			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor must be larger than 0, or -1 to use the default, got %d", c.ReplicationFactor))
+			return core.Fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor must be larger than 0, or -1 to use the default, got %d", c.ReplicationFactor))
 		}
 		seen := map[string]bool{}
 		for _, e := range c.Configs {
 			if seen[e.Name] {
-				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
+				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
 			}
 			seen[e.Name] = true
 			if err := ValidateConfig(e.Name, e.Value); err != nil {
-				return fail(kerr.InvalidConfig.Code, err.Error())
+				return core.Fail(kerr.InvalidConfig.Code, err.Error())
 			}
 		}
 	case DeleteTopic:
 		if c.ID.IsZero() {
 			if err := ValidTopicName(c.Name); err != nil {
-				return fail(kerr.InvalidTopicException.Code, err.Error())
+				return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 			}
 		}
 	case CreatePartitions:
 		if err := ValidTopicName(c.Name); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
+			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Count <= 0 || c.Count > MaxPartitions {
-			return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
+			return core.Fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
 		}
 	case AlterConfigs:
 		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
+			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		for _, ch := range c.Changes {
 			if _, ok := LookupConfig(ch.Name); !ok {
-				return fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
+				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
 			}
 			switch ch.Op {
 			case OpSet:
 				if err := ValidateConfig(ch.Name, ch.Value); err != nil {
-					return fail(kerr.InvalidConfig.Code, err.Error())
+					return core.Fail(kerr.InvalidConfig.Code, err.Error())
 				}
 			case OpDelete:
 			case OpAppend, OpSubtract:
 				if d, _ := LookupConfig(ch.Name); d.Type != TypeList {
-					return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not a list: APPEND and SUBTRACT apply only to lists", ch.Name))
+					return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not a list: APPEND and SUBTRACT apply only to lists", ch.Name))
 				}
 			default:
-				return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown config operation %d", ch.Op))
+				return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown config operation %d", ch.Op))
 			}
 		}
 	case Produce:
 		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
+			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		batches, err := record.Split(c.Records)
 		if err != nil || len(batches) == 0 {
-			return fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
+			return core.Fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
 		}
 		for _, b := range batches {
 			if _, err := record.Validate(b); err != nil {
-				return fail(record.ErrorCode(err), err.Error())
+				return core.Fail(record.ErrorCode(err), err.Error())
 			}
 		}
 	case DeleteRecords:
 		if err := ValidTopicName(c.Topic); err != nil {
-			return fail(kerr.InvalidTopicException.Code, err.Error())
+			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Offset < -1 {
-			return fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d", c.Offset))
+			return core.Fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d", c.Offset))
 		}
 	}
-	return Result{}
+	return core.Result{}
 }

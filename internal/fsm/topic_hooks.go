@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
@@ -35,61 +36,61 @@ type producing struct {
 type topicHooks struct {
 	// batchChecks check one batch of an idempotent or transactional
 	// producer before its sequence is (a refusal refuses the produce).
-	batchChecks hookPoint[func(f *FSM, t *Topic, p *Partition, h record.Header) Result]
+	batchChecks core.HookPoint[func(f *FSM, t *Topic, p *Partition, h record.Header) core.Result]
 	// produceChecks check a produce once its batches' offsets are known,
 	// before anything is written; a check may return what to do once the
 	// batches are written (nil: nothing).
-	produceChecks hookPoint[func(f *FSM, pr *producing) (Result, func())]
+	produceChecks core.HookPoint[func(f *FSM, pr *producing) (core.Result, func())]
 	// batchAppended: batch i of a produce was appended at offset at (b is
 	// the batch as written). A failure is the broker's own (a local fault).
-	batchAppended hookPoint[func(f *FSM, pr *producing, i int, b []byte, at int64) Result]
+	batchAppended core.HookPoint[func(f *FSM, pr *producing, i int, b []byte, at int64) core.Result]
 	// markerWritten: a transaction marker of producer pid was appended to
 	// p at offset at; first is the offset of the transaction's first batch
 	// there (-1: it wrote none).
-	markerWritten hookPoint[func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64)]
+	markerWritten core.HookPoint[func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64)]
 	// logTrimmed: p's log start moved up (retention, DeleteRecords).
-	logTrimmed hookPoint[func(f *FSM, t *Topic, p *Partition)]
+	logTrimmed core.HookPoint[func(f *FSM, t *Topic, p *Partition)]
 	// compactionDecided: housekeeping decided to compact p's sealed
 	// segments segs (all but the last), removing tombstones older than
 	// horizon.
-	compactionDecided hookPoint[func(f *FSM, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64)]
+	compactionDecided core.HookPoint[func(f *FSM, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64)]
 	// configChanged: t's configs changed; was is its resolved config before.
-	configChanged hookPoint[func(f *FSM, t *Topic, was TopicConfig) Result]
+	configChanged core.HookPoint[func(f *FSM, t *Topic, was TopicConfig) core.Result]
 	// topicDeleted: t was deleted by a command of the block.
-	topicDeleted hookPoint[func(f *FSM, t *Topic)]
+	topicDeleted core.HookPoint[func(f *FSM, t *Topic)]
 	// topicDropped stages what the module keeps of a topic deleted in the
 	// block, before the topic's own keys go (the topics step, rank 60).
-	topicDropped hookPoint[func(f *FSM, t *Topic, b *stateBatch)]
+	topicDropped core.HookPoint[func(f *FSM, t *Topic, b *core.StateBatch)]
 	// housekeepers run at each housekeeping pass, before the partitions'
 	// retention and compaction; they describe each change they make.
-	housekeepers hookPoint[func(f *FSM) []change]
+	housekeepers core.HookPoint[func(f *FSM) []core.Change]
 }
 
 // newTopicHooks makes the topics module's hook points, without hooks.
 func newTopicHooks() topicHooks {
 	return topicHooks{
-		batchChecks:       hookPoint[func(f *FSM, t *Topic, p *Partition, h record.Header) Result]{name: "batch checks", owner: modTopics},
-		produceChecks:     hookPoint[func(f *FSM, pr *producing) (Result, func())]{name: "produce checks", owner: modTopics},
-		batchAppended:     hookPoint[func(f *FSM, pr *producing, i int, b []byte, at int64) Result]{name: "batch appended", owner: modTopics},
-		markerWritten:     hookPoint[func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64)]{name: "marker written", owner: modTopics},
-		logTrimmed:        hookPoint[func(f *FSM, t *Topic, p *Partition)]{name: "log trimmed", owner: modTopics},
-		compactionDecided: hookPoint[func(f *FSM, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64)]{name: "compaction decided", owner: modTopics},
-		configChanged:     hookPoint[func(f *FSM, t *Topic, was TopicConfig) Result]{name: "config changed", owner: modTopics},
-		topicDeleted:      hookPoint[func(f *FSM, t *Topic)]{name: "topic deleted", owner: modTopics},
-		topicDropped:      hookPoint[func(f *FSM, t *Topic, b *stateBatch)]{name: "topic dropped", owner: modTopics},
-		housekeepers:      hookPoint[func(f *FSM) []change]{name: "housekeeping", owner: modTopics},
+		batchChecks:       core.HookPoint[func(f *FSM, t *Topic, p *Partition, h record.Header) core.Result]{Name: "batch checks", Owner: modTopics},
+		produceChecks:     core.HookPoint[func(f *FSM, pr *producing) (core.Result, func())]{Name: "produce checks", Owner: modTopics},
+		batchAppended:     core.HookPoint[func(f *FSM, pr *producing, i int, b []byte, at int64) core.Result]{Name: "batch appended", Owner: modTopics},
+		markerWritten:     core.HookPoint[func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64)]{Name: "marker written", Owner: modTopics},
+		logTrimmed:        core.HookPoint[func(f *FSM, t *Topic, p *Partition)]{Name: "log trimmed", Owner: modTopics},
+		compactionDecided: core.HookPoint[func(f *FSM, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64)]{Name: "compaction decided", Owner: modTopics},
+		configChanged:     core.HookPoint[func(f *FSM, t *Topic, was TopicConfig) core.Result]{Name: "config changed", Owner: modTopics},
+		topicDeleted:      core.HookPoint[func(f *FSM, t *Topic)]{Name: "topic deleted", Owner: modTopics},
+		topicDropped:      core.HookPoint[func(f *FSM, t *Topic, b *core.StateBatch)]{Name: "topic dropped", Owner: modTopics},
+		housekeepers:      core.HookPoint[func(f *FSM) []core.Change]{Name: "housekeeping", Owner: modTopics},
 	}
 }
 
 // points lists the hook points, for TestHooks.
-func (h *topicHooks) points() []hookPointer {
-	return []hookPointer{&h.batchChecks, &h.produceChecks, &h.batchAppended, &h.markerWritten,
+func (h *topicHooks) points() []core.HookPointer {
+	return []core.HookPointer{&h.batchChecks, &h.produceChecks, &h.batchAppended, &h.markerWritten,
 		&h.logTrimmed, &h.compactionDecided, &h.configChanged, &h.topicDeleted, &h.topicDropped, &h.housekeepers}
 }
 
 // trimmed runs the logTrimmed hooks.
 func (f *FSM) trimmed(t *Topic, p *Partition) {
-	for _, h := range f.reg.logTrimmed.hooks {
-		h.fn(f, t, p)
+	for _, h := range f.reg.logTrimmed.Hooks {
+		h.Fn(f, t, p)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cometbft/cometbft/crypto/merkle"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -24,7 +25,7 @@ type batchRef struct {
 
 // proveAppend records the leaf of a batch just appended to p.
 func (f *FSM) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
-	f.leaves = append(f.leaves, proof.BatchLeaf(t.Name, t.ID, p.Index, base, batch))
+	f.Leaves = append(f.Leaves, proof.BatchLeaf(t.Name, t.ID, p.Index, base, batch))
 	f.leafRefs = append(f.leafRefs, batchRef{t, p.Index, base})
 }
 
@@ -33,19 +34,19 @@ func (f *FSM) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
 // leaf index. The entries are outside the state trie (persist.go), so
 // they go straight into the store's batch, after the deleted topics'
 // b/ prefixes are dropped (stageTopics).
-func stageBatchRefs(f *FSM, b *stateBatch) {
+func stageBatchRefs(f *FSM, b *core.StateBatch) {
 	for i, r := range f.leafRefs {
 		if r.topic.deleted {
 			continue
 		}
-		v := binary.BigEndian.AppendUint64(nil, uint64(f.height))
-		b.b.Set(batchProofKey(r.topic.ID, r.partition, r.base), binary.BigEndian.AppendUint32(v, uint32(i)))
+		v := binary.BigEndian.AppendUint64(nil, uint64(f.Height))
+		b.B.Set(batchProofKey(r.topic.ID, r.partition, r.base), binary.BigEndian.AppendUint32(v, uint32(i)))
 	}
 }
 
-func batchProofPrefix(id TopicID) []byte { return append([]byte("b/"), id[:]...) }
+func batchProofPrefix(id core.TopicID) []byte { return append([]byte("b/"), id[:]...) }
 
-func batchProofKey(id TopicID, partition int32, base int64) []byte {
+func batchProofKey(id core.TopicID, partition int32, base int64) []byte {
 	k := binary.BigEndian.AppendUint32(batchProofPrefix(id), uint32(partition))
 	return binary.BigEndian.AppendUint64(k, uint64(base))
 }
@@ -55,7 +56,7 @@ func batchProofKey(id TopicID, partition int32, base int64) []byte {
 // (which the header of Height+1 carries).
 type BatchProof struct {
 	Topic      string
-	TopicID    TopicID
+	TopicID    core.TopicID
 	Partition  int32
 	BaseOffset int64
 	LastOffset int64
@@ -99,21 +100,21 @@ func (f *FSM) locate(topic string, partition int32, offset int64) (*located, err
 		return nil, err
 	}
 	if len(batches) == 0 {
-		return nil, fmt.Errorf("%w: nothing stored at %s-%d offset %d", ErrNoProof, topic, partition, offset)
+		return nil, fmt.Errorf("%w: nothing stored at %s-%d offset %d", core.ErrNoProof, topic, partition, offset)
 	}
 	l := &located{t: t, batch: batches[0]}
 	if l.head, err = record.ParseHeader(l.batch); err != nil {
 		return nil, err
 	}
 	if l.head.BaseOffset > offset || l.head.LastOffset() < offset {
-		return nil, fmt.Errorf("%w: offset %d of %s-%d was removed by compaction", ErrNoProof, offset, topic, partition)
+		return nil, fmt.Errorf("%w: offset %d of %s-%d was removed by compaction", core.ErrNoProof, offset, topic, partition)
 	}
-	ref, ok, err := f.store.Get(batchProofKey(t.ID, partition, l.head.BaseOffset))
+	ref, ok, err := f.Store.Get(batchProofKey(t.ID, partition, l.head.BaseOffset))
 	if err != nil {
 		return nil, err
 	}
 	if !ok || len(ref) != 12 {
-		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was written before this version kept proofs", ErrNoProof, topic, partition, l.head.BaseOffset)
+		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was written before this version kept proofs", core.ErrNoProof, topic, partition, l.head.BaseOffset)
 	}
 	l.height, l.index = int64(binary.BigEndian.Uint64(ref)), int(binary.BigEndian.Uint32(ref[8:]))
 	return l, nil
@@ -142,7 +143,7 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 		return nil, err
 	}
 	t, batch, h, height, index := l.t, l.batch, l.head, l.height, l.index
-	digest, stateRoot, leaves, err := f.blockProofEntry(height)
+	digest, stateRoot, leaves, err := f.BlockProofEntry(height)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchPro
 		return nil, fmt.Errorf("stele/fsm: proof entry of height %d has %d leaves, batch index %d", height, len(leaves), index)
 	}
 	if !bytes.Equal(leaves[index], proof.BatchLeaf(t.Name, t.ID, partition, h.BaseOffset, batch)) {
-		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was rewritten by compaction since height %d", ErrNoProof, topic, partition, h.BaseOffset, height)
+		return nil, fmt.Errorf("%w: the batch at %s-%d offset %d was rewritten by compaction since height %d", core.ErrNoProof, topic, partition, h.BaseOffset, height)
 	}
 	root, proofs := merkle.ProofsFromByteSlices(leaves)
 	return &BatchProof{

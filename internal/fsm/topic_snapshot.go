@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -35,18 +36,18 @@ func registerTopicSnapshot(r *registry) {
 // capturedPartition is one partition's pinned log.
 type capturedPartition struct {
 	dir string // logs/<topic>-<partition>
-	id  TopicID
+	id  core.TopicID
 	pin *storage.LogPin
 }
 
 // captureLogs waits for the compactions in flight and pins every
 // partition's log, in the order of the topics' names.
-func captureLogs(f *FSM) ([]capturedFiles, error) {
+func captureLogs(f *FSM) ([]core.CapturedFiles, error) {
 	// Every broker must capture the same files: the compacted ones.
 	if err := f.WaitCompactions(); err != nil {
-		return nil, f.faulted(err)
+		return nil, f.Faulted(err)
 	}
-	var parts []capturedFiles
+	var parts []core.CapturedFiles
 	for _, name := range sortedNames(f.topics) {
 		t := f.topics[name]
 		for _, p := range t.Partitions {
@@ -61,16 +62,16 @@ func captureLogs(f *FSM) ([]capturedFiles, error) {
 	return parts, nil
 }
 
-// materialise writes the pinned files and the partition.metadata file of
+// Materialise writes the pinned files and the partition.metadata file of
 // the partition's directory under root.
-func (p *capturedPartition) materialise(root string) ([]snapFile, error) {
+func (p *capturedPartition) Materialise(root string) ([]core.SnapFile, error) {
 	dst := filepath.Join(root, filepath.FromSlash(p.dir))
 	if err := p.pin.WriteTo(dst); err != nil {
 		return nil, err
 	}
-	var files []snapFile
+	var files []core.SnapFile
 	for _, f := range p.pin.Files() {
-		files = append(files, snapFile{Path: p.dir + "/" + f.Name, Size: f.Size})
+		files = append(files, core.SnapFile{Path: p.dir + "/" + f.Name, Size: f.Size})
 	}
 	if err := writePartitionMetadata(dst, p.id); err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
@@ -79,10 +80,10 @@ func (p *capturedPartition) materialise(root string) ([]snapFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
-	return append(files, snapFile{Path: p.dir + "/partition.metadata", Size: fi.Size()}), nil
+	return append(files, core.SnapFile{Path: p.dir + "/partition.metadata", Size: fi.Size()}), nil
 }
 
-func (p *capturedPartition) release() { p.pin.Release() }
+func (p *capturedPartition) Release() { p.pin.Release() }
 
 // checkLogPath says what is wrong with a path under logs/ of a peer's
 // snapshot ("" if nothing): it must be <topic>-<partition>/<file>, with a

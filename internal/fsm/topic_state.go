@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync/atomic"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // The topics module's steps: its state read at Open (the topics, their
@@ -21,7 +23,7 @@ func registerTopicState(r *registry) {
 		empty: func(f *FSM) {
 			f.topicsState = topicsState{
 				topics:      map[string]*Topic{},
-				byID:        map[TopicID]*Topic{},
+				byID:        map[core.TopicID]*Topic{},
 				dirtyTopics: map[string]bool{},
 				dirtyParts:  map[*Partition]bool{},
 				compactor:   newCompactor(f.opts.CompactionWorkers),
@@ -38,7 +40,7 @@ type topicsState struct {
 	logDefaults   logDefaults    // the cluster-wide log defaults (log_defaults.go)
 	appendClock   logAppendClock // LogAppendTime's clock (append_clock.go)
 	topics        map[string]*Topic
-	byID          map[TopicID]*Topic
+	byID          map[core.TopicID]*Topic
 	dirtyTopics   map[string]bool
 	dirtyParts    map[*Partition]bool
 	deleted       []*Topic   // deleted this block; files removed after Commit
@@ -47,17 +49,17 @@ type topicsState struct {
 	view          atomic.Pointer[View] // the committed topics, published at Commit
 }
 
-func stageTopics(f *FSM, b *stateBatch) error {
+func stageTopics(f *FSM, b *core.StateBatch) error {
 	for _, t := range f.deleted {
-		for _, h := range f.reg.topicDropped.hooks {
-			h.fn(f, t, b)
+		for _, h := range f.reg.topicDropped.Hooks {
+			h.Fn(f, t, b)
 		}
 		b.DeletePrefix(batchProofPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))
-		b.Delete(topicKey(t.Name))
+		b.Delete(core.TopicKey(t.Name))
 		for _, p := range t.Partitions {
-			b.Delete(partitionKey(t.Name, p.Index))
+			b.Delete(core.PartitionKey(t.Name, p.Index))
 		}
 	}
 	names := make([]string, 0, len(f.dirtyTopics))
@@ -67,11 +69,11 @@ func stageTopics(f *FSM, b *stateBatch) error {
 	sort.Strings(names)
 	for _, n := range names {
 		if t := f.topics[n]; t != nil {
-			b.Set(topicKey(n), encodeTopic(t))
+			b.Set(core.TopicKey(n), encodeTopic(t))
 		}
 	}
 	for p := range f.dirtyParts {
-		b.Set(partitionKey(p.Topic, p.Index), encodePartition(p))
+		b.Set(core.PartitionKey(p.Topic, p.Index), encodePartition(p))
 	}
 	stageBatchRefs(f, b)
 	return nil
@@ -94,7 +96,7 @@ func publishTopics(f *FSM, metaChanged bool) {
 		}
 	}
 	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.height, f.topics, f.logDefaults.configs))
+		f.view.Store(buildView(f.Height, f.topics, f.logDefaults.configs))
 	}
 }
 
@@ -103,19 +105,19 @@ func publishTopics(f *FSM, metaChanged bool) {
 //	u8 version | [16] id | i16 replication factor | i32 partitions |
 //	count configs × (str name | str value) | assignments
 func encodeTopic(t *Topic) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.raw(t.ID[:])
-	w.i16(t.ReplicationFactor)
-	w.i32(int32(len(t.Partitions)))
-	keys := sortedKeys(t.Configs)
-	w.count(len(keys))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.Raw(t.ID[:])
+	w.I16(t.ReplicationFactor)
+	w.I32(int32(len(t.Partitions)))
+	keys := core.SortedKeys(t.Configs)
+	w.Count(len(keys))
 	for _, k := range keys {
-		w.str(k)
-		w.str(t.Configs[k])
+		w.Str(k)
+		w.Str(t.Configs[k])
 	}
 	encodeAssignments(w, t.Replicas)
-	return w.b
+	return w.B
 }
 
 // decodeTopic reads the t/ value of the topic name: the topic, without its
@@ -124,22 +126,22 @@ func encodeTopic(t *Topic) []byte {
 // the caller makes a partition only for a stored partition state
 // (loadPartitions), so what a value makes Open allocate stays bounded.
 func decodeTopic(name string, v []byte) (*Topic, int32, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, 0, fmt.Errorf("stele/fsm: topic %q: state format %d not supported", name, ver)
 	}
 	t := &Topic{Name: name, Configs: map[string]string{}}
-	copy(t.ID[:], r.take(16))
-	t.ReplicationFactor = r.i16()
-	n := r.i32()
+	copy(t.ID[:], r.Take(16))
+	t.ReplicationFactor = r.I16()
+	n := r.I32()
 	if n < 0 || n > MaxPartitions {
-		r.fail("%d partitions, at most %d", n, MaxPartitions)
+		r.Fail("%d partitions, at most %d", n, MaxPartitions)
 	}
-	for i, c := 0, r.count(2); i < c; i++ {
-		t.Configs[r.str()] = r.str()
+	for i, c := 0, r.Count(2); i < c; i++ {
+		t.Configs[r.Str()] = r.Str()
 	}
 	t.Replicas = decodeAssignments(r)
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, 0, fmt.Errorf("stele/fsm: reading topic %q: %w", name, err)
 	}
 	if t.Replicas != nil && len(t.Replicas) != int(n) {
@@ -153,24 +155,24 @@ func decodeTopic(name string, v []byte) (*Topic, int32, error) {
 //	u8 version | i64 log end offset | i64 log start offset |
 //	i64 cleaned up to | i64 compaction horizon | i64 height of the last compaction
 func encodePartition(p *Partition) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.i64(p.next)
-	w.i64(p.start)
-	w.i64(p.cleanedUpTo)
-	w.i64(p.compactHorizon)
-	w.i64(p.compactedAt)
-	return w.b
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.I64(p.next)
+	w.I64(p.start)
+	w.I64(p.cleanedUpTo)
+	w.I64(p.compactHorizon)
+	w.I64(p.compactedAt)
+	return w.B
 }
 
 // decodePartition reads a p/ value into p's offsets and compaction marks.
 func decodePartition(p *Partition, v []byte) error {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return fmt.Errorf("stele/fsm: partition %s-%d: state format %d not supported", p.Topic, p.Index, ver)
 	}
-	p.next, p.start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.i64(), r.i64(), r.i64(), r.i64(), r.i64()
-	if err := r.done(); err != nil {
+	p.next, p.start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.I64(), r.I64(), r.I64(), r.I64(), r.I64()
+	if err := r.Done(); err != nil {
 		return fmt.Errorf("stele/fsm: reading partition %s-%d: %w", p.Topic, p.Index, err)
 	}
 	return nil
@@ -180,9 +182,9 @@ func decodePartition(p *Partition, v []byte) error {
 // log, cutting it back to its committed end, and removes the partition
 // directories of no committed topic.
 func loadTopics(f *FSM) error {
-	f.topics, f.byID = map[string]*Topic{}, map[TopicID]*Topic{}
+	f.topics, f.byID = map[string]*Topic{}, map[core.TopicID]*Topic{}
 	counts := map[string]int32{}
-	err := f.store.Scan([]byte("t/"), func(k, v []byte) error {
+	err := f.Store.Scan([]byte("t/"), func(k, v []byte) error {
 		t, n, err := decodeTopic(string(k[2:]), v)
 		if err != nil {
 			return err
@@ -206,7 +208,7 @@ func loadTopics(f *FSM) error {
 // order, and opens their logs.
 func (f *FSM) loadPartitions(t *Topic, n int32) error {
 	states := map[int32][]byte{}
-	err := f.store.Scan(partitionPrefix(t.Name), func(k, v []byte) error {
+	err := f.Store.Scan(core.PartitionPrefix(t.Name), func(k, v []byte) error {
 		idx := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
 		states[idx] = append([]byte(nil), v...)
 		return nil
@@ -259,10 +261,10 @@ func (f *FSM) resumeCompaction(p *Partition) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("the compaction plan of %s-%d: %w", p.Topic, p.Index, err)
-	case planned && opts.ID > f.height:
+	case planned && opts.ID > f.Height:
 		return p.log.DropPlannedCompaction()
 	case planned:
-	case p.compactedAt == f.height && p.compactedAt > 0:
+	case p.compactedAt == f.Height && p.compactedAt > 0:
 		opts = f.compactOptions(p)
 	default:
 		return nil

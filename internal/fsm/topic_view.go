@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
@@ -36,7 +37,7 @@ var ErrOffsetOutOfRange = errors.New("stele/fsm: offset out of range")
 // the applier; readers see topics through a View.
 type Topic struct {
 	Name              string
-	ID                TopicID
+	ID                core.TopicID
 	ReplicationFactor int16
 	// Configs holds the explicitly set configs; Config the effective ones.
 	Configs    map[string]string
@@ -70,7 +71,7 @@ type Partition struct {
 	// dirtyProducers are those the block changed.
 	producers      map[int64]*producerState
 	dirtyProducers map[int64]bool
-	// Aborted transactions (partition_txns.go), by marker offset; the block's
+	// aborted transactions (partition_txns.go), by marker offset; the block's
 	// additions and trims, to persist.
 	aborted, abortedAdded, abortedDropped []AbortedTxn
 
@@ -203,7 +204,7 @@ type View struct {
 	Height int64
 	names  []string
 	topics map[string]*TopicView
-	byID   map[TopicID]*TopicView
+	byID   map[core.TopicID]*TopicView
 	// logDefaults are the cluster-wide log defaults (log_defaults.go).
 	logDefaults map[string]string
 }
@@ -211,7 +212,7 @@ type View struct {
 // TopicView is a committed topic as readers see it. Do not modify it.
 type TopicView struct {
 	Name              string
-	ID                TopicID
+	ID                core.TopicID
 	ReplicationFactor int16
 	Configs           map[string]string
 	Config            TopicConfig
@@ -237,7 +238,7 @@ func (v *View) Topic(name string) *TopicView { return v.topics[name] }
 func (v *View) LogDefaults() map[string]string { return v.logDefaults }
 
 // TopicByID returns the topic with the given ID, or nil.
-func (v *View) TopicByID(id TopicID) *TopicView { return v.byID[id] }
+func (v *View) TopicByID(id core.TopicID) *TopicView { return v.byID[id] }
 
 // Partition returns the partition, or nil if the topic or partition does not exist.
 func (v *View) Partition(topic string, index int32) *Partition {
@@ -249,7 +250,7 @@ func (v *View) Partition(topic string, index int32) *Partition {
 }
 
 func buildView(height int64, topics map[string]*Topic, logDefaults map[string]string) *View {
-	v := &View{Height: height, topics: make(map[string]*TopicView, len(topics)), byID: make(map[TopicID]*TopicView, len(topics)),
+	v := &View{Height: height, topics: make(map[string]*TopicView, len(topics)), byID: make(map[core.TopicID]*TopicView, len(topics)),
 		logDefaults: make(map[string]string, len(logDefaults))}
 	for k, val := range logDefaults {
 		v.logDefaults[k] = val

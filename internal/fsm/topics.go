@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -36,17 +37,17 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
-func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
+func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	if t, ok := f.topics[c.Name]; ok && !t.deleted {
-		return fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
+		return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
 	}
 	for _, t := range f.deleted {
 		if t.Name == c.Name {
-			return fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' is marked for deletion", c.Name))
+			return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' is marked for deletion", c.Name))
 		}
 	}
 	if collides := f.collidingTopic(c.Name); collides != "" {
-		return fail(kerr.InvalidTopicException.Code, fmt.Sprintf("topic '%s' collides with existing topic: %s", c.Name, collides))
+		return core.Fail(kerr.InvalidTopicException.Code, fmt.Sprintf("topic '%s' collides with existing topic: %s", c.Name, collides))
 	}
 	t := &Topic{
 		Name:              c.Name,
@@ -63,13 +64,13 @@ func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) Result {
 		for _, p := range t.Partitions {
 			p.log.Remove()
 		}
-		return f.localFault("creating the partitions of %s: %w", t.Name, err)
+		return f.LocalFault("creating the partitions of %s: %w", t.Name, err)
 	}
 	f.topics[t.Name] = t
 	f.byID[t.ID] = t
 	f.dirtyTopics[t.Name] = true
-	f.metaChanged = true
-	return Result{TopicID: t.ID}
+	f.MetaChanged = true
+	return core.Result{TopicID: t.ID}
 }
 
 // collidingTopic returns an existing topic whose name differs from name only
@@ -89,17 +90,17 @@ func (f *FSM) collidingTopic(name string) string {
 
 // topicID derives a topic's UUID from the chain: the previous app hash, the
 // height and the command's position make it unique and the same everywhere.
-func (f *FSM) topicID(name string, txIndex, cmdIndex int) TopicID {
+func (f *FSM) topicID(name string, txIndex, cmdIndex int) core.TopicID {
 	h := sha256.New()
 	h.Write([]byte("stele/topic-id"))
-	h.Write(f.appHash)
+	h.Write(f.AppHash)
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(f.height))
+	binary.BigEndian.PutUint64(b[:8], uint64(f.Height))
 	binary.BigEndian.PutUint32(b[8:12], uint32(txIndex))
 	binary.BigEndian.PutUint32(b[12:], uint32(cmdIndex))
 	h.Write(b[:])
 	h.Write([]byte(name))
-	var id TopicID
+	var id core.TopicID
 	copy(id[:], h.Sum(nil))
 	id[6] = id[6]&0x0f | 0x40 // an RFC 4122 version 4 layout, as Kafka's own
 	id[8] = id[8]&0x3f | 0x80
@@ -149,46 +150,46 @@ func logConfig(c TopicConfig) storage.LogConfig {
 
 // writePartitionMetadata writes Kafka's partition.metadata file naming the
 // topic ID the directory belongs to.
-func writePartitionMetadata(dir string, id TopicID) error {
+func writePartitionMetadata(dir string, id core.TopicID) error {
 	body := fmt.Sprintf("version: 0\ntopic_id: %s\n", base64.RawURLEncoding.EncodeToString(id[:]))
 	return os.WriteFile(filepath.Join(dir, "partition.metadata"), []byte(body), 0o644)
 }
 
-func readPartitionMetadata(dir string) (TopicID, bool) {
+func readPartitionMetadata(dir string) (core.TopicID, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, "partition.metadata"))
 	if err != nil {
-		return TopicID{}, false
+		return core.TopicID{}, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "topic_id: "); ok {
 			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
 			if err != nil || len(raw) != 16 {
-				return TopicID{}, false
+				return core.TopicID{}, false
 			}
-			var id TopicID
+			var id core.TopicID
 			copy(id[:], raw)
 			return id, true
 		}
 	}
-	return TopicID{}, false
+	return core.TopicID{}, false
 }
 
-func (f *FSM) lookup(name string, id TopicID) (*Topic, Result) {
+func (f *FSM) lookup(name string, id core.TopicID) (*Topic, core.Result) {
 	if !id.IsZero() {
 		t := f.byID[id]
 		if t == nil || t.deleted {
-			return nil, fail(kerr.UnknownTopicID.Code, fmt.Sprintf("topic id %s does not exist", id))
+			return nil, core.Fail(kerr.UnknownTopicID.Code, fmt.Sprintf("topic id %s does not exist", id))
 		}
-		return t, Result{}
+		return t, core.Result{}
 	}
 	t := f.topics[name]
 	if t == nil || t.deleted {
-		return nil, fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' does not exist", name))
+		return nil, core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' does not exist", name))
 	}
-	return t, Result{}
+	return t, core.Result{}
 }
 
-func (f *FSM) deleteTopic(c DeleteTopic) Result {
+func (f *FSM) deleteTopic(c DeleteTopic) core.Result {
 	t, r := f.lookup(c.Name, c.ID)
 	if t == nil {
 		return r
@@ -200,25 +201,25 @@ func (f *FSM) deleteTopic(c DeleteTopic) Result {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
-	for _, h := range f.reg.topicDeleted.hooks {
-		h.fn(f, t)
+	for _, h := range f.reg.topicDeleted.Hooks {
+		h.Fn(f, t)
 	}
 	f.dirtyTopics[t.Name] = true
-	f.metaChanged = true
-	return Result{TopicID: t.ID}
+	f.MetaChanged = true
+	return core.Result{TopicID: t.ID}
 }
 
-func (f *FSM) createPartitions(c CreatePartitions) Result {
-	t, r := f.lookup(c.Name, TopicID{})
+func (f *FSM) createPartitions(c CreatePartitions) core.Result {
+	t, r := f.lookup(c.Name, core.TopicID{})
 	if t == nil {
 		return r
 	}
 	if have := int32(len(t.Partitions)); c.Count <= have {
-		return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
+		return core.Fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
 	}
 	if len(c.Assignments) > 0 {
 		if add := int(c.Count) - len(t.Partitions); len(c.Assignments) != add {
-			return fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(c.Assignments)))
+			return core.Fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(c.Assignments)))
 		}
 		if r := CheckAssignments(c.Assignments, assignedReplicas(t)); r.Code != 0 {
 			return r
@@ -226,39 +227,39 @@ func (f *FSM) createPartitions(c CreatePartitions) Result {
 	}
 	from := len(t.Partitions)
 	if err := f.addPartitions(t, c.Count); err != nil {
-		return f.localFault("adding partitions to %s: %w", t.Name, err)
+		return f.LocalFault("adding partitions to %s: %w", t.Name, err)
 	}
 	assign(t, from, c.Assignments)
 	f.dirtyTopics[t.Name] = true
-	f.metaChanged = true
-	return Result{}
+	f.MetaChanged = true
+	return core.Result{}
 }
 
-func (f *FSM) alterConfigs(c AlterConfigs) Result {
-	t, r := f.lookup(c.Topic, TopicID{})
+func (f *FSM) alterConfigs(c AlterConfigs) core.Result {
+	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r
 	}
 	next, err := ApplyConfigChanges(t.Configs, c)
 	if err != nil {
-		return fail(kerr.InvalidConfig.Code, err.Error())
+		return core.Fail(kerr.InvalidConfig.Code, err.Error())
 	}
 	was := t.Config
 	t.Configs = next
 	t.Config = resolveConfig(next, f.logDefaults.configs)
-	for _, h := range f.reg.configChanged.hooks {
-		if r := h.fn(f, t, was); r.Code != 0 {
+	for _, h := range f.reg.configChanged.Hooks {
+		if r := h.Fn(f, t, was); r.Code != 0 {
 			return r
 		}
 	}
 	f.dirtyTopics[t.Name] = true
-	f.metaChanged = true
+	f.MetaChanged = true
 	for _, p := range t.Partitions {
 		if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
-			return f.localFault("applying configs to %s-%d: %w", t.Name, p.Index, err)
+			return f.LocalFault("applying configs to %s-%d: %w", t.Name, p.Index, err)
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // ApplyConfigChanges returns what a topic's explicit configs become once c
@@ -300,7 +301,7 @@ func applyChanges(current map[string]string, incremental bool, changes []ConfigC
 			next[ch.Name] = editList(cur, ch.Value, ch.Op == OpAppend)
 		}
 	}
-	for _, name := range sortedKeys(next) {
+	for _, name := range core.SortedKeys(next) {
 		if err := validate(name, next[name]); err != nil {
 			return nil, err
 		}

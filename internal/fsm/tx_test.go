@@ -7,14 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
-func sampleCommands() []Command {
-	return []Command{
+func sampleCommands() []core.Command {
+	return []core.Command{
 		CreateTopic{Name: "a", Partitions: 3, ReplicationFactor: -1, Configs: []ConfigEntry{{"retention.ms", "1000"}}},
 		DeleteTopic{Name: "a"},
-		DeleteTopic{ID: TopicID{1, 2, 3}},
+		DeleteTopic{ID: core.TopicID{1, 2, 3}},
 		CreatePartitions{Name: "a", Count: 5},
 		AlterConfigs{Topic: "a", Incremental: true, Changes: []ConfigChange{{OpSet, "retention.ms", "5"}, {OpDelete, "segment.ms", ""}}},
 		Produce{Topic: "a", Partition: 2, Records: []byte{1, 2, 3}},
@@ -31,7 +32,7 @@ func sampleCommands() []Command {
 		OffsetDelete{Group: "g", Topic: "a", Partition: 1},
 		ConsumerGroupHeartbeat{Group: "g", MemberID: "m", Epoch: 3, InstanceID: "i", RackID: "r", ClientID: "c", ClientHost: "/h",
 			RebalanceTimeoutMs: 1000, TopicsSet: true, Topics: []string{"a", "b"}, RegexSet: true, Regex: "a.*",
-			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []OwnedTopic{{ID: TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
+			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []OwnedTopic{{ID: core.TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
 		Tick{},
 		InitProducerID{TransactionalID: "tx", TimeoutMs: 60000},
 		AddPartitionsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Topic: "a", Partition: 2},
@@ -48,7 +49,7 @@ func sampleCommands() []Command {
 }
 
 func TestTxRoundTrip(t *testing.T) {
-	in := Tx{Nonce: Nonce{9}, Commands: sampleCommands()}
+	in := core.Tx{Nonce: core.Nonce{9}, Commands: sampleCommands()}
 	out, err := DecodeTx(EncodeTx(in))
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +60,14 @@ func TestTxRoundTrip(t *testing.T) {
 }
 
 func TestDecodeTxRejects(t *testing.T) {
-	good := EncodeTx(Tx{Commands: sampleCommands()})
+	good := EncodeTx(core.Tx{Commands: sampleCommands()})
 	for name, b := range map[string][]byte{
 		"empty":       nil,
 		"magic":       append([]byte("XYZ"), good[3:]...),
 		"version":     append(append([]byte("STL"), 9), good[4:]...),
 		"truncated":   good[:len(good)-1],
 		"trailing":    append(append([]byte(nil), good...), 0),
-		"no commands": EncodeTx(Tx{}),
+		"no commands": EncodeTx(core.Tx{}),
 	} {
 		if _, err := DecodeTx(b); err == nil {
 			t.Errorf("%s: decoded", name)
@@ -76,8 +77,8 @@ func TestDecodeTxRejects(t *testing.T) {
 
 // FuzzDecodeTx: any bytes either fail to decode or re-encode to themselves.
 func FuzzDecodeTx(f *testing.F) {
-	f.Add(EncodeTx(Tx{Commands: sampleCommands()}))
-	f.Add(EncodeTx(Tx{Commands: []Command{Produce{Topic: "x"}}}))
+	f.Add(EncodeTx(core.Tx{Commands: sampleCommands()}))
+	f.Add(EncodeTx(core.Tx{Commands: []core.Command{Produce{Topic: "x"}}}))
 	f.Add([]byte("STL\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := DecodeTx(b)
@@ -105,7 +106,7 @@ func TestPrecheck(t *testing.T) {
 	corrupt[len(corrupt)-1] ^= 0xff
 	for _, tc := range []struct {
 		name string
-		cmd  Command
+		cmd  core.Command
 		want string // "" admitted, else what the error names
 	}{
 		{"produce", Produce{Topic: "a", Records: good}, ""},
@@ -117,12 +118,12 @@ func TestPrecheck(t *testing.T) {
 		{"create topic", CreateTopic{Name: "a", Partitions: 1, ReplicationFactor: -1}, ""},
 		{"create topic, no name", CreateTopic{Partitions: 1, ReplicationFactor: -1}, "command 1 (CreateTopic)"},
 	} {
-		tx := EncodeTx(Tx{Commands: []Command{DeleteTopic{Name: "x"}, tc.cmd}})
+		tx := EncodeTx(core.Tx{Commands: []core.Command{DeleteTopic{Name: "x"}, tc.cmd}})
 		err := Precheck(tx)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.want != "" && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want)):
+		case tc.want != "" && (!errors.Is(err, core.ErrMalformed) || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want ErrMalformed naming %s", tc.name, err, tc.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -19,10 +20,10 @@ import (
 
 // The transaction command kinds.
 const (
-	KindAddPartitionsToTxn Kind = 17
-	KindAddOffsetsToTxn    Kind = 18
-	KindEndTxn             Kind = 19
-	KindTxnOffsetCommit    Kind = 20
+	KindAddPartitionsToTxn core.Kind = 17
+	KindAddOffsetsToTxn    core.Kind = 18
+	KindEndTxn             core.Kind = 19
+	KindTxnOffsetCommit    core.Kind = 20
 )
 
 // Transaction limits: Kafka's transaction.max.timeout.ms and
@@ -74,102 +75,102 @@ type EndTxn struct {
 	Commit          bool
 }
 
-func (AddPartitionsToTxn) Kind() Kind { return KindAddPartitionsToTxn }
-func (AddOffsetsToTxn) Kind() Kind    { return KindAddOffsetsToTxn }
-func (TxnOffsetCommit) Kind() Kind    { return KindTxnOffsetCommit }
-func (EndTxn) Kind() Kind             { return KindEndTxn }
+func (AddPartitionsToTxn) Kind() core.Kind { return KindAddPartitionsToTxn }
+func (AddOffsetsToTxn) Kind() core.Kind    { return KindAddOffsetsToTxn }
+func (TxnOffsetCommit) Kind() core.Kind    { return KindTxnOffsetCommit }
+func (EndTxn) Kind() core.Kind             { return KindEndTxn }
 
-func (c AddPartitionsToTxn) encode(w *writer) {
-	w.str(c.TransactionalID)
-	w.i64(c.ProducerID)
-	w.i16(c.Epoch)
-	w.str(c.Topic)
-	w.i32(c.Partition)
+func (c AddPartitionsToTxn) Encode(w *core.Writer) {
+	w.Str(c.TransactionalID)
+	w.I64(c.ProducerID)
+	w.I16(c.Epoch)
+	w.Str(c.Topic)
+	w.I32(c.Partition)
 }
 
-func (c AddOffsetsToTxn) encode(w *writer) {
-	w.str(c.TransactionalID)
-	w.i64(c.ProducerID)
-	w.i16(c.Epoch)
-	w.str(c.Group)
+func (c AddOffsetsToTxn) Encode(w *core.Writer) {
+	w.Str(c.TransactionalID)
+	w.I64(c.ProducerID)
+	w.I16(c.Epoch)
+	w.Str(c.Group)
 }
 
-func (c TxnOffsetCommit) encode(w *writer) {
-	w.str(c.TransactionalID)
-	w.i64(c.ProducerID)
-	w.i16(c.Epoch)
-	w.str(c.Group)
-	w.str(c.MemberID)
-	w.str(c.InstanceID)
-	w.i32(c.Generation)
-	w.str(c.Topic)
-	w.i32(c.Partition)
-	w.i64(c.Offset)
-	w.i32(c.LeaderEpoch)
-	w.str(c.Metadata)
+func (c TxnOffsetCommit) Encode(w *core.Writer) {
+	w.Str(c.TransactionalID)
+	w.I64(c.ProducerID)
+	w.I16(c.Epoch)
+	w.Str(c.Group)
+	w.Str(c.MemberID)
+	w.Str(c.InstanceID)
+	w.I32(c.Generation)
+	w.Str(c.Topic)
+	w.I32(c.Partition)
+	w.I64(c.Offset)
+	w.I32(c.LeaderEpoch)
+	w.Str(c.Metadata)
 }
 
-func (c EndTxn) encode(w *writer) {
-	w.str(c.TransactionalID)
-	w.i64(c.ProducerID)
-	w.i16(c.Epoch)
-	w.bool(c.Commit)
+func (c EndTxn) Encode(w *core.Writer) {
+	w.Str(c.TransactionalID)
+	w.I64(c.ProducerID)
+	w.I16(c.Epoch)
+	w.Bool(c.Commit)
 }
 
 // registerTxnCommands registers the transactions' commands
 // (registerProducers calls it).
 func registerTxnCommands(r *registry) {
 	register(r, KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
-		func(r *reader) AddPartitionsToTxn {
-			return AddPartitionsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Topic: r.str(), Partition: r.i32()}
+		func(r *core.Reader) AddPartitionsToTxn {
+			return AddPartitionsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Topic: r.Str(), Partition: r.I32()}
 		}, checkTxnCommand,
-		func(f *FSM, c AddPartitionsToTxn, _ cmdAt) Result { return f.addPartitionsToTxn(c) })
+		func(f *FSM, c AddPartitionsToTxn, _ core.CmdAt) core.Result { return f.addPartitionsToTxn(c) })
 	register(r, KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
-		func(r *reader) AddOffsetsToTxn {
-			return AddOffsetsToTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str()}
+		func(r *core.Reader) AddOffsetsToTxn {
+			return AddOffsetsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str()}
 		}, checkTxnCommand,
-		func(f *FSM, c AddOffsetsToTxn, _ cmdAt) Result { return f.addOffsetsToTxn(c) })
+		func(f *FSM, c AddOffsetsToTxn, _ core.CmdAt) core.Result { return f.addOffsetsToTxn(c) })
 	register(r, KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
-		func(r *reader) TxnOffsetCommit {
-			return TxnOffsetCommit{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Group: r.str(), MemberID: r.str(),
-				InstanceID: r.str(), Generation: r.i32(), Topic: r.str(), Partition: r.i32(), Offset: r.i64(), LeaderEpoch: r.i32(),
-				Metadata: r.str()}
+		func(r *core.Reader) TxnOffsetCommit {
+			return TxnOffsetCommit{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str(), MemberID: r.Str(),
+				InstanceID: r.Str(), Generation: r.I32(), Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(),
+				Metadata: r.Str()}
 		}, checkTxnCommand,
-		func(f *FSM, c TxnOffsetCommit, _ cmdAt) Result { return f.txnOffsetCommit(c) })
+		func(f *FSM, c TxnOffsetCommit, _ core.CmdAt) core.Result { return f.txnOffsetCommit(c) })
 	register(r, KindEndTxn, "EndTxn", modProducers,
-		func(r *reader) EndTxn {
-			return EndTxn{TransactionalID: r.str(), ProducerID: r.i64(), Epoch: r.i16(), Commit: r.bool()}
+		func(r *core.Reader) EndTxn {
+			return EndTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Commit: r.Bool()}
 		}, checkTxnCommand,
-		func(f *FSM, c EndTxn, _ cmdAt) Result { return f.applyEndTxn(c) })
+		func(f *FSM, c EndTxn, _ core.CmdAt) core.Result { return f.applyEndTxn(c) })
 }
 
-func checkTxnCommand(c Command) Result {
+func checkTxnCommand(c core.Command) core.Result {
 	switch c := c.(type) {
 	case InitProducerID:
 		if c.TransactionalID != "" && (c.TimeoutMs <= 0 || c.TimeoutMs > MaxTransactionTimeoutMs) {
-			return fail(kerr.InvalidTransactionTimeout.Code, fmt.Sprintf("transaction timeout %d ms is outside [1, %d] (transaction.max.timeout.ms)", c.TimeoutMs, MaxTransactionTimeoutMs))
+			return core.Fail(kerr.InvalidTransactionTimeout.Code, fmt.Sprintf("transaction timeout %d ms is outside [1, %d] (transaction.max.timeout.ms)", c.TimeoutMs, MaxTransactionTimeoutMs))
 		}
 	case AddPartitionsToTxn:
 		if c.TransactionalID == "" {
-			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
 	case AddOffsetsToTxn:
 		if c.TransactionalID == "" {
-			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
 		return checkGroupIDs(c.Group, "", "")
 	case TxnOffsetCommit:
 		if c.TransactionalID == "" {
-			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
 		return checkGroupCommand(OffsetCommit{Group: c.Group, MemberID: c.MemberID, InstanceID: c.InstanceID, Topic: c.Topic,
 			Offset: c.Offset, Metadata: c.Metadata})
 	case EndTxn:
 		if c.TransactionalID == "" {
-			return fail(kerr.InvalidRequest.Code, "the transactional id is empty")
+			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // TxnState is a transaction's state, named as Kafka names them.
@@ -205,7 +206,7 @@ type Txn struct {
 	Epoch      int16
 	TimeoutMs  int32
 	State      TxnState
-	Partitions TopicPartitions
+	Partitions core.TopicPartitions
 	Groups     []string // sorted
 	// Offsets are TxnOffsetCommits waiting for the commit, by group, then
 	// topic, then partition.
@@ -216,29 +217,29 @@ type Txn struct {
 }
 
 // txnCheck finds a transaction for a request naming pid and epoch.
-func (f *FSM) txnCheck(id string, pid int64, epoch int16) (*Txn, Result) {
+func (f *FSM) txnCheck(id string, pid int64, epoch int16) (*Txn, core.Result) {
 	t := f.txns[id]
 	switch {
 	case t == nil || t.ProducerID != pid:
-		return nil, fail(kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("transactional id %q does not belong to producer %d", id, pid))
+		return nil, core.Fail(kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("transactional id %q does not belong to producer %d", id, pid))
 	case epoch < t.Epoch:
-		return nil, fail(kerr.ProducerFenced.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", pid, epoch, t.Epoch))
+		return nil, core.Fail(kerr.ProducerFenced.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", pid, epoch, t.Epoch))
 	case epoch > t.Epoch:
-		return nil, fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d has epoch %d, not %d", pid, t.Epoch, epoch))
+		return nil, core.Fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d has epoch %d, not %d", pid, t.Epoch, epoch))
 	}
-	return t, Result{}
+	return t, core.Result{}
 }
 
 func (f *FSM) touchTxn(t *Txn) {
-	t.LastMs = f.blockTime
+	t.LastMs = f.BlockTime
 	f.dirtyTxns[t.ID] = true
 }
 
 // begin makes t ongoing if it was not.
 func (f *FSM) begin(t *Txn) {
 	if t.State != TxnOngoing {
-		t.State, t.StartMs = TxnOngoing, f.blockTime
-		t.Partitions, t.Groups, t.Offsets = TopicPartitions{}, nil, map[string]map[string]map[int32]CommittedOffset{}
+		t.State, t.StartMs = TxnOngoing, f.BlockTime
+		t.Partitions, t.Groups, t.Offsets = core.TopicPartitions{}, nil, map[string]map[string]map[int32]CommittedOffset{}
 		f.txnsDue = min(f.txnsDue, t.StartMs+int64(t.TimeoutMs))
 	}
 }
@@ -247,33 +248,33 @@ func (f *FSM) begin(t *Txn) {
 // h.ProducerID: a transactional batch needs an ongoing transaction of the
 // producer's current epoch to which the partition was added; a producer
 // with an ongoing transaction writes only transactional batches.
-func (f *FSM) txnProduceCheck(topic string, part int32, h record.Header) Result {
+func (f *FSM) txnProduceCheck(topic string, part int32, h record.Header) core.Result {
 	var t *Txn
 	if id, ok := f.txnByPID[h.ProducerID]; ok {
 		t = f.txns[id]
 	}
 	switch {
 	case h.Transactional() && t == nil:
-		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has no transactional id", h.ProducerID))
+		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has no transactional id", h.ProducerID))
 	case h.Transactional() && h.ProducerEpoch < t.Epoch:
-		return fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", h.ProducerID, h.ProducerEpoch, t.Epoch))
-	case h.Transactional() && (t.State != TxnOngoing || !t.Partitions.has(topic, part)):
-		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("%s-%d was not added to producer %d's transaction (AddPartitionsToTxn)", topic, part, h.ProducerID))
+		return core.Fail(kerr.InvalidProducerEpoch.Code, fmt.Sprintf("producer %d epoch %d was fenced by epoch %d", h.ProducerID, h.ProducerEpoch, t.Epoch))
+	case h.Transactional() && (t.State != TxnOngoing || !t.Partitions.Has(topic, part)):
+		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("%s-%d was not added to producer %d's transaction (AddPartitionsToTxn)", topic, part, h.ProducerID))
 	case !h.Transactional() && t != nil && t.State == TxnOngoing:
-		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has an open transaction: its batches must be transactional", h.ProducerID))
+		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("producer %d has an open transaction: its batches must be transactional", h.ProducerID))
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // initTxnProducer is InitProducerID with a transactional id: a new
 // producer, or the next epoch of the existing one (fencing the previous
 // epoch), aborting a transaction it left open.
-func (f *FSM) initTxnProducer(c InitProducerID) Result {
+func (f *FSM) initTxnProducer(c InitProducerID) core.Result {
 	t := f.txns[c.TransactionalID]
 	if t == nil {
-		t = &Txn{ID: c.TransactionalID, ProducerID: f.nextProducerID, Partitions: TopicPartitions{}}
+		t = &Txn{ID: c.TransactionalID, ProducerID: f.nextProducerID, Partitions: core.TopicPartitions{}}
 		f.nextProducerID++
-		f.metaChanged = true
+		f.MetaChanged = true
 		f.txns[t.ID] = t
 	} else {
 		if t.State == TxnOngoing {
@@ -285,7 +286,7 @@ func (f *FSM) initTxnProducer(c InitProducerID) Result {
 	t.TimeoutMs, t.State = c.TimeoutMs, TxnEmpty
 	f.txnByPID[t.ProducerID] = t.ID
 	f.touchTxn(t)
-	return Result{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}
+	return core.Result{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}
 }
 
 // bumpEpoch moves t to its next epoch, or to a new producer id when the
@@ -298,26 +299,26 @@ func (f *FSM) bumpEpoch(t *Txn) {
 	delete(f.txnByPID, t.ProducerID)
 	t.ProducerID, t.Epoch = f.nextProducerID, 0
 	f.nextProducerID++
-	f.metaChanged = true
+	f.MetaChanged = true
 	f.txnByPID[t.ProducerID] = t.ID
 }
 
-func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) Result {
+func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
 	}
 	tp := f.topics[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
-		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
+		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
 	f.begin(t)
-	t.Partitions.add(c.Topic, c.Partition)
+	t.Partitions.Add(c.Topic, c.Partition)
 	f.touchTxn(t)
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) Result {
+func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -328,20 +329,20 @@ func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) Result {
 		slices.Sort(t.Groups)
 	}
 	f.touchTxn(t)
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) Result {
+func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
 	}
 	if t.State != TxnOngoing || !slices.Contains(t.Groups, c.Group) {
-		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("group %q was not added to the transaction (AddOffsetsToTxn)", c.Group))
+		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("group %q was not added to the transaction (AddOffsetsToTxn)", c.Group))
 	}
 	tp := f.topics[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
-		return fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
+		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
 	// KIP-447: a member's commit is checked against the group, so that a
 	// zombie of an older generation cannot commit.
@@ -350,9 +351,9 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) Result {
 			m := g.Consumers[c.MemberID]
 			switch {
 			case m == nil:
-				return fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
+				return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("member %q is not in group %q", c.MemberID, g.Name))
 			case c.Generation != m.Epoch:
-				return fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
+				return core.Fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
 			}
 		} else if _, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation); r.Code != 0 {
 			return r
@@ -368,10 +369,10 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) Result {
 	}
 	byTopic[c.Topic][c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
 	f.touchTxn(t)
-	return Result{}
+	return core.Result{}
 }
 
-func (f *FSM) applyEndTxn(c EndTxn) Result {
+func (f *FSM) applyEndTxn(c EndTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -382,16 +383,16 @@ func (f *FSM) applyEndTxn(c EndTxn) Result {
 	case t.State == TxnCompleteCommit && c.Commit, t.State == TxnCompleteAbort && !c.Commit:
 		// A retry of the EndTxn that completed it.
 	default:
-		return fail(kerr.InvalidTxnState.Code, fmt.Sprintf("transaction %q is %s: nothing to %s", t.ID, t.State, map[bool]string{true: "commit", false: "abort"}[c.Commit]))
+		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("transaction %q is %s: nothing to %s", t.ID, t.State, map[bool]string{true: "commit", false: "abort"}[c.Commit]))
 	}
 	f.touchTxn(t)
-	return Result{}
+	return core.Result{}
 }
 
 // endTxn writes t's markers to every partition it wrote to, applies its
 // offsets on commit, and completes it.
 func (f *FSM) endTxn(t *Txn, commit bool) {
-	for _, name := range sortedKeys(t.Partitions) {
+	for _, name := range core.SortedKeys(t.Partitions) {
 		tp := f.topics[name]
 		if tp == nil {
 			continue // deleted since; its data went with it
@@ -403,18 +404,18 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 		}
 	}
 	if commit {
-		for _, group := range sortedKeys(t.Offsets) {
+		for _, group := range core.SortedKeys(t.Offsets) {
 			g := f.groups[group]
 			if g == nil {
-				g = newGroup(group, f.blockTime)
+				g = newGroup(group, f.BlockTime)
 				f.groups[group] = g
 			}
-			for _, topic := range sortedKeys(t.Offsets[group]) {
+			for _, topic := range core.SortedKeys(t.Offsets[group]) {
 				if f.topics[topic] == nil {
 					continue
 				}
 				for p, o := range t.Offsets[group][topic] {
-					o.CommitTimeMs = f.blockTime
+					o.CommitTimeMs = f.BlockTime
 					if g.Offsets[topic] == nil {
 						g.Offsets[topic] = map[int32]CommittedOffset{}
 					}
@@ -429,28 +430,28 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 	if commit {
 		t.State = TxnCompleteCommit
 	}
-	t.Partitions, t.Groups, t.Offsets = TopicPartitions{}, nil, nil
+	t.Partitions, t.Groups, t.Offsets = core.TopicPartitions{}, nil, nil
 	f.dirtyTxns[t.ID] = true
 }
 
 // txnTimers aborts, at the end of a block, the transactions whose timeout
 // passed in block time (bumping the epoch, which fences the producer that
 // let it lapse, as Kafka does).
-func (f *FSM) txnTimers() (changes []change) {
-	if f.blockTime < f.txnsDue {
+func (f *FSM) txnTimers() (changes []core.Change) {
+	if f.BlockTime < f.txnsDue {
 		return nil
 	}
 	next := int64(1<<63 - 1)
-	for _, id := range sortedKeys(f.txns) {
+	for _, id := range core.SortedKeys(f.txns) {
 		t := f.txns[id]
 		if t.State != TxnOngoing {
 			continue
 		}
-		if due := t.StartMs + int64(t.TimeoutMs); f.blockTime >= due {
+		if due := t.StartMs + int64(t.TimeoutMs); f.BlockTime >= due {
 			f.bumpEpoch(t)
 			f.endTxn(t, false)
 			f.touchTxn(t)
-			changes = append(changes, change{kind: changeTxnTimedOut, name: id})
+			changes = append(changes, core.Change{Kind: core.ChangeTxnTimedOut, Name: id})
 		} else {
 			next = min(next, due)
 		}
@@ -461,14 +462,14 @@ func (f *FSM) txnTimers() (changes []change) {
 
 // expireTxnIDs forgets, in housekeeping, transactional ids unused for
 // transactional.id.expiration.ms.
-func (f *FSM) expireTxnIDs() (changes []change) {
-	for _, id := range sortedKeys(f.txns) {
+func (f *FSM) expireTxnIDs() (changes []core.Change) {
+	for _, id := range core.SortedKeys(f.txns) {
 		t := f.txns[id]
-		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.blockTime {
+		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.BlockTime {
 			delete(f.txns, id)
 			delete(f.txnByPID, t.ProducerID)
 			f.dirtyTxns[id] = true
-			changes = append(changes, change{kind: changeTxnIDExpired, name: id})
+			changes = append(changes, core.Change{Kind: core.ChangeTxnIDExpired, Name: id})
 		}
 	}
 	return changes
@@ -483,7 +484,7 @@ type TxnInfo struct {
 	TimeoutMs  int32
 	State      TxnState
 	StartMs    int64
-	Partitions TopicPartitions
+	Partitions core.TopicPartitions
 }
 
 // Transactions returns the committed transactional ids, sorted.
@@ -500,10 +501,10 @@ func (f *FSM) publishTxns() {
 		return
 	}
 	out := make([]TxnInfo, 0, len(f.txns))
-	for _, id := range sortedKeys(f.txns) {
+	for _, id := range core.SortedKeys(f.txns) {
 		t := f.txns[id]
 		out = append(out, TxnInfo{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, TimeoutMs: t.TimeoutMs,
-			State: t.State, StartMs: t.StartMs, Partitions: t.Partitions.clone()})
+			State: t.State, StartMs: t.StartMs, Partitions: t.Partitions.Clone()})
 	}
 	f.txnView.Store(&out)
 }
@@ -518,70 +519,70 @@ func (f *FSM) publishTxns() {
 func txnKey(id string) []byte { return append([]byte("x/"), id...) }
 
 func encodeTxn(t *Txn) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
-	w.i64(t.ProducerID)
-	w.i16(t.Epoch)
-	w.i32(t.TimeoutMs)
-	w.u8(uint8(t.State))
-	encodeTopicPartitions(w, t.Partitions)
-	w.count(len(t.Groups))
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.I64(t.ProducerID)
+	w.I16(t.Epoch)
+	w.I32(t.TimeoutMs)
+	w.U8(uint8(t.State))
+	core.EncodeTopicPartitions(w, t.Partitions)
+	w.Count(len(t.Groups))
 	for _, g := range t.Groups {
-		w.str(g)
+		w.Str(g)
 	}
-	groups := sortedKeys(t.Offsets)
-	w.count(len(groups))
+	groups := core.SortedKeys(t.Offsets)
+	w.Count(len(groups))
 	for _, g := range groups {
-		w.str(g)
-		topics := sortedKeys(t.Offsets[g])
-		w.count(len(topics))
+		w.Str(g)
+		topics := core.SortedKeys(t.Offsets[g])
+		w.Count(len(topics))
 		for _, topic := range topics {
-			w.str(topic)
+			w.Str(topic)
 			parts := sortedPartitions(t.Offsets[g][topic])
-			w.count(len(parts))
+			w.Count(len(parts))
 			for _, p := range parts {
 				o := t.Offsets[g][topic][p]
-				w.i32(p)
-				w.i64(o.Offset)
-				w.i32(o.LeaderEpoch)
-				w.str(o.Metadata)
+				w.I32(p)
+				w.I64(o.Offset)
+				w.I32(o.LeaderEpoch)
+				w.Str(o.Metadata)
 			}
 		}
 	}
-	w.i64(t.StartMs)
-	w.i64(t.LastMs)
-	return w.b
+	w.I64(t.StartMs)
+	w.I64(t.LastMs)
+	return w.B
 }
 
 func decodeTxn(id string, v []byte) (*Txn, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: transaction %q: state format %d not supported", id, ver)
 	}
-	t := &Txn{ID: id, ProducerID: r.i64(), Epoch: r.i16(), TimeoutMs: r.i32(), State: TxnState(r.u8()),
-		Partitions: decodeTopicPartitions(r), Offsets: map[string]map[string]map[int32]CommittedOffset{}}
-	for i, n := 0, r.count(1); i < n; i++ {
-		t.Groups = append(t.Groups, r.str())
+	t := &Txn{ID: id, ProducerID: r.I64(), Epoch: r.I16(), TimeoutMs: r.I32(), State: TxnState(r.U8()),
+		Partitions: core.DecodeTopicPartitions(r), Offsets: map[string]map[string]map[int32]CommittedOffset{}}
+	for i, n := 0, r.Count(1); i < n; i++ {
+		t.Groups = append(t.Groups, r.Str())
 	}
-	for i, n := 0, r.count(2); i < n; i++ {
-		g := r.str()
+	for i, n := 0, r.Count(2); i < n; i++ {
+		g := r.Str()
 		t.Offsets[g] = map[string]map[int32]CommittedOffset{}
-		for j, nt := 0, r.count(2); j < nt; j++ {
-			topic := r.str()
+		for j, nt := 0, r.Count(2); j < nt; j++ {
+			topic := r.Str()
 			t.Offsets[g][topic] = map[int32]CommittedOffset{}
-			for k, np := 0, r.count(18); k < np; k++ {
-				p := r.i32()
-				t.Offsets[g][topic][p] = CommittedOffset{Offset: r.i64(), LeaderEpoch: r.i32(), Metadata: r.str()}
+			for k, np := 0, r.Count(18); k < np; k++ {
+				p := r.I32()
+				t.Offsets[g][topic][p] = CommittedOffset{Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
 			}
 		}
 	}
-	t.StartMs, t.LastMs = r.i64(), r.i64()
-	return t, r.done()
+	t.StartMs, t.LastMs = r.I64(), r.I64()
+	return t, r.Done()
 }
 
 // persistTxns adds the block's transaction changes to the state batch.
-func (f *FSM) persistTxns(b *stateBatch) {
-	for _, id := range sortedKeys(f.dirtyTxns) {
+func (f *FSM) persistTxns(b *core.StateBatch) {
+	for _, id := range core.SortedKeys(f.dirtyTxns) {
 		if t := f.txns[id]; t != nil {
 			b.Set(txnKey(id), encodeTxn(t))
 		} else {
@@ -593,7 +594,7 @@ func (f *FSM) persistTxns(b *stateBatch) {
 // loadTxns reads the transactions, then every partition's aborted list
 // (the topics module's, until load is a step of each module).
 func (f *FSM) loadTxns() error {
-	return f.store.Scan([]byte("x/"), func(k, v []byte) error {
+	return f.Store.Scan([]byte("x/"), func(k, v []byte) error {
 		t, err := decodeTxn(string(k[2:]), v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: transaction %q: %w", k[2:], err)
@@ -609,10 +610,10 @@ func (f *FSM) loadTxns() error {
 func registerTxnSteps(r *registry) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	r.batchChecks.register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) Result {
+	r.batchChecks.Register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) core.Result {
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	r.housekeepers.register(20, "transactional ids' expiry", modProducers, func(f *FSM) []change { return f.expireTxnIDs() })
+	r.housekeepers.Register(20, "transactional ids' expiry", modProducers, func(f *FSM) []core.Change { return f.expireTxnIDs() })
 	r.registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
 	r.registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		empty: func(f *FSM) {
@@ -623,7 +624,7 @@ func registerTxnSteps(r *registry) {
 			}
 		},
 		load:  loadTxnState,
-		stage: func(f *FSM, b *stateBatch) error { f.persistTxns(b); return nil },
+		stage: func(f *FSM, b *core.StateBatch) error { f.persistTxns(b); return nil },
 		publish: func(f *FSM, _ bool) {
 			f.publishTxns()
 			f.dueView.Store(min(f.dueView.Load(), f.txnsDue))

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // txnBatch builds a transactional batch of n records.
@@ -28,9 +30,11 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("init: %+v", r)
 	}
 	part := func(i int32) *Partition { return d.f.View().Partition("out", i) }
-	produce := func(i int32, b []byte) Result { return d.block(10, Produce{Topic: "out", Partition: i, Records: b})[0] }
-	add := func(epoch int16, parts ...int32) []Result {
-		var cmds []Command
+	produce := func(i int32, b []byte) core.Result {
+		return d.block(10, Produce{Topic: "out", Partition: i, Records: b})[0]
+	}
+	add := func(epoch int16, parts ...int32) []core.Result {
+		var cmds []core.Command
 		for _, p := range parts {
 			cmds = append(cmds, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "out", Partition: p})
 		}

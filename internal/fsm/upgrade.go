@@ -42,11 +42,13 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // KindScheduleUpgrade votes for, and with enough votes schedules, an
 // application version upgrade.
-const KindScheduleUpgrade Kind = 22
+const KindScheduleUpgrade core.Kind = 22
 
 // MinUpgradeDelay is how many heights past the one that applies it an
 // upgrade must be scheduled: time for every operator to see it coming.
@@ -122,7 +124,7 @@ type ScheduleUpgrade struct {
 	Sigs    []CertSig
 }
 
-func (ScheduleUpgrade) Kind() Kind { return KindScheduleUpgrade }
+func (ScheduleUpgrade) Kind() core.Kind { return KindScheduleUpgrade }
 
 // clusterState is the cluster module's part of the state machine (embedded
 // in FSM): the app version, the upgrade state and the dynamic broker
@@ -141,15 +143,15 @@ type clusterState struct {
 	brokerConfigsState // broker_configs.go
 }
 
-func (c ScheduleUpgrade) encode(w *writer) {
-	w.str(c.ChainID)
-	w.i64(c.Plan.Height)
-	w.i32(int32(c.Plan.Version))
-	w.str(c.Plan.Name)
-	w.count(len(c.Sigs))
+func (c ScheduleUpgrade) Encode(w *core.Writer) {
+	w.Str(c.ChainID)
+	w.I64(c.Plan.Height)
+	w.I32(int32(c.Plan.Version))
+	w.Str(c.Plan.Name)
+	w.Count(len(c.Sigs))
 	for _, s := range c.Sigs {
-		w.raw(s.Validator[:])
-		w.raw(s.Signature[:])
+		w.Raw(s.Validator[:])
+		w.Raw(s.Signature[:])
 	}
 }
 
@@ -166,18 +168,18 @@ func registerCluster(r *registry) {
 // calls it).
 func registerScheduleUpgrade(r *registry) {
 	register(r, KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
-		func(c Command) Result { return checkUpgrade(c.(ScheduleUpgrade)) },
-		func(f *FSM, c ScheduleUpgrade, _ cmdAt) Result { return f.scheduleUpgrade(c) })
+		func(c core.Command) core.Result { return checkUpgrade(c.(ScheduleUpgrade)) },
+		func(f *FSM, c ScheduleUpgrade, _ core.CmdAt) core.Result { return f.scheduleUpgrade(c) })
 }
 
-func decodeScheduleUpgrade(r *reader) ScheduleUpgrade {
-	c := ScheduleUpgrade{ChainID: r.str()}
-	c.Plan = UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}
-	n := r.count(certSigSize)
-	for i := 0; i < n && r.e == nil; i++ {
+func decodeScheduleUpgrade(r *core.Reader) ScheduleUpgrade {
+	c := ScheduleUpgrade{ChainID: r.Str()}
+	c.Plan = UpgradePlan{Height: r.I64(), Version: uint32(r.I32()), Name: r.Str()}
+	n := r.Count(certSigSize)
+	for i := 0; i < n && r.E == nil; i++ {
 		var s CertSig
-		copy(s.Validator[:], r.take(20))
-		copy(s.Signature[:], r.take(ed25519.SignatureSize))
+		copy(s.Validator[:], r.Take(20))
+		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
 		c.Sigs = append(c.Sigs, s)
 	}
 	return c
@@ -192,67 +194,67 @@ func SignUpgrade(chainID string, p UpgradePlan, addr [20]byte, key ed25519.Priva
 }
 
 // checkUpgrade is the stateless check of a ScheduleUpgrade.
-func checkUpgrade(c ScheduleUpgrade) Result {
+func checkUpgrade(c ScheduleUpgrade) core.Result {
 	if c.ChainID == "" || len(c.ChainID) > maxChainID {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
 	}
 	p := c.Plan
 	if c.ChainID == "" || len(c.ChainID) > maxChainID {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is signed for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is signed for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
 	}
 	if p.Height <= 0 || p.Version == 0 {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade needs a height and a version above 0, got height %d version %d", p.Height, p.Version))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade needs a height and a version above 0, got height %d version %d", p.Height, p.Version))
 	}
 	if len(p.Name) > maxUpgradeName {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade's name is at most %d bytes, got %d", maxUpgradeName, len(p.Name)))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade's name is at most %d bytes, got %d", maxUpgradeName, len(p.Name)))
 	}
 	for _, r := range p.Name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' || r == '+') {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("upgrade name %q: use letters, digits and . _ - + only", p.Name))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("upgrade name %q: use letters, digits and . _ - + only", p.Name))
 		}
 	}
 	if len(c.Sigs) == 0 || len(c.Sigs) > maxCertSigs {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", maxCertSigs, len(c.Sigs)))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", maxCertSigs, len(c.Sigs)))
 	}
 	seen := make(map[[20]byte]bool, len(c.Sigs))
 	for _, s := range c.Sigs {
 		if seen[s.Validator] {
-			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the upgrade twice", s.Validator))
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the upgrade twice", s.Validator))
 		}
 		seen[s.Validator] = true
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // scheduleUpgrade applies a ScheduleUpgrade: every signature must be a
 // validator's good one, or nothing is recorded.
-func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) Result {
+func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 	vs := f.opts.Validators
 	if vs == nil {
-		return fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
+		return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
 	}
 	if f.opts.ChainID == "" {
-		return fail(kerr.ClusterAuthorizationFailed.Code, "this broker does not know its chain id to check upgrade votes against")
+		return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this broker does not know its chain id to check upgrade votes against")
 	}
 	if c.ChainID != f.opts.ChainID {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the upgrade votes are for chain %q, and this is chain %q: sign the upgrade for this chain", c.ChainID, f.opts.ChainID))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the upgrade votes are for chain %q, and this is chain %q: sign the upgrade for this chain", c.ChainID, f.opts.ChainID))
 	}
 	p := c.Plan
 	stmt := UpgradeStatement(f.opts.ChainID, p)
 	for _, s := range c.Sigs {
 		v, ok := vs.Lookup(s.Validator)
 		if !ok {
-			return fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("%X is not a validator: only validators vote for upgrades", s.Validator))
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("%X is not a validator: only validators vote for upgrades", s.Validator))
 		}
 		if !ed25519.Verify(v.PubKey, stmt, s.Signature[:]) {
-			return fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the upgrade does not verify", s.Validator))
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the upgrade does not verify", s.Validator))
 		}
 	}
 	if p.Version < f.appVersion {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.appVersion, p.Version, f.appVersion))
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.appVersion, p.Version, f.appVersion))
 	}
-	if p.Height < f.height+MinUpgradeDelay {
-		return fail(kerr.PolicyViolation.Code, fmt.Sprintf("height %d is too soon: an upgrade must be at least %d heights ahead of the block that schedules it (%d), at %d or later", p.Height, MinUpgradeDelay, f.height, f.height+MinUpgradeDelay))
+	if p.Height < f.Height+MinUpgradeDelay {
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("height %d is too soon: an upgrade must be at least %d heights ahead of the block that schedules it (%d), at %d or later", p.Height, MinUpgradeDelay, f.Height, f.Height+MinUpgradeDelay))
 	}
 	if f.upgradeVotes == nil {
 		f.upgradeVotes = map[[20]byte]UpgradePlan{}
@@ -270,9 +272,9 @@ func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) Result {
 	if vs.Supermajority(power) {
 		f.upgradePlan = &p
 		clear(f.upgradeVotes)
-		f.opts.Logger.Info("upgrade scheduled", "height", p.Height, "version", p.Version, "name", p.Name, "at_height", f.height)
+		f.opts.Logger.Info("upgrade scheduled", "height", p.Height, "version", p.Version, "name", p.Name, "at_height", f.Height)
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // upgradeDue is checked before block height is applied: when the
@@ -370,7 +372,7 @@ func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
 
 // upgradeStatus is the applier's upgrade state, for publish.
 func (f *FSM) upgradeStatus() UpgradeStatus {
-	s := UpgradeStatus{Height: f.height, ChainID: f.opts.ChainID, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
+	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
 		s.Plan = &p
@@ -391,21 +393,21 @@ func sortedVoters(m map[[20]byte]UpgradePlan) [][20]byte {
 }
 
 func encodePlan(p UpgradePlan) []byte {
-	w := &writer{}
-	w.u8(upgradeStateVer)
-	w.i64(p.Height)
-	w.i32(int32(p.Version))
-	w.str(p.Name)
-	return w.b
+	w := &core.Writer{}
+	w.U8(upgradeStateVer)
+	w.I64(p.Height)
+	w.I32(int32(p.Version))
+	w.Str(p.Name)
+	return w.B
 }
 
 func decodePlan(v []byte) (UpgradePlan, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); r.e == nil && ver != upgradeStateVer {
-		r.fail("upgrade state format %d", ver)
+	r := &core.Reader{B: v}
+	if ver := r.U8(); r.E == nil && ver != upgradeStateVer {
+		r.Fail("upgrade state format %d", ver)
 	}
-	p := UpgradePlan{Height: r.i64(), Version: uint32(r.i32()), Name: r.str()}
-	return p, r.done()
+	p := UpgradePlan{Height: r.I64(), Version: uint32(r.I32()), Name: r.Str()}
+	return p, r.Done()
 }
 
 // decodeAppVersion reads u/version: the app version, a u32.
@@ -418,7 +420,7 @@ func decodeAppVersion(v []byte) (uint32, error) {
 
 // persistUpgrade stages the upgrade state when the block changed it: the
 // version (only once it is not 1), the plan, and every vote anew.
-func (f *FSM) persistUpgrade(b *stateBatch) {
+func (f *FSM) persistUpgrade(b *core.StateBatch) {
 	if !f.upgradeDirty {
 		return
 	}
@@ -442,13 +444,13 @@ func (f *FSM) persistUpgrade(b *stateBatch) {
 // any partition log: the step's rank is below theirs).
 func (f *FSM) loadUpgrade() error {
 	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
-	if v, ok, err := f.store.Get(keyAppVersion); err != nil {
+	if v, ok, err := f.Store.Get(keyAppVersion); err != nil {
 		return err
 	} else if ok {
 		if f.appVersion, err = decodeAppVersion(v); err != nil {
 			return err
 		}
-	} else if f.height == 0 && f.opts.GenesisAppVersion > 1 {
+	} else if f.Height == 0 && f.opts.GenesisAppVersion > 1 {
 		// A new chain starts under its genesis version, written with the
 		// first block.
 		f.appVersion, f.upgradeDirty = f.opts.GenesisAppVersion, true
@@ -456,9 +458,9 @@ func (f *FSM) loadUpgrade() error {
 	if f.appVersion > f.maxAppVersion() {
 		// Blocks were applied under this version: a binary that cannot
 		// run it must not apply more.
-		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.height + 1, Version: f.appVersion, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
+		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.Height + 1, Version: f.appVersion, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
 	}
-	if v, ok, err := f.store.Get(keyUpgradePlan); err != nil {
+	if v, ok, err := f.Store.Get(keyUpgradePlan); err != nil {
 		return err
 	} else if ok {
 		p, err := decodePlan(v)
@@ -469,7 +471,7 @@ func (f *FSM) loadUpgrade() error {
 	}
 	f.chainBound = f.appVersion >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
-	return f.store.Scan(upgradeVotePfx, func(k, v []byte) error {
+	return f.Store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
 		if len(k) != len(upgradeVotePfx)+20 {
 			return fmt.Errorf("stele/fsm: bad upgrade vote key %x", k)
@@ -492,19 +494,19 @@ func registerUpgradeSteps(r *registry) {
 	// of it is applied; one it can run is activated at its height.
 	r.registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
 		check: (*FSM).upgradeDue,
-		run: func(f *FSM, b Block) {
+		run: func(f *FSM, b core.Block) {
 			f.activateUpgrade(b.Height)
 			f.chainBound = f.appVersion >= chainCertsVersion
 		}})
 	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
 	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
 		load:  (*FSM).loadUpgrade,
-		stage: func(f *FSM, b *stateBatch) error { f.persistUpgrade(b); return nil },
+		stage: func(f *FSM, b *core.StateBatch) error { f.persistUpgrade(b); return nil },
 		publish: func(f *FSM, _ bool) {
 			s := f.upgradeStatus()
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
 			f.committedUpgrade.Unlock()
-			f.chainBoundNext.Store(f.versionAt(f.height+1) >= chainCertsVersion)
+			f.chainBoundNext.Store(f.versionAt(f.Height+1) >= chainCertsVersion)
 		}})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -76,7 +77,7 @@ func (c *upgradeChain) restart(max uint32) {
 
 // block applies and commits the next block with the commands, one
 // transaction each, and returns the results.
-func (c *upgradeChain) block(cmds ...Command) []Result {
+func (c *upgradeChain) block(cmds ...core.Command) []core.Result {
 	c.t.Helper()
 	var txs [][]byte
 	for _, cmd := range cmds {
@@ -84,14 +85,14 @@ func (c *upgradeChain) block(cmds ...Command) []Result {
 		txs = append(txs, tx(c.nonce, cmd))
 	}
 	h, _ := c.f.Info()
-	out, err := c.f.ApplyBlock(Block{Height: h + 1, TimeMs: 1000 * (h + 1), Txs: txs})
+	out, err := c.f.ApplyBlock(core.Block{Height: h + 1, TimeMs: 1000 * (h + 1), Txs: txs})
 	if err != nil {
 		c.t.Fatalf("height %d: %v", h+1, err)
 	}
 	if _, err := c.f.Commit(); err != nil {
 		c.t.Fatal(err)
 	}
-	var rs []Result
+	var rs []core.Result
 	for _, o := range out.Txs {
 		rs = append(rs, o.Results...)
 	}
@@ -107,7 +108,7 @@ func (c *upgradeChain) to(height int64) {
 	}
 }
 
-func wantUpgradeCode(t *testing.T, what string, r Result, code int16) {
+func wantUpgradeCode(t *testing.T, what string, r core.Result, code int16) {
 	t.Helper()
 	if r.Code != code {
 		t.Fatalf("%s: code %d (%s), want %d", what, r.Code, r.Message, code)
@@ -199,7 +200,7 @@ func TestUpgradeRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out, err := f.ApplyBlock(Block{Height: 1, Txs: [][]byte{tx(1, upgradeVote(p, k[0], k[1], k[2]))}})
+	out, err := f.ApplyBlock(core.Block{Height: 1, Txs: [][]byte{tx(1, upgradeVote(p, k[0], k[1], k[2]))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestUpgradeVoteBoundToChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out, err := f.ApplyBlock(Block{Height: 1, Txs: [][]byte{tx(1, upgradeVote(p, k[0], k[1], k[2]))}})
+	out, err := f.ApplyBlock(core.Block{Height: 1, Txs: [][]byte{tx(1, upgradeVote(p, k[0], k[1], k[2]))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 	}
 	h, hash := c.f.Info()
 	for range 2 {
-		_, err := c.f.ApplyBlock(Block{Height: 30, TimeMs: 30_000})
+		_, err := c.f.ApplyBlock(core.Block{Height: 30, TimeMs: 30_000})
 		if !errors.Is(err, ErrUpgradeRequired) || !errors.As(err, &ue) || ue.Plan != p {
 			t.Fatalf("ApplyBlock(30) on a version-1 binary: %v", err)
 		}
@@ -327,7 +328,7 @@ func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 	}
 	c.block(Produce{Topic: "t", Records: batch(t, 1000*(p.Height+1), record.CodecNone, "k", 3)})
 	h := c.height() + 1
-	if _, err := c.f.ApplyBlock(Block{Height: h, TimeMs: 1000 * h, Txs: [][]byte{tx(1000, Produce{Topic: "t", Records: batch(t, 1000*h, record.CodecNone, "k", 3)})}}); err != nil {
+	if _, err := c.f.ApplyBlock(core.Block{Height: h, TimeMs: 1000 * h, Txs: [][]byte{tx(1000, Produce{Topic: "t", Records: batch(t, 1000*h, record.CodecNone, "k", 3)})}}); err != nil {
 		t.Fatal(err)
 	}
 	c.f.Close() // no Commit: as if killed
@@ -358,7 +359,7 @@ func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 func upgradeBlocks(t *testing.T, keys []ed25519.PrivateKey) []block {
 	var blocks []block
 	n := 0
-	next := func(cmds ...Command) {
+	next := func(cmds ...core.Command) {
 		b := block{time: int64(len(blocks)+1) * 1000}
 		for _, c := range cmds {
 			n++
@@ -394,13 +395,13 @@ func TestUpgradeDeterminism(t *testing.T) {
 		}
 		var hashes [][]byte
 		for i, b := range blocks {
-			out, err := f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+			out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 			if errors.Is(err, ErrUpgradeRequired) && int64(i+1) == switchAt {
 				f.Close()
 				if f, err = Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: 2}); err != nil {
 					t.Fatal(err)
 				}
-				out, err = f.ApplyBlock(Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+				out, err = f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 			}
 			if err != nil {
 				t.Fatalf("height %d: %v", i+1, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/sasl"
 )
 
@@ -43,7 +44,7 @@ import (
 //	i/<user>   the user's credentials, by mechanism
 
 // KindAlterScramCredentials sets and deletes one user's SCRAM credentials.
-const KindAlterScramCredentials Kind = 26
+const KindAlterScramCredentials core.Kind = 26
 
 // SecurityVersion is the app version from which the security module's
 // commands apply.
@@ -64,44 +65,44 @@ type AlterScramCredentials struct {
 	Deletions []sasl.ScramMechanism
 }
 
-func (AlterScramCredentials) Kind() Kind { return KindAlterScramCredentials }
+func (AlterScramCredentials) Kind() core.Kind { return KindAlterScramCredentials }
 
-func (c AlterScramCredentials) encode(w *writer) {
-	w.str(c.User)
-	w.bool(c.IfAbsent)
-	w.count(len(c.Upserts))
+func (c AlterScramCredentials) Encode(w *core.Writer) {
+	w.Str(c.User)
+	w.Bool(c.IfAbsent)
+	w.Count(len(c.Upserts))
 	for _, u := range c.Upserts {
 		encodeCredential(w, u)
 	}
-	w.count(len(c.Deletions))
+	w.Count(len(c.Deletions))
 	for _, m := range c.Deletions {
-		w.u8(uint8(m))
+		w.U8(uint8(m))
 	}
 }
 
-func encodeCredential(w *writer, c sasl.Credential) {
-	w.u8(uint8(c.Mechanism))
-	w.i32(c.Iterations)
-	w.bytes(c.Salt)
-	w.bytes(c.StoredKey)
-	w.bytes(c.ServerKey)
+func encodeCredential(w *core.Writer, c sasl.Credential) {
+	w.U8(uint8(c.Mechanism))
+	w.I32(c.Iterations)
+	w.Bytes(c.Salt)
+	w.Bytes(c.StoredKey)
+	w.Bytes(c.ServerKey)
 }
 
-func decodeCredential(r *reader) sasl.Credential {
-	return sasl.Credential{Mechanism: sasl.ScramMechanism(r.u8()), Iterations: r.i32(),
-		Salt: r.bytesCopy(), StoredKey: r.bytesCopy(), ServerKey: r.bytesCopy()}
+func decodeCredential(r *core.Reader) sasl.Credential {
+	return sasl.Credential{Mechanism: sasl.ScramMechanism(r.U8()), Iterations: r.I32(),
+		Salt: r.BytesCopy(), StoredKey: r.BytesCopy(), ServerKey: r.BytesCopy()}
 }
 
 // credentialMinSize is the fewest bytes an encoded credential takes.
 const credentialMinSize = 1 + 4 + 3
 
-func decodeAlterScramCredentials(r *reader) AlterScramCredentials {
-	c := AlterScramCredentials{User: r.str(), IfAbsent: r.u8() == 1}
-	for i, n := 0, r.count(credentialMinSize); i < n && r.e == nil; i++ {
+func decodeAlterScramCredentials(r *core.Reader) AlterScramCredentials {
+	c := AlterScramCredentials{User: r.Str(), IfAbsent: r.U8() == 1}
+	for i, n := 0, r.Count(credentialMinSize); i < n && r.E == nil; i++ {
 		c.Upserts = append(c.Upserts, decodeCredential(r))
 	}
-	for i, n := 0, r.count(1); i < n && r.e == nil; i++ {
-		c.Deletions = append(c.Deletions, sasl.ScramMechanism(r.u8()))
+	for i, n := 0, r.Count(1); i < n && r.E == nil; i++ {
+		c.Deletions = append(c.Deletions, sasl.ScramMechanism(r.U8()))
 	}
 	return c
 }
@@ -126,14 +127,14 @@ type GenesisUser struct {
 // genesis users' block-begin step.
 func registerUsers(r *registry) {
 	r.registerBlockBegin(blockBeginStep{rank: 40, name: "genesis users", module: modSecurity,
-		run: func(f *FSM, b Block) {
+		run: func(f *FSM, b core.Block) {
 			if b.Height == 1 {
 				f.createGenesisUsers()
 			}
 		}})
 	register(r, KindAlterScramCredentials, "AlterScramCredentials", modSecurity, decodeAlterScramCredentials,
-		func(c Command) Result { return checkScramCredentials(c.(AlterScramCredentials)) },
-		func(f *FSM, c AlterScramCredentials, _ cmdAt) Result { return f.alterScramCredentials(c) })
+		func(c core.Command) core.Result { return checkScramCredentials(c.(AlterScramCredentials)) },
+		func(f *FSM, c AlterScramCredentials, _ core.CmdAt) core.Result { return f.alterScramCredentials(c) })
 	r.registerStep(moduleStep{rank: 120, name: "users", module: modSecurity,
 		empty: emptyUsers, load: loadUsers, stage: stageUsers, publish: publishUsers})
 }
@@ -156,12 +157,12 @@ func ValidUserName(name string) error {
 }
 
 // checkScramCredentials is AlterScramCredentials' stateless check.
-func checkScramCredentials(c AlterScramCredentials) Result {
+func checkScramCredentials(c AlterScramCredentials) core.Result {
 	if err := ValidUserName(c.User); err != nil {
-		return fail(kerr.UnacceptableCredential.Code, err.Error())
+		return core.Fail(kerr.UnacceptableCredential.Code, err.Error())
 	}
 	if len(c.Upserts) == 0 && len(c.Deletions) == 0 {
-		return fail(kerr.InvalidRequest.Code, "no credential to set or delete")
+		return core.Fail(kerr.InvalidRequest.Code, "no credential to set or delete")
 	}
 	seen := map[sasl.ScramMechanism]bool{}
 	mechs := make([]sasl.ScramMechanism, 0, len(c.Upserts)+len(c.Deletions))
@@ -171,19 +172,19 @@ func checkScramCredentials(c AlterScramCredentials) Result {
 	mechs = append(mechs, c.Deletions...)
 	for _, m := range mechs {
 		if !m.Valid() {
-			return fail(kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism")
+			return core.Fail(kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism")
 		}
 		if seen[m] {
-			return fail(kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+			return core.Fail(kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
 		}
 		seen[m] = true
 	}
 	for _, u := range c.Upserts {
 		if err := u.Check(); err != nil {
-			return fail(kerr.UnacceptableCredential.Code, err.Error())
+			return core.Fail(kerr.UnacceptableCredential.Code, err.Error())
 		}
 	}
-	return Result{}
+	return core.Result{}
 }
 
 // securityState is the security module's state.
@@ -205,17 +206,17 @@ type usersState struct {
 }
 
 // alterScramCredentials applies c to the user's credentials.
-func (f *FSM) alterScramCredentials(c AlterScramCredentials) Result {
+func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
 	if f.appVersion < SecurityVersion {
-		return fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
 	}
 	cur := f.users[c.User]
 	if c.IfAbsent && len(cur) > 0 {
-		return fail(kerr.DuplicateResource.Code, fmt.Sprintf("user %q exists", c.User))
+		return core.Fail(kerr.DuplicateResource.Code, fmt.Sprintf("user %q exists", c.User))
 	}
 	for _, m := range c.Deletions {
 		if _, ok := cur[m]; !ok {
-			return fail(kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
+			return core.Fail(kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
 		}
 	}
 	next := make(map[sasl.ScramMechanism]sasl.Credential, len(cur)+len(c.Upserts))
@@ -235,7 +236,7 @@ func (f *FSM) alterScramCredentials(c AlterScramCredentials) Result {
 	}
 	f.usersDirty[c.User] = true
 	f.usersNew = true
-	return Result{}
+	return core.Result{}
 }
 
 // createGenesisUsers creates the genesis users as the first block begins,
@@ -274,7 +275,7 @@ func (u *Users) Names() []string {
 	if u == nil {
 		return nil
 	}
-	return sortedKeys(u.byName)
+	return core.SortedKeys(u.byName)
 }
 
 // Exists reports whether the user has a credential.
@@ -306,46 +307,46 @@ const usersPrefix = "i/"
 //
 //	u8 version | count × credential, in mechanism order
 func encodeUserCredentials(creds map[sasl.ScramMechanism]sasl.Credential) []byte {
-	w := &writer{}
-	w.u8(persistVersion)
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
 	ms := make([]sasl.ScramMechanism, 0, len(creds))
 	for m := range creds {
 		ms = append(ms, m)
 	}
 	slices.Sort(ms)
-	w.count(len(ms))
+	w.Count(len(ms))
 	for _, m := range ms {
 		encodeCredential(w, creds[m])
 	}
-	return w.b
+	return w.B
 }
 
 // decodeUserCredentials reads i/<user>: at least one credential, each of
 // a distinct mechanism, in order, and valid.
 func decodeUserCredentials(v []byte) (map[sasl.ScramMechanism]sasl.Credential, error) {
-	r := &reader{b: v}
-	if ver := r.u8(); ver != persistVersion {
+	r := &core.Reader{B: v}
+	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: user credentials: state format %d not supported", ver)
 	}
 	out := map[sasl.ScramMechanism]sasl.Credential{}
 	last := sasl.ScramMechanism(-1)
-	for i, n := 0, r.count(credentialMinSize); i < n && r.e == nil; i++ {
+	for i, n := 0, r.Count(credentialMinSize); i < n && r.E == nil; i++ {
 		c := decodeCredential(r)
-		if r.e == nil {
+		if r.E == nil {
 			if c.Mechanism <= last {
-				r.fail("credentials out of order")
+				r.Fail("credentials out of order")
 			} else if err := c.Check(); err != nil {
-				r.fail("credential: %v", err)
+				r.Fail("credential: %v", err)
 			}
 		}
 		last = c.Mechanism
 		out[c.Mechanism] = c
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("stele/fsm: reading user credentials: %w", err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("stele/fsm: reading user credentials: %w: none stored", ErrMalformed)
+		return nil, fmt.Errorf("stele/fsm: reading user credentials: %w: none stored", core.ErrMalformed)
 	}
 	return out, nil
 }
@@ -359,10 +360,10 @@ func emptyUsers(f *FSM) {
 // loadUsers reads every user at Open and after a snapshot's restore.
 func loadUsers(f *FSM) error {
 	emptyUsers(f)
-	return f.store.Scan([]byte(usersPrefix), func(k, v []byte) error {
+	return f.Store.Scan([]byte(usersPrefix), func(k, v []byte) error {
 		name := string(bytes.TrimPrefix(k, []byte(usersPrefix)))
 		if err := ValidUserName(name); err != nil {
-			return fmt.Errorf("stele/fsm: user %q: %w: %v", name, ErrMalformed, err)
+			return fmt.Errorf("stele/fsm: user %q: %w: %v", name, core.ErrMalformed, err)
 		}
 		creds, err := decodeUserCredentials(v)
 		if err != nil {
@@ -375,8 +376,8 @@ func loadUsers(f *FSM) error {
 
 // stageUsers writes the users the block changed, in name order; a user
 // left with no credential is deleted.
-func stageUsers(f *FSM, b *stateBatch) error {
-	for _, name := range sortedKeys(f.usersDirty) {
+func stageUsers(f *FSM, b *core.StateBatch) error {
+	for _, name := range core.SortedKeys(f.usersDirty) {
 		if creds := f.users[name]; len(creds) > 0 {
 			b.Set(userKey(name), encodeUserCredentials(creds))
 		} else {

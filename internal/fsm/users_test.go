@@ -65,7 +65,7 @@ func TestUsers(t *testing.T) {
 		}
 	}
 	check(f, "applied")
-	if _, ok, _ := f.store.Get(userKey("dave")); ok {
+	if _, ok, _ := f.Store.Get(userKey("dave")); ok {
 		t.Fatal("a user with no credential left is still stored")
 	}
 	_, hash := f.Info()

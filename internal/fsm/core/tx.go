@@ -1,4 +1,4 @@
-package fsm
+package core
 
 // A transaction is the unit the orderer carries: a header, a nonce that makes
 // every transaction unique (the orderer's mempool drops exact duplicates), and
@@ -17,7 +17,7 @@ const (
 	maxCommands = 1 << 16
 )
 
-var txMagic = [3]byte{'S', 'T', 'L'}
+var TxMagic = [3]byte{'S', 'T', 'L'}
 
 // Nonce makes a transaction unique; it carries no meaning for the state.
 type Nonce [16]byte
@@ -33,57 +33,57 @@ type Tx struct {
 	Commands []Command
 }
 
-// encodeTx encodes a transaction (EncodeTx).
-func (g *Registry) encodeTx(tx Tx) []byte {
+// EncodeTx encodes a transaction (EncodeTx).
+func (g *Registry) EncodeTx(tx Tx) []byte {
 	size := 32
 	for _, c := range tx.Commands {
 		size += g.encodedSize(c)
 	}
-	w := &writer{b: make([]byte, 0, size)}
-	w.raw(txMagic[:])
-	w.u8(txVersion)
-	w.raw(tx.Nonce[:])
-	w.count(len(tx.Commands))
-	body := &writer{}
+	w := &Writer{B: make([]byte, 0, size)}
+	w.Raw(TxMagic[:])
+	w.U8(txVersion)
+	w.Raw(tx.Nonce[:])
+	w.Count(len(tx.Commands))
+	body := &Writer{}
 	for _, c := range tx.Commands {
-		body.b = body.b[:0]
-		c.encode(body)
-		w.u8(uint8(c.Kind()))
-		w.bytes(body.b)
+		body.B = body.B[:0]
+		c.Encode(body)
+		w.U8(uint8(c.Kind()))
+		w.Bytes(body.B)
 	}
-	return w.b
+	return w.B
 }
 
-// decodeTx decodes a transaction with g's commands (DecodeTx).
-func (g *Registry) decodeTx(b []byte) (Tx, error) {
-	r := &reader{b: b}
+// DecodeTx decodes a transaction with g's commands (DecodeTx).
+func (g *Registry) DecodeTx(b []byte) (Tx, error) {
+	r := &Reader{B: b}
 	var tx Tx
-	magic := r.take(3)
-	if r.e == nil && string(magic) != string(txMagic[:]) {
-		r.fail("bad magic %q", magic)
+	magic := r.Take(3)
+	if r.E == nil && string(magic) != string(TxMagic[:]) {
+		r.Fail("bad magic %q", magic)
 	}
-	if v := r.u8(); r.e == nil && v != txVersion {
-		r.fail("unsupported transaction version %d", v)
+	if v := r.U8(); r.E == nil && v != txVersion {
+		r.Fail("unsupported transaction version %d", v)
 	}
-	copy(tx.Nonce[:], r.take(len(tx.Nonce)))
-	n := r.count(2)
-	if r.e == nil && (n == 0 || n > maxCommands) {
-		r.fail("%d commands", n)
+	copy(tx.Nonce[:], r.Take(len(tx.Nonce)))
+	n := r.Count(2)
+	if r.E == nil && (n == 0 || n > maxCommands) {
+		r.Fail("%d commands", n)
 	}
-	for i := 0; i < n && r.e == nil; i++ {
-		k := Kind(r.u8())
-		body := &reader{b: r.bytes()}
-		if r.e != nil {
+	for i := 0; i < n && r.E == nil; i++ {
+		k := Kind(r.U8())
+		body := &Reader{B: r.Bytes()}
+		if r.E != nil {
 			break
 		}
-		c := g.decodeCommand(k, body)
-		if err := body.done(); err != nil {
-			r.e = err
+		c := g.DecodeCommand(k, body)
+		if err := body.Done(); err != nil {
+			r.E = err
 			break
 		}
 		tx.Commands = append(tx.Commands, c)
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return Tx{}, err
 	}
 	return tx, nil

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import "encoding/hex"
 

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bytes"
@@ -49,9 +49,9 @@ type SnapshotOffer struct {
 // the logs' extent (start and end offsets) is authenticated state, and
 // clients check records themselves with their proofs (docs/trust.md).
 type Restore struct {
-	reg *Registry
-	dir  string
-	meta snapshotMeta
+	reg  *Registry
+	Dir  string
+	meta SnapshotMeta
 	next uint32 // the chunk Apply expects
 	seen map[string]bool
 	cur  struct {
@@ -59,7 +59,7 @@ type Restore struct {
 		f    *os.File // nil for a state file, which is checked in memory
 		size int64
 	}
-	state stateRestore // snapshot_state.go
+	State stateRestore // snapshot_state.go
 }
 
 // NewRestore checks an offered snapshot (format, metadata against the
@@ -70,26 +70,26 @@ func NewRestoreWith(reg *Registry, dir string, o SnapshotOffer) (*Restore, error
 	if o.Format != SnapshotFormat {
 		return nil, fmt.Errorf("%w: format %d, this version restores %d", ErrSnapshotFormat, o.Format, SnapshotFormat)
 	}
-	m, err := decodeSnapshotMeta(o.Metadata)
+	m, err := DecodeSnapshotMeta(o.Metadata)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case m.height != o.Height:
-		return nil, fmt.Errorf("%w: offered at height %d, metadata says %d", ErrSnapshotMismatch, o.Height, m.height)
-	case len(m.hashes) != int(o.Chunks):
-		return nil, fmt.Errorf("%w: offered with %d chunks, metadata lists %d", ErrSnapshotMismatch, o.Chunks, len(m.hashes))
+	case m.Height != o.Height:
+		return nil, fmt.Errorf("%w: offered at height %d, metadata says %d", ErrSnapshotMismatch, o.Height, m.Height)
+	case len(m.Hashes) != int(o.Chunks):
+		return nil, fmt.Errorf("%w: offered with %d chunks, metadata lists %d", ErrSnapshotMismatch, o.Chunks, len(m.Hashes))
 	case !bytes.Equal(snapshotHash(m), o.Hash):
 		return nil, fmt.Errorf("%w: the hash does not cover the metadata", ErrSnapshotMismatch)
-	case !bytes.Equal(m.appHash, o.AppHash):
-		return nil, fmt.Errorf("%w: snapshot app hash %X, trusted app hash %X at height %d", ErrSnapshotMismatch, m.appHash, o.AppHash, o.Height)
+	case !bytes.Equal(m.AppHash, o.AppHash):
+		return nil, fmt.Errorf("%w: snapshot app hash %X, trusted app hash %X at height %d", ErrSnapshotMismatch, m.AppHash, o.AppHash, o.Height)
 	}
 	if len(o.AppHash) == 0 { // no block ever changed the state
-		if len(m.stateRoot) != 0 && !bytes.Equal(m.stateRoot, emptyStateRoot()) {
+		if len(m.StateRoot) != 0 && !bytes.Equal(m.StateRoot, EmptyStateRoot()) {
 			return nil, fmt.Errorf("%w: %w: the trusted app hash is empty but the snapshot's state root is not", ErrSnapshotMismatch, ErrStateRoot)
 		}
-		m.stateRoot = emptyStateRoot()
-	} else if got := proof.AppHash(m.digest, m.stateRoot, m.leavesRoot); !bytes.Equal(got, o.AppHash) {
+		m.StateRoot = EmptyStateRoot()
+	} else if got := proof.AppHash(m.digest, m.StateRoot, m.leavesRoot); !bytes.Equal(got, o.AppHash) {
 		return nil, fmt.Errorf("%w: %w: the snapshot's app hash parts hash to %X, the trusted app hash is %X", ErrSnapshotMismatch, ErrStateRoot, got, o.AppHash)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -102,18 +102,18 @@ func NewRestoreWith(reg *Registry, dir string, o SnapshotOffer) (*Restore, error
 }
 
 // StartRestore is a restore into dir of the snapshot m describes.
-func StartRestore(reg *Registry, dir string, m snapshotMeta) *Restore {
-	return &Restore{reg: reg, dir: dir, meta: m, seen: map[string]bool{}, state: stateRestore{want: -1}}
+func StartRestore(reg *Registry, dir string, m SnapshotMeta) *Restore {
+	return &Restore{reg: reg, Dir: dir, meta: m, seen: map[string]bool{}, State: stateRestore{want: -1}}
 }
 
 // Height is the height of the snapshot being restored.
-func (r *Restore) Height() int64 { return r.meta.height }
+func (r *Restore) Height() int64 { return r.meta.Height }
 
 // Next is the index of the chunk Apply expects next.
 func (r *Restore) Next() uint32 { return r.next }
 
 // Complete reports whether every chunk has been applied.
-func (r *Restore) Complete() bool { return int(r.next) == len(r.meta.hashes) }
+func (r *Restore) Complete() bool { return int(r.next) == len(r.meta.Hashes) }
 
 // Apply checks chunk index against its hash and writes it to the staging
 // directory. Errors: ErrChunkOrder (not the next chunk), ErrChunkHash (the
@@ -122,15 +122,15 @@ func (r *Restore) Complete() bool { return int(r.next) == len(r.meta.hashes) }
 // or an I/O error.
 func (r *Restore) Apply(index uint32, chunk []byte) error {
 	if index != r.next {
-		return fmt.Errorf("%w: got chunk %d, want %d of %d", ErrChunkOrder, index, r.next, len(r.meta.hashes))
+		return fmt.Errorf("%w: got chunk %d, want %d of %d", ErrChunkOrder, index, r.next, len(r.meta.Hashes))
 	}
 	if r.Complete() {
-		return fmt.Errorf("%w: all %d chunks already applied", ErrChunkOrder, len(r.meta.hashes))
+		return fmt.Errorf("%w: all %d chunks already applied", ErrChunkOrder, len(r.meta.Hashes))
 	}
-	if sha256.Sum256(chunk) != r.meta.hashes[index] {
+	if sha256.Sum256(chunk) != r.meta.Hashes[index] {
 		return fmt.Errorf("%w: chunk %d", ErrChunkHash, index)
 	}
-	pieces, err := r.reg.decodeChunk(chunk)
+	pieces, err := r.reg.DecodeChunk(chunk)
 	if err != nil {
 		return err
 	}
@@ -145,24 +145,24 @@ func (r *Restore) Apply(index uint32, chunk []byte) error {
 
 // write appends one piece to its file, which must be the file being
 // written (continuing at its end) or a new one (starting at offset 0).
-func (r *Restore) write(p piece) error {
-	if r.cur.path != "" && p.path != r.cur.path && isStateFileName(r.cur.path) {
-		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.state.want)
+func (r *Restore) write(p Piece) error {
+	if r.cur.path != "" && p.Path != r.cur.path && IsStateFileName(r.cur.path) {
+		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.State.want)
 	}
-	if isStateFileName(p.path) {
+	if IsStateFileName(p.Path) {
 		return r.writeState(p)
 	}
-	if p.path != r.cur.path || r.cur.f == nil {
-		if r.seen[p.path] {
-			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.path)
+	if p.Path != r.cur.path || r.cur.f == nil {
+		if r.seen[p.Path] {
+			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.Path)
 		}
-		if p.offset != 0 {
-			return fmt.Errorf("%w: %s starts at offset %d", ErrSnapshotMalformed, p.path, p.offset)
+		if p.Offset != 0 {
+			return fmt.Errorf("%w: %s starts at offset %d", ErrSnapshotMalformed, p.Path, p.Offset)
 		}
-		if err := r.closeFile(); err != nil {
+		if err := r.CloseFile(); err != nil {
 			return err
 		}
-		path := filepath.Join(r.dir, filepath.FromSlash(p.path))
+		path := filepath.Join(r.Dir, filepath.FromSlash(p.Path))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
@@ -170,19 +170,19 @@ func (r *Restore) write(p piece) error {
 		if err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
-		r.seen[p.path] = true
-		r.cur.path, r.cur.f, r.cur.size = p.path, f, 0
-	} else if p.offset != r.cur.size {
-		return fmt.Errorf("%w: %s continues at offset %d after %d bytes", ErrSnapshotMalformed, p.path, p.offset, r.cur.size)
+		r.seen[p.Path] = true
+		r.cur.path, r.cur.f, r.cur.size = p.Path, f, 0
+	} else if p.Offset != r.cur.size {
+		return fmt.Errorf("%w: %s continues at offset %d after %d bytes", ErrSnapshotMalformed, p.Path, p.Offset, r.cur.size)
 	}
-	if _, err := r.cur.f.Write(p.data); err != nil {
+	if _, err := r.cur.f.Write(p.Data); err != nil {
 		return fmt.Errorf("stele/fsm: restore: %w", err)
 	}
-	r.cur.size += int64(len(p.data))
+	r.cur.size += int64(len(p.Data))
 	return nil
 }
 
-func (r *Restore) closeFile() error {
+func (r *Restore) CloseFile() error {
 	if r.cur.f == nil {
 		return nil
 	}
@@ -196,9 +196,9 @@ func (r *Restore) closeFile() error {
 
 // Close abandons the restore and removes the staging directory.
 func (r *Restore) Close() error {
-	_ = r.closeFile()
-	_ = r.state.close()
-	if err := os.RemoveAll(r.dir); err != nil {
+	_ = r.CloseFile()
+	_ = r.State.Close()
+	if err := os.RemoveAll(r.Dir); err != nil {
 		return fmt.Errorf("stele/fsm: restore: %w", err)
 	}
 	return nil
@@ -219,35 +219,35 @@ func (r *Restore) Close() error {
 // is closed and reopened in between.
 func (f *Machine) RestoreSnapshot(r *Restore) error {
 	if !r.Complete() {
-		return fmt.Errorf("%w: %d of %d chunks applied", ErrChunkOrder, r.next, len(r.meta.hashes))
+		return fmt.Errorf("%w: %d of %d chunks applied", ErrChunkOrder, r.next, len(r.meta.Hashes))
 	}
-	if f.height != 0 || f.applied { // no block applied: no module holds state
-		return fmt.Errorf("%w (at height %d)", ErrNotEmpty, f.height)
+	if f.Height != 0 || f.applied { // no block applied: no module holds state
+		return fmt.Errorf("%w (at height %d)", ErrNotEmpty, f.Height)
 	}
-	if r.cur.path != "" && isStateFileName(r.cur.path) {
-		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.state.want)
+	if r.cur.path != "" && IsStateFileName(r.cur.path) {
+		return fmt.Errorf("%w: %s ends before its %d bytes", ErrSnapshotMalformed, r.cur.path, r.State.want)
 	}
-	if err := r.closeFile(); err != nil {
+	if err := r.CloseFile(); err != nil {
 		return err
 	}
-	if err := r.state.close(); err != nil {
+	if err := r.State.Close(); err != nil {
 		return err
 	}
-	if err := r.stageStore(); err != nil {
+	if err := r.StageStore(); err != nil {
 		return err
 	}
-	if err := verifyStagedState(filepath.Join(r.dir, "meta"), r.meta.appHash); err != nil {
+	if err := verifyStagedState(filepath.Join(r.Dir, "meta"), r.meta.AppHash); err != nil {
 		return err
 	}
-	for _, s := range f.reg.snapshotFileSteps { // a module's directory may be empty
-		if err := os.MkdirAll(filepath.Join(r.dir, s.dir), 0o755); err != nil {
+	for _, s := range f.reg.SnapshotFileSteps { // a module's directory may be empty
+		if err := os.MkdirAll(filepath.Join(r.Dir, s.Dir), 0o755); err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
-		if err := storage.SyncTree(filepath.Join(r.dir, s.dir)); err != nil {
+		if err := storage.SyncTree(filepath.Join(r.Dir, s.Dir)); err != nil {
 			return err
 		}
 	}
-	g, err := f.reopen(r.dir)
+	g, err := f.reopen(r.Dir)
 	if err != nil {
 		return fmt.Errorf("%w: the restored state does not open: %w", ErrSnapshotMalformed, err)
 	}
@@ -255,23 +255,23 @@ func (f *Machine) RestoreSnapshot(r *Restore) error {
 	if err := g.Close(); err != nil {
 		return err
 	}
-	if h != r.meta.height || !bytes.Equal(hash, r.meta.appHash) {
-		return fmt.Errorf("%w: the restored state is at height %d hash %X, the snapshot at %d %X", ErrSnapshotMismatch, h, hash, r.meta.height, r.meta.appHash)
+	if h != r.meta.Height || !bytes.Equal(hash, r.meta.AppHash) {
+		return fmt.Errorf("%w: the restored state is at height %d hash %X, the snapshot at %d %X", ErrSnapshotMismatch, h, hash, r.meta.Height, r.meta.AppHash)
 	}
-	return f.swapIn(r.dir)
+	return f.swapIn(r.Dir)
 }
 
-// stageStore builds the staged metadata store (dir/meta) from meta.kv,
+// StageStore builds the staged metadata store (dir/meta) from meta.kv,
 // which may hold no authenticated key (those come only proven, in the
 // state files), and the checked state records (state.kv).
-func (r *Restore) stageStore() error {
-	store, err := storage.OpenStore(filepath.Join(r.dir, "meta"))
+func (r *Restore) StageStore() error {
+	store, err := storage.OpenStore(filepath.Join(r.Dir, "meta"))
 	if err != nil {
 		return err
 	}
 	b, size := store.NewBatch(), 0
 	load := func(name string, authenticatedOnly bool) error {
-		path := filepath.Join(r.dir, name)
+		path := filepath.Join(r.Dir, name)
 		in, err := os.Open(path)
 		if errors.Is(err, os.ErrNotExist) && authenticatedOnly {
 			return nil // a state without authenticated keys
@@ -280,8 +280,8 @@ func (r *Restore) stageStore() error {
 			return fmt.Errorf("%w: no %s: %w", ErrSnapshotMalformed, name, err)
 		}
 		defer in.Close()
-		err = decodeKVs(in, func(k, v []byte) error {
-			if !authenticatedOnly && authenticated(k) {
+		err = DecodeKVs(in, func(k, v []byte) error {
+			if !authenticatedOnly && Authenticated(k) {
 				return fmt.Errorf("%w: meta.kv holds key %q of the authenticated state, which comes only with its proof", ErrSnapshotMalformed, k)
 			}
 			b.Set(k, v)
@@ -301,9 +301,9 @@ func (r *Restore) stageStore() error {
 		}
 		return nil
 	}
-	err = load(metaKVPath, false)
+	err = load(MetaKVPath, false)
 	if err == nil {
-		err = load(stagedStateKV, true)
+		err = load(StagedStateKV, true)
 	}
 	if err == nil {
 		err = b.Commit(true) // syncs the log holding every earlier batch too
@@ -322,7 +322,7 @@ func (r *Restore) stageStore() error {
 // state or the restored one in place, or a data directory without a
 // metadata store, which Open starts empty (deleting the logs as strays).
 func (f *Machine) swapIn(staged string) error {
-	if err := f.store.Close(); err != nil {
+	if err := f.Store.Close(); err != nil {
 		return err
 	}
 	old := filepath.Join(staged, "replaced")
@@ -332,11 +332,11 @@ func (f *Machine) swapIn(staged string) error {
 	// The store leaves first and comes back last: until it is in place,
 	// Open finds no state and starts empty.
 	renames := [][2]string{{filepath.Join(f.opts.Dir, "meta"), filepath.Join(old, "meta")}}
-	for _, s := range f.reg.snapshotFileSteps {
-		renames = append(renames, [2]string{filepath.Join(f.opts.Dir, s.dir), filepath.Join(old, s.dir)})
+	for _, s := range f.reg.SnapshotFileSteps {
+		renames = append(renames, [2]string{filepath.Join(f.opts.Dir, s.Dir), filepath.Join(old, s.Dir)})
 	}
-	for _, s := range f.reg.snapshotFileSteps {
-		renames = append(renames, [2]string{filepath.Join(staged, s.dir), filepath.Join(f.opts.Dir, s.dir)})
+	for _, s := range f.reg.SnapshotFileSteps {
+		renames = append(renames, [2]string{filepath.Join(staged, s.Dir), filepath.Join(f.opts.Dir, s.Dir)})
 	}
 	renames = append(renames, [2]string{filepath.Join(staged, "meta"), filepath.Join(f.opts.Dir, "meta")})
 	for _, step := range renames {
@@ -351,7 +351,7 @@ func (f *Machine) swapIn(staged string) error {
 	if err != nil {
 		return err
 	}
-	f.store = store
+	f.Store = store
 	// Every module's load sets its state afresh (groups and transactions
 	// are then published whole).
 	if err := f.load(); err != nil {
@@ -384,16 +384,16 @@ func verifyStagedState(dir string, appHash []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: the snapshot's state has no %s", ErrSnapshotMalformed, keyState)
 	}
-	st, _, _, err := decodeState(v)
+	st, _, _, err := DecodeState(v)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshotMalformed, err)
 	}
-	root, err := rebuildStateRoot(store)
+	root, err := RebuildStateRoot(store)
 	if err != nil {
 		return err
 	}
 	if len(appHash) == 0 { // no block ever changed the state
-		if !bytes.Equal(root, emptyStateRoot()) {
+		if !bytes.Equal(root, EmptyStateRoot()) {
 			return fmt.Errorf("%w: %w: the trusted app hash is empty but the state is not", ErrSnapshotMismatch, ErrStateRoot)
 		}
 		return nil

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 // Batch proofs (issue 9, DESIGN.md §4): the app hash commits to every batch
 // appended to a partition log, as stored, so that a client can check a
@@ -51,43 +51,43 @@ func blockProofKey(height int64) []byte {
 // persistProofs adds the block's v/ entry to the state's batch (the
 // topics module's stage wrote its batches' b/ entries, topic_proofs.go).
 func (f *Machine) persistProofs(set func(k, v []byte)) {
-	if len(f.leaves) == 0 {
+	if len(f.Leaves) == 0 {
 		return
 	}
-	w := &writer{}
-	w.u8(proofVersion)
-	w.bytes(f.blockDigest)
-	w.bytes(f.stateRoot)
-	w.count(len(f.leaves))
-	for _, l := range f.leaves {
-		w.raw(l)
+	w := &Writer{}
+	w.U8(proofVersion)
+	w.Bytes(f.blockDigest)
+	w.Bytes(f.StateRoot)
+	w.Count(len(f.Leaves))
+	for _, l := range f.Leaves {
+		w.Raw(l)
 	}
-	set(blockProofKey(f.height), w.b)
+	set(blockProofKey(f.Height), w.B)
 }
 
-// blockProofEntry reads the v/ entry of height: the block's digest, its
+// BlockProofEntry reads the v/ entry of height: the block's digest, its
 // state root and its leaves, in append order. None kept is ErrNoProof.
-func (f *Machine) blockProofEntry(height int64) (digest, stateRoot []byte, leaves [][]byte, err error) {
-	v, ok, err := f.store.Get(blockProofKey(height))
+func (f *Machine) BlockProofEntry(height int64) (digest, stateRoot []byte, leaves [][]byte, err error) {
+	v, ok, err := f.Store.Get(blockProofKey(height))
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("%w: no leaves kept for height %d", ErrNoProof, height)
 	}
-	r := &reader{b: v}
-	if ver := r.u8(); ver != proofVersion {
+	r := &Reader{B: v}
+	if ver := r.U8(); ver != proofVersion {
 		return nil, nil, nil, fmt.Errorf("stele/fsm: proof format %d is not supported by this version (%d)", ver, proofVersion)
 	}
-	digest = append([]byte(nil), r.bytes()...)
-	stateRoot = append([]byte(nil), r.bytes()...)
-	n := r.count(sha256.Size)
+	digest = append([]byte(nil), r.Bytes()...)
+	stateRoot = append([]byte(nil), r.Bytes()...)
+	n := r.Count(sha256.Size)
 	leaves = make([][]byte, 0, n)
 	for i := 0; i < n; i++ {
-		leaves = append(leaves, r.take(sha256.Size))
+		leaves = append(leaves, r.Take(sha256.Size))
 	}
-	if r.e != nil {
-		return nil, nil, nil, fmt.Errorf("stele/fsm: proof entry of height %d: %w", height, r.e)
+	if r.E != nil {
+		return nil, nil, nil, fmt.Errorf("stele/fsm: proof entry of height %d: %w", height, r.E)
 	}
 	return digest, stateRoot, leaves, nil
 }

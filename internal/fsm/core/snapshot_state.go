@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bufio"
@@ -49,17 +49,17 @@ import (
 const stateDir = "state"
 
 // stateFileBytes is the size a state file's records are cut at.
-const stateFileBytes = packBytes - 64<<10
+const stateFileBytes = PackBytes - 64<<10
 
 // maxStateFile bounds the length a state file may claim: the records
 // around the largest key and value meta.kv allows.
 const maxStateFile = 2*maxSnapshotKV + stateFileBytes
 
-// stateFileName is the snapshot path of the i-th state file.
-func stateFileName(i int) string { return fmt.Sprintf("%s/%08d.kv", stateDir, i) }
+// StateFileName is the snapshot path of the i-th state file.
+func StateFileName(i int) string { return fmt.Sprintf("%s/%08d.kv", stateDir, i) }
 
-// isStateFileName reports whether p is a state file's path.
-func isStateFileName(p string) bool {
+// IsStateFileName reports whether p is a state file's path.
+func IsStateFileName(p string) bool {
 	if len(p) != len(stateDir)+1+8+3 || p[:len(stateDir)+1] != stateDir+"/" || p[len(p)-3:] != ".kv" {
 		return false
 	}
@@ -71,13 +71,13 @@ func isStateFileName(p string) bool {
 // files directory: meta.kv with the keys outside the trie (but its nodes),
 // and the state files with every authenticated key and its proof under
 // stateRoot. It returns the files written, meta.kv first.
-func writeSnapshotStore(ckpt, files string, stateRoot []byte) ([]snapFile, error) {
+func writeSnapshotStore(ckpt, files string, stateRoot []byte) ([]SnapFile, error) {
 	store, err := storage.OpenStoreReadOnly(ckpt)
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
-	out, err := os.Create(filepath.Join(files, metaKVPath))
+	out, err := os.Create(filepath.Join(files, MetaKVPath))
 	if err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
@@ -89,12 +89,12 @@ func writeSnapshotStore(ckpt, files string, stateRoot []byte) ([]snapFile, error
 	sw := &stateWriter{dir: files, store: store, root: stateRoot}
 	err = store.Scan(nil, func(k, v []byte) error {
 		switch {
-		case bytes.HasPrefix(k, []byte(trieNodePrefix)):
+		case bytes.HasPrefix(k, []byte(TrieNodePrefix)):
 			return nil // the restoring broker builds its state trie itself
-		case authenticated(k):
+		case Authenticated(k):
 			return sw.add(k, v)
 		default:
-			return encodeKV(meta, k, v)
+			return EncodeKV(meta, k, v)
 		}
 	})
 	if err == nil {
@@ -110,7 +110,7 @@ func writeSnapshotStore(ckpt, files string, stateRoot []byte) ([]snapFile, error
 	if err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
-	return append([]snapFile{{Path: metaKVPath, Size: fi.Size()}}, sw.written...), nil
+	return append([]SnapFile{{Path: MetaKVPath, Size: fi.Size()}}, sw.written...), nil
 }
 
 // stateWriter gathers proven records into state files.
@@ -119,8 +119,8 @@ type stateWriter struct {
 	store   *storage.Store
 	root    []byte
 	trie    *smt.SMT // a trie of its own per file, so its node cache stays small
-	w       writer
-	written []snapFile
+	w       Writer
+	written []SnapFile
 }
 
 func (s *stateWriter) add(k, v []byte) error {
@@ -132,17 +132,17 @@ func (s *stateWriter) add(k, v []byte) error {
 		return fmt.Errorf("proving %q: %w", k, err)
 	}
 	w := &s.w
-	w.bytes(k)
-	w.bytes(v)
-	w.bytes(p.NonMembershipLeafData)
-	w.count(len(p.SideNodes))
+	w.Bytes(k)
+	w.Bytes(v)
+	w.Bytes(p.NonMembershipLeafData)
+	w.Count(len(p.SideNodes))
 	for _, n := range p.SideNodes {
 		if len(n) != sha256.Size {
 			return fmt.Errorf("proving %q: a side node of %d bytes", k, len(n))
 		}
-		w.raw(n)
+		w.Raw(n)
 	}
-	if len(w.b) >= stateFileBytes {
+	if len(w.B) >= stateFileBytes {
 		return s.flush()
 	}
 	return nil
@@ -150,16 +150,16 @@ func (s *stateWriter) add(k, v []byte) error {
 
 // flush writes the gathered records as the next state file.
 func (s *stateWriter) flush() error {
-	if len(s.w.b) == 0 {
+	if len(s.w.B) == 0 {
 		return nil
 	}
-	name := stateFileName(len(s.written))
-	data := append(binary.AppendUvarint(nil, uint64(len(s.w.b))), s.w.b...)
+	name := StateFileName(len(s.written))
+	data := append(binary.AppendUvarint(nil, uint64(len(s.w.B))), s.w.B...)
 	if err := os.WriteFile(filepath.Join(s.dir, filepath.FromSlash(name)), data, 0o644); err != nil {
 		return err
 	}
-	s.written = append(s.written, snapFile{Path: name, Size: int64(len(data))})
-	s.w.b, s.trie = s.w.b[:0], nil
+	s.written = append(s.written, SnapFile{Path: name, Size: int64(len(data))})
+	s.w.B, s.trie = s.w.B[:0], nil
 	return nil
 }
 
@@ -175,64 +175,64 @@ type stateRestore struct {
 	spec    *smt.TrieSpec
 }
 
-// stagedStateKV is the staging file the checked state records go to.
-const stagedStateKV = "state.kv"
+// StagedStateKV is the staging file the checked state records go to.
+const StagedStateKV = "state.kv"
 
 // writeState takes one piece of a state file; when the file is complete it
 // checks every record against root and stages them.
-func (r *Restore) writeState(p piece) error {
-	s := &r.state
-	if p.path != r.cur.path {
-		if r.seen[p.path] {
-			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.path)
+func (r *Restore) writeState(p Piece) error {
+	s := &r.State
+	if p.Path != r.cur.path {
+		if r.seen[p.Path] {
+			return fmt.Errorf("%w: %s appears twice", ErrSnapshotMalformed, p.Path)
 		}
-		if p.offset != 0 {
-			return fmt.Errorf("%w: %s starts at offset %d", ErrSnapshotMalformed, p.path, p.offset)
+		if p.Offset != 0 {
+			return fmt.Errorf("%w: %s starts at offset %d", ErrSnapshotMalformed, p.Path, p.Offset)
 		}
-		if err := r.closeFile(); err != nil {
+		if err := r.CloseFile(); err != nil {
 			return err
 		}
-		r.seen[p.path] = true
-		r.cur.path, r.cur.size = p.path, 0
+		r.seen[p.Path] = true
+		r.cur.path, r.cur.size = p.Path, 0
 		s.buf, s.want = s.buf[:0], -1
-	} else if p.offset != r.cur.size {
-		return fmt.Errorf("%w: %s continues at offset %d after %d bytes", ErrSnapshotMalformed, p.path, p.offset, r.cur.size)
+	} else if p.Offset != r.cur.size {
+		return fmt.Errorf("%w: %s continues at offset %d after %d bytes", ErrSnapshotMalformed, p.Path, p.Offset, r.cur.size)
 	}
-	s.buf = append(s.buf, p.data...)
-	r.cur.size += int64(len(p.data))
+	s.buf = append(s.buf, p.Data...)
+	r.cur.size += int64(len(p.Data))
 	if s.want == -1 {
-		rd := &reader{b: s.buf}
+		rd := &Reader{B: s.buf}
 		n := rd.uvarint()
-		if rd.e != nil {
+		if rd.E != nil {
 			if len(s.buf) < 10 {
 				return nil // the header continues in the next piece
 			}
-			return fmt.Errorf("%w: %s: bad length", ErrSnapshotMalformed, p.path)
+			return fmt.Errorf("%w: %s: bad length", ErrSnapshotMalformed, p.Path)
 		}
 		if n == 0 || n > maxStateFile {
-			return fmt.Errorf("%w: %s claims %d bytes", ErrSnapshotMalformed, p.path, n)
+			return fmt.Errorf("%w: %s claims %d bytes", ErrSnapshotMalformed, p.Path, n)
 		}
-		s.want = int(n) + (len(s.buf) - len(rd.b))
+		s.want = int(n) + (len(s.buf) - len(rd.B))
 	}
 	switch {
 	case len(s.buf) < s.want:
 		return nil
 	case len(s.buf) > s.want:
-		return fmt.Errorf("%w: %s is longer than its %d bytes", ErrSnapshotMalformed, p.path, s.want)
+		return fmt.Errorf("%w: %s is longer than its %d bytes", ErrSnapshotMalformed, p.Path, s.want)
 	}
-	rd := &reader{b: s.buf}
+	rd := &Reader{B: s.buf}
 	rd.uvarint()
-	err := r.checkState(p.path, rd)
+	err := r.checkState(p.Path, rd)
 	s.buf, s.want = s.buf[:0], -1
 	r.cur.path = "" // complete: a later piece of it is a second appearance
 	return err
 }
 
 // checkState checks and stages the records of one complete state file.
-func (r *Restore) checkState(path string, rd *reader) error {
-	s := &r.state
+func (r *Restore) checkState(path string, rd *Reader) error {
+	s := &r.State
 	if s.out == nil {
-		f, err := os.OpenFile(filepath.Join(r.dir, stagedStateKV), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := os.OpenFile(filepath.Join(r.Dir, StagedStateKV), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
@@ -247,23 +247,23 @@ func (r *Restore) checkState(path string, rd *reader) error {
 	}
 	var recs []record
 	last := s.lastKey
-	for len(rd.b) > 0 && rd.e == nil {
-		rec := record{k: rd.bytes(), v: rd.bytes()}
-		if nm := rd.bytes(); len(nm) > 0 { // the library takes empty for a leaf
+	for len(rd.B) > 0 && rd.E == nil {
+		rec := record{k: rd.Bytes(), v: rd.Bytes()}
+		if nm := rd.Bytes(); len(nm) > 0 { // the library takes empty for a leaf
 			rec.p.NonMembershipLeafData = nm
 		}
-		n := rd.count(32)
+		n := rd.Count(32)
 		if n > 256 {
-			rd.fail("%d side nodes", n)
+			rd.Fail("%d side nodes", n)
 		}
-		for i := 0; i < n && rd.e == nil; i++ {
-			rec.p.SideNodes = append(rec.p.SideNodes, rd.take(32))
+		for i := 0; i < n && rd.E == nil; i++ {
+			rec.p.SideNodes = append(rec.p.SideNodes, rd.Take(32))
 		}
-		if rd.e != nil {
+		if rd.E != nil {
 			break
 		}
 		switch {
-		case !authenticated(rec.k):
+		case !Authenticated(rec.k):
 			return fmt.Errorf("%w: %s holds key %q, which is outside the authenticated state", ErrSnapshotMalformed, path, rec.k)
 		case last != nil && bytes.Compare(rec.k, last) <= 0:
 			return fmt.Errorf("%w: %s: keys out of order", ErrSnapshotMalformed, path)
@@ -273,17 +273,17 @@ func (r *Restore) checkState(path string, rd *reader) error {
 		last = rec.k
 		recs = append(recs, rec)
 	}
-	if err := rd.done(); err != nil {
+	if err := rd.Done(); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrSnapshotMalformed, path, err)
 	}
 	for i := range recs {
 		rec := &recs[i]
-		if ok, _ := smt.VerifyProof(&rec.p, r.meta.stateRoot, rec.k, proof.TrieValue(rec.v), s.spec); !ok {
+		if ok, _ := smt.VerifyProof(&rec.p, r.meta.StateRoot, rec.k, proof.TrieValue(rec.v), s.spec); !ok {
 			return fmt.Errorf("%w: %w: %s: the value of %q is not the one under the trusted app hash", ErrSnapshotMismatch, ErrStateRoot, path, rec.k)
 		}
 	}
 	for _, rec := range recs {
-		if err := encodeKV(s.w, rec.k, rec.v); err != nil {
+		if err := EncodeKV(s.w, rec.k, rec.v); err != nil {
 			return fmt.Errorf("stele/fsm: restore: %w", err)
 		}
 	}
@@ -293,8 +293,8 @@ func (r *Restore) checkState(path string, rd *reader) error {
 	return nil
 }
 
-// close finishes the staged state records.
-func (s *stateRestore) close() error {
+// Close finishes the staged state records.
+func (s *stateRestore) Close() error {
 	if s.out == nil {
 		return nil
 	}

@@ -1,10 +1,10 @@
-package fsm
+package core
 
 import "sort"
 
-// sortedKeys returns the keys of m in ascending order: what the state
+// SortedKeys returns the keys of m in ascending order: what the state
 // machine ranges over instead of the map itself.
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

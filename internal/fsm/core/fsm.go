@@ -1,58 +1,40 @@
-// Package fsm is Stele's replicated state machine: the commands, their
-// encoding, Apply, the replicated state (topics, partitions and their logs),
-// the authenticated state trie over it (authstate.go) and the app hash.
+// package core is the core of Stele's replicated state machine: blocks
+// and their application (Machine.ApplyBlock, Commit), the transaction
+// codec (Reader, Writer, Tx), the command registry every module registers
+// in (Registry: commands, steps, block-begin and block-end steps, command
+// gates, transaction forms, snapshot files, the state mark; registry.go
+// says how), the authenticated store and its state trie (authstate.go,
+// persist.go), the app hash and its proofs, snapshots (capture, serving,
+// restore) and the fail-stop on local faults (fault.go).
 //
-// It is made of a core and modules (topics, keys, groups, producers,
-// trust, cluster; registry.go lists what each owns). Every command is
-// registered by its module with its decoder, check and apply, and so is
-// every step of the core a module takes part in: reading its state back
-// from the store at Open, staging the block's changes, publishing at
-// Commit. A module registers from its registration function
-// (registerTopics, registerKeys, ...), which buildRegistry (registry.go)
-// calls in a fixed order to build the one registry, never changed after;
-// the package has no init functions and no package-level variable written
-// after it is initialised (TestNoMutablePackageState). Each module keeps
-// its state in a struct declared in its own files and embedded in FSM
-// (topicsState, keysState, groupsState, producersState, trustState,
-// clusterState); FSM's named fields are the core's. The modules form layers without a cycle, topics at
-// the bottom: a lower module calls an upper one only through the hook
-// points it offers (topic_hooks.go), which the upper module registers for,
-// in an order of rank; which module may use which is pinned by
-// TestModuleLayering and TestLayeringIsADAG (modules_test.go). The core
-// is below every module: it runs them only through their registrations
-// (commands, steps, block-begin and block-end steps, transaction forms,
-// snapshot files) and names them only where it assembles them: their
-// types in FSM, Options and the registry, their registration functions in
-// buildRegistry. The modules share this package for now.
+// It names no module: it runs them only through what they registered,
+// and Go's import rules hold it to that, since the modules and the
+// application that assembles them (package fsm) import it, never the
+// other way. A Machine belongs to an application (its app, which the
+// application's registration adapters hand to the modules' functions);
+// OpenMachine binds the two before any step runs.
 //
 // Apply must be deterministic and produce the same result on all peers: given
 // the same sequence of blocks, every broker holds byte-identical partition
-// logs, the same state and the same app hash. So nothing in this package reads
-// the wall clock (time comes with the block), a random source, the
-// environment, or iterates a map into anything that reaches output, and there
-// is no floating point. A malformed command is rejected with a result, never
-// panicked on: under BFT a bad transaction from a Byzantine proposer must not
-// halt honest brokers.
+// logs, the same state and the same app hash. So nothing in this package
+// or in the modules reads the wall clock (time comes with the block), a
+// random source, the environment, or iterates a map into anything that
+// reaches output, and there is no floating point. A malformed command is
+// rejected with a result, never panicked on: under BFT a bad transaction
+// from a Byzantine proposer must not halt honest brokers.
 //
 // Effects of FinalizeBlock (ApplyBlock) stay invisible until Commit: readers
-// see the View and the partition offsets published at Commit. Files are
-// appended during apply; a crash before Commit is repaired at Open by cutting
-// every log back to its committed end, after which the orderer replays the
-// block. Destructive file operations (deleting segments or whole logs) run
-// only after Commit and are redone at Open if a crash interrupted them.
-// Compaction, the one slow file rewrite, is decided in apply and written by
-// a background goroutine after Commit (compactor.go): the next housekeeping
-// pass over the partition and CaptureSnapshot wait for it, so nothing
-// hashed depends on when it finished, and Open reruns a pass a crash
-// interrupted from its plan file. Those goroutines and syncLogs' are the
-// package's only ones; neither changes the state.
+// see what the modules publish at Commit. Destructive file operations run
+// only after Commit (the modules' settle steps) and are redone at Open if
+// a crash interrupted them.
 //
 // A local I/O or store error is never a result (fault.go, ErrLocalFault):
 // ApplyBlock or Commit returns it, the state machine refuses every later
 // block, and the broker stops; at the next Open the block is replayed.
 //
-// fsm imports storage and record, never consensus or a front-end.
-package fsm
+// core imports storage and pkg/proof, never a module, consensus or a
+// front-end.
+package core
 
 import (
 	"bytes"
@@ -77,7 +59,7 @@ var ErrHeight = errors.New("stele/fsm: block out of order")
 
 // MachineOptions configures the core: the directory, the store's file
 // system and the logger (Options has the modules' options too).
-type MachineOptions struct {
+type Options struct {
 	// Dir holds the modules' files and the metadata store (Dir/meta).
 	Dir     string
 	StoreFS vfs.FS
@@ -95,9 +77,9 @@ type MachineOptions struct {
 // step runs), reopen opens another one in a directory. It runs every
 // module's empty step, loads the committed state (m/state, then every
 // module's load step in rank order) and publishes it.
-func OpenMachine(opts MachineOptions, reg *Registry, bind func(*Machine) any, reopen func(dir string) (*Machine, error)) (*Machine, error) {
-	for _, s := range reg.snapshotFileSteps { // the modules' directories (Dir/logs)
-		if err := os.MkdirAll(filepath.Join(opts.Dir, s.dir), 0o755); err != nil {
+func OpenMachine(opts Options, reg *Registry, bind func(*Machine) any, reopen func(dir string) (*Machine, error)) (*Machine, error) {
+	for _, s := range reg.SnapshotFileSteps { // the modules' directories (Dir/logs)
+		if err := os.MkdirAll(filepath.Join(opts.Dir, s.Dir), 0o755); err != nil {
 			return nil, fmt.Errorf("stele/fsm: %w", err)
 		}
 	}
@@ -105,11 +87,11 @@ func OpenMachine(opts MachineOptions, reg *Registry, bind func(*Machine) any, re
 	if err != nil {
 		return nil, err
 	}
-	f := &Machine{opts: opts, store: store, reg: reg, reopen: reopen}
-	f.app = bind(f)
-	for _, st := range f.reg.steps {
-		if st.empty != nil {
-			st.empty(f)
+	f := &Machine{opts: opts, Store: store, reg: reg, reopen: reopen}
+	f.App = bind(f)
+	for _, st := range f.reg.Steps {
+		if st.Empty != nil {
+			st.Empty(f)
 		}
 	}
 	if err := f.load(); err != nil {
@@ -121,10 +103,10 @@ func OpenMachine(opts MachineOptions, reg *Registry, bind func(*Machine) any, re
 	return f, nil
 }
 
-// digestDomain opens the block digest of app version 1; its version is
+// DigestDomain opens the block digest of app version 1; its version is
 // proof.AppHashFormat (TestGoldenAppHashes checks they agree). Later app
 // versions may open it with another (blockDigestDomain).
-const digestDomain = "stele/block/v8"
+const DigestDomain = "stele/block/v8"
 
 // Machine is the core of the state machine: the block being applied, the
 // authenticated store, the app hash, Commit and what it publishes. It
@@ -136,30 +118,30 @@ const digestDomain = "stele/block/v8"
 // ApplyBlock and Commit are called by one goroutine (the applier); Info
 // and the published views' readers by any.
 type Machine struct {
-	opts  MachineOptions
-	store *storage.Store
+	opts  Options
+	Store *storage.Store
 	// reg is what the modules registered (registry.go), never changed.
 	reg    *Registry
-	app    any
+	App    any
 	reopen func(dir string) (*Machine, error)
 
 	// Applier-owned.
-	height      int64
-	appHash     []byte
-	blockTime   int64 // ms
-	metaChanged bool
+	Height      int64
+	AppHash     []byte
+	BlockTime   int64 // ms
+	MetaChanged bool
 	applied     bool     // a block has been applied and not committed
-	leaves      [][]byte // the block's appended batches' leaves (proofs.go)
+	Leaves      [][]byte // the block's appended batches' leaves (proofs.go)
 	blockDigest []byte   // the block's transactions and changes, for its proof entry
 	fault       error    // the local fault that stopped the state machine (fault.go)
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
 	trie       *stateTrie
-	stateRoot  []byte
+	StateRoot  []byte
 	leavesRoot []byte
 	hashHeight int64 // the height whose block last changed the app hash
-	pending    *stateBatch
+	pending    *StateBatch
 
 	// Published at Commit.
 	committed struct {
@@ -209,27 +191,27 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 		return BlockOutcome{}, f.fault
 	}
 	if f.applied {
-		return BlockOutcome{}, fmt.Errorf("%w: block %d applied twice without Commit", ErrHeight, f.height)
+		return BlockOutcome{}, fmt.Errorf("%w: block %d applied twice without Commit", ErrHeight, f.Height)
 	}
-	if height != f.height+1 {
-		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.height)
+	if height != f.Height+1 {
+		return BlockOutcome{}, fmt.Errorf("%w: got height %d after %d", ErrHeight, height, f.Height)
 	}
-	for _, st := range f.reg.blockBeginSteps {
-		if st.check == nil {
+	for _, st := range f.reg.BlockBeginSteps {
+		if st.Check == nil {
 			continue
 		}
-		if err := st.check(f, height); err != nil {
+		if err := st.Check(f, height); err != nil {
 			return BlockOutcome{}, err // nothing applied: e.g. a new binary continues here
 		}
 	}
 	f.applied = true
-	f.height = height
-	if timeMs > f.blockTime { // block time never goes backwards for us
-		f.blockTime = timeMs
+	f.Height = height
+	if timeMs > f.BlockTime { // block time never goes backwards for us
+		f.BlockTime = timeMs
 	}
-	for _, st := range f.reg.blockBeginSteps {
-		if st.run != nil {
-			st.run(f, b)
+	for _, st := range f.reg.BlockBeginSteps {
+		if st.Run != nil {
+			st.Run(f, b)
 		}
 	}
 	out := BlockOutcome{Height: height, Txs: make([]TxOutcome, len(txs))}
@@ -241,16 +223,16 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 	// changed, so a hash that moved on empty blocks would never let the
 	// chain idle.
 	h := sha256.New()
-	domain := digestDomain
-	if f.reg.digestDomainOf != nil {
-		domain = f.reg.digestDomainOf(f)
+	domain := DigestDomain
+	if f.reg.DigestDomainOf != nil {
+		domain = f.reg.DigestDomainOf(f)
 	}
 	h.Write([]byte(domain))
-	h.Write(f.appHash)
+	h.Write(f.AppHash)
 	var num [8]byte
 	binary.BigEndian.PutUint64(num[:], uint64(height))
 	h.Write(num[:])
-	binary.BigEndian.PutUint64(num[:], uint64(f.blockTime))
+	binary.BigEndian.PutUint64(num[:], uint64(f.BlockTime))
 	h.Write(num[:])
 	for i, raw := range txs {
 		o := &out.Txs[i]
@@ -260,11 +242,11 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 		)
 		format := f.reg.txFormatOf(raw)
 		if format != nil {
-			if tx, o.Batch, err = format.open(f, raw); err != nil && format.halts(err) {
+			if tx, o.Batch, err = format.Open(f, raw); err != nil && format.Halts(err) {
 				return BlockOutcome{}, err
 			}
 		} else {
-			tx, err = f.reg.decodeTx(raw)
+			tx, err = f.reg.DecodeTx(raw)
 		}
 		if err != nil {
 			o.Code, o.Log = 1, err.Error()
@@ -275,7 +257,7 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 			o.Nonce = tx.Nonce
 			o.Results = make([]Result, len(tx.Commands))
 			for j, c := range tx.Commands {
-				o.Results[j] = f.apply(c, i, j)
+				o.Results[j] = f.Apply(c, i, j)
 				if f.fault != nil {
 					return BlockOutcome{}, f.fault
 				}
@@ -289,7 +271,7 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 					}
 				}
 			}
-			o.Data = encodeResults(o.Results)
+			o.Data = EncodeResults(o.Results)
 			o.Log = resultsLog(o.Results)
 		}
 		if f.opts.Reword != nil {
@@ -307,47 +289,47 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 		resHash := sha256.Sum256(o.Data)
 		h.Write(resHash[:])
 	}
-	var changes []change
-	for _, st := range f.reg.blockEndSteps {
-		changes = append(changes, st.run(f)...)
+	var changes []Change
+	for _, st := range f.reg.BlockEndSteps {
+		changes = append(changes, st.Run(f)...)
 		if f.fault != nil { // e.g. a compaction housekeeping awaited failed
 			return BlockOutcome{}, f.fault
 		}
 	}
 	if len(changes) > 0 {
-		w := &writer{}
+		w := &Writer{}
 		for _, c := range changes {
-			c.encode(w)
+			c.Encode(w)
 			f.opts.Logger.Debug("block-time change", "height", height, "change", c) // c.String(), only if logged
 		}
-		h.Write(w.b)
+		h.Write(w.B)
 	}
 	// The state the block leaves, staged for Commit and mirrored into the
 	// state trie, whose root the app hash commits to.
 	if err := f.stage(); err != nil {
-		return BlockOutcome{}, f.faulted(err)
+		return BlockOutcome{}, f.Faulted(err)
 	}
 	root, err := f.trie.root()
 	if err != nil {
-		return BlockOutcome{}, f.faulted(err)
+		return BlockOutcome{}, f.Faulted(err)
 	}
-	if len(txs) > 0 || len(changes) > 0 || !bytes.Equal(root, f.stateRoot) {
+	if len(txs) > 0 || len(changes) > 0 || !bytes.Equal(root, f.StateRoot) {
 		f.blockDigest = h.Sum(nil)
 		f.hashHeight = height
-		f.stateRoot = root
-		f.leavesRoot = merkle.HashFromByteSlices(f.leaves)
-		f.appHash = proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot)
+		f.StateRoot = root
+		f.leavesRoot = merkle.HashFromByteSlices(f.Leaves)
+		f.AppHash = proof.AppHash(f.blockDigest, f.StateRoot, f.leavesRoot)
 	}
-	f.persistProofs(f.pending.b.Set)
-	out.AppHash = append([]byte(nil), f.appHash...)
+	f.persistProofs(f.pending.B.Set)
+	out.AppHash = append([]byte(nil), f.AppHash...)
 	return out, nil
 }
 
 // txFormatOf is the registered form raw is in, or nil for a plain
 // transaction.
 func (r *Registry) txFormatOf(raw []byte) *TxFormat {
-	for _, t := range r.txFormats {
-		if t.is(raw) {
+	for _, t := range r.TxFormats {
+		if t.Is(raw) {
 			return t
 		}
 	}
@@ -365,58 +347,58 @@ func (f *Machine) Commit() (retainHeight int64, err error) {
 	if !f.applied {
 		return 0, fmt.Errorf("%w: Commit without a block", ErrHeight)
 	}
-	for _, st := range f.reg.steps {
-		if st.sync != nil {
-			if err := st.sync(f); err != nil {
-				return 0, f.faulted(err)
+	for _, st := range f.reg.Steps {
+		if st.Sync != nil {
+			if err := st.Sync(f); err != nil {
+				return 0, f.Faulted(err)
 			}
 		}
 	}
 	if err := f.persist(); err != nil {
-		return 0, f.faulted(err)
+		return 0, f.Faulted(err)
 	}
-	if f.height%trieRefreshBlocks == 0 {
+	if f.Height%TrieRefreshBlocks == 0 {
 		// The trie keeps every node it resolved in memory; starting afresh
 		// from the committed root bounds that to what recent blocks touched.
-		f.trie = openStateTrie(f.store, f.stateRoot)
+		f.trie = openStateTrie(f.Store, f.StateRoot)
 	}
 	f.applied = false
-	f.publish(f.metaChanged)
+	f.publish(f.MetaChanged)
 	var afterErrs []error
-	for _, st := range f.reg.steps {
-		if st.settle != nil {
-			afterErrs = append(afterErrs, st.settle(f))
+	for _, st := range f.reg.Steps {
+		if st.Settle != nil {
+			afterErrs = append(afterErrs, st.Settle(f))
 		}
 	}
 	afterErr := errors.Join(afterErrs...)
-	f.metaChanged = false
-	for _, st := range f.reg.steps {
-		if st.forget != nil {
-			st.forget(f)
+	f.MetaChanged = false
+	for _, st := range f.reg.Steps {
+		if st.Forget != nil {
+			st.Forget(f)
 		}
 	}
-	clear(f.leaves)
-	f.leaves = f.leaves[:0]
+	clear(f.Leaves)
+	f.Leaves = f.Leaves[:0]
 	if afterErr != nil {
 		// The block is durable and published; the files it decided to
 		// delete or rewrite are not. Open redoes those steps at restart.
-		return 0, f.faulted(afterErr)
+		return 0, f.Faulted(afterErr)
 	}
-	return f.height, nil
+	return f.Height, nil
 }
 
 // publish makes the committed state visible to readers.
 func (f *Machine) publish(metaChanged bool) {
-	for _, st := range f.reg.steps {
-		if st.publish != nil {
-			st.publish(f, metaChanged)
+	for _, st := range f.reg.Steps {
+		if st.Publish != nil {
+			st.Publish(f, metaChanged)
 		}
 	}
 	f.committed.Lock()
-	f.committed.height = f.height
-	f.committed.appHash = append([]byte(nil), f.appHash...)
-	f.committed.blockTime = f.blockTime
-	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.stateRoot, leavesRoot: f.leavesRoot}
+	f.committed.height = f.Height
+	f.committed.appHash = append([]byte(nil), f.AppHash...)
+	f.committed.blockTime = f.BlockTime
+	f.committed.hash = hashParts{height: f.hashHeight, digest: f.blockDigest, stateRoot: f.StateRoot, leavesRoot: f.leavesRoot}
 	f.committed.Unlock()
 }
 
@@ -424,14 +406,14 @@ func (f *Machine) publish(metaChanged bool) {
 // in flight: their plans stay for the next Open), and the metadata store.
 func (f *Machine) Close() error {
 	f.closeSteps()
-	return f.store.Close()
+	return f.Store.Close()
 }
 
 // closeSteps runs every step's close, in rank order.
 func (f *Machine) closeSteps() {
-	for _, st := range f.reg.steps {
-		if st.close != nil {
-			st.close(f)
+	for _, st := range f.reg.Steps {
+		if st.Close != nil {
+			st.Close(f)
 		}
 	}
 }

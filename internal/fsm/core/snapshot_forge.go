@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"crypto/sha256"
@@ -20,51 +20,51 @@ import (
 // it only in the test-only stelebyzantine build (STELE_BYZANTINE's
 // forge-snapshots); nothing else does.
 func ForgeSnapshot(s *Snapshot, alter func(key, value []byte) []byte) (*Snapshot, error) {
-	m := s.m
-	m.Files = append([]snapFile(nil), m.Files...)
+	m := s.M
+	m.Files = append([]SnapFile(nil), m.Files...)
 	for i, f := range m.Files {
-		if !isStateFileName(f.Path) {
+		if !IsStateFileName(f.Path) {
 			continue
 		}
-		path := filepath.Join(s.root, filesDir, filepath.FromSlash(f.Path))
+		path := filepath.Join(s.Root, FilesDir, filepath.FromSlash(f.Path))
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		rd := &reader{b: data}
+		rd := &Reader{B: data}
 		rd.uvarint()
-		w := &writer{}
-		for len(rd.b) > 0 && rd.e == nil {
-			k, v, nm := rd.bytes(), rd.bytes(), rd.bytes()
-			n := rd.count(32)
-			w.bytes(k)
-			w.bytes(alter(k, v))
-			w.bytes(nm)
-			w.count(n)
-			w.raw(rd.take(32 * n))
+		w := &Writer{}
+		for len(rd.B) > 0 && rd.E == nil {
+			k, v, nm := rd.Bytes(), rd.Bytes(), rd.Bytes()
+			n := rd.Count(32)
+			w.Bytes(k)
+			w.Bytes(alter(k, v))
+			w.Bytes(nm)
+			w.Count(n)
+			w.Raw(rd.Take(32 * n))
 		}
-		if err := rd.done(); err != nil {
+		if err := rd.Done(); err != nil {
 			return nil, fmt.Errorf("stele/fsm: forging %s: %w", f.Path, err)
 		}
-		out := append(binary.AppendUvarint(nil, uint64(len(w.b))), w.b...)
+		out := append(binary.AppendUvarint(nil, uint64(len(w.B))), w.B...)
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			return nil, err
 		}
 		m.Files[i].Size = int64(len(out))
 	}
-	forged := &Snapshot{root: s.root, m: m, plan: planChunks(m.Files)}
-	forged.hashes = make([][32]byte, len(forged.plan))
-	forged.m.Chunks = nil
-	for i, c := range forged.plan {
+	forged := &Snapshot{Root: s.Root, M: m, Plan: planChunks(m.Files)}
+	forged.Hashes = make([][32]byte, len(forged.Plan))
+	forged.M.Chunks = nil
+	for i, c := range forged.Plan {
 		data, err := forged.readChunk(c)
 		if err != nil {
 			return nil, err
 		}
-		forged.hashes[i] = sha256.Sum256(data)
-		forged.m.Chunks = append(forged.m.Chunks, forged.hashes[i][:])
+		forged.Hashes[i] = sha256.Sum256(data)
+		forged.M.Chunks = append(forged.M.Chunks, forged.Hashes[i][:])
 	}
 	forged.finish()
-	if err := writeJSON(filepath.Join(s.root, manifestFile), forged.m); err != nil {
+	if err := writeJSON(filepath.Join(s.Root, manifestFile), forged.M); err != nil {
 		return nil, err
 	}
 	return forged, nil

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func (f *Machine) ProveState(keys ...[]byte) (*proof.StateProof, error) {
 		return nil, fmt.Errorf("stele/fsm: %d keys to prove, want 1 to %d", len(keys), proof.MaxStateProofKeys)
 	}
 	for _, k := range keys {
-		if !authenticated(k) {
+		if !Authenticated(k) {
 			return nil, fmt.Errorf("%w: key %q is not in the authenticated state", ErrNoProof, k)
 		}
 	}
@@ -50,7 +50,7 @@ func (f *Machine) ProveState(keys ...[]byte) (*proof.StateProof, error) {
 
 func (f *Machine) proveStateOnce(keys [][]byte) (*proof.StateProof, error) {
 	f.committed.Lock()
-	hp, store := f.committed.hash, f.store
+	hp, store := f.committed.hash, f.Store
 	f.committed.Unlock()
 	if hp.height == 0 {
 		return nil, fmt.Errorf("%w: no block has changed the state yet", ErrNoProof)

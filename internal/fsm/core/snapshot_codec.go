@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bufio"
@@ -71,140 +71,140 @@ const (
 	maxSnapshotPath   = 512
 )
 
-// metaKVPath is the file of a snapshot that holds the metadata store.
-const metaKVPath = "meta.kv"
+// MetaKVPath is the file of a snapshot that holds the metadata store.
+const MetaKVPath = "meta.kv"
 
-// snapshotMeta is the decoded metadata of a snapshot.
-type snapshotMeta struct {
-	height                        int64
-	appHash                       []byte
-	digest, stateRoot, leavesRoot []byte
-	hashes                        [][32]byte
+// SnapshotMeta is the decoded metadata of a snapshot.
+type SnapshotMeta struct {
+	Height                        int64
+	AppHash                       []byte
+	digest, StateRoot, leavesRoot []byte
+	Hashes                        [][32]byte
 }
 
-func (m snapshotMeta) encode() []byte {
-	w := &writer{}
-	w.u8(snapshotMetaVersion)
-	w.i64(m.height)
-	w.bytes(m.appHash)
-	w.bytes(m.digest)
-	w.bytes(m.stateRoot)
-	w.bytes(m.leavesRoot)
-	w.count(len(m.hashes))
-	for _, h := range m.hashes {
-		w.raw(h[:])
+func (m SnapshotMeta) Encode() []byte {
+	w := &Writer{}
+	w.U8(snapshotMetaVersion)
+	w.I64(m.Height)
+	w.Bytes(m.AppHash)
+	w.Bytes(m.digest)
+	w.Bytes(m.StateRoot)
+	w.Bytes(m.leavesRoot)
+	w.Count(len(m.Hashes))
+	for _, h := range m.Hashes {
+		w.Raw(h[:])
 	}
-	return w.b
+	return w.B
 }
 
-func decodeSnapshotMeta(b []byte) (snapshotMeta, error) {
-	r := &reader{b: b}
-	var m snapshotMeta
-	if v := r.u8(); v != snapshotMetaVersion && r.e == nil {
+func DecodeSnapshotMeta(b []byte) (SnapshotMeta, error) {
+	r := &Reader{B: b}
+	var m SnapshotMeta
+	if v := r.U8(); v != snapshotMetaVersion && r.E == nil {
 		return m, fmt.Errorf("%w: metadata version %d", ErrSnapshotMalformed, v)
 	}
-	m.height = r.i64()
-	m.appHash = append([]byte(nil), r.bytes()...)
-	m.digest = r.bytesCopy()
-	m.stateRoot = r.bytesCopy()
-	m.leavesRoot = r.bytesCopy()
-	n := r.count(32)
+	m.Height = r.I64()
+	m.AppHash = append([]byte(nil), r.Bytes()...)
+	m.digest = r.BytesCopy()
+	m.StateRoot = r.BytesCopy()
+	m.leavesRoot = r.BytesCopy()
+	n := r.Count(32)
 	if n > maxSnapshotChunks {
-		r.fail("%d chunks", n)
+		r.Fail("%d chunks", n)
 	}
-	for i := 0; i < n && r.e == nil; i++ {
-		m.hashes = append(m.hashes, [32]byte(r.take(32)))
+	for i := 0; i < n && r.E == nil; i++ {
+		m.Hashes = append(m.Hashes, [32]byte(r.Take(32)))
 	}
-	if err := r.done(); err != nil {
-		return snapshotMeta{}, fmt.Errorf("%w: metadata: %w", ErrSnapshotMalformed, err)
+	if err := r.Done(); err != nil {
+		return SnapshotMeta{}, fmt.Errorf("%w: metadata: %w", ErrSnapshotMalformed, err)
 	}
-	if m.height <= 0 || n == 0 {
-		return snapshotMeta{}, fmt.Errorf("%w: metadata: height %d, %d chunks", ErrSnapshotMalformed, m.height, n)
+	if m.Height <= 0 || n == 0 {
+		return SnapshotMeta{}, fmt.Errorf("%w: metadata: height %d, %d chunks", ErrSnapshotMalformed, m.Height, n)
 	}
 	return m, nil
 }
 
 // snapshotHash is the hash that identifies a snapshot: over its chunk
 // hashes and the parts of its app hash.
-func snapshotHash(m snapshotMeta) []byte {
+func snapshotHash(m SnapshotMeta) []byte {
 	h := sha256.New()
 	h.Write([]byte("stele/snapshot/v2"))
-	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.hashes))))
-	for _, c := range m.hashes {
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.Hashes))))
+	for _, c := range m.Hashes {
 		h.Write(c[:])
 	}
-	for _, b := range [][]byte{m.digest, m.stateRoot, m.leavesRoot} {
+	for _, b := range [][]byte{m.digest, m.StateRoot, m.leavesRoot} {
 		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b))))
 		h.Write(b)
 	}
 	return h.Sum(nil)
 }
 
-// piece is a run of one file's bytes within a chunk.
-type piece struct {
-	path   string
-	offset int64
-	data   []byte
+// Piece is a run of one file's bytes within a chunk.
+type Piece struct {
+	Path   string
+	Offset int64
+	Data   []byte
 }
 
-func encodeChunk(pieces []piece) []byte {
-	w := &writer{}
-	w.count(len(pieces))
+func EncodeChunk(pieces []Piece) []byte {
+	w := &Writer{}
+	w.Count(len(pieces))
 	for _, p := range pieces {
-		w.str(p.path)
-		w.uvarint(uint64(p.offset))
-		w.bytes(p.data)
+		w.Str(p.Path)
+		w.Uvarint(uint64(p.Offset))
+		w.Bytes(p.Data)
 	}
-	return w.b
+	return w.B
 }
 
-// decodeChunk decodes a chunk; the data of the pieces aliases b.
-func (g *Registry) decodeChunk(b []byte) ([]piece, error) {
-	r := &reader{b: b}
-	n := r.count(3)
-	if n == 0 && r.e == nil {
-		r.fail("chunk without pieces")
+// DecodeChunk decodes a chunk; the data of the pieces aliases b.
+func (g *Registry) DecodeChunk(b []byte) ([]Piece, error) {
+	r := &Reader{B: b}
+	n := r.Count(3)
+	if n == 0 && r.E == nil {
+		r.Fail("chunk without pieces")
 	}
-	pieces := make([]piece, 0, n)
-	for i := 0; i < n && r.e == nil; i++ {
-		p := piece{path: r.str()}
+	pieces := make([]Piece, 0, n)
+	for i := 0; i < n && r.E == nil; i++ {
+		p := Piece{Path: r.Str()}
 		off := r.uvarint()
-		p.data = r.bytes()
-		if r.e == nil && off > 1<<62 {
-			r.fail("offset %d", off)
+		p.Data = r.Bytes()
+		if r.E == nil && off > 1<<62 {
+			r.Fail("offset %d", off)
 		}
-		p.offset = int64(off)
-		if r.e == nil {
-			if err := g.checkSnapshotPath(p.path); err != nil {
+		p.Offset = int64(off)
+		if r.E == nil {
+			if err := g.CheckSnapshotPath(p.Path); err != nil {
 				return nil, err
 			}
 		}
 		pieces = append(pieces, p)
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, fmt.Errorf("%w: chunk: %w", ErrSnapshotMalformed, err)
 	}
 	return pieces, nil
 }
 
-// checkSnapshotPath accepts only the paths a snapshot may hold: meta.kv,
+// CheckSnapshotPath accepts only the paths a snapshot may hold: meta.kv,
 // state/<8 digits>.kv, and under a module's directory (snapshotFiles) what
 // that module's checkPath accepts (logs/<topic>-<partition>/<segment file
 // or partition.metadata>, topic_snapshot.go).
-func (g *Registry) checkSnapshotPath(p string) error {
+func (g *Registry) CheckSnapshotPath(p string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: path %.100q: %s", ErrSnapshotMalformed, p, why)
 	}
-	if p == metaKVPath || isStateFileName(p) {
+	if p == MetaKVPath || IsStateFileName(p) {
 		return nil
 	}
 	if len(p) > maxSnapshotPath {
 		return bad("too long")
 	}
 	dir, rest, _ := strings.Cut(p, "/")
-	for _, s := range g.snapshotFileSteps {
-		if s.dir == dir {
-			if why := s.checkPath(rest); why != "" {
+	for _, s := range g.SnapshotFileSteps {
+		if s.Dir == dir {
+			if why := s.CheckPath(rest); why != "" {
 				return bad(why)
 			}
 			return nil
@@ -213,8 +213,8 @@ func (g *Registry) checkSnapshotPath(p string) error {
 	return bad("not meta.kv, a state file or in a module's directory")
 }
 
-// encodeKV appends one meta.kv record.
-func encodeKV(w *bufio.Writer, k, v []byte) error {
+// EncodeKV appends one meta.kv record.
+func EncodeKV(w *bufio.Writer, k, v []byte) error {
 	var buf [binary.MaxVarintLen64]byte
 	for _, b := range [][]byte{k, v} {
 		if _, err := w.Write(buf[:binary.PutUvarint(buf[:], uint64(len(b)))]); err != nil {
@@ -227,9 +227,9 @@ func encodeKV(w *bufio.Writer, k, v []byte) error {
 	return nil
 }
 
-// decodeKVs reads meta.kv records from r and calls fn for each, checking
+// DecodeKVs reads meta.kv records from r and calls fn for each, checking
 // that keys ascend strictly and that no length exceeds maxSnapshotKV.
-func decodeKVs(r io.Reader, fn func(k, v []byte) error) error {
+func DecodeKVs(r io.Reader, fn func(k, v []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var prev []byte
 	first := true

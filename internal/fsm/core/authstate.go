@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bytes"
@@ -40,19 +40,19 @@ import (
 // in the block's batch, so the state and its trie are always durable
 // together; the trie keeps only the latest version (a block's orphaned
 // nodes are deleted in its batch).
-const trieNodePrefix = "z/"
+const TrieNodePrefix = "z/"
 
-// trieRefreshBlocks is how often (in heights) the applier's trie drops the
+// TrieRefreshBlocks is how often (in heights) the applier's trie drops the
 // nodes it holds in memory and starts again from the committed root: the
 // library keeps every node it resolved, which would otherwise grow with
 // the whole state.
-const trieRefreshBlocks = 1000
+const TrieRefreshBlocks = 1000
 
 // unauthenticated lists the key prefixes left out of the trie.
-var unauthenticated = [][]byte{[]byte("m/state"), []byte("m/signers"), []byte("c/"), []byte("k/"), []byte("v/"), []byte("b/"), []byte(trieNodePrefix)}
+var unauthenticated = [][]byte{[]byte("m/state"), []byte("m/signers"), []byte("c/"), []byte("k/"), []byte("v/"), []byte("b/"), []byte(TrieNodePrefix)}
 
-// authenticated reports whether key is a leaf of the state trie.
-func authenticated(key []byte) bool {
+// Authenticated reports whether key is a leaf of the state trie.
+func Authenticated(key []byte) bool {
 	for _, p := range unauthenticated {
 		if bytes.HasPrefix(key, p) {
 			return false
@@ -84,7 +84,7 @@ type nodeWrite struct {
 }
 
 func (n *trieNodes) nodeKey(digest []byte) []byte {
-	n.key = append(append(n.key[:0], trieNodePrefix...), digest...)
+	n.key = append(append(n.key[:0], TrieNodePrefix...), digest...)
 	return n.key
 }
 
@@ -131,7 +131,7 @@ type stateTrie struct {
 func openStateTrie(store *storage.Store, root []byte) *stateTrie {
 	n := &trieNodes{store: store}
 	t := &stateTrie{nodes: n}
-	if len(root) == 0 || bytes.Equal(root, emptyStateRoot()) {
+	if len(root) == 0 || bytes.Equal(root, EmptyStateRoot()) {
 		t.trie = smt.NewSparseMerkleTrie(n, sha256.New())
 	} else {
 		t.trie = smt.ImportSparseMerkleTrie(n, sha256.New(), bytes.Clone(root))
@@ -139,8 +139,8 @@ func openStateTrie(store *storage.Store, root []byte) *stateTrie {
 	return t
 }
 
-// emptyStateRoot is the root of a trie without leaves.
-func emptyStateRoot() []byte {
+// EmptyStateRoot is the root of a trie without leaves.
+func EmptyStateRoot() []byte {
 	return smt.NewSparseMerkleTrie(&trieNodes{}, sha256.New()).Root()
 }
 
@@ -175,7 +175,7 @@ func (t *stateTrie) commit(b *storage.Batch) (err error) {
 	if err := t.trie.Commit(); err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(n.writes) {
+	for _, k := range SortedKeys(n.writes) {
 		if w := n.writes[k]; w.deleted {
 			b.Delete([]byte(k))
 		} else {
@@ -191,10 +191,10 @@ func recoverTrie(err *error) {
 	}
 }
 
-// stateBatch is a block's batch of store writes, mirrored into the state
+// StateBatch is a block's batch of store writes, mirrored into the state
 // trie for the authenticated keys, in the same order.
-type stateBatch struct {
-	b     *storage.Batch
+type StateBatch struct {
+	B     *storage.Batch
 	store *storage.Store
 	trie  *stateTrie
 	// staged holds the authenticated keys set in this batch, for
@@ -204,15 +204,15 @@ type stateBatch struct {
 	trace  func(op string, k, v []byte) // Options.TraceState
 }
 
-func (s *stateBatch) fail(err error) {
+func (s *StateBatch) fail(err error) {
 	if err != nil && s.err == nil {
 		s.err = err
 	}
 }
 
-func (s *stateBatch) Set(k, v []byte) {
-	s.b.Set(k, v)
-	if !authenticated(k) {
+func (s *StateBatch) Set(k, v []byte) {
+	s.B.Set(k, v)
+	if !Authenticated(k) {
 		return
 	}
 	if s.trace != nil {
@@ -222,9 +222,9 @@ func (s *stateBatch) Set(k, v []byte) {
 	s.staged[string(k)] = struct{}{}
 }
 
-func (s *stateBatch) Delete(k []byte) {
-	s.b.Delete(k)
-	if !authenticated(k) {
+func (s *StateBatch) Delete(k []byte) {
+	s.B.Delete(k)
+	if !Authenticated(k) {
 		return
 	}
 	if s.trace != nil {
@@ -235,16 +235,16 @@ func (s *stateBatch) Delete(k []byte) {
 }
 
 // DeletePrefix deletes every key with the prefix, committed or staged.
-func (s *stateBatch) DeletePrefix(prefix []byte) {
-	s.b.DeletePrefix(prefix)
-	if !authenticated(prefix) {
+func (s *StateBatch) DeletePrefix(prefix []byte) {
+	s.B.DeletePrefix(prefix)
+	if !Authenticated(prefix) {
 		return
 	}
 	if s.trace != nil {
 		s.trace("delete-prefix", prefix, nil)
 	}
 	s.fail(s.store.Scan(prefix, func(k, _ []byte) error { return s.trie.delete(k) }))
-	for _, k := range sortedKeys(s.staged) {
+	for _, k := range SortedKeys(s.staged) {
 		if bytes.HasPrefix([]byte(k), prefix) {
 			s.fail(s.trie.delete([]byte(k)))
 			delete(s.staged, k)
@@ -252,19 +252,19 @@ func (s *stateBatch) DeletePrefix(prefix []byte) {
 	}
 }
 
-// rebuildStateRoot builds a trie afresh from every authenticated key of
+// RebuildStateRoot builds a trie afresh from every authenticated key of
 // store, writes its nodes there (replacing any it held) and returns its
 // root: what a restored snapshot's contents hash to, whatever trie nodes
 // it came with.
-func rebuildStateRoot(store *storage.Store) ([]byte, error) {
+func RebuildStateRoot(store *storage.Store) ([]byte, error) {
 	b := store.NewBatch()
-	b.DeletePrefix([]byte(trieNodePrefix))
+	b.DeletePrefix([]byte(TrieNodePrefix))
 	if err := b.Commit(false); err != nil {
 		return nil, err
 	}
 	t := openStateTrie(store, nil)
 	err := store.Scan(nil, func(k, v []byte) error {
-		if !authenticated(k) {
+		if !Authenticated(k) {
 			return nil
 		}
 		return t.update(k, proof.TrieValue(v))

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 // Kind identifies a command in the encoding. Values are part of the on-chain
 // format: never renumber one.
@@ -11,5 +11,5 @@ type Kind uint8
 // Command is one state change. A transaction carries one or more.
 type Command interface {
 	Kind() Kind
-	encode(w *writer)
+	Encode(w *Writer)
 }

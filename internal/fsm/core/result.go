@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"fmt"
@@ -79,34 +79,34 @@ type GroupResult struct {
 	Assignment     TopicPartitions
 }
 
-func (r *GroupResult) encode(w *writer) {
-	w.str(r.MemberID)
-	w.i32(r.Generation)
-	w.bool(r.Ready)
+func (r *GroupResult) Encode(w *Writer) {
+	w.Str(r.MemberID)
+	w.I32(r.Generation)
+	w.Bool(r.Ready)
 	if r.SendAssignment {
-		encodeTopicPartitions(w, r.Assignment)
+		EncodeTopicPartitions(w, r.Assignment)
 	}
 }
 
-func encodeTopicPartitions(w *writer, tp TopicPartitions) {
-	topics := sortedKeys(tp)
-	w.count(len(topics))
+func EncodeTopicPartitions(w *Writer, tp TopicPartitions) {
+	topics := SortedKeys(tp)
+	w.Count(len(topics))
 	for _, t := range topics {
-		w.str(t)
-		w.count(len(tp[t]))
+		w.Str(t)
+		w.Count(len(tp[t]))
 		for _, p := range tp[t] {
-			w.i32(p)
+			w.I32(p)
 		}
 	}
 }
 
-func decodeTopicPartitions(r *reader) TopicPartitions {
+func DecodeTopicPartitions(r *Reader) TopicPartitions {
 	tp := TopicPartitions{}
-	for i, n := 0, r.count(2); i < n; i++ {
-		t := r.str()
+	for i, n := 0, r.Count(2); i < n; i++ {
+		t := r.Str()
 		ps := []int32{}
-		for j, np := 0, r.count(4); j < np; j++ {
-			ps = append(ps, r.i32())
+		for j, np := 0, r.Count(4); j < np; j++ {
+			ps = append(ps, r.I32())
 		}
 		tp[t] = ps
 	}
@@ -116,7 +116,7 @@ func decodeTopicPartitions(r *reader) TopicPartitions {
 // TopicPartitions are partitions by topic name.
 type TopicPartitions map[string][]int32
 
-func (tp TopicPartitions) clone() TopicPartitions {
+func (tp TopicPartitions) Clone() TopicPartitions {
 	out := make(TopicPartitions, len(tp))
 	for t, ps := range tp {
 		out[t] = slices.Clone(ps)
@@ -124,29 +124,29 @@ func (tp TopicPartitions) clone() TopicPartitions {
 	return out
 }
 
-func (tp TopicPartitions) has(t string, p int32) bool { return slices.Contains(tp[t], p) }
+func (tp TopicPartitions) Has(t string, p int32) bool { return slices.Contains(tp[t], p) }
 
-func (tp TopicPartitions) add(t string, p int32) {
-	if !tp.has(t, p) {
+func (tp TopicPartitions) Add(t string, p int32) {
+	if !tp.Has(t, p) {
 		tp[t] = append(tp[t], p)
 		slices.Sort(tp[t])
 	}
 }
 
-// minus returns the partitions of tp not in o.
-func (tp TopicPartitions) minus(o TopicPartitions) TopicPartitions {
+// Minus returns the partitions of tp not in o.
+func (tp TopicPartitions) Minus(o TopicPartitions) TopicPartitions {
 	out := TopicPartitions{}
-	for _, t := range sortedKeys(tp) {
+	for _, t := range SortedKeys(tp) {
 		for _, p := range tp[t] {
-			if !o.has(t, p) {
-				out.add(t, p)
+			if !o.Has(t, p) {
+				out.Add(t, p)
 			}
 		}
 	}
 	return out
 }
 
-func (tp TopicPartitions) count() int {
+func (tp TopicPartitions) Count() int {
 	n := 0
 	for _, ps := range tp {
 		n += len(ps)
@@ -154,8 +154,8 @@ func (tp TopicPartitions) count() int {
 	return n
 }
 
-func (tp TopicPartitions) equal(o TopicPartitions) bool {
-	return tp.count() == o.count() && tp.minus(o).count() == 0
+func (tp TopicPartitions) Equal(o TopicPartitions) bool {
+	return tp.Count() == o.Count() && tp.Minus(o).Count() == 0
 }
 
 // TxOutcome is what applying one transaction produced.
@@ -181,7 +181,7 @@ type BlockOutcome struct {
 	AppHash []byte
 }
 
-func fail(code int16, msg string) Result { return Result{Code: code, Message: msg} }
+func Fail(code int16, msg string) Result { return Result{Code: code, Message: msg} }
 
 // Presence bits of encodeResults: which optional fields follow.
 const (
@@ -191,7 +191,7 @@ const (
 	resRecordErrors
 )
 
-// encodeResults is the deterministic encoding of a transaction's results,
+// EncodeResults is the deterministic encoding of a transaction's results,
 // committed to by the app hash and by the block's results hash
 // (ExecTxResult.Data). It holds codes and structured fields only, never
 // Message: see Result.
@@ -201,16 +201,16 @@ const (
 //	           i64 log start offset | 16-byte topic id | i64 low watermark |
 //	           u8 presence | [group result] | [i64 producer id | i16 epoch] |
 //	           [i64 key version] | [count k | k × i32 record index]
-func encodeResults(rs []Result) []byte {
-	w := &writer{}
-	w.count(len(rs))
+func EncodeResults(rs []Result) []byte {
+	w := &Writer{}
+	w.Count(len(rs))
 	for _, r := range rs {
-		w.i16(r.Code)
-		w.i64(r.BaseOffset)
-		w.i64(r.LogAppendTime)
-		w.i64(r.LogStartOffset)
-		w.raw(r.TopicID[:])
-		w.i64(r.LowWatermark)
+		w.I16(r.Code)
+		w.I64(r.BaseOffset)
+		w.I64(r.LogAppendTime)
+		w.I64(r.LogStartOffset)
+		w.Raw(r.TopicID[:])
+		w.I64(r.LowWatermark)
 		var presence uint8
 		if r.Group != nil {
 			presence |= resGroup
@@ -224,25 +224,25 @@ func encodeResults(rs []Result) []byte {
 		if len(r.RecordErrors) > 0 {
 			presence |= resRecordErrors
 		}
-		w.u8(presence)
+		w.U8(presence)
 		if r.Group != nil {
-			r.Group.encode(w)
+			r.Group.Encode(w)
 		}
 		if presence&resProducer != 0 {
-			w.i64(r.ProducerID)
-			w.i16(r.ProducerEpoch)
+			w.I64(r.ProducerID)
+			w.I16(r.ProducerEpoch)
 		}
 		if r.VersionConflict {
-			w.i64(r.KeyVersion)
+			w.I64(r.KeyVersion)
 		}
 		if presence&resRecordErrors != 0 {
-			w.count(len(r.RecordErrors))
+			w.Count(len(r.RecordErrors))
 			for _, e := range r.RecordErrors {
-				w.i32(e.Index)
+				w.I32(e.Index)
 			}
 		}
 	}
-	return w.b
+	return w.B
 }
 
 // resultsLog is the human-readable account of a transaction's failed

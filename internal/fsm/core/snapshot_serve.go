@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"crypto/sha256"
@@ -12,10 +12,10 @@ import (
 // Snapshot is a built snapshot, ready to serve. Its methods may be called
 // from any goroutine.
 type Snapshot struct {
-	root   string
-	m      manifest
-	plan   [][]span
-	hashes [][32]byte
+	Root   string
+	M      manifest
+	Plan   [][]span
+	Hashes [][32]byte
 	hash   []byte
 	meta   []byte
 }
@@ -31,15 +31,15 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 	if m.Format != SnapshotFormat {
 		return nil, fmt.Errorf("%w: %s has format %d", ErrSnapshotFormat, dir, m.Format)
 	}
-	s := &Snapshot{root: dir, m: m, plan: planChunks(m.Files)}
-	if len(s.plan) != len(m.Chunks) {
-		return nil, fmt.Errorf("%w: %s: %d chunks planned, %d hashes", ErrSnapshotDamaged, dir, len(s.plan), len(m.Chunks))
+	s := &Snapshot{Root: dir, M: m, Plan: planChunks(m.Files)}
+	if len(s.Plan) != len(m.Chunks) {
+		return nil, fmt.Errorf("%w: %s: %d chunks planned, %d hashes", ErrSnapshotDamaged, dir, len(s.Plan), len(m.Chunks))
 	}
 	for _, h := range m.Chunks {
 		if len(h) != sha256.Size {
 			return nil, fmt.Errorf("%w: %s: bad chunk hash", ErrSnapshotDamaged, dir)
 		}
-		s.hashes = append(s.hashes, [32]byte(h))
+		s.Hashes = append(s.Hashes, [32]byte(h))
 	}
 	s.finish()
 	return s, nil
@@ -47,25 +47,25 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 
 // finish derives the snapshot hash and metadata from the chunk hashes.
 func (s *Snapshot) finish() {
-	m := snapshotMeta{height: s.m.Height, appHash: s.m.AppHash, digest: s.m.Digest, stateRoot: s.m.StateRoot, leavesRoot: s.m.LeavesRoot, hashes: s.hashes}
+	m := SnapshotMeta{Height: s.M.Height, AppHash: s.M.AppHash, digest: s.M.Digest, StateRoot: s.M.StateRoot, leavesRoot: s.M.LeavesRoot, Hashes: s.Hashes}
 	s.hash = snapshotHash(m)
-	s.meta = m.encode()
+	s.meta = m.Encode()
 }
 
 // Dir is the snapshot's directory.
-func (s *Snapshot) Dir() string { return s.root }
+func (s *Snapshot) Dir() string { return s.Root }
 
 // Height is the height whose state the snapshot holds.
-func (s *Snapshot) Height() int64 { return s.m.Height }
+func (s *Snapshot) Height() int64 { return s.M.Height }
 
 // Format is the snapshot's format (SnapshotFormat).
-func (s *Snapshot) Format() uint32 { return s.m.Format }
+func (s *Snapshot) Format() uint32 { return s.M.Format }
 
 // AppHash is the app hash at the snapshot's height.
-func (s *Snapshot) AppHash() []byte { return s.m.AppHash }
+func (s *Snapshot) AppHash() []byte { return s.M.AppHash }
 
 // Chunks is the number of chunks.
-func (s *Snapshot) Chunks() uint32 { return uint32(len(s.hashes)) }
+func (s *Snapshot) Chunks() uint32 { return uint32(len(s.Hashes)) }
 
 // Hash identifies the snapshot: a hash over its chunk hashes.
 func (s *Snapshot) Hash() []byte { return s.hash }
@@ -77,7 +77,7 @@ func (s *Snapshot) Metadata() []byte { return s.meta }
 // Size is the snapshot's data size: the sum of its files' sizes.
 func (s *Snapshot) Size() int64 {
 	var n int64
-	for _, f := range s.m.Files {
+	for _, f := range s.M.Files {
 		n += f.Size
 	}
 	return n
@@ -87,31 +87,31 @@ func (s *Snapshot) Size() int64 {
 // hash; a mismatch (files changed or lost since the build) is
 // ErrSnapshotDamaged, and the snapshot should be deleted.
 func (s *Snapshot) Chunk(i uint32) ([]byte, error) {
-	if int(i) >= len(s.plan) {
-		return nil, fmt.Errorf("stele/fsm: snapshot at height %d has %d chunks, not %d", s.m.Height, len(s.plan), i+1)
+	if int(i) >= len(s.Plan) {
+		return nil, fmt.Errorf("stele/fsm: snapshot at height %d has %d chunks, not %d", s.M.Height, len(s.Plan), i+1)
 	}
-	data, err := s.readChunk(s.plan[i])
+	data, err := s.readChunk(s.Plan[i])
 	if err != nil {
 		return nil, err
 	}
-	if sha256.Sum256(data) != s.hashes[i] {
-		return nil, fmt.Errorf("%w: %s: chunk %d no longer matches its hash", ErrSnapshotDamaged, s.root, i)
+	if sha256.Sum256(data) != s.Hashes[i] {
+		return nil, fmt.Errorf("%w: %s: chunk %d no longer matches its hash", ErrSnapshotDamaged, s.Root, i)
 	}
 	return data, nil
 }
 
 // readChunk reads and encodes the pieces of one chunk.
 func (s *Snapshot) readChunk(c []span) ([]byte, error) {
-	pieces := make([]piece, len(c))
+	pieces := make([]Piece, len(c))
 	for i, sp := range c {
-		name := s.m.Files[sp.file].Path
+		name := s.M.Files[sp.File].Path
 		data := make([]byte, sp.length)
-		if err := readFileAt(filepath.Join(s.root, filesDir, filepath.FromSlash(name)), data, sp.offset); err != nil {
+		if err := readFileAt(filepath.Join(s.Root, FilesDir, filepath.FromSlash(name)), data, sp.offset); err != nil {
 			return nil, err
 		}
-		pieces[i] = piece{path: name, offset: sp.offset, data: data}
+		pieces[i] = Piece{Path: name, Offset: sp.offset, Data: data}
 	}
-	return encodeChunk(pieces), nil
+	return EncodeChunk(pieces), nil
 }
 
 // lender returns a function that finds a chunk of the snapshot being built
@@ -119,8 +119,8 @@ func (s *Snapshot) readChunk(c []span) ([]byte, error) {
 // holds with the same offset and length, linked to the same file (inode).
 // The linked files' bytes below their recorded sizes never change (see
 // storage.Log.Checkpoint); Chunk checks every hash again when serving.
-func (s *Snapshot) lender(dir string) func(files []snapFile, c []span) ([32]byte, bool) {
-	none := func([]snapFile, []span) ([32]byte, bool) { return [32]byte{}, false }
+func (s *Snapshot) lender(dir string) func(files []SnapFile, c []span) ([32]byte, bool) {
+	none := func([]SnapFile, []span) ([32]byte, bool) { return [32]byte{}, false }
 	if s == nil {
 		return none
 	}
@@ -129,25 +129,25 @@ func (s *Snapshot) lender(dir string) func(files []snapFile, c []span) ([32]byte
 		offset, length int64
 	}
 	known := map[key][32]byte{}
-	for i, c := range s.plan {
-		if len(c) == 1 && s.m.Files[c[0].file].Size > packBytes {
-			known[key{s.m.Files[c[0].file].Path, c[0].offset, c[0].length}] = s.hashes[i]
+	for i, c := range s.Plan {
+		if len(c) == 1 && s.M.Files[c[0].File].Size > PackBytes {
+			known[key{s.M.Files[c[0].File].Path, c[0].offset, c[0].length}] = s.Hashes[i]
 		}
 	}
 	same := map[string]bool{}
-	return func(files []snapFile, c []span) ([32]byte, bool) {
+	return func(files []SnapFile, c []span) ([32]byte, bool) {
 		if len(c) != 1 {
 			return [32]byte{}, false
 		}
-		name := files[c[0].file].Path
+		name := files[c[0].File].Path
 		h, ok := known[key{name, c[0].offset, c[0].length}]
 		if !ok {
 			return [32]byte{}, false
 		}
 		isSame, checked := same[name]
 		if !checked {
-			a, err1 := os.Stat(filepath.Join(s.root, filesDir, filepath.FromSlash(name)))
-			b, err2 := os.Stat(filepath.Join(dir, filesDir, filepath.FromSlash(name)))
+			a, err1 := os.Stat(filepath.Join(s.Root, FilesDir, filepath.FromSlash(name)))
+			b, err2 := os.Stat(filepath.Join(dir, FilesDir, filepath.FromSlash(name)))
 			isSame = err1 == nil && err2 == nil && os.SameFile(a, b)
 			same[name] = isSame
 		}
@@ -157,7 +157,7 @@ func (s *Snapshot) lender(dir string) func(files []snapFile, c []span) ([32]byte
 
 // planChunks cuts the files, in order, into chunks (see packBytes). The
 // plan depends only on the files' paths and sizes.
-func planChunks(files []snapFile) [][]span {
+func planChunks(files []SnapFile) [][]span {
 	var plan [][]span
 	var cur []span
 	var curBytes int64
@@ -168,17 +168,17 @@ func planChunks(files []snapFile) [][]span {
 		cur, curBytes = nil, 0
 	}
 	for i, f := range files {
-		if f.Size > packBytes {
+		if f.Size > PackBytes {
 			flush()
 			for off := int64(0); off < f.Size; off += SnapshotChunkBytes {
-				plan = append(plan, []span{{file: i, offset: off, length: min(SnapshotChunkBytes, f.Size-off)}})
+				plan = append(plan, []span{{File: i, offset: off, length: min(SnapshotChunkBytes, f.Size-off)}})
 			}
 			continue
 		}
 		if curBytes+f.Size > SnapshotChunkBytes || len(cur) == maxChunkPieces {
 			flush()
 		}
-		cur = append(cur, span{file: i, length: f.Size})
+		cur = append(cur, span{File: i, length: f.Size})
 		curBytes += f.Size
 	}
 	flush()

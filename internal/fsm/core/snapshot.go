@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"bytes"
@@ -51,19 +51,19 @@ import (
 const SnapshotChunkBytes = 8 << 20
 
 const (
-	// packBytes: files up to this size are packed several to a chunk;
+	// PackBytes: files up to this size are packed several to a chunk;
 	// larger files get chunks of their own, cut at multiples of
 	// SnapshotChunkBytes from the file's start, so a file that did not
 	// change gives the same chunks as in the previous snapshot and
 	// BuildSnapshot takes their hashes from there instead of reading it.
-	packBytes      = 1 << 20
+	PackBytes      = 1 << 20
 	maxChunkPieces = 4096
 )
 
 // The layout of a snapshot directory.
 const (
 	manifestFile = "manifest" // written last by BuildSnapshot: the snapshot is complete
-	filesDir     = "files"    // meta.kv and logs/..., as named in the snapshot
+	FilesDir     = "files"    // meta.kv and logs/..., as named in the snapshot
 	pebbleDir    = "pebble"   // the store checkpoint, until BuildSnapshot serialises it
 )
 
@@ -76,18 +76,18 @@ type manifest struct {
 	Digest     []byte     `json:"digest"`
 	StateRoot  []byte     `json:"state_root"`
 	LeavesRoot []byte     `json:"leaves_root"`
-	Files      []snapFile `json:"files"`
+	Files      []SnapFile `json:"files"`
 	Chunks     [][]byte   `json:"chunk_hashes,omitempty"`
 }
 
-type snapFile struct {
+type SnapFile struct {
 	Path string `json:"path"`
 	Size int64  `json:"size"`
 }
 
 // span is a run of one file (an index into the manifest's files) in a chunk.
 type span struct {
-	file           int
+	File           int
 	offset, length int64
 }
 
@@ -96,7 +96,7 @@ type span struct {
 type SnapshotCapture struct {
 	dir   string
 	m     manifest
-	parts []capturedFiles // the modules' files (snapshotFiles), in rank order
+	parts []CapturedFiles // the modules' files (snapshotFiles), in rank order
 }
 
 // CaptureSnapshot records the committed state for a snapshot in dir, which
@@ -111,19 +111,19 @@ type SnapshotCapture struct {
 // directory's file system (BuildSnapshot hard-links segment files).
 func (f *Machine) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	if f.applied {
-		return nil, fmt.Errorf("%w: snapshot while block %d is applied but not committed", ErrHeight, f.height)
+		return nil, fmt.Errorf("%w: snapshot while block %d is applied but not committed", ErrHeight, f.Height)
 	}
-	if f.height == 0 {
+	if f.Height == 0 {
 		return nil, fmt.Errorf("%w: no block committed yet, nothing to snapshot", ErrHeight)
 	}
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s", storage.ErrCheckpointExists, dir)
 	}
-	if len(f.appHash) > 0 && !bytes.Equal(proof.AppHash(f.blockDigest, f.stateRoot, f.leavesRoot), f.appHash) {
-		return nil, fmt.Errorf("stele/fsm: snapshot at height %d: the app hash's parts do not give the app hash", f.height)
+	if len(f.AppHash) > 0 && !bytes.Equal(proof.AppHash(f.blockDigest, f.StateRoot, f.leavesRoot), f.AppHash) {
+		return nil, fmt.Errorf("stele/fsm: snapshot at height %d: the app hash's parts do not give the app hash", f.Height)
 	}
-	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.height, AppHash: bytes.Clone(f.appHash),
-		Digest: bytes.Clone(f.blockDigest), StateRoot: bytes.Clone(f.stateRoot), LeavesRoot: bytes.Clone(f.leavesRoot)}}
+	c := &SnapshotCapture{dir: dir, m: manifest{Format: SnapshotFormat, Height: f.Height, AppHash: bytes.Clone(f.AppHash),
+		Digest: bytes.Clone(f.blockDigest), StateRoot: bytes.Clone(f.StateRoot), LeavesRoot: bytes.Clone(f.leavesRoot)}}
 	defer func() {
 		if err != nil {
 			c.Release()
@@ -135,14 +135,14 @@ func (f *Machine) CaptureSnapshot(dir string) (_ *SnapshotCapture, err error) {
 	}
 	// The modules' files first: the topics module waits for the
 	// compactions in flight before it pins the logs.
-	for _, s := range f.reg.snapshotFileSteps {
-		parts, err := s.capture(f)
+	for _, s := range f.reg.SnapshotFileSteps {
+		parts, err := s.Capture(f)
 		c.parts = append(c.parts, parts...) // released on error too
 		if err != nil {
 			return nil, err
 		}
 	}
-	if err := f.store.Checkpoint(filepath.Join(dir, pebbleDir)); err != nil {
+	if err := f.Store.Checkpoint(filepath.Join(dir, pebbleDir)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -158,19 +158,19 @@ func (c *SnapshotCapture) Height() int64 { return c.m.Height }
 // called more than once.
 func (c *SnapshotCapture) Release() {
 	for _, p := range c.parts {
-		p.release()
+		p.Release()
 	}
 }
 
-// materialise puts the modules' captured files under dir/files and lists
+// Materialise puts the modules' captured files under dir/files and lists
 // every file of the snapshot but the store's.
-func (c *SnapshotCapture) materialise(ctx context.Context) error {
-	root := filepath.Join(c.dir, filesDir)
+func (c *SnapshotCapture) Materialise(ctx context.Context) error {
+	root := filepath.Join(c.dir, FilesDir)
 	for _, p := range c.parts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		files, err := p.materialise(root)
+		files, err := p.Materialise(root)
 		if err != nil {
 			return err
 		}
@@ -191,19 +191,19 @@ func (c *SnapshotCapture) materialise(ctx context.Context) error {
 func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Snapshot, error) {
 	defer c.Release()
 	dir := c.dir
-	if err := c.materialise(ctx); err != nil {
+	if err := c.Materialise(ctx); err != nil {
 		return nil, err
 	}
 	c.Release()
 	// With no partition, nothing above made the files directory.
-	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, FilesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("stele/fsm: snapshot: %w", err)
 	}
 	root := c.m.StateRoot
 	if len(root) == 0 {
-		root = emptyStateRoot()
+		root = EmptyStateRoot()
 	}
-	storeFiles, err := writeSnapshotStore(filepath.Join(dir, pebbleDir), filepath.Join(dir, filesDir), root)
+	storeFiles, err := writeSnapshotStore(filepath.Join(dir, pebbleDir), filepath.Join(dir, FilesDir), root)
 	if err != nil {
 		return nil, err
 	}
@@ -212,31 +212,31 @@ func BuildSnapshot(ctx context.Context, c *SnapshotCapture, prev *Snapshot) (*Sn
 	}
 	m := c.m
 	m.Files = append(storeFiles, m.Files...)
-	if err := storage.SyncTree(filepath.Join(dir, filesDir)); err != nil {
+	if err := storage.SyncTree(filepath.Join(dir, FilesDir)); err != nil {
 		return nil, err
 	}
-	s := &Snapshot{root: dir, m: m, plan: planChunks(m.Files)}
+	s := &Snapshot{Root: dir, M: m, Plan: planChunks(m.Files)}
 	reuse := prev.lender(dir)
-	s.hashes = make([][32]byte, len(s.plan))
-	for i, c := range s.plan {
+	s.Hashes = make([][32]byte, len(s.Plan))
+	for i, c := range s.Plan {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if h, ok := reuse(s.m.Files, c); ok {
-			s.hashes[i] = h
+		if h, ok := reuse(s.M.Files, c); ok {
+			s.Hashes[i] = h
 			continue
 		}
 		data, err := s.readChunk(c)
 		if err != nil {
 			return nil, err
 		}
-		s.hashes[i] = sha256.Sum256(data)
+		s.Hashes[i] = sha256.Sum256(data)
 	}
-	for _, h := range s.hashes {
-		s.m.Chunks = append(s.m.Chunks, append([]byte(nil), h[:]...))
+	for _, h := range s.Hashes {
+		s.M.Chunks = append(s.M.Chunks, append([]byte(nil), h[:]...))
 	}
 	s.finish()
-	if err := writeJSON(filepath.Join(dir, manifestFile), s.m); err != nil {
+	if err := writeJSON(filepath.Join(dir, manifestFile), s.M); err != nil {
 		return nil, err
 	}
 	return s, storage.SyncDir(dir)

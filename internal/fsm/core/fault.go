@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"errors"
@@ -19,26 +19,26 @@ import (
 // orderer replays the block.
 var ErrLocalFault = errors.New("stele/fsm: local storage fault (fail-stop)")
 
-// errStopScan ends a store scan or a walk of a batch's records early; the
+// ErrStopScan ends a store scan or a walk of a batch's records early; the
 // walks that return it swallow it. The core's: every module walks the
 // store or records.
-var errStopScan = errors.New("stele/fsm: scan stopped")
+var ErrStopScan = errors.New("stele/fsm: scan stopped")
 
-// localFault records the first local fault of the block and returns a
+// LocalFault records the first local fault of the block and returns a
 // placeholder result; ApplyBlock sees f.fault after the command and returns
 // it instead of an outcome, so the placeholder never reaches anyone.
-func (f *Machine) localFault(format string, args ...any) Result {
+func (f *Machine) LocalFault(format string, args ...any) Result {
 	if f.fault == nil {
-		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.height, fmt.Errorf(format, args...))
+		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.Height, fmt.Errorf(format, args...))
 	}
 	return Result{Code: kerr.KafkaStorageError.Code}
 }
 
-// faulted records err (a Commit step's failure) as the state machine's
+// Faulted records err (a Commit step's failure) as the state machine's
 // fault and returns it.
-func (f *Machine) faulted(err error) error {
+func (f *Machine) Faulted(err error) error {
 	if f.fault == nil {
-		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.height, err)
+		f.fault = fmt.Errorf("%w at height %d: %w", ErrLocalFault, f.Height, err)
 	}
 	return f.fault
 }

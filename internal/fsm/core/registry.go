@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // The command registry: every command kind, the module that owns it, and
 // its decoder, stateless check and apply, registered by that module (in
 // the registration function of the file that defines the command, which
-// its module's registration function calls: buildRegistry, below).
+// its module's registration function calls: buildRegistry, in package fsm's app.go).
 // Decoding, Kind's name, CheckCommand and apply all go through it, so a
 // new command is defined, encoded, decoded, checked and applied in its
 // module's files and nowhere else (TestRegistry checks that every kind is
@@ -111,7 +111,7 @@ import (
 // were registered in, and there is one transaction form, so the registry,
 // and what is hashed, is the same for any order of the calls.
 //
-// The registry is built once, by the initialiser of the package-level
+// The registry is built once, by the initialiser of package fsm's package-level
 // value assembled (a function call, not an init side effect), rather than
 // by each Open, because half of what it holds is the stateless codec that
 // the broker, the mempool and the HTTP API use without a state machine:
@@ -126,106 +126,106 @@ import (
 // certified transaction's open decodes its payload: both with f.reg).
 // The field also says plainly which registry a state machine runs.
 
-// module names a part of the state machine.
-type module string
+// Module names a part of the state machine.
+type Module string
 
-// modCore is the core's own name as a module (its Tick command).
-const modCore module = "core"
+// ModCore is the core's own name as a module (its Tick command).
+const ModCore Module = "core"
 
-// cmdAt is where a command sits in its block: the index of its transaction
+// CmdAt is where a command sits in its block: the index of its transaction
 // and its index in that transaction (ids that must be the same on every
 // broker, such as generated member ids, derive from them).
-type cmdAt struct{ tx, cmd int }
+type CmdAt struct{ Tx, Cmd int }
 
-// commandSpec is a registered command kind.
+// CommandSpec is a registered command kind.
 type CommandSpec struct {
-	kind   Kind
-	name   string
-	module module
-	decode func(*reader) Command
+	Kind   Kind
+	Name   string
+	Module Module
+	Decode func(*Reader) Command
 	// check is the command's stateless check (CheckCommand); nil: none.
 	check func(Command) Result
-	// checkedByApply: apply does the check itself, in its own order (a
+	// CheckedByApply: apply does the check itself, in its own order (a
 	// produce checks each batch as it applies it).
-	checkedByApply bool
-	apply          func(*Machine, Command, cmdAt) Result
-	// admit is the command's admission check for the mempool (Precheck),
+	CheckedByApply bool
+	Apply          func(*Machine, Command, CmdAt) Result
+	// Admit is the command's admission check for the mempool (Precheck),
 	// in place of its check: something cheaper where the check is costly
 	// (a produce's batches are only split and their CRCs checked; Validate
 	// decodes the records). nil: the check.
-	admit func(Command) error
-	// size estimates the command's encoded body, for EncodeTx's buffer
+	Admit func(Command) error
+	// Size estimates the command's encoded body, for EncodeTx's buffer
 	// (a produce's records); nil: a small command.
-	size func(Command) int
+	Size func(Command) int
 }
 
 // Registry is what the modules register: built by buildRegistry, never
 // changed afterwards.
 type Registry struct {
-	// commands holds the registered kinds by value (an array: dispatch
+	// Commands holds the registered kinds by value (an array: dispatch
 	// never ranges over a map).
-	commands [256]*CommandSpec
-	// steps holds the registered steps by rank.
-	steps []*Step
-	// blockBeginSteps holds the registered block-begin steps by rank.
-	blockBeginSteps []*BlockBeginStep
-	// blockEndSteps holds the registered block-end steps by rank.
-	blockEndSteps []*BlockEndStep
+	Commands [256]*CommandSpec
+	// Steps holds the registered steps by rank.
+	Steps []*Step
+	// BlockBeginSteps holds the registered block-begin steps by rank.
+	BlockBeginSteps []*BlockBeginStep
+	// BlockEndSteps holds the registered block-end steps by rank.
+	BlockEndSteps []*BlockEndStep
 	// commandGates holds the registered command gates by rank.
 	commandGates []*CommandGate
-	// txFormats holds the registered forms of transactions, asked in order.
-	txFormats []*TxFormat
-	// digestDomainOf opens the digest of the block being applied: the
+	// TxFormats holds the registered forms of transactions, asked in order.
+	TxFormats []*TxFormat
+	// DigestDomainOf opens the digest of the block being applied: the
 	// cluster module's, which depends on the app version
 	// (blockDigestDomain); nil is digestDomain.
-	digestDomainOf func(*Machine) string
-	// snapshotFileSteps holds the registered snapshot files by rank.
-	snapshotFileSteps []*SnapshotFiles
-	// stateMark is the registered state mark, or nil.
-	stateMark *StateMark
+	DigestDomainOf func(*Machine) string
+	// SnapshotFileSteps holds the registered snapshot files by rank.
+	SnapshotFileSteps []*SnapshotFiles
+	// StateMark is the registered state mark, or nil.
+	StateMark *StateMark
 }
 
-// registerCommand adds a command kind to r. It panics when the kind is
+// RegisterCommand adds a command kind to r. It panics when the kind is
 // taken or the command's Kind method disagrees: both are programming
 // errors found as the package is initialised, by every test.
-func registerCommand[C Command](r *Registry, kind Kind, name string, m module, decode func(*reader) C, check func(Command) Result, apply func(*Machine, C, cmdAt) Result) *CommandSpec {
-	if o := r.commands[kind]; o != nil {
-		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, o.name, name))
+func RegisterCommand[C Command](r *Registry, kind Kind, name string, m Module, decode func(*Reader) C, check func(Command) Result, apply func(*Machine, C, CmdAt) Result) *CommandSpec {
+	if o := r.Commands[kind]; o != nil {
+		panic(fmt.Sprintf("stele/fsm: command kind %d registered as %s and as %s", kind, o.Name, name))
 	}
 	var zero C
 	if zero.Kind() != kind {
 		panic(fmt.Sprintf("stele/fsm: command %s registered as kind %d, its Kind method says %d", name, kind, zero.Kind()))
 	}
 	s := &CommandSpec{
-		kind: kind, name: name, module: m, check: check,
-		decode: func(r *reader) Command { return decode(r) },
-		apply:  func(f *Machine, c Command, at cmdAt) Result { return apply(f, c.(C), at) },
+		Kind: kind, Name: name, Module: m, check: check,
+		Decode: func(r *Reader) Command { return decode(r) },
+		Apply:  func(f *Machine, c Command, at CmdAt) Result { return apply(f, c.(C), at) },
 	}
-	r.commands[kind] = s
+	r.Commands[kind] = s
 	return s
 }
 
-// kindName is the name kind k was registered with, or Kind(n).
-func (g *Registry) kindName(k Kind) string {
-	if s := g.commands[k]; s != nil {
-		return s.name
+// KindName is the name kind k was registered with, or Kind(n).
+func (g *Registry) KindName(k Kind) string {
+	if s := g.Commands[k]; s != nil {
+		return s.Name
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func (g *Registry) decodeCommand(k Kind, r *reader) Command {
-	s := g.commands[k]
+func (g *Registry) DecodeCommand(k Kind, r *Reader) Command {
+	s := g.Commands[k]
 	if s == nil {
-		r.fail("unknown command kind %d", k)
+		r.Fail("unknown command kind %d", k)
 		return nil
 	}
-	return s.decode(r)
+	return s.Decode(r)
 }
 
-func (g *Registry) checkCommand(c Command) Result {
-	s := g.commands[c.Kind()]
+func (g *Registry) CheckCommand(c Command) Result {
+	s := g.Commands[c.Kind()]
 	if s == nil {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
+		return Fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
 	}
 	if s.check == nil {
 		return Result{}
@@ -233,13 +233,13 @@ func (g *Registry) checkCommand(c Command) Result {
 	return s.check(c)
 }
 
-// admitCommand is a command's admission check (Precheck): its kind's
+// AdmitCommand is a command's admission check (Precheck): its kind's
 // admit, or else its check.
-func (g *Registry) admitCommand(c Command) error {
-	if s := g.commands[c.Kind()]; s != nil && s.admit != nil {
-		return s.admit(c)
+func (g *Registry) AdmitCommand(c Command) error {
+	if s := g.Commands[c.Kind()]; s != nil && s.Admit != nil {
+		return s.Admit(c)
 	}
-	if r := g.checkCommand(c); r.Code != 0 {
+	if r := g.CheckCommand(c); r.Code != 0 {
 		return errors.New(r.Message)
 	}
 	return nil
@@ -247,74 +247,74 @@ func (g *Registry) admitCommand(c Command) error {
 
 // encodedSize estimates the encoding of c's body (EncodeTx).
 func (g *Registry) encodedSize(c Command) int {
-	if s := g.commands[c.Kind()]; s != nil && s.size != nil {
-		return s.size(c)
+	if s := g.Commands[c.Kind()]; s != nil && s.Size != nil {
+		return s.Size(c)
 	}
 	return 64
 }
 
-// apply runs one command against the state.
-func (f *Machine) apply(c Command, txIndex, cmdIndex int) Result {
-	s := f.reg.commands[c.Kind()]
+// Apply runs one command against the state.
+func (f *Machine) Apply(c Command, txIndex, cmdIndex int) Result {
+	s := f.reg.Commands[c.Kind()]
 	if s == nil {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
+		return Fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
 	}
-	if !s.checkedByApply && s.check != nil {
+	if !s.CheckedByApply && s.check != nil {
 		if r := s.check(c); r.Code != 0 {
 			return r
 		}
 	}
 	for _, g := range f.reg.commandGates {
-		if r, ok := g.run(f, c); !ok {
+		if r, ok := g.Run(f, c); !ok {
 			return r
 		}
 	}
-	return s.apply(f, c, cmdAt{tx: txIndex, cmd: cmdIndex})
+	return s.Apply(f, c, CmdAt{Tx: txIndex, Cmd: cmdIndex})
 }
 
 // moduleStep is a module's part in the core's steps: at Open and per block.
 type Step struct {
-	rank   int
-	name   string
-	module module
-	// empty sets the module's state of an empty state machine at Open,
+	Rank   int
+	Name   string
+	Module Module
+	// Empty sets the module's state of an empty state machine at Open,
 	// before any load (its maps, its compactor).
-	empty func(*Machine)
-	// load reads the step's part of the committed state from the store at
+	Empty func(*Machine)
+	// Load reads the step's part of the committed state from the store at
 	// Open (and when a restored snapshot is swapped in): the module's
 	// prefixes, through decoders of its own that bound what they allocate
 	// by the bytes they are given (FuzzDecodeStoreValues). It sets that
 	// part whole, replacing what the state machine held.
-	load func(*Machine) error
-	// stage adds the block's changes to the state batch.
-	stage func(*Machine, *stateBatch) error
-	// publish makes the committed state visible to readers; metaChanged
+	Load func(*Machine) error
+	// Stage adds the block's changes to the state batch.
+	Stage func(*Machine, *StateBatch) error
+	// Publish makes the committed state visible to readers; metaChanged
 	// says a topic or partition was created, deleted or reconfigured.
-	publish func(f *Machine, metaChanged bool)
-	// sync makes the files the block wrote beside the store durable, at
+	Publish func(f *Machine, metaChanged bool)
+	// Sync makes the files the block wrote beside the store durable, at
 	// Commit before the state batch is written (the partition logs).
-	sync func(*Machine) error
-	// settle runs what the committed block decided to do to those
+	Sync func(*Machine) error
+	// Settle runs what the committed block decided to do to those
 	// files (deletions, compactions), after publish. An error is a local
 	// fault; Open redoes the work.
-	settle func(*Machine) error
-	// forget forgets the block's changes once it is committed (the dirty
+	Settle func(*Machine) error
+	// Forget forgets the block's changes once it is committed (the dirty
 	// sets staged and published), after every step's settle.
-	forget func(*Machine)
-	// close lets the module's files go (Close, or an Open that failed).
-	close func(*Machine)
+	Forget func(*Machine)
+	// Close lets the module's files go (Close, or an Open that failed).
+	Close func(*Machine)
 }
 
-// registerStep adds a module's step; two steps of one rank are a
+// RegisterStep adds a module's step; two steps of one rank are a
 // programming error.
-func (r *Registry) registerStep(s Step) {
-	r.steps = insertRanked(r.steps, &s, "steps", func(s *Step) (int, string) { return s.rank, s.name })
+func (r *Registry) RegisterStep(s Step) {
+	r.Steps = InsertRanked(r.Steps, &s, "steps", func(s *Step) (int, string) { return s.Rank, s.Name })
 }
 
-// insertRanked adds s to list, which it keeps in the order of the ranks
+// InsertRanked adds s to list, which it keeps in the order of the ranks
 // key gives; two registrations of one rank are a programming error (what
 // names the kind in the panic).
-func insertRanked[T any](list []*T, s *T, what string, key func(*T) (int, string)) []*T {
+func InsertRanked[T any](list []*T, s *T, what string, key func(*T) (int, string)) []*T {
 	rank, name := key(s)
 	for _, o := range list {
 		if r, n := key(o); r == rank {
@@ -326,91 +326,91 @@ func insertRanked[T any](list []*T, s *T, what string, key func(*T) (int, string
 	return list
 }
 
-// blockBeginStep is a module's work at the start of every block, before
+// BlockBeginStep is a module's work at the start of every block, before
 // its transactions: check may refuse the block before anything of it is
 // applied (the cluster's upgrade this binary cannot run; ApplyBlock
 // returns the error), run then sees the block with the state's height and
 // block time set to it (the cluster's upgrade activated, the trust
 // module's signers noted). Both run in the order of the steps' ranks.
 type BlockBeginStep struct {
-	rank   int
-	name   string
-	module module
-	check  func(f *Machine, height int64) error
-	run    func(*Machine, Block)
+	Rank   int
+	Name   string
+	Module Module
+	Check  func(f *Machine, height int64) error
+	Run    func(*Machine, Block)
 }
 
-// registerBlockBegin adds a module's block-begin step; two of one rank are
+// RegisterBlockBegin adds a module's block-begin step; two of one rank are
 // a programming error.
-func (r *Registry) registerBlockBegin(s BlockBeginStep) {
-	r.blockBeginSteps = insertRanked(r.blockBeginSteps, &s, "block-begin steps", func(s *BlockBeginStep) (int, string) { return s.rank, s.name })
+func (r *Registry) RegisterBlockBegin(s BlockBeginStep) {
+	r.BlockBeginSteps = InsertRanked(r.BlockBeginSteps, &s, "block-begin steps", func(s *BlockBeginStep) (int, string) { return s.Rank, s.Name })
 }
 
-// setDigestDomain registers what opens the digest of the block being
+// SetDigestDomain registers what opens the digest of the block being
 // applied (the cluster module's); a second one is a programming error.
-func (r *Registry) setDigestDomain(fn func(*Machine) string) {
-	if r.digestDomainOf != nil {
+func (r *Registry) SetDigestDomain(fn func(*Machine) string) {
+	if r.DigestDomainOf != nil {
 		panic("stele/fsm: two digest domains registered")
 	}
-	r.digestDomainOf = fn
+	r.DigestDomainOf = fn
 }
 
-// txFormat is a module's form of a transaction besides the plain one
+// TxFormat is a module's form of a transaction besides the plain one
 // (tx.go): the trust module's certificates of the data plane (cert.go).
 type TxFormat struct {
-	name   string
-	module module
-	// is says that raw is in this form (it may then still be malformed).
-	is func(raw []byte) bool
-	// open checks raw against the state and returns its transaction and
+	Name   string
+	Module Module
+	// Is says that raw is in this form (it may then still be malformed).
+	Is func(raw []byte) bool
+	// Open checks raw against the state and returns its transaction and
 	// the digest the block hashes it as (zero: the SHA-256 of raw). An
 	// error rejects the transaction, unless halts says the block cannot
 	// be applied here yet (ApplyBlock returns it).
-	open  func(f *Machine, raw []byte) (Tx, Digest, error)
-	halts func(error) bool
+	Open  func(f *Machine, raw []byte) (Tx, Digest, error)
+	Halts func(error) bool
 }
 
-// registerTxFormat adds a module's form of transactions, asked after
+// RegisterTxFormat adds a module's form of transactions, asked after
 // those registered before it.
-func (r *Registry) registerTxFormat(t TxFormat) { r.txFormats = append(r.txFormats, &t) }
+func (r *Registry) RegisterTxFormat(t TxFormat) { r.TxFormats = append(r.TxFormats, &t) }
 
-// commandGate is a module's check of every command, run as the command is
+// CommandGate is a module's check of every command, run as the command is
 // applied, after its stateless check and before its apply: a refusal (ok
 // false) is the command's result and the command is not applied. The
 // gates run in the order of their ranks; the first refusal wins.
 type CommandGate struct {
-	rank   int
-	name   string
-	module module
-	run    func(*Machine, Command) (Result, bool)
+	Rank   int
+	Name   string
+	Module Module
+	Run    func(*Machine, Command) (Result, bool)
 }
 
-// registerCommandGate adds a module's command gate; two of one rank are a
+// RegisterCommandGate adds a module's command gate; two of one rank are a
 // programming error.
-func (r *Registry) registerCommandGate(g CommandGate) {
-	r.commandGates = insertRanked(r.commandGates, &g, "command gates", func(g *CommandGate) (int, string) { return g.rank, g.name })
+func (r *Registry) RegisterCommandGate(g CommandGate) {
+	r.commandGates = InsertRanked(r.commandGates, &g, "command gates", func(g *CommandGate) (int, string) { return g.Rank, g.Name })
 }
 
-// blockEndStep is a module's work at the end of every block, after the
+// BlockEndStep is a module's work at the end of every block, after the
 // block's transactions and before its state is staged: timers on block
 // time, housekeeping, dropping what expired. It returns a description of
 // each change it made, which the core encodes into the block's digest
 // (change.encode): the steps run in the order of their ranks, and their
 // changes are hashed in that order (TestSteps pins it).
 type BlockEndStep struct {
-	rank   int
-	name   string
-	module module
-	run    func(*Machine) []change
+	Rank   int
+	Name   string
+	Module Module
+	Run    func(*Machine) []Change
 }
 
-// registerBlockEnd adds a module's block-end step; two of one rank are a
+// RegisterBlockEnd adds a module's block-end step; two of one rank are a
 // programming error.
-func (r *Registry) registerBlockEnd(s BlockEndStep) {
-	r.blockEndSteps = insertRanked(r.blockEndSteps, &s, "block-end steps", func(s *BlockEndStep) (int, string) { return s.rank, s.name })
+func (r *Registry) RegisterBlockEnd(s BlockEndStep) {
+	r.BlockEndSteps = InsertRanked(r.BlockEndSteps, &s, "block-end steps", func(s *BlockEndStep) (int, string) { return s.Rank, s.Name })
 }
 
-// snapshotFiles is a module's files in a snapshot, besides the metadata
+// SnapshotFiles is a module's files in a snapshot, besides the metadata
 // store the core ships whole: a directory of the data directory,
 // Options.Dir/<dir>, of files the module keeps beside its state in the
 // store (the topics module's partition logs, Dir/logs). The core creates
@@ -420,43 +420,43 @@ func (r *Registry) registerBlockEnd(s BlockEndStep) {
 // before Open loads the restored state; what the files hold is the
 // module's (its load step opens them).
 type SnapshotFiles struct {
-	rank   int
-	name   string
-	module module
-	dir    string // one path element, neither the store's nor a state file's
-	// capture records the module's committed files on the applier, right
+	Rank   int
+	Name   string
+	Module Module
+	Dir    string // one path element, neither the store's nor a state file's
+	// Capture records the module's committed files on the applier, right
 	// after a Commit, without copying them (CaptureSnapshot). The parts
 	// it returns are released even when it also returns an error.
-	capture func(*Machine) ([]capturedFiles, error)
-	// checkPath says what is wrong with the path of a file of a peer's
+	Capture func(*Machine) ([]CapturedFiles, error)
+	// CheckPath says what is wrong with the path of a file of a peer's
 	// snapshot under dir/ (given without "dir/"), or "" if nothing.
-	checkPath func(rest string) string
+	CheckPath func(rest string) string
 }
 
-// capturedFiles is a part of a module's captured files.
-type capturedFiles interface {
-	// materialise writes the files under root, the snapshot's files
+// CapturedFiles is a part of a module's captured files.
+type CapturedFiles interface {
+	// Materialise writes the files under root, the snapshot's files
 	// directory, and lists them with their paths relative to root.
-	materialise(root string) ([]snapFile, error)
-	// release lets the captured files go; it may be called more than once.
-	release()
+	Materialise(root string) ([]SnapFile, error)
+	// Release lets the captured files go; it may be called more than once.
+	Release()
 }
 
-// registerSnapshotFiles adds a module's snapshot files; two of one rank or
+// RegisterSnapshotFiles adds a module's snapshot files; two of one rank or
 // one directory, or a directory that is not one plain path element or
 // would collide with the store's files, are programming errors.
-func (r *Registry) registerSnapshotFiles(s SnapshotFiles) {
-	if s.dir == "" || s.dir == "." || s.dir == ".." || strings.ContainsAny(s.dir, `/\`) ||
-		s.dir == "meta" || s.dir == metaKVPath || s.dir == "state" {
-		panic(fmt.Sprintf("stele/fsm: snapshot files %s in directory %q", s.name, s.dir))
+func (r *Registry) RegisterSnapshotFiles(s SnapshotFiles) {
+	if s.Dir == "" || s.Dir == "." || s.Dir == ".." || strings.ContainsAny(s.Dir, `/\`) ||
+		s.Dir == "meta" || s.Dir == MetaKVPath || s.Dir == "state" {
+		panic(fmt.Sprintf("stele/fsm: snapshot files %s in directory %q", s.Name, s.Dir))
 	}
-	for _, o := range r.snapshotFileSteps {
-		if o.rank == s.rank || o.dir == s.dir {
-			panic(fmt.Sprintf("stele/fsm: snapshot files %s and %s both of rank %d or in %q", o.name, s.name, s.rank, s.dir))
+	for _, o := range r.SnapshotFileSteps {
+		if o.Rank == s.Rank || o.Dir == s.Dir {
+			panic(fmt.Sprintf("stele/fsm: snapshot files %s and %s both of rank %d or in %q", o.Name, s.Name, s.Rank, s.Dir))
 		}
 	}
-	r.snapshotFileSteps = append(r.snapshotFileSteps, &s)
-	slices.SortFunc(r.snapshotFileSteps, func(a, b *SnapshotFiles) int { return a.rank - b.rank })
+	r.SnapshotFileSteps = append(r.SnapshotFileSteps, &s)
+	slices.SortFunc(r.SnapshotFileSteps, func(a, b *SnapshotFiles) int { return a.Rank - b.Rank })
 }
 
 // stateMarkSpec is the one field of the core's m/state record that a
@@ -466,19 +466,19 @@ func (r *Registry) registerSnapshotFiles(s SnapshotFiles) {
 // hands the stored value to its restore at Open, so the record's bytes stay those of
 // its format. With none registered the field is 0.
 type StateMark struct {
-	name    string
-	module  module
-	value   func(*Machine) int64
-	restore func(*Machine, int64)
+	Name    string
+	Module  Module
+	Value   func(*Machine) int64
+	Restore func(*Machine, int64)
 }
 
-// registerStateMark registers the state mark; a second one is a
+// RegisterStateMark registers the state mark; a second one is a
 // programming error (m/state has room for one).
-func (r *Registry) registerStateMark(s StateMark) {
-	if r.stateMark != nil {
-		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", r.stateMark.name, s.name))
+func (r *Registry) RegisterStateMark(s StateMark) {
+	if r.StateMark != nil {
+		panic(fmt.Sprintf("stele/fsm: state marks %s and %s: m/state has one", r.StateMark.Name, s.Name))
 	}
-	r.stateMark = &s
+	r.StateMark = &s
 }
 
 // hook is one module's function at a hook point of a lower module: what
@@ -490,50 +490,50 @@ func (r *Registry) registerStateMark(s StateMark) {
 type hook[F any] struct {
 	rank   int
 	name   string
-	module module
-	fn     F
+	module Module
+	Fn     F
 }
 
-// hookPoint is a lower module's list of hooks, by rank.
-type hookPoint[F any] struct {
-	name  string
-	owner module // the lower module, which runs the hooks
-	hooks []hook[F]
+// HookPoint is a lower module's list of hooks, by rank.
+type HookPoint[F any] struct {
+	Name  string
+	Owner Module // the lower module, which runs the hooks
+	Hooks []hook[F]
 }
 
-// register adds a hook (from the upper module's registration function);
+// Register adds a hook (from the upper module's registration function);
 // two hooks of one rank at one point, or a hook at a point its owner has
 // not made yet (a module registered before the topics), are programming
 // errors.
-func (p *hookPoint[F]) register(rank int, name string, m module, fn F) {
-	if p.name == "" {
+func (p *HookPoint[F]) Register(rank int, name string, m Module, fn F) {
+	if p.Name == "" {
 		panic(fmt.Sprintf("stele/fsm: hook %s at a hook point not made yet: register the point's module first", name))
 	}
-	for _, o := range p.hooks {
+	for _, o := range p.Hooks {
 		if o.rank == rank {
-			panic(fmt.Sprintf("stele/fsm: hooks %s and %s at %s both of rank %d", o.name, name, p.name, rank))
+			panic(fmt.Sprintf("stele/fsm: hooks %s and %s at %s both of rank %d", o.name, name, p.Name, rank))
 		}
 	}
-	p.hooks = append(p.hooks, hook[F]{rank: rank, name: name, module: m, fn: fn})
-	slices.SortFunc(p.hooks, func(a, b hook[F]) int { return a.rank - b.rank })
+	p.Hooks = append(p.Hooks, hook[F]{rank: rank, name: name, module: m, Fn: fn})
+	slices.SortFunc(p.Hooks, func(a, b hook[F]) int { return a.rank - b.rank })
 }
 
 // hookInfo describes a registered hook, without its function.
 type hookInfo struct {
-	rank   int
-	name   string
-	module module
+	Rank   int
+	Name   string
+	Module Module
 }
 
-// hookPointer is any hookPoint, for TestHooks.
-type hookPointer interface {
-	describe() (name string, owner module, hooks []hookInfo)
+// HookPointer is any hookPoint, for TestHooks.
+type HookPointer interface {
+	Describe() (name string, owner Module, hooks []hookInfo)
 }
 
-func (p *hookPoint[F]) describe() (string, module, []hookInfo) {
-	out := make([]hookInfo, len(p.hooks))
-	for i, h := range p.hooks {
+func (p *HookPoint[F]) Describe() (string, Module, []hookInfo) {
+	out := make([]hookInfo, len(p.Hooks))
+	for i, h := range p.Hooks {
 		out[i] = hookInfo{h.rank, h.name, h.module}
 	}
-	return p.name, p.owner, out
+	return p.Name, p.Owner, out
 }

@@ -1,4 +1,4 @@
-package fsm
+package core
 
 import (
 	"crypto/sha256"
@@ -40,26 +40,26 @@ import (
 // is the topics module's (stateMark, registry.go). The decoders bound
 // what they allocate by the bytes they are given: FuzzDecodeStoreValues
 // runs them all.
-const persistVersion = 1
+const PersistVersion = 1
 
 var keyState = []byte("m/state")
 
-func topicKey(name string) []byte { return append([]byte("t/"), name...) }
+func TopicKey(name string) []byte { return append([]byte("t/"), name...) }
 
-func partitionKey(topic string, index int32) []byte {
+func PartitionKey(topic string, index int32) []byte {
 	k := append([]byte("p/"), topic...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint32(k, uint32(index))
 }
 
-func partitionPrefix(topic string) []byte { return append(append([]byte("p/"), topic...), 0) }
+func PartitionPrefix(topic string) []byte { return append(append([]byte("p/"), topic...), 0) }
 
 // stateVersion is m/state's format: 2 added the state root and the parts
 // of the app hash, and moved the next producer id into the authenticated
 // m/producer-id.
 const stateVersion = 2
 
-var keyProducerID = []byte("m/producer-id")
+var KeyProducerID = []byte("m/producer-id")
 
 // encodeState is m/state: the block metadata, outside the state trie.
 //
@@ -67,21 +67,21 @@ var keyProducerID = []byte("m/producer-id")
 //	i64 last housekeeping | i64 height of the app hash | bytes state root |
 //	bytes block digest | bytes leaves root
 func (f *Machine) encodeState() []byte {
-	w := &writer{}
-	w.u8(stateVersion)
-	w.i64(f.height)
-	w.bytes(f.appHash)
-	w.i64(f.blockTime)
+	w := &Writer{}
+	w.U8(stateVersion)
+	w.I64(f.Height)
+	w.Bytes(f.AppHash)
+	w.I64(f.BlockTime)
 	var mark int64 // the last housekeeping, the topics' (stateMark)
-	if f.reg.stateMark != nil {
-		mark = f.reg.stateMark.value(f)
+	if f.reg.StateMark != nil {
+		mark = f.reg.StateMark.Value(f)
 	}
-	w.i64(mark)
-	w.i64(f.hashHeight)
-	w.bytes(f.stateRoot)
-	w.bytes(f.blockDigest)
-	w.bytes(f.leavesRoot)
-	return w.b
+	w.I64(mark)
+	w.I64(f.hashHeight)
+	w.Bytes(f.StateRoot)
+	w.Bytes(f.blockDigest)
+	w.Bytes(f.leavesRoot)
+	return w.B
 }
 
 // stateParts are what m/state says the app hash is made of.
@@ -90,19 +90,19 @@ type stateParts struct {
 	appHash, stateRoot, blockDigest, leavesRoot []byte
 }
 
-func decodeState(v []byte) (stateParts, int64, int64, error) {
+func DecodeState(v []byte) (stateParts, int64, int64, error) {
 	var s stateParts
-	r := &reader{b: v}
-	if ver := r.u8(); ver != stateVersion {
+	r := &Reader{B: v}
+	if ver := r.U8(); ver != stateVersion {
 		return s, 0, 0, fmt.Errorf("stele/fsm: state format %d is not supported by this version (%d): this data directory was written by another version of Stele", ver, stateVersion)
 	}
-	s.height, s.appHash = r.i64(), append([]byte(nil), r.bytes()...)
-	blockTime, lastHousekeep := r.i64(), r.i64()
-	s.hashHeight = r.i64()
-	s.stateRoot = append([]byte(nil), r.bytes()...)
-	s.blockDigest = append([]byte(nil), r.bytes()...)
-	s.leavesRoot = append([]byte(nil), r.bytes()...)
-	if err := r.done(); err != nil {
+	s.height, s.appHash = r.I64(), append([]byte(nil), r.Bytes()...)
+	blockTime, lastHousekeep := r.I64(), r.I64()
+	s.hashHeight = r.I64()
+	s.stateRoot = append([]byte(nil), r.Bytes()...)
+	s.blockDigest = append([]byte(nil), r.Bytes()...)
+	s.leavesRoot = append([]byte(nil), r.Bytes()...)
+	if err := r.Done(); err != nil {
 		return s, 0, 0, fmt.Errorf("stele/fsm: reading state: %w", err)
 	}
 	return s, blockTime, lastHousekeep, nil
@@ -111,20 +111,20 @@ func decodeState(v []byte) (stateParts, int64, int64, error) {
 // stage builds the batch of everything the applied block changed, and
 // mirrors its authenticated keys into the state trie; Commit writes it.
 func (f *Machine) stage() error {
-	b := &stateBatch{b: f.store.NewBatch(), store: f.store, trie: f.trie, staged: map[string]struct{}{}}
+	b := &StateBatch{B: f.Store.NewBatch(), store: f.Store, trie: f.trie, staged: map[string]struct{}{}}
 	if f.opts.TraceState {
-		h := f.height
+		h := f.Height
 		b.trace = func(op string, k, v []byte) {
 			sum := sha256.Sum256(v)
 			f.opts.Logger.Info("state trace", "height", h, "op", op, "key", fmt.Sprintf("%q", k), "value", fmt.Sprintf("%x", sum[:8]))
 		}
 	}
 	f.pending = b
-	for _, st := range f.reg.steps {
-		if st.stage == nil {
+	for _, st := range f.reg.Steps {
+		if st.Stage == nil {
 			continue
 		}
-		if err := st.stage(f, b); err != nil {
+		if err := st.Stage(f, b); err != nil {
 			return err
 		}
 	}
@@ -136,16 +136,16 @@ func (f *Machine) stage() error {
 func (f *Machine) persist() error {
 	b := f.pending
 	if b == nil { // ApplyBlock did not finish the block (a batch it could not have)
-		return fmt.Errorf("%w: Commit of height %d, which was not applied whole", ErrHeight, f.height)
+		return fmt.Errorf("%w: Commit of height %d, which was not applied whole", ErrHeight, f.Height)
 	}
 	f.pending = nil
-	b.b.Set(keyState, f.encodeState())
-	if err := f.trie.commit(b.b); err != nil {
-		b.b.Close()
-		return fmt.Errorf("stele/fsm: state trie at height %d: %w", f.height, err)
+	b.B.Set(keyState, f.encodeState())
+	if err := f.trie.commit(b.B); err != nil {
+		b.B.Close()
+		return fmt.Errorf("stele/fsm: state trie at height %d: %w", f.Height, err)
 	}
-	if err := b.b.Commit(true); err != nil {
-		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.height, err)
+	if err := b.B.Commit(true); err != nil {
+		return fmt.Errorf("stele/fsm: writing state at height %d: %w", f.Height, err)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func (f *Machine) persist() error {
 // The topics' load opens every partition log, cutting it back to its
 // committed end.
 func (f *Machine) load() error {
-	v, ok, err := f.store.Get(keyState)
+	v, ok, err := f.Store.Get(keyState)
 	if err != nil {
 		return err
 	}
@@ -166,21 +166,21 @@ func (f *Machine) load() error {
 			st   stateParts
 			mark int64
 		)
-		if st, f.blockTime, mark, err = decodeState(v); err != nil {
+		if st, f.BlockTime, mark, err = DecodeState(v); err != nil {
 			return err
 		}
-		if f.reg.stateMark != nil {
-			f.reg.stateMark.restore(f, mark)
+		if f.reg.StateMark != nil {
+			f.reg.StateMark.Restore(f, mark)
 		}
-		f.height, f.appHash, f.stateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
+		f.Height, f.AppHash, f.StateRoot, f.blockDigest, f.leavesRoot = st.height, st.appHash, st.stateRoot, st.blockDigest, st.leavesRoot
 		f.hashHeight = st.hashHeight
 	}
-	f.trie = openStateTrie(f.store, f.stateRoot)
-	for _, st := range f.reg.steps {
-		if st.load == nil {
+	f.trie = openStateTrie(f.Store, f.StateRoot)
+	for _, st := range f.reg.Steps {
+		if st.Load == nil {
 			continue
 		}
-		if err := st.load(f); err != nil {
+		if err := st.Load(f); err != nil {
 			return err
 		}
 	}
@@ -194,10 +194,10 @@ func (f *Machine) load() error {
 // leaves are stored alike: absent while empty, rewritten whole when
 // changed.
 
-// loadLeaf reads the leaf at key into *dst through decode; an absent key
+// LoadLeaf reads the leaf at key into *dst through decode; an absent key
 // leaves *dst as it is (the module's empty value).
-func loadLeaf[T any](f *Machine, key []byte, decode func([]byte) (T, error), dst *T) error {
-	v, ok, err := f.store.Get(key)
+func LoadLeaf[T any](f *Machine, key []byte, decode func([]byte) (T, error), dst *T) error {
+	v, ok, err := f.Store.Get(key)
 	if err != nil || !ok {
 		return err
 	}
@@ -209,10 +209,10 @@ func loadLeaf[T any](f *Machine, key []byte, decode func([]byte) (T, error), dst
 	return nil
 }
 
-// stageLeaf stages the leaf at key when the block changed it (*dirty,
+// StageLeaf stages the leaf at key when the block changed it (*dirty,
 // which it clears): a delete when it holds nothing (empty), else the
 // bytes of encode(v).
-func stageLeaf[T any](b *stateBatch, key []byte, dirty *bool, v T, empty bool, encode func(T) []byte) {
+func StageLeaf[T any](b *StateBatch, key []byte, dirty *bool, v T, empty bool, encode func(T) []byte) {
 	if !*dirty {
 		return
 	}
