@@ -240,7 +240,7 @@ func buildRegistry() *registry {
 // register adds a command kind to r (the core's RegisterCommand, with
 // apply given the FSM).
 func register[C core.Command](r *registry, kind core.Kind, name string, m core.Module, decode func(*core.Reader) C, check func(core.Command) core.Result, apply func(*FSM, C, core.CmdAt) core.Result) *core.CommandSpec {
-	return core.RegisterCommand(r.Registry, kind, name, m, decode, check, func(m *core.Machine, c C, at core.CmdAt) core.Result { return apply(appOf(m), c, at) })
+	return core.RegisterModuleCommand(r.Registry, appOf, kind, name, m, decode, check, apply)
 }
 
 // KindName is the name a command kind was registered with, or Kind(n).
@@ -306,9 +306,9 @@ func Precheck(tx []byte) error {
 }
 
 // The modules' side of the core's registrations: the same steps, with
-// functions of *FSM.
+// functions of *FSM (core.ModuleStep and its kin, given appOf).
 
-// moduleStep is a module's part in the core's steps (Step).
+// moduleStep is a module's part in the core's steps (core.Step).
 type moduleStep struct {
 	rank    int
 	name    string
@@ -323,37 +323,13 @@ type moduleStep struct {
 	close   func(*FSM)
 }
 
-// registerStep adds a module's step (the core's registerStep).
+// registerStep adds a module's step.
 func (r *registry) registerStep(s moduleStep) {
-	c := core.Step{Rank: s.rank, Name: s.name, Module: s.module}
-	if s.empty != nil {
-		c.Empty = func(m *core.Machine) { s.empty(appOf(m)) }
-	}
-	if s.load != nil {
-		c.Load = func(m *core.Machine) error { return s.load(appOf(m)) }
-	}
-	if s.stage != nil {
-		c.Stage = func(m *core.Machine, b *core.StateBatch) error { return s.stage(appOf(m), b) }
-	}
-	if s.publish != nil {
-		c.Publish = func(m *core.Machine, metaChanged bool) { s.publish(appOf(m), metaChanged) }
-	}
-	if s.sync != nil {
-		c.Sync = func(m *core.Machine) error { return s.sync(appOf(m)) }
-	}
-	if s.settle != nil {
-		c.Settle = func(m *core.Machine) error { return s.settle(appOf(m)) }
-	}
-	if s.forget != nil {
-		c.Forget = func(m *core.Machine) { s.forget(appOf(m)) }
-	}
-	if s.close != nil {
-		c.Close = func(m *core.Machine) { s.close(appOf(m)) }
-	}
-	r.Registry.RegisterStep(c)
+	core.RegisterModuleStep(r.Registry, appOf, core.ModuleStep[*FSM]{Rank: s.rank, Name: s.name, Module: s.module,
+		Empty: s.empty, Load: s.load, Stage: s.stage, Publish: s.publish, Sync: s.sync, Settle: s.settle, Forget: s.forget, Close: s.close})
 }
 
-// blockBeginStep is a module's block-begin step (BlockBeginStep).
+// blockBeginStep is a module's block-begin step (core.BlockBeginStep).
 type blockBeginStep struct {
 	rank   int
 	name   string
@@ -364,14 +340,7 @@ type blockBeginStep struct {
 
 // registerBlockBegin adds a module's block-begin step.
 func (r *registry) registerBlockBegin(s blockBeginStep) {
-	c := core.BlockBeginStep{Rank: s.rank, Name: s.name, Module: s.module}
-	if s.check != nil {
-		c.Check = func(m *core.Machine, height int64) error { return s.check(appOf(m), height) }
-	}
-	if s.run != nil {
-		c.Run = func(m *core.Machine, b core.Block) { s.run(appOf(m), b) }
-	}
-	r.Registry.RegisterBlockBegin(c)
+	core.RegisterModuleBlockBegin(r.Registry, appOf, core.ModuleBlockBegin[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Check: s.check, Run: s.run})
 }
 
 // setDigestDomain registers the digest domain of a block.
@@ -379,7 +348,7 @@ func (r *registry) setDigestDomain(fn func(*FSM) string) {
 	r.Registry.SetDigestDomain(func(m *core.Machine) string { return fn(appOf(m)) })
 }
 
-// txFormat is a module's form of transactions (TxFormat).
+// txFormat is a module's form of transactions (core.TxFormat).
 type txFormat struct {
 	name   string
 	module core.Module
@@ -394,7 +363,7 @@ func (r *registry) registerTxFormat(t txFormat) {
 		Open: func(m *core.Machine, raw []byte) (core.Tx, core.Digest, error) { return t.open(appOf(m), raw) }})
 }
 
-// commandGate is a module's command gate (CommandGate).
+// commandGate is a module's command gate (core.CommandGate).
 type commandGate struct {
 	rank   int
 	name   string
@@ -408,7 +377,7 @@ func (r *registry) registerCommandGate(g commandGate) {
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return g.run(appOf(m), c) }})
 }
 
-// blockEndStep is a module's block-end step (BlockEndStep).
+// blockEndStep is a module's block-end step (core.BlockEndStep).
 type blockEndStep struct {
 	rank   int
 	name   string
@@ -418,11 +387,10 @@ type blockEndStep struct {
 
 // registerBlockEnd adds a module's block-end step.
 func (r *registry) registerBlockEnd(s blockEndStep) {
-	r.Registry.RegisterBlockEnd(core.BlockEndStep{Rank: s.rank, Name: s.name, Module: s.module,
-		Run: func(m *core.Machine) []core.Change { return s.run(appOf(m)) }})
+	core.RegisterModuleBlockEnd(r.Registry, appOf, core.ModuleBlockEnd[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Run: s.run})
 }
 
-// snapshotFiles are a module's files in a snapshot (SnapshotFiles).
+// snapshotFiles are a module's files in a snapshot (core.SnapshotFiles).
 type snapshotFiles struct {
 	rank      int
 	name      string
@@ -434,11 +402,10 @@ type snapshotFiles struct {
 
 // registerSnapshotFiles adds a module's snapshot files.
 func (r *registry) registerSnapshotFiles(s snapshotFiles) {
-	r.Registry.RegisterSnapshotFiles(core.SnapshotFiles{Rank: s.rank, Name: s.name, Module: s.module, Dir: s.dir, CheckPath: s.checkPath,
-		Capture: func(m *core.Machine) ([]core.CapturedFiles, error) { return s.capture(appOf(m)) }})
+	core.RegisterModuleSnapshotFiles(r.Registry, appOf, core.ModuleSnapshotFiles[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Dir: s.dir, Capture: s.capture, CheckPath: s.checkPath})
 }
 
-// stateMarkSpec is the state mark (StateMark).
+// stateMarkSpec is the state mark (core.StateMark).
 type stateMarkSpec struct {
 	name    string
 	module  core.Module
@@ -448,7 +415,5 @@ type stateMarkSpec struct {
 
 // registerStateMark registers the state mark.
 func (r *registry) registerStateMark(s stateMarkSpec) {
-	r.Registry.RegisterStateMark(core.StateMark{Name: s.name, Module: s.module,
-		Value:   func(m *core.Machine) int64 { return s.value(appOf(m)) },
-		Restore: func(m *core.Machine, v int64) { s.restore(appOf(m), v) }})
+	core.RegisterModuleStateMark(r.Registry, appOf, core.ModuleStateMark[*FSM]{Name: s.name, Module: s.module, Value: s.value, Restore: s.restore})
 }
