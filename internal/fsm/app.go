@@ -69,7 +69,7 @@ type FSM struct {
 	// registry, never changed.
 	reg *registry
 
-	topicsState    // topic_state.go
+	*Topics        // topics.go
 	keysState      // keys.go
 	groupsState    // group_state.go
 	producersState // producer_state.go
@@ -186,6 +186,7 @@ func Open(opts Options) (*FSM, error) {
 	var f *FSM
 	bind := func(m *core.Machine) any {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
+		f.Topics = newTopics(m, assembled.topicHooks, &opts)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -210,7 +211,13 @@ type registry struct {
 	*core.Registry
 	// topicHooks are the topics module's hook points (topic_hooks.go),
 	// made by its registration function, which runs first.
-	topicHooks
+	*topicHooks
+}
+
+// newRegistry is a registry no module has registered in: the core's and
+// hook points not made yet (registerTopics makes them).
+func newRegistry() *registry {
+	return &registry{core.NewRegistry(), unmadeTopicHooks()}
 }
 
 // assembled is the registry of every state machine and of the stateless
@@ -226,7 +233,7 @@ var assembled = buildRegistry()
 // ordered list is kept by rank), so a module added later goes after
 // those it uses.
 func buildRegistry() *registry {
-	r := &registry{Registry: core.NewRegistry()}
+	r := newRegistry()
 	registerTopics(r)
 	registerKeys(r)
 	registerGroups(r)

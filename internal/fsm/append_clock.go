@@ -47,10 +47,10 @@ type logAppendClock struct {
 func registerAppendClock(r *registry) {
 	// After the block time is taken: the clock starts each block at the
 	// later of it and the last clock set.
-	r.registerBlockBegin(blockBeginStep{rank: 30, name: "log append clock", module: modTopics,
-		run: func(f *FSM, _ core.Block) { f.appendClock.cur = max(f.BlockTime, f.appendClock.last) }})
-	r.registerStep(moduleStep{rank: 56, name: "log append clock", module: modTopics,
-		load: func(f *FSM) error {
+	core.RegisterModuleBlockBegin(r.Registry, topicsOf, core.ModuleBlockBegin[*Topics]{Rank: 30, Name: "log append clock", Module: modTopics,
+		Run: func(f *Topics, _ core.Block) { f.appendClock.cur = max(f.BlockTime, f.appendClock.last) }})
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 56, Name: "log append clock", Module: modTopics,
+		Load: func(f *Topics) error {
 			f.appendClock = logAppendClock{}
 			if err := core.LoadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
 				return fmt.Errorf("stele/fsm: reading the log append clock: %w", err)
@@ -58,7 +58,7 @@ func registerAppendClock(r *registry) {
 			f.appendClock.cur = max(f.BlockTime, f.appendClock.last)
 			return nil
 		},
-		stage: func(f *FSM, b *core.StateBatch) error {
+		Stage: func(f *Topics, b *core.StateBatch) error {
 			core.StageLeaf(b, keyAppendClock, &f.appendClock.dirty, f.appendClock.last, false, encodeAppendClock)
 			return nil
 		}})
@@ -66,11 +66,11 @@ func registerAppendClock(r *registry) {
 
 // logAppendTime is the time a batch appended now is stamped with on a
 // LogAppendTime topic (and a transaction marker with on any topic).
-func (f *FSM) logAppendTime() int64 { return f.appendClock.cur }
+func (f *Topics) logAppendTime() int64 { return f.appendClock.cur }
 
 // raiseLogAppendClock sets the clock to ms for the rest of the block, if
 // that is later, and keeps it for the blocks after.
-func (f *FSM) raiseLogAppendClock(ms int64) {
+func (f *Topics) raiseLogAppendClock(ms int64) {
 	f.appendClock.cur = max(f.appendClock.cur, ms)
 	f.appendClock.last = f.appendClock.cur
 	f.appendClock.dirty = true

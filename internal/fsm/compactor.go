@@ -54,7 +54,7 @@ func newCompactor(workers int) *compactor {
 
 // start runs pass for p in the background; p.compaction tracks it until
 // awaitCompaction.
-func (f *FSM) startCompaction(p *Partition, pass *storage.CompactionPass) {
+func (f *Topics) startCompaction(p *Partition, pass *storage.CompactionPass) {
 	c := &compaction{p: p, done: make(chan struct{})}
 	p.compaction = c
 	cp := f.compactor
@@ -74,7 +74,7 @@ func (f *FSM) startCompaction(p *Partition, pass *storage.CompactionPass) {
 // awaitCompaction waits for p's pass in flight, if any, and returns its
 // error (a local fault: the plan stays, and Open runs the pass again).
 // Applier only.
-func (f *FSM) awaitCompaction(p *Partition) error {
+func (f *Topics) awaitCompaction(p *Partition) error {
 	c := p.compaction
 	if c == nil {
 		return nil
@@ -92,7 +92,7 @@ func (f *FSM) awaitCompaction(p *Partition) error {
 // WaitCompactions waits until every compaction decided by a committed block
 // has been written, and returns the first pass's error. The applier calls
 // it (CaptureSnapshot does); tests call it to look at compacted files.
-func (f *FSM) WaitCompactions() error {
+func (f *Topics) WaitCompactions() error {
 	var errs []error
 	for _, name := range sortedNames(f.topics) {
 		for _, p := range f.topics[name].Partitions {
@@ -119,7 +119,7 @@ func (p *Partition) compactionRunning() bool {
 // the decision's horizon and bounds (UpTo, the active segment's base when it
 // was decided; End, the log end then, which is p.next in the Commit of the
 // deciding block).
-func (f *FSM) compactOptions(p *Partition) storage.CompactOptions {
+func (f *Topics) compactOptions(p *Partition) storage.CompactOptions {
 	opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon, UpTo: p.cleanedUpTo, End: p.next, ID: p.compactedAt}
 	if t := f.topics[p.Topic]; t != nil {
 		opts.Latest = t.Config.Compact

@@ -675,8 +675,8 @@ func registerGroups(r *registry) {
 // (registerGroups calls it).
 func registerGroupTimers(r *registry) {
 	r.registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
-	r.topicDeleted.Register(10, "committed offsets of the topic", modGroups, func(f *FSM, t *Topic) { f.dropTopicOffsets(t.Name) })
-	r.housekeepers.Register(10, "committed offsets' expiry", modGroups, func(f *FSM) []core.Change { return f.expireOffsets() })
+	r.topicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *Topics, t *Topic) { f := appOf(tm.Machine); f.dropTopicOffsets(t.Name) })
+	r.housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *Topics) []core.Change { f := appOf(tm.Machine); return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted

@@ -10,11 +10,11 @@ import (
 // of its last pass is m/state's state mark (registry.go, persist.go).
 // registerTopics calls it.
 func registerHousekeeping(r *registry) {
-	r.registerBlockEnd(blockEndStep{rank: 30, name: "housekeeping", module: modTopics, run: (*FSM).housekeep})
+	core.RegisterModuleBlockEnd(r.Registry, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: modTopics, Run: (*Topics).housekeep})
 	// The block time of the last pass is kept in the core's m/state.
-	r.registerStateMark(stateMarkSpec{name: "last housekeeping", module: modTopics,
-		value:   func(f *FSM) int64 { return f.lastHousekeep },
-		restore: func(f *FSM, t int64) { f.lastHousekeep = t }})
+	core.RegisterModuleStateMark(r.Registry, topicsOf, core.ModuleStateMark[*Topics]{Name: "last housekeeping", Module: modTopics,
+		Value:   func(f *Topics) int64 { return f.lastHousekeep },
+		Restore: func(f *Topics, t int64) { f.lastHousekeep = t }})
 }
 
 // housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each
@@ -25,12 +25,12 @@ func registerHousekeeping(r *registry) {
 // the partition's last compaction has been awaited) is the same on every
 // broker; the files it decides to delete or compact are changed after
 // Commit.
-func (f *FSM) housekeep() (changes []core.Change) {
+func (f *Topics) housekeep() (changes []core.Change) {
 	if f.BlockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
 	}
 	f.lastHousekeep = f.BlockTime
-	for _, h := range f.reg.housekeepers.Hooks {
+	for _, h := range f.hooks.housekeepers.Hooks {
 		changes = append(changes, h.Fn(f)...)
 	}
 	for _, name := range sortedNames(f.topics) {
@@ -61,7 +61,7 @@ func (f *FSM) housekeep() (changes []core.Change) {
 				p.compactedAt = f.Height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				for _, h := range f.reg.compactionDecided.Hooks {
+				for _, h := range f.hooks.compactionDecided.Hooks {
 					h.Fn(f, t, p, segs, p.compactHorizon)
 				}
 				changes = append(changes, core.Change{Kind: core.ChangeCompact, Name: t.Name, A: int64(p.Index), B: p.cleanedUpTo, C: p.compactHorizon})

@@ -518,19 +518,21 @@ func registerKeyIndex(r *registry) {
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	r.produceChecks.Register(10, "expected versions", modKeys, func(f *FSM, pr *producing) (core.Result, func()) {
+	r.produceChecks.Register(10, "expected versions", modKeys, func(tm *Topics, pr *producing) (core.Result, func()) {
+		f := appOf(tm.Machine)
 		if !pr.conditional {
 			return core.Result{}, nil
 		}
 		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
 	})
-	r.batchAppended.Register(20, "key stream entries", modKeys, func(f *FSM, pr *producing, i int, _ []byte, at int64) core.Result {
+	r.batchAppended.Register(20, "key stream entries", modKeys, func(tm *Topics, pr *producing, i int, _ []byte, at int64) core.Result {
+		f := appOf(tm.Machine)
 		for _, k := range pr.keys[i] {
 			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
 		}
 		return core.Result{}
 	})
-	r.topicDropped.Register(10, "key stream entries", modKeys, func(_ *FSM, t *Topic, b *core.StateBatch) {
+	r.topicDropped.Register(10, "key stream entries", modKeys, func(_ *Topics, t *Topic, b *core.StateBatch) {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 	})
 	r.registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,

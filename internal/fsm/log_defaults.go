@@ -42,9 +42,9 @@ const maxLogDefaultValue = 1 << 16
 // registerLogDefaults registers AlterLogDefaults and the log defaults'
 // step (registerTopics calls it).
 func registerLogDefaults(r *registry) {
-	register(r, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
-		func(f *FSM, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })
-	r.registerStep(moduleStep{rank: 55, name: "cluster-wide log defaults", module: modTopics, load: loadLogDefaults, stage: stageLogDefaults})
+	core.RegisterModuleCommand(r.Registry, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
+		func(f *Topics, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 55, Name: "cluster-wide log defaults", Module: modTopics, Load: loadLogDefaults, Stage: stageLogDefaults})
 }
 
 // AlterLogDefaults changes the cluster-wide log defaults, named by their
@@ -188,7 +188,7 @@ func checkLogDefaults(cmd core.Command) core.Result {
 // name order, as Kafka's DynamicLogConfig.updateLogsConfig does: a topic
 // whose effective config changed runs the config-changed hooks and gives
 // its partition logs the new segment settings.
-func (f *FSM) alterLogDefaults(c AlterLogDefaults) core.Result {
+func (f *Topics) alterLogDefaults(c AlterLogDefaults) core.Result {
 	next, err := ApplyLogDefaultChanges(f.logDefaults.configs, c)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, err.Error())
@@ -202,7 +202,7 @@ func (f *FSM) alterLogDefaults(c AlterLogDefaults) core.Result {
 		if sameConfig(was, t.Config) {
 			continue
 		}
-		for _, h := range f.reg.configChanged.Hooks {
+		for _, h := range f.hooks.configChanged.Hooks {
 			if r := h.Fn(f, t, was); r.Code != 0 {
 				return r
 			}
@@ -265,14 +265,14 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 
 // loadLogDefaults reads the defaults before the topics' load (rank 60)
 // resolves any topic's config with them.
-func loadLogDefaults(f *FSM) error {
+func loadLogDefaults(f *Topics) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
 	return core.LoadLeaf(f.Machine, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
-func stageLogDefaults(f *FSM, b *core.StateBatch) error {
+func stageLogDefaults(f *Topics, b *core.StateBatch) error {
 	core.StageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
 	return nil
 }

@@ -93,13 +93,14 @@ var allowedCalls = map[core.Module][]core.Module{
 // Nothing else of the application names a module (TestModuleLayering);
 // when the modules become packages these are what wires them.
 var coreAssembly = []string{
+	"FSM names Topics (topics)",
 	"FSM names clusterState (cluster)",
 	"FSM names groupsState (groups)",
 	"FSM names keysState (keys)",
 	"FSM names producersState (producers)",
 	"FSM names securityState (security)",
-	"FSM names topicsState (topics)",
 	"FSM names trustState (trust)",
+	"Open calls newTopics (topics)",
 	"Options names BatchSource (trust)",
 	"Options names GenesisUser (security)",
 	"Options names ValidatorSet (trust)",
@@ -110,6 +111,7 @@ var coreAssembly = []string{
 	"buildRegistry calls registerSecurity (security)",
 	"buildRegistry calls registerTopics (topics)",
 	"buildRegistry calls registerTrust (trust)",
+	"newRegistry calls unmadeTopicHooks (topics)",
 	"registry names topicHooks (topics)",
 }
 
@@ -118,7 +120,7 @@ var coreAssembly = []string{
 // functions (coreAssembly).
 var (
 	assemblyStructs = map[string]bool{"FSM": true, "Options": true, "registry": true}
-	assemblyFuncs   = map[string]bool{"buildRegistry": true}
+	assemblyFuncs   = map[string]bool{"buildRegistry": true, "Open": true, "newRegistry": true}
 )
 
 // interfaceMethods are method names of interfaces every module uses
@@ -392,20 +394,35 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]core
 			}
 		}
 		embedded++
-		id, ok := fl.Type.(*ast.Ident)
+		typ := fl.Type
+		if st, ok := typ.(*ast.StarExpr); ok {
+			typ = st.X // a module's own type (Topics), embedded by pointer
+		}
+		id, ok := typ.(*ast.Ident)
 		if !ok || structs[id.Name] == nil || structModule[id.Name] == modApp {
-			t.Errorf("FSM embeds %v: only a module's state struct, declared in that module's files, belongs there", fl.Type)
+			t.Errorf("FSM embeds %v: only a module's state struct or type, declared in that module's files, belongs there", fl.Type)
 			continue
 		}
 		m := structModule[id.Name]
-		for _, sf := range structs[id.Name].Fields.List {
-			for _, n := range sf.Names {
-				if o, ok := fields[n.Name]; ok {
-					t.Errorf("field %s is declared by the state of modules %s and %s", n.Name, o, m)
+		// The struct's fields, and those of the module's structs it
+		// embeds (Topics embeds topicsState).
+		var add func(st *ast.StructType)
+		add = func(st *ast.StructType) {
+			for _, sf := range st.Fields.List {
+				for _, n := range sf.Names {
+					if o, ok := fields[n.Name]; ok {
+						t.Errorf("field %s is declared by the state of modules %s and %s", n.Name, o, m)
+					}
+					fields[n.Name] = m
 				}
-				fields[n.Name] = m
+				if len(sf.Names) == 0 {
+					if eid, ok := sf.Type.(*ast.Ident); ok && structs[eid.Name] != nil && structModule[eid.Name] == m {
+						add(structs[eid.Name])
+					}
+				}
 			}
 		}
+		add(structs[id.Name])
 	}
 	if embedded == 0 || len(fields) == 0 {
 		t.Errorf("FSM embeds %d module states with %d fields: the layering test would see no module's state", embedded, len(fields))
@@ -726,7 +743,7 @@ func TestInsertRanked(t *testing.T) {
 // registry, ranks and names alike; and a module registered before the
 // topics, whose hook points it needs, is refused at once.
 func TestRegistryOrder(t *testing.T) {
-	reversed := &registry{Registry: core.NewRegistry()}
+	reversed := newRegistry()
 	registerTopics(reversed)
 	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
 		register(reversed)
@@ -739,7 +756,7 @@ func TestRegistryOrder(t *testing.T) {
 			t.Errorf("the keys registered before the topics: recovered %v, want a panic", r)
 		}
 	}()
-	registerKeys(&registry{Registry: core.NewRegistry()})
+	registerKeys(newRegistry())
 }
 
 // describeRegistry lists what r holds, in its order, without functions.

@@ -154,7 +154,7 @@ func decodeProducer(v []byte) (*producerState, error) {
 }
 
 // persistProducers writes the producer states the block changed.
-func (f *FSM) persistProducers(b *core.StateBatch) {
+func (f *Topics) persistProducers(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for pid := range p.dirtyProducers {
 			if s := p.producers[pid]; s != nil {
@@ -167,7 +167,7 @@ func (f *FSM) persistProducers(b *core.StateBatch) {
 }
 
 // loadProducers reads every partition's producer states.
-func (f *FSM) loadProducers() error {
+func (f *Topics) loadProducers() error {
 	return f.Store.Scan([]byte("s/"), func(k, v []byte) error {
 		if len(k) < 2+1+4+8 {
 			return fmt.Errorf("stele/fsm: bad producer key %q", k)
@@ -191,7 +191,7 @@ func (f *FSM) loadProducers() error {
 
 // expireProducers forgets, in housekeeping, producers idle for
 // ProducerIDExpirationMs in a partition.
-func (f *FSM) expireProducers(p *Partition) (changes []core.Change) {
+func (f *Topics) expireProducers(p *Partition) (changes []core.Change) {
 	pids := make([]int64, 0, len(p.producers))
 	for pid := range p.producers {
 		pids = append(pids, pid)
@@ -251,7 +251,7 @@ func (p *Partition) publishProducers() {
 // registerPartitionProducers registers the step of the partitions'
 // producer states (registerTopics calls it).
 func registerPartitionProducers(r *registry) {
-	r.registerStep(moduleStep{rank: 100, name: "partitions' producer states", module: modTopics,
-		load:  (*FSM).loadProducers,
-		stage: func(f *FSM, b *core.StateBatch) error { f.persistProducers(b); return nil }})
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: modTopics,
+		Load:  (*Topics).loadProducers,
+		Stage: func(f *Topics, b *core.StateBatch) error { f.persistProducers(b); return nil }})
 }

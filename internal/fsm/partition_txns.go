@@ -26,7 +26,7 @@ import (
 // producers module asks for it when a transaction ends) and closes its
 // transaction there: the last stable offset moves past it, and
 // an abort is remembered for read_committed readers.
-func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
+func (f *Topics) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	st := p.producers[pid]
 	if st == nil {
 		st = &producerState{TxnFirst: -1}
@@ -43,7 +43,7 @@ func (f *FSM) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
 	}
 	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
-		for _, h := range f.reg.markerWritten.Hooks {
+		for _, h := range f.hooks.markerWritten.Hooks {
 			h.Fn(f, t, p, pid, commit, st.TxnFirst, at)
 		}
 	}
@@ -112,7 +112,7 @@ func abortedPrefix(topic string) []byte { return append(append([]byte("a/"), top
 
 // persistAborted adds the aborted transactions the block added to or
 // dropped from each partition to the state batch.
-func (f *FSM) persistAborted(b *core.StateBatch) {
+func (f *Topics) persistAborted(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for _, a := range p.abortedAdded {
 			b.Set(abortedKey(p.Topic, p.Index, a), binary.BigEndian.AppendUint64(nil, uint64(a.FirstOffset)))
@@ -126,7 +126,7 @@ func (f *FSM) persistAborted(b *core.StateBatch) {
 // loadAborted reads every partition's aborted transactions, then
 // publishes every partition's producers and transaction state: its last
 // load, after the producer states (rank 100) and the transactions (110).
-func (f *FSM) loadAborted() error {
+func (f *Topics) loadAborted() error {
 	err := f.Store.Scan([]byte("a/"), func(k, v []byte) error {
 		topic, part, a, err := decodeAborted(k, v)
 		if err != nil {
@@ -196,7 +196,7 @@ func (p *Partition) publishTxnState() {
 func registerPartitionTxns(r *registry) {
 	// After the transactions (rank 110), where they were written before
 	// this state moved to the topics module.
-	r.registerStep(moduleStep{rank: 115, name: "partitions' aborted transactions", module: modTopics,
-		load:  (*FSM).loadAborted,
-		stage: func(f *FSM, b *core.StateBatch) error { f.persistAborted(b); return nil }})
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 115, Name: "partitions' aborted transactions", Module: modTopics,
+		Load:  (*Topics).loadAborted,
+		Stage: func(f *Topics, b *core.StateBatch) error { f.persistAborted(b); return nil }})
 }

@@ -27,7 +27,7 @@ import (
 // header. The rewrite is of a copy and the same on every broker: a
 // certificate covers the bytes as sent, a signature no timestamp, and the
 // app hash the stored bytes (docs/kafka-api.md).
-func (f *FSM) produce(c Produce) core.Result {
+func (f *Topics) produce(c Produce) core.Result {
 	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r
@@ -115,7 +115,7 @@ func (f *FSM) produce(c Produce) core.Result {
 	next := p.next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
-			for _, hk := range f.reg.batchChecks.Hooks {
+			for _, hk := range f.hooks.batchChecks.Hooks {
 				if r := hk.Fn(f, t, p, h); r.Code != 0 {
 					return r
 				}
@@ -159,7 +159,7 @@ func (f *FSM) produce(c Produce) core.Result {
 	pr := &producing{t: t, p: p, batches: batches, headers: headers, bases: bases, keys: keys,
 		conditional: conditional, signed: signed, offsets: offsets, dup: dup}
 	var written []func() // what the produce checks do once the batches are written
-	for _, hk := range f.reg.produceChecks.Hooks {
+	for _, hk := range f.hooks.produceChecks.Hooks {
 		r, then := hk.Fn(f, pr)
 		if r.Code != 0 {
 			return r
@@ -188,7 +188,7 @@ func (f *FSM) produce(c Produce) core.Result {
 			return f.LocalFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
 		f.proveAppend(t, p, p.next, b)
-		for _, hk := range f.reg.batchAppended.Hooks {
+		for _, hk := range f.hooks.batchAppended.Hooks {
 			if r := hk.Fn(f, pr, i, b, p.next); r.Code != 0 {
 				return r
 			}
@@ -240,7 +240,7 @@ func sequenceProblem(code int16, st *producerState) string {
 // unless it is -1, no LogAppendTime type set by the producer),
 // every failing record listed in the result (base is the index of the
 // batch's first record in the record set).
-func (f *FSM) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) core.Result {
+func (f *Topics) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, base int32) core.Result {
 	cfg := t.Config
 	if len(b) > int(cfg.MaxMessageBytes) {
 		return core.Fail(kerr.MessageTooLarge.Code, fmt.Sprintf("record batch of %d bytes exceeds max.message.bytes %d", len(b), cfg.MaxMessageBytes))
@@ -331,7 +331,7 @@ func (e *recordErrors) result(code int16) core.Result {
 	return res
 }
 
-func (f *FSM) deleteRecords(c DeleteRecords) core.Result {
+func (f *Topics) deleteRecords(c DeleteRecords) core.Result {
 	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r

@@ -228,7 +228,8 @@ func registerSignedRecords(r *registry) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	r.produceChecks.Register(20, "signatures", modTrust, func(f *FSM, pr *producing) (core.Result, func()) {
+	r.produceChecks.Register(20, "signatures", modTrust, func(tm *Topics, pr *producing) (core.Result, func()) {
+		f := appOf(tm.Machine)
 		required := len(pr.t.Config.SignedBy) > 0
 		var seqs map[string]bool
 		for i, b := range pr.batches {

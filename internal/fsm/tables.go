@@ -74,7 +74,8 @@ func isTableConfig(c TopicConfig) bool { return c.Compact || c.Snapshot }
 // registerTables registers the tables' hooks on the topics module
 // (topic_hooks.go); registerKeys calls it.
 func registerTables(r *registry) {
-	r.batchAppended.Register(10, "table versions", modKeys, func(f *FSM, pr *producing, i int, b []byte, _ int64) core.Result {
+	r.batchAppended.Register(10, "table versions", modKeys, func(tm *Topics, pr *producing, i int, b []byte, _ int64) core.Result {
+		f := appOf(tm.Machine)
 		if isTable(pr.t) && !pr.headers[i].Transactional() {
 			if err := f.tableRecords(pr.t, pr.p, b); err != nil {
 				return f.LocalFault("table versions of %s-%d: %w", pr.t.Name, pr.p.Index, err)
@@ -82,22 +83,26 @@ func registerTables(r *registry) {
 		}
 		return core.Result{}
 	})
-	r.markerWritten.Register(10, "table versions of a committed transaction", modKeys, func(f *FSM, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
+	r.markerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *Topics, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
+		f := appOf(tm.Machine)
 		if commit && first >= 0 && isTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
 				f.LocalFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	})
-	r.logTrimmed.Register(10, "table leaves below the log start", modKeys, (*FSM).tableTrimmed)
-	r.compactionDecided.Register(10, "tombstones a compaction removes", modKeys, (*FSM).tableCompactionDecided)
-	r.configChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(f *FSM, t *Topic, was TopicConfig) core.Result {
+	r.logTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *Topics, t *Topic, p *Partition) { appOf(tm.Machine).tableTrimmed(t, p) })
+	r.compactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *Topics, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64) {
+		appOf(tm.Machine).tableCompactionDecided(t, p, segs, horizon)
+	})
+	r.configChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *Topics, t *Topic, was TopicConfig) core.Result {
+		f := appOf(tm.Machine)
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
 			return f.LocalFault("table versions of %s: %w", t.Name, err)
 		}
 		return core.Result{}
 	})
-	r.topicDropped.Register(20, "table leaves", modKeys, func(_ *FSM, t *Topic, b *core.StateBatch) {
+	r.topicDropped.Register(20, "table leaves", modKeys, func(_ *Topics, t *Topic, b *core.StateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }

@@ -18,7 +18,7 @@ import (
 // the disk takes several flushes at once in about the time of one, and a
 // block that wrote to many partitions would otherwise wait for each in turn.
 // Which file is flushed first changes nothing in the state.
-func (f *FSM) syncLogs() error {
+func (f *Topics) syncLogs() error {
 	parts := make([]*Partition, 0, len(f.dirtyParts))
 	for p := range f.dirtyParts {
 		parts = append(parts, p)
@@ -42,7 +42,7 @@ func (f *FSM) syncLogs() error {
 // block. Every one is attempted; the failures are returned (a local fault:
 // the broker stops, and Open redoes these steps, since the state already
 // says what the files must look like).
-func (f *FSM) afterCommit() error {
+func (f *Topics) afterCommit() error {
 	var errs []error
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {
@@ -61,7 +61,7 @@ func (f *FSM) afterCommit() error {
 // segments below the log start offset are deleted, and a decided compaction
 // is planned and started in the background. Open calls it for every
 // partition.
-func (f *FSM) settleFiles(p *Partition) error {
+func (f *Topics) settleFiles(p *Partition) error {
 	if p.start > p.log.BaseOffset() {
 		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
 			return fmt.Errorf("deleting segments of %s-%d: %w", p.Topic, p.Index, err)
@@ -78,7 +78,7 @@ func (f *FSM) settleFiles(p *Partition) error {
 
 // planCompaction fixes the decided pass of p (its plan written durably) and
 // starts it in the background (compactor.go).
-func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
+func (f *Topics) planCompaction(p *Partition, opts storage.CompactOptions) error {
 	pass, err := p.log.PrepareCompaction(opts)
 	if err != nil {
 		return fmt.Errorf("planning the compaction of %s-%d: %w", p.Topic, p.Index, err)
@@ -88,7 +88,7 @@ func (f *FSM) planCompaction(p *Partition, opts storage.CompactOptions) error {
 }
 
 // forgetTopics forgets the committed block's changes to the topics.
-func forgetTopics(f *FSM) {
+func forgetTopics(f *Topics) {
 	clear(f.dirtyTopics)
 	clear(f.dirtyParts)
 	clear(f.leafRefs)
@@ -98,12 +98,12 @@ func forgetTopics(f *FSM) {
 
 // closeTopics closes the logs, which stops the compactions in flight, and
 // waits for their goroutines.
-func closeTopics(f *FSM) {
+func closeTopics(f *Topics) {
 	f.closeLogs()
 	f.compactor.wg.Wait()
 }
 
-func (f *FSM) closeLogs() {
+func (f *Topics) closeLogs() {
 	for _, name := range sortedNames(f.topics) {
 		for _, p := range f.topics[name].Partitions {
 			if p.log != nil { // nil when Open failed before reaching it

@@ -24,7 +24,7 @@ type batchRef struct {
 }
 
 // proveAppend records the leaf of a batch just appended to p.
-func (f *FSM) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
+func (f *Topics) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
 	f.Leaves = append(f.Leaves, proof.BatchLeaf(t.Name, t.ID, p.Index, base, batch))
 	f.leafRefs = append(f.leafRefs, batchRef{t, p.Index, base})
 }
@@ -34,7 +34,7 @@ func (f *FSM) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
 // leaf index. The entries are outside the state trie (persist.go), so
 // they go straight into the store's batch, after the deleted topics'
 // b/ prefixes are dropped (stageTopics).
-func stageBatchRefs(f *FSM, b *core.StateBatch) {
+func stageBatchRefs(f *Topics, b *core.StateBatch) {
 	for i, r := range f.leafRefs {
 		if r.topic.deleted {
 			continue
@@ -79,7 +79,7 @@ type located struct {
 
 // locate finds the committed batch holding offset and the height and leaf
 // index of its proof entry.
-func (f *FSM) locate(topic string, partition int32, offset int64) (*located, error) {
+func (f *Topics) locate(topic string, partition int32, offset int64) (*located, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
@@ -124,7 +124,7 @@ func (f *FSM) locate(topic string, partition int32, offset int64) (*located, err
 // batch holding offset, and the batch's first and last offsets: a Kafka
 // producer, which learns only offsets, reads its write's height here.
 // Errors as ProveBatch's.
-func (f *FSM) BatchHeight(topic string, partition int32, offset int64) (height, base, last int64, err error) {
+func (f *Topics) BatchHeight(topic string, partition int32, offset int64) (height, base, last int64, err error) {
 	l, err := f.locate(topic, partition, offset)
 	if err != nil {
 		return 0, 0, 0, err
@@ -137,7 +137,7 @@ func (f *FSM) BatchHeight(topic string, partition int32, offset int64) (height, 
 // offset below the log start or at or past the high watermark), or
 // ErrNoProof (a batch appended before this version kept proofs, or one
 // compaction rewrote).
-func (f *FSM) ProveBatch(topic string, partition int32, offset int64) (*BatchProof, error) {
+func (f *Topics) ProveBatch(topic string, partition int32, offset int64) (*BatchProof, error) {
 	l, err := f.locate(topic, partition, offset)
 	if err != nil {
 		return nil, err

@@ -29,8 +29,8 @@ import (
 // registerTopicSnapshot registers the partition logs as the topics'
 // snapshot files (registerTopics calls it).
 func registerTopicSnapshot(r *registry) {
-	r.registerSnapshotFiles(snapshotFiles{rank: 10, name: "partition logs", module: modTopics, dir: "logs",
-		capture: captureLogs, checkPath: checkLogPath})
+	core.RegisterModuleSnapshotFiles(r.Registry, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: modTopics, Dir: "logs",
+		Capture: captureLogs, CheckPath: checkLogPath})
 }
 
 // capturedPartition is one partition's pinned log.
@@ -42,7 +42,7 @@ type capturedPartition struct {
 
 // captureLogs waits for the compactions in flight and pins every
 // partition's log, in the order of the topics' names.
-func captureLogs(f *FSM) ([]core.CapturedFiles, error) {
+func captureLogs(f *Topics) ([]core.CapturedFiles, error) {
 	// Every broker must capture the same files: the compacted ones.
 	if err := f.WaitCompactions(); err != nil {
 		return nil, f.Faulted(err)

@@ -19,8 +19,8 @@ import (
 // registerTopicState registers the topics' and partitions' step and the
 // topics view's (registerTopics calls it).
 func registerTopicState(r *registry) {
-	r.registerStep(moduleStep{rank: 60, name: "topics and partitions", module: modTopics, load: loadTopics, stage: stageTopics,
-		empty: func(f *FSM) {
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: modTopics, Load: loadTopics, Stage: stageTopics,
+		Empty: func(f *Topics) {
 			f.topicsState = topicsState{
 				topics:      map[string]*Topic{},
 				byID:        map[core.TopicID]*Topic{},
@@ -29,8 +29,8 @@ func registerTopicState(r *registry) {
 				compactor:   newCompactor(f.opts.CompactionWorkers),
 			}
 		},
-		sync: (*FSM).syncLogs, settle: (*FSM).afterCommit, forget: forgetTopics, close: closeTopics})
-	r.registerStep(moduleStep{rank: 5, name: "partitions and the topics view", module: modTopics, publish: publishTopics})
+		Sync: (*Topics).syncLogs, Settle: (*Topics).afterCommit, Forget: forgetTopics, Close: closeTopics})
+	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 5, Name: "partitions and the topics view", Module: modTopics, Publish: publishTopics})
 }
 
 // topicsState is the topics module's part of the state machine (embedded
@@ -49,9 +49,9 @@ type topicsState struct {
 	view          atomic.Pointer[View] // the committed topics, published at Commit
 }
 
-func stageTopics(f *FSM, b *core.StateBatch) error {
+func stageTopics(f *Topics, b *core.StateBatch) error {
 	for _, t := range f.deleted {
-		for _, h := range f.reg.topicDropped.Hooks {
+		for _, h := range f.hooks.topicDropped.Hooks {
 			h.Fn(f, t, b)
 		}
 		b.DeletePrefix(batchProofPrefix(t.ID))
@@ -81,7 +81,7 @@ func stageTopics(f *FSM, b *core.StateBatch) error {
 
 // publishTopics makes the committed partition offsets, producer and
 // transaction state and the topics view visible.
-func publishTopics(f *FSM, metaChanged bool) {
+func publishTopics(f *Topics, metaChanged bool) {
 	for p := range f.dirtyParts {
 		p.hwm.Store(p.next)
 		p.lso.Store(p.start)
@@ -181,7 +181,7 @@ func decodePartition(p *Partition, v []byte) error {
 // loadTopics reads the topics and their partitions, opens every partition
 // log, cutting it back to its committed end, and removes the partition
 // directories of no committed topic.
-func loadTopics(f *FSM) error {
+func loadTopics(f *Topics) error {
 	f.topics, f.byID = map[string]*Topic{}, map[core.TopicID]*Topic{}
 	counts := map[string]int32{}
 	err := f.Store.Scan([]byte("t/"), func(k, v []byte) error {
@@ -206,7 +206,7 @@ func loadTopics(f *FSM) error {
 
 // loadPartitions makes t's n partitions from their stored states, in
 // order, and opens their logs.
-func (f *FSM) loadPartitions(t *Topic, n int32) error {
+func (f *Topics) loadPartitions(t *Topic, n int32) error {
 	states := map[int32][]byte{}
 	err := f.Store.Scan(core.PartitionPrefix(t.Name), func(k, v []byte) error {
 		idx := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
@@ -256,7 +256,7 @@ func (f *FSM) loadPartitions(t *Topic, n int32) error {
 // one, the pass the last committed block decided (the crash came before
 // its Commit wrote the plan). A plan of a block that was never committed is
 // dropped; its block is replayed.
-func (f *FSM) resumeCompaction(p *Partition) error {
+func (f *Topics) resumeCompaction(p *Partition) error {
 	opts, planned, err := p.log.PlannedCompaction()
 	switch {
 	case err != nil:
@@ -275,7 +275,7 @@ func (f *FSM) resumeCompaction(p *Partition) error {
 // removeStrayLogs deletes partition directories that belong to no committed
 // topic: leftovers of a deleted topic, or of a block that was applied but
 // not committed before a crash.
-func (f *FSM) removeStrayLogs() error {
+func (f *Topics) removeStrayLogs() error {
 	logs := filepath.Join(f.opts.Dir, "logs")
 	entries, err := os.ReadDir(logs)
 	if err != nil {

@@ -195,7 +195,7 @@ func (p *Partition) Size() int64 {
 }
 
 // View returns the committed topics.
-func (f *FSM) View() *View { return f.view.Load() }
+func (f *Topics) View() *View { return f.view.Load() }
 
 // View is an immutable picture of the committed topics. A new View is
 // published at every Commit that changed a topic; partitions inside it carry

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,41 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/storage"
 )
+
+// Topics is the topics module of a state machine: the core's machine it
+// runs on, its options, the hook points the modules above it registered
+// at, and its state.
+type Topics struct {
+	*core.Machine
+	opts  topicOptions
+	hooks *topicHooks
+	topicsState
+}
+
+// topicOptions are the options of the topics module (Options').
+type topicOptions struct {
+	// Dir holds the partition logs (Dir/logs).
+	Dir                    string
+	HousekeepingIntervalMs int64
+	CompactionWorkers      int
+	WithoutKeyIndex        bool
+	Logger                 *slog.Logger
+	passHookForTest        func(topic string, partition int32)
+}
+
+// newTopics is the topics module of the machine m, with the hook points h.
+func newTopics(m *core.Machine, h *topicHooks, o *Options) *Topics {
+	return &Topics{Machine: m, hooks: h, opts: topicOptions{Dir: o.Dir, HousekeepingIntervalMs: o.HousekeepingIntervalMs,
+		CompactionWorkers: o.CompactionWorkers, WithoutKeyIndex: o.WithoutKeyIndex, Logger: o.Logger, passHookForTest: o.passHookForTest}}
+}
+
+// topicsModule is f's topics module (topicsOf).
+func (f *FSM) topicsModule() *Topics { return f.Topics }
+
+// topicsOf is the topics module of the machine m.
+func topicsOf(m *core.Machine) *Topics {
+	return m.App.(interface{ topicsModule() *Topics }).topicsModule()
+}
 
 // MaxPartitions bounds the partitions of one topic: each is a directory of
 // files on every broker.
@@ -37,7 +73,7 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
-func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
+func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	if t, ok := f.topics[c.Name]; ok && !t.deleted {
 		return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
 	}
@@ -75,7 +111,7 @@ func (f *FSM) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 
 // collidingTopic returns an existing topic whose name differs from name only
 // by '.' versus '_' (Kafka forbids these: their metric names collide).
-func (f *FSM) collidingTopic(name string) string {
+func (f *Topics) collidingTopic(name string) string {
 	if !strings.ContainsAny(name, "._") {
 		return ""
 	}
@@ -90,7 +126,7 @@ func (f *FSM) collidingTopic(name string) string {
 
 // topicID derives a topic's UUID from the chain: the previous app hash, the
 // height and the command's position make it unique and the same everywhere.
-func (f *FSM) topicID(name string, txIndex, cmdIndex int) core.TopicID {
+func (f *Topics) topicID(name string, txIndex, cmdIndex int) core.TopicID {
 	h := sha256.New()
 	h.Write([]byte("stele/topic-id"))
 	h.Write(f.AppHash)
@@ -108,7 +144,7 @@ func (f *FSM) topicID(name string, txIndex, cmdIndex int) core.TopicID {
 }
 
 // addPartitions creates partitions up to count, with empty logs.
-func (f *FSM) addPartitions(t *Topic, count int32) error {
+func (f *Topics) addPartitions(t *Topic, count int32) error {
 	for i := int32(len(t.Partitions)); i < count; i++ {
 		p := newPartition(t.Name, i)
 		if err := f.openPartitionLog(t, p, true); err != nil {
@@ -120,13 +156,13 @@ func (f *FSM) addPartitions(t *Topic, count int32) error {
 	return nil
 }
 
-func (f *FSM) partitionDir(topic string, index int32) string {
+func (f *Topics) partitionDir(topic string, index int32) string {
 	return filepath.Join(f.opts.Dir, "logs", fmt.Sprintf("%s-%d", topic, index))
 }
 
 // openPartitionLog opens p's log; fresh means the partition is being created
 // now, so leftovers of an uncommitted earlier attempt are wiped first.
-func (f *FSM) openPartitionLog(t *Topic, p *Partition, fresh bool) error {
+func (f *Topics) openPartitionLog(t *Topic, p *Partition, fresh bool) error {
 	dir := f.partitionDir(t.Name, p.Index)
 	if fresh {
 		if err := os.RemoveAll(dir); err != nil {
@@ -174,7 +210,7 @@ func readPartitionMetadata(dir string) (core.TopicID, bool) {
 	return core.TopicID{}, false
 }
 
-func (f *FSM) lookup(name string, id core.TopicID) (*Topic, core.Result) {
+func (f *Topics) lookup(name string, id core.TopicID) (*Topic, core.Result) {
 	if !id.IsZero() {
 		t := f.byID[id]
 		if t == nil || t.deleted {
@@ -189,7 +225,7 @@ func (f *FSM) lookup(name string, id core.TopicID) (*Topic, core.Result) {
 	return t, core.Result{}
 }
 
-func (f *FSM) deleteTopic(c DeleteTopic) core.Result {
+func (f *Topics) deleteTopic(c DeleteTopic) core.Result {
 	t, r := f.lookup(c.Name, c.ID)
 	if t == nil {
 		return r
@@ -201,7 +237,7 @@ func (f *FSM) deleteTopic(c DeleteTopic) core.Result {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
-	for _, h := range f.reg.topicDeleted.Hooks {
+	for _, h := range f.hooks.topicDeleted.Hooks {
 		h.Fn(f, t)
 	}
 	f.dirtyTopics[t.Name] = true
@@ -209,7 +245,7 @@ func (f *FSM) deleteTopic(c DeleteTopic) core.Result {
 	return core.Result{TopicID: t.ID}
 }
 
-func (f *FSM) createPartitions(c CreatePartitions) core.Result {
+func (f *Topics) createPartitions(c CreatePartitions) core.Result {
 	t, r := f.lookup(c.Name, core.TopicID{})
 	if t == nil {
 		return r
@@ -235,7 +271,7 @@ func (f *FSM) createPartitions(c CreatePartitions) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) alterConfigs(c AlterConfigs) core.Result {
+func (f *Topics) alterConfigs(c AlterConfigs) core.Result {
 	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
 		return r
@@ -247,7 +283,7 @@ func (f *FSM) alterConfigs(c AlterConfigs) core.Result {
 	was := t.Config
 	t.Configs = next
 	t.Config = resolveConfig(next, f.logDefaults.configs)
-	for _, h := range f.reg.configChanged.Hooks {
+	for _, h := range f.hooks.configChanged.Hooks {
 		if r := h.Fn(f, t, was); r.Code != 0 {
 			return r
 		}
@@ -336,13 +372,13 @@ func editList(cur, change string, add bool) string {
 // hooks there. Then its files' registrations, each of what that file
 // defines.
 func registerTopics(r *registry) {
-	r.topicHooks = newTopicHooks() // topic_hooks.go
-	registerTopicState(r)          // topic_state.go
-	registerTopicCommands(r)       // topic_cmds.go
-	registerLogDefaults(r)         // log_defaults.go
-	registerAppendClock(r)         // append_clock.go
-	registerHousekeeping(r)        // housekeeping.go
-	registerPartitionProducers(r)  // partition_producers.go
-	registerPartitionTxns(r)       // partition_txns.go
-	registerTopicSnapshot(r)       // topic_snapshot.go
+	*r.topicHooks = *newTopicHooks() // topic_hooks.go
+	registerTopicState(r)            // topic_state.go
+	registerTopicCommands(r)         // topic_cmds.go
+	registerLogDefaults(r)           // log_defaults.go
+	registerAppendClock(r)           // append_clock.go
+	registerHousekeeping(r)          // housekeeping.go
+	registerPartitionProducers(r)    // partition_producers.go
+	registerPartitionTxns(r)         // partition_txns.go
+	registerTopicSnapshot(r)         // topic_snapshot.go
 }

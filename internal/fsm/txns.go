@@ -610,10 +610,11 @@ func (f *FSM) loadTxns() error {
 func registerTxnSteps(r *registry) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	r.batchChecks.Register(10, "transactions", modProducers, func(f *FSM, t *Topic, p *Partition, h record.Header) core.Result {
+	r.batchChecks.Register(10, "transactions", modProducers, func(tm *Topics, t *Topic, p *Partition, h record.Header) core.Result {
+		f := appOf(tm.Machine)
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	r.housekeepers.Register(20, "transactional ids' expiry", modProducers, func(f *FSM) []core.Change { return f.expireTxnIDs() })
+	r.housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *Topics) []core.Change { f := appOf(tm.Machine); return f.expireTxnIDs() })
 	r.registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
 	r.registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		empty: func(f *FSM) {
