@@ -80,7 +80,6 @@ type FSM struct {
 
 // The modules (see the package's registry.go).
 const (
-	modTopics    core.Module = "topics"
 	modKeys      core.Module = "keys"
 	modGroups    core.Module = "groups"
 	modProducers core.Module = "producers"
@@ -88,6 +87,10 @@ const (
 	modCluster   core.Module = "cluster"
 	modSecurity  core.Module = "security"
 )
+
+// TopicsModule is f's topics module (how the topics module finds itself
+// in a machine's application).
+func (f *FSM) TopicsModule() *Topics { return f.Topics }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -186,7 +189,8 @@ func Open(opts Options) (*FSM, error) {
 	var f *FSM
 	bind := func(m *core.Machine) any {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
-		f.Topics = newTopics(m, assembled.topicHooks, &opts)
+		f.Topics = newTopics(m, assembled.topicHooks, topicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
+			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, passHookForTest: opts.passHookForTest})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -234,7 +238,7 @@ var assembled = buildRegistry()
 // those it uses.
 func buildRegistry() *registry {
 	r := newRegistry()
-	registerTopics(r)
+	r.topicHooks = registerTopics(r.Registry)
 	registerKeys(r)
 	registerGroups(r)
 	registerProducers(r)

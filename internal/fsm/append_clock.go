@@ -44,12 +44,12 @@ type logAppendClock struct {
 
 // registerAppendClock registers the clock's block-begin step and its leaf
 // (registerTopics calls it).
-func registerAppendClock(r *registry) {
+func registerAppendClock(r *core.Registry) {
 	// After the block time is taken: the clock starts each block at the
 	// later of it and the last clock set.
-	core.RegisterModuleBlockBegin(r.Registry, topicsOf, core.ModuleBlockBegin[*Topics]{Rank: 30, Name: "log append clock", Module: modTopics,
+	core.RegisterModuleBlockBegin(r, topicsOf, core.ModuleBlockBegin[*Topics]{Rank: 30, Name: "log append clock", Module: modTopics,
 		Run: func(f *Topics, _ core.Block) { f.appendClock.cur = max(f.BlockTime, f.appendClock.last) }})
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 56, Name: "log append clock", Module: modTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 56, Name: "log append clock", Module: modTopics,
 		Load: func(f *Topics) error {
 			f.appendClock = logAppendClock{}
 			if err := core.LoadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {

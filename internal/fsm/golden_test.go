@@ -439,7 +439,7 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: transactional ids not expired: %d left", len(f.txns))
 	}
 	for _, p := range f.topics["orders"].Partitions {
-		if len(p.producers) != 0 {
+		if len(p.producerStates) != 0 {
 			t.Fatalf("golden scenario: producers not expired in orders-%d", p.Index)
 		}
 	}

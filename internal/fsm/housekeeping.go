@@ -9,10 +9,10 @@ import (
 // the groups' and the transactions' timers (registry.go); the block time
 // of its last pass is m/state's state mark (registry.go, persist.go).
 // registerTopics calls it.
-func registerHousekeeping(r *registry) {
-	core.RegisterModuleBlockEnd(r.Registry, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: modTopics, Run: (*Topics).housekeep})
+func registerHousekeeping(r *core.Registry) {
+	core.RegisterModuleBlockEnd(r, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: modTopics, Run: (*Topics).housekeep})
 	// The block time of the last pass is kept in the core's m/state.
-	core.RegisterModuleStateMark(r.Registry, topicsOf, core.ModuleStateMark[*Topics]{Name: "last housekeeping", Module: modTopics,
+	core.RegisterModuleStateMark(r, topicsOf, core.ModuleStateMark[*Topics]{Name: "last housekeeping", Module: modTopics,
 		Value:   func(f *Topics) int64 { return f.lastHousekeep },
 		Restore: func(f *Topics, t int64) { f.lastHousekeep = t }})
 }

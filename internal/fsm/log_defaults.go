@@ -41,10 +41,10 @@ const maxLogDefaultValue = 1 << 16
 
 // registerLogDefaults registers AlterLogDefaults and the log defaults'
 // step (registerTopics calls it).
-func registerLogDefaults(r *registry) {
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
+func registerLogDefaults(r *core.Registry) {
+	core.RegisterModuleCommand(r, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
 		func(f *Topics, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 55, Name: "cluster-wide log defaults", Module: modTopics, Load: loadLogDefaults, Stage: stageLogDefaults})
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 55, Name: "cluster-wide log defaults", Module: modTopics, Load: loadLogDefaults, Stage: stageLogDefaults})
 }
 
 // AlterLogDefaults changes the cluster-wide log defaults, named by their

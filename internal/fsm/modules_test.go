@@ -744,7 +744,7 @@ func TestInsertRanked(t *testing.T) {
 // topics, whose hook points it needs, is refused at once.
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
-	registerTopics(reversed)
+	reversed.topicHooks = registerTopics(reversed.Registry)
 	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
 		register(reversed)
 	}

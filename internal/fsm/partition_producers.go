@@ -157,7 +157,7 @@ func decodeProducer(v []byte) (*producerState, error) {
 func (f *Topics) persistProducers(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for pid := range p.dirtyProducers {
-			if s := p.producers[pid]; s != nil {
+			if s := p.producerStates[pid]; s != nil {
 				b.Set(producerKey(p.Topic, p.Index, pid), encodeProducer(s))
 			} else {
 				b.Delete(producerKey(p.Topic, p.Index, pid))
@@ -184,7 +184,7 @@ func (f *Topics) loadProducers() error {
 			return fmt.Errorf("stele/fsm: producer %d of %s-%d: %w", pid, topic, part, err)
 		}
 		p := t.Partitions[part]
-		p.producers[pid] = s
+		p.producerStates[pid] = s
 		return nil
 	})
 }
@@ -192,14 +192,14 @@ func (f *Topics) loadProducers() error {
 // expireProducers forgets, in housekeeping, producers idle for
 // ProducerIDExpirationMs in a partition.
 func (f *Topics) expireProducers(p *Partition) (changes []core.Change) {
-	pids := make([]int64, 0, len(p.producers))
-	for pid := range p.producers {
+	pids := make([]int64, 0, len(p.producerStates))
+	for pid := range p.producerStates {
 		pids = append(pids, pid)
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		if s := p.producers[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.BlockTime {
-			delete(p.producers, pid)
+		if s := p.producerStates[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.BlockTime {
+			delete(p.producerStates, pid)
 			p.dirtyProducers[pid] = true
 			f.dirtyParts[p] = true
 			changes = append(changes, core.Change{Kind: core.ChangeProducerExpired, Name: p.Topic, A: int64(p.Index), B: pid})
@@ -232,8 +232,8 @@ func (p *Partition) Producers() []ProducerInfo {
 
 // publishProducers publishes the partition's producer states.
 func (p *Partition) publishProducers() {
-	out := make([]ProducerInfo, 0, len(p.producers))
-	for pid, s := range p.producers {
+	out := make([]ProducerInfo, 0, len(p.producerStates))
+	for pid, s := range p.producerStates {
 		last := int32(-1)
 		if n := len(s.Entries); n > 0 {
 			last = s.Entries[n-1].Next - 1
@@ -250,8 +250,8 @@ func (p *Partition) publishProducers() {
 
 // registerPartitionProducers registers the step of the partitions'
 // producer states (registerTopics calls it).
-func registerPartitionProducers(r *registry) {
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: modTopics,
+func registerPartitionProducers(r *core.Registry) {
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: modTopics,
 		Load:  (*Topics).loadProducers,
 		Stage: func(f *Topics, b *core.StateBatch) error { f.persistProducers(b); return nil }})
 }

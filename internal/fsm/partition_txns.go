@@ -27,10 +27,10 @@ import (
 // transaction there: the last stable offset moves past it, and
 // an abort is remembered for read_committed readers.
 func (f *Topics) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
-	st := p.producers[pid]
+	st := p.producerStates[pid]
 	if st == nil {
 		st = &producerState{TxnFirst: -1}
-		p.producers[pid] = st
+		p.producerStates[pid] = st
 	}
 	at := p.next
 	b := record.MarkerBatch(pid, epoch, commit, 0, f.logAppendTime())
@@ -93,7 +93,7 @@ func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
 // stableOffset computes the last stable offset from the applier's state.
 func (p *Partition) stableOffset() int64 {
 	lso := p.next
-	for _, s := range p.producers {
+	for _, s := range p.producerStates {
 		if s.TxnFirst >= 0 {
 			lso = min(lso, s.TxnFirst)
 		}
@@ -193,10 +193,10 @@ func (p *Partition) publishTxnState() {
 
 // registerPartitionTxns registers the step of the partitions' aborted
 // transactions (registerTopics calls it).
-func registerPartitionTxns(r *registry) {
+func registerPartitionTxns(r *core.Registry) {
 	// After the transactions (rank 110), where they were written before
 	// this state moved to the topics module.
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 115, Name: "partitions' aborted transactions", Module: modTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 115, Name: "partitions' aborted transactions", Module: modTopics,
 		Load:  (*Topics).loadAborted,
 		Stage: func(f *Topics, b *core.StateBatch) error { f.persistAborted(b); return nil }})
 }

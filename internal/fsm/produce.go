@@ -124,8 +124,8 @@ func (f *Topics) produce(c Produce) core.Result {
 				staged = map[int64]*producerState{}
 			}
 			st, ok := staged[h.ProducerID]
-			if !ok && p.producers[h.ProducerID] != nil {
-				st = p.producers[h.ProducerID].clone()
+			if !ok && p.producerStates[h.ProducerID] != nil {
+				st = p.producerStates[h.ProducerID].clone()
 			}
 			code, isDup, first := checkSequence(st, h, next == 0)
 			if code != 0 {
@@ -200,7 +200,7 @@ func (f *Topics) produce(c Produce) core.Result {
 	}
 	for pid, st := range staged {
 		if st != nil {
-			p.producers[pid] = st
+			p.producerStates[pid] = st
 			p.dirtyProducers[pid] = true
 		}
 	}

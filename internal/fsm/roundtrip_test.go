@@ -47,7 +47,7 @@ func TestStateMatchesStore(t *testing.T) {
 					t.Fatalf("run %d, %s: topic %q in memory encodes to %x, the store holds %x", run, who, tp.Name, encodeTopic(tp), v)
 				}
 				for _, p := range tp.Partitions {
-					for pid, s := range p.producers {
+					for pid, s := range p.producerStates {
 						if v, ok, _ := f.Store.Get(producerKey(p.Topic, p.Index, pid)); !ok || !bytes.Equal(v, encodeProducer(s)) {
 							t.Fatalf("run %d, %s: producer %d of %s-%d in memory encodes to %x, the store holds %x", run, who, pid, p.Topic, p.Index, encodeProducer(s), v)
 						}

@@ -224,7 +224,7 @@ func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.Segm
 		return
 	}
 	unstable := int64(-1)
-	for _, st := range p.producers {
+	for _, st := range p.producerStates {
 		if st.TxnFirst >= 0 && (unstable < 0 || st.TxnFirst < unstable) {
 			unstable = st.TxnFirst
 		}
@@ -324,7 +324,7 @@ func (f *FSM) readableVersion(p *Partition, e keyEntry) (proof.TableVersion, boo
 	if e.offset < p.start || e.offset >= p.next || aborted(p, e.pid, e.offset) {
 		return proof.TableVersion{}, false, nil
 	}
-	if st := p.producers[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
+	if st := p.producerStates[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
 		return proof.TableVersion{}, false, nil
 	}
 	r, ok, err := recordAt(p.log, e.offset, p.next, e.key)

@@ -45,7 +45,7 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 						t.Fatal(err)
 					}
 					open := false
-					if st := p.producers[h.ProducerID]; h.Transactional() && st != nil && st.TxnFirst >= 0 && h.BaseOffset >= st.TxnFirst {
+					if st := p.producerStates[h.ProducerID]; h.Transactional() && st != nil && st.TxnFirst >= 0 && h.BaseOffset >= st.TxnFirst {
 						open = true
 					}
 					for _, r := range recs {

@@ -24,23 +24,23 @@ const (
 
 // registerTopicCommands registers the topics' commands (registerTopics
 // calls it).
-func registerTopicCommands(r *registry) {
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
+func registerTopicCommands(r *core.Registry) {
+	core.RegisterModuleCommand(r, topicsOf, KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
 		func(f *Topics, c CreateTopic, at core.CmdAt) core.Result { return f.createTopic(c, at.Tx, at.Cmd) })
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
 		func(f *Topics, c DeleteTopic, _ core.CmdAt) core.Result { return f.deleteTopic(c) })
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
 		func(f *Topics, c CreatePartitions, _ core.CmdAt) core.Result { return f.createPartitions(c) })
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
 		func(f *Topics, c AlterConfigs, _ core.CmdAt) core.Result { return f.alterConfigs(c) })
 	// A produce validates each batch itself, as it appends it; the
 	// mempool admits it on its batches' framing and CRCs (admitProduce).
-	produce := core.RegisterModuleCommand(r.Registry, topicsOf, KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
+	produce := core.RegisterModuleCommand(r, topicsOf, KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
 		func(f *Topics, c Produce, _ core.CmdAt) core.Result { return f.produce(c) })
 	produce.CheckedByApply = true
 	produce.Admit = admitProduce
 	produce.Size = func(c core.Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
-	core.RegisterModuleCommand(r.Registry, topicsOf, KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
 		func(f *Topics, c DeleteRecords, _ core.CmdAt) core.Result { return f.deleteRecords(c) })
 }
 

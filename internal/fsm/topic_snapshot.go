@@ -28,8 +28,8 @@ import (
 
 // registerTopicSnapshot registers the partition logs as the topics'
 // snapshot files (registerTopics calls it).
-func registerTopicSnapshot(r *registry) {
-	core.RegisterModuleSnapshotFiles(r.Registry, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: modTopics, Dir: "logs",
+func registerTopicSnapshot(r *core.Registry) {
+	core.RegisterModuleSnapshotFiles(r, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: modTopics, Dir: "logs",
 		Capture: captureLogs, CheckPath: checkLogPath})
 }
 

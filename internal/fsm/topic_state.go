@@ -18,8 +18,8 @@ import (
 
 // registerTopicState registers the topics' and partitions' step and the
 // topics view's (registerTopics calls it).
-func registerTopicState(r *registry) {
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: modTopics, Load: loadTopics, Stage: stageTopics,
+func registerTopicState(r *core.Registry) {
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: modTopics, Load: loadTopics, Stage: stageTopics,
 		Empty: func(f *Topics) {
 			f.topicsState = topicsState{
 				topics:      map[string]*Topic{},
@@ -30,7 +30,7 @@ func registerTopicState(r *registry) {
 			}
 		},
 		Sync: (*Topics).syncLogs, Settle: (*Topics).afterCommit, Forget: forgetTopics, Close: closeTopics})
-	core.RegisterModuleStep(r.Registry, topicsOf, core.ModuleStep[*Topics]{Rank: 5, Name: "partitions and the topics view", Module: modTopics, Publish: publishTopics})
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 5, Name: "partitions and the topics view", Module: modTopics, Publish: publishTopics})
 }
 
 // topicsState is the topics module's part of the state machine (embedded

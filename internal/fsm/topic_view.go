@@ -69,7 +69,7 @@ type Partition struct {
 
 	// Idempotent producers' state here (partition_producers.go), applier-owned;
 	// dirtyProducers are those the block changed.
-	producers      map[int64]*producerState
+	producerStates map[int64]*producerState
 	dirtyProducers map[int64]bool
 	// aborted transactions (partition_txns.go), by marker offset; the block's
 	// additions and trims, to persist.
@@ -85,7 +85,7 @@ type Partition struct {
 }
 
 func newPartition(topic string, index int32) *Partition {
-	return &Partition{Topic: topic, Index: index, producers: map[int64]*producerState{}, dirtyProducers: map[int64]bool{}}
+	return &Partition{Topic: topic, Index: index, producerStates: map[int64]*producerState{}, dirtyProducers: map[int64]bool{}}
 }
 
 // HighWatermark is the offset after the last committed record.

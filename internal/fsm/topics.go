@@ -16,6 +16,9 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
+// modTopics is the topics module's name.
+const modTopics core.Module = "topics"
+
 // Topics is the topics module of a state machine: the core's machine it
 // runs on, its options, the hook points the modules above it registered
 // at, and its state.
@@ -38,17 +41,13 @@ type topicOptions struct {
 }
 
 // newTopics is the topics module of the machine m, with the hook points h.
-func newTopics(m *core.Machine, h *topicHooks, o *Options) *Topics {
-	return &Topics{Machine: m, hooks: h, opts: topicOptions{Dir: o.Dir, HousekeepingIntervalMs: o.HousekeepingIntervalMs,
-		CompactionWorkers: o.CompactionWorkers, WithoutKeyIndex: o.WithoutKeyIndex, Logger: o.Logger, passHookForTest: o.passHookForTest}}
+func newTopics(m *core.Machine, h *topicHooks, o topicOptions) *Topics {
+	return &Topics{Machine: m, hooks: h, opts: o}
 }
-
-// topicsModule is f's topics module (topicsOf).
-func (f *FSM) topicsModule() *Topics { return f.Topics }
 
 // topicsOf is the topics module of the machine m.
 func topicsOf(m *core.Machine) *Topics {
-	return m.App.(interface{ topicsModule() *Topics }).topicsModule()
+	return m.App.(interface{ TopicsModule() *Topics }).TopicsModule()
 }
 
 // MaxPartitions bounds the partitions of one topic: each is a directory of
@@ -371,14 +370,15 @@ func editList(cur, change string, add bool) string {
 // buildRegistry calls it before every module above it, as those register
 // hooks there. Then its files' registrations, each of what that file
 // defines.
-func registerTopics(r *registry) {
-	*r.topicHooks = *newTopicHooks() // topic_hooks.go
-	registerTopicState(r)            // topic_state.go
-	registerTopicCommands(r)         // topic_cmds.go
-	registerLogDefaults(r)           // log_defaults.go
-	registerAppendClock(r)           // append_clock.go
-	registerHousekeeping(r)          // housekeeping.go
-	registerPartitionProducers(r)    // partition_producers.go
-	registerPartitionTxns(r)         // partition_txns.go
-	registerTopicSnapshot(r)         // topic_snapshot.go
+func registerTopics(r *core.Registry) *topicHooks {
+	h := newTopicHooks()          // topic_hooks.go
+	registerTopicState(r)         // topic_state.go
+	registerTopicCommands(r)      // topic_cmds.go
+	registerLogDefaults(r)        // log_defaults.go
+	registerAppendClock(r)        // append_clock.go
+	registerHousekeeping(r)       // housekeeping.go
+	registerPartitionProducers(r) // partition_producers.go
+	registerPartitionTxns(r)      // partition_txns.go
+	registerTopicSnapshot(r)      // topic_snapshot.go
+	return h
 }
