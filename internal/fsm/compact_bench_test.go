@@ -152,8 +152,8 @@ func heightDuringCompaction(b *testing.B) {
 // compactionPending reports whether a compaction decided by a committed
 // block is still being written.
 func compactionPending(f *FSM) bool {
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
+	for _, name := range sortedNames(f.byName) {
+		for _, p := range f.byName[name].Partitions {
 			if p.compactionRunning() {
 				return true
 			}

@@ -94,8 +94,8 @@ func (f *Topics) awaitCompaction(p *Partition) error {
 // it (CaptureSnapshot does); tests call it to look at compacted files.
 func (f *Topics) WaitCompactions() error {
 	var errs []error
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
+	for _, name := range sortedNames(f.byName) {
+		for _, p := range f.byName[name].Partitions {
 			errs = append(errs, f.awaitCompaction(p))
 		}
 	}
@@ -121,7 +121,7 @@ func (p *Partition) compactionRunning() bool {
 // deciding block).
 func (f *Topics) compactOptions(p *Partition) storage.CompactOptions {
 	opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon, UpTo: p.cleanedUpTo, End: p.next, ID: p.compactedAt}
-	if t := f.topics[p.Topic]; t != nil {
+	if t := f.byName[p.Topic]; t != nil {
 		opts.Latest = t.Config.Compact
 		if t.Config.Snapshot {
 			opts.SnapshotHeader = SnapshotHeader

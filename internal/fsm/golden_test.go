@@ -168,7 +168,7 @@ func goldenScenario(t *testing.T) []block {
 		{OpSet, "log.retention.ms", "soon"}}})[0], kerr.InvalidRequest.Code)
 	must("log defaults replaced", g.cmds(100, AlterLogDefaults{Changes: []ConfigChange{
 		{OpSet, "message.max.bytes", "2000000"}, {OpSet, "log.segment.bytes", "1800"}}})[0], 0)
-	if c := f.topics["orders"].Config; c.SegmentBytes != 1800 || c.MaxMessageBytes != 2000000 || c.SegmentMs != 604800000 {
+	if c := f.byName["orders"].Config; c.SegmentBytes != 1800 || c.MaxMessageBytes != 2000000 || c.SegmentMs != 604800000 {
 		t.Fatalf("golden scenario: orders does not follow the log defaults: %+v", c)
 	}
 
@@ -274,7 +274,7 @@ func goldenScenario(t *testing.T) []block {
 	// (classic and KIP-848), then offsets, producers and transactional
 	// ids expire and the empty groups go.
 	g.cmds(6_000, Tick{})
-	if ab := f.topics["orders"].Partitions[3].AbortedTxns(0, 100); len(ab) != 1 || ab[0].ProducerID != pid {
+	if ab := f.byName["orders"].Partitions[3].AbortedTxns(0, 100); len(ab) != 1 || ab[0].ProducerID != pid {
 		t.Fatalf("golden scenario: the open transaction was not aborted by its timeout: %+v", ab)
 	}
 	g.cmds(60_000, Tick{})
@@ -438,7 +438,7 @@ func goldenScenario(t *testing.T) []block {
 	if len(f.txns) != 0 {
 		t.Fatalf("golden scenario: transactional ids not expired: %d left", len(f.txns))
 	}
-	for _, p := range f.topics["orders"].Partitions {
+	for _, p := range f.byName["orders"].Partitions {
 		if len(p.producerStates) != 0 {
 			t.Fatalf("golden scenario: producers not expired in orders-%d", p.Index)
 		}

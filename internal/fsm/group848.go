@@ -124,7 +124,7 @@ func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []core.Change) {
 			continue
 		}
 		topics := []string{}
-		for _, name := range sortedNames(f.topics) {
+		for _, name := range sortedNames(f.byName) {
 			if used[re].matches(name) {
 				topics = append(topics, name)
 			}
@@ -362,7 +362,7 @@ func (f *FSM) subscriptionDigest(g *Group) string {
 	for _, t := range core.SortedKeys(topics) {
 		h.Write([]byte(t))
 		h.Write([]byte{0})
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.topics[t].Partitions))))
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.byName[t].Partitions))))
 	}
 	h.Write([]byte(g.assignor()))
 	return string(h.Sum(nil))
@@ -373,13 +373,13 @@ func (f *FSM) subscribedTopics(g *Group, m *ConsumerMember) []string {
 	var out []string
 	if m.Regex == "" {
 		for _, name := range m.Topics { // sorted
-			if f.topics[name] != nil {
+			if f.byName[name] != nil {
 				out = append(out, name)
 			}
 		}
 		return out
 	}
-	for _, name := range sortedNames(f.topics) {
+	for _, name := range sortedNames(f.byName) {
 		if g.subscribes(m, name) {
 			out = append(out, name)
 		}
@@ -438,7 +438,7 @@ func (f *FSM) maybeRetarget(g *Group) {
 // when the partitions do not divide evenly.
 func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
 	out := map[string]core.TopicPartitions{}
-	for _, name := range sortedNames(f.topics) {
+	for _, name := range sortedNames(f.byName) {
 		var subs []*ConsumerMember
 		for _, m := range members {
 			if g.subscribes(m, name) {
@@ -448,7 +448,7 @@ func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.T
 		if len(subs) == 0 {
 			continue
 		}
-		n := int32(len(f.topics[name].Partitions))
+		n := int32(len(f.byName[name].Partitions))
 		per, extra := n/int32(len(subs)), n%int32(len(subs))
 		p := int32(0)
 		for i, m := range subs {
@@ -480,10 +480,10 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core
 		p     int32
 	}
 	var all []tp
-	for _, name := range sortedNames(f.topics) {
+	for _, name := range sortedNames(f.byName) {
 		for _, m := range members {
 			if g.subscribes(m, name) {
-				for p := range int32(len(f.topics[name].Partitions)) {
+				for p := range int32(len(f.byName[name].Partitions)) {
 					all = append(all, tp{name, p})
 				}
 				break
@@ -502,7 +502,7 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core
 		for _, t := range core.SortedKeys(m.Target) {
 			for _, p := range m.Target[t] {
 				prev[tp{t, p}] = m.ID
-				if f.topics[t] != nil && p < int32(len(f.topics[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
+				if f.byName[t] != nil && p < int32(len(f.byName[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
 					out[m.ID].Add(t, p)
 					count[m.ID]++
 					taken[tp{t, p}] = true

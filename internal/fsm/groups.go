@@ -531,7 +531,7 @@ func (f *FSM) removeMember(g *Group, m *Member) {
 }
 
 func (f *FSM) offsetCommit(c OffsetCommit) core.Result {
-	t := f.topics[c.Topic]
+	t := f.byName[c.Topic]
 	if t == nil || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}

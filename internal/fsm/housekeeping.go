@@ -33,8 +33,8 @@ func (f *Topics) housekeep() (changes []core.Change) {
 	for _, h := range f.hooks.housekeepers.Hooks {
 		changes = append(changes, h.Fn(f)...)
 	}
-	for _, name := range sortedNames(f.topics) {
-		t := f.topics[name]
+	for _, name := range sortedNames(f.byName) {
+		t := f.byName[name]
 		for _, p := range t.Partitions {
 			changes = append(changes, f.expireProducers(p)...)
 			if p.trimAborted() {

@@ -195,8 +195,8 @@ func (f *Topics) alterLogDefaults(c AlterLogDefaults) core.Result {
 	}
 	f.logDefaults.configs, f.logDefaults.dirty = next, true
 	f.MetaChanged = true
-	for _, name := range sortedNames(f.topics) {
-		t := f.topics[name]
+	for _, name := range sortedNames(f.byName) {
+		t := f.byName[name]
 		was := t.Config
 		t.Config = resolveConfig(t.Configs, next)
 		if sameConfig(was, t.Config) {

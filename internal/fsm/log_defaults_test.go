@@ -164,7 +164,7 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 	if got := r.View().LogDefaults(); got["log.retention.ms"] != "10000" || got["log.segment.bytes"] != "200" {
 		t.Fatalf("reopened: log defaults %v", got)
 	}
-	if got := r.topics["after"].Config; !sameConfig(got, want) {
+	if got := r.byName["after"].Config; !sameConfig(got, want) {
 		t.Fatalf("reopened: after's config %+v, want %+v", got, want)
 	}
 
@@ -177,7 +177,7 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 	if got := dst.View().LogDefaults(); got["log.retention.ms"] != "10000" {
 		t.Fatalf("restored: log defaults %v", got)
 	}
-	if got := dst.topics["before"].Config; !sameConfig(got, want) {
+	if got := dst.byName["before"].Config; !sameConfig(got, want) {
 		t.Fatalf("restored: before's config %+v, want %+v", got, want)
 	}
 }

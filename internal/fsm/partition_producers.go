@@ -175,7 +175,7 @@ func (f *Topics) loadProducers() error {
 		topic := string(k[2 : len(k)-13])
 		part := int32(binary.BigEndian.Uint32(k[len(k)-12:]))
 		pid := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
-		t := f.topics[topic]
+		t := f.byName[topic]
 		if t == nil || int(part) >= len(t.Partitions) {
 			return nil // its topic was deleted; the deletion removes it
 		}

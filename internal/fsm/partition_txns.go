@@ -41,7 +41,7 @@ func (f *Topics) writeMarker(p *Partition, pid int64, epoch int16, commit bool) 
 		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
 		return
 	}
-	if t := f.topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
+	if t := f.byName[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
 		for _, h := range f.hooks.markerWritten.Hooks {
 			h.Fn(f, t, p, pid, commit, st.TxnFirst, at)
@@ -132,7 +132,7 @@ func (f *Topics) loadAborted() error {
 		if err != nil {
 			return err
 		}
-		t := f.topics[topic]
+		t := f.byName[topic]
 		if t == nil || int(part) >= len(t.Partitions) {
 			return nil
 		}
@@ -143,8 +143,8 @@ func (f *Topics) loadAborted() error {
 	if err != nil {
 		return err
 	}
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
+	for _, name := range sortedNames(f.byName) {
+		for _, p := range f.byName[name].Partitions {
 			p.publishProducers()
 			p.publishTxnState()
 		}

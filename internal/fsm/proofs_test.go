@@ -54,7 +54,7 @@ func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) core.BlockOutcome {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for _, t := range r.f.topics {
+	for _, t := range r.f.byName {
 		if !slices.Contains(r.ids[t.Name], t.ID) {
 			r.ids[t.Name] = append(r.ids[t.Name], t.ID)
 		}

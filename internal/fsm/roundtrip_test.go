@@ -42,7 +42,7 @@ func TestStateMatchesStore(t *testing.T) {
 					t.Fatalf("run %d, %s: transaction %q in memory encodes to %x, the store holds %x", run, who, id, encodeTxn(x), v)
 				}
 			}
-			for _, tp := range f.topics {
+			for _, tp := range f.byName {
 				if v, ok, _ := f.Store.Get(core.TopicKey(tp.Name)); !ok || !bytes.Equal(v, encodeTopic(tp)) {
 					t.Fatalf("run %d, %s: topic %q in memory encodes to %x, the store holds %x", run, who, tp.Name, encodeTopic(tp), v)
 				}

@@ -425,7 +425,7 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 // dropLeaves removes the leaves of p, committed or staged, that drop says
 // go.
 func (f *FSM) dropLeaves(p *Partition, drop func(proof.TableVersion) (bool, error)) error {
-	t := f.topics[p.Topic]
+	t := f.byName[p.Topic]
 	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !isTable(t) {
 		return nil
 	}

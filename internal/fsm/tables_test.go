@@ -24,8 +24,8 @@ import (
 func tableOracle(t testing.TB, f *FSM) map[string]string {
 	t.Helper()
 	want := map[string]string{}
-	for _, name := range sortedNames(f.topics) {
-		tp := f.topics[name]
+	for _, name := range sortedNames(f.byName) {
+		tp := f.byName[name]
 		if !isTable(tp) {
 			continue
 		}

@@ -104,8 +104,8 @@ func closeTopics(f *Topics) {
 }
 
 func (f *Topics) closeLogs() {
-	for _, name := range sortedNames(f.topics) {
-		for _, p := range f.topics[name].Partitions {
+	for _, name := range sortedNames(f.byName) {
+		for _, p := range f.byName[name].Partitions {
 			if p.log != nil { // nil when Open failed before reaching it
 				p.log.Close()
 			}

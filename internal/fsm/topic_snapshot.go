@@ -48,8 +48,8 @@ func captureLogs(f *Topics) ([]core.CapturedFiles, error) {
 		return nil, f.Faulted(err)
 	}
 	var parts []core.CapturedFiles
-	for _, name := range sortedNames(f.topics) {
-		t := f.topics[name]
+	for _, name := range sortedNames(f.byName) {
+		t := f.byName[name]
 		for _, p := range t.Partitions {
 			pin, err := p.log.Pin()
 			if err != nil {

@@ -22,7 +22,7 @@ func registerTopicState(r *core.Registry) {
 	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: modTopics, Load: loadTopics, Stage: stageTopics,
 		Empty: func(f *Topics) {
 			f.topicsState = topicsState{
-				topics:      map[string]*Topic{},
+				byName:      map[string]*Topic{},
 				byID:        map[core.TopicID]*Topic{},
 				dirtyTopics: map[string]bool{},
 				dirtyParts:  map[*Partition]bool{},
@@ -39,7 +39,7 @@ type topicsState struct {
 	lastHousekeep int64          // block time of the last housekeeping pass (in m/state)
 	logDefaults   logDefaults    // the cluster-wide log defaults (log_defaults.go)
 	appendClock   logAppendClock // LogAppendTime's clock (append_clock.go)
-	topics        map[string]*Topic
+	byName        map[string]*Topic
 	byID          map[core.TopicID]*Topic
 	dirtyTopics   map[string]bool
 	dirtyParts    map[*Partition]bool
@@ -68,7 +68,7 @@ func stageTopics(f *Topics, b *core.StateBatch) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if t := f.topics[n]; t != nil {
+		if t := f.byName[n]; t != nil {
 			b.Set(core.TopicKey(n), encodeTopic(t))
 		}
 	}
@@ -96,7 +96,7 @@ func publishTopics(f *Topics, metaChanged bool) {
 		}
 	}
 	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.Height, f.topics, f.logDefaults.configs))
+		f.view.Store(buildView(f.Height, f.byName, f.logDefaults.configs))
 	}
 }
 
@@ -182,7 +182,7 @@ func decodePartition(p *Partition, v []byte) error {
 // log, cutting it back to its committed end, and removes the partition
 // directories of no committed topic.
 func loadTopics(f *Topics) error {
-	f.topics, f.byID = map[string]*Topic{}, map[core.TopicID]*Topic{}
+	f.byName, f.byID = map[string]*Topic{}, map[core.TopicID]*Topic{}
 	counts := map[string]int32{}
 	err := f.Store.Scan([]byte("t/"), func(k, v []byte) error {
 		t, n, err := decodeTopic(string(k[2:]), v)
@@ -190,14 +190,14 @@ func loadTopics(f *Topics) error {
 			return err
 		}
 		t.Config = resolveConfig(t.Configs, f.logDefaults.configs) // loaded before (rank 55)
-		f.topics[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
+		f.byName[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, name := range sortedNames(f.topics) {
-		if err := f.loadPartitions(f.topics[name], counts[name]); err != nil {
+	for _, name := range sortedNames(f.byName) {
+		if err := f.loadPartitions(f.byName[name], counts[name]); err != nil {
 			return err
 		}
 	}
@@ -282,7 +282,7 @@ func (f *Topics) removeStrayLogs() error {
 		return fmt.Errorf("stele/fsm: %w", err)
 	}
 	keep := map[string]bool{}
-	for _, t := range f.topics {
+	for _, t := range f.byName {
 		for _, p := range t.Partitions {
 			keep[filepath.Base(f.partitionDir(t.Name, p.Index))] = true
 		}

@@ -73,7 +73,7 @@ func ValidTopicName(name string) error {
 }
 
 func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
-	if t, ok := f.topics[c.Name]; ok && !t.deleted {
+	if t, ok := f.byName[c.Name]; ok && !t.deleted {
 		return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
 	}
 	for _, t := range f.deleted {
@@ -101,7 +101,7 @@ func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 		}
 		return f.LocalFault("creating the partitions of %s: %w", t.Name, err)
 	}
-	f.topics[t.Name] = t
+	f.byName[t.Name] = t
 	f.byID[t.ID] = t
 	f.dirtyTopics[t.Name] = true
 	f.MetaChanged = true
@@ -115,7 +115,7 @@ func (f *Topics) collidingTopic(name string) string {
 		return ""
 	}
 	norm := strings.ReplaceAll(name, ".", "_")
-	for _, other := range sortedNames(f.topics) {
+	for _, other := range sortedNames(f.byName) {
 		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
 			return other
 		}
@@ -217,7 +217,7 @@ func (f *Topics) lookup(name string, id core.TopicID) (*Topic, core.Result) {
 		}
 		return t, core.Result{}
 	}
-	t := f.topics[name]
+	t := f.byName[name]
 	if t == nil || t.deleted {
 		return nil, core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' does not exist", name))
 	}
@@ -230,7 +230,7 @@ func (f *Topics) deleteTopic(c DeleteTopic) core.Result {
 		return r
 	}
 	t.deleted = true
-	delete(f.topics, t.Name)
+	delete(f.byName, t.Name)
 	delete(f.byID, t.ID)
 	for _, p := range t.Partitions {
 		delete(f.dirtyParts, p)

@@ -308,7 +308,7 @@ func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
 	if t == nil {
 		return r
 	}
-	tp := f.topics[c.Topic]
+	tp := f.byName[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
@@ -340,7 +340,7 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	if t.State != TxnOngoing || !slices.Contains(t.Groups, c.Group) {
 		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("group %q was not added to the transaction (AddOffsetsToTxn)", c.Group))
 	}
-	tp := f.topics[c.Topic]
+	tp := f.byName[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
@@ -393,7 +393,7 @@ func (f *FSM) applyEndTxn(c EndTxn) core.Result {
 // offsets on commit, and completes it.
 func (f *FSM) endTxn(t *Txn, commit bool) {
 	for _, name := range core.SortedKeys(t.Partitions) {
-		tp := f.topics[name]
+		tp := f.byName[name]
 		if tp == nil {
 			continue // deleted since; its data went with it
 		}
@@ -411,7 +411,7 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 				f.groups[group] = g
 			}
 			for _, topic := range core.SortedKeys(t.Offsets[group]) {
-				if f.topics[topic] == nil {
+				if f.byName[topic] == nil {
 					continue
 				}
 				for p, o := range t.Offsets[group][topic] {
