@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -113,15 +114,15 @@ type adminCheck struct {
 func adminGated(c core.Command) ([]adminCheck, bool) {
 	cluster := func(op int8) []adminCheck { return []adminCheck{{ACLResourceCluster, ClusterResourceName, op}} }
 	switch c := c.(type) {
-	case DeleteTopic:
+	case topics.DeleteTopic:
 		return []adminCheck{{ACLResourceTopic, c.Name, ACLOpDelete}}, true
-	case DeleteRecords:
+	case topics.DeleteRecords:
 		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpDelete}}, true
-	case AlterConfigs:
+	case topics.AlterConfigs:
 		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpAlterConfigs}}, true
 	case AlterBrokerConfigs:
 		return cluster(ACLOpAlterConfigs), true
-	case AlterLogDefaults:
+	case topics.AlterLogDefaults:
 		return cluster(ACLOpAlterConfigs), true
 	case DeleteGroup:
 		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}}, true
@@ -162,7 +163,7 @@ func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
 	if _, ok := adminGated(inner); !ok {
 		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", g.KindName(inner.Kind())))
 	}
-	if d, ok := inner.(DeleteTopic); ok && d.Name == "" {
+	if d, ok := inner.(topics.DeleteTopic); ok && d.Name == "" {
 		return nil, core.Fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
 	}
 	if r := g.CheckCommand(inner); r.Code != 0 {

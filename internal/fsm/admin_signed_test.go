@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -33,14 +34,14 @@ func TestSignedAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin, alice := newSigner("admin", 1), newSigner("alice", 2)
-	on := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpSet, Name: AdminSignedConfig, Value: "true"}}}
-	off := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpDelete, Name: AdminSignedConfig}}}
+	on := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}
+	off := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: AdminSignedConfig}}}
 	wipe := AlterBrokerConfigs{Incremental: false}
-	delOrders := DeleteTopic{Name: "orders"}
+	delOrders := topics.DeleteTopic{Name: "orders"}
 	adminACL := func(rt int8, name string) CreateACL {
 		return CreateACL{ACL: acl(rt, name, ACLPatternLiteral, "User:admin", "*", ACLOpAll, ACLPermissionAllow)}
 	}
-	forged := admin.signAdmin(testChainID, 9, DeleteTopic{Name: "keep"})
+	forged := admin.signAdmin(testChainID, 9, topics.DeleteTopic{Name: "keep"})
 	forged.Command = EncodeCommand(delOrders) // the signature is of another command
 	commit := OffsetCommit{Group: "g", Generation: -1, Topic: "keep", Partition: 0, Offset: 1, LeaderEpoch: -1}
 	steps := []struct {
@@ -48,8 +49,8 @@ func TestSignedAdmin(t *testing.T) {
 		cmd  core.Command
 		code int16
 	}{
-		{"create orders", CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: 1}, 0},
-		{"create keep", CreateTopic{Name: "keep", Partitions: 1, ReplicationFactor: 1}, 0},
+		{"create orders", topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: 1}, 0},
+		{"create keep", topics.CreateTopic{Name: "keep", Partitions: 1, ReplicationFactor: 1}, 0},
 		{"register admin", admin.register(nil), 0},
 		{"register alice", alice.register(nil), 0},
 		{"enable unsigned", on, kerr.PolicyViolation.Code},
@@ -63,18 +64,18 @@ func TestSignedAdmin(t *testing.T) {
 		{"delete signed for another chain", admin.signAdmin("other-chain", 3, delOrders), kerr.SaslAuthenticationFailed.Code},
 		{"delete signed by an unknown principal", newSigner("mallory", 3).signAdmin(testChainID, 1, delOrders), kerr.SaslAuthenticationFailed.Code},
 		{"delete signed", admin.signAdmin(testChainID, 4, delOrders), 0},
-		{"create orders again", CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: 1}, 0},
+		{"create orders again", topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: 1}, 0},
 		{"delete replayed", admin.signAdmin(testChainID, 4, delOrders), kerr.SaslAuthenticationFailed.Code},
 		{"ACL unsigned", adminACL(ACLResourceGroup, "g"), kerr.PolicyViolation.Code},
 		{"commit from outside the group unsigned", commit, kerr.PolicyViolation.Code},
-		{"records deleted unsigned", DeleteRecords{Topic: "keep", Partition: 0, Offset: -1}, kerr.PolicyViolation.Code},
-		{"a produce signed", admin.signAdmin(testChainID, 5, Produce{Topic: "keep"}), kerr.InvalidRequest.Code},
+		{"records deleted unsigned", topics.DeleteRecords{Topic: "keep", Partition: 0, Offset: -1}, kerr.PolicyViolation.Code},
+		{"a produce signed", admin.signAdmin(testChainID, 5, topics.Produce{Topic: "keep"}), kerr.InvalidRequest.Code},
 		{"a member's commit signed", admin.signAdmin(testChainID, 6, OffsetCommit{Group: "g", Generation: 3, Topic: "keep"}), kerr.InvalidRequest.Code},
 		{"disable unsigned", off, kerr.PolicyViolation.Code},
 		{"wipe the default unsigned", wipe, kerr.PolicyViolation.Code},
 		{"disable signed", admin.signAdmin(testChainID, 7, off), 0},
 		{"enable unsigned again", on, kerr.PolicyViolation.Code},
-		{"delete keep unsigned, off", DeleteTopic{Name: "keep"}, 0},
+		{"delete keep unsigned, off", topics.DeleteTopic{Name: "keep"}, 0},
 	}
 	var blocks []block
 	for i, s := range steps {
@@ -117,7 +118,7 @@ func TestSignedAdmin(t *testing.T) {
 		}
 		return out.Txs[0].Results[0]
 	}
-	if r := apply(admin.signAdmin(testChainID, 4, DeleteTopic{Name: "orders"})); r.Code != kerr.SaslAuthenticationFailed.Code {
+	if r := apply(admin.signAdmin(testChainID, 4, topics.DeleteTopic{Name: "orders"})); r.Code != kerr.SaslAuthenticationFailed.Code {
 		t.Fatalf("a sequence spent before the restart: code %d (%s)", r.Code, r.Message)
 	}
 	if r := apply(admin.signAdmin(testChainID, 8, on)); r.Code != 0 {
@@ -126,7 +127,7 @@ func TestSignedAdmin(t *testing.T) {
 	if !g.BrokerConfigs().AdminSigned() {
 		t.Fatal("the setting is not on")
 	}
-	if r := apply(DeleteTopic{Name: "orders"}); r.Code != kerr.PolicyViolation.Code {
+	if r := apply(topics.DeleteTopic{Name: "orders"}); r.Code != kerr.PolicyViolation.Code {
 		t.Fatalf("unsigned delete after the restart: %d (%s)", r.Code, r.Message)
 	}
 	// The ACLs decide: a DENY for admin on orders beats its ALLOW on *.
@@ -134,7 +135,7 @@ func TestSignedAdmin(t *testing.T) {
 	if r := apply(admin.signAdmin(testChainID, 10, deny)); r.Code != 0 {
 		t.Fatalf("deny: %d (%s)", r.Code, r.Message)
 	}
-	if r := apply(admin.signAdmin(testChainID, 11, DeleteTopic{Name: "orders"})); r.Code != kerr.TopicAuthorizationFailed.Code {
+	if r := apply(admin.signAdmin(testChainID, 11, topics.DeleteTopic{Name: "orders"})); r.Code != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("delete denied by an ACL: %d (%s)", r.Code, r.Message)
 	}
 	// An ACL for one host does not count: the apply knows no host.
@@ -150,14 +151,14 @@ func TestSignedAdmin(t *testing.T) {
 // TestSignedAdminCodec: a SignedAdmin round-trips, and its command decodes
 // back; trailing bytes or an unknown kind do not.
 func TestSignedAdminCodec(t *testing.T) {
-	c := newSigner("admin", 1).signAdmin(testChainID, 42, DeleteTopic{Name: "orders"})
+	c := newSigner("admin", 1).signAdmin(testChainID, 42, topics.DeleteTopic{Name: "orders"})
 	tx, err := DecodeTx(EncodeTx(core.Tx{Commands: []core.Command{c}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := tx.Commands[0].(SignedAdmin)
 	inner, err := DecodeCommand(got.Command)
-	if err != nil || inner.(DeleteTopic).Name != "orders" || got.Seq != 42 || got.Principal != "admin" {
+	if err != nil || inner.(topics.DeleteTopic).Name != "orders" || got.Seq != 42 || got.Principal != "admin" {
 		t.Fatalf("%+v %+v %v", got, inner, err)
 	}
 	if _, err := DecodeCommand(append(got.Command, 0)); err == nil {
@@ -176,8 +177,8 @@ func TestSignedAdminCodec(t *testing.T) {
 // encodes to bytes that decode to the same command.
 func FuzzSignedAdmin(f *testing.F) {
 	s := newSigner("admin", 1)
-	for _, c := range []core.Command{DeleteTopic{Name: "orders"}, OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
-		AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpSet, Name: AdminSignedConfig, Value: "true"}}}} {
+	for _, c := range []core.Command{topics.DeleteTopic{Name: "orders"}, OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
+		AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}} {
 		f.Add(s.signAdmin(testChainID, 1, c).Command, s.signAdmin(testChainID, 1, c).Signature)
 	}
 	f.Add([]byte{30, 0}, []byte{})

@@ -20,8 +20,9 @@
 // an upper one only through the hook points it offers (topic_hooks.go),
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
-// (modules_test.go). The modules share this package for now; the core is
-// a package of its own.
+// (modules_test.go). The core is a package of its own (core/), and so is
+// the topics module (topics/); the modules above it share this package
+// for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -43,6 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The application: the core's machine with the modules assembled on it.
@@ -69,7 +71,7 @@ type FSM struct {
 	// registry, never changed.
 	reg *registry
 
-	*Topics        // topics.go
+	*topics.Topics // topics.go
 	keysState      // keys.go
 	groupsState    // group_state.go
 	producersState // producer_state.go
@@ -90,7 +92,7 @@ const (
 
 // TopicsModule is f's topics module (how the topics module finds itself
 // in a machine's application).
-func (f *FSM) TopicsModule() *Topics { return f.Topics }
+func (f *FSM) TopicsModule() *topics.Topics { return f.Topics }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -189,8 +191,8 @@ func Open(opts Options) (*FSM, error) {
 	var f *FSM
 	bind := func(m *core.Machine) any {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
-		f.Topics = newTopics(m, assembled.topicHooks, topicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
-			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, passHookForTest: opts.passHookForTest})
+		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
+			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -215,13 +217,13 @@ type registry struct {
 	*core.Registry
 	// topicHooks are the topics module's hook points (topic_hooks.go),
 	// made by its registration function, which runs first.
-	*topicHooks
+	*topics.TopicHooks
 }
 
 // newRegistry is a registry no module has registered in: the core's and
 // hook points not made yet (registerTopics makes them).
 func newRegistry() *registry {
-	return &registry{core.NewRegistry(), unmadeTopicHooks()}
+	return &registry{core.NewRegistry(), topics.UnmadeTopicHooks()}
 }
 
 // assembled is the registry of every state machine and of the stateless
@@ -238,7 +240,7 @@ var assembled = buildRegistry()
 // those it uses.
 func buildRegistry() *registry {
 	r := newRegistry()
-	r.topicHooks = registerTopics(r.Registry)
+	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	registerKeys(r)
 	registerGroups(r)
 	registerProducers(r)

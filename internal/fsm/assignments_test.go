@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -19,19 +20,19 @@ func TestReplicaAssignments(t *testing.T) {
 	f := open(t, dir)
 	outs := applyOutcomes(t, f, []block{
 		{t0, [][]byte{
-			tx(1, CreateTopic{Name: "placed", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{2, 0}, {1, 3}}}),
-			tx(2, CreateTopic{Name: "plain", Partitions: 1, ReplicationFactor: -1}),
-			tx(3, CreateTopic{Name: "dup", Partitions: 1, ReplicationFactor: 2, Assignments: [][]int32{{1, 1}}}),
-			tx(4, CreateTopic{Name: "ragged", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{1, 2}, {3}}}),
-			tx(5, CreateTopic{Name: "empty", Partitions: 1, ReplicationFactor: 0, Assignments: [][]int32{{}}}),
+			tx(1, topics.CreateTopic{Name: "placed", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{2, 0}, {1, 3}}}),
+			tx(2, topics.CreateTopic{Name: "plain", Partitions: 1, ReplicationFactor: -1}),
+			tx(3, topics.CreateTopic{Name: "dup", Partitions: 1, ReplicationFactor: 2, Assignments: [][]int32{{1, 1}}}),
+			tx(4, topics.CreateTopic{Name: "ragged", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{1, 2}, {3}}}),
+			tx(5, topics.CreateTopic{Name: "empty", Partitions: 1, ReplicationFactor: 0, Assignments: [][]int32{{}}}),
 		}},
 		{t0 + 100, [][]byte{
-			tx(6, CreatePartitions{Name: "placed", Count: 3, Assignments: [][]int32{{3, 2}}}),
-			tx(7, CreatePartitions{Name: "plain", Count: 2, Assignments: [][]int32{{0}}}),
-			tx(8, CreatePartitions{Name: "placed", Count: 5, Assignments: [][]int32{{0, 1}}}),
-			tx(9, CreatePartitions{Name: "placed", Count: 4, Assignments: [][]int32{{0, 1, 2}}}),
+			tx(6, topics.CreatePartitions{Name: "placed", Count: 3, Assignments: [][]int32{{3, 2}}}),
+			tx(7, topics.CreatePartitions{Name: "plain", Count: 2, Assignments: [][]int32{{0}}}),
+			tx(8, topics.CreatePartitions{Name: "placed", Count: 5, Assignments: [][]int32{{0, 1}}}),
+			tx(9, topics.CreatePartitions{Name: "placed", Count: 4, Assignments: [][]int32{{0, 1, 2}}}),
 		}},
-		{t0 + 200, [][]byte{tx(10, CreatePartitions{Name: "placed", Count: 4})}},
+		{t0 + 200, [][]byte{tx(10, topics.CreatePartitions{Name: "placed", Count: 4})}},
 	})
 	codes := func(o core.BlockOutcome) []int16 {
 		var cs []int16

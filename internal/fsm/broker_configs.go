@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The cluster module's dynamic broker configs: the connection limits Kafka
@@ -78,16 +79,16 @@ const (
 const maxBrokerConfigValue = 1 << 16
 
 // brokerConfigs is sorted by name; names, types and defaults are Kafka's.
-var brokerConfigs = []ConfigDef{
-	{Name: MaxConnectionCreationRateConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,
+var brokerConfigs = []topics.ConfigDef{
+	{Name: MaxConnectionCreationRateConfig, Type: topics.TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, Min: 0, Max: math.MaxInt32,
 		Doc: "New connections beyond this many a second, measured over Kafka's quota window (11 samples of 1 s), wait before they are accepted; none is refused."},
-	{Name: MaxConnectionsConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,
+	{Name: MaxConnectionsConfig, Type: topics.TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, Min: 0, Max: math.MaxInt32,
 		Doc: "While this many connections are open, no other is accepted until one closes; lowering it closes none of those open."},
-	{Name: MaxConnectionsPerIPConfig, Type: TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, min: 0, max: math.MaxInt32,
+	{Name: MaxConnectionsPerIPConfig, Type: topics.TypeInt, Default: strconv.Itoa(math.MaxInt32), Enforced: true, Min: 0, Max: math.MaxInt32,
 		Doc: "A new connection from an address that already has this many open is closed at once; 0 only with max.connections.per.ip.overrides."},
-	{Name: MaxConnectionsPerIPOverridesConfig, Type: TypeString, Default: "", Enforced: true, check: checkConnectionOverrides,
+	{Name: MaxConnectionsPerIPOverridesConfig, Type: topics.TypeString, Default: "", Enforced: true, Check: checkConnectionOverrides,
 		Doc: "Per-address limits replacing max.connections.per.ip: host:count pairs, comma-separated; host names resolved when the value takes effect."},
-	{Name: AdminSignedConfig, Type: TypeBoolean, Default: "false", Enforced: true,
+	{Name: AdminSignedConfig, Type: topics.TypeBoolean, Default: "false", Enforced: true,
 		Doc: "Cluster-wide only: when true, deleting topics or records, altering configs, deleting groups or resetting their offsets, and changing users, ACLs or client quotas must be signed by a principal the ACLs allow (stele --sign); changed only by a signed command."},
 }
 
@@ -107,19 +108,19 @@ func registerBrokerConfigs(r *registry) {
 type AlterBrokerConfigs struct {
 	Broker      string
 	Incremental bool
-	Changes     []ConfigChange
+	Changes     []topics.ConfigChange
 }
 
 func (AlterBrokerConfigs) Kind() core.Kind { return KindAlterBrokerConfigs }
 
 func (c AlterBrokerConfigs) Encode(w *core.Writer) {
 	w.Str(c.Broker)
-	encodeChanges(w, c.Incremental, c.Changes)
+	topics.EncodeChanges(w, c.Incremental, c.Changes)
 }
 
 func decodeAlterBrokerConfigs(r *core.Reader) AlterBrokerConfigs {
 	c := AlterBrokerConfigs{Broker: r.Str()}
-	c.Incremental, c.Changes = decodeChanges(r)
+	c.Incremental, c.Changes = topics.DecodeChanges(r)
 	return c
 }
 
@@ -167,17 +168,17 @@ func (f *FSM) BrokerConfigs() *BrokerConfigs { return f.brokerCfgsView.Load() }
 
 // BrokerConfigDefs returns the definitions of the dynamic broker configs
 // the state machine keeps, by name.
-func BrokerConfigDefs() []ConfigDef { return brokerConfigs }
+func BrokerConfigDefs() []topics.ConfigDef { return brokerConfigs }
 
 // LookupBrokerConfig returns the definition of the named dynamic broker
 // config.
-func LookupBrokerConfig(name string) (ConfigDef, bool) {
+func LookupBrokerConfig(name string) (topics.ConfigDef, bool) {
 	for _, d := range brokerConfigs {
 		if d.Name == name {
 			return d, true
 		}
 	}
-	return ConfigDef{}, false
+	return topics.ConfigDef{}, false
 }
 
 // ValidateBrokerConfig checks one value of a dynamic broker config alone,
@@ -190,7 +191,7 @@ func ValidateBrokerConfig(name, value string) error {
 	if len(value) > maxBrokerConfigValue {
 		return fmt.Errorf("invalid value for configuration %s: longer than %d bytes", name, maxBrokerConfigValue)
 	}
-	if err := validateValue(d, name, value); err != nil {
+	if err := topics.ValidateValue(d, name, value); err != nil {
 		return err
 	}
 	if name == MaxConnectionsConfig && strings.TrimSpace(value) == "0" {
@@ -232,7 +233,7 @@ func ApplyBrokerConfigChanges(current *BrokerConfigs, c AlterBrokerConfigs) (map
 }
 
 func applyBrokerConfigChanges(all map[string]map[string]string, c AlterBrokerConfigs) (map[string]string, error) {
-	next, err := applyChanges(all[c.Broker], c.Incremental, c.Changes, LookupBrokerConfig, ValidateBrokerConfig)
+	next, err := topics.ApplyChanges(all[c.Broker], c.Incremental, c.Changes, LookupBrokerConfig, ValidateBrokerConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -339,14 +340,14 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 			return core.Fail(kerr.InvalidRequest.Code, AdminSignedConfig+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
 		}
 		switch {
-		case ch.Op == OpSet:
+		case ch.Op == topics.OpSet:
 			if err := ValidateBrokerConfig(ch.Name, ch.Value); err != nil {
 				return core.Fail(kerr.InvalidRequest.Code, err.Error())
 			}
-		case ch.Op == OpDelete && c.Incremental:
-		case ch.Op == OpAppend && c.Incremental:
+		case ch.Op == topics.OpDelete && c.Incremental:
+		case ch.Op == topics.OpAppend && c.Incremental:
 			return core.Fail(kerr.InvalidConfig.Code, "Config value append is not allowed for config key: "+ch.Name)
-		case ch.Op == OpSubtract && c.Incremental:
+		case ch.Op == topics.OpSubtract && c.Incremental:
 			return core.Fail(kerr.InvalidConfig.Code, "Config value subtract is not allowed for config key: "+ch.Name)
 		default:
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", ch.Op))

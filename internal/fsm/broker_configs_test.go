@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // brokerConfigSteps: dynamic connection limits on BROKER resources, one
@@ -18,38 +20,38 @@ var brokerConfigSteps = []struct {
 	code int16
 	want map[string]map[string]string // nil: unchanged from the step before
 }{
-	{AlterBrokerConfigs{Broker: "0", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "2"}}}, 0,
+	{AlterBrokerConfigs{Broker: "0", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "2"}}}, 0,
 		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}}},
-	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []ConfigChange{
-		{OpSet, MaxConnectionsConfig, "100"}, {OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.2:5, [::1]:0"}}}, 0,
+	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "100"}, {Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.2:5, [::1]:0"}}}, 0,
 		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
 			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
 	// Kafka's errors: a bad number, 0 for max.connections, per-ip 0 with no
 	// overrides anywhere, APPEND on an int, a config Stele does not keep,
 	// a broker name that is not an id, a negative id.
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "many"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "0"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "-1"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpAppend, MaxConnectionsConfig, "1"}}}, kerr.InvalidConfig.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, "listener.name.PLAINTEXT.max.connection.creation.rate", "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionCreationRateConfig, "-1"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "many"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "0"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: MaxConnectionsConfig, Value: "1"}}}, kerr.InvalidConfig.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "listener.name.PLAINTEXT.max.connection.creation.rate", Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
 	// per-ip 0 is fine with the default's overrides under it...
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "0"}}}, 0,
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "0"}}}, 0,
 		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "1": {MaxConnectionsPerIPConfig: "0"},
 			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
 	// ...so the default cannot drop them while broker 1 relies on them.
-	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsPerIPOverridesConfig, ""}}}, kerr.InvalidRequest.Code, nil},
+	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsPerIPOverridesConfig, Value: ""}}}, kerr.InvalidRequest.Code, nil},
 	// DELETE, and the legacy AlterConfigs replacing a set whole.
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsPerIPConfig, ""}}}, 0,
+	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsPerIPConfig, Value: ""}}}, 0,
 		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
 			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
-	{AlterBrokerConfigs{Broker: "", Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "50"}}}, 0,
+	{AlterBrokerConfigs{Broker: "", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "50"}}}, 0,
 		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "": {MaxConnectionsConfig: "50"}}},
 	{AlterBrokerConfigs{Broker: "0"}, 0, map[string]map[string]string{"": {MaxConnectionsConfig: "50"}}},
-	{AlterBrokerConfigs{Broker: "3", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "7"}}}, 0,
+	{AlterBrokerConfigs{Broker: "3", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "7"}}}, 0,
 		map[string]map[string]string{"": {MaxConnectionsConfig: "50"}, "3": {MaxConnectionsPerIPConfig: "7"}}},
 }
 
@@ -114,8 +116,8 @@ func TestBrokerConfigsApply(t *testing.T) {
 	h := open(t, t.TempDir())
 	defer h.Close()
 	applyAll(t, h, []block{
-		{t0, [][]byte{tx(1, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionsConfig, "9"}}})}},
-		{t0 + 1, [][]byte{tx(2, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionsConfig, ""}}})}},
+		{t0, [][]byte{tx(1, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "9"}}})}},
+		{t0 + 1, [][]byte{tx(2, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}})}},
 	})
 	if _, ok, err := h.Store.Get(keyBrokerConfigs); ok || err != nil {
 		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
@@ -132,7 +134,7 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
 	set := func(res, v string) AlterBrokerConfigs {
-		return AlterBrokerConfigs{Broker: res, Incremental: true, Changes: []ConfigChange{{OpSet, MaxConnectionCreationRateConfig, v}}}
+		return AlterBrokerConfigs{Broker: res, Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: v}}}
 	}
 	steps := []struct {
 		cmd    AlterBrokerConfigs
@@ -144,7 +146,7 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 		{set("1", "-1"), kerr.InvalidRequest.Code, "Invalid value -1 for configuration max.connection.creation.rate: value must be at least 0"},
 		{set("1", "fast"), kerr.InvalidRequest.Code, "not a number of type INT"},
 		{set("1", "2147483648"), kerr.InvalidRequest.Code, "max.connection.creation.rate"},
-		{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{{OpAppend, MaxConnectionCreationRateConfig, "1"}}},
+		{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: MaxConnectionCreationRateConfig, Value: "1"}}},
 			kerr.InvalidConfig.Code, "Config value append is not allowed for config key: max.connection.creation.rate"},
 	}
 	var blocks []block
@@ -164,13 +166,13 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 	if v, own, ok := bc.Effective(1, MaxConnectionCreationRateConfig); !ok || own || v != "20" {
 		t.Errorf("broker 1's rate from the default: %q %v %v", v, own, ok)
 	}
-	if d, ok := LookupBrokerConfig(MaxConnectionCreationRateConfig); !ok || d.Default != "2147483647" || d.Type != TypeInt {
+	if d, ok := LookupBrokerConfig(MaxConnectionCreationRateConfig); !ok || d.Default != "2147483647" || d.Type != topics.TypeInt {
 		t.Errorf("definition: %+v %v", d, ok)
 	}
 	g := open(t, t.TempDir())
 	defer g.Close()
 	applyAll(t, g, append(blocks[:1:1], block{t0 + 1, [][]byte{tx(2,
-		AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{OpDelete, MaxConnectionCreationRateConfig, ""}}})}}))
+		AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionCreationRateConfig, Value: ""}}})}}))
 	if _, _, ok := g.BrokerConfigs().Effective(1, MaxConnectionCreationRateConfig); ok {
 		t.Errorf("broker 1 still has a dynamic rate after the default's was deleted")
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -76,7 +77,7 @@ func TestCertifiedTxRoundTrip(t *testing.T) {
 	_, keys := testValidators(t, 4)
 	c := certify([]byte("payload"), 7, keys[0], keys[2])
 	raw := EncodeCertifiedTx(c)
-	if !IsCertifiedTx(raw) || IsCertifiedTx(tx(1, DeleteTopic{Name: "x"})) {
+	if !IsCertifiedTx(raw) || IsCertifiedTx(tx(1, topics.DeleteTopic{Name: "x"})) {
 		t.Fatal("IsCertifiedTx misclassifies")
 	}
 	got, err := DecodeCertifiedTx(raw)
@@ -220,11 +221,11 @@ func TestCertificateRules(t *testing.T) {
 		src[sha256.Sum256(raw)] = raw
 		return raw
 	}
-	create := put(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	create := put(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})
 	if out := apply(EncodeCertifiedTx(certify(create, 0, keys[0], keys[1]))); out.Txs[0].Code != 0 || out.Txs[0].Results[0].Code != 0 {
 		t.Fatalf("create by certificate: %+v", out.Txs[0])
 	}
-	prod := put(2, Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 3)})
+	prod := put(2, topics.Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 3)})
 	c := EncodeCertifiedTx(certify(prod, 1, keys[2], keys[3]))
 	again := EncodeCertifiedTx(certify(prod, 1, keys[0], keys[3])) // same batch, other signers
 	out := apply(c, again)
@@ -241,7 +242,7 @@ func TestCertificateRules(t *testing.T) {
 	if out := apply(c); out.Txs[0].Code == 0 {
 		t.Fatal("after a restart the batch applied again")
 	}
-	future := put(3, DeleteRecords{Topic: "t", Offset: 1})
+	future := put(3, topics.DeleteRecords{Topic: "t", Offset: 1})
 	for _, c := range []struct {
 		name string
 		raw  func() []byte
@@ -276,7 +277,7 @@ func TestCertificateRules(t *testing.T) {
 		t.Errorf("%d certificate keys left in the store after their window", keysLeft)
 	}
 	// A batch nobody holds: the block is not applied.
-	missing := tx(9, DeleteTopic{Name: "t"})
+	missing := tx(9, topics.DeleteTopic{Name: "t"})
 	_, err := f.ApplyBlock(core.Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
 	if !errors.Is(err, ErrBatchUnavailable) {
 		t.Fatalf("ApplyBlock with an unavailable batch: %v, want ErrBatchUnavailable", err)
@@ -355,11 +356,11 @@ func TestVerifiedCertificatesAreRemembered(t *testing.T) {
 func TestChainBoundCertificates(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	keys := c.keys
-	wantUpgradeCode(t, "create", c.block(CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})[0], 0)
+	wantUpgradeCode(t, "create", c.block(topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})[0], 0)
 	n := 100
 	payload := func() []byte {
 		n++
-		raw := tx(n, Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 1)})
+		raw := tx(n, topics.Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 1)})
 		c.src[sha256.Sum256(raw)] = raw
 		return raw
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // BenchmarkOffsetCommit: blocks of 1,000 OffsetCommit commands (each its
@@ -18,7 +19,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 	defer f.Close()
 	const perBlock, groups, parts = 1000, 100, 100
 	height := int64(1)
-	if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0, Txs: [][]byte{tx(1, CreateTopic{Name: "t", Partitions: parts, ReplicationFactor: -1})}}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0, Txs: [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: parts, ReplicationFactor: -1})}}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := f.Commit(); err != nil {

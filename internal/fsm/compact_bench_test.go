@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -61,9 +62,9 @@ func heightDuringCompaction(b *testing.B) {
 		return time.Since(start)
 	}
 	apply([][]byte{
-		tx(1, CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{
-			{"cleanup.policy", "compact"}, {"segment.bytes", fmt.Sprint(64 << 20)}, {"max.message.bytes", fmt.Sprint(4 << 20)}}}),
-		tx(2, CreateTopic{Name: "events", Partitions: 1, ReplicationFactor: -1}),
+		tx(1, topics.CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+			{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: fmt.Sprint(64 << 20)}, {Name: "max.message.bytes", Value: fmt.Sprint(4 << 20)}}}),
+		tx(2, topics.CreateTopic{Name: "events", Partitions: 1, ReplicationFactor: -1}),
 	})
 
 	// Fill: blocks of 16 batches of 64 records, all within one housekeeping
@@ -82,7 +83,7 @@ func heightDuringCompaction(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			txs = append(txs, tx(len(txs), Produce{Topic: "table", Partition: 0, Records: bt}))
+			txs = append(txs, tx(len(txs), topics.Produce{Topic: "table", Partition: 0, Records: bt}))
 			written += int64(len(bt))
 		}
 		now++
@@ -116,7 +117,7 @@ func heightDuringCompaction(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			txs = append(txs, tx(sent, Produce{Topic: "events", Partition: 0, Records: bt}))
+			txs = append(txs, tx(sent, topics.Produce{Topic: "events", Partition: 0, Records: bt}))
 		}
 		now += 100
 		heights = append(heights, apply(txs))
@@ -152,9 +153,9 @@ func heightDuringCompaction(b *testing.B) {
 // compactionPending reports whether a compaction decided by a committed
 // block is still being written.
 func compactionPending(f *FSM) bool {
-	for _, name := range sortedNames(f.byName) {
-		for _, p := range f.byName[name].Partitions {
-			if p.compactionRunning() {
+	for _, name := range topics.SortedNames(f.ByName) {
+		for _, p := range f.ByName[name].Partitions {
+			if p.CompactionRunning() {
 				return true
 			}
 		}

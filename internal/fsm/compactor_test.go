@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -17,7 +18,7 @@ func openWith(t testing.TB, dir string, hook func(string, int32)) *FSM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.compactor.wg.Wait)
+	t.Cleanup(f.Compactor.Wg.Wait)
 	return f
 }
 
@@ -112,11 +113,11 @@ func TestChainGoesOnDuringCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(tx(1, CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{
-		{"cleanup.policy", "compact"}, {"segment.bytes", "1500"}, {"min.cleanable.dirty.ratio", "0.01"}}}))
+	apply(tx(1, topics.CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+		{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: "1500"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}}}))
 	for i := range 20 { // within one housekeeping interval
 		now++
-		apply(tx(10+i, Produce{Topic: "table", Partition: 0, Records: batch(t, now, record.CodecNone, "k", 6)}))
+		apply(tx(10+i, topics.Produce{Topic: "table", Partition: 0, Records: batch(t, now, record.CodecNone, "k", 6)}))
 	}
 	p := f.View().Partition("table", 0)
 	first, err := p.Read(0, 1)
@@ -130,7 +131,7 @@ func TestChainGoesOnDuringCompaction(t *testing.T) {
 	}
 	for i := range 10 { // the chain goes on meanwhile
 		now++
-		apply(tx(100+i, Produce{Topic: "table", Partition: 0, Records: batch(t, now, record.CodecNone, "k", 6)}))
+		apply(tx(100+i, topics.Produce{Topic: "table", Partition: 0, Records: batch(t, now, record.CodecNone, "k", 6)}))
 	}
 	if got, err := p.Read(0, 1); err != nil || !bytes.Equal(got, first) {
 		t.Fatalf("before the pass is written, offset 0 reads %d bytes (%v); want the batch as appended", len(got), err)
@@ -138,7 +139,7 @@ func TestChainGoesOnDuringCompaction(t *testing.T) {
 
 	// A restart before the pass is written: the plan brings it back. (The
 	// logs close first, so the held pass finds them closed and stops.)
-	f.closeLogs()
+	f.CloseLogs()
 	close(gate)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -50,8 +51,8 @@ func growTmpfs(t *testing.T, dir, size string) {
 func TestFailStopOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	mountTmpfs(t, filepath.Join(dir, "logs"), "256k")
-	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"segment.bytes", "10000000"}}})}}}
+	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "10000000"}}})}}}
 	for h := 1; h <= 40; h++ {
 		var recs []record.Record
 		for i := range 8 {
@@ -61,7 +62,7 @@ func TestFailStopOnFullDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(100+h, Produce{Topic: "big", Partition: 0, Records: b})}})
+		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(100+h, topics.Produce{Topic: "big", Partition: 0, Records: b})}})
 	}
 
 	f := open(t, dir)

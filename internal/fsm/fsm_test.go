@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -45,7 +46,7 @@ func ledgerBatch(t testing.TB, ts int64, h int) []byte {
 		r := record.Record{OffsetDelta: int32(k), Key: []byte(fmt.Sprintf("acct-%d", k)), Value: []byte(fmt.Sprintf("event %d of acct-%d %s", h, k, bytes.Repeat([]byte("x"), 60)))}
 		if (k == 0 && h%5 == 0) || (k == 1 && h == 12) {
 			r.Value = []byte(fmt.Sprintf("balance of acct-%d after block %d", k, h))
-			r.Headers = []record.RecordHeader{{Key: SnapshotHeader, Value: []byte("1")}}
+			r.Headers = []record.RecordHeader{{Key: topics.SnapshotHeader, Value: []byte("1")}}
 		}
 		recs = append(recs, r)
 	}
@@ -70,7 +71,7 @@ func open(t testing.TB, dir string) *FSM {
 	}
 	// Before t.TempDir's removal: a test that does not close f must not
 	// leave a compaction writing into its directory.
-	t.Cleanup(f.compactor.wg.Wait)
+	t.Cleanup(f.Compactor.Wg.Wait)
 	return f
 }
 
@@ -85,31 +86,31 @@ func scenario(t testing.TB) []block {
 	codecs := []record.Codec{record.CodecNone, record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd}
 	var blocks []block
 	blocks = append(blocks, block{t0, [][]byte{
-		tx(1, CreateTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1}),
-		tx(2, CreateTopic{Name: "small", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
-			{"segment.bytes", "2000"}, {"retention.bytes", "4000"}}}),
-		tx(3, CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
-			{"cleanup.policy", "compact"}, {"segment.bytes", "1500"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}}),
-		tx(4, CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
-			{"cleanup.policy", "snapshot"}, {"segment.bytes", "1500"}, {"min.cleanable.dirty.ratio", "0.01"}}}),
+		tx(1, topics.CreateTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1}),
+		tx(2, topics.CreateTopic{Name: "small", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
+			{Name: "segment.bytes", Value: "2000"}, {Name: "retention.bytes", Value: "4000"}}}),
+		tx(3, topics.CreateTopic{Name: "table", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
+			{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: "1500"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}}),
+		tx(4, topics.CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
+			{Name: "cleanup.policy", Value: "snapshot"}, {Name: "segment.bytes", Value: "1500"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}}}),
 	}})
 	for h := 1; h <= 30; h++ {
 		ts := t0 + int64(h)*700
 		var txs [][]byte
 		for p := int32(0); p < 3; p++ {
-			txs = append(txs, tx(100*h+int(p), Produce{Topic: "orders", Partition: p, Records: batch(t, ts, codecs[(h+int(p))%len(codecs)], "k", 1+h%5)}))
+			txs = append(txs, tx(100*h+int(p), topics.Produce{Topic: "orders", Partition: p, Records: batch(t, ts, codecs[(h+int(p))%len(codecs)], "k", 1+h%5)}))
 		}
 		txs = append(txs, tx(100*h+10,
-			Produce{Topic: "ledger", Partition: 0, Records: ledgerBatch(t, ts, h)},
-			Produce{Topic: "small", Partition: 0, Records: batch(t, ts, record.CodecNone, "s", 4)},
-			Produce{Topic: "table", Partition: 0, Records: batch(t, ts, record.CodecNone, "t", 6)},
-			Produce{Topic: "nope", Partition: 0, Records: batch(t, ts, record.CodecNone, "x", 1)},
+			topics.Produce{Topic: "ledger", Partition: 0, Records: ledgerBatch(t, ts, h)},
+			topics.Produce{Topic: "small", Partition: 0, Records: batch(t, ts, record.CodecNone, "s", 4)},
+			topics.Produce{Topic: "table", Partition: 0, Records: batch(t, ts, record.CodecNone, "t", 6)},
+			topics.Produce{Topic: "nope", Partition: 0, Records: batch(t, ts, record.CodecNone, "x", 1)},
 		))
 		switch h {
 		case 5:
-			txs = append(txs, tx(5000, AlterConfigs{Topic: "orders", Incremental: true, Changes: []ConfigChange{{OpSet, "message.timestamp.type", "LogAppendTime"}}}))
+			txs = append(txs, tx(5000, topics.AlterConfigs{Topic: "orders", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "message.timestamp.type", Value: "LogAppendTime"}}}))
 		case 8:
-			txs = append(txs, tx(5001, CreatePartitions{Name: "orders", Count: 4}))
+			txs = append(txs, tx(5001, topics.CreatePartitions{Name: "orders", Count: 4}))
 		case 10:
 			// Groups: an offset committed from outside any generation,
 			// and a member whose group forms a generation at 15.
@@ -117,7 +118,7 @@ func scenario(t testing.TB) []block {
 				JoinGroup{Group: "live", ClientID: "c", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range"}},
 					SessionTimeoutMs: 60_000, RebalanceTimeoutMs: 60_000}))
 		case 12:
-			txs = append(txs, tx(5002, DeleteRecords{Topic: "orders", Partition: 1, Offset: 5}))
+			txs = append(txs, tx(5002, topics.DeleteRecords{Topic: "orders", Partition: 1, Offset: 5}))
 		case 13:
 			// Signed producers: a key registered, a signed record written.
 			alice := ed25519.NewKeyFromSeed(append(make([]byte, 31), 7))
@@ -130,14 +131,14 @@ func scenario(t testing.TB) []block {
 				t.Fatal(err)
 			}
 			txs = append(txs, tx(5006, RegisterProducerKey{Principal: "alice", PublicKey: pub, Proof: ed25519.Sign(alice, proof.RegistrationMessage("alice", pub))}),
-				tx(5007, Produce{Topic: "small", Partition: 0, Records: b}))
+				tx(5007, topics.Produce{Topic: "small", Partition: 0, Records: b}))
 		case 20:
-			txs = append(txs, tx(5003, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}),
+			txs = append(txs, tx(5003, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}),
 				[]byte("not a transaction"))
 		case 21:
-			txs = append(txs, tx(5004, Produce{Topic: "doomed", Partition: 1, Records: batch(t, ts, record.CodecNone, "d", 2)}))
+			txs = append(txs, tx(5004, topics.Produce{Topic: "doomed", Partition: 1, Records: batch(t, ts, record.CodecNone, "d", 2)}))
 		case 22:
-			txs = append(txs, tx(5005, DeleteTopic{Name: "doomed"}))
+			txs = append(txs, tx(5005, topics.DeleteTopic{Name: "doomed"}))
 		}
 		blocks = append(blocks, block{ts, txs})
 	}
@@ -289,14 +290,14 @@ func TestProduceResults(t *testing.T) {
 	corrupt[len(corrupt)-1] ^= 0xff
 	big := batch(t, t0, record.CodecNone, "k", 20)
 	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
-		tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1, Configs: []ConfigEntry{{"max.message.bytes", "1000"}}}),
+		tx(1, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "max.message.bytes", Value: "1000"}}}),
 		tx(2,
-			Produce{Topic: "t", Partition: 0, Records: good},
-			Produce{Topic: "t", Partition: 0, Records: good},
-			Produce{Topic: "t", Partition: 1, Records: corrupt},
-			Produce{Topic: "t", Partition: 2, Records: good},
-			Produce{Topic: "t", Partition: 1, Records: big},
-			Produce{Topic: "u", Partition: 0, Records: good},
+			topics.Produce{Topic: "t", Partition: 0, Records: good},
+			topics.Produce{Topic: "t", Partition: 0, Records: good},
+			topics.Produce{Topic: "t", Partition: 1, Records: corrupt},
+			topics.Produce{Topic: "t", Partition: 2, Records: good},
+			topics.Produce{Topic: "t", Partition: 1, Records: big},
+			topics.Produce{Topic: "u", Partition: 0, Records: good},
 		),
 	}})
 	if err != nil {
@@ -390,8 +391,8 @@ func TestReadRefusesDamagedBatch(t *testing.T) {
 	defer f.Close()
 	b := batch(t, t0, record.CodecNone, "k", 3)
 	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
-		tx(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}),
-		tx(2, Produce{Topic: "t", Records: b}, Produce{Topic: "t", Records: b}),
+		tx(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, topics.Produce{Topic: "t", Records: b}, topics.Produce{Topic: "t", Records: b}),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestReadRefusesDamagedBatch(t *testing.T) {
 	if got, err := p.Read(0, 1); err != nil || len(got) != len(b) {
 		t.Fatalf("the undamaged first batch: %d bytes, %v", len(got), err)
 	}
-	if got, err := p.Read(3, 1<<20); !errors.Is(err, ErrCorruptLog) || got != nil {
+	if got, err := p.Read(3, 1<<20); !errors.Is(err, topics.ErrCorruptLog) || got != nil {
 		t.Fatalf("damaged batch: %d bytes returned, err %v; want ErrCorruptLog", len(got), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -44,15 +45,15 @@ var (
 	fuzzGroups  = []string{"g", "h"}
 	fuzzMembers = []string{"", "m-1", "m-2", "bogus"}
 	fuzzTxnIDs  = []string{"", "t1", "t2"}
-	fuzzConfigs = []ConfigEntry{
-		{"cleanup.policy", "compact"}, {"cleanup.policy", "delete"}, {"cleanup.policy", "snapshot"},
-		{"retention.ms", "1000"}, {"retention.ms", "soon"}, {"retention.bytes", "2000"},
-		{"segment.bytes", "1400"}, {"max.message.bytes", "200"}, {"message.timestamp.type", "LogAppendTime"},
-		{"min.cleanable.dirty.ratio", "0.01"}, {"no.such.config", "1"}, {"stele.signed.by", "alice"},
-		{"delete.retention.ms", "0"}, {"cleanup.policy", "compact,delete"},
+	fuzzConfigs = []topics.ConfigEntry{
+		{Name: "cleanup.policy", Value: "compact"}, {Name: "cleanup.policy", Value: "delete"}, {Name: "cleanup.policy", Value: "snapshot"},
+		{Name: "retention.ms", Value: "1000"}, {Name: "retention.ms", Value: "soon"}, {Name: "retention.bytes", Value: "2000"},
+		{Name: "segment.bytes", Value: "1400"}, {Name: "max.message.bytes", Value: "200"}, {Name: "message.timestamp.type", Value: "LogAppendTime"},
+		{Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "no.such.config", Value: "1"}, {Name: "stele.signed.by", Value: "alice"},
+		{Name: "delete.retention.ms", Value: "0"}, {Name: "cleanup.policy", Value: "compact,delete"},
 	}
 	// fuzzTable makes a topic a table (tables.go) that compacts at once.
-	fuzzTable = []ConfigEntry{{"segment.bytes", "300"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}
+	fuzzTable = []topics.ConfigEntry{{Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}
 	fuzzKeys  = []string{"a", "b", "c"}
 	// fuzzStranger signs upgrade votes but is no validator.
 	fuzzStranger = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
@@ -88,18 +89,18 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	topic := p.pick(fuzzTopics...)
 	switch op % 24 {
 	case 0:
-		c := CreateTopic{Name: topic, Partitions: p.small() + 1, ReplicationFactor: -1}
+		c := topics.CreateTopic{Name: topic, Partitions: p.small() + 1, ReplicationFactor: -1}
 		for range p.next() % 3 {
 			c.Configs = append(c.Configs, fuzzConfigs[int(p.next())%len(fuzzConfigs)])
 		}
 		return c
 	case 1:
-		return DeleteTopic{Name: topic}
+		return topics.DeleteTopic{Name: topic}
 	case 2:
-		return CreatePartitions{Name: topic, Count: p.small() + 2}
+		return topics.CreatePartitions{Name: topic, Count: p.small() + 2}
 	case 3:
 		e := fuzzConfigs[int(p.next())%len(fuzzConfigs)]
-		return AlterConfigs{Topic: topic, Incremental: p.next()%2 == 0, Changes: []ConfigChange{{ConfigOp(p.next() % 4), e.Name, e.Value}}}
+		return topics.AlterConfigs{Topic: topic, Incremental: p.next()%2 == 0, Changes: []topics.ConfigChange{{Op: topics.ConfigOp(p.next() % 4), Name: e.Name, Value: e.Value}}}
 	case 4, 5, 6:
 		codecs := []record.Codec{record.CodecNone, record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd}
 		var records []byte
@@ -111,9 +112,9 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 		default:
 			records = batch(t, t0, codecs[int(p.next())%len(codecs)], "k", 1+int(p.next()%5))
 		}
-		return Produce{Topic: topic, Partition: p.small(), Records: records}
+		return topics.Produce{Topic: topic, Partition: p.small(), Records: records}
 	case 7:
-		return DeleteRecords{Topic: topic, Partition: p.small(), Offset: p.offset()}
+		return topics.DeleteRecords{Topic: topic, Partition: p.small(), Offset: p.offset()}
 	case 8:
 		return JoinGroup{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), InstanceID: p.pick("", "static"), ClientID: "c",
 			ProtocolType: p.pick("consumer", "connect"), Protocols: []GroupProtocol{{Name: p.pick("range", "sticky")}},
@@ -158,10 +159,10 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 		}
 		return EndTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Commit: p.next()%2 == 0}
 	case 21:
-		return Produce{Topic: topic, Partition: p.small(), Records: p.keyedRecords(t)}
+		return topics.Produce{Topic: topic, Partition: p.small(), Records: p.keyedRecords(t)}
 	case 22:
-		c := CreateTopic{Name: topic, Partitions: int32(p.next()%3) + 1, ReplicationFactor: -1,
-			Configs: append([]ConfigEntry{{"cleanup.policy", p.pick("compact", "snapshot", "compact,delete")}}, fuzzTable...)}
+		c := topics.CreateTopic{Name: topic, Partitions: int32(p.next()%3) + 1, ReplicationFactor: -1,
+			Configs: append([]topics.ConfigEntry{{Name: "cleanup.policy", Value: p.pick("compact", "snapshot", "compact,delete")}}, fuzzTable...)}
 		if p.next()%2 == 0 {
 			c.Configs = append(c.Configs, fuzzConfigs[int(p.next())%len(fuzzConfigs)])
 		}
@@ -245,7 +246,7 @@ func openVoting(t testing.TB, dir string, vs *ValidatorSet) *FSM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.compactor.wg.Wait)
+	t.Cleanup(f.Compactor.Wg.Wait)
 	return f
 }
 

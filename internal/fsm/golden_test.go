@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/pkg/proof"
@@ -143,32 +144,32 @@ func goldenScenario(t *testing.T) []block {
 	}
 	// Library errors in messages: a config value strconv refuses, a
 	// damaged gzip stream, a regular expression Go refuses.
-	must("bad config", g.cmds(100, CreateTopic{Name: "bad", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"retention.ms", "soon"}}})[0], kerr.InvalidConfig.Code)
-	must("corrupt gzip", g.cmds(100, Produce{Topic: "orders", Partition: 2, Records: corruptCompressed(t, g.now)})[0], kerr.CorruptMessage.Code)
+	must("bad config", g.cmds(100, topics.CreateTopic{Name: "bad", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "retention.ms", Value: "soon"}}})[0], kerr.InvalidConfig.Code)
+	must("corrupt gzip", g.cmds(100, topics.Produce{Topic: "orders", Partition: 2, Records: corruptCompressed(t, g.now)})[0], kerr.CorruptMessage.Code)
 
 	// Manual replica assignments (assignments.go): recorded in the topic's
 	// value; new partitions assigned, or refused when inconsistent.
-	must("assigned topic", g.cmds(100, CreateTopic{Name: "assigned", Partitions: 2, ReplicationFactor: 2,
+	must("assigned topic", g.cmds(100, topics.CreateTopic{Name: "assigned", Partitions: 2, ReplicationFactor: 2,
 		Assignments: [][]int32{{1, 0}, {2, 3}}})[0], 0)
-	must("assigned partitions", g.cmds(100, CreatePartitions{Name: "assigned", Count: 3, Assignments: [][]int32{{3, 1}}})[0], 0)
-	must("inconsistent assignment", g.cmds(100, CreatePartitions{Name: "assigned", Count: 4, Assignments: [][]int32{{0}}})[0],
+	must("assigned partitions", g.cmds(100, topics.CreatePartitions{Name: "assigned", Count: 3, Assignments: [][]int32{{3, 1}}})[0], 0)
+	must("inconsistent assignment", g.cmds(100, topics.CreatePartitions{Name: "assigned", Count: 4, Assignments: [][]int32{{0}}})[0],
 		kerr.InvalidReplicaAssignment.Code)
-	must("unassigned partitions of an assigned topic", g.cmds(100, CreatePartitions{Name: "assigned", Count: 4})[0], 0)
+	must("unassigned partitions of an assigned topic", g.cmds(100, topics.CreatePartitions{Name: "assigned", Count: 4})[0], 0)
 
 	// Cluster-wide log defaults (log_defaults.go): set incrementally,
 	// refused (APPEND on a number, a bad value), then replaced whole by a
 	// legacy AlterConfigs; every topic without its own segment.bytes
 	// rolls by the default from here on.
-	must("log defaults", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
-		{OpSet, "log.segment.bytes", "1800"}, {OpAppend, "log.cleanup.policy", "delete"}, {OpSet, "log.roll.ms", "3600000"}}})[0], 0)
-	must("log default append to a number", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
-		{OpAppend, "log.segment.bytes", "1"}}})[0], kerr.InvalidConfig.Code)
-	must("bad log default", g.cmds(100, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
-		{OpSet, "log.retention.ms", "soon"}}})[0], kerr.InvalidRequest.Code)
-	must("log defaults replaced", g.cmds(100, AlterLogDefaults{Changes: []ConfigChange{
-		{OpSet, "message.max.bytes", "2000000"}, {OpSet, "log.segment.bytes", "1800"}}})[0], 0)
-	if c := f.byName["orders"].Config; c.SegmentBytes != 1800 || c.MaxMessageBytes != 2000000 || c.SegmentMs != 604800000 {
+	must("log defaults", g.cmds(100, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: "log.segment.bytes", Value: "1800"}, {Op: topics.OpAppend, Name: "log.cleanup.policy", Value: "delete"}, {Op: topics.OpSet, Name: "log.roll.ms", Value: "3600000"}}})[0], 0)
+	must("log default append to a number", g.cmds(100, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpAppend, Name: "log.segment.bytes", Value: "1"}}})[0], kerr.InvalidConfig.Code)
+	must("bad log default", g.cmds(100, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: "log.retention.ms", Value: "soon"}}})[0], kerr.InvalidRequest.Code)
+	must("log defaults replaced", g.cmds(100, topics.AlterLogDefaults{Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: "message.max.bytes", Value: "2000000"}, {Op: topics.OpSet, Name: "log.segment.bytes", Value: "1800"}}})[0], 0)
+	if c := f.ByName["orders"].Config; c.SegmentBytes != 1800 || c.MaxMessageBytes != 2000000 || c.SegmentMs != 604800000 {
 		t.Fatalf("golden scenario: orders does not follow the log defaults: %+v", c)
 	}
 
@@ -176,22 +177,22 @@ func goldenScenario(t *testing.T) []block {
 	// one broker and for the cluster, one refused (per-ip 0 with no
 	// overrides), then broker 1's set replaced whole by a legacy
 	// AlterConfigs.
-	must("broker config", g.cmds(100, AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []ConfigChange{
-		{OpSet, MaxConnectionsPerIPConfig, "2"}, {OpSet, MaxConnectionsConfig, "40"}}})[0], 0)
-	must("cluster-wide broker config", g.cmds(100, AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{
-		{OpSet, MaxConnectionsPerIPOverridesConfig, "127.0.0.1:5"}, {OpSet, MaxConnectionCreationRateConfig, "50"}}})[0], 0)
-	must("bad broker config", g.cmds(100, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []ConfigChange{
-		{OpSet, MaxConnectionsConfig, "0"}}})[0], kerr.InvalidRequest.Code)
-	must("broker config replaced", g.cmds(100, AlterBrokerConfigs{Broker: "1", Changes: []ConfigChange{
-		{OpSet, MaxConnectionsPerIPConfig, "0"}}})[0], 0)
+	must("broker config", g.cmds(100, AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "2"}, {Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "40"}}})[0], 0)
+	must("cluster-wide broker config", g.cmds(100, AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1:5"}, {Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: "50"}}})[0], 0)
+	must("bad broker config", g.cmds(100, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "0"}}})[0], kerr.InvalidRequest.Code)
+	must("broker config replaced", g.cmds(100, AlterBrokerConfigs{Broker: "1", Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "0"}}})[0], 0)
 
 	// A table key written, then deleted by a tombstone (its leaf,
 	// tables.go, holds the value's hash, then the tombstone).
-	must("table write", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)
-	must("table delete", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "")})[0], 0)
+	must("table write", g.cmds(100, topics.Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "v1")})[0], 0)
+	must("table delete", g.cmds(100, topics.Produce{Topic: "table", Partition: 0, Records: keyedBatch(t, g.now+100, -1, -1, -1, false, "golden", "")})[0], 0)
 	// Keyless records in a compacted topic: the batch refused, each
 	// failing record's index in the hashed result (KIP-467).
-	if r := must("keyless records", g.cmds(100, Produce{Topic: "table", Partition: 0, Records: mixedBatch(t, g.now+100, []string{"golden", "", "x", ""}, nil)})[0], kerr.InvalidRecord.Code); len(r.RecordErrors) != 2 {
+	if r := must("keyless records", g.cmds(100, topics.Produce{Topic: "table", Partition: 0, Records: mixedBatch(t, g.now+100, []string{"golden", "", "x", ""}, nil)})[0], kerr.InvalidRecord.Code); len(r.RecordErrors) != 2 {
 		t.Fatalf("golden scenario: keyless records: %d record errors, want 2", len(r.RecordErrors))
 	}
 	if ev, ok, err := f.TableLatest("table", []byte("golden")); err != nil || !ok || ev.Value != nil {
@@ -238,8 +239,8 @@ func goldenScenario(t *testing.T) []block {
 	// An idempotent producer and a transactional one: a committed
 	// transaction with offsets, then one left open to time out.
 	idem := must("init idempotent", g.cmds(100, InitProducerID{})[0], 0)
-	must("idempotent write", g.cmds(100, Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 0, 2)})[0], 0)
-	must("idempotent out of order", g.cmds(100, Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
+	must("idempotent write", g.cmds(100, topics.Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 0, 2)})[0], 0)
+	must("idempotent out of order", g.cmds(100, topics.Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
 	// Timestamps (issue 27): an idempotent CreateTime batch whose header
 	// claims less than its records hold is stored with their largest
 	// timestamp, and its retry answers that as log_append_time.
@@ -250,16 +251,16 @@ func goldenScenario(t *testing.T) []block {
 	}
 	record.SetMaxTimestamp(lie, g.now+1)
 	lieMax := g.now + 40
-	must("lying max timestamp", g.cmds(100, Produce{Topic: "small", Partition: 0, Records: lie})[0], 0)
-	if r := must("lying max timestamp, retried", g.cmds(100, Produce{Topic: "small", Partition: 0, Records: lie})[0], 0); r.LogAppendTime != lieMax {
+	must("lying max timestamp", g.cmds(100, topics.Produce{Topic: "small", Partition: 0, Records: lie})[0], 0)
+	if r := must("lying max timestamp, retried", g.cmds(100, topics.Produce{Topic: "small", Partition: 0, Records: lie})[0], 0); r.LogAppendTime != lieMax {
 		t.Fatalf("golden scenario: the retry of a restamped batch answers log_append_time %d, want %d", r.LogAppendTime, lieMax)
 	}
 	must("init bad timeout", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: -1})[0], kerr.InvalidTransactionTimeout.Code)
 	txp := must("init transactional", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: 5000})[0], 0)
 	pid, epoch := txp.ProducerID, txp.ProducerEpoch
-	must("write before add", g.cmds(100, Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 1)})[0], kerr.InvalidTxnState.Code)
+	must("write before add", g.cmds(100, topics.Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 1)})[0], kerr.InvalidTxnState.Code)
 	must("add partition", g.cmds(100, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 0})[0], 0)
-	must("transactional write", g.cmds(100, Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 2)})[0], 0)
+	must("transactional write", g.cmds(100, topics.Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 2)})[0], 0)
 	must("add offsets", g.cmds(100, AddOffsetsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup"})[0], 0)
 	must("txn offset commit", g.cmds(100, TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup", Generation: -1,
 		Topic: "orders", Partition: 0, Offset: 1, LeaderEpoch: -1})[0], 0)
@@ -268,13 +269,13 @@ func goldenScenario(t *testing.T) []block {
 	must("commit", g.cmds(100, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Commit: true})[0], 0)
 	must("end, wrong epoch", g.cmds(100, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch + 3})[0], kerr.InvalidProducerEpoch.Code)
 	must("add partition again", g.cmds(100, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 3})[0], 0)
-	must("write, left open", g.cmds(100, Produce{Topic: "orders", Partition: 3, Records: txnBatch(t, pid, epoch, 0, 1)})[0], 0)
+	must("write, left open", g.cmds(100, topics.Produce{Topic: "orders", Partition: 3, Records: txnBatch(t, pid, epoch, 0, 1)})[0], 0)
 
 	// Block time runs on: the transaction times out, sessions lapse
 	// (classic and KIP-848), then offsets, producers and transactional
 	// ids expire and the empty groups go.
 	g.cmds(6_000, Tick{})
-	if ab := f.byName["orders"].Partitions[3].AbortedTxns(0, 100); len(ab) != 1 || ab[0].ProducerID != pid {
+	if ab := f.ByName["orders"].Partitions[3].AbortedTxns(0, 100); len(ab) != 1 || ab[0].ProducerID != pid {
 		t.Fatalf("golden scenario: the open transaction was not aborted by its timeout: %+v", ab)
 	}
 	g.cmds(60_000, Tick{})
@@ -308,10 +309,10 @@ func goldenScenario(t *testing.T) []block {
 	// from its height a LogAppendTime topic is stamped with the proposal's
 	// clock, which never goes back, and an AppendTime that does not open
 	// its block is refused.
-	must("LogAppendTime topic", g.cmds(100, CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"message.timestamp.type", "LogAppendTime"}}})[0], 0)
+	must("LogAppendTime topic", g.cmds(100, topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})[0], 0)
 	must("append time under version 1", g.cmds(100, AppendTime{TimeMs: g.now + 300})[0], kerr.InvalidRequest.Code)
-	if r := must("LogAppendTime, version 1", g.cmds(100, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})[0], 0); r.LogAppendTime != g.now {
+	if r := must("LogAppendTime, version 1", g.cmds(100, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})[0], 0); r.LogAppendTime != g.now {
 		t.Fatalf("golden scenario: version 1 stamps %d, want the block time %d", r.LogAppendTime, g.now)
 	}
 	v2 := UpgradePlan{Height: int64(len(g.blocks)) + 1 + MinUpgradeDelay, Version: 2, Name: "append-time"}
@@ -333,19 +334,19 @@ func goldenScenario(t *testing.T) []block {
 			t.Fatalf("golden scenario: stamped %d, want %d", r.LogAppendTime, want)
 		}
 	}
-	out := opened(100, g.now+340, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})
+	out := opened(100, g.now+340, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})
 	if st := f.upgradeStatus(); st.Version != 2 {
 		t.Fatalf("golden scenario: version %d after the upgrade's height", st.Version)
 	}
 	must("append time", out[0].Results[0], 0)
 	lat(out[1], g.now+240)
-	out = opened(100, g.now-500, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})
+	out = opened(100, g.now-500, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})
 	lat(out[1], g.now+140) // the clock of the block before
 	last := g.now + 140
-	lat(g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce+1, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})}})[0], last)
+	lat(g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce+1, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})}})[0], last)
 	g.nonce++
 	ahead := g.now + 1200
-	out = opened(1000, ahead, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)}, AppendTime{TimeMs: g.now + 5000})
+	out = opened(1000, ahead, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)}, AppendTime{TimeMs: g.now + 5000})
 	lat(out[1], ahead)
 	must("append time not opening its block", out[2].Results[0], kerr.InvalidRequest.Code)
 
@@ -403,8 +404,8 @@ func goldenScenario(t *testing.T) []block {
 	// and ACLs turns stele.admin.signed on; an unsigned topic deletion is
 	// refused, a signed one applied and its replay refused; turned off.
 	gadmin := newSigner("gadmin", 7)
-	on := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpSet, Name: AdminSignedConfig, Value: "true"}}}
-	off := AlterBrokerConfigs{Incremental: true, Changes: []ConfigChange{{Op: OpDelete, Name: AdminSignedConfig}}}
+	on := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}
+	off := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: AdminSignedConfig}}}
 	gadminOn := func(rt int8, name string, op int8) CreateACL {
 		return CreateACL{ACLBinding{ResourceType: rt, ResourceName: name, PatternType: ACLPatternLiteral,
 			Principal: "User:gadmin", Host: "*", Operation: op, Permission: ACLPermissionAllow}}
@@ -414,9 +415,9 @@ func goldenScenario(t *testing.T) []block {
 	must("admin cluster acl", g.cmds(100, gadminOn(ACLResourceCluster, ClusterResourceName, ACLOpAll))[0], 0)
 	must("admin topic acl", g.cmds(100, gadminOn(ACLResourceTopic, "lat", ACLOpDelete))[0], 0)
 	must("signed setting", g.cmds(100, gadmin.signAdmin(testChainID, 1, on))[0], 0)
-	must("unsigned delete", g.cmds(100, DeleteTopic{Name: "lat"})[0], kerr.PolicyViolation.Code)
-	must("signed delete", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], 0)
-	must("signed delete replayed", g.cmds(100, gadmin.signAdmin(testChainID, 2, DeleteTopic{Name: "lat"}))[0], kerr.SaslAuthenticationFailed.Code)
+	must("unsigned delete", g.cmds(100, topics.DeleteTopic{Name: "lat"})[0], kerr.PolicyViolation.Code)
+	must("signed delete", g.cmds(100, gadmin.signAdmin(testChainID, 2, topics.DeleteTopic{Name: "lat"}))[0], 0)
+	must("signed delete replayed", g.cmds(100, gadmin.signAdmin(testChainID, 2, topics.DeleteTopic{Name: "lat"}))[0], kerr.SaslAuthenticationFailed.Code)
 	must("signed off", g.cmds(100, gadmin.signAdmin(testChainID, 3, off))[0], 0)
 	// IP quotas (ip_quotas.go): the default's and one address's, one
 	// refused, the address's removed.
@@ -438,8 +439,8 @@ func goldenScenario(t *testing.T) []block {
 	if len(f.txns) != 0 {
 		t.Fatalf("golden scenario: transactional ids not expired: %d left", len(f.txns))
 	}
-	for _, p := range f.byName["orders"].Partitions {
-		if len(p.producerStates) != 0 {
+	for _, p := range f.ByName["orders"].Partitions {
+		if len(p.ProducerStates) != 0 {
 			t.Fatalf("golden scenario: producers not expired in orders-%d", p.Index)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The consumer group protocol of KIP-848: the broker assigns. Each member
@@ -123,18 +124,18 @@ func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []core.Change) {
 		if ok && !refresh {
 			continue
 		}
-		topics := []string{}
-		for _, name := range sortedNames(f.byName) {
+		matched := []string{}
+		for _, name := range topics.SortedNames(f.ByName) {
 			if used[re].matches(name) {
-				topics = append(topics, name)
+				matched = append(matched, name)
 			}
 		}
-		if ok && slices.Equal(old, topics) {
+		if ok && slices.Equal(old, matched) {
 			continue
 		}
-		g.Regexes[re] = topics
+		g.Regexes[re] = matched
 		changed = true
-		changes = append(changes, core.Change{Kind: core.ChangeRegexResolved, Name: g.Name, Sub: re, A: int64(len(topics))})
+		changes = append(changes, core.Change{Kind: core.ChangeRegexResolved, Name: g.Name, Sub: re, A: int64(len(matched))})
 	}
 	if changed {
 		f.touchGroup(g)
@@ -328,7 +329,7 @@ func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions {
 	}
 	out := core.TopicPartitions{}
 	for _, o := range c.Owned {
-		if t := f.byID[o.ID]; t != nil {
+		if t := f.ByID[o.ID]; t != nil {
 			for _, p := range o.Partitions {
 				out.Add(t.Name, p)
 			}
@@ -362,7 +363,7 @@ func (f *FSM) subscriptionDigest(g *Group) string {
 	for _, t := range core.SortedKeys(topics) {
 		h.Write([]byte(t))
 		h.Write([]byte{0})
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.byName[t].Partitions))))
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f.ByName[t].Partitions))))
 	}
 	h.Write([]byte(g.assignor()))
 	return string(h.Sum(nil))
@@ -373,13 +374,13 @@ func (f *FSM) subscribedTopics(g *Group, m *ConsumerMember) []string {
 	var out []string
 	if m.Regex == "" {
 		for _, name := range m.Topics { // sorted
-			if f.byName[name] != nil {
+			if f.ByName[name] != nil {
 				out = append(out, name)
 			}
 		}
 		return out
 	}
-	for _, name := range sortedNames(f.byName) {
+	for _, name := range topics.SortedNames(f.ByName) {
 		if g.subscribes(m, name) {
 			out = append(out, name)
 		}
@@ -438,7 +439,7 @@ func (f *FSM) maybeRetarget(g *Group) {
 // when the partitions do not divide evenly.
 func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
 	out := map[string]core.TopicPartitions{}
-	for _, name := range sortedNames(f.byName) {
+	for _, name := range topics.SortedNames(f.ByName) {
 		var subs []*ConsumerMember
 		for _, m := range members {
 			if g.subscribes(m, name) {
@@ -448,7 +449,7 @@ func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.T
 		if len(subs) == 0 {
 			continue
 		}
-		n := int32(len(f.byName[name].Partitions))
+		n := int32(len(f.ByName[name].Partitions))
 		per, extra := n/int32(len(subs)), n%int32(len(subs))
 		p := int32(0)
 		for i, m := range subs {
@@ -480,10 +481,10 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core
 		p     int32
 	}
 	var all []tp
-	for _, name := range sortedNames(f.byName) {
+	for _, name := range topics.SortedNames(f.ByName) {
 		for _, m := range members {
 			if g.subscribes(m, name) {
-				for p := range int32(len(f.byName[name].Partitions)) {
+				for p := range int32(len(f.ByName[name].Partitions)) {
 					all = append(all, tp{name, p})
 				}
 				break
@@ -502,7 +503,7 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core
 		for _, t := range core.SortedKeys(m.Target) {
 			for _, p := range m.Target[t] {
 				prev[tp{t, p}] = m.ID
-				if f.byName[t] != nil && p < int32(len(f.byName[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
+				if f.ByName[t] != nil && p < int32(len(f.ByName[t].Partitions)) && g.subscribes(m, t) && count[m.ID] < fair {
 					out[m.ID].Add(t, p)
 					count[m.ID]++
 					taken[tp{t, p}] = true

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 func cgJoin(member string, topics ...string) ConsumerGroupHeartbeat {
@@ -53,7 +54,7 @@ func wantAssignment(t *testing.T, what string, r core.Result, epoch int32, want 
 func TestConsumerGroupProtocol(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "orders", Partitions: 4, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 4, ReplicationFactor: -1})
 	ids := map[string]core.TopicID{"orders": d.f.View().Topic("orders").ID}
 	all := core.TopicPartitions{"orders": {0, 1, 2, 3}}
 
@@ -140,7 +141,7 @@ func TestConsumerGroupProtocol(t *testing.T) {
 func TestConsumerGroupStaticMember(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
 	s1 := cgJoin("s1", "orders")
 	s1.InstanceID = "inst"
 	wantAssignment(t, "static join", d.block(100, s1)[0], 1, core.TopicPartitions{"orders": {0, 1}})
@@ -167,15 +168,15 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 func TestConsumerGroupTopicDeleted(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1},
-		CreateTopic{Name: "gone", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "gone", Partitions: 2, ReplicationFactor: -1})
 	ids := map[string]core.TopicID{"orders": d.f.View().Topic("orders").ID, "gone": d.f.View().Topic("gone").ID}
 	all := core.TopicPartitions{"orders": {0, 1}, "gone": {0, 1}}
 	orders := core.TopicPartitions{"orders": {0, 1}}
 	wantAssignment(t, "A joins", d.block(100, cgJoin("A", "gone", "orders"))[0], 1, all)
 	wantAssignment(t, "A steady", d.block(100, cgBeat("A", 1, all, ids))[0], 1, nil)
 
-	d.block(100, DeleteTopic{Name: "gone"})
+	d.block(100, topics.DeleteTopic{Name: "gone"})
 	g := d.f.Groups().Group("cg")
 	if g.Epoch != 2 || g.AssignmentEpoch != 2 || !g.ConsumerMember("A").Target.Equal(orders) {
 		t.Fatalf("after the delete: epoch %d/%d target %v, want 2/2 %v", g.Epoch, g.AssignmentEpoch, g.ConsumerMember("A").Target, orders)
@@ -206,8 +207,8 @@ func TestConsumerGroupTopicDeleted(t *testing.T) {
 func TestConsumerGroupRegexResolvedLater(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1},
-		CreateTopic{Name: "ev-1", Partitions: 1, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "ev-1", Partitions: 1, ReplicationFactor: -1})
 	view := d.f.View()
 	ids := map[string]core.TopicID{"orders": view.Topic("orders").ID, "ev-1": view.Topic("ev-1").ID}
 	join := func(id string) ConsumerGroupHeartbeat {
@@ -224,7 +225,7 @@ func TestConsumerGroupRegexResolvedLater(t *testing.T) {
 	both := core.TopicPartitions{"orders": {0}, "ev-1": {0}}
 	wantAssignment(t, "A's next heartbeat takes the regex's topics", d.block(100, cgBeat("A", 1, literal, ids))[0], 2, both)
 
-	d.block(100, CreateTopic{Name: "ev-2", Partitions: 1, ReplicationFactor: -1})
+	d.block(100, topics.CreateTopic{Name: "ev-2", Partitions: 1, ReplicationFactor: -1})
 	ids["ev-2"] = d.f.View().Topic("ev-2").ID
 	if g := d.f.Groups().Group("cg"); g.Epoch != 3 {
 		t.Fatalf("epoch %d after a matching topic was created, want 3", g.Epoch)

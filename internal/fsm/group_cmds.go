@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The group commands (KindJoinGroup ... KindOffsetDelete) carry Kafka's
@@ -305,7 +306,7 @@ func checkGroupCommand(c core.Command) core.Result {
 		if len(c.Metadata) > MaxOffsetMetadata {
 			return core.Fail(kerr.OffsetMetadataTooLarge.Code, fmt.Sprintf("offset metadata of %d bytes exceeds offset.metadata.max.bytes (%d)", len(c.Metadata), MaxOffsetMetadata))
 		}
-		if err := ValidTopicName(c.Topic); err != nil {
+		if err := topics.ValidTopicName(c.Topic); err != nil {
 			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 		if c.Offset < -1 {
@@ -319,7 +320,7 @@ func checkGroupCommand(c core.Command) core.Result {
 		if r := checkGroupIDs(c.Group, "", ""); r.Code != 0 {
 			return r
 		}
-		if err := ValidTopicName(c.Topic); err != nil {
+		if err := topics.ValidTopicName(c.Topic); err != nil {
 			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 	}

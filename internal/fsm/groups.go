@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // GroupState is a classic consumer group's state, named as Kafka names
@@ -531,7 +532,7 @@ func (f *FSM) removeMember(g *Group, m *Member) {
 }
 
 func (f *FSM) offsetCommit(c OffsetCommit) core.Result {
-	t := f.byName[c.Topic]
+	t := f.ByName[c.Topic]
 	if t == nil || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
@@ -675,8 +676,8 @@ func registerGroups(r *registry) {
 // (registerGroups calls it).
 func registerGroupTimers(r *registry) {
 	r.registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
-	r.topicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *Topics, t *Topic) { f := appOf(tm.Machine); f.dropTopicOffsets(t.Name) })
-	r.housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *Topics) []core.Change { f := appOf(tm.Machine); return f.expireOffsets() })
+	r.TopicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *topics.Topics, t *topics.Topic) { f := appOf(tm.Machine); f.dropTopicOffsets(t.Name) })
+	r.Housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *topics.Topics) []core.Change { f := appOf(tm.Machine); return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted
@@ -719,7 +720,7 @@ func (f *FSM) groupTimers() (changes []core.Change) {
 	// A block that created or deleted topics resolves every group's
 	// regular expressions again (resolveRegexes), so every group is looked
 	// at; looking at a group whose timers are not due changes nothing.
-	topicsChanged := len(f.dirtyTopics) > 0
+	topicsChanged := len(f.DirtyTopics) > 0
 	if topicsChanged && now < f.groupsDue {
 		names = sortedGroupNames(f.groups)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // groupDriver applies blocks of commands one at a time, keeping them so
@@ -99,7 +100,7 @@ func join(group, member, client string, requireKnown bool) JoinGroup {
 func TestGroupLifecycleDeterministic(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1})
 
 	r := d.block(100, join("g", "", "c1", true), join("g", "", "c2", false))
 	wantCode(t, "join without member id (v4+)", r[0], kerr.MemberIDRequired.Code)
@@ -199,7 +200,7 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	// Offsets of an empty group expire after the retention (60 s here)
 	// and the group goes with them; a deleted topic takes its offsets.
 	wantCode(t, "commit in another group", d.block(100, OffsetCommit{Group: "h", Generation: -1, Topic: "orders", Partition: 0, Offset: 1})[0], 0)
-	d.block(100, DeleteTopic{Name: "orders"})
+	d.block(100, topics.DeleteTopic{Name: "orders"})
 	if h := d.f.Groups().Group("h"); h == nil || len(h.Offsets) != 0 {
 		t.Fatalf("group h after its topic was deleted: %+v", h)
 	}
@@ -226,7 +227,7 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 func TestGroupsSurviveReopen(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "orders", Partitions: 2, ReplicationFactor: -1})
 	s := join("g", "", "c", false)
 	s.InstanceID = "inst"
 	id := d.block(100, s, join("g", "", "d", false))[0].Group.MemberID

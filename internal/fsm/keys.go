@@ -27,13 +27,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 )
 
 // keyEntry is one indexed record, staged until the block's Commit.
 type keyEntry struct {
-	topic     *Topic
+	topic     *topics.Topic
 	partition int32
 	key       []byte
 	offset    int64
@@ -43,7 +44,7 @@ type keyEntry struct {
 
 // keyRef names a key in one partition.
 type keyRef struct {
-	topic     *Topic
+	topic     *topics.Topic
 	partition int32
 	key       string
 }
@@ -102,7 +103,7 @@ func parseEntryValue(v []byte) (pid int64, snapshot bool, err error) {
 // not decided yet counts: it holds the key), or -1 when there is none:
 // the version an optimistic-concurrency append states it expects. The
 // records of this block come first, then the index.
-func (f *FSM) latestVersion(t *Topic, p *Partition, key []byte) (int64, error) {
+func (f *FSM) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) (int64, error) {
 	if f.keyStaged == nil {
 		f.keyStaged = map[keyRef][]int{}
 		for i, e := range f.keysAdded {
@@ -195,7 +196,7 @@ type KeyEvent struct {
 func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyEvent, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
 	prefix := keyPrefix(t.ID, key)
 	var out []KeyEvent
@@ -235,7 +236,7 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 func (f *FSM) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
-		return KeyEvent{}, false, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return KeyEvent{}, false, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
 	var best KeyEvent
 	found := false
@@ -271,7 +272,7 @@ type batchCache struct {
 // event reads the record of key at offset off of partition pi, if it is
 // committed, readable (not below the log start nor removed by compaction)
 // and not of an aborted transaction.
-func (c *batchCache) event(t *TopicView, pi int32, off int64, key []byte) (KeyEvent, bool, error) {
+func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte) (KeyEvent, bool, error) {
 	if int(pi) >= len(t.Partitions) {
 		return KeyEvent{}, false, nil
 	}
@@ -306,7 +307,7 @@ func (c *batchCache) event(t *TopicView, pi int32, off int64, key []byte) (KeyEv
 			ev = KeyEvent{Partition: pi, Offset: rec.Offset, Timestamp: rec.Timestamp, Key: bytes.Clone(rec.Key), Value: cloneNil(rec.Value)}
 			for _, hd := range rec.Headers {
 				ev.Headers = append(ev.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
-				ev.Snapshot = ev.Snapshot || hd.Key == SnapshotHeader
+				ev.Snapshot = ev.Snapshot || hd.Key == topics.SnapshotHeader
 			}
 			found = true
 		}
@@ -321,7 +322,7 @@ func (c *batchCache) event(t *TopicView, pi int32, off int64, key []byte) (KeyEv
 
 // aborted reports whether a record of producer pid at offset off belongs to
 // an aborted transaction.
-func aborted(p *Partition, pid int64, off int64) bool {
+func aborted(p *topics.Partition, pid int64, off int64) bool {
 	if pid < 0 {
 		return false
 	}
@@ -345,36 +346,36 @@ func cloneNil(b []byte) []byte {
 // at the version it states, counting the records before it. Any failure
 // refuses the whole produce, the record listed in its RecordErrors (bases
 // are the indexes of the batches' first records in the record set).
-func (f *FSM) checkVersions(t *Topic, p *Partition, keys [][]keyAt, bases []int32, offsets []int64, dup []bool) core.Result {
+func (f *FSM) checkVersions(t *topics.Topic, p *topics.Partition, keys [][]topics.KeyAt, bases []int32, offsets []int64, dup []bool) core.Result {
 	latest := map[string]int64{} // versions the batches before have made
 	for i, ks := range keys {
 		if dup[i] {
 			continue
 		}
 		for _, k := range ks {
-			v, ok := latest[string(k.key)]
+			v, ok := latest[string(k.Key)]
 			if !ok {
 				var err error
-				if v, err = f.latestVersion(t, p, k.key); err != nil {
+				if v, err = f.latestVersion(t, p, k.Key); err != nil {
 					return f.LocalFault("reading the latest version of a key of %s-%d: %w", t.Name, p.Index, err)
 				}
 			}
-			if k.expect != noExpectation && k.expect != v {
+			if k.Expect != topics.NoExpectation && k.Expect != v {
 				now := fmt.Sprintf("its latest is version %d", v)
 				if v < 0 {
 					now = "it has no event yet"
 				}
-				want := fmt.Sprintf("version %d", k.expect)
-				if k.expect < 0 {
+				want := fmt.Sprintf("version %d", k.Expect)
+				if k.Expect < 0 {
 					want = "no event yet"
 				}
 				r := core.Fail(kerr.InvalidRecord.Code, fmt.Sprintf("version conflict on key %q in %s-%d: the record expects %s, but %s; nothing of the batch was written",
-					k.key, t.Name, p.Index, want, now))
+					k.Key, t.Name, p.Index, want, now))
 				r.VersionConflict, r.KeyVersion = true, v
-				r.RecordErrors = []core.RecordError{{Index: bases[i] + k.delta, Message: fmt.Sprintf("version conflict on key %q: the record expects %s, but %s", k.key, want, now)}}
+				r.RecordErrors = []core.RecordError{{Index: bases[i] + k.Delta, Message: fmt.Sprintf("version conflict on key %q: the record expects %s, but %s", k.Key, want, now)}}
 				return r
 			}
-			latest[string(k.key)] = offsets[i] + int64(k.delta)
+			latest[string(k.Key)] = offsets[i] + int64(k.Delta)
 		}
 	}
 	return core.Result{}
@@ -428,7 +429,7 @@ func unescapeKey(b []byte) (key, rest []byte, err error) {
 func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
 	head := keyTopicPrefix(t.ID)
 	lower := append(append([]byte{}, head...), escapeKey(prefix)...)
@@ -474,7 +475,7 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
-		return 0, 0, false, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return 0, 0, false, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
 	prefix := keyPrefix(t.ID, key)
 	var part int32
@@ -518,21 +519,21 @@ func registerKeyIndex(r *registry) {
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	r.produceChecks.Register(10, "expected versions", modKeys, func(tm *Topics, pr *producing) (core.Result, func()) {
+	r.ProduceChecks.Register(10, "expected versions", modKeys, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
 		f := appOf(tm.Machine)
-		if !pr.conditional {
+		if !pr.Conditional {
 			return core.Result{}, nil
 		}
-		return f.checkVersions(pr.t, pr.p, pr.keys, pr.bases, pr.offsets, pr.dup), nil
+		return f.checkVersions(pr.T, pr.P, pr.Keys, pr.Bases, pr.Offsets, pr.Dup), nil
 	})
-	r.batchAppended.Register(20, "key stream entries", modKeys, func(tm *Topics, pr *producing, i int, _ []byte, at int64) core.Result {
+	r.BatchAppended.Register(20, "key stream entries", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, _ []byte, at int64) core.Result {
 		f := appOf(tm.Machine)
-		for _, k := range pr.keys[i] {
-			f.stageKey(keyEntry{topic: pr.t, partition: pr.p.Index, key: k.key, offset: at + int64(k.delta), pid: pr.headers[i].ProducerID, snapshot: k.snapshot})
+		for _, k := range pr.Keys[i] {
+			f.stageKey(keyEntry{topic: pr.T, partition: pr.P.Index, key: k.Key, offset: at + int64(k.Delta), pid: pr.Headers[i].ProducerID, snapshot: k.Snapshot})
 		}
 		return core.Result{}
 	})
-	r.topicDropped.Register(10, "key stream entries", modKeys, func(_ *Topics, t *Topic, b *core.StateBatch) {
+	r.TopicDropped.Register(10, "key stream entries", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 	})
 	r.registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
@@ -552,13 +553,13 @@ func stageKeyEntries(f *FSM, b *core.StateBatch) error {
 	entries := make([]kv, 0, len(f.keysAdded))
 	size := 0
 	for _, e := range f.keysAdded {
-		if !e.topic.deleted {
+		if !e.topic.Deleted {
 			size += keyEntryKeyLen(e)
 		}
 	}
 	arena := make([]byte, 0, size) // every entry's key, in one allocation
 	for _, e := range f.keysAdded {
-		if !e.topic.deleted {
+		if !e.topic.Deleted {
 			start := len(arena)
 			arena = appendKeyEntryKey(arena, e)
 			entries = append(entries, kv{arena[start:len(arena):len(arena)], entryValue(e)})

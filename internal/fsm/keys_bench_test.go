@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -43,7 +44,7 @@ func keyBenchBlocks(tb testing.TB, f *FSM, keys, events int, height *int64) time
 			if err != nil {
 				tb.Fatal(err)
 			}
-			txs = append(txs, tx(len(txs), Produce{Topic: "kb", Partition: 0, Records: b}))
+			txs = append(txs, tx(len(txs), topics.Produce{Topic: "kb", Partition: 0, Records: b}))
 			done += n
 		}
 		*height++
@@ -59,7 +60,7 @@ func keyBenchBlocks(tb testing.TB, f *FSM, keys, events int, height *int64) time
 	return took
 }
 
-func keyBenchFSM(tb testing.TB, opts Options, configs ...ConfigEntry) (*FSM, int64) {
+func keyBenchFSM(tb testing.TB, opts Options, configs ...topics.ConfigEntry) (*FSM, int64) {
 	tb.Helper()
 	opts.Dir = tb.TempDir()
 	f, err := Open(opts)
@@ -67,8 +68,8 @@ func keyBenchFSM(tb testing.TB, opts Options, configs ...ConfigEntry) (*FSM, int
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { f.Close() })
-	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(0, CreateTopic{Name: "kb", Partitions: 1, ReplicationFactor: -1,
-		Configs: append([]ConfigEntry{{"segment.bytes", "1073741824"}}, configs...)})}}); err != nil {
+	if _, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(0, topics.CreateTopic{Name: "kb", Partitions: 1, ReplicationFactor: -1,
+		Configs: append([]topics.ConfigEntry{{Name: "segment.bytes", Value: "1073741824"}}, configs...)})}}); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := f.Commit(); err != nil {
@@ -144,9 +145,9 @@ func BenchmarkProduceKeyIndex(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		opts    Options
-		configs []ConfigEntry
+		configs []topics.ConfigEntry
 	}{{"with-index", Options{}, nil}, {"without-index", Options{WithoutKeyIndex: true}, nil},
-		{"table", Options{}, []ConfigEntry{{"cleanup.policy", "compact"}}}} {
+		{"table", Options{}, []topics.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}}} {
 		b.Run(c.name, func(b *testing.B) {
 			f, h := keyBenchFSM(b, c.opts, c.configs...)
 			events := 10_000 * b.N

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -143,7 +144,7 @@ func TestKeyEvents(t *testing.T) {
 	// The deleted topic left no entry; keys apart by a zero byte or a
 	// prefix stay apart.
 	for k := range storeContents(t, f) {
-		if strings.HasPrefix(k, "k/") && !slices.ContainsFunc(f.View().Topics(), func(tv *TopicView) bool {
+		if strings.HasPrefix(k, "k/") && !slices.ContainsFunc(f.View().Topics(), func(tv *topics.TopicView) bool {
 			return strings.HasPrefix(k, string(keyTopicPrefix(tv.ID)))
 		}) {
 			t.Fatalf("key index entry %q belongs to no topic", k)
@@ -161,8 +162,8 @@ func TestKeyEvents(t *testing.T) {
 	}
 	h, _ := f.Info()
 	for i, blk := range []block{
-		{t0 + 100_000, [][]byte{tx(9000, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
-		{t0 + 101_000, [][]byte{tx(9002, Produce{Topic: "bytes", Partition: 0, Records: b})}},
+		{t0 + 100_000, [][]byte{tx(9000, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, topics.CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
+		{t0 + 101_000, [][]byte{tx(9002, topics.Produce{Topic: "bytes", Partition: 0, Records: b})}},
 	} {
 		if _, err := f.ApplyBlock(core.Block{Height: h + int64(i) + 1, TimeMs: blk.time, Txs: blk.txs}); err != nil {
 			t.Fatal(err)
@@ -253,7 +254,7 @@ func TestKeyEvents(t *testing.T) {
 // aborted transaction, and those of one not decided yet until its commit.
 func TestKeyEventsTransactions(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
-	d.block(0, CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
 	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	keyed := func(seq int32, values ...string) []byte {
 		var recs []record.Record
@@ -268,7 +269,7 @@ func TestKeyEventsTransactions(t *testing.T) {
 	}
 	txn := func(seq int32, commit bool, values ...string) {
 		wantCode(t, "add", d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: 0})[0], 0)
-		wantCode(t, "produce", d.block(10, Produce{Topic: "out", Partition: 0, Records: keyed(seq, values...)})[0], 0)
+		wantCode(t, "produce", d.block(10, topics.Produce{Topic: "out", Partition: 0, Records: keyed(seq, values...)})[0], 0)
 		if got := keyEvents(t, d.f, "out", []byte("acct"), 0, 100); slices.ContainsFunc(got, func(s string) bool { return strings.HasSuffix(s, "="+values[0]) }) {
 			t.Fatalf("an undecided transaction's record is among the key's events: %v", got)
 		}
@@ -296,7 +297,7 @@ func occBatch(t *testing.T, recs ...occRec) []byte {
 			rec.Key = []byte(r.key)
 		}
 		if r.expect != "" {
-			rec.Headers = []record.RecordHeader{{Key: ExpectedVersionHeader, Value: []byte(r.expect)}}
+			rec.Headers = []record.RecordHeader{{Key: topics.ExpectedVersionHeader, Value: []byte(r.expect)}}
 		}
 		rs = append(rs, rec)
 	}
@@ -318,9 +319,9 @@ type occRec struct{ key, value, expect string }
 // transaction's record is not a version.
 func TestOptimisticConcurrency(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
-	d.block(0, CreateTopic{Name: "acct", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "acct", Partitions: 2, ReplicationFactor: -1})
 	produce := func(recs ...occRec) core.Result {
-		return d.block(10, Produce{Topic: "acct", Partition: 0, Records: occBatch(t, recs...)})[0]
+		return d.block(10, topics.Produce{Topic: "acct", Partition: 0, Records: occBatch(t, recs...)})[0]
 	}
 	wantCode(t, "first event of a, expecting none", produce(occRec{"a", "a0", "-1"}), 0)                              // offset 0
 	wantCode(t, "a at 0, then a at the record before it", produce(occRec{"a", "a1", "0"}, occRec{"a", "a2", "1"}), 0) // 1, 2
@@ -338,13 +339,13 @@ func TestOptimisticConcurrency(t *testing.T) {
 
 	// Two writers expecting version 4 in one block: the first ordered wins.
 	res := d.block(10,
-		Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-1", "4"})},
-		Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-2", "4"})})
+		topics.Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-1", "4"})},
+		topics.Produce{Topic: "acct", Partition: 0, Records: occBatch(t, occRec{"a", "writer-2", "4"})})
 	wantCode(t, "the first of two racing writers", res[0], 0)
 	wantCode(t, "the second of two racing writers", res[1], kerr.InvalidRecord.Code)
 
 	// Versions are per partition: partition 1 has no event of a.
-	wantCode(t, "a in partition 1", d.block(10, Produce{Topic: "acct", Partition: 1, Records: occBatch(t, occRec{"a", "p1", "-1"})})[0], 0)
+	wantCode(t, "a in partition 1", d.block(10, topics.Produce{Topic: "acct", Partition: 1, Records: occBatch(t, occRec{"a", "p1", "-1"})})[0], 0)
 
 	for name, rec := range map[string]occRec{
 		"a version that is not a number": {"a", "x", "five"},
@@ -368,7 +369,7 @@ func TestOptimisticConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "transactional write of c", d.block(10, Produce{Topic: "acct", Partition: 0, Records: b})[0], 0)
+	wantCode(t, "transactional write of c", d.block(10, topics.Produce{Topic: "acct", Partition: 0, Records: b})[0], 0)
 	wantCode(t, "c is held by the open transaction", produce(occRec{"c", "x", "-1"}), kerr.InvalidRecord.Code)
 	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
 	wantCode(t, "c has no event once the transaction is aborted", produce(occRec{"c", "c0", "-1"}), 0)
@@ -439,7 +440,7 @@ func TestKeySnapshots(t *testing.T) {
 // TestKeyEntryKeyLen: the arena persist sizes for a block's entry keys
 // holds them exactly, zero bytes (escaped to two) included.
 func TestKeyEntryKeyLen(t *testing.T) {
-	tp := &Topic{ID: core.TopicID{1, 2, 3}}
+	tp := &topics.Topic{ID: core.TopicID{1, 2, 3}}
 	for _, key := range [][]byte{nil, {}, []byte("k"), {0}, {0, 0, 'a', 0}, []byte("a\x00b\xff")} {
 		e := keyEntry{topic: tp, partition: 7, key: key, offset: 1 << 40}
 		k := appendKeyEntryKey(nil, e)

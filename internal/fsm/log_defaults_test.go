@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -19,16 +20,16 @@ import (
 // gives every log the new broker defaults under its own overrides.
 func logDefaultBlocks(t testing.TB) []block {
 	produce := func(topic string, ts int64, n int) core.Command {
-		return Produce{Topic: topic, Partition: 0, Records: batch(t, ts, record.CodecNone, "k", n)}
+		return topics.Produce{Topic: topic, Partition: 0, Records: batch(t, ts, record.CodecNone, "k", n)}
 	}
 	return []block{
-		{t0, [][]byte{tx(1, CreateTopic{Name: "before", Partitions: 1, ReplicationFactor: -1})}},
+		{t0, [][]byte{tx(1, topics.CreateTopic{Name: "before", Partitions: 1, ReplicationFactor: -1})}},
 		{t0 + 100, [][]byte{tx(2, produce("before", t0+100, 3))}},
-		{t0 + 200, [][]byte{tx(3, AlterLogDefaults{Incremental: true, Changes: []ConfigChange{
-			{OpSet, "log.retention.ms", "10000"}, {OpSet, "log.segment.bytes", "200"}}})}},
+		{t0 + 200, [][]byte{tx(3, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
+			{Op: topics.OpSet, Name: "log.retention.ms", Value: "10000"}, {Op: topics.OpSet, Name: "log.segment.bytes", Value: "200"}}})}},
 		{t0 + 300, [][]byte{
-			tx(4, CreateTopic{Name: "after", Partitions: 1, ReplicationFactor: -1}),
-			tx(5, CreateTopic{Name: "own", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{"retention.ms", "-1"}}}),
+			tx(4, topics.CreateTopic{Name: "after", Partitions: 1, ReplicationFactor: -1}),
+			tx(5, topics.CreateTopic{Name: "own", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "retention.ms", Value: "-1"}}}),
 		}},
 		{t0 + 400, [][]byte{tx(6, produce("before", t0+400, 3), produce("after", t0+400, 3), produce("own", t0+400, 3))}},
 		{t0 + 500, [][]byte{tx(7, produce("before", t0+500, 3), produce("after", t0+500, 3), produce("own", t0+500, 3))}},
@@ -76,27 +77,27 @@ func TestLogDefaultsChanges(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
 	steps := []struct {
-		cmd  AlterLogDefaults
+		cmd  topics.AlterLogDefaults
 		code int16
 		want map[string]string
 	}{
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpAppend, "log.cleanup.policy", "compact"}}}, 0,
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: "log.cleanup.policy", Value: "compact"}}}, 0,
 			map[string]string{"log.cleanup.policy": "delete,compact"}},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSubtract, "log.cleanup.policy", "delete"}, {OpSet, "message.max.bytes", "5000"}}}, 0,
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSubtract, Name: "log.cleanup.policy", Value: "delete"}, {Op: topics.OpSet, Name: "message.max.bytes", Value: "5000"}}}, 0,
 			map[string]string{"log.cleanup.policy": "compact", "message.max.bytes": "5000"}},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpAppend, "message.max.bytes", "1"}}}, kerr.InvalidConfig.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.segment.bytes", "13"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.cleanup.policy", "sometimes"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.retention.hours", "1"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.message.format.version", "3.0"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "retention.ms", "1"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.retention.ms", "1"}, {OpDelete, "log.retention.ms", ""}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{9, "log.retention.ms", "1"}}}, kerr.InvalidRequest.Code, nil},
-		{AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpDelete, "message.max.bytes", ""}}}, 0,
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: "message.max.bytes", Value: "1"}}}, kerr.InvalidConfig.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.segment.bytes", Value: "13"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.cleanup.policy", Value: "sometimes"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.hours", Value: "1"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.message.format.version", Value: "3.0"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "retention.ms", Value: "1"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.ms", Value: "1"}, {Op: topics.OpDelete, Name: "log.retention.ms", Value: ""}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: 9, Name: "log.retention.ms", Value: "1"}}}, kerr.InvalidRequest.Code, nil},
+		{topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: "message.max.bytes", Value: ""}}}, 0,
 			map[string]string{"log.cleanup.policy": "compact"}},
-		{AlterLogDefaults{Changes: []ConfigChange{{OpSet, "log.retention.bytes", "1000"}, {OpSet, "compression.type", "zstd"}}}, 0,
+		{topics.AlterLogDefaults{Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.bytes", Value: "1000"}, {Op: topics.OpSet, Name: "compression.type", Value: "zstd"}}}, 0,
 			map[string]string{"log.retention.bytes": "1000", "compression.type": "zstd"}},
-		{AlterLogDefaults{}, 0, map[string]string{}},
+		{topics.AlterLogDefaults{}, 0, map[string]string{}},
 	}
 	var blocks []block
 	for i, s := range steps {
@@ -111,7 +112,7 @@ func TestLogDefaultsChanges(t *testing.T) {
 	if got := f.View().LogDefaults(); len(got) != 0 {
 		t.Fatalf("after the empty legacy AlterConfigs: %v, want none", got)
 	}
-	if _, ok, err := f.Store.Get(keyLogDefaults); ok || err != nil {
+	if _, ok, err := f.Store.Get(topics.KeyLogDefaults); ok || err != nil {
 		t.Fatalf("m/log-defaults still stored (%v) with no defaults left", err)
 	}
 	// And each intermediate state, replayed one step at a time.
@@ -164,7 +165,7 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 	if got := r.View().LogDefaults(); got["log.retention.ms"] != "10000" || got["log.segment.bytes"] != "200" {
 		t.Fatalf("reopened: log defaults %v", got)
 	}
-	if got := r.byName["after"].Config; !sameConfig(got, want) {
+	if got := r.ByName["after"].Config; !topics.SameConfig(got, want) {
 		t.Fatalf("reopened: after's config %+v, want %+v", got, want)
 	}
 
@@ -177,7 +178,7 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 	if got := dst.View().LogDefaults(); got["log.retention.ms"] != "10000" {
 		t.Fatalf("restored: log defaults %v", got)
 	}
-	if got := dst.byName["before"].Config; !sameConfig(got, want) {
+	if got := dst.ByName["before"].Config; !topics.SameConfig(got, want) {
 		t.Fatalf("restored: before's config %+v, want %+v", got, want)
 	}
 }
@@ -186,11 +187,11 @@ func TestLogDefaultsDeterministicAndReloaded(t *testing.T) {
 // set, or holding an invalid value, is refused as malformed.
 func TestDecodeLogDefaults(t *testing.T) {
 	good := map[string]string{"log.retention.ms": "5", "log.cleanup.policy": "compact"}
-	if m, err := decodeLogDefaults(encodeLogDefaults(good)); err != nil || !sameMap(m, good) {
+	if m, err := topics.DecodeLogDefaults(topics.EncodeLogDefaults(good)); err != nil || !sameMap(m, good) {
 		t.Fatalf("round trip: %v %v", m, err)
 	}
 	for _, bad := range []map[string]string{{"log.retention.hours": "5"}, {"log.retention.ms": "x"}, {"": ""}} {
-		if _, err := decodeLogDefaults(encodeLogDefaults(bad)); err == nil {
+		if _, err := topics.DecodeLogDefaults(topics.EncodeLogDefaults(bad)); err == nil {
 			t.Errorf("%v decoded", bad)
 		}
 	}

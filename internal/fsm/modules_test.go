@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // modApp stands, in this test, for the application's own files (app.go,
@@ -23,16 +24,21 @@ import (
 // module: it cannot import this package.
 const modApp core.Module = "app"
 
-// The modules of the state machine (registry.go), by file. A new file
+// modulePackages are the modules that are packages of their own, by
+// directory. TestModuleLayering reads what they declare (a use of it from
+// this package is a use of the module) and does not check their own
+// files: Go's import rules keep a module package from naming any module
+// above it, as the core from naming any module.
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics}
+
+// The modules of the state machine (core/registry.go) that are files of
+// this package, by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
 var fileModules = map[string]core.Module{
 	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
-	"app.go": modApp, "core_api.go": modApp,
-	"topics.go": modTopics, "topic_cmds.go": modTopics, "topic_state.go": modTopics, "topic_view.go": modTopics, "topic_proofs.go": modTopics, "topic_files.go": modTopics, "configs.go": modTopics, "produce.go": modTopics,
-	"housekeeping.go": modTopics, "compactor.go": modTopics, "assignments.go": modTopics,
-	"partition_producers.go": modTopics, "partition_txns.go": modTopics, "record_headers.go": modTopics, "topic_hooks.go": modTopics, "topic_snapshot.go": modTopics,
-	"log_defaults.go": modTopics, "append_clock.go": modTopics, "proposals.go": modCluster,
-	"keys.go": modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp,
+	"proposals.go": modCluster,
+	"keys.go":      modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
 	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
@@ -68,17 +74,18 @@ var fileModules = map[string]core.Module{
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
 // the hooks' order is pinned by TestHooks. Every edge listed is used
-// (TestModuleLayering), so the map says what the code does. Moving each
-// module into a package of its own is what is left of issue 16, item 7.
+// (TestModuleLayering), so the map says what the code does. The topics
+// module is a package (modulePackages); the others are files of this
+// package until they move into packages of their own too.
 var allowedCalls = map[core.Module][]core.Module{
-	modApp:       {},
-	modTopics:    {},
-	modKeys:      {modTopics},
-	modGroups:    {modTopics},
-	modProducers: {modTopics, modGroups},
-	modTrust:     {modTopics},
-	modCluster:   {modTopics, modTrust},                        // topics: the config definitions and changes (configs.go) broker configs reuse
-	modSecurity:  {modTopics, modGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	modApp:           {},
+	topics.ModTopics: {},
+	modKeys:          {topics.ModTopics},
+	modGroups:        {topics.ModTopics},
+	modProducers:     {topics.ModTopics, modGroups},
+	modTrust:         {topics.ModTopics},
+	modCluster:       {topics.ModTopics, modTrust},                        // topics: the config definitions and changes (configs.go) broker configs reuse
+	modSecurity:      {topics.ModTopics, modGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
 // coreAssembly is every place the application's files (app.go,
@@ -93,14 +100,12 @@ var allowedCalls = map[core.Module][]core.Module{
 // Nothing else of the application names a module (TestModuleLayering);
 // when the modules become packages these are what wires them.
 var coreAssembly = []string{
-	"FSM names Topics (topics)",
 	"FSM names clusterState (cluster)",
 	"FSM names groupsState (groups)",
 	"FSM names keysState (keys)",
 	"FSM names producersState (producers)",
 	"FSM names securityState (security)",
 	"FSM names trustState (trust)",
-	"Open calls newTopics (topics)",
 	"Options names BatchSource (trust)",
 	"Options names GenesisUser (security)",
 	"Options names ValidatorSet (trust)",
@@ -109,10 +114,7 @@ var coreAssembly = []string{
 	"buildRegistry calls registerKeys (keys)",
 	"buildRegistry calls registerProducers (producers)",
 	"buildRegistry calls registerSecurity (security)",
-	"buildRegistry calls registerTopics (topics)",
 	"buildRegistry calls registerTrust (trust)",
-	"newRegistry calls unmadeTopicHooks (topics)",
-	"registry names topicHooks (topics)",
 }
 
 // assemblyStructs are the core's structs whose fields may name modules'
@@ -120,7 +122,7 @@ var coreAssembly = []string{
 // functions (coreAssembly).
 var (
 	assemblyStructs = map[string]bool{"FSM": true, "Options": true, "registry": true}
-	assemblyFuncs   = map[string]bool{"buildRegistry": true, "Open": true, "newRegistry": true}
+	assemblyFuncs   = map[string]bool{"buildRegistry": true}
 )
 
 // interfaceMethods are method names of interfaces every module uses
@@ -156,6 +158,51 @@ func TestModuleLayering(t *testing.T) {
 	types := map[string]decl{}     // type name
 	values := map[string]decl{}    // package-level var or const
 	files := map[string]*ast.File{}
+	declare := func(m core.Module, name string, f *ast.File, ownPackage bool) {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv != nil {
+					methods[d.Name.Name] = append(methods[d.Name.Name], decl{m, name})
+				} else if ownPackage {
+					funcs[d.Name.Name] = decl{m, name}
+				}
+			case *ast.GenDecl:
+				if !ownPackage {
+					continue // reached only as pkg.Name (a selector, below)
+				}
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						types[s.Name.Name] = decl{m, name}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							values[n.Name] = decl{m, name}
+						}
+					}
+				}
+			}
+		}
+	}
+	pkgFiles := map[string]*ast.File{} // the module packages' files, by path
+	for _, dir := range sortedModulePackages() {
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range des {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkgFiles[path] = f
+			declare(modulePackages[dir], path, f, false)
+		}
+	}
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -171,34 +218,14 @@ func TestModuleLayering(t *testing.T) {
 			t.Fatal(err)
 		}
 		files[name] = f
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Recv == nil {
-					funcs[d.Name.Name] = decl{m, name}
-				} else {
-					methods[d.Name.Name] = append(methods[d.Name.Name], decl{m, name})
-				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						types[s.Name.Name] = decl{m, name}
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							values[n.Name] = decl{m, name}
-						}
-					}
-				}
-			}
-		}
+		declare(m, name, f, true)
 	}
 	for name := range fileModules {
 		if _, ok := files[name]; !ok {
 			t.Errorf("fileModules names %s, which is not in the package", name)
 		}
 	}
-	fieldModules := stateFieldModules(t, files)
+	fieldModules := stateFieldModules(t, files, pkgFiles)
 	// The modules a method name belongs to, when only one.
 	methodModule := map[string]core.Module{}
 	for name, ds := range methods {
@@ -280,11 +307,19 @@ func TestModuleLayering(t *testing.T) {
 						note(from, d.module, fmt.Sprintf("%s calls %s (%s)", name, fn.Name, d.file))
 					}
 				case *ast.SelectorExpr:
+					if x, ok := fn.X.(*ast.Ident); ok && (modulePackages[x.Name] != "" || x.Name == "core") {
+						break // a package's function: the selector case below
+					}
 					if m, ok := methodModule[fn.Sel.Name]; ok && !interfaceMethods[fn.Sel.Name] {
 						note(from, m, fmt.Sprintf("%s calls .%s", name, fn.Sel.Name))
 					}
 				}
 			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok {
+					if m, ok := modulePackages[x.Name]; ok && from != modApp {
+						note(from, m, fmt.Sprintf("%s uses %s.%s", name, x.Name, n.Sel.Name))
+					}
+				}
 				if x, ok := n.X.(*ast.Ident); ok && (x.Name == "f" || x.Name == "g") {
 					if m, ok := fieldModules[n.Sel.Name]; ok {
 						note(from, m, fmt.Sprintf("%s uses FSM.%s", name, n.Sel.Name))
@@ -343,38 +378,49 @@ func TestModuleLayering(t *testing.T) {
 	}
 }
 
+// sortedModulePackages are modulePackages' directories, sorted.
+func sortedModulePackages() []string { return core.SortedKeys(modulePackages) }
+
 // stateFieldModules says which module owns each field of FSM, from the
 // source: a module's state is a struct type declared in its files and
 // embedded in FSM, so a field is the module's that declares it; FSM's
 // named fields are the core's and left out. It fails the test on an
 // embedded field that is not a struct type of a module other than the
 // core, and on a field two modules declare (FSM could not promote it).
-func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]core.Module {
+func stateFieldModules(t *testing.T, files, pkgFiles map[string]*ast.File) map[string]core.Module {
 	t.Helper()
+	// Struct types by name: this package's by their name, a module
+	// package's by dir.Name.
 	structs := map[string]*ast.StructType{}
 	structModule := map[string]core.Module{}
 	var fsm *ast.StructType
-	for _, name := range core.SortedKeys(files) {
-		for _, d := range files[name].Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok {
-				continue
-			}
-			for _, s := range g.Specs {
-				ts, ok := s.(*ast.TypeSpec)
+	collect := func(prefix string, m func(file string) core.Module, fs map[string]*ast.File) {
+		for _, name := range core.SortedKeys(fs) {
+			for _, d := range fs[name].Decls {
+				g, ok := d.(*ast.GenDecl)
 				if !ok {
 					continue
 				}
-				st, ok := ts.Type.(*ast.StructType)
-				if !ok {
-					continue
-				}
-				structs[ts.Name.Name], structModule[ts.Name.Name] = st, fileModules[name]
-				if ts.Name.Name == "FSM" {
-					fsm = st
+				for _, s := range g.Specs {
+					ts, ok := s.(*ast.TypeSpec)
+					if !ok {
+						continue
+					}
+					st, ok := ts.Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					structs[prefix+ts.Name.Name], structModule[prefix+ts.Name.Name] = st, m(name)
+					if prefix == "" && ts.Name.Name == "FSM" {
+						fsm = st
+					}
 				}
 			}
 		}
+	}
+	collect("", func(file string) core.Module { return fileModules[file] }, files)
+	for _, dir := range sortedModulePackages() {
+		collect(dir+".", func(string) core.Module { return modulePackages[dir] }, pkgFiles)
 	}
 	if fsm == nil {
 		t.Fatal("no struct type FSM in the package")
@@ -396,14 +442,23 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]core
 		embedded++
 		typ := fl.Type
 		if st, ok := typ.(*ast.StarExpr); ok {
-			typ = st.X // a module's own type (Topics), embedded by pointer
+			typ = st.X // a module's own type (topics.Topics), embedded by pointer
 		}
-		id, ok := typ.(*ast.Ident)
-		if !ok || structs[id.Name] == nil || structModule[id.Name] == modApp {
+		key, prefix := "", ""
+		switch x := typ.(type) {
+		case *ast.Ident:
+			key = x.Name
+		case *ast.SelectorExpr:
+			if pkg, ok := x.X.(*ast.Ident); ok {
+				prefix = pkg.Name + "."
+				key = prefix + x.Sel.Name
+			}
+		}
+		if key == "" || structs[key] == nil || structModule[key] == modApp {
 			t.Errorf("FSM embeds %v: only a module's state struct or type, declared in that module's files, belongs there", fl.Type)
 			continue
 		}
-		m := structModule[id.Name]
+		m := structModule[key]
 		// The struct's fields, and those of the module's structs it
 		// embeds (Topics embeds topicsState).
 		var add func(st *ast.StructType)
@@ -416,13 +471,13 @@ func stateFieldModules(t *testing.T, files map[string]*ast.File) map[string]core
 					fields[n.Name] = m
 				}
 				if len(sf.Names) == 0 {
-					if eid, ok := sf.Type.(*ast.Ident); ok && structs[eid.Name] != nil && structModule[eid.Name] == m {
-						add(structs[eid.Name])
+					if eid, ok := sf.Type.(*ast.Ident); ok && structs[prefix+eid.Name] != nil && structModule[prefix+eid.Name] == m {
+						add(structs[prefix+eid.Name])
 					}
 				}
 			}
 		}
-		add(structs[id.Name])
+		add(structs[key])
 	}
 	if embedded == 0 || len(fields) == 0 {
 		t.Errorf("FSM embeds %d module states with %d fields: the layering test would see no module's state", embedded, len(fields))
@@ -447,10 +502,10 @@ func TestLayeringIsADAG(t *testing.T) {
 		t.Errorf("allowedCalls has a cycle: %v; a lower module reaches an upper one through a hook point (topic_hooks.go)", c)
 	}
 	// The check itself finds a cycle, and none where there is none.
-	if c := layeringCycle(map[core.Module][]core.Module{modTopics: {modKeys}, modKeys: {modGroups}, modGroups: {modTopics}}); len(c) != 4 {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {modKeys}, modKeys: {modGroups}, modGroups: {topics.ModTopics}}); len(c) != 4 {
 		t.Errorf("a three-module cycle: found %v", c)
 	}
-	if c := layeringCycle(map[core.Module][]core.Module{modTopics: {}, modKeys: {modTopics}, modGroups: {modTopics, modKeys}}); c != nil {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {}, modKeys: {topics.ModTopics}, modGroups: {topics.ModTopics, modKeys}}); c != nil {
 		t.Errorf("a DAG: found the cycle %v", c)
 	}
 }
@@ -509,7 +564,7 @@ func sortedModules(g map[core.Module][]core.Module) []core.Module {
 // hooks that write stage their keys in this order.
 func TestHooks(t *testing.T) {
 	got := map[string][]string{}
-	for _, p := range assembled.points() {
+	for _, p := range assembled.Points() {
 		name, owner, hooks := p.Describe()
 		if _, ok := got[name]; ok {
 			t.Errorf("two hook points named %q", name)
@@ -569,6 +624,11 @@ func TestRegistry(t *testing.T) {
 		pkg := "fsm."
 		if s.Module == core.ModCore {
 			pkg = "core."
+		}
+		for dir, m := range modulePackages {
+			if s.Module == m {
+				pkg = dir + "."
+			}
 		}
 		if got := fmt.Sprintf("%T", c); got != pkg+s.Name {
 			t.Errorf("kind %d is named %s but decodes to %s", k, s.Name, got)
@@ -712,7 +772,7 @@ func TestSteps(t *testing.T) {
 
 	// The one field of m/state a module owns: its place in the record is
 	// the stored format's (persist.go).
-	if reg.StateMark == nil || reg.StateMark.Module != modTopics || reg.StateMark.Name != "last housekeeping" || reg.StateMark.Value == nil || reg.StateMark.Restore == nil {
+	if reg.StateMark == nil || reg.StateMark.Module != topics.ModTopics || reg.StateMark.Name != "last housekeeping" || reg.StateMark.Value == nil || reg.StateMark.Restore == nil {
 		t.Errorf("state mark %+v, want the topics' last housekeeping", reg.StateMark)
 	}
 }
@@ -744,7 +804,7 @@ func TestInsertRanked(t *testing.T) {
 // topics, whose hook points it needs, is refused at once.
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
-	reversed.topicHooks = registerTopics(reversed.Registry)
+	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
 	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
 		register(reversed)
 	}
@@ -786,7 +846,7 @@ func describeRegistry(r *registry) []string {
 		out = append(out, fmt.Sprintf("state mark %s %s", r.StateMark.Module, r.StateMark.Name))
 	}
 	out = append(out, fmt.Sprintf("digest domain %v", r.DigestDomainOf != nil))
-	for _, p := range r.points() {
+	for _, p := range r.Points() {
 		name, owner, hooks := p.Describe()
 		for _, h := range hooks {
 			out = append(out, fmt.Sprintf("hook %s (%s) %d %s %s", name, owner, h.Rank, h.Module, h.Name))

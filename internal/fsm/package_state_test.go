@@ -30,9 +30,9 @@ var immutableVars = map[string]string{
 	"keyState":               "store key m/state",
 	"KeyProducerID":          "store key m/producer-id",
 	"keySigners":             "store key m/signers",
-	"keyLogDefaults":         "store key m/log-defaults",
+	"KeyLogDefaults":         "store key m/log-defaults",
 	"keyBrokerConfigs":       "store key m/broker-configs",
-	"keyAppendClock":         "store key m/append-time",
+	"KeyAppendClock":         "store key m/append-time",
 	"keyAppVersion":          "store key u/version",
 	"keyUpgradePlan":         "store key u/plan",
 	"upgradeVotePfx":         "store prefix u/vote/",
@@ -42,7 +42,7 @@ var immutableVars = map[string]string{
 	"upgradeStatementPrefix": "the domain of an upgrade statement's signature",
 	"TxMagic":                "a transaction's first bytes",
 	// Tables of definitions.
-	"topicConfigs":          "the topic configs' definitions",
+	"TopicConfigs":          "the topic configs' definitions",
 	"brokerConfigs":         "the dynamic broker configs' definitions",
 	"messageFormatVersions": "the values message.format.version accepts",
 	"ConsumerAssignors":     "KIP-848's server-side assignors (exported, read by no other package)",
@@ -73,7 +73,7 @@ var registrationPrefixes = []string{"register", "setDigestDomain"}
 func TestNoMutablePackageState(t *testing.T) {
 	fset := token.NewFileSet()
 	files := map[string]*ast.File{} // by path: the package's and the core's (core/)
-	for _, dir := range []string{".", "core"} {
+	for _, dir := range append([]string{".", "core"}, sortedModulePackages()...) {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -90,11 +90,13 @@ func TestNoMutablePackageState(t *testing.T) {
 			files[path] = f
 		}
 	}
-	// The core's sentinel errors, which the package passes on under the
-	// same names (core_api.go: var ErrX = core.ErrX).
-	coreSentinels := map[string]bool{}
+	// The sentinel errors of the core and the module packages, which the
+	// package passes on under the same names (core_api.go: var ErrX =
+	// core.ErrX).
+	coreSentinels := map[string]bool{} // pkg.Name
 	for name, f := range files {
-		if !strings.HasPrefix(name, "core/") {
+		dir := filepath.Dir(name)
+		if dir == "." {
 			continue
 		}
 		for _, d := range f.Decls {
@@ -103,7 +105,7 @@ func TestNoMutablePackageState(t *testing.T) {
 					vs := s.(*ast.ValueSpec)
 					for i, n := range vs.Names {
 						if i < len(vs.Values) && isErrorsNew(vs.Values[i]) {
-							coreSentinels[n.Name] = true
+							coreSentinels[dir+"."+n.Name] = true
 						}
 					}
 				}
@@ -116,7 +118,7 @@ func TestNoMutablePackageState(t *testing.T) {
 			return false
 		}
 		x, ok := sel.X.(*ast.Ident)
-		return ok && x.Name == "core" && sel.Sel.Name == name && coreSentinels[name]
+		return ok && sel.Sel.Name == name && coreSentinels[x.Name+"."+name]
 	}
 	vars := map[string]string{} // name: the file declaring it
 	for _, name := range core.SortedKeys(files) {

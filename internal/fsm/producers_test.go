@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -40,7 +41,7 @@ func producerBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, attri
 func TestIdempotentProduce(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})
 	r := d.block(10, InitProducerID{}, InitProducerID{}, InitProducerID{TransactionalID: "tx"})
 	pid, pid2 := r[0].ProducerID, r[1].ProducerID
 	if pid == pid2 {
@@ -48,7 +49,9 @@ func TestIdempotentProduce(t *testing.T) {
 	}
 	wantCode(t, "transactional id without a timeout", r[2], kerr.InvalidTransactionTimeout.Code)
 
-	produce := func(b []byte) core.Result { return d.block(10, Produce{Topic: "t", Partition: 0, Records: b})[0] }
+	produce := func(b []byte) core.Result {
+		return d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: b})[0]
+	}
 	hwm := func() int64 { return d.f.View().Partition("t", 0).HighWatermark() }
 	wantOffset := func(what string, r core.Result, off, high int64) {
 		t.Helper()
@@ -71,7 +74,7 @@ func TestIdempotentProduce(t *testing.T) {
 	wantCode(t, "the old epoch", produce(idBatch(t, pid, 0, 10, 1)), kerr.InvalidProducerEpoch.Code)
 	wantOffset("an unknown producer mid-sequence, in a written partition", produce(idBatch(t, pid2, 0, 42, 1)), 11, 12)
 	wantCode(t, "an unknown producer mid-sequence, in a never-written partition",
-		d.block(10, Produce{Topic: "t", Partition: 1, Records: idBatch(t, pid, 0, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
+		d.block(10, topics.Produce{Topic: "t", Partition: 1, Records: idBatch(t, pid, 0, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
 	if hwm() != 12 {
 		t.Fatalf("high watermark %d after the refusals, want 12", hwm())
 	}
@@ -107,11 +110,11 @@ func TestIdempotentProduce(t *testing.T) {
 func TestRetryLogAppendTime(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
+	d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
 	pid := d.block(10, InitProducerID{})[0].ProducerID
 	produce := func(seq int32) core.Result {
-		return d.block(10, Produce{Topic: "t", Partition: 0, Records: idBatch(t, pid, 0, seq, 2)})[0]
+		return d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: idBatch(t, pid, 0, seq, 2)})[0]
 	}
 	first := produce(0)
 	if first.Code != 0 || first.LogAppendTime != d.now {
@@ -148,7 +151,7 @@ func TestRetryLogAppendTime(t *testing.T) {
 func TestRetryCreateTime(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
 	pid := d.block(10, InitProducerID{})[0].ProducerID
 	batch := func(seq int32) []byte {
 		recs := []record.Record{{OffsetDelta: 0, TimestampDelta: 7, Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: 3, Value: []byte("b")}}
@@ -159,7 +162,7 @@ func TestRetryCreateTime(t *testing.T) {
 		return b
 	}
 	produce := func(seq int32) core.Result {
-		return d.block(10, Produce{Topic: "t", Partition: 0, Records: batch(seq)})[0]
+		return d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: batch(seq)})[0]
 	}
 	if r := produce(0); r.Code != 0 || r.BaseOffset != 0 || r.LogAppendTime != -1 || r.LogStartOffset != 0 {
 		t.Fatalf("first batch: %+v, want offset 0, log_append_time -1, log start 0", r)
@@ -167,7 +170,7 @@ func TestRetryCreateTime(t *testing.T) {
 	if r := produce(2); r.Code != 0 || r.BaseOffset != 2 || r.LogAppendTime != -1 {
 		t.Fatalf("second batch: %+v, want offset 2, log_append_time -1", r)
 	}
-	if r := d.block(10, DeleteRecords{Topic: "t", Partition: 0, Offset: 1})[0]; r.Code != 0 {
+	if r := d.block(10, topics.DeleteRecords{Topic: "t", Partition: 0, Offset: 1})[0]; r.Code != 0 {
 		t.Fatalf("DeleteRecords: %+v", r)
 	}
 	want := t0 - 100 + 7 // the batch's max timestamp
@@ -191,9 +194,9 @@ func TestRetryCreateTime(t *testing.T) {
 func TestProducerExpiry(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
-	d.block(10, Produce{Topic: "t", Partition: 0, Records: idBatch(t, 7, 0, 0, 1)})
-	d.block(ProducerIDExpirationMs - 100)
+	d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
+	d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: idBatch(t, 7, 0, 0, 1)})
+	d.block(topics.ProducerIDExpirationMs - 100)
 	if n := len(d.f.View().Partition("t", 0).Producers()); n != 1 {
 		t.Fatalf("%d producers before expiry", n)
 	}

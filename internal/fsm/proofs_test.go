@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -54,17 +55,17 @@ func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) core.BlockOutcome {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for _, t := range r.f.byName {
+	for _, t := range r.f.ByName {
 		if !slices.Contains(r.ids[t.Name], t.ID) {
 			r.ids[t.Name] = append(r.ids[t.Name], t.ID)
 		}
 		for _, p := range t.Partitions {
 			k := partKey(t.ID, p.Index)
 			from := r.ends[k]
-			if p.next == from {
+			if p.Next == from {
 				continue
 			}
-			data, err := p.log.Read(from, math.MaxInt32, p.next)
+			data, err := p.Log.Read(from, math.MaxInt32, p.Next)
 			if err != nil {
 				r.t.Fatalf("reading %s-%d from %d: %v", t.Name, p.Index, from, err)
 			}
@@ -79,7 +80,7 @@ func (r *proofRecorder) apply(timeMs int64, txs ...[]byte) core.BlockOutcome {
 				}
 				r.batches[k] = append(r.batches[k], appended{height: height, base: h.BaseOffset, last: h.LastOffset(), batch: bytes.Clone(b)})
 			}
-			r.ends[k] = p.next
+			r.ends[k] = p.Next
 		}
 	}
 	if _, err := r.f.Commit(); err != nil {
@@ -117,10 +118,10 @@ type proofCounts struct{ proved, rewritten map[string]int }
 // root by the path, and whose digest and root give the app hash reported
 // at the batch's height; an offset whose batch compaction rewrote or
 // removed gets ErrNoProof. It returns the proofs by topic/partition/offset.
-func (r *proofRecorder) checkAll(f *FSM, when string) (map[string]*BatchProof, proofCounts) {
+func (r *proofRecorder) checkAll(f *FSM, when string) (map[string]*topics.BatchProof, proofCounts) {
 	r.t.Helper()
 	t := r.t
-	proofs := map[string]*BatchProof{}
+	proofs := map[string]*topics.BatchProof{}
 	counts := proofCounts{map[string]int{}, map[string]int{}}
 	for _, tv := range f.View().Topics() {
 		for _, p := range tv.Partitions {
@@ -206,7 +207,7 @@ func batchProofKeys(t *testing.T, f *FSM, id core.TopicID) int {
 	t.Helper()
 	n := 0
 	for k := range storeContents(t, f) {
-		if strings.HasPrefix(k, string(batchProofPrefix(id))) {
+		if strings.HasPrefix(k, string(topics.BatchProofPrefix(id))) {
 			n++
 		}
 	}
@@ -244,7 +245,7 @@ func TestProveBatch(t *testing.T) {
 	// in one block.
 	ts := r.now + 700
 	three := slices.Concat(batch(t, ts, record.CodecNone, "m", 2), batch(t, ts, record.CodecZstd, "m", 3), batch(t, ts, record.CodecNone, "m", 1))
-	r.apply(ts, tx(9000, Produce{Topic: "orders", Partition: 0, Records: three}), tx(9001, Produce{Topic: "orders", Partition: 3, Records: batch(t, ts, record.CodecGzip, "n", 4)}))
+	r.apply(ts, tx(9000, topics.Produce{Topic: "orders", Partition: 0, Records: three}), tx(9001, topics.Produce{Topic: "orders", Partition: 3, Records: batch(t, ts, record.CodecGzip, "n", 4)}))
 
 	settle(t, r.f) // what the batches are once the decided compactions are written
 	before, counts := r.checkAll(r.f, "after the scenario")
@@ -265,23 +266,23 @@ func TestProveBatch(t *testing.T) {
 	}
 
 	// Offsets outside the log and topics that do not exist.
-	wantProveErr(t, r.f, "nope", 0, 0, ErrUnknownTopic)
-	wantProveErr(t, r.f, "doomed", 1, 0, ErrUnknownTopic)
-	wantProveErr(t, r.f, "orders", 4, 0, ErrUnknownTopic)
-	wantProveErr(t, r.f, "orders", -1, 0, ErrUnknownTopic)
+	wantProveErr(t, r.f, "nope", 0, 0, topics.ErrUnknownTopic)
+	wantProveErr(t, r.f, "doomed", 1, 0, topics.ErrUnknownTopic)
+	wantProveErr(t, r.f, "orders", 4, 0, topics.ErrUnknownTopic)
+	wantProveErr(t, r.f, "orders", -1, 0, topics.ErrUnknownTopic)
 	o1 := r.f.View().Partition("orders", 1)
 	if o1.LogStartOffset() < 5 {
 		t.Fatalf("test setup: DeleteRecords left orders-1's log start at %d", o1.LogStartOffset())
 	}
-	wantProveErr(t, r.f, "orders", 1, o1.LogStartOffset()-1, ErrOffsetOutOfRange)
-	wantProveErr(t, r.f, "orders", 1, 0, ErrOffsetOutOfRange)
-	wantProveErr(t, r.f, "orders", 1, -1, ErrOffsetOutOfRange)
-	wantProveErr(t, r.f, "orders", 1, o1.HighWatermark(), ErrOffsetOutOfRange)
-	wantProveErr(t, r.f, "orders", 1, o1.HighWatermark()+100, ErrOffsetOutOfRange)
+	wantProveErr(t, r.f, "orders", 1, o1.LogStartOffset()-1, topics.ErrOffsetOutOfRange)
+	wantProveErr(t, r.f, "orders", 1, 0, topics.ErrOffsetOutOfRange)
+	wantProveErr(t, r.f, "orders", 1, -1, topics.ErrOffsetOutOfRange)
+	wantProveErr(t, r.f, "orders", 1, o1.HighWatermark(), topics.ErrOffsetOutOfRange)
+	wantProveErr(t, r.f, "orders", 1, o1.HighWatermark()+100, topics.ErrOffsetOutOfRange)
 	if s := r.f.View().Partition("small", 0); s.LogStartOffset() == 0 {
 		t.Fatal("test setup: retention never moved small-0's log start")
 	} else {
-		wantProveErr(t, r.f, "small", 0, s.LogStartOffset()-1, ErrOffsetOutOfRange)
+		wantProveErr(t, r.f, "small", 0, s.LogStartOffset()-1, topics.ErrOffsetOutOfRange)
 	}
 
 	// The deleted topic's entries went with it; the live ones have theirs.
@@ -314,8 +315,8 @@ func TestProveBatch(t *testing.T) {
 
 	// A topic recreated under the deleted one's name proves its own
 	// batches, at its own id and heights.
-	wantCode(t, "recreate doomed", r.block(700, CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1})[0], 0)
-	wantCode(t, "produce to the new doomed", r.block(700, Produce{Topic: "doomed", Partition: 1, Records: batch(t, r.now, record.CodecNone, "e", 3)})[0], 0)
+	wantCode(t, "recreate doomed", r.block(700, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1})[0], 0)
+	wantCode(t, "produce to the new doomed", r.block(700, topics.Produce{Topic: "doomed", Partition: 1, Records: batch(t, r.now, record.CodecNone, "e", 3)})[0], 0)
 	height, _ := r.f.Info()
 	_, counts = r.checkAll(r.f, "after recreating doomed")
 	if counts.proved["doomed"] != 3 {
@@ -337,7 +338,7 @@ func TestProveBatch(t *testing.T) {
 func TestProveTransactionMarkers(t *testing.T) {
 	r := newProofRecorder(t, open(t, t.TempDir()))
 	defer r.f.Close()
-	r.block(0, CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
+	r.block(0, topics.CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
 	pid := r.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	add := func(parts ...int32) {
 		var cmds []core.Command
@@ -366,17 +367,17 @@ func TestProveTransactionMarkers(t *testing.T) {
 	}
 
 	add(0, 1)
-	rs := r.block(10, Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 0, 2)}, Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 0, 1)})
+	rs := r.block(10, topics.Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 0, 2)}, topics.Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 0, 1)})
 	wantCode(t, "write to out-0", rs[0], 0)
 	wantCode(t, "write to out-1", rs[1], 0)
 	wantCode(t, "commit", r.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: true})[0], 0)
 	committed, _ := r.f.Info()
 	add(0)
-	wantCode(t, "second write", r.block(10, Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 2, 2)})[0], 0)
+	wantCode(t, "second write", r.block(10, topics.Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 2, 2)})[0], 0)
 	wantCode(t, "abort", r.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
 	aborted, _ := r.f.Info()
 	add(1)
-	wantCode(t, "third write", r.block(10, Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 1, 1)})[0], 0)
+	wantCode(t, "third write", r.block(10, topics.Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 1, 1)})[0], 0)
 	r.block(61_000) // the transaction times out in a block without transactions
 	timedOut, _ := r.f.Info()
 
@@ -412,8 +413,8 @@ func kvBatch(t *testing.T, ts int64, key string, i int) []byte {
 func TestProveBatchAfterCompaction(t *testing.T) {
 	r := newProofRecorder(t, open(t, t.TempDir()))
 	defer r.f.Close()
-	r.block(0, CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{
-		{"cleanup.policy", "compact"}, {"segment.bytes", "1000"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}})
+	r.block(0, topics.CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+		{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: "1000"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}})
 	// Offset 0 is a's first record, superseded; 1 is b's only record,
 	// kept; then a again and again.
 	for i := range 30 {
@@ -421,7 +422,7 @@ func TestProveBatchAfterCompaction(t *testing.T) {
 		if i == 1 {
 			key = "b"
 		}
-		wantCode(t, "produce", r.block(1000, Produce{Topic: "kv", Records: kvBatch(t, r.now, key, i)})[0], 0)
+		wantCode(t, "produce", r.block(1000, topics.Produce{Topic: "kv", Records: kvBatch(t, r.now, key, i)})[0], 0)
 	}
 	p := r.f.View().Partition("kv", 0)
 	data, err := p.Read(0, 1)

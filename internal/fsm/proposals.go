@@ -89,7 +89,7 @@ func (f *FSM) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
 	if at != (core.CmdAt{}) {
 		return core.Fail(kerr.InvalidRequest.Code, "an append time opens a block; this one does not")
 	}
-	f.raiseLogAppendClock(c.TimeMs)
+	f.RaiseLogAppendClock(c.TimeMs)
 	return core.Result{}
 }
 

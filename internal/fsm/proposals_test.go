@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -26,8 +27,8 @@ func newLATChain(t *testing.T, genesis uint32) *latChain {
 	c := &latChain{t: t, dir: t.TempDir()}
 	c.open(genesis)
 	t.Cleanup(func() { c.f.Close() })
-	c.block(t0, t0, CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
+	c.block(t0, t0, topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
 	return c
 }
 
@@ -78,7 +79,7 @@ func (c *latChain) block(timeMs, nowMs int64, cmds ...core.Command) []core.Resul
 
 func (c *latChain) produce(timeMs, nowMs int64) core.Result {
 	c.t.Helper()
-	r := c.block(timeMs, nowMs, Produce{Topic: "lat", Partition: 0, Records: batch(c.t, 1, record.CodecNone, "k", 2)})[0]
+	r := c.block(timeMs, nowMs, topics.Produce{Topic: "lat", Partition: 0, Records: batch(c.t, 1, record.CodecNone, "k", 2)})[0]
 	if r.Code != 0 {
 		c.t.Fatalf("produce: %d %s", r.Code, r.Message)
 	}
@@ -173,7 +174,7 @@ func TestLogAppendTimeVersion1(t *testing.T) {
 	if r := c.produce(t0+1000, t0+1400); r.LogAppendTime != t0+1000 {
 		t.Fatalf("version 1 stamped %d, want the block time %d", r.LogAppendTime, t0+1000)
 	}
-	if _, ok, err := c.f.Store.Get(keyAppendClock); err != nil || ok {
+	if _, ok, err := c.f.Store.Get(topics.KeyAppendClock); err != nil || ok {
 		t.Fatalf("version 1 wrote the append clock's leaf (%v, %v)", ok, err)
 	}
 }
@@ -235,8 +236,8 @@ func TestCheckProposal(t *testing.T) {
 // under version 1 is refused and changes nothing.
 func TestAppendTimeFromTheUpgradeHeight(t *testing.T) {
 	c := newUpgradeChain(t, 2)
-	c.block(CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
+	c.block(topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
 	wantUpgradeCode(t, "append time under version 1", c.block(AppendTime{TimeMs: t0 + 1_000_000})[0], kerr.InvalidRequest.Code)
 	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "append-time"}
 	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, c.keys[0], c.keys[1], c.keys[2]))[0], 0)
@@ -250,7 +251,7 @@ func TestAppendTimeFromTheUpgradeHeight(t *testing.T) {
 	c.to(up.Height - 1)
 	h := c.height() + 1
 	now := t0 + 1_000_000 // far ahead of the chain's block times
-	txs := append(c.f.ProposalOpening(h, now), tx(99, Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "k", 1)}))
+	txs := append(c.f.ProposalOpening(h, now), tx(99, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "k", 1)}))
 	if err := c.f.CheckProposal(h, now, txs); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -50,13 +51,13 @@ func TestProduceRecordErrors(t *testing.T) {
 	many := make([]string, core.MaxRecordErrors+500)
 	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
 		tx(1,
-			CreateTopic{Name: "compacted", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{"cleanup.policy", "compact"}}},
-			CreateTopic{Name: "timed", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{"message.timestamp.difference.max.ms", "60000"}}}),
+			topics.CreateTopic{Name: "compacted", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}},
+			topics.CreateTopic{Name: "timed", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "message.timestamp.difference.max.ms", Value: "60000"}}}),
 		tx(2,
-			Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "", "b", ""}, nil)},
-			Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, many, nil)},
-			Produce{Topic: "timed", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "b", "c"}, []int64{0, -120_000, 1})},
-			Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "b"}, nil)},
+			topics.Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "", "b", ""}, nil)},
+			topics.Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, many, nil)},
+			topics.Produce{Topic: "timed", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "b", "c"}, []int64{0, -120_000, 1})},
+			topics.Produce{Topic: "compacted", Partition: 0, Records: mixedBatch(t, t0, []string{"a", "b"}, nil)},
 		),
 	}})
 	if err != nil {
@@ -93,7 +94,7 @@ func TestProduceRecordErrors(t *testing.T) {
 func TestVersionConflictRecordError(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	expect := []record.RecordHeader{{Key: ExpectedVersionHeader, Value: []byte("-1")}}
+	expect := []record.RecordHeader{{Key: topics.ExpectedVersionHeader, Value: []byte("-1")}}
 	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
 		{OffsetDelta: 0, Key: []byte("b")},
 		{OffsetDelta: 1, Key: []byte("a"), Headers: expect},
@@ -103,8 +104,8 @@ func TestVersionConflictRecordError(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
-		tx(1, CreateTopic{Name: "acct", Partitions: 1, ReplicationFactor: -1}),
-		tx(2, Produce{Topic: "acct", Partition: 0, Records: b}),
+		tx(1, topics.CreateTopic{Name: "acct", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, topics.Produce{Topic: "acct", Partition: 0, Records: b}),
 	}})
 	if err != nil {
 		t.Fatal(err)

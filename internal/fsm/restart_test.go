@@ -23,8 +23,8 @@ func TestRestartEveryBlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.lastHousekeep != lastHousekeep {
-			t.Fatalf("height %d: reopened with the last housekeeping at %d, closed at %d", i+1, f.lastHousekeep, lastHousekeep)
+		if f.LastHousekeep != lastHousekeep {
+			t.Fatalf("height %d: reopened with the last housekeeping at %d, closed at %d", i+1, f.LastHousekeep, lastHousekeep)
 		}
 		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {
@@ -33,7 +33,7 @@ func TestRestartEveryBlock(t *testing.T) {
 		if _, err := f.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		lastHousekeep = f.lastHousekeep
+		lastHousekeep = f.LastHousekeep
 		f.Close()
 		if !bytes.Equal(out.AppHash, want[i].AppHash) {
 			t.Fatalf("height %d: a state machine restarted before every block computes another app hash", i+1)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // TestStateMatchesStore: after random command sequences, every object the
@@ -42,14 +43,14 @@ func TestStateMatchesStore(t *testing.T) {
 					t.Fatalf("run %d, %s: transaction %q in memory encodes to %x, the store holds %x", run, who, id, encodeTxn(x), v)
 				}
 			}
-			for _, tp := range f.byName {
-				if v, ok, _ := f.Store.Get(core.TopicKey(tp.Name)); !ok || !bytes.Equal(v, encodeTopic(tp)) {
-					t.Fatalf("run %d, %s: topic %q in memory encodes to %x, the store holds %x", run, who, tp.Name, encodeTopic(tp), v)
+			for _, tp := range f.ByName {
+				if v, ok, _ := f.Store.Get(core.TopicKey(tp.Name)); !ok || !bytes.Equal(v, topics.EncodeTopic(tp)) {
+					t.Fatalf("run %d, %s: topic %q in memory encodes to %x, the store holds %x", run, who, tp.Name, topics.EncodeTopic(tp), v)
 				}
 				for _, p := range tp.Partitions {
-					for pid, s := range p.producerStates {
-						if v, ok, _ := f.Store.Get(producerKey(p.Topic, p.Index, pid)); !ok || !bytes.Equal(v, encodeProducer(s)) {
-							t.Fatalf("run %d, %s: producer %d of %s-%d in memory encodes to %x, the store holds %x", run, who, pid, p.Topic, p.Index, encodeProducer(s), v)
+					for pid, s := range p.ProducerStates {
+						if v, ok, _ := f.Store.Get(topics.ProducerKey(p.Topic, p.Index, pid)); !ok || !bytes.Equal(v, topics.EncodeProducer(s)) {
+							t.Fatalf("run %d, %s: producer %d of %s-%d in memory encodes to %x, the store holds %x", run, who, pid, p.Topic, p.Index, topics.EncodeProducer(s), v)
 						}
 					}
 				}

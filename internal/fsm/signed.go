@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -134,7 +135,7 @@ func (f *FSM) producerKey(principal string) ([]byte, error) {
 // appended to topic t, and that each record is signed when the topic
 // requires it; seqs collects the sequences used (the command's, checked
 // against the block's and the committed ones).
-func (f *FSM) checkSignatures(t *Topic, b []byte, required bool, seqs map[string]bool) core.Result {
+func (f *FSM) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map[string]bool) core.Result {
 	var bad error
 	_, err := record.Each(b, func(rec *record.Record) error {
 		var sig []byte
@@ -228,18 +229,18 @@ func registerSignedRecords(r *registry) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	r.produceChecks.Register(20, "signatures", modTrust, func(tm *Topics, pr *producing) (core.Result, func()) {
+	r.ProduceChecks.Register(20, "signatures", modTrust, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
 		f := appOf(tm.Machine)
-		required := len(pr.t.Config.SignedBy) > 0
+		required := len(pr.T.Config.SignedBy) > 0
 		var seqs map[string]bool
-		for i, b := range pr.batches {
-			if pr.dup[i] || !pr.signed[i] && !required {
+		for i, b := range pr.Batches {
+			if pr.Dup[i] || !pr.Signed[i] && !required {
 				continue
 			}
 			if seqs == nil {
 				seqs = map[string]bool{}
 			}
-			if r := f.checkSignatures(pr.t, b, required, seqs); r.Code != 0 {
+			if r := f.checkSignatures(pr.T, b, required, seqs); r.Code != 0 {
 				return r, nil
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -88,8 +89,8 @@ func TestSignedProducers(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
 	alice, bob, mallory := newSigner("alice", 1), newSigner("bob", 2), newSigner("mallory", 3)
-	d.block(0, CreateTopic{Name: "open", Partitions: 1, ReplicationFactor: -1},
-		CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{Name: "stele.signed.by", Value: "alice"}}})
+	d.block(0, topics.CreateTopic{Name: "open", Partitions: 1, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.signed.by", Value: "alice"}}})
 	wantCode(t, "register alice", d.block(10, alice.register(nil))[0], 0)
 	wantCode(t, "register bob", d.block(10, bob.register(nil))[0], 0)
 	if r := CheckCommand(RegisterProducerKey{Principal: "eve", PublicKey: mallory.pub, Proof: ed25519.Sign(alice.priv, []byte("x"))}); r.Code == 0 {
@@ -97,7 +98,7 @@ func TestSignedProducers(t *testing.T) {
 	}
 
 	produce := func(topic string, recs ...signedRec) core.Result {
-		return d.block(10, Produce{Topic: topic, Partition: 0, Records: signedBatch(t, topic, -1, -1, recs...)})[0]
+		return d.block(10, topics.Produce{Topic: topic, Partition: 0, Records: signedBatch(t, topic, -1, -1, recs...)})[0]
 	}
 	refused := func(what string, r core.Result, why string) {
 		t.Helper()
@@ -114,7 +115,7 @@ func TestSignedProducers(t *testing.T) {
 	refused("the sequence altered", produce("open", signedRec{"a3", &alice, 3, func(r *record.Record) {
 		r.Headers[1].Value = []byte(strings.Replace(string(r.Headers[1].Value), ":3:", ":4:", 1))
 	}}), "does not match")
-	refused("signed for another topic", d.block(10, Produce{Topic: "open", Partition: 0,
+	refused("signed for another topic", d.block(10, topics.Produce{Topic: "open", Partition: 0,
 		Records: signedBatch(t, "ledger", -1, -1, signedRec{"a3", &alice, 3, nil})})[0], "does not match")
 	refused("a replayed sequence", produce("open", signedRec{"again", &alice, 1, nil}), "used before")
 	refused("a sequence twice in one batch", produce("open", signedRec{"x", &alice, 5, nil}, signedRec{"y", &alice, 5, nil}), "used before")
@@ -145,8 +146,8 @@ func TestSignedProducers(t *testing.T) {
 	// An idempotent producer's retry of a signed batch is a retry.
 	pid := d.block(10, InitProducerID{})[0].ProducerID
 	b := signedBatch(t, "open", pid, 0, signedRec{"idem", &alice2, 30, nil})
-	first := d.block(10, Produce{Topic: "open", Partition: 0, Records: b})[0]
-	retry := d.block(10, Produce{Topic: "open", Partition: 0, Records: b})[0]
+	first := d.block(10, topics.Produce{Topic: "open", Partition: 0, Records: b})[0]
+	retry := d.block(10, topics.Produce{Topic: "open", Partition: 0, Records: b})[0]
 	wantCode(t, "a signed idempotent batch", first, 0)
 	if retry.Code != 0 || retry.BaseOffset != first.BaseOffset {
 		t.Errorf("its retry: code %d (%s) offset %d, want offset %d", retry.Code, retry.Message, retry.BaseOffset, first.BaseOffset)
@@ -162,8 +163,8 @@ func TestSignedProducers(t *testing.T) {
 	if k, err := d.f.ProducerKey("alice"); err != nil || !alice2.pub.Equal(ed25519.PublicKey(k)) {
 		t.Errorf("ProducerKey(alice): %x %v, want the rotated key", k, err)
 	}
-	wantCode(t, "a bad stele.signed.by", d.block(10, AlterConfigs{Topic: "open", Incremental: true,
-		Changes: []ConfigChange{{Op: OpSet, Name: "stele.signed.by", Value: "alice,b:ad"}}})[0], kerr.InvalidConfig.Code)
+	wantCode(t, "a bad stele.signed.by", d.block(10, topics.AlterConfigs{Topic: "open", Incremental: true,
+		Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "stele.signed.by", Value: "alice,b:ad"}}})[0], kerr.InvalidConfig.Code)
 }
 
 // TestSignedInScenario: the scenario (which TestDeterminism and the
@@ -195,14 +196,14 @@ func TestSignedInScenario(t *testing.T) {
 func TestSignedRecordsBoundToTheChain(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	alice := newSigner("alice", 1)
-	wantUpgradeCode(t, "create", c.block(CreateTopic{Name: "s", Partitions: 1, ReplicationFactor: 1})[0], 0)
+	wantUpgradeCode(t, "create", c.block(topics.CreateTopic{Name: "s", Partitions: 1, ReplicationFactor: 1})[0], 0)
 	wantUpgradeCode(t, "register", c.block(alice.register(nil))[0], 0)
 	seq := uint64(0)
 	produce := func(what string, chain string, want int16) {
 		t.Helper()
 		seq++
 		b := signedBatchFor(t, chain, "s", -1, -1, signedRec{value: what, by: &alice, seq: seq})
-		wantUpgradeCode(t, what, c.block(Produce{Topic: "s", Records: b})[0], want)
+		wantUpgradeCode(t, what, c.block(topics.Produce{Topic: "s", Records: b})[0], want)
 	}
 	produce("v2 under version 1", testChainID, kerr.InvalidRecord.Code)
 	produce("v1 under version 1", "", 0)

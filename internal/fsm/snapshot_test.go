@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -361,13 +362,13 @@ func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
 	f := open(t, dir)
 	defer f.Close()
 	var blocks []block
-	blocks = append(blocks, block{t0, [][]byte{tx(1, CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"segment.bytes", "1200000"}}})}})
+	blocks = append(blocks, block{t0, [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "1200000"}}})}})
 	for i := 1; i <= 35; i++ { // 55 KB each: a segment seals every 21 batches
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(100+i, Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
+		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(100+i, topics.Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
 	}
 	applyRange(t, f, blocks, 1, 26)
-	if segs := f.View().Partition("big", 0).log.Segments(); len(segs) < 2 || segs[0].Size <= core.PackBytes {
+	if segs := f.View().Partition("big", 0).Log.Segments(); len(segs) < 2 || segs[0].Size <= core.PackBytes {
 		t.Fatalf("test setup: want a sealed segment over %d bytes, have %+v", core.PackBytes, segs)
 	}
 	s1 := takeSnapshot(t, f, filepath.Join(dir, "s1"), nil)
@@ -441,12 +442,12 @@ func BenchmarkCaptureSnapshot(b *testing.B) {
 	dir := b.TempDir()
 	f := open(b, dir)
 	defer f.Close()
-	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "many", Partitions: 100, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{"segment.bytes", "20000"}}})}}}
+	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "many", Partitions: 100, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "20000"}}})}}}
 	for i := 1; i <= 20; i++ {
 		var txs [][]byte
 		for p := int32(0); p < 100; p++ {
-			txs = append(txs, tx(1000*i+int(p), Produce{Topic: "many", Partition: p, Records: batch(b, t0, record.CodecNone, "k", 40)}))
+			txs = append(txs, tx(1000*i+int(p), topics.Produce{Topic: "many", Partition: p, Records: batch(b, t0, record.CodecNone, "k", 40)}))
 		}
 		blocks = append(blocks, block{t0 + int64(i), txs})
 	}

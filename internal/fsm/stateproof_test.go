@@ -10,6 +10,7 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -106,10 +107,10 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	})
 	g.Close()
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
-	f.Add(encodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
+	f.Add(topics.EncodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
 	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9", MaxConnectionCreationRateConfig: "0"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
-	f.Add(encodeAppendClock(1_700_000_000_123))
+	f.Add(topics.EncodeAppendClock(1_700_000_000_123))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
 		f.Add(v)
@@ -128,20 +129,20 @@ func decodeStoreValue(b []byte) {
 	core.DecodeState(b)
 	decodeProducerID(b)
 	decodeSigners(b)
-	decodeLogDefaults(b)
-	decodeAppendClock(b)
+	topics.DecodeLogDefaults(b)
+	topics.DecodeAppendClock(b)
 	decodeBrokerConfigs(b)
 	decodeUserCredentials(b)
 	decodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
 	decodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
-	decodeTopic("t", b)
-	decodePartition(newPartition("t", 0), b)
+	topics.DecodeTopic("t", b)
+	topics.DecodePartition(topics.NewPartition("t", 0), b)
 	decodeGroup("g", b)
 	decodeOffset(b)
 	parseOffsetKey(append([]byte("o/"), b...))
-	decodeProducer(b)
+	topics.DecodeProducer(b)
 	decodeTxn("t", b)
-	decodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
+	topics.DecodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
 	decodeAppVersion(b)
 	decodePlan(b)
 	parseCertKey(append([]byte("c/"), b...))
@@ -189,7 +190,7 @@ func allocated(fn func()) uint64 {
 func TestTrieRefresh(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	blocks := []block{{t0, [][]byte{tx(1, CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
+	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
 	for h := 1; h <= core.TrieRefreshBlocks+5; h++ {
 		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestOpenBoundsStoredCounts(t *testing.T) {
 	dir := t.TempDir()
 	f := open(t, dir)
-	applyAll(t, f, []block{{t0, [][]byte{tx(1, CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})}}})
+	applyAll(t, f, []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})}}})
 	f.Close()
 	var honest uint64
 	for range 2 { // the second, warm, is the one to compare with
@@ -43,7 +44,7 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("topic t: %v %v", ok, err)
 	}
-	for _, claim := range []uint32{1 << 18, MaxPartitions} {
+	for _, claim := range []uint32{1 << 18, topics.MaxPartitions} {
 		v := bytes.Clone(honestTopic)
 		binary.BigEndian.PutUint32(v[1+16+2:], claim) // u8 format | id | i16 replication factor | i32 partitions
 		store, err := storage.OpenStore(filepath.Join(dir, "meta"))
@@ -60,7 +61,7 @@ func TestOpenBoundsStoredCounts(t *testing.T) {
 			_, err = Open(Options{Dir: dir})
 		})
 		switch {
-		case claim > MaxPartitions && !errors.Is(err, core.ErrMalformed):
+		case claim > topics.MaxPartitions && !errors.Is(err, core.ErrMalformed):
 			t.Errorf("a topic claiming %d partitions: %v, want ErrMalformed", claim, err)
 		case err == nil:
 			t.Errorf("a topic claiming %d partitions, with the state of one, opened", claim)

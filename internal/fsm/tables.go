@@ -38,6 +38,7 @@ import (
 	"slices"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/storage"
 	"github.com/stele-io/stele/pkg/proof"
@@ -45,15 +46,15 @@ import (
 
 // tableChanges are a block's changes to the table leaves.
 type tableChanges struct {
-	writes  map[string]tableWrite // by leaf key: the block's last change
-	cleared []*Topic              // topics whose committed leaves go (no longer tables, or rebuilt)
-	trimmed map[*Partition]bool   // partitions whose log start moved
-	compact []tableCompaction     // compactions decided
+	writes  map[string]tableWrite      // by leaf key: the block's last change
+	cleared []*topics.Topic            // topics whose committed leaves go (no longer tables, or rebuilt)
+	trimmed map[*topics.Partition]bool // partitions whose log start moved
+	compact []tableCompaction          // compactions decided
 }
 
 // tableWrite is a leaf's new version, or its removal.
 type tableWrite struct {
-	topic     *Topic
+	topic     *topics.Topic
 	partition int32
 	version   proof.TableVersion
 	deleted   bool
@@ -62,28 +63,28 @@ type tableWrite struct {
 // tableCompaction is a compaction decided on a table partition: the
 // tombstones its rule removes go.
 type tableCompaction struct {
-	p    *Partition
+	p    *topics.Partition
 	rule storage.TombstoneRule
 }
 
 // isTable reports whether t is served as a table.
-func isTable(t *Topic) bool { return isTableConfig(t.Config) }
+func isTable(t *topics.Topic) bool { return isTableConfig(t.Config) }
 
-func isTableConfig(c TopicConfig) bool { return c.Compact || c.Snapshot }
+func isTableConfig(c topics.TopicConfig) bool { return c.Compact || c.Snapshot }
 
 // registerTables registers the tables' hooks on the topics module
 // (topic_hooks.go); registerKeys calls it.
 func registerTables(r *registry) {
-	r.batchAppended.Register(10, "table versions", modKeys, func(tm *Topics, pr *producing, i int, b []byte, _ int64) core.Result {
+	r.BatchAppended.Register(10, "table versions", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
 		f := appOf(tm.Machine)
-		if isTable(pr.t) && !pr.headers[i].Transactional() {
-			if err := f.tableRecords(pr.t, pr.p, b); err != nil {
-				return f.LocalFault("table versions of %s-%d: %w", pr.t.Name, pr.p.Index, err)
+		if isTable(pr.T) && !pr.Headers[i].Transactional() {
+			if err := f.tableRecords(pr.T, pr.P, b); err != nil {
+				return f.LocalFault("table versions of %s-%d: %w", pr.T.Name, pr.P.Index, err)
 			}
 		}
 		return core.Result{}
 	})
-	r.markerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *Topics, t *Topic, p *Partition, pid int64, commit bool, first, at int64) {
+	r.MarkerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, pid int64, commit bool, first, at int64) {
 		f := appOf(tm.Machine)
 		if commit && first >= 0 && isTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
@@ -91,18 +92,18 @@ func registerTables(r *registry) {
 			}
 		}
 	})
-	r.logTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *Topics, t *Topic, p *Partition) { appOf(tm.Machine).tableTrimmed(t, p) })
-	r.compactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *Topics, t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64) {
+	r.LogTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) { appOf(tm.Machine).tableTrimmed(t, p) })
+	r.CompactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
 		appOf(tm.Machine).tableCompactionDecided(t, p, segs, horizon)
 	})
-	r.configChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *Topics, t *Topic, was TopicConfig) core.Result {
+	r.ConfigChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *topics.Topics, t *topics.Topic, was topics.TopicConfig) core.Result {
 		f := appOf(tm.Machine)
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
 			return f.LocalFault("table versions of %s: %w", t.Name, err)
 		}
 		return core.Result{}
 	})
-	r.topicDropped.Register(20, "table leaves", modKeys, func(_ *Topics, t *Topic, b *core.StateBatch) {
+	r.TopicDropped.Register(20, "table leaves", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }
@@ -115,7 +116,7 @@ func (c *tableChanges) reset() {
 	*c = tableChanges{}
 }
 
-func (c *tableChanges) set(t *Topic, p int32, key []byte, v proof.TableVersion) {
+func (c *tableChanges) set(t *topics.Topic, p int32, key []byte, v proof.TableVersion) {
 	if c.writes == nil {
 		c.writes = map[string]tableWrite{}
 	}
@@ -124,7 +125,7 @@ func (c *tableChanges) set(t *Topic, p int32, key []byte, v proof.TableVersion) 
 
 // tableRecords makes the keyed records of batch b, just appended to p of
 // table t outside a transaction, their keys' latest versions.
-func (f *FSM) tableRecords(t *Topic, p *Partition, b []byte) error {
+func (f *FSM) tableRecords(t *topics.Topic, p *topics.Partition, b []byte) error {
 	_, err := record.Each(b, func(r *record.Record) error {
 		if r.Key != nil {
 			f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
@@ -145,9 +146,9 @@ func versionOf(p int32, r *record.Record) proof.TableVersion {
 // tableTxnCommitted makes the records of producer pid's transaction in p,
 // from offset first to the marker at end, their keys' latest versions where
 // no later version is.
-func (f *FSM) tableTxnCommitted(t *Topic, p *Partition, pid, first, end int64) error {
-	for off := max(first, p.start); off < end; {
-		data, err := p.log.Read(off, 1<<20, end)
+func (f *FSM) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, first, end int64) error {
+	for off := max(first, p.Start); off < end; {
+		data, err := p.Log.Read(off, 1<<20, end)
 		if err != nil {
 			return err
 		}
@@ -187,7 +188,7 @@ func (f *FSM) tableTxnCommitted(t *Topic, p *Partition, pid, first, end int64) e
 }
 
 // tableLeaf is key's leaf in partition p of t as the block leaves it so far.
-func (f *FSM) tableLeaf(t *Topic, p int32, key []byte) (proof.TableVersion, bool, error) {
+func (f *FSM) tableLeaf(t *topics.Topic, p int32, key []byte) (proof.TableVersion, bool, error) {
 	k := proof.TableKey(t.ID, p, key)
 	if w, ok := f.tables.writes[string(k)]; ok {
 		return w.version, !w.deleted, nil
@@ -204,12 +205,12 @@ func (f *FSM) tableLeaf(t *Topic, p int32, key []byte) (proof.TableVersion, bool
 }
 
 // tableTrimmed notes that p's log start moved.
-func (f *FSM) tableTrimmed(t *Topic, p *Partition) {
+func (f *FSM) tableTrimmed(t *topics.Topic, p *topics.Partition) {
 	if !isTable(t) {
 		return
 	}
 	if f.tables.trimmed == nil {
-		f.tables.trimmed = map[*Partition]bool{}
+		f.tables.trimmed = map[*topics.Partition]bool{}
 	}
 	f.tables.trimmed[p] = true
 }
@@ -219,12 +220,12 @@ func (f *FSM) tableTrimmed(t *Topic, p *Partition) {
 // (storage.NewTombstoneRule, the one the pass runs with), over the sealed
 // segments below the pass's bound (the active segment's base), with the
 // oldest open transaction as the log's producers know it.
-func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.SegmentInfo, horizon int64) {
+func (f *FSM) tableCompactionDecided(t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
 	if !t.Config.Compact {
 		return
 	}
 	unstable := int64(-1)
-	for _, st := range p.producerStates {
+	for _, st := range p.ProducerStates {
 		if st.TxnFirst >= 0 && (unstable < 0 || st.TxnFirst < unstable) {
 			unstable = st.TxnFirst
 		}
@@ -238,7 +239,7 @@ func (f *FSM) tableCompactionDecided(t *Topic, p *Partition, segs []storage.Segm
 // tableConfigChanged follows a change of t's cleanup.policy: its leaves go
 // when it stops being a table, and are built from the key index when it
 // becomes one.
-func (f *FSM) tableConfigChanged(t *Topic, was bool) error {
+func (f *FSM) tableConfigChanged(t *topics.Topic, was bool) error {
 	now := isTable(t)
 	if was == now {
 		return nil
@@ -257,7 +258,7 @@ func (f *FSM) tableConfigChanged(t *Topic, was bool) error {
 
 // tableBackfill builds t's leaves from the key index: each key's latest
 // readable version in each partition.
-func (f *FSM) tableBackfill(t *Topic) error {
+func (f *FSM) tableBackfill(t *topics.Topic) error {
 	// The index as committed, and this block's entries after it (their
 	// offsets are above every committed one).
 	type ref struct {
@@ -320,14 +321,14 @@ func (f *FSM) tableBackfill(t *Topic) error {
 // readableVersion reads the indexed record e of p as the applier sees the
 // log: false if it is below the log start, of an aborted or open
 // transaction, or removed by compaction.
-func (f *FSM) readableVersion(p *Partition, e keyEntry) (proof.TableVersion, bool, error) {
-	if e.offset < p.start || e.offset >= p.next || aborted(p, e.pid, e.offset) {
+func (f *FSM) readableVersion(p *topics.Partition, e keyEntry) (proof.TableVersion, bool, error) {
+	if e.offset < p.Start || e.offset >= p.Next || aborted(p, e.pid, e.offset) {
 		return proof.TableVersion{}, false, nil
 	}
-	if st := p.producerStates[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
+	if st := p.ProducerStates[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
 		return proof.TableVersion{}, false, nil
 	}
-	r, ok, err := recordAt(p.log, e.offset, p.next, e.key)
+	r, ok, err := recordAt(p.Log, e.offset, p.Next, e.key)
 	if err != nil || !ok {
 		return proof.TableVersion{}, false, err
 	}
@@ -371,18 +372,18 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 	for _, t := range c.cleared {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	}
-	parts := make([]*Partition, 0, len(c.trimmed))
+	parts := make([]*topics.Partition, 0, len(c.trimmed))
 	for p := range c.trimmed {
 		parts = append(parts, p)
 	}
-	slices.SortFunc(parts, func(a, b *Partition) int {
+	slices.SortFunc(parts, func(a, b *topics.Partition) int {
 		if a.Topic != b.Topic {
 			return cmp.Compare(a.Topic, b.Topic)
 		}
 		return int(a.Index - b.Index)
 	})
 	for _, p := range parts {
-		start := p.start
+		start := p.Start
 		if err := f.dropLeaves(p, func(v proof.TableVersion) (bool, error) { return v.Offset < start, nil }); err != nil {
 			return err
 		}
@@ -393,7 +394,7 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 			if !v.Deleted || v.Offset >= cp.rule.Bound {
 				return false, nil
 			}
-			data, err := p.log.Read(v.Offset, 1, p.next)
+			data, err := p.Log.Read(v.Offset, 1, p.Next)
 			if err != nil {
 				return false, err
 			}
@@ -409,7 +410,7 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 	}
 	for _, k := range core.SortedKeys(c.writes) {
 		w := c.writes[k]
-		if w.topic.deleted {
+		if w.topic.Deleted {
 			continue
 		}
 		if w.deleted {
@@ -424,8 +425,8 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 
 // dropLeaves removes the leaves of p, committed or staged, that drop says
 // go.
-func (f *FSM) dropLeaves(p *Partition, drop func(proof.TableVersion) (bool, error)) error {
-	t := f.byName[p.Topic]
+func (f *FSM) dropLeaves(p *topics.Partition, drop func(proof.TableVersion) (bool, error)) error {
+	t := f.ByName[p.Topic]
 	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !isTable(t) {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -37,8 +38,8 @@ func TestTableTombstonesFollowCompaction(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
 	x := &tableFixture{t: t, f: f, now: t0}
-	x.apply(CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{
-		{"cleanup.policy", "compact"}, {"segment.bytes", "300"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "3000"}}})
+	x.apply(topics.CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
+		{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "3000"}}})
 	same := func(who string) {
 		t.Helper()
 		if err := f.WaitCompactions(); err != nil {
@@ -51,17 +52,17 @@ func TestTableTombstonesFollowCompaction(t *testing.T) {
 	}
 	churn := func(n int) {
 		for i := range n {
-			x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "d", fmt.Sprint(i), "e", fmt.Sprint(i))})
+			x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "d", fmt.Sprint(i), "e", fmt.Sprint(i))})
 			same(fmt.Sprintf("height %d", x.height))
 		}
 	}
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "old0", "", "old1", "")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "old0", "", "old1", "")})
 	churn(2) // seals their segment before the transaction
 	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 600_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
 	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "txkey", "open")})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "behind0", "", "behind1", "")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "txkey", "open")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "behind0", "", "behind1", "")})
 	churn(10)
 	x.expect("kv", "old0", "none")
 	x.expect("kv", "old1", "none")
@@ -72,7 +73,7 @@ func TestTableTombstonesFollowCompaction(t *testing.T) {
 	churn(10)
 	x.expect("kv", "behind0", "none")
 	x.expect("kv", "behind1", "none")
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "fresh", "")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "fresh", "")})
 	churn(2) // within the horizon: it stays
 	x.expect("kv", "fresh", "deleted")
 	if got := deletedLeaves(t, storedLeaves(t, f)); len(got) != 1 {

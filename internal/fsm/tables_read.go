@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -95,12 +96,12 @@ func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.Ta
 	return nil, nil, nil, last
 }
 
-func (f *FSM) tableView(topic string) (*TopicView, error) {
+func (f *FSM) tableView(topic string) (*topics.TopicView, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
-	if !isTable(&Topic{Config: t.Config}) {
+	if !isTable(&topics.Topic{Config: t.Config}) {
 		return nil, fmt.Errorf("%w: %q (cleanup.policy %q): a table is served from a compact or snapshot topic", ErrNotTable, topic, t.Configs["cleanup.policy"])
 	}
 	return t, nil
@@ -108,15 +109,15 @@ func (f *FSM) tableView(topic string) (*TopicView, error) {
 
 // tableEvent reads the record a leaf names and checks it is the one the
 // leaf holds.
-func (f *FSM) tableEvent(t *TopicView, key []byte, v proof.TableVersion) (KeyEvent, error) {
+func (f *FSM) tableEvent(t *topics.TopicView, key []byte, v proof.TableVersion) (KeyEvent, error) {
 	if int(v.Partition) >= len(t.Partitions) {
 		return KeyEvent{}, fmt.Errorf("stele/fsm: %s has no partition %d", t.Name, v.Partition)
 	}
 	p := t.Partitions[v.Partition]
-	if p.removed.Load() {
-		return KeyEvent{}, ErrPartitionGone
+	if p.Removed.Load() {
+		return KeyEvent{}, topics.ErrPartitionGone
 	}
-	r, ok, err := recordAt(p.log, v.Offset, v.Offset+1, key)
+	r, ok, err := recordAt(p.Log, v.Offset, v.Offset+1, key)
 	switch {
 	case err != nil:
 		return KeyEvent{}, err
@@ -128,7 +129,7 @@ func (f *FSM) tableEvent(t *TopicView, key []byte, v proof.TableVersion) (KeyEve
 	ev := KeyEvent{Partition: v.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 	for _, h := range r.Headers {
 		ev.Headers = append(ev.Headers, record.RecordHeader{Key: h.Key, Value: cloneNil(h.Value)})
-		ev.Snapshot = ev.Snapshot || h.Key == SnapshotHeader
+		ev.Snapshot = ev.Snapshot || h.Key == topics.SnapshotHeader
 	}
 	return ev, nil
 }

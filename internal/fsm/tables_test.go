@@ -13,6 +13,7 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -24,14 +25,14 @@ import (
 func tableOracle(t testing.TB, f *FSM) map[string]string {
 	t.Helper()
 	want := map[string]string{}
-	for _, name := range sortedNames(f.byName) {
-		tp := f.byName[name]
+	for _, name := range topics.SortedNames(f.ByName) {
+		tp := f.ByName[name]
 		if !isTable(tp) {
 			continue
 		}
 		for _, p := range tp.Partitions {
-			for off := p.start; off < p.next; {
-				data, err := p.log.Read(off, 1<<20, p.next)
+			for off := p.Start; off < p.Next; {
+				data, err := p.Log.Read(off, 1<<20, p.Next)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -45,7 +46,7 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 						t.Fatal(err)
 					}
 					open := false
-					if st := p.producerStates[h.ProducerID]; h.Transactional() && st != nil && st.TxnFirst >= 0 && h.BaseOffset >= st.TxnFirst {
+					if st := p.ProducerStates[h.ProducerID]; h.Transactional() && st != nil && st.TxnFirst >= 0 && h.BaseOffset >= st.TxnFirst {
 						open = true
 					}
 					for _, r := range recs {
@@ -272,12 +273,12 @@ func TestTableVersions(t *testing.T) {
 	dir := t.TempDir()
 	f := open(t, dir)
 	x := &tableFixture{t: t, f: f, now: t0}
-	x.apply(CreateTopic{Name: "kv", Partitions: 2, ReplicationFactor: 1, Configs: []ConfigEntry{
-		{"cleanup.policy", "compact"}, {"segment.bytes", "300"}, {"min.cleanable.dirty.ratio", "0.01"}, {"delete.retention.ms", "0"}}})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "1", "b", "1")})
+	x.apply(topics.CreateTopic{Name: "kv", Partitions: 2, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
+		{Name: "cleanup.policy", Value: "compact"}, {Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "1", "b", "1")})
 	x.expect("kv", "a", "0/0=1")
 	x.expect("kv", "nobody", "none")
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "2", "b", "")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "2", "b", "")})
 	x.expect("kv", "a", "0/2=2")
 	x.expect("kv", "b", "deleted")
 
@@ -286,42 +287,42 @@ func TestTableVersions(t *testing.T) {
 	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
 	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
 	x.expect("kv", "a", "0/2=2")
 	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
 	x.expect("kv", "a", "0/4=txn")
 	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 1, true, "a", "aborted", "c", "aborted")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 1, true, "a", "aborted", "c", "aborted")})
 	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: false})
 	x.expect("kv", "a", "0/4=txn")
 	x.expect("kv", "c", "none")
 
 	// Another partition: the later timestamp wins.
-	x.apply(Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "p1")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "a", "p1")})
 	x.expect("kv", "a", "1/0=p1")
 
 	// Churn seals segments; compaction removes the tombstone of b, and its
 	// leaf goes with it.
 	for i := range 8 {
-		x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "d", fmt.Sprint(i), "e", fmt.Sprint(i))})
+		x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "d", fmt.Sprint(i), "e", fmt.Sprint(i))})
 	}
 	x.expect("kv", "b", "none")
 
 	// DeleteRecords below the latest of d: every version of a and d goes.
 	end := f.View().Partition("kv", 0).HighWatermark()
-	x.apply(DeleteRecords{Topic: "kv", Partition: 0, Offset: end})
+	x.apply(topics.DeleteRecords{Topic: "kv", Partition: 0, Offset: end})
 	x.expect("kv", "d", "none")
 	x.expect("kv", "a", "1/0=p1")
 
 	// No longer a table, then a table again: the leaves go, then are built
 	// from the key index.
-	x.apply(AlterConfigs{Topic: "kv", Incremental: true, Changes: []ConfigChange{{OpSet, "cleanup.policy", "delete"}}})
+	x.apply(topics.AlterConfigs{Topic: "kv", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "cleanup.policy", Value: "delete"}}})
 	if n := len(storedLeaves(t, f)); n != 0 {
 		t.Fatalf("%d leaves left on a topic that is no table", n)
 	}
-	x.apply(Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "f", "plain")},
-		AlterConfigs{Topic: "kv", Incremental: true, Changes: []ConfigChange{{OpSet, "cleanup.policy", "compact"}}},
-		Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "g", "table")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "f", "plain")},
+		topics.AlterConfigs{Topic: "kv", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "cleanup.policy", Value: "compact"}}},
+		topics.Produce{Topic: "kv", Partition: 1, Records: keyedBatch(t, x.now, -1, -1, -1, false, "g", "table")})
 	x.expect("kv", "f", "1/1=plain")
 	x.expect("kv", "g", "1/2=table")
 	x.expect("kv", "a", "1/0=p1")
@@ -332,11 +333,11 @@ func TestTableVersions(t *testing.T) {
 	checkTableLeaves(t, f, "after a restart")
 	x.expect("kv", "g", "1/2=table")
 
-	x.apply(DeleteTopic{Name: "kv"})
+	x.apply(topics.DeleteTopic{Name: "kv"})
 	if n := len(storedLeaves(t, f)); n != 0 {
 		t.Fatalf("%d leaves left of a deleted topic", n)
 	}
-	if _, _, err := f.TableLatest("kv", []byte("a")); !errors.Is(err, ErrUnknownTopic) {
+	if _, _, err := f.TableLatest("kv", []byte("a")); !errors.Is(err, topics.ErrUnknownTopic) {
 		t.Fatalf("TableLatest of a deleted topic: %v", err)
 	}
 	f.Close()
@@ -350,12 +351,12 @@ func TestTableShowsRecordsBehindAnOpenTransaction(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
 	x := &tableFixture{t: t, f: f, now: t0}
-	x.apply(CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []ConfigEntry{{"cleanup.policy", "compact"}}})
+	x.apply(topics.CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}})
 	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
 	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
-	x.apply(Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "b", "plain")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
+	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "b", "plain")})
 	x.expect("kv", "b", "0/1=plain")
 	x.expect("kv", "a", "none")
 	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})

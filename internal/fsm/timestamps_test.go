@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -40,8 +41,8 @@ func TestLyingMaxTimestamp(t *testing.T) {
 	r := newProofRecorder(t, open(t, dir))
 	defer func() { r.f.Close() }()
 	alice := newSigner("alice", 1)
-	r.block(0, CreateTopic{Name: "ct", Partitions: 1, ReplicationFactor: -1},
-		CreateTopic{Name: "signed", Partitions: 1, ReplicationFactor: -1, Configs: []ConfigEntry{{Name: "stele.signed.by", Value: "alice"}}},
+	r.block(0, topics.CreateTopic{Name: "ct", Partitions: 1, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "signed", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.signed.by", Value: "alice"}}},
 		alice.register(nil))
 	for i, b := range [][]byte{
 		lyingBatch(t, t0, t0+2, 1, 2),          // 0-1, honest
@@ -50,13 +51,13 @@ func TestLyingMaxTimestamp(t *testing.T) {
 		lyingBatch(t, t0, t0+1000, 60),         // 6, claims t0+1000, holds t0+60
 		lyingBatch(t, t0, math.MinInt64+1, 70), // 7, claims a negative time
 	} {
-		if res := r.block(10, Produce{Topic: "ct", Partition: 0, Records: b}); res[0].Code != 0 {
+		if res := r.block(10, topics.Produce{Topic: "ct", Partition: 0, Records: b}); res[0].Code != 0 {
 			t.Fatalf("batch %d: %+v", i, res[0])
 		}
 	}
 	signed := signedBatch(t, "signed", -1, -1, signedRec{"s", &alice, 1, nil})
 	record.SetMaxTimestamp(signed, t0-1)
-	if res := r.block(10, Produce{Topic: "signed", Partition: 0, Records: signed}); res[0].Code != 0 {
+	if res := r.block(10, topics.Produce{Topic: "signed", Partition: 0, Records: signed}); res[0].Code != 0 {
 		t.Fatalf("signed batch with a lying header: %+v", res[0])
 	}
 
@@ -131,10 +132,10 @@ func TestLyingMaxTimestamp(t *testing.T) {
 func TestLogAppendTimeStored(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
-		Configs: []ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}},
-		CreateTopic{Name: "ct", Partitions: 1, ReplicationFactor: -1,
-			Configs: []ConfigEntry{{Name: "message.timestamp.difference.max.ms", Value: "1000"}}})
+	d.block(0, topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}},
+		topics.CreateTopic{Name: "ct", Partitions: 1, ReplicationFactor: -1,
+			Configs: []topics.ConfigEntry{{Name: "message.timestamp.difference.max.ms", Value: "1000"}}})
 	build := func(h record.Header, n int) []byte {
 		t.Helper()
 		recs := make([]record.Record, n)
@@ -162,7 +163,7 @@ func TestLogAppendTimeStored(t *testing.T) {
 		return h
 	}
 
-	r := d.block(10, Produce{Topic: "lat", Partition: 0, Records: build(record.Header{FirstTimestamp: t0 - 86_400_000}, 3)})[0]
+	r := d.block(10, topics.Produce{Topic: "lat", Partition: 0, Records: build(record.Header{FirstTimestamp: t0 - 86_400_000}, 3)})[0]
 	if r.Code != 0 || r.LogAppendTime != d.now {
 		t.Fatalf("produce to the LogAppendTime topic: %+v, want log_append_time %d", r, d.now)
 	}
@@ -174,23 +175,23 @@ func TestLogAppendTimeStored(t *testing.T) {
 		t.Fatalf("records of the stored batch: %+v, %v; want every timestamp %d", recs, err, d.now)
 	}
 	lat := build(record.Header{Attributes: latAttr, FirstTimestamp: t0, MaxTimestamp: t0 + 5}, 2)
-	if r := d.block(10, Produce{Topic: "lat", Partition: 0, Records: lat})[0]; r.Code != kerr.InvalidTimestamp.Code || len(r.RecordErrors) != 2 {
+	if r := d.block(10, topics.Produce{Topic: "lat", Partition: 0, Records: lat})[0]; r.Code != kerr.InvalidTimestamp.Code || len(r.RecordErrors) != 2 {
 		t.Fatalf("a producer's LogAppendTime batch to a LogAppendTime topic: code %d, %d record errors; want INVALID_TIMESTAMP for both records", r.Code, len(r.RecordErrors))
 	}
 
 	noTs := build(record.Header{FirstTimestamp: -1}, 1) // its record has timestamp -1 (delta 0)
-	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: noTs})[0]; r.Code != 0 {
+	if r := d.block(10, topics.Produce{Topic: "ct", Partition: 0, Records: noTs})[0]; r.Code != 0 {
 		t.Fatalf("a record without a timestamp on a topic bounding timestamps: %+v, want it written", r)
 	}
-	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: build(record.Header{FirstTimestamp: d.now - 5000}, 1)})[0]; r.Code != kerr.InvalidTimestamp.Code {
+	if r := d.block(10, topics.Produce{Topic: "ct", Partition: 0, Records: build(record.Header{FirstTimestamp: d.now - 5000}, 1)})[0]; r.Code != kerr.InvalidTimestamp.Code {
 		t.Fatalf("a record 5 s before the block time with a 1 s bound: %+v, want INVALID_TIMESTAMP", r)
 	}
 	latNone := build(record.Header{Attributes: latAttr, FirstTimestamp: -1, MaxTimestamp: -1}, 1)
-	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: latNone})[0]; r.Code != kerr.InvalidTimestamp.Code {
+	if r := d.block(10, topics.Produce{Topic: "ct", Partition: 0, Records: latNone})[0]; r.Code != kerr.InvalidTimestamp.Code {
 		t.Fatalf("a producer's LogAppendTime batch without a timestamp to a CreateTime topic: %+v, want INVALID_TIMESTAMP", r)
 	}
 	latTs := build(record.Header{Attributes: latAttr, FirstTimestamp: d.now, MaxTimestamp: d.now + 20}, 1)
-	if r := d.block(10, Produce{Topic: "ct", Partition: 0, Records: latTs})[0]; r.Code != 0 || r.BaseOffset != 1 {
+	if r := d.block(10, topics.Produce{Topic: "ct", Partition: 0, Records: latTs})[0]; r.Code != 0 || r.BaseOffset != 1 {
 		t.Fatalf("a producer's LogAppendTime batch with a timestamp to a CreateTime topic: %+v, want it written at 1", r)
 	}
 	if h := stored("ct", 1); h.LogAppendTime() || h.MaxTimestamp != d.now-10+20 {

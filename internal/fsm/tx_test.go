@@ -8,18 +8,19 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
 func sampleCommands() []core.Command {
 	return []core.Command{
-		CreateTopic{Name: "a", Partitions: 3, ReplicationFactor: -1, Configs: []ConfigEntry{{"retention.ms", "1000"}}},
-		DeleteTopic{Name: "a"},
-		DeleteTopic{ID: core.TopicID{1, 2, 3}},
-		CreatePartitions{Name: "a", Count: 5},
-		AlterConfigs{Topic: "a", Incremental: true, Changes: []ConfigChange{{OpSet, "retention.ms", "5"}, {OpDelete, "segment.ms", ""}}},
-		Produce{Topic: "a", Partition: 2, Records: []byte{1, 2, 3}},
-		DeleteRecords{Topic: "a", Partition: 1, Offset: -1},
+		topics.CreateTopic{Name: "a", Partitions: 3, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "retention.ms", Value: "1000"}}},
+		topics.DeleteTopic{Name: "a"},
+		topics.DeleteTopic{ID: core.TopicID{1, 2, 3}},
+		topics.CreatePartitions{Name: "a", Count: 5},
+		topics.AlterConfigs{Topic: "a", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "retention.ms", Value: "5"}, {Op: topics.OpDelete, Name: "segment.ms", Value: ""}}},
+		topics.Produce{Topic: "a", Partition: 2, Records: []byte{1, 2, 3}},
+		topics.DeleteRecords{Topic: "a", Partition: 1, Offset: -1},
 		JoinGroup{Group: "g", MemberID: "m", InstanceID: "i", ClientID: "c", ClientHost: "/h", ProtocolType: "consumer",
 			Protocols:        []GroupProtocol{{Name: "range", Metadata: []byte{1}}, {Name: "sticky", Metadata: []byte{2, 3}}},
 			SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000, RequireKnownMember: true},
@@ -41,8 +42,8 @@ func sampleCommands() []core.Command {
 			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
 		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
 		RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
-		AlterLogDefaults{Incremental: true, Changes: []ConfigChange{{OpSet, "log.retention.ms", "5"}}},
-		AlterBrokerConfigs{Broker: "2", Changes: []ConfigChange{{OpSet, MaxConnectionsPerIPConfig, "3"}, {OpDelete, MaxConnectionsConfig, ""}}},
+		topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.ms", Value: "5"}}},
+		AlterBrokerConfigs{Broker: "2", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "3"}, {Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}},
 		AppendTime{TimeMs: 1_700_000_000_123},
 		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
 	}
@@ -78,7 +79,7 @@ func TestDecodeTxRejects(t *testing.T) {
 // FuzzDecodeTx: any bytes either fail to decode or re-encode to themselves.
 func FuzzDecodeTx(f *testing.F) {
 	f.Add(EncodeTx(core.Tx{Commands: sampleCommands()}))
-	f.Add(EncodeTx(core.Tx{Commands: []core.Command{Produce{Topic: "x"}}}))
+	f.Add(EncodeTx(core.Tx{Commands: []core.Command{topics.Produce{Topic: "x"}}}))
 	f.Add([]byte("STL\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := DecodeTx(b)
@@ -109,16 +110,16 @@ func TestPrecheck(t *testing.T) {
 		cmd  core.Command
 		want string // "" admitted, else what the error names
 	}{
-		{"produce", Produce{Topic: "a", Records: good}, ""},
+		{"produce", topics.Produce{Topic: "a", Records: good}, ""},
 		// Validate's check (checkTopicCommand) is not the produce's admission.
-		{"produce, no topic name", Produce{Records: good}, ""},
-		{"produce, bad CRC", Produce{Topic: "a", Records: corrupt}, "command 1 (Produce)"},
-		{"produce, truncated", Produce{Topic: "a", Records: good[:len(good)-1]}, "command 1 (Produce)"},
-		{"produce, no batch", Produce{Topic: "a"}, "command 1 (Produce)"},
-		{"create topic", CreateTopic{Name: "a", Partitions: 1, ReplicationFactor: -1}, ""},
-		{"create topic, no name", CreateTopic{Partitions: 1, ReplicationFactor: -1}, "command 1 (CreateTopic)"},
+		{"produce, no topic name", topics.Produce{Records: good}, ""},
+		{"produce, bad CRC", topics.Produce{Topic: "a", Records: corrupt}, "command 1 (Produce)"},
+		{"produce, truncated", topics.Produce{Topic: "a", Records: good[:len(good)-1]}, "command 1 (Produce)"},
+		{"produce, no batch", topics.Produce{Topic: "a"}, "command 1 (Produce)"},
+		{"create topic", topics.CreateTopic{Name: "a", Partitions: 1, ReplicationFactor: -1}, ""},
+		{"create topic, no name", topics.CreateTopic{Partitions: 1, ReplicationFactor: -1}, "command 1 (CreateTopic)"},
 	} {
-		tx := EncodeTx(core.Tx{Commands: []core.Command{DeleteTopic{Name: "x"}, tc.cmd}})
+		tx := EncodeTx(core.Tx{Commands: []core.Command{topics.DeleteTopic{Name: "x"}, tc.cmd}})
 		err := Precheck(tx)
 		switch {
 		case tc.want == "" && err != nil:

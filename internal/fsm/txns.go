@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -308,7 +309,7 @@ func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
 	if t == nil {
 		return r
 	}
-	tp := f.byName[c.Topic]
+	tp := f.ByName[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
@@ -340,7 +341,7 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	if t.State != TxnOngoing || !slices.Contains(t.Groups, c.Group) {
 		return core.Fail(kerr.InvalidTxnState.Code, fmt.Sprintf("group %q was not added to the transaction (AddOffsetsToTxn)", c.Group))
 	}
-	tp := f.byName[c.Topic]
+	tp := f.ByName[c.Topic]
 	if tp == nil || c.Partition < 0 || int(c.Partition) >= len(tp.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
@@ -393,13 +394,13 @@ func (f *FSM) applyEndTxn(c EndTxn) core.Result {
 // offsets on commit, and completes it.
 func (f *FSM) endTxn(t *Txn, commit bool) {
 	for _, name := range core.SortedKeys(t.Partitions) {
-		tp := f.byName[name]
+		tp := f.ByName[name]
 		if tp == nil {
 			continue // deleted since; its data went with it
 		}
 		for _, part := range t.Partitions[name] {
 			if int(part) < len(tp.Partitions) {
-				f.writeMarker(tp.Partitions[part], t.ProducerID, t.Epoch, commit)
+				f.WriteMarker(tp.Partitions[part], t.ProducerID, t.Epoch, commit)
 			}
 		}
 	}
@@ -411,7 +412,7 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 				f.groups[group] = g
 			}
 			for _, topic := range core.SortedKeys(t.Offsets[group]) {
-				if f.byName[topic] == nil {
+				if f.ByName[topic] == nil {
 					continue
 				}
 				for p, o := range t.Offsets[group][topic] {
@@ -610,11 +611,11 @@ func (f *FSM) loadTxns() error {
 func registerTxnSteps(r *registry) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	r.batchChecks.Register(10, "transactions", modProducers, func(tm *Topics, t *Topic, p *Partition, h record.Header) core.Result {
+	r.BatchChecks.Register(10, "transactions", modProducers, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, h record.Header) core.Result {
 		f := appOf(tm.Machine)
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	r.housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *Topics) []core.Change { f := appOf(tm.Machine); return f.expireTxnIDs() })
+	r.Housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *topics.Topics) []core.Change { f := appOf(tm.Machine); return f.expireTxnIDs() })
 	r.registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
 	r.registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
 		empty: func(f *FSM) {

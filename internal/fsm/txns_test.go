@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // txnBatch builds a transactional batch of n records.
@@ -23,15 +24,15 @@ func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 func TestTransactions(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
-	d.block(0, CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
 	r := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid := r.ProducerID
 	if r.Code != 0 || r.ProducerEpoch != 0 {
 		t.Fatalf("init: %+v", r)
 	}
-	part := func(i int32) *Partition { return d.f.View().Partition("out", i) }
+	part := func(i int32) *topics.Partition { return d.f.View().Partition("out", i) }
 	produce := func(i int32, b []byte) core.Result {
-		return d.block(10, Produce{Topic: "out", Partition: i, Records: b})[0]
+		return d.block(10, topics.Produce{Topic: "out", Partition: i, Records: b})[0]
 	}
 	add := func(epoch int16, parts ...int32) []core.Result {
 		var cmds []core.Command
@@ -77,7 +78,7 @@ func TestTransactions(t *testing.T) {
 	// transaction on the partition (KIP-890's verification, on every append).
 	wantCode(t, "a late write after the abort", produce(0, txnBatch(t, pid, 0, 4, 1)), kerr.InvalidTxnState.Code)
 	aborted := part(0).AbortedTxns(0, 100)
-	if len(aborted) != 1 || aborted[0] != (AbortedTxn{ProducerID: pid, FirstOffset: 3, LastOffset: 5}) {
+	if len(aborted) != 1 || aborted[0] != (topics.AbortedTxn{ProducerID: pid, FirstOffset: 3, LastOffset: 5}) {
 		t.Fatalf("aborted transactions %+v, want one from offset 3, marker at 5", aborted)
 	}
 	if got := part(0).AbortedTxns(6, 100); len(got) != 0 {
@@ -126,10 +127,10 @@ func TestTransactions(t *testing.T) {
 func TestTransactionalIDAndTopicCleanup(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
-	d.block(0, CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
+	d.block(0, topics.CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
 	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out"})
-	d.block(10, Produce{Topic: "out", Records: txnBatch(t, pid, 0, 0, 1)})
+	d.block(10, topics.Produce{Topic: "out", Records: txnBatch(t, pid, 0, 0, 1)})
 	d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})
 	kinds := func() (producers, aborted int) {
 		for k := range storeContents(t, d.f) {
@@ -145,7 +146,7 @@ func TestTransactionalIDAndTopicCleanup(t *testing.T) {
 	if p, a := kinds(); p != 1 || a != 1 {
 		t.Fatalf("before deleting the topic: %d producer states, %d aborted transactions stored; want 1, 1", p, a)
 	}
-	d.block(10, DeleteTopic{Name: "out"})
+	d.block(10, topics.DeleteTopic{Name: "out"})
 	if p, a := kinds(); p != 0 || a != 0 {
 		t.Fatalf("after deleting the topic: %d producer states, %d aborted transactions stored", p, a)
 	}

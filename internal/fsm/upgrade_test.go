@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -321,14 +322,14 @@ func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
 	p := UpgradePlan{Height: 1 + MinUpgradeDelay, Version: 2, Name: "v2"}
-	c.block(CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}, upgradeVote(p, k[0], k[1], k[2], k[3]))
+	c.block(topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}, upgradeVote(p, k[0], k[1], k[2], k[3]))
 	c.to(p.Height)
 	if st := c.f.Upgrade(); st.Version != 2 {
 		t.Fatalf("at %d: %+v", p.Height, st)
 	}
-	c.block(Produce{Topic: "t", Records: batch(t, 1000*(p.Height+1), record.CodecNone, "k", 3)})
+	c.block(topics.Produce{Topic: "t", Records: batch(t, 1000*(p.Height+1), record.CodecNone, "k", 3)})
 	h := c.height() + 1
-	if _, err := c.f.ApplyBlock(core.Block{Height: h, TimeMs: 1000 * h, Txs: [][]byte{tx(1000, Produce{Topic: "t", Records: batch(t, 1000*h, record.CodecNone, "k", 3)})}}); err != nil {
+	if _, err := c.f.ApplyBlock(core.Block{Height: h, TimeMs: 1000 * h, Txs: [][]byte{tx(1000, topics.Produce{Topic: "t", Records: batch(t, 1000*h, record.CodecNone, "k", 3)})}}); err != nil {
 		t.Fatal(err)
 	}
 	c.f.Close() // no Commit: as if killed
@@ -367,11 +368,11 @@ func upgradeBlocks(t *testing.T, keys []ed25519.PrivateKey) []block {
 		}
 		blocks = append(blocks, b)
 	}
-	next(CreateTopic{Name: "u", Partitions: 2, ReplicationFactor: -1})
+	next(topics.CreateTopic{Name: "u", Partitions: 2, ReplicationFactor: -1})
 	next(upgradeVote(UpgradePlan{Height: 20, Version: 2, Name: "v2"}, keys[0], keys[1], keys[2]))
 	for len(blocks) < 30 {
 		h := len(blocks) + 1
-		next(Produce{Topic: "u", Partition: int32(h % 2), Records: batch(t, int64(h)*1000, 0, "k", 2)})
+		next(topics.Produce{Topic: "u", Partition: int32(h % 2), Records: batch(t, int64(h)*1000, 0, "k", 2)})
 	}
 	return blocks
 }

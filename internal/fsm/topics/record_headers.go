@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -28,15 +28,15 @@ const SnapshotHeader = "stele-snapshot"
 // refused whole with INVALID_RECORD, nothing of it written.
 const ExpectedVersionHeader = "stele-expected-version"
 
-// noExpectation marks a record without ExpectedVersionHeader.
-const noExpectation = int64(-2)
+// NoExpectation marks a record without ExpectedVersionHeader.
+const NoExpectation = int64(-2)
 
-// keyAt is a keyed record of a batch being produced.
-type keyAt struct {
-	delta    int32
-	key      []byte
-	expect   int64 // the version it expects, -1: none yet, noExpectation
-	snapshot bool  // it carries SnapshotHeader
+// KeyAt is a keyed record of a batch being produced.
+type KeyAt struct {
+	Delta    int32
+	Key      []byte
+	Expect   int64 // the version it expects, -1: none yet, noExpectation
+	Snapshot bool  // it carries SnapshotHeader
 }
 
 // keyHeaders reads a record's Stele headers in one pass: the version its
@@ -44,7 +44,7 @@ type keyAt struct {
 // carries SnapshotHeader, and whether it carries a signature
 // (proof.SignatureHeader, checked by checkSignatures).
 func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, signed bool, err error) {
-	expect = noExpectation
+	expect = NoExpectation
 	for _, h := range hs {
 		switch h.Key {
 		case proof.SignatureHeader:
@@ -52,7 +52,7 @@ func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, s
 		case SnapshotHeader:
 			snapshot = true
 		case ExpectedVersionHeader:
-			if expect != noExpectation {
+			if expect != NoExpectation {
 				return 0, false, false, fmt.Errorf("header %s given twice", ExpectedVersionHeader)
 			}
 			v, err := strconv.ParseInt(string(h.Value), 10, 64)
@@ -62,7 +62,7 @@ func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, s
 			expect = v
 		}
 	}
-	if expect != noExpectation && key == nil {
+	if expect != NoExpectation && key == nil {
 		return 0, false, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
 	}
 	return expect, snapshot, signed, nil

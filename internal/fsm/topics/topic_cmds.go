@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -25,22 +25,22 @@ const (
 // registerTopicCommands registers the topics' commands (registerTopics
 // calls it).
 func registerTopicCommands(r *core.Registry) {
-	core.RegisterModuleCommand(r, topicsOf, KindCreateTopic, "CreateTopic", modTopics, decodeCreateTopic, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindCreateTopic, "CreateTopic", ModTopics, decodeCreateTopic, checkTopicCommand,
 		func(f *Topics, c CreateTopic, at core.CmdAt) core.Result { return f.createTopic(c, at.Tx, at.Cmd) })
-	core.RegisterModuleCommand(r, topicsOf, KindDeleteTopic, "DeleteTopic", modTopics, decodeDeleteTopic, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindDeleteTopic, "DeleteTopic", ModTopics, decodeDeleteTopic, checkTopicCommand,
 		func(f *Topics, c DeleteTopic, _ core.CmdAt) core.Result { return f.deleteTopic(c) })
-	core.RegisterModuleCommand(r, topicsOf, KindCreatePartitions, "CreatePartitions", modTopics, decodeCreatePartitions, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindCreatePartitions, "CreatePartitions", ModTopics, decodeCreatePartitions, checkTopicCommand,
 		func(f *Topics, c CreatePartitions, _ core.CmdAt) core.Result { return f.createPartitions(c) })
-	core.RegisterModuleCommand(r, topicsOf, KindAlterConfigs, "AlterConfigs", modTopics, decodeAlterConfigs, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindAlterConfigs, "AlterConfigs", ModTopics, decodeAlterConfigs, checkTopicCommand,
 		func(f *Topics, c AlterConfigs, _ core.CmdAt) core.Result { return f.alterConfigs(c) })
 	// A produce validates each batch itself, as it appends it; the
 	// mempool admits it on its batches' framing and CRCs (admitProduce).
-	produce := core.RegisterModuleCommand(r, topicsOf, KindProduce, "Produce", modTopics, decodeProduce, checkTopicCommand,
+	produce := core.RegisterModuleCommand(r, topicsOf, KindProduce, "Produce", ModTopics, decodeProduce, checkTopicCommand,
 		func(f *Topics, c Produce, _ core.CmdAt) core.Result { return f.produce(c) })
 	produce.CheckedByApply = true
 	produce.Admit = admitProduce
 	produce.Size = func(c core.Command) int { p := c.(Produce); return len(p.Records) + len(p.Topic) + 16 }
-	core.RegisterModuleCommand(r, topicsOf, KindDeleteRecords, "DeleteRecords", modTopics, decodeDeleteRecords, checkTopicCommand,
+	core.RegisterModuleCommand(r, topicsOf, KindDeleteRecords, "DeleteRecords", ModTopics, decodeDeleteRecords, checkTopicCommand,
 		func(f *Topics, c DeleteRecords, _ core.CmdAt) core.Result { return f.deleteRecords(c) })
 }
 
@@ -169,13 +169,13 @@ func (c CreatePartitions) Encode(w *core.Writer) {
 
 func (c AlterConfigs) Encode(w *core.Writer) {
 	w.Str(c.Topic)
-	encodeChanges(w, c.Incremental, c.Changes)
+	EncodeChanges(w, c.Incremental, c.Changes)
 }
 
-// encodeChanges writes the changes of a config-altering command:
+// EncodeChanges writes the changes of a config-altering command:
 //
 //	bool incremental | count × (u8 op | str name | str value)
-func encodeChanges(w *core.Writer, incremental bool, changes []ConfigChange) {
+func EncodeChanges(w *core.Writer, incremental bool, changes []ConfigChange) {
 	w.Bool(incremental)
 	w.Count(len(changes))
 	for _, ch := range changes {
@@ -185,8 +185,8 @@ func encodeChanges(w *core.Writer, incremental bool, changes []ConfigChange) {
 	}
 }
 
-// decodeChanges reads what encodeChanges wrote.
-func decodeChanges(r *core.Reader) (incremental bool, changes []ConfigChange) {
+// DecodeChanges reads what encodeChanges wrote.
+func DecodeChanges(r *core.Reader) (incremental bool, changes []ConfigChange) {
 	incremental = r.Bool()
 	n := r.Count(3)
 	for i := 0; i < n; i++ {
@@ -229,7 +229,7 @@ func decodeCreatePartitions(r *core.Reader) CreatePartitions {
 
 func decodeAlterConfigs(r *core.Reader) AlterConfigs {
 	c := AlterConfigs{Topic: r.Str()}
-	c.Incremental, c.Changes = decodeChanges(r)
+	c.Incremental, c.Changes = DecodeChanges(r)
 	return c
 }
 

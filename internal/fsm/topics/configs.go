@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -36,90 +36,90 @@ type ConfigDef struct {
 	// durability comes from consensus). docs/kafka-api.md lists them.
 	Enforced bool
 	Doc      string
-	min, max int64
+	Min, Max int64
 	valid    []string // for strings and lists: the allowed values
-	// check validates a value beyond its type and range: each element of
+	// Check validates a value beyond its type and range: each element of
 	// a list whose values are open, a string with no fixed set of values
 	// (valid is then unused), or a number or boolean Kafka checks further.
-	check func(string) error
+	Check func(string) error
 }
 
 const maxLong = math.MaxInt64
 
-// topicConfigs is sorted by name.
-var topicConfigs = []ConfigDef{
+// TopicConfigs is sorted by name.
+var TopicConfigs = []ConfigDef{
 	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Enforced: true, valid: []string{"compact", "delete", "snapshot"},
 		Doc: "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key; snapshot (Stele): drop a key's records older than its latest snapshot record (docs/keys.md)"},
-	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", min: -1, max: 9, check: gzipLevel,
+	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", Min: -1, Max: 9, Check: gzipLevel,
 		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
-	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", min: 1, max: 17,
+	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", Min: 1, Max: 17,
 		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"},
 		Doc: "batches are stored as the producer compressed them whatever the value"},
-	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", min: -131072, max: 22,
+	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", Min: -131072, Max: 22,
 		Doc: "batches are stored as the producer compressed them; the broker never recompresses"},
-	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Enforced: true, min: 0, max: maxLong,
+	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Enforced: true, Min: 0, Max: maxLong,
 		Doc: "how long tombstones stay in a compacted topic"},
-	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", min: 0, max: maxLong},
-	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", min: 1, max: maxLong,
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Min: 0, Max: maxLong},
+	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", Min: 1, Max: maxLong,
 		Doc: "durability comes from consensus; the log is fsynced at every commit"},
-	{Name: "flush.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+	{Name: "flush.ms", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxLong,
 		Doc: "durability comes from consensus; the log is fsynced at every commit"},
-	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", check: throttledReplica,
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: throttledReplica,
 		Doc: "brokers do not replicate by fetching from a leader; nothing is throttled"},
-	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Enforced: true, min: 0, max: math.MaxInt32},
-	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", check: throttledReplica,
+	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Enforced: true, Min: 0, Max: math.MaxInt32},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: throttledReplica,
 		Doc: "brokers do not replicate by fetching from a leader; nothing is throttled"},
-	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", min: -2, max: maxLong,
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", Min: -2, Max: maxLong,
 		Doc: "tiered storage: there is no remote tier yet"},
-	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", min: -2, max: maxLong,
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", Min: -2, Max: maxLong,
 		Doc: "tiered storage: there is no remote tier yet"},
-	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", min: 1, max: maxLong},
-	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Enforced: true, min: 0, max: math.MaxInt32,
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Min: 1, Max: maxLong},
+	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Enforced: true, Min: 0, Max: math.MaxInt32,
 		Doc: "largest record batch the topic accepts"},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true",
 		Doc: "deprecated in Kafka; Fetch below v4 (the only versions that down-convert) is not served"},
-	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", check: messageFormatVersion,
+	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", Check: MessageFormatVersion,
 		Doc: "deprecated in Kafka 3.0 and ignored by it since; batches are always RecordBatch v2"},
-	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxLong,
 		Doc: "not checked yet: only message.timestamp.difference.max.ms bounds timestamps"},
-	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", min: 0, max: maxLong,
+	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxLong,
 		Doc: "not checked yet: only message.timestamp.difference.max.ms bounds timestamps"},
-	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: "9223372036854775807", Enforced: true, min: 0, max: maxLong,
+	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: "9223372036854775807", Enforced: true, Min: 0, Max: maxLong,
 		Doc: "largest difference allowed between a CreateTime timestamp and the block time"},
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Enforced: true, valid: []string{"CreateTime", "LogAppendTime"},
 		Doc: "LogAppendTime stamps batches with the block time"},
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Enforced: true,
 		Doc: "compact once this share of the log has not been compacted yet"},
-	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", min: 0, max: maxLong},
-	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", min: 1, max: math.MaxInt32,
+	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Min: 0, Max: maxLong},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32,
 		Doc: "every broker holds every partition; a write is acknowledged once committed by consensus"},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false"},
 	{Name: "remote.log.copy.disable", Type: TypeBoolean, Default: "false",
 		Doc: "tiered storage: there is no remote tier yet"},
 	{Name: "remote.log.delete.on.disable", Type: TypeBoolean, Default: "false",
 		Doc: "tiered storage: there is no remote tier yet"},
-	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Enforced: true, check: remoteStorage,
+	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Enforced: true, Check: remoteStorage,
 		Doc: "tiered storage is not available: true is refused, as by a Kafka broker with remote.log.storage.system.enable=false"},
-	{Name: "retention.bytes", Type: TypeLong, Default: "-1", Enforced: true, min: -1, max: maxLong},
-	{Name: "retention.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: -1, max: maxLong},
-	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Enforced: true, min: 14, max: math.MaxInt32},
-	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", min: 4, max: math.MaxInt32},
-	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", min: 0, max: maxLong},
-	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, min: 1, max: maxLong},
-	{Name: "stele.signed.by", Type: TypeList, Default: "", Enforced: true, check: proof.ValidPrincipal,
+	{Name: "retention.bytes", Type: TypeLong, Default: "-1", Enforced: true, Min: -1, Max: maxLong},
+	{Name: "retention.ms", Type: TypeLong, Default: "604800000", Enforced: true, Min: -1, Max: maxLong},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Enforced: true, Min: 14, Max: math.MaxInt32},
+	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Min: 4, Max: math.MaxInt32},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Min: 0, Max: maxLong},
+	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, Min: 1, Max: maxLong},
+	{Name: "stele.signed.by", Type: TypeList, Default: "", Enforced: true, Check: proof.ValidPrincipal,
 		Doc: "Stele: principals whose signed records the topic takes, and no others; empty: signatures optional, verified when present (docs/signed-producers.md)"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false"},
 }
 
 // TopicConfigDefs returns the definitions of every topic config, by name.
-func TopicConfigDefs() []ConfigDef { return topicConfigs }
+func TopicConfigDefs() []ConfigDef { return TopicConfigs }
 
 // LookupConfig returns the definition of the named topic config.
 func LookupConfig(name string) (ConfigDef, bool) {
-	i := sort.Search(len(topicConfigs), func(i int) bool { return topicConfigs[i].Name >= name })
-	if i < len(topicConfigs) && topicConfigs[i].Name == name {
-		return topicConfigs[i], true
+	i := sort.Search(len(TopicConfigs), func(i int) bool { return TopicConfigs[i].Name >= name })
+	if i < len(TopicConfigs) && TopicConfigs[i].Name == name {
+		return TopicConfigs[i], true
 	}
 	return ConfigDef{}, false
 }
@@ -130,13 +130,13 @@ func ValidateConfig(name, value string) error {
 	if !ok {
 		return fmt.Errorf("unknown topic config name: %s", name)
 	}
-	return validateValue(d, name, value)
+	return ValidateValue(d, name, value)
 }
 
-// validateValue checks value against d; name is what the messages call
+// ValidateValue checks value against d; name is what the messages call
 // the config (the topic config's name, or its broker-level synonym for a
 // cluster-wide default, log_defaults.go).
-func validateValue(d ConfigDef, name, value string) error {
+func ValidateValue(d ConfigDef, name, value string) error {
 	switch d.Type {
 	case TypeBoolean:
 		if !strings.EqualFold(value, "true") && !strings.EqualFold(value, "false") {
@@ -147,18 +147,18 @@ func validateValue(d ConfigDef, name, value string) error {
 		if err != nil || (d.Type == TypeInt && (v < math.MinInt32 || v > math.MaxInt32)) {
 			return fmt.Errorf("invalid value %s for configuration %s: not a number of type %s", value, name, typeName(d.Type))
 		}
-		if v < d.min {
-			return fmt.Errorf("invalid value %s for configuration %s: value must be at least %d", value, name, d.min)
+		if v < d.Min {
+			return fmt.Errorf("invalid value %s for configuration %s: value must be at least %d", value, name, d.Min)
 		}
-		if v > d.max {
-			return fmt.Errorf("invalid value %s for configuration %s: value must be no more than %d", value, name, d.max)
+		if v > d.Max {
+			return fmt.Errorf("invalid value %s for configuration %s: value must be no more than %d", value, name, d.Max)
 		}
 	case TypeDouble:
 		if _, err := parseRatio(value); err != nil {
 			return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
 		}
 	case TypeString:
-		if d.check != nil {
+		if d.Check != nil {
 			break // checked below
 		}
 		if !contains(d.valid, value) {
@@ -166,8 +166,8 @@ func validateValue(d ConfigDef, name, value string) error {
 		}
 	case TypeList:
 		for _, v := range splitList(value) {
-			if d.check != nil {
-				if err := d.check(v); err != nil {
+			if d.Check != nil {
+				if err := d.Check(v); err != nil {
 					return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
 				}
 				continue
@@ -178,8 +178,8 @@ func validateValue(d ConfigDef, name, value string) error {
 		}
 		return nil
 	}
-	if d.check != nil {
-		if err := d.check(strings.TrimSpace(value)); err != nil {
+	if d.Check != nil {
+		if err := d.Check(strings.TrimSpace(value)); err != nil {
 			return fmt.Errorf("invalid value %s for configuration %s: %v", value, name, err)
 		}
 	}
@@ -253,10 +253,10 @@ var messageFormatVersions = func() map[string]bool {
 	return m
 }()
 
-// messageFormatVersion is Kafka's MetadataVersion.fromVersionString: a
+// MessageFormatVersion is Kafka's MetadataVersion.fromVersionString: a
 // version is looked up by its first three dot-separated parts if it begins
 // with "0.", its first two otherwise, so "2.8.1" is "2.8".
-func messageFormatVersion(v string) error {
+func MessageFormatVersion(v string) error {
 	n := 2
 	if strings.HasPrefix(v, "0.") {
 		n = 3

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"errors"
@@ -45,7 +45,7 @@ type compaction struct {
 // passes (by closing their logs) and waits for the goroutines.
 type compactor struct {
 	slots chan struct{} // one token per pass allowed to run at once
-	wg    sync.WaitGroup
+	Wg    sync.WaitGroup
 }
 
 func newCompactor(workers int) *compactor {
@@ -57,14 +57,14 @@ func newCompactor(workers int) *compactor {
 func (f *Topics) startCompaction(p *Partition, pass *storage.CompactionPass) {
 	c := &compaction{p: p, done: make(chan struct{})}
 	p.compaction = c
-	cp := f.compactor
-	cp.wg.Add(1)
+	cp := f.Compactor
+	cp.Wg.Add(1)
 	go func() {
-		defer cp.wg.Done()
+		defer cp.Wg.Done()
 		defer close(c.done)
 		cp.slots <- struct{}{}
 		defer func() { <-cp.slots }()
-		if hook := f.opts.passHookForTest; hook != nil {
+		if hook := f.opts.PassHookForTest; hook != nil {
 			hook(p.Topic, p.Index)
 		}
 		c.stats, c.err = pass.Run()
@@ -94,16 +94,16 @@ func (f *Topics) awaitCompaction(p *Partition) error {
 // it (CaptureSnapshot does); tests call it to look at compacted files.
 func (f *Topics) WaitCompactions() error {
 	var errs []error
-	for _, name := range sortedNames(f.byName) {
-		for _, p := range f.byName[name].Partitions {
+	for _, name := range SortedNames(f.ByName) {
+		for _, p := range f.ByName[name].Partitions {
 			errs = append(errs, f.awaitCompaction(p))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// compactionRunning reports whether a pass of p is still being written.
-func (p *Partition) compactionRunning() bool {
+// CompactionRunning reports whether a pass of p is still being written.
+func (p *Partition) CompactionRunning() bool {
 	if p.compaction == nil {
 		return false
 	}
@@ -120,8 +120,8 @@ func (p *Partition) compactionRunning() bool {
 // was decided; End, the log end then, which is p.next in the Commit of the
 // deciding block).
 func (f *Topics) compactOptions(p *Partition) storage.CompactOptions {
-	opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon, UpTo: p.cleanedUpTo, End: p.next, ID: p.compactedAt}
-	if t := f.byName[p.Topic]; t != nil {
+	opts := storage.CompactOptions{Latest: true, DeleteHorizon: p.compactHorizon, UpTo: p.cleanedUpTo, End: p.Next, ID: p.compactedAt}
+	if t := f.ByName[p.Topic]; t != nil {
 		opts.Latest = t.Config.Compact
 		if t.Config.Snapshot {
 			opts.SnapshotHeader = SnapshotHeader

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func (f *Topics) proveAppend(t *Topic, p *Partition, base int64, batch []byte) {
 // b/ prefixes are dropped (stageTopics).
 func stageBatchRefs(f *Topics, b *core.StateBatch) {
 	for i, r := range f.leafRefs {
-		if r.topic.deleted {
+		if r.topic.Deleted {
 			continue
 		}
 		v := binary.BigEndian.AppendUint64(nil, uint64(f.Height))
@@ -44,10 +44,10 @@ func stageBatchRefs(f *Topics, b *core.StateBatch) {
 	}
 }
 
-func batchProofPrefix(id core.TopicID) []byte { return append([]byte("b/"), id[:]...) }
+func BatchProofPrefix(id core.TopicID) []byte { return append([]byte("b/"), id[:]...) }
 
 func batchProofKey(id core.TopicID, partition int32, base int64) []byte {
-	k := binary.BigEndian.AppendUint32(batchProofPrefix(id), uint32(partition))
+	k := binary.BigEndian.AppendUint32(BatchProofPrefix(id), uint32(partition))
 	return binary.BigEndian.AppendUint64(k, uint64(base))
 }
 

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"bytes"
@@ -22,32 +22,32 @@ import (
 //
 //	a/<topic>\x00<partition u32><last offset u64><pid u64>  an aborted transaction
 
-// writeMarker appends a transaction marker for producer pid to p (the
+// WriteMarker appends a transaction marker for producer pid to p (the
 // producers module asks for it when a transaction ends) and closes its
 // transaction there: the last stable offset moves past it, and
 // an abort is remembered for read_committed readers.
-func (f *Topics) writeMarker(p *Partition, pid int64, epoch int16, commit bool) {
-	st := p.producerStates[pid]
+func (f *Topics) WriteMarker(p *Partition, pid int64, epoch int16, commit bool) {
+	st := p.ProducerStates[pid]
 	if st == nil {
 		st = &producerState{TxnFirst: -1}
-		p.producerStates[pid] = st
+		p.ProducerStates[pid] = st
 	}
-	at := p.next
+	at := p.Next
 	b := record.MarkerBatch(pid, epoch, commit, 0, f.logAppendTime())
 	record.SetBaseOffset(b, at)
-	if err := p.log.Append(b, f.BlockTime); err != nil {
+	if err := p.Log.Append(b, f.BlockTime); err != nil {
 		// As in produce: the log is cut back at the next start; until
 		// then this partition refuses writes past the failure.
 		f.opts.Logger.Error("appending a transaction marker", "topic", p.Topic, "partition", p.Index, "err", err)
 		return
 	}
-	if t := f.byName[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
+	if t := f.ByName[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) && t.Partitions[p.Index] == p {
 		f.proveAppend(t, p, at, b)
-		for _, h := range f.hooks.markerWritten.Hooks {
+		for _, h := range f.hooks.MarkerWritten.Hooks {
 			h.Fn(f, t, p, pid, commit, st.TxnFirst, at)
 		}
 	}
-	p.next++
+	p.Next++
 	if !commit && st.TxnFirst >= 0 {
 		a := AbortedTxn{ProducerID: pid, FirstOffset: st.TxnFirst, LastOffset: at}
 		p.aborted = append(p.aborted, a)
@@ -92,8 +92,8 @@ func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
 
 // stableOffset computes the last stable offset from the applier's state.
 func (p *Partition) stableOffset() int64 {
-	lso := p.next
-	for _, s := range p.producerStates {
+	lso := p.Next
+	for _, s := range p.ProducerStates {
 		if s.TxnFirst >= 0 {
 			lso = min(lso, s.TxnFirst)
 		}
@@ -128,11 +128,11 @@ func (f *Topics) persistAborted(b *core.StateBatch) {
 // load, after the producer states (rank 100) and the transactions (110).
 func (f *Topics) loadAborted() error {
 	err := f.Store.Scan([]byte("a/"), func(k, v []byte) error {
-		topic, part, a, err := decodeAborted(k, v)
+		topic, part, a, err := DecodeAborted(k, v)
 		if err != nil {
 			return err
 		}
-		t := f.byName[topic]
+		t := f.ByName[topic]
 		if t == nil || int(part) >= len(t.Partitions) {
 			return nil
 		}
@@ -143,8 +143,8 @@ func (f *Topics) loadAborted() error {
 	if err != nil {
 		return err
 	}
-	for _, name := range sortedNames(f.byName) {
-		for _, p := range f.byName[name].Partitions {
+	for _, name := range SortedNames(f.ByName) {
+		for _, p := range f.ByName[name].Partitions {
 			p.publishProducers()
 			p.publishTxnState()
 		}
@@ -152,12 +152,12 @@ func (f *Topics) loadAborted() error {
 	return nil
 }
 
-// decodeAborted reads an a/ entry (abortedKey): the aborted transaction's
+// DecodeAborted reads an a/ entry (abortedKey): the aborted transaction's
 // topic and partition, and the transaction.
 //
 //	key   a/<topic>\x00<partition u32><last offset u64><pid u64>
 //	value u64 first offset
-func decodeAborted(k, v []byte) (string, int32, AbortedTxn, error) {
+func DecodeAborted(k, v []byte) (string, int32, AbortedTxn, error) {
 	rest, ok := bytes.CutPrefix(k, []byte("a/"))
 	if !ok || len(rest) < 1+4+16 || rest[len(rest)-21] != 0 || len(v) != 8 {
 		return "", 0, AbortedTxn{}, fmt.Errorf("stele/fsm: bad aborted-transaction key %q", k)
@@ -171,7 +171,7 @@ func decodeAborted(k, v []byte) (string, int32, AbortedTxn, error) {
 // trimAborted forgets, in housekeeping, aborted transactions wholly below
 // the log start offset.
 func (p *Partition) trimAborted() bool {
-	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= p.start })
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= p.Start })
 	if i == 0 {
 		return false
 	}
@@ -196,7 +196,7 @@ func (p *Partition) publishTxnState() {
 func registerPartitionTxns(r *core.Registry) {
 	// After the transactions (rank 110), where they were written before
 	// this state moved to the topics module.
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 115, Name: "partitions' aborted transactions", Module: modTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 115, Name: "partitions' aborted transactions", Module: ModTopics,
 		Load:  (*Topics).loadAborted,
 		Stage: func(f *Topics, b *core.StateBatch) error { f.persistAborted(b); return nil }})
 }

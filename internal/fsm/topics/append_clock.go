@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"encoding/binary"
@@ -32,8 +32,8 @@ import (
 // carried an AppendTime left it (i64 ms), absent until one did; so a chain
 // that runs version 1 holds no such key and hashes as before.
 
-// keyAppendClock is the log append clock's leaf in the state trie.
-var keyAppendClock = []byte("m/append-time")
+// KeyAppendClock is the log append clock's leaf in the state trie.
+var KeyAppendClock = []byte("m/append-time")
 
 // logAppendClock is the topics module's log append clock.
 type logAppendClock struct {
@@ -47,19 +47,19 @@ type logAppendClock struct {
 func registerAppendClock(r *core.Registry) {
 	// After the block time is taken: the clock starts each block at the
 	// later of it and the last clock set.
-	core.RegisterModuleBlockBegin(r, topicsOf, core.ModuleBlockBegin[*Topics]{Rank: 30, Name: "log append clock", Module: modTopics,
+	core.RegisterModuleBlockBegin(r, topicsOf, core.ModuleBlockBegin[*Topics]{Rank: 30, Name: "log append clock", Module: ModTopics,
 		Run: func(f *Topics, _ core.Block) { f.appendClock.cur = max(f.BlockTime, f.appendClock.last) }})
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 56, Name: "log append clock", Module: modTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 56, Name: "log append clock", Module: ModTopics,
 		Load: func(f *Topics) error {
 			f.appendClock = logAppendClock{}
-			if err := core.LoadLeaf(f.Machine, keyAppendClock, decodeAppendClock, &f.appendClock.last); err != nil {
+			if err := core.LoadLeaf(f.Machine, KeyAppendClock, DecodeAppendClock, &f.appendClock.last); err != nil {
 				return fmt.Errorf("stele/fsm: reading the log append clock: %w", err)
 			}
 			f.appendClock.cur = max(f.BlockTime, f.appendClock.last)
 			return nil
 		},
 		Stage: func(f *Topics, b *core.StateBatch) error {
-			core.StageLeaf(b, keyAppendClock, &f.appendClock.dirty, f.appendClock.last, false, encodeAppendClock)
+			core.StageLeaf(b, KeyAppendClock, &f.appendClock.dirty, f.appendClock.last, false, EncodeAppendClock)
 			return nil
 		}})
 }
@@ -68,17 +68,17 @@ func registerAppendClock(r *core.Registry) {
 // LogAppendTime topic (and a transaction marker with on any topic).
 func (f *Topics) logAppendTime() int64 { return f.appendClock.cur }
 
-// raiseLogAppendClock sets the clock to ms for the rest of the block, if
+// RaiseLogAppendClock sets the clock to ms for the rest of the block, if
 // that is later, and keeps it for the blocks after.
-func (f *Topics) raiseLogAppendClock(ms int64) {
+func (f *Topics) RaiseLogAppendClock(ms int64) {
 	f.appendClock.cur = max(f.appendClock.cur, ms)
 	f.appendClock.last = f.appendClock.cur
 	f.appendClock.dirty = true
 }
 
-func encodeAppendClock(ms int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(ms)) }
+func EncodeAppendClock(ms int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(ms)) }
 
-func decodeAppendClock(v []byte) (int64, error) {
+func DecodeAppendClock(v []byte) (int64, error) {
 	if len(v) != 8 {
 		return 0, fmt.Errorf("stele/fsm: log append clock of %d bytes, want 8", len(v))
 	}

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func (f *Topics) produce(c Produce) core.Result {
 	}
 	cfg := t.Config
 	headers := make([]record.Header, len(batches))
-	keys := make([][]keyAt, len(batches)) // the key stream entries of each batch
+	keys := make([][]KeyAt, len(batches)) // the key stream entries of each batch
 	conditional := false                  // some record states the version it expects
 	signed := make([]bool, len(batches))  // the batch has a signed record
 	// validate checks a batch, calls fn with its records' keys (for the
@@ -81,8 +81,8 @@ func (f *Topics) produce(c Produce) core.Result {
 				// keeps the array it was copied into.
 				start := len(keyBytes)
 				keyBytes = append(keyBytes, key...)
-				keys[i] = append(keys[i], keyAt{delta, keyBytes[start:len(keyBytes):len(keyBytes)], expect, snapshot})
-				conditional = conditional || expect != noExpectation
+				keys[i] = append(keys[i], KeyAt{delta, keyBytes[start:len(keyBytes):len(keyBytes)], expect, snapshot})
+				conditional = conditional || expect != NoExpectation
 			}
 		})
 		if err != nil {
@@ -112,10 +112,10 @@ func (f *Topics) produce(c Produce) core.Result {
 	dup := make([]bool, len(batches))
 	dupTime := int64(-1)                // the stored max timestamp of the first batch, a retry
 	var staged map[int64]*producerState // made for the first idempotent batch
-	next := p.next
+	next := p.Next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
-			for _, hk := range f.hooks.batchChecks.Hooks {
+			for _, hk := range f.hooks.BatchChecks.Hooks {
 				if r := hk.Fn(f, t, p, h); r.Code != 0 {
 					return r
 				}
@@ -124,8 +124,8 @@ func (f *Topics) produce(c Produce) core.Result {
 				staged = map[int64]*producerState{}
 			}
 			st, ok := staged[h.ProducerID]
-			if !ok && p.producerStates[h.ProducerID] != nil {
-				st = p.producerStates[h.ProducerID].clone()
+			if !ok && p.ProducerStates[h.ProducerID] != nil {
+				st = p.ProducerStates[h.ProducerID].clone()
 			}
 			code, isDup, first := checkSequence(st, h, next == 0)
 			if code != 0 {
@@ -156,10 +156,10 @@ func (f *Topics) produce(c Produce) core.Result {
 		offsets[i] = next
 		next += int64(h.LastOffsetDelta) + 1
 	}
-	pr := &producing{t: t, p: p, batches: batches, headers: headers, bases: bases, keys: keys,
-		conditional: conditional, signed: signed, offsets: offsets, dup: dup}
+	pr := &Producing{T: t, P: p, Batches: batches, Headers: headers, Bases: bases, Keys: keys,
+		Conditional: conditional, Signed: signed, Offsets: offsets, Dup: dup}
 	var written []func() // what the produce checks do once the batches are written
-	for _, hk := range f.hooks.produceChecks.Hooks {
+	for _, hk := range f.hooks.ProduceChecks.Hooks {
 		r, then := hk.Fn(f, pr)
 		if r.Code != 0 {
 			return r
@@ -174,7 +174,7 @@ func (f *Topics) produce(c Produce) core.Result {
 		}
 		b = append([]byte(nil), b...) // the block's bytes are not ours to rewrite
 		h := headers[i]
-		record.SetBaseOffset(b, p.next)
+		record.SetBaseOffset(b, p.Next)
 		record.SetPartitionLeaderEpoch(b, 0)
 		switch {
 		case cfg.LogAppendTime:
@@ -182,30 +182,30 @@ func (f *Topics) produce(c Produce) core.Result {
 		case restamp[i]:
 			record.SetMaxTimestamp(b, h.MaxTimestamp)
 		}
-		if err := p.log.Append(b, f.BlockTime); err != nil {
+		if err := p.Log.Append(b, f.BlockTime); err != nil {
 			// Fail-stop: the log is cut back to the committed end at the
 			// next start and the block replayed.
 			return f.LocalFault("appending to %s-%d: %w", t.Name, p.Index, err)
 		}
-		f.proveAppend(t, p, p.next, b)
-		for _, hk := range f.hooks.batchAppended.Hooks {
-			if r := hk.Fn(f, pr, i, b, p.next); r.Code != 0 {
+		f.proveAppend(t, p, p.Next, b)
+		for _, hk := range f.hooks.BatchAppended.Hooks {
+			if r := hk.Fn(f, pr, i, b, p.Next); r.Code != 0 {
 				return r
 			}
 		}
-		p.next += int64(h.LastOffsetDelta) + 1
+		p.Next += int64(h.LastOffsetDelta) + 1
 	}
 	for _, then := range written {
 		then()
 	}
 	for pid, st := range staged {
 		if st != nil {
-			p.producerStates[pid] = st
+			p.ProducerStates[pid] = st
 			p.dirtyProducers[pid] = true
 		}
 	}
 	f.dirtyParts[p] = true
-	res := core.Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.start}
+	res := core.Result{BaseOffset: offsets[0], LogAppendTime: -1, LogStartOffset: p.Start}
 	switch {
 	case dup[0]:
 		// A retry is answered with the timestamp its producer state keeps
@@ -342,15 +342,15 @@ func (f *Topics) deleteRecords(c DeleteRecords) core.Result {
 	p := t.Partitions[c.Partition]
 	off := c.Offset
 	if off == -1 {
-		off = p.next
+		off = p.Next
 	}
-	if off > p.next {
-		return core.Fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d: the high watermark is %d", off, p.next))
+	if off > p.Next {
+		return core.Fail(kerr.OffsetOutOfRange.Code, fmt.Sprintf("cannot delete records before offset %d: the high watermark is %d", off, p.Next))
 	}
-	if off > p.start {
-		p.start = off
+	if off > p.Start {
+		p.Start = off
 		f.dirtyParts[p] = true
 		f.trimmed(t, p)
 	}
-	return core.Result{LowWatermark: p.start}
+	return core.Result{LowWatermark: p.Start}
 }

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ func (f *Topics) syncLogs() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.log.Sync(); err != nil {
+			if err := p.Log.Sync(); err != nil {
 				errs[i] = fmt.Errorf("stele/fsm: sync %s-%d: %w", p.Topic, p.Index, err)
 			}
 		}()
@@ -46,7 +46,7 @@ func (f *Topics) afterCommit() error {
 	var errs []error
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {
-			if err := p.log.Remove(); err != nil {
+			if err := p.Log.Remove(); err != nil {
 				errs = append(errs, fmt.Errorf("removing deleted partition %s-%d: %w", t.Name, p.Index, err))
 			}
 		}
@@ -62,8 +62,8 @@ func (f *Topics) afterCommit() error {
 // is planned and started in the background. Open calls it for every
 // partition.
 func (f *Topics) settleFiles(p *Partition) error {
-	if p.start > p.log.BaseOffset() {
-		if _, err := p.log.DeleteSegmentsBefore(p.start); err != nil {
+	if p.Start > p.Log.BaseOffset() {
+		if _, err := p.Log.DeleteSegmentsBefore(p.Start); err != nil {
 			return fmt.Errorf("deleting segments of %s-%d: %w", p.Topic, p.Index, err)
 		}
 	}
@@ -79,7 +79,7 @@ func (f *Topics) settleFiles(p *Partition) error {
 // planCompaction fixes the decided pass of p (its plan written durably) and
 // starts it in the background (compactor.go).
 func (f *Topics) planCompaction(p *Partition, opts storage.CompactOptions) error {
-	pass, err := p.log.PrepareCompaction(opts)
+	pass, err := p.Log.PrepareCompaction(opts)
 	if err != nil {
 		return fmt.Errorf("planning the compaction of %s-%d: %w", p.Topic, p.Index, err)
 	}
@@ -89,7 +89,7 @@ func (f *Topics) planCompaction(p *Partition, opts storage.CompactOptions) error
 
 // forgetTopics forgets the committed block's changes to the topics.
 func forgetTopics(f *Topics) {
-	clear(f.dirtyTopics)
+	clear(f.DirtyTopics)
 	clear(f.dirtyParts)
 	clear(f.leafRefs)
 	f.leafRefs = f.leafRefs[:0]
@@ -99,21 +99,21 @@ func forgetTopics(f *Topics) {
 // closeTopics closes the logs, which stops the compactions in flight, and
 // waits for their goroutines.
 func closeTopics(f *Topics) {
-	f.closeLogs()
-	f.compactor.wg.Wait()
+	f.CloseLogs()
+	f.Compactor.Wg.Wait()
 }
 
-func (f *Topics) closeLogs() {
-	for _, name := range sortedNames(f.byName) {
-		for _, p := range f.byName[name].Partitions {
-			if p.log != nil { // nil when Open failed before reaching it
-				p.log.Close()
+func (f *Topics) CloseLogs() {
+	for _, name := range SortedNames(f.ByName) {
+		for _, p := range f.ByName[name].Partitions {
+			if p.Log != nil { // nil when Open failed before reaching it
+				p.Log.Close()
 			}
 		}
 	}
 }
 
-func sortedNames(m map[string]*Topic) []string {
+func SortedNames(m map[string]*Topic) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -42,9 +42,9 @@ const maxLogDefaultValue = 1 << 16
 // registerLogDefaults registers AlterLogDefaults and the log defaults'
 // step (registerTopics calls it).
 func registerLogDefaults(r *core.Registry) {
-	core.RegisterModuleCommand(r, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", modTopics, decodeAlterLogDefaults, checkLogDefaults,
+	core.RegisterModuleCommand(r, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", ModTopics, decodeAlterLogDefaults, checkLogDefaults,
 		func(f *Topics, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 55, Name: "cluster-wide log defaults", Module: modTopics, Load: loadLogDefaults, Stage: stageLogDefaults})
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 55, Name: "cluster-wide log defaults", Module: ModTopics, Load: loadLogDefaults, Stage: stageLogDefaults})
 }
 
 // AlterLogDefaults changes the cluster-wide log defaults, named by their
@@ -58,11 +58,11 @@ type AlterLogDefaults struct {
 
 func (AlterLogDefaults) Kind() core.Kind { return KindAlterLogDefaults }
 
-func (c AlterLogDefaults) Encode(w *core.Writer) { encodeChanges(w, c.Incremental, c.Changes) }
+func (c AlterLogDefaults) Encode(w *core.Writer) { EncodeChanges(w, c.Incremental, c.Changes) }
 
 func decodeAlterLogDefaults(r *core.Reader) AlterLogDefaults {
 	var c AlterLogDefaults
-	c.Incremental, c.Changes = decodeChanges(r)
+	c.Incremental, c.Changes = DecodeChanges(r)
 	return c
 }
 
@@ -113,7 +113,7 @@ func BrokerSynonym(topicConfig string) string {
 // named broker config is, if that default can be changed at run time
 // (DynamicLogConfig.ReconfigurableConfigs).
 func LookupLogDefault(broker string) (ConfigDef, bool) {
-	for _, d := range topicConfigs {
+	for _, d := range TopicConfigs {
 		if d.Name != "message.format.version" && BrokerSynonym(d.Name) == broker && broker != "" {
 			return d, true
 		}
@@ -131,7 +131,7 @@ func ValidateLogDefault(broker, value string) error {
 	if len(value) > maxLogDefaultValue {
 		return fmt.Errorf("invalid value for configuration %s: longer than %d bytes", broker, maxLogDefaultValue)
 	}
-	return validateValue(d, broker, value)
+	return ValidateValue(d, broker, value)
 }
 
 // ApplyLogDefaultChanges returns what the cluster-wide defaults become once
@@ -141,7 +141,7 @@ func ValidateLogDefault(broker, value string) error {
 // machine applies AlterLogDefaults with it; front-ends answer
 // validate-only requests with it.
 func ApplyLogDefaultChanges(current map[string]string, c AlterLogDefaults) (map[string]string, error) {
-	return applyChanges(current, c.Incremental, c.Changes, LookupLogDefault, ValidateLogDefault)
+	return ApplyChanges(current, c.Incremental, c.Changes, LookupLogDefault, ValidateLogDefault)
 }
 
 // checkLogDefaults is AlterLogDefaults' stateless check. Refusals are
@@ -195,20 +195,20 @@ func (f *Topics) alterLogDefaults(c AlterLogDefaults) core.Result {
 	}
 	f.logDefaults.configs, f.logDefaults.dirty = next, true
 	f.MetaChanged = true
-	for _, name := range sortedNames(f.byName) {
-		t := f.byName[name]
+	for _, name := range SortedNames(f.ByName) {
+		t := f.ByName[name]
 		was := t.Config
 		t.Config = resolveConfig(t.Configs, next)
-		if sameConfig(was, t.Config) {
+		if SameConfig(was, t.Config) {
 			continue
 		}
-		for _, h := range f.hooks.configChanged.Hooks {
+		for _, h := range f.hooks.ConfigChanged.Hooks {
 			if r := h.Fn(f, t, was); r.Code != 0 {
 				return r
 			}
 		}
 		for _, p := range t.Partitions {
-			if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
+			if err := p.Log.SetConfig(logConfig(t.Config)); err != nil {
 				return f.LocalFault("applying the log defaults to %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
@@ -216,16 +216,16 @@ func (f *Topics) alterLogDefaults(c AlterLogDefaults) core.Result {
 	return core.Result{}
 }
 
-// sameConfig reports whether two resolved configs are equal.
-func sameConfig(a, b TopicConfig) bool { return reflect.DeepEqual(a, b) }
+// SameConfig reports whether two resolved configs are equal.
+func SameConfig(a, b TopicConfig) bool { return reflect.DeepEqual(a, b) }
 
-// keyLogDefaults is the cluster-wide log defaults' leaf in the state trie.
-var keyLogDefaults = []byte("m/log-defaults")
+// KeyLogDefaults is the cluster-wide log defaults' leaf in the state trie.
+var KeyLogDefaults = []byte("m/log-defaults")
 
-// encodeLogDefaults is m/log-defaults' value:
+// EncodeLogDefaults is m/log-defaults' value:
 //
 //	u8 version | count × (str broker config name | str value), by name
-func encodeLogDefaults(m map[string]string) []byte {
+func EncodeLogDefaults(m map[string]string) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	names := core.SortedKeys(m)
@@ -237,9 +237,9 @@ func encodeLogDefaults(m map[string]string) []byte {
 	return w.B
 }
 
-// decodeLogDefaults reads m/log-defaults. Each default must be one that can
+// DecodeLogDefaults reads m/log-defaults. Each default must be one that can
 // be set, once, with a valid value: what the state machine would store.
-func decodeLogDefaults(v []byte) (map[string]string, error) {
+func DecodeLogDefaults(v []byte) (map[string]string, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: log defaults: state format %d not supported", ver)
@@ -267,12 +267,12 @@ func decodeLogDefaults(v []byte) (map[string]string, error) {
 // resolves any topic's config with them.
 func loadLogDefaults(f *Topics) error {
 	f.logDefaults = logDefaults{configs: map[string]string{}}
-	return core.LoadLeaf(f.Machine, keyLogDefaults, decodeLogDefaults, &f.logDefaults.configs)
+	return core.LoadLeaf(f.Machine, KeyLogDefaults, DecodeLogDefaults, &f.logDefaults.configs)
 }
 
 // stageLogDefaults writes the defaults a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
 func stageLogDefaults(f *Topics, b *core.StateBatch) error {
-	core.StageLeaf(b, keyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, encodeLogDefaults)
+	core.StageLeaf(b, KeyLogDefaults, &f.logDefaults.dirty, f.logDefaults.configs, len(f.logDefaults.configs) == 0, EncodeLogDefaults)
 	return nil
 }

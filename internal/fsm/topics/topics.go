@@ -1,4 +1,20 @@
-package fsm
+// Package topics is the state machine's topics module: topics, their
+// configs and partitions, the cluster-wide log defaults of those configs
+// (log_defaults.go), the partition logs and their housekeeping (retention,
+// compaction), Produce and the Stele record headers it reads, LogAppendTime's
+// clock (append_clock.go), and what a log keeps of its producers:
+// idempotent producers' sequences, the transaction markers, the last
+// stable offset and the aborted transactions (Kafka's ProducerStateManager
+// is a part of its log too).
+//
+// It is the bottom module: it imports the core (package core) and no
+// other module. The modules above it reach it through its exported types
+// and the hook points it offers (TopicHooks, topic_hooks.go), which they
+// register at from their registration functions; RegisterTopics makes
+// them. Its code works on Topics, the module's part of a state machine,
+// which the application (package fsm) makes with NewTopics and hands
+// over through TopicsModule (TopicsOf).
+package topics
 
 import (
 	"crypto/sha256"
@@ -16,32 +32,32 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
-// modTopics is the topics module's name.
-const modTopics core.Module = "topics"
+// ModTopics is the topics module's name.
+const ModTopics core.Module = "topics"
 
 // Topics is the topics module of a state machine: the core's machine it
 // runs on, its options, the hook points the modules above it registered
 // at, and its state.
 type Topics struct {
 	*core.Machine
-	opts  topicOptions
-	hooks *topicHooks
+	opts  TopicOptions
+	hooks *TopicHooks
 	topicsState
 }
 
-// topicOptions are the options of the topics module (Options').
-type topicOptions struct {
+// TopicOptions are the options of the topics module (Options').
+type TopicOptions struct {
 	// Dir holds the partition logs (Dir/logs).
 	Dir                    string
 	HousekeepingIntervalMs int64
 	CompactionWorkers      int
 	WithoutKeyIndex        bool
 	Logger                 *slog.Logger
-	passHookForTest        func(topic string, partition int32)
+	PassHookForTest        func(topic string, partition int32)
 }
 
-// newTopics is the topics module of the machine m, with the hook points h.
-func newTopics(m *core.Machine, h *topicHooks, o topicOptions) *Topics {
+// NewTopics is the topics module of the machine m, with the hook points h.
+func NewTopics(m *core.Machine, h *TopicHooks, o TopicOptions) *Topics {
 	return &Topics{Machine: m, hooks: h, opts: o}
 }
 
@@ -73,7 +89,7 @@ func ValidTopicName(name string) error {
 }
 
 func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
-	if t, ok := f.byName[c.Name]; ok && !t.deleted {
+	if t, ok := f.ByName[c.Name]; ok && !t.Deleted {
 		return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))
 	}
 	for _, t := range f.deleted {
@@ -97,13 +113,13 @@ func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	assign(t, 0, c.Assignments)
 	if err := f.addPartitions(t, c.Partitions); err != nil {
 		for _, p := range t.Partitions {
-			p.log.Remove()
+			p.Log.Remove()
 		}
 		return f.LocalFault("creating the partitions of %s: %w", t.Name, err)
 	}
-	f.byName[t.Name] = t
-	f.byID[t.ID] = t
-	f.dirtyTopics[t.Name] = true
+	f.ByName[t.Name] = t
+	f.ByID[t.ID] = t
+	f.DirtyTopics[t.Name] = true
 	f.MetaChanged = true
 	return core.Result{TopicID: t.ID}
 }
@@ -115,7 +131,7 @@ func (f *Topics) collidingTopic(name string) string {
 		return ""
 	}
 	norm := strings.ReplaceAll(name, ".", "_")
-	for _, other := range sortedNames(f.byName) {
+	for _, other := range SortedNames(f.ByName) {
 		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
 			return other
 		}
@@ -145,7 +161,7 @@ func (f *Topics) topicID(name string, txIndex, cmdIndex int) core.TopicID {
 // addPartitions creates partitions up to count, with empty logs.
 func (f *Topics) addPartitions(t *Topic, count int32) error {
 	for i := int32(len(t.Partitions)); i < count; i++ {
-		p := newPartition(t.Name, i)
+		p := NewPartition(t.Name, i)
 		if err := f.openPartitionLog(t, p, true); err != nil {
 			return err
 		}
@@ -172,7 +188,7 @@ func (f *Topics) openPartitionLog(t *Topic, p *Partition, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	p.log = l
+	p.Log = l
 	if fresh {
 		return writePartitionMetadata(dir, t.ID)
 	}
@@ -211,14 +227,14 @@ func readPartitionMetadata(dir string) (core.TopicID, bool) {
 
 func (f *Topics) lookup(name string, id core.TopicID) (*Topic, core.Result) {
 	if !id.IsZero() {
-		t := f.byID[id]
-		if t == nil || t.deleted {
+		t := f.ByID[id]
+		if t == nil || t.Deleted {
 			return nil, core.Fail(kerr.UnknownTopicID.Code, fmt.Sprintf("topic id %s does not exist", id))
 		}
 		return t, core.Result{}
 	}
-	t := f.byName[name]
-	if t == nil || t.deleted {
+	t := f.ByName[name]
+	if t == nil || t.Deleted {
 		return nil, core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' does not exist", name))
 	}
 	return t, core.Result{}
@@ -229,17 +245,17 @@ func (f *Topics) deleteTopic(c DeleteTopic) core.Result {
 	if t == nil {
 		return r
 	}
-	t.deleted = true
-	delete(f.byName, t.Name)
-	delete(f.byID, t.ID)
+	t.Deleted = true
+	delete(f.ByName, t.Name)
+	delete(f.ByID, t.ID)
 	for _, p := range t.Partitions {
 		delete(f.dirtyParts, p)
 	}
 	f.deleted = append(f.deleted, t)
-	for _, h := range f.hooks.topicDeleted.Hooks {
+	for _, h := range f.hooks.TopicDeleted.Hooks {
 		h.Fn(f, t)
 	}
-	f.dirtyTopics[t.Name] = true
+	f.DirtyTopics[t.Name] = true
 	f.MetaChanged = true
 	return core.Result{TopicID: t.ID}
 }
@@ -265,7 +281,7 @@ func (f *Topics) createPartitions(c CreatePartitions) core.Result {
 		return f.LocalFault("adding partitions to %s: %w", t.Name, err)
 	}
 	assign(t, from, c.Assignments)
-	f.dirtyTopics[t.Name] = true
+	f.DirtyTopics[t.Name] = true
 	f.MetaChanged = true
 	return core.Result{}
 }
@@ -282,15 +298,15 @@ func (f *Topics) alterConfigs(c AlterConfigs) core.Result {
 	was := t.Config
 	t.Configs = next
 	t.Config = resolveConfig(next, f.logDefaults.configs)
-	for _, h := range f.hooks.configChanged.Hooks {
+	for _, h := range f.hooks.ConfigChanged.Hooks {
 		if r := h.Fn(f, t, was); r.Code != 0 {
 			return r
 		}
 	}
-	f.dirtyTopics[t.Name] = true
+	f.DirtyTopics[t.Name] = true
 	f.MetaChanged = true
 	for _, p := range t.Partitions {
-		if err := p.log.SetConfig(logConfig(t.Config)); err != nil {
+		if err := p.Log.SetConfig(logConfig(t.Config)); err != nil {
 			return f.LocalFault("applying configs to %s-%d: %w", t.Name, p.Index, err)
 		}
 	}
@@ -302,10 +318,10 @@ func (f *Topics) alterConfigs(c AlterConfigs) core.Result {
 // state machine applies AlterConfigs with it; front-ends use it to answer
 // validate-only requests the same way.
 func ApplyConfigChanges(current map[string]string, c AlterConfigs) (map[string]string, error) {
-	return applyChanges(current, c.Incremental, c.Changes, LookupConfig, ValidateConfig)
+	return ApplyChanges(current, c.Incremental, c.Changes, LookupConfig, ValidateConfig)
 }
 
-// applyChanges returns what a resource's dynamic configs become once
+// ApplyChanges returns what a resource's dynamic configs become once
 // changes are applied to current (without changing it), or the first
 // invalid value in name order. With incremental false the result holds
 // only the SET changes (the legacy AlterConfigs API replaces a resource's
@@ -313,7 +329,7 @@ func ApplyConfigChanges(current map[string]string, c AlterConfigs) (map[string]s
 // (lookup) when the list is unset, as Kafka's
 // ConfigAdminManager.prepareIncrementalConfigs does; validate checks every
 // value of the result.
-func applyChanges(current map[string]string, incremental bool, changes []ConfigChange,
+func ApplyChanges(current map[string]string, incremental bool, changes []ConfigChange,
 	lookup func(string) (ConfigDef, bool), validate func(name, value string) error) (map[string]string, error) {
 	next := map[string]string{}
 	if incremental {
@@ -365,12 +381,12 @@ func editList(cur, change string, add bool) string {
 	return strings.Join(items, ",")
 }
 
-// registerTopics is the topics module's registration function
+// RegisterTopics is the topics module's registration function
 // (buildRegistry, registry.go). It makes the module's hook points first:
 // buildRegistry calls it before every module above it, as those register
 // hooks there. Then its files' registrations, each of what that file
 // defines.
-func registerTopics(r *core.Registry) *topicHooks {
+func RegisterTopics(r *core.Registry) *TopicHooks {
 	h := newTopicHooks()          // topic_hooks.go
 	registerTopicState(r)         // topic_state.go
 	registerTopicCommands(r)      // topic_cmds.go

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ import (
 // registerTopicSnapshot registers the partition logs as the topics'
 // snapshot files (registerTopics calls it).
 func registerTopicSnapshot(r *core.Registry) {
-	core.RegisterModuleSnapshotFiles(r, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: modTopics, Dir: "logs",
+	core.RegisterModuleSnapshotFiles(r, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: ModTopics, Dir: "logs",
 		Capture: captureLogs, CheckPath: checkLogPath})
 }
 
@@ -48,10 +48,10 @@ func captureLogs(f *Topics) ([]core.CapturedFiles, error) {
 		return nil, f.Faulted(err)
 	}
 	var parts []core.CapturedFiles
-	for _, name := range sortedNames(f.byName) {
-		t := f.byName[name]
+	for _, name := range SortedNames(f.ByName) {
+		t := f.ByName[name]
 		for _, p := range t.Partitions {
-			pin, err := p.log.Pin()
+			pin, err := p.Log.Pin()
 			if err != nil {
 				return parts, fmt.Errorf("stele/fsm: snapshot of %s-%d: %w", t.Name, p.Index, err)
 			}

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"errors"
@@ -47,7 +47,7 @@ type Topic struct {
 	// (assignments.go): nil when no partition was assigned, else one list
 	// per partition, empty for a partition created without an assignment.
 	Replicas [][]int32
-	deleted  bool
+	Deleted  bool
 }
 
 // Partition is one partition's log and offsets. The applier owns next,
@@ -56,11 +56,11 @@ type Topic struct {
 type Partition struct {
 	Topic string
 	Index int32
-	log   *storage.Log
+	Log   *storage.Log
 
 	// Applier-owned state, persisted at Commit.
-	next           int64       // log end offset
-	start          int64       // log start offset
+	Next           int64       // log end offset
+	Start          int64       // log start offset
 	cleanedUpTo    int64       // compaction has processed everything below this offset
 	compactHorizon int64       // tombstone horizon of the last compaction decided
 	compactedAt    int64       // height that decided it (0: never)
@@ -69,7 +69,7 @@ type Partition struct {
 
 	// Idempotent producers' state here (partition_producers.go), applier-owned;
 	// dirtyProducers are those the block changed.
-	producerStates map[int64]*producerState
+	ProducerStates map[int64]*producerState
 	dirtyProducers map[int64]bool
 	// aborted transactions (partition_txns.go), by marker offset; the block's
 	// additions and trims, to persist.
@@ -78,14 +78,14 @@ type Partition struct {
 	// Committed state, read by anyone.
 	hwm           atomic.Int64
 	lso           atomic.Int64
-	removed       atomic.Bool
+	Removed       atomic.Bool
 	producersView atomic.Pointer[[]ProducerInfo]
 	abortedView   atomic.Pointer[[]AbortedTxn]
 	stable        atomic.Int64 // last stable offset
 }
 
-func newPartition(topic string, index int32) *Partition {
-	return &Partition{Topic: topic, Index: index, producerStates: map[int64]*producerState{}, dirtyProducers: map[int64]bool{}}
+func NewPartition(topic string, index int32) *Partition {
+	return &Partition{Topic: topic, Index: index, ProducerStates: map[int64]*producerState{}, dirtyProducers: map[int64]bool{}}
 }
 
 // HighWatermark is the offset after the last committed record.
@@ -123,7 +123,7 @@ type ReadOptions struct {
 
 // ReadWith is Read with the options o.
 func (p *Partition) ReadWith(offset int64, maxBytes int, o ReadOptions) ([]byte, error) {
-	if p.removed.Load() {
+	if p.Removed.Load() {
 		return nil, ErrPartitionGone
 	}
 	hwm, lso := p.hwm.Load(), p.lso.Load()
@@ -137,9 +137,9 @@ func (p *Partition) ReadWith(offset int64, maxBytes int, o ReadOptions) ([]byte,
 	if offset >= upper {
 		return nil, nil
 	}
-	read := p.log.Read
+	read := p.Log.Read
 	if o.Within {
-		read = p.log.ReadWithin
+		read = p.Log.ReadWithin
 	}
 	data, err := read(offset, maxBytes, upper)
 	if err != nil {
@@ -164,10 +164,10 @@ func (p *Partition) ReadWith(offset int64, maxBytes int, o ReadOptions) ([]byte,
 // OffsetForTimestamp returns the first committed offset whose timestamp is at
 // least ts (ListOffsets by time); found is false if there is none.
 func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
-	if p.removed.Load() {
+	if p.Removed.Load() {
 		return 0, 0, false, ErrPartitionGone
 	}
-	offset, timestamp, found, err = p.log.OffsetForTimestamp(ts, p.hwm.Load())
+	offset, timestamp, found, err = p.Log.OffsetForTimestamp(ts, p.hwm.Load())
 	if found && offset < p.lso.Load() {
 		offset = p.lso.Load()
 	}
@@ -177,21 +177,21 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, found
 // MaxTimestamp returns the committed record with the largest timestamp
 // (ListOffsets -3, KIP-734); offset -1 when the partition is empty.
 func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
-	if p.removed.Load() {
+	if p.Removed.Load() {
 		return 0, 0, ErrPartitionGone
 	}
 	if p.hwm.Load() == p.lso.Load() {
 		return -1, -1, nil
 	}
-	return p.log.MaxTimestamp(p.hwm.Load())
+	return p.Log.MaxTimestamp(p.hwm.Load())
 }
 
 // Size is the partition's size on disk in bytes.
 func (p *Partition) Size() int64 {
-	if p.removed.Load() {
+	if p.Removed.Load() {
 		return 0
 	}
-	return p.log.Size()
+	return p.Log.Size()
 }
 
 // View returns the committed topics.

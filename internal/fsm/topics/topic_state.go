@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"encoding/binary"
@@ -19,42 +19,42 @@ import (
 // registerTopicState registers the topics' and partitions' step and the
 // topics view's (registerTopics calls it).
 func registerTopicState(r *core.Registry) {
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: modTopics, Load: loadTopics, Stage: stageTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: ModTopics, Load: loadTopics, Stage: stageTopics,
 		Empty: func(f *Topics) {
 			f.topicsState = topicsState{
-				byName:      map[string]*Topic{},
-				byID:        map[core.TopicID]*Topic{},
-				dirtyTopics: map[string]bool{},
+				ByName:      map[string]*Topic{},
+				ByID:        map[core.TopicID]*Topic{},
+				DirtyTopics: map[string]bool{},
 				dirtyParts:  map[*Partition]bool{},
-				compactor:   newCompactor(f.opts.CompactionWorkers),
+				Compactor:   newCompactor(f.opts.CompactionWorkers),
 			}
 		},
 		Sync: (*Topics).syncLogs, Settle: (*Topics).afterCommit, Forget: forgetTopics, Close: closeTopics})
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 5, Name: "partitions and the topics view", Module: modTopics, Publish: publishTopics})
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 5, Name: "partitions and the topics view", Module: ModTopics, Publish: publishTopics})
 }
 
 // topicsState is the topics module's part of the state machine (embedded
 // in FSM).
 type topicsState struct {
-	lastHousekeep int64          // block time of the last housekeeping pass (in m/state)
+	LastHousekeep int64          // block time of the last housekeeping pass (in m/state)
 	logDefaults   logDefaults    // the cluster-wide log defaults (log_defaults.go)
 	appendClock   logAppendClock // LogAppendTime's clock (append_clock.go)
-	byName        map[string]*Topic
-	byID          map[core.TopicID]*Topic
-	dirtyTopics   map[string]bool
+	ByName        map[string]*Topic
+	ByID          map[core.TopicID]*Topic
+	DirtyTopics   map[string]bool
 	dirtyParts    map[*Partition]bool
 	deleted       []*Topic   // deleted this block; files removed after Commit
 	leafRefs      []batchRef // where each of the block's leaves' batch went (topic_proofs.go)
-	compactor     *compactor
+	Compactor     *compactor
 	view          atomic.Pointer[View] // the committed topics, published at Commit
 }
 
 func stageTopics(f *Topics, b *core.StateBatch) error {
 	for _, t := range f.deleted {
-		for _, h := range f.hooks.topicDropped.Hooks {
+		for _, h := range f.hooks.TopicDropped.Hooks {
 			h.Fn(f, t, b)
 		}
-		b.DeletePrefix(batchProofPrefix(t.ID))
+		b.DeletePrefix(BatchProofPrefix(t.ID))
 		b.DeletePrefix(producerPrefix(t.Name))
 		b.DeletePrefix(abortedPrefix(t.Name))
 		b.Delete(core.TopicKey(t.Name))
@@ -62,14 +62,14 @@ func stageTopics(f *Topics, b *core.StateBatch) error {
 			b.Delete(core.PartitionKey(t.Name, p.Index))
 		}
 	}
-	names := make([]string, 0, len(f.dirtyTopics))
-	for n := range f.dirtyTopics {
+	names := make([]string, 0, len(f.DirtyTopics))
+	for n := range f.DirtyTopics {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if t := f.byName[n]; t != nil {
-			b.Set(core.TopicKey(n), encodeTopic(t))
+		if t := f.ByName[n]; t != nil {
+			b.Set(core.TopicKey(n), EncodeTopic(t))
 		}
 	}
 	for p := range f.dirtyParts {
@@ -83,8 +83,8 @@ func stageTopics(f *Topics, b *core.StateBatch) error {
 // transaction state and the topics view visible.
 func publishTopics(f *Topics, metaChanged bool) {
 	for p := range f.dirtyParts {
-		p.hwm.Store(p.next)
-		p.lso.Store(p.start)
+		p.hwm.Store(p.Next)
+		p.lso.Store(p.Start)
 		if len(p.dirtyProducers) > 0 || p.producersView.Load() == nil {
 			p.publishProducers()
 		}
@@ -92,19 +92,19 @@ func publishTopics(f *Topics, metaChanged bool) {
 	}
 	for _, t := range f.deleted {
 		for _, p := range t.Partitions {
-			p.removed.Store(true)
+			p.Removed.Store(true)
 		}
 	}
 	if metaChanged || f.view.Load() == nil {
-		f.view.Store(buildView(f.Height, f.byName, f.logDefaults.configs))
+		f.view.Store(buildView(f.Height, f.ByName, f.logDefaults.configs))
 	}
 }
 
-// encodeTopic is a topic's t/ value:
+// EncodeTopic is a topic's t/ value:
 //
 //	u8 version | [16] id | i16 replication factor | i32 partitions |
 //	count configs × (str name | str value) | assignments
-func encodeTopic(t *Topic) []byte {
+func EncodeTopic(t *Topic) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	w.Raw(t.ID[:])
@@ -120,12 +120,12 @@ func encodeTopic(t *Topic) []byte {
 	return w.B
 }
 
-// decodeTopic reads the t/ value of the topic name: the topic, without its
+// DecodeTopic reads the t/ value of the topic name: the topic, without its
 // partitions or its resolved config, and how many it has. The count is a fixed-width field, not
 // bounded by the value's length; it is refused above MaxPartitions, and
 // the caller makes a partition only for a stored partition state
 // (loadPartitions), so what a value makes Open allocate stays bounded.
-func decodeTopic(name string, v []byte) (*Topic, int32, error) {
+func DecodeTopic(name string, v []byte) (*Topic, int32, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, 0, fmt.Errorf("stele/fsm: topic %q: state format %d not supported", name, ver)
@@ -157,21 +157,21 @@ func decodeTopic(name string, v []byte) (*Topic, int32, error) {
 func encodePartition(p *Partition) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
-	w.I64(p.next)
-	w.I64(p.start)
+	w.I64(p.Next)
+	w.I64(p.Start)
 	w.I64(p.cleanedUpTo)
 	w.I64(p.compactHorizon)
 	w.I64(p.compactedAt)
 	return w.B
 }
 
-// decodePartition reads a p/ value into p's offsets and compaction marks.
-func decodePartition(p *Partition, v []byte) error {
+// DecodePartition reads a p/ value into p's offsets and compaction marks.
+func DecodePartition(p *Partition, v []byte) error {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return fmt.Errorf("stele/fsm: partition %s-%d: state format %d not supported", p.Topic, p.Index, ver)
 	}
-	p.next, p.start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.I64(), r.I64(), r.I64(), r.I64(), r.I64()
+	p.Next, p.Start, p.cleanedUpTo, p.compactHorizon, p.compactedAt = r.I64(), r.I64(), r.I64(), r.I64(), r.I64()
 	if err := r.Done(); err != nil {
 		return fmt.Errorf("stele/fsm: reading partition %s-%d: %w", p.Topic, p.Index, err)
 	}
@@ -182,22 +182,22 @@ func decodePartition(p *Partition, v []byte) error {
 // log, cutting it back to its committed end, and removes the partition
 // directories of no committed topic.
 func loadTopics(f *Topics) error {
-	f.byName, f.byID = map[string]*Topic{}, map[core.TopicID]*Topic{}
+	f.ByName, f.ByID = map[string]*Topic{}, map[core.TopicID]*Topic{}
 	counts := map[string]int32{}
 	err := f.Store.Scan([]byte("t/"), func(k, v []byte) error {
-		t, n, err := decodeTopic(string(k[2:]), v)
+		t, n, err := DecodeTopic(string(k[2:]), v)
 		if err != nil {
 			return err
 		}
 		t.Config = resolveConfig(t.Configs, f.logDefaults.configs) // loaded before (rank 55)
-		f.byName[t.Name], f.byID[t.ID], counts[t.Name] = t, t, n
+		f.ByName[t.Name], f.ByID[t.ID], counts[t.Name] = t, t, n
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, name := range sortedNames(f.byName) {
-		if err := f.loadPartitions(f.byName[name], counts[name]); err != nil {
+	for _, name := range SortedNames(f.ByName) {
+		if err := f.loadPartitions(f.ByName[name], counts[name]); err != nil {
 			return err
 		}
 	}
@@ -221,8 +221,8 @@ func (f *Topics) loadPartitions(t *Topic, n int32) error {
 		if !ok {
 			return fmt.Errorf("stele/fsm: topic %q partition %d has no state", t.Name, i)
 		}
-		p := newPartition(t.Name, i)
-		if err := decodePartition(p, v); err != nil {
+		p := NewPartition(t.Name, i)
+		if err := DecodePartition(p, v); err != nil {
 			return err
 		}
 		t.Partitions = append(t.Partitions, p)
@@ -233,11 +233,11 @@ func (f *Topics) loadPartitions(t *Topic, n int32) error {
 		if err := f.openPartitionLog(t, p, false); err != nil {
 			return fmt.Errorf("stele/fsm: opening %s: %w", dir, err)
 		}
-		if end := p.log.NextOffset(); end < p.next {
-			return fmt.Errorf("stele/fsm: %s ends at offset %d but %d were committed: the log lost acknowledged data", dir, end, p.next)
+		if end := p.Log.NextOffset(); end < p.Next {
+			return fmt.Errorf("stele/fsm: %s ends at offset %d but %d were committed: the log lost acknowledged data", dir, end, p.Next)
 		}
-		if err := p.log.TruncateTo(p.next); err != nil {
-			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.next, err)
+		if err := p.Log.TruncateTo(p.Next); err != nil {
+			return fmt.Errorf("stele/fsm: cutting %s back to committed offset %d: %w", dir, p.Next, err)
 		}
 		if err := f.settleFiles(p); err != nil {
 			return fmt.Errorf("stele/fsm: %w", err)
@@ -245,8 +245,8 @@ func (f *Topics) loadPartitions(t *Topic, n int32) error {
 		if err := f.resumeCompaction(p); err != nil {
 			return fmt.Errorf("stele/fsm: %w", err)
 		}
-		p.hwm.Store(p.next)
-		p.lso.Store(p.start)
+		p.hwm.Store(p.Next)
+		p.lso.Store(p.Start)
 	}
 	return nil
 }
@@ -257,12 +257,12 @@ func (f *Topics) loadPartitions(t *Topic, n int32) error {
 // its Commit wrote the plan). A plan of a block that was never committed is
 // dropped; its block is replayed.
 func (f *Topics) resumeCompaction(p *Partition) error {
-	opts, planned, err := p.log.PlannedCompaction()
+	opts, planned, err := p.Log.PlannedCompaction()
 	switch {
 	case err != nil:
 		return fmt.Errorf("the compaction plan of %s-%d: %w", p.Topic, p.Index, err)
 	case planned && opts.ID > f.Height:
-		return p.log.DropPlannedCompaction()
+		return p.Log.DropPlannedCompaction()
 	case planned:
 	case p.compactedAt == f.Height && p.compactedAt > 0:
 		opts = f.compactOptions(p)
@@ -282,7 +282,7 @@ func (f *Topics) removeStrayLogs() error {
 		return fmt.Errorf("stele/fsm: %w", err)
 	}
 	keep := map[string]bool{}
-	for _, t := range f.byName {
+	for _, t := range f.ByName {
 		for _, p := range t.Partitions {
 			keep[filepath.Base(f.partitionDir(t.Name, p.Index))] = true
 		}

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"encoding/binary"
@@ -116,8 +116,8 @@ func (s *producerState) record(h record.Header, offset, ts, now int64) {
 	s.LastTimeMs = now
 }
 
-// producerKey is a partition's producer state's key in the store.
-func producerKey(topic string, partition int32, pid int64) []byte {
+// ProducerKey is a partition's producer state's key in the store.
+func ProducerKey(topic string, partition int32, pid int64) []byte {
 	k := append(producerPrefix(topic), 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(k[len(k)-4:], uint32(partition))
 	return binary.BigEndian.AppendUint64(k, uint64(pid))
@@ -125,7 +125,7 @@ func producerKey(topic string, partition int32, pid int64) []byte {
 
 func producerPrefix(topic string) []byte { return append(append([]byte("s/"), topic...), 0) }
 
-func encodeProducer(s *producerState) []byte {
+func EncodeProducer(s *producerState) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	w.I16(s.Epoch)
@@ -141,7 +141,7 @@ func encodeProducer(s *producerState) []byte {
 	return w.B
 }
 
-func decodeProducer(v []byte) (*producerState, error) {
+func DecodeProducer(v []byte) (*producerState, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: producer state format %d not supported", ver)
@@ -157,10 +157,10 @@ func decodeProducer(v []byte) (*producerState, error) {
 func (f *Topics) persistProducers(b *core.StateBatch) {
 	for p := range f.dirtyParts {
 		for pid := range p.dirtyProducers {
-			if s := p.producerStates[pid]; s != nil {
-				b.Set(producerKey(p.Topic, p.Index, pid), encodeProducer(s))
+			if s := p.ProducerStates[pid]; s != nil {
+				b.Set(ProducerKey(p.Topic, p.Index, pid), EncodeProducer(s))
 			} else {
-				b.Delete(producerKey(p.Topic, p.Index, pid))
+				b.Delete(ProducerKey(p.Topic, p.Index, pid))
 			}
 		}
 	}
@@ -175,16 +175,16 @@ func (f *Topics) loadProducers() error {
 		topic := string(k[2 : len(k)-13])
 		part := int32(binary.BigEndian.Uint32(k[len(k)-12:]))
 		pid := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
-		t := f.byName[topic]
+		t := f.ByName[topic]
 		if t == nil || int(part) >= len(t.Partitions) {
 			return nil // its topic was deleted; the deletion removes it
 		}
-		s, err := decodeProducer(v)
+		s, err := DecodeProducer(v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: producer %d of %s-%d: %w", pid, topic, part, err)
 		}
 		p := t.Partitions[part]
-		p.producerStates[pid] = s
+		p.ProducerStates[pid] = s
 		return nil
 	})
 }
@@ -192,14 +192,14 @@ func (f *Topics) loadProducers() error {
 // expireProducers forgets, in housekeeping, producers idle for
 // ProducerIDExpirationMs in a partition.
 func (f *Topics) expireProducers(p *Partition) (changes []core.Change) {
-	pids := make([]int64, 0, len(p.producerStates))
-	for pid := range p.producerStates {
+	pids := make([]int64, 0, len(p.ProducerStates))
+	for pid := range p.ProducerStates {
 		pids = append(pids, pid)
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		if s := p.producerStates[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.BlockTime {
-			delete(p.producerStates, pid)
+		if s := p.ProducerStates[pid]; s.TxnFirst < 0 && s.LastTimeMs+ProducerIDExpirationMs <= f.BlockTime {
+			delete(p.ProducerStates, pid)
 			p.dirtyProducers[pid] = true
 			f.dirtyParts[p] = true
 			changes = append(changes, core.Change{Kind: core.ChangeProducerExpired, Name: p.Topic, A: int64(p.Index), B: pid})
@@ -232,8 +232,8 @@ func (p *Partition) Producers() []ProducerInfo {
 
 // publishProducers publishes the partition's producer states.
 func (p *Partition) publishProducers() {
-	out := make([]ProducerInfo, 0, len(p.producerStates))
-	for pid, s := range p.producerStates {
+	out := make([]ProducerInfo, 0, len(p.ProducerStates))
+	for pid, s := range p.ProducerStates {
 		last := int32(-1)
 		if n := len(s.Entries); n > 0 {
 			last = s.Entries[n-1].Next - 1
@@ -251,7 +251,7 @@ func (p *Partition) publishProducers() {
 // registerPartitionProducers registers the step of the partitions'
 // producer states (registerTopics calls it).
 func registerPartitionProducers(r *core.Registry) {
-	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: modTopics,
+	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: ModTopics,
 		Load:  (*Topics).loadProducers,
 		Stage: func(f *Topics, b *core.StateBatch) error { f.persistProducers(b); return nil }})
 }

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 import (
 	"github.com/stele-io/stele/internal/fsm/core"
@@ -10,11 +10,11 @@ import (
 // of its last pass is m/state's state mark (registry.go, persist.go).
 // registerTopics calls it.
 func registerHousekeeping(r *core.Registry) {
-	core.RegisterModuleBlockEnd(r, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: modTopics, Run: (*Topics).housekeep})
+	core.RegisterModuleBlockEnd(r, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: ModTopics, Run: (*Topics).housekeep})
 	// The block time of the last pass is kept in the core's m/state.
-	core.RegisterModuleStateMark(r, topicsOf, core.ModuleStateMark[*Topics]{Name: "last housekeeping", Module: modTopics,
-		Value:   func(f *Topics) int64 { return f.lastHousekeep },
-		Restore: func(f *Topics, t int64) { f.lastHousekeep = t }})
+	core.RegisterModuleStateMark(r, topicsOf, core.ModuleStateMark[*Topics]{Name: "last housekeeping", Module: ModTopics,
+		Value:   func(f *Topics) int64 { return f.LastHousekeep },
+		Restore: func(f *Topics, t int64) { f.LastHousekeep = t }})
 }
 
 // housekeep runs the housekeepers' hooks (topic_hooks.go), then, for each
@@ -26,15 +26,15 @@ func registerHousekeeping(r *core.Registry) {
 // broker; the files it decides to delete or compact are changed after
 // Commit.
 func (f *Topics) housekeep() (changes []core.Change) {
-	if f.BlockTime-f.lastHousekeep < f.opts.HousekeepingIntervalMs {
+	if f.BlockTime-f.LastHousekeep < f.opts.HousekeepingIntervalMs {
 		return nil
 	}
-	f.lastHousekeep = f.BlockTime
-	for _, h := range f.hooks.housekeepers.Hooks {
+	f.LastHousekeep = f.BlockTime
+	for _, h := range f.hooks.Housekeepers.Hooks {
 		changes = append(changes, h.Fn(f)...)
 	}
-	for _, name := range sortedNames(f.byName) {
-		t := f.byName[name]
+	for _, name := range SortedNames(f.ByName) {
+		t := f.ByName[name]
 		for _, p := range t.Partitions {
 			changes = append(changes, f.expireProducers(p)...)
 			if p.trimAborted() {
@@ -46,10 +46,10 @@ func (f *Topics) housekeep() (changes []core.Change) {
 				f.Faulted(err)
 				return nil
 			}
-			segs := p.log.Segments()
+			segs := p.Log.Segments()
 			if t.Config.Delete {
-				if start := retentionStart(t.Config, segs, p.next, f.BlockTime); start > p.start {
-					p.start = start
+				if start := retentionStart(t.Config, segs, p.Next, f.BlockTime); start > p.Start {
+					p.Start = start
 					f.dirtyParts[p] = true
 					f.trimmed(t, p)
 					changes = append(changes, core.Change{Kind: core.ChangeRetention, Name: t.Name, A: int64(p.Index), B: start})
@@ -61,7 +61,7 @@ func (f *Topics) housekeep() (changes []core.Change) {
 				p.compactedAt = f.Height
 				p.pendingCompact = true
 				f.dirtyParts[p] = true
-				for _, h := range f.hooks.compactionDecided.Hooks {
+				for _, h := range f.hooks.CompactionDecided.Hooks {
 					h.Fn(f, t, p, segs, p.compactHorizon)
 				}
 				changes = append(changes, core.Change{Kind: core.ChangeCompact, Name: t.Name, A: int64(p.Index), B: p.cleanedUpTo, C: p.compactHorizon})

@@ -1,4 +1,4 @@
-package fsm
+package topics
 
 // Manual replica assignments (CreateTopics and CreatePartitions with
 // explicit replicas). Every broker holds every partition whatever the
