@@ -72,7 +72,7 @@ type FSM struct {
 	reg *registry
 
 	*topics.Topics // topics.go
-	keysState      // keys.go
+	*Index         // keys.go
 	groupsState    // group_state.go
 	producersState // producer_state.go
 	trustState     // cert_apply.go
@@ -82,7 +82,6 @@ type FSM struct {
 
 // The modules (see the package's registry.go).
 const (
-	modKeys      core.Module = "keys"
 	modGroups    core.Module = "groups"
 	modProducers core.Module = "producers"
 	modTrust     core.Module = "trust"
@@ -93,6 +92,9 @@ const (
 // TopicsModule is f's topics module (how the topics module finds itself
 // in a machine's application).
 func (f *FSM) TopicsModule() *topics.Topics { return f.Topics }
+
+// KeysModule is f's keys module (keysOf).
+func (f *FSM) KeysModule() *Index { return f.Index }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -193,6 +195,7 @@ func Open(opts Options) (*FSM, error) {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
 		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
+		f.Index = NewIndex(m, f.Topics)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -241,7 +244,7 @@ var assembled = buildRegistry()
 func buildRegistry() *registry {
 	r := newRegistry()
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
-	registerKeys(r)
+	registerKeys(r.Registry, r.TopicHooks)
 	registerGroups(r)
 	registerProducers(r)
 	registerTrust(r)

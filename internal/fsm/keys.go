@@ -49,6 +49,25 @@ type keyRef struct {
 	key       string
 }
 
+// modKeys is the keys module's name.
+const modKeys core.Module = "keys"
+
+// Index is the keys module of a state machine: the core's machine it runs
+// on, the topics module below it, and its state.
+type Index struct {
+	*core.Machine
+	*topics.Topics
+	keysState
+}
+
+// NewIndex is the keys module of the machine m, above the topics module t.
+func NewIndex(m *core.Machine, t *topics.Topics) *Index { return &Index{Machine: m, Topics: t} }
+
+// keysOf is the keys module of the machine m.
+func keysOf(m *core.Machine) *Index {
+	return m.App.(interface{ KeysModule() *Index }).KeysModule()
+}
+
 // keysState is the keys module's part of the state machine (embedded in
 // FSM): the block's key stream entries and table changes, staged at its
 // end and dropped at Commit.
@@ -59,7 +78,7 @@ type keysState struct {
 }
 
 // stageKey adds e to the block's key stream entries.
-func (f *FSM) stageKey(e keyEntry) {
+func (f *Index) stageKey(e keyEntry) {
 	f.keysAdded = append(f.keysAdded, e)
 	if f.keyStaged != nil {
 		r := keyRef{e.topic, e.partition, string(e.key)}
@@ -103,7 +122,7 @@ func parseEntryValue(v []byte) (pid int64, snapshot bool, err error) {
 // not decided yet counts: it holds the key), or -1 when there is none:
 // the version an optimistic-concurrency append states it expects. The
 // records of this block come first, then the index.
-func (f *FSM) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) (int64, error) {
+func (f *Index) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) (int64, error) {
 	if f.keyStaged == nil {
 		f.keyStaged = map[keyRef][]int{}
 		for i, e := range f.keysAdded {
@@ -193,7 +212,7 @@ type KeyEvent struct {
 // yet decided, are left out, as a read_committed consumer leaves them out.
 // A topic that does not exist gives ErrUnknownTopic. The index is walked
 // from offset from in each partition and no further than the limit.
-func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyEvent, error) {
+func (f *Index) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyEvent, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -233,7 +252,7 @@ func (f *FSM) KeyEvents(topic string, key []byte, from int64, limit int) ([]KeyE
 // partitions, the latest is the one with the greatest timestamp (then
 // partition): partitions have no order between them. A topic that does not
 // exist gives ErrUnknownTopic.
-func (f *FSM) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
+func (f *Index) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return KeyEvent{}, false, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -346,7 +365,7 @@ func cloneNil(b []byte) []byte {
 // at the version it states, counting the records before it. Any failure
 // refuses the whole produce, the record listed in its RecordErrors (bases
 // are the indexes of the batches' first records in the record set).
-func (f *FSM) checkVersions(t *topics.Topic, p *topics.Partition, keys [][]topics.KeyAt, bases []int32, offsets []int64, dup []bool) core.Result {
+func (f *Index) checkVersions(t *topics.Topic, p *topics.Partition, keys [][]topics.KeyAt, bases []int32, offsets []int64, dup []bool) core.Result {
 	latest := map[string]int64{} // versions the batches before have made
 	for i, ks := range keys {
 		if dup[i] {
@@ -426,7 +445,7 @@ func unescapeKey(b []byte) (key, rest []byte, err error) {
 // prefix and sort after after (nil: from the first), each with at least
 // one record still in its partition's log (not yet removed by retention
 // or DeleteRecords). A topic that does not exist gives ErrUnknownTopic.
-func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {
+func (f *Index) Keys(topic string, prefix, after []byte, limit int) ([][]byte, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -472,7 +491,7 @@ func (f *FSM) Keys(topic string, prefix, after []byte, limit int) ([][]byte, err
 // still open), and whether there is one. Across partitions the last
 // partition's comes first: a key lives in one partition with Kafka's
 // default partitioner.
-func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
+func (f *Index) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return 0, 0, false, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -503,41 +522,41 @@ func (f *FSM) KeySnapshot(topic string, key []byte) (int32, int64, bool, error) 
 
 // registerKeys is the keys module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerKeys(r *registry) {
-	registerKeyIndex(r) // keys.go
-	registerTables(r)   // tables.go
+func registerKeys(r *core.Registry, h *topics.TopicHooks) {
+	registerKeyIndex(r, h) // keys.go
+	registerTables(r, h)   // tables.go
 }
 
 // registerKeyIndex registers the key stream index's steps and hooks
 // (registerKeys calls it).
-func registerKeyIndex(r *registry) {
+func registerKeyIndex(r *core.Registry, h *topics.TopicHooks) {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
-	r.registerStep(moduleStep{rank: 30, name: "key stream entries", module: modKeys, stage: stageKeyEntries,
-		forget: func(f *FSM) {
+	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 30, Name: "key stream entries", Module: modKeys, Stage: stageKeyEntries,
+		Forget: func(f *Index) {
 			clear(f.keysAdded) // drop the keys' bytes
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	r.ProduceChecks.Register(10, "expected versions", modKeys, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
-		f := appOf(tm.Machine)
+	h.ProduceChecks.Register(10, "expected versions", modKeys, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
+		f := keysOf(tm.Machine)
 		if !pr.Conditional {
 			return core.Result{}, nil
 		}
 		return f.checkVersions(pr.T, pr.P, pr.Keys, pr.Bases, pr.Offsets, pr.Dup), nil
 	})
-	r.BatchAppended.Register(20, "key stream entries", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, _ []byte, at int64) core.Result {
-		f := appOf(tm.Machine)
+	h.BatchAppended.Register(20, "key stream entries", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, _ []byte, at int64) core.Result {
+		f := keysOf(tm.Machine)
 		for _, k := range pr.Keys[i] {
 			f.stageKey(keyEntry{topic: pr.T, partition: pr.P.Index, key: k.Key, offset: at + int64(k.Delta), pid: pr.Headers[i].ProducerID, snapshot: k.Snapshot})
 		}
 		return core.Result{}
 	})
-	r.TopicDropped.Register(10, "key stream entries", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
+	h.TopicDropped.Register(10, "key stream entries", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
 		b.DeletePrefix(keyTopicPrefix(t.ID))
 	})
-	r.registerStep(moduleStep{rank: 80, name: "table versions", module: modKeys,
-		stage: func(f *FSM, b *core.StateBatch) error {
+	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 80, Name: "table versions", Module: modKeys,
+		Stage: func(f *Index, b *core.StateBatch) error {
 			if err := f.stageTables(b); err != nil {
 				return fmt.Errorf("stele/fsm: table versions: %w", err)
 			}
@@ -548,7 +567,7 @@ func registerKeyIndex(r *registry) {
 // stageKeyEntries writes the block's key stream entries, in key order: the
 // store inserts a sorted run into its memtable at a fraction of the cost
 // of scattered keys.
-func stageKeyEntries(f *FSM, b *core.StateBatch) error {
+func stageKeyEntries(f *Index, b *core.StateBatch) error {
 	type kv struct{ k, v []byte }
 	entries := make([]kv, 0, len(f.keysAdded))
 	size := 0

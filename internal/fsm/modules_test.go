@@ -805,7 +805,8 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups, registerKeys} {
+	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups,
+		func(r *registry) { registerKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}
 	if got, want := describeRegistry(reversed), describeRegistry(assembled); !slices.Equal(got, want) {
@@ -816,7 +817,8 @@ func TestRegistryOrder(t *testing.T) {
 			t.Errorf("the keys registered before the topics: recovered %v, want a panic", r)
 		}
 	}()
-	registerKeys(newRegistry())
+	unmade := newRegistry()
+	registerKeys(unmade.Registry, unmade.TopicHooks)
 }
 
 // describeRegistry lists what r holds, in its order, without functions.

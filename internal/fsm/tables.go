@@ -74,9 +74,9 @@ func isTableConfig(c topics.TopicConfig) bool { return c.Compact || c.Snapshot }
 
 // registerTables registers the tables' hooks on the topics module
 // (topic_hooks.go); registerKeys calls it.
-func registerTables(r *registry) {
-	r.BatchAppended.Register(10, "table versions", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
-		f := appOf(tm.Machine)
+func registerTables(r *core.Registry, h *topics.TopicHooks) {
+	h.BatchAppended.Register(10, "table versions", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
+		f := keysOf(tm.Machine)
 		if isTable(pr.T) && !pr.Headers[i].Transactional() {
 			if err := f.tableRecords(pr.T, pr.P, b); err != nil {
 				return f.LocalFault("table versions of %s-%d: %w", pr.T.Name, pr.P.Index, err)
@@ -84,26 +84,26 @@ func registerTables(r *registry) {
 		}
 		return core.Result{}
 	})
-	r.MarkerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, pid int64, commit bool, first, at int64) {
-		f := appOf(tm.Machine)
+	h.MarkerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, pid int64, commit bool, first, at int64) {
+		f := keysOf(tm.Machine)
 		if commit && first >= 0 && isTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
 				f.LocalFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	})
-	r.LogTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) { appOf(tm.Machine).tableTrimmed(t, p) })
-	r.CompactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
-		appOf(tm.Machine).tableCompactionDecided(t, p, segs, horizon)
+	h.LogTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) { keysOf(tm.Machine).tableTrimmed(t, p) })
+	h.CompactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
+		keysOf(tm.Machine).tableCompactionDecided(t, p, segs, horizon)
 	})
-	r.ConfigChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *topics.Topics, t *topics.Topic, was topics.TopicConfig) core.Result {
-		f := appOf(tm.Machine)
+	h.ConfigChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *topics.Topics, t *topics.Topic, was topics.TopicConfig) core.Result {
+		f := keysOf(tm.Machine)
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
 			return f.LocalFault("table versions of %s: %w", t.Name, err)
 		}
 		return core.Result{}
 	})
-	r.TopicDropped.Register(20, "table leaves", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
+	h.TopicDropped.Register(20, "table leaves", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }
@@ -125,7 +125,7 @@ func (c *tableChanges) set(t *topics.Topic, p int32, key []byte, v proof.TableVe
 
 // tableRecords makes the keyed records of batch b, just appended to p of
 // table t outside a transaction, their keys' latest versions.
-func (f *FSM) tableRecords(t *topics.Topic, p *topics.Partition, b []byte) error {
+func (f *Index) tableRecords(t *topics.Topic, p *topics.Partition, b []byte) error {
 	_, err := record.Each(b, func(r *record.Record) error {
 		if r.Key != nil {
 			f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
@@ -146,7 +146,7 @@ func versionOf(p int32, r *record.Record) proof.TableVersion {
 // tableTxnCommitted makes the records of producer pid's transaction in p,
 // from offset first to the marker at end, their keys' latest versions where
 // no later version is.
-func (f *FSM) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, first, end int64) error {
+func (f *Index) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, first, end int64) error {
 	for off := max(first, p.Start); off < end; {
 		data, err := p.Log.Read(off, 1<<20, end)
 		if err != nil {
@@ -188,7 +188,7 @@ func (f *FSM) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, first
 }
 
 // tableLeaf is key's leaf in partition p of t as the block leaves it so far.
-func (f *FSM) tableLeaf(t *topics.Topic, p int32, key []byte) (proof.TableVersion, bool, error) {
+func (f *Index) tableLeaf(t *topics.Topic, p int32, key []byte) (proof.TableVersion, bool, error) {
 	k := proof.TableKey(t.ID, p, key)
 	if w, ok := f.tables.writes[string(k)]; ok {
 		return w.version, !w.deleted, nil
@@ -205,7 +205,7 @@ func (f *FSM) tableLeaf(t *topics.Topic, p int32, key []byte) (proof.TableVersio
 }
 
 // tableTrimmed notes that p's log start moved.
-func (f *FSM) tableTrimmed(t *topics.Topic, p *topics.Partition) {
+func (f *Index) tableTrimmed(t *topics.Topic, p *topics.Partition) {
 	if !isTable(t) {
 		return
 	}
@@ -220,7 +220,7 @@ func (f *FSM) tableTrimmed(t *topics.Topic, p *topics.Partition) {
 // (storage.NewTombstoneRule, the one the pass runs with), over the sealed
 // segments below the pass's bound (the active segment's base), with the
 // oldest open transaction as the log's producers know it.
-func (f *FSM) tableCompactionDecided(t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
+func (f *Index) tableCompactionDecided(t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
 	if !t.Config.Compact {
 		return
 	}
@@ -239,7 +239,7 @@ func (f *FSM) tableCompactionDecided(t *topics.Topic, p *topics.Partition, segs 
 // tableConfigChanged follows a change of t's cleanup.policy: its leaves go
 // when it stops being a table, and are built from the key index when it
 // becomes one.
-func (f *FSM) tableConfigChanged(t *topics.Topic, was bool) error {
+func (f *Index) tableConfigChanged(t *topics.Topic, was bool) error {
 	now := isTable(t)
 	if was == now {
 		return nil
@@ -258,7 +258,7 @@ func (f *FSM) tableConfigChanged(t *topics.Topic, was bool) error {
 
 // tableBackfill builds t's leaves from the key index: each key's latest
 // readable version in each partition.
-func (f *FSM) tableBackfill(t *topics.Topic) error {
+func (f *Index) tableBackfill(t *topics.Topic) error {
 	// The index as committed, and this block's entries after it (their
 	// offsets are above every committed one).
 	type ref struct {
@@ -321,7 +321,7 @@ func (f *FSM) tableBackfill(t *topics.Topic) error {
 // readableVersion reads the indexed record e of p as the applier sees the
 // log: false if it is below the log start, of an aborted or open
 // transaction, or removed by compaction.
-func (f *FSM) readableVersion(p *topics.Partition, e keyEntry) (proof.TableVersion, bool, error) {
+func (f *Index) readableVersion(p *topics.Partition, e keyEntry) (proof.TableVersion, bool, error) {
 	if e.offset < p.Start || e.offset >= p.Next || aborted(p, e.pid, e.offset) {
 		return proof.TableVersion{}, false, nil
 	}
@@ -367,7 +367,7 @@ func recordAt(l *storage.Log, off, upTo int64, key []byte) (*record.Record, bool
 // stageTables writes the block's leaf changes into b: the cleared topics'
 // leaves go, the trims and compactions are applied to the committed and
 // staged leaves, then the writes, in key order.
-func (f *FSM) stageTables(b *core.StateBatch) error {
+func (f *Index) stageTables(b *core.StateBatch) error {
 	c := &f.tables
 	for _, t := range c.cleared {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
@@ -425,7 +425,7 @@ func (f *FSM) stageTables(b *core.StateBatch) error {
 
 // dropLeaves removes the leaves of p, committed or staged, that drop says
 // go.
-func (f *FSM) dropLeaves(p *topics.Partition, drop func(proof.TableVersion) (bool, error)) error {
+func (f *Index) dropLeaves(p *topics.Partition, drop func(proof.TableVersion) (bool, error)) error {
 	t := f.ByName[p.Topic]
 	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !isTable(t) {
 		return nil

@@ -22,7 +22,7 @@ var ErrNotTable = errors.New("stele/fsm: topic is not served as a table")
 // none: the greatest timestamp, then partition, of the key's latest
 // version in each partition. A topic that does not exist gives
 // ErrUnknownTopic, one that is no table ErrNotTable.
-func (f *FSM) TableLatest(topic string, key []byte) (KeyEvent, bool, error) {
+func (f *Index) TableLatest(topic string, key []byte) (KeyEvent, bool, error) {
 	var last error
 	for range 3 {
 		t, err := f.tableView(topic)
@@ -62,7 +62,7 @@ func (f *FSM) TableLatest(topic string, key []byte) (KeyEvent, bool, error) {
 // ProveTable returns the proof of key in table topic (without the signed
 // header: the caller adds the header of Height+1), what it proves, and the
 // record's value at the version it proves (nil for none or a tombstone).
-func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.TableValue, []byte, error) {
+func (f *Index) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.TableValue, []byte, error) {
 	var last error
 	for range 3 {
 		t, err := f.tableView(topic)
@@ -96,7 +96,7 @@ func (f *FSM) ProveTable(topic string, key []byte) (*proof.StateProof, *proof.Ta
 	return nil, nil, nil, last
 }
 
-func (f *FSM) tableView(topic string) (*topics.TopicView, error) {
+func (f *Index) tableView(topic string) (*topics.TopicView, error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -109,7 +109,7 @@ func (f *FSM) tableView(topic string) (*topics.TopicView, error) {
 
 // tableEvent reads the record a leaf names and checks it is the one the
 // leaf holds.
-func (f *FSM) tableEvent(t *topics.TopicView, key []byte, v proof.TableVersion) (KeyEvent, error) {
+func (f *Index) tableEvent(t *topics.TopicView, key []byte, v proof.TableVersion) (KeyEvent, error) {
 	if int(v.Partition) >= len(t.Partitions) {
 		return KeyEvent{}, fmt.Errorf("stele/fsm: %s has no partition %d", t.Name, v.Partition)
 	}
