@@ -20,9 +20,9 @@
 // an upper one only through the hook points it offers (topic_hooks.go),
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
-// (modules_test.go). The core is a package of its own (core/), and so is
-// the topics module (topics/); the modules above it share this package
-// for now.
+// (modules_test.go). The core is a package of its own (core/), and so
+// are the topics and keys modules (topics/, keys/); the other modules
+// share this package for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -44,6 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -72,7 +73,7 @@ type FSM struct {
 	reg *registry
 
 	*topics.Topics // topics.go
-	*Index         // keys.go
+	*keys.Index    // keys/
 	groupsState    // group_state.go
 	producersState // producer_state.go
 	trustState     // cert_apply.go
@@ -94,7 +95,7 @@ const (
 func (f *FSM) TopicsModule() *topics.Topics { return f.Topics }
 
 // KeysModule is f's keys module (keysOf).
-func (f *FSM) KeysModule() *Index { return f.Index }
+func (f *FSM) KeysModule() *keys.Index { return f.Index }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -195,7 +196,7 @@ func Open(opts Options) (*FSM, error) {
 		f = &FSM{Machine: m, opts: opts, reg: assembled}
 		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
-		f.Index = NewIndex(m, f.Topics)
+		f.Index = keys.NewIndex(m, f.Topics)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -244,7 +245,7 @@ var assembled = buildRegistry()
 func buildRegistry() *registry {
 	r := newRegistry()
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
-	registerKeys(r.Registry, r.TopicHooks)
+	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	registerGroups(r)
 	registerProducers(r)
 	registerTrust(r)

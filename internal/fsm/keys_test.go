@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -39,7 +40,7 @@ func scanKey(t *testing.T, f *FSM, topic string, key []byte, from int64) []strin
 					t.Fatal(err)
 				}
 				for _, r := range recs {
-					if !h.Control() && r.Offset >= off && r.Offset >= from && bytes.Equal(r.Key, key) && !aborted(p, h.ProducerID, r.Offset) {
+					if !h.Control() && r.Offset >= off && r.Offset >= from && bytes.Equal(r.Key, key) && !keys.Aborted(p, h.ProducerID, r.Offset) {
 						out = append(out, fmt.Sprintf("%d/%d=%s", p.Index, r.Offset, r.Value))
 					}
 				}
@@ -145,7 +146,7 @@ func TestKeyEvents(t *testing.T) {
 	// prefix stay apart.
 	for k := range storeContents(t, f) {
 		if strings.HasPrefix(k, "k/") && !slices.ContainsFunc(f.View().Topics(), func(tv *topics.TopicView) bool {
-			return strings.HasPrefix(k, string(keyTopicPrefix(tv.ID)))
+			return strings.HasPrefix(k, string(keys.KeyTopicPrefix(tv.ID)))
 		}) {
 			t.Fatalf("key index entry %q belongs to no topic", k)
 		}
@@ -442,12 +443,12 @@ func TestKeySnapshots(t *testing.T) {
 func TestKeyEntryKeyLen(t *testing.T) {
 	tp := &topics.Topic{ID: core.TopicID{1, 2, 3}}
 	for _, key := range [][]byte{nil, {}, []byte("k"), {0}, {0, 0, 'a', 0}, []byte("a\x00b\xff")} {
-		e := keyEntry{topic: tp, partition: 7, key: key, offset: 1 << 40}
-		k := appendKeyEntryKey(nil, e)
-		if len(k) != keyEntryKeyLen(e) {
-			t.Errorf("key %q: entry key of %d bytes, keyEntryKeyLen %d", key, len(k), keyEntryKeyLen(e))
+		e := keys.KeyEntry{Topic: tp, Partition: 7, Key: key, Offset: 1 << 40}
+		k := keys.AppendKeyEntryKey(nil, e)
+		if len(k) != keys.KeyEntryKeyLen(e) {
+			t.Errorf("key %q: entry key of %d bytes, keyEntryKeyLen %d", key, len(k), keys.KeyEntryKeyLen(e))
 		}
-		if !bytes.HasPrefix(k, keyPrefix(tp.ID, key)) {
+		if !bytes.HasPrefix(k, keys.KeyPrefix(tp.ID, key)) {
 			t.Errorf("key %q: entry key %x does not start with its key prefix", key, k)
 		}
 	}

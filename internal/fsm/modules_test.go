@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -29,17 +30,16 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys}
 
 // The modules of the state machine (core/registry.go) that are files of
 // this package, by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
 var fileModules = map[string]core.Module{
 	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp,
 	"proposals.go": modCluster,
-	"keys.go":      modKeys, "tables.go": modKeys, "tables_read.go": modKeys,
-	"groups.go": modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
+	"groups.go":    modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
 	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
 	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
@@ -75,12 +75,12 @@ var fileModules = map[string]core.Module{
 // offers (topic_hooks.go), which the upper module registers itself for;
 // the hooks' order is pinned by TestHooks. Every edge listed is used
 // (TestModuleLayering), so the map says what the code does. The topics
-// module is a package (modulePackages); the others are files of this
-// package until they move into packages of their own too.
+// and keys modules are packages (modulePackages); the others are files of
+// this package until they move into packages of their own too.
 var allowedCalls = map[core.Module][]core.Module{
 	modApp:           {},
 	topics.ModTopics: {},
-	modKeys:          {topics.ModTopics},
+	keys.ModKeys:     {topics.ModTopics},
 	modGroups:        {topics.ModTopics},
 	modProducers:     {topics.ModTopics, modGroups},
 	modTrust:         {topics.ModTopics},
@@ -102,7 +102,6 @@ var allowedCalls = map[core.Module][]core.Module{
 var coreAssembly = []string{
 	"FSM names clusterState (cluster)",
 	"FSM names groupsState (groups)",
-	"FSM names keysState (keys)",
 	"FSM names producersState (producers)",
 	"FSM names securityState (security)",
 	"FSM names trustState (trust)",
@@ -111,7 +110,6 @@ var coreAssembly = []string{
 	"Options names ValidatorSet (trust)",
 	"buildRegistry calls registerCluster (cluster)",
 	"buildRegistry calls registerGroups (groups)",
-	"buildRegistry calls registerKeys (keys)",
 	"buildRegistry calls registerProducers (producers)",
 	"buildRegistry calls registerSecurity (security)",
 	"buildRegistry calls registerTrust (trust)",
@@ -246,6 +244,16 @@ func TestModuleLayering(t *testing.T) {
 		e := edge{from, to}
 		if len(uses[e]) < 3 {
 			uses[e] = append(uses[e], what)
+		}
+	}
+	// A module package's edges are its imports of other module packages.
+	for _, path := range core.SortedKeys(pkgFiles) {
+		from := modulePackages[filepath.Dir(path)]
+		for _, is := range pkgFiles[path].Imports {
+			dir, ok := strings.CutPrefix(strings.Trim(is.Path.Value, `"`), "github.com/stele-io/stele/internal/fsm/")
+			if to, isModule := modulePackages[dir]; ok && isModule {
+				note(from, to, fmt.Sprintf("%s imports %s", path, dir))
+			}
 		}
 	}
 	var assembly []string // the core's references that coreAssembly allows
@@ -502,10 +510,10 @@ func TestLayeringIsADAG(t *testing.T) {
 		t.Errorf("allowedCalls has a cycle: %v; a lower module reaches an upper one through a hook point (topic_hooks.go)", c)
 	}
 	// The check itself finds a cycle, and none where there is none.
-	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {modKeys}, modKeys: {modGroups}, modGroups: {topics.ModTopics}}); len(c) != 4 {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {keys.ModKeys}, keys.ModKeys: {modGroups}, modGroups: {topics.ModTopics}}); len(c) != 4 {
 		t.Errorf("a three-module cycle: found %v", c)
 	}
-	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {}, modKeys: {topics.ModTopics}, modGroups: {topics.ModTopics, modKeys}}); c != nil {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {}, keys.ModKeys: {topics.ModTopics}, modGroups: {topics.ModTopics, keys.ModKeys}}); c != nil {
 		t.Errorf("a DAG: found the cycle %v", c)
 	}
 }
@@ -806,7 +814,7 @@ func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
 	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups,
-		func(r *registry) { registerKeys(r.Registry, r.TopicHooks) }} {
+		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}
 	if got, want := describeRegistry(reversed), describeRegistry(assembled); !slices.Equal(got, want) {
@@ -818,7 +826,7 @@ func TestRegistryOrder(t *testing.T) {
 		}
 	}()
 	unmade := newRegistry()
-	registerKeys(unmade.Registry, unmade.TopicHooks)
+	keys.RegisterKeys(unmade.Registry, unmade.TopicHooks)
 }
 
 // describeRegistry lists what r holds, in its order, without functions.

@@ -10,6 +10,7 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -109,7 +110,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
 	f.Add(topics.EncodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
 	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9", MaxConnectionCreationRateConfig: "0"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
-	f.Add(entryValue(keyEntry{pid: 7, snapshot: true}))
+	f.Add(keys.EntryValue(keys.KeyEntry{Pid: 7, Snapshot: true}))
 	f.Add(topics.EncodeAppendClock(1_700_000_000_123))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
@@ -146,7 +147,7 @@ func decodeStoreValue(b []byte) {
 	decodeAppVersion(b)
 	decodePlan(b)
 	parseCertKey(append([]byte("c/"), b...))
-	parseEntryValue(b)
+	keys.ParseEntryValue(b)
 	proof.DecodeTopic(b)
 	proof.DecodePartition(b)
 	proof.DecodeCommittedOffset(b)

@@ -13,6 +13,7 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
@@ -27,7 +28,7 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 	want := map[string]string{}
 	for _, name := range topics.SortedNames(f.ByName) {
 		tp := f.ByName[name]
-		if !isTable(tp) {
+		if !keys.IsTable(tp) {
 			continue
 		}
 		for _, p := range tp.Partitions {
@@ -50,10 +51,10 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 						open = true
 					}
 					for _, r := range recs {
-						if h.Control() || open || r.Key == nil || r.Offset < off || aborted(p, h.ProducerID, r.Offset) {
+						if h.Control() || open || r.Key == nil || r.Offset < off || keys.Aborted(p, h.ProducerID, r.Offset) {
 							continue
 						}
-						want[string(proof.TableKey(tp.ID, p.Index, r.Key))] = string(proof.EncodeTableVersion(versionOf(p.Index, &r)))
+						want[string(proof.TableKey(tp.ID, p.Index, r.Key))] = string(proof.EncodeTableVersion(keys.VersionOf(p.Index, &r)))
 					}
 					off = h.LastOffset() + 1
 				}
@@ -137,7 +138,7 @@ func TestTableLeavesFollowTheLog(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := f.TableLatest("orders", []byte("k-0")); !errors.Is(err, ErrNotTable) {
+	if _, _, err := f.TableLatest("orders", []byte("k-0")); !errors.Is(err, keys.ErrNotTable) {
 		t.Fatalf("TableLatest of a plain topic: %v, want ErrNotTable", err)
 	}
 	f.Close()

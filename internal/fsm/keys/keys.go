@@ -1,4 +1,17 @@
-package fsm
+// Package keys is the state machine's keys module: the key stream index
+// (each key's events in a partition, optimistic concurrency on a record's
+// expected version, key snapshots) and the table leaves derived from the
+// logs (tables.go: each key's latest version of a table topic, under the
+// app hash, read and proven by tables_read.go).
+//
+// It uses the topics module below it (its types, and the hook points it
+// registers at: a produce's expected versions and appended batches, a
+// committed transaction's markers, a trimmed or compacted log, a changed
+// config, a dropped topic), imports no module above it, and works on
+// Index, its part of a state machine, which the application (package fsm)
+// makes with NewIndex and hands over through its KeysModule method
+// (keysOf).
+package keys
 
 // Key streams (issue 8, DESIGN.md §5): every record with a key is indexed
 // in the deterministic apply, so that all events of one key are found with
@@ -32,14 +45,14 @@ import (
 	"github.com/stele-io/stele/internal/storage"
 )
 
-// keyEntry is one indexed record, staged until the block's Commit.
-type keyEntry struct {
-	topic     *topics.Topic
-	partition int32
-	key       []byte
-	offset    int64
-	pid       int64 // the batch's producer id (-1: none), to skip aborted records
-	snapshot  bool  // the record carries SnapshotHeader
+// KeyEntry is one indexed record, staged until the block's Commit.
+type KeyEntry struct {
+	Topic     *topics.Topic
+	Partition int32
+	Key       []byte
+	Offset    int64
+	Pid       int64 // the batch's producer id (-1: none), to skip aborted records
+	Snapshot  bool  // the record carries SnapshotHeader
 }
 
 // keyRef names a key in one partition.
@@ -49,8 +62,8 @@ type keyRef struct {
 	key       string
 }
 
-// modKeys is the keys module's name.
-const modKeys core.Module = "keys"
+// ModKeys is the keys module's name.
+const ModKeys core.Module = "keys"
 
 // Index is the keys module of a state machine: the core's machine it runs
 // on, the topics module below it, and its state.
@@ -72,40 +85,40 @@ func keysOf(m *core.Machine) *Index {
 // FSM): the block's key stream entries and table changes, staged at its
 // end and dropped at Commit.
 type keysState struct {
-	keysAdded []keyEntry       // key stream entries of the block
+	keysAdded []KeyEntry       // key stream entries of the block
 	keyStaged map[keyRef][]int // keysAdded by key, built when first needed in a block
 	tables    tableChanges     // the block's changes to the table leaves (tables.go)
 }
 
 // stageKey adds e to the block's key stream entries.
-func (f *Index) stageKey(e keyEntry) {
+func (f *Index) stageKey(e KeyEntry) {
 	f.keysAdded = append(f.keysAdded, e)
 	if f.keyStaged != nil {
-		r := keyRef{e.topic, e.partition, string(e.key)}
+		r := keyRef{e.Topic, e.Partition, string(e.Key)}
 		f.keyStaged[r] = append(f.keyStaged[r], len(f.keysAdded)-1)
 	}
 }
 
-// entryValue is what an index entry holds: nothing for a record outside
+// EntryValue is what an index entry holds: nothing for a record outside
 // a producer's batch that is no snapshot; otherwise a flags byte (1: a
 // snapshot record), then the batch's producer id when it has one.
-func entryValue(e keyEntry) []byte {
-	if e.pid < 0 && !e.snapshot {
+func EntryValue(e KeyEntry) []byte {
+	if e.Pid < 0 && !e.Snapshot {
 		return nil
 	}
 	var flags byte
-	if e.snapshot {
+	if e.Snapshot {
 		flags = 1
 	}
 	v := []byte{flags}
-	if e.pid >= 0 {
-		v = binary.BigEndian.AppendUint64(v, uint64(e.pid))
+	if e.Pid >= 0 {
+		v = binary.BigEndian.AppendUint64(v, uint64(e.Pid))
 	}
 	return v
 }
 
-// parseEntryValue reads entryValue's encoding.
-func parseEntryValue(v []byte) (pid int64, snapshot bool, err error) {
+// ParseEntryValue reads entryValue's encoding.
+func ParseEntryValue(v []byte) (pid int64, snapshot bool, err error) {
 	switch len(v) {
 	case 0:
 		return -1, false, nil
@@ -126,28 +139,28 @@ func (f *Index) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) 
 	if f.keyStaged == nil {
 		f.keyStaged = map[keyRef][]int{}
 		for i, e := range f.keysAdded {
-			r := keyRef{e.topic, e.partition, string(e.key)}
+			r := keyRef{e.Topic, e.Partition, string(e.Key)}
 			f.keyStaged[r] = append(f.keyStaged[r], i)
 		}
 	}
 	staged := f.keyStaged[keyRef{t, p.Index, string(key)}]
 	for i := len(staged) - 1; i >= 0; i-- {
-		if e := f.keysAdded[staged[i]]; !aborted(p, e.pid, e.offset) {
-			return e.offset, nil
+		if e := f.keysAdded[staged[i]]; !Aborted(p, e.Pid, e.Offset) {
+			return e.Offset, nil
 		}
 	}
-	prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(p.Index))
+	prefix := binary.BigEndian.AppendUint32(KeyPrefix(t.ID, key), uint32(p.Index))
 	latest := int64(-1)
 	err := f.Store.ScanReverse(prefix, func(k, v []byte) error {
 		if len(k) != len(prefix)+8 {
 			return fmt.Errorf("stele/fsm: key index entry %x is malformed", k)
 		}
 		off := int64(binary.BigEndian.Uint64(k[len(prefix):]))
-		pid, _, err := parseEntryValue(v)
+		pid, _, err := ParseEntryValue(v)
 		if err != nil {
 			return err
 		}
-		if aborted(p, pid, off) {
+		if Aborted(p, pid, off) {
 			return nil
 		}
 		latest = off
@@ -168,10 +181,10 @@ func parseEntrySuffix(k, rest []byte) (int32, int64, error) {
 	return int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:])), nil
 }
 
-func keyTopicPrefix(id core.TopicID) []byte { return append([]byte("k/"), id[:]...) }
+func KeyTopicPrefix(id core.TopicID) []byte { return append([]byte("k/"), id[:]...) }
 
-// keyPrefix is the prefix of every entry of key in the topic.
-func keyPrefix(id core.TopicID, key []byte) []byte { return appendKeyPrefix(nil, id, key) }
+// KeyPrefix is the prefix of every entry of key in the topic.
+func KeyPrefix(id core.TopicID, key []byte) []byte { return appendKeyPrefix(nil, id, key) }
 
 // appendKeyPrefix appends keyPrefix(id, key) to dst.
 func appendKeyPrefix(dst []byte, id core.TopicID, key []byte) []byte {
@@ -179,19 +192,19 @@ func appendKeyPrefix(dst []byte, id core.TopicID, key []byte) []byte {
 	return append(appendEscapedKey(dst, key), 0, 1)
 }
 
-// appendKeyEntryKey appends e's entry key to dst: its key's prefix, then
+// AppendKeyEntryKey appends e's entry key to dst: its key's prefix, then
 // partition and offset.
-func appendKeyEntryKey(dst []byte, e keyEntry) []byte {
-	dst = appendKeyPrefix(dst, e.topic.ID, e.key)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(e.partition))
-	return binary.BigEndian.AppendUint64(dst, uint64(e.offset))
+func AppendKeyEntryKey(dst []byte, e KeyEntry) []byte {
+	dst = appendKeyPrefix(dst, e.Topic.ID, e.Key)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(e.Partition))
+	return binary.BigEndian.AppendUint64(dst, uint64(e.Offset))
 }
 
-// keyEntryKeyLen is the length of e's entry key: "k/", the topic id, the
+// KeyEntryKeyLen is the length of e's entry key: "k/", the topic id, the
 // key with each zero byte escaped to two, the terminator, partition and
 // offset.
-func keyEntryKeyLen(e keyEntry) int {
-	return len("k/") + len(e.topic.ID) + len(e.key) + bytes.Count(e.key, []byte{0}) + 2 + 4 + 8
+func KeyEntryKeyLen(e KeyEntry) int {
+	return len("k/") + len(e.Topic.ID) + len(e.Key) + bytes.Count(e.Key, []byte{0}) + 2 + 4 + 8
 }
 
 // KeyEvent is one record of a key's stream.
@@ -217,7 +230,7 @@ func (f *Index) KeyEvents(topic string, key []byte, from int64, limit int) ([]Ke
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
-	prefix := keyPrefix(t.ID, key)
+	prefix := KeyPrefix(t.ID, key)
 	var out []KeyEvent
 	var c batchCache
 	err := f.Store.Seek(prefix, storage.PrefixEnd(prefix), func(k, _ []byte) ([]byte, error) {
@@ -260,7 +273,7 @@ func (f *Index) KeyLatest(topic string, key []byte) (KeyEvent, bool, error) {
 	var best KeyEvent
 	found := false
 	for pi := range t.Partitions {
-		prefix := binary.BigEndian.AppendUint32(keyPrefix(t.ID, key), uint32(pi))
+		prefix := binary.BigEndian.AppendUint32(KeyPrefix(t.ID, key), uint32(pi))
 		var c batchCache
 		err := f.Store.ScanReverse(prefix, func(k, _ []byte) error {
 			if len(k) != len(prefix)+8 {
@@ -313,7 +326,7 @@ func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte)
 			return KeyEvent{}, false, err
 		}
 	}
-	if c.head.Control() || aborted(p, c.head.ProducerID, off) {
+	if c.head.Control() || Aborted(p, c.head.ProducerID, off) {
 		return KeyEvent{}, false, nil
 	}
 	var ev KeyEvent
@@ -339,9 +352,9 @@ func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte)
 	return ev, found, nil
 }
 
-// aborted reports whether a record of producer pid at offset off belongs to
+// Aborted reports whether a record of producer pid at offset off belongs to
 // an aborted transaction.
-func aborted(p *topics.Partition, pid int64, off int64) bool {
+func Aborted(p *topics.Partition, pid int64, off int64) bool {
 	if pid < 0 {
 		return false
 	}
@@ -450,11 +463,11 @@ func (f *Index) Keys(topic string, prefix, after []byte, limit int) ([][]byte, e
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
-	head := keyTopicPrefix(t.ID)
+	head := KeyTopicPrefix(t.ID)
 	lower := append(append([]byte{}, head...), escapeKey(prefix)...)
 	upper := storage.PrefixEnd(lower)
 	if after != nil {
-		if past := storage.PrefixEnd(keyPrefix(t.ID, after)); bytes.Compare(past, lower) > 0 {
+		if past := storage.PrefixEnd(KeyPrefix(t.ID, after)); bytes.Compare(past, lower) > 0 {
 			lower = past
 		}
 	}
@@ -478,7 +491,7 @@ func (f *Index) Keys(topic string, prefix, after []byte, limit int) ([][]byte, e
 		if len(out) >= limit {
 			return nil, core.ErrStopScan
 		}
-		return storage.PrefixEnd(keyPrefix(t.ID, key)), nil // the next key
+		return storage.PrefixEnd(KeyPrefix(t.ID, key)), nil // the next key
 	})
 	if err != nil && !errors.Is(err, core.ErrStopScan) {
 		return nil, err
@@ -496,11 +509,11 @@ func (f *Index) KeySnapshot(topic string, key []byte) (int32, int64, bool, error
 	if t == nil {
 		return 0, 0, false, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
-	prefix := keyPrefix(t.ID, key)
+	prefix := KeyPrefix(t.ID, key)
 	var part int32
 	off := int64(-1)
 	err := f.Store.ScanReverse(prefix, func(k, v []byte) error {
-		pid, snap, err := parseEntryValue(v)
+		pid, snap, err := ParseEntryValue(v)
 		if err != nil || !snap {
 			return err
 		}
@@ -508,7 +521,7 @@ func (f *Index) KeySnapshot(topic string, key []byte) (int32, int64, bool, error
 		if err != nil {
 			return err
 		}
-		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || aborted(t.Partitions[p], pid, o) {
+		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || Aborted(t.Partitions[p], pid, o) {
 			return nil
 		}
 		part, off = p, o
@@ -520,9 +533,9 @@ func (f *Index) KeySnapshot(topic string, key []byte) (int32, int64, bool, error
 	return part, off, off >= 0, nil
 }
 
-// registerKeys is the keys module's registration function
+// RegisterKeys is the keys module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerKeys(r *core.Registry, h *topics.TopicHooks) {
+func RegisterKeys(r *core.Registry, h *topics.TopicHooks) {
 	registerKeyIndex(r, h) // keys.go
 	registerTables(r, h)   // tables.go
 }
@@ -532,30 +545,30 @@ func registerKeys(r *core.Registry, h *topics.TopicHooks) {
 func registerKeyIndex(r *core.Registry, h *topics.TopicHooks) {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.
-	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 30, Name: "key stream entries", Module: modKeys, Stage: stageKeyEntries,
+	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 30, Name: "key stream entries", Module: ModKeys, Stage: stageKeyEntries,
 		Forget: func(f *Index) {
 			clear(f.keysAdded) // drop the keys' bytes
 			f.keysAdded = f.keysAdded[:0]
 			f.keyStaged = nil
 		}})
-	h.ProduceChecks.Register(10, "expected versions", modKeys, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
+	h.ProduceChecks.Register(10, "expected versions", ModKeys, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
 		f := keysOf(tm.Machine)
 		if !pr.Conditional {
 			return core.Result{}, nil
 		}
 		return f.checkVersions(pr.T, pr.P, pr.Keys, pr.Bases, pr.Offsets, pr.Dup), nil
 	})
-	h.BatchAppended.Register(20, "key stream entries", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, _ []byte, at int64) core.Result {
+	h.BatchAppended.Register(20, "key stream entries", ModKeys, func(tm *topics.Topics, pr *topics.Producing, i int, _ []byte, at int64) core.Result {
 		f := keysOf(tm.Machine)
 		for _, k := range pr.Keys[i] {
-			f.stageKey(keyEntry{topic: pr.T, partition: pr.P.Index, key: k.Key, offset: at + int64(k.Delta), pid: pr.Headers[i].ProducerID, snapshot: k.Snapshot})
+			f.stageKey(KeyEntry{Topic: pr.T, Partition: pr.P.Index, Key: k.Key, Offset: at + int64(k.Delta), Pid: pr.Headers[i].ProducerID, Snapshot: k.Snapshot})
 		}
 		return core.Result{}
 	})
-	h.TopicDropped.Register(10, "key stream entries", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
-		b.DeletePrefix(keyTopicPrefix(t.ID))
+	h.TopicDropped.Register(10, "key stream entries", ModKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
+		b.DeletePrefix(KeyTopicPrefix(t.ID))
 	})
-	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 80, Name: "table versions", Module: modKeys,
+	core.RegisterModuleStep(r, keysOf, core.ModuleStep[*Index]{Rank: 80, Name: "table versions", Module: ModKeys,
 		Stage: func(f *Index, b *core.StateBatch) error {
 			if err := f.stageTables(b); err != nil {
 				return fmt.Errorf("stele/fsm: table versions: %w", err)
@@ -572,16 +585,16 @@ func stageKeyEntries(f *Index, b *core.StateBatch) error {
 	entries := make([]kv, 0, len(f.keysAdded))
 	size := 0
 	for _, e := range f.keysAdded {
-		if !e.topic.Deleted {
-			size += keyEntryKeyLen(e)
+		if !e.Topic.Deleted {
+			size += KeyEntryKeyLen(e)
 		}
 	}
 	arena := make([]byte, 0, size) // every entry's key, in one allocation
 	for _, e := range f.keysAdded {
-		if !e.topic.Deleted {
+		if !e.Topic.Deleted {
 			start := len(arena)
-			arena = appendKeyEntryKey(arena, e)
-			entries = append(entries, kv{arena[start:len(arena):len(arena)], entryValue(e)})
+			arena = AppendKeyEntryKey(arena, e)
+			entries = append(entries, kv{arena[start:len(arena):len(arena)], EntryValue(e)})
 		}
 	}
 	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })

@@ -1,4 +1,4 @@
-package fsm
+package keys
 
 // Table leaves (issue 16): a topic served as a table (cleanup.policy
 // compact or snapshot, GET /v1/tables) has, for each key and partition, a
@@ -67,43 +67,43 @@ type tableCompaction struct {
 	rule storage.TombstoneRule
 }
 
-// isTable reports whether t is served as a table.
-func isTable(t *topics.Topic) bool { return isTableConfig(t.Config) }
+// IsTable reports whether t is served as a table.
+func IsTable(t *topics.Topic) bool { return isTableConfig(t.Config) }
 
 func isTableConfig(c topics.TopicConfig) bool { return c.Compact || c.Snapshot }
 
 // registerTables registers the tables' hooks on the topics module
 // (topic_hooks.go); registerKeys calls it.
 func registerTables(r *core.Registry, h *topics.TopicHooks) {
-	h.BatchAppended.Register(10, "table versions", modKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
+	h.BatchAppended.Register(10, "table versions", ModKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
 		f := keysOf(tm.Machine)
-		if isTable(pr.T) && !pr.Headers[i].Transactional() {
+		if IsTable(pr.T) && !pr.Headers[i].Transactional() {
 			if err := f.tableRecords(pr.T, pr.P, b); err != nil {
 				return f.LocalFault("table versions of %s-%d: %w", pr.T.Name, pr.P.Index, err)
 			}
 		}
 		return core.Result{}
 	})
-	h.MarkerWritten.Register(10, "table versions of a committed transaction", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, pid int64, commit bool, first, at int64) {
+	h.MarkerWritten.Register(10, "table versions of a committed transaction", ModKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, pid int64, commit bool, first, at int64) {
 		f := keysOf(tm.Machine)
-		if commit && first >= 0 && isTable(t) {
+		if commit && first >= 0 && IsTable(t) {
 			if err := f.tableTxnCommitted(t, p, pid, first, at); err != nil {
 				f.LocalFault("table versions of a transaction in %s-%d: %w", t.Name, p.Index, err)
 			}
 		}
 	})
-	h.LogTrimmed.Register(10, "table leaves below the log start", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) { keysOf(tm.Machine).tableTrimmed(t, p) })
-	h.CompactionDecided.Register(10, "tombstones a compaction removes", modKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
+	h.LogTrimmed.Register(10, "table leaves below the log start", ModKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) { keysOf(tm.Machine).tableTrimmed(t, p) })
+	h.CompactionDecided.Register(10, "tombstones a compaction removes", ModKeys, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, segs []storage.SegmentInfo, horizon int64) {
 		keysOf(tm.Machine).tableCompactionDecided(t, p, segs, horizon)
 	})
-	h.ConfigChanged.Register(10, "table leaves of a changed cleanup.policy", modKeys, func(tm *topics.Topics, t *topics.Topic, was topics.TopicConfig) core.Result {
+	h.ConfigChanged.Register(10, "table leaves of a changed cleanup.policy", ModKeys, func(tm *topics.Topics, t *topics.Topic, was topics.TopicConfig) core.Result {
 		f := keysOf(tm.Machine)
 		if err := f.tableConfigChanged(t, isTableConfig(was)); err != nil {
 			return f.LocalFault("table versions of %s: %w", t.Name, err)
 		}
 		return core.Result{}
 	})
-	h.TopicDropped.Register(20, "table leaves", modKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
+	h.TopicDropped.Register(20, "table leaves", ModKeys, func(_ *topics.Topics, t *topics.Topic, b *core.StateBatch) {
 		b.DeletePrefix(tableTopicPrefix(t.ID))
 	})
 }
@@ -128,14 +128,14 @@ func (c *tableChanges) set(t *topics.Topic, p int32, key []byte, v proof.TableVe
 func (f *Index) tableRecords(t *topics.Topic, p *topics.Partition, b []byte) error {
 	_, err := record.Each(b, func(r *record.Record) error {
 		if r.Key != nil {
-			f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
+			f.tables.set(t, p.Index, r.Key, VersionOf(p.Index, r))
 		}
 		return nil
 	})
 	return err
 }
 
-func versionOf(p int32, r *record.Record) proof.TableVersion {
+func VersionOf(p int32, r *record.Record) proof.TableVersion {
 	v := proof.TableVersion{Partition: p, Offset: r.Offset, Timestamp: r.Timestamp, Deleted: r.Value == nil}
 	if !v.Deleted {
 		v.ValueHash = sha256.Sum256(r.Value)
@@ -176,7 +176,7 @@ func (f *Index) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, fir
 				if err != nil || ok && cur.Offset > r.Offset {
 					return err
 				}
-				f.tables.set(t, p.Index, r.Key, versionOf(p.Index, r))
+				f.tables.set(t, p.Index, r.Key, VersionOf(p.Index, r))
 				return nil
 			})
 			if err != nil {
@@ -206,7 +206,7 @@ func (f *Index) tableLeaf(t *topics.Topic, p int32, key []byte) (proof.TableVers
 
 // tableTrimmed notes that p's log start moved.
 func (f *Index) tableTrimmed(t *topics.Topic, p *topics.Partition) {
-	if !isTable(t) {
+	if !IsTable(t) {
 		return
 	}
 	if f.tables.trimmed == nil {
@@ -240,7 +240,7 @@ func (f *Index) tableCompactionDecided(t *topics.Topic, p *topics.Partition, seg
 // when it stops being a table, and are built from the key index when it
 // becomes one.
 func (f *Index) tableConfigChanged(t *topics.Topic, was bool) error {
-	now := isTable(t)
+	now := IsTable(t)
 	if was == now {
 		return nil
 	}
@@ -265,15 +265,15 @@ func (f *Index) tableBackfill(t *topics.Topic) error {
 		p   int32
 		key string
 	}
-	offsets := map[ref][]keyEntry{}
+	offsets := map[ref][]KeyEntry{}
 	var refs []ref
-	add := func(r ref, e keyEntry) {
+	add := func(r ref, e KeyEntry) {
 		if _, ok := offsets[r]; !ok {
 			refs = append(refs, r)
 		}
 		offsets[r] = append(offsets[r], e)
 	}
-	head := keyTopicPrefix(t.ID)
+	head := KeyTopicPrefix(t.ID)
 	err := f.Store.Scan(head, func(k, v []byte) error {
 		key, rest, err := unescapeKey(k[len(head):])
 		if err != nil {
@@ -283,19 +283,19 @@ func (f *Index) tableBackfill(t *topics.Topic) error {
 		if err != nil {
 			return err
 		}
-		pid, _, err := parseEntryValue(v)
+		pid, _, err := ParseEntryValue(v)
 		if err != nil {
 			return err
 		}
-		add(ref{p, string(key)}, keyEntry{partition: p, key: key, offset: off, pid: pid})
+		add(ref{p, string(key)}, KeyEntry{Partition: p, Key: key, Offset: off, Pid: pid})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	for _, e := range f.keysAdded {
-		if e.topic == t {
-			add(ref{e.partition, string(e.key)}, e)
+		if e.Topic == t {
+			add(ref{e.Partition, string(e.Key)}, e)
 		}
 	}
 	for _, r := range refs {
@@ -321,18 +321,18 @@ func (f *Index) tableBackfill(t *topics.Topic) error {
 // readableVersion reads the indexed record e of p as the applier sees the
 // log: false if it is below the log start, of an aborted or open
 // transaction, or removed by compaction.
-func (f *Index) readableVersion(p *topics.Partition, e keyEntry) (proof.TableVersion, bool, error) {
-	if e.offset < p.Start || e.offset >= p.Next || aborted(p, e.pid, e.offset) {
+func (f *Index) readableVersion(p *topics.Partition, e KeyEntry) (proof.TableVersion, bool, error) {
+	if e.Offset < p.Start || e.Offset >= p.Next || Aborted(p, e.Pid, e.Offset) {
 		return proof.TableVersion{}, false, nil
 	}
-	if st := p.ProducerStates[e.pid]; e.pid >= 0 && st != nil && st.TxnFirst >= 0 && e.offset >= st.TxnFirst {
+	if st := p.ProducerStates[e.Pid]; e.Pid >= 0 && st != nil && st.TxnFirst >= 0 && e.Offset >= st.TxnFirst {
 		return proof.TableVersion{}, false, nil
 	}
-	r, ok, err := recordAt(p.Log, e.offset, p.Next, e.key)
+	r, ok, err := recordAt(p.Log, e.Offset, p.Next, e.Key)
 	if err != nil || !ok {
 		return proof.TableVersion{}, false, err
 	}
-	return versionOf(p.Index, r), true, nil
+	return VersionOf(p.Index, r), true, nil
 }
 
 // recordAt reads the record of key at offset off of l (below upTo), false
@@ -427,7 +427,7 @@ func (f *Index) stageTables(b *core.StateBatch) error {
 // go.
 func (f *Index) dropLeaves(p *topics.Partition, drop func(proof.TableVersion) (bool, error)) error {
 	t := f.ByName[p.Topic]
-	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !isTable(t) {
+	if t == nil || int(p.Index) >= len(t.Partitions) || t.Partitions[p.Index] != p || !IsTable(t) {
 		return nil
 	}
 	prefix := tablePartitionPrefix(t.ID, p.Index)

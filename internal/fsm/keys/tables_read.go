@@ -1,4 +1,4 @@
-package fsm
+package keys
 
 // Reading tables from their leaves (tables.go): GET /v1/tables answers
 // what the leaves say, and proves it on request.
@@ -101,7 +101,7 @@ func (f *Index) tableView(topic string) (*topics.TopicView, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
 	}
-	if !isTable(&topics.Topic{Config: t.Config}) {
+	if !IsTable(&topics.Topic{Config: t.Config}) {
 		return nil, fmt.Errorf("%w: %q (cleanup.policy %q): a table is served from a compact or snapshot topic", ErrNotTable, topic, t.Configs["cleanup.policy"])
 	}
 	return t, nil
