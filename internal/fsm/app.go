@@ -74,7 +74,7 @@ type FSM struct {
 
 	*topics.Topics // topics.go
 	*keys.Index    // keys/
-	groupsState    // group_state.go
+	*Coordinator   // group_state.go
 	producersState // producer_state.go
 	trustState     // cert_apply.go
 	clusterState   // upgrade.go
@@ -83,7 +83,6 @@ type FSM struct {
 
 // The modules (see the package's registry.go).
 const (
-	modGroups    core.Module = "groups"
 	modProducers core.Module = "producers"
 	modTrust     core.Module = "trust"
 	modCluster   core.Module = "cluster"
@@ -96,6 +95,9 @@ func (f *FSM) TopicsModule() *topics.Topics { return f.Topics }
 
 // KeysModule is f's keys module (keysOf).
 func (f *FSM) KeysModule() *keys.Index { return f.Index }
+
+// GroupsModule is f's groups module (groupsOf).
+func (f *FSM) GroupsModule() *Coordinator { return f.Coordinator }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -197,6 +199,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
+		f.Coordinator = NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -246,7 +249,7 @@ func buildRegistry() *registry {
 	r := newRegistry()
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
-	registerGroups(r)
+	registerGroups(r.Registry, r.TopicHooks)
 	registerProducers(r)
 	registerTrust(r)
 	registerCluster(r)

@@ -105,7 +105,7 @@ func (m *ConsumerMember) matches(topic string) bool {
 // again; Kafka refreshes at a heartbeat once 10 s have passed since the
 // last refresh, which has no block-time equivalent that would not delay
 // new topics for no reason. Regexes no member uses any more are dropped.
-func (f *FSM) resolveRegexes(g *Group, refresh bool) (changes []core.Change) {
+func (f *Coordinator) resolveRegexes(g *Group, refresh bool) (changes []core.Change) {
 	used := map[string]*ConsumerMember{}
 	for _, m := range g.sortedConsumers() {
 		if _, ok := used[m.Regex]; m.Regex != "" && !ok {
@@ -187,16 +187,16 @@ func (g *Group) heldByOthers(m *ConsumerMember) core.TopicPartitions {
 	return held
 }
 
-func (f *FSM) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
+func (f *Coordinator) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
 	now := f.BlockTime
-	g := f.groups[c.Group]
+	g := f.groupsByName[c.Group]
 	switch {
 	case g == nil && c.Epoch != 0:
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	case g == nil:
 		g = newGroup(c.Group, now)
 		g.Type = GroupConsumer
-		f.groups[c.Group] = g
+		f.groupsByName[c.Group] = g
 	case g.Type == GroupClassic && (len(g.Members) > 0 || g.State != GroupEmpty):
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q is a classic group with members, not a consumer group", c.Group))
 	case g.Type == GroupClassic:
@@ -253,7 +253,7 @@ func (g *Group) byConsumerInstance(instance string) *ConsumerMember {
 	return nil
 }
 
-func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
+func (f *Coordinator) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
 	now := f.BlockTime
 	id := c.MemberID
 	if id == "" {
@@ -297,7 +297,7 @@ func (f *FSM) consumerJoin(g *Group, c ConsumerGroupHeartbeat, txIndex, cmdIndex
 
 // updateSubscription applies a heartbeat's subscription and assignor; a
 // change moves the group epoch. CheckCommand has vetted both.
-func (f *FSM) updateSubscription(g *Group, m *ConsumerMember, c ConsumerGroupHeartbeat) {
+func (f *Coordinator) updateSubscription(g *Group, m *ConsumerMember, c ConsumerGroupHeartbeat) {
 	if c.RebalanceTimeoutMs > 0 {
 		m.RebalanceTimeoutMs = c.RebalanceTimeoutMs
 	}
@@ -323,7 +323,7 @@ func (f *FSM) updateSubscription(g *Group, m *ConsumerMember, c ConsumerGroupHea
 
 // ownedByName maps the partitions a heartbeat reports owning to topic
 // names (nil when it reports nothing new). Unknown topic ids are dropped.
-func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions {
+func (f *Coordinator) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions {
 	if !c.OwnedSet {
 		return nil
 	}
@@ -338,7 +338,7 @@ func (f *FSM) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions {
 	return out
 }
 
-func (f *FSM) removeConsumer(g *Group, m *ConsumerMember) {
+func (f *Coordinator) removeConsumer(g *Group, m *ConsumerMember) {
 	delete(g.Consumers, m.ID)
 	g.Epoch++
 	f.touchGroup(g)
@@ -352,7 +352,7 @@ func (f *FSM) removeConsumer(g *Group, m *ConsumerMember) {
 // membership and subscriptions (which move the epoch themselves): the
 // topics the members' subscriptions resolve to (a regular expression
 // meets new topics), their partition counts, and the assignor.
-func (f *FSM) subscriptionDigest(g *Group) string {
+func (f *Coordinator) subscriptionDigest(g *Group) string {
 	topics := map[string]bool{}
 	for _, m := range g.Consumers {
 		for _, t := range f.subscribedTopics(g, m) {
@@ -370,7 +370,7 @@ func (f *FSM) subscriptionDigest(g *Group) string {
 }
 
 // subscribedTopics returns the existing topics m subscribes to, sorted.
-func (f *FSM) subscribedTopics(g *Group, m *ConsumerMember) []string {
+func (f *Coordinator) subscribedTopics(g *Group, m *ConsumerMember) []string {
 	var out []string
 	if m.Regex == "" {
 		for _, name := range m.Topics { // sorted
@@ -408,7 +408,7 @@ func (g *Group) assignor() string {
 
 // maybeRetarget computes a new target assignment when the group epoch
 // moved or what the assignment depends on changed.
-func (f *FSM) maybeRetarget(g *Group) {
+func (f *Coordinator) maybeRetarget(g *Group) {
 	digest := f.subscriptionDigest(g)
 	if g.Epoch == g.AssignmentEpoch && digest == g.SubsDigest {
 		return
@@ -437,7 +437,7 @@ func (f *FSM) maybeRetarget(g *Group) {
 // assignRange gives each topic's partitions to its subscribers in
 // contiguous ranges, by member id order; the first members get one more
 // when the partitions do not divide evenly.
-func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
+func (f *Coordinator) assignRange(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
 	out := map[string]core.TopicPartitions{}
 	for _, name := range topics.SortedNames(f.ByName) {
 		var subs []*ConsumerMember
@@ -474,7 +474,7 @@ func (f *FSM) assignRange(g *Group, members []*ConsumerMember) map[string]core.T
 // balance allows (sticky): first every member keeps up to its fair share
 // of what it had, then each remaining partition goes to the subscriber
 // holding the fewest (its previous owner on a tie, then member id order).
-func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
+func (f *Coordinator) assignUniform(g *Group, members []*ConsumerMember) map[string]core.TopicPartitions {
 	out := map[string]core.TopicPartitions{}
 	type tp struct {
 		topic string
@@ -536,7 +536,7 @@ func (f *FSM) assignUniform(g *Group, members []*ConsumerMember) map[string]core
 // reconcile moves m towards its target: revocations first, then the
 // target epoch with every target partition no other member holds.
 // owned is what the member reports owning (nil: unchanged).
-func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned core.TopicPartitions) {
+func (f *Coordinator) reconcile(g *Group, m *ConsumerMember, owned core.TopicPartitions) {
 	if owned != nil && m.Revoking.Count() > 0 {
 		still := core.TopicPartitions{}
 		for _, t := range core.SortedKeys(m.Revoking) {
@@ -577,7 +577,7 @@ func (f *FSM) reconcile(g *Group, m *ConsumerMember, owned core.TopicPartitions)
 
 // consumerAnswer is a heartbeat's result: the member's epoch, and its
 // assignment when it changed since last sent or the request was full.
-func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) core.Result {
+func (f *Coordinator) consumerAnswer(m *ConsumerMember, full bool) core.Result {
 	r := &core.GroupResult{MemberID: m.ID, Generation: m.Epoch}
 	if full || !m.Sent {
 		r.Assignment = m.Assigned.Clone()
@@ -589,7 +589,7 @@ func (f *FSM) consumerAnswer(m *ConsumerMember, full bool) core.Result {
 
 // consumerTimers expires KIP-848 members whose session lapsed or who did
 // not give up revoked partitions within their rebalance timeout.
-func (f *FSM) consumerTimers(g *Group) (changes []core.Change) {
+func (f *Coordinator) consumerTimers(g *Group) (changes []core.Change) {
 	now := f.BlockTime
 	for _, m := range g.sortedConsumers() {
 		switch {
@@ -637,7 +637,7 @@ func (g *Group) consumerSubscribed(topic string) bool {
 // releases them) before it takes the new epoch. Partitions the member
 // was still being asked to revoke are forgotten: it cannot own them any
 // longer in a way the group can see.
-func (f *FSM) dropTopicFromConsumers(g *Group, topic string) {
+func (f *Coordinator) dropTopicFromConsumers(g *Group, topic string) {
 	for _, m := range g.Consumers {
 		delete(m.Revoking, topic)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // KindConsumerGroupHeartbeat is the KIP-848 consumer group heartbeat.
@@ -14,9 +15,9 @@ const KindConsumerGroupHeartbeat core.Kind = 14
 
 // registerGroup848Commands registers ConsumerGroupHeartbeat (registerGroups
 // calls it).
-func registerGroup848Commands(r *registry) {
-	register(r, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
-		func(f *FSM, c ConsumerGroupHeartbeat, at core.CmdAt) core.Result {
+func registerGroup848Commands(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, groupsOf, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
+		func(f *Coordinator, c ConsumerGroupHeartbeat, at core.CmdAt) core.Result {
 			return f.consumerGroupHeartbeat(c, at.Tx, at.Cmd)
 		})
 }

@@ -201,37 +201,37 @@ func (c OffsetDelete) Encode(w *core.Writer) {
 
 // registerGroupCommands registers the classic group protocol's commands
 // and the committed offsets' (registerGroups calls it).
-func registerGroupCommands(r *registry) {
-	register(r, KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
-		func(f *FSM, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })
-	register(r, KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
-		func(f *FSM, c SyncGroup, _ core.CmdAt) core.Result { return f.syncGroup(c) })
-	register(r, KindHeartbeat, "Heartbeat", modGroups,
+func registerGroupCommands(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, groupsOf, KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
+		func(f *Coordinator, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })
+	core.RegisterModuleCommand(r, groupsOf, KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
+		func(f *Coordinator, c SyncGroup, _ core.CmdAt) core.Result { return f.syncGroup(c) })
+	core.RegisterModuleCommand(r, groupsOf, KindHeartbeat, "Heartbeat", modGroups,
 		func(r *core.Reader) Heartbeat {
 			return Heartbeat{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32()}
 		}, checkGroupCommand,
-		func(f *FSM, c Heartbeat, _ core.CmdAt) core.Result { return f.heartbeat(c) })
-	register(r, KindLeaveGroup, "LeaveGroup", modGroups,
+		func(f *Coordinator, c Heartbeat, _ core.CmdAt) core.Result { return f.heartbeat(c) })
+	core.RegisterModuleCommand(r, groupsOf, KindLeaveGroup, "LeaveGroup", modGroups,
 		func(r *core.Reader) LeaveGroup {
 			return LeaveGroup{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str()}
 		},
 		checkGroupCommand,
-		func(f *FSM, c LeaveGroup, _ core.CmdAt) core.Result { return f.leaveGroup(c) })
-	register(r, KindOffsetCommit, "OffsetCommit", modGroups,
+		func(f *Coordinator, c LeaveGroup, _ core.CmdAt) core.Result { return f.leaveGroup(c) })
+	core.RegisterModuleCommand(r, groupsOf, KindOffsetCommit, "OffsetCommit", modGroups,
 		func(r *core.Reader) OffsetCommit {
 			return OffsetCommit{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32(),
 				Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
 		}, checkGroupCommand,
-		func(f *FSM, c OffsetCommit, _ core.CmdAt) core.Result { return f.offsetCommit(c) })
-	register(r, KindDeleteGroup, "DeleteGroup", modGroups,
+		func(f *Coordinator, c OffsetCommit, _ core.CmdAt) core.Result { return f.offsetCommit(c) })
+	core.RegisterModuleCommand(r, groupsOf, KindDeleteGroup, "DeleteGroup", modGroups,
 		func(r *core.Reader) DeleteGroup { return DeleteGroup{Group: r.Str()} }, checkGroupCommand,
-		func(f *FSM, c DeleteGroup, _ core.CmdAt) core.Result { return f.deleteGroup(c) })
-	register(r, KindOffsetDelete, "OffsetDelete", modGroups,
+		func(f *Coordinator, c DeleteGroup, _ core.CmdAt) core.Result { return f.deleteGroup(c) })
+	core.RegisterModuleCommand(r, groupsOf, KindOffsetDelete, "OffsetDelete", modGroups,
 		func(r *core.Reader) OffsetDelete {
 			return OffsetDelete{Group: r.Str(), Topic: r.Str(), Partition: r.I32()}
 		},
 		checkGroupCommand,
-		func(f *FSM, c OffsetDelete, _ core.CmdAt) core.Result { return f.offsetDelete(c) })
+		func(f *Coordinator, c OffsetDelete, _ core.CmdAt) core.Result { return f.offsetDelete(c) })
 }
 
 func decodeJoinGroup(r *core.Reader) JoinGroup {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The groups' keys in the metadata store:
@@ -28,8 +29,34 @@ func offsetKey(r offsetRef) []byte {
 
 // groupsState is the groups module's part of the state machine (embedded
 // in FSM): the groups, what the block changed, and what Commit published.
+// modGroups is the groups module's name.
+const modGroups core.Module = "groups"
+
+// Coordinator is the groups module of a state machine (Kafka's group
+// coordinator): the core's machine it runs on, the topics module below
+// it, its options and its state.
+type Coordinator struct {
+	*core.Machine
+	*topics.Topics
+	// offsetsRetentionMs is offsets.retention.minutes in milliseconds
+	// (Options.OffsetsRetentionMs).
+	offsetsRetentionMs int64
+	groupsState
+}
+
+// NewCoordinator is the groups module of the machine m, above the topics
+// module t, keeping a group's offsets offsetsRetentionMs after it empties.
+func NewCoordinator(m *core.Machine, t *topics.Topics, offsetsRetentionMs int64) *Coordinator {
+	return &Coordinator{Machine: m, Topics: t, offsetsRetentionMs: offsetsRetentionMs}
+}
+
+// groupsOf is the groups module of the machine m.
+func groupsOf(m *core.Machine) *Coordinator {
+	return m.App.(interface{ GroupsModule() *Coordinator }).GroupsModule()
+}
+
 type groupsState struct {
-	groups       map[string]*Group
+	groupsByName map[string]*Group
 	dirtyGroups  map[string]bool
 	dirtyOffsets map[offsetRef]bool
 	groupsDue    int64 // block time at which some group timer may fire
@@ -40,9 +67,9 @@ type groupsState struct {
 }
 
 // persistGroups adds the block's group changes to the state batch.
-func (f *FSM) persistGroups(b *core.StateBatch) {
+func (f *Coordinator) persistGroups(b *core.StateBatch) {
 	for _, name := range core.SortedKeys(f.dirtyGroups) {
-		if g := f.groups[name]; g != nil {
+		if g := f.groupsByName[name]; g != nil {
 			b.Set(groupKey(name), encodeGroup(g))
 		} else {
 			b.Delete(groupKey(name))
@@ -53,7 +80,7 @@ func (f *FSM) persistGroups(b *core.StateBatch) {
 			o  CommittedOffset
 			ok bool
 		)
-		if g := f.groups[r.group]; g != nil {
+		if g := f.groupsByName[r.group]; g != nil {
 			o, ok = g.Offsets[r.topic][r.partition]
 		}
 		if !ok {
@@ -238,15 +265,15 @@ func nilIfEmpty(b []byte) []byte {
 
 // loadGroups reads the groups and their offsets from the store. The
 // groups view is published afresh, whole, at the next publish.
-func (f *FSM) loadGroups() error {
-	f.groups, f.groupsDue = map[string]*Group{}, 0
+func (f *Coordinator) loadGroups() error {
+	f.groupsByName, f.groupsDue = map[string]*Group{}, 0
 	f.groupView.Store(nil)
 	err := f.Store.Scan([]byte("g/"), func(k, v []byte) error {
 		g, err := decodeGroup(string(k[2:]), v)
 		if err != nil {
 			return err
 		}
-		f.groups[g.Name] = g
+		f.groupsByName[g.Name] = g
 		return nil
 	})
 	if err != nil {
@@ -257,7 +284,7 @@ func (f *FSM) loadGroups() error {
 		if err != nil {
 			return err
 		}
-		g := f.groups[ref.group]
+		g := f.groupsByName[ref.group]
 		if g == nil {
 			return fmt.Errorf("stele/fsm: offset %q of a group that is not stored", k)
 		}
@@ -348,16 +375,16 @@ func (g *GroupView) Member(id string) *MemberView {
 }
 
 // Groups returns the committed groups.
-func (f *FSM) Groups() *GroupsView { return f.groupView.Load() }
+func (f *Coordinator) Groups() *GroupsView { return f.groupView.Load() }
 
 // GroupTimerDue is the block time (ms) at which a group timer of the
 // committed state may next fire; math.MaxInt64 when none is pending.
-func (f *FSM) GroupTimerDue() int64 { return f.dueView.Load() }
+func (f *Coordinator) GroupTimerDue() int64 { return f.dueView.Load() }
 
 // publishGroups publishes the groups the block changed.
-func (f *FSM) publishGroups() {
+func (f *Coordinator) publishGroups() {
 	due := f.groupsDue
-	if len(f.groups) == 0 {
+	if len(f.groupsByName) == 0 {
 		due = 1<<63 - 1
 	}
 	f.dueView.Store(due)
@@ -372,7 +399,7 @@ func (f *FSM) publishGroups() {
 	changed := f.dirtyGroups
 	if old == nil {
 		changed = map[string]bool{}
-		for n := range f.groups {
+		for n := range f.groupsByName {
 			changed[n] = true
 		}
 	}
@@ -380,7 +407,7 @@ func (f *FSM) publishGroups() {
 		changed[r.group] = true
 	}
 	for n := range changed {
-		if g := f.groups[n]; g != nil {
+		if g := f.groupsByName[n]; g != nil {
 			next.groups[n] = g.view()
 		} else {
 			delete(next.groups, n)
@@ -427,19 +454,19 @@ func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers
 
 // registerGroupState registers the groups' and committed offsets' step
 // (registerGroups calls it).
-func registerGroupState(r *registry) {
-	r.registerStep(moduleStep{rank: 90, name: "groups and committed offsets", module: modGroups,
-		empty: func(f *FSM) {
+func registerGroupState(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleStep(r, groupsOf, core.ModuleStep[*Coordinator]{Rank: 90, Name: "groups and committed offsets", Module: modGroups,
+		Empty: func(f *Coordinator) {
 			f.groupsState = groupsState{
-				groups:       map[string]*Group{},
+				groupsByName: map[string]*Group{},
 				dirtyGroups:  map[string]bool{},
 				dirtyOffsets: map[offsetRef]bool{},
 			}
 		},
-		load:    (*FSM).loadGroups,
-		stage:   func(f *FSM, b *core.StateBatch) error { f.persistGroups(b); return nil },
-		publish: func(f *FSM, _ bool) { f.publishGroups() },
-		forget: func(f *FSM) {
+		Load:    (*Coordinator).loadGroups,
+		Stage:   func(f *Coordinator, b *core.StateBatch) error { f.persistGroups(b); return nil },
+		Publish: func(f *Coordinator, _ bool) { f.publishGroups() },
+		Forget: func(f *Coordinator) {
 			clear(f.dirtyGroups)
 			clear(f.dirtyOffsets)
 		}})

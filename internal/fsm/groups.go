@@ -235,7 +235,7 @@ func (g *Group) groupCheck(memberID, instance string, generation int32) (*Member
 }
 
 // group returns the named group for a change, marking it dirty.
-func (f *FSM) touchGroup(g *Group) {
+func (f *Coordinator) touchGroup(g *Group) {
 	f.dirtyGroups[g.Name] = true
 }
 
@@ -243,7 +243,7 @@ func (f *FSM) touchGroup(g *Group) {
 // dash, a UUID), from the chain: the app hash before the block and the
 // command's position in it. The same on every broker, different for every
 // join and from chain to chain.
-func (f *FSM) newMemberID(clientID string, txIndex, cmdIndex int) string {
+func (f *Coordinator) newMemberID(clientID string, txIndex, cmdIndex int) string {
 	var buf [24]byte
 	binary.BigEndian.PutUint64(buf[0:], uint64(f.Height))
 	binary.BigEndian.PutUint64(buf[8:], uint64(txIndex))
@@ -256,15 +256,15 @@ func (f *FSM) newMemberID(clientID string, txIndex, cmdIndex int) string {
 	return clientID + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result {
+func (f *Coordinator) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result {
 	now := f.BlockTime
-	g := f.groups[c.Group]
+	g := f.groupsByName[c.Group]
 	if g == nil {
 		if c.MemberID != "" {
 			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 		}
 		g = newGroup(c.Group, now)
-		f.groups[c.Group] = g
+		f.groupsByName[c.Group] = g
 	}
 	if g.Type == GroupConsumer {
 		if len(g.Consumers) > 0 {
@@ -357,7 +357,7 @@ func (f *FSM) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result {
 	return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: gen}}
 }
 
-func (f *FSM) updateMember(m *Member, c JoinGroup, now int64) {
+func (f *Coordinator) updateMember(m *Member, c JoinGroup, now int64) {
 	m.InstanceID, m.ClientID, m.ClientHost = c.InstanceID, c.ClientID, c.ClientHost
 	// Copied: the command's bytes belong to the block, which must not be
 	// kept alive (or changed) by the state.
@@ -377,7 +377,7 @@ func protocolsEqual(a, b []GroupProtocol) bool {
 
 // rebalance starts (or, for a new member during an initial delay,
 // extends) a join phase.
-func (f *FSM) rebalance(g *Group, newMember bool) {
+func (f *Coordinator) rebalance(g *Group, newMember bool) {
 	now := f.BlockTime
 	switch g.State {
 	case GroupPreparingRebalance:
@@ -403,7 +403,7 @@ func (f *FSM) rebalance(g *Group, newMember bool) {
 // tryCompleteJoin ends the join phase once every member has joined (after
 // the initial delay) or the deadline passed; members that did not join are
 // removed.
-func (f *FSM) tryCompleteJoin(g *Group) (changed bool) {
+func (f *Coordinator) tryCompleteJoin(g *Group) (changed bool) {
 	if g.State != GroupPreparingRebalance {
 		return false
 	}
@@ -443,8 +443,8 @@ func (f *FSM) tryCompleteJoin(g *Group) (changed bool) {
 	return true
 }
 
-func (f *FSM) syncGroup(c SyncGroup) core.Result {
-	g := f.groups[c.Group]
+func (f *Coordinator) syncGroup(c SyncGroup) core.Result {
+	g := f.groupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -479,8 +479,8 @@ func (f *FSM) syncGroup(c SyncGroup) core.Result {
 	return core.Result{Group: &core.GroupResult{MemberID: m.ID, Generation: g.Generation}}
 }
 
-func (f *FSM) heartbeat(c Heartbeat) core.Result {
-	g := f.groups[c.Group]
+func (f *Coordinator) heartbeat(c Heartbeat) core.Result {
+	g := f.groupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -499,8 +499,8 @@ func (f *FSM) heartbeat(c Heartbeat) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) leaveGroup(c LeaveGroup) core.Result {
-	g := f.groups[c.Group]
+func (f *Coordinator) leaveGroup(c LeaveGroup) core.Result {
+	g := f.groupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -521,7 +521,7 @@ func (f *FSM) leaveGroup(c LeaveGroup) core.Result {
 }
 
 // removeMember takes m out of g and starts (or completes) a rebalance.
-func (f *FSM) removeMember(g *Group, m *Member) {
+func (f *Coordinator) removeMember(g *Group, m *Member) {
 	delete(g.Members, m.ID)
 	f.touchGroup(g)
 	switch g.State {
@@ -531,18 +531,18 @@ func (f *FSM) removeMember(g *Group, m *Member) {
 	f.tryCompleteJoin(g)
 }
 
-func (f *FSM) offsetCommit(c OffsetCommit) core.Result {
+func (f *Coordinator) offsetCommit(c OffsetCommit) core.Result {
 	t := f.ByName[c.Topic]
 	if t == nil || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
-	g := f.groups[c.Group]
+	g := f.groupsByName[c.Group]
 	switch {
 	case g == nil && c.Generation >= 0:
 		return core.Fail(kerr.IllegalGeneration.Code, fmt.Sprintf("group %q has no generation %d", c.Group, c.Generation))
 	case g == nil:
 		g = newGroup(c.Group, f.BlockTime)
-		f.groups[c.Group] = g
+		f.groupsByName[c.Group] = g
 	case c.Generation < 0 && g.State == GroupEmpty && len(g.Consumers) == 0:
 	case g.Type == GroupConsumer:
 		m := g.Consumers[c.MemberID]
@@ -574,8 +574,8 @@ func (f *FSM) offsetCommit(c OffsetCommit) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) deleteGroup(c DeleteGroup) core.Result {
-	g := f.groups[c.Group]
+func (f *Coordinator) deleteGroup(c DeleteGroup) core.Result {
+	g := f.groupsByName[c.Group]
 	switch {
 	case g == nil:
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
@@ -586,18 +586,18 @@ func (f *FSM) deleteGroup(c DeleteGroup) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) dropGroup(g *Group) {
+func (f *Coordinator) dropGroup(g *Group) {
 	for topic, parts := range g.Offsets {
 		for p := range parts {
 			f.dirtyOffsets[offsetRef{g.Name, topic, p}] = true
 		}
 	}
-	delete(f.groups, g.Name)
+	delete(f.groupsByName, g.Name)
 	f.dirtyGroups[g.Name] = true
 }
 
-func (f *FSM) offsetDelete(c OffsetDelete) core.Result {
-	g := f.groups[c.Group]
+func (f *Coordinator) offsetDelete(c OffsetDelete) core.Result {
+	g := f.groupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -664,27 +664,27 @@ func consumerTopics(meta []byte) []string {
 // registerGroups is the groups module's registration function
 // (buildRegistry, registry.go): its files' registrations, each of what
 // that file defines.
-func registerGroups(r *registry) {
-	registerGroupCommands(r)    // group_cmds.go
-	registerGroup848Commands(r) // group848_cmd.go
-	registerGroupState(r)       // group_state.go
-	registerGroupTimers(r)      // groups.go
+func registerGroups(r *core.Registry, h *topics.TopicHooks) {
+	registerGroupCommands(r, h)    // group_cmds.go
+	registerGroup848Commands(r, h) // group848_cmd.go
+	registerGroupState(r, h)       // group_state.go
+	registerGroupTimers(r, h)      // groups.go
 }
 
 // registerGroupTimers registers the groups' hooks on the topics module
 // (topic_hooks.go) and their timers at the end of every block
 // (registerGroups calls it).
-func registerGroupTimers(r *registry) {
-	r.registerBlockEnd(blockEndStep{rank: 10, name: "sessions and rebalance deadlines", module: modGroups, run: (*FSM).groupTimers})
-	r.TopicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *topics.Topics, t *topics.Topic) { f := appOf(tm.Machine); f.dropTopicOffsets(t.Name) })
-	r.Housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *topics.Topics) []core.Change { f := appOf(tm.Machine); return f.expireOffsets() })
+func registerGroupTimers(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleBlockEnd(r, groupsOf, core.ModuleBlockEnd[*Coordinator]{Rank: 10, Name: "sessions and rebalance deadlines", Module: modGroups, Run: (*Coordinator).groupTimers})
+	h.TopicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *topics.Topics, t *topics.Topic) { f := groupsOf(tm.Machine); f.dropTopicOffsets(t.Name) })
+	h.Housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *topics.Topics) []core.Change { f := groupsOf(tm.Machine); return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted
 // topic.
-func (f *FSM) dropTopicOffsets(topic string) {
-	for _, name := range sortedGroupNames(f.groups) {
-		g := f.groups[name]
+func (f *Coordinator) dropTopicOffsets(topic string) {
+	for _, name := range sortedGroupNames(f.groupsByName) {
+		g := f.groupsByName[name]
 		if len(g.Consumers) > 0 {
 			f.dropTopicFromConsumers(g, topic)
 			f.touchGroup(g)
@@ -704,14 +704,14 @@ func (f *FSM) dropTopicOffsets(topic string) {
 // deadline passed are ended. It returns a description of each change (for
 // the app hash). Groups changed by the block's commands are looked at
 // every block; the rest only when the earliest deadline among them is due.
-func (f *FSM) groupTimers() (changes []core.Change) {
+func (f *Coordinator) groupTimers() (changes []core.Change) {
 	now := f.BlockTime
 	var names []string
 	if now >= f.groupsDue {
-		names = sortedGroupNames(f.groups)
+		names = sortedGroupNames(f.groupsByName)
 	} else {
 		for n := range f.dirtyGroups {
-			if f.groups[n] != nil {
+			if f.groupsByName[n] != nil {
 				names = append(names, n)
 			}
 		}
@@ -722,10 +722,10 @@ func (f *FSM) groupTimers() (changes []core.Change) {
 	// at; looking at a group whose timers are not due changes nothing.
 	topicsChanged := len(f.DirtyTopics) > 0
 	if topicsChanged && now < f.groupsDue {
-		names = sortedGroupNames(f.groups)
+		names = sortedGroupNames(f.groupsByName)
 	}
 	for _, n := range names {
-		g := f.groups[n]
+		g := f.groupsByName[n]
 		if g.State == GroupPreparingRebalance && g.Initial && g.DeadlineMs == 0 && f.Height > g.InitialHeight {
 			g.RebalanceStartMs = now
 			g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
@@ -768,7 +768,7 @@ func (f *FSM) groupTimers() (changes []core.Change) {
 		f.groupsDue = f.nextGroupDeadline()
 	} else {
 		for _, n := range names {
-			f.groupsDue = min(f.groupsDue, f.groups[n].nextDeadline())
+			f.groupsDue = min(f.groupsDue, f.groupsByName[n].nextDeadline())
 		}
 	}
 	return changes
@@ -789,9 +789,9 @@ func (g *Group) nextDeadline() int64 {
 	return min(d, g.consumerDeadline())
 }
 
-func (f *FSM) nextGroupDeadline() int64 {
+func (f *Coordinator) nextGroupDeadline() int64 {
 	d := int64(1<<63 - 1)
-	for _, g := range f.groups {
+	for _, g := range f.groupsByName {
 		d = min(d, g.nextDeadline())
 	}
 	return d
@@ -802,11 +802,11 @@ func (f *FSM) nextGroupDeadline() int64 {
 // retention after the later of their commit and the group becoming empty;
 // an empty group with no offsets left is deleted. Groups with members keep
 // their offsets.
-func (f *FSM) expireOffsets() (changes []core.Change) {
-	retention := f.opts.OffsetsRetentionMs
+func (f *Coordinator) expireOffsets() (changes []core.Change) {
+	retention := f.offsetsRetentionMs
 	now := f.BlockTime
-	for _, name := range sortedGroupNames(f.groups) {
-		g := f.groups[name]
+	for _, name := range sortedGroupNames(f.groupsByName) {
+		g := f.groupsByName[name]
 		if g.State != GroupEmpty || len(g.Pending) > 0 || len(g.Consumers) > 0 {
 			continue
 		}

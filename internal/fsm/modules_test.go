@@ -813,7 +813,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, registerGroups,
+	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, func(r *registry) { registerGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

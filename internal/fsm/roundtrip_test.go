@@ -33,7 +33,7 @@ func TestStateMatchesStore(t *testing.T) {
 		check := func(who string, f *FSM) {
 			t.Helper()
 			checkTableLeaves(t, f, fmt.Sprintf("run %d, %s", run, who))
-			for name, g := range f.groups {
+			for name, g := range f.groupsByName {
 				if v, ok, _ := f.Store.Get(groupKey(name)); !ok || !bytes.Equal(v, encodeGroup(g)) {
 					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, encodeGroup(g), v)
 				}

@@ -347,7 +347,7 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	}
 	// KIP-447: a member's commit is checked against the group, so that a
 	// zombie of an older generation cannot commit.
-	if g := f.groups[c.Group]; g != nil && c.MemberID != "" {
+	if g := f.groupsByName[c.Group]; g != nil && c.MemberID != "" {
 		if g.Type == GroupConsumer {
 			m := g.Consumers[c.MemberID]
 			switch {
@@ -406,10 +406,10 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 	}
 	if commit {
 		for _, group := range core.SortedKeys(t.Offsets) {
-			g := f.groups[group]
+			g := f.groupsByName[group]
 			if g == nil {
 				g = newGroup(group, f.BlockTime)
-				f.groups[group] = g
+				f.groupsByName[group] = g
 			}
 			for _, topic := range core.SortedKeys(t.Offsets[group]) {
 				if f.ByName[topic] == nil {
