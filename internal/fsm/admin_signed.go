@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -124,11 +125,11 @@ func adminGated(c core.Command) ([]adminCheck, bool) {
 		return cluster(ACLOpAlterConfigs), true
 	case topics.AlterLogDefaults:
 		return cluster(ACLOpAlterConfigs), true
-	case DeleteGroup:
+	case groups.DeleteGroup:
 		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}}, true
-	case OffsetDelete:
+	case groups.OffsetDelete:
 		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}, {ACLResourceTopic, c.Topic, ACLOpRead}}, true
-	case OffsetCommit:
+	case groups.OffsetCommit:
 		if c.Generation >= 0 {
 			return nil, false // a member's commit, in its generation
 		}

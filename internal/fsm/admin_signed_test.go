@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -43,7 +44,7 @@ func TestSignedAdmin(t *testing.T) {
 	}
 	forged := admin.signAdmin(testChainID, 9, topics.DeleteTopic{Name: "keep"})
 	forged.Command = EncodeCommand(delOrders) // the signature is of another command
-	commit := OffsetCommit{Group: "g", Generation: -1, Topic: "keep", Partition: 0, Offset: 1, LeaderEpoch: -1}
+	commit := groups.OffsetCommit{Group: "g", Generation: -1, Topic: "keep", Partition: 0, Offset: 1, LeaderEpoch: -1}
 	steps := []struct {
 		name string
 		cmd  core.Command
@@ -70,7 +71,7 @@ func TestSignedAdmin(t *testing.T) {
 		{"commit from outside the group unsigned", commit, kerr.PolicyViolation.Code},
 		{"records deleted unsigned", topics.DeleteRecords{Topic: "keep", Partition: 0, Offset: -1}, kerr.PolicyViolation.Code},
 		{"a produce signed", admin.signAdmin(testChainID, 5, topics.Produce{Topic: "keep"}), kerr.InvalidRequest.Code},
-		{"a member's commit signed", admin.signAdmin(testChainID, 6, OffsetCommit{Group: "g", Generation: 3, Topic: "keep"}), kerr.InvalidRequest.Code},
+		{"a member's commit signed", admin.signAdmin(testChainID, 6, groups.OffsetCommit{Group: "g", Generation: 3, Topic: "keep"}), kerr.InvalidRequest.Code},
 		{"disable unsigned", off, kerr.PolicyViolation.Code},
 		{"wipe the default unsigned", wipe, kerr.PolicyViolation.Code},
 		{"disable signed", admin.signAdmin(testChainID, 7, off), 0},
@@ -143,7 +144,7 @@ func TestSignedAdmin(t *testing.T) {
 	if r := apply(admin.signAdmin(testChainID, 12, hostOnly)); r.Code != 0 {
 		t.Fatalf("host ACL: %d (%s)", r.Code, r.Message)
 	}
-	if r := apply(alice.signAdmin(testChainID, 2, DeleteGroup{Group: "g"})); r.Code != kerr.GroupAuthorizationFailed.Code {
+	if r := apply(alice.signAdmin(testChainID, 2, groups.DeleteGroup{Group: "g"})); r.Code != kerr.GroupAuthorizationFailed.Code {
 		t.Fatalf("an ACL for one host counted: %d (%s)", r.Code, r.Message)
 	}
 }
@@ -177,7 +178,7 @@ func TestSignedAdminCodec(t *testing.T) {
 // encodes to bytes that decode to the same command.
 func FuzzSignedAdmin(f *testing.F) {
 	s := newSigner("admin", 1)
-	for _, c := range []core.Command{topics.DeleteTopic{Name: "orders"}, OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
+	for _, c := range []core.Command{topics.DeleteTopic{Name: "orders"}, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
 		AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}} {
 		f.Add(s.signAdmin(testChainID, 1, c).Command, s.signAdmin(testChainID, 1, c).Signature)
 	}

@@ -21,8 +21,8 @@
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
 // (modules_test.go). The core is a package of its own (core/), and so
-// are the topics and keys modules (topics/, keys/); the other modules
-// share this package for now.
+// are the topics, keys and groups modules (topics/, keys/, groups/); the
+// other modules share this package for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -44,6 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
@@ -74,7 +75,7 @@ type FSM struct {
 
 	*topics.Topics // topics.go
 	*keys.Index    // keys/
-	*Coordinator   // group_state.go
+	*groups.Coordinator // groups/
 	producersState // producer_state.go
 	trustState     // cert_apply.go
 	clusterState   // upgrade.go
@@ -97,7 +98,7 @@ func (f *FSM) TopicsModule() *topics.Topics { return f.Topics }
 func (f *FSM) KeysModule() *keys.Index { return f.Index }
 
 // GroupsModule is f's groups module (groupsOf).
-func (f *FSM) GroupsModule() *Coordinator { return f.Coordinator }
+func (f *FSM) GroupsModule() *groups.Coordinator { return f.Coordinator }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -199,7 +200,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
-		f.Coordinator = NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
+		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -249,7 +250,7 @@ func buildRegistry() *registry {
 	r := newRegistry()
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
-	registerGroups(r.Registry, r.TopicHooks)
+	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	registerProducers(r)
 	registerTrust(r)
 	registerCluster(r)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -17,7 +18,7 @@ import (
 func BenchmarkOffsetCommit(b *testing.B) {
 	f := open(b, b.TempDir())
 	defer f.Close()
-	const perBlock, groups, parts = 1000, 100, 100
+	const perBlock, nGroups, parts = 1000, 100, 100
 	height := int64(1)
 	if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0, Txs: [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: parts, ReplicationFactor: -1})}}); err != nil {
 		b.Fatal(err)
@@ -30,8 +31,8 @@ func BenchmarkOffsetCommit(b *testing.B) {
 		txs := make([][]byte, perBlock)
 		for i := range txs {
 			n++
-			txs[i] = tx(n, OffsetCommit{Group: fmt.Sprintf("g%d", n%groups), Generation: -1, Topic: "t",
-				Partition: int32((n / groups) % parts), Offset: int64(n), LeaderEpoch: -1})
+			txs[i] = tx(n, groups.OffsetCommit{Group: fmt.Sprintf("g%d", n%nGroups), Generation: -1, Topic: "t",
+				Partition: int32((n / nGroups) % parts), Offset: int64(n), LeaderEpoch: -1})
 		}
 		height++
 		if _, err := f.ApplyBlock(core.Block{Height: height, TimeMs: t0 + height, Txs: txs}); err != nil {
@@ -41,7 +42,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for range groups * parts / perBlock { // every key exists
+	for range nGroups * parts / perBlock { // every key exists
 		block()
 	}
 	b.ResetTimer()

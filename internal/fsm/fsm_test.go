@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
@@ -114,8 +115,8 @@ func scenario(t testing.TB) []block {
 		case 10:
 			// Groups: an offset committed from outside any generation,
 			// and a member whose group forms a generation at 15.
-			txs = append(txs, tx(5010, OffsetCommit{Group: "audit", Generation: -1, Topic: "orders", Partition: 0, Offset: 3, Metadata: "m"},
-				JoinGroup{Group: "live", ClientID: "c", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range"}},
+			txs = append(txs, tx(5010, groups.OffsetCommit{Group: "audit", Generation: -1, Topic: "orders", Partition: 0, Offset: 3, Metadata: "m"},
+				groups.JoinGroup{Group: "live", ClientID: "c", ProtocolType: "consumer", Protocols: []groups.GroupProtocol{{Name: "range"}},
 					SessionTimeoutMs: 60_000, RebalanceTimeoutMs: 60_000}))
 		case 12:
 			txs = append(txs, tx(5002, topics.DeleteRecords{Topic: "orders", Partition: 1, Offset: 5}))

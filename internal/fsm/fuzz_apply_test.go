@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -116,26 +117,26 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	case 7:
 		return topics.DeleteRecords{Topic: topic, Partition: p.small(), Offset: p.offset()}
 	case 8:
-		return JoinGroup{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), InstanceID: p.pick("", "static"), ClientID: "c",
-			ProtocolType: p.pick("consumer", "connect"), Protocols: []GroupProtocol{{Name: p.pick("range", "sticky")}},
+		return groups.JoinGroup{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), InstanceID: p.pick("", "static"), ClientID: "c",
+			ProtocolType: p.pick("consumer", "connect"), Protocols: []groups.GroupProtocol{{Name: p.pick("range", "sticky")}},
 			SessionTimeoutMs: 6000, RebalanceTimeoutMs: 6000, RequireKnownMember: p.next()%2 == 0}
 	case 9:
 		m := p.pick(fuzzMembers...)
-		return SyncGroup{Group: p.pick(fuzzGroups...), MemberID: m, Generation: p.small(),
-			Assignments: []MemberAssignment{{MemberID: m, Assignment: []byte{p.next()}}}}
+		return groups.SyncGroup{Group: p.pick(fuzzGroups...), MemberID: m, Generation: p.small(),
+			Assignments: []groups.MemberAssignment{{MemberID: m, Assignment: []byte{p.next()}}}}
 	case 10:
-		return Heartbeat{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), Generation: p.small()}
+		return groups.Heartbeat{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), Generation: p.small()}
 	case 11:
-		return LeaveGroup{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...)}
+		return groups.LeaveGroup{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...)}
 	case 12:
-		return OffsetCommit{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), Generation: p.small(),
+		return groups.OffsetCommit{Group: p.pick(fuzzGroups...), MemberID: p.pick(fuzzMembers...), Generation: p.small(),
 			Topic: topic, Partition: p.small(), Offset: p.offset(), LeaderEpoch: -1, Metadata: "m"}
 	case 13:
-		return DeleteGroup{Group: p.pick(fuzzGroups...)}
+		return groups.DeleteGroup{Group: p.pick(fuzzGroups...)}
 	case 14:
-		return OffsetDelete{Group: p.pick(fuzzGroups...), Topic: topic, Partition: p.small()}
+		return groups.OffsetDelete{Group: p.pick(fuzzGroups...), Topic: topic, Partition: p.small()}
 	case 15:
-		c := ConsumerGroupHeartbeat{Group: p.pick("cg", "g"), MemberID: p.pick("m-1", "m-2", "m-3"), Epoch: p.small(), ClientID: "c",
+		c := groups.ConsumerGroupHeartbeat{Group: p.pick("cg", "g"), MemberID: p.pick("m-1", "m-2", "m-3"), Epoch: p.small(), ClientID: "c",
 			RebalanceTimeoutMs: 5000, OwnedSet: p.next()%2 == 0}
 		switch p.next() % 3 {
 		case 0:

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/sasl"
@@ -201,7 +202,7 @@ func goldenScenario(t *testing.T) []block {
 
 	// A classic group through its whole life (KIP-394 member ids, the
 	// initial rebalance delay, sync, heartbeats, commits, leave).
-	jg := JoinGroup{Group: "golden", ClientID: "c", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 1}}},
+	jg := groups.JoinGroup{Group: "golden", ClientID: "c", ProtocolType: "consumer", Protocols: []groups.GroupProtocol{{Name: "range", Metadata: []byte{0, 1}}},
 		SessionTimeoutMs: 10_000, RebalanceTimeoutMs: 10_000, RequireKnownMember: true}
 	member := must("join", g.cmds(100, jg)[0], kerr.MemberIDRequired.Code).Group.MemberID
 	jg.MemberID = member
@@ -210,31 +211,31 @@ func goldenScenario(t *testing.T) []block {
 		g.cmds(1000, Tick{})
 	}
 	gen := int32(1)
-	must("heartbeat, wrong generation", g.cmds(100, Heartbeat{Group: "golden", MemberID: member, Generation: gen + 5})[0], kerr.IllegalGeneration.Code)
-	must("sync", g.cmds(100, SyncGroup{Group: "golden", MemberID: member, Generation: gen,
-		Assignments: []MemberAssignment{{MemberID: member, Assignment: []byte{1, 2, 3}}}})[0], 0)
-	must("heartbeat", g.cmds(100, Heartbeat{Group: "golden", MemberID: member, Generation: gen})[0], 0)
-	must("heartbeat, unknown member", g.cmds(100, Heartbeat{Group: "golden", MemberID: "nobody", Generation: gen})[0], kerr.UnknownMemberID.Code)
-	must("commit", g.cmds(100, OffsetCommit{Group: "golden", MemberID: member, Generation: gen, Topic: "orders", Partition: 0, Offset: 2, LeaderEpoch: -1})[0], 0)
-	must("commit, unknown partition", g.cmds(100, OffsetCommit{Group: "golden", MemberID: member, Generation: gen, Topic: "orders", Partition: 99, Offset: 2})[0], kerr.UnknownTopicOrPartition.Code)
-	must("delete a live group", g.cmds(100, DeleteGroup{Group: "golden"})[0], kerr.NonEmptyGroup.Code)
-	must("leave", g.cmds(100, LeaveGroup{Group: "golden", MemberID: member})[0], 0)
-	must("offset delete", g.cmds(100, OffsetDelete{Group: "golden", Topic: "orders", Partition: 0})[0], 0)
-	must("delete", g.cmds(100, DeleteGroup{Group: "golden"})[0], 0)
-	must("delete again", g.cmds(100, DeleteGroup{Group: "golden"})[0], kerr.GroupIDNotFound.Code)
+	must("heartbeat, wrong generation", g.cmds(100, groups.Heartbeat{Group: "golden", MemberID: member, Generation: gen + 5})[0], kerr.IllegalGeneration.Code)
+	must("sync", g.cmds(100, groups.SyncGroup{Group: "golden", MemberID: member, Generation: gen,
+		Assignments: []groups.MemberAssignment{{MemberID: member, Assignment: []byte{1, 2, 3}}}})[0], 0)
+	must("heartbeat", g.cmds(100, groups.Heartbeat{Group: "golden", MemberID: member, Generation: gen})[0], 0)
+	must("heartbeat, unknown member", g.cmds(100, groups.Heartbeat{Group: "golden", MemberID: "nobody", Generation: gen})[0], kerr.UnknownMemberID.Code)
+	must("commit", g.cmds(100, groups.OffsetCommit{Group: "golden", MemberID: member, Generation: gen, Topic: "orders", Partition: 0, Offset: 2, LeaderEpoch: -1})[0], 0)
+	must("commit, unknown partition", g.cmds(100, groups.OffsetCommit{Group: "golden", MemberID: member, Generation: gen, Topic: "orders", Partition: 99, Offset: 2})[0], kerr.UnknownTopicOrPartition.Code)
+	must("delete a live group", g.cmds(100, groups.DeleteGroup{Group: "golden"})[0], kerr.NonEmptyGroup.Code)
+	must("leave", g.cmds(100, groups.LeaveGroup{Group: "golden", MemberID: member})[0], 0)
+	must("offset delete", g.cmds(100, groups.OffsetDelete{Group: "golden", Topic: "orders", Partition: 0})[0], 0)
+	must("delete", g.cmds(100, groups.DeleteGroup{Group: "golden"})[0], 0)
+	must("delete again", g.cmds(100, groups.DeleteGroup{Group: "golden"})[0], kerr.GroupIDNotFound.Code)
 	// A member of a group formed by scenario that stops heartbeating: its
 	// session expires in block time.
-	g.cmds(100, JoinGroup{Group: "lapsing", MemberID: "", ClientID: "c", ProtocolType: "consumer",
-		Protocols: []GroupProtocol{{Name: "range"}}, SessionTimeoutMs: 6000, RebalanceTimeoutMs: 6000})
+	g.cmds(100, groups.JoinGroup{Group: "lapsing", MemberID: "", ClientID: "c", ProtocolType: "consumer",
+		Protocols: []groups.GroupProtocol{{Name: "range"}}, SessionTimeoutMs: 6000, RebalanceTimeoutMs: 6000})
 
 	// A KIP-848 consumer group: a member joins, heartbeats, is refused a
 	// bad regular expression, and lets its session lapse.
-	cg := must("consumer join", g.cmds(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", ClientID: "c", RebalanceTimeoutMs: 5000,
+	cg := must("consumer join", g.cmds(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", ClientID: "c", RebalanceTimeoutMs: 5000,
 		TopicsSet: true, Topics: []string{"orders"}, OwnedSet: true})[0], 0)
-	must("consumer heartbeat", g.cmds(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation, RebalanceTimeoutMs: -1})[0], 0)
-	must("consumer regex", g.cmds(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation, RebalanceTimeoutMs: -1,
+	must("consumer heartbeat", g.cmds(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation, RebalanceTimeoutMs: -1})[0], 0)
+	must("consumer regex", g.cmds(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation, RebalanceTimeoutMs: -1,
 		RegexSet: true, Regex: "orders(["})[0], kerr.InvalidRegularExpression.Code)
-	must("consumer, fenced epoch", g.cmds(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation + 7, RebalanceTimeoutMs: -1})[0], kerr.FencedMemberEpoch.Code)
+	must("consumer, fenced epoch", g.cmds(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "m-1", Epoch: cg.Group.Generation + 7, RebalanceTimeoutMs: -1})[0], kerr.FencedMemberEpoch.Code)
 
 	// An idempotent producer and a transactional one: a committed
 	// transaction with offsets, then one left open to time out.

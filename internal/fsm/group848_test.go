@@ -7,20 +7,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
-func cgJoin(member string, topics ...string) ConsumerGroupHeartbeat {
-	return ConsumerGroupHeartbeat{Group: "cg", MemberID: member, ClientID: "c", RebalanceTimeoutMs: 10_000,
+func cgJoin(member string, topics ...string) groups.ConsumerGroupHeartbeat {
+	return groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: member, ClientID: "c", RebalanceTimeoutMs: 10_000,
 		TopicsSet: true, Topics: topics, OwnedSet: true}
 }
 
-func cgBeat(member string, epoch int32, owned core.TopicPartitions, ids map[string]core.TopicID) ConsumerGroupHeartbeat {
-	c := ConsumerGroupHeartbeat{Group: "cg", MemberID: member, Epoch: epoch, RebalanceTimeoutMs: -1}
+func cgBeat(member string, epoch int32, owned core.TopicPartitions, ids map[string]core.TopicID) groups.ConsumerGroupHeartbeat {
+	c := groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: member, Epoch: epoch, RebalanceTimeoutMs: -1}
 	if owned != nil {
 		c.OwnedSet = true
 		for _, t := range core.SortedKeys(owned) {
-			c.Owned = append(c.Owned, OwnedTopic{ID: ids[t], Partitions: owned[t]})
+			c.Owned = append(c.Owned, groups.OwnedTopic{ID: ids[t], Partitions: owned[t]})
 		}
 	}
 	return c
@@ -62,7 +63,7 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	r := d.block(100, cgJoin("B", "orders"))[0]
 	wantAssignment(t, "B joins while A holds everything", r, 2, core.TopicPartitions{})
 	g := d.f.Groups().Group("cg")
-	if g.Type != GroupConsumer || g.Epoch != 2 || g.AssignmentEpoch != 2 || g.Assignor != "uniform" || g.ConsumerState != "Reconciling" {
+	if g.Type != groups.GroupConsumer || g.Epoch != 2 || g.AssignmentEpoch != 2 || g.Assignor != "uniform" || g.ConsumerState != "Reconciling" {
 		t.Fatalf("after B joined: %+v", g)
 	}
 	targetA := g.ConsumerMember("A").Target
@@ -82,13 +83,13 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	r2 := d.block(100,
 		cgBeat("B", 9, nil, ids),
 		cgBeat("nobody", 2, nil, ids),
-		OffsetCommit{Group: "cg", MemberID: "B", Generation: 2, Topic: "orders", Partition: targetB["orders"][0], Offset: 11},
-		OffsetCommit{Group: "cg", MemberID: "B", Generation: 1, Topic: "orders", Partition: targetB["orders"][0], Offset: 12},
-		OffsetCommit{Group: "cg", Generation: -1, Topic: "orders", Partition: 0, Offset: 1},
-		JoinGroup{Group: "cg", ClientID: "old", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range"}},
+		groups.OffsetCommit{Group: "cg", MemberID: "B", Generation: 2, Topic: "orders", Partition: targetB["orders"][0], Offset: 11},
+		groups.OffsetCommit{Group: "cg", MemberID: "B", Generation: 1, Topic: "orders", Partition: targetB["orders"][0], Offset: 12},
+		groups.OffsetCommit{Group: "cg", Generation: -1, Topic: "orders", Partition: 0, Offset: 1},
+		groups.JoinGroup{Group: "cg", ClientID: "old", ProtocolType: "consumer", Protocols: []groups.GroupProtocol{{Name: "range"}},
 			SessionTimeoutMs: 10_000, RebalanceTimeoutMs: 10_000},
-		DeleteGroup{Group: "cg"},
-		OffsetDelete{Group: "cg", Topic: "orders", Partition: 0},
+		groups.DeleteGroup{Group: "cg"},
+		groups.OffsetDelete{Group: "cg", Topic: "orders", Partition: 0},
 	)
 	for i, want := range []int16{kerr.FencedMemberEpoch.Code, kerr.UnknownMemberID.Code, 0, kerr.StaleMemberEpoch.Code,
 		kerr.UnknownMemberID.Code, kerr.InconsistentGroupProtocol.Code, kerr.NonEmptyGroup.Code, kerr.GroupSubscribedToTopic.Code} {
@@ -96,14 +97,14 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	}
 
 	// A leaves; B takes everything at its next heartbeat.
-	r = d.block(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "A", Epoch: -1})[0]
+	r = d.block(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "A", Epoch: -1})[0]
 	if r.Code != 0 || r.Group.Generation != -1 {
 		t.Fatalf("leave: %+v", r)
 	}
 	wantAssignment(t, "B after A left", d.block(100, cgBeat("B", 2, targetB, ids))[0], 3, all)
 
 	// B falls silent: its session lapses in block time.
-	d.block(ConsumerSessionTimeoutMs + 1)
+	d.block(groups.ConsumerSessionTimeoutMs + 1)
 	if g := d.f.Groups().Group("cg"); len(g.Consumers) != 0 || g.ConsumerState != "Empty" {
 		t.Fatalf("after B's session lapsed: %+v", g)
 	}
@@ -111,7 +112,7 @@ func TestConsumerGroupProtocol(t *testing.T) {
 
 	// Range, three members on four partitions: contiguous ranges by
 	// member id, the first one larger.
-	rj := func(id string) ConsumerGroupHeartbeat {
+	rj := func(id string) groups.ConsumerGroupHeartbeat {
 		c := cgJoin(id, "orders")
 		c.Group, c.AssignorSet, c.Assignor = "rg", true, "range"
 		return c
@@ -148,7 +149,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	s2 := cgJoin("s2", "orders")
 	s2.InstanceID = "inst"
 	wantCode(t, "same instance while held", d.block(100, s2)[0], kerr.UnreleasedInstanceID.Code)
-	r := d.block(100, ConsumerGroupHeartbeat{Group: "cg", MemberID: "s1", InstanceID: "inst", Epoch: -2})[0]
+	r := d.block(100, groups.ConsumerGroupHeartbeat{Group: "cg", MemberID: "s1", InstanceID: "inst", Epoch: -2})[0]
 	if r.Code != 0 || r.Group.Generation != -2 {
 		t.Fatalf("static leave: %+v", r)
 	}
@@ -211,7 +212,7 @@ func TestConsumerGroupRegexResolvedLater(t *testing.T) {
 		topics.CreateTopic{Name: "ev-1", Partitions: 1, ReplicationFactor: -1})
 	view := d.f.View()
 	ids := map[string]core.TopicID{"orders": view.Topic("orders").ID, "ev-1": view.Topic("ev-1").ID}
-	join := func(id string) ConsumerGroupHeartbeat {
+	join := func(id string) groups.ConsumerGroupHeartbeat {
 		c := cgJoin(id, "orders")
 		c.RegexSet, c.Regex = true, "ev-.*"
 		return c

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -84,9 +85,9 @@ func openGroups(t *testing.T, dir string) *FSM {
 	return f
 }
 
-func join(group, member, client string, requireKnown bool) JoinGroup {
-	return JoinGroup{Group: group, MemberID: member, ClientID: client, ProtocolType: "consumer",
-		Protocols:        []GroupProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'}}},
+func join(group, member, client string, requireKnown bool) groups.JoinGroup {
+	return groups.JoinGroup{Group: group, MemberID: member, ClientID: client, ProtocolType: "consumer",
+		Protocols:        []groups.GroupProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'}}},
 		SessionTimeoutMs: 10_000, RebalanceTimeoutMs: 20_000, RequireKnownMember: requireKnown}
 }
 
@@ -114,39 +115,39 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	wantCode(t, "join with an id never given", r[1], kerr.UnknownMemberID.Code)
 
 	g := d.f.Groups().Group("g")
-	if g.State != GroupPreparingRebalance || g.Generation != 0 {
+	if g.State != groups.GroupPreparingRebalance || g.Generation != 0 {
 		t.Fatalf("during the initial delay: %s generation %d", g.State, g.Generation)
 	}
 	// The delay is counted from the block after the first join (the one
 	// above), never from the join's own block time.
-	d.block(GroupInitialRebalanceDelayMs - 1)
-	if g = d.f.Groups().Group("g"); g.State != GroupPreparingRebalance {
+	d.block(groups.GroupInitialRebalanceDelayMs - 1)
+	if g = d.f.Groups().Group("g"); g.State != groups.GroupPreparingRebalance {
 		t.Fatalf("the initial delay ended early: %s", g.State)
 	}
 	d.block(1) // the delay passes in block time
 	g = d.f.Groups().Group("g")
-	if g.State != GroupCompletingRebalance || g.Generation != 1 || g.Leader != idB || g.Protocol != "range" || len(g.Members) != 2 {
+	if g.State != groups.GroupCompletingRebalance || g.Generation != 1 || g.Leader != idB || g.Protocol != "range" || len(g.Members) != 2 {
 		t.Fatalf("after the delay: %+v", g)
 	}
 
 	r = d.block(100,
-		SyncGroup{Group: "g", MemberID: idA, Generation: 1},
-		Heartbeat{Group: "g", MemberID: idA, Generation: 1},
-		SyncGroup{Group: "g", MemberID: idB, Generation: 1, Assignments: []MemberAssignment{{idA, []byte("a")}, {idB, []byte("b")}, {"ghost", []byte("x")}}},
-		SyncGroup{Group: "g", MemberID: idB, Generation: 0},
-		Heartbeat{Group: "g", MemberID: "ghost", Generation: 1},
-		OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: 3, Metadata: "m"},
-		OffsetCommit{Group: "g", Generation: -1, Topic: "orders", Partition: 1, Offset: 5},
-		OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 9, Offset: 5},
-		OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 1, Offset: 5, Metadata: strings.Repeat("x", MaxOffsetMetadata+1)},
-		DeleteGroup{Group: "g"},
+		groups.SyncGroup{Group: "g", MemberID: idA, Generation: 1},
+		groups.Heartbeat{Group: "g", MemberID: idA, Generation: 1},
+		groups.SyncGroup{Group: "g", MemberID: idB, Generation: 1, Assignments: []groups.MemberAssignment{{MemberID: idA, Assignment: []byte("a")}, {MemberID: idB, Assignment: []byte("b")}, {MemberID: "ghost", Assignment: []byte("x")}}},
+		groups.SyncGroup{Group: "g", MemberID: idB, Generation: 0},
+		groups.Heartbeat{Group: "g", MemberID: "ghost", Generation: 1},
+		groups.OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: 3, Metadata: "m"},
+		groups.OffsetCommit{Group: "g", Generation: -1, Topic: "orders", Partition: 1, Offset: 5},
+		groups.OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 9, Offset: 5},
+		groups.OffsetCommit{Group: "g", MemberID: idA, Generation: 1, Topic: "orders", Partition: 1, Offset: 5, Metadata: strings.Repeat("x", groups.MaxOffsetMetadata+1)},
+		groups.DeleteGroup{Group: "g"},
 	)
 	for i, want := range []int16{0, 0, 0, kerr.IllegalGeneration.Code, kerr.UnknownMemberID.Code, 0,
 		kerr.UnknownMemberID.Code, kerr.UnknownTopicOrPartition.Code, kerr.OffsetMetadataTooLarge.Code, kerr.NonEmptyGroup.Code} {
 		wantCode(t, "stable-phase command "+string(rune('0'+i)), r[i], want)
 	}
 	g = d.f.Groups().Group("g")
-	if g.State != GroupStable || string(g.Member(idA).Assignment) != "a" || string(g.Member(idB).Assignment) != "b" {
+	if g.State != groups.GroupStable || string(g.Member(idA).Assignment) != "a" || string(g.Member(idB).Assignment) != "b" {
 		t.Fatalf("after the leader's sync: %+v", g)
 	}
 	if o := g.Offsets["orders"][0]; o.Offset != 10 || o.LeaderEpoch != 3 || o.Metadata != "m" {
@@ -156,25 +157,25 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	// Only B heartbeats: A's session (10 s) lapses in block time, the group
 	// rebalances, B rejoins and forms generation 2 alone.
 	for range 6 {
-		wantCode(t, "B's heartbeat", d.block(2000, Heartbeat{Group: "g", MemberID: idB, Generation: 1})[0], 0)
+		wantCode(t, "B's heartbeat", d.block(2000, groups.Heartbeat{Group: "g", MemberID: idB, Generation: 1})[0], 0)
 	}
-	r = d.block(2000, Heartbeat{Group: "g", MemberID: idB, Generation: 1})
-	if g = d.f.Groups().Group("g"); g.Member(idA) != nil || g.State != GroupPreparingRebalance {
+	r = d.block(2000, groups.Heartbeat{Group: "g", MemberID: idB, Generation: 1})
+	if g = d.f.Groups().Group("g"); g.Member(idA) != nil || g.State != groups.GroupPreparingRebalance {
 		t.Fatalf("A should have expired and the group be rebalancing: %+v", g)
 	}
-	r = d.block(100, Heartbeat{Group: "g", MemberID: idB, Generation: 1}, join("g", idB, "c2", true))
+	r = d.block(100, groups.Heartbeat{Group: "g", MemberID: idB, Generation: 1}, join("g", idB, "c2", true))
 	wantCode(t, "heartbeat while rebalancing", r[0], kerr.RebalanceInProgress.Code)
-	if g = d.f.Groups().Group("g"); g.Generation != 2 || g.State != GroupCompletingRebalance || g.Leader != idB {
+	if g = d.f.Groups().Group("g"); g.Generation != 2 || g.State != groups.GroupCompletingRebalance || g.Leader != idB {
 		t.Fatalf("B alone should form generation 2: %+v", g)
 	}
-	r = d.block(100, LeaveGroup{Group: "g", MemberID: idB}, LeaveGroup{Group: "g", MemberID: idB})
+	r = d.block(100, groups.LeaveGroup{Group: "g", MemberID: idB}, groups.LeaveGroup{Group: "g", MemberID: idB})
 	wantCode(t, "leave", r[0], 0)
 	wantCode(t, "second leave", r[1], kerr.UnknownMemberID.Code)
-	if g = d.f.Groups().Group("g"); g.State != GroupEmpty || g.Generation != 3 || len(g.Members) != 0 {
+	if g = d.f.Groups().Group("g"); g.State != groups.GroupEmpty || g.Generation != 3 || len(g.Members) != 0 {
 		t.Fatalf("after the last member left: %+v", g)
 	}
 	wantCode(t, "simple commit to an empty group", d.block(100,
-		OffsetCommit{Group: "g", Generation: -1, Topic: "orders", Partition: 2, Offset: 7})[0], 0)
+		groups.OffsetCommit{Group: "g", Generation: -1, Topic: "orders", Partition: 2, Offset: 7})[0], 0)
 
 	// Static membership: a restarted instance takes over without a
 	// rebalance; its old member id is fenced.
@@ -182,30 +183,30 @@ func TestGroupLifecycleDeterministic(t *testing.T) {
 	s.InstanceID = "i-1"
 	idS := d.block(100, s)[0].Group.MemberID
 	d.block(100) // the next block arms the initial delay
-	d.block(GroupInitialRebalanceDelayMs)
-	wantCode(t, "static leader sync", d.block(100, SyncGroup{Group: "s", MemberID: idS, Generation: 1,
-		Assignments: []MemberAssignment{{idS, []byte("all")}}})[0], 0)
+	d.block(groups.GroupInitialRebalanceDelayMs)
+	wantCode(t, "static leader sync", d.block(100, groups.SyncGroup{Group: "s", MemberID: idS, Generation: 1,
+		Assignments: []groups.MemberAssignment{{MemberID: idS, Assignment: []byte("all")}}})[0], 0)
 	r = d.block(100, s)
 	wantCode(t, "static rejoin", r[0], 0)
 	idS2 := r[0].Group.MemberID
 	if idS2 == idS || !r[0].Group.Ready || r[0].Group.Generation != 1 {
 		t.Fatalf("static rejoin result %+v", r[0].Group)
 	}
-	wantCode(t, "old static id heartbeat", d.block(100, Heartbeat{Group: "s", MemberID: idS, InstanceID: "i-1", Generation: 1})[0], kerr.FencedInstanceID.Code)
-	if g = d.f.Groups().Group("s"); g.State != GroupStable || string(g.Member(idS2).Assignment) != "all" {
+	wantCode(t, "old static id heartbeat", d.block(100, groups.Heartbeat{Group: "s", MemberID: idS, InstanceID: "i-1", Generation: 1})[0], kerr.FencedInstanceID.Code)
+	if g = d.f.Groups().Group("s"); g.State != groups.GroupStable || string(g.Member(idS2).Assignment) != "all" {
 		t.Fatalf("static takeover changed the group: %+v", g)
 	}
-	wantCode(t, "leave by instance id", d.block(100, LeaveGroup{Group: "s", InstanceID: "i-1"})[0], 0)
+	wantCode(t, "leave by instance id", d.block(100, groups.LeaveGroup{Group: "s", InstanceID: "i-1"})[0], 0)
 
 	// Offsets of an empty group expire after the retention (60 s here)
 	// and the group goes with them; a deleted topic takes its offsets.
-	wantCode(t, "commit in another group", d.block(100, OffsetCommit{Group: "h", Generation: -1, Topic: "orders", Partition: 0, Offset: 1})[0], 0)
+	wantCode(t, "commit in another group", d.block(100, groups.OffsetCommit{Group: "h", Generation: -1, Topic: "orders", Partition: 0, Offset: 1})[0], 0)
 	d.block(100, topics.DeleteTopic{Name: "orders"})
 	if h := d.f.Groups().Group("h"); h == nil || len(h.Offsets) != 0 {
 		t.Fatalf("group h after its topic was deleted: %+v", h)
 	}
-	wantCode(t, "delete empty group", d.block(100, DeleteGroup{Group: "g"})[0], 0)
-	wantCode(t, "delete it again", d.block(100, DeleteGroup{Group: "g"})[0], kerr.GroupIDNotFound.Code)
+	wantCode(t, "delete empty group", d.block(100, groups.DeleteGroup{Group: "g"})[0], 0)
+	wantCode(t, "delete it again", d.block(100, groups.DeleteGroup{Group: "g"})[0], kerr.GroupIDNotFound.Code)
 	d.block(61_000)
 	d.block(1000)
 	if got := d.f.Groups().Groups(); len(got) != 0 {
@@ -232,12 +233,12 @@ func TestGroupsSurviveReopen(t *testing.T) {
 	s.InstanceID = "inst"
 	id := d.block(100, s, join("g", "", "d", false))[0].Group.MemberID
 	d.block(100)
-	d.block(GroupInitialRebalanceDelayMs)
-	d.block(100, SyncGroup{Group: "g", MemberID: id, Generation: 1, Assignments: []MemberAssignment{{id, []byte("x")}}},
-		OffsetCommit{Group: "g", MemberID: id, Generation: 1, Topic: "orders", Partition: 1, Offset: 42, LeaderEpoch: 1, Metadata: "meta"},
-		OffsetCommit{Group: "simple", Generation: -1, Topic: "orders", Partition: 0, Offset: 7})
+	d.block(groups.GroupInitialRebalanceDelayMs)
+	d.block(100, groups.SyncGroup{Group: "g", MemberID: id, Generation: 1, Assignments: []groups.MemberAssignment{{MemberID: id, Assignment: []byte("x")}}},
+		groups.OffsetCommit{Group: "g", MemberID: id, Generation: 1, Topic: "orders", Partition: 1, Offset: 42, LeaderEpoch: 1, Metadata: "meta"},
+		groups.OffsetCommit{Group: "simple", Generation: -1, Topic: "orders", Partition: 0, Offset: 7})
 	before := d.f.Groups().Groups()
-	if len(before) != 2 || before[0].State != GroupStable {
+	if len(before) != 2 || before[0].State != groups.GroupStable {
 		t.Fatalf("before reopening: %+v", before)
 	}
 	d.f.Close()
@@ -258,11 +259,11 @@ func TestGroupsSurviveReopen(t *testing.T) {
 // Kafka's error codes.
 func TestGroupCommandLimits(t *testing.T) {
 	big := join("g", "", "c", false)
-	big.Protocols = []GroupProtocol{{Name: "range", Metadata: make([]byte, MaxProtocolMetadata)}}
+	big.Protocols = []groups.GroupProtocol{{Name: "range", Metadata: make([]byte, groups.MaxProtocolMetadata)}}
 	short := join("g", "", "c", false)
-	short.SessionTimeoutMs = MinSessionTimeoutMs - 1
+	short.SessionTimeoutMs = groups.MinSessionTimeoutMs - 1
 	long := join("g", "", "c", false)
-	long.SessionTimeoutMs = MaxSessionTimeoutMs + 1
+	long.SessionTimeoutMs = groups.MaxSessionTimeoutMs + 1
 	none := join("g", "", "c", false)
 	none.Protocols = nil
 	twice := join("g", "", "c", false)
@@ -278,11 +279,11 @@ func TestGroupCommandLimits(t *testing.T) {
 		{"no protocol", none, kerr.InconsistentGroupProtocol},
 		{"a protocol named twice", twice, kerr.InconsistentGroupProtocol},
 		{"empty group id", join("", "", "c", false), kerr.InvalidGroupID},
-		{"NUL in a group id", Heartbeat{Group: "a\x00b"}, kerr.InvalidGroupID},
-		{"oversized assignment", SyncGroup{Group: "g", Assignments: []MemberAssignment{{"m", make([]byte, MaxAssignment+1)}}}, kerr.InvalidRequest},
-		{"leave naming nobody", LeaveGroup{Group: "g"}, kerr.UnknownMemberID},
-		{"negative offset", OffsetCommit{Group: "g", Topic: "t", Offset: -2}, kerr.InvalidCommitOffsetSize},
-		{"oversized offset metadata", OffsetCommit{Group: "g", Topic: "t", Metadata: strings.Repeat("x", MaxOffsetMetadata+1)}, kerr.OffsetMetadataTooLarge},
+		{"NUL in a group id", groups.Heartbeat{Group: "a\x00b"}, kerr.InvalidGroupID},
+		{"oversized assignment", groups.SyncGroup{Group: "g", Assignments: []groups.MemberAssignment{{MemberID: "m", Assignment: make([]byte, groups.MaxAssignment+1)}}}, kerr.InvalidRequest},
+		{"leave naming nobody", groups.LeaveGroup{Group: "g"}, kerr.UnknownMemberID},
+		{"negative offset", groups.OffsetCommit{Group: "g", Topic: "t", Offset: -2}, kerr.InvalidCommitOffsetSize},
+		{"oversized offset metadata", groups.OffsetCommit{Group: "g", Topic: "t", Metadata: strings.Repeat("x", groups.MaxOffsetMetadata+1)}, kerr.OffsetMetadataTooLarge},
 	} {
 		if got := CheckCommand(tc.cmd); got.Code != tc.want.Code {
 			t.Errorf("%s: code %d (%s), want %s", tc.what, got.Code, got.Message, tc.want.Message)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
@@ -30,17 +31,15 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups}
 
 // The modules of the state machine (core/registry.go) that are files of
 // this package, by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
 var fileModules = map[string]core.Module{
 	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp,
 	"proposals.go": modCluster,
-	"groups.go":    modGroups, "group_cmds.go": modGroups, "group_state.go": modGroups,
-	"group848.go": modGroups, "group848_cmd.go": modGroups,
 	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
 	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
 	"signed.go": modTrust, "cert.go": modTrust, "cert_apply.go": modTrust, "liveness.go": modTrust,
@@ -74,18 +73,18 @@ var fileModules = map[string]core.Module{
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
 // the hooks' order is pinned by TestHooks. Every edge listed is used
-// (TestModuleLayering), so the map says what the code does. The topics
-// and keys modules are packages (modulePackages); the others are files of
-// this package until they move into packages of their own too.
+// (TestModuleLayering), so the map says what the code does. The topics,
+// keys and groups modules are packages (modulePackages); the others are
+// files of this package until they move into packages of their own too.
 var allowedCalls = map[core.Module][]core.Module{
 	modApp:           {},
 	topics.ModTopics: {},
 	keys.ModKeys:     {topics.ModTopics},
-	modGroups:        {topics.ModTopics},
-	modProducers:     {topics.ModTopics, modGroups},
+	groups.ModGroups: {topics.ModTopics},
+	modProducers:     {topics.ModTopics, groups.ModGroups},
 	modTrust:         {topics.ModTopics},
-	modCluster:       {topics.ModTopics, modTrust},                        // topics: the config definitions and changes (configs.go) broker configs reuse
-	modSecurity:      {topics.ModTopics, modGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	modCluster:       {topics.ModTopics, modTrust},                               // topics: the config definitions and changes (configs.go) broker configs reuse
+	modSecurity:      {topics.ModTopics, groups.ModGroups, modTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
 // coreAssembly is every place the application's files (app.go,
@@ -101,7 +100,6 @@ var allowedCalls = map[core.Module][]core.Module{
 // when the modules become packages these are what wires them.
 var coreAssembly = []string{
 	"FSM names clusterState (cluster)",
-	"FSM names groupsState (groups)",
 	"FSM names producersState (producers)",
 	"FSM names securityState (security)",
 	"FSM names trustState (trust)",
@@ -109,7 +107,6 @@ var coreAssembly = []string{
 	"Options names GenesisUser (security)",
 	"Options names ValidatorSet (trust)",
 	"buildRegistry calls registerCluster (cluster)",
-	"buildRegistry calls registerGroups (groups)",
 	"buildRegistry calls registerProducers (producers)",
 	"buildRegistry calls registerSecurity (security)",
 	"buildRegistry calls registerTrust (trust)",
@@ -510,10 +507,10 @@ func TestLayeringIsADAG(t *testing.T) {
 		t.Errorf("allowedCalls has a cycle: %v; a lower module reaches an upper one through a hook point (topic_hooks.go)", c)
 	}
 	// The check itself finds a cycle, and none where there is none.
-	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {keys.ModKeys}, keys.ModKeys: {modGroups}, modGroups: {topics.ModTopics}}); len(c) != 4 {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {keys.ModKeys}, keys.ModKeys: {groups.ModGroups}, groups.ModGroups: {topics.ModTopics}}); len(c) != 4 {
 		t.Errorf("a three-module cycle: found %v", c)
 	}
-	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {}, keys.ModKeys: {topics.ModTopics}, modGroups: {topics.ModTopics, keys.ModKeys}}); c != nil {
+	if c := layeringCycle(map[core.Module][]core.Module{topics.ModTopics: {}, keys.ModKeys: {topics.ModTopics}, groups.ModGroups: {topics.ModTopics, keys.ModKeys}}); c != nil {
 		t.Errorf("a DAG: found the cycle %v", c)
 	}
 }
@@ -813,7 +810,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, func(r *registry) { registerGroups(r.Registry, r.TopicHooks) },
+	for _, register := range []func(*registry){registerSecurity, registerCluster, registerTrust, registerProducers, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

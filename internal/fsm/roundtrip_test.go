@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -33,9 +34,9 @@ func TestStateMatchesStore(t *testing.T) {
 		check := func(who string, f *FSM) {
 			t.Helper()
 			checkTableLeaves(t, f, fmt.Sprintf("run %d, %s", run, who))
-			for name, g := range f.groupsByName {
-				if v, ok, _ := f.Store.Get(groupKey(name)); !ok || !bytes.Equal(v, encodeGroup(g)) {
-					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, encodeGroup(g), v)
+			for name, g := range f.GroupsByName {
+				if v, ok, _ := f.Store.Get(groups.GroupKey(name)); !ok || !bytes.Equal(v, groups.EncodeGroup(g)) {
+					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, groups.EncodeGroup(g), v)
 				}
 			}
 			for id, x := range f.txns {
@@ -77,23 +78,23 @@ func TestDecodedStateOwnsItsBytes(t *testing.T) {
 			b[i] = 0xee
 		}
 	}
-	g := newGroup("g", 0)
-	g.Members["m"] = &Member{ID: "m", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1, 2, 3}}}, Assignment: []byte{9, 8, 7}}
+	g := groups.NewGroup("g", 0)
+	g.Members["m"] = &groups.Member{ID: "m", Protocols: []groups.GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1, 2, 3}}}, Assignment: []byte{9, 8, 7}}
 	g.Regexes["ev-.*"], g.Regexes["none"] = []string{"ev-1", "ev-2"}, []string{}
-	want := encodeGroup(g)
+	want := groups.EncodeGroup(g)
 	v := bytes.Clone(want)
-	got, err := decodeGroup("g", v)
+	got, err := groups.DecodeGroup("g", v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scribble(v)
-	if enc := encodeGroup(got); !bytes.Equal(enc, want) {
+	if enc := groups.EncodeGroup(got); !bytes.Equal(enc, want) {
 		t.Fatalf("a decoded group changed when its buffer was reused:\n%x\n%x", enc, want)
 	}
 	signer := newSigner("alice", 3)
 	for _, c := range []core.Command{
-		JoinGroup{Group: "g", ProtocolType: "consumer", Protocols: []GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1}}}},
-		SyncGroup{Group: "g", MemberID: "m", Assignments: []MemberAssignment{{MemberID: "m", Assignment: []byte{4, 5, 6}}}},
+		groups.JoinGroup{Group: "g", ProtocolType: "consumer", Protocols: []groups.GroupProtocol{{Name: "range", Metadata: []byte{0, 3, 1}}}},
+		groups.SyncGroup{Group: "g", MemberID: "m", Assignments: []groups.MemberAssignment{{MemberID: "m", Assignment: []byte{4, 5, 6}}}},
 		signer.register(nil),
 	} {
 		raw := EncodeTx(core.Tx{Commands: []core.Command{c}})

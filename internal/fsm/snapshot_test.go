@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -506,7 +507,7 @@ func TestSnapshotFromByzantinePeer(t *testing.T) {
 	want := applyRange(t, honest, blocks, 1, 12)
 	applyRange(t, liar, blocks, 1, 12)
 
-	key := offsetKey(offsetRef{group: "audit", topic: "orders", partition: 0})
+	key := groups.OffsetKey(groups.OffsetRef{Group: "audit", Topic: "orders", Partition: 0})
 	v, ok, err := liar.Store.Get(key)
 	if err != nil || !ok {
 		t.Fatalf("the scenario's committed offset of audit/orders-0: %v %v", ok, err)
@@ -587,7 +588,7 @@ func TestSnapshotOmittingState(t *testing.T) {
 	liar := open(t, dir)
 	defer liar.Close()
 	applyRange(t, liar, blocks, 1, 12)
-	key := offsetKey(offsetRef{group: "audit", topic: "orders", partition: 0})
+	key := groups.OffsetKey(groups.OffsetRef{Group: "audit", Topic: "orders", Partition: 0})
 	b := liar.Store.NewBatch()
 	b.Delete(key) // behind the trie's back: its root still holds the key
 	if err := b.Commit(true); err != nil {

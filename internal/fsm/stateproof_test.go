@@ -10,6 +10,7 @@ import (
 	"github.com/pokt-network/smt"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
@@ -31,7 +32,7 @@ func TestProveState(t *testing.T) {
 	if got, want := proof.PartitionKey("orders", 3), core.PartitionKey("orders", 3); !bytes.Equal(got, want) {
 		t.Fatalf("proof.PartitionKey %q, store %q", got, want)
 	}
-	if got, want := proof.OffsetKey("audit", "orders", 0), offsetKey(offsetRef{"audit", "orders", 0}); !bytes.Equal(got, want) {
+	if got, want := proof.OffsetKey("audit", "orders", 0), groups.OffsetKey(groups.OffsetRef{Group: "audit", Topic: "orders", Partition: 0}); !bytes.Equal(got, want) {
 		t.Fatalf("proof.OffsetKey %q, store %q", got, want)
 	}
 	if got, want := proof.ProducerKeyKey("alice"), producerKeyKey("alice"); !bytes.Equal(got, want) {
@@ -138,9 +139,9 @@ func decodeStoreValue(b []byte) {
 	decodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
 	topics.DecodeTopic("t", b)
 	topics.DecodePartition(topics.NewPartition("t", 0), b)
-	decodeGroup("g", b)
-	decodeOffset(b)
-	parseOffsetKey(append([]byte("o/"), b...))
+	groups.DecodeGroup("g", b)
+	groups.DecodeOffset(b)
+	groups.ParseOffsetKey(append([]byte("o/"), b...))
 	topics.DecodeProducer(b)
 	decodeTxn("t", b)
 	topics.DecodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
@@ -193,7 +194,7 @@ func TestTrieRefresh(t *testing.T) {
 	defer f.Close()
 	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
 	for h := 1; h <= core.TrieRefreshBlocks+5; h++ {
-		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
+		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
 	}
 	applyAll(t, f, blocks)
 	root, err := core.RebuildStateRoot(f.Store)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -21,19 +22,19 @@ func sampleCommands() []core.Command {
 		topics.AlterConfigs{Topic: "a", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "retention.ms", Value: "5"}, {Op: topics.OpDelete, Name: "segment.ms", Value: ""}}},
 		topics.Produce{Topic: "a", Partition: 2, Records: []byte{1, 2, 3}},
 		topics.DeleteRecords{Topic: "a", Partition: 1, Offset: -1},
-		JoinGroup{Group: "g", MemberID: "m", InstanceID: "i", ClientID: "c", ClientHost: "/h", ProtocolType: "consumer",
-			Protocols:        []GroupProtocol{{Name: "range", Metadata: []byte{1}}, {Name: "sticky", Metadata: []byte{2, 3}}},
+		groups.JoinGroup{Group: "g", MemberID: "m", InstanceID: "i", ClientID: "c", ClientHost: "/h", ProtocolType: "consumer",
+			Protocols:        []groups.GroupProtocol{{Name: "range", Metadata: []byte{1}}, {Name: "sticky", Metadata: []byte{2, 3}}},
 			SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000, RequireKnownMember: true},
-		SyncGroup{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4, ProtocolType: "consumer", Protocol: "range",
-			Assignments: []MemberAssignment{{MemberID: "m", Assignment: []byte{9}}}},
-		Heartbeat{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4},
-		LeaveGroup{Group: "g", InstanceID: "i"},
-		OffsetCommit{Group: "g", MemberID: "m", Generation: 4, Topic: "a", Partition: 1, Offset: 17, LeaderEpoch: 2, Metadata: "md"},
-		DeleteGroup{Group: "g"},
-		OffsetDelete{Group: "g", Topic: "a", Partition: 1},
-		ConsumerGroupHeartbeat{Group: "g", MemberID: "m", Epoch: 3, InstanceID: "i", RackID: "r", ClientID: "c", ClientHost: "/h",
+		groups.SyncGroup{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4, ProtocolType: "consumer", Protocol: "range",
+			Assignments: []groups.MemberAssignment{{MemberID: "m", Assignment: []byte{9}}}},
+		groups.Heartbeat{Group: "g", MemberID: "m", InstanceID: "i", Generation: 4},
+		groups.LeaveGroup{Group: "g", InstanceID: "i"},
+		groups.OffsetCommit{Group: "g", MemberID: "m", Generation: 4, Topic: "a", Partition: 1, Offset: 17, LeaderEpoch: 2, Metadata: "md"},
+		groups.DeleteGroup{Group: "g"},
+		groups.OffsetDelete{Group: "g", Topic: "a", Partition: 1},
+		groups.ConsumerGroupHeartbeat{Group: "g", MemberID: "m", Epoch: 3, InstanceID: "i", RackID: "r", ClientID: "c", ClientHost: "/h",
 			RebalanceTimeoutMs: 1000, TopicsSet: true, Topics: []string{"a", "b"}, RegexSet: true, Regex: "a.*",
-			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []OwnedTopic{{ID: core.TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
+			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []groups.OwnedTopic{{ID: core.TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
 		Tick{},
 		InitProducerID{TransactionalID: "tx", TimeoutMs: 60000},
 		AddPartitionsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Topic: "a", Partition: 2},

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -159,12 +160,12 @@ func checkTxnCommand(c core.Command) core.Result {
 		if c.TransactionalID == "" {
 			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
-		return checkGroupIDs(c.Group, "", "")
+		return groups.CheckGroupIDs(c.Group, "", "")
 	case TxnOffsetCommit:
 		if c.TransactionalID == "" {
 			return core.Fail(kerr.InvalidRequest.Code, "the transactional id is empty")
 		}
-		return checkGroupCommand(OffsetCommit{Group: c.Group, MemberID: c.MemberID, InstanceID: c.InstanceID, Topic: c.Topic,
+		return groups.CheckGroupCommand(groups.OffsetCommit{Group: c.Group, MemberID: c.MemberID, InstanceID: c.InstanceID, Topic: c.Topic,
 			Offset: c.Offset, Metadata: c.Metadata})
 	case EndTxn:
 		if c.TransactionalID == "" {
@@ -211,7 +212,7 @@ type Txn struct {
 	Groups     []string // sorted
 	// Offsets are TxnOffsetCommits waiting for the commit, by group, then
 	// topic, then partition.
-	Offsets map[string]map[string]map[int32]CommittedOffset
+	Offsets map[string]map[string]map[int32]groups.CommittedOffset
 	// StartMs is when the ongoing transaction began; LastMs when the id
 	// was last used (both block time).
 	StartMs, LastMs int64
@@ -240,7 +241,7 @@ func (f *FSM) touchTxn(t *Txn) {
 func (f *FSM) begin(t *Txn) {
 	if t.State != TxnOngoing {
 		t.State, t.StartMs = TxnOngoing, f.BlockTime
-		t.Partitions, t.Groups, t.Offsets = core.TopicPartitions{}, nil, map[string]map[string]map[int32]CommittedOffset{}
+		t.Partitions, t.Groups, t.Offsets = core.TopicPartitions{}, nil, map[string]map[string]map[int32]groups.CommittedOffset{}
 		f.txnsDue = min(f.txnsDue, t.StartMs+int64(t.TimeoutMs))
 	}
 }
@@ -347,8 +348,8 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	}
 	// KIP-447: a member's commit is checked against the group, so that a
 	// zombie of an older generation cannot commit.
-	if g := f.groupsByName[c.Group]; g != nil && c.MemberID != "" {
-		if g.Type == GroupConsumer {
+	if g := f.GroupsByName[c.Group]; g != nil && c.MemberID != "" {
+		if g.Type == groups.GroupConsumer {
 			m := g.Consumers[c.MemberID]
 			switch {
 			case m == nil:
@@ -356,19 +357,19 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 			case c.Generation != m.Epoch:
 				return core.Fail(kerr.StaleMemberEpoch.Code, fmt.Sprintf("epoch %d is not member %q's current %d", c.Generation, m.ID, m.Epoch))
 			}
-		} else if _, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation); r.Code != 0 {
+		} else if _, r := g.GroupCheck(c.MemberID, c.InstanceID, c.Generation); r.Code != 0 {
 			return r
 		}
 	}
 	byTopic := t.Offsets[c.Group]
 	if byTopic == nil {
-		byTopic = map[string]map[int32]CommittedOffset{}
+		byTopic = map[string]map[int32]groups.CommittedOffset{}
 		t.Offsets[c.Group] = byTopic
 	}
 	if byTopic[c.Topic] == nil {
-		byTopic[c.Topic] = map[int32]CommittedOffset{}
+		byTopic[c.Topic] = map[int32]groups.CommittedOffset{}
 	}
-	byTopic[c.Topic][c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
+	byTopic[c.Topic][c.Partition] = groups.CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
 	f.touchTxn(t)
 	return core.Result{}
 }
@@ -406,10 +407,10 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 	}
 	if commit {
 		for _, group := range core.SortedKeys(t.Offsets) {
-			g := f.groupsByName[group]
+			g := f.GroupsByName[group]
 			if g == nil {
-				g = newGroup(group, f.BlockTime)
-				f.groupsByName[group] = g
+				g = groups.NewGroup(group, f.BlockTime)
+				f.GroupsByName[group] = g
 			}
 			for _, topic := range core.SortedKeys(t.Offsets[group]) {
 				if f.ByName[topic] == nil {
@@ -418,13 +419,13 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 				for p, o := range t.Offsets[group][topic] {
 					o.CommitTimeMs = f.BlockTime
 					if g.Offsets[topic] == nil {
-						g.Offsets[topic] = map[int32]CommittedOffset{}
+						g.Offsets[topic] = map[int32]groups.CommittedOffset{}
 					}
 					g.Offsets[topic][p] = o
-					f.dirtyOffsets[offsetRef{group, topic, p}] = true
+					f.DirtyOffsets[groups.OffsetRef{Group: group, Topic: topic, Partition: p}] = true
 				}
 			}
-			f.touchGroup(g)
+			f.TouchGroup(g)
 		}
 	}
 	t.State = TxnCompleteAbort
@@ -531,15 +532,15 @@ func encodeTxn(t *Txn) []byte {
 	for _, g := range t.Groups {
 		w.Str(g)
 	}
-	groups := core.SortedKeys(t.Offsets)
-	w.Count(len(groups))
-	for _, g := range groups {
+	groupIDs := core.SortedKeys(t.Offsets)
+	w.Count(len(groupIDs))
+	for _, g := range groupIDs {
 		w.Str(g)
-		topics := core.SortedKeys(t.Offsets[g])
-		w.Count(len(topics))
-		for _, topic := range topics {
+		topicNames := core.SortedKeys(t.Offsets[g])
+		w.Count(len(topicNames))
+		for _, topic := range topicNames {
 			w.Str(topic)
-			parts := sortedPartitions(t.Offsets[g][topic])
+			parts := groups.SortedPartitions(t.Offsets[g][topic])
 			w.Count(len(parts))
 			for _, p := range parts {
 				o := t.Offsets[g][topic][p]
@@ -561,19 +562,19 @@ func decodeTxn(id string, v []byte) (*Txn, error) {
 		return nil, fmt.Errorf("stele/fsm: transaction %q: state format %d not supported", id, ver)
 	}
 	t := &Txn{ID: id, ProducerID: r.I64(), Epoch: r.I16(), TimeoutMs: r.I32(), State: TxnState(r.U8()),
-		Partitions: core.DecodeTopicPartitions(r), Offsets: map[string]map[string]map[int32]CommittedOffset{}}
+		Partitions: core.DecodeTopicPartitions(r), Offsets: map[string]map[string]map[int32]groups.CommittedOffset{}}
 	for i, n := 0, r.Count(1); i < n; i++ {
 		t.Groups = append(t.Groups, r.Str())
 	}
 	for i, n := 0, r.Count(2); i < n; i++ {
 		g := r.Str()
-		t.Offsets[g] = map[string]map[int32]CommittedOffset{}
+		t.Offsets[g] = map[string]map[int32]groups.CommittedOffset{}
 		for j, nt := 0, r.Count(2); j < nt; j++ {
 			topic := r.Str()
-			t.Offsets[g][topic] = map[int32]CommittedOffset{}
+			t.Offsets[g][topic] = map[int32]groups.CommittedOffset{}
 			for k, np := 0, r.Count(18); k < np; k++ {
 				p := r.I32()
-				t.Offsets[g][topic][p] = CommittedOffset{Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
+				t.Offsets[g][topic][p] = groups.CommittedOffset{Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
 			}
 		}
 	}
@@ -629,7 +630,7 @@ func registerTxnSteps(r *registry) {
 		stage: func(f *FSM, b *core.StateBatch) error { f.persistTxns(b); return nil },
 		publish: func(f *FSM, _ bool) {
 			f.publishTxns()
-			f.dueView.Store(min(f.dueView.Load(), f.txnsDue))
+			f.DueView.Store(min(f.DueView.Load(), f.txnsDue))
 		},
 		forget: func(f *FSM) { clear(f.dirtyTxns) }})
 }

@@ -1,4 +1,4 @@
-package fsm
+package groups
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ const KindConsumerGroupHeartbeat core.Kind = 14
 // registerGroup848Commands registers ConsumerGroupHeartbeat (registerGroups
 // calls it).
 func registerGroup848Commands(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, groupsOf, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", modGroups, decodeConsumerHeartbeat, checkGroupCommand,
+	core.RegisterModuleCommand(r, groupsOf, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", ModGroups, decodeConsumerHeartbeat, CheckGroupCommand,
 		func(f *Coordinator, c ConsumerGroupHeartbeat, at core.CmdAt) core.Result {
 			return f.consumerGroupHeartbeat(c, at.Tx, at.Cmd)
 		})
@@ -119,7 +119,7 @@ func decodeConsumerHeartbeat(r *core.Reader) ConsumerGroupHeartbeat {
 }
 
 func checkConsumerHeartbeat(c ConsumerGroupHeartbeat) core.Result {
-	if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+	if r := CheckGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
 		return r
 	}
 	switch {

@@ -1,4 +1,4 @@
-package fsm
+package groups
 
 import (
 	"fmt"
@@ -202,35 +202,35 @@ func (c OffsetDelete) Encode(w *core.Writer) {
 // registerGroupCommands registers the classic group protocol's commands
 // and the committed offsets' (registerGroups calls it).
 func registerGroupCommands(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, groupsOf, KindJoinGroup, "JoinGroup", modGroups, decodeJoinGroup, checkGroupCommand,
+	core.RegisterModuleCommand(r, groupsOf, KindJoinGroup, "JoinGroup", ModGroups, decodeJoinGroup, CheckGroupCommand,
 		func(f *Coordinator, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })
-	core.RegisterModuleCommand(r, groupsOf, KindSyncGroup, "SyncGroup", modGroups, decodeSyncGroup, checkGroupCommand,
+	core.RegisterModuleCommand(r, groupsOf, KindSyncGroup, "SyncGroup", ModGroups, decodeSyncGroup, CheckGroupCommand,
 		func(f *Coordinator, c SyncGroup, _ core.CmdAt) core.Result { return f.syncGroup(c) })
-	core.RegisterModuleCommand(r, groupsOf, KindHeartbeat, "Heartbeat", modGroups,
+	core.RegisterModuleCommand(r, groupsOf, KindHeartbeat, "Heartbeat", ModGroups,
 		func(r *core.Reader) Heartbeat {
 			return Heartbeat{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32()}
-		}, checkGroupCommand,
+		}, CheckGroupCommand,
 		func(f *Coordinator, c Heartbeat, _ core.CmdAt) core.Result { return f.heartbeat(c) })
-	core.RegisterModuleCommand(r, groupsOf, KindLeaveGroup, "LeaveGroup", modGroups,
+	core.RegisterModuleCommand(r, groupsOf, KindLeaveGroup, "LeaveGroup", ModGroups,
 		func(r *core.Reader) LeaveGroup {
 			return LeaveGroup{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str()}
 		},
-		checkGroupCommand,
+		CheckGroupCommand,
 		func(f *Coordinator, c LeaveGroup, _ core.CmdAt) core.Result { return f.leaveGroup(c) })
-	core.RegisterModuleCommand(r, groupsOf, KindOffsetCommit, "OffsetCommit", modGroups,
+	core.RegisterModuleCommand(r, groupsOf, KindOffsetCommit, "OffsetCommit", ModGroups,
 		func(r *core.Reader) OffsetCommit {
 			return OffsetCommit{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32(),
 				Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
-		}, checkGroupCommand,
+		}, CheckGroupCommand,
 		func(f *Coordinator, c OffsetCommit, _ core.CmdAt) core.Result { return f.offsetCommit(c) })
-	core.RegisterModuleCommand(r, groupsOf, KindDeleteGroup, "DeleteGroup", modGroups,
-		func(r *core.Reader) DeleteGroup { return DeleteGroup{Group: r.Str()} }, checkGroupCommand,
+	core.RegisterModuleCommand(r, groupsOf, KindDeleteGroup, "DeleteGroup", ModGroups,
+		func(r *core.Reader) DeleteGroup { return DeleteGroup{Group: r.Str()} }, CheckGroupCommand,
 		func(f *Coordinator, c DeleteGroup, _ core.CmdAt) core.Result { return f.deleteGroup(c) })
-	core.RegisterModuleCommand(r, groupsOf, KindOffsetDelete, "OffsetDelete", modGroups,
+	core.RegisterModuleCommand(r, groupsOf, KindOffsetDelete, "OffsetDelete", ModGroups,
 		func(r *core.Reader) OffsetDelete {
 			return OffsetDelete{Group: r.Str(), Topic: r.Str(), Partition: r.I32()}
 		},
-		checkGroupCommand,
+		CheckGroupCommand,
 		func(f *Coordinator, c OffsetDelete, _ core.CmdAt) core.Result { return f.offsetDelete(c) })
 }
 
@@ -253,12 +253,12 @@ func decodeSyncGroup(r *core.Reader) SyncGroup {
 	return s
 }
 
-// checkGroupCommand is CheckCommand for the group commands: what can be
+// CheckGroupCommand is CheckCommand for the group commands: what can be
 // refused from the command alone.
-func checkGroupCommand(c core.Command) core.Result {
+func CheckGroupCommand(c core.Command) core.Result {
 	switch c := c.(type) {
 	case JoinGroup:
-		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+		if r := CheckGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
 			return r
 		}
 		if c.ProtocolType == "" || len(c.Protocols) == 0 {
@@ -284,7 +284,7 @@ func checkGroupCommand(c core.Command) core.Result {
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("protocol metadata of %d bytes exceeds %d", size, MaxProtocolMetadata))
 		}
 	case SyncGroup:
-		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+		if r := CheckGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
 			return r
 		}
 		for _, a := range c.Assignments {
@@ -293,14 +293,14 @@ func checkGroupCommand(c core.Command) core.Result {
 			}
 		}
 	case Heartbeat:
-		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
+		return CheckGroupIDs(c.Group, c.MemberID, c.InstanceID)
 	case LeaveGroup:
 		if c.MemberID == "" && c.InstanceID == "" {
 			return core.Fail(kerr.UnknownMemberID.Code, "a leaving member must give its member id or instance id")
 		}
-		return checkGroupIDs(c.Group, c.MemberID, c.InstanceID)
+		return CheckGroupIDs(c.Group, c.MemberID, c.InstanceID)
 	case OffsetCommit:
-		if r := checkGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
+		if r := CheckGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
 			return r
 		}
 		if len(c.Metadata) > MaxOffsetMetadata {
@@ -315,9 +315,9 @@ func checkGroupCommand(c core.Command) core.Result {
 	case ConsumerGroupHeartbeat:
 		return checkConsumerHeartbeat(c)
 	case DeleteGroup:
-		return checkGroupIDs(c.Group, "", "")
+		return CheckGroupIDs(c.Group, "", "")
 	case OffsetDelete:
-		if r := checkGroupIDs(c.Group, "", ""); r.Code != 0 {
+		if r := CheckGroupIDs(c.Group, "", ""); r.Code != 0 {
 			return r
 		}
 		if err := topics.ValidTopicName(c.Topic); err != nil {
@@ -327,7 +327,7 @@ func checkGroupCommand(c core.Command) core.Result {
 	return core.Result{}
 }
 
-func checkGroupIDs(group, member, instance string) core.Result {
+func CheckGroupIDs(group, member, instance string) core.Result {
 	switch {
 	case group == "":
 		return core.Fail(kerr.InvalidGroupID.Code, "the group id is empty")

@@ -1,4 +1,4 @@
-package fsm
+package groups
 
 import (
 	"crypto/sha256"
@@ -138,7 +138,7 @@ func (f *Coordinator) resolveRegexes(g *Group, refresh bool) (changes []core.Cha
 		changes = append(changes, core.Change{Kind: core.ChangeRegexResolved, Name: g.Name, Sub: re, A: int64(len(matched))})
 	}
 	if changed {
-		f.touchGroup(g)
+		f.TouchGroup(g)
 		f.maybeRetarget(g)
 	}
 	return changes
@@ -189,21 +189,21 @@ func (g *Group) heldByOthers(m *ConsumerMember) core.TopicPartitions {
 
 func (f *Coordinator) consumerGroupHeartbeat(c ConsumerGroupHeartbeat, txIndex, cmdIndex int) core.Result {
 	now := f.BlockTime
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	switch {
 	case g == nil && c.Epoch != 0:
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	case g == nil:
-		g = newGroup(c.Group, now)
+		g = NewGroup(c.Group, now)
 		g.Type = GroupConsumer
-		f.groupsByName[c.Group] = g
+		f.GroupsByName[c.Group] = g
 	case g.Type == GroupClassic && (len(g.Members) > 0 || g.State != GroupEmpty):
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q is a classic group with members, not a consumer group", c.Group))
 	case g.Type == GroupClassic:
 		// An empty classic group (offsets only) becomes a consumer group.
 		g.Type, g.ProtocolType, g.Protocol = GroupConsumer, "consumer", ""
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	switch c.Epoch {
 	case 0:
 		return f.consumerJoin(g, c, txIndex, cmdIndex)
@@ -341,7 +341,7 @@ func (f *Coordinator) ownedByName(c ConsumerGroupHeartbeat) core.TopicPartitions
 func (f *Coordinator) removeConsumer(g *Group, m *ConsumerMember) {
 	delete(g.Consumers, m.ID)
 	g.Epoch++
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	f.maybeRetarget(g)
 	if len(g.Consumers) == 0 {
 		g.EmptySinceMs = f.BlockTime
@@ -431,7 +431,7 @@ func (f *Coordinator) maybeRetarget(g *Group) {
 		}
 	}
 	g.AssignmentEpoch = g.Epoch
-	f.touchGroup(g)
+	f.TouchGroup(g)
 }
 
 // assignRange gives each topic's partitions to its subscribers in
@@ -548,7 +548,7 @@ func (f *Coordinator) reconcile(g *Group, m *ConsumerMember, owned core.TopicPar
 		}
 		if !still.Equal(m.Revoking) {
 			m.Revoking = still
-			f.touchGroup(g)
+			f.TouchGroup(g)
 		}
 	}
 	if m.Revoking.Count() > 0 {

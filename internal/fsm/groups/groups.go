@@ -1,4 +1,16 @@
-package fsm
+// Package groups is the state machine's groups module, Kafka's group
+// coordinator: classic consumer groups (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup), KIP-848 consumer groups (ConsumerGroupHeartbeat and the
+// server-side assignors, group848.go), committed offsets and their
+// expiry, all driven by block time.
+//
+// It uses the topics module below it (its types, and the hook points it
+// registers at: a deleted topic's offsets, the offsets' expiry at
+// housekeeping), imports no module above it, and works on Coordinator, its
+// part of a state machine, which the application (package fsm) makes with
+// NewCoordinator and hands over through its GroupsModule method
+// (groupsOf).
+package groups
 
 import (
 	"crypto/sha256"
@@ -120,7 +132,7 @@ type Group struct {
 	Regexes map[string][]string
 }
 
-func newGroup(name string, now int64) *Group {
+func NewGroup(name string, now int64) *Group {
 	return &Group{Name: name, Members: map[string]*Member{}, Pending: map[string]int64{},
 		Offsets: map[string]map[int32]CommittedOffset{}, EmptySinceMs: now, Consumers: map[string]*ConsumerMember{},
 		Regexes: map[string][]string{}}
@@ -218,9 +230,9 @@ func (g *Group) fenced(memberID, instance string) bool {
 	return m != nil && m.ID != memberID
 }
 
-// groupCheck is the member checks Kafka makes before sync, heartbeat and
+// GroupCheck is the member checks Kafka makes before sync, heartbeat and
 // commit: fencing, membership, generation.
-func (g *Group) groupCheck(memberID, instance string, generation int32) (*Member, core.Result) {
+func (g *Group) GroupCheck(memberID, instance string, generation int32) (*Member, core.Result) {
 	if g.fenced(memberID, instance) {
 		return nil, core.Fail(kerr.FencedInstanceID.Code, fmt.Sprintf("instance %q is now held by another member", instance))
 	}
@@ -235,7 +247,7 @@ func (g *Group) groupCheck(memberID, instance string, generation int32) (*Member
 }
 
 // group returns the named group for a change, marking it dirty.
-func (f *Coordinator) touchGroup(g *Group) {
+func (f *Coordinator) TouchGroup(g *Group) {
 	f.dirtyGroups[g.Name] = true
 }
 
@@ -258,13 +270,13 @@ func (f *Coordinator) newMemberID(clientID string, txIndex, cmdIndex int) string
 
 func (f *Coordinator) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result {
 	now := f.BlockTime
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	if g == nil {
 		if c.MemberID != "" {
 			return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 		}
-		g = newGroup(c.Group, now)
-		f.groupsByName[c.Group] = g
+		g = NewGroup(c.Group, now)
+		f.GroupsByName[c.Group] = g
 	}
 	if g.Type == GroupConsumer {
 		if len(g.Consumers) > 0 {
@@ -276,7 +288,7 @@ func (f *Coordinator) joinGroup(c JoinGroup, txIndex, cmdIndex int) core.Result 
 		return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses protocol type %q and protocols no member of this join offers",
 			g.Name, g.ProtocolType))
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	var m *Member
 	switch {
 	case c.InstanceID != "":
@@ -397,7 +409,7 @@ func (f *Coordinator) rebalance(g *Group, newMember bool) {
 	for _, m := range g.Members {
 		m.Joined, m.Synced = false, false
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 }
 
 // tryCompleteJoin ends the join phase once every member has joined (after
@@ -425,7 +437,7 @@ func (f *Coordinator) tryCompleteJoin(g *Group) (changed bool) {
 	}
 	g.Generation++
 	g.Initial = false
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	if len(g.Members) == 0 {
 		g.State, g.Protocol, g.Leader, g.DeadlineMs = GroupEmpty, "", "", 0
 		g.EmptySinceMs = now
@@ -444,18 +456,18 @@ func (f *Coordinator) tryCompleteJoin(g *Group) (changed bool) {
 }
 
 func (f *Coordinator) syncGroup(c SyncGroup) core.Result {
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
-	m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
+	m, r := g.GroupCheck(c.MemberID, c.InstanceID, c.Generation)
 	if r.Code != 0 {
 		return r
 	}
 	if (c.ProtocolType != "" && c.ProtocolType != g.ProtocolType) || (c.Protocol != "" && c.Protocol != g.Protocol) {
 		return core.Fail(kerr.InconsistentGroupProtocol.Code, fmt.Sprintf("group %q uses %s/%s", g.Name, g.ProtocolType, g.Protocol))
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	m.LastSeenMs = f.BlockTime
 	switch g.State {
 	case GroupEmpty:
@@ -480,15 +492,15 @@ func (f *Coordinator) syncGroup(c SyncGroup) core.Result {
 }
 
 func (f *Coordinator) heartbeat(c Heartbeat) core.Result {
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
-	m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
+	m, r := g.GroupCheck(c.MemberID, c.InstanceID, c.Generation)
 	if r.Code != 0 {
 		return r
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	m.LastSeenMs = f.BlockTime
 	switch g.State {
 	case GroupEmpty:
@@ -500,7 +512,7 @@ func (f *Coordinator) heartbeat(c Heartbeat) core.Result {
 }
 
 func (f *Coordinator) leaveGroup(c LeaveGroup) core.Result {
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.UnknownMemberID.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -523,7 +535,7 @@ func (f *Coordinator) leaveGroup(c LeaveGroup) core.Result {
 // removeMember takes m out of g and starts (or completes) a rebalance.
 func (f *Coordinator) removeMember(g *Group, m *Member) {
 	delete(g.Members, m.ID)
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	switch g.State {
 	case GroupStable, GroupCompletingRebalance:
 		f.rebalance(g, false)
@@ -536,13 +548,13 @@ func (f *Coordinator) offsetCommit(c OffsetCommit) core.Result {
 	if t == nil || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%s-%d does not exist", c.Topic, c.Partition))
 	}
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	switch {
 	case g == nil && c.Generation >= 0:
 		return core.Fail(kerr.IllegalGeneration.Code, fmt.Sprintf("group %q has no generation %d", c.Group, c.Generation))
 	case g == nil:
-		g = newGroup(c.Group, f.BlockTime)
-		f.groupsByName[c.Group] = g
+		g = NewGroup(c.Group, f.BlockTime)
+		f.GroupsByName[c.Group] = g
 	case c.Generation < 0 && g.State == GroupEmpty && len(g.Consumers) == 0:
 	case g.Type == GroupConsumer:
 		m := g.Consumers[c.MemberID]
@@ -557,25 +569,25 @@ func (f *Coordinator) offsetCommit(c OffsetCommit) core.Result {
 	case g.State == GroupCompletingRebalance:
 		return core.Fail(kerr.RebalanceInProgress.Code, "the group is rebalancing")
 	default:
-		m, r := g.groupCheck(c.MemberID, c.InstanceID, c.Generation)
+		m, r := g.GroupCheck(c.MemberID, c.InstanceID, c.Generation)
 		if r.Code != 0 {
 			return r
 		}
 		m.LastSeenMs = f.BlockTime
 	}
-	f.touchGroup(g)
+	f.TouchGroup(g)
 	parts := g.Offsets[c.Topic]
 	if parts == nil {
 		parts = map[int32]CommittedOffset{}
 		g.Offsets[c.Topic] = parts
 	}
 	parts[c.Partition] = CommittedOffset{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMs: f.BlockTime}
-	f.dirtyOffsets[offsetRef{c.Group, c.Topic, c.Partition}] = true
+	f.DirtyOffsets[OffsetRef{c.Group, c.Topic, c.Partition}] = true
 	return core.Result{}
 }
 
 func (f *Coordinator) deleteGroup(c DeleteGroup) core.Result {
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	switch {
 	case g == nil:
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
@@ -589,15 +601,15 @@ func (f *Coordinator) deleteGroup(c DeleteGroup) core.Result {
 func (f *Coordinator) dropGroup(g *Group) {
 	for topic, parts := range g.Offsets {
 		for p := range parts {
-			f.dirtyOffsets[offsetRef{g.Name, topic, p}] = true
+			f.DirtyOffsets[OffsetRef{g.Name, topic, p}] = true
 		}
 	}
-	delete(f.groupsByName, g.Name)
+	delete(f.GroupsByName, g.Name)
 	f.dirtyGroups[g.Name] = true
 }
 
 func (f *Coordinator) offsetDelete(c OffsetDelete) core.Result {
-	g := f.groupsByName[c.Group]
+	g := f.GroupsByName[c.Group]
 	if g == nil {
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %q does not exist", c.Group))
 	}
@@ -617,8 +629,8 @@ func (f *Coordinator) offsetDelete(c OffsetDelete) core.Result {
 		if len(g.Offsets[c.Topic]) == 0 {
 			delete(g.Offsets, c.Topic)
 		}
-		f.dirtyOffsets[offsetRef{g.Name, c.Topic, c.Partition}] = true
-		f.touchGroup(g)
+		f.DirtyOffsets[OffsetRef{g.Name, c.Topic, c.Partition}] = true
+		f.TouchGroup(g)
 	}
 	return core.Result{}
 }
@@ -661,10 +673,10 @@ func consumerTopics(meta []byte) []string {
 	return out
 }
 
-// registerGroups is the groups module's registration function
+// RegisterGroups is the groups module's registration function
 // (buildRegistry, registry.go): its files' registrations, each of what
 // that file defines.
-func registerGroups(r *core.Registry, h *topics.TopicHooks) {
+func RegisterGroups(r *core.Registry, h *topics.TopicHooks) {
 	registerGroupCommands(r, h)    // group_cmds.go
 	registerGroup848Commands(r, h) // group848_cmd.go
 	registerGroupState(r, h)       // group_state.go
@@ -675,26 +687,26 @@ func registerGroups(r *core.Registry, h *topics.TopicHooks) {
 // (topic_hooks.go) and their timers at the end of every block
 // (registerGroups calls it).
 func registerGroupTimers(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleBlockEnd(r, groupsOf, core.ModuleBlockEnd[*Coordinator]{Rank: 10, Name: "sessions and rebalance deadlines", Module: modGroups, Run: (*Coordinator).groupTimers})
-	h.TopicDeleted.Register(10, "committed offsets of the topic", modGroups, func(tm *topics.Topics, t *topics.Topic) { f := groupsOf(tm.Machine); f.dropTopicOffsets(t.Name) })
-	h.Housekeepers.Register(10, "committed offsets' expiry", modGroups, func(tm *topics.Topics) []core.Change { f := groupsOf(tm.Machine); return f.expireOffsets() })
+	core.RegisterModuleBlockEnd(r, groupsOf, core.ModuleBlockEnd[*Coordinator]{Rank: 10, Name: "sessions and rebalance deadlines", Module: ModGroups, Run: (*Coordinator).groupTimers})
+	h.TopicDeleted.Register(10, "committed offsets of the topic", ModGroups, func(tm *topics.Topics, t *topics.Topic) { f := groupsOf(tm.Machine); f.dropTopicOffsets(t.Name) })
+	h.Housekeepers.Register(10, "committed offsets' expiry", ModGroups, func(tm *topics.Topics) []core.Change { f := groupsOf(tm.Machine); return f.expireOffsets() })
 }
 
 // dropTopicOffsets removes every group's committed offsets of a deleted
 // topic.
 func (f *Coordinator) dropTopicOffsets(topic string) {
-	for _, name := range sortedGroupNames(f.groupsByName) {
-		g := f.groupsByName[name]
+	for _, name := range sortedGroupNames(f.GroupsByName) {
+		g := f.GroupsByName[name]
 		if len(g.Consumers) > 0 {
 			f.dropTopicFromConsumers(g, topic)
-			f.touchGroup(g)
+			f.TouchGroup(g)
 		}
 		if parts, ok := g.Offsets[topic]; ok {
 			for p := range parts {
-				f.dirtyOffsets[offsetRef{name, topic, p}] = true
+				f.DirtyOffsets[OffsetRef{name, topic, p}] = true
 			}
 			delete(g.Offsets, topic)
-			f.touchGroup(g)
+			f.TouchGroup(g)
 		}
 	}
 }
@@ -708,10 +720,10 @@ func (f *Coordinator) groupTimers() (changes []core.Change) {
 	now := f.BlockTime
 	var names []string
 	if now >= f.groupsDue {
-		names = sortedGroupNames(f.groupsByName)
+		names = sortedGroupNames(f.GroupsByName)
 	} else {
 		for n := range f.dirtyGroups {
-			if f.groupsByName[n] != nil {
+			if f.GroupsByName[n] != nil {
 				names = append(names, n)
 			}
 		}
@@ -722,20 +734,20 @@ func (f *Coordinator) groupTimers() (changes []core.Change) {
 	// at; looking at a group whose timers are not due changes nothing.
 	topicsChanged := len(f.DirtyTopics) > 0
 	if topicsChanged && now < f.groupsDue {
-		names = sortedGroupNames(f.groupsByName)
+		names = sortedGroupNames(f.GroupsByName)
 	}
 	for _, n := range names {
-		g := f.groupsByName[n]
+		g := f.GroupsByName[n]
 		if g.State == GroupPreparingRebalance && g.Initial && g.DeadlineMs == 0 && f.Height > g.InitialHeight {
 			g.RebalanceStartMs = now
 			g.DeadlineMs = now + min(GroupInitialRebalanceDelayMs, g.maxRebalanceTimeout())
-			f.touchGroup(g)
+			f.TouchGroup(g)
 			changes = append(changes, core.Change{Kind: core.ChangeGroupInitialDelay, Name: g.Name, A: g.DeadlineMs})
 		}
 		for id, until := range g.Pending {
 			if now > until {
 				delete(g.Pending, id)
-				f.touchGroup(g)
+				f.TouchGroup(g)
 			}
 		}
 		for _, m := range g.sortedMembers() {
@@ -768,7 +780,7 @@ func (f *Coordinator) groupTimers() (changes []core.Change) {
 		f.groupsDue = f.nextGroupDeadline()
 	} else {
 		for _, n := range names {
-			f.groupsDue = min(f.groupsDue, f.groupsByName[n].nextDeadline())
+			f.groupsDue = min(f.groupsDue, f.GroupsByName[n].nextDeadline())
 		}
 	}
 	return changes
@@ -791,7 +803,7 @@ func (g *Group) nextDeadline() int64 {
 
 func (f *Coordinator) nextGroupDeadline() int64 {
 	d := int64(1<<63 - 1)
-	for _, g := range f.groupsByName {
+	for _, g := range f.GroupsByName {
 		d = min(d, g.nextDeadline())
 	}
 	return d
@@ -805,18 +817,18 @@ func (f *Coordinator) nextGroupDeadline() int64 {
 func (f *Coordinator) expireOffsets() (changes []core.Change) {
 	retention := f.offsetsRetentionMs
 	now := f.BlockTime
-	for _, name := range sortedGroupNames(f.groupsByName) {
-		g := f.groupsByName[name]
+	for _, name := range sortedGroupNames(f.GroupsByName) {
+		g := f.GroupsByName[name]
 		if g.State != GroupEmpty || len(g.Pending) > 0 || len(g.Consumers) > 0 {
 			continue
 		}
 		for _, topic := range core.SortedKeys(g.Offsets) {
 			parts := g.Offsets[topic]
-			for _, p := range sortedPartitions(parts) {
+			for _, p := range SortedPartitions(parts) {
 				if max(parts[p].CommitTimeMs, g.EmptySinceMs)+retention <= now {
 					delete(parts, p)
-					f.dirtyOffsets[offsetRef{name, topic, p}] = true
-					f.touchGroup(g)
+					f.DirtyOffsets[OffsetRef{name, topic, p}] = true
+					f.TouchGroup(g)
 					changes = append(changes, core.Change{Kind: core.ChangeOffsetExpired, Name: name, Sub: topic, A: int64(p)})
 				}
 			}
@@ -841,7 +853,7 @@ func sortedGroupNames(m map[string]*Group) []string {
 	return names
 }
 
-func sortedPartitions(m map[int32]CommittedOffset) []int32 {
+func SortedPartitions(m map[int32]CommittedOffset) []int32 {
 	out := make([]int32, 0, len(m))
 	for p := range m {
 		out = append(out, p)
@@ -850,8 +862,8 @@ func sortedPartitions(m map[int32]CommittedOffset) []int32 {
 	return out
 }
 
-// offsetRef names one committed offset.
-type offsetRef struct {
-	group, topic string
-	partition    int32
+// OffsetRef names one committed offset.
+type OffsetRef struct {
+	Group, Topic string
+	Partition    int32
 }

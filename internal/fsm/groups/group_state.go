@@ -1,4 +1,4 @@
-package fsm
+package groups
 
 import (
 	"bytes"
@@ -17,20 +17,20 @@ import (
 //	g/<group>                                  membership, generation, assignments
 //	o/<group>\x00<topic>\x00<partition u32>    one committed offset
 
-func groupKey(name string) []byte { return append([]byte("g/"), name...) }
+func GroupKey(name string) []byte { return append([]byte("g/"), name...) }
 
-func offsetKey(r offsetRef) []byte {
-	k := append([]byte("o/"), r.group...)
+func OffsetKey(r OffsetRef) []byte {
+	k := append([]byte("o/"), r.Group...)
 	k = append(k, 0)
-	k = append(k, r.topic...)
+	k = append(k, r.Topic...)
 	k = append(k, 0)
-	return binary.BigEndian.AppendUint32(k, uint32(r.partition))
+	return binary.BigEndian.AppendUint32(k, uint32(r.Partition))
 }
 
 // groupsState is the groups module's part of the state machine (embedded
 // in FSM): the groups, what the block changed, and what Commit published.
 // modGroups is the groups module's name.
-const modGroups core.Module = "groups"
+const ModGroups core.Module = "groups"
 
 // Coordinator is the groups module of a state machine (Kafka's group
 // coordinator): the core's machine it runs on, the topics module below
@@ -56,38 +56,38 @@ func groupsOf(m *core.Machine) *Coordinator {
 }
 
 type groupsState struct {
-	groupsByName map[string]*Group
+	GroupsByName map[string]*Group
 	dirtyGroups  map[string]bool
-	dirtyOffsets map[offsetRef]bool
+	DirtyOffsets map[OffsetRef]bool
 	groupsDue    int64 // block time at which some group timer may fire
 
 	// Published at Commit.
 	groupView atomic.Pointer[GroupsView]
-	dueView   atomic.Int64 // groupsDue as of the last Commit
+	DueView   atomic.Int64 // groupsDue as of the last Commit
 }
 
 // persistGroups adds the block's group changes to the state batch.
 func (f *Coordinator) persistGroups(b *core.StateBatch) {
 	for _, name := range core.SortedKeys(f.dirtyGroups) {
-		if g := f.groupsByName[name]; g != nil {
-			b.Set(groupKey(name), encodeGroup(g))
+		if g := f.GroupsByName[name]; g != nil {
+			b.Set(GroupKey(name), EncodeGroup(g))
 		} else {
-			b.Delete(groupKey(name))
+			b.Delete(GroupKey(name))
 		}
 	}
-	for r := range f.dirtyOffsets {
+	for r := range f.DirtyOffsets {
 		var (
 			o  CommittedOffset
 			ok bool
 		)
-		if g := f.groupsByName[r.group]; g != nil {
-			o, ok = g.Offsets[r.topic][r.partition]
+		if g := f.GroupsByName[r.Group]; g != nil {
+			o, ok = g.Offsets[r.Topic][r.Partition]
 		}
 		if !ok {
-			b.Delete(offsetKey(r))
+			b.Delete(OffsetKey(r))
 			continue
 		}
-		b.Set(offsetKey(r), encodeOffset(o))
+		b.Set(OffsetKey(r), encodeOffset(o))
 	}
 }
 
@@ -104,8 +104,8 @@ func encodeOffset(o CommittedOffset) []byte {
 	return w.B
 }
 
-// decodeOffset reads an o/ value (encodeOffset).
-func decodeOffset(v []byte) (CommittedOffset, error) {
+// DecodeOffset reads an o/ value (encodeOffset).
+func DecodeOffset(v []byte) (CommittedOffset, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return CommittedOffset{}, fmt.Errorf("stele/fsm: committed offset: state format %d not supported", ver)
@@ -114,18 +114,18 @@ func decodeOffset(v []byte) (CommittedOffset, error) {
 	return o, r.Done()
 }
 
-// parseOffsetKey reads an o/ key. Neither a group id nor a topic name
+// ParseOffsetKey reads an o/ key. Neither a group id nor a topic name
 // holds a NUL; the partition is the last 4 bytes.
-func parseOffsetKey(k []byte) (offsetRef, error) {
+func ParseOffsetKey(k []byte) (OffsetRef, error) {
 	rest, ok := bytes.CutPrefix(k, []byte("o/"))
 	i, j := bytes.IndexByte(rest, 0), len(rest)-5
 	if !ok || i < 0 || j <= i || rest[j] != 0 {
-		return offsetRef{}, fmt.Errorf("stele/fsm: bad offset key %q", k)
+		return OffsetRef{}, fmt.Errorf("stele/fsm: bad offset key %q", k)
 	}
-	return offsetRef{group: string(rest[:i]), topic: string(rest[i+1 : j]), partition: int32(binary.BigEndian.Uint32(rest[j+1:]))}, nil
+	return OffsetRef{Group: string(rest[:i]), Topic: string(rest[i+1 : j]), Partition: int32(binary.BigEndian.Uint32(rest[j+1:]))}, nil
 }
 
-func encodeGroup(g *Group) []byte {
+func EncodeGroup(g *Group) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	w.Str(g.ProtocolType)
@@ -206,12 +206,12 @@ func encodeGroup(g *Group) []byte {
 	return w.B
 }
 
-func decodeGroup(name string, v []byte) (*Group, error) {
+func DecodeGroup(name string, v []byte) (*Group, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: group %q: state format %d not supported", name, ver)
 	}
-	g := newGroup(name, 0)
+	g := NewGroup(name, 0)
 	g.ProtocolType, g.Protocol, g.State, g.Generation, g.Leader = r.Str(), r.Str(), GroupState(r.U8()), r.I32(), r.Str()
 	g.DeadlineMs, g.RebalanceStartMs, g.Initial, g.InitialHeight, g.EmptySinceMs, g.NextSeq = r.I64(), r.I64(), r.Bool(), r.I64(), r.I64(), r.I64()
 	for i, n := 0, r.Count(9); i < n; i++ {
@@ -266,36 +266,36 @@ func nilIfEmpty(b []byte) []byte {
 // loadGroups reads the groups and their offsets from the store. The
 // groups view is published afresh, whole, at the next publish.
 func (f *Coordinator) loadGroups() error {
-	f.groupsByName, f.groupsDue = map[string]*Group{}, 0
+	f.GroupsByName, f.groupsDue = map[string]*Group{}, 0
 	f.groupView.Store(nil)
 	err := f.Store.Scan([]byte("g/"), func(k, v []byte) error {
-		g, err := decodeGroup(string(k[2:]), v)
+		g, err := DecodeGroup(string(k[2:]), v)
 		if err != nil {
 			return err
 		}
-		f.groupsByName[g.Name] = g
+		f.GroupsByName[g.Name] = g
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	return f.Store.Scan([]byte("o/"), func(k, v []byte) error {
-		ref, err := parseOffsetKey(k)
+		ref, err := ParseOffsetKey(k)
 		if err != nil {
 			return err
 		}
-		g := f.groupsByName[ref.group]
+		g := f.GroupsByName[ref.Group]
 		if g == nil {
 			return fmt.Errorf("stele/fsm: offset %q of a group that is not stored", k)
 		}
-		o, err := decodeOffset(v)
+		o, err := DecodeOffset(v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: reading offset %q: %w", k, err)
 		}
-		if g.Offsets[ref.topic] == nil {
-			g.Offsets[ref.topic] = map[int32]CommittedOffset{}
+		if g.Offsets[ref.Topic] == nil {
+			g.Offsets[ref.Topic] = map[int32]CommittedOffset{}
 		}
-		g.Offsets[ref.topic][ref.partition] = o
+		g.Offsets[ref.Topic][ref.Partition] = o
 		return nil
 	})
 }
@@ -379,17 +379,17 @@ func (f *Coordinator) Groups() *GroupsView { return f.groupView.Load() }
 
 // GroupTimerDue is the block time (ms) at which a group timer of the
 // committed state may next fire; math.MaxInt64 when none is pending.
-func (f *Coordinator) GroupTimerDue() int64 { return f.dueView.Load() }
+func (f *Coordinator) GroupTimerDue() int64 { return f.DueView.Load() }
 
 // publishGroups publishes the groups the block changed.
 func (f *Coordinator) publishGroups() {
 	due := f.groupsDue
-	if len(f.groupsByName) == 0 {
+	if len(f.GroupsByName) == 0 {
 		due = 1<<63 - 1
 	}
-	f.dueView.Store(due)
+	f.DueView.Store(due)
 	old := f.groupView.Load()
-	if old != nil && len(f.dirtyGroups) == 0 && len(f.dirtyOffsets) == 0 {
+	if old != nil && len(f.dirtyGroups) == 0 && len(f.DirtyOffsets) == 0 {
 		return
 	}
 	next := &GroupsView{Height: f.Height, groups: map[string]*GroupView{}}
@@ -399,15 +399,15 @@ func (f *Coordinator) publishGroups() {
 	changed := f.dirtyGroups
 	if old == nil {
 		changed = map[string]bool{}
-		for n := range f.groupsByName {
+		for n := range f.GroupsByName {
 			changed[n] = true
 		}
 	}
-	for r := range f.dirtyOffsets {
-		changed[r.group] = true
+	for r := range f.DirtyOffsets {
+		changed[r.Group] = true
 	}
 	for n := range changed {
-		if g := f.groupsByName[n]; g != nil {
+		if g := f.GroupsByName[n]; g != nil {
 			next.groups[n] = g.view()
 		} else {
 			delete(next.groups, n)
@@ -455,12 +455,12 @@ func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers
 // registerGroupState registers the groups' and committed offsets' step
 // (registerGroups calls it).
 func registerGroupState(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleStep(r, groupsOf, core.ModuleStep[*Coordinator]{Rank: 90, Name: "groups and committed offsets", Module: modGroups,
+	core.RegisterModuleStep(r, groupsOf, core.ModuleStep[*Coordinator]{Rank: 90, Name: "groups and committed offsets", Module: ModGroups,
 		Empty: func(f *Coordinator) {
 			f.groupsState = groupsState{
-				groupsByName: map[string]*Group{},
+				GroupsByName: map[string]*Group{},
 				dirtyGroups:  map[string]bool{},
-				dirtyOffsets: map[offsetRef]bool{},
+				DirtyOffsets: map[OffsetRef]bool{},
 			}
 		},
 		Load:    (*Coordinator).loadGroups,
@@ -468,6 +468,6 @@ func registerGroupState(r *core.Registry, h *topics.TopicHooks) {
 		Publish: func(f *Coordinator, _ bool) { f.publishGroups() },
 		Forget: func(f *Coordinator) {
 			clear(f.dirtyGroups)
-			clear(f.dirtyOffsets)
+			clear(f.DirtyOffsets)
 		}})
 }
