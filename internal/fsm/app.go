@@ -73,13 +73,13 @@ type FSM struct {
 	// registry, never changed.
 	reg *registry
 
-	*topics.Topics // topics.go
-	*keys.Index    // keys/
+	*topics.Topics      // topics.go
+	*keys.Index         // keys/
 	*groups.Coordinator // groups/
-	producersState // producer_state.go
-	trustState     // cert_apply.go
-	clusterState   // upgrade.go
-	securityState  // users.go
+	producersState      // producer_state.go
+	trustState          // cert_apply.go
+	clusterState        // upgrade.go
+	securityState       // users.go
 }
 
 // The modules (see the package's registry.go).
