@@ -77,7 +77,7 @@ type FSM struct {
 	*keys.Index         // keys/
 	*groups.Coordinator // groups/
 	producersState      // producer_state.go
-	trustState          // cert_apply.go
+	*Trust              // cert_apply.go
 	clusterState        // upgrade.go
 	securityState       // users.go
 }
@@ -85,7 +85,6 @@ type FSM struct {
 // The modules (see the package's registry.go).
 const (
 	modProducers core.Module = "producers"
-	modTrust     core.Module = "trust"
 	modCluster   core.Module = "cluster"
 	modSecurity  core.Module = "security"
 )
@@ -99,6 +98,9 @@ func (f *FSM) KeysModule() *keys.Index { return f.Index }
 
 // GroupsModule is f's groups module (groupsOf).
 func (f *FSM) GroupsModule() *groups.Coordinator { return f.Coordinator }
+
+// TrustModule is f's trust module (trustOf).
+func (f *FSM) TrustModule() *Trust { return f.Trust }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -201,6 +203,7 @@ func Open(opts Options) (*FSM, error) {
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
+		f.Trust = NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -252,7 +255,7 @@ func buildRegistry() *registry {
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	registerProducers(r)
-	registerTrust(r)
+	registerTrust(r.Registry, r.TopicHooks)
 	registerCluster(r)
 	registerSecurity(r)
 	return r

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // ErrBatchUnavailable is returned by ApplyBlock when a certified batch's
@@ -23,6 +24,33 @@ type certEntry struct {
 // trustState is the trust module's part of the state machine (embedded in
 // FSM): the signers seen (liveness.go), the applied certificates, and the
 // producer keys and signed sequences of the block (signed.go).
+// modTrust is the trust module's name.
+const modTrust core.Module = "trust"
+
+// Trust is the trust module of a state machine: the core's machine it
+// runs on, the topics module below it, its options and its state.
+type Trust struct {
+	*core.Machine
+	*topics.Topics
+	// chainID is the chain's id (Options.ChainID); validators check
+	// certified transactions' signatures (nil refuses them all) and
+	// batches reads their payloads (Options.Validators, Options.Batches).
+	chainID    string
+	validators *ValidatorSet
+	batches    BatchSource
+	trustState
+}
+
+// NewTrust is the trust module of the machine m, above the topics module t.
+func NewTrust(m *core.Machine, t *topics.Topics, chainID string, validators *ValidatorSet, batches BatchSource) *Trust {
+	return &Trust{Machine: m, Topics: t, chainID: chainID, validators: validators, batches: batches}
+}
+
+// trustOf is the trust module of the machine m.
+func trustOf(m *core.Machine) *Trust {
+	return m.App.(interface{ TrustModule() *Trust }).TrustModule()
+}
+
 type trustState struct {
 	signers        map[string]*Signer // by hex address
 	signersChanged bool
@@ -54,7 +82,7 @@ type trustState struct {
 // ErrBatchUnavailable rejects the transaction (deterministically: it
 // depends on the certificate, the height and the applied certificates
 // only); the digest is returned whenever the certificate decoded.
-func (f *FSM) openCertified(raw []byte) (core.Tx, core.Digest, error) {
+func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	c, err := DecodeCertifiedTx(raw)
 	if err != nil {
 		return core.Tx{}, core.Digest{}, err
@@ -79,10 +107,10 @@ func (f *FSM) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	if h, dup := f.certs[c.Digest]; dup {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: batch %s (height %d) was already applied", ErrCertificate, digestString(c.Digest), h)
 	}
-	if f.opts.Batches == nil {
+	if f.batches == nil {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: no batch source", ErrBatchUnavailable)
 	}
-	payload, err := f.opts.Batches.Batch(c)
+	payload, err := f.batches.Batch(c)
 	if err != nil {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: %s: %v", ErrBatchUnavailable, digestString(c.Digest), err)
 	}
@@ -93,7 +121,7 @@ func (f *FSM) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	}
 	f.certs[c.Digest] = c.Height
 	f.certsAdded = append(f.certsAdded, c.Digest)
-	tx, err := f.reg.DecodeTx(payload)
+	tx, err := f.Registry().DecodeTx(payload)
 	if err != nil {
 		return core.Tx{}, c.Digest, fmt.Errorf("certified batch %s: %w", digestString(c.Digest), err)
 	}
@@ -102,7 +130,7 @@ func (f *FSM) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 
 // forgetCertificates drops, every 64 heights, the applied certificates
 // whose window has passed: they would be refused as expired anyway.
-func (f *FSM) forgetCertificates() {
+func (f *Trust) forgetCertificates() {
 	if f.Height%64 != 0 {
 		return
 	}
@@ -129,7 +157,7 @@ func (f *FSM) forgetCertificates() {
 // block may hold (ValidateTx) and its signatures are valid (so an honest
 // proposer never proposes one that peers refuse). It reads only what was
 // published at the last commit: the mempool calls it while blocks apply.
-func (f *FSM) CheckTx(tx []byte) error {
+func (f *Trust) CheckTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
 		return f.checkCertifiedTx(tx)
 	}
@@ -144,7 +172,7 @@ func (f *FSM) CheckTx(tx []byte) error {
 // version 2 on), and one that names no chain stays valid, refused when
 // applied under such a version with ErrResubmit, so that its producer is
 // answered at once and retries.
-func (f *FSM) ValidateTx(tx []byte) error {
+func (f *Trust) ValidateTx(tx []byte) error {
 	if IsCertifiedTx(tx) {
 		return f.checkCertifiedTx(tx)
 	}
@@ -155,7 +183,7 @@ func (f *FSM) ValidateTx(tx []byte) error {
 // checkCertifiedTx is CheckTx's and ValidateTx's check of a certificate:
 // it decodes, is of a form the next block may hold, and its signatures
 // are valid.
-func (f *FSM) checkCertifiedTx(tx []byte) error {
+func (f *Trust) checkCertifiedTx(tx []byte) error {
 	c, err := DecodeCertifiedTx(tx)
 	if err != nil {
 		return err
@@ -176,23 +204,23 @@ func errChainCertTooEarly(c Certificate) error {
 // to the chain: the block after the last committed one applies only those
 // (app version 2 on, or an upgrade to it at that height). The data plane
 // asks it for each batch it certifies. Safe for concurrent use.
-func (f *FSM) CertificatesBound() bool { return f.chainBoundNext.Load() }
+func (f *Trust) CertificatesBound() bool { return f.chainBoundNext.Load() }
 
 // verifyCertificate checks c's signatures once per certificate: each is
 // checked when it enters the mempool, before the vote on its block and
 // when it is applied, and its signatures' validity depends only on its
 // bytes, so a verified certificate is remembered by their hash.
-func (f *FSM) verifyCertificate(raw []byte, c Certificate) error {
-	if c.Chain != "" && c.Chain != f.opts.ChainID {
+func (f *Trust) verifyCertificate(raw []byte, c Certificate) error {
+	if c.Chain != "" && c.Chain != f.chainID {
 		// Signed for another chain by validators with the same keys: the
 		// signatures would verify, and prove nothing here.
-		return fmt.Errorf("%w: batch %s is certified for chain %q, and this is chain %q", ErrCertificate, digestString(c.Digest), c.Chain, f.opts.ChainID)
+		return fmt.Errorf("%w: batch %s is certified for chain %q, and this is chain %q", ErrCertificate, digestString(c.Digest), c.Chain, f.chainID)
 	}
 	key := sha256.Sum256(raw)
 	if f.verified.has(key) {
 		return nil
 	}
-	if err := f.opts.Validators.Verify(c); err != nil {
+	if err := f.validators.Verify(c); err != nil {
 		return err
 	}
 	f.verified.add(key)
@@ -236,34 +264,35 @@ func (v *verifiedCerts) add(k core.Digest) {
 
 // registerTrust is the trust module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerTrust(r *registry) {
-	registerCertificates(r)  // cert_apply.go
-	registerProducerKeys(r)  // signed.go
-	registerSignedRecords(r) // signed.go
+func registerTrust(r *core.Registry, h *topics.TopicHooks) {
+	registerCertificates(r, h)  // cert_apply.go
+	registerProducerKeys(r, h)  // signed.go
+	registerSignedRecords(r, h) // signed.go
 }
 
 // registerCertificates registers the signers' block-begin step, the
 // certified form of transactions, the certificates' expiry and the
 // signers' and certificates' step (registerTrust calls it).
-func registerCertificates(r *registry) {
-	r.registerBlockBegin(blockBeginStep{rank: 20, name: "signers", module: modTrust,
-		run: func(f *FSM, b core.Block) { f.recordSigners(b.Signers) }})
+func registerCertificates(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleBlockBegin(r, trustOf, core.ModuleBlockBegin[*Trust]{Rank: 20, Name: "signers", Module: modTrust,
+		Run: func(f *Trust, b core.Block) { f.recordSigners(b.Signers) }})
 	// A certificate is applied as its payload, hashed as the payload's
 	// digest; a payload this broker cannot read yet halts the block.
-	r.registerTxFormat(txFormat{name: "certified", module: modTrust, is: IsCertifiedTx, open: (*FSM).openCertified,
-		halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
-	r.registerBlockEnd(blockEndStep{rank: 5, name: "expired certificates", module: modTrust,
-		run: func(f *FSM) []core.Change { f.forgetCertificates(); return nil }})
-	r.registerStep(moduleStep{rank: 20, name: "signers and certificates", module: modTrust,
-		empty: func(f *FSM) { f.trustState = trustState{certs: map[core.Digest]int64{}} },
-		publish: func(f *FSM, _ bool) {
+	r.RegisterTxFormat(core.TxFormat{Name: "certified", Module: modTrust, Is: IsCertifiedTx,
+		Open:  func(m *core.Machine, raw []byte) (core.Tx, core.Digest, error) { return trustOf(m).openCertified(raw) },
+		Halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
+	core.RegisterModuleBlockEnd(r, trustOf, core.ModuleBlockEnd[*Trust]{Rank: 5, Name: "expired certificates", Module: modTrust,
+		Run: func(f *Trust) []core.Change { f.forgetCertificates(); return nil }})
+	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 20, Name: "signers and certificates", Module: modTrust,
+		Empty: func(f *Trust) { f.trustState = trustState{certs: map[core.Digest]int64{}} },
+		Publish: func(f *Trust, _ bool) {
 			signers := f.sortedSigners()
 			f.committedSigners.Lock()
 			f.committedSigners.signers, f.committedSigners.blockTime = signers, f.BlockTime
 			f.committedSigners.Unlock()
 		},
-		load: loadSignersAndCerts,
-		stage: func(f *FSM, b *core.StateBatch) error {
+		Load: loadSignersAndCerts,
+		Stage: func(f *Trust, b *core.StateBatch) error {
 			if f.signersChanged {
 				b.Set(keySigners, encodeSigners(f.sortedSigners()))
 				f.signersChanged = false
@@ -281,7 +310,7 @@ func registerCertificates(r *registry) {
 
 // loadSignersAndCerts reads the validators seen signing (m/signers) and the
 // applied certificates still within their window (c/).
-func loadSignersAndCerts(f *FSM) error {
+func loadSignersAndCerts(f *Trust) error {
 	f.signers, f.certs = nil, map[core.Digest]int64{}
 	if v, ok, err := f.Store.Get(keySigners); err != nil {
 		return err

@@ -20,7 +20,7 @@ type Signer struct {
 // Liveness is derived from the chain alone, so every broker computes the
 // same; it is not part of the app hash (the signatures themselves are in
 // the block headers).
-func (f *FSM) recordSigners(signers [][]byte) {
+func (f *Trust) recordSigners(signers [][]byte) {
 	if len(signers) == 0 {
 		return
 	}
@@ -40,7 +40,7 @@ func (f *FSM) recordSigners(signers [][]byte) {
 }
 
 // sortedSigners returns a copy of the signers ordered by address.
-func (f *FSM) sortedSigners() []Signer {
+func (f *Trust) sortedSigners() []Signer {
 	out := make([]Signer, 0, len(f.signers))
 	for _, s := range f.signers {
 		out = append(out, *s)
@@ -52,7 +52,7 @@ func (f *FSM) sortedSigners() []Signer {
 // Liveness returns, as of the last Commit, every validator seen signing and
 // the block time of that commit (ms). A validator is alive for the front-end
 // when it signed within a window of that time.
-func (f *FSM) Liveness() (signers []Signer, blockTimeMs int64) {
+func (f *Trust) Liveness() (signers []Signer, blockTimeMs int64) {
 	f.committedSigners.Lock()
 	defer f.committedSigners.Unlock()
 	return f.committedSigners.signers, f.committedSigners.blockTime

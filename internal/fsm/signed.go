@@ -58,13 +58,13 @@ func (c RegisterProducerKey) Encode(w *core.Writer) {
 
 // registerProducerKeys registers RegisterProducerKey (registerTrust
 // calls it).
-func registerProducerKeys(r *registry) {
-	register(r, KindRegisterProducerKey, "RegisterProducerKey", modTrust,
+func registerProducerKeys(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, trustOf, KindRegisterProducerKey, "RegisterProducerKey", modTrust,
 		func(r *core.Reader) RegisterProducerKey {
 			return RegisterProducerKey{Principal: r.Str(), PublicKey: r.BytesCopy(), Proof: r.BytesCopy(), Endorsement: r.BytesCopy()}
 		},
 		func(c core.Command) core.Result { return checkRegistration(c.(RegisterProducerKey)) },
-		func(f *FSM, c RegisterProducerKey, _ core.CmdAt) core.Result { return f.registerProducerKey(c) })
+		func(f *Trust, c RegisterProducerKey, _ core.CmdAt) core.Result { return f.registerProducerKey(c) })
 }
 
 // checkRegistration is the stateless check of a registration: a valid
@@ -93,7 +93,7 @@ func seqKey(principal string, seq uint64) []byte {
 }
 
 // registerProducerKey applies a registration.
-func (f *FSM) registerProducerKey(c RegisterProducerKey) core.Result {
+func (f *Trust) registerProducerKey(c RegisterProducerKey) core.Result {
 	cur, err := f.producerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
@@ -112,7 +112,7 @@ func (f *FSM) registerProducerKey(c RegisterProducerKey) core.Result {
 }
 
 // ProducerKey returns a principal's registered public key (committed).
-func (f *FSM) ProducerKey(principal string) ([]byte, error) {
+func (f *Trust) ProducerKey(principal string) ([]byte, error) {
 	v, ok, err := f.Store.Get(producerKeyKey(principal))
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (f *FSM) ProducerKey(principal string) ([]byte, error) {
 }
 
 // producerKey is ProducerKey as the block being applied sees it.
-func (f *FSM) producerKey(principal string) ([]byte, error) {
+func (f *Trust) producerKey(principal string) ([]byte, error) {
 	if k, ok := f.keysSet[principal]; ok {
 		return k, nil
 	}
@@ -135,7 +135,7 @@ func (f *FSM) producerKey(principal string) ([]byte, error) {
 // appended to topic t, and that each record is signed when the topic
 // requires it; seqs collects the sequences used (the command's, checked
 // against the block's and the committed ones).
-func (f *FSM) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map[string]bool) core.Result {
+func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map[string]bool) core.Result {
 	var bad error
 	_, err := record.Each(b, func(rec *record.Record) error {
 		var sig []byte
@@ -165,7 +165,7 @@ func (f *FSM) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map
 		}
 		switch {
 		case f.chainBound && s.Version != 2:
-			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v1 and names no chain; this chain takes v2 signatures bound to it (chain %s)", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq, f.opts.ChainID)
+			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v1 and names no chain; this chain takes v2 signatures bound to it (chain %s)", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq, f.chainID)
 			return core.ErrStopScan
 		case !f.chainBound && s.Version != 1:
 			// Before v2 existed a broker could not parse one: it refused
@@ -182,7 +182,7 @@ func (f *FSM) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
 		}
-		if err := proof.VerifyRecordOn(pub, f.opts.ChainID, s, t.Name, rec.Key, rec.Value, hs); err != nil {
+		if err := proof.VerifyRecordOn(pub, f.chainID, s, t.Name, rec.Key, rec.Value, hs); err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
 		}
@@ -212,7 +212,7 @@ func (f *FSM) checkSignatures(t *topics.Topic, b []byte, required bool, seqs map
 
 // persistSigned adds the block's registrations and used sequences to the
 // state's batch, in key order.
-func (f *FSM) persistSigned(set func(k, v []byte)) {
+func (f *Trust) persistSigned(set func(k, v []byte)) {
 	for _, p := range core.SortedKeys(f.keysSet) {
 		set(producerKeyKey(p), f.keysSet[p])
 	}
@@ -225,12 +225,12 @@ func (f *FSM) persistSigned(set func(k, v []byte)) {
 
 // registerSignedRecords registers the signatures' produce check and
 // the producer keys' and signed sequences' step (registerTrust calls it).
-func registerSignedRecords(r *registry) {
+func registerSignedRecords(r *core.Registry, h *topics.TopicHooks) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	r.ProduceChecks.Register(20, "signatures", modTrust, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
-		f := appOf(tm.Machine)
+	h.ProduceChecks.Register(20, "signatures", modTrust, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
+		f := trustOf(tm.Machine)
 		required := len(pr.T.Config.SignedBy) > 0
 		var seqs map[string]bool
 		for i, b := range pr.Batches {
@@ -256,6 +256,6 @@ func registerSignedRecords(r *registry) {
 			}
 		}
 	})
-	r.registerStep(moduleStep{rank: 40, name: "producer keys and signed sequences", module: modTrust,
-		stage: func(f *FSM, b *core.StateBatch) error { f.persistSigned(b.Set); return nil }})
+	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 40, Name: "producer keys and signed sequences", Module: modTrust,
+		Stage: func(f *Trust, b *core.StateBatch) error { f.persistSigned(b.Set); return nil }})
 }

@@ -72,6 +72,9 @@ type Options struct {
 	Reword func(string) string
 }
 
+// Registry is the registry the machine runs (what its modules registered).
+func (f *Machine) Registry() *Registry { return f.reg }
+
 // OpenMachine opens the core over opts.Dir with the modules' registry:
 // bind makes the application the machine belongs to (called before any
 // step runs), reopen opens another one in a directory. It runs every
