@@ -218,7 +218,7 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
-	pub, err := f.producerKey(c.Principal)
+	pub, err := f.appliedProducerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
 		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("principal %s has no registered key (stele producer-key register)", c.Principal))

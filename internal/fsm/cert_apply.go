@@ -152,34 +152,6 @@ func (f *Trust) forgetCertificates() {
 	}
 }
 
-// CheckTx is the mempool's admission check: Precheck for an inline
-// transaction; for a certificate, that it decodes, is of a form the next
-// block may hold (ValidateTx) and its signatures are valid (so an honest
-// proposer never proposes one that peers refuse). It reads only what was
-// published at the last commit: the mempool calls it while blocks apply.
-func (f *Trust) CheckTx(tx []byte) error {
-	if IsCertifiedTx(tx) {
-		return f.checkCertifiedTx(tx)
-	}
-	return Precheck(tx)
-}
-
-// ValidateTx is the full check of a proposal's transaction: Validate for an
-// inline one; for a certificate, its form and signatures (its payload was
-// checked by the honest signer that stored it, and is checked again when
-// applied). The orderer calls it between blocks, for the next one: a
-// chain-bound certificate is valid once the next block applies them (app
-// version 2 on), and one that names no chain stays valid, refused when
-// applied under such a version with ErrResubmit, so that its producer is
-// answered at once and retries.
-func (f *Trust) ValidateTx(tx []byte) error {
-	if IsCertifiedTx(tx) {
-		return f.checkCertifiedTx(tx)
-	}
-	_, err := Validate(tx)
-	return err
-}
-
 // checkCertifiedTx is CheckTx's and ValidateTx's check of a certificate:
 // it decodes, is of a form the next block may hold, and its signatures
 // are valid.

@@ -94,7 +94,7 @@ func seqKey(principal string, seq uint64) []byte {
 
 // registerProducerKey applies a registration.
 func (f *Trust) registerProducerKey(c RegisterProducerKey) core.Result {
-	cur, err := f.producerKey(c.Principal)
+	cur, err := f.appliedProducerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
 	case err != nil:
@@ -123,8 +123,8 @@ func (f *Trust) ProducerKey(principal string) ([]byte, error) {
 	return v, nil
 }
 
-// producerKey is ProducerKey as the block being applied sees it.
-func (f *Trust) producerKey(principal string) ([]byte, error) {
+// appliedProducerKey is ProducerKey as the block being applied sees it.
+func (f *Trust) appliedProducerKey(principal string) ([]byte, error) {
 	if k, ok := f.keysSet[principal]; ok {
 		return k, nil
 	}
@@ -177,7 +177,7 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
 			return core.ErrStopScan
 		}
-		pub, err := f.producerKey(s.Principal)
+		pub, err := f.appliedProducerKey(s.Principal)
 		if err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
