@@ -37,6 +37,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -218,9 +219,9 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
-	pub, err := f.appliedProducerKey(c.Principal)
+	pub, err := f.AppliedProducerKey(c.Principal)
 	switch {
-	case errors.Is(err, ErrNoProducerKey):
+	case errors.Is(err, trust.ErrNoProducerKey):
 		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("principal %s has no registered key (stele producer-key register)", c.Principal))
 	case err != nil:
 		return f.LocalFault("reading producer key of %s: %w", c.Principal, err)
@@ -228,8 +229,8 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if !ed25519.Verify(pub, proof.AdminMessage(f.opts.ChainID, c.Principal, c.Seq, c.Command), c.Signature) {
 		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("the signature of %s's command (sequence %d) does not verify with its registered key on chain %s", c.Principal, c.Seq, f.opts.ChainID))
 	}
-	k := string(seqKey(c.Principal, c.Seq))
-	used := f.seqsAdded[k]
+	k := string(trust.SeqKey(c.Principal, c.Seq))
+	used := f.SeqsAdded[k]
 	if !used {
 		if _, used, err = f.Store.Get([]byte(k)); err != nil {
 			return f.LocalFault("reading sequence %d of %s: %w", c.Seq, c.Principal, err)
@@ -238,10 +239,10 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if used {
 		return core.Fail(kerr.SaslAuthenticationFailed.Code, fmt.Sprintf("%s's sequence %d was used before: a replay", c.Principal, c.Seq))
 	}
-	if f.seqsAdded == nil {
-		f.seqsAdded = map[string]bool{}
+	if f.SeqsAdded == nil {
+		f.SeqsAdded = map[string]bool{}
 	}
-	f.seqsAdded[k] = true
+	f.SeqsAdded[k] = true
 	checks, _ := adminGated(inner)
 	principal := "User:" + c.Principal
 	for _, ch := range checks {

@@ -21,8 +21,9 @@
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
 // (modules_test.go). The core is a package of its own (core/), and so
-// are the topics, keys and groups modules (topics/, keys/, groups/); the
-// other modules share this package for now.
+// are the topics, keys, groups and trust modules (topics/, keys/,
+// groups/, trust/: modulePackages in modules_test.go); the other modules
+// share this package for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -47,6 +48,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 )
 
 // The application: the core's machine with the modules assembled on it.
@@ -77,7 +79,7 @@ type FSM struct {
 	*keys.Index         // keys/
 	*groups.Coordinator // groups/
 	producersState      // producer_state.go
-	*Trust              // cert_apply.go
+	*trust.Trust        // trust/
 	clusterState        // upgrade.go
 	securityState       // users.go
 }
@@ -100,7 +102,7 @@ func (f *FSM) KeysModule() *keys.Index { return f.Index }
 func (f *FSM) GroupsModule() *groups.Coordinator { return f.Coordinator }
 
 // TrustModule is f's trust module (trustOf).
-func (f *FSM) TrustModule() *Trust { return f.Trust }
+func (f *FSM) TrustModule() *trust.Trust { return f.Trust }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -115,7 +117,7 @@ type Options struct {
 	HousekeepingIntervalMs int64
 	// Validators checks certified transactions' signatures; nil refuses
 	// every certified transaction (inline transactions only).
-	Validators *ValidatorSet
+	Validators *trust.ValidatorSet
 	// ChainID is the chain's id (CometBFT's genesis chain_id), the same on
 	// every broker of a chain. Upgrade votes are signed for it
 	// (UpgradeStatement); empty refuses every upgrade vote.
@@ -134,7 +136,7 @@ type Options struct {
 	GenesisUsers []GenesisUser
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
-	Batches BatchSource
+	Batches trust.BatchSource
 	// OffsetsRetentionMs is offsets.retention.minutes in milliseconds: how
 	// long the committed offsets of a group without members are kept.
 	// Default 7 days, as Kafka's.
@@ -203,7 +205,7 @@ func Open(opts Options) (*FSM, error) {
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
-		f.Trust = NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
+		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -255,7 +257,7 @@ func buildRegistry() *registry {
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	registerProducers(r)
-	registerTrust(r.Registry, r.TopicHooks)
+	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	registerCluster(r)
 	registerSecurity(r)
 	return r
@@ -300,8 +302,8 @@ func NewRestore(dir string, o core.SnapshotOffer) (*core.Restore, error) {
 // proposer never proposes one that peers refuse). It reads only what was
 // published at the last commit: the mempool calls it while blocks apply.
 func (f *FSM) CheckTx(tx []byte) error {
-	if IsCertifiedTx(tx) {
-		return f.Trust.checkCertifiedTx(tx)
+	if trust.IsCertifiedTx(tx) {
+		return f.Trust.CheckCertifiedTx(tx)
 	}
 	return Precheck(tx)
 }
@@ -315,8 +317,8 @@ func (f *FSM) CheckTx(tx []byte) error {
 // applied under such a version with ErrResubmit, so that its producer is
 // answered at once and retries.
 func (f *FSM) ValidateTx(tx []byte) error {
-	if IsCertifiedTx(tx) {
-		return f.Trust.checkCertifiedTx(tx)
+	if trust.IsCertifiedTx(tx) {
+		return f.Trust.CheckCertifiedTx(tx)
 	}
 	_, err := Validate(tx)
 	return err

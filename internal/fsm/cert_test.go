@@ -11,13 +11,14 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 )
 
 // testValidators makes n validators with deterministic keys.
-func testValidators(t testing.TB, n int) (*ValidatorSet, []ed25519.PrivateKey) {
+func testValidators(t testing.TB, n int) (*trust.ValidatorSet, []ed25519.PrivateKey) {
 	t.Helper()
-	var vals []Validator
+	var vals []trust.Validator
 	var keys []ed25519.PrivateKey
 	for i := range n {
 		seed := sha256.Sum256([]byte(fmt.Sprintf("validator-%d", i)))
@@ -25,10 +26,10 @@ func testValidators(t testing.TB, n int) (*ValidatorSet, []ed25519.PrivateKey) {
 		var addr [20]byte
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
 		copy(addr[:], h[:20])
-		vals = append(vals, Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
+		vals = append(vals, trust.Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
 		keys = append(keys, k)
 	}
-	vs, err := NewValidatorSet(vals)
+	vs, err := trust.NewValidatorSet(vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,15 +38,15 @@ func testValidators(t testing.TB, n int) (*ValidatorSet, []ed25519.PrivateKey) {
 
 // certify makes a certificate of payload signed by the given keys, that
 // names no chain.
-func certify(payload []byte, height int64, keys ...ed25519.PrivateKey) Certificate {
+func certify(payload []byte, height int64, keys ...ed25519.PrivateKey) trust.Certificate {
 	return certifyFor("", payload, height, keys...)
 }
 
 // certifyFor makes a certificate of payload bound to chain.
-func certifyFor(chain string, payload []byte, height int64, keys ...ed25519.PrivateKey) Certificate {
-	c := Certificate{Chain: chain, Digest: sha256.Sum256(payload), Size: uint32(len(payload)), Height: height}
+func certifyFor(chain string, payload []byte, height int64, keys ...ed25519.PrivateKey) trust.Certificate {
+	c := trust.Certificate{Chain: chain, Digest: sha256.Sum256(payload), Size: uint32(len(payload)), Height: height}
 	for _, k := range keys {
-		var s CertSig
+		var s trust.CertSig
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
 		copy(s.Validator[:], h[:20])
 		copy(s.Signature[:], ed25519.Sign(k, c.Statement()))
@@ -57,14 +58,14 @@ func certifyFor(chain string, payload []byte, height int64, keys ...ed25519.Priv
 // mapBatches is a BatchSource over a map; a missing digest is an error.
 type mapBatches map[core.Digest][]byte
 
-func (m mapBatches) Batch(c Certificate) ([]byte, error) {
+func (m mapBatches) Batch(c trust.Certificate) ([]byte, error) {
 	if b, ok := m[c.Digest]; ok {
 		return b, nil
 	}
 	return nil, errors.New("no such batch")
 }
 
-func openCertified(t testing.TB, dir string, vs *ValidatorSet, src BatchSource) *FSM {
+func openCertified(t testing.TB, dir string, vs *trust.ValidatorSet, src trust.BatchSource) *FSM {
 	t.Helper()
 	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, Batches: src})
 	if err != nil {
@@ -76,23 +77,23 @@ func openCertified(t testing.TB, dir string, vs *ValidatorSet, src BatchSource) 
 func TestCertifiedTxRoundTrip(t *testing.T) {
 	_, keys := testValidators(t, 4)
 	c := certify([]byte("payload"), 7, keys[0], keys[2])
-	raw := EncodeCertifiedTx(c)
-	if !IsCertifiedTx(raw) || IsCertifiedTx(tx(1, topics.DeleteTopic{Name: "x"})) {
+	raw := trust.EncodeCertifiedTx(c)
+	if !trust.IsCertifiedTx(raw) || trust.IsCertifiedTx(tx(1, topics.DeleteTopic{Name: "x"})) {
 		t.Fatal("IsCertifiedTx misclassifies")
 	}
-	got, err := DecodeCertifiedTx(raw)
+	got, err := trust.DecodeCertifiedTx(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(EncodeCertifiedTx(got), raw) {
+	if !bytes.Equal(trust.EncodeCertifiedTx(got), raw) {
 		t.Fatal("round trip changed the certificate")
 	}
 	for i := range len(raw) {
-		if _, err := DecodeCertifiedTx(raw[:i]); err == nil {
+		if _, err := trust.DecodeCertifiedTx(raw[:i]); err == nil {
 			t.Fatalf("a certificate cut to %d bytes decoded", i)
 		}
 	}
-	if _, err := DecodeCertifiedTx(append(raw, 0)); err == nil {
+	if _, err := trust.DecodeCertifiedTx(append(raw, 0)); err == nil {
 		t.Fatal("trailing byte accepted")
 	}
 }
@@ -112,7 +113,7 @@ func TestCertificateVerify(t *testing.T) {
 	stranger := certify(p, 3, keys[0], okeys[4])
 	moved := good
 	moved.Height++
-	for name, c := range map[string]Certificate{
+	for name, c := range map[string]trust.Certificate{
 		"one of four":         certify(p, 3, keys[0]),
 		"same signer twice":   twice,
 		"forged signature":    forged,
@@ -120,7 +121,7 @@ func TestCertificateVerify(t *testing.T) {
 		"statement changed":   moved,
 		"no validator at all": {Digest: good.Digest, Size: good.Size, Height: 3},
 	} {
-		if err := vs.Verify(c); !errors.Is(err, ErrCertificate) {
+		if err := vs.Verify(c); !errors.Is(err, trust.ErrCertificate) {
 			t.Errorf("%s: Verify = %v, want ErrCertificate", name, err)
 		}
 	}
@@ -128,8 +129,8 @@ func TestCertificateVerify(t *testing.T) {
 	if err := single.Verify(certify(p, 1, skeys[0])); err != nil {
 		t.Errorf("a single validator certifies alone: %v", err)
 	}
-	var none *ValidatorSet
-	if err := none.Verify(good); !errors.Is(err, ErrNoValidators) {
+	var none *trust.ValidatorSet
+	if err := none.Verify(good); !errors.Is(err, trust.ErrNoValidators) {
 		t.Errorf("nil set: %v", err)
 	}
 }
@@ -147,7 +148,7 @@ func TestCertifiedEqualsInline(t *testing.T) {
 		cb := block{time: b.time}
 		for _, raw := range b.txs {
 			src[sha256.Sum256(raw)] = raw
-			cb.txs = append(cb.txs, EncodeCertifiedTx(certify(raw, int64(i), keys[0], keys[3])))
+			cb.txs = append(cb.txs, trust.EncodeCertifiedTx(certify(raw, int64(i), keys[0], keys[3])))
 		}
 		certified = append(certified, cb)
 	}
@@ -222,12 +223,12 @@ func TestCertificateRules(t *testing.T) {
 		return raw
 	}
 	create := put(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})
-	if out := apply(EncodeCertifiedTx(certify(create, 0, keys[0], keys[1]))); out.Txs[0].Code != 0 || out.Txs[0].Results[0].Code != 0 {
+	if out := apply(trust.EncodeCertifiedTx(certify(create, 0, keys[0], keys[1]))); out.Txs[0].Code != 0 || out.Txs[0].Results[0].Code != 0 {
 		t.Fatalf("create by certificate: %+v", out.Txs[0])
 	}
 	prod := put(2, topics.Produce{Topic: "t", Records: batch(t, t0, record.CodecNone, "k", 3)})
-	c := EncodeCertifiedTx(certify(prod, 1, keys[2], keys[3]))
-	again := EncodeCertifiedTx(certify(prod, 1, keys[0], keys[3])) // same batch, other signers
+	c := trust.EncodeCertifiedTx(certify(prod, 1, keys[2], keys[3]))
+	again := trust.EncodeCertifiedTx(certify(prod, 1, keys[0], keys[3])) // same batch, other signers
 	out := apply(c, again)
 	if out.Txs[0].Code != 0 || out.Txs[1].Code == 0 || !strings.Contains(out.Txs[1].Log, "already applied") {
 		t.Fatalf("a batch certified twice in one block: %+v / %+v", out.Txs[0], out.Txs[1])
@@ -247,26 +248,28 @@ func TestCertificateRules(t *testing.T) {
 		name string
 		raw  func() []byte
 	}{
-		{"from the future", func() []byte { return EncodeCertifiedTx(certify(future, height+1, keys[0], keys[1])) }},
-		{"too few signers", func() []byte { return EncodeCertifiedTx(certify(future, height, keys[0])) }},
-		{"made too long ago", func() []byte { return EncodeCertifiedTx(certify(future, height-CertWindow, keys[0], keys[1])) }},
-		{"trailing garbage", func() []byte { return append(EncodeCertifiedTx(certify(future, height, keys[0], keys[1])), 1) }},
+		{"from the future", func() []byte { return trust.EncodeCertifiedTx(certify(future, height+1, keys[0], keys[1])) }},
+		{"too few signers", func() []byte { return trust.EncodeCertifiedTx(certify(future, height, keys[0])) }},
+		{"made too long ago", func() []byte {
+			return trust.EncodeCertifiedTx(certify(future, height-trust.CertWindow, keys[0], keys[1]))
+		}},
+		{"trailing garbage", func() []byte { return append(trust.EncodeCertifiedTx(certify(future, height, keys[0], keys[1])), 1) }},
 	} {
 		if out := apply(c.raw()); out.Txs[0].Code == 0 {
 			t.Errorf("%s: applied", c.name)
 		}
 	}
-	if err := f.ValidateTx(EncodeCertifiedTx(certify(future, height, keys[0]))); err == nil {
+	if err := f.ValidateTx(trust.EncodeCertifiedTx(certify(future, height, keys[0]))); err == nil {
 		t.Error("ValidateTx accepted a certificate with too few signers")
 	}
-	if err := f.CheckTx(EncodeCertifiedTx(certify(future, height, keys[0], keys[1]))); err != nil {
+	if err := f.CheckTx(trust.EncodeCertifiedTx(certify(future, height, keys[0], keys[1]))); err != nil {
 		t.Errorf("CheckTx refused a good certificate: %v", err)
 	}
 	// The window passes: the remembered certificates are dropped.
-	for height < CertWindow+70 {
+	for height < trust.CertWindow+70 {
 		apply()
 	}
-	if n := len(f.certs); n != 0 {
+	if n := len(f.Certs); n != 0 {
 		t.Errorf("%d certificates remembered after their window", n)
 	}
 	var keysLeft int
@@ -278,8 +281,8 @@ func TestCertificateRules(t *testing.T) {
 	}
 	// A batch nobody holds: the block is not applied.
 	missing := tx(9, topics.DeleteTopic{Name: "t"})
-	_, err := f.ApplyBlock(core.Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
-	if !errors.Is(err, ErrBatchUnavailable) {
+	_, err := f.ApplyBlock(core.Block{Height: height + 1, TimeMs: t0 + height + 1, Txs: [][]byte{trust.EncodeCertifiedTx(certify(missing, height, keys[0], keys[1]))}})
+	if !errors.Is(err, trust.ErrBatchUnavailable) {
 		t.Fatalf("ApplyBlock with an unavailable batch: %v, want ErrBatchUnavailable", err)
 	}
 }
@@ -290,7 +293,7 @@ func TestCertifiedRefusedWithoutValidators(t *testing.T) {
 	_, keys := testValidators(t, 1)
 	f := open(t, t.TempDir())
 	defer f.Close()
-	raw := EncodeCertifiedTx(certify([]byte("x"), 0, keys[0]))
+	raw := trust.EncodeCertifiedTx(certify([]byte("x"), 0, keys[0]))
 	if f.CheckTx(raw) == nil || f.ValidateTx(raw) == nil {
 		t.Fatal("a certificate passed without a validator set")
 	}
@@ -302,16 +305,16 @@ func TestCertifiedRefusedWithoutValidators(t *testing.T) {
 
 func FuzzDecodeCertifiedTx(f *testing.F) {
 	_, keys := testValidators(f, 2)
-	f.Add(EncodeCertifiedTx(certify([]byte("p"), 1, keys[0], keys[1])))
+	f.Add(trust.EncodeCertifiedTx(certify([]byte("p"), 1, keys[0], keys[1])))
 	f.Add([]byte("STL\x02"))
-	f.Add(EncodeCertifiedTx(certifyFor(testChainID, []byte("p"), 1, keys[0], keys[1])))
+	f.Add(trust.EncodeCertifiedTx(certifyFor(testChainID, []byte("p"), 1, keys[0], keys[1])))
 	f.Add([]byte("STL\x03\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := DecodeCertifiedTx(b)
+		c, err := trust.DecodeCertifiedTx(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(EncodeCertifiedTx(c), b) {
+		if !bytes.Equal(trust.EncodeCertifiedTx(c), b) {
 			t.Fatalf("decoded certificate re-encodes differently")
 		}
 	})
@@ -325,25 +328,25 @@ func TestVerifiedCertificatesAreRemembered(t *testing.T) {
 	f := openCertified(t, t.TempDir(), vs, mapBatches{})
 	defer f.Close()
 	good := certify([]byte("batch"), 0, keys[0], keys[1])
-	if err := f.CheckTx(EncodeCertifiedTx(good)); err != nil {
+	if err := f.CheckTx(trust.EncodeCertifiedTx(good)); err != nil {
 		t.Fatal(err)
 	}
 	forged := good
-	forged.Sigs = append([]CertSig(nil), good.Sigs...)
+	forged.Sigs = append([]trust.CertSig(nil), good.Sigs...)
 	forged.Sigs[1].Signature[5] ^= 1
-	if err := f.ValidateTx(EncodeCertifiedTx(forged)); !errors.Is(err, ErrCertificate) {
+	if err := f.ValidateTx(trust.EncodeCertifiedTx(forged)); !errors.Is(err, trust.ErrCertificate) {
 		t.Fatalf("a forged copy of a verified certificate: %v", err)
 	}
-	if !f.verified.has(sha256.Sum256(EncodeCertifiedTx(good))) {
+	if !f.Verified.Has(sha256.Sum256(trust.EncodeCertifiedTx(good))) {
 		t.Fatal("the verified certificate was not remembered")
 	}
 	// The set is bounded: it forgets the oldest.
-	var v verifiedCerts
-	for i := range verifiedCertsMax + 10 {
-		v.add(sha256.Sum256([]byte(fmt.Sprint(i))))
+	var v trust.VerifiedCerts
+	for i := range trust.VerifiedCertsMax + 10 {
+		v.Add(sha256.Sum256([]byte(fmt.Sprint(i))))
 	}
-	if len(v.set) != verifiedCertsMax || v.has(sha256.Sum256([]byte("0"))) || !v.has(sha256.Sum256([]byte(fmt.Sprint(verifiedCertsMax+9)))) {
-		t.Fatalf("bounded set: %d entries", len(v.set))
+	if len(v.Set) != trust.VerifiedCertsMax || v.Has(sha256.Sum256([]byte("0"))) || !v.Has(sha256.Sum256([]byte(fmt.Sprint(trust.VerifiedCertsMax+9)))) {
+		t.Fatalf("bounded set: %d entries", len(v.Set))
 	}
 }
 
@@ -382,11 +385,11 @@ func TestChainBoundCertificates(t *testing.T) {
 	if c.f.CertificatesBound() {
 		t.Fatal("version 1 binds certificates")
 	}
-	bound := EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
+	bound := trust.EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
 	if c.f.CheckTx(bound) == nil || c.f.ValidateTx(bound) == nil {
 		t.Fatal("version 1 admits a chain-bound certificate")
 	}
-	out := apply(bound, EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1])))
+	out := apply(bound, trust.EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1])))
 	if o := out.Txs[0]; o.Code != 1 || o.Batch != (core.Digest{}) {
 		t.Fatalf("a bound certificate under version 1: code %d, batch %x (want 1, hashed as its bytes)", o.Code, o.Batch[:4])
 	}
@@ -405,9 +408,9 @@ func TestChainBoundCertificates(t *testing.T) {
 	if !c.f.CertificatesBound() {
 		t.Fatal("not bound for the upgrade's block")
 	}
-	unbound := EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
-	bound = EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[2], keys[3]))
-	other := EncodeCertifiedTx(certifyFor("staging", payload(), c.height(), keys[0], keys[1]))
+	unbound := trust.EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
+	bound = trust.EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[2], keys[3]))
+	other := trust.EncodeCertifiedTx(certifyFor("staging", payload(), c.height(), keys[0], keys[1]))
 	for name, raw := range map[string][]byte{"bound": bound, "unbound": unbound} {
 		if err := c.f.CheckTx(raw); err != nil {
 			t.Errorf("CheckTx of the %s certificate: %v", name, err)
@@ -438,8 +441,8 @@ func TestChainBoundCertificates(t *testing.T) {
 	if !c.f.CertificatesBound() {
 		t.Fatal("not bound after a restart")
 	}
-	unbound = EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
-	bound = EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
+	unbound = trust.EncodeCertifiedTx(certify(payload(), c.height(), keys[0], keys[1]))
+	bound = trust.EncodeCertifiedTx(certifyFor(testChainID, payload(), c.height(), keys[0], keys[1]))
 	out = apply(unbound, bound)
 	if out.Txs[0].Code != core.CodeResubmit || out.Txs[1].Code != 0 || hwm() != 3 {
 		t.Fatalf("after a restart: codes %d and %d, high watermark %d", out.Txs[0].Code, out.Txs[1].Code, hwm())

@@ -16,6 +16,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -131,7 +132,7 @@ func scenario(t testing.TB) []block {
 			if err != nil {
 				t.Fatal(err)
 			}
-			txs = append(txs, tx(5006, RegisterProducerKey{Principal: "alice", PublicKey: pub, Proof: ed25519.Sign(alice, proof.RegistrationMessage("alice", pub))}),
+			txs = append(txs, tx(5006, trust.RegisterProducerKey{Principal: "alice", PublicKey: pub, Proof: ed25519.Sign(alice, proof.RegistrationMessage("alice", pub))}),
 				tx(5007, topics.Produce{Topic: "small", Partition: 0, Records: b}))
 		case 20:
 			txs = append(txs, tx(5003, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}),

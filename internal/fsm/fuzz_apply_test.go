@@ -13,6 +13,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -241,7 +242,7 @@ func fuzzAddr(k ed25519.PrivateKey) [20]byte {
 const fuzzMaxVersion = 3
 
 // openVoting opens a state machine of the test validator set's chain.
-func openVoting(t testing.TB, dir string, vs *ValidatorSet) *FSM {
+func openVoting(t testing.TB, dir string, vs *trust.ValidatorSet) *FSM {
 	t.Helper()
 	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: fuzzMaxVersion})
 	if err != nil {

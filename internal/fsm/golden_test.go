@@ -23,6 +23,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/pkg/proof"
@@ -51,8 +52,8 @@ func goldenOptions(dir string) Options {
 
 // goldenValidators are testValidators(4): the chain's validators, who vote
 // on upgrades in the scenario.
-func goldenValidators() (*ValidatorSet, []ed25519.PrivateKey) {
-	var vals []Validator
+func goldenValidators() (*trust.ValidatorSet, []ed25519.PrivateKey) {
+	var vals []trust.Validator
 	var keys []ed25519.PrivateKey
 	for i := range 4 {
 		seed := sha256.Sum256([]byte(fmt.Sprintf("validator-%d", i)))
@@ -60,10 +61,10 @@ func goldenValidators() (*ValidatorSet, []ed25519.PrivateKey) {
 		var addr [20]byte
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
 		copy(addr[:], h[:20])
-		vals = append(vals, Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
+		vals = append(vals, trust.Validator{Address: addr, PubKey: k.Public().(ed25519.PublicKey), Power: 10})
 		keys = append(keys, k)
 	}
-	vs, err := NewValidatorSet(vals)
+	vs, err := trust.NewValidatorSet(vals)
 	if err != nil {
 		panic(err)
 	}

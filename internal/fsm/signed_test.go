@@ -10,6 +10,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -26,9 +27,9 @@ func newSigner(name string, seed byte) signer {
 	return signer{name, priv.Public().(ed25519.PublicKey), priv}
 }
 
-func (s signer) register(endorser *signer) RegisterProducerKey {
+func (s signer) register(endorser *signer) trust.RegisterProducerKey {
 	msg := proof.RegistrationMessage(s.name, s.pub)
-	c := RegisterProducerKey{Principal: s.name, PublicKey: s.pub, Proof: ed25519.Sign(s.priv, msg)}
+	c := trust.RegisterProducerKey{Principal: s.name, PublicKey: s.pub, Proof: ed25519.Sign(s.priv, msg)}
 	if endorser != nil {
 		c.Endorsement = ed25519.Sign(endorser.priv, msg)
 	}
@@ -93,7 +94,7 @@ func TestSignedProducers(t *testing.T) {
 		topics.CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.signed.by", Value: "alice"}}})
 	wantCode(t, "register alice", d.block(10, alice.register(nil))[0], 0)
 	wantCode(t, "register bob", d.block(10, bob.register(nil))[0], 0)
-	if r := CheckCommand(RegisterProducerKey{Principal: "eve", PublicKey: mallory.pub, Proof: ed25519.Sign(alice.priv, []byte("x"))}); r.Code == 0 {
+	if r := CheckCommand(trust.RegisterProducerKey{Principal: "eve", PublicKey: mallory.pub, Proof: ed25519.Sign(alice.priv, []byte("x"))}); r.Code == 0 {
 		t.Error("a registration whose key did not sign it passed CheckCommand")
 	}
 
@@ -178,7 +179,7 @@ func TestSignedInScenario(t *testing.T) {
 		if _, err := f.ProducerKey("alice"); err != nil {
 			t.Errorf("%s: alice's key: %v", when, err)
 		}
-		if _, used, err := f.Store.Get(seqKey("alice", 1)); err != nil || !used {
+		if _, used, err := f.Store.Get(trust.SeqKey("alice", 1)); err != nil || !used {
 			t.Errorf("%s: alice's sequence 1 is not used: the signed record was refused (%v)", when, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -35,7 +36,7 @@ func TestProveState(t *testing.T) {
 	if got, want := proof.OffsetKey("audit", "orders", 0), groups.OffsetKey(groups.OffsetRef{Group: "audit", Topic: "orders", Partition: 0}); !bytes.Equal(got, want) {
 		t.Fatalf("proof.OffsetKey %q, store %q", got, want)
 	}
-	if got, want := proof.ProducerKeyKey("alice"), producerKeyKey("alice"); !bytes.Equal(got, want) {
+	if got, want := proof.ProducerKeyKey("alice"), trust.ProducerKeyKey("alice"); !bytes.Equal(got, want) {
 		t.Fatalf("proof.ProducerKeyKey %q, store %q", got, want)
 	}
 
@@ -130,7 +131,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 func decodeStoreValue(b []byte) {
 	core.DecodeState(b)
 	decodeProducerID(b)
-	decodeSigners(b)
+	trust.DecodeSigners(b)
 	topics.DecodeLogDefaults(b)
 	topics.DecodeAppendClock(b)
 	decodeBrokerConfigs(b)
@@ -147,7 +148,7 @@ func decodeStoreValue(b []byte) {
 	topics.DecodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
 	decodeAppVersion(b)
 	decodePlan(b)
-	parseCertKey(append([]byte("c/"), b...))
+	trust.ParseCertKey(append([]byte("c/"), b...))
 	keys.ParseEntryValue(b)
 	proof.DecodeTopic(b)
 	proof.DecodePartition(b)

@@ -10,6 +10,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -42,11 +43,11 @@ func sampleCommands() []core.Command {
 		TxnOffsetCommit{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g", MemberID: "m", InstanceID: "i",
 			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
 		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
-		RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
+		trust.RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
 		topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.ms", Value: "5"}}},
 		AlterBrokerConfigs{Broker: "2", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "3"}, {Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}},
 		AppendTime{TimeMs: 1_700_000_000_123},
-		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
+		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []trust.CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
 	}
 }
 

@@ -44,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/trust"
 )
 
 // KindScheduleUpgrade votes for, and with enough votes schedules, an
@@ -121,7 +122,7 @@ func UpgradeStatement(chainID string, p UpgradePlan) []byte {
 type ScheduleUpgrade struct {
 	ChainID string
 	Plan    UpgradePlan
-	Sigs    []CertSig
+	Sigs    []trust.CertSig
 }
 
 func (ScheduleUpgrade) Kind() core.Kind { return KindScheduleUpgrade }
@@ -175,9 +176,9 @@ func registerScheduleUpgrade(r *registry) {
 func decodeScheduleUpgrade(r *core.Reader) ScheduleUpgrade {
 	c := ScheduleUpgrade{ChainID: r.Str()}
 	c.Plan = UpgradePlan{Height: r.I64(), Version: uint32(r.I32()), Name: r.Str()}
-	n := r.Count(certSigSize)
+	n := r.Count(trust.CertSigSize)
 	for i := 0; i < n && r.E == nil; i++ {
-		var s CertSig
+		var s trust.CertSig
 		copy(s.Validator[:], r.Take(20))
 		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
 		c.Sigs = append(c.Sigs, s)
@@ -187,20 +188,20 @@ func decodeScheduleUpgrade(r *core.Reader) ScheduleUpgrade {
 
 // SignUpgrade returns key's signature of p on the chain chainID, as
 // validator addr.
-func SignUpgrade(chainID string, p UpgradePlan, addr [20]byte, key ed25519.PrivateKey) CertSig {
-	s := CertSig{Validator: addr}
+func SignUpgrade(chainID string, p UpgradePlan, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
+	s := trust.CertSig{Validator: addr}
 	copy(s.Signature[:], ed25519.Sign(key, UpgradeStatement(chainID, p)))
 	return s
 }
 
 // checkUpgrade is the stateless check of a ScheduleUpgrade.
 func checkUpgrade(c ScheduleUpgrade) core.Result {
-	if c.ChainID == "" || len(c.ChainID) > maxChainID {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+	if c.ChainID == "" || len(c.ChainID) > trust.MaxChainID {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is for, 1 to %d bytes, got %d", trust.MaxChainID, len(c.ChainID)))
 	}
 	p := c.Plan
-	if c.ChainID == "" || len(c.ChainID) > maxChainID {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is signed for, 1 to %d bytes, got %d", maxChainID, len(c.ChainID)))
+	if c.ChainID == "" || len(c.ChainID) > trust.MaxChainID {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade vote names the chain it is signed for, 1 to %d bytes, got %d", trust.MaxChainID, len(c.ChainID)))
 	}
 	if p.Height <= 0 || p.Version == 0 {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade needs a height and a version above 0, got height %d version %d", p.Height, p.Version))
@@ -213,8 +214,8 @@ func checkUpgrade(c ScheduleUpgrade) core.Result {
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("upgrade name %q: use letters, digits and . _ - + only", p.Name))
 		}
 	}
-	if len(c.Sigs) == 0 || len(c.Sigs) > maxCertSigs {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", maxCertSigs, len(c.Sigs)))
+	if len(c.Sigs) == 0 || len(c.Sigs) > trust.MaxCertSigs {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
 	}
 	seen := make(map[[20]byte]bool, len(c.Sigs))
 	for _, s := range c.Sigs {
@@ -469,7 +470,7 @@ func (f *FSM) loadUpgrade() error {
 		}
 		f.upgradePlan = &p
 	}
-	f.chainBound = f.appVersion >= chainCertsVersion
+	f.ChainBound = f.appVersion >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
 	return f.Store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
@@ -496,7 +497,7 @@ func registerUpgradeSteps(r *registry) {
 		check: (*FSM).upgradeDue,
 		run: func(f *FSM, b core.Block) {
 			f.activateUpgrade(b.Height)
-			f.chainBound = f.appVersion >= chainCertsVersion
+			f.ChainBound = f.appVersion >= chainCertsVersion
 		}})
 	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
 	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
@@ -507,6 +508,6 @@ func registerUpgradeSteps(r *registry) {
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
 			f.committedUpgrade.Unlock()
-			f.chainBoundNext.Store(f.versionAt(f.Height+1) >= chainCertsVersion)
+			f.ChainBoundNext.Store(f.versionAt(f.Height+1) >= chainCertsVersion)
 		}})
 }

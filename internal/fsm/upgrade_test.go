@@ -13,6 +13,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -42,7 +43,7 @@ func upgradeVoteFor(chainID string, p UpgradePlan, keys ...ed25519.PrivateKey) S
 type upgradeChain struct {
 	t     *testing.T
 	dir   string
-	vs    *ValidatorSet
+	vs    *trust.ValidatorSet
 	keys  []ed25519.PrivateKey
 	f     *FSM
 	max   uint32

@@ -1,4 +1,4 @@
-package fsm
+package trust
 
 import (
 	"bytes"
@@ -55,14 +55,14 @@ const (
 	// CertWindow is how many heights after its batch was made a
 	// certificate may be applied.
 	CertWindow = 1000
-	// maxCertSigs bounds a certificate's signatures.
-	maxCertSigs = 1024
-	// certSigSize is one signature entry: address and signature.
-	certSigSize = 20 + ed25519.SignatureSize
+	// MaxCertSigs bounds a certificate's signatures.
+	MaxCertSigs = 1024
+	// CertSigSize is one signature entry: address and signature.
+	CertSigSize = 20 + ed25519.SignatureSize
 )
 
-// maxChainID is CometBFT's limit on a chain id.
-const maxChainID = 50
+// MaxChainID is CometBFT's limit on a chain id.
+const MaxChainID = 50
 
 // statementPrefix opens a version 2 certificate's statement,
 // chainStatementPrefix a version 3 (chain-bound) one's.
@@ -113,7 +113,7 @@ func (c Certificate) Statement() []byte { return Statement(c.Chain, c.Digest, c.
 
 // EncodeCertifiedTx encodes a certificate as a transaction.
 func EncodeCertifiedTx(c Certificate) []byte {
-	w := &core.Writer{B: make([]byte, 0, 64+len(c.Sigs)*certSigSize)}
+	w := &core.Writer{B: make([]byte, 0, 64+len(c.Sigs)*CertSigSize)}
 	w.Raw(core.TxMagic[:])
 	if c.Chain == "" {
 		w.U8(certVersion)
@@ -149,8 +149,8 @@ func DecodeCertifiedTx(tx []byte) (Certificate, error) {
 	switch v := r.U8(); {
 	case r.E != nil:
 	case v == certVersionChain:
-		if c.Chain = r.Str(); r.E == nil && (c.Chain == "" || len(c.Chain) > maxChainID) {
-			r.Fail("a certificate's chain id of %d bytes (1 to %d)", len(c.Chain), maxChainID)
+		if c.Chain = r.Str(); r.E == nil && (c.Chain == "" || len(c.Chain) > MaxChainID) {
+			r.Fail("a certificate's chain id of %d bytes (1 to %d)", len(c.Chain), MaxChainID)
 		}
 	case v != certVersion:
 		r.Fail("not a certificate: version %d", v)
@@ -158,8 +158,8 @@ func DecodeCertifiedTx(tx []byte) (Certificate, error) {
 	copy(c.Digest[:], r.Take(32))
 	c.Size = uint32(r.I32())
 	c.Height = r.I64()
-	n := r.Count(certSigSize)
-	if r.E == nil && (n == 0 || n > maxCertSigs) {
+	n := r.Count(CertSigSize)
+	if r.E == nil && (n == 0 || n > MaxCertSigs) {
 		r.Fail("%d signatures", n)
 	}
 	for i := 0; i < n && r.E == nil; i++ {
@@ -283,9 +283,9 @@ func certKey(height int64, d core.Digest) []byte {
 	return append(k, d[:]...)
 }
 
-// parseCertKey reads a c/ key (its value is empty): the height of the
+// ParseCertKey reads a c/ key (its value is empty): the height of the
 // certificate's batch and its digest.
-func parseCertKey(k []byte) (int64, core.Digest, error) {
+func ParseCertKey(k []byte) (int64, core.Digest, error) {
 	var d core.Digest
 	if len(k) != 2+8+len(d) || !bytes.HasPrefix(k, []byte("c/")) {
 		return 0, d, fmt.Errorf("stele/fsm: bad certificate key %x", k)

@@ -1,4 +1,4 @@
-package fsm
+package trust
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func encodeSigners(ss []Signer) []byte {
 	return w.B
 }
 
-func decodeSigners(b []byte) (map[string]*Signer, error) {
+func DecodeSigners(b []byte) (map[string]*Signer, error) {
 	r := &core.Reader{B: b}
 	if v := r.U8(); r.E == nil && v != core.PersistVersion {
 		r.Fail("signers format %d", v)

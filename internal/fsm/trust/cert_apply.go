@@ -1,4 +1,15 @@
-package fsm
+// Package trust is the state machine's trust module: the signers (the
+// validators whose votes each block carries, liveness.go), the
+// certificates of the data plane (cert.go, cert_apply.go: a batch applied
+// by its digest, certified by f+1 validators, its payload fetched from
+// the batch store), and producer keys and signed records (signed.go).
+//
+// It uses the topics module below it (its types, and the produce check it
+// registers: a signed record's signature), imports no module above it,
+// and works on Trust, its part of a state machine, which the application
+// (package fsm) makes with NewTrust and hands over through its
+// TrustModule method (trustOf).
+package trust
 
 import (
 	"crypto/sha256"
@@ -25,7 +36,7 @@ type certEntry struct {
 // FSM): the signers seen (liveness.go), the applied certificates, and the
 // producer keys and signed sequences of the block (signed.go).
 // modTrust is the trust module's name.
-const modTrust core.Module = "trust"
+const ModTrust core.Module = "trust"
 
 // Trust is the trust module of a state machine: the core's machine it
 // runs on, the topics module below it, its options and its state.
@@ -54,7 +65,7 @@ func trustOf(m *core.Machine) *Trust {
 type trustState struct {
 	signers        map[string]*Signer // by hex address
 	signersChanged bool
-	certs          map[core.Digest]int64 // applied certificates within their window: digest -> batch height
+	Certs          map[core.Digest]int64 // applied certificates within their window: digest -> batch height
 	certsAdded     []core.Digest
 	// The signers as of the last Commit, with its block time (Liveness).
 	committedSigners struct {
@@ -63,18 +74,18 @@ type trustState struct {
 		blockTime int64
 	}
 	certsDropped []certEntry
-	verified     verifiedCerts // safe for concurrent use
-	// chainBound: the block being applied takes only signed statements
+	Verified     VerifiedCerts // safe for concurrent use
+	// ChainBound: the block being applied takes only signed statements
 	// bound to the chain: batch certificates (cert.go) and record
 	// signatures (signed.go); else only those that name none.
 	// chainBoundNext: the next block will; published at each commit, for
 	// the mempool, the orderer's ValidateTx and the data plane
 	// (CertificatesBound). The cluster module sets both from the app
 	// version (proposals.go: chainCertsVersion).
-	chainBound     bool
-	chainBoundNext atomic.Bool
+	ChainBound     bool
+	ChainBoundNext atomic.Bool
 	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
-	seqsAdded      map[string]bool   // signed records' sequence keys used in the block
+	SeqsAdded      map[string]bool   // signed records' sequence keys used in the block
 }
 
 // openCertified checks a certificate transaction against the state and
@@ -88,12 +99,12 @@ func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 		return core.Tx{}, core.Digest{}, err
 	}
 	switch {
-	case f.chainBound && c.Chain == "":
+	case f.ChainBound && c.Chain == "":
 		// Made under the version before: a certificate of the right form
 		// can be had for the same batch.
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: %w: batch %s: this app version applies only certificates bound to the chain; certify it again",
 			ErrCertificate, core.ErrResubmit, digestString(c.Digest))
-	case !f.chainBound && c.Chain != "":
+	case !f.ChainBound && c.Chain != "":
 		// Before chain-bound certificates existed a broker could not
 		// decode one: it hashes as such a broker hashed it.
 		return core.Tx{}, core.Digest{}, errChainCertTooEarly(c)
@@ -104,7 +115,7 @@ func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	if c.Height >= f.Height || f.Height > c.Height+CertWindow {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: batch %s made at height %d cannot be applied at %d (window %d)", ErrCertificate, digestString(c.Digest), c.Height, f.Height, CertWindow)
 	}
-	if h, dup := f.certs[c.Digest]; dup {
+	if h, dup := f.Certs[c.Digest]; dup {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: batch %s (height %d) was already applied", ErrCertificate, digestString(c.Digest), h)
 	}
 	if f.batches == nil {
@@ -119,7 +130,7 @@ func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 	if uint32(len(payload)) != c.Size {
 		return core.Tx{}, c.Digest, fmt.Errorf("%w: %s: the batch source returned other bytes", ErrBatchUnavailable, digestString(c.Digest))
 	}
-	f.certs[c.Digest] = c.Height
+	f.Certs[c.Digest] = c.Height
 	f.certsAdded = append(f.certsAdded, c.Digest)
 	tx, err := f.Registry().DecodeTx(payload)
 	if err != nil {
@@ -134,7 +145,7 @@ func (f *Trust) forgetCertificates() {
 	if f.Height%64 != 0 {
 		return
 	}
-	for d, h := range f.certs {
+	for d, h := range f.Certs {
 		if h+CertWindow < f.Height {
 			f.certsDropped = append(f.certsDropped, certEntry{h, d})
 		}
@@ -148,19 +159,19 @@ func (f *Trust) forgetCertificates() {
 		return string(a.digest[:]) < string(b.digest[:])
 	})
 	for _, e := range f.certsDropped {
-		delete(f.certs, e.digest)
+		delete(f.Certs, e.digest)
 	}
 }
 
-// checkCertifiedTx is CheckTx's and ValidateTx's check of a certificate:
+// CheckCertifiedTx is CheckTx's and ValidateTx's check of a certificate:
 // it decodes, is of a form the next block may hold, and its signatures
 // are valid.
-func (f *Trust) checkCertifiedTx(tx []byte) error {
+func (f *Trust) CheckCertifiedTx(tx []byte) error {
 	c, err := DecodeCertifiedTx(tx)
 	if err != nil {
 		return err
 	}
-	if c.Chain != "" && !f.chainBoundNext.Load() {
+	if c.Chain != "" && !f.ChainBoundNext.Load() {
 		return errChainCertTooEarly(c)
 	}
 	return f.verifyCertificate(tx, c)
@@ -176,7 +187,7 @@ func errChainCertTooEarly(c Certificate) error {
 // to the chain: the block after the last committed one applies only those
 // (app version 2 on, or an upgrade to it at that height). The data plane
 // asks it for each batch it certifies. Safe for concurrent use.
-func (f *Trust) CertificatesBound() bool { return f.chainBoundNext.Load() }
+func (f *Trust) CertificatesBound() bool { return f.ChainBoundNext.Load() }
 
 // verifyCertificate checks c's signatures once per certificate: each is
 // checked when it enters the mempool, before the vote on its block and
@@ -189,54 +200,54 @@ func (f *Trust) verifyCertificate(raw []byte, c Certificate) error {
 		return fmt.Errorf("%w: batch %s is certified for chain %q, and this is chain %q", ErrCertificate, digestString(c.Digest), c.Chain, f.chainID)
 	}
 	key := sha256.Sum256(raw)
-	if f.verified.has(key) {
+	if f.Verified.Has(key) {
 		return nil
 	}
 	if err := f.validators.Verify(c); err != nil {
 		return err
 	}
-	f.verified.add(key)
+	f.Verified.Add(key)
 	return nil
 }
 
-// verifiedCerts is a bounded set of hashes of verified certificates,
+// VerifiedCerts is a bounded set of hashes of verified certificates,
 // forgetting the oldest first. CheckTx calls it concurrently with the
 // applier.
-type verifiedCerts struct {
+type VerifiedCerts struct {
 	mu    sync.Mutex
-	set   map[core.Digest]struct{}
+	Set   map[core.Digest]struct{}
 	order []core.Digest
 	next  int
 }
 
-const verifiedCertsMax = 8192
+const VerifiedCertsMax = 8192
 
-func (v *verifiedCerts) has(k core.Digest) bool {
+func (v *VerifiedCerts) Has(k core.Digest) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	_, ok := v.set[k]
+	_, ok := v.Set[k]
 	return ok
 }
 
-func (v *verifiedCerts) add(k core.Digest) {
+func (v *VerifiedCerts) Add(k core.Digest) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.set == nil {
-		v.set = make(map[core.Digest]struct{}, verifiedCertsMax)
-		v.order = make([]core.Digest, verifiedCertsMax)
+	if v.Set == nil {
+		v.Set = make(map[core.Digest]struct{}, VerifiedCertsMax)
+		v.order = make([]core.Digest, VerifiedCertsMax)
 	}
-	if _, ok := v.set[k]; ok {
+	if _, ok := v.Set[k]; ok {
 		return
 	}
-	delete(v.set, v.order[v.next])
+	delete(v.Set, v.order[v.next])
 	v.order[v.next] = k
-	v.set[k] = struct{}{}
-	v.next = (v.next + 1) % verifiedCertsMax
+	v.Set[k] = struct{}{}
+	v.next = (v.next + 1) % VerifiedCertsMax
 }
 
-// registerTrust is the trust module's registration function
+// RegisterTrust is the trust module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerTrust(r *core.Registry, h *topics.TopicHooks) {
+func RegisterTrust(r *core.Registry, h *topics.TopicHooks) {
 	registerCertificates(r, h)  // cert_apply.go
 	registerProducerKeys(r, h)  // signed.go
 	registerSignedRecords(r, h) // signed.go
@@ -246,17 +257,17 @@ func registerTrust(r *core.Registry, h *topics.TopicHooks) {
 // certified form of transactions, the certificates' expiry and the
 // signers' and certificates' step (registerTrust calls it).
 func registerCertificates(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleBlockBegin(r, trustOf, core.ModuleBlockBegin[*Trust]{Rank: 20, Name: "signers", Module: modTrust,
+	core.RegisterModuleBlockBegin(r, trustOf, core.ModuleBlockBegin[*Trust]{Rank: 20, Name: "signers", Module: ModTrust,
 		Run: func(f *Trust, b core.Block) { f.recordSigners(b.Signers) }})
 	// A certificate is applied as its payload, hashed as the payload's
 	// digest; a payload this broker cannot read yet halts the block.
-	r.RegisterTxFormat(core.TxFormat{Name: "certified", Module: modTrust, Is: IsCertifiedTx,
+	r.RegisterTxFormat(core.TxFormat{Name: "certified", Module: ModTrust, Is: IsCertifiedTx,
 		Open:  func(m *core.Machine, raw []byte) (core.Tx, core.Digest, error) { return trustOf(m).openCertified(raw) },
 		Halts: func(err error) bool { return errors.Is(err, ErrBatchUnavailable) }})
-	core.RegisterModuleBlockEnd(r, trustOf, core.ModuleBlockEnd[*Trust]{Rank: 5, Name: "expired certificates", Module: modTrust,
+	core.RegisterModuleBlockEnd(r, trustOf, core.ModuleBlockEnd[*Trust]{Rank: 5, Name: "expired certificates", Module: ModTrust,
 		Run: func(f *Trust) []core.Change { f.forgetCertificates(); return nil }})
-	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 20, Name: "signers and certificates", Module: modTrust,
-		Empty: func(f *Trust) { f.trustState = trustState{certs: map[core.Digest]int64{}} },
+	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 20, Name: "signers and certificates", Module: ModTrust,
+		Empty: func(f *Trust) { f.trustState = trustState{Certs: map[core.Digest]int64{}} },
 		Publish: func(f *Trust, _ bool) {
 			signers := f.sortedSigners()
 			f.committedSigners.Lock()
@@ -270,7 +281,7 @@ func registerCertificates(r *core.Registry, h *topics.TopicHooks) {
 				f.signersChanged = false
 			}
 			for _, d := range f.certsAdded {
-				b.Set(certKey(f.certs[d], d), nil)
+				b.Set(certKey(f.Certs[d], d), nil)
 			}
 			for _, e := range f.certsDropped {
 				b.Delete(certKey(e.height, e.digest))
@@ -283,20 +294,20 @@ func registerCertificates(r *core.Registry, h *topics.TopicHooks) {
 // loadSignersAndCerts reads the validators seen signing (m/signers) and the
 // applied certificates still within their window (c/).
 func loadSignersAndCerts(f *Trust) error {
-	f.signers, f.certs = nil, map[core.Digest]int64{}
+	f.signers, f.Certs = nil, map[core.Digest]int64{}
 	if v, ok, err := f.Store.Get(keySigners); err != nil {
 		return err
 	} else if ok {
-		if f.signers, err = decodeSigners(v); err != nil {
+		if f.signers, err = DecodeSigners(v); err != nil {
 			return fmt.Errorf("stele/fsm: reading signers: %w", err)
 		}
 	}
 	return f.Store.Scan([]byte("c/"), func(k, _ []byte) error {
-		h, d, err := parseCertKey(k)
+		h, d, err := ParseCertKey(k)
 		if err != nil {
 			return err
 		}
-		f.certs[d] = h
+		f.Certs[d] = h
 		return nil
 	})
 }

@@ -1,4 +1,4 @@
-package fsm
+package trust
 
 // Signed producers (issue 9, docs/signed-producers.md): a principal
 // registers an ed25519 public key; records carrying proof.SignatureHeader
@@ -59,7 +59,7 @@ func (c RegisterProducerKey) Encode(w *core.Writer) {
 // registerProducerKeys registers RegisterProducerKey (registerTrust
 // calls it).
 func registerProducerKeys(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, trustOf, KindRegisterProducerKey, "RegisterProducerKey", modTrust,
+	core.RegisterModuleCommand(r, trustOf, KindRegisterProducerKey, "RegisterProducerKey", ModTrust,
 		func(r *core.Reader) RegisterProducerKey {
 			return RegisterProducerKey{Principal: r.Str(), PublicKey: r.BytesCopy(), Proof: r.BytesCopy(), Endorsement: r.BytesCopy()}
 		},
@@ -85,16 +85,16 @@ func checkRegistration(c RegisterProducerKey) core.Result {
 // ErrNoProducerKey: a principal has no registered key.
 var ErrNoProducerKey = errors.New("stele/fsm: no producer key")
 
-func producerKeyKey(principal string) []byte { return append([]byte("r/"), principal...) }
+func ProducerKeyKey(principal string) []byte { return append([]byte("r/"), principal...) }
 
-func seqKey(principal string, seq uint64) []byte {
+func SeqKey(principal string, seq uint64) []byte {
 	k := append(append([]byte("y/"), principal...), 0)
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 // registerProducerKey applies a registration.
 func (f *Trust) registerProducerKey(c RegisterProducerKey) core.Result {
-	cur, err := f.appliedProducerKey(c.Principal)
+	cur, err := f.AppliedProducerKey(c.Principal)
 	switch {
 	case errors.Is(err, ErrNoProducerKey):
 	case err != nil:
@@ -113,7 +113,7 @@ func (f *Trust) registerProducerKey(c RegisterProducerKey) core.Result {
 
 // ProducerKey returns a principal's registered public key (committed).
 func (f *Trust) ProducerKey(principal string) ([]byte, error) {
-	v, ok, err := f.Store.Get(producerKeyKey(principal))
+	v, ok, err := f.Store.Get(ProducerKeyKey(principal))
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +123,8 @@ func (f *Trust) ProducerKey(principal string) ([]byte, error) {
 	return v, nil
 }
 
-// appliedProducerKey is ProducerKey as the block being applied sees it.
-func (f *Trust) appliedProducerKey(principal string) ([]byte, error) {
+// AppliedProducerKey is ProducerKey as the block being applied sees it.
+func (f *Trust) AppliedProducerKey(principal string) ([]byte, error) {
 	if k, ok := f.keysSet[principal]; ok {
 		return k, nil
 	}
@@ -164,10 +164,10 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 			return core.ErrStopScan
 		}
 		switch {
-		case f.chainBound && s.Version != 2:
+		case f.ChainBound && s.Version != 2:
 			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v1 and names no chain; this chain takes v2 signatures bound to it (chain %s)", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq, f.chainID)
 			return core.ErrStopScan
-		case !f.chainBound && s.Version != 1:
+		case !f.ChainBound && s.Version != 1:
 			// Before v2 existed a broker could not parse one: it refused
 			// the record as malformed, with the same code.
 			bad = fmt.Errorf("record at offset delta %d: %w: %s's signature (sequence %d) is v2; this chain's app version takes v1 signatures only", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, s.Seq)
@@ -177,7 +177,7 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
 			return core.ErrStopScan
 		}
-		pub, err := f.appliedProducerKey(s.Principal)
+		pub, err := f.AppliedProducerKey(s.Principal)
 		if err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
@@ -186,8 +186,8 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
 		}
-		k := string(seqKey(s.Principal, s.Seq))
-		used := seqs[k] || f.seqsAdded[k]
+		k := string(SeqKey(s.Principal, s.Seq))
+		used := seqs[k] || f.SeqsAdded[k]
 		if !used {
 			_, used, err = f.Store.Get([]byte(k))
 			if err != nil {
@@ -214,13 +214,13 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 // state's batch, in key order.
 func (f *Trust) persistSigned(set func(k, v []byte)) {
 	for _, p := range core.SortedKeys(f.keysSet) {
-		set(producerKeyKey(p), f.keysSet[p])
+		set(ProducerKeyKey(p), f.keysSet[p])
 	}
-	for _, k := range core.SortedKeys(f.seqsAdded) {
+	for _, k := range core.SortedKeys(f.SeqsAdded) {
 		set([]byte(k), nil)
 	}
 	clear(f.keysSet)
-	clear(f.seqsAdded)
+	clear(f.SeqsAdded)
 }
 
 // registerSignedRecords registers the signatures' produce check and
@@ -229,7 +229,7 @@ func registerSignedRecords(r *core.Registry, h *topics.TopicHooks) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's
 	// once the batches are written.
-	h.ProduceChecks.Register(20, "signatures", modTrust, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
+	h.ProduceChecks.Register(20, "signatures", ModTrust, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
 		f := trustOf(tm.Machine)
 		required := len(pr.T.Config.SignedBy) > 0
 		var seqs map[string]bool
@@ -248,14 +248,14 @@ func registerSignedRecords(r *core.Registry, h *topics.TopicHooks) {
 			return core.Result{}, nil
 		}
 		return core.Result{}, func() {
-			if f.seqsAdded == nil {
-				f.seqsAdded = map[string]bool{}
+			if f.SeqsAdded == nil {
+				f.SeqsAdded = map[string]bool{}
 			}
 			for k := range seqs {
-				f.seqsAdded[k] = true
+				f.SeqsAdded[k] = true
 			}
 		}
 	})
-	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 40, Name: "producer keys and signed sequences", Module: modTrust,
+	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 40, Name: "producer keys and signed sequences", Module: ModTrust,
 		Stage: func(f *Trust, b *core.StateBatch) error { f.persistSigned(b.Set); return nil }})
 }
