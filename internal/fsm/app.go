@@ -78,7 +78,7 @@ type FSM struct {
 	*topics.Topics      // topics.go
 	*keys.Index         // keys/
 	*groups.Coordinator // groups/
-	producersState      // producer_state.go
+	*TxnCoordinator     // producer_state.go
 	*trust.Trust        // trust/
 	clusterState        // upgrade.go
 	securityState       // users.go
@@ -86,9 +86,8 @@ type FSM struct {
 
 // The modules (see the package's registry.go).
 const (
-	modProducers core.Module = "producers"
-	modCluster   core.Module = "cluster"
-	modSecurity  core.Module = "security"
+	modCluster  core.Module = "cluster"
+	modSecurity core.Module = "security"
 )
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -103,6 +102,9 @@ func (f *FSM) GroupsModule() *groups.Coordinator { return f.Coordinator }
 
 // TrustModule is f's trust module (trustOf).
 func (f *FSM) TrustModule() *trust.Trust { return f.Trust }
+
+// ProducersModule is f's producers module (producersOf).
+func (f *FSM) ProducersModule() *TxnCoordinator { return f.TxnCoordinator }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -205,6 +207,7 @@ func Open(opts Options) (*FSM, error) {
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
+		f.TxnCoordinator = NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
 		return f
 	}
@@ -256,7 +259,7 @@ func buildRegistry() *registry {
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
-	registerProducers(r)
+	registerProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	registerCluster(r)
 	registerSecurity(r)

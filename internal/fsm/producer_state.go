@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // The producers module's state as Open reads it back: the next producer id
@@ -20,6 +22,30 @@ import (
 
 // producersState is the producers module's part of the state machine
 // (embedded in FSM).
+// modProducers is the producers module's name.
+const modProducers core.Module = "producers"
+
+// TxnCoordinator is the producers module of a state machine (Kafka's
+// transaction coordinator): the core's machine it runs on, the topics and
+// groups modules below it, and its state.
+type TxnCoordinator struct {
+	*core.Machine
+	*topics.Topics
+	*groups.Coordinator
+	producersState
+}
+
+// NewTxnCoordinator is the producers module of the machine m, above the
+// topics module t and the groups module g.
+func NewTxnCoordinator(m *core.Machine, t *topics.Topics, g *groups.Coordinator) *TxnCoordinator {
+	return &TxnCoordinator{Machine: m, Topics: t, Coordinator: g}
+}
+
+// producersOf is the producers module of the machine m.
+func producersOf(m *core.Machine) *TxnCoordinator {
+	return m.App.(interface{ ProducersModule() *TxnCoordinator }).ProducersModule()
+}
+
 type producersState struct {
 	nextProducerID   int64
 	stagedProducerID int64 // nextProducerID as last staged
@@ -33,7 +59,7 @@ type producersState struct {
 }
 
 // loadProducerID reads the next producer id; absent, it is 0.
-func loadProducerID(f *FSM) error {
+func loadProducerID(f *TxnCoordinator) error {
 	f.nextProducerID = 0
 	if v, ok, err := f.Store.Get(core.KeyProducerID); err != nil {
 		return err
@@ -56,7 +82,7 @@ func decodeProducerID(v []byte) (int64, error) {
 
 // loadTxnState reads the transactions afresh (their view is published
 // whole at the next publish).
-func loadTxnState(f *FSM) error {
+func loadTxnState(f *TxnCoordinator) error {
 	f.txns, f.txnByPID, f.txnsDue = map[string]*Txn{}, map[int64]string{}, 0
 	f.txnView.Store(nil)
 	return f.loadTxns()

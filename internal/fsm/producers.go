@@ -1,7 +1,11 @@
 package fsm
 
-import "encoding/binary"
-import "github.com/stele-io/stele/internal/fsm/core"
+import (
+	"encoding/binary"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
+)
 
 // Idempotent producers (KIP-98): InitProducerId hands out producer ids;
 // the sequences each partition remembers per producer are its log's
@@ -22,22 +26,22 @@ func (InitProducerID) Kind() core.Kind { return KindInitProducerID }
 
 // registerProducers is the producers module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerProducers(r *registry) {
-	registerInitProducerID(r) // producers.go
-	registerNextProducerID(r) // producers.go
-	registerTxnCommands(r)    // txns.go
-	registerTxnSteps(r)       // txns.go
+func registerProducers(r *core.Registry, h *topics.TopicHooks) {
+	registerInitProducerID(r, h) // producers.go
+	registerNextProducerID(r, h) // producers.go
+	registerTxnCommands(r, h)    // txns.go
+	registerTxnSteps(r, h)       // txns.go
 }
 
 // registerInitProducerID registers InitProducerID (registerProducers
 // calls it).
-func registerInitProducerID(r *registry) {
-	register(r, KindInitProducerID, "InitProducerID", modProducers,
+func registerInitProducerID(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, producersOf, KindInitProducerID, "InitProducerID", modProducers,
 		func(r *core.Reader) InitProducerID {
 			return InitProducerID{TransactionalID: r.Str(), TimeoutMs: r.I32()}
 		},
 		checkTxnCommand,
-		func(f *FSM, c InitProducerID, _ core.CmdAt) core.Result { return f.initProducerID(c) })
+		func(f *TxnCoordinator, c InitProducerID, _ core.CmdAt) core.Result { return f.initProducerID(c) })
 }
 
 func (c InitProducerID) Encode(w *core.Writer) {
@@ -46,7 +50,7 @@ func (c InitProducerID) Encode(w *core.Writer) {
 }
 
 // initProducerID hands out the next producer id.
-func (f *FSM) initProducerID(c InitProducerID) core.Result {
+func (f *TxnCoordinator) initProducerID(c InitProducerID) core.Result {
 	if c.TransactionalID != "" {
 		return f.initTxnProducer(c)
 	}
@@ -58,10 +62,10 @@ func (f *FSM) initProducerID(c InitProducerID) core.Result {
 
 // registerNextProducerID registers the next producer id's step
 // (registerProducers calls it).
-func registerNextProducerID(r *registry) {
-	r.registerStep(moduleStep{rank: 10, name: "next producer id", module: modProducers,
-		load: loadProducerID,
-		stage: func(f *FSM, b *core.StateBatch) error {
+func registerNextProducerID(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 10, Name: "next producer id", Module: modProducers,
+		Load: loadProducerID,
+		Stage: func(f *TxnCoordinator, b *core.StateBatch) error {
 			if f.nextProducerID != f.stagedProducerID {
 				b.Set(core.KeyProducerID, binary.BigEndian.AppendUint64(nil, uint64(f.nextProducerID)))
 				f.stagedProducerID = f.nextProducerID

@@ -121,29 +121,31 @@ func (c EndTxn) Encode(w *core.Writer) {
 
 // registerTxnCommands registers the transactions' commands
 // (registerProducers calls it).
-func registerTxnCommands(r *registry) {
-	register(r, KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
+func registerTxnCommands(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, producersOf, KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
 		func(r *core.Reader) AddPartitionsToTxn {
 			return AddPartitionsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Topic: r.Str(), Partition: r.I32()}
 		}, checkTxnCommand,
-		func(f *FSM, c AddPartitionsToTxn, _ core.CmdAt) core.Result { return f.addPartitionsToTxn(c) })
-	register(r, KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
+		func(f *TxnCoordinator, c AddPartitionsToTxn, _ core.CmdAt) core.Result {
+			return f.addPartitionsToTxn(c)
+		})
+	core.RegisterModuleCommand(r, producersOf, KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
 		func(r *core.Reader) AddOffsetsToTxn {
 			return AddOffsetsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str()}
 		}, checkTxnCommand,
-		func(f *FSM, c AddOffsetsToTxn, _ core.CmdAt) core.Result { return f.addOffsetsToTxn(c) })
-	register(r, KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
+		func(f *TxnCoordinator, c AddOffsetsToTxn, _ core.CmdAt) core.Result { return f.addOffsetsToTxn(c) })
+	core.RegisterModuleCommand(r, producersOf, KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
 		func(r *core.Reader) TxnOffsetCommit {
 			return TxnOffsetCommit{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str(), MemberID: r.Str(),
 				InstanceID: r.Str(), Generation: r.I32(), Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(),
 				Metadata: r.Str()}
 		}, checkTxnCommand,
-		func(f *FSM, c TxnOffsetCommit, _ core.CmdAt) core.Result { return f.txnOffsetCommit(c) })
-	register(r, KindEndTxn, "EndTxn", modProducers,
+		func(f *TxnCoordinator, c TxnOffsetCommit, _ core.CmdAt) core.Result { return f.txnOffsetCommit(c) })
+	core.RegisterModuleCommand(r, producersOf, KindEndTxn, "EndTxn", modProducers,
 		func(r *core.Reader) EndTxn {
 			return EndTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Commit: r.Bool()}
 		}, checkTxnCommand,
-		func(f *FSM, c EndTxn, _ core.CmdAt) core.Result { return f.applyEndTxn(c) })
+		func(f *TxnCoordinator, c EndTxn, _ core.CmdAt) core.Result { return f.applyEndTxn(c) })
 }
 
 func checkTxnCommand(c core.Command) core.Result {
@@ -219,7 +221,7 @@ type Txn struct {
 }
 
 // txnCheck finds a transaction for a request naming pid and epoch.
-func (f *FSM) txnCheck(id string, pid int64, epoch int16) (*Txn, core.Result) {
+func (f *TxnCoordinator) txnCheck(id string, pid int64, epoch int16) (*Txn, core.Result) {
 	t := f.txns[id]
 	switch {
 	case t == nil || t.ProducerID != pid:
@@ -232,13 +234,13 @@ func (f *FSM) txnCheck(id string, pid int64, epoch int16) (*Txn, core.Result) {
 	return t, core.Result{}
 }
 
-func (f *FSM) touchTxn(t *Txn) {
+func (f *TxnCoordinator) touchTxn(t *Txn) {
 	t.LastMs = f.BlockTime
 	f.dirtyTxns[t.ID] = true
 }
 
 // begin makes t ongoing if it was not.
-func (f *FSM) begin(t *Txn) {
+func (f *TxnCoordinator) begin(t *Txn) {
 	if t.State != TxnOngoing {
 		t.State, t.StartMs = TxnOngoing, f.BlockTime
 		t.Partitions, t.Groups, t.Offsets = core.TopicPartitions{}, nil, map[string]map[string]map[int32]groups.CommittedOffset{}
@@ -250,7 +252,7 @@ func (f *FSM) begin(t *Txn) {
 // h.ProducerID: a transactional batch needs an ongoing transaction of the
 // producer's current epoch to which the partition was added; a producer
 // with an ongoing transaction writes only transactional batches.
-func (f *FSM) txnProduceCheck(topic string, part int32, h record.Header) core.Result {
+func (f *TxnCoordinator) txnProduceCheck(topic string, part int32, h record.Header) core.Result {
 	var t *Txn
 	if id, ok := f.txnByPID[h.ProducerID]; ok {
 		t = f.txns[id]
@@ -271,7 +273,7 @@ func (f *FSM) txnProduceCheck(topic string, part int32, h record.Header) core.Re
 // initTxnProducer is InitProducerID with a transactional id: a new
 // producer, or the next epoch of the existing one (fencing the previous
 // epoch), aborting a transaction it left open.
-func (f *FSM) initTxnProducer(c InitProducerID) core.Result {
+func (f *TxnCoordinator) initTxnProducer(c InitProducerID) core.Result {
 	t := f.txns[c.TransactionalID]
 	if t == nil {
 		t = &Txn{ID: c.TransactionalID, ProducerID: f.nextProducerID, Partitions: core.TopicPartitions{}}
@@ -293,7 +295,7 @@ func (f *FSM) initTxnProducer(c InitProducerID) core.Result {
 
 // bumpEpoch moves t to its next epoch, or to a new producer id when the
 // epoch would overflow.
-func (f *FSM) bumpEpoch(t *Txn) {
+func (f *TxnCoordinator) bumpEpoch(t *Txn) {
 	if t.Epoch < 1<<15-2 {
 		t.Epoch++
 		return
@@ -305,7 +307,7 @@ func (f *FSM) bumpEpoch(t *Txn) {
 	f.txnByPID[t.ProducerID] = t.ID
 }
 
-func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
+func (f *TxnCoordinator) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -320,7 +322,7 @@ func (f *FSM) addPartitionsToTxn(c AddPartitionsToTxn) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) core.Result {
+func (f *TxnCoordinator) addOffsetsToTxn(c AddOffsetsToTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -334,7 +336,7 @@ func (f *FSM) addOffsetsToTxn(c AddOffsetsToTxn) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
+func (f *TxnCoordinator) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -374,7 +376,7 @@ func (f *FSM) txnOffsetCommit(c TxnOffsetCommit) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) applyEndTxn(c EndTxn) core.Result {
+func (f *TxnCoordinator) applyEndTxn(c EndTxn) core.Result {
 	t, r := f.txnCheck(c.TransactionalID, c.ProducerID, c.Epoch)
 	if t == nil {
 		return r
@@ -393,7 +395,7 @@ func (f *FSM) applyEndTxn(c EndTxn) core.Result {
 
 // endTxn writes t's markers to every partition it wrote to, applies its
 // offsets on commit, and completes it.
-func (f *FSM) endTxn(t *Txn, commit bool) {
+func (f *TxnCoordinator) endTxn(t *Txn, commit bool) {
 	for _, name := range core.SortedKeys(t.Partitions) {
 		tp := f.ByName[name]
 		if tp == nil {
@@ -439,7 +441,7 @@ func (f *FSM) endTxn(t *Txn, commit bool) {
 // txnTimers aborts, at the end of a block, the transactions whose timeout
 // passed in block time (bumping the epoch, which fences the producer that
 // let it lapse, as Kafka does).
-func (f *FSM) txnTimers() (changes []core.Change) {
+func (f *TxnCoordinator) txnTimers() (changes []core.Change) {
 	if f.BlockTime < f.txnsDue {
 		return nil
 	}
@@ -464,7 +466,7 @@ func (f *FSM) txnTimers() (changes []core.Change) {
 
 // expireTxnIDs forgets, in housekeeping, transactional ids unused for
 // transactional.id.expiration.ms.
-func (f *FSM) expireTxnIDs() (changes []core.Change) {
+func (f *TxnCoordinator) expireTxnIDs() (changes []core.Change) {
 	for _, id := range core.SortedKeys(f.txns) {
 		t := f.txns[id]
 		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.BlockTime {
@@ -490,7 +492,7 @@ type TxnInfo struct {
 }
 
 // Transactions returns the committed transactional ids, sorted.
-func (f *FSM) Transactions() []TxnInfo {
+func (f *TxnCoordinator) Transactions() []TxnInfo {
 	v := f.txnView.Load()
 	if v == nil {
 		return nil
@@ -498,7 +500,7 @@ func (f *FSM) Transactions() []TxnInfo {
 	return *v
 }
 
-func (f *FSM) publishTxns() {
+func (f *TxnCoordinator) publishTxns() {
 	if f.txnView.Load() != nil && len(f.dirtyTxns) == 0 {
 		return
 	}
@@ -583,7 +585,7 @@ func decodeTxn(id string, v []byte) (*Txn, error) {
 }
 
 // persistTxns adds the block's transaction changes to the state batch.
-func (f *FSM) persistTxns(b *core.StateBatch) {
+func (f *TxnCoordinator) persistTxns(b *core.StateBatch) {
 	for _, id := range core.SortedKeys(f.dirtyTxns) {
 		if t := f.txns[id]; t != nil {
 			b.Set(txnKey(id), encodeTxn(t))
@@ -595,7 +597,7 @@ func (f *FSM) persistTxns(b *core.StateBatch) {
 
 // loadTxns reads the transactions, then every partition's aborted list
 // (the topics module's, until load is a step of each module).
-func (f *FSM) loadTxns() error {
+func (f *TxnCoordinator) loadTxns() error {
 	return f.Store.Scan([]byte("x/"), func(k, v []byte) error {
 		t, err := decodeTxn(string(k[2:]), v)
 		if err != nil {
@@ -609,28 +611,28 @@ func (f *FSM) loadTxns() error {
 
 // registerTxnSteps registers the transactions' hooks on the topics,
 // their timers and their step (registerProducers calls it).
-func registerTxnSteps(r *registry) {
+func registerTxnSteps(r *core.Registry, h *topics.TopicHooks) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	r.BatchChecks.Register(10, "transactions", modProducers, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, h record.Header) core.Result {
-		f := appOf(tm.Machine)
+	h.BatchChecks.Register(10, "transactions", modProducers, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, h record.Header) core.Result {
+		f := producersOf(tm.Machine)
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	r.Housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *topics.Topics) []core.Change { f := appOf(tm.Machine); return f.expireTxnIDs() })
-	r.registerBlockEnd(blockEndStep{rank: 20, name: "transaction timeouts", module: modProducers, run: (*FSM).txnTimers})
-	r.registerStep(moduleStep{rank: 110, name: "transactions", module: modProducers,
-		empty: func(f *FSM) {
+	h.Housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *topics.Topics) []core.Change { f := producersOf(tm.Machine); return f.expireTxnIDs() })
+	core.RegisterModuleBlockEnd(r, producersOf, core.ModuleBlockEnd[*TxnCoordinator]{Rank: 20, Name: "transaction timeouts", Module: modProducers, Run: (*TxnCoordinator).txnTimers})
+	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 110, Name: "transactions", Module: modProducers,
+		Empty: func(f *TxnCoordinator) {
 			f.producersState = producersState{
 				txns:      map[string]*Txn{},
 				txnByPID:  map[int64]string{},
 				dirtyTxns: map[string]bool{},
 			}
 		},
-		load:  loadTxnState,
-		stage: func(f *FSM, b *core.StateBatch) error { f.persistTxns(b); return nil },
-		publish: func(f *FSM, _ bool) {
+		Load:  loadTxnState,
+		Stage: func(f *TxnCoordinator, b *core.StateBatch) error { f.persistTxns(b); return nil },
+		Publish: func(f *TxnCoordinator, _ bool) {
 			f.publishTxns()
 			f.DueView.Store(min(f.DueView.Load(), f.txnsDue))
 		},
-		forget: func(f *FSM) { clear(f.dirtyTxns) }})
+		Forget: func(f *TxnCoordinator) { clear(f.dirtyTxns) }})
 }
