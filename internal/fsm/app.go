@@ -21,9 +21,9 @@
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
 // (modules_test.go). The core is a package of its own (core/), and so
-// are the topics, keys, groups and trust modules (topics/, keys/,
-// groups/, trust/: modulePackages in modules_test.go); the other modules
-// share this package for now.
+// are the topics, keys, groups, trust and producers modules (topics/,
+// keys/, groups/, trust/, producers/: modulePackages in modules_test.go);
+// the cluster and security modules share this package for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -47,6 +47,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
@@ -78,7 +79,7 @@ type FSM struct {
 	*topics.Topics      // topics.go
 	*keys.Index         // keys/
 	*groups.Coordinator // groups/
-	*TxnCoordinator     // producer_state.go
+	*producers.TxnCoordinator // producers/
 	*trust.Trust        // trust/
 	clusterState        // upgrade.go
 	securityState       // users.go
@@ -104,7 +105,7 @@ func (f *FSM) GroupsModule() *groups.Coordinator { return f.Coordinator }
 func (f *FSM) TrustModule() *trust.Trust { return f.Trust }
 
 // ProducersModule is f's producers module (producersOf).
-func (f *FSM) ProducersModule() *TxnCoordinator { return f.TxnCoordinator }
+func (f *FSM) ProducersModule() *producers.TxnCoordinator { return f.TxnCoordinator }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -207,7 +208,7 @@ func Open(opts Options) (*FSM, error) {
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
-		f.TxnCoordinator = NewTxnCoordinator(m, f.Topics, f.Coordinator)
+		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
 		return f
 	}
@@ -259,7 +260,7 @@ func buildRegistry() *registry {
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
-	registerProducers(r.Registry, r.TopicHooks)
+	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	registerCluster(r)
 	registerSecurity(r)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
@@ -149,17 +150,17 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	case 16:
 		return Tick{}
 	case 17:
-		return InitProducerID{TransactionalID: p.pick(fuzzTxnIDs...), TimeoutMs: int32(p.next()) * 100}
+		return producers.InitProducerID{TransactionalID: p.pick(fuzzTxnIDs...), TimeoutMs: int32(p.next()) * 100}
 	case 18:
-		return AddPartitionsToTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Topic: topic, Partition: p.small()}
+		return producers.AddPartitionsToTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Topic: topic, Partition: p.small()}
 	case 19:
-		return AddOffsetsToTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Group: p.pick(fuzzGroups...)}
+		return producers.AddOffsetsToTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Group: p.pick(fuzzGroups...)}
 	case 20:
 		if p.next()%2 == 0 {
-			return TxnOffsetCommit{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2),
+			return producers.TxnOffsetCommit{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2),
 				Group: p.pick(fuzzGroups...), Generation: -1, Topic: topic, Partition: p.small(), Offset: p.offset(), LeaderEpoch: -1}
 		}
-		return EndTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Commit: p.next()%2 == 0}
+		return producers.EndTxn{TransactionalID: p.pick(fuzzTxnIDs...), ProducerID: int64(p.next() % 4), Epoch: int16(p.next() % 2), Commit: p.next()%2 == 0}
 	case 21:
 		return topics.Produce{Topic: topic, Partition: p.small(), Records: p.keyedRecords(t)}
 	case 22:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
@@ -240,7 +241,7 @@ func goldenScenario(t *testing.T) []block {
 
 	// An idempotent producer and a transactional one: a committed
 	// transaction with offsets, then one left open to time out.
-	idem := must("init idempotent", g.cmds(100, InitProducerID{})[0], 0)
+	idem := must("init idempotent", g.cmds(100, producers.InitProducerID{})[0], 0)
 	must("idempotent write", g.cmds(100, topics.Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 0, 2)})[0], 0)
 	must("idempotent out of order", g.cmds(100, topics.Produce{Topic: "orders", Partition: 1, Records: idBatch(t, idem.ProducerID, idem.ProducerEpoch, 7, 1)})[0], kerr.OutOfOrderSequenceNumber.Code)
 	// Timestamps (issue 27): an idempotent CreateTime batch whose header
@@ -257,20 +258,20 @@ func goldenScenario(t *testing.T) []block {
 	if r := must("lying max timestamp, retried", g.cmds(100, topics.Produce{Topic: "small", Partition: 0, Records: lie})[0], 0); r.LogAppendTime != lieMax {
 		t.Fatalf("golden scenario: the retry of a restamped batch answers log_append_time %d, want %d", r.LogAppendTime, lieMax)
 	}
-	must("init bad timeout", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: -1})[0], kerr.InvalidTransactionTimeout.Code)
-	txp := must("init transactional", g.cmds(100, InitProducerID{TransactionalID: "tx", TimeoutMs: 5000})[0], 0)
+	must("init bad timeout", g.cmds(100, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: -1})[0], kerr.InvalidTransactionTimeout.Code)
+	txp := must("init transactional", g.cmds(100, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 5000})[0], 0)
 	pid, epoch := txp.ProducerID, txp.ProducerEpoch
 	must("write before add", g.cmds(100, topics.Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 1)})[0], kerr.InvalidTxnState.Code)
-	must("add partition", g.cmds(100, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 0})[0], 0)
+	must("add partition", g.cmds(100, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 0})[0], 0)
 	must("transactional write", g.cmds(100, topics.Produce{Topic: "orders", Partition: 0, Records: txnBatch(t, pid, epoch, 0, 2)})[0], 0)
-	must("add offsets", g.cmds(100, AddOffsetsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup"})[0], 0)
-	must("txn offset commit", g.cmds(100, TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup", Generation: -1,
+	must("add offsets", g.cmds(100, producers.AddOffsetsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup"})[0], 0)
+	must("txn offset commit", g.cmds(100, producers.TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "txgroup", Generation: -1,
 		Topic: "orders", Partition: 0, Offset: 1, LeaderEpoch: -1})[0], 0)
-	must("txn offset commit, group not added", g.cmds(100, TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "other", Generation: -1,
+	must("txn offset commit, group not added", g.cmds(100, producers.TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Group: "other", Generation: -1,
 		Topic: "orders", Partition: 0, Offset: 1})[0], kerr.InvalidTxnState.Code)
-	must("commit", g.cmds(100, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Commit: true})[0], 0)
-	must("end, wrong epoch", g.cmds(100, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch + 3})[0], kerr.InvalidProducerEpoch.Code)
-	must("add partition again", g.cmds(100, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 3})[0], 0)
+	must("commit", g.cmds(100, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Commit: true})[0], 0)
+	must("end, wrong epoch", g.cmds(100, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch + 3})[0], kerr.InvalidProducerEpoch.Code)
+	must("add partition again", g.cmds(100, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "orders", Partition: 3})[0], 0)
 	must("write, left open", g.cmds(100, topics.Produce{Topic: "orders", Partition: 3, Records: txnBatch(t, pid, epoch, 0, 1)})[0], 0)
 
 	// Block time runs on: the transaction times out, sessions lapse
@@ -438,8 +439,8 @@ func goldenScenario(t *testing.T) []block {
 			t.Fatalf("golden scenario: group %q still there after its offsets expired: %+v", name, gr)
 		}
 	}
-	if len(f.txns) != 0 {
-		t.Fatalf("golden scenario: transactional ids not expired: %d left", len(f.txns))
+	if len(f.Txns) != 0 {
+		t.Fatalf("golden scenario: transactional ids not expired: %d left", len(f.Txns))
 	}
 	for _, p := range f.ByName["orders"].Partitions {
 		if len(p.ProducerStates) != 0 {

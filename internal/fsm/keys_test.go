@@ -13,6 +13,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -256,7 +257,7 @@ func TestKeyEvents(t *testing.T) {
 func TestKeyEventsTransactions(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	d.block(0, topics.CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
-	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	pid := d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	keyed := func(seq int32, values ...string) []byte {
 		var recs []record.Record
 		for i, v := range values {
@@ -269,12 +270,12 @@ func TestKeyEventsTransactions(t *testing.T) {
 		return b
 	}
 	txn := func(seq int32, commit bool, values ...string) {
-		wantCode(t, "add", d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: 0})[0], 0)
+		wantCode(t, "add", d.block(10, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: 0})[0], 0)
 		wantCode(t, "produce", d.block(10, topics.Produce{Topic: "out", Partition: 0, Records: keyed(seq, values...)})[0], 0)
 		if got := keyEvents(t, d.f, "out", []byte("acct"), 0, 100); slices.ContainsFunc(got, func(s string) bool { return strings.HasSuffix(s, "="+values[0]) }) {
 			t.Fatalf("an undecided transaction's record is among the key's events: %v", got)
 		}
-		wantCode(t, "end", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: commit})[0], 0)
+		wantCode(t, "end", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: commit})[0], 0)
 	}
 	txn(0, false, "aborted-1", "aborted-2")
 	txn(2, true, "committed-1")
@@ -363,8 +364,8 @@ func TestOptimisticConcurrency(t *testing.T) {
 	}
 
 	// An aborted transaction's record of c is not a version of c.
-	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
-	wantCode(t, "add", d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "acct", Partition: 0})[0], 0)
+	pid := d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	wantCode(t, "add", d.block(10, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "acct", Partition: 0})[0], 0)
 	txnRec := record.Record{Key: []byte("c"), Value: []byte("aborted")}
 	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, BaseSequence: 0, Attributes: 0x10}, []record.Record{txnRec})
 	if err != nil {
@@ -372,7 +373,7 @@ func TestOptimisticConcurrency(t *testing.T) {
 	}
 	wantCode(t, "transactional write of c", d.block(10, topics.Produce{Topic: "acct", Partition: 0, Records: b})[0], 0)
 	wantCode(t, "c is held by the open transaction", produce(occRec{"c", "x", "-1"}), kerr.InvalidRecord.Code)
-	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
+	wantCode(t, "abort", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
 	wantCode(t, "c has no event once the transaction is aborted", produce(occRec{"c", "c0", "-1"}), 0)
 }
 

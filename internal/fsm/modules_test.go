@@ -15,6 +15,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
@@ -32,17 +33,16 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers}
 
 // The modules of the state machine (core/registry.go) that are files of
 // this package, by file. A new file
 // names its module here; TestModuleLayering refuses a file it cannot place.
 var fileModules = map[string]core.Module{
 	"appversion.go": modCluster, "appversion_upgradetest.go": modCluster, "upgrade.go": modCluster, "broker_configs.go": modCluster,
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp,
 	"proposals.go": modCluster,
-	"producers.go": modProducers, "producer_state.go": modProducers, "txns.go": modProducers,
-	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
+	"users.go":     modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
@@ -77,14 +77,14 @@ var fileModules = map[string]core.Module{
 // in modulePackages are packages; the others are files of this package
 // until they move into packages of their own too.
 var allowedCalls = map[core.Module][]core.Module{
-	modApp:           {},
-	topics.ModTopics: {},
-	keys.ModKeys:     {topics.ModTopics},
-	groups.ModGroups: {topics.ModTopics},
-	modProducers:     {topics.ModTopics, groups.ModGroups},
-	trust.ModTrust:   {topics.ModTopics},
-	modCluster:       {topics.ModTopics, trust.ModTrust},                               // topics: the config definitions and changes (configs.go) broker configs reuse
-	modSecurity:      {topics.ModTopics, groups.ModGroups, trust.ModTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	modApp:                 {},
+	topics.ModTopics:       {},
+	keys.ModKeys:           {topics.ModTopics},
+	groups.ModGroups:       {topics.ModTopics},
+	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
+	trust.ModTrust:         {topics.ModTopics},
+	modCluster:             {topics.ModTopics, trust.ModTrust},                               // topics: the config definitions and changes (configs.go) broker configs reuse
+	modSecurity:            {topics.ModTopics, groups.ModGroups, trust.ModTrust, modCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
 // coreAssembly is every place the application's files (app.go,
@@ -100,11 +100,9 @@ var allowedCalls = map[core.Module][]core.Module{
 // when the modules become packages these are what wires them.
 var coreAssembly = []string{
 	"FSM names clusterState (cluster)",
-	"FSM names producersState (producers)",
 	"FSM names securityState (security)",
 	"Options names GenesisUser (security)",
 	"buildRegistry calls registerCluster (cluster)",
-	"buildRegistry calls registerProducers (producers)",
 	"buildRegistry calls registerSecurity (security)",
 }
 
@@ -821,7 +819,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, registerCluster, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { registerProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+	for _, register := range []func(*registry){registerSecurity, registerCluster, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -42,7 +43,7 @@ func TestIdempotentProduce(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
 	d.block(0, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})
-	r := d.block(10, InitProducerID{}, InitProducerID{}, InitProducerID{TransactionalID: "tx"})
+	r := d.block(10, producers.InitProducerID{}, producers.InitProducerID{}, producers.InitProducerID{TransactionalID: "tx"})
 	pid, pid2 := r[0].ProducerID, r[1].ProducerID
 	if pid == pid2 {
 		t.Fatalf("two producers got id %d", pid)
@@ -93,7 +94,7 @@ func TestIdempotentProduce(t *testing.T) {
 	}
 	wantOffset("a retry after a restart", produce(idBatch(t, pid, 1, 0, 1)), 10, 12)
 	wantOffset("the next batch after a restart", produce(idBatch(t, pid, 1, 1, 1)), 12, 13)
-	if r := d.block(10, InitProducerID{})[0]; r.ProducerID <= pid2 {
+	if r := d.block(10, producers.InitProducerID{})[0]; r.ProducerID <= pid2 {
 		t.Fatalf("producer id %d after a restart; ids up to %d were given before", r.ProducerID, pid2)
 	}
 
@@ -112,7 +113,7 @@ func TestRetryLogAppendTime(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
 	d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
-	pid := d.block(10, InitProducerID{})[0].ProducerID
+	pid := d.block(10, producers.InitProducerID{})[0].ProducerID
 	produce := func(seq int32) core.Result {
 		return d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: idBatch(t, pid, 0, seq, 2)})[0]
 	}
@@ -152,7 +153,7 @@ func TestRetryCreateTime(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
 	d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})
-	pid := d.block(10, InitProducerID{})[0].ProducerID
+	pid := d.block(10, producers.InitProducerID{})[0].ProducerID
 	batch := func(seq int32) []byte {
 		recs := []record.Record{{OffsetDelta: 0, TimestampDelta: 7, Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: 3, Value: []byte("b")}}
 		b, err := record.Build(record.Header{FirstTimestamp: t0 - 100, ProducerID: pid, BaseSequence: seq}, recs)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
@@ -339,11 +340,11 @@ func TestProveTransactionMarkers(t *testing.T) {
 	r := newProofRecorder(t, open(t, t.TempDir()))
 	defer r.f.Close()
 	r.block(0, topics.CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
-	pid := r.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	pid := r.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
 	add := func(parts ...int32) {
 		var cmds []core.Command
 		for _, p := range parts {
-			cmds = append(cmds, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: p})
+			cmds = append(cmds, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out", Partition: p})
 		}
 		for _, res := range r.block(10, cmds...) {
 			wantCode(t, "AddPartitionsToTxn", res, 0)
@@ -370,11 +371,11 @@ func TestProveTransactionMarkers(t *testing.T) {
 	rs := r.block(10, topics.Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 0, 2)}, topics.Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 0, 1)})
 	wantCode(t, "write to out-0", rs[0], 0)
 	wantCode(t, "write to out-1", rs[1], 0)
-	wantCode(t, "commit", r.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: true})[0], 0)
+	wantCode(t, "commit", r.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: true})[0], 0)
 	committed, _ := r.f.Info()
 	add(0)
 	wantCode(t, "second write", r.block(10, topics.Produce{Topic: "out", Partition: 0, Records: txnBatch(t, pid, 0, 2, 2)})[0], 0)
-	wantCode(t, "abort", r.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
+	wantCode(t, "abort", r.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid})[0], 0)
 	aborted, _ := r.f.Info()
 	add(1)
 	wantCode(t, "third write", r.block(10, topics.Produce{Topic: "out", Partition: 1, Records: txnBatch(t, pid, 0, 1, 1)})[0], 0)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -134,10 +135,10 @@ func TestLogAppendTimeIsTheProposersClock(t *testing.T) {
 		t.Fatalf("after a restart: stamped %d, want %d", r5.LogAppendTime, t0+3400)
 	}
 	// Transaction markers take the same clock.
-	pid := c.block(t0+3300, t0+3500, InitProducerID{TransactionalID: "x", TimeoutMs: 60_000})[0]
-	c.block(t0+3400, t0+3600, AddPartitionsToTxn{TransactionalID: "x", ProducerID: pid.ProducerID, Epoch: pid.ProducerEpoch, Topic: "lat", Partition: 0})
+	pid := c.block(t0+3300, t0+3500, producers.InitProducerID{TransactionalID: "x", TimeoutMs: 60_000})[0]
+	c.block(t0+3400, t0+3600, producers.AddPartitionsToTxn{TransactionalID: "x", ProducerID: pid.ProducerID, Epoch: pid.ProducerEpoch, Topic: "lat", Partition: 0})
 	end := c.f.View().Partition("lat", 0).HighWatermark()
-	c.block(t0+3500, t0+3700, EndTxn{TransactionalID: "x", ProducerID: pid.ProducerID, Epoch: pid.ProducerEpoch, Commit: true})
+	c.block(t0+3500, t0+3700, producers.EndTxn{TransactionalID: "x", ProducerID: pid.ProducerID, Epoch: pid.ProducerEpoch, Commit: true})
 	if off, ts, ok, err := c.f.View().Partition("lat", 0).OffsetForTimestamp(t0 + 3700); err != nil || !ok || off != end || ts != t0+3700 {
 		t.Fatalf("the commit marker: OffsetForTimestamp = %d, %d, %v, %v; want offset %d stamped %d", off, ts, ok, err, end, t0+3700)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -39,9 +40,9 @@ func TestStateMatchesStore(t *testing.T) {
 					t.Fatalf("run %d, %s: group %q in memory encodes to %x, the store holds %x", run, who, name, groups.EncodeGroup(g), v)
 				}
 			}
-			for id, x := range f.txns {
-				if v, ok, _ := f.Store.Get(txnKey(id)); !ok || !bytes.Equal(v, encodeTxn(x)) {
-					t.Fatalf("run %d, %s: transaction %q in memory encodes to %x, the store holds %x", run, who, id, encodeTxn(x), v)
+			for id, x := range f.Txns {
+				if v, ok, _ := f.Store.Get(producers.TxnKey(id)); !ok || !bytes.Equal(v, producers.EncodeTxn(x)) {
+					t.Fatalf("run %d, %s: transaction %q in memory encodes to %x, the store holds %x", run, who, id, producers.EncodeTxn(x), v)
 				}
 			}
 			for _, tp := range f.ByName {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
@@ -145,7 +146,7 @@ func TestSignedProducers(t *testing.T) {
 	wantCode(t, "alice's new key", produce("open", signedRec{"new", &alice2, 21, nil}), 0)
 
 	// An idempotent producer's retry of a signed batch is a retry.
-	pid := d.block(10, InitProducerID{})[0].ProducerID
+	pid := d.block(10, producers.InitProducerID{})[0].ProducerID
 	b := signedBatch(t, "open", pid, 0, signedRec{"idem", &alice2, 30, nil})
 	first := d.block(10, topics.Produce{Topic: "open", Partition: 0, Records: b})[0]
 	retry := d.block(10, topics.Produce{Topic: "open", Partition: 0, Records: b})[0]

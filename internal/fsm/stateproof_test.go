@@ -12,6 +12,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/pkg/proof"
@@ -130,7 +131,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 // parser of a stored key on b after the key's prefix.
 func decodeStoreValue(b []byte) {
 	core.DecodeState(b)
-	decodeProducerID(b)
+	producers.DecodeProducerID(b)
 	trust.DecodeSigners(b)
 	topics.DecodeLogDefaults(b)
 	topics.DecodeAppendClock(b)
@@ -144,7 +145,7 @@ func decodeStoreValue(b []byte) {
 	groups.DecodeOffset(b)
 	groups.ParseOffsetKey(append([]byte("o/"), b...))
 	topics.DecodeProducer(b)
-	decodeTxn("t", b)
+	producers.DecodeTxn("t", b)
 	topics.DecodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
 	decodeAppVersion(b)
 	decodePlan(b)

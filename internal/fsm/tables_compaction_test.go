@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -58,9 +59,9 @@ func TestTableTombstonesFollowCompaction(t *testing.T) {
 	}
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "old0", "", "old1", "")})
 	churn(2) // seals their segment before the transaction
-	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 600_000})[0]
+	pr := x.apply(producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 600_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
-	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
+	x.apply(producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "txkey", "open")})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "behind0", "", "behind1", "")})
 	churn(10)
@@ -69,7 +70,7 @@ func TestTableTombstonesFollowCompaction(t *testing.T) {
 	x.expect("kv", "behind0", "deleted") // past the horizon, behind the open transaction
 	x.expect("kv", "behind1", "deleted")
 
-	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
+	x.apply(producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
 	churn(10)
 	x.expect("kv", "behind0", "none")
 	x.expect("kv", "behind1", "none")

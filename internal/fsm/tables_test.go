@@ -14,6 +14,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/proof"
@@ -285,16 +286,16 @@ func TestTableVersions(t *testing.T) {
 
 	// A transaction: invisible while open, the latest at its commit; an
 	// aborted one leaves the key as it was.
-	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
+	pr := x.apply(producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
-	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
+	x.apply(producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
 	x.expect("kv", "a", "0/2=2")
-	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
+	x.apply(producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
 	x.expect("kv", "a", "0/4=txn")
-	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
+	x.apply(producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 1, true, "a", "aborted", "c", "aborted")})
-	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: false})
+	x.apply(producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: false})
 	x.expect("kv", "a", "0/4=txn")
 	x.expect("kv", "c", "none")
 
@@ -353,13 +354,13 @@ func TestTableShowsRecordsBehindAnOpenTransaction(t *testing.T) {
 	defer f.Close()
 	x := &tableFixture{t: t, f: f, now: t0}
 	x.apply(topics.CreateTopic{Name: "kv", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{{Name: "cleanup.policy", Value: "compact"}}})
-	pr := x.apply(InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
+	pr := x.apply(producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid, ep := pr.ProducerID, pr.ProducerEpoch
-	x.apply(AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
+	x.apply(producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Topic: "kv", Partition: 0})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, pid, ep, 0, true, "a", "txn")})
 	x.apply(topics.Produce{Topic: "kv", Partition: 0, Records: keyedBatch(t, x.now, -1, -1, -1, false, "b", "plain")})
 	x.expect("kv", "b", "0/1=plain")
 	x.expect("kv", "a", "none")
-	x.apply(EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
+	x.apply(producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: ep, Commit: true})
 	x.expect("kv", "a", "0/0=txn")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
@@ -37,12 +38,12 @@ func sampleCommands() []core.Command {
 			RebalanceTimeoutMs: 1000, TopicsSet: true, Topics: []string{"a", "b"}, RegexSet: true, Regex: "a.*",
 			AssignorSet: true, Assignor: "range", OwnedSet: true, Owned: []groups.OwnedTopic{{ID: core.TopicID{7}, Partitions: []int32{0, 2}}}, GenerateID: true},
 		Tick{},
-		InitProducerID{TransactionalID: "tx", TimeoutMs: 60000},
-		AddPartitionsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Topic: "a", Partition: 2},
-		AddOffsetsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g"},
-		TxnOffsetCommit{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g", MemberID: "m", InstanceID: "i",
+		producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60000},
+		producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Topic: "a", Partition: 2},
+		producers.AddOffsetsToTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g"},
+		producers.TxnOffsetCommit{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Group: "g", MemberID: "m", InstanceID: "i",
 			Generation: 3, Topic: "a", Partition: 2, Offset: 9, LeaderEpoch: 1, Metadata: "md"},
-		EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
+		producers.EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
 		trust.RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
 		topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.ms", Value: "5"}}},
 		AlterBrokerConfigs{Broker: "2", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "3"}, {Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}},

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -25,7 +26,7 @@ func TestTransactions(t *testing.T) {
 	dir := t.TempDir()
 	d := &groupDriver{t: t, f: openGroups(t, dir), now: t0}
 	d.block(0, topics.CreateTopic{Name: "out", Partitions: 2, ReplicationFactor: -1})
-	r := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
+	r := d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	pid := r.ProducerID
 	if r.Code != 0 || r.ProducerEpoch != 0 {
 		t.Fatalf("init: %+v", r)
@@ -37,7 +38,7 @@ func TestTransactions(t *testing.T) {
 	add := func(epoch int16, parts ...int32) []core.Result {
 		var cmds []core.Command
 		for _, p := range parts {
-			cmds = append(cmds, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "out", Partition: p})
+			cmds = append(cmds, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: epoch, Topic: "out", Partition: p})
 		}
 		return d.block(10, cmds...)
 	}
@@ -52,28 +53,28 @@ func TestTransactions(t *testing.T) {
 	if p := part(0); p.HighWatermark() != 2 || p.LastStableOffset() != 0 {
 		t.Fatalf("open transaction: high watermark %d, last stable %d; want 2, 0", p.HighWatermark(), p.LastStableOffset())
 	}
-	r2 := d.block(10, AddOffsetsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g"},
-		TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g", Generation: -1, Topic: "out", Partition: 0, Offset: 5},
-		TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "other", Generation: -1, Topic: "out", Partition: 0, Offset: 5})
+	r2 := d.block(10, producers.AddOffsetsToTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g"},
+		producers.TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g", Generation: -1, Topic: "out", Partition: 0, Offset: 5},
+		producers.TxnOffsetCommit{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "other", Generation: -1, Topic: "out", Partition: 0, Offset: 5})
 	wantCode(t, "AddOffsetsToTxn", r2[0], 0)
 	wantCode(t, "TxnOffsetCommit", r2[1], 0)
 	wantCode(t, "TxnOffsetCommit to a group not added", r2[2], kerr.InvalidTxnState.Code)
 	if g := d.f.Groups().Group("g"); g != nil {
 		t.Fatalf("offsets visible before the commit: %+v", g.Offsets)
 	}
-	wantCode(t, "commit", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], 0)
+	wantCode(t, "commit", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], 0)
 	if p := part(0); p.HighWatermark() != 3 || p.LastStableOffset() != 3 {
 		t.Fatalf("after the commit: high watermark %d, last stable %d; want 3, 3 (the marker)", p.HighWatermark(), p.LastStableOffset())
 	}
 	if o := d.f.Groups().Group("g").Offsets["out"][0]; o.Offset != 5 {
 		t.Fatalf("committed offset %+v after the commit", o)
 	}
-	wantCode(t, "commit again (a retry)", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], 0)
+	wantCode(t, "commit again (a retry)", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], 0)
 
 	add(0, 0)
 	wantCode(t, "second transaction's write", produce(0, txnBatch(t, pid, 0, 2, 2)), 0)
-	wantCode(t, "abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0})[0], 0)
-	wantCode(t, "commit after the abort", d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], kerr.InvalidTxnState.Code)
+	wantCode(t, "abort", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0})[0], 0)
+	wantCode(t, "commit after the abort", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Epoch: 0, Commit: true})[0], kerr.InvalidTxnState.Code)
 	// A batch of the ended transaction arriving late cannot open a hanging
 	// transaction on the partition (KIP-890's verification, on every append).
 	wantCode(t, "a late write after the abort", produce(0, txnBatch(t, pid, 0, 4, 1)), kerr.InvalidTxnState.Code)
@@ -86,7 +87,7 @@ func TestTransactions(t *testing.T) {
 	}
 
 	// A new epoch fences the old one.
-	r = d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
+	r = d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0]
 	if r.ProducerID != pid || r.ProducerEpoch != 1 {
 		t.Fatalf("re-init: %+v", r)
 	}
@@ -104,7 +105,7 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("after the timeout: last stable %d, high watermark %d, aborted %+v", p.LastStableOffset(), p.HighWatermark(), p.AbortedTxns(0, 100))
 	}
 	txs := d.f.Transactions()
-	if len(txs) != 1 || txs[0].State != TxnCompleteAbort || txs[0].Epoch != 2 {
+	if len(txs) != 1 || txs[0].State != producers.TxnCompleteAbort || txs[0].Epoch != 2 {
 		t.Fatalf("transactions after the timeout %+v", txs)
 	}
 
@@ -128,10 +129,10 @@ func TestTransactionalIDAndTopicCleanup(t *testing.T) {
 	d := &groupDriver{t: t, f: openGroups(t, t.TempDir()), now: t0}
 	defer d.f.Close()
 	d.block(0, topics.CreateTopic{Name: "out", Partitions: 1, ReplicationFactor: -1})
-	pid := d.block(10, InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
-	d.block(10, AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out"})
+	pid := d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	d.block(10, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "out"})
 	d.block(10, topics.Produce{Topic: "out", Records: txnBatch(t, pid, 0, 0, 1)})
-	d.block(10, EndTxn{TransactionalID: "tx", ProducerID: pid})
+	d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid})
 	kinds := func() (producers, aborted int) {
 		for k := range storeContents(t, d.f) {
 			switch k[:2] {
@@ -150,7 +151,7 @@ func TestTransactionalIDAndTopicCleanup(t *testing.T) {
 	if p, a := kinds(); p != 0 || a != 0 {
 		t.Fatalf("after deleting the topic: %d producer states, %d aborted transactions stored", p, a)
 	}
-	d.block(TransactionalIDExpirationMs - 1000)
+	d.block(producers.TransactionalIDExpirationMs - 1000)
 	if n := len(d.f.Transactions()); n != 1 {
 		t.Fatalf("%d transactional ids before expiry, want 1", n)
 	}

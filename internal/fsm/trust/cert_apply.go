@@ -1,4 +1,4 @@
-// Package trust is the state machine's trust module: the signers (the
+// package trust is the state machine's trust module: the signers (the
 // validators whose votes each block carries, liveness.go), the
 // certificates of the data plane (cert.go, cert_apply.go: a batch applied
 // by its digest, certified by f+1 validators, its payload fetched from

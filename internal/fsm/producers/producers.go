@@ -1,4 +1,18 @@
-package fsm
+// Package producers is the state machine's producers module, Kafka's
+// transaction coordinator: producer ids (InitProducerId, KIP-98) and
+// transactions (KIP-98's AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit, EndTxn; txns.go), their timeouts and the expiry of
+// transactional ids. The sequences each partition remembers per producer,
+// the markers and the last stable offset are the topics module's, as
+// Kafka's ProducerStateManager is its log's.
+//
+// It uses the topics module (a transaction's end writes its markers) and
+// the groups module (its offsets are committed to the group), imports no
+// module above it, and works on TxnCoordinator, its part of a state
+// machine, which the application (package fsm) makes with
+// NewTxnCoordinator and hands over through its ProducersModule method
+// (producersOf).
+package producers
 
 import (
 	"encoding/binary"
@@ -9,7 +23,8 @@ import (
 
 // Idempotent producers (KIP-98): InitProducerId hands out producer ids;
 // the sequences each partition remembers per producer are its log's
-// (partition_producers.go), and transactional ids are txns.go's.
+// (the topics module's partition_producers.go), and transactional ids
+// are txns.go's.
 
 // KindInitProducerID allocates a producer id.
 const KindInitProducerID core.Kind = 16
@@ -24,9 +39,9 @@ type InitProducerID struct {
 
 func (InitProducerID) Kind() core.Kind { return KindInitProducerID }
 
-// registerProducers is the producers module's registration function
+// RegisterProducers is the producers module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerProducers(r *core.Registry, h *topics.TopicHooks) {
+func RegisterProducers(r *core.Registry, h *topics.TopicHooks) {
 	registerInitProducerID(r, h) // producers.go
 	registerNextProducerID(r, h) // producers.go
 	registerTxnCommands(r, h)    // txns.go
@@ -36,7 +51,7 @@ func registerProducers(r *core.Registry, h *topics.TopicHooks) {
 // registerInitProducerID registers InitProducerID (registerProducers
 // calls it).
 func registerInitProducerID(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, producersOf, KindInitProducerID, "InitProducerID", modProducers,
+	core.RegisterModuleCommand(r, producersOf, KindInitProducerID, "InitProducerID", ModProducers,
 		func(r *core.Reader) InitProducerID {
 			return InitProducerID{TransactionalID: r.Str(), TimeoutMs: r.I32()}
 		},
@@ -63,7 +78,7 @@ func (f *TxnCoordinator) initProducerID(c InitProducerID) core.Result {
 // registerNextProducerID registers the next producer id's step
 // (registerProducers calls it).
 func registerNextProducerID(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 10, Name: "next producer id", Module: modProducers,
+	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 10, Name: "next producer id", Module: ModProducers,
 		Load: loadProducerID,
 		Stage: func(f *TxnCoordinator, b *core.StateBatch) error {
 			if f.nextProducerID != f.stagedProducerID {

@@ -1,4 +1,4 @@
-package fsm
+package producers
 
 import (
 	"fmt"
@@ -122,26 +122,26 @@ func (c EndTxn) Encode(w *core.Writer) {
 // registerTxnCommands registers the transactions' commands
 // (registerProducers calls it).
 func registerTxnCommands(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, producersOf, KindAddPartitionsToTxn, "AddPartitionsToTxn", modProducers,
+	core.RegisterModuleCommand(r, producersOf, KindAddPartitionsToTxn, "AddPartitionsToTxn", ModProducers,
 		func(r *core.Reader) AddPartitionsToTxn {
 			return AddPartitionsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Topic: r.Str(), Partition: r.I32()}
 		}, checkTxnCommand,
 		func(f *TxnCoordinator, c AddPartitionsToTxn, _ core.CmdAt) core.Result {
 			return f.addPartitionsToTxn(c)
 		})
-	core.RegisterModuleCommand(r, producersOf, KindAddOffsetsToTxn, "AddOffsetsToTxn", modProducers,
+	core.RegisterModuleCommand(r, producersOf, KindAddOffsetsToTxn, "AddOffsetsToTxn", ModProducers,
 		func(r *core.Reader) AddOffsetsToTxn {
 			return AddOffsetsToTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str()}
 		}, checkTxnCommand,
 		func(f *TxnCoordinator, c AddOffsetsToTxn, _ core.CmdAt) core.Result { return f.addOffsetsToTxn(c) })
-	core.RegisterModuleCommand(r, producersOf, KindTxnOffsetCommit, "TxnOffsetCommit", modProducers,
+	core.RegisterModuleCommand(r, producersOf, KindTxnOffsetCommit, "TxnOffsetCommit", ModProducers,
 		func(r *core.Reader) TxnOffsetCommit {
 			return TxnOffsetCommit{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Group: r.Str(), MemberID: r.Str(),
 				InstanceID: r.Str(), Generation: r.I32(), Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(),
 				Metadata: r.Str()}
 		}, checkTxnCommand,
 		func(f *TxnCoordinator, c TxnOffsetCommit, _ core.CmdAt) core.Result { return f.txnOffsetCommit(c) })
-	core.RegisterModuleCommand(r, producersOf, KindEndTxn, "EndTxn", modProducers,
+	core.RegisterModuleCommand(r, producersOf, KindEndTxn, "EndTxn", ModProducers,
 		func(r *core.Reader) EndTxn {
 			return EndTxn{TransactionalID: r.Str(), ProducerID: r.I64(), Epoch: r.I16(), Commit: r.Bool()}
 		}, checkTxnCommand,
@@ -222,7 +222,7 @@ type Txn struct {
 
 // txnCheck finds a transaction for a request naming pid and epoch.
 func (f *TxnCoordinator) txnCheck(id string, pid int64, epoch int16) (*Txn, core.Result) {
-	t := f.txns[id]
+	t := f.Txns[id]
 	switch {
 	case t == nil || t.ProducerID != pid:
 		return nil, core.Fail(kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("transactional id %q does not belong to producer %d", id, pid))
@@ -255,7 +255,7 @@ func (f *TxnCoordinator) begin(t *Txn) {
 func (f *TxnCoordinator) txnProduceCheck(topic string, part int32, h record.Header) core.Result {
 	var t *Txn
 	if id, ok := f.txnByPID[h.ProducerID]; ok {
-		t = f.txns[id]
+		t = f.Txns[id]
 	}
 	switch {
 	case h.Transactional() && t == nil:
@@ -274,12 +274,12 @@ func (f *TxnCoordinator) txnProduceCheck(topic string, part int32, h record.Head
 // producer, or the next epoch of the existing one (fencing the previous
 // epoch), aborting a transaction it left open.
 func (f *TxnCoordinator) initTxnProducer(c InitProducerID) core.Result {
-	t := f.txns[c.TransactionalID]
+	t := f.Txns[c.TransactionalID]
 	if t == nil {
 		t = &Txn{ID: c.TransactionalID, ProducerID: f.nextProducerID, Partitions: core.TopicPartitions{}}
 		f.nextProducerID++
 		f.MetaChanged = true
-		f.txns[t.ID] = t
+		f.Txns[t.ID] = t
 	} else {
 		if t.State == TxnOngoing {
 			f.bumpEpoch(t)
@@ -446,8 +446,8 @@ func (f *TxnCoordinator) txnTimers() (changes []core.Change) {
 		return nil
 	}
 	next := int64(1<<63 - 1)
-	for _, id := range core.SortedKeys(f.txns) {
-		t := f.txns[id]
+	for _, id := range core.SortedKeys(f.Txns) {
+		t := f.Txns[id]
 		if t.State != TxnOngoing {
 			continue
 		}
@@ -467,10 +467,10 @@ func (f *TxnCoordinator) txnTimers() (changes []core.Change) {
 // expireTxnIDs forgets, in housekeeping, transactional ids unused for
 // transactional.id.expiration.ms.
 func (f *TxnCoordinator) expireTxnIDs() (changes []core.Change) {
-	for _, id := range core.SortedKeys(f.txns) {
-		t := f.txns[id]
+	for _, id := range core.SortedKeys(f.Txns) {
+		t := f.Txns[id]
 		if t.State != TxnOngoing && t.LastMs+TransactionalIDExpirationMs <= f.BlockTime {
-			delete(f.txns, id)
+			delete(f.Txns, id)
 			delete(f.txnByPID, t.ProducerID)
 			f.dirtyTxns[id] = true
 			changes = append(changes, core.Change{Kind: core.ChangeTxnIDExpired, Name: id})
@@ -504,9 +504,9 @@ func (f *TxnCoordinator) publishTxns() {
 	if f.txnView.Load() != nil && len(f.dirtyTxns) == 0 {
 		return
 	}
-	out := make([]TxnInfo, 0, len(f.txns))
-	for _, id := range core.SortedKeys(f.txns) {
-		t := f.txns[id]
+	out := make([]TxnInfo, 0, len(f.Txns))
+	for _, id := range core.SortedKeys(f.Txns) {
+		t := f.Txns[id]
 		out = append(out, TxnInfo{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch, TimeoutMs: t.TimeoutMs,
 			State: t.State, StartMs: t.StartMs, Partitions: t.Partitions.Clone()})
 	}
@@ -520,9 +520,9 @@ func (f *TxnCoordinator) publishTxns() {
 // (a partition's aborted transactions are the topics module's:
 // partition_txns.go).
 
-func txnKey(id string) []byte { return append([]byte("x/"), id...) }
+func TxnKey(id string) []byte { return append([]byte("x/"), id...) }
 
-func encodeTxn(t *Txn) []byte {
+func EncodeTxn(t *Txn) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	w.I64(t.ProducerID)
@@ -558,7 +558,7 @@ func encodeTxn(t *Txn) []byte {
 	return w.B
 }
 
-func decodeTxn(id string, v []byte) (*Txn, error) {
+func DecodeTxn(id string, v []byte) (*Txn, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: transaction %q: state format %d not supported", id, ver)
@@ -587,10 +587,10 @@ func decodeTxn(id string, v []byte) (*Txn, error) {
 // persistTxns adds the block's transaction changes to the state batch.
 func (f *TxnCoordinator) persistTxns(b *core.StateBatch) {
 	for _, id := range core.SortedKeys(f.dirtyTxns) {
-		if t := f.txns[id]; t != nil {
-			b.Set(txnKey(id), encodeTxn(t))
+		if t := f.Txns[id]; t != nil {
+			b.Set(TxnKey(id), EncodeTxn(t))
 		} else {
-			b.Delete(txnKey(id))
+			b.Delete(TxnKey(id))
 		}
 	}
 }
@@ -599,11 +599,11 @@ func (f *TxnCoordinator) persistTxns(b *core.StateBatch) {
 // (the topics module's, until load is a step of each module).
 func (f *TxnCoordinator) loadTxns() error {
 	return f.Store.Scan([]byte("x/"), func(k, v []byte) error {
-		t, err := decodeTxn(string(k[2:]), v)
+		t, err := DecodeTxn(string(k[2:]), v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: transaction %q: %w", k[2:], err)
 		}
-		f.txns[t.ID] = t
+		f.Txns[t.ID] = t
 		f.txnByPID[t.ProducerID] = t.ID
 		return nil
 	})
@@ -614,16 +614,16 @@ func (f *TxnCoordinator) loadTxns() error {
 func registerTxnSteps(r *core.Registry, h *topics.TopicHooks) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.
-	h.BatchChecks.Register(10, "transactions", modProducers, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, h record.Header) core.Result {
+	h.BatchChecks.Register(10, "transactions", ModProducers, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition, h record.Header) core.Result {
 		f := producersOf(tm.Machine)
 		return f.txnProduceCheck(t.Name, p.Index, h)
 	})
-	h.Housekeepers.Register(20, "transactional ids' expiry", modProducers, func(tm *topics.Topics) []core.Change { f := producersOf(tm.Machine); return f.expireTxnIDs() })
-	core.RegisterModuleBlockEnd(r, producersOf, core.ModuleBlockEnd[*TxnCoordinator]{Rank: 20, Name: "transaction timeouts", Module: modProducers, Run: (*TxnCoordinator).txnTimers})
-	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 110, Name: "transactions", Module: modProducers,
+	h.Housekeepers.Register(20, "transactional ids' expiry", ModProducers, func(tm *topics.Topics) []core.Change { f := producersOf(tm.Machine); return f.expireTxnIDs() })
+	core.RegisterModuleBlockEnd(r, producersOf, core.ModuleBlockEnd[*TxnCoordinator]{Rank: 20, Name: "transaction timeouts", Module: ModProducers, Run: (*TxnCoordinator).txnTimers})
+	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 110, Name: "transactions", Module: ModProducers,
 		Empty: func(f *TxnCoordinator) {
 			f.producersState = producersState{
-				txns:      map[string]*Txn{},
+				Txns:      map[string]*Txn{},
 				txnByPID:  map[int64]string{},
 				dirtyTxns: map[string]bool{},
 			}

@@ -1,4 +1,4 @@
-package fsm
+package producers
 
 import (
 	"encoding/binary"
@@ -23,7 +23,7 @@ import (
 // producersState is the producers module's part of the state machine
 // (embedded in FSM).
 // modProducers is the producers module's name.
-const modProducers core.Module = "producers"
+const ModProducers core.Module = "producers"
 
 // TxnCoordinator is the producers module of a state machine (Kafka's
 // transaction coordinator): the core's machine it runs on, the topics and
@@ -49,7 +49,7 @@ func producersOf(m *core.Machine) *TxnCoordinator {
 type producersState struct {
 	nextProducerID   int64
 	stagedProducerID int64 // nextProducerID as last staged
-	txns             map[string]*Txn
+	Txns             map[string]*Txn
 	txnByPID         map[int64]string
 	dirtyTxns        map[string]bool
 	txnsDue          int64 // block time at which a transaction may time out
@@ -64,7 +64,7 @@ func loadProducerID(f *TxnCoordinator) error {
 	if v, ok, err := f.Store.Get(core.KeyProducerID); err != nil {
 		return err
 	} else if ok {
-		if f.nextProducerID, err = decodeProducerID(v); err != nil {
+		if f.nextProducerID, err = DecodeProducerID(v); err != nil {
 			return err
 		}
 	}
@@ -72,8 +72,8 @@ func loadProducerID(f *TxnCoordinator) error {
 	return nil
 }
 
-// decodeProducerID reads m/producer-id: a u64.
-func decodeProducerID(v []byte) (int64, error) {
+// DecodeProducerID reads m/producer-id: a u64.
+func DecodeProducerID(v []byte) (int64, error) {
 	if len(v) != 8 {
 		return 0, fmt.Errorf("stele/fsm: bad %s value %x", core.KeyProducerID, v)
 	}
@@ -83,7 +83,7 @@ func decodeProducerID(v []byte) (int64, error) {
 // loadTxnState reads the transactions afresh (their view is published
 // whole at the next publish).
 func loadTxnState(f *TxnCoordinator) error {
-	f.txns, f.txnByPID, f.txnsDue = map[string]*Txn{}, map[int64]string{}, 0
+	f.Txns, f.txnByPID, f.txnsDue = map[string]*Txn{}, map[int64]string{}, 0
 	f.txnView.Store(nil)
 	return f.loadTxns()
 }
