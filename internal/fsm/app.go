@@ -76,13 +76,13 @@ type FSM struct {
 	// registry, never changed.
 	reg *registry
 
-	*topics.Topics      // topics.go
-	*keys.Index         // keys/
-	*groups.Coordinator // groups/
+	*topics.Topics            // topics.go
+	*keys.Index               // keys/
+	*groups.Coordinator       // groups/
 	*producers.TxnCoordinator // producers/
-	*trust.Trust        // trust/
-	clusterState        // upgrade.go
-	securityState       // users.go
+	*trust.Trust              // trust/
+	clusterState              // upgrade.go
+	securityState             // users.go
 }
 
 // The modules (see the package's registry.go).
