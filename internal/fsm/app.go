@@ -81,13 +81,12 @@ type FSM struct {
 	*groups.Coordinator       // groups/
 	*producers.TxnCoordinator // producers/
 	*trust.Trust              // trust/
-	clusterState              // upgrade.go
+	*Cluster                  // upgrade.go
 	securityState             // users.go
 }
 
 // The modules (see the package's registry.go).
 const (
-	modCluster  core.Module = "cluster"
 	modSecurity core.Module = "security"
 )
 
@@ -106,6 +105,9 @@ func (f *FSM) TrustModule() *trust.Trust { return f.Trust }
 
 // ProducersModule is f's producers module (producersOf).
 func (f *FSM) ProducersModule() *producers.TxnCoordinator { return f.TxnCoordinator }
+
+// ClusterModule is f's cluster module (clusterOf).
+func (f *FSM) ClusterModule() *Cluster { return f.Cluster }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -210,6 +212,8 @@ func Open(opts Options) (*FSM, error) {
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
+		f.Cluster = NewCluster(m, f.Trust, ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
+			Logger: opts.Logger, maxAppVersionForTest: opts.maxAppVersionForTest})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -262,7 +266,7 @@ func buildRegistry() *registry {
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
-	registerCluster(r)
+	registerCluster(r.Registry, r.TopicHooks)
 	registerSecurity(r)
 	return r
 }

@@ -94,11 +94,11 @@ var brokerConfigs = []topics.ConfigDef{
 
 // registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
 // broker configs' step (registerCluster calls it).
-func registerBrokerConfigs(r *registry) {
-	register(r, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
-		func(f *FSM, c AlterBrokerConfigs, _ core.CmdAt) core.Result { return f.alterBrokerConfigs(c) })
-	r.registerStep(moduleStep{rank: 52, name: "dynamic broker configs", module: modCluster,
-		load: loadBrokerConfigs, stage: stageBrokerConfigs, publish: publishBrokerConfigs})
+func registerBrokerConfigs(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, clusterOf, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
+		func(f *Cluster, c AlterBrokerConfigs, _ core.CmdAt) core.Result { return f.alterBrokerConfigs(c) })
+	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 52, Name: "dynamic broker configs", Module: modCluster,
+		Load: loadBrokerConfigs, Stage: stageBrokerConfigs, Publish: publishBrokerConfigs})
 }
 
 // AlterBrokerConfigs changes the dynamic configs of one BROKER resource:
@@ -164,7 +164,7 @@ func (b *BrokerConfigs) Effective(id int32, name string) (value string, perBroke
 }
 
 // BrokerConfigs returns the committed dynamic broker configs.
-func (f *FSM) BrokerConfigs() *BrokerConfigs { return f.brokerCfgsView.Load() }
+func (f *Cluster) BrokerConfigs() *BrokerConfigs { return f.brokerCfgsView.Load() }
 
 // BrokerConfigDefs returns the definitions of the dynamic broker configs
 // the state machine keeps, by name.
@@ -358,7 +358,7 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 
 // alterBrokerConfigs applies c: the resource's set is replaced by what
 // ApplyBrokerConfigChanges makes of it.
-func (f *FSM) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
+func (f *Cluster) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
 	next, err := applyBrokerConfigChanges(f.brokerCfgs, c)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, err.Error())
@@ -449,21 +449,21 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 
 // loadBrokerConfigs reads the configs at Open and after a snapshot's
 // restore.
-func loadBrokerConfigs(f *FSM) error {
+func loadBrokerConfigs(f *Cluster) error {
 	f.brokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
 	return core.LoadLeaf(f.Machine, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
 }
 
 // stageBrokerConfigs writes the configs a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
-func stageBrokerConfigs(f *FSM, b *core.StateBatch) error {
+func stageBrokerConfigs(f *Cluster, b *core.StateBatch) error {
 	core.StageLeaf(b, keyBrokerConfigs, &f.brokerCfgsDirty, f.brokerCfgs, len(f.brokerCfgs) == 0, encodeBrokerConfigs)
 	return nil
 }
 
 // publishBrokerConfigs gives readers a copy of the configs when they
 // changed (or were loaded) since the last publish.
-func publishBrokerConfigs(f *FSM, _ bool) {
+func publishBrokerConfigs(f *Cluster, _ bool) {
 	if !f.brokerCfgsNew && f.brokerCfgsView.Load() != nil {
 		return
 	}

@@ -819,7 +819,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, registerCluster, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+	for _, register := range []func(*registry){registerSecurity, func(r *registry) { registerCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
 // KindAppendTime opens a proposal with its proposer's clock (app version
@@ -66,15 +67,15 @@ func (c AppendTime) Encode(w *core.Writer) { w.I64(c.TimeMs) }
 func decodeAppendTime(r *core.Reader) AppendTime { return AppendTime{TimeMs: r.I64()} }
 
 // registerProposals registers AppendTime (registerCluster calls it).
-func registerProposals(r *registry) {
-	s := register(r, KindAppendTime, "AppendTime", modCluster, decodeAppendTime,
+func registerProposals(r *core.Registry, h *topics.TopicHooks) {
+	s := core.RegisterModuleCommand(r, clusterOf, KindAppendTime, "AppendTime", modCluster, decodeAppendTime,
 		func(c core.Command) core.Result {
 			if c.(AppendTime).TimeMs < 0 {
 				return core.Fail(kerr.InvalidRequest.Code, "an append time before 1970")
 			}
 			return core.Result{}
 		},
-		func(f *FSM, c AppendTime, at core.CmdAt) core.Result { return f.applyAppendTime(c, at) })
+		func(f *Cluster, c AppendTime, at core.CmdAt) core.Result { return f.applyAppendTime(c, at) })
 	s.Admit = func(core.Command) error {
 		return errors.New("an append time is the proposer's own transaction, never submitted")
 	}
@@ -82,7 +83,7 @@ func registerProposals(r *registry) {
 
 // applyAppendTime raises the log append clock, for the block's opening
 // command under a version that has one.
-func (f *FSM) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
+func (f *Cluster) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
 	if f.appVersion < appendTimeVersion {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.appVersion))
 	}
@@ -103,7 +104,7 @@ const chainCertsVersion = 2
 // versionAt is the app version block height will be applied under: the
 // applied version, or a scheduled upgrade's from its height. Only the
 // applier may call it, between blocks.
-func (f *FSM) versionAt(height int64) uint32 {
+func (f *Cluster) versionAt(height int64) uint32 {
 	if p := f.upgradePlan; p != nil && p.Height <= height {
 		return p.Version
 	}
@@ -115,24 +116,24 @@ func (f *FSM) versionAt(height int64) uint32 {
 // other (none for an empty proposal: an empty block stays empty, so the
 // chain can idle). Only the applier may call it, between blocks (the
 // orderer's consensus calls).
-func (f *FSM) ProposalOpening(height, nowMs int64) [][]byte {
+func (f *Cluster) ProposalOpening(height, nowMs int64) [][]byte {
 	if f.versionAt(height) < appendTimeVersion {
 		return nil
 	}
 	var n core.Nonce
 	binary.BigEndian.PutUint64(n[:8], uint64(height))
 	copy(n[8:], "opening")
-	return [][]byte{EncodeTx(core.Tx{Nonce: n, Commands: []core.Command{AppendTime{TimeMs: max(nowMs, 0)}}})}
+	return [][]byte{f.Registry().EncodeTx(core.Tx{Nonce: n, Commands: []core.Command{AppendTime{TimeMs: max(nowMs, 0)}}})}
 }
 
 // CheckProposal checks what a proposal of block height must hold beyond
 // valid transactions (each is checked by ValidateTx), judged by a
 // validator whose clock reads nowMs. Only the applier may call it,
 // between blocks.
-func (f *FSM) CheckProposal(height, nowMs int64, txs [][]byte) error {
+func (f *Cluster) CheckProposal(height, nowMs int64, txs [][]byte) error {
 	want := f.versionAt(height) >= appendTimeVersion
 	for i, raw := range txs {
-		c, ok := f.reg.appendTimeOf(raw)
+		c, ok := appendTimeOf(f.Registry(), raw)
 		switch {
 		case !ok:
 			if i == 0 && want {
@@ -157,7 +158,7 @@ func (f *FSM) CheckProposal(height, nowMs int64, txs [][]byte) error {
 // is one: a transaction of that one command, as ProposalOpening makes. A
 // transaction that holds it among others is not one; applying refuses
 // it there.
-func (g *registry) appendTimeOf(raw []byte) (AppendTime, bool) {
+func appendTimeOf(g *core.Registry, raw []byte) (AppendTime, bool) {
 	// magic, version, nonce, count 1, then the kind: a cheap test before
 	// decoding, as every transaction of a proposal is asked.
 	const kindAt = len(core.TxMagic) + 1 + len(core.Nonce{}) + 1

@@ -38,12 +38,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
 
@@ -130,6 +132,39 @@ func (ScheduleUpgrade) Kind() core.Kind { return KindScheduleUpgrade }
 // clusterState is the cluster module's part of the state machine (embedded
 // in FSM): the app version, the upgrade state and the dynamic broker
 // configs.
+// modCluster is the cluster module's name.
+const modCluster core.Module = "cluster"
+
+// Cluster is the cluster module of a state machine: the core's machine it
+// runs on, the trust module below it (and through it the topics module),
+// its options and its state.
+type Cluster struct {
+	*core.Machine
+	*trust.Trust
+	opts ClusterOptions
+	clusterState
+}
+
+// ClusterOptions are the cluster module's options (Options').
+type ClusterOptions struct {
+	ChainID              string
+	Validators           *trust.ValidatorSet
+	GenesisAppVersion    uint32
+	Logger               *slog.Logger
+	maxAppVersionForTest uint32
+}
+
+// NewCluster is the cluster module of the machine m, above the trust
+// module t.
+func NewCluster(m *core.Machine, t *trust.Trust, o ClusterOptions) *Cluster {
+	return &Cluster{Machine: m, Trust: t, opts: o}
+}
+
+// clusterOf is the cluster module of the machine m.
+func clusterOf(m *core.Machine) *Cluster {
+	return m.App.(interface{ ClusterModule() *Cluster }).ClusterModule()
+}
+
 type clusterState struct {
 	appVersion   uint32
 	upgradePlan  *UpgradePlan
@@ -158,19 +193,19 @@ func (c ScheduleUpgrade) Encode(w *core.Writer) {
 
 // registerCluster is the cluster module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerCluster(r *registry) {
-	registerScheduleUpgrade(r) // upgrade.go
-	registerUpgradeSteps(r)    // upgrade.go
-	registerBrokerConfigs(r)   // broker_configs.go
-	registerProposals(r)       // proposals.go
+func registerCluster(r *core.Registry, h *topics.TopicHooks) {
+	registerScheduleUpgrade(r, h) // upgrade.go
+	registerUpgradeSteps(r, h)    // upgrade.go
+	registerBrokerConfigs(r, h)   // broker_configs.go
+	registerProposals(r, h)       // proposals.go
 }
 
 // registerScheduleUpgrade registers ScheduleUpgrade (registerCluster
 // calls it).
-func registerScheduleUpgrade(r *registry) {
-	register(r, KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
+func registerScheduleUpgrade(r *core.Registry, h *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, clusterOf, KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
 		func(c core.Command) core.Result { return checkUpgrade(c.(ScheduleUpgrade)) },
-		func(f *FSM, c ScheduleUpgrade, _ core.CmdAt) core.Result { return f.scheduleUpgrade(c) })
+		func(f *Cluster, c ScheduleUpgrade, _ core.CmdAt) core.Result { return f.scheduleUpgrade(c) })
 }
 
 func decodeScheduleUpgrade(r *core.Reader) ScheduleUpgrade {
@@ -229,7 +264,7 @@ func checkUpgrade(c ScheduleUpgrade) core.Result {
 
 // scheduleUpgrade applies a ScheduleUpgrade: every signature must be a
 // validator's good one, or nothing is recorded.
-func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) core.Result {
+func (f *Cluster) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 	vs := f.opts.Validators
 	if vs == nil {
 		return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
@@ -281,7 +316,7 @@ func (f *FSM) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 // upgradeDue is checked before block height is applied: when the
 // scheduled upgrade is due and this binary cannot run its version, the
 // block must not be applied.
-func (f *FSM) upgradeDue(height int64) error {
+func (f *Cluster) upgradeDue(height int64) error {
 	p := f.upgradePlan
 	if p == nil || p.Height > height {
 		return nil
@@ -293,7 +328,7 @@ func (f *FSM) upgradeDue(height int64) error {
 }
 
 // maxAppVersion is MaxAppVersion, or what a test stands in for it.
-func (f *FSM) maxAppVersion() uint32 {
+func (f *Cluster) maxAppVersion() uint32 {
 	if f.opts.maxAppVersionForTest != 0 {
 		return f.opts.maxAppVersionForTest
 	}
@@ -301,7 +336,7 @@ func (f *FSM) maxAppVersion() uint32 {
 }
 
 // activateUpgrade switches to the scheduled version at its height.
-func (f *FSM) activateUpgrade(height int64) {
+func (f *Cluster) activateUpgrade(height int64) {
 	p := f.upgradePlan
 	if p == nil || p.Height > height {
 		return
@@ -316,7 +351,7 @@ func (f *FSM) activateUpgrade(height int64) {
 // UpgradeRequired returns an *UpgradeRequiredError when the next block is
 // the height of an upgrade this binary cannot run: the broker must stop
 // (and not start) rather than wait for it.
-func (f *FSM) UpgradeRequired() error {
+func (f *Cluster) UpgradeRequired() error {
 	f.committedUpgrade.Lock()
 	defer f.committedUpgrade.Unlock()
 	s := f.committedUpgrade.status
@@ -348,7 +383,7 @@ type UpgradeStatus struct {
 }
 
 // Upgrade returns the committed upgrade status.
-func (f *FSM) Upgrade() UpgradeStatus {
+func (f *Cluster) Upgrade() UpgradeStatus {
 	f.committedUpgrade.Lock()
 	defer f.committedUpgrade.Unlock()
 	s := f.committedUpgrade.status
@@ -361,7 +396,7 @@ func (f *FSM) Upgrade() UpgradeStatus {
 }
 
 // AppVersion returns the committed app version.
-func (f *FSM) AppVersion() uint32 {
+func (f *Cluster) AppVersion() uint32 {
 	f.committedUpgrade.Lock()
 	defer f.committedUpgrade.Unlock()
 	return f.committedUpgrade.status.Version
@@ -369,10 +404,10 @@ func (f *FSM) AppVersion() uint32 {
 
 // AppliedVersion is the app version after the last ApplyBlock, committed
 // or not. Only the applier (the goroutine calling ApplyBlock) may call it.
-func (f *FSM) AppliedVersion() uint32 { return f.appVersion }
+func (f *Cluster) AppliedVersion() uint32 { return f.appVersion }
 
 // upgradeStatus is the applier's upgrade state, for publish.
-func (f *FSM) upgradeStatus() UpgradeStatus {
+func (f *Cluster) upgradeStatus() UpgradeStatus {
 	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
@@ -421,7 +456,7 @@ func decodeAppVersion(v []byte) (uint32, error) {
 
 // persistUpgrade stages the upgrade state when the block changed it: the
 // version (only once it is not 1), the plan, and every vote anew.
-func (f *FSM) persistUpgrade(b *core.StateBatch) {
+func (f *Cluster) persistUpgrade(b *core.StateBatch) {
 	if !f.upgradeDirty {
 		return
 	}
@@ -443,7 +478,7 @@ func (f *FSM) persistUpgrade(b *core.StateBatch) {
 // loadUpgrade reads the upgrade state, and refuses a state applied under
 // an app version this binary does not run (before the topics' load opens
 // any partition log: the step's rank is below theirs).
-func (f *FSM) loadUpgrade() error {
+func (f *Cluster) loadUpgrade() error {
 	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
 	if v, ok, err := f.Store.Get(keyAppVersion); err != nil {
 		return err
@@ -490,20 +525,20 @@ func (f *FSM) loadUpgrade() error {
 // registerUpgradeSteps registers the upgrades' block-begin step, the
 // digest domain of the app version and the app version's step
 // (registerCluster calls it).
-func registerUpgradeSteps(r *registry) {
+func registerUpgradeSteps(r *core.Registry, h *topics.TopicHooks) {
 	// An upgrade this binary cannot run stops the block before anything
 	// of it is applied; one it can run is activated at its height.
-	r.registerBlockBegin(blockBeginStep{rank: 10, name: "upgrades", module: modCluster,
-		check: (*FSM).upgradeDue,
-		run: func(f *FSM, b core.Block) {
+	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 10, Name: "upgrades", Module: modCluster,
+		Check: (*Cluster).upgradeDue,
+		Run: func(f *Cluster, b core.Block) {
 			f.activateUpgrade(b.Height)
 			f.ChainBound = f.appVersion >= chainCertsVersion
 		}})
-	r.setDigestDomain(func(f *FSM) string { return blockDigestDomain(f.appVersion) })
-	r.registerStep(moduleStep{rank: 50, name: "app version and upgrades", module: modCluster,
-		load:  (*FSM).loadUpgrade,
-		stage: func(f *FSM, b *core.StateBatch) error { f.persistUpgrade(b); return nil },
-		publish: func(f *FSM, _ bool) {
+	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).appVersion) })
+	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 50, Name: "app version and upgrades", Module: modCluster,
+		Load:  (*Cluster).loadUpgrade,
+		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistUpgrade(b); return nil },
+		Publish: func(f *Cluster, _ bool) {
 			s := f.upgradeStatus()
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
