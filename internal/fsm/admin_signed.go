@@ -30,7 +30,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -178,12 +177,6 @@ func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
 // being applied sees it.
 func (f *FSM) adminSignedOn() bool { return configTrue(f.brokerCfgs[""][AdminSignedConfig]) }
 
-// AdminSigned reports whether stele.admin.signed is true (committed).
-func (b *BrokerConfigs) AdminSigned() bool { return configTrue(b.Of("")[AdminSignedConfig]) }
-
-// configTrue reads a boolean config as Kafka does (case-insensitive).
-func configTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
-
 // unsignedText is the message of a gated command refused for want of a
 // signature.
 const unsignedText = "stele.admin.signed=true: %s must be signed by a principal the ACLs allow (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"
@@ -197,7 +190,7 @@ func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 		return core.Result{}, true
 	}
 	if b, ok := c.(AlterBrokerConfigs); ok && b.Broker == "" {
-		next, err := applyBrokerConfigChanges(f.brokerCfgs, b)
+		next, err := applyBrokerChanges(f.brokerCfgs, b)
 		if err == nil && configTrue(next[AdminSignedConfig]) != f.adminSignedOn() {
 			return core.Fail(kerr.PolicyViolation.Code, AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
 		}

@@ -229,10 +229,10 @@ func ApplyBrokerConfigChanges(current *BrokerConfigs, c AlterBrokerConfigs) (map
 	if current != nil {
 		all = current.byResource
 	}
-	return applyBrokerConfigChanges(all, c)
+	return applyBrokerChanges(all, c)
 }
 
-func applyBrokerConfigChanges(all map[string]map[string]string, c AlterBrokerConfigs) (map[string]string, error) {
+func applyBrokerChanges(all map[string]map[string]string, c AlterBrokerConfigs) (map[string]string, error) {
 	next, err := topics.ApplyChanges(all[c.Broker], c.Incremental, c.Changes, LookupBrokerConfig, ValidateBrokerConfig)
 	if err != nil {
 		return nil, err
@@ -359,7 +359,7 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 // alterBrokerConfigs applies c: the resource's set is replaced by what
 // ApplyBrokerConfigChanges makes of it.
 func (f *Cluster) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
-	next, err := applyBrokerConfigChanges(f.brokerCfgs, c)
+	next, err := applyBrokerChanges(f.brokerCfgs, c)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
@@ -478,3 +478,9 @@ func publishBrokerConfigs(f *Cluster, _ bool) {
 	}
 	f.brokerCfgsView.Store(&BrokerConfigs{byResource: cp})
 }
+
+// AdminSigned reports whether stele.admin.signed is true (committed).
+func (b *BrokerConfigs) AdminSigned() bool { return configTrue(b.Of("")[AdminSignedConfig]) }
+
+// configTrue reads a boolean config as Kafka does (case-insensitive).
+func configTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
