@@ -203,8 +203,8 @@ func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 
 // applySignedAdmin verifies a signed command and applies it.
 func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
-	if f.appVersion < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	if f.version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
 	}
 	// f.apply ran SignedAdmin's check (the command decodes, is gated and
 	// passes its own check) before this: decoding cannot fail here.

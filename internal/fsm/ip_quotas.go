@@ -133,8 +133,8 @@ type ipQuotasState struct {
 }
 
 func (f *FSM) alterIPQuotas(c AlterIPQuotas) core.Result {
-	if f.appVersion < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	if f.version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
 	}
 	for _, op := range c.Ops {
 		if op.Remove {

@@ -84,8 +84,8 @@ func registerProposals(r *core.Registry, h *topics.TopicHooks) {
 // applyAppendTime raises the log append clock, for the block's opening
 // command under a version that has one.
 func (f *Cluster) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
-	if f.appVersion < appendTimeVersion {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.appVersion))
+	if f.version < appendTimeVersion {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.version))
 	}
 	if at != (core.CmdAt{}) {
 		return core.Fail(kerr.InvalidRequest.Code, "an append time opens a block; this one does not")
@@ -108,7 +108,7 @@ func (f *Cluster) versionAt(height int64) uint32 {
 	if p := f.upgradePlan; p != nil && p.Height <= height {
 		return p.Version
 	}
-	return f.appVersion
+	return f.version
 }
 
 // ProposalOpening returns the transactions a proposal of block height,

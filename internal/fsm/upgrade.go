@@ -166,7 +166,7 @@ func clusterOf(m *core.Machine) *Cluster {
 }
 
 type clusterState struct {
-	appVersion   uint32
+	version      uint32
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
 	upgradeDirty bool
@@ -286,8 +286,8 @@ func (f *Cluster) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the upgrade does not verify", s.Validator))
 		}
 	}
-	if p.Version < f.appVersion {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.appVersion, p.Version, f.appVersion))
+	if p.Version < f.version {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.version, p.Version, f.version))
 	}
 	if p.Height < f.Height+MinUpgradeDelay {
 		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("height %d is too soon: an upgrade must be at least %d heights ahead of the block that schedules it (%d), at %d or later", p.Height, MinUpgradeDelay, f.Height, f.Height+MinUpgradeDelay))
@@ -341,8 +341,8 @@ func (f *Cluster) activateUpgrade(height int64) {
 	if p == nil || p.Height > height {
 		return
 	}
-	f.opts.Logger.Info("upgrade: applying blocks under a new app version", "height", height, "from", f.appVersion, "to", p.Version, "name", p.Name)
-	f.appVersion = p.Version
+	f.opts.Logger.Info("upgrade: applying blocks under a new app version", "height", height, "from", f.version, "to", p.Version, "name", p.Name)
+	f.version = p.Version
 	f.upgradePlan = nil
 	clear(f.upgradeVotes)
 	f.upgradeDirty = true
@@ -404,11 +404,11 @@ func (f *Cluster) AppVersion() uint32 {
 
 // AppliedVersion is the app version after the last ApplyBlock, committed
 // or not. Only the applier (the goroutine calling ApplyBlock) may call it.
-func (f *Cluster) AppliedVersion() uint32 { return f.appVersion }
+func (f *Cluster) AppliedVersion() uint32 { return f.version }
 
 // upgradeStatus is the applier's upgrade state, for publish.
 func (f *Cluster) upgradeStatus() UpgradeStatus {
-	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.appVersion, MaxVersion: f.maxAppVersion()}
+	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.version, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
 		s.Plan = &p
@@ -461,8 +461,8 @@ func (f *Cluster) persistUpgrade(b *core.StateBatch) {
 		return
 	}
 	f.upgradeDirty = false
-	if f.appVersion != 1 {
-		b.Set(keyAppVersion, binary.BigEndian.AppendUint32(nil, f.appVersion))
+	if f.version != 1 {
+		b.Set(keyAppVersion, binary.BigEndian.AppendUint32(nil, f.version))
 	}
 	if f.upgradePlan != nil {
 		b.Set(keyUpgradePlan, encodePlan(*f.upgradePlan))
@@ -479,22 +479,22 @@ func (f *Cluster) persistUpgrade(b *core.StateBatch) {
 // an app version this binary does not run (before the topics' load opens
 // any partition log: the step's rank is below theirs).
 func (f *Cluster) loadUpgrade() error {
-	f.appVersion, f.upgradePlan, f.upgradeDirty = 1, nil, false
+	f.version, f.upgradePlan, f.upgradeDirty = 1, nil, false
 	if v, ok, err := f.Store.Get(keyAppVersion); err != nil {
 		return err
 	} else if ok {
-		if f.appVersion, err = decodeAppVersion(v); err != nil {
+		if f.version, err = decodeAppVersion(v); err != nil {
 			return err
 		}
 	} else if f.Height == 0 && f.opts.GenesisAppVersion > 1 {
 		// A new chain starts under its genesis version, written with the
 		// first block.
-		f.appVersion, f.upgradeDirty = f.opts.GenesisAppVersion, true
+		f.version, f.upgradeDirty = f.opts.GenesisAppVersion, true
 	}
-	if f.appVersion > f.maxAppVersion() {
+	if f.version > f.maxAppVersion() {
 		// Blocks were applied under this version: a binary that cannot
 		// run it must not apply more.
-		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.Height + 1, Version: f.appVersion, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
+		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.Height + 1, Version: f.version, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
 	}
 	if v, ok, err := f.Store.Get(keyUpgradePlan); err != nil {
 		return err
@@ -505,7 +505,7 @@ func (f *Cluster) loadUpgrade() error {
 		}
 		f.upgradePlan = &p
 	}
-	f.ChainBound = f.appVersion >= chainCertsVersion
+	f.ChainBound = f.version >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
 	return f.Store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
@@ -532,9 +532,9 @@ func registerUpgradeSteps(r *core.Registry, h *topics.TopicHooks) {
 		Check: (*Cluster).upgradeDue,
 		Run: func(f *Cluster, b core.Block) {
 			f.activateUpgrade(b.Height)
-			f.ChainBound = f.appVersion >= chainCertsVersion
+			f.ChainBound = f.version >= chainCertsVersion
 		}})
-	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).appVersion) })
+	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).version) })
 	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 50, Name: "app version and upgrades", Module: modCluster,
 		Load:  (*Cluster).loadUpgrade,
 		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistUpgrade(b); return nil },

@@ -207,8 +207,8 @@ type usersState struct {
 
 // alterScramCredentials applies c to the user's credentials.
 func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
-	if f.appVersion < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.appVersion))
+	if f.version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
 	}
 	cur := f.users[c.User]
 	if c.IfAbsent && len(cur) > 0 {
@@ -244,7 +244,7 @@ func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
 // users; a user that is not valid (ReadGenesis checked them) is skipped,
 // the same on every broker.
 func (f *FSM) createGenesisUsers() {
-	if f.appVersion < SecurityVersion {
+	if f.version < SecurityVersion {
 		return
 	}
 	for _, u := range f.opts.GenesisUsers {
