@@ -31,7 +31,7 @@ echo "== go test"
 go test -count=1 -timeout 20m $(go list ./... | grep -v -e /test/cluster -e /test/chaos)
 # The upgrade tests' build (-tags steleupgradetest) hashes differently
 # from the release build: its own check.
-go test -count=1 -tags steleupgradetest -run '^TestUpgradeTestVersionHashesDifferently$' ./internal/fsm
+go test -count=1 -tags steleupgradetest -run '^TestUpgradeTestVersionHashesDifferently$' ./internal/fsm/cluster
 go test -count=1 -race -timeout 20m ./internal/broker/... ./internal/kafka/... ./internal/httpapi/... ./internal/fsm/... ./internal/storage/... ./internal/consensus/... ./internal/dataplane/...
 
 if [[ -n ${STELE_TEST_FUZZ:-} ]]; then

@@ -24,7 +24,7 @@ func (a app) CheckTx(tx []byte) error { return a.b.fsm.CheckTx(tx) }
 func (a app) ValidateTx(tx []byte) error { return a.b.fsm.ValidateTx(tx) }
 
 // OpenProposal and CheckProposal implement consensus.Proposer with the
-// state machine's proposal rules (fsm's proposals.go).
+// state machine's proposal rules (fsm/cluster's proposals.go).
 func (a app) OpenProposal(height int64, now time.Time) [][]byte {
 	return a.b.fsm.ProposalOpening(height, now.UnixMilli())
 }

@@ -86,7 +86,7 @@ type Application interface {
 }
 
 // Versioned is implemented by an Application whose state carries an app
-// version (internal/fsm's upgrade.go). The cometbft orderer reports it as
+// version (internal/fsm/cluster's upgrade.go). The cometbft orderer reports it as
 // ABCI Info's AppVersion and, when a block changes it, as the consensus
 // parameter Version.App, so block headers carry the version the state
 // they follow was made with.

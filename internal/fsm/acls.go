@@ -225,8 +225,8 @@ type aclsState struct {
 }
 
 func (f *FSM) createACL(b ACLBinding) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	r, e := splitACL(b)
 	if f.acls[r][e] {
@@ -241,8 +241,8 @@ func (f *FSM) createACL(b ACLBinding) core.Result {
 }
 
 func (f *FSM) deleteACLs(bs []ACLBinding) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	for _, b := range bs {
 		r, e := splitACL(b)

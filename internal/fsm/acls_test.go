@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"testing"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
 )
 
 func acl(rt int8, name string, pt int8, principal, host string, op, perm int8) ACLBinding {
@@ -17,7 +19,7 @@ func acl(rt int8, name string, pt int8, principal, host string, op, perm int8) A
 // allow.everyone.if.no.acl.found. The ACLs survive a restart.
 func TestAuthorize(t *testing.T) {
 	dir := t.TempDir()
-	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion})
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

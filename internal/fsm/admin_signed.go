@@ -33,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -113,7 +114,7 @@ type adminCheck struct {
 // reset), and changing users, ACLs or client quotas. The operations are
 // those Kafka's authorizer asks for the same requests.
 func adminGated(c core.Command) ([]adminCheck, bool) {
-	cluster := func(op int8) []adminCheck { return []adminCheck{{ACLResourceCluster, ClusterResourceName, op}} }
+	onCluster := func(op int8) []adminCheck { return []adminCheck{{ACLResourceCluster, ClusterResourceName, op}} }
 	switch c := c.(type) {
 	case topics.DeleteTopic:
 		return []adminCheck{{ACLResourceTopic, c.Name, ACLOpDelete}}, true
@@ -121,10 +122,10 @@ func adminGated(c core.Command) ([]adminCheck, bool) {
 		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpDelete}}, true
 	case topics.AlterConfigs:
 		return []adminCheck{{ACLResourceTopic, c.Topic, ACLOpAlterConfigs}}, true
-	case AlterBrokerConfigs:
-		return cluster(ACLOpAlterConfigs), true
+	case cluster.AlterBrokerConfigs:
+		return onCluster(ACLOpAlterConfigs), true
 	case topics.AlterLogDefaults:
-		return cluster(ACLOpAlterConfigs), true
+		return onCluster(ACLOpAlterConfigs), true
 	case groups.DeleteGroup:
 		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpDelete}}, true
 	case groups.OffsetDelete:
@@ -135,11 +136,11 @@ func adminGated(c core.Command) ([]adminCheck, bool) {
 		}
 		return []adminCheck{{ACLResourceGroup, c.Group, ACLOpRead}, {ACLResourceTopic, c.Topic, ACLOpRead}}, true
 	case AlterScramCredentials:
-		return cluster(ACLOpAlter), true
+		return onCluster(ACLOpAlter), true
 	case CreateACL, DeleteACLs:
-		return cluster(ACLOpAlter), true
+		return onCluster(ACLOpAlter), true
 	case AlterClientQuotas, AlterIPQuotas:
-		return cluster(ACLOpAlterConfigs), true
+		return onCluster(ACLOpAlterConfigs), true
 	}
 	return nil, false
 }
@@ -175,7 +176,9 @@ func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
 
 // adminSignedOn reports whether stele.admin.signed is true as the block
 // being applied sees it.
-func (f *FSM) adminSignedOn() bool { return configTrue(f.brokerCfgs[""][AdminSignedConfig]) }
+func (f *FSM) adminSignedOn() bool {
+	return cluster.ConfigTrue(f.BrokerCfgs[""][cluster.AdminSignedConfig])
+}
 
 // unsignedText is the message of a gated command refused for want of a
 // signature.
@@ -189,10 +192,10 @@ func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 	if f.signedBy != "" {
 		return core.Result{}, true
 	}
-	if b, ok := c.(AlterBrokerConfigs); ok && b.Broker == "" {
-		next, err := applyBrokerChanges(f.brokerCfgs, b)
-		if err == nil && configTrue(next[AdminSignedConfig]) != f.adminSignedOn() {
-			return core.Fail(kerr.PolicyViolation.Code, AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
+	if b, ok := c.(cluster.AlterBrokerConfigs); ok && b.Broker == "" {
+		next, err := cluster.ApplyBrokerChanges(f.BrokerCfgs, b)
+		if err == nil && cluster.ConfigTrue(next[cluster.AdminSignedConfig]) != f.adminSignedOn() {
+			return core.Fail(kerr.PolicyViolation.Code, cluster.AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
 		}
 	}
 	if _, gated := adminGated(c); gated && f.adminSignedOn() {
@@ -203,8 +206,8 @@ func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 
 // applySignedAdmin verifies a signed command and applies it.
 func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	// f.apply ran SignedAdmin's check (the command decodes, is gated and
 	// passes its own check) before this: decoding cannot fail here.

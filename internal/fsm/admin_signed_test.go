@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -29,15 +30,15 @@ func (s signer) signAdmin(chain string, seq uint64, c core.Command) SignedAdmin 
 // sequences.
 func TestSignedAdmin(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion, ChainID: testChainID}
+	opts := Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion, ChainID: testChainID}
 	f, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin, alice := newSigner("admin", 1), newSigner("alice", 2)
-	on := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}
-	off := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: AdminSignedConfig}}}
-	wipe := AlterBrokerConfigs{Incremental: false}
+	on := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.AdminSignedConfig, Value: "true"}}}
+	off := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.AdminSignedConfig}}}
+	wipe := cluster.AlterBrokerConfigs{Incremental: false}
 	delOrders := topics.DeleteTopic{Name: "orders"}
 	adminACL := func(rt int8, name string) CreateACL {
 		return CreateACL{ACL: acl(rt, name, ACLPatternLiteral, "User:admin", "*", ACLOpAll, ACLPermissionAllow)}
@@ -179,7 +180,7 @@ func TestSignedAdminCodec(t *testing.T) {
 func FuzzSignedAdmin(f *testing.F) {
 	s := newSigner("admin", 1)
 	for _, c := range []core.Command{topics.DeleteTopic{Name: "orders"}, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "t"},
-		AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}} {
+		cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.AdminSignedConfig, Value: "true"}}}} {
 		f.Add(s.signAdmin(testChainID, 1, c).Command, s.signAdmin(testChainID, 1, c).Signature)
 	}
 	f.Add([]byte{30, 0}, []byte{})

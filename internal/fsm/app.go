@@ -1,4 +1,4 @@
-// package fsm is Stele's replicated state machine: the modules (topics,
+// Package fsm is Stele's replicated state machine: the modules (topics,
 // keys, groups, producers, trust, cluster, security; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
@@ -21,9 +21,9 @@
 // which the upper module registers for, in an order of rank; which module
 // may use which is pinned by TestModuleLayering and TestLayeringIsADAG
 // (modules_test.go). The core is a package of its own (core/), and so
-// are the topics, keys, groups, trust and producers modules (topics/,
-// keys/, groups/, trust/, producers/: modulePackages in modules_test.go);
-// the cluster and security modules share this package for now.
+// are the topics, keys, groups, trust, producers and cluster modules
+// (topics/, keys/, groups/, trust/, producers/, cluster/: modulePackages
+// in modules_test.go); the security module is this package's, for now.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -44,6 +44,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
@@ -81,7 +82,7 @@ type FSM struct {
 	*groups.Coordinator       // groups/
 	*producers.TxnCoordinator // producers/
 	*trust.Trust              // trust/
-	*Cluster                  // upgrade.go
+	*cluster.Cluster          // cluster/
 	securityState             // users.go
 }
 
@@ -107,7 +108,7 @@ func (f *FSM) TrustModule() *trust.Trust { return f.Trust }
 func (f *FSM) ProducersModule() *producers.TxnCoordinator { return f.TxnCoordinator }
 
 // ClusterModule is f's cluster module (clusterOf).
-func (f *FSM) ClusterModule() *Cluster { return f.Cluster }
+func (f *FSM) ClusterModule() *cluster.Cluster { return f.Cluster }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -212,8 +213,8 @@ func Open(opts Options) (*FSM, error) {
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
-		f.Cluster = NewCluster(m, f.Trust, ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
-			Logger: opts.Logger, maxAppVersionForTest: opts.maxAppVersionForTest})
+		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
+			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -266,7 +267,7 @@ func buildRegistry() *registry {
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
-	registerCluster(r.Registry, r.TopicHooks)
+	cluster.RegisterCluster(r.Registry, r.TopicHooks)
 	registerSecurity(r)
 	return r
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -16,43 +17,43 @@ import (
 // (Reference: Kafka's DynamicBrokerConfig and ConnectionQuotas; the
 // checks are SocketServerConfigs' and KafkaConfig.validateValues').
 var brokerConfigSteps = []struct {
-	cmd  AlterBrokerConfigs
+	cmd  cluster.AlterBrokerConfigs
 	code int16
 	want map[string]map[string]string // nil: unchanged from the step before
 }{
-	{AlterBrokerConfigs{Broker: "0", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "2"}}}, 0,
-		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}}},
-	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{
-		{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "100"}, {Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.2:5, [::1]:0"}}}, 0,
-		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
-			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	{cluster.AlterBrokerConfigs{Broker: "0", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "2"}}}, 0,
+		map[string]map[string]string{"0": {cluster.MaxConnectionsPerIPConfig: "2"}}},
+	{cluster.AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "100"}, {Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.2:5, [::1]:0"}}}, 0,
+		map[string]map[string]string{"0": {cluster.MaxConnectionsPerIPConfig: "2"},
+			"": {cluster.MaxConnectionsConfig: "100", cluster.MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
 	// Kafka's errors: a bad number, 0 for max.connections, per-ip 0 with no
 	// overrides anywhere, APPEND on an int, a config Stele does not keep,
 	// a broker name that is not an id, a negative id.
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "many"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "0"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: MaxConnectionsConfig, Value: "1"}}}, kerr.InvalidConfig.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "listener.name.PLAINTEXT.max.connection.creation.rate", Value: "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "many"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "0"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: cluster.MaxConnectionsConfig, Value: "1"}}}, kerr.InvalidConfig.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "listener.name.PLAINTEXT.max.connection.creation.rate", Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionCreationRateConfig, Value: "-1"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "one", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "-1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "10"}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1"}}}, kerr.InvalidRequest.Code, nil},
 	// per-ip 0 is fine with the default's overrides under it...
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "0"}}}, 0,
-		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "1": {MaxConnectionsPerIPConfig: "0"},
-			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "0"}}}, 0,
+		map[string]map[string]string{"0": {cluster.MaxConnectionsPerIPConfig: "2"}, "1": {cluster.MaxConnectionsPerIPConfig: "0"},
+			"": {cluster.MaxConnectionsConfig: "100", cluster.MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
 	// ...so the default cannot drop them while broker 1 relies on them.
-	{AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsPerIPOverridesConfig, Value: ""}}}, kerr.InvalidRequest.Code, nil},
+	{cluster.AlterBrokerConfigs{Broker: "", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionsPerIPOverridesConfig, Value: ""}}}, kerr.InvalidRequest.Code, nil},
 	// DELETE, and the legacy AlterConfigs replacing a set whole.
-	{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsPerIPConfig, Value: ""}}}, 0,
-		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"},
-			"": {MaxConnectionsConfig: "100", MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
-	{AlterBrokerConfigs{Broker: "", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "50"}}}, 0,
-		map[string]map[string]string{"0": {MaxConnectionsPerIPConfig: "2"}, "": {MaxConnectionsConfig: "50"}}},
-	{AlterBrokerConfigs{Broker: "0"}, 0, map[string]map[string]string{"": {MaxConnectionsConfig: "50"}}},
-	{AlterBrokerConfigs{Broker: "3", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "7"}}}, 0,
-		map[string]map[string]string{"": {MaxConnectionsConfig: "50"}, "3": {MaxConnectionsPerIPConfig: "7"}}},
+	{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionsPerIPConfig, Value: ""}}}, 0,
+		map[string]map[string]string{"0": {cluster.MaxConnectionsPerIPConfig: "2"},
+			"": {cluster.MaxConnectionsConfig: "100", cluster.MaxConnectionsPerIPOverridesConfig: "127.0.0.2:5, [::1]:0"}}},
+	{cluster.AlterBrokerConfigs{Broker: "", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "50"}}}, 0,
+		map[string]map[string]string{"0": {cluster.MaxConnectionsPerIPConfig: "2"}, "": {cluster.MaxConnectionsConfig: "50"}}},
+	{cluster.AlterBrokerConfigs{Broker: "0"}, 0, map[string]map[string]string{"": {cluster.MaxConnectionsConfig: "50"}}},
+	{cluster.AlterBrokerConfigs{Broker: "3", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "7"}}}, 0,
+		map[string]map[string]string{"": {cluster.MaxConnectionsConfig: "50"}, "3": {cluster.MaxConnectionsPerIPConfig: "7"}}},
 }
 
 func brokerConfigBlocks() []block {
@@ -63,8 +64,8 @@ func brokerConfigBlocks() []block {
 	return blocks
 }
 
-func sameBrokerConfigs(got *BrokerConfigs, want map[string]map[string]string) bool {
-	if got == nil || len(got.byResource) != len(want) {
+func sameBrokerConfigs(got *cluster.BrokerConfigs, want map[string]map[string]string) bool {
+	if got == nil || len(got.ByResource) != len(want) {
 		return false
 	}
 	for res, m := range want {
@@ -80,7 +81,7 @@ func sameBrokerConfigs(got *BrokerConfigs, want map[string]map[string]string) bo
 func TestBrokerConfigsApply(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	if got := f.BrokerConfigs(); got == nil || len(got.byResource) != 0 {
+	if got := f.BrokerConfigs(); got == nil || len(got.ByResource) != 0 {
 		t.Fatalf("fresh: %+v", got)
 	}
 	blocks := brokerConfigBlocks()
@@ -99,27 +100,27 @@ func TestBrokerConfigsApply(t *testing.T) {
 			want = s.want
 		}
 		if want != nil && !sameBrokerConfigs(g.BrokerConfigs(), want) {
-			t.Errorf("after step %d: %v, want %v", i, g.BrokerConfigs().byResource, want)
+			t.Errorf("after step %d: %v, want %v", i, g.BrokerConfigs().ByResource, want)
 		}
 	}
 	bc := f.BrokerConfigs()
-	if v, own, ok := bc.Effective(3, MaxConnectionsPerIPConfig); !ok || !own || v != "7" {
+	if v, own, ok := bc.Effective(3, cluster.MaxConnectionsPerIPConfig); !ok || !own || v != "7" {
 		t.Errorf("broker 3's own per-ip: %q %v %v", v, own, ok)
 	}
-	if v, own, ok := bc.Effective(3, MaxConnectionsConfig); !ok || own || v != "50" {
+	if v, own, ok := bc.Effective(3, cluster.MaxConnectionsConfig); !ok || own || v != "50" {
 		t.Errorf("broker 3's max.connections from the default: %q %v %v", v, own, ok)
 	}
-	if _, _, ok := bc.Effective(2, MaxConnectionsPerIPConfig); ok {
+	if _, _, ok := bc.Effective(2, cluster.MaxConnectionsPerIPConfig); ok {
 		t.Errorf("broker 2 has a dynamic per-ip limit")
 	}
 	// Removing every set removes the leaf.
 	h := open(t, t.TempDir())
 	defer h.Close()
 	applyAll(t, h, []block{
-		{t0, [][]byte{tx(1, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "9"}}})}},
-		{t0 + 1, [][]byte{tx(2, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}})}},
+		{t0, [][]byte{tx(1, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "9"}}})}},
+		{t0 + 1, [][]byte{tx(2, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionsConfig, Value: ""}}})}},
 	})
-	if _, ok, err := h.Store.Get(keyBrokerConfigs); ok || err != nil {
+	if _, ok, err := h.Store.Get(cluster.KeyBrokerConfigs); ok || err != nil {
 		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
 	}
 }
@@ -133,11 +134,11 @@ func TestBrokerConfigsApply(t *testing.T) {
 func TestConnectionCreationRateConfig(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	set := func(res, v string) AlterBrokerConfigs {
-		return AlterBrokerConfigs{Broker: res, Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: v}}}
+	set := func(res, v string) cluster.AlterBrokerConfigs {
+		return cluster.AlterBrokerConfigs{Broker: res, Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionCreationRateConfig, Value: v}}}
 	}
 	steps := []struct {
-		cmd    AlterBrokerConfigs
+		cmd    cluster.AlterBrokerConfigs
 		code   int16
 		substr string
 	}{
@@ -146,7 +147,7 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 		{set("1", "-1"), kerr.InvalidRequest.Code, "Invalid value -1 for configuration max.connection.creation.rate: value must be at least 0"},
 		{set("1", "fast"), kerr.InvalidRequest.Code, "not a number of type INT"},
 		{set("1", "2147483648"), kerr.InvalidRequest.Code, "max.connection.creation.rate"},
-		{AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: MaxConnectionCreationRateConfig, Value: "1"}}},
+		{cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpAppend, Name: cluster.MaxConnectionCreationRateConfig, Value: "1"}}},
 			kerr.InvalidConfig.Code, "Config value append is not allowed for config key: max.connection.creation.rate"},
 	}
 	var blocks []block
@@ -160,20 +161,20 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 		}
 	}
 	bc := f.BrokerConfigs()
-	if v, own, ok := bc.Effective(0, MaxConnectionCreationRateConfig); !ok || !own || v != "0" {
+	if v, own, ok := bc.Effective(0, cluster.MaxConnectionCreationRateConfig); !ok || !own || v != "0" {
 		t.Errorf("broker 0's own rate: %q %v %v", v, own, ok)
 	}
-	if v, own, ok := bc.Effective(1, MaxConnectionCreationRateConfig); !ok || own || v != "20" {
+	if v, own, ok := bc.Effective(1, cluster.MaxConnectionCreationRateConfig); !ok || own || v != "20" {
 		t.Errorf("broker 1's rate from the default: %q %v %v", v, own, ok)
 	}
-	if d, ok := LookupBrokerConfig(MaxConnectionCreationRateConfig); !ok || d.Default != "2147483647" || d.Type != topics.TypeInt {
+	if d, ok := cluster.LookupBrokerConfig(cluster.MaxConnectionCreationRateConfig); !ok || d.Default != "2147483647" || d.Type != topics.TypeInt {
 		t.Errorf("definition: %+v %v", d, ok)
 	}
 	g := open(t, t.TempDir())
 	defer g.Close()
 	applyAll(t, g, append(blocks[:1:1], block{t0 + 1, [][]byte{tx(2,
-		AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: MaxConnectionCreationRateConfig, Value: ""}}})}}))
-	if _, _, ok := g.BrokerConfigs().Effective(1, MaxConnectionCreationRateConfig); ok {
+		cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionCreationRateConfig, Value: ""}}})}}))
+	if _, _, ok := g.BrokerConfigs().Effective(1, cluster.MaxConnectionCreationRateConfig); ok {
 		t.Errorf("broker 1 still has a dynamic rate after the default's was deleted")
 	}
 }
@@ -200,7 +201,7 @@ func TestBrokerConfigsDeterministicAndReloaded(t *testing.T) {
 	r := open(t, dirA)
 	defer r.Close()
 	if got := r.BrokerConfigs(); !sameBrokerConfigs(got, want) {
-		t.Fatalf("reopened: %v, want %v", got.byResource, want)
+		t.Fatalf("reopened: %v, want %v", got.ByResource, want)
 	}
 	dst := open(t, t.TempDir())
 	defer dst.Close()
@@ -209,41 +210,41 @@ func TestBrokerConfigsDeterministicAndReloaded(t *testing.T) {
 		t.Fatalf("restored app hash %x, want %x", dst.AppHash, ha[len(ha)-1])
 	}
 	if got := dst.BrokerConfigs(); !sameBrokerConfigs(got, want) {
-		t.Fatalf("restored: %v, want %v", got.byResource, want)
+		t.Fatalf("restored: %v, want %v", got.ByResource, want)
 	}
 }
 
 // TestDecodeBrokerConfigs: a stored value the state machine could not have
 // written is refused as malformed.
 func TestDecodeBrokerConfigs(t *testing.T) {
-	good := map[string]map[string]string{"": {MaxConnectionsConfig: "5"}, "2": {MaxConnectionsPerIPConfig: "3"}}
-	if m, err := decodeBrokerConfigs(encodeBrokerConfigs(good)); err != nil || len(m) != 2 || !sameMap(m["2"], good["2"]) {
+	good := map[string]map[string]string{"": {cluster.MaxConnectionsConfig: "5"}, "2": {cluster.MaxConnectionsPerIPConfig: "3"}}
+	if m, err := cluster.DecodeBrokerConfigs(cluster.EncodeBrokerConfigs(good)); err != nil || len(m) != 2 || !sameMap(m["2"], good["2"]) {
 		t.Fatalf("round trip: %v %v", m, err)
 	}
 	for name, bad := range map[string]map[string]map[string]string{
 		"unknown config": {"1": {"log.dirs": "/x"}},
-		"bad value":      {"1": {MaxConnectionsConfig: "0"}},
-		"bad resource":   {"01": {MaxConnectionsConfig: "3"}},
+		"bad value":      {"1": {cluster.MaxConnectionsConfig: "0"}},
+		"bad resource":   {"01": {cluster.MaxConnectionsConfig: "3"}},
 		"empty set":      {"1": {}},
-		"per-ip 0 alone": {"1": {MaxConnectionsPerIPConfig: "0"}},
+		"per-ip 0 alone": {"1": {cluster.MaxConnectionsPerIPConfig: "0"}},
 	} {
-		if _, err := decodeBrokerConfigs(encodeBrokerConfigs(bad)); err == nil || !strings.Contains(err.Error(), "stele/fsm") {
+		if _, err := cluster.DecodeBrokerConfigs(cluster.EncodeBrokerConfigs(bad)); err == nil || !strings.Contains(err.Error(), "stele/fsm") {
 			t.Errorf("%s: %v, want an error", name, err)
 		}
 	}
-	if _, err := decodeBrokerConfigs(append(encodeBrokerConfigs(good), 0)); err == nil {
+	if _, err := cluster.DecodeBrokerConfigs(append(cluster.EncodeBrokerConfigs(good), 0)); err == nil {
 		t.Errorf("trailing byte accepted")
 	}
 }
 
 // TestParseConnectionOverridesFSM: Kafka's form of the overrides.
 func TestParseConnectionOverridesFSM(t *testing.T) {
-	m, err := ParseConnectionOverrides(" 127.0.0.1:3 , ::1:0,[::2]:4,host-a:9")
+	m, err := cluster.ParseConnectionOverrides(" 127.0.0.1:3 , ::1:0,[::2]:4,host-a:9")
 	if err != nil || len(m) != 4 || m["127.0.0.1"] != 3 || m["::1"] != 0 || m["::2"] != 4 || m["host-a"] != 9 {
 		t.Fatalf("%v %v", m, err)
 	}
 	for _, bad := range []string{"127.0.0.1", "127.0.0.1:-1", "a b:1", "h:1,h:2", "h:x"} {
-		if _, err := ParseConnectionOverrides(bad); err == nil {
+		if _, err := cluster.ParseConnectionOverrides(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

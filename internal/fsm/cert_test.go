@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -398,7 +399,7 @@ func TestChainBoundCertificates(t *testing.T) {
 	}
 
 	// The upgrade: from its height on.
-	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "bound-certs"}
+	up := cluster.UpgradePlan{Height: c.height() + 1 + cluster.MinUpgradeDelay, Version: 2, Name: "bound-certs"}
 	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, keys[0], keys[1], keys[2]))[0], 0)
 	c.to(up.Height - 2)
 	if c.f.CertificatesBound() {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
@@ -198,13 +199,13 @@ func (p *cmdProgram) keyedRecords(t *testing.T) []byte {
 // versions 1 (cancel) to 4 (one neither machine runs), signed by any of the
 // validators and a stranger; sometimes forged, signed twice by one
 // validator, or signed for another plan or another chain.
-func (p *cmdProgram) upgrade() ScheduleUpgrade {
-	plan := UpgradePlan{Height: p.height + MinUpgradeDelay + int64(p.next()%12) - 3, Version: 1 + uint32(p.next()%4), Name: p.pick("", "v2", "v3", "a b")}
+func (p *cmdProgram) upgrade() cluster.ScheduleUpgrade {
+	plan := cluster.UpgradePlan{Height: p.height + cluster.MinUpgradeDelay + int64(p.next()%12) - 3, Version: 1 + uint32(p.next()%4), Name: p.pick("", "v2", "v3", "a b")}
 	signed := plan
 	if p.next()%8 == 0 {
 		signed.Height++
 	}
-	c := ScheduleUpgrade{ChainID: testChainID, Plan: plan}
+	c := cluster.ScheduleUpgrade{ChainID: testChainID, Plan: plan}
 	chain := testChainID
 	switch p.next() % 16 {
 	case 0: // signed for another chain, and says so
@@ -215,11 +216,11 @@ func (p *cmdProgram) upgrade() ScheduleUpgrade {
 	who := p.next()
 	for i, k := range p.keys {
 		if who&(1<<i) != 0 {
-			c.Sigs = append(c.Sigs, SignUpgrade(chain, signed, fuzzAddr(k), k))
+			c.Sigs = append(c.Sigs, cluster.SignUpgrade(chain, signed, fuzzAddr(k), k))
 		}
 	}
 	if who&0x80 != 0 || p.keys == nil {
-		c.Sigs = append(c.Sigs, SignUpgrade(chain, signed, fuzzAddr(fuzzStranger), fuzzStranger))
+		c.Sigs = append(c.Sigs, cluster.SignUpgrade(chain, signed, fuzzAddr(fuzzStranger), fuzzStranger))
 	}
 	switch p.next() % 8 {
 	case 0:
@@ -360,7 +361,7 @@ func FuzzApplyTwice(f *testing.F) {
 			if errs[0] != nil || errs[1] != nil {
 				// Only an upgrade past fuzzMaxVersion stops a machine, and
 				// it stops both at the same height with nothing applied.
-				var ua, ub *UpgradeRequiredError
+				var ua, ub *cluster.UpgradeRequiredError
 				if !errors.As(errs[0], &ua) || !errors.As(errs[1], &ub) || ua.Plan != ub.Plan || ua.Plan.Version <= fuzzMaxVersion {
 					t.Fatalf("height %d: %v / %v", h, errs[0], errs[1])
 				}

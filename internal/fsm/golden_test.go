@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
@@ -176,18 +177,18 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: orders does not follow the log defaults: %+v", c)
 	}
 
-	// Dynamic broker configs (broker_configs.go): a connection limit for
+	// Dynamic broker configs (cluster/broker_configs.go): a connection limit for
 	// one broker and for the cluster, one refused (per-ip 0 with no
 	// overrides), then broker 1's set replaced whole by a legacy
 	// AlterConfigs.
-	must("broker config", g.cmds(100, AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{
-		{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "2"}, {Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "40"}}})[0], 0)
-	must("cluster-wide broker config", g.cmds(100, AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{
-		{Op: topics.OpSet, Name: MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1:5"}, {Op: topics.OpSet, Name: MaxConnectionCreationRateConfig, Value: "50"}}})[0], 0)
-	must("bad broker config", g.cmds(100, AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{
-		{Op: topics.OpSet, Name: MaxConnectionsConfig, Value: "0"}}})[0], kerr.InvalidRequest.Code)
-	must("broker config replaced", g.cmds(100, AlterBrokerConfigs{Broker: "1", Changes: []topics.ConfigChange{
-		{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "0"}}})[0], 0)
+	must("broker config", g.cmds(100, cluster.AlterBrokerConfigs{Broker: "1", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "2"}, {Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "40"}}})[0], 0)
+	must("cluster-wide broker config", g.cmds(100, cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPOverridesConfig, Value: "127.0.0.1:5"}, {Op: topics.OpSet, Name: cluster.MaxConnectionCreationRateConfig, Value: "50"}}})[0], 0)
+	must("bad broker config", g.cmds(100, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "0"}}})[0], kerr.InvalidRequest.Code)
+	must("broker config replaced", g.cmds(100, cluster.AlterBrokerConfigs{Broker: "1", Changes: []topics.ConfigChange{
+		{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "0"}}})[0], 0)
 
 	// A table key written, then deleted by a tombstone (its leaf,
 	// tables.go, holds the value's hash, then the tombstone).
@@ -292,40 +293,40 @@ func goldenScenario(t *testing.T) []block {
 	// height passes.
 	_, vkeys := goldenValidators()
 	stranger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
-	up := UpgradePlan{Height: int64(len(g.blocks)) + 5 + MinUpgradeDelay, Version: 1, Name: "golden"} // the quorum is in the 5th block from here
+	up := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 5 + cluster.MinUpgradeDelay, Version: 1, Name: "golden"} // the quorum is in the 5th block from here
 	must("upgrade vote by a stranger", g.cmds(100, upgradeVote(up, stranger))[0], kerr.ClusterAuthorizationFailed.Code)
 	must("upgrade vote for another chain", g.cmds(100, upgradeVoteFor("stele-staging", up, vkeys[3]))[0], kerr.InvalidRequest.Code)
-	must("upgrade too soon", g.cmds(100, upgradeVote(UpgradePlan{Height: int64(len(g.blocks)) + 2, Version: 1}, vkeys[0], vkeys[1], vkeys[2]))[0], kerr.PolicyViolation.Code)
+	must("upgrade too soon", g.cmds(100, upgradeVote(cluster.UpgradePlan{Height: int64(len(g.blocks)) + 2, Version: 1}, vkeys[0], vkeys[1], vkeys[2]))[0], kerr.PolicyViolation.Code)
 	must("upgrade vote", g.cmds(100, upgradeVote(up, vkeys[3]))[0], 0)
 	must("upgrade quorum", g.cmds(100, upgradeVote(up, vkeys[0], vkeys[1]))[0], 0)
-	if st := f.upgradeStatus(); st.Plan == nil || *st.Plan != up {
+	if st := f.UpgradeStatus(); st.Plan == nil || *st.Plan != up {
 		t.Fatalf("golden scenario: upgrade not scheduled: %+v", st)
 	}
 	for int64(len(g.blocks)) < up.Height {
 		g.cmds(100, Tick{})
 	}
-	if st := f.upgradeStatus(); st.Plan != nil || st.Version != 1 {
+	if st := f.UpgradeStatus(); st.Plan != nil || st.Version != 1 {
 		t.Fatalf("golden scenario: upgrade still pending after its height: %+v", st)
 	}
-	// App version 2 (proposals.go, append_clock.go): an AppendTime is
+	// App version 2 (cluster/proposals.go, topics/append_clock.go): an AppendTime is
 	// refused under version 1; three validators upgrade the chain, and
 	// from its height a LogAppendTime topic is stamped with the proposal's
 	// clock, which never goes back, and an AppendTime that does not open
 	// its block is refused.
 	must("LogAppendTime topic", g.cmds(100, topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})[0], 0)
-	must("append time under version 1", g.cmds(100, AppendTime{TimeMs: g.now + 300})[0], kerr.InvalidRequest.Code)
+	must("append time under version 1", g.cmds(100, cluster.AppendTime{TimeMs: g.now + 300})[0], kerr.InvalidRequest.Code)
 	if r := must("LogAppendTime, version 1", g.cmds(100, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})[0], 0); r.LogAppendTime != g.now {
 		t.Fatalf("golden scenario: version 1 stamps %d, want the block time %d", r.LogAppendTime, g.now)
 	}
-	v2 := UpgradePlan{Height: int64(len(g.blocks)) + 1 + MinUpgradeDelay, Version: 2, Name: "append-time"}
+	v2 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 2, Name: "append-time"}
 	must("upgrade to version 2", g.cmds(100, upgradeVote(v2, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks))+1 < v2.Height {
 		g.cmds(100, Tick{})
 	}
 	opened := func(dt, at int64, cmds ...core.Command) []core.TxOutcome {
 		b := block{time: g.now + dt}
-		for _, c := range append([]core.Command{AppendTime{TimeMs: at}}, cmds...) {
+		for _, c := range append([]core.Command{cluster.AppendTime{TimeMs: at}}, cmds...) {
 			g.nonce++
 			b.txs = append(b.txs, tx(g.nonce, c))
 		}
@@ -338,7 +339,7 @@ func goldenScenario(t *testing.T) []block {
 		}
 	}
 	out := opened(100, g.now+340, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 2)})
-	if st := f.upgradeStatus(); st.Version != 2 {
+	if st := f.UpgradeStatus(); st.Version != 2 {
 		t.Fatalf("golden scenario: version %d after the upgrade's height", st.Version)
 	}
 	must("append time", out[0].Results[0], 0)
@@ -349,7 +350,7 @@ func goldenScenario(t *testing.T) []block {
 	lat(g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce+1, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)})}})[0], last)
 	g.nonce++
 	ahead := g.now + 1200
-	out = opened(1000, ahead, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)}, AppendTime{TimeMs: g.now + 5000})
+	out = opened(1000, ahead, topics.Produce{Topic: "lat", Partition: 0, Records: batch(t, 1, record.CodecNone, "l", 1)}, cluster.AppendTime{TimeMs: g.now + 5000})
 	lat(out[1], ahead)
 	must("append time not opening its block", out[2].Results[0], kerr.InvalidRequest.Code)
 
@@ -359,7 +360,7 @@ func goldenScenario(t *testing.T) []block {
 	// (refused whole), then loses one of its two credentials.
 	alice := goldenCredentials("alice", "pw")
 	must("user under version 2", g.cmds(100, AlterScramCredentials{User: "alice", Upserts: alice})[0], kerr.UnsupportedVersion.Code)
-	v3 := UpgradePlan{Height: int64(len(g.blocks)) + 1 + MinUpgradeDelay, Version: 3, Name: "users"}
+	v3 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 3, Name: "users"}
 	must("upgrade to version 3", g.cmds(100, upgradeVote(v3, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks)) < v3.Height {
 		g.cmds(100, Tick{})
@@ -407,8 +408,8 @@ func goldenScenario(t *testing.T) []block {
 	// and ACLs turns stele.admin.signed on; an unsigned topic deletion is
 	// refused, a signed one applied and its replay refused; turned off.
 	gadmin := newSigner("gadmin", 7)
-	on := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: AdminSignedConfig, Value: "true"}}}
-	off := AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: AdminSignedConfig}}}
+	on := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.AdminSignedConfig, Value: "true"}}}
+	off := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.AdminSignedConfig}}}
 	gadminOn := func(rt int8, name string, op int8) CreateACL {
 		return CreateACL{ACLBinding{ResourceType: rt, ResourceName: name, PatternType: ACLPatternLiteral,
 			Principal: "User:gadmin", Host: "*", Operation: op, Permission: ACLPermissionAllow}}

@@ -133,8 +133,8 @@ type ipQuotasState struct {
 }
 
 func (f *FSM) alterIPQuotas(c AlterIPQuotas) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	for _, op := range c.Ops {
 		if op.Remove {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
 )
 
 // TestIPQuotas: connection_creation_rate per address and for the default,
@@ -13,7 +15,7 @@ import (
 // restarted, the quotas stay.
 func TestIPQuotas(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion}
+	opts := Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion}
 	f, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ var immutableVars = map[string]string{
 	"KeyProducerID":          "store key m/producer-id",
 	"keySigners":             "store key m/signers",
 	"KeyLogDefaults":         "store key m/log-defaults",
-	"keyBrokerConfigs":       "store key m/broker-configs",
+	"KeyBrokerConfigs":       "store key m/broker-configs",
 	"KeyAppendClock":         "store key m/append-time",
 	"keyAppVersion":          "store key u/version",
 	"keyUpgradePlan":         "store key u/plan",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -191,8 +192,8 @@ func TestCheckProposal(t *testing.T) {
 		t.Fatalf("ProposalOpening: %d transactions, want 1", len(open))
 	}
 	other := tx(1, Tick{})
-	ahead := c.f.ProposalOpening(h, now+MaxAppendTimeAheadMs+1)[0]
-	atBound := c.f.ProposalOpening(h, now+MaxAppendTimeAheadMs)[0]
+	ahead := c.f.ProposalOpening(h, now+cluster.MaxAppendTimeAheadMs+1)[0]
+	atBound := c.f.ProposalOpening(h, now+cluster.MaxAppendTimeAheadMs)[0]
 	for _, tc := range []struct {
 		name string
 		txs  [][]byte
@@ -208,7 +209,7 @@ func TestCheckProposal(t *testing.T) {
 		{"ahead of the validator", [][]byte{ahead, other}, false},
 	} {
 		err := c.f.CheckProposal(h, now, tc.txs)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrProposal)) {
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, cluster.ErrProposal)) {
 			t.Errorf("%s: CheckProposal = %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
@@ -223,7 +224,7 @@ func TestCheckProposal(t *testing.T) {
 
 	v1 := newLATChain(t, 0)
 	h1, _ := v1.f.Info()
-	if err := v1.f.CheckProposal(h1+1, now, [][]byte{open[0], other}); !errors.Is(err, ErrProposal) {
+	if err := v1.f.CheckProposal(h1+1, now, [][]byte{open[0], other}); !errors.Is(err, cluster.ErrProposal) {
 		t.Errorf("version 1: a proposal with an append time: %v, want refused", err)
 	}
 	if err := v1.f.CheckProposal(h1+1, now, [][]byte{other}); err != nil {
@@ -239,8 +240,8 @@ func TestAppendTimeFromTheUpgradeHeight(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	c.block(topics.CreateTopic{Name: "lat", Partitions: 1, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "message.timestamp.type", Value: "LogAppendTime"}}})
-	wantUpgradeCode(t, "append time under version 1", c.block(AppendTime{TimeMs: t0 + 1_000_000})[0], kerr.InvalidRequest.Code)
-	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "append-time"}
+	wantUpgradeCode(t, "append time under version 1", c.block(cluster.AppendTime{TimeMs: t0 + 1_000_000})[0], kerr.InvalidRequest.Code)
+	up := cluster.UpgradePlan{Height: c.height() + 1 + cluster.MinUpgradeDelay, Version: 2, Name: "append-time"}
 	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, c.keys[0], c.keys[1], c.keys[2]))[0], 0)
 	c.to(up.Height - 2)
 	if o := c.f.ProposalOpening(up.Height-1, t0); o != nil {

@@ -190,8 +190,8 @@ type quotasState struct {
 }
 
 func (f *FSM) alterClientQuotas(c AlterClientQuotas) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	next := map[string]float64{}
 	for k, v := range f.quotas[c.Entity] {

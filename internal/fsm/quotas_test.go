@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
 )
 
 // TestQuotaPrecedence: the quota applying to a (user, client id) is the
@@ -13,7 +15,7 @@ import (
 // under the same app hash; bad entities and values are refused.
 func TestQuotaPrecedence(t *testing.T) {
 	dir := t.TempDir()
-	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion})
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -210,7 +211,7 @@ func TestSignedRecordsBoundToTheChain(t *testing.T) {
 	produce("v2 under version 1", testChainID, kerr.InvalidRecord.Code)
 	produce("v1 under version 1", "", 0)
 
-	up := UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2, Name: "bound"}
+	up := cluster.UpgradePlan{Height: c.height() + 1 + cluster.MinUpgradeDelay, Version: 2, Name: "bound"}
 	wantUpgradeCode(t, "upgrade", c.block(upgradeVote(up, c.keys[0], c.keys[1], c.keys[2]))[0], 0)
 	c.to(up.Height - 1)
 	produce("v1 at the upgrade", "", kerr.InvalidRecord.Code)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 )
 
@@ -23,7 +24,7 @@ func FuzzSnapshotStateFile(f *testing.F) {
 	dir := f.TempDir()
 	g := openVoting(f, dir, vs)
 	blocks := scenario(f)[:12]
-	blocks[2].txs = append(blocks[2].txs, tx(9000, upgradeVote(UpgradePlan{Height: 40, Version: 2, Name: "v2"}, keys[0])))
+	blocks[2].txs = append(blocks[2].txs, tx(9000, upgradeVote(cluster.UpgradePlan{Height: 40, Version: 2, Name: "v2"}, keys[0])))
 	applyRange(f, g, blocks, 1, len(blocks))
 	s := takeSnapshot(f, g, filepath.Join(dir, "snap"), nil)
 	g.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pokt-network/smt"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
@@ -110,9 +111,9 @@ func FuzzDecodeStoreValues(f *testing.F) {
 		return nil
 	})
 	g.Close()
-	f.Add(encodePlan(UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
+	f.Add(cluster.EncodePlan(cluster.UpgradePlan{Height: 40, Version: 2, Name: "v2"}))
 	f.Add(topics.EncodeLogDefaults(map[string]string{"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete"}))
-	f.Add(encodeBrokerConfigs(map[string]map[string]string{"": {MaxConnectionsConfig: "9", MaxConnectionCreationRateConfig: "0"}, "1": {MaxConnectionsPerIPConfig: "0", MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
+	f.Add(cluster.EncodeBrokerConfigs(map[string]map[string]string{"": {cluster.MaxConnectionsConfig: "9", cluster.MaxConnectionCreationRateConfig: "0"}, "1": {cluster.MaxConnectionsPerIPConfig: "0", cluster.MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(keys.EntryValue(keys.KeyEntry{Pid: 7, Snapshot: true}))
 	f.Add(topics.EncodeAppendClock(1_700_000_000_123))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
@@ -135,7 +136,7 @@ func decodeStoreValue(b []byte) {
 	trust.DecodeSigners(b)
 	topics.DecodeLogDefaults(b)
 	topics.DecodeAppendClock(b)
-	decodeBrokerConfigs(b)
+	cluster.DecodeBrokerConfigs(b)
 	decodeUserCredentials(b)
 	decodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
 	decodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
@@ -147,8 +148,8 @@ func decodeStoreValue(b []byte) {
 	topics.DecodeProducer(b)
 	producers.DecodeTxn("t", b)
 	topics.DecodeAborted(append([]byte("a/"), b...), b[len(b)-min(8, len(b)):])
-	decodeAppVersion(b)
-	decodePlan(b)
+	cluster.DecodeAppVersion(b)
+	cluster.DecodePlan(b)
 	trust.ParseCertKey(append([]byte("c/"), b...))
 	keys.ParseEntryValue(b)
 	proof.DecodeTopic(b)

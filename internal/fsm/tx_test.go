@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
@@ -46,9 +47,9 @@ func sampleCommands() []core.Command {
 		producers.EndTxn{TransactionalID: "tx", ProducerID: 4, Epoch: 1, Commit: true},
 		trust.RegisterProducerKey{Principal: "alice", PublicKey: []byte{1, 2}, Proof: []byte{3}, Endorsement: []byte{4, 5}},
 		topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: "log.retention.ms", Value: "5"}}},
-		AlterBrokerConfigs{Broker: "2", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: MaxConnectionsPerIPConfig, Value: "3"}, {Op: topics.OpDelete, Name: MaxConnectionsConfig, Value: ""}}},
-		AppendTime{TimeMs: 1_700_000_000_123},
-		ScheduleUpgrade{ChainID: "stele-test", Plan: UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []trust.CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
+		cluster.AlterBrokerConfigs{Broker: "2", Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsPerIPConfig, Value: "3"}, {Op: topics.OpDelete, Name: cluster.MaxConnectionsConfig, Value: ""}}},
+		cluster.AppendTime{TimeMs: 1_700_000_000_123},
+		cluster.ScheduleUpgrade{ChainID: "stele-test", Plan: cluster.UpgradePlan{Height: 100, Version: 2, Name: "v2"}, Sigs: []trust.CertSig{{Validator: [20]byte{1}, Signature: [64]byte{2}}, {Validator: [20]byte{3}}}},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -22,18 +23,18 @@ const testChainID = "stele-test"
 
 // upgradeVote is a ScheduleUpgrade for testChainID signed by the given
 // test validators (testValidators' keys).
-func upgradeVote(p UpgradePlan, keys ...ed25519.PrivateKey) ScheduleUpgrade {
+func upgradeVote(p cluster.UpgradePlan, keys ...ed25519.PrivateKey) cluster.ScheduleUpgrade {
 	return upgradeVoteFor(testChainID, p, keys...)
 }
 
 // upgradeVoteFor is a ScheduleUpgrade signed for chain chainID.
-func upgradeVoteFor(chainID string, p UpgradePlan, keys ...ed25519.PrivateKey) ScheduleUpgrade {
-	c := ScheduleUpgrade{ChainID: chainID, Plan: p}
+func upgradeVoteFor(chainID string, p cluster.UpgradePlan, keys ...ed25519.PrivateKey) cluster.ScheduleUpgrade {
+	c := cluster.ScheduleUpgrade{ChainID: chainID, Plan: p}
 	for _, k := range keys {
 		var addr [20]byte
 		h := sha256.Sum256(k.Public().(ed25519.PublicKey))
 		copy(addr[:], h[:20])
-		c.Sigs = append(c.Sigs, SignUpgrade(chainID, p, addr, k))
+		c.Sigs = append(c.Sigs, cluster.SignUpgrade(chainID, p, addr, k))
 	}
 	return c
 }
@@ -123,8 +124,8 @@ func wantUpgradeCode(t *testing.T, what string, r core.Result, code int16) {
 func TestUpgradeVotes(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
-	p := UpgradePlan{Height: 50, Version: 2, Name: "v2"}
-	other := UpgradePlan{Height: 50, Version: 2, Name: "v2-other"}
+	p := cluster.UpgradePlan{Height: 50, Version: 2, Name: "v2"}
+	other := cluster.UpgradePlan{Height: 50, Version: 2, Name: "v2-other"}
 	wantUpgradeCode(t, "vote 0", c.block(upgradeVote(p, k[0]))[0], 0)
 	wantUpgradeCode(t, "vote 0 again", c.block(upgradeVote(p, k[0]))[0], 0)
 	wantUpgradeCode(t, "vote 1 for another name", c.block(upgradeVote(other, k[1]))[0], 0)
@@ -147,7 +148,7 @@ func TestUpgradeVotes(t *testing.T) {
 		t.Fatalf("after restart: %+v", st2)
 	}
 	// A later schedule replaces the earlier one (one command, 3 signatures).
-	later := UpgradePlan{Height: 70, Version: 2, Name: "v2-later"}
+	later := cluster.UpgradePlan{Height: 70, Version: 2, Name: "v2-later"}
 	wantUpgradeCode(t, "reschedule", c.block(upgradeVote(later, k[0], k[1], k[3]))[0], 0)
 	if st := c.f.Upgrade(); st.Plan == nil || *st.Plan != later {
 		t.Fatalf("rescheduled: %+v", st)
@@ -166,7 +167,7 @@ func TestUpgradeVotes(t *testing.T) {
 func TestUpgradeRefusals(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
-	p := UpgradePlan{Height: 50, Version: 2, Name: "v2"}
+	p := cluster.UpgradePlan{Height: 50, Version: 2, Name: "v2"}
 	stranger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
 	forged := upgradeVote(p, k[0])
 	forged.Sigs[0].Signature[0] ^= 1
@@ -175,19 +176,19 @@ func TestUpgradeRefusals(t *testing.T) {
 	c.to(5)
 	for _, tc := range []struct {
 		name string
-		cmd  ScheduleUpgrade
+		cmd  cluster.ScheduleUpgrade
 		code int16
 	}{
 		{"unknown signer", upgradeVote(p, k[0], stranger), kerr.ClusterAuthorizationFailed.Code},
 		{"bad signature", forged, kerr.ClusterAuthorizationFailed.Code},
-		{"signed for another plan", ScheduleUpgrade{ChainID: testChainID, Plan: UpgradePlan{Height: 51, Version: 2, Name: "v2"}, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.ClusterAuthorizationFailed.Code},
-		{"too soon", upgradeVote(UpgradePlan{Height: 6 + MinUpgradeDelay - 1, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
-		{"in the past", upgradeVote(UpgradePlan{Height: 3, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
-		{"version 0", upgradeVote(UpgradePlan{Height: 50}, k[0]), kerr.InvalidRequest.Code},
-		{"no signatures", ScheduleUpgrade{ChainID: testChainID, Plan: p}, kerr.InvalidRequest.Code},
-		{"no chain id", ScheduleUpgrade{Plan: p, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.InvalidRequest.Code},
+		{"signed for another plan", cluster.ScheduleUpgrade{ChainID: testChainID, Plan: cluster.UpgradePlan{Height: 51, Version: 2, Name: "v2"}, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.ClusterAuthorizationFailed.Code},
+		{"too soon", upgradeVote(cluster.UpgradePlan{Height: 6 + cluster.MinUpgradeDelay - 1, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
+		{"in the past", upgradeVote(cluster.UpgradePlan{Height: 3, Version: 2}, k[0], k[1], k[2]), kerr.PolicyViolation.Code},
+		{"version 0", upgradeVote(cluster.UpgradePlan{Height: 50}, k[0]), kerr.InvalidRequest.Code},
+		{"no signatures", cluster.ScheduleUpgrade{ChainID: testChainID, Plan: p}, kerr.InvalidRequest.Code},
+		{"no chain id", cluster.ScheduleUpgrade{Plan: p, Sigs: upgradeVote(p, k[0]).Sigs}, kerr.InvalidRequest.Code},
 		{"signed twice", twice, kerr.InvalidRequest.Code},
-		{"bad name", upgradeVote(UpgradePlan{Height: 50, Version: 2, Name: "a b"}, k[0]), kerr.InvalidRequest.Code},
+		{"bad name", upgradeVote(cluster.UpgradePlan{Height: 50, Version: 2, Name: "a b"}, k[0]), kerr.InvalidRequest.Code},
 	} {
 		wantUpgradeCode(t, tc.name, c.block(tc.cmd)[0], tc.code)
 	}
@@ -195,7 +196,7 @@ func TestUpgradeRefusals(t *testing.T) {
 		t.Fatalf("refused votes were recorded: %+v", st)
 	}
 	// Just far enough ahead is accepted.
-	wantUpgradeCode(t, "soonest", c.block(upgradeVote(UpgradePlan{Height: c.height() + 1 + MinUpgradeDelay, Version: 2}, k[0], k[1], k[2]))[0], 0)
+	wantUpgradeCode(t, "soonest", c.block(upgradeVote(cluster.UpgradePlan{Height: c.height() + 1 + cluster.MinUpgradeDelay, Version: 2}, k[0], k[1], k[2]))[0], 0)
 	// Without a validator set nobody can vote.
 	f, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
@@ -217,7 +218,7 @@ func TestUpgradeRefusals(t *testing.T) {
 func TestUpgradeVoteBoundToChain(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
-	p := UpgradePlan{Height: 50, Version: 2, Name: "v2"}
+	p := cluster.UpgradePlan{Height: 50, Version: 2, Name: "v2"}
 	staging := upgradeVoteFor("stele-staging", p, k[0], k[1], k[2])
 	r := c.block(staging)[0]
 	wantUpgradeCode(t, "votes for another chain", r, kerr.InvalidRequest.Code)
@@ -253,11 +254,11 @@ func TestUpgradeVoteBoundToChain(t *testing.T) {
 func TestUpgradeBelowCurrentRefused(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
-	c.block(upgradeVote(UpgradePlan{Height: 20, Version: 2}, k[0], k[1], k[2]))
+	c.block(upgradeVote(cluster.UpgradePlan{Height: 20, Version: 2}, k[0], k[1], k[2]))
 	c.to(20)
-	wantUpgradeCode(t, "back to 1", c.block(upgradeVote(UpgradePlan{Height: 60, Version: 1}, k[0], k[1], k[2]))[0], kerr.InvalidRequest.Code)
-	c.block(upgradeVote(UpgradePlan{Height: 60, Version: 3}, k[0], k[1], k[2]))
-	wantUpgradeCode(t, "cancel", c.block(upgradeVote(UpgradePlan{Height: 61, Version: 2, Name: "cancel"}, k[0], k[1], k[2]))[0], 0)
+	wantUpgradeCode(t, "back to 1", c.block(upgradeVote(cluster.UpgradePlan{Height: 60, Version: 1}, k[0], k[1], k[2]))[0], kerr.InvalidRequest.Code)
+	c.block(upgradeVote(cluster.UpgradePlan{Height: 60, Version: 3}, k[0], k[1], k[2]))
+	wantUpgradeCode(t, "cancel", c.block(upgradeVote(cluster.UpgradePlan{Height: 61, Version: 2, Name: "cancel"}, k[0], k[1], k[2]))[0], 0)
 	c.to(61) // a binary running up to version 2 passes 60 and 61
 	if st := c.f.Upgrade(); st.Version != 2 || st.Plan != nil {
 		t.Fatalf("after the cancelled upgrade: %+v", st)
@@ -271,21 +272,21 @@ func TestUpgradeBelowCurrentRefused(t *testing.T) {
 func TestUpgradeStopsBeforeHeight(t *testing.T) {
 	c := newUpgradeChain(t, 1)
 	k := c.keys
-	p := UpgradePlan{Height: 30, Version: 2, Name: "v2"}
+	p := cluster.UpgradePlan{Height: 30, Version: 2, Name: "v2"}
 	c.block(upgradeVote(p, k[0], k[1], k[2], k[3]))
 	c.to(28)
 	if err := c.f.UpgradeRequired(); err != nil {
 		t.Fatalf("at 28: %v", err)
 	}
 	c.to(29)
-	var ue *UpgradeRequiredError
+	var ue *cluster.UpgradeRequiredError
 	if err := c.f.UpgradeRequired(); !errors.As(err, &ue) || ue.Plan != p || ue.MaxVersion != 1 {
 		t.Fatalf("at 29, UpgradeRequired: %v", err)
 	}
 	h, hash := c.f.Info()
 	for range 2 {
 		_, err := c.f.ApplyBlock(core.Block{Height: 30, TimeMs: 30_000})
-		if !errors.Is(err, ErrUpgradeRequired) || !errors.As(err, &ue) || ue.Plan != p {
+		if !errors.Is(err, cluster.ErrUpgradeRequired) || !errors.As(err, &ue) || ue.Plan != p {
 			t.Fatalf("ApplyBlock(30) on a version-1 binary: %v", err)
 		}
 	}
@@ -293,7 +294,7 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 		t.Fatalf("the refused block changed the state: %d %x, was %d %x", h2, hash2, h, hash)
 	}
 	c.restart(1)
-	if err := c.f.UpgradeRequired(); !errors.Is(err, ErrUpgradeRequired) {
+	if err := c.f.UpgradeRequired(); !errors.Is(err, cluster.ErrUpgradeRequired) {
 		t.Fatalf("reopened old binary: %v", err)
 	}
 	c.restart(2)
@@ -307,7 +308,7 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 	// The old binary cannot open what the new one wrote.
 	c.f.Close()
 	_, err := Open(Options{Dir: c.dir, Validators: c.vs, ChainID: testChainID, maxAppVersionForTest: 1})
-	if !errors.Is(err, ErrUpgradeRequired) {
+	if !errors.Is(err, cluster.ErrUpgradeRequired) {
 		t.Fatalf("old binary opening a version-2 state: %v", err)
 	}
 	c.open()
@@ -322,7 +323,7 @@ func TestUpgradeStopsBeforeHeight(t *testing.T) {
 func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 	c := newUpgradeChain(t, 2)
 	k := c.keys
-	p := UpgradePlan{Height: 1 + MinUpgradeDelay, Version: 2, Name: "v2"}
+	p := cluster.UpgradePlan{Height: 1 + cluster.MinUpgradeDelay, Version: 2, Name: "v2"}
 	c.block(topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}, upgradeVote(p, k[0], k[1], k[2], k[3]))
 	c.to(p.Height)
 	if st := c.f.Upgrade(); st.Version != 2 {
@@ -341,7 +342,7 @@ func TestOpenChecksVersionBeforeLogs(t *testing.T) {
 	}
 	refused := logFiles(t, c.dir)
 	c.open() // before any Fatal: the cleanup closes c.f
-	var ue *UpgradeRequiredError
+	var ue *cluster.UpgradeRequiredError
 	if !errors.As(err, &ue) || ue.Plan.Version != 2 || ue.MaxVersion != 1 {
 		t.Fatalf("old binary opening a version-2 state: %v", err)
 	}
@@ -370,7 +371,7 @@ func upgradeBlocks(t *testing.T, keys []ed25519.PrivateKey) []block {
 		blocks = append(blocks, b)
 	}
 	next(topics.CreateTopic{Name: "u", Partitions: 2, ReplicationFactor: -1})
-	next(upgradeVote(UpgradePlan{Height: 20, Version: 2, Name: "v2"}, keys[0], keys[1], keys[2]))
+	next(upgradeVote(cluster.UpgradePlan{Height: 20, Version: 2, Name: "v2"}, keys[0], keys[1], keys[2]))
 	for len(blocks) < 30 {
 		h := len(blocks) + 1
 		next(topics.Produce{Topic: "u", Partition: int32(h % 2), Records: batch(t, int64(h)*1000, 0, "k", 2)})
@@ -398,7 +399,7 @@ func TestUpgradeDeterminism(t *testing.T) {
 		var hashes [][]byte
 		for i, b := range blocks {
 			out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-			if errors.Is(err, ErrUpgradeRequired) && int64(i+1) == switchAt {
+			if errors.Is(err, cluster.ErrUpgradeRequired) && int64(i+1) == switchAt {
 				f.Close()
 				if f, err = Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, Validators: vs, ChainID: testChainID, maxAppVersionForTest: 2}); err != nil {
 					t.Fatal(err)

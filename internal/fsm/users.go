@@ -207,8 +207,8 @@ type usersState struct {
 
 // alterScramCredentials applies c to the user's credentials.
 func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
-	if f.version < SecurityVersion {
-		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.version))
+	if f.Version < SecurityVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	cur := f.users[c.User]
 	if c.IfAbsent && len(cur) > 0 {
@@ -244,7 +244,7 @@ func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
 // users; a user that is not valid (ReadGenesis checked them) is skipped,
 // the same on every broker.
 func (f *FSM) createGenesisUsers() {
-	if f.version < SecurityVersion {
+	if f.Version < SecurityVersion {
 		return
 	}
 	for _, u := range f.opts.GenesisUsers {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/sasl"
 )
 
@@ -16,7 +17,7 @@ import (
 // after a restart, and the leaf gone with the user's last credential.
 func TestUsers(t *testing.T) {
 	dir := t.TempDir()
-	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: MaxAppVersion})
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestUsersAfterUpgradeFromVersion1(t *testing.T) {
 	defer f.Close()
 	_, vkeys := goldenValidators()
 	user := AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")}
-	plan := UpgradePlan{Height: 2 + MinUpgradeDelay, Version: 3, Name: "users"}
+	plan := cluster.UpgradePlan{Height: 2 + cluster.MinUpgradeDelay, Version: 3, Name: "users"}
 	blocks := []block{{t0, [][]byte{tx(1, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2])), tx(2, user)}}}
 	for h := int64(2); h <= plan.Height; h++ {
 		blocks = append(blocks, block{t0 + h, [][]byte{tx(int(h)+10, Tick{})}})
@@ -126,7 +127,7 @@ func TestUsersAfterUpgradeFromVersion1(t *testing.T) {
 func TestGenesisUsers(t *testing.T) {
 	admin := []GenesisUser{{Name: "admin", Credentials: goldenCredentials("admin", "root")}}
 	var hashes [][]byte
-	for i, v := range []uint32{MaxAppVersion, MaxAppVersion, MaxAppVersion, 2} {
+	for i, v := range []uint32{cluster.MaxAppVersion, cluster.MaxAppVersion, cluster.MaxAppVersion, 2} {
 		users := admin
 		if i == 2 {
 			users = nil

@@ -1,4 +1,4 @@
-// package core is the core of Stele's replicated state machine: blocks
+// Package core is the core of Stele's replicated state machine: blocks
 // and their application (Machine.ApplyBlock, Commit), the transaction
 // codec (Reader, Writer, Tx), the command registry every module registers
 // in (Registry: commands, steps, block-begin and block-end steps, command

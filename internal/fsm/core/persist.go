@@ -23,7 +23,7 @@ import (
 //	l/<topic id><partition u32><key>  a table topic's key's latest version in a partition (tables.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
-//	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (upgrade.go)
+//	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (cluster/upgrade.go)
 //	i/<user>                          a user's SCRAM credentials (users.go)
 //	e/<type><pattern><resource>       a resource pattern's ACL entries (acls.go)
 //	q/<entity>                        a user's or client id's quotas (quotas.go)

@@ -38,7 +38,7 @@ import (
 //	trust     signers, certificates of the data plane, producer keys and
 //	          signed records
 //	cluster   the application version and upgrades, the dynamic broker
-//	          configs (broker_configs.go)
+//	          configs (cluster/broker_configs.go)
 //	security  users and their SASL credentials (users.go), ACLs
 //	          (acls.go, acls_view.go), client and IP quotas (quotas.go,
 //	          ip_quotas.go) and signed administration (admin_signed.go)

@@ -1,4 +1,4 @@
-// package groups is the state machine's groups module, Kafka's group
+// Package groups is the state machine's groups module, Kafka's group
 // coordinator: classic consumer groups (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup), KIP-848 consumer groups (ConsumerGroupHeartbeat and the
 // server-side assignors, group848.go), committed offsets and their

@@ -1,4 +1,4 @@
-// package keys is the state machine's keys module: the key stream index
+// Package keys is the state machine's keys module: the key stream index
 // (each key's events in a partition, optimistic concurrency on a record's
 // expected version, key snapshots) and the table leaves derived from the
 // logs (tables.go: each key's latest version of a table topic, under the

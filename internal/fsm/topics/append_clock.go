@@ -21,7 +21,7 @@ import (
 //
 // From app version 2 each proposal opens with the proposer's clock, read
 // when it builds the block (the cluster module's AppendTime command,
-// proposals.go; validators refuse a proposal whose clock is ahead of
+// cluster/proposals.go; validators refuse a proposal whose clock is ahead of
 // theirs), and the clock is raised to it. The clock never goes back: it is
 // the largest of the block time, the clock of the last block that set it
 // (m/append-time, below) and the block's own proposed time, so a

@@ -1,4 +1,4 @@
-// package topics is the state machine's topics module: topics, their
+// Package topics is the state machine's topics module: topics, their
 // configs and partitions, the cluster-wide log defaults of those configs
 // (log_defaults.go), the partition logs and their housekeeping (retention,
 // compaction), Produce and the Stele record headers it reads, LogAppendTime's

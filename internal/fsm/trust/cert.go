@@ -234,7 +234,7 @@ func (vs *ValidatorSet) Lookup(addr [20]byte) (Validator, bool) {
 func (vs *ValidatorSet) Enough(power int64) bool { return power*3 > vs.total }
 
 // Supermajority reports whether power is more than two thirds of the
-// total: what it takes to schedule an upgrade (upgrade.go).
+// total: what it takes to schedule an upgrade (cluster/upgrade.go).
 func (vs *ValidatorSet) Supermajority(power int64) bool { return power*3 > vs.total*2 }
 
 // Verify checks that every signature is a distinct member's valid

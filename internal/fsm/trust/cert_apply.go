@@ -1,4 +1,4 @@
-// package trust is the state machine's trust module: the signers (the
+// Package trust is the state machine's trust module: the signers (the
 // validators whose votes each block carries, liveness.go), the
 // certificates of the data plane (cert.go, cert_apply.go: a batch applied
 // by its digest, certified by f+1 validators, its payload fetched from
@@ -81,7 +81,7 @@ type trustState struct {
 	// chainBoundNext: the next block will; published at each commit, for
 	// the mempool, the orderer's ValidateTx and the data plane
 	// (CertificatesBound). The cluster module sets both from the app
-	// version (proposals.go: chainCertsVersion).
+	// version (cluster/proposals.go: chainCertsVersion).
 	ChainBound     bool
 	ChainBoundNext atomic.Bool
 	keysSet        map[string][]byte // producer keys registered in the block (signed.go)

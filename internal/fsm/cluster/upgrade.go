@@ -1,4 +1,16 @@
-package fsm
+// Package cluster is the state machine's cluster module: the app version
+// and upgrades without forks (appversion.go, upgrade.go), the cluster-wide
+// broker configs (broker_configs.go: Kafka's dynamic broker configs and
+// Stele's own, stele.admin.signed among them), and the proposer's part of
+// each block (proposals.go: the append clock it opens each proposal with).
+//
+// It uses the trust module below it (the validators whose signatures
+// schedule an upgrade) and the topics module's config definitions, which
+// broker configs reuse; it imports no module above it, and works on
+// Cluster, its part of a state machine, which the application (package
+// fsm) makes with NewCluster and hands over through its ClusterModule
+// method (clusterOf).
+package cluster
 
 // Upgrades without forks (docs/cluster.md, "Upgrades"). The state carries
 // the application version: the rules, and what is hashed, that blocks are
@@ -9,7 +21,7 @@ package fsm
 // binary that cannot run it refuses to apply H (ErrUpgradeRequired), after
 // committing H-1, so it never computes a different app hash: the operator
 // starts the new binary on the same data directory and it continues at H.
-// Everything version-dependent reads f.appVersion, so a new binary
+// Everything version-dependent reads the cluster's AppVersion(), so a new binary
 // replaying the chain from genesis applies the old rules before H and the
 // new ones from H.
 //
@@ -133,7 +145,7 @@ func (ScheduleUpgrade) Kind() core.Kind { return KindScheduleUpgrade }
 // in FSM): the app version, the upgrade state and the dynamic broker
 // configs.
 // modCluster is the cluster module's name.
-const modCluster core.Module = "cluster"
+const ModCluster core.Module = "cluster"
 
 // Cluster is the cluster module of a state machine: the core's machine it
 // runs on, the trust module below it (and through it the topics module),
@@ -151,7 +163,7 @@ type ClusterOptions struct {
 	Validators           *trust.ValidatorSet
 	GenesisAppVersion    uint32
 	Logger               *slog.Logger
-	maxAppVersionForTest uint32
+	MaxAppVersionForTest uint32
 }
 
 // NewCluster is the cluster module of the machine m, above the trust
@@ -166,7 +178,7 @@ func clusterOf(m *core.Machine) *Cluster {
 }
 
 type clusterState struct {
-	version      uint32
+	Version      uint32
 	upgradePlan  *UpgradePlan
 	upgradeVotes map[[20]byte]UpgradePlan
 	upgradeDirty bool
@@ -193,7 +205,7 @@ func (c ScheduleUpgrade) Encode(w *core.Writer) {
 
 // registerCluster is the cluster module's registration function
 // (buildRegistry, registry.go): its files' registrations.
-func registerCluster(r *core.Registry, h *topics.TopicHooks) {
+func RegisterCluster(r *core.Registry, h *topics.TopicHooks) {
 	registerScheduleUpgrade(r, h) // upgrade.go
 	registerUpgradeSteps(r, h)    // upgrade.go
 	registerBrokerConfigs(r, h)   // broker_configs.go
@@ -203,7 +215,7 @@ func registerCluster(r *core.Registry, h *topics.TopicHooks) {
 // registerScheduleUpgrade registers ScheduleUpgrade (registerCluster
 // calls it).
 func registerScheduleUpgrade(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, clusterOf, KindScheduleUpgrade, "ScheduleUpgrade", modCluster, decodeScheduleUpgrade,
+	core.RegisterModuleCommand(r, clusterOf, KindScheduleUpgrade, "ScheduleUpgrade", ModCluster, decodeScheduleUpgrade,
 		func(c core.Command) core.Result { return checkUpgrade(c.(ScheduleUpgrade)) },
 		func(f *Cluster, c ScheduleUpgrade, _ core.CmdAt) core.Result { return f.scheduleUpgrade(c) })
 }
@@ -286,8 +298,8 @@ func (f *Cluster) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the upgrade does not verify", s.Validator))
 		}
 	}
-	if p.Version < f.version {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.version, p.Version, f.version))
+	if p.Version < f.Version {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the chain runs app version %d: an upgrade cannot go back to %d (schedule %d to cancel a pending upgrade)", f.Version, p.Version, f.Version))
 	}
 	if p.Height < f.Height+MinUpgradeDelay {
 		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("height %d is too soon: an upgrade must be at least %d heights ahead of the block that schedules it (%d), at %d or later", p.Height, MinUpgradeDelay, f.Height, f.Height+MinUpgradeDelay))
@@ -329,8 +341,8 @@ func (f *Cluster) upgradeDue(height int64) error {
 
 // maxAppVersion is MaxAppVersion, or what a test stands in for it.
 func (f *Cluster) maxAppVersion() uint32 {
-	if f.opts.maxAppVersionForTest != 0 {
-		return f.opts.maxAppVersionForTest
+	if f.opts.MaxAppVersionForTest != 0 {
+		return f.opts.MaxAppVersionForTest
 	}
 	return MaxAppVersion
 }
@@ -341,8 +353,8 @@ func (f *Cluster) activateUpgrade(height int64) {
 	if p == nil || p.Height > height {
 		return
 	}
-	f.opts.Logger.Info("upgrade: applying blocks under a new app version", "height", height, "from", f.version, "to", p.Version, "name", p.Name)
-	f.version = p.Version
+	f.opts.Logger.Info("upgrade: applying blocks under a new app version", "height", height, "from", f.Version, "to", p.Version, "name", p.Name)
+	f.Version = p.Version
 	f.upgradePlan = nil
 	clear(f.upgradeVotes)
 	f.upgradeDirty = true
@@ -404,11 +416,11 @@ func (f *Cluster) AppVersion() uint32 {
 
 // AppliedVersion is the app version after the last ApplyBlock, committed
 // or not. Only the applier (the goroutine calling ApplyBlock) may call it.
-func (f *Cluster) AppliedVersion() uint32 { return f.version }
+func (f *Cluster) AppliedVersion() uint32 { return f.Version }
 
 // upgradeStatus is the applier's upgrade state, for publish.
-func (f *Cluster) upgradeStatus() UpgradeStatus {
-	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.version, MaxVersion: f.maxAppVersion()}
+func (f *Cluster) UpgradeStatus() UpgradeStatus {
+	s := UpgradeStatus{Height: f.Height, ChainID: f.opts.ChainID, Version: f.Version, MaxVersion: f.maxAppVersion()}
 	if f.upgradePlan != nil {
 		p := *f.upgradePlan
 		s.Plan = &p
@@ -428,7 +440,7 @@ func sortedVoters(m map[[20]byte]UpgradePlan) [][20]byte {
 	return out
 }
 
-func encodePlan(p UpgradePlan) []byte {
+func EncodePlan(p UpgradePlan) []byte {
 	w := &core.Writer{}
 	w.U8(upgradeStateVer)
 	w.I64(p.Height)
@@ -437,7 +449,7 @@ func encodePlan(p UpgradePlan) []byte {
 	return w.B
 }
 
-func decodePlan(v []byte) (UpgradePlan, error) {
+func DecodePlan(v []byte) (UpgradePlan, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); r.E == nil && ver != upgradeStateVer {
 		r.Fail("upgrade state format %d", ver)
@@ -447,7 +459,7 @@ func decodePlan(v []byte) (UpgradePlan, error) {
 }
 
 // decodeAppVersion reads u/version: the app version, a u32.
-func decodeAppVersion(v []byte) (uint32, error) {
+func DecodeAppVersion(v []byte) (uint32, error) {
 	if len(v) != 4 {
 		return 0, fmt.Errorf("stele/fsm: bad %s value %x", keyAppVersion, v)
 	}
@@ -461,17 +473,17 @@ func (f *Cluster) persistUpgrade(b *core.StateBatch) {
 		return
 	}
 	f.upgradeDirty = false
-	if f.version != 1 {
-		b.Set(keyAppVersion, binary.BigEndian.AppendUint32(nil, f.version))
+	if f.Version != 1 {
+		b.Set(keyAppVersion, binary.BigEndian.AppendUint32(nil, f.Version))
 	}
 	if f.upgradePlan != nil {
-		b.Set(keyUpgradePlan, encodePlan(*f.upgradePlan))
+		b.Set(keyUpgradePlan, EncodePlan(*f.upgradePlan))
 	} else {
 		b.Delete(keyUpgradePlan)
 	}
 	b.DeletePrefix(upgradeVotePfx)
 	for _, a := range sortedVoters(f.upgradeVotes) {
-		b.Set(append(bytes.Clone(upgradeVotePfx), a[:]...), encodePlan(f.upgradeVotes[a]))
+		b.Set(append(bytes.Clone(upgradeVotePfx), a[:]...), EncodePlan(f.upgradeVotes[a]))
 	}
 }
 
@@ -479,33 +491,33 @@ func (f *Cluster) persistUpgrade(b *core.StateBatch) {
 // an app version this binary does not run (before the topics' load opens
 // any partition log: the step's rank is below theirs).
 func (f *Cluster) loadUpgrade() error {
-	f.version, f.upgradePlan, f.upgradeDirty = 1, nil, false
+	f.Version, f.upgradePlan, f.upgradeDirty = 1, nil, false
 	if v, ok, err := f.Store.Get(keyAppVersion); err != nil {
 		return err
 	} else if ok {
-		if f.version, err = decodeAppVersion(v); err != nil {
+		if f.Version, err = DecodeAppVersion(v); err != nil {
 			return err
 		}
 	} else if f.Height == 0 && f.opts.GenesisAppVersion > 1 {
 		// A new chain starts under its genesis version, written with the
 		// first block.
-		f.version, f.upgradeDirty = f.opts.GenesisAppVersion, true
+		f.Version, f.upgradeDirty = f.opts.GenesisAppVersion, true
 	}
-	if f.version > f.maxAppVersion() {
+	if f.Version > f.maxAppVersion() {
 		// Blocks were applied under this version: a binary that cannot
 		// run it must not apply more.
-		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.Height + 1, Version: f.version, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
+		return &UpgradeRequiredError{Plan: UpgradePlan{Height: f.Height + 1, Version: f.Version, Name: "applied already"}, MaxVersion: f.maxAppVersion()}
 	}
 	if v, ok, err := f.Store.Get(keyUpgradePlan); err != nil {
 		return err
 	} else if ok {
-		p, err := decodePlan(v)
+		p, err := DecodePlan(v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: reading the upgrade plan: %w", err)
 		}
 		f.upgradePlan = &p
 	}
-	f.ChainBound = f.version >= chainCertsVersion
+	f.ChainBound = f.Version >= chainCertsVersion
 	f.upgradeVotes = map[[20]byte]UpgradePlan{}
 	return f.Store.Scan(upgradeVotePfx, func(k, v []byte) error {
 		var a [20]byte
@@ -513,7 +525,7 @@ func (f *Cluster) loadUpgrade() error {
 			return fmt.Errorf("stele/fsm: bad upgrade vote key %x", k)
 		}
 		copy(a[:], k[len(upgradeVotePfx):])
-		p, err := decodePlan(v)
+		p, err := DecodePlan(v)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: reading upgrade vote of %X: %w", a, err)
 		}
@@ -528,18 +540,18 @@ func (f *Cluster) loadUpgrade() error {
 func registerUpgradeSteps(r *core.Registry, h *topics.TopicHooks) {
 	// An upgrade this binary cannot run stops the block before anything
 	// of it is applied; one it can run is activated at its height.
-	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 10, Name: "upgrades", Module: modCluster,
+	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 10, Name: "upgrades", Module: ModCluster,
 		Check: (*Cluster).upgradeDue,
 		Run: func(f *Cluster, b core.Block) {
 			f.activateUpgrade(b.Height)
-			f.ChainBound = f.version >= chainCertsVersion
+			f.ChainBound = f.Version >= chainCertsVersion
 		}})
-	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).version) })
-	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 50, Name: "app version and upgrades", Module: modCluster,
+	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).Version) })
+	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 50, Name: "app version and upgrades", Module: ModCluster,
 		Load:  (*Cluster).loadUpgrade,
 		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistUpgrade(b); return nil },
 		Publish: func(f *Cluster, _ bool) {
-			s := f.upgradeStatus()
+			s := f.UpgradeStatus()
 			f.committedUpgrade.Lock()
 			f.committedUpgrade.status = s
 			f.committedUpgrade.Unlock()

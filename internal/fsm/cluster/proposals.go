@@ -1,4 +1,4 @@
-package fsm
+package cluster
 
 // What a proposal must hold beyond valid transactions, by app version (the
 // cluster module's, as it depends on the version). From version 2 a
@@ -68,7 +68,7 @@ func decodeAppendTime(r *core.Reader) AppendTime { return AppendTime{TimeMs: r.I
 
 // registerProposals registers AppendTime (registerCluster calls it).
 func registerProposals(r *core.Registry, h *topics.TopicHooks) {
-	s := core.RegisterModuleCommand(r, clusterOf, KindAppendTime, "AppendTime", modCluster, decodeAppendTime,
+	s := core.RegisterModuleCommand(r, clusterOf, KindAppendTime, "AppendTime", ModCluster, decodeAppendTime,
 		func(c core.Command) core.Result {
 			if c.(AppendTime).TimeMs < 0 {
 				return core.Fail(kerr.InvalidRequest.Code, "an append time before 1970")
@@ -84,8 +84,8 @@ func registerProposals(r *core.Registry, h *topics.TopicHooks) {
 // applyAppendTime raises the log append clock, for the block's opening
 // command under a version that has one.
 func (f *Cluster) applyAppendTime(c AppendTime, at core.CmdAt) core.Result {
-	if f.version < appendTimeVersion {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.version))
+	if f.Version < appendTimeVersion {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("app version %d has no append time", f.Version))
 	}
 	if at != (core.CmdAt{}) {
 		return core.Fail(kerr.InvalidRequest.Code, "an append time opens a block; this one does not")
@@ -108,7 +108,7 @@ func (f *Cluster) versionAt(height int64) uint32 {
 	if p := f.upgradePlan; p != nil && p.Height <= height {
 		return p.Version
 	}
-	return f.version
+	return f.Version
 }
 
 // ProposalOpening returns the transactions a proposal of block height,

@@ -1,4 +1,4 @@
-package fsm
+package cluster
 
 import (
 	"fmt"
@@ -95,9 +95,9 @@ var brokerConfigs = []topics.ConfigDef{
 // registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
 // broker configs' step (registerCluster calls it).
 func registerBrokerConfigs(r *core.Registry, h *topics.TopicHooks) {
-	core.RegisterModuleCommand(r, clusterOf, KindAlterBrokerConfigs, "AlterBrokerConfigs", modCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
+	core.RegisterModuleCommand(r, clusterOf, KindAlterBrokerConfigs, "AlterBrokerConfigs", ModCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
 		func(f *Cluster, c AlterBrokerConfigs, _ core.CmdAt) core.Result { return f.alterBrokerConfigs(c) })
-	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 52, Name: "dynamic broker configs", Module: modCluster,
+	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 52, Name: "dynamic broker configs", Module: ModCluster,
 		Load: loadBrokerConfigs, Stage: stageBrokerConfigs, Publish: publishBrokerConfigs})
 }
 
@@ -129,7 +129,7 @@ func decodeAlterBrokerConfigs(r *core.Reader) AlterBrokerConfigs {
 type brokerConfigsState struct {
 	// brokerCfgs holds each resource's set by resource name ("" the
 	// default); a resource with none set is absent. Never nil once loaded.
-	brokerCfgs      map[string]map[string]string
+	BrokerCfgs      map[string]map[string]string
 	brokerCfgsDirty bool // changed in the block: staged at its end
 	brokerCfgsNew   bool // changed since the last publish
 	brokerCfgsView  atomic.Pointer[BrokerConfigs]
@@ -139,7 +139,7 @@ type brokerConfigsState struct {
 // them. Do not modify it: a new one is published at each Commit that
 // changed them.
 type BrokerConfigs struct {
-	byResource map[string]map[string]string
+	ByResource map[string]map[string]string
 }
 
 // Of returns the dynamic configs of the named resource (a broker id, or ""
@@ -148,7 +148,7 @@ func (b *BrokerConfigs) Of(resource string) map[string]string {
 	if b == nil {
 		return nil
 	}
-	return b.byResource[resource]
+	return b.ByResource[resource]
 }
 
 // Effective returns the named config of broker id as the dynamic layers
@@ -227,12 +227,12 @@ func ValidBrokerResource(name string) error {
 func ApplyBrokerConfigChanges(current *BrokerConfigs, c AlterBrokerConfigs) (map[string]string, error) {
 	var all map[string]map[string]string
 	if current != nil {
-		all = current.byResource
+		all = current.ByResource
 	}
-	return applyBrokerChanges(all, c)
+	return ApplyBrokerChanges(all, c)
 }
 
-func applyBrokerChanges(all map[string]map[string]string, c AlterBrokerConfigs) (map[string]string, error) {
+func ApplyBrokerChanges(all map[string]map[string]string, c AlterBrokerConfigs) (map[string]string, error) {
 	next, err := topics.ApplyChanges(all[c.Broker], c.Incremental, c.Changes, LookupBrokerConfig, ValidateBrokerConfig)
 	if err != nil {
 		return nil, err
@@ -359,27 +359,27 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 // alterBrokerConfigs applies c: the resource's set is replaced by what
 // ApplyBrokerConfigChanges makes of it.
 func (f *Cluster) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
-	next, err := applyBrokerChanges(f.brokerCfgs, c)
+	next, err := ApplyBrokerChanges(f.BrokerCfgs, c)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	if len(next) == 0 {
-		delete(f.brokerCfgs, c.Broker)
+		delete(f.BrokerCfgs, c.Broker)
 	} else {
-		f.brokerCfgs[c.Broker] = next
+		f.BrokerCfgs[c.Broker] = next
 	}
 	f.brokerCfgsDirty, f.brokerCfgsNew = true, true
 	return core.Result{}
 }
 
 // keyBrokerConfigs is the dynamic broker configs' leaf in the state trie.
-var keyBrokerConfigs = []byte("m/broker-configs")
+var KeyBrokerConfigs = []byte("m/broker-configs")
 
 // encodeBrokerConfigs is m/broker-configs' value:
 //
 //	u8 version | count × (str resource | count × (str name | str value)),
 //	resources and names in order
-func encodeBrokerConfigs(all map[string]map[string]string) []byte {
+func EncodeBrokerConfigs(all map[string]map[string]string) []byte {
 	w := &core.Writer{}
 	w.U8(core.PersistVersion)
 	resources := core.SortedKeys(all)
@@ -400,7 +400,7 @@ func encodeBrokerConfigs(all map[string]map[string]string) []byte {
 // machine would store: valid resource names, each once and with at least
 // one config, each config once with a valid value, and the sets together
 // valid.
-func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
+func DecodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: broker configs: state format %d not supported", ver)
@@ -450,14 +450,14 @@ func decodeBrokerConfigs(v []byte) (map[string]map[string]string, error) {
 // loadBrokerConfigs reads the configs at Open and after a snapshot's
 // restore.
 func loadBrokerConfigs(f *Cluster) error {
-	f.brokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
-	return core.LoadLeaf(f.Machine, keyBrokerConfigs, decodeBrokerConfigs, &f.brokerCfgs)
+	f.BrokerCfgs, f.brokerCfgsNew = map[string]map[string]string{}, true
+	return core.LoadLeaf(f.Machine, KeyBrokerConfigs, DecodeBrokerConfigs, &f.BrokerCfgs)
 }
 
 // stageBrokerConfigs writes the configs a block changed; none left deletes
 // the leaf, so a cluster that never set one holds no key for them.
 func stageBrokerConfigs(f *Cluster, b *core.StateBatch) error {
-	core.StageLeaf(b, keyBrokerConfigs, &f.brokerCfgsDirty, f.brokerCfgs, len(f.brokerCfgs) == 0, encodeBrokerConfigs)
+	core.StageLeaf(b, KeyBrokerConfigs, &f.brokerCfgsDirty, f.BrokerCfgs, len(f.BrokerCfgs) == 0, EncodeBrokerConfigs)
 	return nil
 }
 
@@ -468,19 +468,19 @@ func publishBrokerConfigs(f *Cluster, _ bool) {
 		return
 	}
 	f.brokerCfgsNew = false
-	cp := make(map[string]map[string]string, len(f.brokerCfgs))
-	for res, m := range f.brokerCfgs {
+	cp := make(map[string]map[string]string, len(f.BrokerCfgs))
+	for res, m := range f.BrokerCfgs {
 		c := make(map[string]string, len(m))
 		for k, v := range m {
 			c[k] = v
 		}
 		cp[res] = c
 	}
-	f.brokerCfgsView.Store(&BrokerConfigs{byResource: cp})
+	f.brokerCfgsView.Store(&BrokerConfigs{ByResource: cp})
 }
 
 // AdminSigned reports whether stele.admin.signed is true (committed).
-func (b *BrokerConfigs) AdminSigned() bool { return configTrue(b.Of("")[AdminSignedConfig]) }
+func (b *BrokerConfigs) AdminSigned() bool { return ConfigTrue(b.Of("")[AdminSignedConfig]) }
 
 // configTrue reads a boolean config as Kafka does (case-insensitive).
-func configTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+func ConfigTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }

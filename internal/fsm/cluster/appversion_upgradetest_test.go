@@ -1,6 +1,6 @@
 //go:build steleupgradetest
 
-package fsm
+package cluster
 
 import (
 	"testing"

@@ -1,0 +1,63 @@
+package fsm
+
+import (
+	"crypto/ed25519"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
+)
+
+// The cluster module's names the broker uses, under the package it imports
+// (core_api.go says why).
+
+type (
+	AlterBrokerConfigs = cluster.AlterBrokerConfigs
+	AppendTime         = cluster.AppendTime
+	BrokerConfigs      = cluster.BrokerConfigs
+	ScheduleUpgrade    = cluster.ScheduleUpgrade
+	UpgradePlan        = cluster.UpgradePlan
+	UpgradeStatus      = cluster.UpgradeStatus
+)
+
+const (
+	MaxAppVersion                      = cluster.MaxAppVersion
+	MaxAppendTimeAheadMs               = cluster.MaxAppendTimeAheadMs
+	MaxConnectionCreationRateConfig    = cluster.MaxConnectionCreationRateConfig
+	MaxConnectionsConfig               = cluster.MaxConnectionsConfig
+	MaxConnectionsPerIPConfig          = cluster.MaxConnectionsPerIPConfig
+	MaxConnectionsPerIPOverridesConfig = cluster.MaxConnectionsPerIPOverridesConfig
+)
+
+// The cluster module's errors (the same values).
+var (
+	ErrUpgradeRequired = cluster.ErrUpgradeRequired
+)
+
+// ApplyBrokerConfigChanges is cluster.ApplyBrokerConfigChanges.
+func ApplyBrokerConfigChanges(current *cluster.BrokerConfigs, c cluster.AlterBrokerConfigs) (map[string]string, error) {
+	return cluster.ApplyBrokerConfigChanges(current, c)
+}
+
+// BrokerConfigDefs is cluster.BrokerConfigDefs.
+func BrokerConfigDefs() []topics.ConfigDef { return cluster.BrokerConfigDefs() }
+
+// LookupBrokerConfig is cluster.LookupBrokerConfig.
+func LookupBrokerConfig(name string) (topics.ConfigDef, bool) {
+	return cluster.LookupBrokerConfig(name)
+}
+
+// ParseConnectionOverrides is cluster.ParseConnectionOverrides.
+func ParseConnectionOverrides(s string) (map[string]int, error) {
+	return cluster.ParseConnectionOverrides(s)
+}
+
+// SignUpgrade is cluster.SignUpgrade.
+func SignUpgrade(chainID string, p cluster.UpgradePlan, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
+	return cluster.SignUpgrade(chainID, p, addr, key)
+}
+
+// UpgradeStatement is cluster.UpgradeStatement.
+func UpgradeStatement(chainID string, p cluster.UpgradePlan) []byte {
+	return cluster.UpgradeStatement(chainID, p)
+}
