@@ -5,25 +5,28 @@
 // authenticated store, the app hash, Commit, snapshots and proofs), and
 // the façade the broker imports.
 //
-// Every command is registered by its module with its decoder, check and
-// apply, and so is every step of the core a module takes part in: reading
-// its state back from the store at Open, staging the block's changes,
+// The core is a package of its own (core/), and so is each module
+// (topics/, keys/, groups/, trust/, producers/, cluster/, security/). Every
+// command is registered by its module with its decoder, check and apply,
+// and so is every step of the core a module takes part in: reading its
+// state back from the store at Open, staging the block's changes,
 // publishing at Commit. A module registers from its registration function
-// (registerTopics, registerKeys, ...), which buildRegistry (app.go) calls
-// in a fixed order to build the one registry, never changed after; the
-// package has no init functions and no package-level variable written
-// after it is initialised (TestNoMutablePackageState). Each module keeps
-// its state in a struct declared in its own files and embedded in FSM
-// (topicsState, keysState, groupsState, producersState, trustState,
-// clusterState, securityState) beside the core's Machine. The modules
-// form layers without a cycle, topics at the bottom: a lower module calls
-// an upper one only through the hook points it offers (topic_hooks.go),
-// which the upper module registers for, in an order of rank; which module
-// may use which is pinned by TestModuleLayering and TestLayeringIsADAG
-// (modules_test.go). The core is a package of its own (core/), and so
-// are the topics, keys, groups, trust, producers and cluster modules
-// (topics/, keys/, groups/, trust/, producers/, cluster/: modulePackages
-// in modules_test.go); the security module is this package's, for now.
+// (topics.RegisterTopics, keys.RegisterKeys, ...), which buildRegistry
+// (app.go) calls in a fixed order to build the one registry, never
+// changed after; no package of the state machine has init functions or a
+// package-level variable written after it is initialised
+// (TestNoMutablePackageState). Each module works on its own type, its
+// part of a state machine (topics.Topics, keys.Index, groups.Coordinator,
+// producers.TxnCoordinator, trust.Trust, cluster.Cluster,
+// security.Security), which Open makes, FSM embeds beside the core's
+// Machine, and the module finds again from the machine through the
+// application (FSM.TopicsModule and its kin). The modules form layers
+// without a cycle, topics at the bottom: a module imports only the
+// modules below it, and a lower module calls an upper one only through
+// the hook points it offers (topics/topic_hooks.go), which the upper
+// module registers for, in an order of rank; which module may use which
+// is pinned by TestModuleLayering and TestLayeringIsADAG
+// (modules_test.go), and Go's import rules keep it.
 //
 // Files are appended during apply; a crash before Commit is repaired at
 // Open by cutting every log back to its committed end, after which the
@@ -35,7 +38,8 @@
 // file. Those goroutines and syncLogs' are the package's only ones;
 // neither changes the state.
 //
-// fsm imports core, storage and record, never consensus or a front-end.
+// fsm imports its core and module packages, storage and record, never
+// consensus or a front-end.
 package fsm
 
 import (
@@ -49,27 +53,29 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
 
 // The application: the core's machine with the modules assembled on it.
 // FSM embeds the core's Machine (its fields and methods are promoted) and
-// each module's state; the registry embeds the core's and adds the topics
+// each module's part; the registry embeds the core's and adds the topics
 // module's hook points. The modules register their commands and steps
-// with functions of *FSM (moduleStep, blockBeginStep, ...); the adapters
-// below hand the core functions of *Machine that find the FSM a machine
-// belongs to (appOf). Everything a module needs of another module, and
-// the façade the broker imports (Open, Validate, Precheck, DecodeTx,
-// EncodeTx, CheckCommand, KindName), is here or in the modules' files.
+// with functions of their own types (core.RegisterModuleCommand and its
+// kin), which find a machine's part through the application's
+// XxxModule methods. The façade the broker imports (Open, Validate,
+// Precheck, DecodeTx, EncodeTx, CheckCommand, KindName) is here; the
+// modules' names it uses are aliased in core_api.go and the *_api.go
+// files.
 
 // FSM is the state machine. ApplyBlock and Commit are called by one goroutine
 // (the applier); View, Info and the partitions' read methods by any.
 //
-// It embeds the core's Machine and each module's state, a struct
-// declared in that module's files, so that its fields are promoted
-// (f.topics, f.groups) and TestModuleLayering attributes each field to the
-// module that declares it.
+// It embeds the core's Machine and each module's part, a type declared
+// in that module's package, so that their exported fields and methods are
+// promoted (f.WaitCompactions, f.Users) and TestModuleLayering attributes each to
+// the module that declares it.
 type FSM struct {
 	*core.Machine
 	opts Options
@@ -77,19 +83,14 @@ type FSM struct {
 	// registry, never changed.
 	reg *registry
 
-	*topics.Topics            // topics.go
+	*topics.Topics            // topics/
 	*keys.Index               // keys/
 	*groups.Coordinator       // groups/
 	*producers.TxnCoordinator // producers/
 	*trust.Trust              // trust/
 	*cluster.Cluster          // cluster/
-	securityState             // users.go
+	*security.Security        // security/
 }
-
-// The modules (see the package's registry.go).
-const (
-	modSecurity core.Module = "security"
-)
 
 // TopicsModule is f's topics module (how the topics module finds itself
 // in a machine's application).
@@ -109,6 +110,9 @@ func (f *FSM) ProducersModule() *producers.TxnCoordinator { return f.TxnCoordina
 
 // ClusterModule is f's cluster module (clusterOf).
 func (f *FSM) ClusterModule() *cluster.Cluster { return f.Cluster }
+
+// SecurityModule is f's security module (securityOf).
+func (f *FSM) SecurityModule() *security.Security { return f.Security }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -138,8 +142,8 @@ type Options struct {
 	// GenesisUsers are the users the chain starts with (the genesis
 	// app_state's, `stele cluster init --admin-password-file`): the
 	// security module creates them as it applies the first block, when
-	// that block's app version has users (users.go).
-	GenesisUsers []GenesisUser
+	// that block's app version has users (security/users.go).
+	GenesisUsers []security.GenesisUser
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches trust.BatchSource
@@ -215,6 +219,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
 		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
+		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -243,7 +248,7 @@ type registry struct {
 }
 
 // newRegistry is a registry no module has registered in: the core's and
-// hook points not made yet (registerTopics makes them).
+// hook points not made yet (topics.RegisterTopics makes them).
 func newRegistry() *registry {
 	return &registry{core.NewRegistry(), topics.UnmadeTopicHooks()}
 }
@@ -268,14 +273,8 @@ func buildRegistry() *registry {
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
-	registerSecurity(r)
+	security.RegisterSecurity(r.Registry)
 	return r
-}
-
-// register adds a command kind to r (the core's RegisterCommand, with
-// apply given the FSM).
-func register[C core.Command](r *registry, kind core.Kind, name string, m core.Module, decode func(*core.Reader) C, check func(core.Command) core.Result, apply func(*FSM, C, core.CmdAt) core.Result) *core.CommandSpec {
-	return core.RegisterModuleCommand(r.Registry, appOf, kind, name, m, decode, check, apply)
 }
 
 // KindName is the name a command kind was registered with, or Kind(n).
@@ -292,6 +291,10 @@ func DecodeTx(b []byte) (core.Tx, error) { return assembled.DecodeTx(b) }
 
 // EncodeTx encodes a transaction.
 func EncodeTx(tx core.Tx) []byte { return assembled.EncodeTx(tx) }
+
+// DecodeCommand decodes EncodeCommand's bytes: one command, as a
+// SignedAdmin carries it.
+func DecodeCommand(b []byte) (core.Command, error) { return security.DecodeOne(assembled.Registry, b) }
 
 // checkSnapshotPath accepts only the paths a snapshot may hold (the
 // core's checkSnapshotPath with the modules' directories).
@@ -366,117 +369,4 @@ func Precheck(tx []byte) error {
 		}
 	}
 	return nil
-}
-
-// The modules' side of the core's registrations: the same steps, with
-// functions of *FSM (core.ModuleStep and its kin, given appOf).
-
-// moduleStep is a module's part in the core's steps (core.Step).
-type moduleStep struct {
-	rank    int
-	name    string
-	module  core.Module
-	empty   func(*FSM)
-	load    func(*FSM) error
-	stage   func(*FSM, *core.StateBatch) error
-	publish func(f *FSM, metaChanged bool)
-	sync    func(*FSM) error
-	settle  func(*FSM) error
-	forget  func(*FSM)
-	close   func(*FSM)
-}
-
-// registerStep adds a module's step.
-func (r *registry) registerStep(s moduleStep) {
-	core.RegisterModuleStep(r.Registry, appOf, core.ModuleStep[*FSM]{Rank: s.rank, Name: s.name, Module: s.module,
-		Empty: s.empty, Load: s.load, Stage: s.stage, Publish: s.publish, Sync: s.sync, Settle: s.settle, Forget: s.forget, Close: s.close})
-}
-
-// blockBeginStep is a module's block-begin step (core.BlockBeginStep).
-type blockBeginStep struct {
-	rank   int
-	name   string
-	module core.Module
-	check  func(f *FSM, height int64) error
-	run    func(*FSM, core.Block)
-}
-
-// registerBlockBegin adds a module's block-begin step.
-func (r *registry) registerBlockBegin(s blockBeginStep) {
-	core.RegisterModuleBlockBegin(r.Registry, appOf, core.ModuleBlockBegin[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Check: s.check, Run: s.run})
-}
-
-// setDigestDomain registers the digest domain of a block.
-func (r *registry) setDigestDomain(fn func(*FSM) string) {
-	r.Registry.SetDigestDomain(func(m *core.Machine) string { return fn(appOf(m)) })
-}
-
-// txFormat is a module's form of transactions (core.TxFormat).
-type txFormat struct {
-	name   string
-	module core.Module
-	is     func(raw []byte) bool
-	open   func(f *FSM, raw []byte) (core.Tx, core.Digest, error)
-	halts  func(error) bool
-}
-
-// registerTxFormat adds a module's form of transactions.
-func (r *registry) registerTxFormat(t txFormat) {
-	r.Registry.RegisterTxFormat(core.TxFormat{Name: t.name, Module: t.module, Is: t.is, Halts: t.halts,
-		Open: func(m *core.Machine, raw []byte) (core.Tx, core.Digest, error) { return t.open(appOf(m), raw) }})
-}
-
-// commandGate is a module's command gate (core.CommandGate).
-type commandGate struct {
-	rank   int
-	name   string
-	module core.Module
-	run    func(*FSM, core.Command) (core.Result, bool)
-}
-
-// registerCommandGate adds a module's command gate.
-func (r *registry) registerCommandGate(g commandGate) {
-	r.Registry.RegisterCommandGate(core.CommandGate{Rank: g.rank, Name: g.name, Module: g.module,
-		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return g.run(appOf(m), c) }})
-}
-
-// blockEndStep is a module's block-end step (core.BlockEndStep).
-type blockEndStep struct {
-	rank   int
-	name   string
-	module core.Module
-	run    func(*FSM) []core.Change
-}
-
-// registerBlockEnd adds a module's block-end step.
-func (r *registry) registerBlockEnd(s blockEndStep) {
-	core.RegisterModuleBlockEnd(r.Registry, appOf, core.ModuleBlockEnd[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Run: s.run})
-}
-
-// snapshotFiles are a module's files in a snapshot (core.SnapshotFiles).
-type snapshotFiles struct {
-	rank      int
-	name      string
-	module    core.Module
-	dir       string
-	capture   func(*FSM) ([]core.CapturedFiles, error)
-	checkPath func(rest string) string
-}
-
-// registerSnapshotFiles adds a module's snapshot files.
-func (r *registry) registerSnapshotFiles(s snapshotFiles) {
-	core.RegisterModuleSnapshotFiles(r.Registry, appOf, core.ModuleSnapshotFiles[*FSM]{Rank: s.rank, Name: s.name, Module: s.module, Dir: s.dir, Capture: s.capture, CheckPath: s.checkPath})
-}
-
-// stateMarkSpec is the state mark (core.StateMark).
-type stateMarkSpec struct {
-	name    string
-	module  core.Module
-	value   func(*FSM) int64
-	restore func(*FSM, int64)
-}
-
-// registerStateMark registers the state mark.
-func (r *registry) registerStateMark(s stateMarkSpec) {
-	core.RegisterModuleStateMark(r.Registry, appOf, core.ModuleStateMark[*FSM]{Name: s.name, Module: s.module, Value: s.value, Restore: s.restore})
 }

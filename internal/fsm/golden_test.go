@@ -354,7 +354,7 @@ func goldenScenario(t *testing.T) []block {
 	lat(out[1], ahead)
 	must("append time not opening its block", out[2].Results[0], kerr.InvalidRequest.Code)
 
-	// App version 3 (users.go): users are refused under version 2; after
+	// App version 3 (security/users.go): users are refused under version 2; after
 	// the upgrade a user is created, refused again as the first admin
 	// (IfAbsent), given a bad credential and a deletion of one it lacks
 	// (refused whole), then loses one of its two credentials.
@@ -376,42 +376,42 @@ func goldenScenario(t *testing.T) []block {
 	if u := f.Users(); !slices.Equal(u.Names(), []string{"admin", "alice"}) || len(u.Mechanisms("alice")) != 1 {
 		t.Fatalf("golden scenario: users %v, alice's %v", u.Names(), u.Mechanisms("alice"))
 	}
-	// ACLs (acls.go): two created (one twice: nothing changes), one
+	// ACLs (security/acls.go): two created (one twice: nothing changes), one
 	// refused, one of them deleted with a binding that does not exist.
 	readOrders := ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "orders", PatternType: ACLPatternLiteral,
 		Principal: "User:alice", Host: "*", Operation: ACLOpRead, Permission: ACLPermissionAllow}
 	denyPrefix := ACLBinding{ResourceType: ACLResourceGroup, ResourceName: "billing-", PatternType: ACLPatternPrefixed,
 		Principal: "User:*", Host: "10.0.0.9", Operation: ACLOpAll, Permission: ACLPermissionDeny}
-	must("acl", g.cmds(100, CreateACL{readOrders})[0], 0)
-	must("acl again", g.cmds(100, CreateACL{readOrders})[0], 0)
-	must("acl prefixed deny", g.cmds(100, CreateACL{denyPrefix})[0], 0)
+	must("acl", g.cmds(100, CreateACL{ACL: readOrders})[0], 0)
+	must("acl again", g.cmds(100, CreateACL{ACL: readOrders})[0], 0)
+	must("acl prefixed deny", g.cmds(100, CreateACL{ACL: denyPrefix})[0], 0)
 	bad := readOrders
 	bad.ResourceType = ACLResourceCluster
-	must("acl on a cluster not named kafka-cluster", g.cmds(100, CreateACL{bad})[0], kerr.InvalidRequest.Code)
-	must("delete acls", g.cmds(100, DeleteACLs{[]ACLBinding{denyPrefix, bad}})[0], kerr.InvalidRequest.Code)
-	must("delete acl", g.cmds(100, DeleteACLs{[]ACLBinding{denyPrefix}})[0], 0)
+	must("acl on a cluster not named kafka-cluster", g.cmds(100, CreateACL{ACL: bad})[0], kerr.InvalidRequest.Code)
+	must("delete acls", g.cmds(100, DeleteACLs{ACLs: []ACLBinding{denyPrefix, bad}})[0], kerr.InvalidRequest.Code)
+	must("delete acl", g.cmds(100, DeleteACLs{ACLs: []ACLBinding{denyPrefix}})[0], 0)
 	if n := f.ACLs().NumBindings(); n != 1 {
 		t.Fatalf("golden scenario: %d ACLs, want 1", n)
 	}
-	// Client quotas (quotas.go): a user's, the default client id's, one
+	// Client quotas (security/quotas.go): a user's, the default client id's, one
 	// refused, then one removed.
 	alicePC := QuotaEntity{User: QuotaName{Set: true, Name: "alice"}}
-	must("quota", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaProducerByteRate, Value: 1048576}, {Key: QuotaRequestPercentage, Value: 12.5}}})[0], 0)
-	must("default client quota", g.cmds(100, AlterClientQuotas{QuotaEntity{ClientID: QuotaName{Set: true, Default: true}}, []QuotaOp{{Key: QuotaConsumerByteRate, Value: 2097152}}})[0], 0)
-	must("bad quota", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaProducerByteRate, Value: -1}}})[0], kerr.InvalidRequest.Code)
-	must("quota removed", g.cmds(100, AlterClientQuotas{alicePC, []QuotaOp{{Key: QuotaRequestPercentage, Remove: true}}})[0], 0)
+	must("quota", g.cmds(100, AlterClientQuotas{Entity: alicePC, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1048576}, {Key: QuotaRequestPercentage, Value: 12.5}}})[0], 0)
+	must("default client quota", g.cmds(100, AlterClientQuotas{Entity: QuotaEntity{ClientID: QuotaName{Set: true, Default: true}}, Ops: []QuotaOp{{Key: QuotaConsumerByteRate, Value: 2097152}}})[0], 0)
+	must("bad quota", g.cmds(100, AlterClientQuotas{Entity: alicePC, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: -1}}})[0], kerr.InvalidRequest.Code)
+	must("quota removed", g.cmds(100, AlterClientQuotas{Entity: alicePC, Ops: []QuotaOp{{Key: QuotaRequestPercentage, Remove: true}}})[0], 0)
 	if v, _, ok := f.Quotas().Quota("alice", "app", QuotaProducerByteRate); !ok || v != 1048576 {
 		t.Fatalf("golden scenario: alice's producer quota %v %v", v, ok)
 	}
 
-	// Signed administration (admin_signed.go): a principal with a key
+	// Signed administration (security/admin_signed.go): a principal with a key
 	// and ACLs turns stele.admin.signed on; an unsigned topic deletion is
 	// refused, a signed one applied and its replay refused; turned off.
 	gadmin := newSigner("gadmin", 7)
 	on := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.AdminSignedConfig, Value: "true"}}}
 	off := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.AdminSignedConfig}}}
 	gadminOn := func(rt int8, name string, op int8) CreateACL {
-		return CreateACL{ACLBinding{ResourceType: rt, ResourceName: name, PatternType: ACLPatternLiteral,
+		return CreateACL{ACL: ACLBinding{ResourceType: rt, ResourceName: name, PatternType: ACLPatternLiteral,
 			Principal: "User:gadmin", Host: "*", Operation: op, Permission: ACLPermissionAllow}}
 	}
 	must("admin key", g.cmds(100, gadmin.register(nil))[0], 0)
@@ -423,7 +423,7 @@ func goldenScenario(t *testing.T) []block {
 	must("signed delete", g.cmds(100, gadmin.signAdmin(testChainID, 2, topics.DeleteTopic{Name: "lat"}))[0], 0)
 	must("signed delete replayed", g.cmds(100, gadmin.signAdmin(testChainID, 2, topics.DeleteTopic{Name: "lat"}))[0], kerr.SaslAuthenticationFailed.Code)
 	must("signed off", g.cmds(100, gadmin.signAdmin(testChainID, 3, off))[0], 0)
-	// IP quotas (ip_quotas.go): the default's and one address's, one
+	// IP quotas (security/ip_quotas.go): the default's and one address's, one
 	// refused, the address's removed.
 	rate := func(v float64) []QuotaOp { return []QuotaOp{{Key: QuotaConnectionCreationRate, Value: v}} }
 	must("default ip quota", g.cmds(100, AlterIPQuotas{Default: true, Ops: rate(100)})[0], 0)

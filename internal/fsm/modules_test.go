@@ -17,16 +17,16 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
 
 // modApp stands, in this test, for the application's own files (app.go,
-// core_api.go): the assembly of the modules, which every module uses
-// (FSM, the registry, the registration adapters) and which names the
-// modules only where it assembles them (coreAssembly). The core itself is
-// the package core (core/), which Go's import rules keep from naming any
-// module: it cannot import this package.
+// core_api.go and the modules' *_api.go aliases): the assembly of the
+// modules, which may use every module and which no module uses (a module
+// package cannot import this package). The core itself is the package
+// core (core/), which Go's import rules keep from naming any module.
 const modApp core.Module = "app"
 
 // modulePackages are the modules that are packages of their own, by
@@ -34,22 +34,22 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity}
 
-// The modules of the state machine (core/registry.go) that are files of
-// this package, by file. A new file
-// names its module here; TestModuleLayering refuses a file it cannot place.
+// The files of this package, by what they are: every module is a package
+// of its own (modulePackages), so this package's files are the
+// application's. A new file names itself here; TestModuleLayering refuses
+// a file it cannot place.
 var fileModules = map[string]core.Module{
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp,
-	"users.go": modSecurity, "acls.go": modSecurity, "acls_view.go": modSecurity, "quotas.go": modSecurity, "admin_signed.go": modSecurity, "ip_quotas.go": modSecurity,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
 // (call, read the state of, or name the types of). The core (package
 // core) is the bottom layer: it uses no module, which Go's import rules
 // enforce, and every module uses it (blocks, the store, results, the
-// codec, the registries), as they use the application's files (modApp:
-// FSM, the registration adapters). The core runs the modules only through
+// codec, the registries); no module uses the application (modApp), which
+// hands each its part of a state machine. The core runs the modules only through
 // what they register (core/registry.go): commands and their admission, steps
 // (empty, load, stage, sync, publish, settle, forget, close), command
 // gates, block-begin and block-end steps, transaction forms, the digest domain, the m/state
@@ -72,9 +72,9 @@ var fileModules = map[string]core.Module{
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
 // the hooks' order is pinned by TestHooks. Every edge listed is used
-// (TestModuleLayering), so the map says what the code does. The modules
-// in modulePackages are packages; the others are files of this package
-// until they move into packages of their own too.
+// (TestModuleLayering), so the map says what the code does. Every module
+// is a package (modulePackages), so Go's import rules keep the DAG too: a
+// cycle would not compile.
 var allowedCalls = map[core.Module][]core.Module{
 	modApp:                 {},
 	topics.ModTopics:       {},
@@ -83,7 +83,7 @@ var allowedCalls = map[core.Module][]core.Module{
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},
 	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                       // topics: the config definitions and changes (configs.go) broker configs reuse
-	modSecurity:            {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
 // coreAssembly is every place the application's files (app.go,
@@ -95,13 +95,11 @@ var allowedCalls = map[core.Module][]core.Module{
 // which the broker hands in; registry embeds the topics module's hook
 // points, which the modules above register at; and buildRegistry calls
 // each module's registration function, in the order app.go gives.
-// Nothing else of the application names a module (TestModuleLayering);
-// when the modules become packages these are what wires them.
-var coreAssembly = []string{
-	"FSM names securityState (security)",
-	"Options names GenesisUser (security)",
-	"buildRegistry calls registerSecurity (security)",
-}
+// Nothing else of the application names a module (TestModuleLayering).
+// Now that every module is a package, the application names each by its
+// package, which it may use, so the list is empty: a module's name the
+// application spells without its package is an error.
+var coreAssembly = []string{}
 
 // assemblyStructs are the core's structs whose fields may name modules'
 // types, and assemblyFuncs its functions that may call modules'
@@ -795,12 +793,12 @@ func TestSteps(t *testing.T) {
 // whatever order the modules registered them in, and refuse a second
 // entry of one rank.
 func TestInsertRanked(t *testing.T) {
-	key := func(s *blockEndStep) (int, string) { return s.rank, s.name }
-	var list []*blockEndStep
+	key := func(s *core.BlockEndStep) (int, string) { return s.Rank, s.Name }
+	var list []*core.BlockEndStep
 	for _, r := range []int{30, 10, 20} {
-		list = core.InsertRanked(list, &blockEndStep{rank: r, name: fmt.Sprint("step", r)}, "block-end steps", key)
+		list = core.InsertRanked(list, &core.BlockEndStep{Rank: r, Name: fmt.Sprint("step", r)}, "block-end steps", key)
 	}
-	if got := []int{list[0].rank, list[1].rank, list[2].rank}; !slices.Equal(got, []int{10, 20, 30}) {
+	if got := []int{list[0].Rank, list[1].Rank, list[2].Rank}; !slices.Equal(got, []int{10, 20, 30}) {
 		t.Fatalf("ranks %v, want [10 20 30]", got)
 	}
 	defer func() {
@@ -808,7 +806,7 @@ func TestInsertRanked(t *testing.T) {
 			t.Fatalf("a second entry of rank 20: recovered %v, want a panic naming both", r)
 		}
 	}()
-	core.InsertRanked(list, &blockEndStep{rank: 20, name: "again"}, "block-end steps", key)
+	core.InsertRanked(list, &core.BlockEndStep{Rank: 20, Name: "again"}, "block-end steps", key)
 }
 
 // TestRegistryOrder: buildRegistry's order of the modules' registration
@@ -819,7 +817,7 @@ func TestInsertRanked(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){registerSecurity, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+	for _, register := range []func(*registry){func(r *registry) { security.RegisterSecurity(r.Registry) }, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

@@ -22,7 +22,7 @@ func TestQuotaPrecedence(t *testing.T) {
 	n := func(s string) QuotaName { return QuotaName{Set: true, Name: s} }
 	def := QuotaName{Set: true, Default: true}
 	set := func(e QuotaEntity, v float64) AlterClientQuotas {
-		return AlterClientQuotas{e, []QuotaOp{{Key: QuotaProducerByteRate, Value: v}}}
+		return AlterClientQuotas{Entity: e, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: v}}}
 	}
 	steps := []struct {
 		cmd  AlterClientQuotas
@@ -39,7 +39,7 @@ func TestQuotaPrecedence(t *testing.T) {
 		{set(QuotaEntity{}, 1), kerr.InvalidRequest.Code},
 		{set(QuotaEntity{User: n("bob")}, 0), kerr.InvalidRequest.Code},
 		{set(QuotaEntity{User: n("bob")}, 1.5), kerr.InvalidRequest.Code},
-		{AlterClientQuotas{QuotaEntity{User: n("bob")}, []QuotaOp{{Key: "bananas_per_second", Value: 1}}}, kerr.InvalidRequest.Code},
+		{AlterClientQuotas{Entity: QuotaEntity{User: n("bob")}, Ops: []QuotaOp{{Key: "bananas_per_second", Value: 1}}}, kerr.InvalidRequest.Code},
 	}
 	var blocks []block
 	for i, s := range steps {

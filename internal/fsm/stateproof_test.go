@@ -14,6 +14,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/pkg/proof"
@@ -137,9 +138,9 @@ func decodeStoreValue(b []byte) {
 	topics.DecodeLogDefaults(b)
 	topics.DecodeAppendClock(b)
 	cluster.DecodeBrokerConfigs(b)
-	decodeUserCredentials(b)
-	decodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
-	decodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
+	security.DecodeUserCredentials(b)
+	security.DecodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
+	security.DecodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
 	topics.DecodeTopic("t", b)
 	topics.DecodePartition(topics.NewPartition("t", 0), b)
 	groups.DecodeGroup("g", b)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/cluster"
+	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/sasl"
 )
 
@@ -66,7 +67,7 @@ func TestUsers(t *testing.T) {
 		}
 	}
 	check(f, "applied")
-	if _, ok, _ := f.Store.Get(userKey("dave")); ok {
+	if _, ok, _ := f.Store.Get(security.UserKey("dave")); ok {
 		t.Fatal("a user with no credential left is still stored")
 	}
 	_, hash := f.Info()

@@ -249,7 +249,7 @@ func (l *sparseLog) allow(now time.Time) (held int, ok bool) {
 }
 
 // IP quotas (KIP-612): connection_creation_rate per client address, or
-// the default's, replicated state (fsm's ip_quotas.go). Each accepted
+// the default's, replicated state (fsm/security's ip_quotas.go). Each accepted
 // connection is counted against its address's quota on Kafka's sensor
 // (11 windows of 1 s); one that takes the rate over the quota is held for
 // the throttle time, at most the 11 s the rate spans, then closed, as

@@ -4,7 +4,7 @@ package kafka
 // DescribeAcls: v0-3
 // DeleteAcls: v0-3
 // Behavior:
-//  * ACLs are replicated state (fsm's acls.go): a creation or deletion is
+//  * ACLs are replicated state (fsm/security's acls.go): a creation or deletion is
 //    ordered like any command and answered once committed, so every broker
 //    authorizes alike from then on.
 //  * CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls

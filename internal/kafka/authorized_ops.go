@@ -13,7 +13,7 @@ package kafka
 //      group   READ, DELETE, DESCRIBE                 = 328
 //      cluster CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 //              ALTER_CONFIGS, IDEMPOTENT_WRITE         = 8096
-//  * Each operation is decided by the ACLs (acls.go, fsm's acls_view.go):
+//  * Each operation is decided by the ACLs (acls.go, fsm/security's acls_view.go):
 //    the bits are what the principal, from its address, may do.
 //  * Not asked for, the field is -2147483648 (INT32_MIN), as in Kafka.
 

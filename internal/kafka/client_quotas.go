@@ -4,7 +4,7 @@ package kafka
 // AlterClientQuotas: v0-1
 // Behavior:
 //  * Quotas per user and client id, named or default (Kafka's entity
-//    types user and client-id), are replicated state (fsm's quotas.go):
+//    types user and client-id), are replicated state (fsm/security's quotas.go):
 //    an alteration is ordered like any command and answered once
 //    committed, so every broker enforces the same limits from then on.
 //  * Keys: producer_byte_rate, consumer_byte_rate, request_percentage and

@@ -13,7 +13,7 @@ package kafka
 //  * Mechanisms: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (the listener's
 //    enabled ones, Kafka's sasl.enabled.mechanisms), checked against the
 //    users' SCRAM credentials in the replicated state (internal/sasl,
-//    fsm's users.go); PLAIN is checked against the same credentials.
+//    fsm/security's users.go); PLAIN is checked against the same credentials.
 //    OAUTHBEARER takes a JWT signed by a key of the configured JWKS file
 //    (Options.OAuth: signature, expiry, issuer, audience), whose subject
 //    is the principal; it needs no user. An unknown or disabled mechanism

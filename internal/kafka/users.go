@@ -3,7 +3,7 @@ package kafka
 // DescribeUserScramCredentials: v0
 // AlterUserScramCredentials: v0
 // Behavior:
-//  * Users and their SCRAM credentials are replicated state (fsm's
+//  * Users and their SCRAM credentials are replicated state (fsm/security's
 //    users.go): an alteration is ordered like any command and answered
 //    once committed, so every broker authenticates the user alike from
 //    then on.

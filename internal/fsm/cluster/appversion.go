@@ -8,7 +8,7 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // Version 1 stamps LogAppendTime topics with the block time; version 2
 // with the proposer's clock, which opens each proposal (proposals.go,
 // append_clock.go). Version 3 adds the security module's commands (users,
-// users.go), which older versions refuse as the binaries that predate
+// security/users.go), which older versions refuse as the binaries that predate
 // them do. New chains start at MaxAppVersion (Options.GenesisAppVersion);
 // an older chain moves up by an upgrade. Builds with the steleupgradetest
 // tag add a version 4 that hashes differently, to test upgrades

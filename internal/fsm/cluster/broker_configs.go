@@ -50,7 +50,7 @@ import (
 //
 // One more config lives here, cluster-wide only (on the empty name):
 // stele.admin.signed, which the state machine itself obeys rather than a
-// front-end: the security module's gate (admin_signed.go) refuses the
+// front-end: the security module's gate (security/admin_signed.go) refuses the
 // administrative commands applied unsigned while it is true, and any
 // unsigned AlterBrokerConfigs that would change it.
 //
@@ -70,7 +70,7 @@ const (
 	MaxConnectionsPerIPOverridesConfig = "max.connections.per.ip.overrides"
 	// AdminSignedConfig makes administration signed: cluster-wide only
 	// (the default BROKER resource); the security module enforces it
-	// (admin_signed.go).
+	// (security/admin_signed.go).
 	AdminSignedConfig = "stele.admin.signed"
 )
 
@@ -93,7 +93,7 @@ var brokerConfigs = []topics.ConfigDef{
 }
 
 // registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
-// broker configs' step (registerCluster calls it).
+// broker configs' step (RegisterCluster calls it).
 func registerBrokerConfigs(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, clusterOf, KindAlterBrokerConfigs, "AlterBrokerConfigs", ModCluster, decodeAlterBrokerConfigs, checkBrokerConfigs,
 		func(f *Cluster, c AlterBrokerConfigs, _ core.CmdAt) core.Result { return f.alterBrokerConfigs(c) })

@@ -66,7 +66,7 @@ func (c AppendTime) Encode(w *core.Writer) { w.I64(c.TimeMs) }
 
 func decodeAppendTime(r *core.Reader) AppendTime { return AppendTime{TimeMs: r.I64()} }
 
-// registerProposals registers AppendTime (registerCluster calls it).
+// registerProposals registers AppendTime (RegisterCluster calls it).
 func registerProposals(r *core.Registry, h *topics.TopicHooks) {
 	s := core.RegisterModuleCommand(r, clusterOf, KindAppendTime, "AppendTime", ModCluster, decodeAppendTime,
 		func(c core.Command) core.Result {

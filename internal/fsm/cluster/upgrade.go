@@ -203,7 +203,7 @@ func (c ScheduleUpgrade) Encode(w *core.Writer) {
 	}
 }
 
-// registerCluster is the cluster module's registration function
+// RegisterCluster is the cluster module's registration function
 // (buildRegistry, registry.go): its files' registrations.
 func RegisterCluster(r *core.Registry, h *topics.TopicHooks) {
 	registerScheduleUpgrade(r, h) // upgrade.go
@@ -212,7 +212,7 @@ func RegisterCluster(r *core.Registry, h *topics.TopicHooks) {
 	registerProposals(r, h)       // proposals.go
 }
 
-// registerScheduleUpgrade registers ScheduleUpgrade (registerCluster
+// registerScheduleUpgrade registers ScheduleUpgrade (RegisterCluster
 // calls it).
 func registerScheduleUpgrade(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, clusterOf, KindScheduleUpgrade, "ScheduleUpgrade", ModCluster, decodeScheduleUpgrade,
@@ -536,7 +536,7 @@ func (f *Cluster) loadUpgrade() error {
 
 // registerUpgradeSteps registers the upgrades' block-begin step, the
 // digest domain of the app version and the app version's step
-// (registerCluster calls it).
+// (RegisterCluster calls it).
 func registerUpgradeSteps(r *core.Registry, h *topics.TopicHooks) {
 	// An upgrade this binary cannot run stops the block before anything
 	// of it is applied; one it can run is activated at its height.

@@ -24,9 +24,9 @@ import (
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
 //	u/version, u/plan, u/vote/<addr>  the app version, a scheduled upgrade, votes for one (cluster/upgrade.go)
-//	i/<user>                          a user's SCRAM credentials (users.go)
-//	e/<type><pattern><resource>       a resource pattern's ACL entries (acls.go)
-//	q/<entity>                        a user's or client id's quotas (quotas.go)
+//	i/<user>                          a user's SCRAM credentials (security/users.go)
+//	e/<type><pattern><resource>       a resource pattern's ACL entries (security/acls.go)
+//	q/<entity>                        a user's or client id's quotas (security/quotas.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
 // Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the

@@ -18,7 +18,8 @@ import (
 // module's files and nowhere else (TestRegistry checks that every kind is
 // registered once).
 //
-// The modules of the state machine, and what they own:
+// The modules of the state machine, and what they own (each is the
+// package of its name under internal/fsm, where the files named are):
 //
 //	core      blocks, transactions and their codec, this registry, the
 //	          authenticated store, the app hash, Commit, snapshots, proofs
@@ -38,7 +39,7 @@ import (
 //	trust     signers, certificates of the data plane, producer keys and
 //	          signed records
 //	cluster   the application version and upgrades, the dynamic broker
-//	          configs (cluster/broker_configs.go)
+//	          configs (broker_configs.go)
 //	security  users and their SASL credentials (users.go), ACLs
 //	          (acls.go, acls_view.go), client and IP quotas (quotas.go,
 //	          ip_quotas.go) and signed administration (admin_signed.go)
@@ -47,8 +48,9 @@ import (
 // use topics, producers use topics and groups, cluster uses trust and
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
-// topics and groups (the commands it gates) (allowedCalls in modules_test.go; TestModuleLayering reads this
-// package's source, TestLayeringIsADAG checks that there is no cycle). A
+// topics and groups (the commands it gates) (allowedCalls in package
+// fsm's modules_test.go; TestModuleLayering reads the modules' source,
+// TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
 // below; the topics module's are in topic_hooks.go), and the upper module
 // registers its hooks there from its registration function, each with a

@@ -13,7 +13,7 @@ import (
 // KindConsumerGroupHeartbeat is the KIP-848 consumer group heartbeat.
 const KindConsumerGroupHeartbeat core.Kind = 14
 
-// registerGroup848Commands registers ConsumerGroupHeartbeat (registerGroups
+// registerGroup848Commands registers ConsumerGroupHeartbeat (RegisterGroups
 // calls it).
 func registerGroup848Commands(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, groupsOf, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", ModGroups, decodeConsumerHeartbeat, CheckGroupCommand,

@@ -200,7 +200,7 @@ func (c OffsetDelete) Encode(w *core.Writer) {
 }
 
 // registerGroupCommands registers the classic group protocol's commands
-// and the committed offsets' (registerGroups calls it).
+// and the committed offsets' (RegisterGroups calls it).
 func registerGroupCommands(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, groupsOf, KindJoinGroup, "JoinGroup", ModGroups, decodeJoinGroup, CheckGroupCommand,
 		func(f *Coordinator, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })

@@ -453,7 +453,7 @@ func (g *GroupView) ConsumerMember(id string) *ConsumerMemberView {
 func (g *GroupView) Empty() bool { return len(g.Members) == 0 && len(g.Consumers) == 0 }
 
 // registerGroupState registers the groups' and committed offsets' step
-// (registerGroups calls it).
+// (RegisterGroups calls it).
 func registerGroupState(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleStep(r, groupsOf, core.ModuleStep[*Coordinator]{Rank: 90, Name: "groups and committed offsets", Module: ModGroups,
 		Empty: func(f *Coordinator) {

@@ -685,7 +685,7 @@ func RegisterGroups(r *core.Registry, h *topics.TopicHooks) {
 
 // registerGroupTimers registers the groups' hooks on the topics module
 // (topic_hooks.go) and their timers at the end of every block
-// (registerGroups calls it).
+// (RegisterGroups calls it).
 func registerGroupTimers(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleBlockEnd(r, groupsOf, core.ModuleBlockEnd[*Coordinator]{Rank: 10, Name: "sessions and rebalance deadlines", Module: ModGroups, Run: (*Coordinator).groupTimers})
 	h.TopicDeleted.Register(10, "committed offsets of the topic", ModGroups, func(tm *topics.Topics, t *topics.Topic) { f := groupsOf(tm.Machine); f.dropTopicOffsets(t.Name) })

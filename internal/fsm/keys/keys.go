@@ -541,7 +541,7 @@ func RegisterKeys(r *core.Registry, h *topics.TopicHooks) {
 }
 
 // registerKeyIndex registers the key stream index's steps and hooks
-// (registerKeys calls it).
+// (RegisterKeys calls it).
 func registerKeyIndex(r *core.Registry, h *topics.TopicHooks) {
 	// Key stream entries before the topics' deletions (rank 60): a topic
 	// produced to and deleted in one block leaves none.

@@ -73,7 +73,7 @@ func IsTable(t *topics.Topic) bool { return isTableConfig(t.Config) }
 func isTableConfig(c topics.TopicConfig) bool { return c.Compact || c.Snapshot }
 
 // registerTables registers the tables' hooks on the topics module
-// (topic_hooks.go); registerKeys calls it.
+// (topic_hooks.go); RegisterKeys calls it.
 func registerTables(r *core.Registry, h *topics.TopicHooks) {
 	h.BatchAppended.Register(10, "table versions", ModKeys, func(tm *topics.Topics, pr *topics.Producing, i int, b []byte, _ int64) core.Result {
 		f := keysOf(tm.Machine)

@@ -48,7 +48,7 @@ func RegisterProducers(r *core.Registry, h *topics.TopicHooks) {
 	registerTxnSteps(r, h)       // txns.go
 }
 
-// registerInitProducerID registers InitProducerID (registerProducers
+// registerInitProducerID registers InitProducerID (RegisterProducers
 // calls it).
 func registerInitProducerID(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, producersOf, KindInitProducerID, "InitProducerID", ModProducers,
@@ -76,7 +76,7 @@ func (f *TxnCoordinator) initProducerID(c InitProducerID) core.Result {
 }
 
 // registerNextProducerID registers the next producer id's step
-// (registerProducers calls it).
+// (RegisterProducers calls it).
 func registerNextProducerID(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleStep(r, producersOf, core.ModuleStep[*TxnCoordinator]{Rank: 10, Name: "next producer id", Module: ModProducers,
 		Load: loadProducerID,

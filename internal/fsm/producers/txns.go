@@ -120,7 +120,7 @@ func (c EndTxn) Encode(w *core.Writer) {
 }
 
 // registerTxnCommands registers the transactions' commands
-// (registerProducers calls it).
+// (RegisterProducers calls it).
 func registerTxnCommands(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, producersOf, KindAddPartitionsToTxn, "AddPartitionsToTxn", ModProducers,
 		func(r *core.Reader) AddPartitionsToTxn {
@@ -610,7 +610,7 @@ func (f *TxnCoordinator) loadTxns() error {
 }
 
 // registerTxnSteps registers the transactions' hooks on the topics,
-// their timers and their step (registerProducers calls it).
+// their timers and their step (RegisterProducers calls it).
 func registerTxnSteps(r *core.Registry, h *topics.TopicHooks) {
 	// Published after the groups (rank 90): the earliest timer due is the
 	// groups' or the transactions'.

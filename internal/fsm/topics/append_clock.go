@@ -43,7 +43,7 @@ type logAppendClock struct {
 }
 
 // registerAppendClock registers the clock's block-begin step and its leaf
-// (registerTopics calls it).
+// (RegisterTopics calls it).
 func registerAppendClock(r *core.Registry) {
 	// After the block time is taken: the clock starts each block at the
 	// later of it and the last clock set.

@@ -8,7 +8,7 @@ import (
 // Housekeeping is the topics module's step at the end of a block, after
 // the groups' and the transactions' timers (registry.go); the block time
 // of its last pass is m/state's state mark (registry.go, persist.go).
-// registerTopics calls it.
+// RegisterTopics calls it.
 func registerHousekeeping(r *core.Registry) {
 	core.RegisterModuleBlockEnd(r, topicsOf, core.ModuleBlockEnd[*Topics]{Rank: 30, Name: "housekeeping", Module: ModTopics, Run: (*Topics).housekeep})
 	// The block time of the last pass is kept in the core's m/state.

@@ -40,7 +40,7 @@ const KindAlterLogDefaults core.Kind = 23
 const maxLogDefaultValue = 1 << 16
 
 // registerLogDefaults registers AlterLogDefaults and the log defaults'
-// step (registerTopics calls it).
+// step (RegisterTopics calls it).
 func registerLogDefaults(r *core.Registry) {
 	core.RegisterModuleCommand(r, topicsOf, KindAlterLogDefaults, "AlterLogDefaults", ModTopics, decodeAlterLogDefaults, checkLogDefaults,
 		func(f *Topics, c AlterLogDefaults, _ core.CmdAt) core.Result { return f.alterLogDefaults(c) })

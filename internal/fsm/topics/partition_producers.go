@@ -249,7 +249,7 @@ func (p *Partition) publishProducers() {
 }
 
 // registerPartitionProducers registers the step of the partitions'
-// producer states (registerTopics calls it).
+// producer states (RegisterTopics calls it).
 func registerPartitionProducers(r *core.Registry) {
 	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 100, Name: "partitions' producer states", Module: ModTopics,
 		Load:  (*Topics).loadProducers,

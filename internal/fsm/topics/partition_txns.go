@@ -192,7 +192,7 @@ func (p *Partition) publishTxnState() {
 }
 
 // registerPartitionTxns registers the step of the partitions' aborted
-// transactions (registerTopics calls it).
+// transactions (RegisterTopics calls it).
 func registerPartitionTxns(r *core.Registry) {
 	// After the transactions (rank 110), where they were written before
 	// this state moved to the topics module.

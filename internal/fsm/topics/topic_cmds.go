@@ -22,7 +22,7 @@ const (
 	KindDeleteRecords    core.Kind = 6
 )
 
-// registerTopicCommands registers the topics' commands (registerTopics
+// registerTopicCommands registers the topics' commands (RegisterTopics
 // calls it).
 func registerTopicCommands(r *core.Registry) {
 	core.RegisterModuleCommand(r, topicsOf, KindCreateTopic, "CreateTopic", ModTopics, decodeCreateTopic, checkTopicCommand,

@@ -10,7 +10,7 @@ import (
 // groups, producers, trust) act on what happens to a topic or a partition
 // log, without the topics module naming them (registry.go's hook). The
 // points are the registry's (its embedded topicHooks), made by the topics
-// module's registration function (registerTopics, topics.go), which
+// module's registration function (RegisterTopics, topics.go), which
 // buildRegistry calls before any module above it; each of those registers
 // its hooks from its own registration function, and the ranks fix their
 // order (TestHooks). The lists are not changed after buildRegistry.

@@ -27,7 +27,7 @@ import (
 // end the restored state gives.
 
 // registerTopicSnapshot registers the partition logs as the topics'
-// snapshot files (registerTopics calls it).
+// snapshot files (RegisterTopics calls it).
 func registerTopicSnapshot(r *core.Registry) {
 	core.RegisterModuleSnapshotFiles(r, topicsOf, core.ModuleSnapshotFiles[*Topics]{Rank: 10, Name: "partition logs", Module: ModTopics, Dir: "logs",
 		Capture: captureLogs, CheckPath: checkLogPath})

@@ -17,7 +17,7 @@ import (
 // view; and the codec of its values, t/ and p/ (persist.go lists the keys).
 
 // registerTopicState registers the topics' and partitions' step and the
-// topics view's (registerTopics calls it).
+// topics view's (RegisterTopics calls it).
 func registerTopicState(r *core.Registry) {
 	core.RegisterModuleStep(r, topicsOf, core.ModuleStep[*Topics]{Rank: 60, Name: "topics and partitions", Module: ModTopics, Load: loadTopics, Stage: stageTopics,
 		Empty: func(f *Topics) {

@@ -255,7 +255,7 @@ func RegisterTrust(r *core.Registry, h *topics.TopicHooks) {
 
 // registerCertificates registers the signers' block-begin step, the
 // certified form of transactions, the certificates' expiry and the
-// signers' and certificates' step (registerTrust calls it).
+// signers' and certificates' step (RegisterTrust calls it).
 func registerCertificates(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleBlockBegin(r, trustOf, core.ModuleBlockBegin[*Trust]{Rank: 20, Name: "signers", Module: ModTrust,
 		Run: func(f *Trust, b core.Block) { f.recordSigners(b.Signers) }})

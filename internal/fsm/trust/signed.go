@@ -56,7 +56,7 @@ func (c RegisterProducerKey) Encode(w *core.Writer) {
 	w.Bytes(c.Endorsement)
 }
 
-// registerProducerKeys registers RegisterProducerKey (registerTrust
+// registerProducerKeys registers RegisterProducerKey (RegisterTrust
 // calls it).
 func registerProducerKeys(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, trustOf, KindRegisterProducerKey, "RegisterProducerKey", ModTrust,
@@ -224,7 +224,7 @@ func (f *Trust) persistSigned(set func(k, v []byte)) {
 }
 
 // registerSignedRecords registers the signatures' produce check and
-// the producer keys' and signed sequences' step (registerTrust calls it).
+// the producer keys' and signed sequences' step (RegisterTrust calls it).
 func registerSignedRecords(r *core.Registry, h *topics.TopicHooks) {
 	// Signatures, of the batches written now (a retry's were checked the
 	// first time; its sequences are used); the sequences are the block's

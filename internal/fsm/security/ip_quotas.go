@@ -1,4 +1,4 @@
-package fsm
+package security
 
 import (
 	"bytes"
@@ -61,13 +61,13 @@ func decodeAlterIPQuotas(r *core.Reader) AlterIPQuotas {
 }
 
 // registerIPQuotas registers AlterIPQuotas and the IP quotas' step
-// (registerSecurity calls it).
-func registerIPQuotas(r *registry) {
-	register(r, KindAlterIPQuotas, "AlterIPQuotas", modSecurity, decodeAlterIPQuotas,
+// (RegisterSecurity calls it).
+func registerIPQuotas(r *core.Registry) {
+	core.RegisterModuleCommand(r, securityOf, KindAlterIPQuotas, "AlterIPQuotas", ModSecurity, decodeAlterIPQuotas,
 		func(c core.Command) core.Result { return checkIPQuotas(c.(AlterIPQuotas)) },
-		func(f *FSM, c AlterIPQuotas, _ core.CmdAt) core.Result { return f.alterIPQuotas(c) })
-	r.registerStep(moduleStep{rank: 135, name: "ip quotas", module: modSecurity,
-		empty: emptyIPQuotas, load: loadIPQuotas, stage: stageIPQuotas, publish: publishIPQuotas})
+		func(f *Security, c AlterIPQuotas, _ core.CmdAt) core.Result { return f.alterIPQuotas(c) })
+	core.RegisterModuleStep(r, securityOf, core.ModuleStep[*Security]{Rank: 135, Name: "ip quotas", Module: ModSecurity,
+		Empty: emptyIPQuotas, Load: loadIPQuotas, Stage: stageIPQuotas, Publish: publishIPQuotas})
 }
 
 // CanonicalQuotaIP returns the canonical form of an ip entity's name, or
@@ -132,7 +132,7 @@ type ipQuotasState struct {
 	ipQuotasView  atomic.Pointer[IPQuotas]
 }
 
-func (f *FSM) alterIPQuotas(c AlterIPQuotas) core.Result {
+func (f *Security) alterIPQuotas(c AlterIPQuotas) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -151,13 +151,13 @@ const ipQuotasPrefix = "w/"
 
 func ipQuotaKey(ip string) []byte { return append([]byte(ipQuotasPrefix), ip...) }
 
-func emptyIPQuotas(f *FSM) {
+func emptyIPQuotas(f *Security) {
 	f.ipQuotas = map[string]float64{}
 	f.ipQuotasDirty = map[string]bool{}
 	f.ipQuotasNew = true
 }
 
-func loadIPQuotas(f *FSM) error {
+func loadIPQuotas(f *Security) error {
 	emptyIPQuotas(f)
 	return f.Store.Scan([]byte(ipQuotasPrefix), func(k, v []byte) error {
 		ip := string(bytes.TrimPrefix(k, []byte(ipQuotasPrefix)))
@@ -182,7 +182,7 @@ func loadIPQuotas(f *FSM) error {
 	})
 }
 
-func stageIPQuotas(f *FSM, b *core.StateBatch) error {
+func stageIPQuotas(f *Security, b *core.StateBatch) error {
 	for _, ip := range core.SortedKeys(f.ipQuotasDirty) {
 		if rate, ok := f.ipQuotas[ip]; ok {
 			w := &core.Writer{}
@@ -197,7 +197,7 @@ func stageIPQuotas(f *FSM, b *core.StateBatch) error {
 	return nil
 }
 
-func publishIPQuotas(f *FSM, _ bool) {
+func publishIPQuotas(f *Security, _ bool) {
 	if !f.ipQuotasNew && f.ipQuotasView.Load() != nil {
 		return
 	}
@@ -210,7 +210,7 @@ func publishIPQuotas(f *FSM, _ bool) {
 }
 
 // IPQuotas returns the committed IP quotas.
-func (f *FSM) IPQuotas() *IPQuotas { return f.ipQuotasView.Load() }
+func (f *Security) IPQuotas() *IPQuotas { return f.ipQuotasView.Load() }
 
 // IPQuotas is the committed IP quotas, as readers see them.
 type IPQuotas struct {

@@ -1,4 +1,4 @@
-package fsm
+package security
 
 import (
 	"bytes"
@@ -120,13 +120,13 @@ func decodeAlterClientQuotas(r *core.Reader) AlterClientQuotas {
 }
 
 // registerQuotas registers AlterClientQuotas and the quotas' step
-// (registerSecurity calls it).
-func registerQuotas(r *registry) {
-	register(r, KindAlterClientQuotas, "AlterClientQuotas", modSecurity, decodeAlterClientQuotas,
+// (RegisterSecurity calls it).
+func registerQuotas(r *core.Registry) {
+	core.RegisterModuleCommand(r, securityOf, KindAlterClientQuotas, "AlterClientQuotas", ModSecurity, decodeAlterClientQuotas,
 		func(c core.Command) core.Result { return checkQuotas(c.(AlterClientQuotas)) },
-		func(f *FSM, c AlterClientQuotas, _ core.CmdAt) core.Result { return f.alterClientQuotas(c) })
-	r.registerStep(moduleStep{rank: 130, name: "client quotas", module: modSecurity,
-		empty: emptyQuotas, load: loadQuotas, stage: stageQuotas, publish: publishQuotas})
+		func(f *Security, c AlterClientQuotas, _ core.CmdAt) core.Result { return f.alterClientQuotas(c) })
+	core.RegisterModuleStep(r, securityOf, core.ModuleStep[*Security]{Rank: 130, Name: "client quotas", Module: ModSecurity,
+		Empty: emptyQuotas, Load: loadQuotas, Stage: stageQuotas, Publish: publishQuotas})
 }
 
 // CheckQuotaEntity says why e cannot hold quotas, in Kafka's words.
@@ -189,7 +189,7 @@ type quotasState struct {
 	quotasView  atomic.Pointer[Quotas]
 }
 
-func (f *FSM) alterClientQuotas(c AlterClientQuotas) core.Result {
+func (f *Security) alterClientQuotas(c AlterClientQuotas) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("quotas need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -234,9 +234,9 @@ func encodeQuotaValues(m map[string]float64) []byte {
 	return w.B
 }
 
-// decodeQuotas reads one entity's key and value: a valid entity, at least
+// DecodeQuotas reads one entity's key and value: a valid entity, at least
 // one quota, each a valid value, in order and once.
-func decodeQuotas(k, v []byte) (QuotaEntity, map[string]float64, error) {
+func DecodeQuotas(k, v []byte) (QuotaEntity, map[string]float64, error) {
 	kr := &core.Reader{B: bytes.TrimPrefix(k, []byte(quotasPrefix))}
 	e := QuotaEntity{User: decodeQuotaName(kr), ClientID: decodeQuotaName(kr)}
 	if err := kr.Done(); err != nil {
@@ -273,16 +273,16 @@ func decodeQuotas(k, v []byte) (QuotaEntity, map[string]float64, error) {
 	return e, out, nil
 }
 
-func emptyQuotas(f *FSM) {
+func emptyQuotas(f *Security) {
 	f.quotas = map[QuotaEntity]map[string]float64{}
 	f.quotasDirty = map[QuotaEntity]bool{}
 	f.quotasNew = true
 }
 
-func loadQuotas(f *FSM) error {
+func loadQuotas(f *Security) error {
 	emptyQuotas(f)
 	return f.Store.Scan([]byte(quotasPrefix), func(k, v []byte) error {
-		e, m, err := decodeQuotas(k, v)
+		e, m, err := DecodeQuotas(k, v)
 		if err != nil {
 			return err
 		}
@@ -291,7 +291,7 @@ func loadQuotas(f *FSM) error {
 	})
 }
 
-func stageQuotas(f *FSM, b *core.StateBatch) error {
+func stageQuotas(f *Security, b *core.StateBatch) error {
 	es := make([]QuotaEntity, 0, len(f.quotasDirty))
 	for e := range f.quotasDirty {
 		es = append(es, e)
@@ -308,7 +308,7 @@ func stageQuotas(f *FSM, b *core.StateBatch) error {
 	return nil
 }
 
-func publishQuotas(f *FSM, _ bool) {
+func publishQuotas(f *Security, _ bool) {
 	if !f.quotasNew && f.quotasView.Load() != nil {
 		return
 	}
@@ -325,7 +325,7 @@ func publishQuotas(f *FSM, _ bool) {
 }
 
 // Quotas returns the committed client quotas.
-func (f *FSM) Quotas() *Quotas { return f.quotasView.Load() }
+func (f *Security) Quotas() *Quotas { return f.quotasView.Load() }
 
 // Quotas is the committed client quotas, as readers see them. Do not
 // modify it.

@@ -1,4 +1,4 @@
-package fsm
+package security
 
 // Signed administration (issue 17, docs/security.md): under the
 // cluster-wide setting stele.admin.signed=true, the destructive and
@@ -76,10 +76,9 @@ func EncodeCommand(c core.Command) []byte {
 	return w.B
 }
 
-// DecodeCommand decodes EncodeCommand's bytes.
-func DecodeCommand(b []byte) (core.Command, error) { return assembled.decodeOne(b) }
-
-func (g *registry) decodeOne(b []byte) (core.Command, error) {
+// DecodeOne decodes EncodeCommand's bytes with the commands registered in
+// g (the application's DecodeCommand).
+func DecodeOne(g *core.Registry, b []byte) (core.Command, error) {
 	r := &core.Reader{B: b}
 	k := core.Kind(r.U8())
 	if r.E != nil {
@@ -92,12 +91,13 @@ func (g *registry) decodeOne(b []byte) (core.Command, error) {
 	return c, nil
 }
 
-// registerSignedAdmin registers SignedAdmin (registerSecurity calls it).
-func registerSignedAdmin(r *registry) {
-	r.registerCommandGate(commandGate{rank: 10, name: "signed administration", module: modSecurity, run: (*FSM).refuseUnsigned})
-	register(r, KindSignedAdmin, "SignedAdmin", modSecurity, decodeSignedAdmin,
-		func(c core.Command) core.Result { _, res := r.checkSignedAdmin(c.(SignedAdmin)); return res },
-		func(f *FSM, c SignedAdmin, at core.CmdAt) core.Result { return f.applySignedAdmin(c, at) })
+// registerSignedAdmin registers SignedAdmin (RegisterSecurity calls it).
+func registerSignedAdmin(r *core.Registry) {
+	r.RegisterCommandGate(core.CommandGate{Rank: 10, Name: "signed administration", Module: ModSecurity,
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return securityOf(m).refuseUnsigned(c) }})
+	core.RegisterModuleCommand(r, securityOf, KindSignedAdmin, "SignedAdmin", ModSecurity, decodeSignedAdmin,
+		func(c core.Command) core.Result { _, res := checkSignedAdmin(r, c.(SignedAdmin)); return res },
+		func(f *Security, c SignedAdmin, at core.CmdAt) core.Result { return f.applySignedAdmin(c, at) })
 }
 
 // adminCheck is one authorization a signed command needs.
@@ -151,14 +151,14 @@ func AdminGated(c core.Command) bool { _, ok := adminGated(c); return ok }
 // checkSignedAdmin is SignedAdmin's stateless check: a valid principal, a
 // signature of ed25519's size, and a command that decodes, is one the
 // setting gates, and passes its own check. It returns the command.
-func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
+func checkSignedAdmin(g *core.Registry, c SignedAdmin) (core.Command, core.Result) {
 	if err := proof.ValidPrincipal(c.Principal); err != nil {
 		return nil, core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
 	if len(c.Signature) != ed25519.SignatureSize {
 		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a signature is %d bytes, got %d", ed25519.SignatureSize, len(c.Signature)))
 	}
-	inner, err := g.decodeOne(c.Command)
+	inner, err := DecodeOne(g, c.Command)
 	if err != nil {
 		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
@@ -176,7 +176,7 @@ func (g *registry) checkSignedAdmin(c SignedAdmin) (core.Command, core.Result) {
 
 // adminSignedOn reports whether stele.admin.signed is true as the block
 // being applied sees it.
-func (f *FSM) adminSignedOn() bool {
+func (f *Security) adminSignedOn() bool {
 	return cluster.ConfigTrue(f.BrokerCfgs[""][cluster.AdminSignedConfig])
 }
 
@@ -188,7 +188,7 @@ const unsignedText = "stele.admin.signed=true: %s must be signed by a principal 
 // SignedAdmin, a command that would change stele.admin.signed (either
 // way), and under stele.admin.signed a gated command, is refused with
 // POLICY_VIOLATION.
-func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
+func (f *Security) refuseUnsigned(c core.Command) (core.Result, bool) {
 	if f.signedBy != "" {
 		return core.Result{}, true
 	}
@@ -199,19 +199,19 @@ func (f *FSM) refuseUnsigned(c core.Command) (core.Result, bool) {
 		}
 	}
 	if _, gated := adminGated(c); gated && f.adminSignedOn() {
-		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.reg.KindName(c.Kind()))), false
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.Registry().KindName(c.Kind()))), false
 	}
 	return core.Result{}, true
 }
 
 // applySignedAdmin verifies a signed command and applies it.
-func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
+func (f *Security) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
 	// f.apply ran SignedAdmin's check (the command decodes, is gated and
 	// passes its own check) before this: decoding cannot fail here.
-	inner, err := f.reg.decodeOne(c.Command)
+	inner, err := DecodeOne(f.Registry(), c.Command)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
@@ -255,7 +255,7 @@ func (f *FSM) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 // applied sees them, for a command applied without a host: only entries
 // for every host (*) apply; no super user; a resource no ACL names is
 // denied.
-func (f *FSM) authorizeInBlock(q AuthorizeRequest) bool {
+func (f *Security) authorizeInBlock(q AuthorizeRequest) bool {
 	v := &ACLs{byResource: map[aclResource][]aclEntry{}}
 	look := func(r aclResource) {
 		if es := f.acls[r]; len(es) > 0 {

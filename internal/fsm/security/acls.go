@@ -1,4 +1,4 @@
-package fsm
+package security
 
 import (
 	"bytes"
@@ -129,12 +129,12 @@ func (c DeleteACLs) Encode(w *core.Writer) {
 }
 
 // registerACLs registers the ACL commands and the ACLs' step
-// (registerSecurity calls it).
-func registerACLs(r *registry) {
-	register(r, KindCreateACL, "CreateACL", modSecurity, func(r *core.Reader) CreateACL { return CreateACL{decodeACLBinding(r)} },
+// (RegisterSecurity calls it).
+func registerACLs(r *core.Registry) {
+	core.RegisterModuleCommand(r, securityOf, KindCreateACL, "CreateACL", ModSecurity, func(r *core.Reader) CreateACL { return CreateACL{decodeACLBinding(r)} },
 		func(c core.Command) core.Result { return checkACL(c.(CreateACL).ACL) },
-		func(f *FSM, c CreateACL, _ core.CmdAt) core.Result { return f.createACL(c.ACL) })
-	register(r, KindDeleteACLs, "DeleteACLs", modSecurity,
+		func(f *Security, c CreateACL, _ core.CmdAt) core.Result { return f.createACL(c.ACL) })
+	core.RegisterModuleCommand(r, securityOf, KindDeleteACLs, "DeleteACLs", ModSecurity,
 		func(r *core.Reader) DeleteACLs {
 			var c DeleteACLs
 			for i, n := 0, r.Count(7); i < n && r.E == nil; i++ {
@@ -150,9 +150,9 @@ func registerACLs(r *registry) {
 			}
 			return core.Result{}
 		},
-		func(f *FSM, c DeleteACLs, _ core.CmdAt) core.Result { return f.deleteACLs(c.ACLs) })
-	r.registerStep(moduleStep{rank: 125, name: "ACLs", module: modSecurity,
-		empty: emptyACLs, load: loadACLs, stage: stageACLs, publish: publishACLs})
+		func(f *Security, c DeleteACLs, _ core.CmdAt) core.Result { return f.deleteACLs(c.ACLs) })
+	core.RegisterModuleStep(r, securityOf, core.ModuleStep[*Security]{Rank: 125, Name: "ACLs", Module: ModSecurity,
+		Empty: emptyACLs, Load: loadACLs, Stage: stageACLs, Publish: publishACLs})
 }
 
 // CheckACL says why b cannot be stored, in Kafka's words
@@ -224,7 +224,7 @@ type aclsState struct {
 	signedBy string
 }
 
-func (f *FSM) createACL(b ACLBinding) core.Result {
+func (f *Security) createACL(b ACLBinding) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -240,7 +240,7 @@ func (f *FSM) createACL(b ACLBinding) core.Result {
 	return core.Result{}
 }
 
-func (f *FSM) deleteACLs(bs []ACLBinding) core.Result {
+func (f *Security) deleteACLs(bs []ACLBinding) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("ACLs need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -302,9 +302,9 @@ func encodeACLEntries(m map[aclEntry]bool) []byte {
 	return w.B
 }
 
-// decodeACLs reads one resource's key and value: a valid binding for each
+// DecodeACLs reads one resource's key and value: a valid binding for each
 // entry, at least one, in order and each once.
-func decodeACLs(k, v []byte) (aclResource, map[aclEntry]bool, error) {
+func DecodeACLs(k, v []byte) (aclResource, map[aclEntry]bool, error) {
 	if len(k) < 4 || !bytes.HasPrefix(k, []byte(aclsPrefix)) {
 		return aclResource{}, nil, fmt.Errorf("stele/fsm: %w: ACL key %q", core.ErrMalformed, k)
 	}
@@ -337,16 +337,16 @@ func decodeACLs(k, v []byte) (aclResource, map[aclEntry]bool, error) {
 	return res, out, nil
 }
 
-func emptyACLs(f *FSM) {
+func emptyACLs(f *Security) {
 	f.acls = map[aclResource]map[aclEntry]bool{}
 	f.aclsDirty = map[aclResource]bool{}
 	f.aclsNew = true
 }
 
-func loadACLs(f *FSM) error {
+func loadACLs(f *Security) error {
 	emptyACLs(f)
 	return f.Store.Scan([]byte(aclsPrefix), func(k, v []byte) error {
-		r, es, err := decodeACLs(k, v)
+		r, es, err := DecodeACLs(k, v)
 		if err != nil {
 			return err
 		}
@@ -355,7 +355,7 @@ func loadACLs(f *FSM) error {
 	})
 }
 
-func stageACLs(f *FSM, b *core.StateBatch) error {
+func stageACLs(f *Security, b *core.StateBatch) error {
 	rs := make([]aclResource, 0, len(f.aclsDirty))
 	for r := range f.aclsDirty {
 		rs = append(rs, r)
@@ -372,7 +372,7 @@ func stageACLs(f *FSM, b *core.StateBatch) error {
 	return nil
 }
 
-func publishACLs(f *FSM, _ bool) {
+func publishACLs(f *Security, _ bool) {
 	if !f.aclsNew && f.aclsView.Load() != nil {
 		return
 	}
@@ -385,4 +385,4 @@ func publishACLs(f *FSM, _ bool) {
 }
 
 // ACLs returns the committed ACLs.
-func (f *FSM) ACLs() *ACLs { return f.aclsView.Load() }
+func (f *Security) ACLs() *ACLs { return f.aclsView.Load() }

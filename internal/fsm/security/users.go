@@ -1,4 +1,18 @@
-package fsm
+// Package security is the state machine's security module: users and
+// their SCRAM credentials (users.go), ACLs and the view the front-end
+// authorizes with (acls.go, acls_view.go), client and IP quotas
+// (quotas.go, ip_quotas.go), and signed administration (admin_signed.go:
+// under stele.admin.signed the destructive and security commands are
+// applied only when a principal the ACLs allow signed them).
+//
+// It uses the cluster module below it (the app version its commands need,
+// the stele.admin.signed setting) and through it the trust module's
+// producer keys and signed sequences; it names the topics and groups
+// modules' commands it gates. It imports no module above it (there is
+// none) and works on Security, its part of a state machine, which the
+// application (package fsm) makes with NewSecurity and hands over through
+// its SecurityModule method (securityOf).
+package security
 
 import (
 	"bytes"
@@ -11,6 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/sasl"
 )
@@ -107,9 +122,46 @@ func decodeAlterScramCredentials(r *core.Reader) AlterScramCredentials {
 	return c
 }
 
-// registerSecurity registers the security module (buildRegistry calls
-// it): its users, ACLs, client quotas and signed administration.
-func registerSecurity(r *registry) {
+// ModSecurity is the security module (the registry's documentation,
+// core/registry.go, lists what each module owns).
+const ModSecurity core.Module = "security"
+
+// Security is the security module's part of a state machine: its state,
+// the machine it runs on, and the cluster module below it (the app
+// version, stele.admin.signed, and through it the trust module's producer
+// keys and signed sequences).
+type Security struct {
+	*core.Machine
+	*cluster.Cluster
+	opts SecurityOptions
+	securityState
+}
+
+// SecurityOptions are the security module's options (the application's
+// Options').
+type SecurityOptions struct {
+	// ChainID is the chain a signed command must name (Options.ChainID).
+	ChainID string
+	// GenesisUsers are the users the chain starts with
+	// (Options.GenesisUsers).
+	GenesisUsers []GenesisUser
+}
+
+// NewSecurity is the security module of the machine m, above the cluster
+// module c.
+func NewSecurity(m *core.Machine, c *cluster.Cluster, o SecurityOptions) *Security {
+	return &Security{Machine: m, Cluster: c, opts: o}
+}
+
+// securityOf is the security module of the machine m.
+func securityOf(m *core.Machine) *Security {
+	return m.App.(interface{ SecurityModule() *Security }).SecurityModule()
+}
+
+// RegisterSecurity registers the security module (the application's
+// buildRegistry calls it): its users, ACLs, client quotas and signed
+// administration.
+func RegisterSecurity(r *core.Registry) {
 	registerUsers(r)       // users.go
 	registerACLs(r)        // acls.go
 	registerQuotas(r)      // quotas.go
@@ -125,18 +177,20 @@ type GenesisUser struct {
 
 // registerUsers registers AlterScramCredentials, the users' step and the
 // genesis users' block-begin step.
-func registerUsers(r *registry) {
-	r.registerBlockBegin(blockBeginStep{rank: 40, name: "genesis users", module: modSecurity,
-		run: func(f *FSM, b core.Block) {
+func registerUsers(r *core.Registry) {
+	core.RegisterModuleBlockBegin(r, securityOf, core.ModuleBlockBegin[*Security]{Rank: 40, Name: "genesis users", Module: ModSecurity,
+		Run: func(f *Security, b core.Block) {
 			if b.Height == 1 {
 				f.createGenesisUsers()
 			}
 		}})
-	register(r, KindAlterScramCredentials, "AlterScramCredentials", modSecurity, decodeAlterScramCredentials,
+	core.RegisterModuleCommand(r, securityOf, KindAlterScramCredentials, "AlterScramCredentials", ModSecurity, decodeAlterScramCredentials,
 		func(c core.Command) core.Result { return checkScramCredentials(c.(AlterScramCredentials)) },
-		func(f *FSM, c AlterScramCredentials, _ core.CmdAt) core.Result { return f.alterScramCredentials(c) })
-	r.registerStep(moduleStep{rank: 120, name: "users", module: modSecurity,
-		empty: emptyUsers, load: loadUsers, stage: stageUsers, publish: publishUsers})
+		func(f *Security, c AlterScramCredentials, _ core.CmdAt) core.Result {
+			return f.alterScramCredentials(c)
+		})
+	core.RegisterModuleStep(r, securityOf, core.ModuleStep[*Security]{Rank: 120, Name: "users", Module: ModSecurity,
+		Empty: emptyUsers, Load: loadUsers, Stage: stageUsers, Publish: publishUsers})
 }
 
 // ValidUserName says why name cannot be a user's: empty (Kafka's
@@ -206,7 +260,7 @@ type usersState struct {
 }
 
 // alterScramCredentials applies c to the user's credentials.
-func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
+func (f *Security) alterScramCredentials(c AlterScramCredentials) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("users need app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -243,7 +297,7 @@ func (f *FSM) alterScramCredentials(c AlterScramCredentials) core.Result {
 // each as AlterScramCredentials would, when the chain's app version has
 // users; a user that is not valid (ReadGenesis checked them) is skipped,
 // the same on every broker.
-func (f *FSM) createGenesisUsers() {
+func (f *Security) createGenesisUsers() {
 	if f.Version < SecurityVersion {
 		return
 	}
@@ -297,9 +351,9 @@ func (u *Users) Mechanisms(user string) []sasl.Credential {
 }
 
 // Users returns the committed users.
-func (f *FSM) Users() *Users { return f.usersView.Load() }
+func (f *Security) Users() *Users { return f.usersView.Load() }
 
-func userKey(name string) []byte { return append([]byte(usersPrefix), name...) }
+func UserKey(name string) []byte { return append([]byte(usersPrefix), name...) }
 
 const usersPrefix = "i/"
 
@@ -321,9 +375,9 @@ func encodeUserCredentials(creds map[sasl.ScramMechanism]sasl.Credential) []byte
 	return w.B
 }
 
-// decodeUserCredentials reads i/<user>: at least one credential, each of
+// DecodeUserCredentials reads i/<user>: at least one credential, each of
 // a distinct mechanism, in order, and valid.
-func decodeUserCredentials(v []byte) (map[sasl.ScramMechanism]sasl.Credential, error) {
+func DecodeUserCredentials(v []byte) (map[sasl.ScramMechanism]sasl.Credential, error) {
 	r := &core.Reader{B: v}
 	if ver := r.U8(); ver != core.PersistVersion {
 		return nil, fmt.Errorf("stele/fsm: user credentials: state format %d not supported", ver)
@@ -351,21 +405,21 @@ func decodeUserCredentials(v []byte) (map[sasl.ScramMechanism]sasl.Credential, e
 	return out, nil
 }
 
-func emptyUsers(f *FSM) {
+func emptyUsers(f *Security) {
 	f.users = map[string]map[sasl.ScramMechanism]sasl.Credential{}
 	f.usersDirty = map[string]bool{}
 	f.usersNew = true
 }
 
 // loadUsers reads every user at Open and after a snapshot's restore.
-func loadUsers(f *FSM) error {
+func loadUsers(f *Security) error {
 	emptyUsers(f)
 	return f.Store.Scan([]byte(usersPrefix), func(k, v []byte) error {
 		name := string(bytes.TrimPrefix(k, []byte(usersPrefix)))
 		if err := ValidUserName(name); err != nil {
 			return fmt.Errorf("stele/fsm: user %q: %w: %v", name, core.ErrMalformed, err)
 		}
-		creds, err := decodeUserCredentials(v)
+		creds, err := DecodeUserCredentials(v)
 		if err != nil {
 			return fmt.Errorf("user %q: %w", name, err)
 		}
@@ -376,12 +430,12 @@ func loadUsers(f *FSM) error {
 
 // stageUsers writes the users the block changed, in name order; a user
 // left with no credential is deleted.
-func stageUsers(f *FSM, b *core.StateBatch) error {
+func stageUsers(f *Security, b *core.StateBatch) error {
 	for _, name := range core.SortedKeys(f.usersDirty) {
 		if creds := f.users[name]; len(creds) > 0 {
-			b.Set(userKey(name), encodeUserCredentials(creds))
+			b.Set(UserKey(name), encodeUserCredentials(creds))
 		} else {
-			b.Delete(userKey(name))
+			b.Delete(UserKey(name))
 		}
 	}
 	clear(f.usersDirty)
@@ -390,7 +444,7 @@ func stageUsers(f *FSM, b *core.StateBatch) error {
 
 // publishUsers gives readers a copy of the users when they changed (or
 // were loaded) since the last publish.
-func publishUsers(f *FSM, _ bool) {
+func publishUsers(f *Security, _ bool) {
 	if !f.usersNew && f.usersView.Load() != nil {
 		return
 	}
