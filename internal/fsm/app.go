@@ -38,8 +38,9 @@
 // file. Those goroutines and syncLogs' are the package's only ones;
 // neither changes the state.
 //
-// fsm imports its core and module packages, storage and record, never
-// consensus or a front-end.
+// The state machine (fsm, its core and its modules) imports of Stele's
+// only its own packages, storage, record, sasl and pkg/proof: never
+// consensus, the wall clock or a front-end (TestImportsPointDown).
 package fsm
 
 import (
