@@ -11,7 +11,7 @@ import (
 // KV is one update of a block: key and new value.
 type KV struct{ K, V []byte }
 
-// The state's keys mimic Stele's metadata store (internal/fsm/persist.go),
+// The state's keys mimic Stele's metadata store (internal/fsm/core/persist.go),
 // one key in ten a partition's offsets, four in ten a committed offset,
 // five in ten an idempotent producer's state:
 //
