@@ -89,7 +89,7 @@ type TableEntry struct {
 // serveTable answers GET /v1/tables/{topic}/{key}: the latest committed
 // record of key in a compacted topic (cleanup.policy compact or snapshot),
 // 404 when the key has none or its latest is a tombstone. It is read from
-// the key's authenticated leaves (fsm's tables.go), so it is what GET
+// the key's authenticated leaves (fsm/keys' tables.go), so it is what GET
 // /v1/tables/{topic}/{key}/proof proves.
 func serveTable(opts Options) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

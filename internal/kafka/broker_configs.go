@@ -29,7 +29,7 @@ package kafka
 //    default, else its static option, else Kafka's default) to its
 //    acceptor after each commit (quotas.go), closing no open connection.
 //    Checked here against the committed state as the state machine checks
-//    it (fsm/broker_configs.go: Kafka's ranges, "Invalid max.connections
+//    it (fsm/cluster/broker_configs.go: Kafka's ranges, "Invalid max.connections
 //    0", per-ip 0 only with dynamic overrides) with INVALID_REQUEST,
 //    APPEND/SUBTRACT INVALID_CONFIG. A request on "" touching log defaults
 //    and connection limits submits both commands; the first failure

@@ -19,7 +19,7 @@ package kafka
 //  * read_uncommitted reads up to the high watermark; read_committed stops
 //    at the last stable offset (below which every transaction is decided)
 //    and lists the aborted transactions overlapping the range returned,
-//    whose records the client skips, as Kafka does (fsm/partition_txns.go).
+//    whose records the client skips, as Kafka does (fsm/topics/partition_txns.go).
 //  * consumer_byte_rate (client_quotas.go, throttle.go): the bytes of
 //    each answer count; above the quota the answer carries
 //    throttle_time_ms and the connection is muted that long.

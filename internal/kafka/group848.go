@@ -3,7 +3,7 @@ package kafka
 // ConsumerGroupHeartbeat v0-1 and ConsumerGroupDescribe v0-1: the consumer
 // group protocol of KIP-848, where the broker assigns partitions.
 // Behavior:
-//   - Every heartbeat is a command (fsm/group848.go): joins (epoch 0),
+//   - Every heartbeat is a command (fsm/groups/group848.go): joins (epoch 0),
 //     leaves (-1, or -2 for a static member that will return), epochs,
 //     revocations and the target assignment are decided in apply, the same
 //     on every broker. Server-side assignors: "uniform" (default: even and

@@ -54,7 +54,7 @@ package kafka
 //    an unknown topic needs CREATE on the cluster or the topic
 //    (UNKNOWN_TOPIC_OR_PARTITION without it).
 //  * Batches of idempotent producers are checked against the producer's
-//    last five batches in the partition when applied (fsm/partition_producers.go): a
+//    last five batches in the partition when applied (fsm/topics/partition_producers.go): a
 //    retry is answered with its first offset and not stored again;
 //    OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise. A
 //    retry's log_append_time is, as Kafka's UnifiedLog.append answers a

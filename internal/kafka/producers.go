@@ -12,7 +12,7 @@ package kafka
 //     timeout must be within transaction.max.timeout.ms (15 min,
 //     INVALID_TRANSACTION_TIMEOUT). The transaction APIs are in txns.go.
 //   - Produce checks each batch of an idempotent producer against the last
-//     five batches it wrote to the partition (fsm/partition_producers.go): a retry is
+//     five batches it wrote to the partition (fsm/topics/partition_producers.go): a retry is
 //     answered with its first offset and not written again, a gap gets
 //     OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 //   - DescribeProducers lists a partition's producers from the broker's

@@ -5,7 +5,7 @@ package kafka
 // v0-1 (state, producer id and duration filters); InitProducerId with a transactional id is in producers.go.
 // Behavior:
 //   - The transaction coordinator is the replicated state machine
-//     (fsm/txns.go): every call is a command, and EndTxn writes the
+//     (fsm/producers/txns.go): every call is a command, and EndTxn writes the
 //     transaction's markers to all its partitions in the block that applies
 //     it, so a transaction appears whole on every broker or not at all. Any
 //     broker coordinates any transactional id; FindCoordinator names one.

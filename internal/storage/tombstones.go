@@ -4,7 +4,7 @@ import "math"
 
 // Which tombstones a compaction pass removes: one rule, used by the pass
 // itself (CompactionPass.Run, cleanBatch) and by the state machine, which
-// drops the table leaves (internal/fsm/tables.go) of the tombstones a
+// drops the table leaves (internal/fsm/keys/tables.go) of the tombstones a
 // decided pass will remove before the pass runs. If the two restated the
 // rule apart, the authenticated leaves and the compacted logs could part
 // ways; so both call these.

@@ -14,7 +14,7 @@ package proof
 // header is signed by the trusted validators, its app hash is made of the
 // parts given, and every key's proof leads to the state root.
 //
-// The keys and values are the broker's store format (internal/fsm's
+// The keys and values are the broker's store format (internal/fsm/core's
 // persist.go), published here for the entries a client proves: TopicKey,
 // PartitionKey, OffsetKey, ProducerKeyKey and their decoders. Their layout
 // is part of the app hash's format (AppHashFormat).
