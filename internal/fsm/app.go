@@ -75,8 +75,8 @@ import (
 //
 // It embeds the core's Machine and each module's part, a type declared
 // in that module's package, so that their exported fields and methods are
-// promoted (f.WaitCompactions, f.Users) and TestModuleLayering attributes each to
-// the module that declares it.
+// promoted (f.WaitCompactions, f.Users); TestModuleLayering checks that
+// it embeds nothing else.
 type FSM struct {
 	*core.Machine
 	opts Options

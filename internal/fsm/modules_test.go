@@ -53,9 +53,9 @@ var fileModules = map[string]core.Module{
 // what they register (core/registry.go): commands and their admission, steps
 // (empty, load, stage, sync, publish, settle, forget, close), command
 // gates, block-begin and block-end steps, transaction forms, the digest domain, the m/state
-// mark and snapshot files. Where the application assembles them it names
-// their types in three structs and their registration functions in one
-// function, and nowhere else (coreAssembly). Above the core the modules
+// mark and snapshot files. The application (this package) assembles
+// them: Open makes each module's part and buildRegistry calls each
+// module's registration function. Above the core the modules
 // form a DAG (TestLayeringIsADAG), from the bottom up:
 //
 //	topics              topics, partition logs and what a log keeps of its
@@ -86,99 +86,38 @@ var allowedCalls = map[core.Module][]core.Module{
 	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
 }
 
-// coreAssembly is every place the application's files (app.go,
-// core_api.go) name a module: a field of one of
-// the three structs that assemble the modules, or a call in the one
-// function that registers them. FSM embeds each module's state (so that
-// its fields are promoted and stateFieldModules can attribute them);
-// Options carries the trust module's validator set and batch source,
-// which the broker hands in; registry embeds the topics module's hook
-// points, which the modules above register at; and buildRegistry calls
-// each module's registration function, in the order app.go gives.
-// Nothing else of the application names a module (TestModuleLayering).
-// Now that every module is a package, the application names each by its
-// package, which it may use, so the list is empty: a module's name the
-// application spells without its package is an error.
-var coreAssembly = []string{}
-
-// assemblyStructs are the core's structs whose fields may name modules'
-// types, and assemblyFuncs its functions that may call modules'
-// functions (coreAssembly).
-var (
-	assemblyStructs = map[string]bool{"FSM": true, "Options": true, "registry": true}
-	assemblyFuncs   = map[string]bool{"buildRegistry": true}
-)
-
-// interfaceMethods are method names of interfaces every module uses
-// (error, fmt.Stringer, Command, the store's), never followed to the one
-// module that happens to declare one.
-var interfaceMethods = map[string]bool{"Error": true, "String": true, "Kind": true, "encode": true,
-	"Get": true, "Set": true, "Delete": true, "Len": true, "Close": true,
-	"materialise": true, "release": true} // capturedFiles (registry.go)
-
-// TestModuleLayering reads the package's source and checks that each
-// module uses only the modules allowedCalls lets it: a call to a function
-// or method declared in another module's files (methods resolved by name
-// where the name is declared in one module only), a read or write of a
-// field of FSM another module owns (stateFieldModules), or the name of a type declared in
-// another module, or of a package-level variable or constant declared
-// there (a selected field or a declared field's name is not a reference
-// to a type or value, however it is spelt). It is a reading of the
-// source, not of types: a method name declared in two modules is not
-// followed. It also fails on an edge
-// allowedCalls lists that the code does not use.
+// TestModuleLayering checks that each module package imports only the
+// modules allowedCalls lets it, and fails on an edge allowedCalls lists
+// that no import uses. Every module is a package, so an import is the
+// one way a module uses another (its types, functions, state); this
+// package's own files are the application's (fileModules), which may use
+// every module, and FSM embeds only the modules' parts
+// (checkFSMEmbeds).
 func TestModuleLayering(t *testing.T) {
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	type decl struct {
-		module core.Module
-		file   string
-	}
-	funcs := map[string]decl{}     // function name
-	methods := map[string][]decl{} // method name
-	types := map[string]decl{}     // type name
-	values := map[string]decl{}    // package-level var or const
 	files := map[string]*ast.File{}
-	declare := func(m core.Module, name string, f *ast.File, ownPackage bool) {
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Recv != nil {
-					methods[d.Name.Name] = append(methods[d.Name.Name], decl{m, name})
-				} else if ownPackage {
-					funcs[d.Name.Name] = decl{m, name}
-				}
-			case *ast.GenDecl:
-				if !ownPackage {
-					continue // reached only as pkg.Name (a selector, below)
-				}
-				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						types[s.Name.Name] = decl{m, name}
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							values[n.Name] = decl{m, name}
-						}
-					}
-				}
-			}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		if _, ok := fileModules[name]; !ok {
+			t.Errorf("%s belongs to no module: name it in fileModules (modules_test.go)", name)
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = f
 	}
-	// The core's methods: a method name the core declares too is not
-	// followed to a module (TopicPartitions.Has is the core's).
-	if des, err := os.ReadDir("core"); err == nil {
-		for _, e := range des {
-			if strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
-				f, err := parser.ParseFile(fset, filepath.Join("core", e.Name()), nil, parser.SkipObjectResolution)
-				if err != nil {
-					t.Fatal(err)
-				}
-				declare(core.ModCore, filepath.Join("core", e.Name()), f, false)
-			}
+	for name := range fileModules {
+		if _, ok := files[name]; !ok {
+			t.Errorf("fileModules names %s, which is not in the package", name)
 		}
 	}
 	pkgFiles := map[string]*ast.File{} // the module packages' files, by path
@@ -197,162 +136,23 @@ func TestModuleLayering(t *testing.T) {
 				t.Fatal(err)
 			}
 			pkgFiles[path] = f
-			declare(modulePackages[dir], path, f, false)
 		}
 	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		m, ok := fileModules[name]
-		if !ok {
-			t.Errorf("%s belongs to no module: name it in fileModules (modules_test.go)", name)
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(".", name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = f
-		declare(m, name, f, true)
-	}
-	for name := range fileModules {
-		if _, ok := files[name]; !ok {
-			t.Errorf("fileModules names %s, which is not in the package", name)
-		}
-	}
-	fieldModules := stateFieldModules(t, files, pkgFiles)
-	// The modules a method name belongs to, when only one.
-	methodModule := map[string]core.Module{}
-	for name, ds := range methods {
-		ms := map[core.Module]bool{}
-		for _, d := range ds {
-			ms[d.module] = true
-		}
-		if len(ms) == 1 {
-			methodModule[name] = ds[0].module
-		}
-	}
+	checkFSMEmbeds(t, files, pkgFiles)
 	type edge struct{ from, to core.Module }
 	uses := map[edge][]string{}
-	note := func(from, to core.Module, what string) {
-		// The application assembles every module and passes their names
-		// on: it may use any of them (its assembly is checked below).
-		if from == to || to == modApp || to == core.ModCore || from == modApp {
-			return
-		}
-		e := edge{from, to}
-		if len(uses[e]) < 3 {
-			uses[e] = append(uses[e], what)
-		}
-	}
 	// A module package's edges are its imports of other module packages.
 	for _, path := range core.SortedKeys(pkgFiles) {
 		from := modulePackages[filepath.Dir(path)]
 		for _, is := range pkgFiles[path].Imports {
 			dir, ok := strings.CutPrefix(strings.Trim(is.Path.Value, `"`), "github.com/stele-io/stele/internal/fsm/")
-			if to, isModule := modulePackages[dir]; ok && isModule {
-				note(from, to, fmt.Sprintf("%s imports %s", path, dir))
+			if to, isModule := modulePackages[dir]; ok && isModule && to != from {
+				e := edge{from, to}
+				if len(uses[e]) < 3 {
+					uses[e] = append(uses[e], fmt.Sprintf("%s imports %s", path, dir))
+				}
 			}
 		}
-	}
-	var assembly []string // the core's references that coreAssembly allows
-	for name, f := range files {
-		from := fileModules[name]
-		// Names that are not references to a package-level declaration:
-		// a selected field or method (x.Topic, resolved above for calls and
-		// FSM's fields) and the name of a struct field being declared.
-		notRefs := map[*ast.Ident]bool{}
-		// The names in the field types of the assembly's structs (FSM,
-		// Options, registry), where the core names a module's type, and
-		// the functions the assembly's functions (buildRegistry) call:
-		// see coreAssembly.
-		inAssembly := map[*ast.Ident]string{}
-		assemblyCall := map[*ast.Ident]string{}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.FuncDecl:
-				if from == modApp && n.Recv == nil && assemblyFuncs[n.Name.Name] && n.Body != nil {
-					ast.Inspect(n.Body, func(m ast.Node) bool {
-						if c, ok := m.(*ast.CallExpr); ok {
-							if id, ok := c.Fun.(*ast.Ident); ok {
-								assemblyCall[id] = n.Name.Name
-							}
-						}
-						return true
-					})
-				}
-			case *ast.TypeSpec:
-				if st, ok := n.Type.(*ast.StructType); ok && from == modApp && assemblyStructs[n.Name.Name] {
-					for _, fl := range st.Fields.List {
-						ast.Inspect(fl.Type, func(m ast.Node) bool {
-							if id, ok := m.(*ast.Ident); ok {
-								inAssembly[id] = n.Name.Name
-							}
-							return true
-						})
-					}
-				}
-			case *ast.SelectorExpr:
-				notRefs[n.Sel] = true
-			case *ast.Field:
-				for _, id := range n.Names {
-					notRefs[id] = true
-				}
-			}
-			return true
-		})
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.CallExpr:
-				switch fn := n.Fun.(type) {
-				case *ast.Ident:
-					if d, ok := funcs[fn.Name]; ok {
-						if in, ok := assemblyCall[fn]; ok && d.module != modApp {
-							assembly = append(assembly, fmt.Sprintf("%s calls %s (%s)", in, fn.Name, d.module))
-							break
-						}
-						note(from, d.module, fmt.Sprintf("%s calls %s (%s)", name, fn.Name, d.file))
-					}
-				case *ast.SelectorExpr:
-					if x, ok := fn.X.(*ast.Ident); ok && (modulePackages[x.Name] != "" || x.Name == "core") {
-						break // a package's function: the selector case below
-					}
-					if m, ok := methodModule[fn.Sel.Name]; ok && !interfaceMethods[fn.Sel.Name] {
-						note(from, m, fmt.Sprintf("%s calls .%s", name, fn.Sel.Name))
-					}
-				}
-			case *ast.SelectorExpr:
-				if x, ok := n.X.(*ast.Ident); ok {
-					if m, ok := modulePackages[x.Name]; ok && from != modApp {
-						note(from, m, fmt.Sprintf("%s uses %s.%s", name, x.Name, n.Sel.Name))
-					}
-				}
-				if x, ok := n.X.(*ast.Ident); ok && (x.Name == "f" || x.Name == "g") {
-					if m, ok := fieldModules[n.Sel.Name]; ok {
-						note(from, m, fmt.Sprintf("%s uses FSM.%s", name, n.Sel.Name))
-					}
-				}
-			case *ast.Ident:
-				if notRefs[n] {
-					break
-				}
-				if s, ok := inAssembly[n]; ok {
-					if d, ok := types[n.Name]; ok && d.module != modApp {
-						assembly = append(assembly, fmt.Sprintf("%s names %s (%s)", s, n.Name, d.module))
-						break
-					}
-				}
-				if d, ok := types[n.Name]; ok {
-					note(from, d.module, fmt.Sprintf("%s names %s (%s)", name, n.Name, d.file))
-				}
-				if d, ok := values[n.Name]; ok {
-					note(from, d.module, fmt.Sprintf("%s uses %s (%s)", name, n.Name, d.file))
-				}
-			}
-			return true
-		})
 	}
 	var edges []edge
 	for e := range uses {
@@ -364,10 +164,6 @@ func TestModuleLayering(t *testing.T) {
 		}
 		return edges[i].to < edges[j].to
 	})
-	slices.Sort(assembly)
-	if !slices.Equal(assembly, coreAssembly) {
-		t.Errorf("the core names modules' types in its assembly: %q, coreAssembly lists %q", assembly, coreAssembly)
-	}
 	for _, e := range edges {
 		if !slices.Contains(allowedCalls[e.from], e.to) {
 			t.Errorf("module %s uses module %s, which allowedCalls does not let it: %s", e.from, e.to, strings.Join(uses[e], "; "))
@@ -390,13 +186,12 @@ func TestModuleLayering(t *testing.T) {
 // sortedModulePackages are modulePackages' directories, sorted.
 func sortedModulePackages() []string { return core.SortedKeys(modulePackages) }
 
-// stateFieldModules says which module owns each field of FSM, from the
-// source: a module's state is a struct type declared in its files and
-// embedded in FSM, so a field is the module's that declares it; FSM's
-// named fields are the core's and left out. It fails the test on an
-// embedded field that is not a struct type of a module other than the
-// core, and on a field two modules declare (FSM could not promote it).
-func stateFieldModules(t *testing.T, files, pkgFiles map[string]*ast.File) map[string]core.Module {
+// checkFSMEmbeds reads FSM from the source: beside the core's Machine
+// and its own named fields it embeds only the modules' parts, struct
+// types declared in the module packages. It fails the test on any other
+// embedded field, and on an exported field two modules' parts declare
+// (FSM could not promote it).
+func checkFSMEmbeds(t *testing.T, files, pkgFiles map[string]*ast.File) {
 	t.Helper()
 	// Struct types by name: this package's by their name, a module
 	// package's by dir.Name.
@@ -494,7 +289,6 @@ func stateFieldModules(t *testing.T, files, pkgFiles map[string]*ast.File) map[s
 	if embedded == 0 || len(fields) == 0 {
 		t.Errorf("FSM embeds %d module states with %d fields: the layering test would see no module's state", embedded, len(fields))
 	}
-	return fields
 }
 
 // TestLayeringIsADAG: the modules' layering (allowedCalls without the
