@@ -28,6 +28,23 @@ func TestListOffsetsByTimeRightAfterAck(t *testing.T) {
 	c.StartAll()
 	const topic = "lot-ack"
 	harness.CreateTopic(t, c.KafkaAddrs(c.All()...), topic, 1, nil)
+	// Every broker serves reads of the topic (a read barrier, the same as
+	// ListOffsets' own) before the rounds: a broker still joining the
+	// chain when the cluster starts answers NOT_LEADER_OR_FOLLOWER, which
+	// is not what the rounds look for.
+	for _, i := range c.All() {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			_, err := c.HighWatermarks(i, topic, 1)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node%d does not serve %s a minute after it was created: %v", i, topic, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
