@@ -55,6 +55,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
@@ -91,6 +92,7 @@ type FSM struct {
 	*trust.Trust              // trust/
 	*cluster.Cluster          // cluster/
 	*security.Security        // security/
+	*tenants.Tenants          // tenants/
 }
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -114,6 +116,9 @@ func (f *FSM) ClusterModule() *cluster.Cluster { return f.Cluster }
 
 // SecurityModule is f's security module (securityOf).
 func (f *FSM) SecurityModule() *security.Security { return f.Security }
+
+// TenantsModule is f's tenants module (tenantsOf).
+func (f *FSM) TenantsModule() *tenants.Tenants { return f.Tenants }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -221,6 +226,8 @@ func Open(opts Options) (*FSM, error) {
 		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
+		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,
+			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -246,12 +253,16 @@ type registry struct {
 	// topicHooks are the topics module's hook points (topic_hooks.go),
 	// made by its registration function, which runs first.
 	*topics.TopicHooks
+	// AdminGates is signed administration's extension point, made by the
+	// security module's registration function, where the tenants module
+	// adds its commands.
+	AdminGates *security.AdminGates
 }
 
 // newRegistry is a registry no module has registered in: the core's and
 // hook points not made yet (topics.RegisterTopics makes them).
 func newRegistry() *registry {
-	return &registry{core.NewRegistry(), topics.UnmadeTopicHooks()}
+	return &registry{Registry: core.NewRegistry(), TopicHooks: topics.UnmadeTopicHooks()}
 }
 
 // assembled is the registry of every state machine and of the stateless
@@ -274,7 +285,8 @@ func buildRegistry() *registry {
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
-	security.RegisterSecurity(r.Registry)
+	r.AdminGates = security.RegisterSecurity(r.Registry)
+	tenants.RegisterTenants(r.Registry, r.AdminGates)
 	return r
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
@@ -432,6 +433,70 @@ func goldenScenario(t *testing.T) []block {
 	must("ip quota removed", g.cmds(100, AlterIPQuotas{IP: "10.0.0.9", Ops: []QuotaOp{{Key: QuotaConnectionCreationRate, Remove: true}}})[0], 0)
 	if r, ok := f.IPQuotas().ConnectionCreationRate(netip.MustParseAddr("10.0.0.9")); !ok || r != 100 {
 		t.Fatalf("golden scenario: 10.0.0.9's connection rate %v %v, want the default's 100", r, ok)
+	}
+
+	// Tenants (tenants/tenants.go), app version 4. Under version 3 a topic
+	// name with a tenant is as invalid as it was before tenants, signed or
+	// not, and tenants are refused.
+	must("tenant topic under version 3", g.cmds(100, topics.CreateTopic{Name: "acme~orders", Partitions: 1, ReplicationFactor: -1})[0], kerr.InvalidTopicException.Code)
+	must("tenant topic's offset under version 3", g.cmds(100, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "acme~orders", Offset: 1})[0], kerr.UnknownTopicOrPartition.Code)
+	must("signed tenant topic deletion under version 3", g.cmds(100, gadmin.signAdmin(testChainID, 4, topics.DeleteTopic{Name: "acme~orders"}))[0], kerr.InvalidTopicException.Code)
+	must("tenant under version 3", g.cmds(100, CreateTenant{Name: "acme"})[0], kerr.UnsupportedVersion.Code)
+	v4 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 4, Name: "tenants"}
+	must("upgrade to version 4", g.cmds(100, upgradeVote(v4, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v4.Height {
+		g.cmds(100, Tick{})
+	}
+	// A default tenant's group that reads as acme's keeps acme from being
+	// created until it is gone; then acme is, with quotas.
+	must("legacy group", g.cmds(100, groups.OffsetCommit{Group: "acme~legacy", Generation: -1, Topic: "orders", Partition: 0, Offset: 1, LeaderEpoch: -1})[0], 0)
+	must("tenant name in use", g.cmds(100, CreateTenant{Name: "acme"})[0], kerr.InvalidRequest.Code)
+	must("legacy group deleted", g.cmds(100, groups.DeleteGroup{Group: "acme~legacy"})[0], 0)
+	must("bad tenant name", g.cmds(100, CreateTenant{Name: "Acme"})[0], kerr.InvalidRequest.Code)
+	must("tenant", g.cmds(100, CreateTenant{Name: "acme", Quotas: []TenantQuota{{Key: QuotaTopics, Value: 2}, {Key: QuotaPartitions, Value: 3}}})[0], 0)
+	must("tenant exists", g.cmds(100, CreateTenant{Name: "acme"})[0], kerr.DuplicateResource.Code)
+	must("topic of no tenant", g.cmds(100, topics.CreateTopic{Name: "ghost~orders", Partitions: 1, ReplicationFactor: -1})[0], kerr.InvalidTopicException.Code)
+	must("tenant topic", g.cmds(100, topics.CreateTopic{Name: "acme~orders", Partitions: 2, ReplicationFactor: -1})[0], 0)
+	must("over the partitions quota", g.cmds(100, topics.CreateTopic{Name: "acme~big", Partitions: 2, ReplicationFactor: -1})[0], kerr.PolicyViolation.Code)
+	must("tenant's second topic", g.cmds(100, topics.CreateTopic{Name: "acme~small", Partitions: 1, ReplicationFactor: -1})[0], 0)
+	must("over the topics quota", g.cmds(100, topics.CreateTopic{Name: "acme~third", Partitions: 1, ReplicationFactor: -1})[0], kerr.PolicyViolation.Code)
+	must("partitions over the quota", g.cmds(100, topics.CreatePartitions{Name: "acme~small", Count: 2})[0], kerr.PolicyViolation.Code)
+	// What the tenant comes to own: records, a group, a transaction left
+	// open, a user with an ACL, a quota and a producer key.
+	must("tenant produce", g.cmds(100, topics.Produce{Topic: "acme~orders", Partition: 0, Records: batch(t, g.now+100, record.CodecNone, "a", 3)})[0], 0)
+	must("tenant group", g.cmds(100, groups.OffsetCommit{Group: "acme~billing", Generation: -1, Topic: "acme~orders", Partition: 0, Offset: 2, LeaderEpoch: -1})[0], 0)
+	must("groups quota", g.cmds(100, AlterTenantQuotas{Name: "acme", Ops: []TenantQuotaOp{{Key: QuotaGroups, Value: 1}, {Key: QuotaTopics, Remove: true}}})[0], 0)
+	must("over the groups quota", g.cmds(100, groups.OffsetCommit{Group: "acme~second", Generation: -1, Topic: "acme~orders", Partition: 0, Offset: 2, LeaderEpoch: -1})[0], kerr.PolicyViolation.Code)
+	must("quotas of no tenant", g.cmds(100, AlterTenantQuotas{Name: "ghost", Ops: []TenantQuotaOp{{Key: QuotaGroups, Value: 1}}})[0], kerr.ResourceNotFound.Code)
+	tp := must("tenant transactional id", g.cmds(100, producers.InitProducerID{TransactionalID: "acme~tx-1", TimeoutMs: 60000})[0], 0)
+	must("tenant transaction", g.cmds(100, producers.AddPartitionsToTxn{TransactionalID: "acme~tx-1", ProducerID: tp.ProducerID, Epoch: tp.ProducerEpoch,
+		Topic: "acme~orders", Partition: 1})[0], 0)
+	must("tenant user", g.cmds(100, AlterScramCredentials{User: "alice@acme", Upserts: goldenCredentials("alice@acme", "pw")})[0], 0)
+	must("tenant acl", g.cmds(100, CreateACL{ACL: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "acme~orders", PatternType: ACLPatternLiteral,
+		Principal: "User:alice@acme", Host: "*", Operation: ACLOpRead, Permission: ACLPermissionAllow}})[0], 0)
+	must("tenant user's quota", g.cmds(100, AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Name: "alice@acme"}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1024}}})[0], 0)
+	must("tenant user's key", g.cmds(100, newSigner("alice@acme", 9).register(nil))[0], 0)
+	// Under stele.admin.signed a tenant is deleted only when signed; the
+	// deletion removes all it owns, and says so.
+	must("signed setting again", g.cmds(100, gadmin.signAdmin(testChainID, 5, on))[0], 0)
+	must("unsigned tenant deletion", g.cmds(100, DeleteTenant{Name: "acme"})[0], kerr.PolicyViolation.Code)
+	del := must("signed tenant deletion", g.cmds(100, gadmin.signAdmin(testChainID, 6, DeleteTenant{Name: "acme"}))[0], 0)
+	must("signed off again", g.cmds(100, gadmin.signAdmin(testChainID, 7, off))[0], 0)
+	var want []core.Count
+	for i, n := range []int{1, 1, 2, 3, 1, 1, 1, 1} {
+		want = append(want, core.Count{What: tenants.Removed[i], N: n})
+	}
+	if !slices.Equal(del.Counts, want) {
+		t.Fatalf("golden scenario: the tenant's deletion removed %v, want %v", del.Counts, want)
+	}
+	must("tenant deleted", g.cmds(100, DeleteTenant{Name: "acme"})[0], kerr.ResourceNotFound.Code)
+	for name := range f.ByName {
+		if strings.HasPrefix(name, "acme~") {
+			t.Fatalf("golden scenario: topic %s outlived its tenant", name)
+		}
+	}
+	if f.Txns["acme~tx-1"] != nil || f.Groups().Group("acme~billing") != nil || slices.Contains(f.Users().Names(), "alice@acme") {
+		t.Fatal("golden scenario: the tenant's transactional id, group or user outlived it")
 	}
 
 	// The timers did what the scenario means them to.

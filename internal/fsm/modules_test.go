@@ -18,6 +18,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
@@ -34,14 +35,14 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants}
 
 // The files of this package, by what they are: every module is a package
 // of its own (modulePackages), so this package's files are the
 // application's. A new file names itself here; TestModuleLayering refuses
 // a file it cannot place.
 var fileModules = map[string]core.Module{
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
@@ -68,6 +69,10 @@ var fileModules = map[string]core.Module{
 //	security            uses cluster (the app version, stele.admin.signed),
 //	                    trust (the keys that sign administration), and
 //	                    topics and groups (the commands it gates)
+//	tenants             uses every module but keys: the names a tenant
+//	                    owns in each (topics, groups, transactional ids,
+//	                    users, ACLs, quotas, producer keys), the app
+//	                    version, and signed administration's extension point
 //
 // A lower module reaches an upper one only through the hook points it
 // offers (topic_hooks.go), which the upper module registers itself for;
@@ -82,8 +87,9 @@ var allowedCalls = map[core.Module][]core.Module{
 	groups.ModGroups:       {topics.ModTopics},
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},
-	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                       // topics: the config definitions and changes (configs.go) broker configs reuse
-	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster}, // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                                                                     // topics: the config definitions and changes (configs.go) broker configs reuse
+	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster},                                               // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	tenants.ModTenants:     {topics.ModTopics, groups.ModGroups, producers.ModProducers, trust.ModTrust, cluster.ModCluster, security.ModSecurity}, // what a tenant owns in each, the app version, signed administration
 }
 
 // TestModuleLayering checks that each module package imports only the
@@ -505,6 +511,7 @@ func TestSteps(t *testing.T) {
 		"125 ACLs: empty load stage publish",
 		"130 client quotas: empty load stage publish",
 		"135 ip quotas: empty load stage publish",
+		"140 tenants: empty load stage publish",
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("steps %q, want %q (a new step needs a rank; moving one changes what is hashed, or what a load may refer to)", names, want)
@@ -604,14 +611,19 @@ func TestInsertRanked(t *testing.T) {
 }
 
 // TestRegistryOrder: buildRegistry's order of the modules' registration
-// functions decides nothing but that the topics come first (registry.go):
+// functions decides nothing but that the topics come first (registry.go),
+// and the security module before the tenants module, which adds its
+// commands to signed administration's extension point:
 // the modules above them registered in the reverse order give the same
 // registry, ranks and names alike; and a module registered before the
 // topics, whose hook points it needs, is refused at once.
 func TestRegistryOrder(t *testing.T) {
 	reversed := newRegistry()
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
-	for _, register := range []func(*registry){func(r *registry) { security.RegisterSecurity(r.Registry) }, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+	for _, register := range []func(*registry){func(r *registry) {
+		r.AdminGates = security.RegisterSecurity(r.Registry)
+		tenants.RegisterTenants(r.Registry, r.AdminGates)
+	}, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

@@ -47,6 +47,8 @@ var immutableVars = map[string]string{
 	"messageFormatVersions": "the values message.format.version accepts",
 	"ConsumerAssignors":     "KIP-848's server-side assignors (exported, read by no other package)",
 	"validOverrideHost":     "a compiled regexp (safe for concurrent use)",
+	"QuotaKeys":             "the tenants' quota keys",
+	"Removed":               "the kinds DeleteTenant's answer counts",
 }
 
 // registrationPrefixes name the functions and methods that write a

@@ -66,9 +66,9 @@ func EncodeCommand(c core.Command) []byte {
 	return security.EncodeCommand(c)
 }
 
-// AdminGated is security.AdminGated.
+// AdminGated reports whether stele.admin.signed gates c.
 func AdminGated(c core.Command) bool {
-	return security.AdminGated(c)
+	return assembled.AdminGates.Gated(c)
 }
 
 // CanonicalQuotaIP is security.CanonicalQuotaIP.

@@ -15,6 +15,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/pkg/proof"
@@ -117,6 +118,7 @@ func FuzzDecodeStoreValues(f *testing.F) {
 	f.Add(cluster.EncodeBrokerConfigs(map[string]map[string]string{"": {cluster.MaxConnectionsConfig: "9", cluster.MaxConnectionCreationRateConfig: "0"}, "1": {cluster.MaxConnectionsPerIPConfig: "0", cluster.MaxConnectionsPerIPOverridesConfig: "::1:4"}}))
 	f.Add(keys.EntryValue(keys.KeyEntry{Pid: 7, Snapshot: true}))
 	f.Add(topics.EncodeAppendClock(1_700_000_000_123))
+	f.Add(tenants.EncodeTenant(&tenants.Tenant{Name: "acme", CreatedHeight: 9, Quotas: map[string]int64{tenants.QuotaTopics: 10, tenants.QuotaGroups: 0}}))
 	f.Add(append([]byte("t\x00\x00\x00\x00\x01"), make([]byte, 16)...)) // an a/ key's rest
 	for _, v := range hugeCounts() {
 		f.Add(v)
@@ -139,6 +141,7 @@ func decodeStoreValue(b []byte) {
 	topics.DecodeAppendClock(b)
 	cluster.DecodeBrokerConfigs(b)
 	security.DecodeUserCredentials(b)
+	tenants.DecodeTenant("acme", b)
 	security.DecodeACLs(append([]byte("e/\x02\x03"), b[:min(3, len(b))]...), b)
 	security.DecodeQuotas(append([]byte("q/"), b[:min(4, len(b))]...), b)
 	topics.DecodeTopic("t", b)

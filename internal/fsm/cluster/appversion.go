@@ -9,11 +9,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // with the proposer's clock, which opens each proposal (proposals.go,
 // append_clock.go). Version 3 adds the security module's commands (users,
 // security/users.go), which older versions refuse as the binaries that predate
-// them do. New chains start at MaxAppVersion (Options.GenesisAppVersion);
-// an older chain moves up by an upgrade. Builds with the steleupgradetest
-// tag add a version 4 that hashes differently, to test upgrades
-// (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 3
+// them do; version 4 the tenants module's (tenants/tenants.go), and
+// topic names with a tenant. New chains start at MaxAppVersion
+// (Options.GenesisAppVersion); an older chain moves up by an upgrade.
+// Builds with the steleupgradetest tag add a version 5 that hashes
+// differently, to test upgrades (appversion_upgradetest.go).
+const MaxAppVersion uint32 = 4
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -27,6 +27,8 @@ import (
 //	i/<user>                          a user's SCRAM credentials (security/users.go)
 //	e/<type><pattern><resource>       a resource pattern's ACL entries (security/acls.go)
 //	q/<entity>                        a user's or client id's quotas (security/quotas.go)
+//	w/<ip>                            an address's connection quota (security/ip_quotas.go)
+//	n/<tenant>                        a tenant and its quotas (tenants/tenants.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
 // Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the

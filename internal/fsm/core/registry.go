@@ -175,6 +175,8 @@ type Registry struct {
 	BlockEndSteps []*BlockEndStep
 	// commandGates holds the registered command gates by rank.
 	commandGates []*CommandGate
+	// preCheckGates holds the command gates that run before the check.
+	preCheckGates []*CommandGate
 	// TxFormats holds the registered forms of transactions, asked in order.
 	TxFormats []*TxFormat
 	// DigestDomainOf opens the digest of the block being applied: the
@@ -261,9 +263,16 @@ func (f *Machine) Apply(c Command, txIndex, cmdIndex int) Result {
 	if s == nil {
 		return Fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown command %T", c))
 	}
-	if !s.CheckedByApply && s.check != nil {
-		if r := s.check(c); r.Code != 0 {
-			return r
+	if !s.CheckedByApply {
+		for _, g := range f.reg.preCheckGates {
+			if r, ok := g.Run(f, c); !ok {
+				return r
+			}
+		}
+		if s.check != nil {
+			if r := s.check(c); r.Code != 0 {
+				return r
+			}
 		}
 	}
 	for _, g := range f.reg.commandGates {
@@ -380,17 +389,28 @@ func (r *Registry) RegisterTxFormat(t TxFormat) { r.TxFormats = append(r.TxForma
 // applied, after its stateless check and before its apply: a refusal (ok
 // false) is the command's result and the command is not applied. The
 // gates run in the order of their ranks; the first refusal wins.
+//
+// A gate BeforeCheck runs before the stateless check instead, for the
+// commands whose apply does not check them in its own order
+// (CheckedByApply): how a check that changed with an app version keeps
+// its old results under the versions before (the tenants module's names).
 type CommandGate struct {
-	Rank   int
-	Name   string
-	Module Module
-	Run    func(*Machine, Command) (Result, bool)
+	Rank        int
+	Name        string
+	Module      Module
+	BeforeCheck bool
+	Run         func(*Machine, Command) (Result, bool)
 }
 
 // RegisterCommandGate adds a module's command gate; two of one rank are a
 // programming error.
 func (r *Registry) RegisterCommandGate(g CommandGate) {
-	r.commandGates = InsertRanked(r.commandGates, &g, "command gates", func(g *CommandGate) (int, string) { return g.Rank, g.Name })
+	key := func(g *CommandGate) (int, string) { return g.Rank, g.Name }
+	if g.BeforeCheck {
+		r.preCheckGates = InsertRanked(r.preCheckGates, &g, "command gates before the check", key)
+		return
+	}
+	r.commandGates = InsertRanked(r.commandGates, &g, "command gates", key)
 }
 
 // BlockEndStep is a module's work at the end of every block, after the

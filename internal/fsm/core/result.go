@@ -48,6 +48,16 @@ type Result struct {
 	// Height is the block that committed the command, set by the broker
 	// when it answers (not part of the results' encoding or the app hash).
 	Height int64
+	// Counts says what a command did, for its answer (DeleteTenant: what
+	// it removed, by kind). Like Height, not part of the results'
+	// encoding or the app hash: the state changes it counts are.
+	Counts []Count
+}
+
+// Count is how many of something a command changed (Result.Counts).
+type Count struct {
+	What string
+	N    int
 }
 
 // MaxRecordErrors bounds Result.RecordErrors. Kafka lists every failing

@@ -254,8 +254,19 @@ func decodeSyncGroup(r *core.Reader) SyncGroup {
 }
 
 // CheckGroupCommand is CheckCommand for the group commands: what can be
-// refused from the command alone.
+// refused from the command alone. It takes topic names as the state has
+// them: a tenant's included (topics.ValidStateTopicName).
 func CheckGroupCommand(c core.Command) core.Result {
+	return checkGroupCommandWith(c, topics.ValidStateTopicName)
+}
+
+// CheckGroupCommandStrict is the check as it was before tenants (app
+// versions below 4), as topics.CheckTopicCommandStrict is.
+func CheckGroupCommandStrict(c core.Command) core.Result {
+	return checkGroupCommandWith(c, topics.ValidTopicName)
+}
+
+func checkGroupCommandWith(c core.Command, validTopicName func(string) error) core.Result {
 	switch c := c.(type) {
 	case JoinGroup:
 		if r := CheckGroupIDs(c.Group, c.MemberID, c.InstanceID); r.Code != 0 {
@@ -306,7 +317,7 @@ func CheckGroupCommand(c core.Command) core.Result {
 		if len(c.Metadata) > MaxOffsetMetadata {
 			return core.Fail(kerr.OffsetMetadataTooLarge.Code, fmt.Sprintf("offset metadata of %d bytes exceeds offset.metadata.max.bytes (%d)", len(c.Metadata), MaxOffsetMetadata))
 		}
-		if err := topics.ValidTopicName(c.Topic); err != nil {
+		if err := validTopicName(c.Topic); err != nil {
 			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 		if c.Offset < -1 {
@@ -320,7 +331,7 @@ func CheckGroupCommand(c core.Command) core.Result {
 		if r := CheckGroupIDs(c.Group, "", ""); r.Code != 0 {
 			return r
 		}
-		if err := topics.ValidTopicName(c.Topic); err != nil {
+		if err := validTopicName(c.Topic); err != nil {
 			return core.Fail(kerr.UnknownTopicOrPartition.Code, err.Error())
 		}
 	}

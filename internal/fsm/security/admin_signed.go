@@ -92,20 +92,60 @@ func DecodeOne(g *core.Registry, b []byte) (core.Command, error) {
 }
 
 // registerSignedAdmin registers SignedAdmin (RegisterSecurity calls it).
-func registerSignedAdmin(r *core.Registry) {
+func registerSignedAdmin(r *core.Registry, gates *AdminGates) {
 	r.RegisterCommandGate(core.CommandGate{Rank: 10, Name: "signed administration", Module: ModSecurity,
-		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return securityOf(m).refuseUnsigned(c) }})
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
+			return securityOf(m).refuseUnsigned(gates, c)
+		}})
 	core.RegisterModuleCommand(r, securityOf, KindSignedAdmin, "SignedAdmin", ModSecurity, decodeSignedAdmin,
-		func(c core.Command) core.Result { _, res := checkSignedAdmin(r, c.(SignedAdmin)); return res },
-		func(f *Security, c SignedAdmin, at core.CmdAt) core.Result { return f.applySignedAdmin(c, at) })
+		func(c core.Command) core.Result {
+			_, res := checkSignedAdmin(r, gates, c.(SignedAdmin), r.CheckCommand)
+			return res
+		},
+		func(f *Security, c SignedAdmin, at core.CmdAt) core.Result { return f.applySignedAdmin(gates, c, at) })
 }
 
-// adminCheck is one authorization a signed command needs.
-type adminCheck struct {
-	resourceType int8
-	name         string
-	op           int8
+// AdminCheck is one authorization a signed command needs: Op on the
+// resource of type ResourceType named Name.
+type AdminCheck struct {
+	ResourceType int8
+	Name         string
+	Op           int8
 }
+
+// AdminGates is the extension point of signed administration: the modules
+// above security add the commands of theirs that stele.admin.signed gates
+// (the tenants module's), with the authorizations each needs, as they
+// register (Gate). Built by RegisterSecurity, complete once the registry
+// is, never changed after.
+type AdminGates struct {
+	byKind map[core.Kind]func(core.Command) []AdminCheck
+}
+
+// Gate makes stele.admin.signed gate the commands of kind k; checks says
+// what a principal must be allowed to sign one.
+func (g *AdminGates) Gate(k core.Kind, checks func(core.Command) []AdminCheck) {
+	if _, dup := g.byKind[k]; dup {
+		panic(fmt.Sprintf("stele/fsm: command kind %d gated twice", k))
+	}
+	g.byKind[k] = checks
+}
+
+// gated is adminGated with the kinds added by Gate.
+func (g *AdminGates) gated(c core.Command) ([]AdminCheck, bool) {
+	if checks, ok := adminGated(c); ok {
+		return checks, true
+	}
+	if f := g.byKind[c.Kind()]; f != nil {
+		return f(c), true
+	}
+	return nil, false
+}
+
+// Gated reports whether stele.admin.signed gates c.
+func (g *AdminGates) Gated(c core.Command) bool { _, ok := g.gated(c); return ok }
+
+type adminCheck = AdminCheck
 
 // adminGated returns the authorizations c needs, and whether c is one of
 // the commands stele.admin.signed gates: deleting topics or records,
@@ -145,13 +185,12 @@ func adminGated(c core.Command) ([]adminCheck, bool) {
 	return nil, false
 }
 
-// AdminGated reports whether stele.admin.signed gates c (adminGated).
-func AdminGated(c core.Command) bool { _, ok := adminGated(c); return ok }
-
 // checkSignedAdmin is SignedAdmin's stateless check: a valid principal, a
 // signature of ed25519's size, and a command that decodes, is one the
-// setting gates, and passes its own check. It returns the command.
-func checkSignedAdmin(g *core.Registry, c SignedAdmin) (core.Command, core.Result) {
+// setting gates, and passes its own check (check: the registry's
+// CheckCommand; before app version 4, the one that predates tenants'
+// names, CheckSignedAdminStrict). It returns the command.
+func checkSignedAdmin(g *core.Registry, gates *AdminGates, c SignedAdmin, check func(core.Command) core.Result) (core.Command, core.Result) {
 	if err := proof.ValidPrincipal(c.Principal); err != nil {
 		return nil, core.Fail(kerr.InvalidRequest.Code, err.Error())
 	}
@@ -162,16 +201,33 @@ func checkSignedAdmin(g *core.Registry, c SignedAdmin) (core.Command, core.Resul
 	if err != nil {
 		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the signed command does not decode: %v", err))
 	}
-	if _, ok := adminGated(inner); !ok {
+	if _, ok := gates.gated(inner); !ok {
 		return nil, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not an administrative command: it is never signed", g.KindName(inner.Kind())))
 	}
 	if d, ok := inner.(topics.DeleteTopic); ok && d.Name == "" {
 		return nil, core.Fail(kerr.InvalidRequest.Code, "a signed DeleteTopic names its topic")
 	}
-	if r := g.CheckCommand(inner); r.Code != 0 {
+	if r := check(inner); r.Code != 0 {
 		return nil, r
 	}
 	return inner, core.Result{}
+}
+
+// CheckSignedAdminStrict is SignedAdmin's check as it was before app
+// version 4: the signed command's check takes topic names without a
+// tenant (topics.CheckTopicCommandStrict, groups.CheckGroupCommandStrict).
+// The tenants module runs it in place of the check under those versions.
+func CheckSignedAdminStrict(g *core.Registry, gates *AdminGates, c SignedAdmin) core.Result {
+	_, r := checkSignedAdmin(g, gates, c, func(inner core.Command) core.Result {
+		if r := topics.CheckTopicCommandStrict(inner); r.Code != 0 {
+			return r
+		}
+		if r := groups.CheckGroupCommandStrict(inner); r.Code != 0 {
+			return r
+		}
+		return g.CheckCommand(inner)
+	})
+	return r
 }
 
 // adminSignedOn reports whether stele.admin.signed is true as the block
@@ -188,7 +244,7 @@ const unsignedText = "stele.admin.signed=true: %s must be signed by a principal 
 // SignedAdmin, a command that would change stele.admin.signed (either
 // way), and under stele.admin.signed a gated command, is refused with
 // POLICY_VIOLATION.
-func (f *Security) refuseUnsigned(c core.Command) (core.Result, bool) {
+func (f *Security) refuseUnsigned(gates *AdminGates, c core.Command) (core.Result, bool) {
 	if f.signedBy != "" {
 		return core.Result{}, true
 	}
@@ -198,14 +254,14 @@ func (f *Security) refuseUnsigned(c core.Command) (core.Result, bool) {
 			return core.Fail(kerr.PolicyViolation.Code, cluster.AdminSignedConfig+" changes only by a command signed by a principal the ACLs allow to AlterConfigs the cluster (stele --sign KEY --principal NAME ...; docs/security.md#signed-administration)"), false
 		}
 	}
-	if _, gated := adminGated(c); gated && f.adminSignedOn() {
+	if _, gated := gates.gated(c); gated && f.adminSignedOn() {
 		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf(unsignedText, f.Registry().KindName(c.Kind()))), false
 	}
 	return core.Result{}, true
 }
 
 // applySignedAdmin verifies a signed command and applies it.
-func (f *Security) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
+func (f *Security) applySignedAdmin(gates *AdminGates, c SignedAdmin, at core.CmdAt) core.Result {
 	if f.Version < SecurityVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("signed administration needs app version %d; this chain runs %d (stele cluster upgrade)", SecurityVersion, f.Version))
 	}
@@ -239,11 +295,11 @@ func (f *Security) applySignedAdmin(c SignedAdmin, at core.CmdAt) core.Result {
 		f.SeqsAdded = map[string]bool{}
 	}
 	f.SeqsAdded[k] = true
-	checks, _ := adminGated(inner)
+	checks, _ := gates.gated(inner)
 	principal := "User:" + c.Principal
 	for _, ch := range checks {
-		if !f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.op, ResourceType: ch.resourceType, ResourceName: ch.name}) {
-			return core.Fail(authorizationCode(ch.resourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.op), aclResourceName(ch.resourceType), ch.name))
+		if !f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.Op, ResourceType: ch.ResourceType, ResourceName: ch.Name}) {
+			return core.Fail(authorizationCode(ch.ResourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.Op), aclResourceName(ch.ResourceType), ch.Name))
 		}
 	}
 	f.signedBy = c.Principal

@@ -160,13 +160,16 @@ func securityOf(m *core.Machine) *Security {
 
 // RegisterSecurity registers the security module (the application's
 // buildRegistry calls it): its users, ACLs, client quotas and signed
-// administration.
-func RegisterSecurity(r *core.Registry) {
-	registerUsers(r)       // users.go
-	registerACLs(r)        // acls.go
-	registerQuotas(r)      // quotas.go
-	registerIPQuotas(r)    // ip_quotas.go
-	registerSignedAdmin(r) // admin_signed.go
+// administration. It returns signed administration's extension point,
+// where the modules above add the commands of theirs it gates.
+func RegisterSecurity(r *core.Registry) *AdminGates {
+	gates := &AdminGates{byKind: map[core.Kind]func(core.Command) []AdminCheck{}}
+	registerUsers(r)              // users.go
+	registerACLs(r)               // acls.go
+	registerQuotas(r)             // quotas.go
+	registerIPQuotas(r)           // ip_quotas.go
+	registerSignedAdmin(r, gates) // admin_signed.go
+	return gates
 }
 
 // GenesisUser is a user the chain starts with (Options.GenesisUsers).

@@ -242,13 +242,28 @@ func decodeDeleteRecords(r *core.Reader) DeleteRecords {
 }
 
 // checkTopicCommand is the stateless check of the topics module's commands.
+// It takes topic names as the state has them: a tenant's included
+// (ValidStateTopicName).
 func checkTopicCommand(c core.Command) core.Result {
+	return checkTopicCommandWith(c, ValidStateTopicName)
+}
+
+// CheckTopicCommandStrict is the check as it was before tenants (app
+// versions below 4): a tenant's topic name is not valid. The tenants
+// module runs it before the check under those versions, so a binary that
+// knows tenants refuses what one that does not refused, with the same
+// result (tenants.go).
+func CheckTopicCommandStrict(c core.Command) core.Result {
+	return checkTopicCommandWith(c, ValidTopicName)
+}
+
+func checkTopicCommandWith(c core.Command, validName func(string) error) core.Result {
 	if r := checkAssignmentCommand(c); r.Code != 0 {
 		return r
 	}
 	switch c := c.(type) {
 	case CreateTopic:
-		if err := ValidTopicName(c.Name); err != nil {
+		if err := validName(c.Name); err != nil {
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
@@ -269,19 +284,19 @@ func checkTopicCommand(c core.Command) core.Result {
 		}
 	case DeleteTopic:
 		if c.ID.IsZero() {
-			if err := ValidTopicName(c.Name); err != nil {
+			if err := validName(c.Name); err != nil {
 				return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 			}
 		}
 	case CreatePartitions:
-		if err := ValidTopicName(c.Name); err != nil {
+		if err := validName(c.Name); err != nil {
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Count <= 0 || c.Count > MaxPartitions {
 			return core.Fail(kerr.InvalidPartitions.Code, fmt.Sprintf("number of partitions must be between 1 and %d, got %d", MaxPartitions, c.Count))
 		}
 	case AlterConfigs:
-		if err := ValidTopicName(c.Topic); err != nil {
+		if err := validName(c.Topic); err != nil {
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		for _, ch := range c.Changes {
@@ -303,7 +318,7 @@ func checkTopicCommand(c core.Command) core.Result {
 			}
 		}
 	case Produce:
-		if err := ValidTopicName(c.Topic); err != nil {
+		if err := validName(c.Topic); err != nil {
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		batches, err := record.Split(c.Records)
@@ -316,7 +331,7 @@ func checkTopicCommand(c core.Command) core.Result {
 			}
 		}
 	case DeleteRecords:
-		if err := ValidTopicName(c.Topic); err != nil {
+		if err := validName(c.Topic); err != nil {
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		if c.Offset < -1 {

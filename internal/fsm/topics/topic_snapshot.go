@@ -98,7 +98,7 @@ func checkLogPath(rest string) string {
 	if i < 0 {
 		return "partition directory is not <topic>-<partition>"
 	}
-	if ValidTopicName(parts[0][:i]) != nil {
+	if ValidStateTopicName(parts[0][:i]) != nil {
 		return "invalid topic name"
 	}
 	if n, err := strconv.ParseUint(parts[0][i+1:], 10, 31); err != nil || n >= MaxPartitions || strconv.FormatUint(n, 10) != parts[0][i+1:] {

@@ -88,6 +88,24 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
+// ValidStateTopicName reports why name cannot be a topic's name in the
+// state: a valid topic name of the default tenant, or tenant~topic for a
+// valid tenant name and topic name (core/names.go) of 249 characters in
+// all, the limit of a partition directory's name.
+func ValidStateTopicName(name string) error {
+	t, local := core.SplitTenant(name)
+	if t == "" {
+		return ValidTopicName(name)
+	}
+	if err := ValidTopicName(local); err != nil {
+		return err
+	}
+	if len(name) > 249 {
+		return fmt.Errorf("topic name is illegal, it can't be longer than %d characters in tenant %s, topic name: %s", 249-len(t)-1, t, local)
+	}
+	return nil
+}
+
 func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	if t, ok := f.ByName[c.Name]; ok && !t.Deleted {
 		return core.Fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", c.Name))

@@ -84,7 +84,8 @@ type trustState struct {
 	// version (cluster/proposals.go: chainCertsVersion).
 	ChainBound     bool
 	ChainBoundNext atomic.Bool
-	keysSet        map[string][]byte // producer keys registered in the block (signed.go)
+	keysSet        map[string][]byte // producer keys registered in the block, nil: removed (signed.go)
+	keysDropped    map[string]bool   // principals whose keys and sequences the block removed
 	SeqsAdded      map[string]bool   // signed records' sequence keys used in the block
 }
 

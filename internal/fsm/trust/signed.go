@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -126,6 +127,9 @@ func (f *Trust) ProducerKey(principal string) ([]byte, error) {
 // AppliedProducerKey is ProducerKey as the block being applied sees it.
 func (f *Trust) AppliedProducerKey(principal string) ([]byte, error) {
 	if k, ok := f.keysSet[principal]; ok {
+		if k == nil { // removed in the block (RemoveTenantKeys)
+			return nil, fmt.Errorf("%w: principal %q", ErrNoProducerKey, principal)
+		}
 		return k, nil
 	}
 	return f.ProducerKey(principal)
@@ -211,16 +215,70 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 }
 
 // persistSigned adds the block's registrations and used sequences to the
-// state's batch, in key order.
-func (f *Trust) persistSigned(set func(k, v []byte)) {
+// state's batch, in key order: first what the block removed (a removed
+// principal's key and every sequence it used), then what it set.
+func (f *Trust) persistSigned(b *core.StateBatch) {
+	for _, p := range core.SortedKeys(f.keysDropped) {
+		b.DeletePrefix(seqPrefix(p))
+	}
 	for _, p := range core.SortedKeys(f.keysSet) {
-		set(ProducerKeyKey(p), f.keysSet[p])
+		if k := f.keysSet[p]; k != nil {
+			b.Set(ProducerKeyKey(p), k)
+		} else {
+			b.Delete(ProducerKeyKey(p))
+		}
 	}
 	for _, k := range core.SortedKeys(f.SeqsAdded) {
-		set([]byte(k), nil)
+		b.Set([]byte(k), nil)
 	}
 	clear(f.keysSet)
+	clear(f.keysDropped)
 	clear(f.SeqsAdded)
+}
+
+// seqPrefix is the prefix of the sequences principal used.
+func seqPrefix(principal string) []byte { return append(append([]byte("y/"), principal...), 0) }
+
+// RemoveTenantKeys removes the producer keys of the principals that read
+// as tenant's users (NAME@tenant, core/names.go) and forgets the sequences
+// they signed with (issue 18: a deleted tenant leaves no state behind).
+// It returns how many keys it removed.
+func (f *Trust) RemoveTenantKeys(tenant string) (int, error) {
+	found := map[string]bool{}
+	err := f.Store.Scan([]byte("r/"), func(k, _ []byte) error {
+		if t, _ := core.SplitUser(string(k[2:])); t == tenant {
+			found[string(k[2:])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for p, k := range f.keysSet {
+		if t, _ := core.SplitUser(p); t == tenant {
+			found[p] = k != nil
+		}
+	}
+	n := 0
+	for _, p := range core.SortedKeys(found) {
+		if found[p] {
+			n++
+		}
+		if f.keysSet == nil {
+			f.keysSet = map[string][]byte{}
+		}
+		if f.keysDropped == nil {
+			f.keysDropped = map[string]bool{}
+		}
+		f.keysSet[p], f.keysDropped[p] = nil, true
+		pre := string(seqPrefix(p))
+		for k := range f.SeqsAdded {
+			if strings.HasPrefix(k, pre) {
+				delete(f.SeqsAdded, k)
+			}
+		}
+	}
+	return n, nil
 }
 
 // registerSignedRecords registers the signatures' produce check and
@@ -257,5 +315,5 @@ func registerSignedRecords(r *core.Registry, h *topics.TopicHooks) {
 		}
 	})
 	core.RegisterModuleStep(r, trustOf, core.ModuleStep[*Trust]{Rank: 40, Name: "producer keys and signed sequences", Module: ModTrust,
-		Stage: func(f *Trust, b *core.StateBatch) error { f.persistSigned(b.Set); return nil }})
+		Stage: func(f *Trust, b *core.StateBatch) error { f.persistSigned(b); return nil }})
 }

@@ -1,0 +1,81 @@
+package security
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+)
+
+// What the security module keeps of a tenant (issue 18, docs/tenants.md),
+// for the tenants module above it: the users whose names read as the
+// tenant's (NAME@tenant, core/names.go), the ACLs on the tenant's
+// resources or for its users, and its users' client quotas. A tenant
+// cannot be created while users that read as its own exist (they were the
+// default tenant's), and deleting a tenant removes all of it.
+
+// UsersReadingAs returns the users whose names read as tenant's, sorted.
+func (f *Security) UsersReadingAs(tenant string) []string {
+	var out []string
+	for u := range f.users {
+		if t, _ := core.SplitUser(u); t == tenant {
+			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tenantPrincipal reports whether principal is User:NAME@tenant.
+func tenantPrincipal(principal, tenant string) bool {
+	u, ok := strings.CutPrefix(principal, "User:")
+	if !ok {
+		return false
+	}
+	t, _ := core.SplitUser(u)
+	return t == tenant
+}
+
+// tenantResource reports whether an ACL's resource pattern is tenant's: a
+// topic, group or transactional id whose name (or prefix) is tenant~...
+func tenantResource(r aclResource, tenant string) bool {
+	switch r.typ {
+	case ACLResourceTopic, ACLResourceGroup, ACLResourceTransactionalID:
+		t, _ := core.SplitTenant(r.name)
+		return t == tenant
+	}
+	return false
+}
+
+// RemoveTenant removes what tenant owns in the security module: its users
+// and their credentials, the ACLs on its resources and those for its
+// users' principals, and its users' client quotas. It returns how many
+// users, ACL entries and quota entities it removed.
+func (f *Security) RemoveTenant(tenant string) (users, acls, quotas int) {
+	for _, u := range f.UsersReadingAs(tenant) {
+		delete(f.users, u)
+		f.usersDirty[u], f.usersNew = true, true
+		users++
+	}
+	for r, es := range f.acls {
+		own := tenantResource(r, tenant)
+		for e := range es {
+			if own || tenantPrincipal(e.principal, tenant) {
+				delete(es, e)
+				f.aclsDirty[r], f.aclsNew = true, true
+				acls++
+			}
+		}
+		if len(es) == 0 {
+			delete(f.acls, r)
+		}
+	}
+	for e := range f.quotas {
+		if t, _ := core.SplitUser(e.User.Name); e.User.Set && !e.User.Default && t == tenant {
+			delete(f.quotas, e)
+			f.quotasDirty[e], f.quotasNew = true, true
+			quotas++
+		}
+	}
+	return users, acls, quotas
+}

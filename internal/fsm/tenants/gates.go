@@ -1,0 +1,145 @@
+package tenants
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/topics"
+)
+
+// The tenants module's command gates.
+//
+// Before the check ("names before tenants"): under app versions below 4
+// a topic name with a tenant (acme~orders) is as invalid as before tenants
+// existed. The topics and groups modules' checks take such names now; a
+// binary that predates tenants refused them in the check, first of all
+// else that check refuses, with INVALID_TOPIC_EXCEPTION (or
+// UNKNOWN_TOPIC_OR_PARTITION for an offset's topic). So under those
+// versions this gate runs the checks as they were (CheckTopicCommandStrict,
+// CheckGroupCommandStrict, and SignedAdmin's with them:
+// security.CheckSignedAdminStrict) and answers what they answer: brokers
+// of the two releases give every command the same result while a cluster
+// upgrades, even one a Byzantine broker made up. A produce is checked by
+// its apply, which finds no such topic under those versions, as before.
+//
+// After the check ("tenants' names and quotas"), from app version 4: a
+// topic is created only in a tenant that exists, and nothing takes a
+// tenant past its quota of topics, partitions or groups (POLICY_VIOLATION,
+// whose message names the quota). A group is counted when a command would
+// create it: JoinGroup, a consumer group's first heartbeat (KIP-848), an
+// offset commit from outside a generation. A transaction's commit that
+// adds offsets of a group that does not exist creates it past the quota
+// (noted in docs/tenants.md).
+
+func registerGates(r *core.Registry, admin *security.AdminGates) {
+	r.RegisterCommandGate(core.CommandGate{Rank: 5, Name: "names before tenants", Module: ModTenants, BeforeCheck: true,
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
+			if tenantsOf(m).cluster.Version >= TenantsVersion {
+				return core.Result{}, true
+			}
+			var res core.Result
+			if s, ok := c.(security.SignedAdmin); ok {
+				res = security.CheckSignedAdminStrict(r, admin, s)
+			} else if res = topics.CheckTopicCommandStrict(c); res.Code == 0 {
+				res = groups.CheckGroupCommandStrict(c)
+			}
+			return res, res.Code == 0
+		}})
+	r.RegisterCommandGate(core.CommandGate{Rank: 20, Name: "tenants' names and quotas", Module: ModTenants,
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return tenantsOf(m).gate(c) }})
+}
+
+// gate is the gate after the check.
+func (f *Tenants) gate(c core.Command) (core.Result, bool) {
+	switch c := c.(type) {
+	case topics.CreateTopic:
+		tenant, _ := core.SplitTenant(c.Name)
+		if tenant == "" {
+			return core.Result{}, true
+		}
+		t := f.byName[tenant]
+		if t == nil || f.cluster.Version < TenantsVersion {
+			return core.Fail(kerr.InvalidTopicException.Code, fmt.Sprintf("topic %s names tenant %s, which does not exist", c.Name, tenant)), false
+		}
+		return f.topicQuotas(t, 1, int64(c.Partitions))
+	case topics.CreatePartitions:
+		tenant, _ := core.SplitTenant(c.Name)
+		t := f.byName[tenant]
+		top := f.topics.ByName[c.Name]
+		if t == nil || top == nil || int(c.Count) <= len(top.Partitions) {
+			return core.Result{}, true // the apply answers
+		}
+		return f.topicQuotas(t, 0, int64(int(c.Count)-len(top.Partitions)))
+	case groups.JoinGroup:
+		return f.groupQuota(c.Group)
+	case groups.ConsumerGroupHeartbeat:
+		return f.groupQuota(c.Group)
+	case groups.OffsetCommit:
+		return f.groupQuota(c.Group)
+	}
+	return core.Result{}, true
+}
+
+// topicQuotas refuses topics more topics and partitions more partitions in
+// tenant t when they would take it past a quota.
+func (f *Tenants) topicQuotas(t *Tenant, topicsAdded, partitionsAdded int64) (core.Result, bool) {
+	qt, hasT := t.Quotas[QuotaTopics]
+	qp, hasP := t.Quotas[QuotaPartitions]
+	if !hasT && !hasP {
+		return core.Result{}, true
+	}
+	ntopics, nparts := f.usage(t.Name)
+	if hasT && topicsAdded > 0 && ntopics+topicsAdded > qt {
+		return overQuota(t.Name, QuotaTopics, qt, ntopics), false
+	}
+	if hasP && nparts+partitionsAdded > qp {
+		return overQuota(t.Name, QuotaPartitions, qp, nparts), false
+	}
+	return core.Result{}, true
+}
+
+// usage counts the live topics of tenant and their partitions.
+func (f *Tenants) usage(tenant string) (ntopics, nparts int64) {
+	pre := tenant + string(core.TenantSep)
+	for name, t := range f.topics.ByName {
+		if strings.HasPrefix(name, pre) {
+			ntopics++
+			nparts += int64(len(t.Partitions))
+		}
+	}
+	return ntopics, nparts
+}
+
+// groupQuota refuses a command that would create group in a tenant at its
+// quota of groups.
+func (f *Tenants) groupQuota(group string) (core.Result, bool) {
+	tenant, _ := core.SplitTenant(group)
+	t := f.byName[tenant]
+	if t == nil || f.groups.GroupsByName[group] != nil {
+		return core.Result{}, true
+	}
+	q, ok := t.Quotas[QuotaGroups]
+	if !ok {
+		return core.Result{}, true
+	}
+	pre := tenant + string(core.TenantSep)
+	var n int64
+	for name := range f.groups.GroupsByName {
+		if strings.HasPrefix(name, pre) {
+			n++
+		}
+	}
+	if n+1 > q {
+		return overQuota(tenant, QuotaGroups, q, n), false
+	}
+	return core.Result{}, true
+}
+
+func overQuota(tenant, key string, quota, used int64) core.Result {
+	return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("tenant %s's quota of %s (%d) would be exceeded: %d in use (docs/tenants.md#quotas)", tenant, key, quota, used))
+}

@@ -1,0 +1,42 @@
+package fsm
+
+import (
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/tenants"
+)
+
+// The tenants module's names the broker uses, under the package it imports
+// (core_api.go says why).
+
+type (
+	AlterTenantQuotas = tenants.AlterTenantQuotas
+	CreateTenant      = tenants.CreateTenant
+	DeleteTenant      = tenants.DeleteTenant
+	TenantInfo        = tenants.TenantInfo
+	TenantQuota       = tenants.TenantQuota
+	TenantQuotaOp     = tenants.TenantQuotaOp
+	TenantsView       = tenants.View
+)
+
+const (
+	QuotaGroups     = tenants.QuotaGroups
+	QuotaPartitions = tenants.QuotaPartitions
+	QuotaTopics     = tenants.QuotaTopics
+	TenantsVersion  = tenants.TenantsVersion
+	TenantSep       = core.TenantSep
+)
+
+// TenantQuotaKeys are the quota keys a tenant may have, sorted.
+func TenantQuotaKeys() []string { return append([]string(nil), tenants.QuotaKeys...) }
+
+// CheckTenantQuota is tenants.CheckQuota.
+func CheckTenantQuota(key string, v int64) error { return tenants.CheckQuota(key, v) }
+
+// ValidTenantName is core.ValidTenantName.
+func ValidTenantName(s string) error { return core.ValidTenantName(s) }
+
+// QualifyName is core.Qualify: tenant's name for local in the state.
+func QualifyName(tenant, local string) string { return core.Qualify(tenant, local) }
+
+// SplitTenant is core.SplitTenant.
+func SplitTenant(name string) (tenant, local string) { return core.SplitTenant(name) }

@@ -1,0 +1,181 @@
+package fsm
+
+import (
+	"bytes"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/record"
+)
+
+// TestTenantDeletionLeavesNothing (issue 18): two tenants own the same
+// local names (a topic orders with records, a group billing, an open
+// transaction tx-1, a user with an ACL, a quota and a producer key).
+// Deleting acme removes every state key and every file of acme's, and
+// nothing of globex's; restarted, the state machine has globex alone, at
+// the same app hash.
+func TestTenantDeletionLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion}
+	f, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	n := 0
+	run := func(cmds ...core.Command) []core.Result {
+		t.Helper()
+		now += 100
+		var txs [][]byte
+		for _, c := range cmds {
+			n++
+			txs = append(txs, tx(n, c))
+		}
+		h, _ := f.Info()
+		o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, f)
+		var rs []core.Result
+		for _, x := range o.Txs {
+			rs = append(rs, x.Results...)
+		}
+		return rs
+	}
+	must := func(what string, r core.Result, code int16) core.Result {
+		t.Helper()
+		if r.Code != code {
+			t.Fatalf("%s: code %d (%s), want %d", what, r.Code, r.Message, code)
+		}
+		return r
+	}
+	ids := map[string]core.TopicID{}
+	for _, tenant := range []string{"acme", "globex"} {
+		q := func(s string) string { return core.Qualify(tenant, s) }
+		user := core.QualifyUser(tenant, "alice")
+		must("tenant", run(CreateTenant{Name: tenant})[0], 0)
+		ids[tenant] = must("topic", run(topics.CreateTopic{Name: q("orders"), Partitions: 2, ReplicationFactor: -1})[0], 0).TopicID
+		for p := range int32(2) {
+			must("produce", run(topics.Produce{Topic: q("orders"), Partition: p, Records: batch(t, now, record.CodecNone, tenant, 5)})[0], 0)
+		}
+		must("group", run(groups.OffsetCommit{Group: q("billing"), Generation: -1, Topic: q("orders"), Partition: 0, Offset: 3, LeaderEpoch: -1})[0], 0)
+		p := must("init", run(producers.InitProducerID{TransactionalID: q("tx-1"), TimeoutMs: 60000})[0], 0)
+		must("add partition", run(producers.AddPartitionsToTxn{TransactionalID: q("tx-1"), ProducerID: p.ProducerID, Epoch: p.ProducerEpoch, Topic: q("orders"), Partition: 1})[0], 0)
+		must("user", run(AlterScramCredentials{User: user, Upserts: goldenCredentials(user, "pw")})[0], 0)
+		must("acl", run(CreateACL{ACL: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: q(""), PatternType: ACLPatternPrefixed,
+			Principal: "User:" + user, Host: "*", Operation: ACLOpAll, Permission: ACLPermissionAllow}})[0], 0)
+		must("quota", run(AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Name: user}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 4096}}})[0], 0)
+		must("key", run(newSigner(user, 3).register(nil))[0], 0)
+	}
+	// The default tenant's topic of the same name is another topic.
+	must("default topic", run(topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
+
+	mentions := func(k []byte, tenant string) bool {
+		id := ids[tenant]
+		return bytes.Contains(k, []byte(tenant+"~")) || bytes.Contains(k, []byte("@"+tenant)) || bytes.Equal(k, []byte("n/"+tenant)) || bytes.Contains(k, id[:])
+	}
+	countKeys := func(tenant string) (n int) {
+		t.Helper()
+		if err := f.Store.Scan(nil, func(k, _ []byte) error {
+			if mentions(k, tenant) {
+				n++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	countFiles := func(tenant string) (n int) {
+		t.Helper()
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.Contains(p, tenant+"~") {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if countKeys("acme") == 0 || countFiles("acme") == 0 || countKeys("globex") == 0 {
+		t.Fatal("the tenants own no keys or files before the deletion: the test sees nothing")
+	}
+	globexKeys, globexFiles := countKeys("globex"), countFiles("globex")
+	t.Logf("before: acme %d keys %d files; globex %d keys %d files", countKeys("acme"), countFiles("acme"), globexKeys, globexFiles)
+
+	del := must("delete", run(DeleteTenant{Name: "acme"})[0], 0)
+	for i := 0; i < 3; i++ { // housekeeping and settled deletions
+		run(Tick{})
+	}
+	if got, want := del.Counts, []core.Count{{What: "transactional_ids", N: 1}, {What: "groups", N: 1}, {What: "topics", N: 1}, {What: "partitions", N: 2},
+		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}}; !slices.Equal(got, want) {
+		t.Errorf("removed %v, want %v", got, want)
+	}
+	if k, fl := countKeys("acme"), countFiles("acme"); k != 0 || fl != 0 {
+		f.Store.Scan(nil, func(k, _ []byte) error {
+			if mentions(k, "acme") {
+				t.Logf("left: %q", k)
+			}
+			return nil
+		})
+		t.Fatalf("tenant acme deleted, but %d state keys and %d files of it are left", k, fl)
+	}
+	if k, fl := countKeys("globex"), countFiles("globex"); k != globexKeys || fl != globexFiles {
+		t.Fatalf("globex had %d keys and %d files, has %d and %d after acme's deletion", globexKeys, globexFiles, k, fl)
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		v := f.View()
+		if v.Topic("acme~orders") != nil || v.Topic("globex~orders") == nil || v.Topic("orders") == nil {
+			t.Errorf("%s: topics wrong", when)
+		}
+		if hw := v.Topic("globex~orders").Partitions[1].HighWatermark(); hw != 5 {
+			t.Errorf("%s: globex~orders-1 ends at %d, want 5", when, hw)
+		}
+		if f.Groups().Group("acme~billing") != nil || f.Groups().Group("globex~billing") == nil {
+			t.Errorf("%s: groups", when)
+		}
+		if names := f.Users().Names(); !slices.Equal(names, []string{"alice@globex"}) {
+			t.Errorf("%s: users %v", when, names)
+		}
+		if all := f.TenantsView().All(); len(all) != 1 || all[0].Name != "globex" {
+			t.Errorf("%s: tenants %+v", when, all)
+		}
+		if _, err := f.ProducerKey("alice@acme"); err == nil {
+			t.Errorf("%s: alice@acme's producer key outlived its tenant", when)
+		}
+	}
+	check(f, "applied")
+	_, hash := f.Info()
+	f.Close()
+	g, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, h := g.Info(); !bytes.Equal(h, hash) {
+		t.Fatal("the app hash changed across a restart")
+	}
+	check(g, "restarted")
+	// acme can be created again, empty; its old names are free.
+	f = g
+	must("tenant again", run(CreateTenant{Name: "acme"})[0], 0)
+	must("topic again", run(topics.CreateTopic{Name: "acme~orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
+	if hw := f.View().Topic("acme~orders").Partitions[0].HighWatermark(); hw != 0 {
+		t.Fatalf("the new acme~orders starts at %d", hw)
+	}
+	must("unknown tenant", run(DeleteTenant{Name: "initech"})[0], kerr.ResourceNotFound.Code)
+}
