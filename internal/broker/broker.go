@@ -287,6 +287,9 @@ func (b *Broker) ACLs() *fsm.ACLs { return b.fsm.ACLs() }
 // Users returns the committed users and their SASL credentials.
 func (b *Broker) Users() *fsm.Users { return b.fsm.Users() }
 
+// Tenants returns the committed tenants.
+func (b *Broker) Tenants() *fsm.TenantsView { return b.fsm.TenantsView() }
+
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
 	return b.fsm.KeyLatest(topic, key)

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,9 +140,9 @@ func producerKeyRequest(ctx context.Context, g *globalOptions, method, addr, pri
 	return jsonRequest(ctx, g, method, httpBase(addr)+"/v1/producer-keys/"+url.PathEscape(principal), body, out)
 }
 
-// jsonRequest sends body (nil: none) as JSON to url and decodes a 200
+// jsonRequest sends body (nil: none) as JSON to url and decodes a 2xx
 // answer into out; another answer is an error carrying the broker's
-// "error" text, or the status.
+// "error" text, or the status (an *httpStatusError).
 func jsonRequest(ctx context.Context, g *globalOptions, method, url string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
@@ -169,14 +168,24 @@ func jsonRequest(ctx context.Context, g *globalOptions, method, url string, body
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error string `json:"error"`
 		}
+		msg := resp.Status
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+			msg = e.Error
 		}
-		return errors.New(resp.Status)
+		return &httpStatusError{Status: resp.StatusCode, Message: msg}
 	}
 	return json.Unmarshal(data, out)
 }
+
+// httpStatusError is an HTTP API's refusal: its status and its "error"
+// text.
+type httpStatusError struct {
+	Status  int
+	Message string
+}
+
+func (e *httpStatusError) Error() string { return e.Message }

@@ -138,6 +138,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newAuditCmd(g),
 		newProducerKeyCmd(g),
 		newUserCmd(g),
+		newTenantCmd(g),
 		newACLCmd(g),
 		newQuotaCmd(g),
 		newCertCmd(g),

@@ -97,48 +97,55 @@ func (e *signedRefusal) Unwrap() error { return e.Err }
 
 // submit signs c and submits it; a refusal is a *signedRefusal.
 func (s *adminSigning) submit(ctx context.Context, g *globalOptions, c fsm.Command) error {
+	_, err := s.submitResult(ctx, g, c)
+	return err
+}
+
+// submitResult is submit, answering the broker's account of the outcome
+// too (what a deletion removed).
+func (s *adminSigning) submitResult(ctx context.Context, g *globalOptions, c fsm.Command) (httpapi.SignedAdminResult, error) {
+	var res httpapi.SignedAdminResult
 	if s.key == nil {
-		return errors.New("signed administration: the signer is not ready (a bug: ready was not called)")
+		return res, errors.New("signed administration: the signer is not ready (a bug: ready was not called)")
 	}
 	b := fsm.EncodeCommand(c)
 	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
 	body, err := json.Marshal(httpapi.SignedAdminRequest{Principal: s.principal, Seq: s.seq, Command: b,
 		Signature: ed25519.Sign(s.key, proof.AdminMessage(s.chain, s.principal, s.seq, b))})
 	if err != nil {
-		return err
+		return res, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "POST", httpBase(s.addr)+"/v1/admin/signed", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return res, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	cl, err := g.httpClient(0)
 	if err != nil {
-		return err
+		return res, err
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return fmt.Errorf("signed %s: %w", fsm.KindName(c.Kind()), err)
+		return res, fmt.Errorf("signed %s: %w", fsm.KindName(c.Kind()), err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var res httpapi.SignedAdminResult
 	if json.Unmarshal(data, &res) != nil {
-		return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
+		return res, fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		return nil
+		return res, nil
 	case res.Code != 0:
 		err := kerr.ErrorForCode(res.Code)
 		if err == nil || errors.Is(err, kerr.UnknownServerError) && res.Code != kerr.UnknownServerError.Code {
 			err = fmt.Errorf("error code %d", res.Code)
 		}
-		return &signedRefusal{Command: fsm.KindName(c.Kind()), Err: err, Message: res.Error}
+		return res, &signedRefusal{Command: fsm.KindName(c.Kind()), Err: err, Message: res.Error}
 	case res.Error != "":
-		return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), res.Error)
+		return res, fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), res.Error)
 	}
-	return fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
+	return res, fmt.Errorf("signed %s: %s", fsm.KindName(c.Kind()), resp.Status)
 }

@@ -15,8 +15,8 @@ import (
 // clear error, the same change signed by a principal without ACLs is
 // refused by the ACLs, and signed by the administrator it is applied:
 // topic deletion, ACLs added and removed, a user created and deleted,
-// quotas set and removed, a group's offsets reset and deleted, the group
-// deleted; turned off again by a signed alteration, unsigned changes apply.
+// quotas set and removed, a tenant created, given quotas and deleted, a
+// group's offsets reset and deleted, the group deleted; turned off again by a signed alteration, unsigned changes apply.
 func TestSignedAdministration(t *testing.T) {
 	cfg, _ := startStele(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -112,6 +112,21 @@ func TestSignedAdministration(t *testing.T) {
 	}
 	fails("must be signed", "user", "delete", "bob")
 	ok(signed(admin, "user", "delete", "bob")...)
+
+	// Tenants: created, given quotas and deleted only signed, by the
+	// cluster's administrator.
+	fails("must be signed", append([]string{"tenant", "create", "acme"}, httpFlag...)...)
+	fails("CLUSTER_AUTHORIZATION_FAILED", signed(alice, "tenant", "create", "acme")...)
+	ok(signed(admin, "tenant", "create", "acme", "--quota", "topics=3")...)
+	fails("must be signed", append([]string{"tenant", "quota", "set", "acme", "--quota", "groups=2"}, httpFlag...)...)
+	ok(signed(admin, "tenant", "quota", "set", "acme", "--quota", "groups=2")...)
+	if r := ok(append([]string{"tenant", "describe", "acme", "--output", "json"}, httpFlag...)...); !strings.Contains(r.stdout, `"limit": 2`) {
+		t.Fatalf("tenant describe acme:\n%s", r.stdout)
+	}
+	fails("must be signed", append([]string{"tenant", "delete", "acme"}, httpFlag...)...)
+	if r := ok(signed(admin, "tenant", "delete", "acme")...); !strings.Contains(r.stdout, "Deleted tenant acme; removed 0 acls") {
+		t.Fatalf("tenant delete printed:\n%s", r.stdout)
+	}
 
 	// Groups: a reset is a commit from outside the group's generation.
 	fails("must be signed: add --sign", "group", "reset-offsets", "g", "--topic", "keep", "--to-earliest", "--execute")

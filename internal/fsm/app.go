@@ -1,12 +1,13 @@
 // Package fsm is Stele's replicated state machine: the modules (topics,
-// keys, groups, producers, trust, cluster, security; the registry's
+// keys, groups, producers, trust, cluster, security, tenants; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
 // authenticated store, the app hash, Commit, snapshots and proofs), and
 // the façade the broker imports.
 //
 // The core is a package of its own (core/), and so is each module
-// (topics/, keys/, groups/, trust/, producers/, cluster/, security/). Every
+// (topics/, keys/, groups/, trust/, producers/, cluster/, security/,
+// tenants/). Every
 // command is registered by its module with its decoder, check and apply,
 // and so is every step of the core a module takes part in: reading its
 // state back from the store at Open, staging the block's changes,
@@ -18,7 +19,7 @@
 // (TestNoMutablePackageState). Each module works on its own type, its
 // part of a state machine (topics.Topics, keys.Index, groups.Coordinator,
 // producers.TxnCoordinator, trust.Trust, cluster.Cluster,
-// security.Security), which Open makes, FSM embeds beside the core's
+// security.Security, tenants.Tenants), which Open makes, FSM embeds beside the core's
 // Machine, and the module finds again from the machine through the
 // application (FSM.TopicsModule and its kin). The modules form layers
 // without a cycle, topics at the bottom: a module imports only the

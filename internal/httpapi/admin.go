@@ -49,6 +49,8 @@ type SignedAdminResult struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	Code      int16  `json:"code,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Removed is a DeleteTenant's: how many of each kind it removed.
+	Removed map[string]int `json:"removed,omitempty"`
 }
 
 func serveSignedAdminGet(opts Options) http.HandlerFunc {
@@ -94,7 +96,14 @@ func serveSignedAdminPost(opts Options) http.HandlerFunc {
 			answer(signedAdminStatus(res.Code), SignedAdminResult{Height: res.Height, ErrorCode: codeName(res.Code), Code: res.Code, Error: res.Message})
 		default:
 			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
-			answer(http.StatusOK, SignedAdminResult{Height: res.Height})
+			out := SignedAdminResult{Height: res.Height}
+			for _, n := range res.Counts {
+				if out.Removed == nil {
+					out.Removed = map[string]int{}
+				}
+				out.Removed[n.What] = n.N
+			}
+			answer(http.StatusOK, out)
 		}
 	}
 }

@@ -69,7 +69,9 @@ func clusterName(*http.Request) string { return fsm.ClusterResourceName }
 // routeACLs are the protected routes: records and keys read need READ on
 // the topic (Fetch's), appends WRITE (Produce's), an offset's height
 // DESCRIBE (ListOffsets'); a state proof may show any state (groups'
-// offsets, configs), so it needs DESCRIBE on the cluster.
+// offsets, configs), so it needs DESCRIBE on the cluster. Tenants are the
+// cluster administrator's: DESCRIBE on the cluster reads them, ALTER
+// changes them.
 var routeACLs = map[string]routeACL{
 	"GET /v1/tables/{topic}/{key}":                                   {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"GET /v1/tables/{topic}/{key}/proof":                             {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
@@ -79,6 +81,11 @@ var routeACLs = map[string]routeACL{
 	"GET /v1/topics/{topic}/keys/{key}/events":                       {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"POST /v1/topics/{topic}/keys/{key}/events":                      {fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
 	"GET /v1/state/proof":                                            {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"GET /v1/tenants":                                                {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"GET /v1/tenants/{tenant}":                                       {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"POST /v1/tenants":                                               {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+	"DELETE /v1/tenants/{tenant}":                                    {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+	"PUT /v1/tenants/{tenant}/quotas":                                {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
 }
 
 // guard is the HTTP API's authentication and authorization.

@@ -86,6 +86,11 @@ func TestHTTPAuthorization(t *testing.T) {
 		{"GET", "/v1/topics/t/keys", who{"alice", "wrong"}, http.StatusUnauthorized},
 		{"GET", "/healthz", who{"nobody", "x"}, http.StatusUnauthorized},
 		{"POST", "/v1/topics/t/keys/k/events", admin, http.StatusCreated}, // a super user
+		{"GET", "/v1/tenants", alice, http.StatusForbidden},
+		{"POST", "/v1/tenants", alice, http.StatusForbidden},
+		{"DELETE", "/v1/tenants/acme", alice, http.StatusForbidden},
+		{"GET", "/v1/tenants", admin, http.StatusOK},
+		{"DELETE", "/v1/tenants/acme", admin, http.StatusNotFound},
 	} {
 		if resp := do(c.method, c.path, c.who); resp.StatusCode != c.want {
 			t.Errorf("%s %s as %q: %d, want %d", c.method, c.path, c.who.user, resp.StatusCode, c.want)

@@ -2,7 +2,7 @@
 // readiness checks, /metrics for Prometheus, /v1/cluster for the consensus
 // view (validators, their last signed blocks, peers), upgrades
 // (/v1/cluster/upgrade, upgrade.go), signed administration
-// (/v1/admin/signed, admin.go) and the native API's
+// (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
 // rest of the native API, the schema registry and the console here.
 //
@@ -67,6 +67,11 @@ var routes = []string{
 	"GET /v1/topics/{topic}/keys",
 	"GET /v1/topics/{topic}/keys/{key}/events",
 	"POST /v1/topics/{topic}/keys/{key}/events",
+	"GET /v1/tenants",
+	"POST /v1/tenants",
+	"GET /v1/tenants/{tenant}",
+	"DELETE /v1/tenants/{tenant}",
+	"PUT /v1/tenants/{tenant}/quotas",
 	"POST /v1/wait",
 }
 
@@ -97,6 +102,11 @@ func New(opts Options) http.Handler {
 		"GET /v1/producer-keys/{principal}":                              withMinHeight(opts, serveProducerKeyGet(opts)),
 		"PUT /v1/producer-keys/{principal}":                              serveProducerKeyPut(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": withMinHeight(opts, serveOffsetHeight(opts)),
+		"GET /v1/tenants":                                                withMinHeight(opts, serveTenants(opts)),
+		"POST /v1/tenants":                                               serveTenantCreate(opts),
+		"GET /v1/tenants/{tenant}":                                       withMinHeight(opts, serveTenant(opts)),
+		"DELETE /v1/tenants/{tenant}":                                    serveTenantDelete(opts),
+		"PUT /v1/tenants/{tenant}/quotas":                                serveTenantQuotas(opts),
 	}
 	mux := http.NewServeMux()
 	var g *guard

@@ -43,12 +43,16 @@ import (
 //	security  users and their SASL credentials (users.go), ACLs
 //	          (acls.go, acls_view.go), client and IP quotas (quotas.go,
 //	          ip_quotas.go) and signed administration (admin_signed.go)
+//	tenants   tenants and their quotas, the gates that keep a tenant's
+//	          names its own and within its quotas, a tenant's deletion
+//	          across every module (tenants/)
 //
 // The modules form layers, topics at the bottom: keys, groups and trust
 // use topics, producers use topics and groups, cluster uses trust and
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
-// topics and groups (the commands it gates) (allowedCalls in package
+// topics and groups (the commands it gates), tenants uses every module
+// but keys (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
@@ -90,8 +94,10 @@ import (
 // step (registerBlockBegin: the cluster's upgrade check and activation,
 // the trust module's signers), run before them; a module's command gate
 // (registerCommandGate: the security module's refusal of unsigned
-// administration under stele.admin.signed), run before every command's
-// apply, after its stateless check; a module's form of
+// administration under stele.admin.signed, the tenants module's names
+// and quotas), run before every command's apply, after its stateless
+// check, or before the check (the tenants module's names before app
+// version 4); a module's form of
 // transaction (registerTxFormat: the trust module's certificates), and
 // the cluster's digest domain (setDigestDomain); and a module's files in
 // a snapshot (registerSnapshotFiles: the topics module's partition logs
@@ -104,7 +110,7 @@ import (
 // registry by calling each module's registration function in a fixed
 // order, and nothing changes it afterwards. That order is the layering's,
 // from the bottom up (topics, keys, groups, producers, trust, cluster,
-// security),
+// security, tenants),
 // and each module's function calls its files' in an order it lists; the
 // topics module comes first because it makes the hook points the modules
 // above it register at. Beyond that the order decides nothing: every list

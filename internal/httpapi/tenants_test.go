@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// TestTenantsAPI (issue 18): a tenant created with quotas, refused when it
+// exists, with a bad name or quota, or a body with fields it does not know;
+// listed and described with its usage against its quotas; its quotas
+// changed; deleted with what it owned counted; then gone (404).
+func TestTenantsAPI(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	do := func(method, path, body string, want int, out any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s %s: %d %s, want %d", method, path, body, resp.StatusCode, data, want)
+		}
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, data)
+			}
+		}
+	}
+	var res TenantResult
+	do("POST", "/v1/tenants", `{"name":"acme","quotas":{"topics":2,"partitions":4}}`, http.StatusCreated, &res)
+	if res.Tenant != "acme" || res.Height <= 0 {
+		t.Fatalf("created: %+v", res)
+	}
+	do("POST", "/v1/tenants", `{"name":"acme"}`, http.StatusConflict, nil)
+	do("POST", "/v1/tenants", `{"name":"Acme"}`, http.StatusBadRequest, nil)
+	do("POST", "/v1/tenants", `{"name":"globex","quotas":{"storage":1}}`, http.StatusBadRequest, nil)
+	do("POST", "/v1/tenants", `{"name":"globex","quotas":{"topics":-1}}`, http.StatusBadRequest, nil)
+	do("POST", "/v1/tenants", `{"name":"globex","owner":"x"}`, http.StatusBadRequest, nil)
+	do("POST", "/v1/tenants", `{"name":"globex"}`, http.StatusCreated, nil)
+
+	// acme uses a topic of 3 partitions; a second of 2 would pass its
+	// partitions quota.
+	if r, err := b.SubmitOne(context.Background(), fsm.CreateTopic{Name: "acme~orders", Partitions: 3, ReplicationFactor: -1}); err != nil || r.Code != 0 {
+		t.Fatalf("tenant topic: %v %+v", err, r)
+	}
+	if r, _ := b.SubmitOne(context.Background(), fsm.CreateTopic{Name: "acme~more", Partitions: 2, ReplicationFactor: -1}); r.Code == 0 || !strings.Contains(r.Message, "partitions") {
+		t.Fatalf("over the partitions quota: %+v", r)
+	}
+	var all []Tenant
+	do("GET", "/v1/tenants", "", http.StatusOK, &all)
+	if len(all) != 2 || all[0].Name != "acme" || all[1].Name != "globex" {
+		t.Fatalf("tenants %+v", all)
+	}
+	var acme Tenant
+	do("GET", "/v1/tenants/acme", "", http.StatusOK, &acme)
+	if q := acme.Quotas["partitions"]; q.Limit == nil || *q.Limit != 4 || q.Used != 3 {
+		t.Errorf("acme's partitions %+v", q)
+	}
+	if q := acme.Quotas["groups"]; q.Limit != nil || q.Used != 0 {
+		t.Errorf("acme's groups %+v", q)
+	}
+	do("PUT", "/v1/tenants/acme/quotas", `{"set":{"groups":5},"remove":["partitions"]}`, http.StatusOK, nil)
+	do("GET", "/v1/tenants/acme", "", http.StatusOK, &acme)
+	if q := acme.Quotas["partitions"]; q.Limit != nil || q.Used != 3 {
+		t.Errorf("acme's partitions after the change %+v", q)
+	}
+	if q := acme.Quotas["groups"]; q.Limit == nil || *q.Limit != 5 {
+		t.Errorf("acme's groups after the change %+v", q)
+	}
+	do("PUT", "/v1/tenants/initech/quotas", `{"set":{"groups":5}}`, http.StatusNotFound, nil)
+	do("PUT", "/v1/tenants/acme/quotas", `{}`, http.StatusBadRequest, nil)
+
+	do("DELETE", "/v1/tenants/acme", "", http.StatusOK, &res)
+	if res.Removed["topics"] != 1 || res.Removed["partitions"] != 3 || res.Removed["groups"] != 0 {
+		t.Errorf("deleted: %+v", res)
+	}
+	do("GET", "/v1/tenants/acme", "", http.StatusNotFound, nil)
+	do("DELETE", "/v1/tenants/acme", "", http.StatusNotFound, nil)
+	if b.View().Topic("acme~orders") != nil {
+		t.Error("acme~orders outlived its tenant")
+	}
+}
