@@ -111,6 +111,10 @@ func FuzzHTTPRequest(f *testing.F) {
 		"GET /v1/topics/t/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6cHc=\r\n\r\n",
 		"GET /v1/topics/t/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Basic !!!\r\n\r\n",
 		"POST /v1/admin/signed HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n{\"principal\":\"a\",\"seq\":1,\"signature\":\"AAAA\",\"command\":\"AgA=\"}",
+		"POST /v1/tenants HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\n{\"name\":\"acme\",\"quotas\":{\"topics\":1}}",
+		"PUT /v1/tenants/acme/quotas HTTP/1.1\r\nHost: x\r\nContent-Length: 35\r\n\r\n{\"set\":{\"groups\":2},\"remove\":[\"x\"]}",
+		"DELETE /v1/tenants/acme HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/tenants/acme?min_height=1 HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST /v1/cluster/upgrade HTTP/1.1\r\nHost: x\r\nContent-Length: 128\r\n\r\n{\"height\":90,\"version\":2,\"name\":\"v2\",\"signatures\":[{\"validator\":\"0102030405060708090a0b0c0d0e0f1011121314\",\"signature\":\"AAAA\"}]}",
 	} {
 		f.Add([]byte(seed))

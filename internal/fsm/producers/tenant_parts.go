@@ -18,6 +18,18 @@ func (f *TxnCoordinator) TxnIDsReadingAs(tenant string) []string {
 	return out
 }
 
+// FirstTxnIDReadingAs returns the first, by name, of the transactional ids
+// that read as tenant's, or "": one pass, without sorting every id.
+func (f *TxnCoordinator) FirstTxnIDReadingAs(tenant string) string {
+	first := ""
+	for id := range f.Txns {
+		if t, _ := core.SplitTenant(id); t == tenant && (first == "" || id < first) {
+			first = id
+		}
+	}
+	return first
+}
+
 // RemoveTenantTxns aborts the tenant's ongoing transactions (their abort
 // markers are written as a timed-out transaction's are) and forgets its
 // transactional ids. It returns how many ids it removed.

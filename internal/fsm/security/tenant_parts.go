@@ -26,6 +26,18 @@ func (f *Security) UsersReadingAs(tenant string) []string {
 	return out
 }
 
+// FirstUserReadingAs returns the first, by name, of the users whose names
+// read as tenant's, or "": one pass, without sorting every user.
+func (f *Security) FirstUserReadingAs(tenant string) string {
+	first := ""
+	for u := range f.users {
+		if t, _ := core.SplitUser(u); t == tenant && (first == "" || u < first) {
+			first = u
+		}
+	}
+	return first
+}
+
 // tenantPrincipal reports whether principal is User:NAME@tenant.
 func tenantPrincipal(principal, tenant string) bool {
 	u, ok := strings.CutPrefix(principal, "User:")

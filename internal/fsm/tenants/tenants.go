@@ -307,14 +307,14 @@ func (f *Tenants) createTenant(c CreateTenant) core.Result {
 
 // inUse names a name of the default tenant that reads as tenant's, or "".
 func (f *Tenants) inUse(tenant string) string {
-	if gs := f.groups.GroupsReadingAs(tenant); len(gs) > 0 {
-		return fmt.Sprintf("group %q", gs[0])
+	if g := f.groups.FirstGroupReadingAs(tenant); g != "" {
+		return fmt.Sprintf("group %q", g)
 	}
-	if ids := f.txns.TxnIDsReadingAs(tenant); len(ids) > 0 {
-		return fmt.Sprintf("transactional id %q", ids[0])
+	if id := f.txns.FirstTxnIDReadingAs(tenant); id != "" {
+		return fmt.Sprintf("transactional id %q", id)
 	}
-	if us := f.security.UsersReadingAs(tenant); len(us) > 0 {
-		return fmt.Sprintf("user %q", us[0])
+	if u := f.security.FirstUserReadingAs(tenant); u != "" {
+		return fmt.Sprintf("user %q", u)
 	}
 	return ""
 }
