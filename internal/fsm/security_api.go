@@ -50,6 +50,7 @@ const (
 	ACLResourceCluster          = security.ACLResourceCluster
 	ACLResourceGroup            = security.ACLResourceGroup
 	ACLResourceTopic            = security.ACLResourceTopic
+	ACLResourceTransactionalID  = security.ACLResourceTransactionalID
 	ACLResourceUser             = security.ACLResourceUser
 	ACLWildcard                 = security.ACLWildcard
 	ClusterResourceName         = security.ClusterResourceName

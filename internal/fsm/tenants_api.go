@@ -38,5 +38,8 @@ func ValidTenantName(s string) error { return core.ValidTenantName(s) }
 // QualifyName is core.Qualify: tenant's name for local in the state.
 func QualifyName(tenant, local string) string { return core.Qualify(tenant, local) }
 
+// SplitUser is core.SplitUser.
+func SplitUser(user string) (tenant, local string) { return core.SplitUser(user) }
+
 // SplitTenant is core.SplitTenant.
 func SplitTenant(name string) (tenant, local string) { return core.SplitTenant(name) }

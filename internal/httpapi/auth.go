@@ -12,7 +12,9 @@ package httpapi
 // signed administration), are open. A denial is 403 whether the topic
 // exists or not; bad credentials are 401 after a delay, and five failures
 // in a minute for one user from one address lock that user's Basic logins
-// from it for the rest of the minute.
+// from it for the rest of the minute. A tenant's topics and groups
+// (acme~orders) are denied to every principal but the super users, as on
+// the Kafka API (docs/tenants.md).
 
 import (
 	"context"
@@ -147,9 +149,18 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 }
 
 func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool {
+	super := principal == "User:admin" || slices.Contains(g.sec.SuperUsers, principal)
+	name := acl.name(r)
+	if acl.resourceType == fsm.ACLResourceTopic || acl.resourceType == fsm.ACLResourceGroup || acl.resourceType == fsm.ACLResourceTransactionalID {
+		if t, _ := fsm.SplitTenant(name); t != "" && !super {
+			if _, ok := g.opts.Broker.Tenants().Get(t); ok {
+				return false // a tenant's, never the default tenant's (docs/tenants.md)
+			}
+		}
+	}
 	return g.opts.Broker.ACLs().Authorize(fsm.AuthorizeRequest{
-		Principal: principal, Host: remoteHost(r), Operation: acl.op, ResourceType: acl.resourceType, ResourceName: acl.name(r),
-		SuperUser: principal == "User:admin" || slices.Contains(g.sec.SuperUsers, principal), AllowIfNoACL: g.sec.AllowIfNoACL,
+		Principal: principal, Host: remoteHost(r), Operation: acl.op, ResourceType: acl.resourceType, ResourceName: name,
+		SuperUser: super, AllowIfNoACL: g.sec.AllowIfNoACL,
 	})
 }
 

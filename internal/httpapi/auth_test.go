@@ -50,11 +50,20 @@ func TestHTTPAuthorization(t *testing.T) {
 	if _, err := b.SubmitOne(context.Background(), allow("User:alice", fsm.ACLResourceTopic, "t", fsm.ACLOpRead)); err != nil {
 		t.Fatal(err)
 	}
+	// carol may read every topic of the default tenant; acme's acme~t is
+	// none of them (docs/tenants.md).
+	addUser(t, b, "carol", "carol-pw")
+	for _, c := range []fsm.Command{allow("User:carol", fsm.ACLResourceTopic, "*", fsm.ACLOpRead), fsm.CreateTenant{Name: "acme"},
+		fsm.CreateTopic{Name: "acme~t", Partitions: 1, ReplicationFactor: -1}} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
 	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg,
 		Security: &Security{BasicOverPlaintext: true, AllowIfNoACL: false}}))
 	defer srv.Close()
 	type who struct{ user, pass string }
-	anon, alice, admin := who{}, who{"alice", "alice-pw"}, who{"admin", "admin-pw"}
+	anon, alice, admin, carol := who{}, who{"alice", "alice-pw"}, who{"admin", "admin-pw"}, who{"carol", "carol-pw"}
 	do := func(method, path string, w who) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"value":"dg=="}`))
@@ -86,11 +95,14 @@ func TestHTTPAuthorization(t *testing.T) {
 		{"GET", "/v1/topics/t/keys", who{"alice", "wrong"}, http.StatusUnauthorized},
 		{"GET", "/healthz", who{"nobody", "x"}, http.StatusUnauthorized},
 		{"POST", "/v1/topics/t/keys/k/events", admin, http.StatusCreated}, // a super user
+		{"GET", "/v1/topics/t/keys", carol, http.StatusOK},
+		{"GET", "/v1/topics/acme~t/keys", carol, http.StatusForbidden}, // a tenant's
+		{"GET", "/v1/topics/acme~t/keys", admin, http.StatusOK},        // a super user
 		{"GET", "/v1/tenants", alice, http.StatusForbidden},
 		{"POST", "/v1/tenants", alice, http.StatusForbidden},
 		{"DELETE", "/v1/tenants/acme", alice, http.StatusForbidden},
 		{"GET", "/v1/tenants", admin, http.StatusOK},
-		{"DELETE", "/v1/tenants/acme", admin, http.StatusNotFound},
+		{"DELETE", "/v1/tenants/initech", admin, http.StatusNotFound},
 	} {
 		if resp := do(c.method, c.path, c.who); resp.StatusCode != c.want {
 			t.Errorf("%s %s as %q: %d, want %d", c.method, c.path, c.who.user, resp.StatusCode, c.want)

@@ -135,7 +135,11 @@ func handleDescribeAcls(c *conn, req kmsg.Request) (respond, error) {
 		return done(resp), nil
 	}
 	var cur *kmsg.DescribeACLsResponseResource
+	hide := c.hidesTenants()
 	for _, b := range c.s.b.ACLs().Match(f) {
+		if hide && c.tenantBinding(b) {
+			continue // a tenant's (tenants.go)
+		}
 		if cur == nil || int8(cur.ResourceType) != b.ResourceType || int8(cur.ResourcePatternType) != b.PatternType || cur.ResourceName != b.ResourceName {
 			res := kmsg.NewDescribeACLsResponseResource()
 			res.ResourceType, res.ResourceName, res.ResourcePatternType = kmsg.ACLResourceType(b.ResourceType), b.ResourceName, kmsg.ACLResourcePatternType(b.PatternType)
@@ -154,6 +158,7 @@ func handleDeleteAcls(c *conn, req kmsg.Request) (respond, error) {
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
 	allowed := c.clusterAllowed(kmsg.ACLOperationAlter)
 	acls := c.s.b.ACLs()
+	hide := c.hidesTenants()
 	var all []fsm.ACLBinding
 	seen := map[fsm.ACLBinding]bool{}
 	for _, rf := range r.Filters {
@@ -168,6 +173,9 @@ func handleDeleteAcls(c *conn, req kmsg.Request) (respond, error) {
 		res.ErrorCode, res.ErrorMessage = p.code, p.message()
 		if !p.failed() {
 			for _, b := range acls.Match(f) {
+				if hide && c.tenantBinding(b) {
+					continue // a tenant's: never matched (tenants.go)
+				}
 				m := kmsg.NewDeleteACLsResponseResultMatchingACL()
 				m.ResourceType, m.ResourceName, m.ResourcePatternType = kmsg.ACLResourceType(b.ResourceType), b.ResourceName, kmsg.ACLResourcePatternType(b.PatternType)
 				m.Principal, m.Host, m.Operation, m.PermissionType = b.Principal, b.Host, kmsg.ACLOperation(b.Operation), kmsg.ACLPermissionType(b.Permission)

@@ -65,10 +65,17 @@ func (c *conn) allowed(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperatio
 
 // authorize reports whether the principal of c, from its address, may
 // perform op on the resource (rt, name), by the committed ACLs, super.users
-// and allow.everyone.if.no.acl.found (acls.go). It is the one place every
-// API's authorization goes through.
+// and allow.everyone.if.no.acl.found (acls.go), never a tenant's topic,
+// group or transactional id but to a super user (tenants.go). It is the
+// one place every API's authorization goes through.
 func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	p := c.principalNow()
+	switch rt {
+	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
+		if c.tenantOwned(name) && !c.s.superUser(p) {
+			return false // a tenant's, never the default tenant's (tenants.go)
+		}
+	}
 	return c.s.b.ACLs().Authorize(fsm.AuthorizeRequest{
 		Principal: p, Host: c.host, Operation: int8(op), ResourceType: int8(rt), ResourceName: name,
 		SuperUser: c.s.superUser(p), AllowIfNoACL: !c.s.opts.DenyIfNoACL,

@@ -41,9 +41,10 @@ func handleDescribeLogDirs(c *conn, req kmsg.Request) (respond, error) {
 		}
 		dir.TotalBytes, dir.UsableBytes = diskSpace(dir.Dir)
 	}
+	hide := c.hidesTenants()
 	add := func(t *fsm.TopicView, parts []*fsm.Partition) {
-		if len(parts) == 0 {
-			return
+		if len(parts) == 0 || hide && c.tenantOwned(t.Name) {
+			return // a tenant's topics are not the default tenant's (tenants.go)
 		}
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
 		dt.Topic = t.Name

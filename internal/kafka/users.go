@@ -55,8 +55,13 @@ func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, err
 		names = append(names, u.Name)
 	}
 	all := len(names) == 0
+	hide := c.hidesTenants()
 	if all {
-		names = users.Names()
+		for _, n := range users.Names() {
+			if !hide || !c.tenantUser(n) {
+				names = append(names, n)
+			}
+		}
 	}
 	count := map[string]int{}
 	for _, n := range names {
@@ -74,7 +79,7 @@ func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, err
 		case count[n] > 1:
 			res.ErrorCode = kerr.DuplicateResource.Code
 			res.ErrorMessage = kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request")
-		case !users.Exists(n):
+		case !users.Exists(n) || hide && c.tenantUser(n): // a tenant's user is not the default tenant's (tenants.go)
 			res.ErrorCode = kerr.ResourceNotFound.Code
 			res.ErrorMessage = kmsg.StringPtr("Attempt to describe a user credential that does not exist")
 		default:

@@ -1,0 +1,85 @@
+package kafka
+
+// Tenants at the Kafka front-end (issue 18, docs/tenants.md). Every
+// connection is the default tenant's for now (a tenant's own clients, who
+// will see their namespace unprefixed, are not built yet). A tenant's
+// names (acme~orders, acme~billing, alice@acme: fsm/core/names.go) are not
+// the default tenant's, so for a principal that is not a super user:
+//   - authorize (authorized_ops.go), the one place every API's
+//     authorization goes through, denies every operation on a topic, group
+//     or transactional id whose name reads as an existing tenant's,
+//     whatever the ACLs say: wildcards and prefixes of the default
+//     tenant's ACLs never reach into a tenant. So Metadata, ListGroups,
+//     DescribeGroups, ListTransactions, DescribeTransactions,
+//     DescribeProducers, OffsetFetch and the rest answer as for a resource
+//     the principal may not see, and a group id or transactional id that
+//     reads as a tenant's is refused (GROUP_AUTHORIZATION_FAILED,
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED) instead of reaching the
+//     tenant's;
+//   - the listings that need DESCRIBE on the cluster leave a tenant's
+//     entries out: ListGroups, DescribeLogDirs, DescribeAcls (a binding
+//     on a tenant's resource or for a tenant's user),
+//     DescribeUserScramCredentials and DescribeClientQuotas (a tenant's
+//     users); DeleteAcls never matches a tenant's bindings.
+// Super users (super.users, User:admin) administer the whole cluster,
+// tenants included, and see everything.
+//
+// A name that reads as a tenant that does not exist is the default
+// tenant's (a cluster without tenants is unchanged). So a client can tell
+// that a tenant exists by being refused a group id named after it; it
+// learns nothing else of it (docs/tenants.md).
+
+import "github.com/stele-io/stele/internal/fsm"
+
+// tenantOwned reports whether name, a topic, group id or transactional id
+// as the state has it, is an existing tenant's.
+func (c *conn) tenantOwned(name string) bool {
+	t, _ := fsm.SplitTenant(name)
+	if t == "" {
+		return false
+	}
+	_, ok := c.s.b.Tenants().Get(t)
+	return ok
+}
+
+// tenantUser reports whether user is an existing tenant's (NAME@tenant).
+func (c *conn) tenantUser(user string) bool {
+	t, _ := fsm.SplitUser(user)
+	if t == "" {
+		return false
+	}
+	_, ok := c.s.b.Tenants().Get(t)
+	return ok
+}
+
+// tenantPrincipal reports whether principal is an existing tenant's user.
+func (c *conn) tenantPrincipal(principal string) bool {
+	u, ok := cutUserPrincipal(principal)
+	return ok && c.tenantUser(u)
+}
+
+// hidesTenants reports whether c's principal sees only the default
+// tenant: every principal but the super users.
+func (c *conn) hidesTenants() bool {
+	return c.s.b.Tenants().Len() > 0 && !c.s.superUser(c.principalNow())
+}
+
+// tenantBinding reports whether an ACL binding is a tenant's: on a
+// tenant's resource, or for a tenant's user.
+func (c *conn) tenantBinding(b fsm.ACLBinding) bool {
+	switch b.ResourceType {
+	case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID:
+		if c.tenantOwned(b.ResourceName) {
+			return true
+		}
+	}
+	return c.tenantPrincipal(b.Principal)
+}
+
+func cutUserPrincipal(p string) (string, bool) {
+	const prefix = "User:"
+	if len(p) > len(prefix) && p[:len(prefix)] == prefix {
+		return p[len(prefix):], true
+	}
+	return "", false
+}
