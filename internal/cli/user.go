@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/sasl"
 	"github.com/stele-io/stele/internal/server"
 )
@@ -33,8 +34,29 @@ type userCredential struct {
 	Iterations int32  `json:"iterations"`
 }
 
+// tenantUserName is NAME as a user of tenant (NAME@tenant), after asking
+// the broker's HTTP API (addr) that the tenant exists; NAME itself
+// without a tenant.
+func tenantUserName(cmd *cobra.Command, g *globalOptions, addr, tenant, name string) (string, error) {
+	if tenant == "" {
+		return name, nil
+	}
+	if err := fsm.ValidTenantName(tenant); err != nil {
+		return "", usageErrorf("--tenant: %v", err)
+	}
+	a, err := httpAddress(cmd, addr)
+	if err != nil {
+		return "", err
+	}
+	var t httpapi.Tenant
+	if err := jsonRequest(cmd.Context(), g, "GET", tenantsURL(a, tenant), nil, &t); err != nil {
+		return "", fmt.Errorf("--tenant %s: %w", tenant, err)
+	}
+	return fsm.QualifyUser(tenant, name), nil
+}
+
 func newUserCreateCmd(g *globalOptions) *cobra.Command {
-	var passwordFile string
+	var passwordFile, tenant string
 	var mechanisms []string
 	var iterations int32
 	var sign *adminSigning
@@ -48,12 +70,18 @@ credentials). The password is read from a file (one trailing newline is
 dropped) and salted and hashed here: the broker never sees it. Only a super
 user may manage users on a broker whose listeners authenticate.`,
 		Example: `  stele user create alice --password-file alice.password
-  stele user create svc --password-file svc.pw --mechanism SCRAM-SHA-512 --command-config admin.properties`,
+  stele user create svc --password-file svc.pw --mechanism SCRAM-SHA-512 --command-config admin.properties
+  stele user create alice --tenant acme --password-file alice.password   # logs in as alice@acme`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if passwordFile == "" {
 				return usageErrorf("--password-file is required")
 			}
+			name, err := tenantUserName(cmd, g, sign.http, tenant, args[0])
+			if err != nil {
+				return err
+			}
+			args = []string{name}
 			pw, err := server.ReadPasswordFile(passwordFile)
 			if err != nil {
 				return fmt.Errorf("--password-file: %w", err)
@@ -107,6 +135,7 @@ user may manage users on a broker whose listeners authenticate.`,
 	cmd.Flags().StringVar(&passwordFile, "password-file", "", "file holding the password")
 	cmd.Flags().StringSliceVar(&mechanisms, "mechanism", []string{sasl.ScramSHA256, sasl.ScramSHA512}, "SCRAM mechanisms to make credentials for")
 	cmd.Flags().Int32Var(&iterations, "iterations", sasl.MinIteration, "SCRAM iterations (4096 to 16384)")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "make NAME a user of this tenant: it logs in as NAME@TENANT and sees only the tenant's names (docs/tenants.md); the tenant must exist (asked over --http)")
 	sign = addSignFlags(cmd)
 	return cmd
 }
@@ -153,6 +182,7 @@ func newUserListCmd(g *globalOptions) *cobra.Command {
 
 func newUserDeleteCmd(g *globalOptions) *cobra.Command {
 	var sign *adminSigning
+	var tenant string
 	cmd := &cobra.Command{
 		Use:   "delete NAME...",
 		Short: "Delete users: every SCRAM credential each has (kafka-configs.sh --alter --delete-config)",
@@ -161,6 +191,14 @@ log in. Connections already authenticated stay open until they close or
 re-authenticate (connections.max.reauth.ms).`,
 		Args: minArgs("NAME"),
 		RunE: func(cmd *cobra.Command, names []string) error {
+			if tenant != "" {
+				if err := fsm.ValidTenantName(tenant); err != nil {
+					return usageErrorf("--tenant: %v", err)
+				}
+				for i, n := range names {
+					names[i] = fsm.QualifyUser(tenant, n)
+				}
+			}
 			adm, cl, err := g.newAdmin()
 			if err != nil {
 				return err
@@ -221,6 +259,7 @@ re-authenticate (connections.max.reauth.ms).`,
 			return errors.Join(errs...)
 		},
 	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the users are this tenant's (NAME@TENANT)")
 	sign = addSignFlags(cmd)
 	return cmd
 }

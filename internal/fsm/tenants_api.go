@@ -38,6 +38,9 @@ func ValidTenantName(s string) error { return core.ValidTenantName(s) }
 // QualifyName is core.Qualify: tenant's name for local in the state.
 func QualifyName(tenant, local string) string { return core.Qualify(tenant, local) }
 
+// QualifyUser is core.QualifyUser: tenant's user local as the state names it.
+func QualifyUser(tenant, local string) string { return core.QualifyUser(tenant, local) }
+
 // SplitUser is core.SplitUser.
 func SplitUser(user string) (tenant, local string) { return core.SplitUser(user) }
 

@@ -67,5 +67,8 @@ func ProducerKey(topic string, partition int32, pid int64) []byte {
 // TopicConfigDefs is topics.TopicConfigDefs.
 func TopicConfigDefs() []topics.ConfigDef { return topics.TopicConfigDefs() }
 
+// ValidStateTopicName is topics.ValidStateTopicName.
+func ValidStateTopicName(name string) error { return topics.ValidStateTopicName(name) }
+
 // ValidTopicName is topics.ValidTopicName.
 func ValidTopicName(name string) error { return topics.ValidTopicName(name) }

@@ -70,10 +70,28 @@ func (c *conn) allowed(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperatio
 // one place every API's authorization goes through.
 func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	p := c.principalNow()
-	switch rt {
-	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
-		if c.tenantOwned(name) && !c.s.superUser(p) {
-			return false // a tenant's, never the default tenant's (tenants.go)
+	if t := c.tenantNow(); t != "" {
+		// A tenant's connection: its own tenant's names only, and on the
+		// cluster only what creating its topics and idempotent producing
+		// need (tenant_lens.go).
+		switch rt {
+		case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
+			if owner, _ := fsm.SplitTenant(name); owner != t {
+				return false
+			}
+		case kmsg.ACLResourceTypeCluster:
+			if op != kmsg.ACLOperationCreate && op != kmsg.ACLOperationIdempotentWrite {
+				return false
+			}
+		default:
+			return false
+		}
+	} else {
+		switch rt {
+		case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
+			if c.tenantOwned(name) && !c.s.superUser(p) {
+				return false // a tenant's, never the default tenant's (tenants.go)
+			}
 		}
 	}
 	return c.s.b.ACLs().Authorize(fsm.AuthorizeRequest{
@@ -86,4 +104,8 @@ func (c *conn) authorize(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name str
 // authenticates; handlers and the listing of connections read it).
 func (c *conn) principalNow() string { return *c.principal.Load() }
 
-func (c *conn) setPrincipal(p string) { c.principal.Store(&p) }
+func (c *conn) setPrincipal(p string) {
+	t := c.tenantOfPrincipal(p)
+	c.tenant.Store(&t)
+	c.principal.Store(&p)
+}

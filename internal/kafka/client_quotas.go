@@ -185,7 +185,7 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	quotas := c.s.b.Quotas()
 	hide := c.hidesTenants()
 	for _, e := range quotas.Entities() {
-		if hide && e.User.Set && !e.User.Default && c.tenantUser(e.User.Name) {
+		if hide && e.User.Set && !e.User.Default && c.foreignUser(e.User.Name) {
 			continue // a tenant's user's (tenants.go)
 		}
 		if !quotaEntityMatches(map[string]fsm.QuotaName{quotaEntityUser: e.User, quotaEntityClientID: e.ClientID}, r.Components, r.Strict) {

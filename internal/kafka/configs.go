@@ -96,7 +96,7 @@ func handleDescribeConfigs(c *conn, req kmsg.Request) (respond, error) {
 	for _, rr := range r.Resources {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, p := c.s.describeResource(view, rr.ResourceType, rr.ResourceName)
+		entries, p := c.s.describeResource(c, view, rr.ResourceType, rr.ResourceName)
 		if denied := c.configDenied(rr.ResourceType, rr.ResourceName, kmsg.ACLOperationDescribeConfigs); denied.failed() {
 			p = denied
 		}
@@ -136,10 +136,10 @@ func handleDescribeConfigs(c *conn, req kmsg.Request) (respond, error) {
 }
 
 // describeResource returns every config of one resource.
-func (s *Server) describeResource(view *fsm.View, typ kmsg.ConfigResourceType, name string) ([]configEntry, problem) {
+func (s *Server) describeResource(c *conn, view *fsm.View, typ kmsg.ConfigResourceType, name string) ([]configEntry, problem) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
-		if err := fsm.ValidTopicName(name); err != nil {
+		if err := c.validTopicName(name); err != nil {
 			return nil, newProblem(kerr.InvalidTopicException, err.Error())
 		}
 		t := view.Topic(name)
@@ -406,7 +406,7 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 			p = c.s.alterLoggers(r, incremental, validateOnly)
 		default:
 			cmd := fsm.AlterConfigs{Topic: r.name, Incremental: incremental, Changes: r.changes}
-			if p = checkAlterConfigs(view, cmd); !p.failed() && !validateOnly {
+			if p = checkAlterConfigs(c, view, cmd); !p.failed() && !validateOnly {
 				cmds = append(cmds, cmd)
 				slots = append(slots, i)
 			}
@@ -445,8 +445,8 @@ func (c *conn) configDenied(typ kmsg.ConfigResourceType, name string, op kmsg.AC
 
 // checkAlterConfigs says why cmd cannot apply to the committed view: the
 // topic must exist and every resulting config must be valid.
-func checkAlterConfigs(view *fsm.View, cmd fsm.AlterConfigs) problem {
-	if err := fsm.ValidTopicName(cmd.Topic); err != nil {
+func checkAlterConfigs(c *conn, view *fsm.View, cmd fsm.AlterConfigs) problem {
+	if err := c.validTopicName(cmd.Topic); err != nil {
 		return newProblem(kerr.InvalidTopicException, err.Error())
 	}
 	t := view.Topic(cmd.Topic)

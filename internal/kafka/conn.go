@@ -51,6 +51,9 @@ type conn struct {
 	// a TLS client certificate's subject, mapped, or User:<name> after a
 	// SASL login. Set with setPrincipal, read with principalNow.
 	principal atomic.Pointer[string]
+	// tenant is the tenant c's principal logged in to, "" for the default
+	// tenant (tenant_lens.go); set with the principal.
+	tenant atomic.Pointer[string]
 	// host is the client's address as ACLs name hosts.
 	host string
 	// auth is the SASL authentication of a SASL listener's connection
@@ -262,7 +265,23 @@ func (c *conn) start(body []byte) (pending, error) {
 		return p, fmt.Errorf("malformed %s v%d request: %v", kmsg.NameForKey(key), version, err)
 	}
 	t0 := time.Now()
+	var lens *tenantLens
+	if t := c.tenantNow(); t != "" && key != apiVersionsKey && key != saslHandshakeKey && key != saslAuthenticateKey {
+		l := newTenantLens(t)
+		lens = &l
+		lens.in(req)
+	}
 	fn, err := rt.handle(c, req)
+	if lens != nil && fn != nil {
+		inner := fn
+		fn = func() kmsg.Response {
+			resp := inner()
+			if resp != nil {
+				lens.out(resp)
+			}
+			return resp
+		}
+	}
 	p.fn = fn // with errCloseAfterAnswer, the answer written before closing
 	p.handled = time.Since(t0)
 	return p, err

@@ -87,7 +87,7 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 		case !c.mayCreateTopic(rt.Topic):
 			p = newProblem(kerr.TopicAuthorizationFailed, "")
 		default:
-			cmd, p = c.s.checkCreateTopic(view, &rt, accepted)
+			cmd, p = c.s.checkCreateTopic(c, view, &rt, accepted)
 			if !p.failed() && !r.ValidateOnly {
 				d, refused := c.mutationQuota(int(cmd.Partitions), r.Version >= 6)
 				throttle = max(throttle, d)
@@ -150,8 +150,8 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 // checkCreateTopic turns one requested topic into a command, or says why it
 // cannot be created, checking it against view and the names accepted
 // earlier in the same request. The order of the checks is Kafka's.
-func (s *Server) checkCreateTopic(view *fsm.View, rt *kmsg.CreateTopicsRequestTopic, accepted map[string]bool) (fsm.CreateTopic, problem) {
-	if err := fsm.ValidTopicName(rt.Topic); err != nil {
+func (s *Server) checkCreateTopic(c *conn, view *fsm.View, rt *kmsg.CreateTopicsRequestTopic, accepted map[string]bool) (fsm.CreateTopic, problem) {
+	if err := c.validTopicName(rt.Topic); err != nil {
 		return fsm.CreateTopic{}, newProblem(kerr.InvalidTopicException, err.Error())
 	}
 	if view.Topic(rt.Topic) != nil {

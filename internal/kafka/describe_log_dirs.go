@@ -43,7 +43,7 @@ func handleDescribeLogDirs(c *conn, req kmsg.Request) (respond, error) {
 	}
 	hide := c.hidesTenants()
 	add := func(t *fsm.TopicView, parts []*fsm.Partition) {
-		if len(parts) == 0 || hide && c.tenantOwned(t.Name) {
+		if len(parts) == 0 || hide && c.foreign(t.Name) {
 			return // a tenant's topics are not the default tenant's (tenants.go)
 		}
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()

@@ -110,7 +110,7 @@ func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
 	all := c.clusterAllowed(kmsg.ACLOperationDescribe)
 	hide := c.hidesTenants()
 	for _, g := range c.s.b.Groups().Groups() {
-		if !all && !c.groupAllowed(kmsg.ACLOperationDescribe, g.Name) || hide && c.tenantOwned(g.Name) {
+		if !all && !c.groupAllowed(kmsg.ACLOperationDescribe, g.Name) || hide && c.foreign(g.Name) {
 			continue
 		}
 		state, protocolType := g.State.String(), g.ProtocolType

@@ -85,7 +85,7 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 		if rt.Topic == nil {
 			continue
 		}
-		if view.Topic(*rt.Topic) == nil && autoCreate && fsm.ValidTopicName(*rt.Topic) == nil && describable(*rt.Topic) && c.mayCreateTopic(*rt.Topic) {
+		if view.Topic(*rt.Topic) == nil && autoCreate && c.validTopicName(*rt.Topic) == nil && describable(*rt.Topic) && c.mayCreateTopic(*rt.Topic) {
 			create = append(create, fsm.CreateTopic{Name: *rt.Topic, Partitions: s.opts.DefaultPartitions, ReplicationFactor: -1})
 		}
 	}
@@ -108,7 +108,7 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			if err := fsm.ValidTopicName(*rt.Topic); err != nil {
+			if err := c.validTopicName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, mt)
 				continue

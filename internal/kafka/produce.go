@@ -115,7 +115,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 				code = kerr.TransactionalIDAuthorizationFailed.Code
 			case !writable:
 				code = kerr.TopicAuthorizationFailed.Code
-			case fsm.ValidTopicName(rt.Topic) != nil:
+			case c.validTopicName(rt.Topic) != nil:
 				code = kerr.InvalidTopicException.Code
 			case view.Topic(rt.Topic) == nil && !created[rt.Topic]:
 				if !s.opts.AutoCreateTopics || !c.mayCreateTopic(rt.Topic) {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/stele-io/stele/internal/consensus/local"
 	"github.com/stele-io/stele/internal/fsm"
 	stelesasl "github.com/stele-io/stele/internal/sasl"
 )
@@ -28,7 +29,14 @@ var allMechanisms = []string{stelesasl.Plain, stelesasl.ScramSHA256, stelesasl.S
 // listener; it returns the broker and that listener's address.
 func startSASLBroker(t testing.TB, tweak func(*Options)) (*testBroker, string) {
 	t.Helper()
-	tb := startTestBroker(t, func(o *Options) {
+	return startSASLBrokerOrdered(t, local.Options{StartTime: time.Unix(1_700_000_000, 0), Step: 10 * time.Millisecond}, tweak)
+}
+
+// startSASLBrokerOrdered is startSASLBroker on an orderer with options lo
+// (a clock, for groups: startTestBrokerClocked).
+func startSASLBrokerOrdered(t testing.TB, lo local.Options, tweak func(*Options)) (*testBroker, string) {
+	t.Helper()
+	tb := startTestBrokerOrdered(t, lo, func(o *Options) {
 		o.DenyIfNoACL = true
 		o.Registerer = prometheus.NewRegistry()
 		if tweak != nil {

@@ -1,10 +1,11 @@
 package kafka
 
-// Tenants at the Kafka front-end (issue 18, docs/tenants.md). Every
-// connection is the default tenant's for now (a tenant's own clients, who
-// will see their namespace unprefixed, are not built yet). A tenant's
-// names (acme~orders, acme~billing, alice@acme: fsm/core/names.go) are not
-// the default tenant's, so for a principal that is not a super user:
+// Tenants at the Kafka front-end (issue 18, docs/tenants.md). A connection
+// is a tenant's when its principal is one of the tenant's users
+// (tenant_lens.go); every other connection is the default tenant's. A
+// tenant's names (acme~orders, acme~billing, alice@acme:
+// fsm/core/names.go) are not the default tenant's, so for a principal of
+// the default tenant that is not a super user:
 //   - authorize (authorized_ops.go), the one place every API's
 //     authorization goes through, denies every operation on a topic, group
 //     or transactional id whose name reads as an existing tenant's,
@@ -52,28 +53,46 @@ func (c *conn) tenantUser(user string) bool {
 	return ok
 }
 
-// tenantPrincipal reports whether principal is an existing tenant's user.
-func (c *conn) tenantPrincipal(principal string) bool {
-	u, ok := cutUserPrincipal(principal)
-	return ok && c.tenantUser(u)
-}
-
-// hidesTenants reports whether c's principal sees only the default
-// tenant: every principal but the super users.
+// hidesTenants reports whether the listings leave some tenant's entries
+// out for c: for every principal but the super users while tenants exist,
+// and always for a tenant's connection (tenant_lens.go).
 func (c *conn) hidesTenants() bool {
-	return c.s.b.Tenants().Len() > 0 && !c.s.superUser(c.principalNow())
+	return c.tenantNow() != "" || c.s.b.Tenants().Len() > 0 && !c.s.superUser(c.principalNow())
 }
 
-// tenantBinding reports whether an ACL binding is a tenant's: on a
-// tenant's resource, or for a tenant's user.
+// foreign reports whether a topic, group id or transactional id is not
+// c's to see in a listing: another tenant's, for a tenant's connection; an
+// existing tenant's, for the default tenant's.
+func (c *conn) foreign(name string) bool {
+	if t := c.tenantNow(); t != "" {
+		owner, _ := fsm.SplitTenant(name)
+		return owner != t
+	}
+	return c.tenantOwned(name)
+}
+
+// foreignUser is foreign for a user name (NAME@tenant).
+func (c *conn) foreignUser(user string) bool {
+	if t := c.tenantNow(); t != "" {
+		owner, _ := fsm.SplitUser(user)
+		return owner != t
+	}
+	return c.tenantUser(user)
+}
+
+// tenantBinding reports whether an ACL binding is not c's to see: on a
+// resource or for a user foreign to c.
 func (c *conn) tenantBinding(b fsm.ACLBinding) bool {
 	switch b.ResourceType {
 	case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID:
-		if c.tenantOwned(b.ResourceName) {
+		if c.foreign(b.ResourceName) {
 			return true
 		}
 	}
-	return c.tenantPrincipal(b.Principal)
+	if u, ok := cutUserPrincipal(b.Principal); ok {
+		return c.foreignUser(u)
+	}
+	return c.tenantNow() != ""
 }
 
 func cutUserPrincipal(p string) (string, bool) {

@@ -3,15 +3,20 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stele-io/stele/internal/consensus/local"
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/sasl"
 )
@@ -188,4 +193,178 @@ func startTestBrokerOn(t *testing.T, tb *testBroker, tweak func(*Options)) strin
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// TestTenantsOwnClients (issue 18, docs/tenants.md): two tenants' users,
+// alice@acme and bob@globex, logged in with SASL SCRAM through franz-go,
+// each create a topic orders, produce to it, consume it in a group billing
+// and commit, and run a transaction under transactional id tx-1, at the
+// same time: each sees its own names unprefixed and reads exactly its own
+// records, offsets and transactions; the listings show nothing of the
+// other tenant; an error message names the topic as its client knows it;
+// the cluster-wide APIs answer CLUSTER_AUTHORIZATION_FAILED; in the state
+// the names are acme~orders and globex~orders.
+func TestTenantsOwnClients(t *testing.T) {
+	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
+	submit := func(what string, c fsm.Command) {
+		t.Helper()
+		r, err := tb.b.SubmitOne(ctx(t), c)
+		if err != nil || r.Code != 0 {
+			t.Fatalf("%s: %v %+v", what, err, r)
+		}
+	}
+	type tenantUser struct{ tenant, user, pass string }
+	users := []tenantUser{{"acme", "alice@acme", "alice-pw"}, {"globex", "bob@globex", "bob-pw"}}
+	for _, u := range users {
+		submit("tenant", fsm.CreateTenant{Name: u.tenant})
+		cred, err := sasl.NewCredential(sasl.SHA256, []byte(u.pass), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		submit("user", fsm.AlterScramCredentials{User: u.user, Upserts: []sasl.Credential{cred}})
+		for _, rt := range []int8{fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID} {
+			submit("acl", fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: rt, ResourceName: u.tenant + "~", PatternType: fsm.ACLPatternPrefixed,
+				Principal: "User:" + u.user, Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}})
+		}
+	}
+	type seen struct {
+		records, topics, groups, txns []string
+		committed                     int64
+	}
+	run := func(u tenantUser) seen {
+		t.Helper()
+		var s seen
+		cl := scramClient(t, addr, u.user, u.pass, false)
+		adm := kadm.NewClient(cl)
+		if r, err := adm.CreateTopics(ctx(t), 1, -1, nil, "orders"); err != nil || r.Error() != nil {
+			t.Errorf("%s: create orders: %v %v", u.user, err, r.Error())
+			return s
+		}
+		// Creating it again: the message names orders as the client knows it.
+		r, _ := adm.CreateTopics(ctx(t), 1, -1, nil, "orders")
+		if tr := r["orders"]; !errors.Is(tr.Err, kerr.TopicAlreadyExists) || strings.Contains(tr.ErrMessage, "~") || !strings.Contains(tr.ErrMessage, "orders") {
+			t.Errorf("%s: create orders again: %v %q", u.user, tr.Err, tr.ErrMessage)
+		}
+		for i := range 3 {
+			if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "orders", Value: []byte(fmt.Sprintf("%s-%d", u.tenant, i))}).FirstErr(); err != nil {
+				t.Errorf("%s: produce: %v", u.user, err)
+				return s
+			}
+		}
+		txn := scramClient(t, addr, u.user, u.pass, false, kgo.TransactionalID("tx-1"))
+		if err := txn.BeginTransaction(); err != nil {
+			t.Errorf("%s: begin: %v", u.user, err)
+			return s
+		}
+		if err := txn.ProduceSync(ctx(t), &kgo.Record{Topic: "orders", Value: []byte(u.tenant + "-txn")}).FirstErr(); err != nil {
+			t.Errorf("%s: transactional produce: %v", u.user, err)
+		}
+		if err := txn.EndTransaction(ctx(t), kgo.TryCommit); err != nil {
+			t.Errorf("%s: commit: %v", u.user, err)
+		}
+		cons := scramClient(t, addr, u.user, u.pass, false, kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("billing"),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit())
+		for len(s.records) < 4 {
+			fs := cons.PollFetches(ctx(t))
+			if err := fs.Err0(); err != nil {
+				t.Errorf("%s: fetch: %v", u.user, err)
+				return s
+			}
+			fs.EachRecord(func(r *kgo.Record) { s.records = append(s.records, string(r.Value)) })
+		}
+		if err := cons.CommitUncommittedOffsets(ctx(t)); err != nil {
+			t.Errorf("%s: commit offsets: %v", u.user, err)
+		}
+		md, err := adm.Metadata(ctx(t))
+		if err != nil {
+			t.Errorf("%s: metadata: %v", u.user, err)
+		}
+		s.topics = md.Topics.Names()
+		if lg, err := adm.ListGroups(ctx(t)); err == nil {
+			s.groups = lg.Groups()
+		} else {
+			t.Errorf("%s: list groups: %v", u.user, err)
+		}
+		if lt, err := adm.ListTransactions(ctx(t), nil, nil); err == nil {
+			s.txns = lt.TransactionalIDs()
+		} else {
+			t.Errorf("%s: list transactions: %v", u.user, err)
+		}
+		of, err := adm.FetchOffsets(ctx(t), "billing")
+		if err != nil {
+			t.Errorf("%s: fetch offsets: %v", u.user, err)
+		} else if o, ok := of.Lookup("orders", 0); ok {
+			s.committed = o.At
+		}
+		if _, err := adm.DescribeAllLogDirs(ctx(t), nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			t.Errorf("%s: DescribeLogDirs: %v, want CLUSTER_AUTHORIZATION_FAILED", u.user, err)
+		}
+		if _, err := adm.DescribeUserSCRAMs(ctx(t)); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			t.Errorf("%s: DescribeUserScramCredentials: %v, want CLUSTER_AUTHORIZATION_FAILED", u.user, err)
+		}
+		if _, err := adm.DescribeBrokerConfigs(ctx(t)); err == nil {
+			t.Errorf("%s: described the broker's configs", u.user)
+		}
+		return s
+	}
+	var wg sync.WaitGroup
+	got := make([]seen, len(users))
+	for i, u := range users {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = run(u) }()
+	}
+	wg.Wait()
+	for i, u := range users {
+		s := got[i]
+		slices.Sort(s.records)
+		want := []string{u.tenant + "-0", u.tenant + "-1", u.tenant + "-2", u.tenant + "-txn"}
+		if !slices.Equal(s.records, want) {
+			t.Errorf("%s read %v, want %v", u.user, s.records, want)
+		}
+		if !slices.Equal(s.topics, []string{"orders"}) || !slices.Equal(s.groups, []string{"billing"}) || !slices.Equal(s.txns, []string{"tx-1"}) {
+			t.Errorf("%s sees topics %v, groups %v, transactions %v", u.user, s.topics, s.groups, s.txns)
+		}
+		if s.committed != 4 { // after the three records and the transaction's
+			t.Errorf("%s committed %d in billing, want 4", u.user, s.committed)
+		}
+	}
+	v := tb.b.View()
+	if v.Topic("acme~orders") == nil || v.Topic("globex~orders") == nil || v.Topic("orders") != nil {
+		t.Error("the state does not hold the tenants' topics under their full names")
+	}
+	if tb.b.Groups().Group("acme~billing") == nil || tb.b.Groups().Group("globex~billing") == nil {
+		t.Error("the state does not hold the tenants' groups under their full names")
+	}
+}
+
+// FuzzTenantLens: whatever request a tenant's client sends (any served
+// API, any version, any body that decodes), renaming it and a response of
+// its kind neither panics nor leaves a name of the request unqualified.
+func FuzzTenantLens(f *testing.F) {
+	for _, key := range []int16{0, 1, 3, 8, 9, 10, 11, 15, 16, 19, 22, 24, 32, 68} {
+		f.Add(key, int16(0), []byte{})
+		f.Add(key, int16(4), []byte{0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'})
+	}
+	l := newTenantLens("acme")
+	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
+		req := kmsg.RequestForKey(key)
+		if req == nil || version < 0 || version > req.MaxVersion() {
+			return
+		}
+		req.SetVersion(version)
+		if err := req.ReadFrom(body); err != nil {
+			return
+		}
+		l.in(req)
+		if r, ok := req.(*kmsg.ProduceRequest); ok {
+			for _, tp := range r.Topics {
+				if !strings.HasPrefix(tp.Topic, "acme~") {
+					t.Fatalf("produce topic %q left unqualified", tp.Topic)
+				}
+			}
+		}
+		resp := req.ResponseKind()
+		resp.SetVersion(version)
+		l.out(resp)
+	})
 }

@@ -58,7 +58,7 @@ func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, err
 	hide := c.hidesTenants()
 	if all {
 		for _, n := range users.Names() {
-			if !hide || !c.tenantUser(n) {
+			if !hide || !c.foreignUser(n) {
 				names = append(names, n)
 			}
 		}
@@ -79,7 +79,7 @@ func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, err
 		case count[n] > 1:
 			res.ErrorCode = kerr.DuplicateResource.Code
 			res.ErrorMessage = kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request")
-		case !users.Exists(n) || hide && c.tenantUser(n): // a tenant's user is not the default tenant's (tenants.go)
+		case !users.Exists(n) || hide && c.foreignUser(n): // a tenant's user is not the default tenant's (tenants.go)
 			res.ErrorCode = kerr.ResourceNotFound.Code
 			res.ErrorMessage = kmsg.StringPtr("Attempt to describe a user credential that does not exist")
 		default:

@@ -1,0 +1,243 @@
+package kafka
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// A tenant's own clients (issue 18, docs/tenants.md): a connection whose
+// principal is a tenant's user (User:alice@acme, logged in with SASL as
+// alice@acme, or a certificate mapped to it, while tenant acme exists) is
+// that tenant's, for as long as it is open. It sees the tenant's names
+// unprefixed:
+//
+//   - its requests' topic names, group ids and transactional ids are
+//     qualified (orders → acme~orders) before any handler reads them, and
+//     its responses' are unqualified again (in, out: the fields named
+//     Topic, Group, GroupID, TransactionalID, TransactionID and their lists, a
+//     FindCoordinator key, a topic config resource's name, a KIP-848
+//     subscription's names and regular expression), and the tenant's
+//     prefix is taken out of every error message;
+//   - authorize (authorized_ops.go) allows it nothing but its own tenant's
+//     topics, groups and transactional ids, as the ACLs say, and on the
+//     cluster only CREATE (creating its topics) and IDEMPOTENT_WRITE: every
+//     cluster-wide listing and administration (ListGroups beyond the
+//     groups it may describe, DescribeLogDirs, DescribeAcls, users, quotas,
+//     broker configs) answers as to a principal without the right.
+//
+// The renaming is the front-end's; the isolation is not only its: the
+// state machine keeps the tenant in every name, and authorization denies a
+// name of another tenant or of the default tenant whatever the request
+// said, so a field the renaming missed shows a client its own tenant's
+// prefix at worst, never another tenant's name.
+
+// tenantNow is the tenant of c's principal ("" for the default tenant).
+func (c *conn) tenantNow() string {
+	if t := c.tenant.Load(); t != nil {
+		return *t
+	}
+	return ""
+}
+
+// tenantOfPrincipal is the tenant a principal logs in to: the tenant its
+// user name reads as, when that tenant exists.
+func (c *conn) tenantOfPrincipal(p string) string {
+	u, ok := cutUserPrincipal(p)
+	if !ok {
+		return ""
+	}
+	t, _ := fsm.SplitUser(u)
+	if t == "" {
+		return ""
+	}
+	if _, ok := c.s.b.Tenants().Get(t); !ok {
+		return ""
+	}
+	return t
+}
+
+// validTopicName says why a topic name of a request of c is not valid:
+// Kafka's rule, applied to a tenant's connection's names within its
+// tenant (they arrive qualified), whose full names are at most 249
+// characters.
+func (c *conn) validTopicName(name string) error {
+	t := c.tenantNow()
+	if t == "" {
+		return fsm.ValidTopicName(name)
+	}
+	owner, local := fsm.SplitTenant(name)
+	if owner != t {
+		return fsm.ValidTopicName(local)
+	}
+	if err := fsm.ValidTopicName(local); err != nil {
+		return err
+	}
+	return fsm.ValidStateTopicName(name)
+}
+
+// tenantLens renames one tenant connection's requests and responses.
+type tenantLens struct {
+	tenant string
+	prefix string // tenant~
+}
+
+func newTenantLens(tenant string) tenantLens {
+	return tenantLens{tenant: tenant, prefix: tenant + string(fsm.TenantSep)}
+}
+
+func (l tenantLens) qualify(s string) string { return l.prefix + s }
+
+func (l tenantLens) unqualify(s string) string { return strings.TrimPrefix(s, l.prefix) }
+
+// nameFields are the fields of Kafka requests and responses that hold a
+// topic name, a group id or a transactional id, or lists of them.
+var nameFields = map[string]bool{
+	"Topic": true, "Group": true, "GroupID": true, "TransactionalID": true, "TransactionID": true,
+	"Groups": true, "TransactionalIDs": true, "CoordinatorKeys": true, "SubscribedTopicNames": true, "Topics": true,
+}
+
+// in qualifies the names of req.
+func (l tenantLens) in(req kmsg.Request) {
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		if r.Version < 4 {
+			r.CoordinatorKey = l.qualify(r.CoordinatorKey)
+		}
+	case *kmsg.DescribeConfigsRequest:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.AlterConfigsRequest:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if r.SubscribedTopicRegex != nil {
+			q := regexp.QuoteMeta(l.prefix) + "(?:" + *r.SubscribedTopicRegex + ")"
+			r.SubscribedTopicRegex = &q
+		}
+	}
+	l.walk(reflect.ValueOf(req), l.qualify)
+}
+
+// out unqualifies the names of resp and takes the tenant's prefix out of
+// its error messages.
+func (l tenantLens) out(resp kmsg.Response) {
+	switch r := resp.(type) {
+	case *kmsg.FindCoordinatorResponse:
+		for i := range r.Coordinators {
+			r.Coordinators[i].Key = l.unqualify(r.Coordinators[i].Key)
+		}
+	case *kmsg.DescribeConfigsResponse:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.AlterConfigsResponse:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for i := range r.Resources {
+			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
+				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
+			}
+		}
+	case *kmsg.ConsumerGroupDescribeResponse:
+		wrapped := regexp.QuoteMeta(l.prefix) + "(?:"
+		for i := range r.Groups {
+			for j := range r.Groups[i].Members {
+				if re := r.Groups[i].Members[j].SubscribedTopicRegex; re != nil && strings.HasPrefix(*re, wrapped) && strings.HasSuffix(*re, ")") {
+					s := strings.TrimSuffix(strings.TrimPrefix(*re, wrapped), ")")
+					r.Groups[i].Members[j].SubscribedTopicRegex = &s
+				}
+			}
+		}
+	}
+	l.walk(reflect.ValueOf(resp), l.unqualify)
+}
+
+var stringType = reflect.TypeOf("")
+
+// walk applies rename to every name field under v, and takes the
+// tenant's prefix out of every ErrorMessage.
+func (l tenantLens) walk(v reflect.Value, rename func(string) string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			l.walk(v.Elem(), rename)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // bytes: records, metadata, assignments
+		}
+		for i := 0; i < v.Len(); i++ {
+			l.walk(v.Index(i), rename)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f, fv := t.Field(i), v.Field(i)
+			if !fv.CanSet() {
+				continue
+			}
+			switch {
+			case f.Name == "ErrorMessage":
+				l.scrub(fv)
+			case nameFields[f.Name]:
+				l.rename(fv, rename)
+			default:
+				l.walk(fv, rename)
+			}
+		}
+	}
+}
+
+// rename applies rename to a name field: a string, a *string, a []string,
+// or (a list of) structs holding names further down.
+func (l tenantLens) rename(fv reflect.Value, rename func(string) string) {
+	switch {
+	case fv.Type() == stringType:
+		fv.SetString(rename(fv.String()))
+	case fv.Kind() == reflect.Pointer && fv.Type().Elem() == stringType:
+		if !fv.IsNil() {
+			s := rename(fv.Elem().String())
+			fv.Set(reflect.ValueOf(&s))
+		}
+	case fv.Kind() == reflect.Slice && fv.Type().Elem() == stringType:
+		for i := 0; i < fv.Len(); i++ {
+			fv.Index(i).SetString(rename(fv.Index(i).String()))
+		}
+	default:
+		l.walk(fv, rename)
+	}
+}
+
+// scrub takes the tenant's prefix out of an error message.
+func (l tenantLens) scrub(fv reflect.Value) {
+	switch {
+	case fv.Type() == stringType:
+		fv.SetString(strings.ReplaceAll(fv.String(), l.prefix, ""))
+	case fv.Kind() == reflect.Pointer && fv.Type().Elem() == stringType && !fv.IsNil():
+		s := strings.ReplaceAll(fv.Elem().String(), l.prefix, "")
+		fv.Set(reflect.ValueOf(&s))
+	}
+}
