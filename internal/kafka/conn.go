@@ -302,6 +302,9 @@ func (c *conn) writeLoop() {
 			}
 			c.chargeRequest(p.key, resp, p.handled+time.Since(t0))
 			c.s.metrics.observe(p.key, resp, time.Since(p.started))
+			if tc := c.s.tenantMetrics.of(c.tenantNow()); tc != nil {
+				tc.requests.Add(1)
+			}
 			buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
 			if resp.IsFlexible() && resp.Key() != apiVersionsKey {
 				buf = append(buf, 0) // response header v1: no tagged fields

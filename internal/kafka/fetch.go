@@ -100,7 +100,7 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 			continue
 		}
 		if stop || n >= int(r.MinBytes) || wait == 0 {
-			c.s.metrics.fetchBytes.Add(float64(n))
+			c.fetched(n)
 			return resp
 		}
 		t0 := time.Now()
@@ -110,7 +110,7 @@ func (c *conn) fetch(r *kmsg.FetchRequest) kmsg.Response {
 		case <-timer.C:
 			c.waitedSince(t0)
 			n, _, _ := c.fillFetch(r, resp, pastEnd)
-			c.s.metrics.fetchBytes.Add(float64(n))
+			c.fetched(n)
 			return resp
 		case <-c.ctx.Done():
 			return resp
@@ -232,4 +232,13 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 		resp.Topics = append(resp.Topics, st)
 	}
 	return total, stop, unsure
+}
+
+// fetched counts n record bytes a fetch returned, for the broker and for
+// c's tenant.
+func (c *conn) fetched(n int) {
+	c.s.metrics.fetchBytes.Add(float64(n))
+	if tc := c.s.tenantMetrics.of(c.tenantNow()); tc != nil {
+		tc.fetchBytes.Add(int64(n))
+	}
 }

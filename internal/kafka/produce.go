@@ -169,7 +169,11 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 			o := out[p.cmd]
 			sp.ErrorCode = o.Code
 			if o.Code == 0 {
-				s.metrics.produceBytes.Add(float64(len(cmds[p.cmd].(fsm.Produce).Records)))
+				n := len(cmds[p.cmd].(fsm.Produce).Records)
+				s.metrics.produceBytes.Add(float64(n))
+				if tc := s.tenantMetrics.of(c.tenantNow()); tc != nil {
+					tc.produceBytes.Add(int64(n))
+				}
 				sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = o.BaseOffset, o.LogAppendTime, o.LogStartOffset
 			} else {
 				sp.ErrorMessage = o.msg

@@ -224,8 +224,10 @@ type Server struct {
 	b       *broker.Broker
 	routes  map[int16]route
 	metrics *metrics
-	quotas  *connQuotas
-	fds     *fdBudget // shared by the listeners' Serve goroutines
+	// tenantMetrics are the per-tenant metrics (tenant_metrics.go).
+	tenantMetrics *tenantMetrics
+	quotas        *connQuotas
+	fds           *fdBudget // shared by the listeners' Serve goroutines
 	// saslSecret derives the salts SCRAM answers for unknown users
 	// (sasl.NewScramServer); failed limits password guessing (sasl.go).
 	saslSecret []byte
@@ -269,6 +271,10 @@ func New(b *broker.Broker, opts Options) *Server {
 		}
 	}
 	s.metrics = newMetrics(opts.Registerer)
+	s.tenantMetrics = newTenantMetrics(b)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(s.tenantMetrics)
+	}
 	s.quotas = newConnQuotas(&s.opts)
 	s.fds = newFDBudget()
 	s.wg.Add(1)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -328,12 +329,55 @@ func TestTenantsOwnClients(t *testing.T) {
 			t.Errorf("%s committed %d in billing, want 4", u.user, s.committed)
 		}
 	}
+	// Per-tenant metrics: each tenant's own traffic and holdings.
+	mfs, err := tb.srv.opts.Registerer.(*prometheus.Registry).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got2 := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "tenant" {
+					v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+					got2[mf.GetName()+"/"+lp.GetValue()] = v
+				}
+			}
+		}
+	}
+	for _, tn := range []string{"acme", "globex"} {
+		for _, name := range []string{"stele_tenant_requests_total", "stele_tenant_produce_bytes_total", "stele_tenant_fetch_bytes_total", "stele_tenant_stored_bytes"} {
+			if got2[name+"/"+tn] <= 0 {
+				t.Errorf("%s{tenant=%q} = %v, want more than 0", name, tn, got2[name+"/"+tn])
+			}
+		}
+		for _, name := range []string{"stele_tenant_topics", "stele_tenant_partitions", "stele_tenant_groups"} {
+			if got2[name+"/"+tn] != 1 {
+				t.Errorf("%s{tenant=%q} = %v, want 1", name, tn, got2[name+"/"+tn])
+			}
+		}
+	}
 	v := tb.b.View()
 	if v.Topic("acme~orders") == nil || v.Topic("globex~orders") == nil || v.Topic("orders") != nil {
 		t.Error("the state does not hold the tenants' topics under their full names")
 	}
 	if tb.b.Groups().Group("acme~billing") == nil || tb.b.Groups().Group("globex~billing") == nil {
 		t.Error("the state does not hold the tenants' groups under their full names")
+	}
+	// A deleted tenant's series go with it.
+	submit("delete acme", fsm.DeleteTenant{Name: "acme"})
+	mfs, err = tb.srv.opts.Registerer.(*prometheus.Registry).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "tenant" && lp.GetValue() == "acme" {
+					t.Errorf("%s{tenant=\"acme\"} outlived the tenant", mf.GetName())
+				}
+			}
+		}
 	}
 }
 

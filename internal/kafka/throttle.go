@@ -175,6 +175,9 @@ func (c *conn) throttle(d time.Duration) int32 {
 		}
 	}
 	c.s.metrics.throttledResponses.Inc()
+	if tc := c.s.tenantMetrics.of(c.tenantNow()); tc != nil {
+		tc.throttleNanos.Add(int64(d))
+	}
 	return int32(d.Milliseconds())
 }
 
@@ -184,6 +187,9 @@ func (c *conn) mutationThrottle(d time.Duration, strict bool) int32 {
 	}
 	if d > 0 {
 		c.s.metrics.throttledResponses.Inc()
+		if tc := c.s.tenantMetrics.of(c.tenantNow()); tc != nil {
+			tc.throttleNanos.Add(int64(d))
+		}
 	}
 	return int32(d.Milliseconds())
 }
