@@ -108,24 +108,6 @@ func (l tenantLens) in(req kmsg.Request) {
 		if r.Version < 4 {
 			r.CoordinatorKey = l.qualify(r.CoordinatorKey)
 		}
-	case *kmsg.DescribeConfigsRequest:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
-			}
-		}
-	case *kmsg.AlterConfigsRequest:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
-			}
-		}
-	case *kmsg.IncrementalAlterConfigsRequest:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.qualify(r.Resources[i].ResourceName)
-			}
-		}
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		if r.SubscribedTopicRegex != nil {
 			q := regexp.QuoteMeta(l.prefix) + "(?:" + *r.SubscribedTopicRegex + ")"
@@ -143,24 +125,6 @@ func (l tenantLens) out(resp kmsg.Response) {
 		for i := range r.Coordinators {
 			r.Coordinators[i].Key = l.unqualify(r.Coordinators[i].Key)
 		}
-	case *kmsg.DescribeConfigsResponse:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
-			}
-		}
-	case *kmsg.AlterConfigsResponse:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
-			}
-		}
-	case *kmsg.IncrementalAlterConfigsResponse:
-		for i := range r.Resources {
-			if r.Resources[i].ResourceType == kmsg.ConfigResourceTypeTopic {
-				r.Resources[i].ResourceName = l.unqualify(r.Resources[i].ResourceName)
-			}
-		}
 	case *kmsg.ConsumerGroupDescribeResponse:
 		wrapped := regexp.QuoteMeta(l.prefix) + "(?:"
 		for i := range r.Groups {
@@ -175,7 +139,10 @@ func (l tenantLens) out(resp kmsg.Response) {
 	l.walk(reflect.ValueOf(resp), l.unqualify)
 }
 
-var stringType = reflect.TypeOf("")
+var (
+	stringType         = reflect.TypeOf("")
+	configResourceType = reflect.TypeOf(kmsg.ConfigResourceType(0))
+)
 
 // walk applies rename to every name field under v, and takes the
 // tenant's prefix out of every ErrorMessage.
@@ -194,6 +161,13 @@ func (l tenantLens) walk(v reflect.Value, rename func(string) string) {
 		}
 	case reflect.Struct:
 		t := v.Type()
+		// A config resource (DescribeConfigs, AlterConfigs,
+		// IncrementalAlterConfigs, requests and responses) names a topic
+		// when its type says so.
+		if typ, name := v.FieldByName("ResourceType"), v.FieldByName("ResourceName"); typ.IsValid() && name.IsValid() && name.CanSet() &&
+			typ.Type() == configResourceType && kmsg.ConfigResourceType(typ.Int()) == kmsg.ConfigResourceTypeTopic {
+			name.SetString(rename(name.String()))
+		}
 		for i := 0; i < v.NumField(); i++ {
 			f, fv := t.Field(i), v.Field(i)
 			if !fv.CanSet() {

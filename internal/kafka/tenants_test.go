@@ -300,6 +300,12 @@ func TestTenantsOwnClients(t *testing.T) {
 		if _, err := adm.DescribeAllLogDirs(ctx(t), nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			t.Errorf("%s: DescribeLogDirs: %v, want CLUSTER_AUTHORIZATION_FAILED", u.user, err)
 		}
+		if rc, err := adm.DescribeTopicConfigs(ctx(t), "orders"); err != nil || len(rc) != 1 || rc[0].Name != "orders" || rc[0].Err != nil {
+			t.Errorf("%s: describe orders' configs: %v %+v", u.user, err, rc)
+		}
+		if rs, err := adm.AlterTopicConfigs(ctx(t), []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("86400000")}}, "orders"); err != nil || len(rs) != 1 || rs[0].Name != "orders" || rs[0].Err != nil {
+			t.Errorf("%s: alter orders' configs: %v %+v", u.user, err, rs)
+		}
 		if _, err := adm.DescribeUserSCRAMs(ctx(t)); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			t.Errorf("%s: DescribeUserScramCredentials: %v, want CLUSTER_AUTHORIZATION_FAILED", u.user, err)
 		}
