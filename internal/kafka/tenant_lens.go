@@ -19,7 +19,8 @@ import (
 //   - its requests' topic names, group ids and transactional ids are
 //     qualified (orders → acme~orders) before any handler reads them, and
 //     its responses' are unqualified again (in, out: the fields named
-//     Topic, Group, GroupID, TransactionalID, TransactionID and their lists, a
+//     Topic, Group, GroupID, TransactionalID, TransactionID, SubscribedTopics
+//     and their lists, a
 //     FindCoordinator key, a topic config resource's name, a KIP-848
 //     subscription's names and regular expression), and the tenant's
 //     prefix is taken out of every error message;
@@ -98,7 +99,7 @@ func (l tenantLens) unqualify(s string) string { return strings.TrimPrefix(s, l.
 // topic name, a group id or a transactional id, or lists of them.
 var nameFields = map[string]bool{
 	"Topic": true, "Group": true, "GroupID": true, "TransactionalID": true, "TransactionID": true,
-	"Groups": true, "TransactionalIDs": true, "CoordinatorKeys": true, "SubscribedTopicNames": true, "Topics": true,
+	"Groups": true, "TransactionalIDs": true, "CoordinatorKeys": true, "SubscribedTopicNames": true, "SubscribedTopics": true, "Topics": true,
 }
 
 // in qualifies the names of req.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -417,4 +418,36 @@ func FuzzTenantLens(f *testing.F) {
 		resp.SetVersion(version)
 		l.out(resp)
 	})
+}
+
+// TestTenantLensRegex: a tenant's KIP-848 subscription regular expression
+// matches, as the groups module matches it (the whole name), the tenant's
+// topics by their full names and no other tenant's or the default tenant's;
+// ConsumerGroupDescribe shows it as the client wrote it.
+func TestTenantLensRegex(t *testing.T) {
+	l := newTenantLens("acme")
+	re := "orders.*"
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.SubscribedTopicRegex, req.SubscribedTopicNames = "billing", &re, []string{"orders"}
+	l.in(req)
+	if req.Group != "acme~billing" || !slices.Equal(req.SubscribedTopicNames, []string{"acme~orders"}) {
+		t.Fatalf("qualified %q %v", req.Group, req.SubscribedTopicNames)
+	}
+	m := regexp.MustCompile("^(?:" + *req.SubscribedTopicRegex + ")$") // as fsm/groups/group848.go
+	for name, want := range map[string]bool{"acme~orders": true, "acme~orders-eu": true, "globex~orders": false, "orders": false, "xacme~orders": false} {
+		if m.MatchString(name) != want {
+			t.Errorf("%q matches %q: %v, want %v", *req.SubscribedTopicRegex, name, !want, want)
+		}
+	}
+	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+	g := kmsg.NewConsumerGroupDescribeResponseGroup()
+	g.Group = "acme~billing"
+	mem := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+	mem.SubscribedTopicRegex, mem.SubscribedTopics = req.SubscribedTopicRegex, []string{"acme~orders"}
+	g.Members = append(g.Members, mem)
+	resp.Groups = append(resp.Groups, g)
+	l.out(resp)
+	if got := resp.Groups[0]; got.Group != "billing" || *got.Members[0].SubscribedTopicRegex != re || !slices.Equal(got.Members[0].SubscribedTopics, []string{"orders"}) {
+		t.Errorf("described as %q %q %v", got.Group, *got.Members[0].SubscribedTopicRegex, got.Members[0].SubscribedTopics)
+	}
 }
