@@ -87,23 +87,12 @@ on the cluster) may; under stele.admin.signed=true, with --sign.`,
 			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			if sign.on() {
-				c := fsm.CreateTenant{Name: args[0]}
-				for _, k := range sortedKeys(q) {
-					c.Quotas = append(c.Quotas, fsm.TenantQuota{Key: k, Value: q[k]})
-				}
-				if err := sign.submit(cmd.Context(), g, c); err != nil {
-					return fmt.Errorf("create tenant %s: %w", args[0], err)
-				}
-			} else {
-				addr, err := httpAddress(cmd, sign.http)
-				if err != nil {
-					return err
-				}
-				var res httpapi.TenantResult
-				if err := jsonRequest(cmd.Context(), g, "POST", tenantsURL(addr), httpapi.TenantCreate{Name: args[0], Quotas: q}, &res); err != nil {
-					return fmt.Errorf("create tenant %s: %w", args[0], err)
-				}
+			c := fsm.CreateTenant{Name: args[0]}
+			for _, k := range sortedKeys(q) {
+				c.Quotas = append(c.Quotas, fsm.TenantQuota{Key: k, Value: q[k]})
+			}
+			if _, err := changeTenant(cmd, g, sign, c, "POST", nil, httpapi.TenantCreate{Name: args[0], Quotas: q}); err != nil {
+				return fmt.Errorf("create tenant %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Created tenant %s.\n", args[0])
 			return nil
@@ -209,23 +198,9 @@ and producer keys. Prints how many of each were removed.`,
 			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			var removed map[string]int
-			if sign.on() {
-				res, err := sign.submitResult(cmd.Context(), g, fsm.DeleteTenant{Name: args[0]})
-				if err != nil {
-					return fmt.Errorf("delete tenant %s: %w", args[0], err)
-				}
-				removed = res.Removed
-			} else {
-				addr, err := httpAddress(cmd, sign.http)
-				if err != nil {
-					return err
-				}
-				var res httpapi.TenantResult
-				if err := jsonRequest(cmd.Context(), g, "DELETE", tenantsURL(addr, args[0]), nil, &res); err != nil {
-					return fmt.Errorf("delete tenant %s: %w", args[0], err)
-				}
-				removed = res.Removed
+			removed, err := changeTenant(cmd, g, sign, fsm.DeleteTenant{Name: args[0]}, "DELETE", []string{args[0]}, nil)
+			if err != nil {
+				return fmt.Errorf("delete tenant %s: %w", args[0], err)
 			}
 			if removed == nil {
 				removed = map[string]int{}
@@ -281,26 +256,15 @@ would add past it is refused from then on.`,
 			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			if sign.on() {
-				c := fsm.AlterTenantQuotas{Name: args[0]}
-				for _, k := range sortedKeys(q) {
-					c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Value: q[k]})
-				}
-				for _, k := range remove {
-					c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Remove: true})
-				}
-				if err := sign.submit(cmd.Context(), g, c); err != nil {
-					return fmt.Errorf("set quotas of tenant %s: %w", args[0], err)
-				}
-			} else {
-				addr, err := httpAddress(cmd, sign.http)
-				if err != nil {
-					return err
-				}
-				var res httpapi.TenantResult
-				if err := jsonRequest(cmd.Context(), g, "PUT", tenantsURL(addr, args[0], "quotas"), httpapi.TenantQuotasChange{Set: q, Remove: remove}, &res); err != nil {
-					return fmt.Errorf("set quotas of tenant %s: %w", args[0], err)
-				}
+			c := fsm.AlterTenantQuotas{Name: args[0]}
+			for _, k := range sortedKeys(q) {
+				c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Value: q[k]})
+			}
+			for _, k := range remove {
+				c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Remove: true})
+			}
+			if _, err := changeTenant(cmd, g, sign, c, "PUT", []string{args[0], "quotas"}, httpapi.TenantQuotasChange{Set: q, Remove: remove}); err != nil {
+				return fmt.Errorf("set quotas of tenant %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Quotas of tenant %s changed.\n", args[0])
 			return nil
@@ -310,6 +274,26 @@ would add past it is refused from then on.`,
 	cmd.Flags().StringArrayVar(&remove, "remove", nil, "a quota to remove; repeat for several")
 	sign = addTenantSignFlags(cmd)
 	return cmd
+}
+
+// changeTenant makes a change to tenants: signed (c, through
+// /v1/admin/signed) when --sign is given, else over the tenants' routes
+// (method on /v1/tenants/path..., with body). It returns what a deletion
+// removed.
+func changeTenant(cmd *cobra.Command, g *globalOptions, sign *adminSigning, c fsm.Command, method string, path []string, body any) (map[string]int, error) {
+	if sign.on() {
+		res, err := sign.submitResult(cmd.Context(), g, c)
+		return res.Removed, err
+	}
+	addr, err := httpAddress(cmd, sign.http)
+	if err != nil {
+		return nil, err
+	}
+	var res httpapi.TenantResult
+	if err := jsonRequest(cmd.Context(), g, method, tenantsURL(addr, path...), body, &res); err != nil {
+		return nil, err
+	}
+	return res.Removed, nil
 }
 
 // addTenantSignFlags adds --sign, --principal and --http (the broker's
