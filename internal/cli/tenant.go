@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -88,7 +89,7 @@ on the cluster) may; under stele.admin.signed=true, with --sign.`,
 				return err
 			}
 			c := fsm.CreateTenant{Name: args[0]}
-			for _, k := range sortedKeys(q) {
+			for _, k := range slices.Sorted(maps.Keys(q)) {
 				c.Quotas = append(c.Quotas, fsm.TenantQuota{Key: k, Value: q[k]})
 			}
 			if _, err := changeTenant(cmd, g, sign, c, "POST", nil, httpapi.TenantCreate{Name: args[0], Quotas: q}); err != nil {
@@ -166,7 +167,7 @@ func newTenantDescribeCmd(g *globalOptions) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "Tenant %s, created at height %d.\n", t.Name, t.CreatedHeight)
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "QUOTA\tUSED\tLIMIT")
-			for _, k := range sortedKeys(t.Quotas) {
+			for _, k := range slices.Sorted(maps.Keys(t.Quotas)) {
 				u := t.Quotas[k]
 				limit := "none"
 				if u.Limit != nil {
@@ -212,7 +213,7 @@ and producer keys. Prints how many of each were removed.`,
 				}{args[0], removed})
 			}
 			var parts []string
-			for _, k := range sortedKeys(removed) {
+			for _, k := range slices.Sorted(maps.Keys(removed)) {
 				parts = append(parts, fmt.Sprintf("%d %s", removed[k], strings.ReplaceAll(k, "_", " ")))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Deleted tenant %s; removed %s.\n", args[0], strings.Join(parts, ", "))
@@ -257,7 +258,7 @@ would add past it is refused from then on.`,
 				return err
 			}
 			c := fsm.AlterTenantQuotas{Name: args[0]}
-			for _, k := range sortedKeys(q) {
+			for _, k := range slices.Sorted(maps.Keys(q)) {
 				c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Value: q[k]})
 			}
 			for _, k := range remove {
@@ -302,13 +303,4 @@ func addTenantSignFlags(cmd *cobra.Command) *adminSigning {
 	s := addSignFlags(cmd)
 	cmd.Flags().Lookup("http").Usage = "a broker's HTTP API host:port (env " + httpEnv + "), where the change goes, signed (--sign) or not"
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

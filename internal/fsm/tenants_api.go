@@ -22,7 +22,6 @@ const (
 	QuotaGroups     = tenants.QuotaGroups
 	QuotaPartitions = tenants.QuotaPartitions
 	QuotaTopics     = tenants.QuotaTopics
-	TenantsVersion  = tenants.TenantsVersion
 	TenantSep       = core.TenantSep
 )
 
@@ -34,9 +33,6 @@ func CheckTenantQuota(key string, v int64) error { return tenants.CheckQuota(key
 
 // ValidTenantName is core.ValidTenantName.
 func ValidTenantName(s string) error { return core.ValidTenantName(s) }
-
-// QualifyName is core.Qualify: tenant's name for local in the state.
-func QualifyName(tenant, local string) string { return core.Qualify(tenant, local) }
 
 // QualifyUser is core.QualifyUser: tenant's user local as the state names it.
 func QualifyUser(tenant, local string) string { return core.QualifyUser(tenant, local) }

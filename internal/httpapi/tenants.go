@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -126,7 +127,7 @@ func serveTenantCreate(opts Options) http.HandlerFunc {
 			return
 		}
 		c := fsm.CreateTenant{Name: req.Name}
-		for _, k := range sortedKeys(req.Quotas) {
+		for _, k := range slices.Sorted(maps.Keys(req.Quotas)) {
 			c.Quotas = append(c.Quotas, fsm.TenantQuota{Key: k, Value: req.Quotas[k]})
 		}
 		submitTenant(w, r, opts, req.Name, c, http.StatusCreated)
@@ -141,7 +142,7 @@ func serveTenantQuotas(opts Options) http.HandlerFunc {
 		}
 		name := r.PathValue("tenant")
 		c := fsm.AlterTenantQuotas{Name: name}
-		for _, k := range sortedKeys(req.Set) {
+		for _, k := range slices.Sorted(maps.Keys(req.Set)) {
 			c.Ops = append(c.Ops, fsm.TenantQuotaOp{Key: k, Value: req.Set[k]})
 		}
 		for _, k := range req.Remove {
@@ -217,13 +218,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

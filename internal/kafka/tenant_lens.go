@@ -48,7 +48,7 @@ func (c *conn) tenantNow() string {
 // tenantOfPrincipal is the tenant a principal logs in to: the tenant its
 // user name reads as, when that tenant exists.
 func (c *conn) tenantOfPrincipal(p string) string {
-	u, ok := cutUserPrincipal(p)
+	u, ok := strings.CutPrefix(p, "User:")
 	if !ok {
 		return ""
 	}

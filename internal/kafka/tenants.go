@@ -30,7 +30,11 @@ package kafka
 // that a tenant exists by being refused a group id named after it; it
 // learns nothing else of it (docs/tenants.md).
 
-import "github.com/stele-io/stele/internal/fsm"
+import (
+	"strings"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
 
 // tenantOwned reports whether name, a topic, group id or transactional id
 // as the state has it, is an existing tenant's.
@@ -89,16 +93,8 @@ func (c *conn) tenantBinding(b fsm.ACLBinding) bool {
 			return true
 		}
 	}
-	if u, ok := cutUserPrincipal(b.Principal); ok {
+	if u, ok := strings.CutPrefix(b.Principal, "User:"); ok {
 		return c.foreignUser(u)
 	}
 	return c.tenantNow() != ""
-}
-
-func cutUserPrincipal(p string) (string, bool) {
-	const prefix = "User:"
-	if len(p) > len(prefix) && p[:len(prefix)] == prefix {
-		return p[len(prefix):], true
-	}
-	return "", false
 }

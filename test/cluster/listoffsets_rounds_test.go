@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -32,19 +33,14 @@ func TestListOffsetsByTimeRightAfterAck(t *testing.T) {
 	// ListOffsets' own) before the rounds: a broker still joining the
 	// chain when the cluster starts answers NOT_LEADER_OR_FOLLOWER, which
 	// is not what the rounds look for.
-	for _, i := range c.All() {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			_, err := c.HighWatermarks(i, topic, 1)
-			if err == nil {
-				break
+	c.Eventually(time.Minute, "every broker serves "+topic, func() error {
+		for _, i := range c.All() {
+			if _, err := c.HighWatermarks(i, topic, 1); err != nil {
+				return fmt.Errorf("node%d: %w", i, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node%d does not serve %s a minute after it was created: %v", i, topic, err)
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 

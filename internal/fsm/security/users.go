@@ -8,10 +8,13 @@
 // It uses the cluster module below it (the app version its commands need,
 // the stele.admin.signed setting) and through it the trust module's
 // producer keys and signed sequences; it names the topics and groups
-// modules' commands it gates. It imports no module above it (there is
-// none) and works on Security, its part of a state machine, which the
-// application (package fsm) makes with NewSecurity and hands over through
-// its SecurityModule method (securityOf).
+// modules' commands it gates. It imports no module above it: the tenants
+// module, above, adds its commands to signed administration through the
+// extension point RegisterSecurity returns (AdminGates) and removes a
+// tenant's users, ACLs and quotas with RemoveTenant (tenant_parts.go). It
+// works on Security, its part of a state machine, which the application
+// (package fsm) makes with NewSecurity and hands over through its
+// SecurityModule method (securityOf).
 package security
 
 import (

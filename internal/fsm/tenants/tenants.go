@@ -369,9 +369,6 @@ func (f *Tenants) alterTenantQuotas(c AlterTenantQuotas) core.Result {
 	return core.Result{}
 }
 
-// Exists reports whether tenant exists as the block being applied sees it.
-func (f *Tenants) Exists(tenant string) bool { return f.byName[tenant] != nil }
-
 const tenantsPrefix = "n/"
 
 func tenantKey(name string) []byte { return append([]byte(tenantsPrefix), name...) }
