@@ -175,7 +175,12 @@ func newTenantDescribeCmd(g *globalOptions) *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\n", k, u.Used, limit)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "(%s, %s, %s: each broker's; used is the answering broker's now, byte rates in bytes a second)\n",
+				fsm.QuotaTenantConnections, fsm.QuotaTenantProducerByteRate, fsm.QuotaTenantConsumerByteRate)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")

@@ -50,9 +50,10 @@ func TestTenantCommands(t *testing.T) {
 	if len(all) != 2 || all[0].Quotas["partitions"].Limit == nil || *all[0].Quotas["partitions"].Limit != 20 {
 		t.Fatalf("tenant list --output json: %+v", all)
 	}
-	ok("tenant", "quota", "set", "acme", "--quota", "groups=3", "--remove", "partitions")
+	ok("tenant", "quota", "set", "acme", "--quota", "groups=3", "--remove", "partitions", "--quota", "producer_byte_rate=1048576", "--quota", "connections=5")
 	r = ok("tenant", "describe", "acme")
-	if !strings.Contains(r.stdout, "Tenant acme, created at height") || !strings.Contains(r.stdout, "groups") || !strings.Contains(r.stdout, "partitions  0     none") {
+	if !strings.Contains(r.stdout, "Tenant acme, created at height") || !strings.Contains(r.stdout, "groups") || !strings.Contains(r.stdout, "partitions          0     none") ||
+		!strings.Contains(r.stdout, "producer_byte_rate  0     1048576") || !strings.Contains(r.stdout, "connections         0     5") || !strings.Contains(r.stdout, "each broker's") {
 		t.Fatalf("tenant describe:\n%s", r.stdout)
 	}
 	wantFailure(t, run("tenant", "describe", "initech"), ExitFailure, `tenant "initech" does not exist`)

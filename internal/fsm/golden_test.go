@@ -499,6 +499,27 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatal("golden scenario: the tenant's transactional id, group or user outlived it")
 	}
 
+	// A tenant's quotas on connections and byte rates, app version 5
+	// (tenants.RatesVersion). Under version 4 their keys are refused as
+	// version 4's binaries refuse them, signed or not.
+	rates := []TenantQuota{{Key: tenants.QuotaProducerByteRate, Value: 1 << 20}, {Key: tenants.QuotaConnections, Value: 10}}
+	must("rate quota under version 4", g.cmds(100, CreateTenant{Name: "globex", Quotas: rates})[0], kerr.InvalidRequest.Code)
+	must("signed rate quota under version 4", g.cmds(100, gadmin.signAdmin(testChainID, 8, CreateTenant{Name: "globex", Quotas: rates}))[0], kerr.InvalidRequest.Code)
+	must("tenant without rates", g.cmds(100, CreateTenant{Name: "globex"})[0], 0)
+	must("rate quota removed under version 4", g.cmds(100, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaConsumerByteRate, Remove: true}}})[0], kerr.InvalidRequest.Code)
+	v5 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 5, Name: "tenant-rates"}
+	must("upgrade to version 5", g.cmds(100, upgradeVote(v5, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v5.Height {
+		g.cmds(100, Tick{})
+	}
+	must("rate quotas", g.cmds(100, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaProducerByteRate, Value: 1 << 20},
+		{Key: tenants.QuotaConsumerByteRate, Value: 2 << 20}, {Key: tenants.QuotaConnections, Value: 10}}})[0], 0)
+	must("signed rate quota", g.cmds(100, gadmin.signAdmin(testChainID, 9, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaConnections, Value: 20}}}))[0], 0)
+	must("tenant with rates", g.cmds(100, CreateTenant{Name: "initech", Quotas: rates})[0], 0)
+	if q := f.TenantsView().All(); len(q) != 2 || q[0].Quotas[tenants.QuotaConnections] != 20 || q[1].Quotas[tenants.QuotaProducerByteRate] != 1<<20 {
+		t.Fatalf("golden scenario: tenants %+v", q)
+	}
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

@@ -48,6 +48,7 @@ var immutableVars = map[string]string{
 	"ConsumerAssignors":     "KIP-848's server-side assignors (exported, read by no other package)",
 	"validOverrideHost":     "a compiled regexp (safe for concurrent use)",
 	"QuotaKeys":             "the tenants' quota keys",
+	"quotaKeysV4":           "the quota keys app version 4 knows",
 	"Removed":               "the kinds DeleteTenant's answer counts",
 }
 

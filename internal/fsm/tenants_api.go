@@ -22,7 +22,11 @@ const (
 	QuotaGroups     = tenants.QuotaGroups
 	QuotaPartitions = tenants.QuotaPartitions
 	QuotaTopics     = tenants.QuotaTopics
-	TenantSep       = core.TenantSep
+
+	QuotaTenantConnections      = tenants.QuotaConnections
+	QuotaTenantProducerByteRate = tenants.QuotaProducerByteRate
+	QuotaTenantConsumerByteRate = tenants.QuotaConsumerByteRate
+	TenantSep                   = core.TenantSep
 )
 
 // TenantQuotaKeys are the quota keys a tenant may have, sorted.

@@ -35,6 +35,10 @@ type Options struct {
 	// Security authenticates each request and authorizes the routes that
 	// ACLs protect (auth.go); nil serves every route to anyone (tests).
 	Security *Security
+	// TenantTraffic, when set, reports what a tenant uses of this broker
+	// now by quota key (connections open, produce and fetch byte rates):
+	// the usage the tenant routes show for those quotas.
+	TenantTraffic func(tenant string) map[string]int64
 }
 
 // Health is the body of /healthz.

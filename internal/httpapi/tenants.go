@@ -16,7 +16,8 @@ import (
 )
 
 // Tenants (issue 18, docs/tenants.md): GET /v1/tenants lists them, GET
-// /v1/tenants/{tenant} describes one with its usage against its quotas;
+// /v1/tenants/{tenant} describes one with its usage against its quotas
+// (connections and byte rates: this broker's);
 // POST /v1/tenants creates one, PUT /v1/tenants/{tenant}/quotas sets and
 // removes quotas, DELETE /v1/tenants/{tenant} deletes one with all it owns
 // and answers what was removed. Reading needs DESCRIBE on the cluster,
@@ -60,9 +61,16 @@ type TenantResult struct {
 	Removed map[string]int `json:"removed,omitempty"`
 }
 
-// tenantUsage counts what each tenant uses now, by quota key.
+// tenantUsage counts what each tenant uses now, by quota key: what it
+// owns in the committed state, and what it uses of this broker
+// (Options.TenantTraffic).
 func tenantUsage(opts Options) map[string]map[string]int64 {
 	use := map[string]map[string]int64{}
+	if opts.TenantTraffic != nil {
+		for _, info := range opts.Broker.Tenants().All() {
+			use[info.Name] = opts.TenantTraffic(info.Name)
+		}
+	}
 	add := func(name, key string, n int64) {
 		t, _ := fsm.SplitTenant(name)
 		if t == "" {

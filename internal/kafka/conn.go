@@ -54,6 +54,9 @@ type conn struct {
 	// tenant is the tenant c's principal logged in to, "" for the default
 	// tenant (tenant_lens.go); set with the principal.
 	tenant atomic.Pointer[string]
+	// countedTenant is the tenant whose connections quota counts c
+	// (tenant_quotas.go); only c's reader and serve touch it.
+	countedTenant string
 	// host is the client's address as ACLs name hosts.
 	host string
 	// auth is the SASL authentication of a SASL listener's connection
@@ -106,6 +109,7 @@ func newConn(s *Server, l *Listener, nc net.Conn) *conn {
 // or the server closes.
 func (c *conn) serve() {
 	defer c.raw.Close()
+	defer c.releaseTenant()
 	if c.l.TLS != nil {
 		if err := c.handshake(); err != nil {
 			c.s.metrics.rejected.WithLabelValues("tls_handshake").Inc()
@@ -154,6 +158,9 @@ func (c *conn) handshake() error {
 		p, err := listener.CertificatePrincipal(c.l.Principals, certs[0])
 		if err != nil {
 			// Kafka fails the authentication of such a client.
+			return err
+		}
+		if err := c.admitTenant(p); err != nil {
 			return err
 		}
 		c.setPrincipal(p)

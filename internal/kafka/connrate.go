@@ -68,9 +68,32 @@ func (r *connRate) recordN(now time.Time, n, limit float64, maxWait time.Duratio
 	}
 	s.count += n
 	s.last = t
+	rate, window := r.measure(t)
+	bound := limit
+	if rate <= bound {
+		return 0
+	}
+	// X = (O - T) / T * W; with T = 0 that is forever, capped as Kafka caps it.
+	wait := (rate - bound) / bound * float64(window.Milliseconds())
+	if math.IsInf(wait, 0) || math.IsNaN(wait) || wait >= float64(maxWait.Milliseconds()) {
+		return maxWait
+	}
+	return time.Duration(math.Round(wait)) * time.Millisecond
+}
 
-	// Rate.measure: purge the samples with no event in the whole
-	// monitored span, then the count over the window's size.
+// rateAt is the rate a second measured at now, counting nothing.
+func (r *connRate) rateAt(now time.Time) float64 {
+	if r.used == 0 {
+		return 0
+	}
+	rate, _ := r.measure(now.Sub(r.base).Truncate(time.Millisecond))
+	return rate
+}
+
+// measure is Kafka's Rate.measure at t (an offset from base): purge the
+// samples with no event in the whole monitored span, then the count over
+// the window's size. It returns the rate and the window.
+func (r *connRate) measure(t time.Duration) (float64, time.Duration) {
 	for i := 0; i < r.used; i++ {
 		if t-r.samples[i].last >= connRateSamples*connRateWindow {
 			r.samples[i] = rateSample{start: t, last: t}
@@ -87,15 +110,5 @@ func (r *connRate) recordN(now time.Time, n, limit float64, maxWait time.Duratio
 		window += time.Duration(connRateSamples-1-full) * connRateWindow
 	}
 	window = max(window, time.Millisecond)
-	rate := total / (float64(window.Milliseconds()) / 1000)
-	bound := limit
-	if rate <= bound {
-		return 0
-	}
-	// X = (O - T) / T * W; with T = 0 that is forever, capped as Kafka caps it.
-	wait := (rate - bound) / bound * float64(window.Milliseconds())
-	if math.IsInf(wait, 0) || math.IsNaN(wait) || wait >= float64(maxWait.Milliseconds()) {
-		return maxWait
-	}
-	return time.Duration(math.Round(wait)) * time.Millisecond
+	return total / (float64(window.Milliseconds()) / 1000), window
 }

@@ -22,7 +22,8 @@ package kafka
 //    whose records the client skips, as Kafka does (fsm/topics/partition_txns.go).
 //  * consumer_byte_rate (client_quotas.go, throttle.go): the bytes of
 //    each answer count; above the quota the answer carries
-//    throttle_time_ms and the connection is muted that long.
+//    throttle_time_ms and the connection is muted that long. The
+//    tenant's consumer_byte_rate counts them too (tenant_quotas.go).
 //  * Authorization (acls.go): READ on each topic; a partition of a topic
 //    without it gets TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
@@ -59,7 +60,7 @@ func handleFetch(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.FetchRequest)
 	return func() kmsg.Response {
 		resp := c.fetch(r)
-		if fr, ok := resp.(*kmsg.FetchResponse); ok && !c.s.b.Quotas().Empty() {
+		if fr, ok := resp.(*kmsg.FetchResponse); ok && (!c.s.b.Quotas().Empty() || c.tenantNow() != "") {
 			// consumer_byte_rate counts what the answer carries (throttle.go).
 			n := 0
 			for _, t := range fr.Topics {
@@ -67,7 +68,7 @@ func handleFetch(c *conn, req kmsg.Request) (respond, error) {
 					n += len(p.RecordBatches)
 				}
 			}
-			fr.ThrottleMillis = c.throttle(c.recordQuota(fsm.QuotaConsumerByteRate, n))
+			fr.ThrottleMillis = c.throttle(max(c.recordQuota(fsm.QuotaConsumerByteRate, n), c.tenantByteQuota(fsm.QuotaTenantConsumerByteRate, n)))
 		}
 		return resp
 	}, nil

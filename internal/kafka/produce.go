@@ -46,7 +46,8 @@ package kafka
 //  * acks other than -1, 0, 1 get INVALID_REQUIRED_ACKS.
 //  * producer_byte_rate (client_quotas.go, throttle.go): the request's
 //    record bytes count; above the quota the answer carries
-//    throttle_time_ms and the connection is muted that long.
+//    throttle_time_ms and the connection is muted that long. The
+//    tenant's producer_byte_rate counts them too (tenant_quotas.go).
 //  * Authorization (acls.go): WRITE on each topic
 //    (TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not), and
 //    for a transactional producer WRITE on its transactional id
@@ -150,7 +151,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 		}
 	}
 	if r.Acks == 0 {
-		c.throttle(c.recordQuota(fsm.QuotaProducerByteRate, reqBytes))
+		c.throttle(c.produceThrottle(reqBytes))
 		go func() {
 			defer cancel()
 			pending.Wait(ctx)
@@ -180,9 +181,16 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 				sp.ErrorRecords = recordErrors(r.Version, o.RecordErrors)
 			}
 		}
-		resp.ThrottleMillis = c.throttle(c.recordQuota(fsm.QuotaProducerByteRate, reqBytes))
+		resp.ThrottleMillis = c.throttle(c.produceThrottle(reqBytes))
 		return resp
 	}, nil
+}
+
+// produceThrottle counts a produce request's record bytes against the
+// user's and the tenant's producer_byte_rate, and returns the longer
+// throttle.
+func (c *conn) produceThrottle(n int) time.Duration {
+	return max(c.recordQuota(fsm.QuotaProducerByteRate, n), c.tenantByteQuota(fsm.QuotaTenantProducerByteRate, n))
 }
 
 // recordErrors is a refused partition's record_errors (Produce v8+).

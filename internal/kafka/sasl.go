@@ -245,6 +245,13 @@ func (c *conn) authStep(token []byte) (reply []byte, authenticated bool, err err
 	if err == nil && c.auth.user != "" && c.auth.user != user {
 		err = fmt.Errorf("%w: Cannot change principals during re-authentication from User:%s: User:%s", sasl.ErrAuthentication, c.auth.user, user)
 	}
+	if err == nil {
+		// Past the tenant's connections quota the login fails, but it
+		// is no failed login: the credentials were right.
+		if qerr := c.admitTenant("User:" + user); qerr != nil {
+			return nil, false, qerr
+		}
+	}
 	if err != nil {
 		if name := c.auth.attemptedUser(token); name != "" && !errors.Is(err, errLocked) {
 			c.s.failed.fail(name, ip)

@@ -234,6 +234,8 @@ type Server struct {
 	failed     failedLogins
 	// quotaSensors measure the client quotas (throttle.go).
 	quotaSensors quotaSensors
+	// tenantConns count each tenant's connections (tenant_quotas.go).
+	tenantConns tenantConns
 	// ipSensors measure each address's connection creation rate against
 	// its ip quota (accept.go); ipHeld counts the connections held
 	// before being closed for it.
@@ -271,7 +273,7 @@ func New(b *broker.Broker, opts Options) *Server {
 		}
 	}
 	s.metrics = newMetrics(opts.Registerer)
-	s.tenantMetrics = newTenantMetrics(b)
+	s.tenantMetrics = newTenantMetrics(b, &s.tenantConns)
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(s.tenantMetrics)
 	}

@@ -19,6 +19,8 @@ import (
 //	stele_tenant_produce_bytes_total   record bytes this broker accepted from them
 //	stele_tenant_fetch_bytes_total     record bytes this broker returned to them
 //	stele_tenant_throttle_seconds_total time their connections were throttled by quotas
+//	stele_tenant_connections           its authenticated connections open to this broker
+//	stele_tenant_connections_refused_total logins this broker refused at its connections quota
 //	stele_tenant_topics, _partitions, _groups   what it owns (the committed state)
 //	stele_tenant_stored_bytes          its partitions' bytes on this broker's disk
 //	stele_tenant_quota_limit{quota}    each quota it has
@@ -29,32 +31,36 @@ import (
 // not labelled: the broker-wide metrics are its.
 
 type tenantCounters struct {
-	requests, produceBytes, fetchBytes, throttleNanos atomic.Int64
+	requests, produceBytes, fetchBytes, throttleNanos, connectionsRefused atomic.Int64
 }
 
 type tenantMetrics struct {
-	b  *broker.Broker
-	mu sync.Mutex
-	by map[string]*tenantCounters
+	b     *broker.Broker
+	conns *tenantConns
+	mu    sync.Mutex
+	by    map[string]*tenantCounters
 
 	requests, produceBytes, fetchBytes, throttle *prometheus.Desc
+	connections, connectionsRefused              *prometheus.Desc
 	topics, partitions, groups, stored, quota    *prometheus.Desc
 }
 
-func newTenantMetrics(b *broker.Broker) *tenantMetrics {
+func newTenantMetrics(b *broker.Broker, conns *tenantConns) *tenantMetrics {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("stele_tenant_"+name, help, append([]string{"tenant"}, labels...), nil)
 	}
-	return &tenantMetrics{b: b, by: map[string]*tenantCounters{},
-		requests:     d("requests_total", "Kafka requests the tenant's connections made to this broker."),
-		produceBytes: d("produce_bytes_total", "Record batch bytes this broker accepted from the tenant's producers."),
-		fetchBytes:   d("fetch_bytes_total", "Record batch bytes this broker returned to the tenant's consumers."),
-		throttle:     d("throttle_seconds_total", "Time the tenant's connections to this broker were throttled by client quotas."),
-		topics:       d("topics", "The tenant's topics."),
-		partitions:   d("partitions", "The partitions of the tenant's topics."),
-		groups:       d("groups", "The tenant's consumer groups."),
-		stored:       d("stored_bytes", "The bytes of the tenant's partitions on this broker's disk."),
-		quota:        d("quota_limit", "Each quota the tenant has.", "quota"),
+	return &tenantMetrics{b: b, conns: conns, by: map[string]*tenantCounters{},
+		requests:           d("requests_total", "Kafka requests the tenant's connections made to this broker."),
+		produceBytes:       d("produce_bytes_total", "Record batch bytes this broker accepted from the tenant's producers."),
+		fetchBytes:         d("fetch_bytes_total", "Record batch bytes this broker returned to the tenant's consumers."),
+		throttle:           d("throttle_seconds_total", "Time the tenant's connections to this broker were throttled by client quotas."),
+		connections:        d("connections", "The tenant's authenticated connections open to this broker."),
+		connectionsRefused: d("connections_refused_total", "Logins of the tenant's users this broker refused at the tenant's connections quota."),
+		topics:             d("topics", "The tenant's topics."),
+		partitions:         d("partitions", "The partitions of the tenant's topics."),
+		groups:             d("groups", "The tenant's consumer groups."),
+		stored:             d("stored_bytes", "The bytes of the tenant's partitions on this broker's disk."),
+		quota:              d("quota_limit", "Each quota the tenant has.", "quota"),
 	}
 }
 
@@ -74,7 +80,7 @@ func (m *tenantMetrics) of(tenant string) *tenantCounters {
 }
 
 func (m *tenantMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.requests, m.produceBytes, m.fetchBytes, m.throttle, m.topics, m.partitions, m.groups, m.stored, m.quota} {
+	for _, d := range []*prometheus.Desc{m.requests, m.produceBytes, m.fetchBytes, m.throttle, m.connections, m.connectionsRefused, m.topics, m.partitions, m.groups, m.stored, m.quota} {
 		ch <- d
 	}
 }
@@ -135,6 +141,8 @@ func (m *tenantMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.produceBytes, prometheus.CounterValue, float64(cp.produceBytes.Load()), t)
 		ch <- prometheus.MustNewConstMetric(m.fetchBytes, prometheus.CounterValue, float64(cp.fetchBytes.Load()), t)
 		ch <- prometheus.MustNewConstMetric(m.throttle, prometheus.CounterValue, time.Duration(cp.throttleNanos.Load()).Seconds(), t)
+		ch <- prometheus.MustNewConstMetric(m.connections, prometheus.GaugeValue, float64(m.conns.open(t)), t)
+		ch <- prometheus.MustNewConstMetric(m.connectionsRefused, prometheus.CounterValue, float64(cp.connectionsRefused.Load()), t)
 		ch <- prometheus.MustNewConstMetric(m.topics, prometheus.GaugeValue, u.topics, t)
 		ch <- prometheus.MustNewConstMetric(m.partitions, prometheus.GaugeValue, u.partitions, t)
 		ch <- prometheus.MustNewConstMetric(m.groups, prometheus.GaugeValue, u.groups, t)

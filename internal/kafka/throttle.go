@@ -119,8 +119,19 @@ func (c *conn) quota(key string, n float64, strict bool) (time.Duration, bool) {
 		return side.Name
 	}
 	id := key + "\x00" + tag(from.User, user) + "\x00" + tag(from.ClientID, c.clientID)
+	d := c.s.quotaSensors.record(id, n, limit, strict)
+	if d < 0 {
+		return -d, true
+	}
+	return d, false
+}
+
+// record counts n on the sensor id against limit and returns the throttle
+// (0 under the limit). strict: while the rate is already over the limit,
+// n is not counted and the throttle returned is negative, its length the
+// time still to wait.
+func (qs *quotaSensors) record(id string, n, limit float64, strict bool) time.Duration {
 	now := time.Now()
-	qs := &c.s.quotaSensors
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	if qs.m == nil {
@@ -137,10 +148,10 @@ func (c *conn) quota(key string, n float64, strict bool) (time.Duration, bool) {
 	s.used = now
 	if strict {
 		if d := s.rate.recordN(now, 0, limit, quotaMaxThrottle); d > 0 {
-			return d, true
+			return -d
 		}
 	}
-	return s.rate.recordN(now, n, limit, quotaMaxThrottle), false
+	return s.rate.recordN(now, n, limit, quotaMaxThrottle)
 }
 
 // evictLocked drops the least recently used tenth of the sensors.

@@ -261,8 +261,11 @@ type Node struct {
 	batches  *dataplane.Store
 	plane    *dataplane.Plane
 	kafka    *kafka.Server
-	http     *http.Server
-	kafkaLn  net.Listener // the first Kafka listener
+	// kafkaServing is kafka for the HTTP API, which serves before it
+	// exists.
+	kafkaServing atomic.Pointer[kafka.Server]
+	http         *http.Server
+	kafkaLn      net.Listener // the first Kafka listener
 	// kafkaLns are all of them, kafkaLn first, as listen made them.
 	kafkaLns []kafkaListen
 	// kafkaNames lists the Kafka listeners served, for the log.
@@ -423,7 +426,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
-		Security:     security,
+		Security: security, TenantTraffic: n.tenantTraffic,
 		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
@@ -524,6 +527,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, errors.New("stele/server: a node of a cluster advertises the address its genesis names: --advertised-listeners is for a single node")
 	}
 	n.kafka = kafka.New(n.broker, kopts)
+	n.kafkaServing.Store(n.kafka)
 	if err := n.serveKafka(kopts); err != nil {
 		return nil, err
 	}
@@ -590,6 +594,15 @@ func (n *Node) Wait(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// tenantTraffic is the Kafka server's TenantTraffic, nothing before it
+// serves.
+func (n *Node) tenantTraffic(tenant string) map[string]int64 {
+	if k := n.kafkaServing.Load(); k != nil {
+		return k.TenantTraffic(tenant)
+	}
+	return map[string]int64{}
 }
 
 // Close shuts the node down: front-ends first, then the broker, consensus

@@ -10,11 +10,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // append_clock.go). Version 3 adds the security module's commands (users,
 // security/users.go), which older versions refuse as the binaries that predate
 // them do; version 4 the tenants module's (tenants/tenants.go), and
-// topic names with a tenant. New chains start at MaxAppVersion
-// (Options.GenesisAppVersion); an older chain moves up by an upgrade.
-// Builds with the steleupgradetest tag add a version 5 that hashes
-// differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 4
+// topic names with a tenant; version 5 the tenant quotas each broker
+// enforces (connections, byte rates: tenants.RatesVersion). New chains
+// start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
+// up by an upgrade. Builds with the steleupgradetest tag add a version 6
+// that hashes differently, to test upgrades (appversion_upgradetest.go).
+const MaxAppVersion uint32 = 5
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

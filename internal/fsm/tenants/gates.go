@@ -26,6 +26,9 @@ import (
 // of the two releases give every command the same result while a cluster
 // upgrades, even one a Byzantine broker made up. A produce is checked by
 // its apply, which finds no such topic under those versions, as before.
+// Under app version 4 the gate does the same for the quota keys version 5
+// adds (RatesVersion): a tenant command, signed or not, that names one is
+// refused as version 4's binaries refuse it in its check.
 //
 // After the check ("tenants' names and quotas"), from app version 4: a
 // topic is created only in a tenant that exists, and nothing takes a
@@ -39,8 +42,23 @@ import (
 func registerGates(r *core.Registry, admin *security.AdminGates) {
 	r.RegisterCommandGate(core.CommandGate{Rank: 5, Name: "names before tenants", Module: ModTenants, BeforeCheck: true,
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
-			if tenantsOf(m).cluster.Version >= TenantsVersion {
+			v := tenantsOf(m).cluster.Version
+			if v >= RatesVersion {
 				return core.Result{}, true
+			}
+			if v >= TenantsVersion {
+				var res core.Result
+				if s, ok := c.(security.SignedAdmin); ok {
+					res = security.CheckSignedAdminWith(r, admin, s, func(inner core.Command) core.Result {
+						if isTenantCommand(inner) {
+							return checkTenantCommandKeys(inner, quotaKeysV4)
+						}
+						return r.CheckCommand(inner)
+					})
+				} else if isTenantCommand(c) {
+					res = checkTenantCommandKeys(c, quotaKeysV4)
+				}
+				return res, res.Code == 0
 			}
 			var res core.Result
 			if s, ok := c.(security.SignedAdmin); ok {
@@ -52,6 +70,14 @@ func registerGates(r *core.Registry, admin *security.AdminGates) {
 		}})
 	r.RegisterCommandGate(core.CommandGate{Rank: 20, Name: "tenants' names and quotas", Module: ModTenants,
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return tenantsOf(m).gate(c) }})
+}
+
+func isTenantCommand(c core.Command) bool {
+	switch c.(type) {
+	case CreateTenant, DeleteTenant, AlterTenantQuotas:
+		return true
+	}
+	return false
 }
 
 // gate is the gate after the check.

@@ -68,6 +68,12 @@ const (
 // TenantsVersion is the app version from which tenants exist.
 const TenantsVersion = 4
 
+// RatesVersion is the app version from which a tenant may have the quotas
+// its brokers enforce on their own (connections, producer_byte_rate,
+// consumer_byte_rate); under version 4 those keys are as unknown as they
+// were to the binaries of that version (gates.go).
+const RatesVersion = 5
+
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
 // without a quota of a kind has no limit of that kind.
 const (
@@ -77,10 +83,28 @@ const (
 	QuotaPartitions = "partitions"
 	// QuotaGroups bounds its consumer groups.
 	QuotaGroups = "groups"
+
+	// The quotas each broker enforces on the tenant's connections to it,
+	// from app version 5 (RatesVersion), as Kafka's client quotas are
+	// enforced: per broker, the whole tenant's traffic counted together.
+
+	// QuotaConnections bounds the tenant's authenticated connections to
+	// each broker.
+	QuotaConnections = "connections"
+	// QuotaProducerByteRate bounds the bytes a second the tenant's
+	// produce requests carry to each broker (throttled, as
+	// producer_byte_rate).
+	QuotaProducerByteRate = "producer_byte_rate"
+	// QuotaConsumerByteRate bounds the bytes a second each broker's fetch
+	// answers carry to the tenant (throttled, as consumer_byte_rate).
+	QuotaConsumerByteRate = "consumer_byte_rate"
 )
 
 // QuotaKeys are the quota keys a tenant may have, sorted.
-var QuotaKeys = []string{QuotaGroups, QuotaPartitions, QuotaTopics}
+var QuotaKeys = []string{QuotaConnections, QuotaConsumerByteRate, QuotaGroups, QuotaPartitions, QuotaProducerByteRate, QuotaTopics}
+
+// quotaKeysV4 are the quota keys app version 4 knows.
+var quotaKeysV4 = []string{QuotaGroups, QuotaPartitions, QuotaTopics}
 
 // maxQuotas bounds the quotas one command may name.
 const maxQuotas = 16
@@ -159,9 +183,11 @@ func decodeAlterTenantQuotas(r *core.Reader) AlterTenantQuotas {
 }
 
 // CheckQuota says why key=v cannot be one of a tenant's quotas.
-func CheckQuota(key string, v int64) error {
-	if !slices.Contains(QuotaKeys, key) {
-		return fmt.Errorf("unknown tenant quota %q: a tenant's quotas are %v (docs/tenants.md)", key, QuotaKeys)
+func CheckQuota(key string, v int64) error { return checkQuota(QuotaKeys, key, v) }
+
+func checkQuota(keys []string, key string, v int64) error {
+	if !slices.Contains(keys, key) {
+		return fmt.Errorf("unknown tenant quota %q: a tenant's quotas are %v (docs/tenants.md)", key, keys)
 	}
 	if v < 0 || v > math.MaxInt32 {
 		return fmt.Errorf("tenant quota %s=%d: a quota is a whole number from 0 to %d", key, v, math.MaxInt32)
@@ -169,7 +195,11 @@ func CheckQuota(key string, v int64) error {
 	return nil
 }
 
-func checkTenantCommand(c core.Command) core.Result {
+func checkTenantCommand(c core.Command) core.Result { return checkTenantCommandKeys(c, QuotaKeys) }
+
+// checkTenantCommandKeys is the check of a tenant command whose quotas may
+// be keys only.
+func checkTenantCommandKeys(c core.Command, keys []string) core.Result {
 	var name string
 	var ops []TenantQuotaOp
 	switch c := c.(type) {
@@ -199,12 +229,12 @@ func checkTenantCommand(c core.Command) core.Result {
 		}
 		seen[op.Key] = true
 		if op.Remove {
-			if !slices.Contains(QuotaKeys, op.Key) {
+			if !slices.Contains(keys, op.Key) {
 				return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown tenant quota %q", op.Key))
 			}
 			continue
 		}
-		if err := CheckQuota(op.Key, op.Value); err != nil {
+		if err := checkQuota(keys, op.Key, op.Value); err != nil {
 			return core.Fail(kerr.InvalidRequest.Code, err.Error())
 		}
 	}
