@@ -516,6 +516,18 @@ func goldenScenario(t *testing.T) []block {
 		{Key: tenants.QuotaConsumerByteRate, Value: 2 << 20}, {Key: tenants.QuotaConnections, Value: 10}}})[0], 0)
 	must("signed rate quota", g.cmds(100, gadmin.signAdmin(testChainID, 9, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaConnections, Value: 20}}}))[0], 0)
 	must("tenant with rates", g.cmds(100, CreateTenant{Name: "initech", Quotas: rates})[0], 0)
+	// From version 5 a tenant's user signs over the topic's name as the
+	// tenant knows it, and only its tenant's records.
+	carol := newSigner("carol@initech", 10)
+	must("tenant user's key under version 5", g.cmds(100, carol.register(nil))[0], 0)
+	must("tenant's signed topic", g.cmds(100, topics.CreateTopic{Name: "initech~ledger", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "stele.signed.by", Value: "carol@initech"}}})[0], 0)
+	signed := func(topic, over string, seq uint64) topics.Produce {
+		return topics.Produce{Topic: topic, Partition: 0, Records: signedBatchFor(t, testChainID, over, -1, -1, signedRec{value: "v", by: &carol, seq: seq})}
+	}
+	must("tenant user's signed record", g.cmds(100, signed("initech~ledger", "ledger", 1))[0], 0)
+	must("tenant user's record over the full name", g.cmds(100, signed("initech~ledger", "initech~ledger", 2))[0], kerr.InvalidRecord.Code)
+	must("tenant user's record in the default tenant", g.cmds(100, signed("orders", "orders", 3))[0], kerr.InvalidRecord.Code)
 	if q := f.TenantsView().All(); len(q) != 2 || q[0].Quotas[tenants.QuotaConnections] != 20 || q[1].Quotas[tenants.QuotaProducerByteRate] != 1<<20 {
 		t.Fatalf("golden scenario: tenants %+v", q)
 	}

@@ -179,3 +179,70 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 	}
 	must("unknown tenant", run(DeleteTenant{Name: "initech"})[0], kerr.ResourceNotFound.Code)
 }
+
+// TestTenantSignedRecords (issue 18, docs/signed-producers.md): from app
+// version 5 a tenant's user signs its records over the topic's name as the
+// tenant knows it (ledger, as its Kafka clients see it), and its records
+// are taken on its tenant's topics only: a record alice@acme signed cannot
+// be written to globex~ledger or to the default tenant's ledger, whatever
+// name it was signed over. A default-tenant principal signs the full name.
+// Under version 4 every signature names the full name, as before.
+func TestTenantSignedRecords(t *testing.T) {
+	for _, v := range []uint32{4, 5} {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: v, ChainID: testChainID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, n := t0, 0
+		run := func(c core.Command) core.Result {
+			t.Helper()
+			now += 100
+			n++
+			h, _ := f.Info()
+			o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: [][]byte{tx(n, c)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, f)
+			return o.Txs[0].Results[0]
+		}
+		must := func(what string, r core.Result, code int16, why string) {
+			t.Helper()
+			if r.Code != code || !strings.Contains(r.Message, why) {
+				t.Fatalf("version %d: %s: code %d (%s), want %d saying %q", v, what, r.Code, r.Message, code, why)
+			}
+		}
+		alice, ops := newSigner("alice@acme", 1), newSigner("ops", 2)
+		for _, c := range []core.Command{CreateTenant{Name: "acme"}, CreateTenant{Name: "globex"}, alice.register(nil), ops.register(nil),
+			topics.CreateTopic{Name: "acme~ledger", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.signed.by", Value: "alice@acme,ops"}}},
+			topics.CreateTopic{Name: "globex~ledger", Partitions: 1, ReplicationFactor: -1},
+			topics.CreateTopic{Name: "ledger", Partitions: 1, ReplicationFactor: -1}} {
+			must("setup", run(c), 0, "")
+		}
+		seq := uint64(0)
+		produce := func(topic, signedOver string, by *signer) core.Result {
+			seq++
+			return run(topics.Produce{Topic: topic, Partition: 0, Records: signedBatchFor(t, testChainID, signedOver, -1, -1, signedRec{value: "v", by: by, seq: seq})})
+		}
+		if v < 5 {
+			must("alice over the full name", produce("acme~ledger", "acme~ledger", &alice), 0, "")
+			must("alice over the short name", produce("acme~ledger", "ledger", &alice), kerr.InvalidRecord.Code, "does not match")
+			f.Close()
+			continue
+		}
+		must("alice over the short name", produce("acme~ledger", "ledger", &alice), 0, "")
+		must("alice over the full name", produce("acme~ledger", "acme~ledger", &alice), kerr.InvalidRecord.Code, "does not match")
+		for _, moved := range []string{"globex~ledger", "ledger"} {
+			for _, over := range []string{"ledger", moved} {
+				must("alice's record in "+moved+" signed over "+over, produce(moved, over, &alice), kerr.InvalidRecord.Code, "signs its tenant's records only")
+			}
+		}
+		must("ops over the full name", produce("acme~ledger", "acme~ledger", &ops), 0, "")
+		must("ops over the short name", produce("acme~ledger", "ledger", &ops), kerr.InvalidRecord.Code, "does not match")
+		must("ops in the default tenant", produce("ledger", "ledger", &ops), 0, "")
+		f.Close()
+	}
+}

@@ -74,6 +74,11 @@ const TenantsVersion = 4
 // were to the binaries of that version (gates.go).
 const RatesVersion = 5
 
+// SignersVersion is the app version from which a record signed by a
+// tenant's user is taken only on its tenant's topics, its signature naming
+// the topic as the tenant knows it (trust.SignerTenant, signerTenant).
+const SignersVersion = 5
+
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
 // without a quota of a kind has no limit of that kind.
 const (
@@ -279,8 +284,24 @@ type Modules struct {
 // NewTenants is the tenants module of the machine m, above the modules
 // of below.
 func NewTenants(m *core.Machine, below Modules) *Tenants {
-	return &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
+	f := &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
 		trust: below.Trust, cluster: below.Cluster, security: below.Security}
+	below.Trust.SignerTenant = f.signerTenant
+	return f
+}
+
+// signerTenant is the tenant whose user principal is, as the block being
+// applied sees it: "" for the default tenant's, and for every principal
+// under app versions below SignersVersion (trust.SignerTenant).
+func (f *Tenants) signerTenant(principal string) string {
+	if f.cluster.Version < SignersVersion {
+		return ""
+	}
+	t, _ := core.SplitUser(principal)
+	if t == "" || f.byName[t] == nil {
+		return ""
+	}
+	return t
 }
 
 // tenantsOf is the tenants module of the machine m.

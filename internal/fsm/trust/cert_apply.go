@@ -49,6 +49,12 @@ type Trust struct {
 	chainID    string
 	validators *ValidatorSet
 	batches    BatchSource
+	// SignerTenant is a hook point for the tenants module, which sets it
+	// when the machine is assembled (tenants.NewTenants): the tenant a
+	// signing principal is a user of, "" for the default tenant's (and
+	// when nil). A tenant's user signs its records over the topic's name
+	// as the tenant knows it, and only its tenant's (signed.go).
+	SignerTenant func(principal string) string
 	trustState
 }
 

@@ -10,6 +10,11 @@ package trust
 // must be bound to this chain (v2, proof.SignRecordFor), so a record signed
 // for another chain whose registry holds the same key is refused too;
 // under version 1 only v1 signatures, which name no chain, are taken.
+// From app version 5 a record signed by a tenant's user (SignerTenant)
+// is taken only on that tenant's topics, and its signature names the
+// topic as the tenant's clients know it (orders, not acme~orders): so a
+// tenant's clients sign what they see, and no broker can move a record
+// one of them signed into another tenant's topic or the default tenant's.
 //
 // State, in the metadata store:
 //
@@ -181,12 +186,23 @@ func (f *Trust) checkSignatures(t *topics.Topic, b []byte, required bool, seqs m
 			bad = fmt.Errorf("record at offset delta %d is signed by %s: topic %s takes records signed by %v only (stele.signed.by)", rec.OffsetDelta, s.Principal, t.Name, t.Config.SignedBy)
 			return core.ErrStopScan
 		}
+		name := t.Name
+		if f.SignerTenant != nil {
+			if st := f.SignerTenant(s.Principal); st != "" {
+				tt, local := core.SplitTenant(t.Name)
+				if tt != st {
+					bad = fmt.Errorf("record at offset delta %d: %w: %s, a user of tenant %s, signs its tenant's records only", rec.OffsetDelta, proof.ErrBadSignature, s.Principal, st)
+					return core.ErrStopScan
+				}
+				name = local
+			}
+		}
 		pub, err := f.AppliedProducerKey(s.Principal)
 		if err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
 		}
-		if err := proof.VerifyRecordOn(pub, f.chainID, s, t.Name, rec.Key, rec.Value, hs); err != nil {
+		if err := proof.VerifyRecordOn(pub, f.chainID, s, name, rec.Key, rec.Value, hs); err != nil {
 			bad = fmt.Errorf("record at offset delta %d: %w", rec.OffsetDelta, err)
 			return core.ErrStopScan
 		}
