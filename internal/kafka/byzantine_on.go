@@ -34,9 +34,14 @@ func byzantineEndOffset(o int64) int64 {
 	return o
 }
 
-// byzantineCommands applies forge-admin to the commands a request submits.
+// byzantineCommands applies rewrite-tenant and forge-admin to the
+// commands a request submits.
 func byzantineCommands(cmds []fsm.Command) []fsm.Command {
-	if told()[lieForgeAdmin] {
+	set := told()
+	if to := rewriteTarget(set); to != "" {
+		cmds = rewriteTenant(cmds, to)
+	}
+	if set[lieForgeAdmin] {
 		return forgeAdmin(cmds)
 	}
 	return cmds

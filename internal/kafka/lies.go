@@ -10,6 +10,7 @@ package kafka
 
 import (
 	"crypto/sha512"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -32,7 +33,47 @@ const (
 	// the principal admin, and unsigned as well: the honest brokers must
 	// refuse both (docs/security.md, "Signed administration").
 	lieForgeAdmin = "forge-admin"
+	// lieRewriteTenant (rewrite-tenant=NAME): every tenant's name in the
+	// commands this broker submits for its clients is moved into tenant
+	// NAME (a produce of acme's client to its orders, acme~orders in the
+	// state, is submitted to NAME~orders): the honest brokers must refuse
+	// what the other tenant's client signed (docs/tenants.md).
+	lieRewriteTenant = "rewrite-tenant"
 )
+
+// rewriteTenant returns cmds with every top-level name field (Topic, Name,
+// Group, TransactionalID) that names a tenant other than to moved into to.
+func rewriteTenant(cmds []fsm.Command, to string) []fsm.Command {
+	out := slices.Clone(cmds)
+	for i, c := range cmds {
+		v := reflect.New(reflect.TypeOf(c)).Elem()
+		v.Set(reflect.ValueOf(c))
+		if v.Kind() != reflect.Struct {
+			continue
+		}
+		for _, field := range []string{"Topic", "Name", "Group", "TransactionalID"} {
+			f := v.FieldByName(field)
+			if !f.IsValid() || f.Kind() != reflect.String {
+				continue
+			}
+			if t, local := fsm.SplitTenant(f.String()); t != "" && t != to {
+				f.SetString(to + string(fsm.TenantSep) + local)
+			}
+		}
+		out[i] = v.Interface().(fsm.Command)
+	}
+	return out
+}
+
+// rewriteTarget is the tenant rewrite-tenant=NAME names, "" if none.
+func rewriteTarget(set map[string]bool) string {
+	for m := range set {
+		if t, ok := strings.CutPrefix(m, lieRewriteTenant+"="); ok {
+			return t
+		}
+	}
+	return ""
+}
 
 // forgeAdmin returns cmds with each gated command replaced by one wrapped
 // in a SignedAdmin with a made-up signature, followed by the gated
@@ -62,6 +103,9 @@ func lies(modes string) map[string]bool {
 	for _, m := range strings.Split(modes, ",") {
 		switch m {
 		case lieAlterRecords, lieDropBatch, lieReorderRecords, lieForgeWatermark, lieMetadata, lieForgeAdmin:
+			out[m] = true
+		}
+		if t, ok := strings.CutPrefix(m, lieRewriteTenant+"="); ok && fsm.ValidTenantName(t) == nil {
 			out[m] = true
 		}
 	}

@@ -3,11 +3,13 @@ package kafka
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
 )
 
@@ -78,5 +80,34 @@ func TestLies(t *testing.T) {
 	}
 	if data, hwm := lieAboutFetch(lies("no-such-lie,sign-without-storing"), liesBatches(t, 0), 9); !bytes.Equal(data, liesBatches(t, 0)) || hwm != 9 {
 		t.Error("modes this front-end does not know changed the answer")
+	}
+}
+
+// TestRewriteTenantLie: rewrite-tenant=globex moves every tenant's name
+// of the commands into globex and leaves the default tenant's and
+// globex's own; the lie is parsed only with a valid tenant name.
+func TestRewriteTenantLie(t *testing.T) {
+	set := lies("forge-admin,rewrite-tenant=globex,rewrite-tenant=Bad")
+	if !set[lieForgeAdmin] || rewriteTarget(set) != "globex" || len(set) != 2 {
+		t.Fatalf("lies parsed %v", set)
+	}
+	in := []fsm.Command{
+		fsm.Produce{Topic: "acme~orders", Partition: 3},
+		fsm.Produce{Topic: "orders"},
+		fsm.CreateTopic{Name: "initech~t", Partitions: 2},
+		fsm.OffsetCommit{Group: "acme~billing", Topic: "globex~orders", Offset: 7},
+	}
+	out := rewriteTenant(in, "globex")
+	want := []fsm.Command{
+		fsm.Produce{Topic: "globex~orders", Partition: 3},
+		fsm.Produce{Topic: "orders"},
+		fsm.CreateTopic{Name: "globex~t", Partitions: 2},
+		fsm.OffsetCommit{Group: "globex~billing", Topic: "globex~orders", Offset: 7},
+	}
+	if !reflect.DeepEqual(out, want) {
+		t.Fatalf("rewritten %+v, want %+v", out, want)
+	}
+	if in[0].(fsm.Produce).Topic != "acme~orders" {
+		t.Fatal("the lie changed the commands it was given")
 	}
 }

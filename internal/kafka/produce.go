@@ -142,7 +142,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	pending := s.b.Enqueue(ctx, cmds...)
+	pending := s.b.Enqueue(ctx, byzantineCommands(cmds)...)
 	// producer_byte_rate counts what the request carries (throttle.go).
 	var reqBytes int
 	for _, rt := range r.Topics {
