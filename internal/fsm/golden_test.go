@@ -500,13 +500,17 @@ func goldenScenario(t *testing.T) []block {
 	}
 
 	// A tenant's quotas on connections and byte rates, app version 5
-	// (tenants.RatesVersion). Under version 4 their keys are refused as
+	// (tenants.Version5). Under version 4 their keys are refused as
 	// version 4's binaries refuse them, signed or not.
 	rates := []TenantQuota{{Key: tenants.QuotaProducerByteRate, Value: 1 << 20}, {Key: tenants.QuotaConnections, Value: 10}}
 	must("rate quota under version 4", g.cmds(100, CreateTenant{Name: "globex", Quotas: rates})[0], kerr.InvalidRequest.Code)
 	must("signed rate quota under version 4", g.cmds(100, gadmin.signAdmin(testChainID, 8, CreateTenant{Name: "globex", Quotas: rates}))[0], kerr.InvalidRequest.Code)
 	must("tenant without rates", g.cmds(100, CreateTenant{Name: "globex"})[0], 0)
 	must("rate quota removed under version 4", g.cmds(100, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaConsumerByteRate, Remove: true}}})[0], kerr.InvalidRequest.Code)
+	tenantAdmin := CreateACL{ACL: ACLBinding{ResourceType: ACLResourceCluster, ResourceName: "globex~kafka-cluster", PatternType: ACLPatternLiteral,
+		Principal: "User:root@globex", Host: "*", Operation: ACLOpAll, Permission: ACLPermissionAllow}}
+	must("tenant's cluster resource under version 4", g.cmds(100, tenantAdmin)[0], kerr.InvalidRequest.Code)
+	must("signed tenant's cluster resource under version 4", g.cmds(100, gadmin.signAdmin(testChainID, 10, tenantAdmin))[0], kerr.InvalidRequest.Code)
 	v5 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 5, Name: "tenant-rates"}
 	must("upgrade to version 5", g.cmds(100, upgradeVote(v5, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks)) < v5.Height {
@@ -516,6 +520,9 @@ func goldenScenario(t *testing.T) []block {
 		{Key: tenants.QuotaConsumerByteRate, Value: 2 << 20}, {Key: tenants.QuotaConnections, Value: 10}}})[0], 0)
 	must("signed rate quota", g.cmds(100, gadmin.signAdmin(testChainID, 9, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: tenants.QuotaConnections, Value: 20}}}))[0], 0)
 	must("tenant with rates", g.cmds(100, CreateTenant{Name: "initech", Quotas: rates})[0], 0)
+	must("tenant's cluster resource", g.cmds(100, tenantAdmin)[0], 0)
+	must("another cluster resource", g.cmds(100, CreateACL{ACL: ACLBinding{ResourceType: ACLResourceCluster, ResourceName: "globex~other", PatternType: ACLPatternLiteral,
+		Principal: "User:root@globex", Host: "*", Operation: ACLOpAll, Permission: ACLPermissionAllow}})[0], kerr.InvalidRequest.Code)
 	// From version 5 a tenant's user signs over the topic's name as the
 	// tenant knows it, and only its tenant's records.
 	carol := newSigner("carol@initech", 10)

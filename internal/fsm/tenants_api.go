@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 )
 
@@ -34,6 +35,9 @@ func TenantQuotaKeys() []string { return append([]string(nil), tenants.QuotaKeys
 
 // CheckTenantQuota is tenants.CheckQuota.
 func CheckTenantQuota(key string, v int64) error { return tenants.CheckQuota(key, v) }
+
+// TenantCluster is security.TenantCluster: tenant's own CLUSTER resource.
+func TenantCluster(tenant string) string { return security.TenantCluster(tenant) }
 
 // ValidTenantName is core.ValidTenantName.
 func ValidTenantName(s string) error { return core.ValidTenantName(s) }

@@ -169,7 +169,7 @@ func CheckACL(b ACLBinding) error {
 		return fmt.Errorf("Invalid permissionType %d", b.Permission)
 	case b.ResourceName == "":
 		return fmt.Errorf("Resource name should not be empty")
-	case b.ResourceType == ACLResourceCluster && b.ResourceName != ClusterResourceName:
+	case b.ResourceType == ACLResourceCluster && !validClusterName(b.ResourceName):
 		return fmt.Errorf("The only valid name for the CLUSTER resource is %s", ClusterResourceName)
 	case b.Host == "":
 		return fmt.Errorf("Invalid null host")
@@ -181,6 +181,33 @@ func CheckACL(b ACLBinding) error {
 		if len(s) > maxACLField || !utf8.ValidString(s) {
 			return fmt.Errorf("an ACL's names are UTF-8 of at most %d bytes", maxACLField)
 		}
+	}
+	return nil
+}
+
+// validClusterName reports whether name is a CLUSTER resource's: Kafka's
+// one, or a tenant's own (acme~kafka-cluster, TenantCluster), whose ACLs
+// make a tenant's administrators (docs/tenants.md), from app version 5.
+func validClusterName(name string) bool {
+	if name == ClusterResourceName {
+		return true
+	}
+	t, local := core.SplitTenant(name)
+	return t != "" && local == ClusterResourceName
+}
+
+// TenantCluster is tenant's own CLUSTER resource, the name its clients'
+// kafka-cluster has in the state.
+func TenantCluster(tenant string) string { return core.Qualify(tenant, ClusterResourceName) }
+
+// CheckACLV4 is CheckACL as app version 4 has it: a CLUSTER resource is
+// kafka-cluster only.
+func CheckACLV4(b ACLBinding) error {
+	if err := CheckACL(b); err != nil {
+		return err
+	}
+	if b.ResourceType == ACLResourceCluster && b.ResourceName != ClusterResourceName {
+		return fmt.Errorf("The only valid name for the CLUSTER resource is %s", ClusterResourceName)
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ func tenantResource(r aclResource, tenant string) bool {
 	case ACLResourceTopic, ACLResourceGroup, ACLResourceTransactionalID:
 		t, _ := core.SplitTenant(r.name)
 		return t == tenant
+	case ACLResourceCluster:
+		return r.name == TenantCluster(tenant)
 	}
 	return false
 }

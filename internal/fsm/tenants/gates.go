@@ -26,9 +26,10 @@ import (
 // of the two releases give every command the same result while a cluster
 // upgrades, even one a Byzantine broker made up. A produce is checked by
 // its apply, which finds no such topic under those versions, as before.
-// Under app version 4 the gate does the same for the quota keys version 5
-// adds (RatesVersion): a tenant command, signed or not, that names one is
-// refused as version 4's binaries refuse it in its check.
+// Under app version 4 the gate does the same for what version 5 adds: a
+// tenant command naming the quota keys it adds (Version5), an ACL on a
+// tenant's own CLUSTER resource (acme~kafka-cluster: Version5), signed
+// or not, is refused as version 4's binaries refuse it in its check.
 //
 // After the check ("tenants' names and quotas"), from app version 4: a
 // topic is created only in a tenant that exists, and nothing takes a
@@ -43,20 +44,20 @@ func registerGates(r *core.Registry, admin *security.AdminGates) {
 	r.RegisterCommandGate(core.CommandGate{Rank: 5, Name: "names before tenants", Module: ModTenants, BeforeCheck: true,
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
 			v := tenantsOf(m).cluster.Version
-			if v >= RatesVersion {
+			if v >= Version5 {
 				return core.Result{}, true
 			}
 			if v >= TenantsVersion {
 				var res core.Result
 				if s, ok := c.(security.SignedAdmin); ok {
 					res = security.CheckSignedAdminWith(r, admin, s, func(inner core.Command) core.Result {
-						if isTenantCommand(inner) {
-							return checkTenantCommandKeys(inner, quotaKeysV4)
+						if res := checkV4(inner); res.Code != 0 {
+							return res
 						}
 						return r.CheckCommand(inner)
 					})
-				} else if isTenantCommand(c) {
-					res = checkTenantCommandKeys(c, quotaKeysV4)
+				} else {
+					res = checkV4(c)
 				}
 				return res, res.Code == 0
 			}
@@ -72,12 +73,25 @@ func registerGates(r *core.Registry, admin *security.AdminGates) {
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) { return tenantsOf(m).gate(c) }})
 }
 
-func isTenantCommand(c core.Command) bool {
-	switch c.(type) {
+// checkV4 is the part of c's check app version 4's binaries did more
+// strictly: a tenant command's quota keys, an ACL's CLUSTER resource name
+// (a tenant's own cluster resource is version 5's).
+func checkV4(c core.Command) core.Result {
+	var acls []security.ACLBinding
+	switch c := c.(type) {
 	case CreateTenant, DeleteTenant, AlterTenantQuotas:
-		return true
+		return checkTenantCommandKeys(c, quotaKeysV4)
+	case security.CreateACL:
+		acls = []security.ACLBinding{c.ACL}
+	case security.DeleteACLs:
+		acls = c.ACLs
 	}
-	return false
+	for _, b := range acls {
+		if err := security.CheckACLV4(b); err != nil {
+			return core.Fail(kerr.InvalidRequest.Code, err.Error())
+		}
+	}
+	return core.Result{}
 }
 
 // gate is the gate after the check.

@@ -68,16 +68,15 @@ const (
 // TenantsVersion is the app version from which tenants exist.
 const TenantsVersion = 4
 
-// RatesVersion is the app version from which a tenant may have the quotas
+// Version5 is the app version from which a tenant may have the quotas
 // its brokers enforce on their own (connections, producer_byte_rate,
-// consumer_byte_rate); under version 4 those keys are as unknown as they
-// were to the binaries of that version (gates.go).
-const RatesVersion = 5
-
-// SignersVersion is the app version from which a record signed by a
-// tenant's user is taken only on its tenant's topics, its signature naming
-// the topic as the tenant knows it (trust.SignerTenant, signerTenant).
-const SignersVersion = 5
+// consumer_byte_rate), has a CLUSTER resource of its own
+// (security.TenantCluster, acme~kafka-cluster) whose ACLs make its
+// administrators, and its users sign records over its topics' names as it
+// sees them, for its topics only (signerTenant). Under version 4 the new
+// keys and cluster resource names are as invalid as they were to the
+// binaries of that version (gates.go).
+const Version5 = 5
 
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
 // without a quota of a kind has no limit of that kind.
@@ -90,7 +89,7 @@ const (
 	QuotaGroups = "groups"
 
 	// The quotas each broker enforces on the tenant's connections to it,
-	// from app version 5 (RatesVersion), as Kafka's client quotas are
+	// from app version 5 (Version5), as Kafka's client quotas are
 	// enforced: per broker, the whole tenant's traffic counted together.
 
 	// QuotaConnections bounds the tenant's authenticated connections to
@@ -292,9 +291,9 @@ func NewTenants(m *core.Machine, below Modules) *Tenants {
 
 // signerTenant is the tenant whose user principal is, as the block being
 // applied sees it: "" for the default tenant's, and for every principal
-// under app versions below SignersVersion (trust.SignerTenant).
+// under app versions below Version5 (trust.SignerTenant).
 func (f *Tenants) signerTenant(principal string) string {
-	if f.cluster.Version < SignersVersion {
+	if f.cluster.Version < Version5 {
 		return ""
 	}
 	t, _ := core.SplitUser(principal)
