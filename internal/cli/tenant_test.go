@@ -39,6 +39,7 @@ func TestTenantCommands(t *testing.T) {
 	wantFailure(t, run("tenant", "create", "initech", "--quota", "storage=1"), ExitUsage, "unknown tenant quota")
 	wantFailure(t, run("tenant", "create", "initech", "--quota", "topics"), ExitUsage, "KEY=VALUE")
 	wantFailure(t, run("tenant", "quota", "set", "acme"), ExitUsage, "nothing to change")
+	wantFailure(t, run("user", "create", "root", "--tenant-admin", "--password-file", "pw"), ExitUsage, "--tenant-admin needs --tenant")
 
 	r := ok("tenant", "list")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
@@ -55,8 +57,27 @@ func tenantUserName(cmd *cobra.Command, g *globalOptions, addr, tenant, name str
 	return fsm.QualifyUser(tenant, name), nil
 }
 
+// tenantAdminACLs are the ACLs that make user (NAME@tenant) an
+// administrator of tenant (docs/tenants.md): ALL on the tenant's own
+// CLUSTER resource (its users and ACLs, creating its topics) and on every
+// topic, group and transactional id of the tenant's.
+func tenantAdminACLs(tenant, user string) []fsm.ACLBinding {
+	allow := func(rt int8, name string, pt int8) fsm.ACLBinding {
+		return fsm.ACLBinding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: "User:" + user, Host: "*",
+			Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}
+	}
+	prefix := tenant + string(fsm.TenantSep)
+	return []fsm.ACLBinding{
+		allow(fsm.ACLResourceCluster, fsm.TenantCluster(tenant), fsm.ACLPatternLiteral),
+		allow(fsm.ACLResourceTopic, prefix, fsm.ACLPatternPrefixed),
+		allow(fsm.ACLResourceGroup, prefix, fsm.ACLPatternPrefixed),
+		allow(fsm.ACLResourceTransactionalID, prefix, fsm.ACLPatternPrefixed),
+	}
+}
+
 func newUserCreateCmd(g *globalOptions) *cobra.Command {
 	var passwordFile, tenant string
+	var tenantAdmin bool
 	var mechanisms []string
 	var iterations int32
 	var sign *adminSigning
@@ -71,11 +92,15 @@ dropped) and salted and hashed here: the broker never sees it. Only a super
 user may manage users on a broker whose listeners authenticate.`,
 		Example: `  stele user create alice --password-file alice.password
   stele user create svc --password-file svc.pw --mechanism SCRAM-SHA-512 --command-config admin.properties
-  stele user create alice --tenant acme --password-file alice.password   # logs in as alice@acme`,
+  stele user create alice --tenant acme --password-file alice.password   # logs in as alice@acme
+  stele user create root --tenant acme --tenant-admin --password-file root.password`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if passwordFile == "" {
 				return usageErrorf("--password-file is required")
+			}
+			if tenantAdmin && tenant == "" {
+				return usageErrorf("--tenant-admin needs --tenant: the tenant NAME administers")
 			}
 			name, err := tenantUserName(cmd, g, sign.http, tenant, args[0])
 			if err != nil {
@@ -110,6 +135,14 @@ user may manage users on a broker whose listeners authenticate.`,
 					return fmt.Errorf("create user %q: %w", args[0], err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "User %q has credentials for %v.\n", args[0], mechanisms)
+				if tenantAdmin {
+					for _, b := range tenantAdminACLs(tenant, args[0]) {
+						if err := sign.submit(cmd.Context(), g, fsm.CreateACL{ACL: b}); err != nil {
+							return fmt.Errorf("make %q an administrator of tenant %s: %w", args[0], tenant, err)
+						}
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "User %q administers tenant %s.\n", args[0], tenant)
+				}
 				return nil
 			}
 			adm, cl, err := g.newAdmin()
@@ -129,6 +162,28 @@ user may manage users on a broker whose listeners authenticate.`,
 				return fmt.Errorf("create user %q: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "User %q has credentials for %v.\n", args[0], mechanisms)
+			if !tenantAdmin {
+				return nil
+			}
+			req := kmsg.NewPtrCreateACLsRequest()
+			for _, b := range tenantAdminACLs(tenant, args[0]) {
+				c := kmsg.NewCreateACLsRequestCreation()
+				c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceType(b.ResourceType), b.ResourceName, kmsg.ACLResourcePatternType(b.PatternType)
+				c.Principal, c.Host, c.Operation, c.PermissionType = b.Principal, b.Host, kmsg.ACLOperation(b.Operation), kmsg.ACLPermissionType(b.Permission)
+				req.Creations = append(req.Creations, c)
+			}
+			raw, err := g.roundTrip(cmd, req)
+			if err == nil {
+				for _, r := range raw.(*kmsg.CreateACLsResponse).Results {
+					if e := kerr.ErrorForCode(r.ErrorCode); e != nil && err == nil {
+						err = fmt.Errorf("%w%s", e, withMessage(r.ErrorMessage))
+					}
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("make %q an administrator of tenant %s: %w", args[0], tenant, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "User %q administers tenant %s.\n", args[0], tenant)
 			return nil
 		},
 	}
@@ -136,6 +191,7 @@ user may manage users on a broker whose listeners authenticate.`,
 	cmd.Flags().StringSliceVar(&mechanisms, "mechanism", []string{sasl.ScramSHA256, sasl.ScramSHA512}, "SCRAM mechanisms to make credentials for")
 	cmd.Flags().Int32Var(&iterations, "iterations", sasl.MinIteration, "SCRAM iterations (4096 to 16384)")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "make NAME a user of this tenant: it logs in as NAME@TENANT and sees only the tenant's names (docs/tenants.md); the tenant must exist (asked over --http)")
+	cmd.Flags().BoolVar(&tenantAdmin, "tenant-admin", false, "with --tenant: make NAME the tenant's administrator (ALL on the tenant's own cluster resource and on all its names: it manages the tenant's users, ACLs and topics with the Kafka admin APIs)")
 	sign = addSignFlags(cmd)
 	return cmd
 }

@@ -40,10 +40,27 @@ func (c *conn) clusterAllowed(op kmsg.ACLOperation) bool {
 	return c.authorize(op, kmsg.ACLResourceTypeCluster, fsm.ClusterResourceName)
 }
 
+// adminAllowed reports whether c may op the cluster in the APIs that
+// administer a tenant (creating topics, the ACL and the user APIs): op on
+// the cluster, or, for a tenant's connection, on its tenant's own CLUSTER
+// resource (fsm.TenantCluster, kafka-cluster as its clients name it),
+// whose ACLs make the tenant's administrators (docs/tenants.md). No ACL
+// found allows nothing there; every other API that checks the cluster
+// (quotas, configs, log dirs, features) does not ask it.
+func (c *conn) adminAllowed(op kmsg.ACLOperation) bool {
+	if t := c.tenantNow(); t != "" && c.s.b.ACLs().Authorize(fsm.AuthorizeRequest{
+		Principal: c.principalNow(), Host: c.host, Operation: int8(op),
+		ResourceType: int8(kmsg.ACLResourceTypeCluster), ResourceName: fsm.TenantCluster(t),
+	}) {
+		return true
+	}
+	return c.clusterAllowed(op)
+}
+
 // mayCreateTopic reports whether c may create the topic: CREATE on the
-// cluster or on the topic, as Kafka checks both.
+// cluster (or its tenant's) or on the topic, as Kafka checks both.
 func (c *conn) mayCreateTopic(name string) bool {
-	return c.clusterAllowed(kmsg.ACLOperationCreate) || c.authorize(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name)
+	return c.adminAllowed(kmsg.ACLOperationCreate) || c.authorize(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name)
 }
 
 // mayWriteSomeTopic reports whether c may write to some topic, which lets
@@ -68,7 +85,7 @@ func patternOf(version int16, p kmsg.ACLResourcePatternType) int8 {
 func handleCreateAcls(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.CreateACLsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
-	allowed := c.clusterAllowed(kmsg.ACLOperationAlter)
+	allowed := c.adminAllowed(kmsg.ACLOperationAlter)
 	var cmds []fsm.Command
 	var slots []int
 	for _, cr := range r.Creations {
@@ -125,7 +142,7 @@ func filterOf(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLR
 func handleDescribeAcls(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeACLsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
-	if !c.clusterAllowed(kmsg.ACLOperationDescribe) {
+	if !c.adminAllowed(kmsg.ACLOperationDescribe) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return done(resp), nil
 	}
@@ -156,7 +173,7 @@ func handleDescribeAcls(c *conn, req kmsg.Request) (respond, error) {
 func handleDeleteAcls(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DeleteACLsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
-	allowed := c.clusterAllowed(kmsg.ACLOperationAlter)
+	allowed := c.adminAllowed(kmsg.ACLOperationAlter)
 	acls := c.s.b.ACLs()
 	hide := c.hidesTenants()
 	var all []fsm.ACLBinding

@@ -91,6 +91,139 @@ func newTenantLens(tenant string) tenantLens {
 	return tenantLens{tenant: tenant, prefix: tenant + string(fsm.TenantSep)}
 }
 
+// The ACL and user APIs of a tenant's administrators (docs/tenants.md):
+// a binding's resource is the tenant's (a topic, group or transactional id
+// qualified; kafka-cluster its own CLUSTER resource, acme~kafka-cluster; a
+// literal * every name of the tenant's, the prefix acme~), its principal
+// User:bob is the tenant's user bob@acme (User:* stays every user: on the
+// tenant's resources only its own users reach), and a SCRAM user bob is
+// bob@acme. Responses name them back as the tenant's clients do.
+
+// aclIn qualifies an ACL resource of a tenant's request.
+func (l tenantLens) aclIn(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType) (string, kmsg.ACLResourcePatternType) {
+	switch rt {
+	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
+		if name == "*" {
+			if pt == kmsg.ACLResourcePatternTypeLiteral {
+				pt = kmsg.ACLResourcePatternTypePrefixed
+			}
+			return l.prefix, pt
+		}
+		return l.qualify(name), pt
+	case kmsg.ACLResourceTypeCluster:
+		return l.qualify(name), pt
+	}
+	return name, pt
+}
+
+// aclOut names an ACL resource back as the tenant's clients do.
+func (l tenantLens) aclOut(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType) (string, kmsg.ACLResourcePatternType) {
+	switch rt {
+	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourceTypeCluster:
+		if name == l.prefix && pt == kmsg.ACLResourcePatternTypePrefixed {
+			return "*", kmsg.ACLResourcePatternTypeLiteral
+		}
+		return l.unqualify(name), pt
+	}
+	return name, pt
+}
+
+// principalIn qualifies a principal User:bob of a tenant's request.
+func (l tenantLens) principalIn(p string) string {
+	if u, ok := strings.CutPrefix(p, "User:"); ok && u != "*" {
+		return "User:" + l.userIn(u)
+	}
+	return p
+}
+
+func (l tenantLens) principalOut(p string) string {
+	if u, ok := strings.CutPrefix(p, "User:"); ok {
+		return "User:" + l.userOut(u)
+	}
+	return p
+}
+
+func (l tenantLens) userIn(u string) string  { return fsm.QualifyUser(l.tenant, u) }
+func (l tenantLens) userOut(u string) string { return strings.TrimSuffix(u, "@"+l.tenant) }
+
+// adminIn qualifies the ACLs and users of req, one of the ACL and user
+// APIs.
+func (l tenantLens) adminIn(req kmsg.Request) {
+	optional := func(p *string, f func(string) string) *string {
+		if p == nil {
+			return nil
+		}
+		s := f(*p)
+		return &s
+	}
+	switch r := req.(type) {
+	case *kmsg.CreateACLsRequest:
+		for i := range r.Creations {
+			c := &r.Creations[i]
+			c.ResourceName, c.ResourcePatternType = l.aclIn(c.ResourceType, c.ResourceName, c.ResourcePatternType)
+			c.Principal = l.principalIn(c.Principal)
+		}
+	case *kmsg.DescribeACLsRequest:
+		if r.ResourceName != nil {
+			var name string
+			name, r.ResourcePatternType = l.aclIn(r.ResourceType, *r.ResourceName, r.ResourcePatternType)
+			r.ResourceName = &name
+		}
+		r.Principal = optional(r.Principal, l.principalIn)
+	case *kmsg.DeleteACLsRequest:
+		for i := range r.Filters {
+			f := &r.Filters[i]
+			if f.ResourceName != nil {
+				var name string
+				name, f.ResourcePatternType = l.aclIn(f.ResourceType, *f.ResourceName, f.ResourcePatternType)
+				f.ResourceName = &name
+			}
+			f.Principal = optional(f.Principal, l.principalIn)
+		}
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		for i := range r.Users {
+			r.Users[i].Name = l.userIn(r.Users[i].Name)
+		}
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		for i := range r.Deletions {
+			r.Deletions[i].Name = l.userIn(r.Deletions[i].Name)
+		}
+		for i := range r.Upsertions {
+			r.Upsertions[i].Name = l.userIn(r.Upsertions[i].Name)
+		}
+	}
+}
+
+// adminOut names back the ACLs and users of resp.
+func (l tenantLens) adminOut(resp kmsg.Response) {
+	switch r := resp.(type) {
+	case *kmsg.DescribeACLsResponse:
+		for i := range r.Resources {
+			res := &r.Resources[i]
+			res.ResourceName, res.ResourcePatternType = l.aclOut(res.ResourceType, res.ResourceName, res.ResourcePatternType)
+			for j := range res.ACLs {
+				res.ACLs[j].Principal = l.principalOut(res.ACLs[j].Principal)
+			}
+		}
+	case *kmsg.DeleteACLsResponse:
+		for i := range r.Results {
+			for j := range r.Results[i].MatchingACLs {
+				m := &r.Results[i].MatchingACLs[j]
+				m.ResourceName, m.ResourcePatternType = l.aclOut(m.ResourceType, m.ResourceName, m.ResourcePatternType)
+				m.Principal = l.principalOut(m.Principal)
+			}
+		}
+	case *kmsg.DescribeUserSCRAMCredentialsResponse:
+		for i := range r.Results {
+			r.Results[i].User = l.userOut(r.Results[i].User)
+		}
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for i := range r.Results {
+			r.Results[i].User = l.userOut(r.Results[i].User)
+		}
+	}
+}
+
 func (l tenantLens) qualify(s string) string { return l.prefix + s }
 
 func (l tenantLens) unqualify(s string) string { return strings.TrimPrefix(s, l.prefix) }
@@ -115,6 +248,7 @@ func (l tenantLens) in(req kmsg.Request) {
 			r.SubscribedTopicRegex = &q
 		}
 	}
+	l.adminIn(req)
 	l.walk(reflect.ValueOf(req), l.qualify)
 }
 
@@ -137,6 +271,7 @@ func (l tenantLens) out(resp kmsg.Response) {
 			}
 		}
 	}
+	l.adminOut(resp)
 	l.walk(reflect.ValueOf(resp), l.unqualify)
 }
 
@@ -206,13 +341,17 @@ func (l tenantLens) rename(fv reflect.Value, rename func(string) string) {
 	}
 }
 
-// scrub takes the tenant's prefix out of an error message.
+// scrub takes the tenant's prefix, and its users' suffix, out of an error
+// message.
 func (l tenantLens) scrub(fv reflect.Value) {
+	clean := func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(s, l.prefix, ""), "@"+l.tenant, "")
+	}
 	switch {
 	case fv.Type() == stringType:
-		fv.SetString(strings.ReplaceAll(fv.String(), l.prefix, ""))
+		fv.SetString(clean(fv.String()))
 	case fv.Kind() == reflect.Pointer && fv.Type().Elem() == stringType && !fv.IsNil():
-		s := strings.ReplaceAll(fv.Elem().String(), l.prefix, "")
+		s := clean(fv.Elem().String())
 		fv.Set(reflect.ValueOf(&s))
 	}
 }

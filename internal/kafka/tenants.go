@@ -86,15 +86,26 @@ func (c *conn) foreignUser(user string) bool {
 
 // tenantBinding reports whether an ACL binding is not c's to see: on a
 // resource or for a user foreign to c.
+// A tenant's own CLUSTER resource (acme~kafka-cluster) is the tenant's,
+// Kafka's kafka-cluster the default tenant's; a binding for every user
+// (User:*) on a resource c may see is c's to see.
 func (c *conn) tenantBinding(b fsm.ACLBinding) bool {
 	switch b.ResourceType {
-	case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID:
+	case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID, fsm.ACLResourceCluster:
 		if c.foreign(b.ResourceName) {
 			return true
 		}
+	default:
+		if c.tenantNow() != "" {
+			return true
+		}
 	}
-	if u, ok := strings.CutPrefix(b.Principal, "User:"); ok {
-		return c.foreignUser(u)
+	u, ok := strings.CutPrefix(b.Principal, "User:")
+	switch {
+	case !ok:
+		return c.tenantNow() != ""
+	case u == "*":
+		return false
 	}
-	return c.tenantNow() != ""
+	return c.foreignUser(u)
 }

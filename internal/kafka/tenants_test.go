@@ -451,3 +451,157 @@ func TestTenantLensRegex(t *testing.T) {
 		t.Errorf("described as %q %q %v", got.Group, *got.Members[0].SubscribedTopicRegex, got.Members[0].SubscribedTopics)
 	}
 }
+
+// TestTenantAdministrator (issue 18, docs/tenants.md "Tenant
+// administrators"): root@acme, allowed ALL on acme's own cluster resource
+// and its names (what stele user create --tenant-admin grants), manages
+// acme with the ordinary Kafka admin APIs through franz-go, in acme's
+// names: it creates a topic, a user carol (carol@acme in the state) and
+// ACLs for her (a literal * becomes every name of acme's), lists exactly
+// acme's ACLs and users as acme's clients name them, and deletes only
+// acme's ACLs with a filter that matches everything; carol then produces.
+// Neither carol nor globex's user may use those APIs, and root may not the
+// cluster's quotas.
+func TestTenantAdministrator(t *testing.T) {
+	tb, addr := startSASLBroker(t, nil)
+	submit := func(what string, c fsm.Command) {
+		t.Helper()
+		r, err := tb.b.SubmitOne(ctx(t), c)
+		if err != nil || r.Code != 0 {
+			t.Fatalf("%s: %v %+v", what, err, r)
+		}
+	}
+	allow := func(rt int8, name string, pt int8, principal string) fsm.ACLBinding {
+		return fsm.ACLBinding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: principal, Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}
+	}
+	for _, u := range []string{"root@acme", "bob@globex"} {
+		tenant, _ := fsm.SplitUser(u)
+		submit("tenant", fsm.CreateTenant{Name: tenant})
+		cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		submit("user", fsm.AlterScramCredentials{User: u, Upserts: []sasl.Credential{cred}})
+	}
+	submit("root's cluster", fsm.CreateACL{ACL: allow(fsm.ACLResourceCluster, fsm.TenantCluster("acme"), fsm.ACLPatternLiteral, "User:root@acme")})
+	for _, rt := range []int8{fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID} {
+		submit("root's names", fsm.CreateACL{ACL: allow(rt, "acme~", fsm.ACLPatternPrefixed, "User:root@acme")})
+	}
+	submit("bob's topic", fsm.CreateACL{ACL: allow(fsm.ACLResourceTopic, "globex~", fsm.ACLPatternPrefixed, "User:bob@globex")})
+	submit("a default tenant's acl", fsm.CreateACL{ACL: allow(fsm.ACLResourceTopic, "shared", fsm.ACLPatternLiteral, "User:*")})
+
+	root := scramClient(t, addr, "root@acme", "pw", false)
+	adm := kadm.NewClient(root)
+	if r, err := adm.CreateTopics(ctx(t), 1, -1, nil, "orders"); err != nil || r.Error() != nil {
+		t.Fatalf("root creates orders: %v %v", err, r.Error())
+	}
+	if r, err := adm.AlterUserSCRAMs(ctx(t), nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-pw"}}); err != nil || r.Error() != nil {
+		t.Fatalf("root creates carol: %v %v", err, r.Error())
+	}
+	if !slices.Contains(tb.b.Users().Names(), "carol@acme") {
+		t.Fatalf("users in the state: %v, want carol@acme", tb.b.Users().Names())
+	}
+	create := kmsg.NewPtrCreateACLsRequest()
+	for _, c := range []struct {
+		rt   kmsg.ACLResourceType
+		name string
+		op   kmsg.ACLOperation
+	}{{kmsg.ACLResourceTypeTopic, "orders", kmsg.ACLOperationWrite}, {kmsg.ACLResourceTypeTopic, "*", kmsg.ACLOperationDescribe}} {
+		cr := kmsg.NewCreateACLsRequestCreation()
+		cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = c.rt, c.name, kmsg.ACLResourcePatternTypeLiteral
+		cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:carol", "*", c.op, kmsg.ACLPermissionTypeAllow
+		create.Creations = append(create.Creations, cr)
+	}
+	if resp, err := create.RequestWith(ctx(t), root); err != nil || resp.Results[0].ErrorCode != 0 || resp.Results[1].ErrorCode != 0 {
+		t.Fatalf("root creates carol's ACLs: %v %+v", err, resp)
+	}
+	if !tb.b.ACLs().Authorize(fsm.AuthorizeRequest{Principal: "User:carol@acme", Host: "127.0.0.1", Operation: fsm.ACLOpDescribe, ResourceType: fsm.ACLResourceTopic, ResourceName: "acme~anything"}) {
+		t.Error("carol's literal * on topics does not reach acme's topics")
+	}
+	describe := func(cl *kgo.Client) (int16, []string) {
+		t.Helper()
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		resp, err := req.RequestWith(ctx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range resp.Resources {
+			for _, a := range r.ACLs {
+				out = append(out, fmt.Sprintf("%s:%s:%s:%s:%s", r.ResourceType, r.ResourcePatternType, r.ResourceName, a.Principal, a.Operation))
+			}
+		}
+		slices.Sort(out)
+		return resp.ErrorCode, out
+	}
+	want := []string{
+		"CLUSTER:LITERAL:kafka-cluster:User:root:ALL",
+		"GROUP:LITERAL:*:User:root:ALL",
+		"TOPIC:LITERAL:*:User:carol:DESCRIBE",
+		"TOPIC:LITERAL:*:User:root:ALL",
+		"TOPIC:LITERAL:orders:User:carol:WRITE",
+		"TRANSACTIONAL_ID:LITERAL:*:User:root:ALL",
+	}
+	if code, got := describe(root); code != 0 || !slices.Equal(got, want) {
+		t.Errorf("root's DescribeAcls: code %d\n%s\nwant\n%s", code, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	users, err := adm.DescribeUserSCRAMs(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for u := range users {
+		names = append(names, u)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"carol", "root"}) {
+		t.Errorf("root's DescribeUserScramCredentials: %v, want carol and root", names)
+	}
+
+	carol := scramClient(t, addr, "carol@acme", "carol-pw", false)
+	if err := carol.ProduceSync(ctx(t), &kgo.Record{Topic: "orders", Value: []byte("by carol")}).FirstErr(); err != nil {
+		t.Errorf("carol produces to orders: %v", err)
+	}
+	bob := scramClient(t, addr, "bob@globex", "pw", false)
+	for who, cl := range map[string]*kgo.Client{"carol": carol, "bob": bob} {
+		if code, _ := describe(cl); code != kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("%s's DescribeAcls: code %d, want CLUSTER_AUTHORIZATION_FAILED", who, code)
+		}
+		if r, err := kadm.NewClient(cl).AlterUserSCRAMs(ctx(t), nil, []kadm.UpsertSCRAM{{User: "eve", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "x"}}); err == nil && r.Error() == nil {
+			t.Errorf("%s created a user", who)
+		}
+	}
+	if _, err := adm.DescribeClientQuotas(ctx(t), false, nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("root's DescribeClientQuotas: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if r, err := adm.DeleteTopics(ctx(t), "orders"); err != nil || r.Error() != nil {
+		t.Errorf("root deletes orders: %v %v", err, r.Error())
+	}
+
+	// A filter matching everything deletes acme's ACLs only.
+	del := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = append(del.Filters, f)
+	resp, err := del.RequestWith(ctx(t), root)
+	if err != nil || resp.Results[0].ErrorCode != 0 || len(resp.Results[0].MatchingACLs) != len(want) {
+		t.Fatalf("root's DeleteAcls: %v %+v", err, resp)
+	}
+	for _, m := range resp.Results[0].MatchingACLs {
+		if strings.Contains(m.ResourceName, "~") || strings.Contains(m.Principal, "@") {
+			t.Errorf("DeleteAcls answered %s %s as the state names it", m.ResourceName, m.Principal)
+		}
+	}
+	left := 0
+	for _, b := range tb.b.ACLs().Match(fsm.ACLFilter{ResourceType: fsm.ACLResourceAny, PatternType: fsm.ACLPatternAny, Operation: fsm.ACLOpAny, Permission: fsm.ACLPermissionAny}) {
+		left++
+		if t0, _ := fsm.SplitTenant(b.ResourceName); t0 == "acme" || strings.HasSuffix(b.Principal, "@acme") {
+			t.Errorf("acme's binding %+v left", b)
+		}
+	}
+	if left != 2 {
+		t.Errorf("%d bindings left, want globex's and the default tenant's", left)
+	}
+}

@@ -45,7 +45,7 @@ func userRoutes() []route {
 func handleDescribeUserScramCredentials(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !c.authorize(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, fsm.ClusterResourceName) {
+	if !c.adminAllowed(kmsg.ACLOperationDescribe) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return done(resp), nil
 	}
@@ -159,7 +159,7 @@ func handleAlterUserScramCredentials(c *conn, req kmsg.Request) (respond, error)
 	}
 	var cmds []fsm.Command
 	var slots []int
-	mayManage := c.authorize(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, fsm.ClusterResourceName)
+	mayManage := c.adminAllowed(kmsg.ACLOperationAlter)
 	version := c.s.b.Upgrade().Version
 	for _, name := range order {
 		a := byUser[name]

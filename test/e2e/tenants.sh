@@ -4,9 +4,10 @@
 # and kafka-python.
 #
 #  1. The broker serves SASL_PLAINTEXT and PLAINTEXT; the admin creates
-#     tenants acme and globex (`stele tenant create`, over the HTTP API),
-#     a user of each (`stele user create alice --tenant acme`: she logs in
-#     as alice@acme) and ACLs giving each user its tenant's names.
+#     tenants acme and globex (`stele tenant create`, over the HTTP API)
+#     and an administrator of each (`stele user create alice --tenant acme
+#     --tenant-admin`: she logs in as alice@acme and may do anything in
+#     acme's names).
 #  2. At the same time, each tenant's user produces to a topic orders with
 #     kcat, runs a transaction under transactional id tx-1 with
 #     confluent-kafka and consumes orders in a group billing with
@@ -14,6 +15,9 @@
 #     topic, group and transactional id unprefixed and nothing of the
 #     other's (kcat -L, kafka-python's admin listings).
 #  3. A PLAINTEXT client of the default tenant sees neither tenant's topics.
+#     alice, acme's administrator, creates a user carol and her ACLs with
+#     the stele CLI in acme's own names, lists exactly acme's ACLs, and
+#     carol reads acme's orders with kcat.
 #  4. `stele tenant describe` shows the usage; `stele tenant delete acme`
 #     removes everything acme owned (no file left in the data directory,
 #     alice can no longer log in), and globex reads its records as before.
@@ -48,18 +52,16 @@ for t in acme globex; do
 	e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" tenant create "$t" --quota topics=5 --quota groups=5 --http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 ||
 		fail "stele tenant create $t: $(cat "$E2E_TMP/out")"
 	e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" user create "${USER[$t]}" --tenant "$t" --password-file "$E2E_TMP/$t.password" \
-		--http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 || fail "stele user create ${USER[$t]} --tenant $t: $(cat "$E2E_TMP/out")"
-	grep -q "\"${USER[$t]}@$t\"" "$E2E_TMP/out" || fail "user create --tenant printed: $(cat "$E2E_TMP/out")"
-	e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" acl add --allow-principal "User:${USER[$t]}@$t" --operation All \
-		--topic "$t~" --group "$t~" --transactional-id "$t~" --resource-pattern-type prefixed >"$E2E_TMP/out" 2>&1 ||
-		fail "stele acl add for ${USER[$t]}@$t: $(cat "$E2E_TMP/out")"
+		--tenant-admin --http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 || fail "stele user create ${USER[$t]} --tenant $t --tenant-admin: $(cat "$E2E_TMP/out")"
+	grep -q "\"${USER[$t]}@$t\"" "$E2E_TMP/out" && grep -q "administers tenant $t" "$E2E_TMP/out" ||
+		fail "user create --tenant --tenant-admin printed: $(cat "$E2E_TMP/out")"
 done
 if e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" user create carol --tenant initech --password-file "$E2E_TMP/acme.password" \
 	--http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1; then
 	fail "a user of a tenant that does not exist was created"
 fi
 grep -q "does not exist" "$E2E_TMP/out" || fail "user create --tenant initech: $(cat "$E2E_TMP/out")"
-log "tenants acme and globex, users alice@acme and bob@globex, each with ALL on its tenant's names"
+log "tenants acme and globex, administrators alice@acme and bob@globex"
 
 # --- 2. both tenants at once ------------------------------------------------------
 sasl_for() { # kcat's SASL flags for tenant $1
@@ -123,13 +125,36 @@ e2e_timeout 30 kcat -L -b "$BROKER" >"$E2E_TMP/default.list" 2>&1 || fail "kcat 
 ! grep -q 'orders' "$E2E_TMP/default.list" || fail "the default tenant sees a tenant's topic: $(cat "$E2E_TMP/default.list")"
 log "a PLAINTEXT client of the default tenant sees neither tenant's topic"
 
+# alice administers acme with the stele CLI, in acme's names.
+printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-256 sasl.username=alice@acme "sasl.password=${PW[acme]}" \
+	>"$E2E_TMP/alice.properties"
+as_alice=(--brokers "$SASL" --command-config "$E2E_TMP/alice.properties")
+printf 'carol-Pw-%s\n' "$RANDOM$RANDOM" >"$E2E_TMP/carol.password"
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" user create carol --password-file "$E2E_TMP/carol.password" >"$E2E_TMP/out" 2>&1 ||
+	fail "alice's stele user create carol: $(cat "$E2E_TMP/out")"
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" acl add --allow-principal User:carol --consumer --topic orders --group '*' >"$E2E_TMP/out" 2>&1 ||
+	fail "alice's stele acl add for carol: $(cat "$E2E_TMP/out")"
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" acl list >"$E2E_TMP/acls" 2>&1 || fail "alice's stele acl list: $(cat "$E2E_TMP/acls")"
+grep -q 'User:carol' "$E2E_TMP/acls" && grep -q 'orders' "$E2E_TMP/acls" || fail "alice's acl list lacks carol's: $(cat "$E2E_TMP/acls")"
+! grep -Eq '~|@|bob|globex' "$E2E_TMP/acls" || fail "alice's acl list shows what is not acme's as acme names it: $(cat "$E2E_TMP/acls")"
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" user list >"$E2E_TMP/users" 2>&1 || fail "alice's stele user list: $(cat "$E2E_TMP/users")"
+grep -q carol "$E2E_TMP/users" && ! grep -Eq 'admin|bob|@' "$E2E_TMP/users" || fail "alice's user list: $(cat "$E2E_TMP/users")"
+n=$(e2e_timeout 30 kcat -C -b "$SASL" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=carol@acme \
+	-X "sasl.password=$(head -n1 "$E2E_TMP/carol.password")" -t orders -e -q -X isolation.level=read_committed -f '%s\n' 2>"$E2E_TMP/kcat.err" | grep -c '^acme-' || true)
+((n >= 10)) || fail "carol@acme read $n of acme's records: $(cat "$E2E_TMP/kcat.err")"
+if e2e_timeout 30 "$STELE_BIN" --brokers "$SASL" --command-config <(sed 's/alice@acme/carol@acme/; s/^sasl.password=.*/sasl.password='"$(head -n1 "$E2E_TMP/carol.password")"'/' "$E2E_TMP/alice.properties") \
+	acl list >"$E2E_TMP/out" 2>&1; then
+	fail "carol, no administrator, listed ACLs: $(cat "$E2E_TMP/out")"
+fi
+log "alice@acme, acme's administrator, created carol and her ACLs with the stele CLI in acme's names; carol read acme's orders with kcat"
+
 # --- 4. describe and delete -----------------------------------------------------------
 e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" tenant describe acme --http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 ||
 	fail "stele tenant describe acme: $(cat "$E2E_TMP/out")"
 grep -Eq '^topics +1 +5' "$E2E_TMP/out" && grep -Eq '^groups +1 +5' "$E2E_TMP/out" || fail "tenant describe acme: $(cat "$E2E_TMP/out")"
 e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" tenant delete acme --http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 ||
 	fail "stele tenant delete acme: $(cat "$E2E_TMP/out")"
-for want in "1 topics" "1 groups" "1 transactional ids" "1 users" "3 acls"; do
+for want in "1 topics" "1 groups" "1 transactional ids" "2 users" "7 acls"; do
 	grep -q "$want" "$E2E_TMP/out" || fail "tenant delete printed no '$want': $(cat "$E2E_TMP/out")"
 done
 deadline=$((SECONDS + 20))
