@@ -178,8 +178,8 @@ func newTenantDescribeCmd(g *globalOptions) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "(%s, %s, %s: each broker's; used is the answering broker's now, byte rates in bytes a second)\n",
-				fsm.QuotaTenantConnections, fsm.QuotaTenantProducerByteRate, fsm.QuotaTenantConsumerByteRate)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "(%s, %s, %s: each broker's; used is the answering broker's now, byte rates in bytes a second; %s used: its files)\n",
+				fsm.QuotaTenantConnections, fsm.QuotaTenantProducerByteRate, fsm.QuotaTenantConsumerByteRate, fsm.QuotaStoredBytesKey)
 			return err
 		},
 	}

@@ -287,7 +287,7 @@ func buildRegistry() *registry {
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
 	r.AdminGates = security.RegisterSecurity(r.Registry)
-	tenants.RegisterTenants(r.Registry, r.AdminGates)
+	tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	return r
 }
 

@@ -394,7 +394,7 @@ func TestHooks(t *testing.T) {
 	}
 	want := map[string][]string{
 		"batch checks":       {"10 producers: transactions"},
-		"produce checks":     {"10 keys: expected versions", "20 trust: signatures"},
+		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes"},
 		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries"},
 		"marker written":     {"10 keys: table versions of a committed transaction"},
 		"log trimmed":        {"10 keys: table leaves below the log start"},
@@ -622,7 +622,7 @@ func TestRegistryOrder(t *testing.T) {
 	reversed.TopicHooks = topics.RegisterTopics(reversed.Registry)
 	for _, register := range []func(*registry){func(r *registry) {
 		r.AdminGates = security.RegisterSecurity(r.Registry)
-		tenants.RegisterTenants(r.Registry, r.AdminGates)
+		tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	}, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
 		register(reversed)

@@ -27,6 +27,7 @@ const (
 	QuotaTenantConnections      = tenants.QuotaConnections
 	QuotaTenantProducerByteRate = tenants.QuotaProducerByteRate
 	QuotaTenantConsumerByteRate = tenants.QuotaConsumerByteRate
+	QuotaStoredBytesKey         = tenants.QuotaStoredBytes
 	TenantSep                   = core.TenantSep
 )
 

@@ -246,3 +246,103 @@ func TestTenantSignedRecords(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestTenantStoredBytes (issue 18, docs/tenants.md "Quotas"): a tenant's
+// stored_bytes bounds the bytes of all its partitions' logs. Produces that
+// fit are written; the one that would take the tenant past it is refused
+// whole with POLICY_VIOLATION naming the quota, and nothing of it is
+// written, while another tenant and a retry of a batch written before go
+// on; raising the quota lets it in. Two state machines applying the same
+// blocks give every command the same result and end at one app hash. Under
+// app version 4 the key is refused.
+func TestTenantStoredBytes(t *testing.T) {
+	idem := func(pid int64, seq int32, n int) []byte {
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{OffsetDelta: int32(i), Value: bytes.Repeat([]byte("x"), 100)}
+		}
+		b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := batch(t, t0, record.CodecNone, "k", 10) // about 1.2 kB
+	quota := int64(4*len(b) + len(b)/2)
+	var machines []*FSM
+	for range 2 {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		machines = append(machines, f)
+	}
+	now, n := t0, 0
+	run := func(c core.Command) core.Result {
+		t.Helper()
+		now += 100
+		n++
+		var rs []core.Result
+		for _, f := range machines {
+			h, _ := f.Info()
+			o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: [][]byte{tx(n, c)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, f)
+			rs = append(rs, o.Txs[0].Results[0])
+		}
+		if rs[0].Code != rs[1].Code {
+			t.Fatalf("two machines disagree: %+v and %+v", rs[0], rs[1])
+		}
+		return rs[0]
+	}
+	must := func(what string, r core.Result, code int16, why string) core.Result {
+		t.Helper()
+		if r.Code != code || !strings.Contains(r.Message, why) {
+			t.Fatalf("%s: code %d (%s), want %d saying %q", what, r.Code, r.Message, code, why)
+		}
+		return r
+	}
+	must("acme", run(CreateTenant{Name: "acme", Quotas: []TenantQuota{{Key: QuotaStoredBytesKey, Value: quota}}}), 0, "")
+	must("globex", run(CreateTenant{Name: "globex", Quotas: []TenantQuota{{Key: QuotaStoredBytesKey, Value: quota}}}), 0, "")
+	for _, name := range []string{"acme~t", "globex~t"} {
+		must("topic", run(topics.CreateTopic{Name: name, Partitions: 2, ReplicationFactor: -1}), 0, "")
+	}
+	pid := must("producer id", run(producers.InitProducerID{}), 0, "").ProducerID
+	must("idempotent batch", run(topics.Produce{Topic: "acme~t", Partition: 1, Records: idem(pid, 0, 10)}), 0, "")
+	for i := range 3 {
+		must("fits", run(topics.Produce{Topic: "acme~t", Partition: int32(i % 2), Records: b}), 0, "")
+	}
+	next := machines[0].ByName["acme~t"].Partitions[0].Next
+	must("over the quota", run(topics.Produce{Topic: "acme~t", Partition: 0, Records: b}), kerr.PolicyViolation.Code, "quota of stored_bytes")
+	if got := machines[0].ByName["acme~t"].Partitions[0].Next; got != next {
+		t.Fatalf("a refused produce moved the log end from %d to %d", next, got)
+	}
+	must("a retry of a written batch", run(topics.Produce{Topic: "acme~t", Partition: 1, Records: idem(pid, 0, 10)}), 0, "")
+	must("another tenant", run(topics.Produce{Topic: "globex~t", Partition: 0, Records: b}), 0, "")
+	must("a larger quota", run(AlterTenantQuotas{Name: "acme", Ops: []TenantQuotaOp{{Key: QuotaStoredBytesKey, Value: 2 * quota}}}), 0, "")
+	must("fits again", run(topics.Produce{Topic: "acme~t", Partition: 0, Records: b}), 0, "")
+	h0, a0 := machines[0].Info()
+	h1, a1 := machines[1].Info()
+	if h0 != h1 || !bytes.Equal(a0, a1) {
+		t.Fatalf("app hashes differ: %d %x, %d %x", h0, a0, h1, a1)
+	}
+
+	f4, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f4.Close()
+	o, err := f4.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(1, CreateTenant{Name: "acme", Quotas: []TenantQuota{{Key: QuotaStoredBytesKey, Value: 1}}})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := o.Txs[0].Results[0]; r.Code != kerr.InvalidRequest.Code {
+		t.Fatalf("stored_bytes under version 4: %+v", r)
+	}
+}

@@ -62,8 +62,8 @@ type TenantResult struct {
 }
 
 // tenantUsage counts what each tenant uses now, by quota key: what it
-// owns in the committed state, and what it uses of this broker
-// (Options.TenantTraffic).
+// owns in the committed state (stored bytes: its logs on this broker), and
+// what it uses of this broker (Options.TenantTraffic).
 func tenantUsage(opts Options) map[string]map[string]int64 {
 	use := map[string]map[string]int64{}
 	if opts.TenantTraffic != nil {
@@ -84,6 +84,9 @@ func tenantUsage(opts Options) map[string]map[string]int64 {
 	for _, tv := range opts.Broker.View().Topics() {
 		add(tv.Name, fsm.QuotaTopics, 1)
 		add(tv.Name, fsm.QuotaPartitions, int64(len(tv.Partitions)))
+		for _, p := range tv.Partitions {
+			add(tv.Name, fsm.QuotaStoredBytesKey, p.Size()) // this broker's files
+		}
 	}
 	if gv := opts.Broker.Groups(); gv != nil {
 		for _, g := range gv.Groups() {

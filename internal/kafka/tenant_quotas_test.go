@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -32,7 +33,9 @@ func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _
 // hears of it). A tenant's connections quota refuses the login past it
 // with SASL_AUTHENTICATION_FAILED naming the quota, counts no failed
 // login, and admits one again once a connection closes. The HTTP API's
-// usage (TenantTraffic) and the metrics see the same.
+// usage (TenantTraffic) and the metrics see the same. A tenant's
+// stored_bytes refuses a franz-go producer's record past it
+// (POLICY_VIOLATION).
 func TestTenantQuotasOnEachBroker(t *testing.T) {
 	tb, addr := startSASLBroker(t, nil)
 	submit := func(what string, c fsm.Command) {
@@ -45,7 +48,8 @@ func TestTenantQuotasOnEachBroker(t *testing.T) {
 	submit("acme", fsm.CreateTenant{Name: "acme", Quotas: []fsm.TenantQuota{{Key: fsm.QuotaTenantProducerByteRate, Value: 2000}, {Key: fsm.QuotaTenantConsumerByteRate, Value: 2000}}})
 	submit("globex", fsm.CreateTenant{Name: "globex"})
 	submit("initech", fsm.CreateTenant{Name: "initech", Quotas: []fsm.TenantQuota{{Key: fsm.QuotaTenantConnections, Value: 2}}})
-	for _, u := range []string{"alice@acme", "carol@acme", "bob@globex", "dave@initech"} {
+	submit("umbrella", fsm.CreateTenant{Name: "umbrella", Quotas: []fsm.TenantQuota{{Key: fsm.QuotaStoredBytesKey, Value: 35000}}})
+	for _, u := range []string{"alice@acme", "carol@acme", "bob@globex", "dave@initech", "eve@umbrella"} {
 		cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +63,23 @@ func TestTenantQuotasOnEachBroker(t *testing.T) {
 	}
 	submit("acme's topic", fsm.CreateTopic{Name: "acme~quota", Partitions: 1, ReplicationFactor: -1})
 	submit("globex's topic", fsm.CreateTopic{Name: "globex~quota", Partitions: 1, ReplicationFactor: -1})
+	submit("umbrella's topic", fsm.CreateTopic{Name: "umbrella~quota", Partitions: 1, ReplicationFactor: -1})
+
+	// Stored bytes: eve's 10 kB records fit until the fourth, which
+	// franz-go is refused with POLICY_VIOLATION.
+	eve := scramClient(t, addr, "eve@umbrella", "pw", false, kgo.DefaultProduceTopic("quota"), kgo.RecordRetries(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // stored bytes are what the log holds
+	written := 0
+	var refused error
+	for range 6 {
+		if refused = eve.ProduceSync(ctx(t), &kgo.Record{Value: make([]byte, 10000)}).FirstErr(); refused != nil {
+			break
+		}
+		written++
+	}
+	if written != 3 || !errors.Is(refused, kerr.PolicyViolation) {
+		t.Errorf("umbrella, 35 kB stored at most: %d records of 10 kB written, then %v; want 3, then POLICY_VIOLATION", written, refused)
+	}
 
 	// produce sends up to n requests of 10 kB and returns how many were
 	// answered before the first throttled one, -1 if none was.

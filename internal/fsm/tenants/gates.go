@@ -31,6 +31,10 @@ import (
 // tenant's own CLUSTER resource (acme~kafka-cluster: Version5), signed
 // or not, is refused as version 4's binaries refuse it in its check.
 //
+// Its produce check (rank 30 of the topics' produce checks): a produce that
+// would take a tenant past its stored_bytes is refused whole, with
+// POLICY_VIOLATION, nothing written (storedBytesQuota).
+//
 // After the check ("tenants' names and quotas"), from app version 4: a
 // topic is created only in a tenant that exists, and nothing takes a
 // tenant past its quota of topics, partitions or groups (POLICY_VIOLATION,
@@ -40,7 +44,13 @@ import (
 // adds offsets of a group that does not exist creates it past the quota
 // (noted in docs/tenants.md).
 
-func registerGates(r *core.Registry, admin *security.AdminGates) {
+func registerGates(r *core.Registry, admin *security.AdminGates, h *topics.TopicHooks) {
+	// Once a produce's retries are known (topics' produce checks), before
+	// anything is written: its new batches must fit the tenant's stored
+	// bytes.
+	h.ProduceChecks.Register(30, "tenant's stored bytes", ModTenants, func(tm *topics.Topics, pr *topics.Producing) (core.Result, func()) {
+		return tenantsOf(tm.Machine).storedBytesQuota(pr), nil
+	})
 	r.RegisterCommandGate(core.CommandGate{Rank: 5, Name: "names before tenants", Module: ModTenants, BeforeCheck: true,
 		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
 			v := tenantsOf(m).cluster.Version
@@ -178,6 +188,39 @@ func (f *Tenants) groupQuota(group string) (core.Result, bool) {
 		return overQuota(tenant, QuotaGroups, q, n), false
 	}
 	return core.Result{}, true
+}
+
+// storedBytesQuota refuses a produce whose new batches would take its
+// topic's tenant past its quota of stored bytes: the bytes of all the
+// tenant's partition logs, the same on every broker (topics.
+// TenantStoredBytes). A retry of a batch written before adds nothing.
+func (f *Tenants) storedBytesQuota(pr *topics.Producing) core.Result {
+	tenant, _ := core.SplitTenant(pr.T.Name)
+	t := f.byName[tenant]
+	if t == nil {
+		return core.Result{}
+	}
+	q, ok := t.Quotas[QuotaStoredBytes]
+	if !ok {
+		return core.Result{}
+	}
+	var adding int64
+	for i, b := range pr.Batches {
+		if !pr.Dup[i] {
+			adding += int64(len(b))
+		}
+	}
+	if adding == 0 {
+		return core.Result{}
+	}
+	used, err := f.topics.TenantStoredBytes(tenant)
+	if err != nil {
+		return f.LocalFault("counting the stored bytes of tenant %s: %w", tenant, err)
+	}
+	if used+adding > q {
+		return overQuota(tenant, QuotaStoredBytes, q, used)
+	}
+	return core.Result{}
 }
 
 func overQuota(tenant, key string, quota, used int64) core.Result {

@@ -22,7 +22,8 @@
 //
 // The module's command gates (gates.go) refuse a topic of a tenant that
 // does not exist, and what would take a tenant past its quota of topics,
-// partitions or groups, with POLICY_VIOLATION. Before app version 4 they
+// partitions or groups, with POLICY_VIOLATION; its produce check, a produce
+// that would take it past its stored bytes. Before app version 4 they
 // make topic names with a tenant as invalid as they were before tenants
 // existed, with the results a binary that predates tenants gives, so
 // brokers of two releases never disagree while a cluster upgrades.
@@ -102,10 +103,19 @@ const (
 	// QuotaConsumerByteRate bounds the bytes a second each broker's fetch
 	// answers carry to the tenant (throttled, as consumer_byte_rate).
 	QuotaConsumerByteRate = "consumer_byte_rate"
+
+	// QuotaStoredBytes bounds the bytes of all its partitions' logs, from
+	// app version 5: a produce that would take it past them is refused
+	// whole (gates.go).
+	QuotaStoredBytes = "stored_bytes"
 )
 
 // QuotaKeys are the quota keys a tenant may have, sorted.
-var QuotaKeys = []string{QuotaConnections, QuotaConsumerByteRate, QuotaGroups, QuotaPartitions, QuotaProducerByteRate, QuotaTopics}
+var QuotaKeys = []string{QuotaConnections, QuotaConsumerByteRate, QuotaGroups, QuotaPartitions, QuotaProducerByteRate, QuotaStoredBytes, QuotaTopics}
+
+// maxStoredBytes bounds a stored_bytes quota (1 EiB); the other quotas
+// are at most math.MaxInt32.
+const maxStoredBytes = 1 << 60
 
 // quotaKeysV4 are the quota keys app version 4 knows.
 var quotaKeysV4 = []string{QuotaGroups, QuotaPartitions, QuotaTopics}
@@ -193,8 +203,12 @@ func checkQuota(keys []string, key string, v int64) error {
 	if !slices.Contains(keys, key) {
 		return fmt.Errorf("unknown tenant quota %q: a tenant's quotas are %v (docs/tenants.md)", key, keys)
 	}
-	if v < 0 || v > math.MaxInt32 {
-		return fmt.Errorf("tenant quota %s=%d: a quota is a whole number from 0 to %d", key, v, math.MaxInt32)
+	limit := int64(math.MaxInt32)
+	if key == QuotaStoredBytes {
+		limit = maxStoredBytes
+	}
+	if v < 0 || v > limit {
+		return fmt.Errorf("tenant quota %s=%d: a quota is a whole number from 0 to %d", key, v, limit)
 	}
 	return nil
 }
@@ -311,7 +325,7 @@ func tenantsOf(m *core.Machine) *Tenants {
 // RegisterTenants registers the tenants module (the application's
 // buildRegistry calls it): its commands, its state's step, its command
 // gates (gates.go), and its commands with signed administration.
-func RegisterTenants(r *core.Registry, admin *security.AdminGates) {
+func RegisterTenants(r *core.Registry, admin *security.AdminGates, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, tenantsOf, KindCreateTenant, "CreateTenant", ModTenants, decodeCreateTenant, checkTenantCommand,
 		func(f *Tenants, c CreateTenant, _ core.CmdAt) core.Result { return f.createTenant(c) })
 	core.RegisterModuleCommand(r, tenantsOf, KindDeleteTenant, "DeleteTenant", ModTenants, decodeDeleteTenant, checkTenantCommand,
@@ -326,7 +340,7 @@ func RegisterTenants(r *core.Registry, admin *security.AdminGates) {
 	for _, k := range []core.Kind{KindCreateTenant, KindDeleteTenant, KindAlterTenantQuotas} {
 		admin.Gate(k, onCluster)
 	}
-	registerGates(r, admin) // gates.go
+	registerGates(r, admin, h) // gates.go
 }
 
 func (f *Tenants) versionFail() (core.Result, bool) {

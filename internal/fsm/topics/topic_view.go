@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
@@ -184,6 +185,31 @@ func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
 		return -1, -1, nil
 	}
 	return p.Log.MaxTimestamp(p.hwm.Load())
+}
+
+// TenantStoredBytes is the bytes of the logs of tenant's partitions, every
+// segment's, the active one's included, as the block being applied has
+// them. It is the same on every broker: each partition's compaction that a
+// committed block decided is awaited first, as housekeeping awaits it
+// before it reads the segments' sizes, and the segments below a log start
+// are deleted at the Commit that moved it. The applier calls it.
+func (f *Topics) TenantStoredBytes(tenant string) (int64, error) {
+	prefix := core.Qualify(tenant, "")
+	var n int64
+	for name, t := range f.ByName { // a sum: the order does not matter
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if err := f.awaitCompaction(p); err != nil {
+				return 0, err
+			}
+			for _, s := range p.Log.Segments() {
+				n += s.Size
+			}
+		}
+	}
+	return n, nil
 }
 
 // Size is the partition's size on disk in bytes.
