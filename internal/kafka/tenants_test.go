@@ -605,3 +605,59 @@ func TestTenantAdministrator(t *testing.T) {
 		t.Errorf("%d bindings left, want globex's and the default tenant's", left)
 	}
 }
+
+// TestTenantOffsetDeleteSubscribed: a tenant's classic consumer group
+// subscribes to orders by its short name; OffsetDelete of orders while the
+// group consumes it is refused with GROUP_SUBSCRIBED_TO_TOPIC, as for the
+// default tenant, and allowed once the group is empty.
+func TestTenantOffsetDeleteSubscribed(t *testing.T) {
+	// A clocked chain: a group's join completes as block time passes.
+	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
+	submit := func(what string, c fsm.Command) {
+		t.Helper()
+		r, err := tb.b.SubmitOne(ctx(t), c)
+		if err != nil || r.Code != 0 {
+			t.Fatalf("%s: %v %+v", what, err, r)
+		}
+	}
+	submit("tenant", fsm.CreateTenant{Name: "acme"})
+	cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit("user", fsm.AlterScramCredentials{User: "alice@acme", Upserts: []sasl.Credential{cred}})
+	for _, rt := range []int8{fsm.ACLResourceTopic, fsm.ACLResourceGroup} {
+		submit("acl", fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: rt, ResourceName: "acme~", PatternType: fsm.ACLPatternPrefixed,
+			Principal: "User:alice@acme", Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}})
+	}
+	submit("topic", fsm.CreateTopic{Name: "acme~orders", Partitions: 1, ReplicationFactor: -1})
+	if err := scramClient(t, addr, "alice@acme", "pw", false).ProduceSync(ctx(t), &kgo.Record{Topic: "orders", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	consumer := scramClient(t, addr, "alice@acme", "pw", false, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"))
+	for got := 0; got == 0; {
+		fs := consumer.PollFetches(ctx(t))
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got = fs.NumRecords()
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(scramClient(t, addr, "alice@acme", "pw", false))
+	del := func() error {
+		r, err := adm.DeleteOffsets(ctx(t), "billing", kadm.TopicsSet{"orders": {0: {}}})
+		if err != nil {
+			return err
+		}
+		return r.Error()
+	}
+	if err := del(); !errors.Is(err, kerr.GroupSubscribedToTopic) {
+		t.Fatalf("OffsetDelete of orders while billing consumes it: %v, want GROUP_SUBSCRIBED_TO_TOPIC", err)
+	}
+	consumer.Close()
+	if err := del(); err != nil {
+		t.Fatalf("OffsetDelete once billing is empty: %v", err)
+	}
+}

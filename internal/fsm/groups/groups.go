@@ -639,6 +639,16 @@ func (f *Coordinator) offsetDelete(c OffsetDelete) core.Result {
 // topic under the group's protocol (the consumer protocol's metadata:
 // version, topics, ...). Metadata that does not parse subscribes to
 // nothing.
+// ClassicSubscribed reports whether group is a classic consumer group
+// with members one of which subscribes to a topic it names name (what
+// OffsetDelete refuses, there with the topic's name in the state). The
+// tenants module asks it with a tenant's short name, the one its clients
+// put in their subscriptions.
+func (f *Coordinator) ClassicSubscribed(group, name string) bool {
+	g := f.GroupsByName[group]
+	return g != nil && g.Type != GroupConsumer && g.State != GroupEmpty && g.ProtocolType == "consumer" && g.subscribed(name)
+}
+
 func (g *Group) subscribed(topic string) bool {
 	for _, m := range g.Members {
 		for _, p := range m.Protocols {

@@ -42,7 +42,9 @@ import (
 // create it: JoinGroup, a consumer group's first heartbeat (KIP-848), an
 // offset commit from outside a generation. A transaction's commit that
 // adds offsets of a group that does not exist creates it past the quota
-// (noted in docs/tenants.md).
+// (noted in docs/tenants.md). From app version 5 an OffsetDelete of a
+// tenant's group is refused (GROUP_SUBSCRIBED_TO_TOPIC) when its classic
+// consumers subscribe to the topic by its short name.
 
 func registerGates(r *core.Registry, admin *security.AdminGates, h *topics.TopicHooks) {
 	// Once a produce's retries are known (topics' produce checks), before
@@ -131,6 +133,14 @@ func (f *Tenants) gate(c core.Command) (core.Result, bool) {
 		return f.groupQuota(c.Group)
 	case groups.OffsetCommit:
 		return f.groupQuota(c.Group)
+	case groups.OffsetDelete:
+		// A tenant's classic consumers subscribe to its topics by their
+		// short names: OffsetDelete's check that the group does not
+		// subscribe to the topic compares those (app version 5).
+		tenant, local := core.SplitTenant(c.Topic)
+		if gt, _ := core.SplitTenant(c.Group); tenant != "" && gt == tenant && f.cluster.Version >= Version5 && f.groups.ClassicSubscribed(c.Group, local) {
+			return core.Fail(kerr.GroupSubscribedToTopic.Code, fmt.Sprintf("group %q is subscribed to %s", c.Group, c.Topic)), false
+		}
 	}
 	return core.Result{}, true
 }

@@ -74,7 +74,9 @@ const TenantsVersion = 4
 // consumer_byte_rate), has a CLUSTER resource of its own
 // (security.TenantCluster, acme~kafka-cluster) whose ACLs make its
 // administrators, and its users sign records over its topics' names as it
-// sees them, for its topics only (signerTenant). Under version 4 the new
+// sees them, for its topics only (signerTenant); OffsetDelete sees that a
+// tenant's classic consumers subscribe to its topics by their short names
+// (gates.go). Under version 4 the new
 // keys and cluster resource names are as invalid as they were to the
 // binaries of that version (gates.go).
 const Version5 = 5
