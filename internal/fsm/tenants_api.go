@@ -43,6 +43,10 @@ func TenantCluster(tenant string) string { return security.TenantCluster(tenant)
 // ValidTenantName is core.ValidTenantName.
 func ValidTenantName(s string) error { return core.ValidTenantName(s) }
 
+// Qualify is core.Qualify: tenant's topic, group id or transactional id
+// local as the state names it.
+func Qualify(tenant, local string) string { return core.Qualify(tenant, local) }
+
 // QualifyUser is core.QualifyUser: tenant's user local as the state names it.
 func QualifyUser(tenant, local string) string { return core.QualifyUser(tenant, local) }
 

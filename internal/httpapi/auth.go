@@ -13,13 +13,18 @@ package httpapi
 // exists or not; bad credentials are 401 after a delay, and five failures
 // in a minute for one user from one address lock that user's Basic logins
 // from it for the rest of the minute. A tenant's topics and groups
-// (acme~orders) are denied to every principal but the super users, as on
-// the Kafka API (docs/tenants.md).
+// (acme~orders) are denied to every principal but the super users and the
+// tenant's own users, as on the Kafka API (docs/tenants.md); a tenant's
+// user names its topics in a route's path by their short names and gets
+// them back so in the JSON answers (proofs aside, which name what they
+// prove), and may use none of the cluster's routes.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/netip"
@@ -136,6 +141,18 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 		if !ok {
 			return
 		}
+		if tenant := g.tenantOf(principal); tenant != "" {
+			// A tenant's user names its tenant's topics by their short
+			// names, as its Kafka clients do (docs/tenants.md).
+			if topic := r.PathValue("topic"); topic != "" {
+				r.SetPathValue("topic", fsm.Qualify(tenant, topic))
+			}
+			if !strings.HasSuffix(pattern, "/proof") { // a proof names what it proves
+				tb := &tenantBody{ResponseWriter: w, prefix: tenant + string(fsm.TenantSep)}
+				defer tb.flush()
+				w = tb
+			}
+		}
 		if protected && !g.authorize(principal, r, acl) {
 			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, kmsg.ACLOperation(acl.op), kmsg.ACLResourceType(acl.resourceType), acl.name(r))
 			return
@@ -151,7 +168,18 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool {
 	super := principal == "User:admin" || slices.Contains(g.sec.SuperUsers, principal)
 	name := acl.name(r)
-	if acl.resourceType == fsm.ACLResourceTopic || acl.resourceType == fsm.ACLResourceGroup || acl.resourceType == fsm.ACLResourceTransactionalID {
+	if tenant := g.tenantOf(principal); tenant != "" {
+		// A tenant's user: its own tenant's names only, and none of the
+		// cluster's routes.
+		switch acl.resourceType {
+		case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID:
+			if owner, _ := fsm.SplitTenant(name); owner != tenant {
+				return false
+			}
+		default:
+			return false
+		}
+	} else if acl.resourceType == fsm.ACLResourceTopic || acl.resourceType == fsm.ACLResourceGroup || acl.resourceType == fsm.ACLResourceTransactionalID {
 		if t, _ := fsm.SplitTenant(name); t != "" && !super {
 			if _, ok := g.opts.Broker.Tenants().Get(t); ok {
 				return false // a tenant's, never the default tenant's (docs/tenants.md)
@@ -162,6 +190,105 @@ func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool 
 		Principal: principal, Host: remoteHost(r), Operation: acl.op, ResourceType: acl.resourceType, ResourceName: name,
 		SuperUser: super, AllowIfNoACL: g.sec.AllowIfNoACL,
 	})
+}
+
+// tenantOf is the tenant whose user principal is (User:alice@acme while
+// tenant acme exists), "" for the default tenant's principals.
+func (g *guard) tenantOf(principal string) string {
+	u, ok := strings.CutPrefix(principal, "User:")
+	if !ok {
+		return ""
+	}
+	t, _ := fsm.SplitUser(u)
+	if _, ok := g.opts.Broker.Tenants().Get(t); t == "" || !ok {
+		return ""
+	}
+	return t
+}
+
+// tenantBody holds a tenant's user's JSON answer and names its topics back
+// by their short names when the handler is done: every "topic" field that
+// holds the tenant's prefix, and the prefix in an "error" message. Record
+// keys and values are left as they are. Only the JSON answers of
+// non-streaming routes pass through it.
+type tenantBody struct {
+	http.ResponseWriter
+	prefix string
+	code   int
+	buf    bytes.Buffer
+	// passed: an event stream (keys.go's followKey), written through as
+	// it comes; its events name no topic.
+	passed bool
+}
+
+func (t *tenantBody) WriteHeader(code int) {
+	if strings.HasPrefix(t.Header().Get("Content-Type"), "text/event-stream") {
+		t.passed = true
+		t.ResponseWriter.WriteHeader(code)
+		return
+	}
+	t.code = code
+}
+
+func (t *tenantBody) Write(b []byte) (int, error) {
+	if t.passed {
+		return t.ResponseWriter.Write(b)
+	}
+	return t.buf.Write(b)
+}
+
+// Flush flushes an event stream; a JSON answer is written whole at the end.
+func (t *tenantBody) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok && t.passed {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (t *tenantBody) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+func (t *tenantBody) flush() {
+	if t.passed {
+		return
+	}
+	out := t.buf.Bytes()
+	if strings.HasPrefix(t.Header().Get("Content-Type"), "application/json") && bytes.Contains(out, []byte(t.prefix)) {
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil {
+			if b, err := json.Marshal(t.rename(v, "")); err == nil {
+				out = append(b, '\n')
+			}
+		}
+	}
+	t.Header().Del("Content-Length")
+	if t.code != 0 {
+		t.ResponseWriter.WriteHeader(t.code)
+	}
+	t.ResponseWriter.Write(out)
+}
+
+// rename names v's topics (a value under the key field) back.
+func (t *tenantBody) rename(v any, field string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			v[k] = t.rename(x, k)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = t.rename(x, field)
+		}
+	case string:
+		switch field {
+		case "topic":
+			return strings.TrimPrefix(v, t.prefix)
+		case "error":
+			return strings.ReplaceAll(v, t.prefix, "")
+		}
+	}
+	return v
 }
 
 // principal authenticates r; on failure it has answered 401.

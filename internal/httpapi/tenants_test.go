@@ -92,3 +92,72 @@ func TestTenantsAPI(t *testing.T) {
 		t.Error("acme~orders outlived its tenant")
 	}
 }
+
+// TestHTTPTenantUsers (docs/tenants.md): a tenant's user names its
+// tenant's topics by their short names on the HTTP API, as its Kafka
+// clients do, and reads them back so (an error message included); it
+// reaches no other tenant's topic, no default tenant's, and none of the
+// cluster's routes.
+func TestHTTPTenantUsers(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	for _, c := range []fsm.Command{fsm.CreateTenant{Name: "acme"}, fsm.CreateTenant{Name: "globex"},
+		fsm.CreateTopic{Name: "acme~t", Partitions: 1, ReplicationFactor: -1}, fsm.CreateTopic{Name: "globex~t", Partitions: 1, ReplicationFactor: -1}} { // t, the default tenant's, startBrokerAt made
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	addUser(t, b, "alice@acme", "alice-pw")
+	addUser(t, b, "admin", "admin-pw")
+	for _, c := range []fsm.Command{
+		fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: fsm.ACLResourceTopic, ResourceName: "acme~", PatternType: fsm.ACLPatternPrefixed,
+			Principal: "User:alice@acme", Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}},
+		allow("User:alice@acme", fsm.ACLResourceTopic, "*", fsm.ACLOpAll), // the default tenant's * is never acme's way out
+		allow("User:alice@acme", fsm.ACLResourceCluster, fsm.ClusterResourceName, fsm.ACLOpAll),
+	} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg, Security: &Security{BasicOverPlaintext: true}}))
+	defer srv.Close()
+	do := func(method, path, user, pass, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, body := do("POST", "/v1/topics/t/keys/k/events", "alice@acme", "alice-pw", `{"value":{"utf8":"acme~v"}}`); code != http.StatusCreated || strings.Contains(body, "acme~t") {
+		t.Fatalf("alice appends to her t: %d %s", code, body)
+	}
+	code, body := do("GET", "/v1/topics/t/keys/k/events", "alice@acme", "alice-pw", "")
+	if code != http.StatusOK || !strings.Contains(body, "acme~v") || !strings.Contains(body, `"topic":"t"`) {
+		t.Fatalf("alice reads k of her t: %d %s (want her value as written)", code, body)
+	}
+	if code, body := do("GET", "/v1/topics/t/keys", "alice@acme", "alice-pw", ""); code != http.StatusOK || strings.Contains(body, "acme~") {
+		t.Fatalf("alice lists her t's keys: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/topics/acme~t/keys", "admin", "admin-pw", ""); code != http.StatusOK || !strings.Contains(body, `"k"`) {
+		t.Fatalf("the admin reads acme~t: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/topics/missing/keys/k/events", "alice@acme", "alice-pw", ""); code < 400 || strings.Contains(body, "acme~") {
+		t.Errorf("alice reads a topic she has not: %d %s", code, body)
+	}
+	// globex~t, to alice, is a name in acme: no such topic.
+	if code, body := do("GET", "/v1/topics/globex~t/keys/k/events", "alice@acme", "alice-pw", ""); code != http.StatusNotFound || strings.Contains(body, "acme~") {
+		t.Errorf("alice GET globex~t: %d %s, want 404 for a topic of acme's that does not exist", code, body)
+	}
+	for _, path := range []string{"/v1/state/proof?key=m%2Ftopics%2Ft", "/v1/tenants"} {
+		if code, _ := do("GET", path, "alice@acme", "alice-pw", ""); code != http.StatusForbidden {
+			t.Errorf("alice GET %s: %d, want 403", path, code)
+		}
+	}
+	if code, body := do("GET", "/v1/topics/t/keys", "admin", "admin-pw", ""); code != http.StatusOK || strings.Contains(body, `"k"`) {
+		t.Errorf("the default tenant's t: %d %s, want none of alice's keys", code, body)
+	}
+}
