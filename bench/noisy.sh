@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# noisy.sh: the noisy neighbour (issue 18, docs/benchmarks.md "Noisy
+# neighbour"). One `stele serve` on 127.0.0.1 with a SASL listener and two
+# tenants: "quiet" produces at a steady low rate (--rate records/s of 1 KiB,
+# one producer, acks=all) while "noisy" produces open loop (4 producers of
+# 16 KiB records, as fast as they are let, starting --lead before quiet so
+# that its first burst is over: Kafka's rate counts a new sensor as if its
+# 11 s had passed, so a tenant may send about 11 s of its quota at once),
+# and the quiet tenant's produce latency is measured three ways in one run,
+# each with a topic of its own (alone and at the quota in each of --reps,
+# then the peer once, last):
+#   quiet-alone            noisy idle;
+#   quiet-noisy-at-quota   noisy with producer_byte_rate=--quota, pushing
+#                          beyond it (the broker throttles it);
+#   quiet-noisy-unlimited  noisy without the quota (the peer: what the
+#                          quota protects quiet from).
+#
+#   bench/noisy.sh [--quota BYTES_PER_S] [--rate N] [--duration D]
+#                  [--lead SECONDS] [--reps N] [--bin PATH]
+#
+# One JSON line per measurement on stdout (peer stele-1, scenario, p50_ms,
+# p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
+# tenant's acknowledged MB/s over its run).
+source "$(dirname "$0")/lib.sh"
+
+quota=$((8 << 20))
+rate=200
+duration=30s
+lead=15
+reps=1
+bin=""
+while (($#)); do
+	case $1 in
+	--quota) quota=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
+	--lead) lead=$2; shift 2 ;;
+	--reps) reps=$2; shift 2 ;;
+	--bin) bin=$2; shift 2 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	*) die "unknown argument $1 (see --help)" ;;
+	esac
+done
+need_pkg jq jq
+need_pkg curl curl
+results_dir
+if [[ -z "$bin" ]]; then
+	bin="$RESULTS_DIR/bin/stele"
+	log "go build -o $bin ./cmd/stele"
+	(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele)
+fi
+secs=$(duration_s "$duration")
+
+d="$RESULTS_DIR/noisy"
+rm -rf "$d"
+mkdir -p "$d"
+# The broker's data (the noisy tenant writes GBs): in TMPDIR, each run's
+# topics deleted after it, all of it removed on exit.
+data="$(mktemp -d "${TMPDIR:-/tmp}/stele-noisy.XXXXXX")"
+trap 'bench_cleanup; rm -rf "$data"' EXIT
+base="$(free_base_port 0 1 2)"
+kafka="127.0.0.1:$base"
+http="127.0.0.1:$((base + 1))"
+printf 'admin-%s\n' "$RANDOM$RANDOM" >"$d/admin.password"
+start_bg "$d/serve.log" "$bin" serve --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
+	--p2p "127.0.0.1:$((base + 2))" --admin-password-file "$d/admin.password" --log-level warn
+serve=$BG_PID
+deadline=$((SECONDS + 60))
+until curl -sf "http://$http/healthz" >/dev/null; do
+	kill -0 "$serve" 2>/dev/null && ((SECONDS < deadline)) || die "stele serve did not come up (log: $d/serve.log)"
+	sleep 0.2
+done
+props() { # USER PASSWORD FILE
+	printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-256 "sasl.username=$1" "sasl.password=$2" >"$3"
+}
+printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-512 sasl.username=admin \
+	"sasl.password=$(cat "$d/admin.password")" >"$d/admin.properties"
+admin=("$bin" --brokers "$kafka" --command-config "$d/admin.properties")
+deadline=$((SECONDS + 30))
+until "${admin[@]}" tenant list --http "$http" >/dev/null 2>&1; do
+	((SECONDS < deadline)) || die "the admin user was not usable within 30 s (log: $d/serve.log)"
+	sleep 0.5
+done
+for t in quiet noisy; do
+	"${admin[@]}" tenant create "$t" --http "$http" >/dev/null || die "tenant create $t"
+	printf '%s-pw\n' "$t" >"$d/$t.password"
+	"${admin[@]}" user create p --tenant "$t" --password-file "$d/$t.password" --http "$http" >/dev/null || die "user create p@$t"
+	"${admin[@]}" acl add --allow-principal "User:p@$t" --operation All --topic "$t~" --resource-pattern-type prefixed >/dev/null ||
+		die "acl add for p@$t"
+	props "p@$t" "$t-pw" "$d/$t.properties"
+done
+
+# quiet_run SCENARIO TOPIC: the quiet tenant's measured run; its JSON on stdout.
+quiet_run() {
+	"$bin" --brokers "$kafka" --command-config "$d/quiet.properties" bench produce --create --topic "$2" --partitions 4 \
+		--rate "$rate" --producers 1 --record-size 1024 --warmup 3s --duration "$duration" -q --output json
+}
+# noisy_bg TOPIC SECONDS: the noisy tenant, open loop; sets NOISY_PID.
+noisy_bg() {
+	"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" bench produce --create --topic "$1" --partitions 4 \
+		--producers 4 --record-size 16384 --duration "${2}s" -q --output json >"$d/$1.json" 2>"$d/$1.err" &
+	NOISY_PID=$!
+}
+measure() { # SCENARIO NOISY_TOPIC|-
+	local scenario=$1 topic=$2 out noisy_mb=0 cmd
+	if [[ $topic != - ]]; then
+		noisy_bg "$topic" $((secs + lead + 8))
+		sleep "$lead" # the noisy tenant past its first burst before quiet starts
+	fi
+	out="$(quiet_run "$scenario" "q-$scenario-$BENCH_REP")" || die "quiet bench produce failed: $out"
+	if [[ $topic != - ]]; then
+		wait "$NOISY_PID" || die "noisy bench produce failed: $(cat "$d/$topic.err")"
+		noisy_mb="$(jq .mb_per_s "$d/$topic.json")"
+	fi
+	"$bin" --brokers "$kafka" --command-config "$d/quiet.properties" topic delete "q-$scenario-$BENCH_REP" >/dev/null || die "topic delete"
+	if [[ $topic != - ]]; then
+		"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" topic delete "$topic" >/dev/null || die "topic delete"
+	fi
+	json_line peer=stele-1 scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" \
+		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
+		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
+		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb"
+}
+
+# settle: what the last run wrote reaches the disk before the next starts
+# (the unlimited run leaves gigabytes to write back, which would stall the
+# next run's fsyncs).
+settle() { sync; sleep 5; }
+"${admin[@]}" tenant quota set noisy --quota "producer_byte_rate=$quota" --http "$http" >/dev/null || die "quota set"
+for ((rep = 1; rep <= reps; rep++)); do
+	export BENCH_REP=$rep
+	log "rep $rep: quiet alone"
+	measure quiet-alone -
+	settle
+	log "rep $rep: noisy at its quota of $quota B/s and beyond"
+	measure quiet-noisy-at-quota "n-quota-$rep"
+	settle
+done
+# The peer, once, last: the noisy tenant without its quota.
+"${admin[@]}" tenant quota set noisy --remove producer_byte_rate --http "$http" >/dev/null || die "quota remove"
+log "noisy without a quota"
+measure quiet-noisy-unlimited "n-free"
+stop_bg "$serve"
