@@ -82,29 +82,10 @@ func TestClientQuotas(t *testing.T) {
 	}
 
 	produce := func(clientID string, n int) (throttled int) {
-		cl := client(t, tb.addr, kgo.ClientID(clientID), kgo.RequestRetries(0))
-		for range n {
-			req := kmsg.NewPtrProduceRequest()
-			req.Acks, req.TimeoutMillis = 1, 5000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = "quota"
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Records = rawBatch(t, &kgo.Record{Value: make([]byte, 10000)})
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx(t), cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-				t.Fatalf("produce: code %d", code)
-			}
-			if resp.ThrottleMillis > 0 {
-				throttled++
-				break // the connection is muted now
-			}
+		if produceUntilThrottled(t, client(t, tb.addr, kgo.ClientID(clientID), kgo.RequestRetries(0)), n) >= 0 {
+			return 1
 		}
-		return throttled
+		return 0
 	}
 	client(t, tb.addr, kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("quota")).ProduceSync(ctx(t), &kgo.Record{Value: []byte("x")})
 	if n := produce("fast", 8); n != 0 {
@@ -286,4 +267,32 @@ func TestIPQuotas(t *testing.T) {
 		t.Errorf("refused{connection_creation_rate} = %v, want %d", got, closed.Load())
 	}
 	t.Logf("%d connections answered, %d held then closed", answered.Load(), closed.Load())
+}
+
+// produceUntilThrottled sends up to n Produce requests of one 10 kB record
+// to topic quota through cl and returns how many were answered before the
+// first throttled one (whose connection is muted then), -1 if none was.
+func produceUntilThrottled(t *testing.T, cl *kgo.Client, n int) int {
+	t.Helper()
+	for i := range n {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "quota"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = rawBatch(t, &kgo.Record{Value: make([]byte, 10000)})
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce: code %d", code)
+		}
+		if resp.ThrottleMillis > 0 {
+			return i
+		}
+	}
+	return -1
 }

@@ -219,6 +219,27 @@ func readFrame(c net.Conn) ([]byte, error) {
 	return b, err
 }
 
+// rawAnswer sends req on c and reads its answer.
+func rawAnswer(t *testing.T, c net.Conn, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	if _, err := c.Write(frames(req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := readFrame(c)
+	if err != nil {
+		t.Fatalf("%s: no answer: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	resp := req.ResponseKind()
+	body := b[4:]
+	if resp.IsFlexible() {
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // TestBadInputClosesOnlyThatConnection: each malformed request closes its
 // own connection, as Apache Kafka does, and the broker goes on serving.
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {

@@ -235,22 +235,7 @@ func TestSASLStateMachine(t *testing.T) {
 	}
 	answer := func(c net.Conn, req kmsg.Request) kmsg.Response {
 		t.Helper()
-		if _, err := c.Write(frames(req, 1)); err != nil {
-			t.Fatal(err)
-		}
-		b, err := readFrame(c)
-		if err != nil {
-			t.Fatalf("%s: no answer: %v", kmsg.NameForKey(req.Key()), err)
-		}
-		resp := req.ResponseKind()
-		body := b[4:]
-		if resp.IsFlexible() {
-			body = body[1:]
-		}
-		if err := resp.ReadFrom(body); err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return rawAnswer(t, c, req)
 	}
 
 	c := rawConn(t, addr)

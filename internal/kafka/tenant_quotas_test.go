@@ -81,32 +81,11 @@ func TestTenantQuotasOnEachBroker(t *testing.T) {
 		t.Errorf("umbrella, 35 kB stored at most: %d records of 10 kB written, then %v; want 3, then POLICY_VIOLATION", written, refused)
 	}
 
-	// produce sends up to n requests of 10 kB and returns how many were
-	// answered before the first throttled one, -1 if none was.
+	// produce sends up to n requests of 10 kB as user and returns how
+	// many were answered before the first throttled one, -1 if none was.
 	produce := func(user string, n int) int {
 		t.Helper()
-		cl := scramClient(t, addr, user, "pw", false, kgo.RequestRetries(0))
-		for i := range n {
-			req := kmsg.NewPtrProduceRequest()
-			req.Acks, req.TimeoutMillis = 1, 5000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = "quota"
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Records = rawBatch(t, &kgo.Record{Value: make([]byte, 10000)})
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx(t), cl)
-			if err != nil {
-				t.Fatalf("%s: %v", user, err)
-			}
-			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-				t.Fatalf("%s: produce: code %d", user, code)
-			}
-			if resp.ThrottleMillis > 0 {
-				return i
-			}
-		}
-		return -1
+		return produceUntilThrottled(t, scramClient(t, addr, user, "pw", false, kgo.RequestRetries(0)), n)
 	}
 	// Kafka's rate counts a new sensor over its whole span (11 s): 80 kB
 	// is about 7 kB/s, over acme's 2 kB/s.
@@ -188,25 +167,4 @@ func TestTenantQuotasOnEachBroker(t *testing.T) {
 	if _, r := login(); r.ErrorCode != 0 {
 		t.Errorf("a login once a connection closed: code %d %v", r.ErrorCode, r.ErrorMessage)
 	}
-}
-
-// rawAnswer sends req on c and reads its answer.
-func rawAnswer(t *testing.T, c net.Conn, req kmsg.Request) kmsg.Response {
-	t.Helper()
-	if _, err := c.Write(frames(req, 1)); err != nil {
-		t.Fatal(err)
-	}
-	b, err := readFrame(c)
-	if err != nil {
-		t.Fatalf("%s: no answer: %v", kmsg.NameForKey(req.Key()), err)
-	}
-	resp := req.ResponseKind()
-	body := b[4:]
-	if resp.IsFlexible() {
-		body = body[1:]
-	}
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatal(err)
-	}
-	return resp
 }
