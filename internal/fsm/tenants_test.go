@@ -193,22 +193,7 @@ func TestTenantSignedRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now, n := t0, 0
-		run := func(c core.Command) core.Result {
-			t.Helper()
-			now += 100
-			n++
-			h, _ := f.Info()
-			o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: [][]byte{tx(n, c)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			settle(t, f)
-			return o.Txs[0].Results[0]
-		}
+		run := oneCommandBlocks(t, f)
 		must := func(what string, r core.Result, code int16, why string) {
 			t.Helper()
 			if r.Code != code || !strings.Contains(r.Message, why) {
@@ -278,29 +263,7 @@ func TestTenantStoredBytes(t *testing.T) {
 		defer f.Close()
 		machines = append(machines, f)
 	}
-	now, n := t0, 0
-	run := func(c core.Command) core.Result {
-		t.Helper()
-		now += 100
-		n++
-		var rs []core.Result
-		for _, f := range machines {
-			h, _ := f.Info()
-			o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: [][]byte{tx(n, c)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			settle(t, f)
-			rs = append(rs, o.Txs[0].Results[0])
-		}
-		if rs[0].Code != rs[1].Code {
-			t.Fatalf("two machines disagree: %+v and %+v", rs[0], rs[1])
-		}
-		return rs[0]
-	}
+	run := oneCommandBlocks(t, machines...)
 	must := func(what string, r core.Result, code int16, why string) core.Result {
 		t.Helper()
 		if r.Code != code || !strings.Contains(r.Message, why) {
@@ -344,5 +307,37 @@ func TestTenantStoredBytes(t *testing.T) {
 	}
 	if r := o.Txs[0].Results[0]; r.Code != kerr.InvalidRequest.Code {
 		t.Fatalf("stored_bytes under version 4: %+v", r)
+	}
+}
+
+// oneCommandBlocks returns a function that applies and commits, on each of
+// machines, a block of the one command it is given (100 ms of block time
+// after the last), and returns its result, failing the test when the
+// machines' results differ.
+func oneCommandBlocks(t *testing.T, machines ...*FSM) func(core.Command) core.Result {
+	now, n := t0, 0
+	return func(c core.Command) core.Result {
+		t.Helper()
+		now += 100
+		n++
+		var rs []core.Result
+		for _, f := range machines {
+			h, _ := f.Info()
+			o, err := f.ApplyBlock(core.Block{Height: h + 1, TimeMs: now, Txs: [][]byte{tx(n, c)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, f)
+			rs = append(rs, o.Txs[0].Results[0])
+		}
+		for _, r := range rs[1:] {
+			if r.Code != rs[0].Code {
+				t.Fatalf("the machines disagree: %+v and %+v", rs[0], r)
+			}
+		}
+		return rs[0]
 	}
 }
