@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -75,4 +76,17 @@ func startTestBrokerOrdered(t testing.TB, lo local.Options, tweak func(*Options)
 		f.Close()
 	})
 	return &testBroker{addr: ln.Addr().String(), fsm: f, b: b, srv: srv}
+}
+
+// submitter returns a function that submits a command to tb's broker and
+// fails t unless it is applied without error (what names it in the
+// failure).
+func (tb *testBroker) submitter(t testing.TB) func(what string, c fsm.Command) {
+	return func(what string, c fsm.Command) {
+		t.Helper()
+		r, err := tb.b.SubmitOne(context.Background(), c)
+		if err != nil || r.Code != 0 {
+			t.Fatalf("%s: %v %+v", what, err, r)
+		}
+	}
 }

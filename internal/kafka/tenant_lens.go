@@ -22,14 +22,17 @@ import (
 //     Topic, Group, GroupID, TransactionalID, TransactionID, SubscribedTopics
 //     and their lists, a
 //     FindCoordinator key, a topic config resource's name, a KIP-848
-//     subscription's names and regular expression), and the tenant's
+//     subscription's names and regular expression; the ACL and SCRAM user
+//     APIs' bindings and users: adminIn, adminOut), and the tenant's
 //     prefix is taken out of every error message;
 //   - authorize (authorized_ops.go) allows it nothing but its own tenant's
 //     topics, groups and transactional ids, as the ACLs say, and on the
-//     cluster only CREATE (creating its topics) and IDEMPOTENT_WRITE: every
-//     cluster-wide listing and administration (ListGroups beyond the
-//     groups it may describe, DescribeLogDirs, DescribeAcls, users, quotas,
-//     broker configs) answers as to a principal without the right.
+//     cluster only CREATE (creating its topics) and IDEMPOTENT_WRITE; the
+//     ACL and user APIs and topic creation also ask its tenant's own
+//     cluster resource (acls.go's adminAllowed: its administrators); every
+//     other cluster-wide listing and administration (ListGroups beyond the
+//     groups it may describe, DescribeLogDirs, quotas, broker configs)
+//     answers as to a principal without the right.
 //
 // The renaming is the front-end's; the isolation is not only its: the
 // state machine keeps the tenant in every name, and authorization denies a

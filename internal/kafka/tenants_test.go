@@ -36,13 +36,7 @@ import (
 func TestTenantNamesAreNotTheDefaultTenants(t *testing.T) {
 	tb := startTestBroker(t, nil)
 	ctx := context.Background()
-	submit := func(what string, c fsm.Command) {
-		t.Helper()
-		r, err := tb.b.SubmitOne(ctx, c)
-		if err != nil || r.Code != 0 {
-			t.Fatalf("%s: %v %+v", what, err, r)
-		}
-	}
+	submit := tb.submitter(t)
 	cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -208,13 +202,7 @@ func startTestBrokerOn(t *testing.T, tb *testBroker, tweak func(*Options)) strin
 // the names are acme~orders and globex~orders.
 func TestTenantsOwnClients(t *testing.T) {
 	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
-	submit := func(what string, c fsm.Command) {
-		t.Helper()
-		r, err := tb.b.SubmitOne(ctx(t), c)
-		if err != nil || r.Code != 0 {
-			t.Fatalf("%s: %v %+v", what, err, r)
-		}
-	}
+	submit := tb.submitter(t)
 	type tenantUser struct{ tenant, user, pass string }
 	users := []tenantUser{{"acme", "alice@acme", "alice-pw"}, {"globex", "bob@globex", "bob-pw"}}
 	for _, u := range users {
@@ -464,13 +452,7 @@ func TestTenantLensRegex(t *testing.T) {
 // cluster's quotas.
 func TestTenantAdministrator(t *testing.T) {
 	tb, addr := startSASLBroker(t, nil)
-	submit := func(what string, c fsm.Command) {
-		t.Helper()
-		r, err := tb.b.SubmitOne(ctx(t), c)
-		if err != nil || r.Code != 0 {
-			t.Fatalf("%s: %v %+v", what, err, r)
-		}
-	}
+	submit := tb.submitter(t)
 	allow := func(rt int8, name string, pt int8, principal string) fsm.ACLBinding {
 		return fsm.ACLBinding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: principal, Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}
 	}
@@ -613,13 +595,7 @@ func TestTenantAdministrator(t *testing.T) {
 func TestTenantOffsetDeleteSubscribed(t *testing.T) {
 	// A clocked chain: a group's join completes as block time passes.
 	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
-	submit := func(what string, c fsm.Command) {
-		t.Helper()
-		r, err := tb.b.SubmitOne(ctx(t), c)
-		if err != nil || r.Code != 0 {
-			t.Fatalf("%s: %v %+v", what, err, r)
-		}
-	}
+	submit := tb.submitter(t)
 	submit("tenant", fsm.CreateTenant{Name: "acme"})
 	cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
 	if err != nil {

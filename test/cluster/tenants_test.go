@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,10 +36,10 @@ import (
 //     stays empty everywhere. An unsigned record acme's client sends
 //     through the Byzantine broker lands in globex's topic: what a
 //     compromised broker can do to unsigned writes, as documented.
-//   - initech, under load (an idempotent producer and a consumer group
-//     committing), is deleted through an honest broker: on every broker no
-//     file and no name of initech is left, the load's client is refused,
-//     and all four end at one app hash.
+//   - then, the lying broker restarted honest, initech, under load (an
+//     idempotent producer and a consumer group committing), is deleted:
+//     on every broker no file and no name of initech is left, the load's
+//     client is refused, and all four end at one app hash.
 func TestTenantsAcrossBrokers(t *testing.T) {
 	byz := harness.ByzantineBin(t)
 	pwFile := filepath.Join(t.TempDir(), "admin.password")
@@ -202,7 +203,13 @@ func TestTenantsAcrossBrokers(t *testing.T) {
 	c.CheckAppHashes(30*time.Second, c.All()...)
 	t.Logf("%s the honest brokers refused acme's signed record moved to globex; an unsigned one moved", harness.Clock())
 
-	// initech under load, then deleted.
+	// initech under load, then deleted, on four honest brokers: the lying
+	// one, restarted on the honest binary, would otherwise move the load's
+	// group into globex whenever it coordinates it.
+	c.Stop(bad)
+	c.Nodes[bad].Bin, c.Nodes[bad].Env = "", nil
+	c.Start(bad)
+	c.WaitCaughtUp(time.Minute, bad, honest...)
 	stele(props["initech"], "topic", "create", "load", "--partitions", "4")
 	var acked atomic.Int64
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -218,16 +225,31 @@ func TestTenantsAcrossBrokers(t *testing.T) {
 	}
 	producer := initech(kgo.DefaultProduceTopic("load"), kgo.RecordDeliveryTimeout(10*time.Second))
 	consumer := initech(kgo.ConsumeTopics("load"), kgo.ConsumerGroup("readers"), kgo.AutoCommitInterval(300*time.Millisecond))
+	// sent is the index of the last record sent; a record sent after the
+	// deletion (index above deletedAt) sets ranOn when it is answered.
+	var sent, deletedAt atomic.Int64
+	var ranOn atomic.Bool
+	deletedAt.Store(math.MaxInt64)
 	loadDone.Add(2)
 	go func() {
 		defer loadDone.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
+		pace := time.NewTicker(5 * time.Millisecond) // about 200 records a second
+		defer pace.Stop()
+		for i := int64(0); ; i++ {
+			sent.Store(i)
 			producer.Produce(loadCtx, &kgo.Record{Key: []byte(fmt.Sprint(i % 16)), Value: []byte(fmt.Sprint(i))}, func(_ *kgo.Record, err error) {
 				if err == nil {
 					acked.Add(1)
 				}
+				if i > deletedAt.Load() {
+					ranOn.Store(true)
+				}
 			})
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-pace.C:
+			case <-loadCtx.Done():
+				return
+			}
 		}
 	}()
 	go func() {
@@ -254,7 +276,15 @@ func TestTenantsAcrossBrokers(t *testing.T) {
 		t.Errorf("tenant delete initech printed %q", del)
 	}
 	t.Logf("%s initech deleted under load (%d records acknowledged): %s", harness.Clock(), acked.Load(), strings.TrimSpace(del))
-	time.Sleep(2 * time.Second) // the load runs on into the deletion
+	// The load runs on into the deletion: records sent after it are
+	// answered (refused) before the load stops.
+	deletedAt.Store(sent.Load())
+	c.Eventually(time.Minute, "the load's records after the deletion answered", func() error {
+		if !ranOn.Load() {
+			return fmt.Errorf("none answered yet")
+		}
+		return nil
+	})
 	stopLoad()
 	loadDone.Wait()
 	top = c.MaxHeight(c.All()...)

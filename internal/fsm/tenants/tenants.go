@@ -29,8 +29,8 @@
 // brokers of two releases never disagree while a cluster upgrades.
 //
 // It is the top module: it uses topics, groups and producers (the names
-// it owns there), trust (its users' producer keys), cluster (the app
-// version) and security (its users, ACLs and quotas; and signed
+// it owns there, a tenant's stored bytes), trust (its users' producer keys;
+// it sets trust.SignerTenant), cluster (the app version) and security (its users, ACLs and quotas; and signed
 // administration's extension point). Nothing uses it.
 //
 // State, in the metadata store:
