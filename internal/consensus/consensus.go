@@ -119,6 +119,20 @@ type Proposer interface {
 	CheckProposal(height int64, now time.Time, txs [][]byte) error
 }
 
+// Scheduler is implemented by an Application that chooses which of the
+// waiting transactions a proposal carries, beyond taking them in the
+// mempool's order until the block is full (the broker shares each block
+// among tenants: internal/broker/fair.go). The cometbft orderer calls it
+// from PrepareProposal, between blocks, with the transactions that passed
+// ValidateTx in the mempool's order and each one's size as the block counts
+// it; it returns the indices of those to propose, in the order to propose
+// them, whose sizes add up to at most room. What it leaves out stays in the
+// mempool for a later block. It is a proposer's choice, not a rule: peers
+// do not check it.
+type Scheduler interface {
+	ScheduleProposal(height int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int
+}
+
 // Orderer orders transactions into blocks and drives an Application.
 type Orderer interface {
 	// Start begins ordering. It returns once the orderer has caught up with

@@ -179,7 +179,9 @@ func (a *abciApp) InitChain(context.Context, *abci.RequestInitChain) (*abci.Resp
 // so the proposal is a prefix of the valid ones and never exceeds the limit.
 // A non-empty proposal opens with the application's own transactions
 // (consensus.Proposer: the proposer's clock, read here), whose room is
-// kept from the start.
+// kept from the start. An application that is a consensus.Scheduler
+// chooses which valid transactions follow, and in what order, instead of
+// the prefix.
 func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPrepareProposal) (*abci.ResponsePrepareProposal, error) {
 	var opening [][]byte
 	if p, ok := a.app.(consensus.Proposer); ok && len(req.Txs) > 0 {
@@ -188,18 +190,43 @@ func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPreparePro
 	size := types.ComputeProtoSizeForTxs(types.ToTxs(opening))
 	txs := make([][]byte, 0, len(opening)+len(req.Txs))
 	txs = append(txs, opening...)
-	for _, tx := range req.Txs {
-		if err := a.validate(tx); err != nil {
-			a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
-			a.forget(tx)
-			continue
+	if s, ok := a.app.(consensus.Scheduler); ok {
+		// The application chooses among all the valid ones.
+		var valid [][]byte
+		var sizes []int64
+		for _, tx := range req.Txs {
+			if err := a.validate(tx); err != nil {
+				a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
+				a.forget(tx)
+				continue
+			}
+			valid = append(valid, tx)
+			sizes = append(sizes, types.ComputeProtoSizeForTxs([]types.Tx{tx}))
 		}
-		n := types.ComputeProtoSizeForTxs([]types.Tx{tx})
-		if size+n > req.MaxTxBytes {
-			break
+		seen := make([]bool, len(valid))
+		for _, i := range s.ScheduleProposal(req.Height, wallclock.Now(), valid, sizes, req.MaxTxBytes-size) {
+			// Trust, but keep the promise: each at most once, within the limit.
+			if i < 0 || i >= len(valid) || seen[i] || size+sizes[i] > req.MaxTxBytes {
+				continue
+			}
+			seen[i] = true
+			size += sizes[i]
+			txs = append(txs, valid[i])
 		}
-		size += n
-		txs = append(txs, tx)
+	} else {
+		for _, tx := range req.Txs {
+			if err := a.validate(tx); err != nil {
+				a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
+				a.forget(tx)
+				continue
+			}
+			n := types.ComputeProtoSizeForTxs([]types.Tx{tx})
+			if size+n > req.MaxTxBytes {
+				break
+			}
+			size += n
+			txs = append(txs, tx)
+		}
 	}
 	if len(txs) == len(opening) {
 		txs = nil // nothing valid to propose: an empty block

@@ -130,6 +130,43 @@ func TestPrepareProposalKeepsOrderDropsInvalidAndStaysWithinLimit(t *testing.T) 
 	}
 }
 
+// schedulingApp is a fakeApp that is a consensus.Scheduler answering
+// pick, whatever it is offered.
+type schedulingApp struct {
+	fakeApp
+	pick    []int
+	offered [][]byte
+	room    int64
+}
+
+func (s *schedulingApp) ScheduleProposal(_ int64, _ time.Time, txs [][]byte, sizes []int64, room int64) []int {
+	s.offered, s.room = txs, room
+	return s.pick
+}
+
+// TestPrepareProposalScheduled: a consensus.Scheduler is offered the valid
+// transactions and chooses the proposal's order; what it answers out of
+// range, twice, or beyond the limit is left out.
+func TestPrepareProposalScheduled(t *testing.T) {
+	app := &schedulingApp{pick: []int{1, 0, 7, -1, 1, 2}}
+	a, _ := newTestAdapter(app, 100)
+	txs := [][]byte{[]byte("t1"), []byte("bad1"), []byte("t2"), []byte("t3-longer")}
+	limit := protoSize("t1", "t2") + 3
+	res, err := a.PrepareProposal(context.Background(), &abci.RequestPrepareProposal{MaxTxBytes: limit, Txs: txs, Height: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]byte{[]byte("t1"), []byte("t2"), []byte("t3-longer")}; !reflect.DeepEqual(app.offered, want) {
+		t.Errorf("offered %q, want the valid %q", app.offered, want)
+	}
+	if app.room != limit {
+		t.Errorf("room %d, want %d", app.room, limit)
+	}
+	if want := [][]byte{[]byte("t2"), []byte("t1")}; !reflect.DeepEqual(res.Txs, want) {
+		t.Errorf("proposal %q, want %q (t3-longer no longer fits)", res.Txs, want)
+	}
+}
+
 func TestProcessProposalRejectsInvalidOversizedAndPanicking(t *testing.T) {
 	a, _ := newTestAdapter(&fakeApp{}, 8)
 	ctx := context.Background()
