@@ -33,6 +33,17 @@ func (a app) CheckProposal(height int64, now time.Time, txs [][]byte) error {
 	return a.b.fsm.CheckProposal(height, now.UnixMilli(), txs)
 }
 
+// ScheduleProposal implements consensus.Scheduler: tenants share the
+// block (fair.go).
+func (a app) ScheduleProposal(_ int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int {
+	if a.b.opts.TenantShare <= 0 {
+		return prefix(sizes, room)
+	}
+	picked, deferred := a.b.fair.schedule(now, txs, sizes, room)
+	a.b.metrics.deferred.Add(float64(deferred))
+	return picked
+}
+
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
 	for _, m := range blk.Misbehavior {
 		// Evidence is part of the block, so every broker sees the same;
@@ -88,6 +99,7 @@ func (a app) Commit() (int64, error) {
 				continue
 			}
 			delete(b.mu.waiting, nonce)
+			b.doneLocked(in)
 			b.metrics.commitLatency.Observe(now.Sub(in.submitted).Seconds())
 			var refused error
 			switch {
@@ -150,6 +162,7 @@ func (b *Broker) expireLocked(now time.Time) {
 	for n, in := range b.mu.waiting {
 		if now.Sub(in.submitted) > abandonAfter {
 			delete(b.mu.waiting, n)
+			b.doneLocked(in)
 			for _, s := range in.slots {
 				s.req.finish(s.idx, fsm.Result{}, fmt.Errorf("stele/broker: not committed within %v", abandonAfter))
 			}

@@ -61,6 +61,16 @@ type Options struct {
 	// MaxCertifying bounds the transactions being certified at once;
 	// Enqueue waits beyond it. Default 8.
 	MaxCertifying int
+	// TenantShare, when positive, shares blocks among tenants while more
+	// than one produces: each tenant's commands go into transactions of
+	// their own of at most this many bytes, and a block this broker
+	// proposes holds at most this many bytes of each tenant's records
+	// (fair.go). 0 leaves blocks to the mempool's order.
+	TenantShare int64
+	// PeekBatch, when set, returns a certificate's payload if this broker
+	// has it in memory (dataplane.Plane.Peek): how the proposer learns the
+	// tenant of a batch another broker certified.
+	PeekBatch func(fsm.Certificate) ([]byte, bool)
 	// UpgradeRequired, when set, is called (on the consensus goroutine,
 	// so it must not block) after a Commit that leaves the next block at
 	// the height of an upgrade this binary cannot run
@@ -93,13 +103,20 @@ type Broker struct {
 	fsm     *fsm.FSM
 	orderer consensus.Orderer
 	metrics *metrics
+	fair    *fairness
 
 	queue chan *request
-	// certifying holds the transactions being certified, in the order
-	// they were made; they are ordered in that order.
-	certifying chan *certJob
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// release wakes the submit loop to send held transactions (fair.go).
+	release chan struct{}
+	// certSlots holds a token for each transaction being certified or
+	// waiting to be ordered (at most MaxCertifying); lastCert is, per
+	// class (fair.go), closed when the last transaction certify started
+	// has been handed to the orderer or failed. Only the submit loop
+	// touches lastCert.
+	certSlots chan struct{}
+	lastCert  map[string]chan struct{}
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	// lastCommit is the wall time (UnixNano) of the last Commit.
 	lastCommit atomic.Int64
 
@@ -111,6 +128,9 @@ type Broker struct {
 		// byBatch finds the transaction of a certificate whose payload
 		// was not read (the certificate was refused).
 		byBatch map[fsm.Digest]fsm.Nonce
+		// flows are the tenants' transactions in ordering and held back
+		// (fair.go).
+		flows   map[string]*flow
 		commits uint64
 		applied *fsm.BlockOutcome
 		changed chan struct{}
@@ -132,6 +152,8 @@ type request struct {
 type inflight struct {
 	submitted time.Time
 	slots     []slot
+	class     string // fair.go
+	size      int64
 }
 
 type slot struct {
@@ -143,12 +165,29 @@ type slot struct {
 func New(f *fsm.FSM, opts Options) *Broker {
 	opts.setDefaults()
 	b := &Broker{opts: opts, fsm: f, queue: make(chan *request, 1024), stop: make(chan struct{})}
-	b.certifying = make(chan *certJob, opts.MaxCertifying)
+	b.certSlots = make(chan struct{}, opts.MaxCertifying)
+	b.lastCert = map[string]chan struct{}{}
 	b.mu.waiting = map[fsm.Nonce]*inflight{}
 	b.mu.byBatch = map[fsm.Digest]fsm.Nonce{}
+	b.mu.flows = map[string]*flow{}
+	b.release = make(chan struct{}, 1)
 	b.mu.changed = make(chan struct{})
 	b.metrics = newMetrics(opts.Registerer, f)
+	b.fair = newFairness(opts.TenantShare, opts.PeekBatch, b.ownClass)
 	return b
+}
+
+// ownClass returns the class (fair.go) of a certificate this broker made
+// whose transaction has not been answered yet.
+func (b *Broker) ownClass(d fsm.Digest) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.mu.byBatch[d]; ok {
+		if in, ok := b.mu.waiting[n]; ok {
+			return in.class, true
+		}
+	}
+	return "", false
 }
 
 // App returns the consensus.Application the orderer drives.
@@ -157,9 +196,8 @@ func (b *Broker) App() consensus.Application { return app{b} }
 // Start begins submitting to the orderer, which must already be started.
 func (b *Broker) Start(o consensus.Orderer) {
 	b.orderer = o
-	b.wg.Add(3)
+	b.wg.Add(2)
 	go b.submitLoop()
-	go b.orderCertified()
 	go b.tickLoop()
 }
 
@@ -250,6 +288,14 @@ func (b *Broker) Close() {
 		}
 		delete(b.mu.waiting, n)
 	}
+	for _, f := range b.mu.flows {
+		for _, h := range f.held {
+			for _, s := range h.in.slots {
+				s.req.finish(s.idx, fsm.Result{}, ErrClosed)
+			}
+		}
+	}
+	b.mu.flows = map[string]*flow{}
 	b.mu.Unlock()
 }
 
@@ -456,6 +502,9 @@ func (b *Broker) submitLoop() {
 		var first *request
 		select {
 		case first = <-b.queue:
+		case <-b.release:
+			b.releaseHeld()
+			continue
 		case <-b.stop:
 			return
 		}
@@ -473,38 +522,72 @@ func (b *Broker) submitLoop() {
 	}
 }
 
-// submitBatch packs the requests' commands into transactions and submits them.
+// submitBatch packs the requests' commands into transactions and submits
+// them: each tenant's produce commands in transactions of their own, and
+// the commands without records in theirs (fair.go's classes), in the
+// order the classes first come; while tenants contend, a tenant's
+// transactions are at most Options.TenantShare bytes.
 func (b *Broker) submitBatch(reqs []*request) {
-	var (
+	type pack struct {
 		tx    fsm.Tx
 		slots []slot
 		size  int
+	}
+	var (
+		order []string
+		packs = map[string]*pack{}
+		limit = b.opts.MaxTxBytes - 64
 	)
-	flush := func() {
-		if len(tx.Commands) > 0 {
-			b.send(tx, slots)
+	share := limit
+	if b.opts.TenantShare > 0 {
+		now := time.Now()
+		for _, r := range reqs {
+			for _, i := range r.valid {
+				b.fair.saw(commandClass(r.cmds[i]), now)
+			}
 		}
-		tx, slots, size = fsm.Tx{}, nil, 0
+		if b.fair.contended(now) && b.opts.TenantShare < int64(share) {
+			share = int(b.opts.TenantShare)
+		}
+	}
+	flush := func(p *pack) {
+		if len(p.tx.Commands) > 0 {
+			b.send(p.tx, p.slots)
+		}
+		p.tx, p.slots, p.size = fsm.Tx{}, nil, 0
 	}
 	for _, r := range reqs {
 		for _, i := range r.valid {
 			c := r.cmds[i]
 			n := commandSize(c)
-			if n > b.opts.MaxTxBytes-64 {
+			if n > limit {
 				b.mu.Lock()
-				r.finish(i, fsm.Result{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, b.opts.MaxTxBytes-64))
+				r.finish(i, fsm.Result{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, limit))
 				b.mu.Unlock()
 				continue
 			}
-			if size+n > b.opts.MaxTxBytes-64 {
-				flush()
+			class := commandClass(c)
+			p, ok := packs[class]
+			if !ok {
+				p = &pack{}
+				packs[class] = p
+				order = append(order, class)
 			}
-			tx.Commands = append(tx.Commands, c)
-			slots = append(slots, slot{r, i})
-			size += n
+			max := limit
+			if isTenantClass(class) {
+				max = share
+			}
+			if p.size > 0 && p.size+n > max {
+				flush(p)
+			}
+			p.tx.Commands = append(p.tx.Commands, c)
+			p.slots = append(p.slots, slot{r, i})
+			p.size += n
 		}
 	}
-	flush()
+	for _, class := range order {
+		flush(packs[class])
+	}
 }
 
 func commandSize(c fsm.Command) int {
@@ -514,17 +597,30 @@ func commandSize(c fsm.Command) int {
 	return 256
 }
 
+// send submits a transaction, or holds it back while its tenant has its
+// fill in ordering (fair.go). It runs on the submit loop only.
 func (b *Broker) send(tx fsm.Tx, slots []slot) {
 	if _, err := rand.Read(tx.Nonce[:]); err != nil {
 		b.failSlots(slots, err)
 		return
 	}
 	raw := fsm.EncodeTx(tx)
+	in := &inflight{slots: slots, class: commandClass(tx.Commands[0]), size: int64(len(raw))}
+	if b.hold(tx, raw, in) {
+		return
+	}
+	b.dispatch(tx, raw, in)
+}
+
+// dispatch registers a transaction counted in its flow as waiting and
+// hands it to certification or the orderer.
+func (b *Broker) dispatch(tx fsm.Tx, raw []byte, in *inflight) {
+	in.submitted = time.Now()
 	b.mu.Lock()
-	b.mu.waiting[tx.Nonce] = &inflight{submitted: time.Now(), slots: slots}
+	b.mu.waiting[tx.Nonce] = in
 	b.mu.Unlock()
 	if b.opts.Certifier != nil {
-		b.certify(tx, raw)
+		b.certify(tx, raw, in.class)
 		return
 	}
 	b.order(tx, raw)
@@ -560,7 +656,10 @@ func orderingError(err error) error {
 func (b *Broker) abort(tx fsm.Tx, err error) {
 	b.mu.Lock()
 	in, still := b.mu.waiting[tx.Nonce]
-	delete(b.mu.waiting, tx.Nonce)
+	if still {
+		delete(b.mu.waiting, tx.Nonce)
+		b.doneLocked(in)
+	}
 	b.mu.Unlock()
 	if still {
 		b.opts.Logger.Warn("a transaction was not ordered", "commands", len(tx.Commands), "err", err)
@@ -568,57 +667,61 @@ func (b *Broker) abort(tx fsm.Tx, err error) {
 	}
 }
 
-// certJob is a transaction being certified.
-type certJob struct {
-	tx   fsm.Tx
-	cert fsm.Certificate
-	err  error
-	done chan struct{}
-}
-
-// certify starts certifying a transaction and queues it to be ordered
-// after the transactions made before it; it waits while MaxCertifying
-// are in progress, which pushes back on the submit loop and so on Enqueue.
-func (b *Broker) certify(tx fsm.Tx, raw []byte) {
-	j := &certJob{tx: tx, done: make(chan struct{})}
+// certify certifies a transaction in the background and orders it after
+// the transactions of its class (fair.go) made before it, so a tenant's
+// transactions are ordered in the order they were made while one tenant's
+// slow certifications do not hold up another's. It waits while
+// MaxCertifying are being certified or waiting for their turn, which
+// pushes back on the submit loop and so on Enqueue. It runs on the submit
+// loop only.
+func (b *Broker) certify(tx fsm.Tx, raw []byte, class string) {
 	select {
-	case b.certifying <- j:
+	case b.certSlots <- struct{}{}:
 	case <-b.stop:
 		b.abort(tx, ErrClosed)
 		return
 	}
+	prev := b.lastCert[class]
+	turn := make(chan struct{})
+	b.lastCert[class] = turn
+	if len(b.lastCert) > 64 {
+		for c, ch := range b.lastCert {
+			select {
+			case <-ch:
+				delete(b.lastCert, c)
+			default:
+			}
+		}
+	}
 	go func() {
-		defer close(j.done)
+		defer func() { <-b.certSlots }()
+		defer close(turn)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		j.cert, j.err = b.opts.Certifier.Certify(ctx, raw)
-	}()
-}
-
-// orderCertified orders certified transactions in the order they were made.
-func (b *Broker) orderCertified() {
-	defer b.wg.Done()
-	for {
-		var j *certJob
-		select {
-		case j = <-b.certifying:
-		case <-b.stop:
-			return
+		cert, err := b.opts.Certifier.Certify(ctx, raw)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-b.stop:
+				b.abort(tx, ErrClosed)
+				return
+			}
 		}
 		select {
-		case <-j.done:
 		case <-b.stop:
+			b.abort(tx, ErrClosed)
 			return
+		default:
 		}
-		if j.err != nil {
-			b.abort(j.tx, fmt.Errorf("%w: %v", ErrUncertified, j.err))
-			continue
+		if err != nil {
+			b.abort(tx, fmt.Errorf("%w: %v", ErrUncertified, err))
+			return
 		}
 		b.mu.Lock()
-		b.mu.byBatch[j.cert.Digest] = j.tx.Nonce
+		b.mu.byBatch[cert.Digest] = tx.Nonce
 		b.mu.Unlock()
-		b.order(j.tx, fsm.EncodeCertifiedTx(j.cert))
-	}
+		b.order(tx, fsm.EncodeCertifiedTx(cert))
+	}()
 }
 
 func (b *Broker) failSlots(slots []slot, err error) {

@@ -13,6 +13,8 @@ type metrics struct {
 	height        prometheus.Gauge
 	evidence      *prometheus.CounterVec
 	localFaults   *prometheus.CounterVec
+	deferred      prometheus.Counter
+	held          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
@@ -42,11 +44,19 @@ func newMetrics(reg prometheus.Registerer, f *fsm.FSM) *metrics {
 			Namespace: "stele", Name: "local_faults_total",
 			Help: "Local disk or store faults while applying (stage=apply) or committing (stage=commit) a block; each stops the broker (fail-stop).",
 		}, []string{"stage"}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Name: "proposal_deferred_transactions_total",
+			Help: "Transactions this broker's proposals left in the mempool for a later block to share the block among tenants (--tenant-block-share).",
+		}),
+		held: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "stele", Name: "transactions_held_total",
+			Help: "Transactions of a tenant this broker held back while it had its fill in ordering and other tenants produced (--tenant-block-share).",
+		}),
 	}
 	h, _ := f.Info()
 	m.height.Set(float64(h))
 	if reg != nil {
-		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height, m.evidence, m.localFaults)
+		reg.MustRegister(m.txs, m.txBytes, m.commitLatency, m.height, m.evidence, m.localFaults, m.deferred, m.held)
 	}
 	return m
 }

@@ -150,6 +150,15 @@ func (s *SnapshotApp) CheckProposal(height int64, now time.Time, txs [][]byte) e
 	return nil
 }
 
+// ScheduleProposal passes the wrapped application's consensus.Scheduler
+// on; without one, the proposal is the mempool's prefix that fits.
+func (s *SnapshotApp) ScheduleProposal(height int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int {
+	if p, ok := s.Application.(consensus.Scheduler); ok {
+		return p.ScheduleProposal(height, now, txs, sizes, room)
+	}
+	return prefix(sizes, room)
+}
+
 // NewSnapshotApp wraps app, whose state machine is f. It opens the complete
 // snapshots in opts.Dir and deletes incomplete ones (a crash during a
 // build) and any restore's leftovers.

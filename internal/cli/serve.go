@@ -147,6 +147,7 @@ win over it.`,
 	f.DurationVar(&cfg.TimeoutCommit, "timeout-commit", 0, "CometBFT pause after each block (default 0: the next block starts at once)")
 	f.DurationVar(&cfg.TimeoutPropose, "timeout-propose", 0, "how long brokers wait for a height's proposal before moving to the next round: what a height costs when its proposer is down (default 1s; 3s with --inline-batches, whose blocks carry the records)")
 	f.BoolVar(&cfg.InlineBatches, "inline-batches", false, "carry record bytes inside CometBFT transactions instead of the certified data plane (for comparison; every broker of a cluster applies both)")
+	f.Int64Var(&cfg.TenantBlockShare, "tenant-block-share", cfg.TenantBlockShare, "while more than one tenant produces, the bytes of records each may have in a block this broker proposes (the rest wait for the next block, so one tenant's bursts do not hold up another's records); 0: blocks take transactions in the order they came")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (for performance work; no authentication)")
 	f.StringVar(&logLevel, "log-level", envOr("STELE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env STELE_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -203,6 +203,19 @@ func (p *Plane) holds(d fsm.Digest) bool {
 	return p.recent.has(d) || p.opts.Store.Has(d)
 }
 
+// Peek returns c's payload if this broker has it in memory (stored or
+// fetched recently and not yet applied), without reading the disk or
+// taking it from the memory apply reads first: for a look at what a
+// certificate carries (the broker's proposer sharing blocks among tenants).
+// The caller must not change it.
+func (p *Plane) Peek(c fsm.Certificate) ([]byte, bool) {
+	b, ok := p.recent.peek(c.Digest)
+	if !ok || uint32(len(b)) != c.Size {
+		return nil, false
+	}
+	return b, true
+}
+
 // local returns c's payload if this broker holds it.
 func (p *Plane) local(c fsm.Certificate) ([]byte, bool) {
 	if b, ok := p.recent.take(c.Digest); ok && uint32(len(b)) == c.Size {

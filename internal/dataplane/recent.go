@@ -65,6 +65,15 @@ func (r *recentBatches) has(d fsm.Digest) bool {
 	return ok
 }
 
+// peek returns the payload stored under d, if it is here, and keeps it.
+// The caller must not change it.
+func (r *recentBatches) peek(d fsm.Digest) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.m[d]
+	return b, ok
+}
+
 // take returns and forgets the payload stored under d, if it is here.
 func (r *recentBatches) take(d fsm.Digest) ([]byte, bool) {
 	r.mu.Lock()

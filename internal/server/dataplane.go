@@ -104,9 +104,15 @@ func (a prefetchingApp) CheckProposal(height int64, now time.Time, txs [][]byte)
 	return a.Application.(consensus.Proposer).CheckProposal(height, now, txs)
 }
 
+// ScheduleProposal passes the broker's consensus.Scheduler on.
+func (a prefetchingApp) ScheduleProposal(height int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int {
+	return a.Application.(consensus.Scheduler).ScheduleProposal(height, now, txs, sizes, room)
+}
+
 var (
 	_ consensus.Versioned = prefetchingApp{}
 	_ consensus.Proposer  = prefetchingApp{}
+	_ consensus.Scheduler = prefetchingApp{}
 )
 
 func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {

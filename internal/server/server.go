@@ -150,6 +150,10 @@ type Config struct {
 	// InlineBatches orders record bytes inside CometBFT transactions
 	// instead of through the certified data plane (DESIGN.md §4).
 	InlineBatches bool
+	// TenantBlockShare is broker.Options.TenantShare: while more than one
+	// tenant produces, each has at most this many bytes of records in a
+	// block this broker proposes (0: blocks follow the mempool's order).
+	TenantBlockShare int64
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP listener.
 	Pprof  bool
 	Logger *slog.Logger
@@ -171,8 +175,14 @@ func DefaultConfig() Config {
 		MaxConnectionsPerIP:       DefaultMaxConnections,
 		MaxConnectionCreationRate: DefaultMaxConnections,
 		SASLMechanisms:            DefaultSASLMechanisms,
+		TenantBlockShare:          DefaultTenantBlockShare,
 	}
 }
+
+// DefaultTenantBlockShare is --tenant-block-share's default: a tenant's
+// share of a block while tenants contend, the size of one full batch of
+// a Kafka producer's partition (batch.size up to max.message.bytes).
+const DefaultTenantBlockShare = 1 << 20
 
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
@@ -198,6 +208,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultPartitions < 1 {
 		return fmt.Errorf("stele/server: num.partitions must be at least 1, got %d", c.DefaultPartitions)
+	}
+	if c.TenantBlockShare < 0 {
+		return fmt.Errorf("stele/server: --tenant-block-share must be 0 (off) or a number of bytes, got %d", c.TenantBlockShare)
 	}
 	return c.validateConnectionLimits()
 }
@@ -384,6 +397,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if !cfg.InlineBatches {
 		bopts.Certifier = n.plane
 	}
+	bopts.TenantShare, bopts.PeekBatch = cfg.TenantBlockShare, n.plane.Peek
 	n.broker = broker.New(n.fsm, bopts)
 	// Before a block is applied, the data plane starts fetching the
 	// batches it names that this broker lacks, in parallel.
