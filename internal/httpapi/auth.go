@@ -141,7 +141,8 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		if tenant := g.tenantOf(principal); tenant != "" {
+		tenant := g.tenantOf(principal)
+		if tenant != "" {
 			// A tenant's user names its tenant's topics by their short
 			// names, as its Kafka clients do (docs/tenants.md).
 			if topic := r.PathValue("topic"); topic != "" {
@@ -161,7 +162,11 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 		allow := func(rt, op int8, name string) bool {
 			return g.authorize(principal, r, routeACL{rt, op, func(*http.Request) string { return name }})
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authorizerKey{}, allow)))
+		ctx := context.WithValue(r.Context(), authorizerKey{}, allow)
+		if tenant != "" {
+			ctx = context.WithValue(ctx, tenantKey{}, tenant)
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -206,9 +211,10 @@ func (g *guard) tenantOf(principal string) string {
 	return t
 }
 
-// tenantBody holds a tenant's user's JSON answer and names its topics back
-// by their short names when the handler is done: every "topic" field that
-// holds the tenant's prefix, and the prefix in an "error" message. Record
+// tenantBody holds a tenant's user's JSON answer and names its topics and
+// groups back by their short names when the handler is done: every "topic"
+// and "group" field that holds the tenant's prefix, and the prefix in an
+// "error" message. Record
 // keys and values are left as they are. Only the JSON answers of
 // non-streaming routes pass through it.
 type tenantBody struct {
@@ -282,7 +288,7 @@ func (t *tenantBody) rename(v any, field string) any {
 		}
 	case string:
 		switch field {
-		case "topic":
+		case "topic", "group":
 			return strings.TrimPrefix(v, t.prefix)
 		case "error":
 			return strings.ReplaceAll(v, t.prefix, "")
@@ -381,6 +387,19 @@ func (g *guard) lockedLocked(k loginKey, now time.Time) bool {
 
 // authorizerKey keys the request's authorizer in its context.
 type authorizerKey struct{}
+
+// tenantKey keys, in a tenant's user's request's context, its tenant.
+type tenantKey struct{}
+
+// qualified is a topic or group name in r's body as the state has it: a
+// tenant's user's names are its tenant's (path values are qualified by
+// wrap before the handler runs).
+func qualified(r *http.Request, name string) string {
+	if t, ok := r.Context().Value(tenantKey{}).(string); ok && t != "" {
+		return fsm.Qualify(t, name)
+	}
+	return name
+}
 
 // allowed reports whether r's principal may perform op on the resource
 // (always, on a handler served without Security).

@@ -170,6 +170,8 @@ func serveWait(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusBadRequest, "partition, offset and timeout_ms must be 0 or more")
 			return
 		}
+		// A tenant's user names its tenant's topic and group.
+		req.Topic, req.Group = qualified(r, req.Topic), qualified(r, req.Group)
 		// What OffsetFetch needs: DESCRIBE on the group and the topic.
 		if !allowed(r, fsm.ACLResourceGroup, fsm.ACLOpDescribe, req.Group) || !allowed(r, fsm.ACLResourceTopic, fsm.ACLOpDescribe, req.Topic) {
 			httpError(w, http.StatusForbidden, "not authorized to describe group %q and topic %q", req.Group, req.Topic)

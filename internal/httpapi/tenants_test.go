@@ -152,6 +152,29 @@ func TestHTTPTenantUsers(t *testing.T) {
 	if code, body := do("GET", "/v1/topics/globex~t/keys/k/events", "alice@acme", "alice-pw", ""); code != http.StatusNotFound || strings.Contains(body, "acme~") {
 		t.Errorf("alice GET globex~t: %d %s, want 404 for a topic of acme's that does not exist", code, body)
 	}
+	// POST /v1/wait names her tenant's topic and group by their short
+	// names, in the body and in the answer.
+	for _, c := range []fsm.Command{
+		fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: fsm.ACLResourceGroup, ResourceName: "acme~", PatternType: fsm.ACLPatternPrefixed,
+			Principal: "User:alice@acme", Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}},
+		fsm.OffsetCommit{Group: "acme~billing", Generation: -1, Topic: "acme~t", Partition: 0, Offset: 1, LeaderEpoch: -1},
+	} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	code, body = do("POST", "/v1/wait", "alice@acme", "alice-pw", `{"topic":"t","partition":0,"offset":0,"group":"billing","timeout_ms":5000}`)
+	if code != http.StatusOK || strings.Contains(body, "acme~") || !strings.Contains(body, `"group":"billing"`) || !strings.Contains(body, `"topic":"t"`) {
+		t.Errorf("alice waits for her group billing: %d %s", code, body)
+	}
+	code, body = do("POST", "/v1/wait", "alice@acme", "alice-pw", `{"topic":"t","partition":0,"offset":1,"group":"billing","timeout_ms":1}`)
+	if code != http.StatusGatewayTimeout || strings.Contains(body, "acme~") || !strings.Contains(body, `group \"billing\"`) {
+		t.Errorf("alice's wait past the commit: %d %s, want 504 naming her group by its short name", code, body)
+	}
+	// The default tenant's group of that name is not hers.
+	if code, body := do("POST", "/v1/wait", "admin", "admin-pw", `{"topic":"t","partition":0,"offset":0,"group":"billing","timeout_ms":1}`); code != http.StatusGatewayTimeout {
+		t.Errorf("the default tenant's billing: %d %s, want 504 (it committed nothing)", code, body)
+	}
 	for _, path := range []string{"/v1/state/proof?key=m%2Ftopics%2Ft", "/v1/tenants"} {
 		if code, _ := do("GET", path, "alice@acme", "alice-pw", ""); code != http.StatusForbidden {
 			t.Errorf("alice GET %s: %d, want 403", path, code)
