@@ -16,7 +16,13 @@
 #                          quota protects quiet from).
 #
 #   bench/noisy.sh [--quota BYTES_PER_S] [--rate N] [--duration D]
-#                  [--lead SECONDS] [--reps N] [--bin PATH]
+#                  [--lead SECONDS] [--reps N] [--share BYTES]
+#                  [--noisy-batch-bytes BYTES] [--bin PATH]
+#
+# --share is the broker's --tenant-block-share (default: stele serve's,
+# 1 MiB; 0 turns the sharing of blocks among tenants off, as before it
+# was built); --noisy-batch-bytes the noisy producers' largest batch
+# (batch.max.bytes; default the client's, 1 MB).
 #
 # One JSON line per measurement on stdout (peer stele-1, scenario, p50_ms,
 # p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
@@ -28,6 +34,8 @@ rate=200
 duration=30s
 lead=15
 reps=1
+share=""
+noisy_batch=0
 bin=""
 while (($#)); do
 	case $1 in
@@ -36,8 +44,10 @@ while (($#)); do
 	--duration) duration=$2; shift 2 ;;
 	--lead) lead=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
+	--share) share=$2; shift 2 ;;
+	--noisy-batch-bytes) noisy_batch=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
-	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -62,7 +72,9 @@ base="$(free_base_port 0 1 2)"
 kafka="127.0.0.1:$base"
 http="127.0.0.1:$((base + 1))"
 printf 'admin-%s\n' "$RANDOM$RANDOM" >"$d/admin.password"
-start_bg "$d/serve.log" "$bin" serve --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
+share_args=()
+[[ -n $share ]] && share_args=(--tenant-block-share "$share")
+start_bg "$d/serve.log" "$bin" serve "${share_args[@]}" --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
 	--p2p "127.0.0.1:$((base + 2))" --admin-password-file "$d/admin.password" --log-level warn
 serve=$BG_PID
 deadline=$((SECONDS + 60))
@@ -98,7 +110,7 @@ quiet_run() {
 # noisy_bg TOPIC SECONDS: the noisy tenant, open loop; sets NOISY_PID.
 noisy_bg() {
 	"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" bench produce --create --topic "$1" --partitions 4 \
-		--producers 4 --record-size 16384 --duration "${2}s" -q --output json >"$d/$1.json" 2>"$d/$1.err" &
+		--producers 4 --record-size 16384 --batch-max-bytes "$noisy_batch" --duration "${2}s" -q --output json >"$d/$1.json" 2>"$d/$1.err" &
 	NOISY_PID=$!
 }
 measure() { # SCENARIO NOISY_TOPIC|-
@@ -116,7 +128,7 @@ measure() { # SCENARIO NOISY_TOPIC|-
 	if [[ $topic != - ]]; then
 		"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" topic delete "$topic" >/dev/null || die "topic delete"
 	fi
-	json_line peer=stele-1 scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" \
+	json_line peer=stele-1 scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" \
 		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
 		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
 		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb"
