@@ -28,7 +28,9 @@ import (
 //     in turn; a tenant's first transaction is taken even when it is
 //     larger, so no tenant starves. Transactions without records (offset
 //     commits, administration: the control class) go first, in the
-//     mempool's order.
+//     mempool's order. When light tenants (little waiting) and heavy ones
+//     both wait, every other block leaves the heavy ones out
+//     (lightShareDivisor).
 //
 // Whether contended or not, the transactions of a class are certified and
 // handed to the orderer in the order they were made, and those of
@@ -109,6 +111,8 @@ type fairness struct {
 	mu struct {
 		sync.Mutex
 		seen map[string]time.Time // tenant class → last time it waited
+		// skipped: the last proposal left the heavy tenants out.
+		skipped bool
 		// known caches classes by transaction (an inline one's header
 		// and nonce, a certificate's digest); each proposal keeps only
 		// the entries of the transactions it was offered.
@@ -215,9 +219,44 @@ func (f *fairness) schedule(now time.Time, txs [][]byte, sizes []int64, room int
 	if !contended || f.share <= 0 {
 		return prefix(sizes, room), 0
 	}
-	picked = shareBlock(classes, sizes, costs, room, f.share)
+	// Light tenants' transactions get a block without the heavy ones'
+	// every other time (lightShareDivisor).
+	pending := map[string]int64{}
+	for i, c := range classes {
+		if c != controlClass {
+			pending[c] += costs[i]
+		}
+	}
+	var skip map[string]bool
+	light := false
+	for c, n := range pending {
+		if n <= f.share/lightShareDivisor {
+			light = true
+		} else {
+			if skip == nil {
+				skip = map[string]bool{}
+			}
+			skip[c] = true
+		}
+	}
+	f.mu.Lock()
+	if !light || f.mu.skipped {
+		skip = nil
+	}
+	f.mu.skipped = skip != nil
+	f.mu.Unlock()
+	picked = shareBlock(classes, sizes, costs, room, f.share, skip)
 	return picked, len(txs) - len(picked)
 }
+
+// lightShareDivisor: a tenant with at most share/lightShareDivisor bytes of
+// records waiting is light, one with more heavy. While tenants contend and
+// both kinds wait, every other block this broker proposes carries the
+// light tenants' transactions (and the control class's) without the heavy
+// ones': a light tenant's record then waits for at most the block being
+// applied when it came, not also for a heavy tenant's batch in its own
+// block, and a heavy tenant still has at least every other block.
+const lightShareDivisor = 16
 
 // prefix takes transactions in order until the next does not fit.
 func prefix(sizes []int64, room int64) []int {
@@ -233,11 +272,12 @@ func prefix(sizes []int64, room int64) []int {
 }
 
 // shareBlock takes the control class's transactions in order, then one
-// transaction of each other class in turn (classes in the order they
-// first appear), each class's in its order, while the class's costs stay
-// within share (its first is taken whatever its cost) and the block's
-// sizes within room. It is a pure function of its arguments.
-func shareBlock(classes []string, sizes, costs []int64, room, share int64) []int {
+// transaction of each other class but those in skip in turn (classes in
+// the order they first appear), each class's in its order, while the
+// class's costs stay within share (its first is taken whatever its cost)
+// and the block's sizes within room. It is a pure function of its
+// arguments.
+func shareBlock(classes []string, sizes, costs []int64, room, share int64, skip map[string]bool) []int {
 	var out []int
 	var order []string
 	queues := map[string][]int{}
@@ -247,6 +287,9 @@ func shareBlock(classes []string, sizes, costs []int64, room, share int64) []int
 				room -= sizes[i]
 				out = append(out, i)
 			}
+			continue
+		}
+		if skip[c] {
 			continue
 		}
 		if _, ok := queues[c]; !ok {

@@ -37,13 +37,13 @@ func TestShareBlock(t *testing.T) {
 		{"order kept", []string{"a", "a", "a", "b", "b"}, []int64{10, 30, 1, 5, 5}, 30, 100, []int{0, 3, 4}},
 		{"one tenant", []string{"a", "a", "a"}, []int64{10, 10, 10}, 1000, 15, []int{0}},
 	} {
-		got := shareBlock(tc.classes, tc.costs, tc.costs, tc.room, tc.share)
+		got := shareBlock(tc.classes, tc.costs, tc.costs, tc.room, tc.share, nil)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: picked %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A certificate's cost is its payload, its size in the block small.
-	got := shareBlock([]string{"a", "a", "b"}, []int64{200, 200, 200}, []int64{1 << 20, 1 << 20, 100}, 1000, 1<<20)
+	got := shareBlock([]string{"a", "a", "b"}, []int64{200, 200, 200}, []int64{1 << 20, 1 << 20, 100}, 1000, 1<<20, nil)
 	if !slices.Equal(got, []int{0, 2}) {
 		t.Errorf("certificates: picked %v", got)
 	}
@@ -371,5 +371,32 @@ func TestCertifiedInClassOrder(t *testing.T) {
 	b.mu.Unlock()
 	if recs[0] >= recs[1] {
 		t.Fatalf("acme's transactions ordered out of the order they were made: batch sizes %v", recs)
+	}
+}
+
+// TestScheduleLightAlternates: while a light tenant and a heavy one both
+// wait, every other proposal leaves the heavy one out.
+func TestScheduleLightAlternates(t *testing.T) {
+	if got := shareBlock([]string{"a", controlClass, "b", "a"}, []int64{1, 1, 1, 1}, []int64{1, 1, 1, 1}, 100, 100, map[string]bool{"a": true}); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("shareBlock skipping a: %v", got)
+	}
+	f := newFairness(1<<20, nil, func(fsm.Digest) (string, bool) { return "", false })
+	big := func(topic string, n byte) []byte {
+		tx := fsm.Tx{Commands: []fsm.Command{fsm.Produce{Topic: topic, Records: valueBatch(t, 1, 600<<10)}}}
+		tx.Nonce[0] = n
+		return fsm.EncodeTx(tx)
+	}
+	txs := [][]byte{big("acme~t", 1), big("acme~t", 2), produceTx(t, "orders")}
+	sizes := []int64{int64(len(txs[0])), int64(len(txs[1])), int64(len(txs[2]))}
+	now := time.Unix(1000, 0)
+	for i, want := range [][]int{{2}, {0, 2}, {2}, {0, 2}} {
+		if got, _ := f.schedule(now.Add(time.Duration(i)*time.Millisecond), txs, sizes, 64<<20); !slices.Equal(got, want) {
+			t.Fatalf("proposal %d: %v, want %v", i, got, want)
+		}
+	}
+	// Without a light tenant waiting, nothing is left out for it.
+	txs, sizes = txs[:2], sizes[:2]
+	if got, _ := f.schedule(now.Add(5*time.Millisecond), txs, sizes, 64<<20); !slices.Equal(got, []int{0}) {
+		t.Fatalf("heavy alone while contended: %v, want its share", got)
 	}
 }
