@@ -17,7 +17,13 @@ package kafka
 //  * DescribeClientQuotas takes Kafka's filters: EXACT, DEFAULT and ANY per
 //    entity type, strict or not.
 //  * Authorization (acls.go): DESCRIBE_CONFIGS on the cluster to describe,
-//    ALTER_CONFIGS to alter (CLUSTER_AUTHORIZATION_FAILED).
+//    ALTER_CONFIGS to alter (CLUSTER_AUTHORIZATION_FAILED). A tenant's
+//    administrator (those operations on its tenant's own cluster resource,
+//    acls.go's adminAllowed) describes and alters the quotas of its
+//    tenant's users only, by their short names (tenant_lens.go): an entity
+//    with a user of the tenant, alone or with a client id; the default
+//    user, client ids alone and addresses are the cluster's
+//    (docs/tenants.md).
 //  * Enforcement, on each broker for its own connections (throttle.go):
 //    producer_byte_rate and consumer_byte_rate, measured over Kafka's 11
 //    windows of 1 s per (user, client id) the quota applies to, answered
@@ -107,6 +113,7 @@ func handleAlterClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.AlterClientQuotasRequest)
 	resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	allowed := c.clusterAllowed(kmsg.ACLOperationAlterConfigs)
+	tenantAdmin := !allowed && c.tenantNow() != "" && c.adminAllowed(kmsg.ACLOperationAlterConfigs)
 	var cmds []fsm.Command
 	var slots []int
 	for _, entry := range r.Entries {
@@ -133,7 +140,7 @@ func handleAlterClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 			cmd = fsm.AlterClientQuotas{Entity: e, Ops: ops}
 		}
 		switch {
-		case !allowed:
+		case !allowed && !(tenantAdmin && !isIP && c.ownUserEntity(types, names)):
 			p = newProblem(kerr.ClusterAuthorizationFailed, "")
 		case p.failed():
 		case c.s.b.Upgrade().Version < fsm.SecurityVersion:
@@ -163,9 +170,14 @@ func handleAlterClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	r := req.(*kmsg.DescribeClientQuotasRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	// A tenant's administrator sees its tenant's users' quotas only.
+	ownOnly := false
 	if !c.clusterAllowed(kmsg.ACLOperationDescribeConfigs) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		return done(resp), nil
+		if c.tenantNow() == "" || !c.adminAllowed(kmsg.ACLOperationDescribeConfigs) {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return done(resp), nil
+		}
+		ownOnly = true
 	}
 	seen := map[string]bool{}
 	for _, comp := range r.Components {
@@ -187,6 +199,9 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 	for _, e := range quotas.Entities() {
 		if hide && e.User.Set && !e.User.Default && c.foreignUser(e.User.Name) {
 			continue // a tenant's user's (tenants.go)
+		}
+		if ownOnly && (!e.User.Set || e.User.Default) {
+			continue // the cluster's
 		}
 		if !quotaEntityMatches(map[string]fsm.QuotaName{quotaEntityUser: e.User, quotaEntityClientID: e.ClientID}, r.Components, r.Strict) {
 			continue
@@ -217,6 +232,9 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 		resp.Entries = append(resp.Entries, entry)
 	}
 	for _, q := range c.s.b.IPQuotas().All() {
+		if ownOnly {
+			break
+		}
 		side := fsm.QuotaName{Set: true, Default: q.Default, Name: q.IP}
 		if !quotaEntityMatches(map[string]fsm.QuotaName{quotaEntityIP: side}, r.Components, r.Strict) {
 			continue
@@ -234,6 +252,22 @@ func handleDescribeClientQuotas(c *conn, req kmsg.Request) (respond, error) {
 		resp.Entries = append(resp.Entries, entry)
 	}
 	return done(resp), nil
+}
+
+// ownUserEntity reports whether an entity names a user of c's tenant (as
+// the state names it), alone or with a client id.
+func (c *conn) ownUserEntity(types []string, names []*string) bool {
+	own := false
+	for i, typ := range types {
+		if typ == quotaEntityUser {
+			if names[i] == nil {
+				return false // the default user is every tenant's
+			}
+			t, _ := fsm.SplitUser(*names[i])
+			own = t != "" && t == c.tenantNow()
+		}
+	}
+	return own
 }
 
 // quotaEntityMatches is Kafka's ClientQuotaFilter: every component must

@@ -22,17 +22,18 @@ import (
 //     Topic, Group, GroupID, TransactionalID, TransactionID, SubscribedTopics
 //     and their lists, a
 //     FindCoordinator key, a topic config resource's name, a KIP-848
-//     subscription's names and regular expression; the ACL and SCRAM user
-//     APIs' bindings and users: adminIn, adminOut), and the tenant's
+//     subscription's names and regular expression; the ACL, SCRAM user and
+//     client quota APIs' bindings and users: adminIn, adminOut), and the tenant's
 //     prefix is taken out of every error message;
 //   - authorize (authorized_ops.go) allows it nothing but its own tenant's
 //     topics, groups and transactional ids, as the ACLs say, and on the
 //     cluster only CREATE (creating its topics) and IDEMPOTENT_WRITE; the
-//     ACL and user APIs and topic creation also ask its tenant's own
-//     cluster resource (acls.go's adminAllowed: its administrators); every
-//     other cluster-wide listing and administration (ListGroups beyond the
-//     groups it may describe, DescribeLogDirs, quotas, broker configs)
-//     answers as to a principal without the right.
+//     ACL and user APIs, topic creation and its own users' client quotas
+//     also ask its tenant's own cluster resource (acls.go's adminAllowed:
+//     its administrators); every other cluster-wide listing and
+//     administration (ListGroups beyond the groups it may describe,
+//     DescribeLogDirs, other quotas, broker configs) answers as to a
+//     principal without the right.
 //
 // The renaming is the front-end's; the isolation is not only its: the
 // state machine keeps the tenant in every name, and authorization denies a
@@ -149,8 +150,9 @@ func (l tenantLens) principalOut(p string) string {
 func (l tenantLens) userIn(u string) string  { return fsm.QualifyUser(l.tenant, u) }
 func (l tenantLens) userOut(u string) string { return strings.TrimSuffix(u, "@"+l.tenant) }
 
-// adminIn qualifies the ACLs and users of req, one of the ACL and user
-// APIs.
+// adminIn qualifies the ACLs and users of req, one of the ACL, user and
+// client quota APIs (a quota's user entity; client ids are not a
+// tenant's).
 func (l tenantLens) adminIn(req kmsg.Request) {
 	optional := func(p *string, f func(string) string) *string {
 		if p == nil {
@@ -194,6 +196,20 @@ func (l tenantLens) adminIn(req kmsg.Request) {
 		for i := range r.Upsertions {
 			r.Upsertions[i].Name = l.userIn(r.Upsertions[i].Name)
 		}
+	case *kmsg.AlterClientQuotasRequest:
+		for i := range r.Entries {
+			for j := range r.Entries[i].Entity {
+				if en := &r.Entries[i].Entity[j]; en.Type == quotaEntityUser {
+					en.Name = optional(en.Name, l.userIn)
+				}
+			}
+		}
+	case *kmsg.DescribeClientQuotasRequest:
+		for i := range r.Components {
+			if c := &r.Components[i]; c.EntityType == quotaEntityUser && c.MatchType == 0 {
+				c.Match = optional(c.Match, l.userIn)
+			}
+		}
 	}
 }
 
@@ -223,6 +239,24 @@ func (l tenantLens) adminOut(resp kmsg.Response) {
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
 		for i := range r.Results {
 			r.Results[i].User = l.userOut(r.Results[i].User)
+		}
+	case *kmsg.AlterClientQuotasResponse:
+		for i := range r.Entries {
+			for j := range r.Entries[i].Entity {
+				if en := &r.Entries[i].Entity[j]; en.Type == quotaEntityUser && en.Name != nil {
+					u := l.userOut(*en.Name)
+					en.Name = &u
+				}
+			}
+		}
+	case *kmsg.DescribeClientQuotasResponse:
+		for i := range r.Entries {
+			for j := range r.Entries[i].Entity {
+				if en := &r.Entries[i].Entity[j]; en.Type == quotaEntityUser && en.Name != nil {
+					u := l.userOut(*en.Name)
+					en.Name = &u
+				}
+			}
 		}
 	}
 }

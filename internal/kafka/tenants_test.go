@@ -555,8 +555,66 @@ func TestTenantAdministrator(t *testing.T) {
 			t.Errorf("%s created a user", who)
 		}
 	}
-	if _, err := adm.DescribeClientQuotas(ctx(t), false, nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
-		t.Errorf("root's DescribeClientQuotas: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	// Client quotas: root sets and sees acme's users' only, by their
+	// short names; the default user, client ids and addresses are the
+	// cluster's, and globex's users are not acme's to see.
+	rate := func(v float64) []fsm.QuotaOp { return []fsm.QuotaOp{{Key: fsm.QuotaProducerByteRate, Value: v}} }
+	submit("bob's quota", fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{User: fsm.QuotaName{Set: true, Name: "bob@globex"}}, Ops: rate(1000)})
+	submit("the default user's quota", fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{User: fsm.QuotaName{Set: true, Default: true}}, Ops: rate(2000)})
+	submit("a client id's quota", fsm.AlterClientQuotas{Entity: fsm.QuotaEntity{ClientID: fsm.QuotaName{Set: true, Name: "x"}}, Ops: rate(3000)})
+	submit("an address's quota", fsm.AlterIPQuotas{Default: true, Ops: []fsm.QuotaOp{{Key: fsm.QuotaConnectionCreationRate, Value: 50}}})
+	entity := func(kv ...string) kadm.ClientQuotaEntity {
+		var e kadm.ClientQuotaEntity
+		for i := 0; i < len(kv); i += 2 {
+			c := kadm.ClientQuotaEntityComponent{Type: kv[i]}
+			if kv[i+1] != "<default>" {
+				c.Name = kmsg.StringPtr(kv[i+1])
+			}
+			e = append(e, c)
+		}
+		return e
+	}
+	alter := func(cl *kgo.Client, e kadm.ClientQuotaEntity) error {
+		t.Helper()
+		r, err := kadm.NewClient(cl).AlterClientQuotas(ctx(t), []kadm.AlterClientQuotaEntry{{Entity: e, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4096}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[0].Err
+	}
+	for _, e := range []kadm.ClientQuotaEntity{entity("user", "carol"), entity("user", "carol", "client-id", "app")} {
+		if err := alter(root, e); err != nil {
+			t.Errorf("root sets %v: %v", e, err)
+		}
+	}
+	if got := tb.b.Quotas().Of(fsm.QuotaEntity{User: fsm.QuotaName{Set: true, Name: "carol@acme"}}); got[fsm.QuotaProducerByteRate] != 4096 {
+		t.Errorf("carol@acme's quotas in the state: %v", got)
+	}
+	for _, e := range []kadm.ClientQuotaEntity{entity("user", "<default>"), entity("client-id", "x"), entity("ip", "<default>"), entity("user", "<default>", "client-id", "app")} {
+		if err := alter(root, e); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			t.Errorf("root sets %v: %v, want CLUSTER_AUTHORIZATION_FAILED", e, err)
+		}
+	}
+	described, err := adm.DescribeClientQuotas(ctx(t), false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seenQuotas []string
+	for _, d := range described {
+		seenQuotas = append(seenQuotas, fmt.Sprint(d.Entity, d.Values))
+	}
+	slices.Sort(seenQuotas)
+	if want := []string{"{user=carol, client-id=app} [producer_byte_rate=4096.000000]", "{user=carol} [producer_byte_rate=4096.000000]"}; !slices.Equal(seenQuotas, want) {
+		t.Errorf("root's DescribeClientQuotas:\n%s\nwant\n%s", strings.Join(seenQuotas, "\n"), strings.Join(want, "\n"))
+	}
+	if exact, err := adm.DescribeClientQuotas(ctx(t), true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: kmsg.StringPtr("carol"), MatchType: 0}}); err != nil || len(exact) != 1 {
+		t.Errorf("root's DescribeClientQuotas of user carol: %v %v", exact, err)
+	}
+	if _, err := kadm.NewClient(carol).DescribeClientQuotas(ctx(t), false, nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("carol's DescribeClientQuotas: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if err := alter(carol, entity("user", "carol")); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("carol sets her own quota: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
 	if r, err := adm.DeleteTopics(ctx(t), "orders"); err != nil || r.Error() != nil {
 		t.Errorf("root deletes orders: %v %v", err, r.Error())

@@ -18,9 +18,9 @@
 #     both produce, one transaction of each tenant per block and in
 #     ordering at once), so all of this runs through the sharing.
 #  3. A PLAINTEXT client of the default tenant sees neither tenant's topics.
-#     alice, acme's administrator, creates a user carol and her ACLs with
-#     the stele CLI in acme's own names, lists exactly acme's ACLs, and
-#     carol reads acme's orders with kcat.
+#     alice, acme's administrator, creates a user carol, her ACLs and her
+#     client quota with the stele CLI in acme's own names, lists exactly
+#     acme's ACLs, users and quotas, and carol reads acme's orders with kcat.
 #  4. `stele tenant describe` shows the usage; `stele tenant delete acme`
 #     removes everything acme owned (no file left in the data directory,
 #     alice can no longer log in), and globex reads its records as before.
@@ -148,6 +148,17 @@ grep -q 'User:carol' "$E2E_TMP/acls" && grep -q 'orders' "$E2E_TMP/acls" || fail
 ! grep -Eq '~|@|bob|globex' "$E2E_TMP/acls" || fail "alice's acl list shows what is not acme's as acme names it: $(cat "$E2E_TMP/acls")"
 e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" user list >"$E2E_TMP/users" 2>&1 || fail "alice's stele user list: $(cat "$E2E_TMP/users")"
 grep -q carol "$E2E_TMP/users" && ! grep -Eq 'admin|bob|@' "$E2E_TMP/users" || fail "alice's user list: $(cat "$E2E_TMP/users")"
+# Client quotas: alice sets carol's; the cluster's (a client id's) are not hers.
+e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" quota set --user bob@globex producer_byte_rate=2000000 >"$E2E_TMP/out" 2>&1 ||
+	fail "the admin's stele quota set for bob@globex: $(cat "$E2E_TMP/out")"
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" quota set --user carol producer_byte_rate=1048576 >"$E2E_TMP/out" 2>&1 ||
+	fail "alice's stele quota set --user carol: $(cat "$E2E_TMP/out")"
+if e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" quota set --client-id-default producer_byte_rate=1 >"$E2E_TMP/out" 2>&1; then
+	fail "alice set the default client id's quota, which is every tenant's"
+fi
+e2e_timeout 30 "$STELE_BIN" "${as_alice[@]}" quota list >"$E2E_TMP/quotas" 2>&1 || fail "alice's stele quota list: $(cat "$E2E_TMP/quotas")"
+grep -q carol "$E2E_TMP/quotas" && grep -q 1048576 "$E2E_TMP/quotas" && ! grep -Eq 'bob|globex|@|2000000' "$E2E_TMP/quotas" ||
+	fail "alice's quota list: $(cat "$E2E_TMP/quotas")"
 n=$(e2e_timeout 30 kcat -C -b "$SASL" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=carol@acme \
 	-X "sasl.password=$(head -n1 "$E2E_TMP/carol.password")" -t orders -e -q -X isolation.level=read_committed -f '%s\n' 2>"$E2E_TMP/kcat.err" | grep -c '^acme-' || true)
 ((n >= ACME_N + 3)) || fail "carol@acme read $n of acme's records: $(cat "$E2E_TMP/kcat.err")"
@@ -155,7 +166,7 @@ if e2e_timeout 30 "$STELE_BIN" --brokers "$SASL" --command-config <(sed 's/alice
 	acl list >"$E2E_TMP/out" 2>&1; then
 	fail "carol, no administrator, listed ACLs: $(cat "$E2E_TMP/out")"
 fi
-log "alice@acme, acme's administrator, created carol and her ACLs with the stele CLI in acme's names; carol read acme's orders with kcat"
+log "alice@acme, acme's administrator, created carol, her ACLs and her client quota with the stele CLI in acme's names; carol read acme's orders with kcat"
 
 # --- 4. describe and delete -----------------------------------------------------------
 e2e_timeout 30 "$STELE_BIN" "${as_admin[@]}" tenant describe acme --http "$BROKER_HTTP" >"$E2E_TMP/out" 2>&1 ||
