@@ -34,12 +34,18 @@ func batch(t testing.TB, n int) []byte {
 
 func start(t testing.TB) (*Broker, *local.Orderer, *fsm.FSM) {
 	t.Helper()
+	return startWith(t, Options{MaxTxBytes: 64 << 10}, local.Options{Step: time.Millisecond})
+}
+
+// startWith is start with the broker's and the orderer's options.
+func startWith(t testing.TB, opts Options, lopts local.Options) (*Broker, *local.Orderer, *fsm.FSM) {
+	t.Helper()
 	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := New(f, Options{MaxTxBytes: 64 << 10})
-	o := local.New(b.App(), local.Options{Step: time.Millisecond})
+	b := New(f, opts)
+	o := local.New(b.App(), lopts)
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

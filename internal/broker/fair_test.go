@@ -140,22 +140,8 @@ func TestScheduleShares(t *testing.T) {
 // own; while tenants contend, a tenant's transactions stay within the
 // share.
 func TestSubmitSplitsTenants(t *testing.T) {
-	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const share = 1500
-	b := New(f, Options{MaxTxBytes: 64 << 10, TenantShare: share})
-	o := local.New(b.App(), local.Options{Step: time.Millisecond})
-	if err := o.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	b.Start(o)
-	t.Cleanup(func() {
-		b.Close()
-		o.Stop()
-		f.Close()
-	})
+	b, o, _ := startWith(t, Options{MaxTxBytes: 64 << 10, TenantShare: share}, local.Options{Step: time.Millisecond})
 	ctx := context.Background()
 	var cmds []fsm.Command
 	for i := 0; i < 6; i++ {
@@ -201,22 +187,8 @@ func TestSubmitSplitsTenants(t *testing.T) {
 // transactions beyond heldShares shares wait in the broker, the other's go
 // to the orderer at once, and the held ones follow as blocks commit.
 func TestHeldWhileContended(t *testing.T) {
-	f, err := fsm.Open(fsm.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const share = 1000
-	b := New(f, Options{MaxTxBytes: 64 << 10, TenantShare: share})
-	o := local.New(b.App(), local.Options{Manual: true})
-	if err := o.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	b.Start(o)
-	t.Cleanup(func() {
-		b.Close()
-		o.Stop()
-		f.Close()
-	})
+	b, o, _ := startWith(t, Options{MaxTxBytes: 64 << 10, TenantShare: share}, local.Options{Manual: true})
 	ctx := context.Background()
 	const n = 12
 	var acme []*Pending

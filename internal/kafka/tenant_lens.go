@@ -243,22 +243,28 @@ func (l tenantLens) adminOut(resp kmsg.Response) {
 	case *kmsg.AlterClientQuotasResponse:
 		for i := range r.Entries {
 			for j := range r.Entries[i].Entity {
-				if en := &r.Entries[i].Entity[j]; en.Type == quotaEntityUser && en.Name != nil {
-					u := l.userOut(*en.Name)
-					en.Name = &u
-				}
+				en := &r.Entries[i].Entity[j]
+				en.Name = l.quotaUserOut(en.Type, en.Name)
 			}
 		}
 	case *kmsg.DescribeClientQuotasResponse:
 		for i := range r.Entries {
 			for j := range r.Entries[i].Entity {
-				if en := &r.Entries[i].Entity[j]; en.Type == quotaEntityUser && en.Name != nil {
-					u := l.userOut(*en.Name)
-					en.Name = &u
-				}
+				en := &r.Entries[i].Entity[j]
+				en.Name = l.quotaUserOut(en.Type, en.Name)
 			}
 		}
 	}
+}
+
+// quotaUserOut names a client quota entity's user back (other entity
+// types and the default, nil, as they are).
+func (l tenantLens) quotaUserOut(typ string, name *string) *string {
+	if typ != quotaEntityUser || name == nil {
+		return name
+	}
+	u := l.userOut(*name)
+	return &u
 }
 
 func (l tenantLens) qualify(s string) string { return l.prefix + s }
