@@ -17,14 +17,18 @@
 #
 #   bench/noisy.sh [--quota BYTES_PER_S] [--rate N] [--duration D]
 #                  [--lead SECONDS] [--reps N] [--share BYTES]
-#                  [--noisy-batch-bytes BYTES] [--bin PATH]
+#                  [--noisy-batch-bytes BYTES] [--brokers 1|4] [--bin PATH]
 #
 # --share is the broker's --tenant-block-share (default: stele serve's,
 # 1 MiB; 0 turns the sharing of blocks among tenants off, as before it
 # was built); --noisy-batch-bytes the noisy producers' largest batch
-# (batch.max.bytes; default the client's, 1 MB).
+# (batch.max.bytes; default the client's, 1 MB). --brokers 4 measures a
+# four-broker cluster (`stele cluster init --nodes 4 --admin-password-file`,
+# `stele cluster up`) instead of one `stele serve`; --quota is then the
+# noisy tenant's rate over the cluster, set as quota/4 on each broker
+# (Kafka's producer_byte_rate is per broker).
 #
-# One JSON line per measurement on stdout (peer stele-1, scenario, p50_ms,
+# One JSON line per measurement on stdout (peer stele-1 or stele-4, scenario, p50_ms,
 # p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
 # tenant's acknowledged MB/s over its run).
 source "$(dirname "$0")/lib.sh"
@@ -36,6 +40,7 @@ lead=15
 reps=1
 share=""
 noisy_batch=0
+nbrokers=1
 bin=""
 while (($#)); do
 	case $1 in
@@ -46,11 +51,13 @@ while (($#)); do
 	--reps) reps=$2; shift 2 ;;
 	--share) share=$2; shift 2 ;;
 	--noisy-batch-bytes) noisy_batch=$2; shift 2 ;;
+	--brokers) nbrokers=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
-	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
+[[ $nbrokers == 1 || $nbrokers == 4 ]] || die "--brokers is 1 or 4"
 need_pkg jq jq
 need_pkg curl curl
 results_dir
@@ -68,29 +75,43 @@ mkdir -p "$d"
 # topics deleted after it, all of it removed on exit.
 data="$(mktemp -d "${TMPDIR:-/tmp}/stele-noisy.XXXXXX")"
 trap 'bench_cleanup; rm -rf "$data"' EXIT
-base="$(free_base_port 0 1 2)"
-kafka="127.0.0.1:$base"
-http="127.0.0.1:$((base + 1))"
 printf 'admin-%s\n' "$RANDOM$RANDOM" >"$d/admin.password"
 share_args=()
 [[ -n $share ]] && share_args=(--tenant-block-share "$share")
-start_bg "$d/serve.log" "$bin" serve "${share_args[@]}" --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
-	--p2p "127.0.0.1:$((base + 2))" --admin-password-file "$d/admin.password" --log-level warn
-serve=$BG_PID
-deadline=$((SECONDS + 60))
-until curl -sf "http://$http/healthz" >/dev/null; do
-	kill -0 "$serve" 2>/dev/null && ((SECONDS < deadline)) || die "stele serve did not come up (log: $d/serve.log)"
+if ((nbrokers == 1)); then
+	base="$(free_base_port 0 1 2)"
+	kafka="127.0.0.1:$base"
+	http="127.0.0.1:$((base + 1))"
+	start_bg "$d/serve.log" "$bin" serve "${share_args[@]}" --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
+		--p2p "127.0.0.1:$((base + 2))" --admin-password-file "$d/admin.password" --log-level warn
+	serve=$BG_PID
+	up() { curl -sf "http://$http/healthz" >/dev/null; }
+else
+	base="$(free_base_port 0 1 2 3 100 101 102 103 200 201 202 203 300 301 302 303)"
+	"$bin" cluster init --nodes 4 --dir "$data/cluster" --base-port "$base" --admin-password-file "$d/admin.password" >"$d/init.log" 2>&1 ||
+		die "stele cluster init failed (log: $d/init.log)"
+	http="127.0.0.1:$((base + 100))"
+	start_bg "$d/serve.log" "$bin" cluster up --dir "$data/cluster" --bin "$bin" -- --log-level warn "${share_args[@]}"
+	serve=$BG_PID
+	up() { grep -q 'bootstrap brokers:' "$d/serve.log" 2>/dev/null; }
+fi
+deadline=$((SECONDS + 120))
+until up; do
+	kill -0 "$serve" 2>/dev/null && ((SECONDS < deadline)) || die "stele did not come up (log: $d/serve.log)"
 	sleep 0.2
 done
+((nbrokers == 1)) || kafka="$(tr -d ' \n' <"$data/cluster/brokers.txt")"
 props() { # USER PASSWORD FILE
 	printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-256 "sasl.username=$1" "sasl.password=$2" >"$3"
 }
 printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-512 sasl.username=admin \
 	"sasl.password=$(cat "$d/admin.password")" >"$d/admin.properties"
 admin=("$bin" --brokers "$kafka" --command-config "$d/admin.properties")
-deadline=$((SECONDS + 30))
+# Up to 2 minutes: a run right after another may wait for the gigabytes
+# the last one wrote to reach the disk before its first blocks do.
+deadline=$((SECONDS + 120))
 until "${admin[@]}" tenant list --http "$http" >/dev/null 2>&1; do
-	((SECONDS < deadline)) || die "the admin user was not usable within 30 s (log: $d/serve.log)"
+	((SECONDS < deadline)) || die "the admin user was not usable within 120 s (log: $d/serve.log)"
 	sleep 0.5
 done
 for t in quiet noisy; do
@@ -128,7 +149,7 @@ measure() { # SCENARIO NOISY_TOPIC|-
 	if [[ $topic != - ]]; then
 		"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" topic delete "$topic" >/dev/null || die "topic delete"
 	fi
-	json_line peer=stele-1 scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" \
+	json_line peer="stele-$nbrokers" scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" \
 		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
 		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
 		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb"
@@ -138,7 +159,7 @@ measure() { # SCENARIO NOISY_TOPIC|-
 # (the unlimited run leaves gigabytes to write back, which would stall the
 # next run's fsyncs).
 settle() { sync; sleep 5; }
-"${admin[@]}" tenant quota set noisy --quota "producer_byte_rate=$quota" --http "$http" >/dev/null || die "quota set"
+"${admin[@]}" tenant quota set noisy --quota "producer_byte_rate=$((quota / nbrokers))" --http "$http" >/dev/null || die "quota set"
 for ((rep = 1; rep <= reps; rep++)); do
 	export BENCH_REP=$rep
 	log "rep $rep: quiet alone"
@@ -152,4 +173,4 @@ done
 "${admin[@]}" tenant quota set noisy --remove producer_byte_rate --http "$http" >/dev/null || die "quota remove"
 log "noisy without a quota"
 measure quiet-noisy-unlimited "n-free"
-stop_bg "$serve"
+BENCH_STOP_TIMEOUT=60 stop_bg "$serve"
