@@ -132,7 +132,10 @@ if e2e_timeout 20 kcat -L -b "$SASL" -m 5 -X security.protocol=SASL_PLAINTEXT -X
 fi
 grep -qi "authentication failed\|SASL_AUTHENTICATION_FAILED\|Authentication" "$E2E_TMP/kcat.err" ||
 	fail "kcat with a wrong password does not report an authentication failure: $(cat "$E2E_TMP/kcat.err")"
-curl -sf "http://$BROKER_HTTP/metrics" | grep -Eq '^stele_kafka_sasl_authentication_failures_total [1-9]' ||
+# Read whole before grep -q looks: grep leaving early would fail curl's
+# write (SIGPIPE), and pipefail the check, however the count read.
+metrics="$(curl -sf "http://$BROKER_HTTP/metrics")" || fail "GET /metrics failed"
+grep -Eq '^stele_kafka_sasl_authentication_failures_total [1-9]' <<<"$metrics" ||
 	fail "no failed authentication counted in /metrics"
 for secret in "$ADMIN_PW" "$ALICE_PW" not-her-password; do
 	if grep -qF -- "$secret" "$BROKER_LOG"; then

@@ -178,7 +178,7 @@ for want in "1 topics" "1 groups" "1 transactional ids" "2 users" "7 acls"; do
 	grep -q "$want" "$E2E_TMP/out" || fail "tenant delete printed no '$want': $(cat "$E2E_TMP/out")"
 done
 deadline=$((SECONDS + 20))
-while find "$BROKER_DATA" -name 'acme~*' | grep -q .; do
+while find "$BROKER_DATA" -name 'acme~*' -print -quit | grep -q .; do
 	((SECONDS < deadline)) || fail "acme's files outlived it: $(find "$BROKER_DATA" -name 'acme~*')"
 	sleep 0.2
 done
