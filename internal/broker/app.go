@@ -37,7 +37,7 @@ func (a app) CheckProposal(height int64, now time.Time, txs [][]byte) error {
 // block (fair.go).
 func (a app) ScheduleProposal(_ int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int {
 	if a.b.opts.TenantShare <= 0 {
-		return prefix(sizes, room)
+		return consensus.Prefix(sizes, room)
 	}
 	picked, deferred := a.b.fair.schedule(now, txs, sizes, room)
 	a.b.metrics.deferred.Add(float64(deferred))

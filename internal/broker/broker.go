@@ -538,21 +538,27 @@ func (b *Broker) submitBatch(reqs []*request) {
 		packs = map[string]*pack{}
 		limit = b.opts.MaxTxBytes - 64
 	)
+	for _, r := range reqs {
+		for _, i := range r.valid {
+			if class := commandClass(r.cmds[i]); packs[class] == nil {
+				packs[class] = &pack{}
+				order = append(order, class)
+			}
+		}
+	}
 	share := limit
 	if b.opts.TenantShare > 0 {
 		now := time.Now()
-		for _, r := range reqs {
-			for _, i := range r.valid {
-				b.fair.saw(commandClass(r.cmds[i]), now)
-			}
+		for _, class := range order {
+			b.fair.saw(class, now)
 		}
 		if b.fair.contended(now) && b.opts.TenantShare < int64(share) {
 			share = int(b.opts.TenantShare)
 		}
 	}
-	flush := func(p *pack) {
+	flush := func(class string, p *pack) {
 		if len(p.tx.Commands) > 0 {
-			b.send(p.tx, p.slots)
+			b.send(p.tx, p.slots, class)
 		}
 		p.tx, p.slots, p.size = fsm.Tx{}, nil, 0
 	}
@@ -567,18 +573,13 @@ func (b *Broker) submitBatch(reqs []*request) {
 				continue
 			}
 			class := commandClass(c)
-			p, ok := packs[class]
-			if !ok {
-				p = &pack{}
-				packs[class] = p
-				order = append(order, class)
-			}
+			p := packs[class]
 			max := limit
 			if isTenantClass(class) {
 				max = share
 			}
 			if p.size > 0 && p.size+n > max {
-				flush(p)
+				flush(class, p)
 			}
 			p.tx.Commands = append(p.tx.Commands, c)
 			p.slots = append(p.slots, slot{r, i})
@@ -586,7 +587,7 @@ func (b *Broker) submitBatch(reqs []*request) {
 		}
 	}
 	for _, class := range order {
-		flush(packs[class])
+		flush(class, packs[class])
 	}
 }
 
@@ -597,15 +598,15 @@ func commandSize(c fsm.Command) int {
 	return 256
 }
 
-// send submits a transaction, or holds it back while its tenant has its
-// fill in ordering (fair.go). It runs on the submit loop only.
-func (b *Broker) send(tx fsm.Tx, slots []slot) {
+// send submits a transaction of class (fair.go), or holds it back while
+// its tenant has its fill in ordering. It runs on the submit loop only.
+func (b *Broker) send(tx fsm.Tx, slots []slot, class string) {
 	if _, err := rand.Read(tx.Nonce[:]); err != nil {
 		b.failSlots(slots, err)
 		return
 	}
 	raw := fsm.EncodeTx(tx)
-	in := &inflight{slots: slots, class: commandClass(tx.Commands[0]), size: int64(len(raw))}
+	in := &inflight{slots: slots, class: class, size: int64(len(raw))}
 	if b.hold(tx, raw, in) {
 		return
 	}

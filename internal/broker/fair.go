@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
 )
 
@@ -36,8 +37,9 @@ import (
 // handed to the orderer in the order they were made, and those of
 // different classes independently (certify): one tenant's slow
 // certifications do not hold up another's. What a proposal leaves out
-// waits in the mempool, in its order, for the next block. A tenant producing alone has whole blocks, as before, and
-// so has a cluster without tenants (the default tenant is one tenant).
+// waits in the mempool, in its order, for the next block. A tenant
+// producing alone has whole blocks, as before, and so has a cluster
+// without tenants (the default tenant is one tenant).
 // This is each proposer's policy, not a rule of the chain: other brokers
 // do not check it, and a Byzantine proposer may still fill its own
 // blocks as it likes.
@@ -217,7 +219,7 @@ func (f *fairness) schedule(now time.Time, txs [][]byte, sizes []int64, room int
 	contended := f.contendedLocked(now)
 	f.mu.Unlock()
 	if !contended || f.share <= 0 {
-		return prefix(sizes, room), 0
+		return consensus.Prefix(sizes, room), 0
 	}
 	// Light tenants' transactions get a block without the heavy ones'
 	// every other time (lightShareDivisor).
@@ -257,19 +259,6 @@ func (f *fairness) schedule(now time.Time, txs [][]byte, sizes []int64, room int
 // applied when it came, not also for a heavy tenant's batch in its own
 // block, and a heavy tenant still has at least every other block.
 const lightShareDivisor = 16
-
-// prefix takes transactions in order until the next does not fit.
-func prefix(sizes []int64, room int64) []int {
-	var out []int
-	for i, n := range sizes {
-		if n > room {
-			break
-		}
-		room -= n
-		out = append(out, i)
-	}
-	return out
-}
 
 // shareBlock takes the control class's transactions in order, then one
 // transaction of each other class but those in skip in turn (classes in

@@ -199,14 +199,15 @@ func TestHeldWhileContended(t *testing.T) {
 	other := b.Enqueue(ctx, fsm.Produce{Topic: "t", Records: valueBatch(t, 1, 10)})
 	// Every acme command is a transaction of its own (two exceed the
 	// share); heldShares shares' worth may be in ordering at once.
+	// No block is made until Step: once every transaction is at the
+	// orderer or held, the counts stay.
 	deadline := time.Now().Add(10 * time.Second)
-	for o.Pending() < heldShares+1 || testutil.ToFloat64(b.metrics.held) == 0 {
+	for o.Pending()+int(testutil.ToFloat64(b.metrics.held)) < n+1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d pending, %v held", o.Pending(), testutil.ToFloat64(b.metrics.held))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // nothing more may come
 	pending, held := o.Pending(), int(testutil.ToFloat64(b.metrics.held))
 	if pending+held != n+1 || held < n+1-(heldShares+2) || pending > heldShares+2 {
 		t.Fatalf("%d transactions pending at the orderer, %d held, of %d acme and 1 other", pending, held, n)
@@ -294,10 +295,27 @@ func TestCertifiedInClassOrder(t *testing.T) {
 	b.Start(o)
 	defer b.Close()
 	ctx := context.Background()
+	// One transaction each: the next is enqueued once the last is sent.
+	sent := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b.mu.Lock()
+			got := len(b.mu.waiting)
+			b.mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d transactions sent, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	b.Enqueue(ctx, fsm.Produce{Topic: "acme~t", Records: valueBatch(t, 1, 10)})
-	time.Sleep(20 * time.Millisecond) // a transaction each
+	sent(1)
 	b.Enqueue(ctx, fsm.Produce{Topic: "acme~t", Records: valueBatch(t, 2, 10)})
-	time.Sleep(20 * time.Millisecond)
+	sent(2)
 	b.Enqueue(ctx, fsm.Produce{Topic: "t", Records: valueBatch(t, 3, 10)})
 	waitFor := func(n int) []fsm.Digest {
 		t.Helper()

@@ -156,7 +156,7 @@ func (s *SnapshotApp) ScheduleProposal(height int64, now time.Time, txs [][]byte
 	if p, ok := s.Application.(consensus.Scheduler); ok {
 		return p.ScheduleProposal(height, now, txs, sizes, room)
 	}
-	return prefix(sizes, room)
+	return consensus.Prefix(sizes, room)
 }
 
 // NewSnapshotApp wraps app, whose state machine is f. It opens the complete

@@ -133,6 +133,21 @@ type Scheduler interface {
 	ScheduleProposal(height int64, now time.Time, txs [][]byte, sizes []int64, room int64) []int
 }
 
+// Prefix is the proposal of an application that does not choose: the
+// indices of the transactions in order until the next one does not fit in
+// room.
+func Prefix(sizes []int64, room int64) []int {
+	var out []int
+	for i, n := range sizes {
+		if n > room {
+			break
+		}
+		room -= n
+		out = append(out, i)
+	}
+	return out
+}
+
 // Orderer orders transactions into blocks and drives an Application.
 type Orderer interface {
 	// Start begins ordering. It returns once the orderer has caught up with

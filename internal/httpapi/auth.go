@@ -214,9 +214,8 @@ func (g *guard) tenantOf(principal string) string {
 // tenantBody holds a tenant's user's JSON answer and names its topics and
 // groups back by their short names when the handler is done: every "topic"
 // and "group" field that holds the tenant's prefix, and the prefix in an
-// "error" message. Record
-// keys and values are left as they are. Only the JSON answers of
-// non-streaming routes pass through it.
+// "error" message. Record keys and values are left as they are. Only the
+// JSON answers of non-streaming routes pass through it.
 type tenantBody struct {
 	http.ResponseWriter
 	prefix string

@@ -190,43 +190,32 @@ func (a *abciApp) PrepareProposal(_ context.Context, req *abci.RequestPreparePro
 	size := types.ComputeProtoSizeForTxs(types.ToTxs(opening))
 	txs := make([][]byte, 0, len(opening)+len(req.Txs))
 	txs = append(txs, opening...)
+	var valid [][]byte
+	var sizes []int64
+	for _, tx := range req.Txs {
+		if err := a.validate(tx); err != nil {
+			a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
+			a.forget(tx)
+			continue
+		}
+		valid = append(valid, tx)
+		sizes = append(sizes, types.ComputeProtoSizeForTxs([]types.Tx{tx}))
+	}
+	var picked []int
 	if s, ok := a.app.(consensus.Scheduler); ok {
-		// The application chooses among all the valid ones.
-		var valid [][]byte
-		var sizes []int64
-		for _, tx := range req.Txs {
-			if err := a.validate(tx); err != nil {
-				a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
-				a.forget(tx)
-				continue
-			}
-			valid = append(valid, tx)
-			sizes = append(sizes, types.ComputeProtoSizeForTxs([]types.Tx{tx}))
-		}
-		seen := make([]bool, len(valid))
-		for _, i := range s.ScheduleProposal(req.Height, wallclock.Now(), valid, sizes, req.MaxTxBytes-size) {
-			// Trust, but keep the promise: each at most once, within the limit.
-			if i < 0 || i >= len(valid) || seen[i] || size+sizes[i] > req.MaxTxBytes {
-				continue
-			}
-			seen[i] = true
-			size += sizes[i]
-			txs = append(txs, valid[i])
-		}
+		picked = s.ScheduleProposal(req.Height, wallclock.Now(), valid, sizes, req.MaxTxBytes-size)
 	} else {
-		for _, tx := range req.Txs {
-			if err := a.validate(tx); err != nil {
-				a.logger.Debug("dropping invalid transaction from proposal", "height", req.Height, "err", err)
-				a.forget(tx)
-				continue
-			}
-			n := types.ComputeProtoSizeForTxs([]types.Tx{tx})
-			if size+n > req.MaxTxBytes {
-				break
-			}
-			size += n
-			txs = append(txs, tx)
+		picked = consensus.Prefix(sizes, req.MaxTxBytes-size)
+	}
+	seen := make([]bool, len(valid))
+	for _, i := range picked {
+		// Trust, but keep the promise: each at most once, within the limit.
+		if i < 0 || i >= len(valid) || seen[i] || size+sizes[i] > req.MaxTxBytes {
+			continue
 		}
+		seen[i] = true
+		size += sizes[i]
+		txs = append(txs, valid[i])
 	}
 	if len(txs) == len(opening) {
 		txs = nil // nothing valid to propose: an empty block
