@@ -7,7 +7,8 @@ package cli
 // chain, and submitted to a broker's HTTP API (POST /v1/admin/signed,
 // --http), where every broker checks the signature and the principal's
 // ACLs in the deterministic apply. Without --sign the command speaks
-// Kafka, as kafka-topics.sh and its siblings do.
+// Kafka, as kafka-topics.sh and its siblings do. A tenant's user signs
+// with the names its tenant's clients use (sign_tenant.go).
 
 import (
 	"bytes"
@@ -108,6 +109,7 @@ func (s *adminSigning) submitResult(ctx context.Context, g *globalOptions, c fsm
 	if s.key == nil {
 		return res, errors.New("signed administration: the signer is not ready (a bug: ready was not called)")
 	}
+	c = asTenant(signerTenant(s.principal), c) // sign_tenant.go
 	b := fsm.EncodeCommand(c)
 	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
 	body, err := json.Marshal(httpapi.SignedAdminRequest{Principal: s.principal, Seq: s.seq, Command: b,

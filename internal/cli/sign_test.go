@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stele-io/stele/internal/server"
 )
 
 // TestSignedAdministration: against a real node, stele.admin.signed is
@@ -145,4 +147,110 @@ func TestSignedAdministration(t *testing.T) {
 	ok(signed(admin, "config", "alter", "--broker-default", "--delete", "stele.admin.signed")...)
 	ok("topic", "delete", "keep")
 	fails("--sign and --principal go together", "topic", "delete", "x", "--sign", "k")
+}
+
+// TestTenantAdministratorSigns: under stele.admin.signed a tenant's
+// administrator (root@acme, logged in over SASL) signs its tenant's
+// administration with the names its clients use: a user created and
+// deleted, an ACL added and removed, a user's quota set, a topic deleted;
+// what is not its tenant's (another tenant's user, the cluster's configs,
+// the default user's quota, its tenant's own quotas) is refused.
+func TestTenantAdministratorSigns(t *testing.T) {
+	dir := t.TempDir()
+	secret := func(name, pw string) string {
+		f := filepath.Join(dir, name+".password")
+		if err := os.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	adminPw, pw := secret("admin", "admin-secret"), secret("user", "user-secret")
+	cfg, _ := startStele(t, func(c *server.Config) {
+		c.Listeners, c.AdminPasswordFile = "SASL_PLAINTEXT://"+c.KafkaAddr, adminPw
+	})
+	login := func(user, password string) string {
+		f := filepath.Join(dir, user+".properties")
+		props := "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=" + user + "\nsasl.password=" + password + "\n"
+		if err := os.WriteFile(f, []byte(props), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(as string, args ...string) result {
+		t.Helper()
+		return runCLI(ctx, "", append([]string{"--brokers", cfg.KafkaAddr, "--command-config", as, "--timeout", "20s"}, args...)...)
+	}
+	ok := func(as string, args ...string) result {
+		t.Helper()
+		r := run(as, args...)
+		if r.code != ExitOK {
+			t.Fatalf("stele %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	fails := func(want, as string, args ...string) {
+		t.Helper()
+		r := run(as, args...)
+		if r.code == ExitOK || !strings.Contains(r.stderr, want) {
+			t.Fatalf("stele %s: exit %d, want a failure mentioning %q\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, want, r.stdout, r.stderr)
+		}
+	}
+	httpFlag := []string{"--http", cfg.HTTPAddr}
+	admin := login("admin", "admin-secret")
+	key := func(name string) []string {
+		f := filepath.Join(dir, name+".key")
+		ok(admin, "producer-key", "generate", "--out", f)
+		ok(admin, append([]string{"producer-key", "register", name, "--key", f}, httpFlag...)...)
+		return append([]string{"--sign", f, "--principal", name}, httpFlag...)
+	}
+	signed := func(by []string, args ...string) []string { return append(args, by...) }
+	for run(admin, "user", "list").code != ExitOK { // the node creates admin once it runs
+		if ctx.Err() != nil {
+			t.Fatal("admin cannot log in")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	byAdmin := key("admin")
+	ok(admin, "acl", "add", "--allow-principal", "User:admin", "--operation", "All", "--cluster", "--topic", "*", "--group", "*")
+	ok(admin, signed(byAdmin, "config", "alter", "--broker-default", "--set", "stele.admin.signed=true")...)
+	ok(admin, signed(byAdmin, "tenant", "create", "acme")...)
+	ok(admin, signed(byAdmin, "tenant", "create", "globex")...)
+	ok(admin, signed(byAdmin, "user", "create", "root", "--tenant", "acme", "--tenant-admin", "--password-file", pw)...)
+
+	root, byRoot := login("root@acme", "user-secret"), key("root@acme")
+	ok(root, "topic", "create", "orders")
+	fails("must be signed", root, "user", "create", "carol", "--password-file", pw)
+	ok(root, signed(byRoot, "user", "create", "carol", "--password-file", pw)...)
+	if r := ok(root, "user", "list"); !strings.Contains(r.stdout, "carol") || strings.Contains(r.stdout, "@acme") {
+		t.Fatalf("root@acme lists users:\n%s", r.stdout)
+	}
+	ok(root, signed(byRoot, "acl", "add", "--allow-principal", "User:carol", "--operation", "Read", "--topic", "orders")...)
+	if r := ok(root, "acl", "list", "--principal", "User:carol"); !strings.Contains(r.stdout, "orders") || strings.Contains(r.stdout, "acme") {
+		t.Fatalf("root@acme lists carol's ACLs:\n%s", r.stdout)
+	}
+	ok(root, signed(byRoot, "quota", "set", "--user", "carol", "producer_byte_rate=2000")...)
+	if r := ok(root, "quota", "list", "--user", "carol"); !strings.Contains(r.stdout, "producer_byte_rate") {
+		t.Fatalf("root@acme lists carol's quotas:\n%s", r.stdout)
+	}
+
+	fails("signs for tenant acme only", root, signed(byRoot, "user", "create", "dave", "--tenant", "globex", "--password-file", pw)...)
+	fails("CLUSTER_AUTHORIZATION_FAILED", root, signed(byRoot, "config", "alter", "--broker-default", "--set", "stele.admin.signed=false")...)
+	fails("CLUSTER_AUTHORIZATION_FAILED", root, signed(byRoot, "quota", "set", "--user-default", "producer_byte_rate=1")...)
+	fails("CLUSTER_AUTHORIZATION_FAILED", root, signed(byRoot, "tenant", "quota", "set", "acme", "--quota", "topics=100")...)
+
+	ok(root, signed(byRoot, "acl", "remove", "--allow-principal", "User:carol", "--topic", "orders")...)
+	if r := ok(root, "acl", "list", "--principal", "User:carol"); strings.Contains(r.stdout, "orders") {
+		t.Fatalf("carol's ACL outlived its removal:\n%s", r.stdout)
+	}
+	fails("must be signed", root, "topic", "delete", "orders")
+	ok(root, signed(byRoot, "topic", "delete", "orders")...)
+	ok(root, signed(byRoot, "user", "delete", "carol")...)
+	if r := ok(root, "user", "list"); strings.Contains(r.stdout, "carol") {
+		t.Fatalf("carol outlived her deletion:\n%s", r.stdout)
+	}
+	if r := ok(admin, "topic", "list"); strings.Contains(r.stdout, "orders") {
+		t.Fatalf("acme's orders outlived its deletion:\n%s", r.stdout)
+	}
 }

@@ -99,10 +99,19 @@ user may manage users on a broker whose listeners authenticate.`,
 			if passwordFile == "" {
 				return usageErrorf("--password-file is required")
 			}
+			// A tenant's administrator signing makes its own tenant's
+			// users (sign_tenant.go qualifies the names it signs).
+			lookup := tenant
+			if st := signerTenant(sign.principal); sign.on() && st != "" {
+				if tenant != "" && tenant != st {
+					return usageErrorf("--tenant %s: %s signs for tenant %s only", tenant, sign.principal, st)
+				}
+				tenant, lookup = st, ""
+			}
 			if tenantAdmin && tenant == "" {
 				return usageErrorf("--tenant-admin needs --tenant: the tenant NAME administers")
 			}
-			name, err := tenantUserName(cmd, g, sign.http, tenant, args[0])
+			name, err := tenantUserName(cmd, g, sign.http, lookup, args[0])
 			if err != nil {
 				return err
 			}

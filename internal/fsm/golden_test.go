@@ -539,6 +539,39 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: tenants %+v", q)
 	}
 
+	// From app version 6 (tenants.Version6) a tenant's administrator signs
+	// its users, ACLs and users' quotas with the ACLs on the tenant's own
+	// cluster resource; under version 5 the same signatures are authorized
+	// on the cluster's resource alone, as version 5's binaries do.
+	root := newSigner("root@globex", 11)
+	must("tenant administrator's key", g.cmds(100, root.register(nil))[0], 0)
+	bob := AlterScramCredentials{User: "bob@globex", Upserts: goldenCredentials("bob@globex", "pw")}
+	must("tenant administrator signs under version 5", g.cmds(100, root.signAdmin(testChainID, 1, bob))[0], kerr.ClusterAuthorizationFailed.Code)
+	v6 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 6, Name: "tenant-signers"}
+	must("upgrade to version 6", g.cmds(100, upgradeVote(v6, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v6.Height {
+		g.cmds(100, Tick{})
+	}
+	must("tenant administrator's user", g.cmds(100, root.signAdmin(testChainID, 2, bob))[0], 0)
+	must("another tenant's user", g.cmds(100, root.signAdmin(testChainID, 3, AlterScramCredentials{User: "eve@initech", Upserts: goldenCredentials("eve@initech", "pw")}))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("a default tenant's user", g.cmds(100, root.signAdmin(testChainID, 4, AlterScramCredentials{User: "eve", Upserts: goldenCredentials("eve", "pw")}))[0], kerr.ClusterAuthorizationFailed.Code)
+	bobReads := CreateACL{ACL: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "globex~", PatternType: ACLPatternPrefixed,
+		Principal: "User:bob@globex", Host: "*", Operation: ACLOpRead, Permission: ACLPermissionAllow}}
+	must("tenant administrator's ACL", g.cmds(100, root.signAdmin(testChainID, 5, bobReads))[0], 0)
+	everyTopic := bobReads
+	everyTopic.ACL.ResourceName, everyTopic.ACL.PatternType = "*", ACLPatternLiteral
+	must("an ACL on every topic", g.cmds(100, root.signAdmin(testChainID, 6, everyTopic))[0], kerr.ClusterAuthorizationFailed.Code)
+	forOthers := bobReads
+	forOthers.ACL.Principal = "User:eve@initech"
+	must("an ACL for another tenant's user", g.cmds(100, root.signAdmin(testChainID, 7, forOthers))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("tenant administrator's quota", g.cmds(100, root.signAdmin(testChainID, 8, AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Name: "bob@globex"}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 4096}}}))[0], 0)
+	must("the default user's quota", g.cmds(100, root.signAdmin(testChainID, 9, AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Default: true}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 4096}}}))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("tenant administrator's tenant quota", g.cmds(100, root.signAdmin(testChainID, 10, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: QuotaTopics, Value: 100}}}))[0], kerr.ClusterAuthorizationFailed.Code)
+	must("tenant administrator's ACL removed", g.cmds(100, root.signAdmin(testChainID, 11, DeleteACLs{ACLs: []ACLBinding{bobReads.ACL}}))[0], 0)
+	if !slices.Contains(f.Users().Names(), "bob@globex") || slices.Contains(f.Users().Names(), "eve@initech") || slices.Contains(f.Users().Names(), "eve") {
+		t.Fatalf("golden scenario: users %v after the tenant administrator's signatures", f.Users().Names())
+	}
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

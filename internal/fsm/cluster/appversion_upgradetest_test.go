@@ -8,14 +8,14 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 )
 
-// TestUpgradeTestVersionHashesDifferently: the test build's version 6 is a
+// TestUpgradeTestVersionHashesDifferently: the test build's version 7 is a
 // real change of what is hashed, so brokers applying a block under
 // different versions would fork.
 func TestUpgradeTestVersionHashesDifferently(t *testing.T) {
-	if MaxAppVersion != 6 {
+	if MaxAppVersion != 7 {
 		t.Fatalf("MaxAppVersion %d in a steleupgradetest build", MaxAppVersion)
 	}
-	if blockDigestDomain(5) != core.DigestDomain || blockDigestDomain(6) == blockDigestDomain(5) {
-		t.Fatalf("version 6 opens the block digest with %q, version 5 with %q", blockDigestDomain(6), blockDigestDomain(5))
+	if blockDigestDomain(6) != core.DigestDomain || blockDigestDomain(7) == blockDigestDomain(6) {
+		t.Fatalf("version 7 opens the block digest with %q, version 6 with %q", blockDigestDomain(7), blockDigestDomain(6))
 	}
 }

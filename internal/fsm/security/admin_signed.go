@@ -12,6 +12,13 @@ package security
 // signature it made up, is refused by every honest broker, and the app
 // hash commits to the refusal.
 //
+// A tenant's user (alice@acme) that signs a command staying inside its
+// tenant (its users, the ACLs on its names for its users, its users'
+// client quotas: Security.AdminTenant, from app version 6) is authorized
+// on the tenant's own CLUSTER resource (acme~kafka-cluster) where the
+// command needs the cluster, so a tenant's administrator signs what it
+// manages and nothing of another tenant's or the cluster's.
+//
 // Authorization in the apply is the ACLs' alone: super.users is each
 // broker's own configuration, which a Byzantine broker could claim, so it
 // does not count here; nor does allow.everyone.if.no.acl.found (a resource
@@ -306,8 +313,16 @@ func (f *Security) applySignedAdmin(gates *AdminGates, c SignedAdmin, at core.Cm
 	f.SeqsAdded[k] = true
 	checks, _ := gates.gated(inner)
 	principal := "User:" + c.Principal
+	tenant := ""
+	if f.AdminTenant != nil {
+		tenant = f.AdminTenant(c.Principal, inner)
+	}
 	for _, ch := range checks {
-		if !f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.Op, ResourceType: ch.ResourceType, ResourceName: ch.Name}) {
+		allowed := f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.Op, ResourceType: ch.ResourceType, ResourceName: ch.Name})
+		if !allowed && tenant != "" && ch.ResourceType == ACLResourceCluster && ch.Name == ClusterResourceName {
+			allowed = f.authorizeInBlock(AuthorizeRequest{Principal: principal, Operation: ch.Op, ResourceType: ch.ResourceType, ResourceName: TenantCluster(tenant)})
+		}
+		if !allowed {
 			return core.Fail(authorizationCode(ch.ResourceType), fmt.Sprintf("%s may not %s %s %q: no ACL in the state allows it (signed commands are authorized by the ACLs alone)", principal, aclOpName(ch.Op), aclResourceName(ch.ResourceType), ch.Name))
 		}
 	}

@@ -137,6 +137,14 @@ type Security struct {
 	*core.Machine
 	*cluster.Cluster
 	opts SecurityOptions
+	// AdminTenant is a hook point for the tenants module, which sets it
+	// when the machine is assembled (tenants.NewTenants): the tenant whose
+	// own CLUSTER resource (TenantCluster) may stand for the cluster in a
+	// signed command's authorizations, because principal is that tenant's
+	// user and the command stays inside the tenant; "" otherwise (and when
+	// nil). So a tenant's administrator signs its users, ACLs and client
+	// quotas (admin_signed.go).
+	AdminTenant func(principal string, inner core.Command) string
 	securityState
 }
 

@@ -30,8 +30,10 @@
 //
 // It is the top module: it uses topics, groups and producers (the names
 // it owns there, a tenant's stored bytes), trust (its users' producer keys;
-// it sets trust.SignerTenant), cluster (the app version) and security (its users, ACLs and quotas; and signed
-// administration's extension point). Nothing uses it.
+// it sets trust.SignerTenant), cluster (the app version) and security (its
+// users, ACLs and quotas; signed administration's extension point; it sets
+// security.AdminTenant, so a tenant's user signs administration inside its
+// tenant from app version 6). Nothing uses it.
 //
 // State, in the metadata store:
 //
@@ -43,6 +45,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,6 +83,13 @@ const TenantsVersion = 4
 // keys and cluster resource names are as invalid as they were to the
 // binaries of that version (gates.go).
 const Version5 = 5
+
+// Version6 is the app version from which a tenant's user signs
+// administration inside its tenant with the ACLs on the tenant's own
+// CLUSTER resource (adminTenant, security.AdminTenant): under
+// stele.admin.signed a tenant's administrator manages its users, ACLs and
+// client quotas as it does with the Kafka admin APIs.
+const Version6 = 6
 
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
 // without a quota of a kind has no limit of that kind.
@@ -302,7 +312,64 @@ func NewTenants(m *core.Machine, below Modules) *Tenants {
 	f := &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
 		trust: below.Trust, cluster: below.Cluster, security: below.Security}
 	below.Trust.SignerTenant = f.signerTenant
+	below.Security.AdminTenant = f.adminTenant
 	return f
+}
+
+// adminTenant is the tenant whose own CLUSTER resource may authorize the
+// cluster operations of inner, signed by principal
+// (security.AdminTenant): principal's tenant, when it exists, the app
+// version is Version6 or more and inner stays inside that tenant (see
+// insideTenant); "" otherwise.
+func (f *Tenants) adminTenant(principal string, inner core.Command) string {
+	if f.cluster.Version < Version6 {
+		return ""
+	}
+	t, _ := core.SplitUser(principal)
+	if t == "" || f.byName[t] == nil || !insideTenant(t, inner) {
+		return ""
+	}
+	return t
+}
+
+// insideTenant reports whether c changes nothing but tenant's: the
+// credentials of one of its users; ACLs for its users' principals (or
+// User:*, which on its resources only its own users reach) on its topics,
+// groups, transactional ids (by name or by a prefix within the tenant) or
+// its own CLUSTER resource; the client quotas of one of its
+// users (with or without a client id). What a tenant's administrator may
+// do with the Kafka admin APIs, and no other command: not a broker's or
+// the cluster's configs, an IP's quotas, the default user's quotas, nor
+// tenants.
+func insideTenant(tenant string, c core.Command) bool {
+	const anyUser = "*"
+	ownUser := func(u string) bool { t, _ := core.SplitUser(u); return t == tenant }
+	ownACL := func(b security.ACLBinding) bool {
+		p, ok := strings.CutPrefix(b.Principal, "User:")
+		if !ok || p != anyUser && !ownUser(p) {
+			return false
+		}
+		switch b.ResourceType {
+		case security.ACLResourceTopic, security.ACLResourceGroup, security.ACLResourceTransactionalID:
+			t, _ := core.SplitTenant(b.ResourceName)
+			return t == tenant
+		case security.ACLResourceCluster:
+			return b.ResourceName == security.TenantCluster(tenant)
+		}
+		return false
+	}
+	switch c := c.(type) {
+	case security.AlterScramCredentials:
+		return ownUser(c.User)
+	case security.CreateACL:
+		return ownACL(c.ACL)
+	case security.DeleteACLs:
+		return len(c.ACLs) > 0 && !slices.ContainsFunc(c.ACLs, func(b security.ACLBinding) bool { return !ownACL(b) })
+	case security.AlterClientQuotas:
+		u := c.Entity.User
+		return u.Set && !u.Default && ownUser(u.Name)
+	}
+	return false
 }
 
 // signerTenant is the tenant whose user principal is, as the block being
