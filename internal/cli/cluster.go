@@ -42,7 +42,7 @@ var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 // cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
 	return newGroupCmd("cluster", "Create, run and upgrade a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g))
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

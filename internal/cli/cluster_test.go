@@ -31,6 +31,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/freeport"
+	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/server"
 )
 
@@ -763,5 +764,32 @@ func TestSystemdUnitFlags(t *testing.T) {
 	}
 	if d := serve.Flags().Lookup("data").Value.String(); d != "/var/lib/stele/node0" || strings.ReplaceAll(rw, "%i", "node0") != d {
 		t.Errorf("stele@node0 serves --data %s and may write %s; want both /var/lib/stele/node0", d, rw)
+	}
+}
+
+// TestClusterStatus: stele cluster status lists a single node as its one
+// validator, signing, in a table and as JSON.
+func TestClusterStatus(t *testing.T) {
+	cfg, _ := startStele(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var r result
+	for {
+		r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr)
+		if r.code == ExitOK && strings.Contains(r.stdout, "1 of 1 validators signing") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.code != ExitOK || !strings.Contains(r.stdout, "BROKER") || !strings.Contains(r.stdout, "validator") || !strings.Contains(r.stdout, cfg.KafkaAddr) {
+		t.Fatalf("stele cluster status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr, "--output", "json")
+	var st httpapi.ClusterStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Validators) != 1 || !st.Validators[0].Signing || st.Validators[0].Role != httpapi.RoleValidator {
+		t.Fatalf("stele cluster status --output json: %v\n%s", err, r.stdout)
+	}
+	if r := runCLI(ctx, "", "cluster", "status", "--http", freeAddr(t)); r.code == ExitOK {
+		t.Fatalf("stele cluster status against nothing: exit 0\n%s", r.stdout)
 	}
 }

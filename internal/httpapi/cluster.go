@@ -41,7 +41,17 @@ type ValidatorView struct {
 	// time of the commit that carried it.
 	LastSignedHeight int64      `json:"last_signed_height"`
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
+	// Role is what the broker is to the chain: "validator" (every broker
+	// of a cluster today; a voting member). Signing says whether its
+	// signature is in a commit within the live window (10 s of block
+	// time) of the last block: the rule by which Metadata makes a broker
+	// a partition leader.
+	Role    string `json:"role"`
+	Signing bool   `json:"signing"`
 }
+
+// RoleValidator is a broker that votes.
+const RoleValidator = "validator"
 
 // PeerView is one connected CometBFT peer.
 type PeerView struct {

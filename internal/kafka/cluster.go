@@ -16,9 +16,14 @@ type BrokerInfo struct {
 	Validator []byte
 }
 
-// defaultLiveWindow is how recently (in block time) a broker's validator
+// DefaultLiveWindow is how recently (in block time) a broker's validator
 // must have signed a block for the broker to lead partitions.
-const defaultLiveWindow = 10 * time.Second
+const DefaultLiveWindow = 10 * time.Second
+
+// LiveWindow is how recently (in block time) a broker's validator must
+// have signed a block for Metadata to name the broker a partition leader
+// (Options.LiveWindow): what GET /v1/cluster calls signing.
+func (s *Server) LiveWindow() time.Duration { return s.opts.LiveWindow }
 
 // advertised is the address to answer for broker b on c's listener: this
 // broker's address on that listener for a node without a directory (a

@@ -88,6 +88,8 @@ func TestServeRestart(t *testing.T) {
 	resp.Body.Close()
 	if len(st.Validators) != 1 || st.Validators[0].LastSignedHeight < 1 || st.Height < 2 || st.ChainID == "" {
 		t.Errorf("/v1/cluster of a single node: %+v", st)
+	} else if v := st.Validators[0]; v.Role != httpapi.RoleValidator || !v.Signing || v.NodeID == nil || *v.NodeID != cfg.NodeID || v.Kafka != n.KafkaAddr() {
+		t.Errorf("/v1/cluster of a single node: its validator %+v is not this broker (node %d, %s), signing", v, cfg.NodeID, n.KafkaAddr())
 	}
 	h1, hash1 := n.broker.Info()
 	if err := n.Close(); err != nil {

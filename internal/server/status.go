@@ -7,12 +7,14 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/httpapi"
+	"github.com/stele-io/stele/internal/kafka"
 )
 
 // clusterStatus gathers /v1/cluster: the chain's validators with the broker
-// each one is and its last signed block (from the state machine, so every
-// broker reports the same), this broker's height and app hash, and its
-// CometBFT peers.
+// each one is, its last signed block and whether that is within the live
+// window Metadata leads by (from the state machine, so every broker
+// reports the same), this broker's height and app hash, and its CometBFT
+// peers.
 func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpapi.ClusterStatus {
 	h, hash := n.broker.Info()
 	signers, now := n.broker.Liveness()
@@ -23,8 +25,12 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 	if !n.started.Load() { // still replaying at start
 		return st
 	}
+	window := kafka.DefaultLiveWindow
+	if k := n.kafkaServing.Load(); k != nil {
+		window = k.LiveWindow()
+	}
 	for _, v := range n.orderer.Validators() {
-		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name}
+		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
 		for _, b := range dir {
 			if strings.EqualFold(b.Validator, v.Address) {
 				id := b.NodeID
@@ -35,9 +41,20 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			if strings.EqualFold(hex.EncodeToString(s.Address), v.Address) {
 				t := time.UnixMilli(s.LastTimeMs).UTC()
 				vv.LastSignedHeight, vv.LastSignedTime = s.LastHeight, &t
+				vv.Signing = now-s.LastTimeMs <= window.Milliseconds()
 			}
 		}
 		st.Validators = append(st.Validators, vv)
+	}
+	if len(dir) == 0 && len(st.Validators) == 1 {
+		// A single node without a broker directory: its one validator is
+		// this broker.
+		id := n.cfg.NodeID
+		st.Validators[0].NodeID = &id
+		st.Validators[0].Kafka = n.cfg.AdvertisedKafka
+		if st.Validators[0].Kafka == "" {
+			st.Validators[0].Kafka = n.KafkaAddr() // its first listener (listenKafka ran before HTTP served)
+		}
 	}
 	for _, p := range n.orderer.Peers() {
 		st.Peers = append(st.Peers, httpapi.PeerView{ID: p.ID, Addr: p.Addr, Outbound: p.Outbound, Height: p.Height})

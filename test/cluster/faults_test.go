@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/test/harness"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -22,7 +25,8 @@ import (
 // consumer ever sees a partition go backwards. Copies of a record can come
 // only from the non-idempotent producer's retries and are counted, not
 // failed on; once Stele offers InitProducerId this test should produce
-// idempotently and demand exactly once.
+// idempotently and demand exactly once. `stele cluster status` shows the
+// victim not signing while it is down and signing again after.
 // (Fault test 1; DESIGN.md §4: f = 1 crash keeps the cluster live.)
 func TestKillOneOfFour(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
@@ -38,10 +42,14 @@ func TestKillOneOfFour(t *testing.T) {
 	others := without(c.All(), victim)
 	c.Kill9(victim)
 	w.waitAcked(c, 45*time.Second, 1000, fmt.Sprintf("3 brokers, node%d killed", victim))
+	// stele cluster status shows the victim not signing once the live
+	// window (10 s of block time) has passed, the others signing.
+	c.waitSigning(45*time.Second, others[0], map[int]bool{victim: false, others[0]: true, others[1]: true, others[2]: true})
 
 	c.Restart(victim)
 	c.WaitCaughtUp(30*time.Second, victim, others...)
 	w.waitAcked(c, 30*time.Second, 500, "4 brokers again")
+	c.waitSigning(30*time.Second, victim, map[int]bool{victim: true, others[0]: true, others[1]: true, others[2]: true})
 
 	w.end(c, 60*time.Second)
 	for _, i := range c.All() {
@@ -357,4 +365,35 @@ func maxOf(hs map[int]harness.Health) int64 {
 		top = max(top, h.Height)
 	}
 	return top
+}
+
+// waitSigning waits until `stele cluster status --output json`, asked of
+// node i, shows each node of want signing or not as want says, and every
+// validator as a validator with voting power.
+func (c *cluster) waitSigning(d time.Duration, i int, want map[int]bool) {
+	c.T.Helper()
+	c.Eventually(d, fmt.Sprintf("stele cluster status at node%d shows signing %v", i, want), func() error {
+		out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+		if err != nil {
+			return fmt.Errorf("stele cluster status: %v", err)
+		}
+		var st httpapi.ClusterStatus
+		if err := json.Unmarshal(out, &st); err != nil {
+			return err
+		}
+		if len(st.Validators) != len(c.Nodes) {
+			return fmt.Errorf("%d validators listed", len(st.Validators))
+		}
+		for _, v := range st.Validators {
+			if v.NodeID == nil || v.Role != httpapi.RoleValidator || v.Power <= 0 {
+				return fmt.Errorf("validator %+v", v)
+			}
+			for n, s := range want {
+				if c.Nodes[n].NodeID == *v.NodeID && s != v.Signing {
+					return fmt.Errorf("node%d signing %v (last signed height %d, the chain at %d)", n, v.Signing, v.LastSignedHeight, st.Height)
+				}
+			}
+		}
+		return nil
+	})
 }

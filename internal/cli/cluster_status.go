@@ -1,0 +1,92 @@
+package cli
+
+// `stele cluster status` (docs/cluster.md, "Cluster status"): every
+// broker of the chain with its role, voting power, the last height its
+// signature is in and whether that is recent enough for it to lead
+// partitions, from a broker's GET /v1/cluster. Every broker answers the
+// same for the brokers (the chain's record); the height and peers are the
+// answering broker's.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stele-io/stele/internal/httpapi"
+)
+
+func newClusterStatusCmd(g *globalOptions) *cobra.Command {
+	var httpFlag string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List the cluster's brokers: role, voting power, last signed height, whether each is signing",
+		Long: `List every broker of the cluster as the chain records it: its node id,
+its role (validator: it votes), its voting power, the last height whose
+commit carries its signature and whether that commit is within the live
+window (10 s of block time) of the last block, which is what makes a
+broker lead partitions in Metadata. A broker that is down or cut off shows
+signing "no" once the window has passed. Asks one broker's HTTP API
+(GET /v1/cluster, --http); the table is the same from every broker, the
+height above it is the answering broker's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, err := httpAddress(cmd, httpFlag)
+			if err != nil {
+				return err
+			}
+			var st httpapi.ClusterStatus
+			if err := jsonRequest(cmd.Context(), g, http.MethodGet, httpBase(addr)+"/v1/cluster", nil, &st); err != nil {
+				return fmt.Errorf("GET %s/v1/cluster: %w", addr, err)
+			}
+			return printClusterStatus(cmd.OutOrStdout(), g, st)
+		},
+	}
+	cmd.Flags().StringVar(&httpFlag, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")
+	return cmd
+}
+
+func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus) error {
+	if g.jsonOutput() {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	fmt.Fprintf(w, "chain %s at height %d (app version %d), as broker %d sees it\n", st.ChainID, st.Height, st.AppVersion, st.NodeID)
+	if len(st.Validators) == 0 {
+		fmt.Fprintln(w, "no validators known yet: the broker is still starting")
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "BROKER\tROLE\tPOWER\tSIGNING\tLAST SIGNED\tKAFKA\tVALIDATOR")
+	signing, power, total := 0, int64(0), int64(0)
+	for _, v := range st.Validators {
+		id, yes := "-", "no"
+		if v.NodeID != nil {
+			id = strconv.Itoa(int(*v.NodeID))
+		}
+		if v.Signing {
+			yes = "yes"
+			signing++
+			power += v.Power
+		}
+		total += v.Power
+		last := "-"
+		if v.LastSignedHeight > 0 {
+			last = strconv.FormatInt(v.LastSignedHeight, 10)
+		}
+		kafkaAddr := v.Kafka
+		if kafkaAddr == "" {
+			kafkaAddr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, v.Role, v.Power, yes, last, kafkaAddr, v.Address)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d of %d validators signing, %d of %d voting power (more than 2/3 commits blocks)\n", signing, len(st.Validators), power, total)
+	return nil
+}
