@@ -8,7 +8,6 @@ package cli
 // answering broker's.
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,9 +50,7 @@ height above it is the answering broker's.`,
 
 func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus) error {
 	if g.jsonOutput() {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(w, st)
 	}
 	fmt.Fprintf(w, "chain %s at height %d (app version %d), as broker %d sees it\n", st.ChainID, st.Height, st.AppVersion, st.NodeID)
 	if len(st.Validators) == 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,9 +173,7 @@ func upgradeRequest(ctx context.Context, g *globalOptions, method, addr string, 
 
 func printUpgrade(w io.Writer, g *globalOptions, st httpapi.UpgradeView) error {
 	if g.jsonOutput() {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(w, st)
 	}
 	fmt.Fprintf(w, "height %d: app version %d (this broker's binary runs up to %d)\n", st.Height, st.AppVersion, st.MaxAppVersion)
 	if p := st.Scheduled; p != nil {
