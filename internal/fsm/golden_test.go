@@ -547,10 +547,35 @@ func goldenScenario(t *testing.T) []block {
 	must("tenant administrator's key", g.cmds(100, root.register(nil))[0], 0)
 	bob := AlterScramCredentials{User: "bob@globex", Upserts: goldenCredentials("bob@globex", "pw")}
 	must("tenant administrator signs under version 5", g.cmds(100, root.signAdmin(testChainID, 1, bob))[0], kerr.ClusterAuthorizationFailed.Code)
+	// A transaction's offsets of a group that does not exist: under
+	// version 5 they are taken whatever the tenant's groups quota, and the
+	// commit creates the group past it; from version 6 they count.
+	must("groups quota of one", g.cmds(100, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: QuotaGroups, Value: 1}}})[0], 0)
+	must("globex topic", g.cmds(100, topics.CreateTopic{Name: "globex~events", Partitions: 1, ReplicationFactor: -1})[0], 0)
+	must("globex's one group", g.cmds(100, groups.OffsetCommit{Group: "globex~first", Generation: -1, Topic: "globex~events", Offset: 0, LeaderEpoch: -1})[0], 0)
+	gtx := must("globex transactional id", g.cmds(100, producers.InitProducerID{TransactionalID: "globex~tx", TimeoutMs: 60000})[0], 0)
+	txnOffset := func(group string) []core.Command {
+		return []core.Command{
+			producers.AddOffsetsToTxn{TransactionalID: "globex~tx", ProducerID: gtx.ProducerID, Epoch: gtx.ProducerEpoch, Group: group},
+			producers.TxnOffsetCommit{TransactionalID: "globex~tx", ProducerID: gtx.ProducerID, Epoch: gtx.ProducerEpoch, Group: group,
+				Generation: -1, Topic: "globex~events", Partition: 0, Offset: 0, LeaderEpoch: -1},
+		}
+	}
+	must("transaction's new group under version 5", g.cmds(100, txnOffset("globex~second")...)[1], 0)
+	must("abort", g.cmds(100, producers.EndTxn{TransactionalID: "globex~tx", ProducerID: gtx.ProducerID, Epoch: gtx.ProducerEpoch})[0], 0)
 	v6 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 6, Name: "tenant-signers"}
 	must("upgrade to version 6", g.cmds(100, upgradeVote(v6, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks)) < v6.Height {
 		g.cmds(100, Tick{})
+	}
+	must("transaction's new group past the quota", g.cmds(100, txnOffset("globex~second")...)[1], kerr.PolicyViolation.Code)
+	must("transaction's offset of an existing group", g.cmds(100, txnOffset("globex~first")...)[1], 0)
+	must("quota of two", g.cmds(100, AlterTenantQuotas{Name: "globex", Ops: []TenantQuotaOp{{Key: QuotaGroups, Value: 2}}})[0], 0)
+	must("transaction's new group within the quota", g.cmds(100, txnOffset("globex~second")...)[1], 0)
+	must("a group past the one pending", g.cmds(100, groups.OffsetCommit{Group: "globex~third", Generation: -1, Topic: "globex~events", Offset: 0, LeaderEpoch: -1})[0], kerr.PolicyViolation.Code)
+	must("commit creates the pending group", g.cmds(100, producers.EndTxn{TransactionalID: "globex~tx", ProducerID: gtx.ProducerID, Epoch: gtx.ProducerEpoch, Commit: true})[0], 0)
+	if f.Groups().Group("globex~second") == nil {
+		t.Fatal("golden scenario: the committed transaction did not create its group")
 	}
 	must("tenant administrator's user", g.cmds(100, root.signAdmin(testChainID, 2, bob))[0], 0)
 	must("another tenant's user", g.cmds(100, root.signAdmin(testChainID, 3, AlterScramCredentials{User: "eve@initech", Upserts: goldenCredentials("eve@initech", "pw")}))[0], kerr.ClusterAuthorizationFailed.Code)
@@ -571,6 +596,7 @@ func goldenScenario(t *testing.T) []block {
 	if !slices.Contains(f.Users().Names(), "bob@globex") || slices.Contains(f.Users().Names(), "eve@initech") || slices.Contains(f.Users().Names(), "eve") {
 		t.Fatalf("golden scenario: users %v after the tenant administrator's signatures", f.Users().Names())
 	}
+	must("globex deleted", g.cmds(100, DeleteTenant{Name: "globex"})[0], 0)
 
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {

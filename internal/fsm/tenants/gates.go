@@ -8,6 +8,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
@@ -40,9 +41,11 @@ import (
 // tenant past its quota of topics, partitions or groups (POLICY_VIOLATION,
 // whose message names the quota). A group is counted when a command would
 // create it: JoinGroup, a consumer group's first heartbeat (KIP-848), an
-// offset commit from outside a generation. A transaction's commit that
-// adds offsets of a group that does not exist creates it past the quota
-// (noted in docs/tenants.md). From app version 5 an OffsetDelete of a
+// offset commit from outside a generation, and from app version 6 a
+// transaction's offset for a group that does not exist (which its commit
+// would create; such pending groups count as the tenant's). Under version
+// 5 and below a transaction's commit that adds offsets of a group that
+// does not exist creates it past the quota, as those binaries do. From app version 5 an OffsetDelete of a
 // tenant's group is refused (GROUP_SUBSCRIBED_TO_TOPIC) when its classic
 // consumers subscribe to the topic by its short name.
 
@@ -133,6 +136,10 @@ func (f *Tenants) gate(c core.Command) (core.Result, bool) {
 		return f.groupQuota(c.Group)
 	case groups.OffsetCommit:
 		return f.groupQuota(c.Group)
+	case producers.TxnOffsetCommit:
+		if f.cluster.Version >= Version6 {
+			return f.groupQuota(c.Group)
+		}
 	case groups.OffsetDelete:
 		// A tenant's classic consumers subscribe to its topics by their
 		// short names: OffsetDelete's check that the group does not
@@ -176,7 +183,11 @@ func (f *Tenants) usage(tenant string) (ntopics, nparts int64) {
 }
 
 // groupQuota refuses a command that would create group in a tenant at its
-// quota of groups.
+// quota of groups. From app version 6 a group that a transaction's offsets
+// will create when it commits (TxnOffsetCommit of a group that does not
+// exist) counts as the tenant's already, and such an offset is refused
+// like any command that would create a group past the quota, so a
+// transaction's commit never takes a tenant past it.
 func (f *Tenants) groupQuota(group string) (core.Result, bool) {
 	tenant, _ := core.SplitTenant(group)
 	t := f.byName[tenant]
@@ -194,10 +205,32 @@ func (f *Tenants) groupQuota(group string) (core.Result, bool) {
 			n++
 		}
 	}
+	if f.cluster.Version >= Version6 {
+		pending := f.pendingGroups(pre)
+		if pending[group] {
+			return core.Result{}, true // counted already
+		}
+		n += int64(len(pending))
+	}
 	if n+1 > q {
 		return overQuota(tenant, QuotaGroups, q, n), false
 	}
 	return core.Result{}, true
+}
+
+// pendingGroups are the groups whose names start with pre that do not
+// exist and that an open transaction's offsets will create when it
+// commits.
+func (f *Tenants) pendingGroups(pre string) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range f.txns.Txns { // a set: the order does not matter
+		for g := range t.Offsets {
+			if strings.HasPrefix(g, pre) && f.groups.GroupsByName[g] == nil {
+				out[g] = true
+			}
+		}
+	}
+	return out
 }
 
 // storedBytesQuota refuses a produce whose new batches would take its

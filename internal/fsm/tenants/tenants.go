@@ -88,7 +88,9 @@ const Version5 = 5
 // administration inside its tenant with the ACLs on the tenant's own
 // CLUSTER resource (adminTenant, security.AdminTenant): under
 // stele.admin.signed a tenant's administrator manages its users, ACLs and
-// client quotas as it does with the Kafka admin APIs.
+// client quotas as it does with the Kafka admin APIs. And from which a
+// transaction's offsets cannot create a group past the tenant's quota of
+// groups (gates.go's groupQuota).
 const Version6 = 6
 
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
