@@ -695,3 +695,73 @@ func TestTenantOffsetDeleteSubscribed(t *testing.T) {
 		t.Fatalf("OffsetDelete once billing is empty: %v", err)
 	}
 }
+
+// TestTenantTransactionGroupsQuota: a tenant at its quota of groups (1)
+// cannot have a new group made by a transaction's offsets: TxnOffsetCommit
+// of a group that does not exist is refused with POLICY_VIOLATION, while
+// its existing group takes the transaction's offsets (app version 6).
+func TestTenantTransactionGroupsQuota(t *testing.T) {
+	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
+	submit := tb.submitter(t)
+	submit("tenant", fsm.CreateTenant{Name: "acme", Quotas: []fsm.TenantQuota{{Key: fsm.QuotaGroups, Value: 1}}})
+	cred, err := sasl.NewCredential(sasl.SHA256, []byte("pw"), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit("user", fsm.AlterScramCredentials{User: "alice@acme", Upserts: []sasl.Credential{cred}})
+	for _, rt := range []int8{fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID} {
+		submit("acl", fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: rt, ResourceName: "acme~", PatternType: fsm.ACLPatternPrefixed,
+			Principal: "User:alice@acme", Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}})
+	}
+	submit("topic", fsm.CreateTopic{Name: "acme~orders", Partitions: 1, ReplicationFactor: -1})
+	cl := scramClient(t, addr, "alice@acme", "pw", false)
+	adm := kadm.NewClient(cl)
+	if r, err := adm.CommitOffsets(ctx(t), "first", kadm.OffsetsFromRecords(kgo.Record{Topic: "orders", Partition: 0, Offset: 0})); err != nil || r.Error() != nil {
+		t.Fatalf("acme's first group: %v %v", err, r.Error())
+	}
+
+	init := kmsg.NewPtrInitProducerIDRequest()
+	tx := "tx"
+	init.TransactionalID, init.TransactionTimeoutMillis = &tx, 60000
+	ir, err := init.RequestWith(ctx(t), cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerID: %v %v", err, kerr.ErrorForCode(ir.ErrorCode))
+	}
+	offsetFor := func(group string) int16 {
+		t.Helper()
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = tx, ir.ProducerID, ir.ProducerEpoch, group
+		ar, err := add.RequestWith(ctx(t), cl)
+		if err != nil || ar.ErrorCode != 0 {
+			t.Fatalf("AddOffsetsToTxn %s: %v %v", group, err, kerr.ErrorForCode(ar.ErrorCode))
+		}
+		commit := kmsg.NewPtrTxnOffsetCommitRequest()
+		commit.TransactionalID, commit.ProducerID, commit.ProducerEpoch, commit.Group, commit.Generation = tx, ir.ProducerID, ir.ProducerEpoch, group, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "orders"
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch = 0, 1, -1
+		rt.Partitions = append(rt.Partitions, p)
+		commit.Topics = append(commit.Topics, rt)
+		cr, err := commit.RequestWith(ctx(t), cl)
+		if err != nil || len(cr.Topics) != 1 || len(cr.Topics[0].Partitions) != 1 {
+			t.Fatalf("TxnOffsetCommit %s: %v %+v", group, err, cr)
+		}
+		return cr.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := offsetFor("second"); code != kerr.PolicyViolation.Code {
+		t.Fatalf("a transaction's offset of a new group past the quota: %v, want POLICY_VIOLATION", kerr.ErrorForCode(code))
+	}
+	if code := offsetFor("first"); code != 0 {
+		t.Fatalf("a transaction's offset of the tenant's group: %v", kerr.ErrorForCode(code))
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = tx, ir.ProducerID, ir.ProducerEpoch, true
+	if er, err := end.RequestWith(ctx(t), cl); err != nil || er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v %v", err, kerr.ErrorForCode(er.ErrorCode))
+	}
+	groups, err := adm.ListGroups(ctx(t))
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("acme's groups after the commit: %v %v", groups.Groups(), err)
+	}
+}
