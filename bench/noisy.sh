@@ -30,7 +30,8 @@
 #
 # One JSON line per measurement on stdout (peer stele-1 or stele-4, scenario, p50_ms,
 # p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
-# tenant's acknowledged MB/s over its run).
+# tenant's acknowledged MB/s over its run; cpu_busy_pct, how busy the
+# machine's CPUs were while quiet's run measured, from /proc/stat).
 source "$(dirname "$0")/lib.sh"
 
 quota=$((8 << 20))
@@ -134,13 +135,20 @@ noisy_bg() {
 		--producers 4 --record-size 16384 --batch-max-bytes "$noisy_batch" --duration "${2}s" -q --output json >"$d/$1.json" 2>"$d/$1.err" &
 	NOISY_PID=$!
 }
+# cpu_ticks: the machine's busy and total CPU ticks so far (/proc/stat:
+# busy is all but idle and iowait).
+cpu_ticks() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
 measure() { # SCENARIO NOISY_TOPIC|-
-	local scenario=$1 topic=$2 out noisy_mb=0 cmd
+	local scenario=$1 topic=$2 out noisy_mb=0 cmd b0 t0 b1 t1
 	if [[ $topic != - ]]; then
 		noisy_bg "$topic" $((secs + lead + 8))
 		sleep "$lead" # the noisy tenant past its first burst before quiet starts
 	fi
+	read -r b0 t0 < <(cpu_ticks)
 	out="$(quiet_run "$scenario" "q-$scenario-$BENCH_REP")" || die "quiet bench produce failed: $out"
+	read -r b1 t1 < <(cpu_ticks)
 	if [[ $topic != - ]]; then
 		wait "$NOISY_PID" || die "noisy bench produce failed: $(cat "$d/$topic.err")"
 		noisy_mb="$(jq .mb_per_s "$d/$topic.json")"
@@ -152,7 +160,8 @@ measure() { # SCENARIO NOISY_TOPIC|-
 	json_line peer="stele-$nbrokers" scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" \
 		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
 		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
-		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb"
+		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb" \
+		cpu_busy_pct="$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", t > 0 ? 100 * b / t : 0 }')"
 }
 
 # settle: what the last run wrote reaches the disk before the next starts
