@@ -7,6 +7,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/record"
 )
 
 // BenchmarkCreateTenants (issue 18, docs/benchmarks.md "Tenants"): 1,000
@@ -92,4 +93,65 @@ func storeBytes(tb testing.TB, f *FSM) int64 {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// BenchmarkTenantStoredBytesQuota (docs/benchmarks.md "Tenants"): what the
+// stored_bytes quota costs a tenant's produce in a cluster of many topics.
+// Every produce of a tenant with the quota sums its partitions' bytes
+// first; ns/op is one block of 100 one-record produces to the tenant's
+// topic, applied and committed, with 0 and 5,000 other topics in the
+// state (one partition each), and the peer in the same run: the same
+// block from a tenant without the quota.
+//
+//	go test ./internal/fsm -run '^$' -bench BenchmarkTenantStoredBytesQuota -benchtime 200x
+func BenchmarkTenantStoredBytesQuota(b *testing.B) {
+	for _, others := range []int{0, 5000} {
+		f, err := Open(Options{Dir: b.TempDir(), GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		height, now := int64(0), t0
+		apply := func(cmds ...core.Command) {
+			var txs [][]byte
+			for i := 0; i < len(cmds); i += 100 {
+				txs = append(txs, tx(i, cmds[i:min(i+100, len(cmds))]...))
+			}
+			height, now = height+1, now+10
+			out, err := f.ApplyBlock(core.Block{Height: height, TimeMs: now, Txs: txs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			for _, o := range out.Txs {
+				for _, r := range o.Results {
+					if r.Code != 0 {
+						b.Fatalf("%d %s", r.Code, r.Message)
+					}
+				}
+			}
+		}
+		var setup []core.Command
+		for j := 0; j < others; j++ {
+			setup = append(setup, CreateTopic{Name: fmt.Sprintf("other-%05d", j), Partitions: 1, ReplicationFactor: -1})
+		}
+		setup = append(setup, CreateTenant{Name: "quota", Quotas: []TenantQuota{{Key: QuotaStoredBytesKey, Value: 1 << 40}}}, CreateTenant{Name: "free"})
+		apply(setup...)
+		apply(CreateTopic{Name: "quota~t", Partitions: 1, ReplicationFactor: -1}, CreateTopic{Name: "free~t", Partitions: 1, ReplicationFactor: -1})
+		rec := batch(b, t0, record.CodecNone, "k", 1)
+		for _, tenant := range []string{"quota", "free"} {
+			b.Run(fmt.Sprintf("others=%d/%s", others, tenant), func(b *testing.B) {
+				var cmds []core.Command
+				for j := 0; j < 100; j++ {
+					cmds = append(cmds, Produce{Topic: tenant + "~t", Partition: 0, Records: rec})
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					apply(cmds...)
+				}
+			})
+		}
+		f.Close()
+	}
 }

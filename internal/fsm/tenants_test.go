@@ -157,6 +157,14 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		if _, err := f.ProducerKey("alice@acme"); err == nil {
 			t.Errorf("%s: alice@acme's producer key outlived its tenant", when)
 		}
+		// The topics module's index of each tenant's topics agrees.
+		tm := f.TopicsModule()
+		if own := tm.TenantTopics("globex"); len(own) != 1 || own[0].Name != "globex~orders" || len(tm.TenantTopics("acme")) != 0 || len(tm.TenantTopics("")) != 0 {
+			t.Errorf("%s: the tenants' topics %v, acme's %v", when, own, tm.TenantTopics("acme"))
+		}
+		if n, p := tm.TenantUsage("globex"); n != 1 || p != 2 {
+			t.Errorf("%s: globex uses %d topics of %d partitions, want 1 of 2", when, n, p)
+		}
 	}
 	check(f, "applied")
 	_, hash := f.Info()
@@ -176,6 +184,13 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 	must("topic again", run(topics.CreateTopic{Name: "acme~orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
 	if hw := f.View().Topic("acme~orders").Partitions[0].HighWatermark(); hw != 0 {
 		t.Fatalf("the new acme~orders starts at %d", hw)
+	}
+	if n, p := f.TopicsModule().TenantUsage("acme"); n != 1 || p != 1 {
+		t.Fatalf("the new acme uses %d topics of %d partitions, want 1 of 1", n, p)
+	}
+	must("acme's topic deleted", run(topics.DeleteTopic{Name: "acme~orders"})[0], 0)
+	if n, _ := f.TopicsModule().TenantUsage("acme"); n != 0 {
+		t.Fatalf("acme uses %d topics after its one was deleted", n)
 	}
 	must("unknown tenant", run(DeleteTenant{Name: "initech"})[0], kerr.ResourceNotFound.Code)
 }

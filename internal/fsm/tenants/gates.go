@@ -172,14 +172,7 @@ func (f *Tenants) topicQuotas(t *Tenant, topicsAdded, partitionsAdded int64) (co
 
 // usage counts the live topics of tenant and their partitions.
 func (f *Tenants) usage(tenant string) (ntopics, nparts int64) {
-	pre := tenant + string(core.TenantSep)
-	for name, t := range f.topics.ByName {
-		if strings.HasPrefix(name, pre) {
-			ntopics++
-			nparts += int64(len(t.Partitions))
-		}
-	}
-	return ntopics, nparts
+	return f.topics.TenantUsage(tenant)
 }
 
 // groupQuota refuses a command that would create group in a tenant at its

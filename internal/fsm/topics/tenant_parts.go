@@ -6,15 +6,49 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // for the tenants module: the topics named tenant~topic (core/names.go),
 // which only exist while the tenant does.
 
-// TenantTopics returns the live topics of tenant, sorted by name.
-func (f *Topics) TenantTopics(tenant string) []*Topic {
-	var out []*Topic
-	for _, name := range core.SortedKeys(f.ByName) {
-		if t, _ := core.SplitTenant(name); t == tenant && tenant != "" {
-			out = append(out, f.ByName[name])
+// indexTopic adds t to its tenant's topics (byTenant), if it has a tenant.
+func (f *Topics) indexTopic(t *Topic) {
+	tenant, _ := core.SplitTenant(t.Name)
+	if tenant == "" {
+		return
+	}
+	own := f.byTenant[tenant]
+	if own == nil {
+		own = map[string]*Topic{}
+		f.byTenant[tenant] = own
+	}
+	own[t.Name] = t
+}
+
+// unindexTopic removes t from its tenant's topics.
+func (f *Topics) unindexTopic(t *Topic) {
+	tenant, _ := core.SplitTenant(t.Name)
+	if own := f.byTenant[tenant]; own != nil {
+		delete(own, t.Name)
+		if len(own) == 0 {
+			delete(f.byTenant, tenant)
 		}
 	}
+}
+
+// TenantTopics returns the live topics of tenant, sorted by name.
+func (f *Topics) TenantTopics(tenant string) []*Topic {
+	own := f.byTenant[tenant]
+	out := make([]*Topic, 0, len(own))
+	for _, name := range core.SortedKeys(own) {
+		out = append(out, own[name])
+	}
 	return out
+}
+
+// TenantUsage returns how many live topics tenant has and how many
+// partitions they have in all.
+func (f *Topics) TenantUsage(tenant string) (topics, partitions int64) {
+	for _, t := range f.byTenant[tenant] { // sums: the order does not matter
+		topics++
+		partitions += int64(len(t.Partitions))
+	}
+	return topics, partitions
 }
 
 // RemoveTenantTopics deletes every topic of tenant as DeleteTopic does:

@@ -24,6 +24,7 @@ func registerTopicState(r *core.Registry) {
 			f.topicsState = topicsState{
 				ByName:      map[string]*Topic{},
 				ByID:        map[core.TopicID]*Topic{},
+				byTenant:    map[string]map[string]*Topic{},
 				DirtyTopics: map[string]bool{},
 				dirtyParts:  map[*Partition]bool{},
 				Compactor:   newCompactor(f.opts.CompactionWorkers),
@@ -47,6 +48,10 @@ type topicsState struct {
 	leafRefs      []batchRef // where each of the block's leaves' batch went (topic_proofs.go)
 	Compactor     *compactor
 	view          atomic.Pointer[View] // the committed topics, published at Commit
+	// byTenant holds the topics of each tenant (tenant~NAME) by name, as
+	// ByName does (tenant_parts.go: indexTopic, unindexTopic), so what a
+	// tenant uses is found without reading every topic of the cluster.
+	byTenant map[string]map[string]*Topic
 }
 
 func stageTopics(f *Topics, b *core.StateBatch) error {
@@ -182,7 +187,7 @@ func DecodePartition(p *Partition, v []byte) error {
 // log, cutting it back to its committed end, and removes the partition
 // directories of no committed topic.
 func loadTopics(f *Topics) error {
-	f.ByName, f.ByID = map[string]*Topic{}, map[core.TopicID]*Topic{}
+	f.ByName, f.ByID, f.byTenant = map[string]*Topic{}, map[core.TopicID]*Topic{}, map[string]map[string]*Topic{}
 	counts := map[string]int32{}
 	err := f.Store.Scan([]byte("t/"), func(k, v []byte) error {
 		t, n, err := DecodeTopic(string(k[2:]), v)
@@ -191,6 +196,7 @@ func loadTopics(f *Topics) error {
 		}
 		t.Config = resolveConfig(t.Configs, f.logDefaults.configs) // loaded before (rank 55)
 		f.ByName[t.Name], f.ByID[t.ID], counts[t.Name] = t, t, n
+		f.indexTopic(t)
 		return nil
 	})
 	if err != nil {

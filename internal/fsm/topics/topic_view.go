@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
@@ -194,12 +193,8 @@ func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
 // before it reads the segments' sizes, and the segments below a log start
 // are deleted at the Commit that moved it. The applier calls it.
 func (f *Topics) TenantStoredBytes(tenant string) (int64, error) {
-	prefix := core.Qualify(tenant, "")
 	var n int64
-	for name, t := range f.ByName { // a sum: the order does not matter
-		if !strings.HasPrefix(name, prefix) {
-			continue
-		}
+	for _, t := range f.byTenant[tenant] { // a sum: the order does not matter
 		for _, p := range t.Partitions {
 			if err := f.awaitCompaction(p); err != nil {
 				return 0, err

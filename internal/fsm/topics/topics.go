@@ -137,6 +137,7 @@ func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	}
 	f.ByName[t.Name] = t
 	f.ByID[t.ID] = t
+	f.indexTopic(t)
 	f.DirtyTopics[t.Name] = true
 	f.MetaChanged = true
 	return core.Result{TopicID: t.ID}
@@ -266,6 +267,7 @@ func (f *Topics) deleteTopic(c DeleteTopic) core.Result {
 	t.Deleted = true
 	delete(f.ByName, t.Name)
 	delete(f.ByID, t.ID)
+	f.unindexTopic(t)
 	for _, p := range t.Partitions {
 		delete(f.dirtyParts, p)
 	}
