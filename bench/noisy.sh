@@ -161,7 +161,7 @@ measure() { # SCENARIO NOISY_TOPIC|-
 		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
 		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
 		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb" \
-		cpu_busy_pct="$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", t > 0 ? 100 * b / t : 0 }')"
+		cpu_busy_pct="$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", (t > 0 ? 100 * b / t : 0) }')"
 }
 
 # settle: what the last run wrote reaches the disk before the next starts
