@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -298,19 +299,15 @@ func TestCertifiedInClassOrder(t *testing.T) {
 	// One transaction each: the next is enqueued once the last is sent.
 	sent := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		eventually(t, 10*time.Second, func() error {
 			b.mu.Lock()
 			got := len(b.mu.waiting)
 			b.mu.Unlock()
-			if got >= n {
-				return
+			if got < n {
+				return fmt.Errorf("%d transactions sent, want %d", got, n)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d transactions sent, want %d", got, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	}
 	b.Enqueue(ctx, fsm.Produce{Topic: "acme~t", Records: valueBatch(t, 1, 10)})
 	sent(1)

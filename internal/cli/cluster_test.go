@@ -774,15 +774,14 @@ func TestClusterStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var r result
-	for {
-		r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr)
-		if r.code == ExitOK && strings.Contains(r.stdout, "1 of 1 validators signing") || ctx.Err() != nil {
-			break
+	eventually(t, time.Minute, func() error {
+		if r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr); r.code != ExitOK || !strings.Contains(r.stdout, "1 of 1 validators signing") {
+			return fmt.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if r.code != ExitOK || !strings.Contains(r.stdout, "BROKER") || !strings.Contains(r.stdout, "validator") || !strings.Contains(r.stdout, cfg.KafkaAddr) {
-		t.Fatalf("stele cluster status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		return nil
+	})
+	if !strings.Contains(r.stdout, "BROKER") || !strings.Contains(r.stdout, "validator") || !strings.Contains(r.stdout, cfg.KafkaAddr) {
+		t.Fatalf("stele cluster status:\n%s", r.stdout)
 	}
 	r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr, "--output", "json")
 	var st httpapi.ClusterStatus

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,12 +207,12 @@ func TestTenantAdministratorSigns(t *testing.T) {
 		return append([]string{"--sign", f, "--principal", name}, httpFlag...)
 	}
 	signed := func(by []string, args ...string) []string { return append(args, by...) }
-	for run(admin, "user", "list").code != ExitOK { // the node creates admin once it runs
-		if ctx.Err() != nil {
-			t.Fatal("admin cannot log in")
+	eventually(t, time.Minute, func() error { // the node creates admin once it runs
+		if r := run(admin, "user", "list"); r.code != ExitOK {
+			return fmt.Errorf("admin cannot log in: %s", r.stderr)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	byAdmin := key("admin")
 	ok(admin, "acl", "add", "--allow-principal", "User:admin", "--operation", "All", "--cluster", "--topic", "*", "--group", "*")
 	ok(admin, signed(byAdmin, "config", "alter", "--broker-default", "--set", "stele.admin.signed=true")...)

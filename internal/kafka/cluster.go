@@ -16,14 +16,17 @@ type BrokerInfo struct {
 	Validator []byte
 }
 
-// DefaultLiveWindow is how recently (in block time) a broker's validator
+// defaultLiveWindow is how recently (in block time) a broker's validator
 // must have signed a block for the broker to lead partitions.
-const DefaultLiveWindow = 10 * time.Second
+const defaultLiveWindow = 10 * time.Second
 
-// LiveWindow is how recently (in block time) a broker's validator must
-// have signed a block for Metadata to name the broker a partition leader
-// (Options.LiveWindow): what GET /v1/cluster calls signing.
-func (s *Server) LiveWindow() time.Duration { return s.opts.LiveWindow }
+// Signing reports whether a validator whose signature is last in the
+// commit of block time lastMs (ms) is signing at block time nowMs: within
+// LiveWindow, the rule by which Metadata makes its broker a partition
+// leader (members), and what GET /v1/cluster calls signing.
+func (s *Server) Signing(lastMs, nowMs int64) bool {
+	return nowMs-lastMs <= s.opts.LiveWindow.Milliseconds()
+}
 
 // advertised is the address to answer for broker b on c's listener: this
 // broker's address on that listener for a node without a directory (a
@@ -61,10 +64,9 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		}
 	}
 	signers, now := s.b.Liveness()
-	window := s.opts.LiveWindow.Milliseconds()
 	for _, b := range all {
 		for _, sg := range signers {
-			if bytes.Equal(sg.Address, b.Validator) && now-sg.LastTimeMs <= window {
+			if bytes.Equal(sg.Address, b.Validator) && s.Signing(sg.LastTimeMs, now) {
 				live = append(live, b)
 				break
 			}

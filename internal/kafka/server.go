@@ -208,7 +208,7 @@ func (o *Options) setDefaults() {
 	}
 	o.MaxConnectionsPerIPOverrides = overrides
 	if o.LiveWindow <= 0 {
-		o.LiveWindow = DefaultLiveWindow
+		o.LiveWindow = defaultLiveWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

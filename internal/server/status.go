@@ -7,7 +7,6 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/httpapi"
-	"github.com/stele-io/stele/internal/kafka"
 )
 
 // clusterStatus gathers /v1/cluster: the chain's validators with the broker
@@ -22,12 +21,9 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 		BlockTime: time.UnixMilli(now).UTC(), Validators: []httpapi.ValidatorView{}, Peers: []httpapi.PeerView{}}
 	up := n.broker.Upgrade()
 	st.AppVersion, st.MaxAppVersion, st.Upgrade = up.Version, up.MaxVersion, up.Plan
-	if !n.started.Load() { // still replaying at start
+	k := n.kafkaServing.Load()
+	if !n.started.Load() || k == nil { // still replaying, or not serving Kafka yet, at start
 		return st
-	}
-	window := kafka.DefaultLiveWindow
-	if k := n.kafkaServing.Load(); k != nil {
-		window = k.LiveWindow()
 	}
 	for _, v := range n.orderer.Validators() {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
@@ -41,7 +37,7 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			if strings.EqualFold(hex.EncodeToString(s.Address), v.Address) {
 				t := time.UnixMilli(s.LastTimeMs).UTC()
 				vv.LastSignedHeight, vv.LastSignedTime = s.LastHeight, &t
-				vv.Signing = now-s.LastTimeMs <= window.Milliseconds()
+				vv.Signing = k.Signing(s.LastTimeMs, now)
 			}
 		}
 		st.Validators = append(st.Validators, vv)

@@ -38,8 +38,8 @@ func (f *Security) FirstUserReadingAs(tenant string) string {
 	return first
 }
 
-// tenantPrincipal reports whether principal is User:NAME@tenant.
-func tenantPrincipal(principal, tenant string) bool {
+// TenantPrincipal reports whether principal is User:NAME@tenant.
+func TenantPrincipal(principal, tenant string) bool {
 	u, ok := strings.CutPrefix(principal, "User:")
 	if !ok {
 		return false
@@ -48,15 +48,16 @@ func tenantPrincipal(principal, tenant string) bool {
 	return t == tenant
 }
 
-// tenantResource reports whether an ACL's resource pattern is tenant's: a
-// topic, group or transactional id whose name (or prefix) is tenant~...
-func tenantResource(r aclResource, tenant string) bool {
-	switch r.typ {
+// TenantResource reports whether an ACL's resource (its type and its name
+// or prefix) is tenant's: a topic, group or transactional id whose name
+// is tenant~..., or the tenant's own CLUSTER resource.
+func TenantResource(resourceType int8, name, tenant string) bool {
+	switch resourceType {
 	case ACLResourceTopic, ACLResourceGroup, ACLResourceTransactionalID:
-		t, _ := core.SplitTenant(r.name)
+		t, _ := core.SplitTenant(name)
 		return t == tenant
 	case ACLResourceCluster:
-		return r.name == TenantCluster(tenant)
+		return name == TenantCluster(tenant)
 	}
 	return false
 }
@@ -72,9 +73,9 @@ func (f *Security) RemoveTenant(tenant string) (users, acls, quotas int) {
 		users++
 	}
 	for r, es := range f.acls {
-		own := tenantResource(r, tenant)
+		own := TenantResource(r.typ, r.name, tenant)
 		for e := range es {
-			if own || tenantPrincipal(e.principal, tenant) {
+			if own || TenantPrincipal(e.principal, tenant) {
 				delete(es, e)
 				f.aclsDirty[r], f.aclsNew = true, true
 				acls++

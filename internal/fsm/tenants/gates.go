@@ -160,7 +160,7 @@ func (f *Tenants) topicQuotas(t *Tenant, topicsAdded, partitionsAdded int64) (co
 	if !hasT && !hasP {
 		return core.Result{}, true
 	}
-	ntopics, nparts := f.usage(t.Name)
+	ntopics, nparts := f.topics.TenantUsage(t.Name)
 	if hasT && topicsAdded > 0 && ntopics+topicsAdded > qt {
 		return overQuota(t.Name, QuotaTopics, qt, ntopics), false
 	}
@@ -168,11 +168,6 @@ func (f *Tenants) topicQuotas(t *Tenant, topicsAdded, partitionsAdded int64) (co
 		return overQuota(t.Name, QuotaPartitions, qp, nparts), false
 	}
 	return core.Result{}, true
-}
-
-// usage counts the live topics of tenant and their partitions.
-func (f *Tenants) usage(tenant string) (ntopics, nparts int64) {
-	return f.topics.TenantUsage(tenant)
 }
 
 // groupQuota refuses a command that would create group in a tenant at its

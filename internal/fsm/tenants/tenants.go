@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -344,21 +343,10 @@ func (f *Tenants) adminTenant(principal string, inner core.Command) string {
 // the cluster's configs, an IP's quotas, the default user's quotas, nor
 // tenants.
 func insideTenant(tenant string, c core.Command) bool {
-	const anyUser = "*"
 	ownUser := func(u string) bool { t, _ := core.SplitUser(u); return t == tenant }
 	ownACL := func(b security.ACLBinding) bool {
-		p, ok := strings.CutPrefix(b.Principal, "User:")
-		if !ok || p != anyUser && !ownUser(p) {
-			return false
-		}
-		switch b.ResourceType {
-		case security.ACLResourceTopic, security.ACLResourceGroup, security.ACLResourceTransactionalID:
-			t, _ := core.SplitTenant(b.ResourceName)
-			return t == tenant
-		case security.ACLResourceCluster:
-			return b.ResourceName == security.TenantCluster(tenant)
-		}
-		return false
+		return (b.Principal == "User:"+security.ACLWildcard || security.TenantPrincipal(b.Principal, tenant)) &&
+			security.TenantResource(b.ResourceType, b.ResourceName, tenant)
 	}
 	switch c := c.(type) {
 	case security.AlterScramCredentials:
