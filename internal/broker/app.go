@@ -44,16 +44,38 @@ func (a app) ScheduleProposal(_ int64, now time.Time, txs [][]byte, sizes []int6
 	return picked
 }
 
+// FinalizedValidatorUpdates implements consensus.Membership: the validator
+// set changes of the block last applied (committed evidence removing an
+// offender, fsm/cluster's membership.go).
+func (a app) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	if a.b.mu.applied == nil {
+		return nil
+	}
+	var out []consensus.ValidatorUpdate
+	for _, u := range a.b.mu.applied.ValidatorUpdates {
+		out = append(out, consensus.ValidatorUpdate{PubKey: u.PubKey, Power: u.Power})
+	}
+	return out
+}
+
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
+	fb := fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers}
 	for _, m := range blk.Misbehavior {
 		// Evidence is part of the block, so every broker sees the same;
-		// the validator set is fixed, so there is nothing to slash yet:
-		// operators are told, loudly.
+		// from app version 7 the state machine removes the offender's
+		// power (fsm/cluster's membership.go). Operators are told, loudly.
 		a.b.opts.Logger.Warn("evidence of validator misbehavior committed", "kind", m.Kind,
 			"validator", fmt.Sprintf("%X", m.Validator), "at_height", m.Height, "height", blk.Height)
 		a.b.metrics.evidence.WithLabelValues(m.Kind).Inc()
+		kind := fsm.LightClientAttack
+		if m.Kind == "duplicate-vote" {
+			kind = fsm.DuplicateVote
+		}
+		fb.Misbehavior = append(fb.Misbehavior, fsm.Misbehavior{Kind: kind, Validator: m.Validator, Height: m.Height})
 	}
-	out, err := a.b.fsm.ApplyBlock(fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers})
+	out, err := a.b.fsm.ApplyBlock(fb)
 	if err != nil {
 		a.b.localFault("apply", err)
 		return nil, nil, err

@@ -125,7 +125,18 @@ var (
 	_ consensus.Versioned   = app{}
 	_ consensus.Proposer    = (*SnapshotApp)(nil)
 	_ consensus.Proposer    = app{}
+	_ consensus.Membership  = (*SnapshotApp)(nil)
+	_ consensus.Membership  = app{}
 )
+
+// FinalizedValidatorUpdates passes the wrapped application's
+// consensus.Membership on, which embedding alone would hide.
+func (s *SnapshotApp) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
+	if m, ok := s.Application.(consensus.Membership); ok {
+		return m.FinalizedValidatorUpdates()
+	}
+	return nil
+}
 
 // AppVersion implements consensus.Versioned: the state machine's, which
 // after a restore is the restored state's.

@@ -59,16 +59,24 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "BROKER\tROLE\tPOWER\tSIGNING\tLAST SIGNED\tKAFKA\tVALIDATOR")
-	signing, power, total := 0, int64(0), int64(0)
+	signing, power, total, voting := 0, int64(0), int64(0), 0
+	var removed []httpapi.ValidatorView
 	for _, v := range st.Validators {
+		if v.Removed != nil {
+			removed = append(removed, v)
+		} else {
+			voting++
+		}
 		id, yes := "-", "no"
 		if v.NodeID != nil {
 			id = strconv.Itoa(int(*v.NodeID))
 		}
 		if v.Signing {
 			yes = "yes"
-			signing++
-			power += v.Power
+			if v.Removed == nil {
+				signing++
+				power += v.Power
+			}
 		}
 		total += v.Power
 		last := "-"
@@ -84,6 +92,9 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d of %d validators signing, %d of %d voting power (more than 2/3 commits blocks)\n", signing, len(st.Validators), power, total)
+	fmt.Fprintf(w, "%d of %d validators signing, %d of %d voting power (more than 2/3 commits blocks)\n", signing, voting, power, total)
+	for _, v := range removed {
+		fmt.Fprintf(w, "validator %s removed at height %d: %s at height %d\n", v.Address, v.Removed.Height, v.Removed.Reason, v.Removed.EvidenceHeight)
+	}
 	return nil
 }

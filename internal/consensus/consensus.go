@@ -99,6 +99,24 @@ type Versioned interface {
 	FinalizedAppVersion() uint64
 }
 
+// ValidatorUpdate is a change of one validator's voting power (0 removes
+// it) that a block made.
+type ValidatorUpdate struct {
+	PubKey []byte // ed25519
+	Power  int64
+}
+
+// Membership is implemented by an Application whose blocks change the
+// validator set (internal/fsm/cluster's membership.go). The cometbft
+// orderer hands the changes of each block to CometBFT with the block's
+// results; CometBFT applies them two heights later.
+type Membership interface {
+	// FinalizedValidatorUpdates are the changes the last FinalizeBlock
+	// made. It is called by the orderer's consensus goroutine only, after
+	// FinalizeBlock.
+	FinalizedValidatorUpdates() []ValidatorUpdate
+}
+
 // Proposer is implemented by an Application whose proposals open with
 // transactions of the proposer's own, made from the proposer's clock
 // (internal/fsm's AppendTime, from app version 2): what the state machine

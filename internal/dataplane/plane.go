@@ -54,8 +54,16 @@ type Options struct {
 	Store *Store
 	// Key is this broker's validator key; its address must be in
 	// Validators.
-	Key        ed25519.PrivateKey
+	Key ed25519.PrivateKey
+	// Validators are the genesis validators: who the brokers of the
+	// cluster are (what authenticates a request, and whose signature a
+	// peer's answer must carry).
 	Validators *fsm.ValidatorSet
+	// Current returns the validator set as of the last commit, as the
+	// chain's membership changed it (fsm's CommittedValidators): whose
+	// signatures count toward a certificate, with what power, and who may
+	// push a batch to be signed. Nil (or a nil set) means Validators.
+	Current func() *fsm.ValidatorSet
 	// Peers are the other validators' endpoints.
 	Peers []Peer
 	// Height returns the last committed height: a new batch's height, and
@@ -207,6 +215,14 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 		return fsm.Certificate{}, fmt.Errorf("stele/dataplane: a batch of %d bytes (at most %d)", len(payload), p.opts.MaxBatchBytes)
 	}
 	start := time.Now()
+	vs := p.current()
+	self, ok := vs.Lookup(p.self.Address)
+	if !ok {
+		// The chain removed this broker's key (committed evidence,
+		// fsm/cluster's membership.go): no other broker signs its
+		// batches, and its own signature would void the certificate.
+		return fsm.Certificate{}, fmt.Errorf("%w: this broker's validator %X is no longer in the validator set", ErrNotCertified, p.self.Address)
+	}
 	height := p.opts.Height()
 	d, err := p.opts.Store.Put(payload, height)
 	if err != nil {
@@ -218,9 +234,9 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 		c.Chain = p.opts.ChainID
 	}
 	c.Sigs = append(c.Sigs, p.sign(c))
-	power := p.self.Power
+	power := self.Power
 	if len(p.opts.Peers) == 0 {
-		if !p.opts.Validators.Enough(power) {
+		if !vs.Enough(power) {
 			return fsm.Certificate{}, fmt.Errorf("%w: no peers to ask", ErrNotCertified)
 		}
 		p.opts.Metrics.certified.Inc()
@@ -256,11 +272,17 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 		close(all)
 	}()
 	add := func(s fsm.CertSig) {
-		v, _ := p.opts.Validators.Lookup(s.Validator) // push checked it is one
+		v, ok := vs.Lookup(s.Validator)
+		if !ok {
+			// Removed from the set since (fsm/cluster's membership.go):
+			// the state machine refuses a certificate carrying its
+			// signature.
+			return
+		}
 		c.Sigs = append(c.Sigs, s)
 		power += v.Power
 	}
-	for !p.opts.Validators.Enough(power) {
+	for !vs.Enough(power) {
 		select {
 		case s := <-sigs:
 			add(s)
@@ -269,7 +291,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 			for len(sigs) > 0 {
 				add(<-sigs)
 			}
-			if !p.opts.Validators.Enough(power) {
+			if !vs.Enough(power) {
 				return fsm.Certificate{}, fmt.Errorf("%w: %d of %d validators signed", ErrNotCertified, len(c.Sigs), len(p.opts.Peers)+1)
 			}
 		case <-ctx.Done():
@@ -281,6 +303,16 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	p.opts.Metrics.certified.Inc()
 	p.opts.Metrics.certifySeconds.Observe(time.Since(start).Seconds())
 	return c, nil
+}
+
+// current is the validator set certificates are made for now.
+func (p *Plane) current() *fsm.ValidatorSet {
+	if p.opts.Current != nil {
+		if vs := p.opts.Current(); vs != nil {
+			return vs
+		}
+	}
+	return p.opts.Validators
 }
 
 // bound reports whether certificates made now name the chain.

@@ -504,3 +504,41 @@ func TestCertifyBindsTheChain(t *testing.T) {
 		t.Fatalf("signed by brokers a block behind: %v", err)
 	}
 }
+
+// TestRemovedValidator: once the chain has removed a validator (Current
+// no longer lists it), its signature is not put in certificates, the
+// others refuse to sign what it pushes, and it certifies nothing itself;
+// the three left certify among themselves.
+func TestRemovedValidator(t *testing.T) {
+	nodes := cluster(t, 4)
+	var left []fsm.Validator
+	for _, v := range nodes[0].plane.opts.Validators.Validators() {
+		if v.Address != nodes[3].plane.self.Address {
+			left = append(left, v)
+		}
+	}
+	cur, err := fsm.NewValidatorSet(left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		nd.plane.opts.Current = func() *fsm.ValidatorSet { return cur }
+	}
+	if _, err := nodes[3].plane.Certify(context.Background(), payload(t, 1)); !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("the removed validator certified: %v", err)
+	}
+	// Its pushes are refused even when it goes around its own Certify.
+	c := fsm.Certificate{Chain: "", Digest: sha256.Sum256(payload(t, 2)), Size: uint32(len(payload(t, 2))), Height: 0}
+	if _, err := nodes[3].plane.push(nodes[3].plane.opts.Peers[0], c, payload(t, 2)); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("a push by the removed validator: %v, want 403 Forbidden", err)
+	}
+	for range 5 {
+		c, err := nodes[0].plane.Certify(context.Background(), payload(t, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.Verify(c); err != nil {
+			t.Fatalf("a certificate made after the removal does not verify against the set left: %v", err)
+		}
+	}
+}

@@ -64,8 +64,16 @@ func (p *Plane) refuse(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
-	if _, err := p.authenticated(r); err != nil {
+	from, err := p.authenticated(r)
+	if err != nil {
 		p.refuse(w, r, err)
+		return
+	}
+	if _, ok := p.current().Lookup(from); !ok {
+		// A genesis broker whose power the chain removed (committed
+		// evidence, fsm/cluster's membership.go) still fetches the
+		// batches it applies, but has none signed.
+		http.Error(w, fmt.Sprintf("%X is no longer a validator: its batches are not signed", from), http.StatusForbidden)
 		return
 	}
 	claimed, err := hex.DecodeString(r.URL.Query().Get("digest"))

@@ -35,11 +35,11 @@ func TestAuthorize(t *testing.T) {
 	}
 	var blocks []block
 	for i, b := range bindings {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, CreateACL{ACL: b})}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, CreateACL{ACL: b})}})
 	}
 	blocks = append(blocks,
-		block{t0 + 100, [][]byte{tx(100, DeleteACLs{ACLs: bindings[2:3]})}},
-		block{t0 + 101, [][]byte{tx(101, CreateACL{ACL: bindings[2]})}})
+		block{time: t0 + 100, txs: [][]byte{tx(100, DeleteACLs{ACLs: bindings[2:3]})}},
+		block{time: t0 + 101, txs: [][]byte{tx(101, CreateACL{ACL: bindings[2]})}})
 	n := len(bindings)
 	applyRange(t, f, blocks, 1, n)
 	check := func(a *ACLs) {

@@ -19,20 +19,20 @@ func TestReplicaAssignments(t *testing.T) {
 	dir := t.TempDir()
 	f := open(t, dir)
 	outs := applyOutcomes(t, f, []block{
-		{t0, [][]byte{
+		{time: t0, txs: [][]byte{
 			tx(1, topics.CreateTopic{Name: "placed", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{2, 0}, {1, 3}}}),
 			tx(2, topics.CreateTopic{Name: "plain", Partitions: 1, ReplicationFactor: -1}),
 			tx(3, topics.CreateTopic{Name: "dup", Partitions: 1, ReplicationFactor: 2, Assignments: [][]int32{{1, 1}}}),
 			tx(4, topics.CreateTopic{Name: "ragged", Partitions: 2, ReplicationFactor: 2, Assignments: [][]int32{{1, 2}, {3}}}),
 			tx(5, topics.CreateTopic{Name: "empty", Partitions: 1, ReplicationFactor: 0, Assignments: [][]int32{{}}}),
 		}},
-		{t0 + 100, [][]byte{
+		{time: t0 + 100, txs: [][]byte{
 			tx(6, topics.CreatePartitions{Name: "placed", Count: 3, Assignments: [][]int32{{3, 2}}}),
 			tx(7, topics.CreatePartitions{Name: "plain", Count: 2, Assignments: [][]int32{{0}}}),
 			tx(8, topics.CreatePartitions{Name: "placed", Count: 5, Assignments: [][]int32{{0, 1}}}),
 			tx(9, topics.CreatePartitions{Name: "placed", Count: 4, Assignments: [][]int32{{0, 1, 2}}}),
 		}},
-		{t0 + 200, [][]byte{tx(10, topics.CreatePartitions{Name: "placed", Count: 4})}},
+		{time: t0 + 200, txs: [][]byte{tx(10, topics.CreatePartitions{Name: "placed", Count: 4})}},
 	})
 	codes := func(o core.BlockOutcome) []int16 {
 		var cs []int16

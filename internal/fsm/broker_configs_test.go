@@ -59,7 +59,7 @@ var brokerConfigSteps = []struct {
 func brokerConfigBlocks() []block {
 	var blocks []block
 	for i, s := range brokerConfigSteps {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, s.cmd)}})
 	}
 	return blocks
 }
@@ -117,8 +117,8 @@ func TestBrokerConfigsApply(t *testing.T) {
 	h := open(t, t.TempDir())
 	defer h.Close()
 	applyAll(t, h, []block{
-		{t0, [][]byte{tx(1, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "9"}}})}},
-		{t0 + 1, [][]byte{tx(2, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionsConfig, Value: ""}}})}},
+		{time: t0, txs: [][]byte{tx(1, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.MaxConnectionsConfig, Value: "9"}}})}},
+		{time: t0 + 1, txs: [][]byte{tx(2, cluster.AlterBrokerConfigs{Broker: "2", Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionsConfig, Value: ""}}})}},
 	})
 	if _, ok, err := h.Store.Get(cluster.KeyBrokerConfigs); ok || err != nil {
 		t.Fatalf("m/broker-configs still stored (%v) with no config left", err)
@@ -152,7 +152,7 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 	}
 	var blocks []block
 	for i, s := range steps {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, s.cmd)}})
 	}
 	for i, out := range applyOutcomes(t, f, blocks) {
 		r := out.Txs[0].Results[0]
@@ -172,7 +172,7 @@ func TestConnectionCreationRateConfig(t *testing.T) {
 	}
 	g := open(t, t.TempDir())
 	defer g.Close()
-	applyAll(t, g, append(blocks[:1:1], block{t0 + 1, [][]byte{tx(2,
+	applyAll(t, g, append(blocks[:1:1], block{time: t0 + 1, txs: [][]byte{tx(2,
 		cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpDelete, Name: cluster.MaxConnectionCreationRateConfig, Value: ""}}})}}))
 	if _, _, ok := g.BrokerConfigs().Effective(1, cluster.MaxConnectionCreationRateConfig); ok {
 		t.Errorf("broker 1 still has a dynamic rate after the default's was deleted")

@@ -338,7 +338,7 @@ func TestVerifiedCertificatesAreRemembered(t *testing.T) {
 	if err := f.ValidateTx(trust.EncodeCertifiedTx(forged)); !errors.Is(err, trust.ErrCertificate) {
 		t.Fatalf("a forged copy of a verified certificate: %v", err)
 	}
-	if !f.Verified.Has(sha256.Sum256(trust.EncodeCertifiedTx(good))) {
+	if !f.Verified.Has(vs.VerifiedKey(trust.EncodeCertifiedTx(good))) {
 		t.Fatal("the verified certificate was not remembered")
 	}
 	// The set is bounded: it forgets the oldest.

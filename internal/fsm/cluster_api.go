@@ -18,10 +18,12 @@ type (
 	ScheduleUpgrade    = cluster.ScheduleUpgrade
 	UpgradePlan        = cluster.UpgradePlan
 	UpgradeStatus      = cluster.UpgradeStatus
+	ValidatorRecord    = cluster.ValidatorRecord
 )
 
 const (
 	MaxAppVersion                      = cluster.MaxAppVersion
+	MembershipVersion                  = cluster.MembershipVersion
 	MaxAppendTimeAheadMs               = cluster.MaxAppendTimeAheadMs
 	MaxConnectionCreationRateConfig    = cluster.MaxConnectionCreationRateConfig
 	MaxConnectionsConfig               = cluster.MaxConnectionsConfig

@@ -14,6 +14,9 @@ import (
 type (
 	Block           = core.Block
 	BlockOutcome    = core.BlockOutcome
+	Misbehavior     = core.Misbehavior
+	MisbehaviorKind = core.MisbehaviorKind
+	ValidatorUpdate = core.ValidatorUpdate
 	Command         = core.Command
 	Digest          = core.Digest
 	Nonce           = core.Nonce
@@ -30,9 +33,11 @@ type (
 )
 
 const (
-	KindTick        = core.KindTick
-	CodeResubmit    = core.CodeResubmit
-	MaxRecordErrors = core.MaxRecordErrors
+	DuplicateVote     = core.DuplicateVote
+	LightClientAttack = core.LightClientAttack
+	KindTick          = core.KindTick
+	CodeResubmit      = core.CodeResubmit
+	MaxRecordErrors   = core.MaxRecordErrors
 )
 
 // The core's errors (the same values: errors.Is holds across the names).

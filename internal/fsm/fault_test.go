@@ -51,7 +51,7 @@ func growTmpfs(t *testing.T, dir, size string) {
 func TestFailStopOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	mountTmpfs(t, filepath.Join(dir, "logs"), "256k")
-	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
+	blocks := []block{{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "10000000"}}})}}}
 	for h := 1; h <= 40; h++ {
 		var recs []record.Record
@@ -62,7 +62,7 @@ func TestFailStopOnFullDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(100+h, topics.Produce{Topic: "big", Partition: 0, Records: b})}})
+		blocks = append(blocks, block{time: t0 + int64(h), txs: [][]byte{tx(100+h, topics.Produce{Topic: "big", Partition: 0, Records: b})}})
 	}
 
 	f := open(t, dir)
@@ -144,8 +144,8 @@ func TestFailStopOnStoreFault(t *testing.T) {
 		first = append(first, tx(10+i, newSigner(fmt.Sprintf("p-%03d", i), byte(i)).register(nil)))
 	}
 	blocks := []block{
-		{t0, append(first, tx(1, alice.register(nil)))},
-		{t0 + 10, [][]byte{tx(2, next.register(&alice))}},
+		{time: t0, txs: append(first, tx(1, alice.register(nil)))},
+		{time: t0 + 10, txs: [][]byte{tx(2, next.register(&alice))}},
 	}
 	dir := t.TempDir()
 	toggle := &errorfs.Toggle{Injector: errorfs.ErrInjected.If(errorfs.Reads)}

@@ -80,6 +80,14 @@ func open(t testing.TB, dir string) *FSM {
 type block struct {
 	time int64
 	txs  [][]byte
+	// evidence is the misbehavior the block commits (the golden scenario's
+	// removal of a validator, cluster/membership.go).
+	evidence []core.Misbehavior
+}
+
+// at is b as the state machine's block of height h.
+func (b block) at(h int64) core.Block {
+	return core.Block{Height: h, TimeMs: b.time, Txs: b.txs, Misbehavior: b.evidence}
 }
 
 // scenario is a run of blocks exercising every command, retention and
@@ -87,7 +95,7 @@ type block struct {
 func scenario(t testing.TB) []block {
 	codecs := []record.Codec{record.CodecNone, record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd}
 	var blocks []block
-	blocks = append(blocks, block{t0, [][]byte{
+	blocks = append(blocks, block{time: t0, txs: [][]byte{
 		tx(1, topics.CreateTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1}),
 		tx(2, topics.CreateTopic{Name: "small", Partitions: 1, ReplicationFactor: 1, Configs: []topics.ConfigEntry{
 			{Name: "segment.bytes", Value: "2000"}, {Name: "retention.bytes", Value: "4000"}}}),
@@ -142,7 +150,7 @@ func scenario(t testing.TB) []block {
 		case 22:
 			txs = append(txs, tx(5005, topics.DeleteTopic{Name: "doomed"}))
 		}
-		blocks = append(blocks, block{ts, txs})
+		blocks = append(blocks, block{time: ts, txs: txs})
 	}
 	return blocks
 }
@@ -162,7 +170,7 @@ func applyOutcomes(t testing.TB, f *FSM, blocks []block) []core.BlockOutcome {
 	t.Helper()
 	var outs []core.BlockOutcome
 	for i, b := range blocks {
-		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(b.at(int64(i + 1)))
 		if err != nil {
 			t.Fatal(err)
 		}

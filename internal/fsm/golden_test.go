@@ -87,7 +87,7 @@ type goldenBuilder struct {
 func (g *goldenBuilder) apply(b block) []core.TxOutcome {
 	g.t.Helper()
 	g.blocks = append(g.blocks, b)
-	out, err := g.f.ApplyBlock(core.Block{Height: int64(len(g.blocks)), TimeMs: b.time, Txs: b.txs})
+	out, err := g.f.ApplyBlock(b.at(int64(len(g.blocks))))
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -598,6 +598,30 @@ func goldenScenario(t *testing.T) []block {
 	}
 	must("globex deleted", g.cmds(100, DeleteTenant{Name: "globex"})[0], 0)
 
+	// From app version 7 (cluster.MembershipVersion) committed evidence
+	// removes the offender's power in its block; under version 6 the same
+	// evidence changes nothing. Removed, validator 3 votes for nothing.
+	offender := sha256.Sum256(vkeys[3].Public().(ed25519.PublicKey))
+	evidence := func(h int64) block {
+		return block{time: g.now + 100, evidence: []core.Misbehavior{{Kind: core.DuplicateVote, Validator: offender[:20], Height: h}}}
+	}
+	g.apply(evidence(int64(len(g.blocks))))
+	if n := len(f.CommittedValidators().Validators()); n != 4 {
+		t.Fatalf("golden scenario: %d validators after evidence under version 6", n)
+	}
+	v7 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 7, Name: "membership"}
+	must("upgrade to version 7", g.cmds(100, upgradeVote(v7, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v7.Height {
+		g.cmds(100, Tick{})
+	}
+	g.apply(evidence(int64(len(g.blocks))))
+	g.apply(evidence(int64(len(g.blocks)))) // again: nothing more
+	if n := len(f.CommittedValidators().Validators()); n != 3 || len(f.ValidatorRecords()) != 1 {
+		t.Fatalf("golden scenario: %d validators and records %+v after evidence under version 7", n, f.ValidatorRecords())
+	}
+	cancel := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 7, Name: "cancel"}
+	must("a removed validator's vote", g.cmds(100, upgradeVote(cancel, vkeys[3]))[0], kerr.ClusterAuthorizationFailed.Code)
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {
@@ -624,6 +648,12 @@ func encodeBlocks(blocks []block) []byte {
 		for _, t := range b.txs {
 			w.Bytes(t)
 		}
+		w.Count(len(b.evidence))
+		for _, e := range b.evidence {
+			w.U8(uint8(e.Kind))
+			w.Bytes(e.Validator)
+			w.I64(e.Height)
+		}
 	}
 	return w.B
 }
@@ -636,6 +666,9 @@ func decodeBlocks(b []byte) ([]block, error) {
 		bl := block{time: r.I64()}
 		for range r.Count(1) {
 			bl.txs = append(bl.txs, append([]byte(nil), r.Bytes()...))
+		}
+		for range r.Count(10) {
+			bl.evidence = append(bl.evidence, core.Misbehavior{Kind: core.MisbehaviorKind(r.U8()), Validator: append([]byte(nil), r.Bytes()...), Height: r.I64()})
 		}
 		blocks = append(blocks, bl)
 	}

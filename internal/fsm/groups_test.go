@@ -32,7 +32,7 @@ func (d *groupDriver) block(dt int64, cmds ...core.Command) []core.Result {
 		d.nonce++
 		txs = append(txs, tx(d.nonce, c))
 	}
-	d.blocks = append(d.blocks, block{d.now, txs})
+	d.blocks = append(d.blocks, block{time: d.now, txs: txs})
 	out, err := d.f.ApplyBlock(core.Block{Height: int64(len(d.blocks)), TimeMs: d.now, Txs: txs})
 	if err != nil {
 		d.t.Fatal(err)

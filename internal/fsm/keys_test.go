@@ -164,8 +164,8 @@ func TestKeyEvents(t *testing.T) {
 	}
 	h, _ := f.Info()
 	for i, blk := range []block{
-		{t0 + 100_000, [][]byte{tx(9000, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, topics.CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
-		{t0 + 101_000, [][]byte{tx(9002, topics.Produce{Topic: "bytes", Partition: 0, Records: b})}},
+		{time: t0 + 100_000, txs: [][]byte{tx(9000, topics.CreateTopic{Name: "doomed", Partitions: 2, ReplicationFactor: -1}), tx(9001, topics.CreateTopic{Name: "bytes", Partitions: 1, ReplicationFactor: -1})}},
+		{time: t0 + 101_000, txs: [][]byte{tx(9002, topics.Produce{Topic: "bytes", Partition: 0, Records: b})}},
 	} {
 		if _, err := f.ApplyBlock(core.Block{Height: h + int64(i) + 1, TimeMs: blk.time, Txs: blk.txs}); err != nil {
 			t.Fatal(err)

@@ -23,19 +23,19 @@ func logDefaultBlocks(t testing.TB) []block {
 		return topics.Produce{Topic: topic, Partition: 0, Records: batch(t, ts, record.CodecNone, "k", n)}
 	}
 	return []block{
-		{t0, [][]byte{tx(1, topics.CreateTopic{Name: "before", Partitions: 1, ReplicationFactor: -1})}},
-		{t0 + 100, [][]byte{tx(2, produce("before", t0+100, 3))}},
-		{t0 + 200, [][]byte{tx(3, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
+		{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "before", Partitions: 1, ReplicationFactor: -1})}},
+		{time: t0 + 100, txs: [][]byte{tx(2, produce("before", t0+100, 3))}},
+		{time: t0 + 200, txs: [][]byte{tx(3, topics.AlterLogDefaults{Incremental: true, Changes: []topics.ConfigChange{
 			{Op: topics.OpSet, Name: "log.retention.ms", Value: "10000"}, {Op: topics.OpSet, Name: "log.segment.bytes", Value: "200"}}})}},
-		{t0 + 300, [][]byte{
+		{time: t0 + 300, txs: [][]byte{
 			tx(4, topics.CreateTopic{Name: "after", Partitions: 1, ReplicationFactor: -1}),
 			tx(5, topics.CreateTopic{Name: "own", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "retention.ms", Value: "-1"}}}),
 		}},
-		{t0 + 400, [][]byte{tx(6, produce("before", t0+400, 3), produce("after", t0+400, 3), produce("own", t0+400, 3))}},
-		{t0 + 500, [][]byte{tx(7, produce("before", t0+500, 3), produce("after", t0+500, 3), produce("own", t0+500, 3))}},
+		{time: t0 + 400, txs: [][]byte{tx(6, produce("before", t0+400, 3), produce("after", t0+400, 3), produce("own", t0+400, 3))}},
+		{time: t0 + 500, txs: [][]byte{tx(7, produce("before", t0+500, 3), produce("after", t0+500, 3), produce("own", t0+500, 3))}},
 		// 20 s on: retention has run, by the defaults.
-		{t0 + 20_500, [][]byte{tx(8, produce("before", t0+20_500, 1), produce("after", t0+20_500, 1), produce("own", t0+20_500, 1))}},
-		{t0 + 22_000, nil},
+		{time: t0 + 20_500, txs: [][]byte{tx(8, produce("before", t0+20_500, 1), produce("after", t0+20_500, 1), produce("own", t0+20_500, 1))}},
+		{time: t0 + 22_000, txs: nil},
 	}
 }
 
@@ -101,7 +101,7 @@ func TestLogDefaultsChanges(t *testing.T) {
 	}
 	var blocks []block
 	for i, s := range steps {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, s.cmd)}})
 	}
 	for i, out := range applyOutcomes(t, f, blocks) {
 		r := out.Txs[0].Results[0]

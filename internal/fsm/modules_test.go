@@ -498,6 +498,7 @@ func TestSteps(t *testing.T) {
 		"30 key stream entries: stage forget",
 		"40 producer keys and signed sequences: stage",
 		"50 app version and upgrades: load stage publish",
+		"51 membership: load stage publish",
 		"52 dynamic broker configs: load stage publish",
 		"55 cluster-wide log defaults: load stage",
 		"56 log append clock: load stage",
@@ -568,7 +569,7 @@ func TestSteps(t *testing.T) {
 		}
 		names = append(names, fmt.Sprintf("%d %s: %s", s.Rank, s.Module, s.Name))
 	}
-	want = []string{"10 cluster: upgrades", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
+	want = []string{"10 cluster: upgrades", "12 cluster: evidence", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}

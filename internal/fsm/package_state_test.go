@@ -36,6 +36,7 @@ var immutableVars = map[string]string{
 	"keyAppVersion":          "store key u/version",
 	"keyUpgradePlan":         "store key u/plan",
 	"upgradeVotePfx":         "store prefix u/vote/",
+	"validatorPfx":           "store prefix u/validator/",
 	"unauthenticated":        "the store prefixes outside the state trie",
 	"statementPrefix":        "the domain of a batch statement's signature",
 	"chainStatementPrefix":   "the domain of a chain-bound batch statement's signature",

@@ -43,7 +43,7 @@ func TestQuotaPrecedence(t *testing.T) {
 	}
 	var blocks []block
 	for i, s := range steps {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, s.cmd)}})
 	}
 	for i, out := range applyOutcomes(t, f, blocks) {
 		if r := out.Txs[0].Results[0]; r.Code != steps[i].code {

@@ -3,8 +3,6 @@ package fsm
 import (
 	"bytes"
 	"testing"
-
-	"github.com/stele-io/stele/internal/fsm/core"
 )
 
 // TestRestartEveryBlock applies the golden scenario twice: once straight
@@ -26,7 +24,7 @@ func TestRestartEveryBlock(t *testing.T) {
 		if f.LastHousekeep != lastHousekeep {
 			t.Fatalf("height %d: reopened with the last housekeeping at %d, closed at %d", i+1, f.LastHousekeep, lastHousekeep)
 		}
-		out, err := f.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		out, err := f.ApplyBlock(b.at(int64(i + 1)))
 		if err != nil {
 			t.Fatal(err)
 		}

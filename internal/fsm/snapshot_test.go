@@ -363,10 +363,10 @@ func TestSnapshotBorrowsUnchangedChunks(t *testing.T) {
 	f := open(t, dir)
 	defer f.Close()
 	var blocks []block
-	blocks = append(blocks, block{t0, [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
+	blocks = append(blocks, block{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "big", Partitions: 1, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "1200000"}}})}})
 	for i := 1; i <= 35; i++ { // 55 KB each: a segment seals every 21 batches
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(100+i, topics.Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(100+i, topics.Produce{Topic: "big", Records: batch(t, t0, record.CodecNone, "b", 500)})}})
 	}
 	applyRange(t, f, blocks, 1, 26)
 	if segs := f.View().Partition("big", 0).Log.Segments(); len(segs) < 2 || segs[0].Size <= core.PackBytes {
@@ -443,14 +443,14 @@ func BenchmarkCaptureSnapshot(b *testing.B) {
 	dir := b.TempDir()
 	f := open(b, dir)
 	defer f.Close()
-	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "many", Partitions: 100, ReplicationFactor: -1,
+	blocks := []block{{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "many", Partitions: 100, ReplicationFactor: -1,
 		Configs: []topics.ConfigEntry{{Name: "segment.bytes", Value: "20000"}}})}}}
 	for i := 1; i <= 20; i++ {
 		var txs [][]byte
 		for p := int32(0); p < 100; p++ {
 			txs = append(txs, tx(1000*i+int(p), topics.Produce{Topic: "many", Partition: p, Records: batch(b, t0, record.CodecNone, "k", 40)}))
 		}
-		blocks = append(blocks, block{t0 + int64(i), txs})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: txs})
 	}
 	applyRange(b, f, blocks, 1, len(blocks))
 	b.ResetTimer()

@@ -199,9 +199,9 @@ func allocated(fn func()) uint64 {
 func TestTrieRefresh(t *testing.T) {
 	f := open(t, t.TempDir())
 	defer f.Close()
-	blocks := []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
+	blocks := []block{{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 2, ReplicationFactor: -1})}}}
 	for h := 1; h <= core.TrieRefreshBlocks+5; h++ {
-		blocks = append(blocks, block{t0 + int64(h), [][]byte{tx(1+h, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
+		blocks = append(blocks, block{time: t0 + int64(h), txs: [][]byte{tx(1+h, groups.OffsetCommit{Group: "g", Generation: -1, Topic: "t", Partition: int32(h % 2), Offset: int64(h), LeaderEpoch: -1})}})
 	}
 	applyAll(t, f, blocks)
 	root, err := core.RebuildStateRoot(f.Store)

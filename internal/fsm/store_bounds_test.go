@@ -25,7 +25,7 @@ import (
 func TestOpenBoundsStoredCounts(t *testing.T) {
 	dir := t.TempDir()
 	f := open(t, dir)
-	applyAll(t, f, []block{{t0, [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})}}})
+	applyAll(t, f, []block{{time: t0, txs: [][]byte{tx(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})}}})
 	f.Close()
 	var honest uint64
 	for range 2 { // the second, warm, is the one to compare with

@@ -45,7 +45,7 @@ func TestUsers(t *testing.T) {
 	}
 	var blocks []block
 	for i, s := range steps {
-		blocks = append(blocks, block{t0 + int64(i), [][]byte{tx(i+1, s.cmd)}})
+		blocks = append(blocks, block{time: t0 + int64(i), txs: [][]byte{tx(i+1, s.cmd)}})
 	}
 	for i, out := range applyOutcomes(t, f, blocks) {
 		if r := out.Txs[0].Results[0]; r.Code != steps[i].code {
@@ -91,7 +91,7 @@ func TestUsersNeedVersion3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := applyOutcomes(t, f, []block{{t0, [][]byte{tx(1, AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")})}}})
+	out := applyOutcomes(t, f, []block{{time: t0, txs: [][]byte{tx(1, AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")})}}})
 	if r := out[0].Txs[0].Results[0]; r.Code != kerr.UnsupportedVersion.Code || f.Users().Exists("alice") {
 		t.Fatalf("code %d (%s); users %v", r.Code, r.Message, f.Users().Names())
 	}
@@ -108,11 +108,11 @@ func TestUsersAfterUpgradeFromVersion1(t *testing.T) {
 	_, vkeys := goldenValidators()
 	user := AlterScramCredentials{User: "alice", Upserts: goldenCredentials("alice", "pw")}
 	plan := cluster.UpgradePlan{Height: 2 + cluster.MinUpgradeDelay, Version: 3, Name: "users"}
-	blocks := []block{{t0, [][]byte{tx(1, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2])), tx(2, user)}}}
+	blocks := []block{{time: t0, txs: [][]byte{tx(1, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2])), tx(2, user)}}}
 	for h := int64(2); h <= plan.Height; h++ {
-		blocks = append(blocks, block{t0 + h, [][]byte{tx(int(h)+10, Tick{})}})
+		blocks = append(blocks, block{time: t0 + h, txs: [][]byte{tx(int(h)+10, Tick{})}})
 	}
-	blocks = append(blocks, block{t0 + 100, [][]byte{tx(99, user)}})
+	blocks = append(blocks, block{time: t0 + 100, txs: [][]byte{tx(99, user)}})
 	out := applyOutcomes(t, f, blocks)
 	if r := out[0].Txs[1].Results[0]; r.Code != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a user under version 1: code %d (%s)", r.Code, r.Message)
@@ -140,7 +140,7 @@ func TestGenesisUsers(t *testing.T) {
 		if f.Users().Exists("admin") {
 			t.Fatal("a genesis user exists before the first block")
 		}
-		out := applyOutcomes(t, f, []block{{t0, nil}})
+		out := applyOutcomes(t, f, []block{{time: t0, txs: nil}})
 		if got := f.Users().Exists("admin"); got != (v >= SecurityVersion && users != nil) {
 			t.Fatalf("app version %d: admin exists %v after block 1", v, got)
 		}

@@ -41,17 +41,36 @@ type ValidatorView struct {
 	// time of the commit that carried it.
 	LastSignedHeight int64      `json:"last_signed_height"`
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
-	// Role is what the broker is to the chain: "validator" (every broker
-	// of a cluster today; a voting member). Signing says whether its
+	// Role is what the broker is to the chain: "validator" (a voting
+	// member) or "removed" (Removed says why). Signing says whether its
 	// signature is in a commit within the live window (10 s of block
 	// time) of the last block: the rule by which Metadata makes a broker
 	// a partition leader.
 	Role    string `json:"role"`
 	Signing bool   `json:"signing"`
+	// Removed says why the chain took the validator's power away (role
+	// "removed"): committed evidence of misbehavior, from app version 7.
+	Removed *RemovalView `json:"removed,omitempty"`
 }
 
-// RoleValidator is a broker that votes.
-const RoleValidator = "validator"
+// RemovalView is why and when a validator lost its power.
+type RemovalView struct {
+	// Reason is the evidence's kind: "duplicate-vote" or
+	// "light-client-attack".
+	Reason string `json:"reason"`
+	// Height is the block that removed it; EvidenceHeight the height of
+	// the misbehavior that block proved.
+	Height         int64 `json:"height"`
+	EvidenceHeight int64 `json:"evidence_height"`
+}
+
+// RoleValidator is a broker that votes; RoleRemoved one whose power the
+// chain removed (it follows the chain and serves reads, and votes on
+// nothing).
+const (
+	RoleValidator = "validator"
+	RoleRemoved   = "removed"
+)
 
 // PeerView is one connected CometBFT peer.
 type PeerView struct {

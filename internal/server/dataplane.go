@@ -57,6 +57,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		Store:         n.batches,
 		Key:           key,
 		Validators:    vals,
+		Current:       n.validators,
 		Peers:         peers,
 		Height:        n.height,
 		ChainID:       chainID,
@@ -95,6 +96,15 @@ func (a prefetchingApp) FinalizedAppVersion() uint64 {
 	return a.Application.(consensus.Versioned).FinalizedAppVersion()
 }
 
+// FinalizedValidatorUpdates passes the broker's validator set changes on
+// (consensus.Membership).
+func (a prefetchingApp) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
+	if m, ok := a.Application.(consensus.Membership); ok {
+		return m.FinalizedValidatorUpdates()
+	}
+	return nil
+}
+
 // OpenProposal and CheckProposal pass the broker's consensus.Proposer on.
 func (a prefetchingApp) OpenProposal(height int64, now time.Time) [][]byte {
 	return a.Application.(consensus.Proposer).OpenProposal(height, now)
@@ -110,15 +120,25 @@ func (a prefetchingApp) ScheduleProposal(height int64, now time.Time, txs [][]by
 }
 
 var (
-	_ consensus.Versioned = prefetchingApp{}
-	_ consensus.Proposer  = prefetchingApp{}
-	_ consensus.Scheduler = prefetchingApp{}
+	_ consensus.Versioned  = prefetchingApp{}
+	_ consensus.Proposer   = prefetchingApp{}
+	_ consensus.Scheduler  = prefetchingApp{}
+	_ consensus.Membership = prefetchingApp{}
 )
 
 func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
 	release := a.batches.Prefetch(b.Txs)
 	defer release()
 	return a.Application.FinalizeBlock(b)
+}
+
+// validators is the validator set as of the last commit (nil until the
+// state machine is open: the data plane then uses the genesis set).
+func (n *Node) validators() *fsm.ValidatorSet {
+	if n.fsm == nil {
+		return nil
+	}
+	return n.fsm.CommittedValidators()
 }
 
 // height is the last committed height (0 until the state machine is open).

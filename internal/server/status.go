@@ -10,7 +10,8 @@ import (
 )
 
 // clusterStatus gathers /v1/cluster: the chain's validators with the broker
-// each one is, its last signed block and whether that is within the live
+// each one is, its power as the chain's membership left it (a validator
+// removed for misbehavior is listed with why), its last signed block and whether that is within the live
 // window Metadata leads by (from the state machine, so every broker
 // reports the same), this broker's height and app hash, and its CometBFT
 // peers.
@@ -25,8 +26,21 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 	if !n.started.Load() || k == nil { // still replaying, or not serving Kafka yet, at start
 		return st
 	}
+	recs := n.fsm.ValidatorRecords()
 	for _, v := range n.orderer.Validators() {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
+		for _, r := range recs {
+			if !strings.EqualFold(hex.EncodeToString(r.Address[:]), v.Address) {
+				continue
+			}
+			// The chain changed its power (fsm/cluster's membership.go):
+			// the state says what it is now.
+			vv.Power = r.Power
+			if r.Removed != 0 {
+				vv.Role = httpapi.RoleRemoved
+				vv.Removed = &httpapi.RemovalView{Reason: r.Removed.String(), Height: r.RemovedAt, EvidenceHeight: r.EvidenceHeight}
+			}
+		}
 		for _, b := range dir {
 			if strings.EqualFold(b.Validator, v.Address) {
 				id := b.NodeID

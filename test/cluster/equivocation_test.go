@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/stele-io/stele/internal/freeport"
+	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/test/harness"
 )
 
@@ -24,7 +27,10 @@ import (
 // honest brokers must keep committing and acknowledging under continuous
 // produce and consume, CometBFT must commit the duplicate-vote evidence —
 // every broker logs it, naming the copied key's validator and no other, and
-// counts it in stele_evidence_committed_total — and all brokers, the twin
+// counts it in stele_evidence_committed_total — the copied key loses its
+// power in the block that commits the evidence (app version 7: every
+// broker's `stele cluster status` lists it as removed, at one height) and
+// the three validators left keep committing — and all brokers, the twin
 // included, must end at one app hash with byte-identical logs holding every
 // acknowledged record. (Fault test 4, equivocation; docs/cluster.md.)
 func TestByzantineEquivocation(t *testing.T) {
@@ -65,7 +71,46 @@ func TestByzantineEquivocation(t *testing.T) {
 		}
 		return nil
 	})
-	w.waitAcked(c, 45*time.Second, 300, "after the evidence was committed, the twin still running")
+	// The offender voted out (app version 7, fsm/cluster's membership.go):
+	// every broker's status lists the copied key as removed for a
+	// duplicate vote, power 0, at one height, and the three left keep
+	// committing (more than two thirds of their 30 is all three).
+	removedAt := map[int]int64{}
+	c.Eventually(60*time.Second, "every broker lists the copied key as removed", func() error {
+		for _, i := range brokers {
+			out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+			if err != nil {
+				return fmt.Errorf("node%d: stele cluster status: %v", i, err)
+			}
+			var st httpapi.ClusterStatus
+			if err := json.Unmarshal(out, &st); err != nil {
+				return err
+			}
+			for _, v := range st.Validators {
+				switch {
+				case !strings.EqualFold(v.Address, vals[owner]):
+					if v.Role != httpapi.RoleValidator || v.Power <= 0 || v.Removed != nil {
+						return harness.GiveUp(fmt.Errorf("node%d: an honest validator is listed as %+v", i, v))
+					}
+				case v.Removed == nil:
+					return fmt.Errorf("node%d: the offender is still a %s of power %d", i, v.Role, v.Power)
+				case v.Role != httpapi.RoleRemoved || v.Power != 0 || v.Removed.Reason != "duplicate-vote" || v.Removed.EvidenceHeight <= 0:
+					return harness.GiveUp(fmt.Errorf("node%d: the offender is listed as %+v, removed %+v", i, v, *v.Removed))
+				default:
+					removedAt[i] = v.Removed.Height
+				}
+			}
+		}
+		return nil
+	})
+	for _, i := range brokers {
+		if removedAt[i] != removedAt[brokers[0]] {
+			t.Fatalf("the brokers removed the offender at different heights: %v", removedAt)
+		}
+	}
+	t.Logf("the offender's key was removed at height %d on every broker", removedAt[brokers[0]])
+	c.WaitHeight(60*time.Second, removedAt[brokers[0]]+20, brokers...)
+	w.waitAcked(c, 45*time.Second, 300, "after the evidence was committed, the offender removed, the twin still running")
 	w.stopProducing(60 * time.Second)
 	w.stopConsuming()
 	t.Log(w.summary())

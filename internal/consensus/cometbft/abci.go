@@ -304,6 +304,13 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 	for i, r := range results {
 		res.TxResults[i] = &abci.ExecTxResult{Code: r.Code, Data: r.Data, Log: r.Log}
 	}
+	if m, ok := a.app.(consensus.Membership); ok {
+		for _, u := range m.FinalizedValidatorUpdates() {
+			res.ValidatorUpdates = append(res.ValidatorUpdates, abci.Ed25519ValidatorUpdate(u.PubKey, u.Power))
+			a.logger.Info("validator set change; CometBFT applies it two heights later", "height", req.Height,
+				"pub_key", fmt.Sprintf("%X", u.PubKey), "power", u.Power)
+		}
+	}
 	if versioned != nil {
 		if v := versioned.FinalizedAppVersion(); v != versionBefore {
 			// The block was applied under a new app version (an upgrade's

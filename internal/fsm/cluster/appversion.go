@@ -12,12 +12,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // them do; version 4 the tenants module's (tenants/tenants.go), and
 // topic names with a tenant; version 5 the tenant quotas each broker
 // enforces (connections, byte rates: tenants.Version5); version 6 lets a
-// tenant's user sign administration inside its tenant (tenants.Version6).
-// New chains
+// tenant's user sign administration inside its tenant (tenants.Version6);
+// version 7 removes the power of a validator that committed evidence proves
+// misbehaved (MembershipVersion, membership.go). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 7
+// up by an upgrade. Builds with the steleupgradetest tag add a version 8
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 6
+const MaxAppVersion uint32 = 7
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

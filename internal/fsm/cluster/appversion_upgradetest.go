@@ -4,18 +4,18 @@ package cluster
 
 import "github.com/stele-io/stele/internal/fsm/core"
 
-// Test builds (-tags steleupgradetest) run app version 7, which differs
-// from version 6 in what it hashes: its block digest opens with another
-// domain. A broker applying a block under version 6 and one applying it
-// under version 7 would fork, which is what the upgrade tests show never
+// Test builds (-tags steleupgradetest) run app version 8, which differs
+// from version 7 in what it hashes: its block digest opens with another
+// domain. A broker applying a block under version 7 and one applying it
+// under version 8 would fork, which is what the upgrade tests show never
 // happens (test/cluster's TestUpgradeUnderLoad). Never ship such a build.
-const MaxAppVersion uint32 = 7
+const MaxAppVersion uint32 = 8
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.
 func blockDigestDomain(v uint32) string {
-	if v >= 7 {
-		return core.DigestDomain + "+app7-upgradetest"
+	if v >= 8 {
+		return core.DigestDomain + "+app8-upgradetest"
 	}
 	return core.DigestDomain
 }

@@ -189,6 +189,7 @@ type clusterState struct {
 	}
 
 	brokerConfigsState // broker_configs.go
+	membershipState    // membership.go
 }
 
 func (c ScheduleUpgrade) Encode(w *core.Writer) {
@@ -210,6 +211,7 @@ func RegisterCluster(r *core.Registry, h *topics.TopicHooks) {
 	registerUpgradeSteps(r, h)    // upgrade.go
 	registerBrokerConfigs(r, h)   // broker_configs.go
 	registerProposals(r, h)       // proposals.go
+	registerMembership(r, h)      // membership.go
 }
 
 // registerScheduleUpgrade registers ScheduleUpgrade (RegisterCluster
@@ -277,7 +279,7 @@ func checkUpgrade(c ScheduleUpgrade) core.Result {
 // scheduleUpgrade applies a ScheduleUpgrade: every signature must be a
 // validator's good one, or nothing is recorded.
 func (f *Cluster) scheduleUpgrade(c ScheduleUpgrade) core.Result {
-	vs := f.opts.Validators
+	vs := f.Trust.Validators() // the genesis set, as membership changed it
 	if vs == nil {
 		return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set to check upgrade votes against")
 	}

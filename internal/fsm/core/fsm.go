@@ -133,10 +133,13 @@ type Machine struct {
 	AppHash     []byte
 	BlockTime   int64 // ms
 	MetaChanged bool
-	applied     bool     // a block has been applied and not committed
-	Leaves      [][]byte // the block's appended batches' leaves (proofs.go)
-	blockDigest []byte   // the block's transactions and changes, for its proof entry
-	fault       error    // the local fault that stopped the state machine (fault.go)
+	// ValidatorUpdates are the block's changes of voting power, which
+	// modules add to while it is applied (BlockOutcome.ValidatorUpdates).
+	ValidatorUpdates []ValidatorUpdate
+	applied          bool     // a block has been applied and not committed
+	Leaves           [][]byte // the block's appended batches' leaves (proofs.go)
+	blockDigest      []byte   // the block's transactions and changes, for its proof entry
+	fault            error    // the local fault that stopped the state machine (fault.go)
 	// The authenticated state (authstate.go): the trie, its root as the
 	// last app hash committed to it, the other parts of that app hash,
 	// and the block's staged batch.
@@ -184,6 +187,45 @@ type Block struct {
 	// Signers are the validator addresses whose vote for the previous block
 	// this block carries; they tell which brokers are alive (Liveness).
 	Signers [][]byte
+	// Misbehavior is the evidence of validator misbehavior the block
+	// commits (CometBFT's, the same on every broker): from app version 7
+	// it removes the offender's power (cluster/membership.go).
+	Misbehavior []Misbehavior
+}
+
+// Misbehavior is committed evidence that a validator misbehaved.
+type Misbehavior struct {
+	Kind      MisbehaviorKind
+	Validator []byte // its address
+	Height    int64  // the height of the misbehavior
+}
+
+// MisbehaviorKind is what a validator was proven to have done.
+type MisbehaviorKind uint8
+
+const (
+	// DuplicateVote: it signed two different votes for one height and round.
+	DuplicateVote MisbehaviorKind = 1
+	// LightClientAttack: it signed a header that conflicts with the chain.
+	LightClientAttack MisbehaviorKind = 2
+)
+
+func (k MisbehaviorKind) String() string {
+	switch k {
+	case DuplicateVote:
+		return "duplicate-vote"
+	case LightClientAttack:
+		return "light-client-attack"
+	}
+	return fmt.Sprintf("misbehavior-%d", uint8(k))
+}
+
+// ValidatorUpdate is a change of one validator's voting power a block
+// makes (power 0 removes it), handed to the orderer with the block's
+// outcome: CometBFT applies it two heights later.
+type ValidatorUpdate struct {
+	PubKey []byte // ed25519
+	Power  int64
 }
 
 // ApplyBlock applies a block. Every transaction gets an outcome; one that
@@ -209,6 +251,7 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 	}
 	f.applied = true
 	f.Height = height
+	f.ValidatorUpdates = f.ValidatorUpdates[:0]
 	if timeMs > f.BlockTime { // block time never goes backwards for us
 		f.BlockTime = timeMs
 	}
@@ -325,6 +368,7 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 	}
 	f.persistProofs(f.pending.B.Set)
 	out.AppHash = append([]byte(nil), f.AppHash...)
+	out.ValidatorUpdates = append([]ValidatorUpdate(nil), f.ValidatorUpdates...)
 	return out, nil
 }
 

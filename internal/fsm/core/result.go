@@ -189,6 +189,9 @@ type BlockOutcome struct {
 	Height  int64
 	Txs     []TxOutcome
 	AppHash []byte
+	// ValidatorUpdates are the changes of voting power the block made, in
+	// the order made; the orderer hands them to consensus.
+	ValidatorUpdates []ValidatorUpdate
 }
 
 func Fail(code int16, msg string) Result { return Result{Code: code, Message: msg} }

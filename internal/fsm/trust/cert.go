@@ -3,6 +3,7 @@ package trust
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -184,12 +185,17 @@ type Validator struct {
 	Power   int64
 }
 
-// ValidatorSet is the fixed set of validators whose signatures make
-// certificates. Every broker must be given the same set (the genesis
-// validators).
+// ValidatorSet is a set of validators whose signatures make
+// certificates: the genesis validators, then the set as the chain's
+// membership changes make it (cluster/membership.go). A set is never
+// changed once made.
 type ValidatorSet struct {
 	vals  []Validator // sorted by address
 	total int64
+	// digest identifies the set (its addresses, keys and powers): a
+	// certificate verified against one set is remembered as verified
+	// against that set only (verifyCertificate).
+	digest [32]byte
 }
 
 // Errors of certificate verification.
@@ -214,8 +220,31 @@ func NewValidatorSet(vals []Validator) (*ValidatorSet, error) {
 	if len(vs.vals) == 0 {
 		return nil, ErrNoValidators
 	}
+	h := sha256.New()
+	for _, v := range vs.vals {
+		h.Write(v.Address[:])
+		h.Write(v.PubKey)
+		var p [8]byte
+		binary.BigEndian.PutUint64(p[:], uint64(v.Power))
+		h.Write(p[:])
+	}
+	h.Sum(vs.digest[:0])
 	return vs, nil
 }
+
+// VerifiedKey is what a certificate verified against vs is remembered by
+// (Trust.Verified): its bytes, and the set.
+func (vs *ValidatorSet) VerifiedKey(raw []byte) core.Digest {
+	h := sha256.New()
+	h.Write(vs.digest[:])
+	h.Write(raw)
+	var key core.Digest
+	h.Sum(key[:0])
+	return key
+}
+
+// Total is the set's voting power.
+func (vs *ValidatorSet) Total() int64 { return vs.total }
 
 // Validators returns the set, ordered by address.
 func (vs *ValidatorSet) Validators() []Validator { return append([]Validator(nil), vs.vals...) }

@@ -12,7 +12,6 @@
 package trust
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -46,9 +45,14 @@ type Trust struct {
 	// chainID is the chain's id (Options.ChainID); validators check
 	// certified transactions' signatures (nil refuses them all) and
 	// batches reads their payloads (Options.Validators, Options.Batches).
-	chainID    string
-	validators *ValidatorSet
-	batches    BatchSource
+	chainID string
+	// validators is the set certificates are checked against while a
+	// block is applied: the genesis set, then what the cluster module's
+	// membership makes it (SetValidators); committedValidators the set as
+	// of the last commit, for CheckTx and ValidateTx (PublishValidators).
+	validators          *ValidatorSet
+	committedValidators atomic.Pointer[ValidatorSet]
+	batches             BatchSource
 	// SignerTenant is a hook point for the tenants module, which sets it
 	// when the machine is assembled (tenants.NewTenants): the tenant a
 	// signing principal is a user of, "" for the default tenant's (and
@@ -60,8 +64,25 @@ type Trust struct {
 
 // NewTrust is the trust module of the machine m, above the topics module t.
 func NewTrust(m *core.Machine, t *topics.Topics, chainID string, validators *ValidatorSet, batches BatchSource) *Trust {
-	return &Trust{Machine: m, Topics: t, chainID: chainID, validators: validators, batches: batches}
+	f := &Trust{Machine: m, Topics: t, chainID: chainID, validators: validators, batches: batches}
+	f.committedValidators.Store(validators)
+	return f
 }
+
+// Validators is the validator set of the block being applied (nil: the
+// broker has none, and refuses every certificate).
+func (f *Trust) Validators() *ValidatorSet { return f.validators }
+
+// SetValidators makes vs the set the rest of the block, and the blocks
+// after it, check certificates against (the cluster module's membership).
+func (f *Trust) SetValidators(vs *ValidatorSet) { f.validators = vs }
+
+// PublishValidators makes the applied set the committed one, at Commit.
+func (f *Trust) PublishValidators() { f.committedValidators.Store(f.validators) }
+
+// CommittedValidators is the validator set as of the last Commit. Safe
+// for concurrent use.
+func (f *Trust) CommittedValidators() *ValidatorSet { return f.committedValidators.Load() }
 
 // trustOf is the trust module of the machine m.
 func trustOf(m *core.Machine) *Trust {
@@ -116,7 +137,7 @@ func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 		// decode one: it hashes as such a broker hashed it.
 		return core.Tx{}, core.Digest{}, errChainCertTooEarly(c)
 	}
-	if err := f.verifyCertificate(raw, c); err != nil {
+	if err := f.verifyCertificate(raw, c, f.validators); err != nil {
 		return core.Tx{}, c.Digest, err
 	}
 	if c.Height >= f.Height || f.Height > c.Height+CertWindow {
@@ -181,7 +202,7 @@ func (f *Trust) CheckCertifiedTx(tx []byte) error {
 	if c.Chain != "" && !f.ChainBoundNext.Load() {
 		return errChainCertTooEarly(c)
 	}
-	return f.verifyCertificate(tx, c)
+	return f.verifyCertificate(tx, c, f.CommittedValidators())
 }
 
 // errChainCertTooEarly refuses a chain-bound certificate under an app
@@ -196,21 +217,25 @@ func errChainCertTooEarly(c Certificate) error {
 // asks it for each batch it certifies. Safe for concurrent use.
 func (f *Trust) CertificatesBound() bool { return f.ChainBoundNext.Load() }
 
-// verifyCertificate checks c's signatures once per certificate: each is
-// checked when it enters the mempool, before the vote on its block and
-// when it is applied, and its signatures' validity depends only on its
-// bytes, so a verified certificate is remembered by their hash.
-func (f *Trust) verifyCertificate(raw []byte, c Certificate) error {
+// verifyCertificate checks c's signatures against vs once per
+// certificate and set: each is checked when it enters the mempool, before
+// the vote on its block and when it is applied, and its signatures'
+// validity depends only on its bytes and the set, so a verified
+// certificate is remembered by the hash of both.
+func (f *Trust) verifyCertificate(raw []byte, c Certificate, vs *ValidatorSet) error {
 	if c.Chain != "" && c.Chain != f.chainID {
 		// Signed for another chain by validators with the same keys: the
 		// signatures would verify, and prove nothing here.
 		return fmt.Errorf("%w: batch %s is certified for chain %q, and this is chain %q", ErrCertificate, digestString(c.Digest), c.Chain, f.chainID)
 	}
-	key := sha256.Sum256(raw)
+	if vs == nil {
+		return ErrNoValidators
+	}
+	key := vs.VerifiedKey(raw)
 	if f.Verified.Has(key) {
 		return nil
 	}
-	if err := f.validators.Verify(c); err != nil {
+	if err := vs.Verify(c); err != nil {
 		return err
 	}
 	f.Verified.Add(key)

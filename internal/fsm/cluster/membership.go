@@ -1,0 +1,248 @@
+package cluster
+
+// Membership: the validator set as replicated state (docs/cluster.md,
+// "Membership"). The genesis names the first validators; from app version
+// 7 (MembershipVersion) the chain changes their power, and every change is
+// both state (what certificates and upgrade votes are checked against,
+// trust.SetValidators) and a validator update handed to CometBFT with the
+// block's outcome (core.ValidatorUpdate), which CometBFT applies two
+// heights later.
+//
+// What changes the set today: evidence. A validator that CometBFT's
+// committed evidence proves to have misbehaved (a duplicate vote, or a
+// light-client attack) loses all its power in the block that commits the
+// evidence, with the reason recorded; it can come back only with a new key
+// (a membership change, not built yet). The removal is refused, and only
+// recorded as refused, when it would leave no validator with power.
+// Evidence against a validator that has no power any more changes nothing:
+// CometBFT keeps committing evidence for up to two heights after a removal
+// (its set changes then), and one removal per key is all there is.
+//
+// State, authenticated (one leaf per validator the chain changed):
+//
+//	u/validator/<address>   its key, its power now, and why it lost it
+//
+// A genesis validator with no record has its genesis power. Versions
+// before 7 never write a record, so their state hashes as before.
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
+)
+
+// MembershipVersion is the app version from which committed evidence
+// removes a validator's power.
+const MembershipVersion = 7
+
+var validatorPfx = []byte("u/validator/")
+
+// ValidatorRecord is what the chain says about a validator whose power it
+// changed.
+type ValidatorRecord struct {
+	Address [20]byte
+	PubKey  ed25519.PublicKey
+	Power   int64
+	// Removed is why it lost its power (0: it did not).
+	Removed core.MisbehaviorKind
+	// RemovedAt is the height of the block that removed it, and
+	// EvidenceHeight the height of the misbehavior that block proved.
+	RemovedAt, EvidenceHeight int64
+}
+
+// membershipState is the cluster module's part of the state for
+// membership: the records, the ones the block changed, and the records
+// as of the last commit for the status.
+type membershipState struct {
+	validatorRecs    map[[20]byte]ValidatorRecord
+	validatorsDirty  map[[20]byte]bool
+	committedMembers struct {
+		sync.Mutex
+		recs []ValidatorRecord
+	}
+}
+
+func encodeValidatorRecord(r ValidatorRecord) []byte {
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.Bytes(r.PubKey)
+	w.I64(r.Power)
+	w.U8(uint8(r.Removed))
+	w.I64(r.RemovedAt)
+	w.I64(r.EvidenceHeight)
+	return w.B
+}
+
+func decodeValidatorRecord(addr [20]byte, b []byte) (ValidatorRecord, error) {
+	r := &core.Reader{B: b}
+	if v := r.U8(); r.E == nil && v != core.PersistVersion {
+		r.Fail("validator record format %d", v)
+	}
+	rec := ValidatorRecord{Address: addr, PubKey: append(ed25519.PublicKey(nil), r.Bytes()...), Power: r.I64(),
+		Removed: core.MisbehaviorKind(r.U8()), RemovedAt: r.I64(), EvidenceHeight: r.I64()}
+	if r.E == nil && len(rec.PubKey) != ed25519.PublicKeySize {
+		r.Fail("validator %X: a key of %d bytes", addr, len(rec.PubKey))
+	}
+	if r.E == nil && len(r.B) != 0 {
+		r.Fail("validator %X: %d bytes after the record", addr, len(r.B))
+	}
+	return rec, r.E
+}
+
+// effectiveValidators is the genesis set with the chain's records over it
+// (nil when the broker has no genesis set).
+func (f *Cluster) effectiveValidators() (*trust.ValidatorSet, error) {
+	if f.opts.Validators == nil {
+		return nil, nil
+	}
+	if len(f.validatorRecs) == 0 {
+		return f.opts.Validators, nil
+	}
+	var out []trust.Validator
+	for _, v := range f.opts.Validators.Validators() {
+		if _, ok := f.validatorRecs[v.Address]; !ok {
+			out = append(out, v)
+		}
+	}
+	for _, r := range f.sortedValidatorRecs() {
+		if r.Power > 0 {
+			out = append(out, trust.Validator{Address: r.Address, PubKey: r.PubKey, Power: r.Power})
+		}
+	}
+	return trust.NewValidatorSet(out)
+}
+
+func (f *Cluster) sortedValidatorRecs() []ValidatorRecord {
+	out := make([]ValidatorRecord, 0, len(f.validatorRecs))
+	for _, r := range f.validatorRecs {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].Address[:], out[j].Address[:]) < 0 })
+	return out
+}
+
+// applyEvidence removes the power of each validator the block's evidence
+// proves misbehaved (from MembershipVersion on).
+func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
+	if f.Version < MembershipVersion || len(evidence) == 0 {
+		return
+	}
+	vs := f.Trust.Validators()
+	if vs == nil {
+		return
+	}
+	for _, e := range evidence {
+		var addr [20]byte
+		if len(e.Validator) != len(addr) {
+			continue // CometBFT's addresses are 20 bytes: nothing names it
+		}
+		copy(addr[:], e.Validator)
+		v, ok := vs.Lookup(addr)
+		if !ok {
+			continue // removed already (or never a validator)
+		}
+		if v.Power >= vs.Total() {
+			// The last validator with power: the chain would stop.
+			f.opts.Logger.Warn("evidence against the only validator with power left: it keeps its power",
+				"validator", fmt.Sprintf("%X", addr), "kind", e.Kind.String(), "evidence_height", e.Height, "height", f.Height)
+			continue
+		}
+		rec := ValidatorRecord{Address: addr, PubKey: v.PubKey, Power: 0, Removed: e.Kind, RemovedAt: f.Height, EvidenceHeight: e.Height}
+		if f.validatorRecs == nil {
+			f.validatorRecs = map[[20]byte]ValidatorRecord{}
+		}
+		if f.validatorsDirty == nil {
+			f.validatorsDirty = map[[20]byte]bool{}
+		}
+		f.validatorRecs[addr], f.validatorsDirty[addr] = rec, true
+		next, err := f.effectiveValidators()
+		if err != nil {
+			// Not reachable: the set keeps a validator with power.
+			f.Faulted(fmt.Errorf("stele/fsm: removing validator %X: %w", addr, err))
+			return
+		}
+		vs = next
+		f.Trust.SetValidators(vs)
+		f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), v.PubKey...), Power: 0})
+		f.opts.Logger.Warn("validator removed for misbehavior", "validator", fmt.Sprintf("%X", addr),
+			"kind", e.Kind.String(), "evidence_height", e.Height, "height", f.Height, "validators_left", len(vs.Validators()))
+	}
+}
+
+// loadMembership reads the records and sets the trust module's validator
+// set from them.
+func (f *Cluster) loadMembership() error {
+	f.validatorRecs, f.validatorsDirty = map[[20]byte]ValidatorRecord{}, map[[20]byte]bool{}
+	err := f.Store.Scan(validatorPfx, func(k, v []byte) error {
+		var a [20]byte
+		if len(k) != len(validatorPfx)+len(a) {
+			return fmt.Errorf("stele/fsm: bad validator key %x", k)
+		}
+		copy(a[:], k[len(validatorPfx):])
+		r, err := decodeValidatorRecord(a, v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: reading validator %X: %w", a, err)
+		}
+		f.validatorRecs[a] = r
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	vs, err := f.effectiveValidators()
+	if err != nil {
+		return fmt.Errorf("stele/fsm: the validator set the state makes: %w", err)
+	}
+	f.Trust.SetValidators(vs)
+	return nil
+}
+
+// persistMembership writes the records the block changed, in address
+// order.
+func (f *Cluster) persistMembership(b *core.StateBatch) {
+	if len(f.validatorsDirty) == 0 {
+		return
+	}
+	addrs := make([][20]byte, 0, len(f.validatorsDirty))
+	for a := range f.validatorsDirty {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return bytes.Compare(addrs[i][:], addrs[j][:]) < 0 })
+	for _, a := range addrs {
+		b.Set(append(append([]byte(nil), validatorPfx...), a[:]...), encodeValidatorRecord(f.validatorRecs[a]))
+	}
+	clear(f.validatorsDirty)
+}
+
+// ValidatorRecords returns, as of the last commit, the validators whose
+// power the chain changed, ordered by address. Safe for concurrent use.
+func (f *Cluster) ValidatorRecords() []ValidatorRecord {
+	f.committedMembers.Lock()
+	defer f.committedMembers.Unlock()
+	return append([]ValidatorRecord(nil), f.committedMembers.recs...)
+}
+
+// registerMembership registers the evidence's block-begin step and the
+// membership's state step (RegisterCluster calls it).
+func registerMembership(r *core.Registry, _ *topics.TopicHooks) {
+	// After the upgrades' step (rank 10): evidence in the block that
+	// activates version 7 removes, as it would in any later block.
+	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 12, Name: "evidence", Module: ModCluster,
+		Run: func(f *Cluster, b core.Block) { f.applyEvidence(b.Misbehavior) }})
+	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 51, Name: "membership", Module: ModCluster,
+		Load:  (*Cluster).loadMembership,
+		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistMembership(b); return nil },
+		Publish: func(f *Cluster, _ bool) {
+			recs := f.sortedValidatorRecs()
+			f.committedMembers.Lock()
+			f.committedMembers.recs = recs
+			f.committedMembers.Unlock()
+			f.Trust.PublishValidators()
+		}})
+}
