@@ -60,6 +60,19 @@ func (a app) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
 	return out
 }
 
+// Validators implements consensus.Membership: the committed validator set.
+func (a app) Validators() []consensus.ValidatorUpdate {
+	vs := a.b.fsm.CommittedValidators()
+	if vs == nil {
+		return nil
+	}
+	var out []consensus.ValidatorUpdate
+	for _, v := range vs.Validators() {
+		out = append(out, consensus.ValidatorUpdate{PubKey: v.PubKey, Power: v.Power})
+	}
+	return out
+}
+
 func (a app) FinalizeBlock(blk consensus.Block) ([]consensus.TxResult, []byte, error) {
 	fb := fsm.Block{Height: blk.Height, TimeMs: blk.Time.UnixMilli(), Txs: blk.Txs, Signers: blk.Signers}
 	for _, m := range blk.Misbehavior {

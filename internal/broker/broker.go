@@ -736,3 +736,8 @@ func (b *Broker) failSlots(slots []slot, err error) {
 // Liveness returns the validators seen signing blocks and the block time of
 // the last commit (see fsm.FSM.Liveness).
 func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
+
+// Validators returns the validator set as of the last commit (nil for a
+// broker without one): the genesis set less any validator the chain
+// voted out (fsm/cluster's membership.go).
+func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }

@@ -129,11 +129,18 @@ var (
 	_ consensus.Membership  = app{}
 )
 
-// FinalizedValidatorUpdates passes the wrapped application's
+// FinalizedValidatorUpdates and Validators pass the wrapped application's
 // consensus.Membership on, which embedding alone would hide.
 func (s *SnapshotApp) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
 	if m, ok := s.Application.(consensus.Membership); ok {
 		return m.FinalizedValidatorUpdates()
+	}
+	return nil
+}
+
+func (s *SnapshotApp) Validators() []consensus.ValidatorUpdate {
+	if m, ok := s.Application.(consensus.Membership); ok {
+		return m.Validators()
 	}
 	return nil
 }

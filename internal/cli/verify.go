@@ -177,7 +177,7 @@ func printVerified(w io.Writer, asJSON bool, t *proof.Trust, v *proof.Verified, 
 		Offset: r.Offset, Timestamp: r.Timestamp,
 		BaseOffset: v.BaseOffset, LastOffset: v.LastOffset, Height: v.Height,
 		HeaderHash: fmt.Sprintf("%X", v.HeaderHash), BlockTime: time.UnixMilli(v.Time).UTC().Format(time.RFC3339Nano),
-		Validators: t.Validators.Size(), ChainID: t.ChainID,
+		Validators: v.Validators, ChainID: t.ChainID,
 	}
 	if r.Key != nil {
 		k := string(r.Key)

@@ -110,7 +110,7 @@ func (s *stateVerify) run(ctx context.Context, cmd *cobra.Command, g *globalOpti
 			return err
 		}
 		out := &provenState{What: "table", Height: tv.Height, HeaderHash: fmt.Sprintf("%X", tv.HeaderHash),
-			BlockTime: time.UnixMilli(tv.Time).UTC().Format(time.RFC3339Nano), Validators: cl.Trust.Validators.Size(), ChainID: cl.Trust.ChainID,
+			BlockTime: time.UnixMilli(tv.Time).UTC().Format(time.RFC3339Nano), Validators: tv.Validators, ChainID: cl.Trust.ChainID,
 			Topic: args[0], Key: args[1], Partitions: &tv.Topic.Partitions, KeyState: "absent"}
 		if tv.Found {
 			l := tv.Latest
@@ -203,7 +203,7 @@ func (s *stateVerify) run(ctx context.Context, cmd *cobra.Command, g *globalOpti
 
 func (s *stateVerify) header(cl *proof.Client, v *proof.VerifiedState, what string) *provenState {
 	return &provenState{What: what, Height: v.Height, HeaderHash: fmt.Sprintf("%X", v.HeaderHash),
-		BlockTime: time.UnixMilli(v.Time).UTC().Format(time.RFC3339Nano), Validators: cl.Trust.Validators.Size(), ChainID: cl.Trust.ChainID}
+		BlockTime: time.UnixMilli(v.Time).UTC().Format(time.RFC3339Nano), Validators: v.Validators, ChainID: cl.Trust.ChainID}
 }
 
 // proveTopic proves a topic's state; a topic proven absent is an error.

@@ -115,6 +115,10 @@ type Membership interface {
 	// made. It is called by the orderer's consensus goroutine only, after
 	// FinalizeBlock.
 	FinalizedValidatorUpdates() []ValidatorUpdate
+	// Validators is the validator set as of the last Commit: the set
+	// CometBFT signs with from two heights later. The orderer archives
+	// each set it sees, for the proofs of headers that name it.
+	Validators() []ValidatorUpdate
 }
 
 // Proposer is implemented by an Application whose proposals open with

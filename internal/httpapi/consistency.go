@@ -246,6 +246,7 @@ func serveTableProof(opts Options) http.HandlerFunc {
 		if sp.SignedHeader, ok = stateHeader(w, r, opts, sp.Height); !ok {
 			return
 		}
+		sp.Validators = headerValidators(opts, sp.Height+1)
 		w.Header().Set("Content-Type", "application/json")
 		tp := proof.TableProof{Topic: topic, Key: key, Value: value, Proof: sp}
 		byzantineTable(&tp)

@@ -30,6 +30,12 @@ type Options struct {
 	// SignedHeader returns the protobuf-encoded CometBFT SignedHeader of a
 	// height, for proofs (nil: this broker serves none).
 	SignedHeader func(height int64) ([]byte, error)
+	// HeaderValidators returns the validator set the header of a height
+	// names when that is not the genesis set (nil when it is, or when this
+	// broker does not hold it): a protobuf-encoded CometBFT ValidatorSet,
+	// which proofs carry so that light clients follow the change
+	// (pkg/proof's VerifyHeaderWith). Nil: proofs carry none.
+	HeaderValidators func(height int64) []byte
 	// Genesis returns the chain's genesis document (JSON).
 	Genesis func() ([]byte, error)
 	// Security authenticates each request and authorizes the routes that

@@ -56,6 +56,7 @@ func serveProof(opts Options) http.HandlerFunc {
 			Topic: bp.Topic, TopicID: hex.EncodeToString(bp.TopicID[:]), Partition: bp.Partition,
 			BaseOffset: bp.BaseOffset, LastOffset: bp.LastOffset, Batch: bp.Batch,
 			Height: bp.Height, Digest: bp.Digest, StateRoot: bp.StateRoot, Root: bp.Root, Path: &bp.Path, SignedHeader: sh,
+			Validators: headerValidators(opts, bp.Height+1),
 		})
 	}
 }
@@ -142,6 +143,7 @@ func serveStateProof(opts Options) http.HandlerFunc {
 		if sp.SignedHeader, ok = stateHeader(w, r, opts, sp.Height); !ok {
 			return
 		}
+		sp.Validators = headerValidators(opts, sp.Height+1)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(sp)
 	}
@@ -183,6 +185,15 @@ func stateHeader(w http.ResponseWriter, r *http.Request, opts Options, height in
 	return sh, true
 }
 
+// headerValidators is the validator set the header of height names, when
+// it is not the genesis set (Options.HeaderValidators).
+func headerValidators(opts Options, height int64) []byte {
+	if opts.HeaderValidators == nil {
+		return nil
+	}
+	return opts.HeaderValidators(height)
+}
+
 func signedHeader(ctx context.Context, opts Options, height int64) ([]byte, error) {
 	if _, err := waitHeight(ctx, opts, height); err != nil {
 		return nil, err
@@ -204,6 +215,9 @@ type HeadersPage struct {
 type SignedHeader struct {
 	Height       int64  `json:"height"`
 	SignedHeader []byte `json:"signed_header"`
+	// Validators is the set the header names when it is not the genesis
+	// set (protobuf-encoded CometBFT ValidatorSet).
+	Validators []byte `json:"validators,omitempty"`
 }
 
 // serveHeaders answers GET /v1/cluster/headers?from=H&limit=N (N heights,
@@ -232,7 +246,7 @@ func serveHeaders(opts Options) http.HandlerFunc {
 		for h := from; h < from+limit && h <= top; h++ {
 			page.Next = h + 1
 			if sh, err := opts.SignedHeader(h); err == nil {
-				page.Headers = append(page.Headers, SignedHeader{Height: h, SignedHeader: sh})
+				page.Headers = append(page.Headers, SignedHeader{Height: h, SignedHeader: sh, Validators: headerValidators(opts, h)})
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")

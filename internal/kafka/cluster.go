@@ -43,8 +43,8 @@ func (c *conn) advertised(b BrokerInfo) (string, int32) {
 }
 
 // members returns every broker of the cluster and those alive now: brokers
-// whose validator signed a block within LiveWindow of the last committed
-// block time. Both come from the chain, so every broker answers alike. A
+// whose validator is in the committed validator set (not voted out) and
+// signed a block within LiveWindow of the last committed block time. Both come from the chain, so every broker answers alike. A
 // node without a directory (a single node) is the whole cluster and alive.
 // When the chain shows nobody alive (no commit signatures seen yet), every
 // broker counts as alive.
@@ -64,7 +64,13 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		}
 	}
 	signers, now := s.b.Liveness()
+	vs := s.b.Validators()
 	for _, b := range all {
+		if vs != nil && len(b.Validator) == 20 {
+			if _, ok := vs.Lookup([20]byte(b.Validator)); !ok {
+				continue // voted out: it leads nothing from the block that removed it
+			}
+		}
 		for _, sg := range signers {
 			if bytes.Equal(sg.Address, b.Validator) && s.Signing(sg.LastTimeMs, now) {
 				live = append(live, b)

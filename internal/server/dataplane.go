@@ -96,11 +96,18 @@ func (a prefetchingApp) FinalizedAppVersion() uint64 {
 	return a.Application.(consensus.Versioned).FinalizedAppVersion()
 }
 
-// FinalizedValidatorUpdates passes the broker's validator set changes on
-// (consensus.Membership).
+// FinalizedValidatorUpdates and Validators pass the broker's validator
+// set on (consensus.Membership).
 func (a prefetchingApp) FinalizedValidatorUpdates() []consensus.ValidatorUpdate {
 	if m, ok := a.Application.(consensus.Membership); ok {
 		return m.FinalizedValidatorUpdates()
+	}
+	return nil
+}
+
+func (a prefetchingApp) Validators() []consensus.ValidatorUpdate {
+	if m, ok := a.Application.(consensus.Membership); ok {
+		return m.Validators()
 	}
 	return nil
 }

@@ -441,7 +441,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
 		Security: security, TenantTraffic: n.tenantTraffic,
-		SignedHeader: signedHeader(n.orderer), Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
+		SignedHeader: signedHeader(n.orderer), HeaderValidators: n.orderer.HeaderValidators, Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
 	// a client cannot hold a connection by never finishing its body.

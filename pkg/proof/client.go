@@ -110,6 +110,7 @@ func (c *Client) Headers(ctx context.Context, from, limit int64) ([]Header, int6
 		Headers []struct {
 			Height       int64  `json:"height"`
 			SignedHeader []byte `json:"signed_header"`
+			Validators   []byte `json:"validators"`
 		} `json:"headers"`
 	}
 	u := c.base() + "/v1/cluster/headers?from=" + strconv.FormatInt(from, 10) + "&limit=" + strconv.FormatInt(limit, 10)
@@ -118,7 +119,7 @@ func (c *Client) Headers(ctx context.Context, from, limit int64) ([]Header, int6
 	}
 	out := make([]Header, 0, len(page.Headers))
 	for _, h := range page.Headers {
-		sh, err := c.Trust.VerifyHeader(h.SignedHeader)
+		sh, err := c.Trust.VerifyHeaderWith(h.SignedHeader, h.Validators)
 		if err != nil {
 			return out, from, err
 		}

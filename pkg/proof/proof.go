@@ -31,6 +31,7 @@ import (
 	"hash/crc32"
 
 	"github.com/cometbft/cometbft/crypto/merkle"
+	cmtmath "github.com/cometbft/cometbft/libs/math"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 	"github.com/cometbft/cometbft/types"
 )
@@ -129,6 +130,10 @@ type Batch struct {
 	// SignedHeader is the header of Height+1 and the commit that signed
 	// it: a CometBFT SignedHeader, protobuf-encoded.
 	SignedHeader []byte `json:"signed_header"`
+	// Validators is the validator set that header names, when it is not
+	// the genesis set (the chain removed a validator since): a CometBFT
+	// ValidatorSet, protobuf-encoded (VerifyHeaderWith).
+	Validators []byte `json:"validators,omitempty"`
 }
 
 // Trust is what a client believes without proof: the chain and its
@@ -175,6 +180,9 @@ type Verified struct {
 	Height     int64  // the block that appended it
 	HeaderHash []byte // the hash of the signed header of Height+1
 	Time       int64  // that header's time, Unix milliseconds
+	// Validators is how many validators that header's set has (the
+	// trusted set's, or the set the chain changed it to).
+	Validators int
 }
 
 func unproven(format string, args ...any) error {
@@ -186,8 +194,8 @@ func unproven(format string, args ...any) error {
 // hash is AppHash(b.Digest, b.StateRoot, b.Root), and the batch's leaf, at b's topic,
 // partition and base offset, is under b.Root by b.Path. It also checks that
 // the batch is one well-formed RecordBatch v2 whose CRC matches and whose
-// base and last offsets are those claimed. The validator set may not have
-// changed since the trusted one (Stele clusters do not change it yet).
+// base and last offsets are those claimed. A header naming a validator set
+// other than the trusted one is checked as VerifyHeaderWith says.
 func (t *Trust) Verify(b *Batch) (*Verified, error) {
 	if b == nil || b.Path == nil {
 		return nil, unproven("no proof")
@@ -203,7 +211,7 @@ func (t *Trust) Verify(b *Batch) (*Verified, error) {
 	if base != b.BaseOffset || last != b.LastOffset {
 		return nil, unproven("the batch holds offsets %d-%d, the proof claims %d-%d", base, last, b.BaseOffset, b.LastOffset)
 	}
-	sh, err := t.VerifyHeader(b.SignedHeader)
+	sh, set, err := t.verifyHeader(b.SignedHeader, b.Validators)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +228,7 @@ func (t *Trust) Verify(b *Batch) (*Verified, error) {
 	return &Verified{
 		Topic: b.Topic, TopicID: [16]byte(id), Partition: b.Partition,
 		BaseOffset: base, LastOffset: last, Batch: b.Batch,
-		Height: b.Height, HeaderHash: sh.Hash(), Time: sh.Time.UnixMilli(),
+		Height: b.Height, HeaderHash: sh.Hash(), Time: sh.Time.UnixMilli(), Validators: set.Size(),
 	}, nil
 }
 
@@ -230,24 +238,65 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // that its commit carries more than two thirds of the trusted validators'
 // voting power for the header, on the trusted chain.
 func (t *Trust) VerifyHeader(b []byte) (*types.SignedHeader, error) {
+	return t.VerifyHeaderWith(b, nil)
+}
+
+// VerifyHeaderWith is VerifyHeader for a header that may name a validator
+// set other than the trusted one: the chain changed its set since
+// (a validator voted out, docs/cluster.md). vals is the set the header
+// names, a protobuf-encoded CometBFT ValidatorSet (nil when it names the
+// trusted set). The header is accepted, as CometBFT's light client skips
+// to a header, when vals is the set the header names, its commit carries
+// more than two thirds of that set's power, and validators of the trusted
+// set holding more than a third of the trusted power signed it too: at
+// least one honest trusted validator vouches for the new set. A header
+// whose set shares less than that with the trusted one is refused (the
+// intermediate headers a bisection would need are not fetched yet).
+func (t *Trust) VerifyHeaderWith(b, vals []byte) (*types.SignedHeader, error) {
+	sh, _, err := t.verifyHeader(b, vals)
+	return sh, err
+}
+
+// verifyHeader is VerifyHeaderWith, also returning the set that signed.
+func (t *Trust) verifyHeader(b, vals []byte) (*types.SignedHeader, *types.ValidatorSet, error) {
 	var pb cmtproto.SignedHeader
 	if err := pb.Unmarshal(b); err != nil {
-		return nil, unproven("signed header: %v", err)
+		return nil, nil, unproven("signed header: %v", err)
 	}
 	sh, err := types.SignedHeaderFromProto(&pb)
 	if err != nil {
-		return nil, unproven("signed header: %v", err)
+		return nil, nil, unproven("signed header: %v", err)
 	}
 	if err := sh.ValidateBasic(t.ChainID); err != nil {
-		return nil, unproven("signed header: %v", err)
+		return nil, nil, unproven("signed header: %v", err)
 	}
-	if !bytes.Equal(sh.ValidatorsHash, t.Validators.Hash()) {
-		return nil, unproven("the header at height %d names validators %X, not the trusted set %X", sh.Height, []byte(sh.ValidatorsHash), t.Validators.Hash())
+	if bytes.Equal(sh.ValidatorsHash, t.Validators.Hash()) {
+		if err := t.Validators.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
+			return nil, nil, unproven("commit of height %d: %v", sh.Height, err)
+		}
+		return sh, t.Validators, nil
 	}
-	if err := t.Validators.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
-		return nil, unproven("commit of height %d: %v", sh.Height, err)
+	if len(vals) == 0 {
+		return nil, nil, unproven("the header at height %d names validators %X, not the trusted set %X, and the proof carries no validator set", sh.Height, []byte(sh.ValidatorsHash), t.Validators.Hash())
 	}
-	return sh, nil
+	var pv cmtproto.ValidatorSet
+	if err := pv.Unmarshal(vals); err != nil {
+		return nil, nil, unproven("validator set: %v", err)
+	}
+	set, err := types.ValidatorSetFromProto(&pv)
+	if err != nil {
+		return nil, nil, unproven("validator set: %v", err)
+	}
+	if !bytes.Equal(set.Hash(), sh.ValidatorsHash) {
+		return nil, nil, unproven("the validator set given hashes to %X, the header at height %d names %X", set.Hash(), sh.Height, []byte(sh.ValidatorsHash))
+	}
+	if err := set.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
+		return nil, nil, unproven("commit of height %d by its validator set: %v", sh.Height, err)
+	}
+	if err := t.Validators.VerifyCommitLightTrusting(t.ChainID, sh.Commit, cmtmath.Fraction{Numerator: 1, Denominator: 3}); err != nil {
+		return nil, nil, unproven("the header at height %d names a validator set the trusted validators do not vouch for (bisection through intermediate headers is not built): %v", sh.Height, err)
+	}
+	return sh, set, nil
 }
 
 // checkBatch checks that b is exactly one RecordBatch v2 with a valid CRC

@@ -213,7 +213,7 @@ func TestVerifyHonest(t *testing.T) {
 	}
 	sh := decodeSignedHeader(t, b.SignedHeader)
 	want := Verified{Topic: "orders", TopicID: testTopicID, Partition: 3, BaseOffset: testBase, LastOffset: testBase + 2,
-		Batch: b.Batch, Height: testHeight, HeaderHash: sh.Hash(), Time: testTime.UnixMilli()}
+		Batch: b.Batch, Height: testHeight, HeaderHash: sh.Hash(), Time: testTime.UnixMilli(), Validators: 4}
 	if fmt.Sprint(*v) != fmt.Sprint(want) {
 		t.Fatalf("verified %+v\nwant %+v", *v, want)
 	}
@@ -449,6 +449,111 @@ func FuzzVerify(f *testing.F) {
 		}
 		if !bytes.Equal(v.Batch, good.Batch) || v.BaseOffset != testBase || v.Height != testHeight || v.TopicID != testTopicID {
 			t.Fatalf("Verify accepted %+v, which is not the honest batch", v)
+		}
+	})
+}
+
+// without returns the chain c after the validator at index i was removed
+// (voted out for misbehavior): its set and private validators, less i.
+func (c *chain) without(t testing.TB, i int) *chain {
+	t.Helper()
+	var vals []*types.Validator
+	var pvs []types.PrivValidator
+	for j, v := range c.vals.Validators {
+		if j != i {
+			vals = append(vals, types.NewValidator(v.PubKey, v.VotingPower))
+			pvs = append(pvs, c.pvs[j])
+		}
+	}
+	d := &chain{id: c.id, vals: types.NewValidatorSet(vals)}
+	for _, v := range d.vals.Validators { // NewValidatorSet orders them
+		for _, pv := range pvs {
+			if pk, _ := pv.GetPubKey(); bytes.Equal(pk.Address(), v.Address) {
+				d.pvs = append(d.pvs, pv)
+			}
+		}
+	}
+	return d
+}
+
+func encodeValidators(t testing.TB, vs *types.ValidatorSet) []byte {
+	t.Helper()
+	pb, err := vs.ToProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pb.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestVerifyHeaderAcrossASetChange (issue 19, light clients across
+// changes): a header of the set left after a validator was removed is
+// accepted with that set when the trusted validators who signed it hold
+// more than a third of the trusted power; without the set, with a set the
+// header does not name, with too few of the new set's signatures, or from
+// a set the trusted validators do not vouch for, it is refused.
+func TestVerifyHeaderAcrossASetChange(t *testing.T) {
+	c := newChain(t, "stele-test", 4)
+	tr := c.trust()
+	d := c.without(t, 2)
+	all := func(int) bool { return true }
+	sh := d.sign(t, d.header(50, []byte("app hash after the change")), all)
+	if _, err := tr.VerifyHeaderWith(sh, encodeValidators(t, d.vals)); err != nil {
+		t.Fatalf("a header of the set left, with that set: %v", err)
+	}
+	if _, err := tr.VerifyHeader(sh); !errors.Is(err, ErrUnproven) {
+		t.Fatalf("a header of another set without it: %v", err)
+	}
+	if _, err := tr.VerifyHeaderWith(sh, encodeValidators(t, c.vals)); !errors.Is(err, ErrUnproven) {
+		t.Fatalf("with a set the header does not name: %v", err)
+	}
+	if _, err := tr.VerifyHeaderWith(sh, []byte{0xff, 0x01}); !errors.Is(err, ErrUnproven) {
+		t.Fatalf("with a set that does not decode: %v", err)
+	}
+	twoOfThree := d.sign(t, d.header(51, []byte("x")), func(i int) bool { return i < 2 })
+	if _, err := tr.VerifyHeaderWith(twoOfThree, encodeValidators(t, d.vals)); !errors.Is(err, ErrUnproven) {
+		t.Fatalf("signed by two thirds of the new set, not more: %v", err)
+	}
+	// A set of strangers, however well signed among themselves.
+	other := newChain(t, "stele-test", 3)
+	forged := other.sign(t, other.header(52, []byte("forged")), all)
+	if _, err := tr.VerifyHeaderWith(forged, encodeValidators(t, other.vals)); !errors.Is(err, ErrUnproven) {
+		t.Fatalf("a header of a set the trusted validators do not vouch for: %v", err)
+	}
+	// The trusted set itself still verifies without a set given.
+	if _, err := tr.VerifyHeaderWith(c.sign(t, c.header(53, []byte("y")), all), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzVerifyHeaderWith: a header and the validator set it is said to name
+// come from a broker that may lie. VerifyHeaderWith never panics on them,
+// and accepts only a header whose set hashes to what the header names and
+// that validators of the trusted set vouch for.
+func FuzzVerifyHeaderWith(f *testing.F) {
+	c := newChain(f, "stele-test", 4)
+	tr := c.trust()
+	d := c.without(f, 1)
+	all := func(int) bool { return true }
+	sh, vals := d.sign(f, d.header(60, []byte("after")), all), encodeValidators(f, d.vals)
+	f.Add(sh, vals)
+	f.Add(sh, encodeValidators(f, c.vals))
+	f.Add(c.sign(f, c.header(61, []byte("trusted")), all), []byte(nil))
+	f.Add(sh[:len(sh)/2], vals[:len(vals)/2])
+	f.Add([]byte{}, []byte{0x0a, 0xff})
+	f.Fuzz(func(t *testing.T, header, set []byte) {
+		got, err := tr.VerifyHeaderWith(header, set)
+		if err != nil {
+			if !errors.Is(err, ErrUnproven) || got != nil {
+				t.Fatalf("VerifyHeaderWith: %v, %v; want nil and ErrUnproven", got, err)
+			}
+			return
+		}
+		if !bytes.Equal(got.ValidatorsHash, tr.Validators.Hash()) && !bytes.Equal(got.ValidatorsHash, d.vals.Hash()) {
+			t.Fatalf("accepted a header naming the set %X, neither the trusted one nor the one it changed to", []byte(got.ValidatorsHash))
 		}
 	})
 }

@@ -43,8 +43,10 @@ type StateProof struct {
 	LeavesRoot []byte       `json:"leaves_root"`
 	Entries    []StateEntry `json:"entries"`
 	// SignedHeader is the header of Height+1 and the commit that signed
-	// it: a CometBFT SignedHeader, protobuf-encoded.
+	// it: a CometBFT SignedHeader, protobuf-encoded; Validators the set it
+	// names when that is not the genesis set (Batch.Validators).
 	SignedHeader []byte `json:"signed_header"`
+	Validators   []byte `json:"validators,omitempty"`
 }
 
 // StateEntry is one key: its value (nil when the state has no such key;
@@ -63,6 +65,7 @@ type VerifiedState struct {
 	Height     int64
 	HeaderHash []byte
 	Time       int64 // the signed header's time, Unix milliseconds
+	Validators int   // how many validators that header's set has
 	Values     map[string][]byte
 }
 
@@ -91,7 +94,7 @@ func (t *Trust) VerifyState(p *StateProof) (*VerifiedState, error) {
 	if len(p.StateRoot) != sha256.Size {
 		return nil, unproven("state root of %d bytes", len(p.StateRoot))
 	}
-	sh, err := t.VerifyHeader(p.SignedHeader)
+	sh, set, err := t.verifyHeader(p.SignedHeader, p.Validators)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +105,7 @@ func (t *Trust) VerifyState(p *StateProof) (*VerifiedState, error) {
 		return nil, unproven("the signed app hash of height %d is %X, the proof gives %X", p.Height, []byte(sh.AppHash), want)
 	}
 	spec := stateSpec()
-	v := &VerifiedState{Height: p.Height, HeaderHash: sh.Hash(), Time: sh.Time.UnixMilli(), Values: map[string][]byte{}}
+	v := &VerifiedState{Height: p.Height, HeaderHash: sh.Hash(), Time: sh.Time.UnixMilli(), Validators: set.Size(), Values: map[string][]byte{}}
 	for _, e := range p.Entries {
 		for _, n := range e.SideNodes {
 			if len(n) != sha256.Size {

@@ -109,6 +109,7 @@ type TableValue struct {
 	Height     int64
 	HeaderHash []byte // of the signed header carrying the app hash (VerifyTable only)
 	Time       int64  // its time, Unix milliseconds
+	Validators int    // how many validators its set has (VerifyTable only)
 	Topic      Topic
 	Versions   []TableVersion // the key's latest version in each partition that has one, by partition
 	// Found: the key has a version; Latest is it (Latest.Deleted: its
@@ -161,7 +162,7 @@ func (t *Trust) VerifyTable(p *TableProof) (*TableValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	tv.HeaderHash, tv.Time = vs.HeaderHash, vs.Time
+	tv.HeaderHash, tv.Time, tv.Validators = vs.HeaderHash, vs.Time, vs.Validators
 	switch {
 	case tv.Found && !tv.Latest.Deleted && !tv.Has(p.Value):
 		return nil, unproven("the value served for key %q is not the one proven at %s-%d offset %d", p.Key, p.Topic, tv.Latest.Partition, tv.Latest.Offset)

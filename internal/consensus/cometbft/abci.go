@@ -391,6 +391,12 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 				"height", a.finalized, "err", err)
 		}
 	}
+	if m, ok := a.app.(consensus.Membership); ok && a.headers != nil {
+		if err := a.headers.archiveSet(m.Validators()); err != nil {
+			a.logger.Warn("archiving the validator set; proofs of headers that name it will come from other brokers",
+				"height", a.finalized, "err", err)
+		}
+	}
 	a.lastCommit.Store(time.Now().UnixNano())
 	return &abci.ResponseCommit{RetainHeight: max(retain, 0)}, nil
 }

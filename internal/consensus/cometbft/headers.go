@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+
+	"github.com/cometbft/cometbft/crypto/ed25519"
 
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 	"github.com/cometbft/cometbft/store"
 	"github.com/cometbft/cometbft/types"
 
+	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -40,6 +44,76 @@ type headerArchive struct {
 	st     *storage.Store
 	closed bool
 	last   []byte // app hash of the last header archived; Commit's only
+	// lastSet is the validator set archiveSet saw last; Commit's only.
+	lastSet []consensus.ValidatorUpdate
+}
+
+// The archive also keeps every validator set the application's state has
+// had (the genesis set, then each set its membership made: a validator
+// voted out), protobuf-encoded under s/<the set's hash>, so a proof of a
+// header that names a set other than the genesis one carries that set and
+// a light client can follow the change (pkg/proof's VerifyHeaderWith).
+// Sets change rarely; one is written when the committed set differs from
+// the one seen at the commit before.
+
+func setKey(hash []byte) []byte { return append([]byte("s/"), hash...) }
+
+// archiveSet stores vals, the application's committed validator set,
+// unless it is the set seen last or is stored already.
+func (h *headerArchive) archiveSet(vals []consensus.ValidatorUpdate) error {
+	if len(vals) == 0 || slices.EqualFunc(vals, h.lastSet, func(a, b consensus.ValidatorUpdate) bool {
+		return a.Power == b.Power && bytes.Equal(a.PubKey, b.PubKey)
+	}) {
+		return nil
+	}
+	var tv []*types.Validator
+	for _, v := range vals {
+		if len(v.PubKey) != ed25519.PubKeySize {
+			return fmt.Errorf("stele/consensus/cometbft: a validator key of %d bytes", len(v.PubKey))
+		}
+		tv = append(tv, types.NewValidator(ed25519.PubKey(v.PubKey), v.Power))
+	}
+	set := types.NewValidatorSet(tv)
+	pb, err := set.ToProto()
+	if err != nil {
+		return err
+	}
+	b, err := pb.Marshal()
+	if err != nil {
+		return err
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return ErrNotStarted
+	}
+	key := setKey(set.Hash())
+	if _, ok, err := h.st.Get(key); err != nil {
+		return err
+	} else if !ok {
+		batch := h.st.NewBatch()
+		batch.Set(key, b)
+		if err := batch.Commit(false); err != nil {
+			return err
+		}
+	}
+	h.lastSet = append(h.lastSet[:0], vals...)
+	return nil
+}
+
+// getSet returns the archived validator set whose hash is hash (nil when
+// none is).
+func (h *headerArchive) getSet(hash []byte) ([]byte, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return nil, ErrNotStarted
+	}
+	b, ok, err := h.st.Get(setKey(hash))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return b, nil
 }
 
 func openHeaderArchive(home string) (*headerArchive, error) {
@@ -109,6 +183,33 @@ func (h *headerArchive) get(height int64) (*types.SignedHeader, error) {
 		return nil, fmt.Errorf("stele/consensus/cometbft: archived header of height %d: %w", height, err)
 	}
 	return types.SignedHeaderFromProto(&pb)
+}
+
+// HeaderValidators returns the validator set the header of height names,
+// protobuf-encoded, when that is not the genesis set and this node has
+// archived it; nil otherwise (the genesis set, which clients trust
+// already, or a set this node never held: another broker's proof carries
+// it).
+func (o *Orderer) HeaderValidators(height int64) []byte {
+	sh, err := o.SignedHeader(height)
+	if err != nil {
+		return nil
+	}
+	o.mu.Lock()
+	n, a := o.mu.node, o.mu.abci
+	o.mu.Unlock()
+	var gv []*types.Validator
+	for _, v := range n.GenesisDoc().Validators {
+		gv = append(gv, types.NewValidator(v.PubKey, v.Power))
+	}
+	if bytes.Equal(types.NewValidatorSet(gv).Hash(), sh.ValidatorsHash) {
+		return nil
+	}
+	b, err := a.headers.getSet(sh.ValidatorsHash)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // SignedHeader returns the header of height with a commit that signed it:

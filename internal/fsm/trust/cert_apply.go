@@ -52,6 +52,7 @@ type Trust struct {
 	// of the last commit, for CheckTx and ValidateTx (PublishValidators).
 	validators          *ValidatorSet
 	committedValidators atomic.Pointer[ValidatorSet]
+	genesisValidators   *ValidatorSet
 	batches             BatchSource
 	// SignerTenant is a hook point for the tenants module, which sets it
 	// when the machine is assembled (tenants.NewTenants): the tenant a
@@ -64,7 +65,7 @@ type Trust struct {
 
 // NewTrust is the trust module of the machine m, above the topics module t.
 func NewTrust(m *core.Machine, t *topics.Topics, chainID string, validators *ValidatorSet, batches BatchSource) *Trust {
-	f := &Trust{Machine: m, Topics: t, chainID: chainID, validators: validators, batches: batches}
+	f := &Trust{Machine: m, Topics: t, chainID: chainID, validators: validators, genesisValidators: validators, batches: batches}
 	f.committedValidators.Store(validators)
 	return f
 }
@@ -236,6 +237,15 @@ func (f *Trust) verifyCertificate(raw []byte, c Certificate, vs *ValidatorSet) e
 		return nil
 	}
 	if err := vs.Verify(c); err != nil {
+		if vs != f.genesisValidators && f.genesisValidators.Verify(c) == nil {
+			// Good signatures of a set the chain has changed since (a
+			// validator voted out): made just before the change, the
+			// batch can be certified again by the set there is now. The
+			// set equals the genesis one until a change, so a chain that
+			// never changed it refuses as it always did.
+			return fmt.Errorf("%w: %w: batch %s was certified under a validator set the chain has changed since (%v); certify it again",
+				ErrCertificate, core.ErrResubmit, digestString(c.Digest), err)
+		}
 		return err
 	}
 	f.Verified.Add(key)
