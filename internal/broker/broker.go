@@ -318,6 +318,10 @@ func (b *Broker) ProducerKey(principal string) ([]byte, error) { return b.fsm.Pr
 // (fsm.FSM.Upgrade).
 func (b *Broker) Upgrade() fsm.UpgradeStatus { return b.fsm.Upgrade() }
 
+// Membership returns the membership epoch and the validators' votes
+// towards a change, as of the last commit.
+func (b *Broker) Membership() fsm.MembershipStatus { return b.fsm.Membership() }
+
 // BrokerConfigs returns the committed dynamic broker configs.
 func (b *Broker) BrokerConfigs() *fsm.BrokerConfigs { return b.fsm.BrokerConfigs() }
 

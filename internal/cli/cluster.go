@@ -38,11 +38,11 @@ const (
 // nodeDirPattern matches the node directories `cluster init` writes.
 var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 
-// newClusterCmd is `stele cluster`: create (init), run (up) and upgrade a
-// cluster.
+// newClusterCmd is `stele cluster`: create (init), run (up), upgrade, show
+// (status) and change the validators of (demote, promote) a cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
-	return newGroupCmd("cluster", "Create, run and upgrade a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g))
+	return newGroupCmd("cluster", "Create, run, upgrade and change the validators of a cluster of Stele brokers",
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

@@ -24,7 +24,8 @@ func newClusterStatusCmd(g *globalOptions) *cobra.Command {
 		Use:   "status",
 		Short: "List the cluster's brokers: role, voting power, last signed height, whether each is signing",
 		Long: `List every broker of the cluster as the chain records it: its node id,
-its role (validator: it votes), its voting power, the last height whose
+its role (validator: it votes; replica: demoted, it follows the chain and
+serves reads; removed: voted out for misbehavior), its voting power, the last height whose
 commit carries its signature and whether that commit is within the live
 window (10 s of block time) of the last block, which is what makes a
 broker lead partitions in Metadata. A broker that is down or cut off shows
@@ -64,7 +65,8 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 	for _, v := range st.Validators {
 		if v.Removed != nil {
 			removed = append(removed, v)
-		} else {
+		}
+		if v.Role == httpapi.RoleValidator {
 			voting++
 		}
 		id, yes := "-", "no"
@@ -73,7 +75,7 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 		}
 		if v.Signing {
 			yes = "yes"
-			if v.Removed == nil {
+			if v.Role == httpapi.RoleValidator {
 				signing++
 				power += v.Power
 			}

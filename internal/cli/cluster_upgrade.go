@@ -129,24 +129,31 @@ type validatorKey struct {
 
 // signers reads the keys --dir and --key name, each validator once.
 func (o clusterUpgradeOptions) signers() ([]validatorKey, error) {
+	return validatorKeys(o.dir, o.keys, "an upgrade")
+}
+
+// validatorKeys reads every node's validator key under dir (a directory
+// 'stele cluster init' wrote) and the key files files, each validator
+// once; what names what they sign, for the error when there are none.
+func validatorKeys(dir string, files []string, what string) ([]validatorKey, error) {
 	var paths []string
-	if o.dir != "" {
-		entries, err := os.ReadDir(o.dir)
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("--dir: %w", err)
 		}
 		for _, e := range entries {
 			if e.IsDir() && nodeDirPattern.MatchString(e.Name()) {
-				paths = append(paths, filepath.Join(o.dir, e.Name(), "cometbft", "config", "priv_validator_key.json"))
+				paths = append(paths, filepath.Join(dir, e.Name(), "cometbft", "config", "priv_validator_key.json"))
 			}
 		}
 		if len(paths) == 0 {
-			return nil, fmt.Errorf("--dir %s holds no node directories (node0, node1, ...): give the directory 'stele cluster init' wrote", o.dir)
+			return nil, fmt.Errorf("--dir %s holds no node directories (node0, node1, ...): give the directory 'stele cluster init' wrote", dir)
 		}
 	}
-	paths = append(paths, o.keys...)
+	paths = append(paths, files...)
 	if len(paths) == 0 {
-		return nil, usageErrorf("give --dir CLUSTERDIR or --key FILE: an upgrade is signed by validators")
+		return nil, usageErrorf("give --dir CLUSTERDIR or --key FILE: %s is signed by validators", what)
 	}
 	sort.Strings(paths)
 	var keys []validatorKey

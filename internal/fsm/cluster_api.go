@@ -13,6 +13,10 @@ import (
 
 type (
 	AlterBrokerConfigs = cluster.AlterBrokerConfigs
+	ChangeMembership   = cluster.ChangeMembership
+	MembershipChange   = cluster.MembershipChange
+	MembershipStatus   = cluster.MembershipStatus
+	MembershipVote     = cluster.MembershipVote
 	AppendTime         = cluster.AppendTime
 	BrokerConfigs      = cluster.BrokerConfigs
 	ScheduleUpgrade    = cluster.ScheduleUpgrade
@@ -57,6 +61,11 @@ func ParseConnectionOverrides(s string) (map[string]int, error) {
 // SignUpgrade is cluster.SignUpgrade.
 func SignUpgrade(chainID string, p cluster.UpgradePlan, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
 	return cluster.SignUpgrade(chainID, p, addr, key)
+}
+
+// SignMembership is cluster.SignMembership.
+func SignMembership(chainID string, ch cluster.MembershipChange, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
+	return cluster.SignMembership(chainID, ch, addr, key)
 }
 
 // UpgradeStatement is cluster.UpgradeStatement.

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -64,7 +66,7 @@ func TestEvidenceRemovesValidator(t *testing.T) {
 		t.Fatalf("after the evidence: %d validators, power %d; want 3 and 30", got, cur.Total())
 	}
 	recs := f.ValidatorRecords()
-	if len(recs) != 1 || !bytes.Equal(recs[0].Address[:], offender) || recs[0].Removed != core.DuplicateVote || recs[0].RemovedAt != 2 || recs[0].EvidenceHeight != 1 || recs[0].Power != 0 {
+	if len(recs) != 1 || !bytes.Equal(recs[0].Address[:], offender) || recs[0].Removed != core.DuplicateVote || recs[0].ChangedAt != 2 || recs[0].EvidenceHeight != 1 || recs[0].Power != 0 {
 		t.Fatalf("records %+v", recs)
 	}
 
@@ -191,5 +193,123 @@ func TestMembershipDeterministic(t *testing.T) {
 	}
 	if !bytes.Equal(a.StateRoot, b.StateRoot) || len(a.CommittedValidators().Validators()) != 4 {
 		t.Fatalf("state roots differ, or %d validators left (want 4)", len(a.CommittedValidators().Validators()))
+	}
+}
+
+// memberChange is a ChangeMembership of validator who to power for epoch,
+// signed by keys.
+func memberChange(epoch uint64, who ed25519.PrivateKey, power int64, keys ...ed25519.PrivateKey) ChangeMembership {
+	c := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: epoch, Validator: [20]byte(addressOf(who)), Power: power}}
+	for _, k := range keys {
+		c.Sigs = append(c.Sigs, SignMembership(membershipChain, c.Change, [20]byte(addressOf(k)), k))
+	}
+	return c
+}
+
+// TestMembershipChanges (issue 19, demote and promote): a change is
+// applied once validators holding more than 2/3 of the power signed it for
+// the current epoch, hands CometBFT the update, moves the epoch on (a
+// replay is stale), and is refused when the validators signing now would
+// not hold more than 2/3 of what it leaves, when it would leave no power,
+// when a signer is no validator, for a key that is no broker of the
+// chain, and before app version 7.
+func TestMembershipChanges(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
+	defer f.Close()
+	signers := func(ks ...ed25519.PrivateKey) [][]byte {
+		var out [][]byte
+		for _, k := range ks {
+			out = append(out, addressOf(k))
+		}
+		return out
+	}
+	h, now := int64(0), int64(0)
+	block := func(sg [][]byte, cmds ...core.Command) core.BlockOutcome {
+		h++
+		now += 1000
+		b := core.Block{Height: h, TimeMs: now, Signers: sg}
+		for i, c := range cmds {
+			b.Txs = append(b.Txs, tx(int(h)*10+i, c))
+		}
+		return applyCommit(t, f, b)
+	}
+	code := func(out core.BlockOutcome) int16 { return out.Txs[0].Results[0].Code }
+	all := signers(keys...)
+	block(all)
+	block(all)
+
+	if out := block(all, memberChange(0, keys[3], 0, keys[0], keys[1])); code(out) != 0 || len(out.ValidatorUpdates) != 0 {
+		t.Fatalf("a vote of 20 of 40: code %d, updates %+v", code(out), out.ValidatorUpdates)
+	}
+	if st := f.Membership(); st.Epoch != 0 || len(st.Votes) != 2 {
+		t.Fatalf("after two votes: %+v", st)
+	}
+	out := block(all, memberChange(0, keys[3], 0, keys[2]))
+	if code(out) != 0 || len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 0 || !bytes.Equal(out.ValidatorUpdates[0].PubKey, keys[3].Public().(ed25519.PublicKey)) {
+		t.Fatalf("the third vote: code %d (%s), updates %+v", code(out), out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	if st := f.Membership(); st.Epoch != 1 || len(st.Votes) != 0 {
+		t.Fatalf("after the change: %+v", st)
+	}
+	if n := len(f.CommittedValidators().Validators()); n != 3 {
+		t.Fatalf("%d validators after demoting one, want 3", n)
+	}
+	if recs := f.ValidatorRecords(); len(recs) != 1 || recs[0].Power != 0 || recs[0].Removed != 0 {
+		t.Fatalf("records %+v", recs)
+	}
+	three := signers(keys[0], keys[1], keys[2])
+	if c := code(block(three, memberChange(0, keys[3], 0, keys[0], keys[1], keys[2]))); c != kerr.InvalidRequest.Code {
+		t.Fatalf("a replay of the applied change: code %d", c)
+	}
+	// The demoted key signs for nothing now.
+	if c := code(block(three, memberChange(1, keys[2], 0, keys[3]))); c != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("a vote by the demoted validator: code %d", c)
+	}
+	// Validator 1 stops signing; 11 s of block time later demoting 2 would
+	// leave 0 and 1 with only 0 signing: refused, and its votes dropped.
+	for range 11 {
+		block(signers(keys[0], keys[2]))
+	}
+	if c := code(block(signers(keys[0], keys[2]), memberChange(1, keys[2], 0, keys[0], keys[1], keys[2]))); c != kerr.PolicyViolation.Code {
+		t.Fatalf("demoting a validator while another is down: code %d", c)
+	}
+	if st := f.Membership(); st.Epoch != 1 || len(st.Votes) != 0 {
+		t.Fatalf("after a refused change: %+v", st)
+	}
+	// Back to all three signing; the replica promoted with its power.
+	block(three)
+	out = block(three, memberChange(1, keys[3], 10, keys[0], keys[1], keys[2]))
+	if code(out) != 0 || len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 10 {
+		t.Fatalf("promoting the replica: code %d (%s), updates %+v", code(out), out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	if n := len(f.CommittedValidators().Validators()); n != 4 || f.Membership().Epoch != 2 {
+		t.Fatalf("%d validators at epoch %d after the promotion, want 4 at 2", n, f.Membership().Epoch)
+	}
+	// A key that is no broker of the chain.
+	_, strangers := testValidators(t, 5)
+	stranger := memberChange(2, strangers[4], 10, keys[0], keys[1], keys[2])
+	if c := code(block(all, stranger)); c != kerr.InvalidRequest.Code {
+		t.Fatalf("promoting a stranger: code %d", c)
+	}
+}
+
+// TestMembershipChangeGuards: a change that would leave no validator with
+// power is refused; under app version 6 membership changes do not exist.
+func TestMembershipChangeGuards(t *testing.T) {
+	vs, keys := testValidators(t, 1)
+	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
+	defer f.Close()
+	sg := [][]byte{addressOf(keys[0])}
+	applyCommit(t, f, core.Block{Height: 1, TimeMs: 1000, Signers: sg})
+	out := applyCommit(t, f, core.Block{Height: 2, TimeMs: 2000, Signers: sg, Txs: [][]byte{tx(1, memberChange(0, keys[0], 0, keys[0]))}})
+	if c := out.Txs[0].Results[0].Code; c != kerr.PolicyViolation.Code || len(out.ValidatorUpdates) != 0 {
+		t.Fatalf("demoting the only validator: code %d, updates %+v", c, out.ValidatorUpdates)
+	}
+	old := openMembership(t, t.TempDir(), cluster.MembershipVersion-1, vs, mapBatches{})
+	defer old.Close()
+	out = applyCommit(t, old, core.Block{Height: 1, TimeMs: 1000, Signers: sg, Txs: [][]byte{tx(1, memberChange(0, keys[0], 5, keys[0]))}})
+	if c := out.Txs[0].Results[0].Code; c != kerr.UnsupportedVersion.Code {
+		t.Fatalf("a membership change under version 6: code %d", c)
 	}
 }

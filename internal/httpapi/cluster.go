@@ -42,7 +42,8 @@ type ValidatorView struct {
 	LastSignedHeight int64      `json:"last_signed_height"`
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
 	// Role is what the broker is to the chain: "validator" (a voting
-	// member) or "removed" (Removed says why). Signing says whether its
+	// member), "replica" (demoted: it follows and serves reads) or
+	// "removed" (voted out; Removed says why). Signing says whether its
 	// signature is in a commit within the live window (10 s of block
 	// time) of the last block: the rule by which Metadata makes a broker
 	// a partition leader.
@@ -64,11 +65,13 @@ type RemovalView struct {
 	EvidenceHeight int64 `json:"evidence_height"`
 }
 
-// RoleValidator is a broker that votes; RoleRemoved one whose power the
-// chain removed (it follows the chain and serves reads, and votes on
-// nothing).
+// RoleValidator is a broker that votes; RoleReplica one the validators
+// demoted (power 0: it follows the chain and serves reads, and votes on
+// nothing, until promoted); RoleRemoved one voted out for misbehavior (a
+// replica for good: its key is never promoted again).
 const (
 	RoleValidator = "validator"
+	RoleReplica   = "replica"
 	RoleRemoved   = "removed"
 )
 

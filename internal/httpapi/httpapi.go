@@ -1,7 +1,8 @@
 // Package httpapi serves Stele's HTTP endpoints: /healthz for liveness and
 // readiness checks, /metrics for Prometheus, /v1/cluster for the consensus
 // view (validators, their last signed blocks, peers), upgrades
-// (/v1/cluster/upgrade, upgrade.go), signed administration
+// (/v1/cluster/upgrade, upgrade.go), membership changes
+// (/v1/cluster/membership, membership.go), signed administration
 // (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
 // rest of the native API, the schema registry and the console here.
@@ -65,6 +66,8 @@ var routes = []string{
 	"GET /v1/cluster",
 	"GET /v1/cluster/genesis",
 	"GET /v1/cluster/headers",
+	"GET /v1/cluster/membership",
+	"POST /v1/cluster/membership",
 	"GET /v1/cluster/upgrade",
 	"POST /v1/cluster/upgrade",
 	"GET /v1/producer-keys/{principal}",
@@ -107,6 +110,8 @@ func New(opts Options) http.Handler {
 		"GET /v1/tables/{topic}/{key}/proof":                             withMinHeight(opts, serveTableProof(opts)),
 		"POST /v1/wait":                                                  serveWait(opts),
 		"GET /v1/cluster/headers":                                        serveHeaders(opts),
+		"GET /v1/cluster/membership":                                     serveMembershipGet(opts),
+		"POST /v1/cluster/membership":                                    serveMembershipPost(opts),
 		"GET /v1/cluster/upgrade":                                        serveUpgradeGet(opts),
 		"POST /v1/cluster/upgrade":                                       serveUpgradePost(opts),
 		"GET /v1/producer-keys/{principal}":                              withMinHeight(opts, serveProducerKeyGet(opts)),

@@ -36,9 +36,12 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			// The chain changed its power (fsm/cluster's membership.go):
 			// the state says what it is now.
 			vv.Power = r.Power
-			if r.Removed != 0 {
+			switch {
+			case r.Removed != 0:
 				vv.Role = httpapi.RoleRemoved
-				vv.Removed = &httpapi.RemovalView{Reason: r.Removed.String(), Height: r.RemovedAt, EvidenceHeight: r.EvidenceHeight}
+				vv.Removed = &httpapi.RemovalView{Reason: r.Removed.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
+			case r.Power == 0:
+				vv.Role = httpapi.RoleReplica
 			}
 		}
 		for _, b := range dir {

@@ -8,13 +8,16 @@ package cluster
 // block's outcome (core.ValidatorUpdate), which CometBFT applies two
 // heights later.
 //
-// What changes the set today: evidence. A validator that CometBFT's
+// What changes the set: the validators' signed votes (membership_change.go:
+// demote to a replica, promote back), and evidence. A validator that CometBFT's
 // committed evidence proves to have misbehaved (a duplicate vote, or a
 // light-client attack) loses all its power in the block that commits the
 // evidence, with the reason recorded; it can come back only with a new key
-// (a membership change, not built yet). The removal is refused, and only
-// recorded as refused, when it would leave no validator with power.
-// Evidence against a validator that has no power any more changes nothing:
+// (adding a key is not built yet). Evidence against a replica (a validator
+// demoted since it misbehaved, membership_change.go) records the same, so
+// it is never promoted again. The removal is refused, and only
+// logged, when it would leave no validator with power. Evidence against a
+// key voted out already changes nothing:
 // CometBFT keeps committing evidence for up to two heights after a removal
 // (its set changes then), and one removal per key is all there is.
 //
@@ -49,11 +52,12 @@ type ValidatorRecord struct {
 	Address [20]byte
 	PubKey  ed25519.PublicKey
 	Power   int64
-	// Removed is why it lost its power (0: it did not).
+	// Removed is the misbehavior it was voted out for (0: none; its power
+	// is the validators' choice, membership_change.go).
 	Removed core.MisbehaviorKind
-	// RemovedAt is the height of the block that removed it, and
-	// EvidenceHeight the height of the misbehavior that block proved.
-	RemovedAt, EvidenceHeight int64
+	// ChangedAt is the height of the block that last changed its power,
+	// and EvidenceHeight the height of the misbehavior that block proved.
+	ChangedAt, EvidenceHeight int64
 }
 
 // membershipState is the cluster module's part of the state for
@@ -66,6 +70,7 @@ type membershipState struct {
 		sync.Mutex
 		recs []ValidatorRecord
 	}
+	membershipVoteState // membership_change.go
 }
 
 func encodeValidatorRecord(r ValidatorRecord) []byte {
@@ -74,7 +79,7 @@ func encodeValidatorRecord(r ValidatorRecord) []byte {
 	w.Bytes(r.PubKey)
 	w.I64(r.Power)
 	w.U8(uint8(r.Removed))
-	w.I64(r.RemovedAt)
+	w.I64(r.ChangedAt)
 	w.I64(r.EvidenceHeight)
 	return w.B
 }
@@ -85,7 +90,7 @@ func decodeValidatorRecord(addr [20]byte, b []byte) (ValidatorRecord, error) {
 		r.Fail("validator record format %d", v)
 	}
 	rec := ValidatorRecord{Address: addr, PubKey: append(ed25519.PublicKey(nil), r.Bytes()...), Power: r.I64(),
-		Removed: core.MisbehaviorKind(r.U8()), RemovedAt: r.I64(), EvidenceHeight: r.I64()}
+		Removed: core.MisbehaviorKind(r.U8()), ChangedAt: r.I64(), EvidenceHeight: r.I64()}
 	if r.E == nil && len(rec.PubKey) != ed25519.PublicKeySize {
 		r.Fail("validator %X: a key of %d bytes", addr, len(rec.PubKey))
 	}
@@ -145,6 +150,12 @@ func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
 		copy(addr[:], e.Validator)
 		v, ok := vs.Lookup(addr)
 		if !ok {
+			if r, ok := f.validatorRecs[addr]; ok && r.Removed == 0 {
+				// A replica proven to have misbehaved while it voted: it
+				// has no power to lose, and is never promoted again.
+				r.Removed, r.ChangedAt, r.EvidenceHeight = e.Kind, f.Height, e.Height
+				f.setValidatorRecord(r)
+			}
 			continue // removed already (or never a validator)
 		}
 		if v.Power >= vs.Total() {
@@ -153,22 +164,11 @@ func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
 				"validator", fmt.Sprintf("%X", addr), "kind", e.Kind.String(), "evidence_height", e.Height, "height", f.Height)
 			continue
 		}
-		rec := ValidatorRecord{Address: addr, PubKey: v.PubKey, Power: 0, Removed: e.Kind, RemovedAt: f.Height, EvidenceHeight: e.Height}
-		if f.validatorRecs == nil {
-			f.validatorRecs = map[[20]byte]ValidatorRecord{}
+		rec := ValidatorRecord{Address: addr, PubKey: v.PubKey, Power: 0, Removed: e.Kind, ChangedAt: f.Height, EvidenceHeight: e.Height}
+		f.setValidatorRecord(rec)
+		if vs = f.Trust.Validators(); vs == nil {
+			return // faulted
 		}
-		if f.validatorsDirty == nil {
-			f.validatorsDirty = map[[20]byte]bool{}
-		}
-		f.validatorRecs[addr], f.validatorsDirty[addr] = rec, true
-		next, err := f.effectiveValidators()
-		if err != nil {
-			// Not reachable: the set keeps a validator with power.
-			f.Faulted(fmt.Errorf("stele/fsm: removing validator %X: %w", addr, err))
-			return
-		}
-		vs = next
-		f.Trust.SetValidators(vs)
 		f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), v.PubKey...), Power: 0})
 		f.opts.Logger.Warn("validator removed for misbehavior", "validator", fmt.Sprintf("%X", addr),
 			"kind", e.Kind.String(), "evidence_height", e.Height, "height", f.Height, "validators_left", len(vs.Validators()))
@@ -230,18 +230,33 @@ func (f *Cluster) ValidatorRecords() []ValidatorRecord {
 
 // registerMembership registers the evidence's block-begin step and the
 // membership's state step (RegisterCluster calls it).
-func registerMembership(r *core.Registry, _ *topics.TopicHooks) {
+func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 	// After the upgrades' step (rank 10): evidence in the block that
 	// activates version 7 removes, as it would in any later block.
 	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 12, Name: "evidence", Module: ModCluster,
 		Run: func(f *Cluster, b core.Block) { f.applyEvidence(b.Misbehavior) }})
+	registerChangeMembership(r, h) // membership_change.go
 	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 51, Name: "membership", Module: ModCluster,
-		Load:  (*Cluster).loadMembership,
-		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistMembership(b); return nil },
+		Load: func(f *Cluster) error {
+			if err := f.loadMembership(); err != nil {
+				return err
+			}
+			return f.loadMembershipVotes()
+		},
+		Stage: func(f *Cluster, b *core.StateBatch) error {
+			f.persistMembership(b)
+			f.persistMembershipVotes(b)
+			return nil
+		},
 		Publish: func(f *Cluster, _ bool) {
 			recs := f.sortedValidatorRecs()
+			st := MembershipStatus{ChainID: f.opts.ChainID, Epoch: f.membershipEpoch}
+			for _, a := range sortedMemberVoters(f.memberVotes) {
+				st.Votes = append(st.Votes, MembershipVote{Validator: a, Change: f.memberVotes[a]})
+			}
 			f.committedMembers.Lock()
 			f.committedMembers.recs = recs
+			f.committedVotes.status = st
 			f.committedMembers.Unlock()
 			f.Trust.PublishValidators()
 		}})

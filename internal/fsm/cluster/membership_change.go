@@ -1,0 +1,395 @@
+package cluster
+
+// Membership changes signed by the validators (docs/cluster.md,
+// "Membership"): demote a validator to a replica (power 0: it follows the
+// chain and serves reads, and votes on nothing) or promote a replica back
+// (or re-weight a validator). A change is applied once validators holding
+// more than two thirds of the current voting power signed the same
+// change for the same membership epoch, over one or several commands
+// (each validator may vote apart, as for upgrades, and a later vote
+// replaces its earlier one); one broker, Byzantine or not, can never
+// change the set alone.
+//
+// The epoch counts the changes applied: a change is signed for the epoch
+// it is meant to follow, so a signature can be replayed neither after
+// its change nor after another one (it is refused as stale: sign again).
+// A change is refused, whoever signed it, when it would leave no
+// validator with power, or when the validators it would leave that are
+// signing now (a signature within LiveWindowMs of block time, from the
+// chain's own record of commit signatures) would not hold more than two
+// thirds of the power it leaves: the guard against demoting the wrong
+// broker while another is down. A key voted out for misbehavior
+// (membership.go) is never promoted again: it needs a new key.
+//
+// State, authenticated:
+//
+//	u/membership-epoch      the epoch (u64), absent while 0
+//	u/member-vote/<address> a validator's vote for a change not yet applied
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/trust"
+)
+
+// KindChangeMembership votes for, and with enough votes applies, a change
+// of one validator's voting power.
+const KindChangeMembership core.Kind = 35
+
+// MaxValidatorPower bounds the power a change gives one validator (far
+// below CometBFT's bound on the total).
+const MaxValidatorPower = 1 << 40
+
+// LiveWindowMs is how recent, in block time, a validator's last commit
+// signature must be for it to count as signing in a change's guard (as
+// Metadata counts a broker alive: internal/kafka's LiveWindow).
+const LiveWindowMs = 10_000
+
+var (
+	keyMembershipEpoch = []byte("u/membership-epoch")
+	memberVotePfx      = []byte("u/member-vote/")
+	// membershipStatementPrefix opens a MembershipStatement.
+	membershipStatementPrefix = []byte("stele/membership-statement/v1\x00")
+)
+
+// MembershipChange sets one validator's voting power: 0 makes it a
+// replica, more makes it (again) a validator with that power.
+type MembershipChange struct {
+	Epoch     uint64 // the membership epoch it is signed for
+	Validator [20]byte
+	Power     int64
+}
+
+// ChangeMembership carries validators' signatures of a MembershipChange
+// on chain ChainID.
+type ChangeMembership struct {
+	ChainID string
+	Change  MembershipChange
+	Sigs    []trust.CertSig
+}
+
+func (ChangeMembership) Kind() core.Kind { return KindChangeMembership }
+
+func (c ChangeMembership) Encode(w *core.Writer) {
+	w.Str(c.ChainID)
+	w.I64(int64(c.Change.Epoch))
+	w.B = append(w.B, c.Change.Validator[:]...)
+	w.I64(c.Change.Power)
+	w.Count(len(c.Sigs))
+	for _, s := range c.Sigs {
+		w.B = append(w.B, s.Validator[:]...)
+		w.B = append(w.B, s.Signature[:]...)
+	}
+}
+
+func decodeChangeMembership(r *core.Reader) ChangeMembership {
+	c := ChangeMembership{ChainID: r.Str()}
+	c.Change.Epoch = uint64(r.I64())
+	copy(c.Change.Validator[:], r.Take(20))
+	c.Change.Power = r.I64()
+	n := r.Count(trust.CertSigSize)
+	for i := 0; i < n && r.E == nil; i++ {
+		var s trust.CertSig
+		copy(s.Validator[:], r.Take(20))
+		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
+		c.Sigs = append(c.Sigs, s)
+	}
+	return c
+}
+
+// MembershipStatement is what a validator signs to vote for ch on chain
+// chainID.
+func MembershipStatement(chainID string, ch MembershipChange) []byte {
+	w := &core.Writer{B: append([]byte(nil), membershipStatementPrefix...)}
+	w.Str(chainID)
+	w.I64(int64(ch.Epoch))
+	w.B = append(w.B, ch.Validator[:]...)
+	w.I64(ch.Power)
+	return w.B
+}
+
+// SignMembership returns key's signature of ch on chain chainID, as
+// validator addr.
+func SignMembership(chainID string, ch MembershipChange, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
+	s := trust.CertSig{Validator: addr}
+	copy(s.Signature[:], ed25519.Sign(key, MembershipStatement(chainID, ch)))
+	return s
+}
+
+// checkChangeMembership is the stateless check of a ChangeMembership.
+func checkChangeMembership(c ChangeMembership) core.Result {
+	if c.ChainID == "" || len(c.ChainID) > trust.MaxChainID {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership vote names the chain it is signed for, 1 to %d bytes, got %d", trust.MaxChainID, len(c.ChainID)))
+	}
+	if c.Change.Power < 0 || c.Change.Power > MaxValidatorPower {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a validator's power is 0 (a replica) to %d, got %d", int64(MaxValidatorPower), c.Change.Power))
+	}
+	if len(c.Sigs) == 0 || len(c.Sigs) > trust.MaxCertSigs {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership change carries 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
+	}
+	seen := make(map[[20]byte]bool, len(c.Sigs))
+	for _, s := range c.Sigs {
+		if seen[s.Validator] {
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the change twice", s.Validator))
+		}
+		seen[s.Validator] = true
+	}
+	return core.Result{}
+}
+
+// MembershipStatus is the membership's state as of the last commit: the
+// epoch and the votes towards a change.
+type MembershipStatus struct {
+	ChainID string
+	Epoch   uint64
+	Votes   []MembershipVote // by validator address
+}
+
+// MembershipVote is one validator's vote for a change not yet applied.
+type MembershipVote struct {
+	Validator [20]byte
+	Change    MembershipChange
+}
+
+// changeMembership applies a ChangeMembership: every signature must be a
+// current validator's good one, or nothing is recorded.
+func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
+	if f.Version < MembershipVersion {
+		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("membership changes need app version %d; this chain runs %d (stele cluster upgrade)", MembershipVersion, f.Version))
+	}
+	vs := f.Trust.Validators()
+	if vs == nil || f.opts.ChainID == "" {
+		return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this broker has no validator set or chain id to check membership votes against")
+	}
+	if c.ChainID != f.opts.ChainID {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the membership votes are for chain %q, and this is chain %q: sign the change for this chain", c.ChainID, f.opts.ChainID))
+	}
+	ch := c.Change
+	if ch.Epoch != f.membershipEpoch {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the change is signed for membership epoch %d, and the membership is at epoch %d: sign it again", ch.Epoch, f.membershipEpoch))
+	}
+	stmt := MembershipStatement(f.opts.ChainID, ch)
+	for _, s := range c.Sigs {
+		v, ok := vs.Lookup(s.Validator)
+		if !ok {
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("%X is not a validator: only validators vote for membership changes", s.Validator))
+		}
+		if !ed25519.Verify(v.PubKey, stmt, s.Signature[:]) {
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the change does not verify", s.Validator))
+		}
+	}
+	key, current, res := f.changeTarget(ch.Validator)
+	if res.Code != 0 {
+		return res
+	}
+	if f.memberVotes == nil {
+		f.memberVotes = map[[20]byte]MembershipChange{}
+	}
+	for _, s := range c.Sigs {
+		f.memberVotes[s.Validator] = ch
+	}
+	f.memberDirty = true
+	var power int64
+	for _, v := range vs.Validators() { // in address order
+		if q, ok := f.memberVotes[v.Address]; ok && q == ch {
+			power += v.Power
+		}
+	}
+	if !vs.Supermajority(power) {
+		return core.Result{} // a vote; the change waits for more
+	}
+	if res := f.membershipGuard(vs, ch); res.Code != 0 {
+		// Enough votes for a change that must not be made now: they are
+		// dropped, so it is not made later by surprise either.
+		clear(f.memberVotes)
+		return res
+	}
+	clear(f.memberVotes)
+	f.membershipEpoch++
+	if ch.Power == current {
+		return core.Result{} // nothing to hand CometBFT
+	}
+	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, ChangedAt: f.Height})
+	f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), key...), Power: ch.Power})
+	f.opts.Logger.Warn("validator power changed by the validators' votes", "validator", fmt.Sprintf("%X", ch.Validator),
+		"from", current, "to", ch.Power, "height", f.Height, "epoch", f.membershipEpoch)
+	return core.Result{}
+}
+
+// changeTarget finds the validator a change names: a genesis validator or
+// one the chain has a record of, with its key and current power. A key
+// voted out for misbehavior is refused.
+func (f *Cluster) changeTarget(addr [20]byte) (ed25519.PublicKey, int64, core.Result) {
+	if r, ok := f.validatorRecs[addr]; ok {
+		if r.Removed != 0 {
+			return nil, 0, core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("validator %X was voted out for %s at height %d: it comes back only with a new key", addr, r.Removed, r.ChangedAt))
+		}
+		return r.PubKey, r.Power, core.Result{}
+	}
+	if f.opts.Validators != nil {
+		if v, ok := f.opts.Validators.Lookup(addr); ok {
+			return v.PubKey, v.Power, core.Result{}
+		}
+	}
+	return nil, 0, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%X is no broker of this chain: membership changes name a genesis validator", addr))
+}
+
+// membershipGuard refuses a change that would leave no validator with
+// power, or leave validators whose signing part holds two thirds of the
+// power or less.
+func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, ch MembershipChange) core.Result {
+	signers, now := f.Trust.Liveness()
+	live := map[[20]byte]bool{}
+	for _, s := range signers {
+		if len(s.Address) == 20 && now-s.LastTimeMs <= LiveWindowMs {
+			live[[20]byte(s.Address)] = true
+		}
+	}
+	var total, signing int64
+	add := func(a [20]byte, p int64) {
+		total += p
+		if live[a] {
+			signing += p
+		}
+	}
+	for _, v := range vs.Validators() {
+		if v.Address != ch.Validator {
+			add(v.Address, v.Power)
+		}
+	}
+	add(ch.Validator, ch.Power)
+	if total <= 0 {
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("the change would leave no validator with power (validator %X to %d)", ch.Validator, ch.Power))
+	}
+	if signing*3 <= total*2 {
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("after the change the validators signing now would hold %d of %d voting power, not more than 2/3: the chain could stop (validator %X to %d)", signing, total, ch.Validator, ch.Power))
+	}
+	return core.Result{}
+}
+
+// setValidatorRecord records r and makes the trust module's set follow.
+func (f *Cluster) setValidatorRecord(r ValidatorRecord) {
+	if f.validatorRecs == nil {
+		f.validatorRecs = map[[20]byte]ValidatorRecord{}
+	}
+	if f.validatorsDirty == nil {
+		f.validatorsDirty = map[[20]byte]bool{}
+	}
+	f.validatorRecs[r.Address], f.validatorsDirty[r.Address] = r, true
+	vs, err := f.effectiveValidators()
+	if err != nil {
+		// Not reachable: the guards keep a validator with power.
+		f.Faulted(fmt.Errorf("stele/fsm: validator %X to power %d: %w", r.Address, r.Power, err))
+		return
+	}
+	f.Trust.SetValidators(vs)
+}
+
+// membershipVoteState is the cluster module's part of the state for
+// membership changes.
+type membershipVoteState struct {
+	membershipEpoch uint64
+	memberVotes     map[[20]byte]MembershipChange
+	memberDirty     bool
+	committedVotes  struct {
+		status MembershipStatus
+	}
+}
+
+func encodeMemberVote(ch MembershipChange) []byte {
+	w := &core.Writer{}
+	w.U8(core.PersistVersion)
+	w.I64(int64(ch.Epoch))
+	w.B = append(w.B, ch.Validator[:]...)
+	w.I64(ch.Power)
+	return w.B
+}
+
+func decodeMemberVote(b []byte) (MembershipChange, error) {
+	r := &core.Reader{B: b}
+	if v := r.U8(); r.E == nil && v != core.PersistVersion {
+		r.Fail("membership vote format %d", v)
+	}
+	var ch MembershipChange
+	ch.Epoch = uint64(r.I64())
+	copy(ch.Validator[:], r.Take(20))
+	ch.Power = r.I64()
+	if r.E == nil && len(r.B) != 0 {
+		r.Fail("%d bytes after the vote", len(r.B))
+	}
+	return ch, r.E
+}
+
+func (f *Cluster) loadMembershipVotes() error {
+	f.membershipEpoch, f.memberVotes, f.memberDirty = 0, map[[20]byte]MembershipChange{}, false
+	if v, ok, err := f.Store.Get(keyMembershipEpoch); err != nil {
+		return err
+	} else if ok {
+		if len(v) != 8 {
+			return fmt.Errorf("stele/fsm: membership epoch of %d bytes", len(v))
+		}
+		f.membershipEpoch = binary.BigEndian.Uint64(v)
+	}
+	return f.Store.Scan(memberVotePfx, func(k, v []byte) error {
+		var a [20]byte
+		if len(k) != len(memberVotePfx)+len(a) {
+			return fmt.Errorf("stele/fsm: bad membership vote key %x", k)
+		}
+		copy(a[:], k[len(memberVotePfx):])
+		ch, err := decodeMemberVote(v)
+		if err != nil {
+			return fmt.Errorf("stele/fsm: reading the membership vote of %X: %w", a, err)
+		}
+		f.memberVotes[a] = ch
+		return nil
+	})
+}
+
+func (f *Cluster) persistMembershipVotes(b *core.StateBatch) {
+	if !f.memberDirty {
+		return
+	}
+	f.memberDirty = false
+	if f.membershipEpoch != 0 {
+		b.Set(keyMembershipEpoch, binary.BigEndian.AppendUint64(nil, f.membershipEpoch))
+	}
+	b.DeletePrefix(memberVotePfx)
+	for _, a := range sortedMemberVoters(f.memberVotes) {
+		b.Set(append(bytes.Clone(memberVotePfx), a[:]...), encodeMemberVote(f.memberVotes[a]))
+	}
+}
+
+func sortedMemberVoters(m map[[20]byte]MembershipChange) [][20]byte {
+	out := make([][20]byte, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][:], out[j][:]) < 0 })
+	return out
+}
+
+// Membership returns the epoch and the votes as of the last commit. Safe
+// for concurrent use.
+func (f *Cluster) Membership() MembershipStatus {
+	f.committedMembers.Lock()
+	defer f.committedMembers.Unlock()
+	st := f.committedVotes.status
+	st.Votes = append([]MembershipVote(nil), st.Votes...)
+	return st
+}
+
+// registerChangeMembership registers ChangeMembership and its state step
+// (registerMembership calls it).
+func registerChangeMembership(r *core.Registry, _ *topics.TopicHooks) {
+	core.RegisterModuleCommand(r, clusterOf, KindChangeMembership, "ChangeMembership", ModCluster, decodeChangeMembership,
+		func(c core.Command) core.Result { return checkChangeMembership(c.(ChangeMembership)) },
+		func(f *Cluster, c ChangeMembership, _ core.CmdAt) core.Result { return f.changeMembership(c) })
+}

@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+// Membership changes (docs/cluster.md, "Membership"): GET
+// /v1/cluster/membership shows the membership epoch and the validators'
+// votes towards a change; POST submits validators' signed votes for one
+// (a ChangeMembership command: a validator's power, 0 to demote it to a
+// replica). As for upgrades, the signatures are the authority: the route
+// needs no login, and one broker cannot change the set alone.
+
+// MembershipRequest is the body of POST /v1/cluster/membership: the
+// change, the chain and membership epoch it is signed for, and the
+// signatures of fsm.MembershipStatement.
+type MembershipRequest struct {
+	ChainID    string             `json:"chain_id"`
+	Epoch      uint64             `json:"epoch"`
+	Validator  string             `json:"validator"` // the changed validator's address, hex
+	Power      int64              `json:"power"`
+	Signatures []UpgradeSignature `json:"signatures"`
+}
+
+// MembershipVoteView is a validator's vote for a change not yet applied.
+type MembershipVoteView struct {
+	Voter     string `json:"voter"`
+	Epoch     uint64 `json:"epoch"`
+	Validator string `json:"validator"`
+	Power     int64  `json:"power"`
+}
+
+// MembershipView is the body of GET /v1/cluster/membership and of a
+// POST's answer.
+type MembershipView struct {
+	Height  int64                `json:"height"`
+	ChainID string               `json:"chain_id"`
+	Epoch   uint64               `json:"epoch"`
+	Votes   []MembershipVoteView `json:"votes"`
+}
+
+func membershipView(opts Options) MembershipView {
+	st := opts.Broker.Membership()
+	h, _ := opts.Broker.Info()
+	v := MembershipView{Height: h, ChainID: st.ChainID, Epoch: st.Epoch, Votes: []MembershipVoteView{}}
+	for _, vote := range st.Votes {
+		v.Votes = append(v.Votes, MembershipVoteView{Voter: hex.EncodeToString(vote.Validator[:]), Epoch: vote.Change.Epoch,
+			Validator: hex.EncodeToString(vote.Change.Validator[:]), Power: vote.Change.Power})
+	}
+	return v
+}
+
+func serveMembershipGet(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(membershipView(opts))
+	}
+}
+
+// decodeMembershipRequest turns a POST body into the command it asks for.
+func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
+	var req MembershipRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fsm.ChangeMembership{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fsm.ChangeMembership{}, errBadField("the body holds more than one JSON object")
+	}
+	c := fsm.ChangeMembership{ChainID: req.ChainID, Change: fsm.MembershipChange{Epoch: req.Epoch, Power: req.Power}}
+	a, err := hex.DecodeString(req.Validator)
+	if err != nil || len(a) != len(c.Change.Validator) {
+		return fsm.ChangeMembership{}, errBadField("validator " + strconv.Quote(req.Validator) + ": want the changed validator's address, 40 hex digits")
+	}
+	copy(c.Change.Validator[:], a)
+	for _, s := range req.Signatures {
+		var sig fsm.CertSig
+		a, err := hex.DecodeString(s.Validator)
+		if err != nil || len(a) != len(sig.Validator) {
+			return fsm.ChangeMembership{}, errBadField("signer address " + strconv.Quote(s.Validator) + ": want 40 hex digits")
+		}
+		if len(s.Signature) != len(sig.Signature) {
+			return fsm.ChangeMembership{}, errBadField("signature of " + s.Validator + ": want 64 bytes, got " + strconv.Itoa(len(s.Signature)))
+		}
+		copy(sig.Validator[:], a)
+		copy(sig.Signature[:], s.Signature)
+		c.Sigs = append(c.Sigs, sig)
+	}
+	return c, nil
+}
+
+func serveMembershipPost(opts Options) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		c, err := decodeMembershipRequest(body)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, epoch, validator, power, signatures: [{validator, signature}]}: %v", err)
+			return
+		}
+		if res := fsm.CheckCommand(c); res.Code != 0 {
+			httpError(w, http.StatusBadRequest, "%s", res.Message)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		res, err := opts.Broker.SubmitOne(ctx, c)
+		switch {
+		case err != nil:
+			httpError(w, http.StatusServiceUnavailable, "the vote was not confirmed (it may still be applied): %v", err)
+		case res.Code == kerr.ClusterAuthorizationFailed.Code:
+			httpError(w, http.StatusForbidden, "%s", res.Message)
+		case res.Code == kerr.PolicyViolation.Code:
+			httpError(w, http.StatusConflict, "%s", res.Message)
+		case res.Code != 0:
+			httpError(w, http.StatusBadRequest, "%s", res.Message)
+		default:
+			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(membershipView(opts))
+		}
+	}
+}
