@@ -606,6 +606,10 @@ func goldenScenario(t *testing.T) []block {
 		return block{time: g.now + 100, evidence: []core.Misbehavior{{Kind: core.DuplicateVote, Validator: offender[:20], Height: h}}}
 	}
 	g.apply(evidence(int64(len(g.blocks))))
+	downtime := func(v string) cluster.AlterBrokerConfigs {
+		return cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.ValidatorDowntimeConfig, Value: v}}}
+	}
+	must("downtime demotion under version 6", g.cmds(100, downtime("5000"))[0], kerr.InvalidRequest.Code)
 	if n := len(f.CommittedValidators().Validators()); n != 4 {
 		t.Fatalf("golden scenario: %d validators after evidence under version 6", n)
 	}
@@ -614,6 +618,7 @@ func goldenScenario(t *testing.T) []block {
 	for int64(len(g.blocks)) < v7.Height {
 		g.cmds(100, Tick{})
 	}
+	must("downtime demotion", g.cmds(100, downtime("5000"))[0], 0)
 	g.apply(evidence(int64(len(g.blocks))))
 	g.apply(evidence(int64(len(g.blocks)))) // again: nothing more
 	if n := len(f.CommittedValidators().Validators()); n != 3 || len(f.ValidatorRecords()) != 1 {

@@ -66,7 +66,7 @@ func TestEvidenceRemovesValidator(t *testing.T) {
 		t.Fatalf("after the evidence: %d validators, power %d; want 3 and 30", got, cur.Total())
 	}
 	recs := f.ValidatorRecords()
-	if len(recs) != 1 || !bytes.Equal(recs[0].Address[:], offender) || recs[0].Removed != core.DuplicateVote || recs[0].ChangedAt != 2 || recs[0].EvidenceHeight != 1 || recs[0].Power != 0 {
+	if len(recs) != 1 || !bytes.Equal(recs[0].Address[:], offender) || recs[0].Reason != cluster.ReasonDuplicateVote || recs[0].ChangedAt != 2 || recs[0].EvidenceHeight != 1 || recs[0].Power != 0 {
 		t.Fatalf("records %+v", recs)
 	}
 
@@ -114,7 +114,7 @@ func TestEvidenceRemovesValidator(t *testing.T) {
 	if got := len(g.CommittedValidators().Validators()); got != 3 {
 		t.Fatalf("after a restart: %d validators, want 3", got)
 	}
-	if recs := g.ValidatorRecords(); len(recs) != 1 || recs[0].Removed != core.DuplicateVote {
+	if recs := g.ValidatorRecords(); len(recs) != 1 || recs[0].Reason != cluster.ReasonDuplicateVote {
 		t.Fatalf("after a restart: records %+v", recs)
 	}
 }
@@ -255,7 +255,7 @@ func TestMembershipChanges(t *testing.T) {
 	if n := len(f.CommittedValidators().Validators()); n != 3 {
 		t.Fatalf("%d validators after demoting one, want 3", n)
 	}
-	if recs := f.ValidatorRecords(); len(recs) != 1 || recs[0].Power != 0 || recs[0].Removed != 0 {
+	if recs := f.ValidatorRecords(); len(recs) != 1 || recs[0].Power != 0 || recs[0].Reason != cluster.ReasonVote {
 		t.Fatalf("records %+v", recs)
 	}
 	three := signers(keys[0], keys[1], keys[2])
@@ -311,5 +311,72 @@ func TestMembershipChangeGuards(t *testing.T) {
 	out = applyCommit(t, old, core.Block{Height: 1, TimeMs: 1000, Signers: sg, Txs: [][]byte{tx(1, memberChange(0, keys[0], 5, keys[0]))}})
 	if c := out.Txs[0].Results[0].Code; c != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a membership change under version 6: code %d", c)
+	}
+}
+
+// TestDowntimeDemotion (issue 19): with stele.validator.downtime.ms set, a
+// validator that signed nothing for that long is demoted, and no other; a
+// validator promoted again is measured from its promotion.
+func TestDowntimeDemotion(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
+	defer f.Close()
+	sg := func(ks ...ed25519.PrivateKey) [][]byte {
+		var out [][]byte
+		for _, k := range ks {
+			out = append(out, addressOf(k))
+		}
+		return out
+	}
+	h, now := int64(0), int64(0)
+	block := func(signers [][]byte, cmds ...core.Command) core.BlockOutcome {
+		h++
+		now += 1000
+		b := core.Block{Height: h, TimeMs: now, Signers: signers}
+		for i, c := range cmds {
+			b.Txs = append(b.Txs, tx(int(h)*10+i, c))
+		}
+		return applyCommit(t, f, b)
+	}
+	set := cluster.AlterBrokerConfigs{Incremental: true, Changes: []topics.ConfigChange{{Op: topics.OpSet, Name: cluster.ValidatorDowntimeConfig, Value: "5000"}}}
+	if out := block(sg(keys...), set); out.Txs[0].Results[0].Code != 0 {
+		t.Fatalf("setting %s: %s", cluster.ValidatorDowntimeConfig, out.Txs[0].Results[0].Message)
+	}
+	perBroker := set
+	perBroker.Broker = "1"
+	if out := block(sg(keys...), perBroker); out.Txs[0].Results[0].Code != kerr.InvalidRequest.Code {
+		t.Fatalf("%s on one broker: code %d", cluster.ValidatorDowntimeConfig, out.Txs[0].Results[0].Code)
+	}
+	// Validator 3 stops signing. About 5 s of block time later it is
+	// demoted, and nobody else.
+	three := sg(keys[0], keys[1], keys[2])
+	var demoted []core.ValidatorUpdate
+	for range 10 {
+		demoted = append(demoted, block(three).ValidatorUpdates...)
+	}
+	if len(demoted) != 1 || demoted[0].Power != 0 || !bytes.Equal(demoted[0].PubKey, keys[3].Public().(ed25519.PublicKey)) {
+		t.Fatalf("updates %+v, want validator 3 demoted", demoted)
+	}
+	recs := f.ValidatorRecords()
+	if len(recs) != 1 || recs[0].Reason != cluster.ReasonDowntime || recs[0].Power != 0 {
+		t.Fatalf("records %+v", recs)
+	}
+	// Promoted again, it is not demoted again at once, though its last
+	// signature is old; after 5 s more without one it is.
+	back := three
+	out := block(back, memberChange(0, keys[3], 10, keys[0], keys[1], keys[2]))
+	if len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 10 {
+		t.Fatalf("promoting it: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	for range 3 {
+		if out := block(back); len(out.ValidatorUpdates) != 0 {
+			t.Fatalf("demoted again right after its promotion: %+v", out.ValidatorUpdates)
+		}
+	}
+	for range 5 {
+		block(back)
+	}
+	if n := len(f.CommittedValidators().Validators()); n != 3 {
+		t.Fatalf("%d validators after it signed nothing for 8 s since its promotion, want 3", n)
 	}
 }

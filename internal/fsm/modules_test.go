@@ -569,7 +569,7 @@ func TestSteps(t *testing.T) {
 		}
 		names = append(names, fmt.Sprintf("%d %s: %s", s.Rank, s.Module, s.Name))
 	}
-	want = []string{"10 cluster: upgrades", "12 cluster: evidence", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
+	want = []string{"10 cluster: upgrades", "12 cluster: evidence", "13 cluster: downtime", "20 trust: signers", "30 topics: log append clock", "40 security: genesis users"}
 	if !slices.Equal(names, want) {
 		t.Errorf("block-begin steps %q, want %q", names, want)
 	}

@@ -52,17 +52,21 @@ type ValidatorView struct {
 	// Removed says why the chain took the validator's power away (role
 	// "removed"): committed evidence of misbehavior, from app version 7.
 	Removed *RemovalView `json:"removed,omitempty"`
+	// Demoted says why and when a replica lost its power: "vote" (stele
+	// cluster demote) or "downtime" (stele.validator.downtime.ms).
+	Demoted *RemovalView `json:"demoted,omitempty"`
 }
 
 // RemovalView is why and when a validator lost its power.
 type RemovalView struct {
-	// Reason is the evidence's kind: "duplicate-vote" or
-	// "light-client-attack".
+	// Reason is the evidence's kind ("duplicate-vote" or
+	// "light-client-attack") for a validator voted out, "vote" or
+	// "downtime" for a demoted one.
 	Reason string `json:"reason"`
 	// Height is the block that removed it; EvidenceHeight the height of
 	// the misbehavior that block proved.
 	Height         int64 `json:"height"`
-	EvidenceHeight int64 `json:"evidence_height"`
+	EvidenceHeight int64 `json:"evidence_height,omitempty"`
 }
 
 // RoleValidator is a broker that votes; RoleReplica one the validators

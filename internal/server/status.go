@@ -37,11 +37,12 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			// the state says what it is now.
 			vv.Power = r.Power
 			switch {
-			case r.Removed != 0:
+			case r.Reason.Misbehaved():
 				vv.Role = httpapi.RoleRemoved
-				vv.Removed = &httpapi.RemovalView{Reason: r.Removed.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
+				vv.Removed = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
 			case r.Power == 0:
 				vv.Role = httpapi.RoleReplica
+				vv.Demoted = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt}
 			}
 		}
 		for _, b := range dir {

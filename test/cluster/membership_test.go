@@ -20,8 +20,11 @@ import (
 // timeout_propose (the heights committed in ten seconds before and after
 // are logged, not asserted); the three left keep committing. Restarted, it
 // catches up as a replica; `stele cluster promote` makes it a validator
-// again and every broker shows it signing. Nothing acknowledged is lost or
-// duplicated and all four end at one app hash with byte-identical logs.
+// again and every broker shows it signing. Then, with
+// stele.validator.downtime.ms at 5 s, another broker killed is demoted by
+// the chain itself, and promoted back once restarted. Nothing acknowledged
+// is lost or duplicated and all four end at one app hash with
+// byte-identical logs.
 func TestDemoteDeadBroker(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	c.StartAll()
@@ -61,6 +64,28 @@ func TestDemoteDeadBroker(t *testing.T) {
 	c.waitSigning(45*time.Second, victim, map[int]bool{victim: true, others[0]: true, others[1]: true, others[2]: true})
 	w.waitAcked(c, 30*time.Second, 500, fmt.Sprintf("node%d promoted again", victim))
 
+	// With stele.validator.downtime.ms set the chain demotes a dead
+	// broker by itself.
+	out, err = exec.Command(harness.SteleBin, "config", "alter", "--broker-default", "--set", "stele.validator.downtime.ms=5000",
+		"--brokers", c.Nodes[others[0]].Kafka, "--timeout", "30s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("stele config alter: %v\n%s", err, out)
+	}
+	second := others[1+c.Rng.IntN(2)]
+	rest := without(c.All(), second)
+	c.Kill9(second)
+	c.waitDemoted(60*time.Second, rest, second, "downtime")
+	w.waitAcked(c, 60*time.Second, 500, fmt.Sprintf("node%d demoted after its downtime", second))
+	c.Restart(second)
+	c.WaitCaughtUp(60*time.Second, second, rest...)
+	out, err = exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(c.Nodes[second].NodeID), "--dir", dir,
+		"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "applied at height") {
+		t.Fatalf("stele cluster promote %d: %v\n%s", second, err, out)
+	}
+	c.waitSigning(45*time.Second, second, map[int]bool{second: true, rest[0]: true, rest[1]: true, rest[2]: true})
+	w.waitAcked(c, 30*time.Second, 500, fmt.Sprintf("node%d promoted after its downtime", second))
+
 	w.end(c, 60*time.Second)
 	for _, i := range c.All() {
 		w.checkDisk(c, i)
@@ -84,6 +109,30 @@ func (c *cluster) waitRole(d time.Duration, nodes []int, target int, role string
 			for _, v := range st.Validators {
 				if v.NodeID != nil && *v.NodeID == c.Nodes[target].NodeID && v.Role != role {
 					return fmt.Errorf("node%d lists node%d as %s of power %d", i, target, v.Role, v.Power)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// waitDemoted waits until each of nodes lists node target as a replica
+// demoted for reason.
+func (c *cluster) waitDemoted(d time.Duration, nodes []int, target int, reason string) {
+	c.T.Helper()
+	c.Eventually(d, fmt.Sprintf("nodes %v list node%d as demoted for %s", nodes, target, reason), func() error {
+		for _, i := range nodes {
+			out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+			if err != nil {
+				return fmt.Errorf("node%d: stele cluster status: %v", i, err)
+			}
+			var st httpapi.ClusterStatus
+			if err := json.Unmarshal(out, &st); err != nil {
+				return err
+			}
+			for _, v := range st.Validators {
+				if v.NodeID != nil && *v.NodeID == c.Nodes[target].NodeID && (v.Role != httpapi.RoleReplica || v.Demoted == nil || v.Demoted.Reason != reason) {
+					return fmt.Errorf("node%d lists node%d as %s of power %d (demoted: %+v)", i, target, v.Role, v.Power, v.Demoted)
 				}
 			}
 		}

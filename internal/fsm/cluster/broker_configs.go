@@ -72,6 +72,9 @@ const (
 	// (the default BROKER resource); the security module enforces it
 	// (security/admin_signed.go).
 	AdminSignedConfig = "stele.admin.signed"
+	// ValidatorDowntimeConfig demotes a validator that signed no block
+	// for that long (downtime.go); cluster-wide only, from app version 7.
+	ValidatorDowntimeConfig = "stele.validator.downtime.ms"
 )
 
 // maxBrokerConfigValue bounds one value, as the command and the stored
@@ -90,6 +93,8 @@ var brokerConfigs = []topics.ConfigDef{
 		Doc: "Per-address limits replacing max.connections.per.ip: host:count pairs, comma-separated; host names resolved when the value takes effect."},
 	{Name: AdminSignedConfig, Type: topics.TypeBoolean, Default: "false", Enforced: true,
 		Doc: "Cluster-wide only: when true, deleting topics or records, altering configs, deleting groups or resetting their offsets, and changing users, ACLs or client quotas must be signed by a principal the ACLs allow (stele --sign); changed only by a signed command."},
+	{Name: ValidatorDowntimeConfig, Type: topics.TypeLong, Default: "0", Enforced: true, Min: 0, Max: math.MaxInt64,
+		Doc: "Cluster-wide only, app version 7: a validator whose last block signature is older than this many ms of block time is demoted to a replica (stele cluster promote makes it a validator again), one a block, as long as the validators left that are signing hold more than 2/3 of the power. 0, the default, demotes none."},
 }
 
 // registerBrokerConfigs registers AlterBrokerConfigs and the dynamic
@@ -336,8 +341,8 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 		if _, ok := LookupBrokerConfig(ch.Name); !ok {
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a broker config Stele can change at run time", ch.Name))
 		}
-		if ch.Name == AdminSignedConfig && c.Broker != "" {
-			return core.Fail(kerr.InvalidRequest.Code, AdminSignedConfig+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
+		if (ch.Name == AdminSignedConfig || ch.Name == ValidatorDowntimeConfig) && c.Broker != "" {
+			return core.Fail(kerr.InvalidRequest.Code, ch.Name+" is cluster-wide: set it on the default BROKER resource (the empty name), not on broker "+c.Broker)
 		}
 		switch {
 		case ch.Op == topics.OpSet:
@@ -359,6 +364,15 @@ func checkBrokerConfigs(cmd core.Command) core.Result {
 // alterBrokerConfigs applies c: the resource's set is replaced by what
 // ApplyBrokerConfigChanges makes of it.
 func (f *Cluster) alterBrokerConfigs(c AlterBrokerConfigs) core.Result {
+	if f.Version < MembershipVersion {
+		for _, ch := range c.Changes {
+			if ch.Name == ValidatorDowntimeConfig {
+				// What the binaries before version 7 answer: they know no
+				// such config.
+				return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%s is not a broker config Stele can change at run time before app version %d", ch.Name, MembershipVersion))
+			}
+		}
+	}
 	next, err := ApplyBrokerChanges(f.BrokerCfgs, c)
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, err.Error())

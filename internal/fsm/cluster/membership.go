@@ -52,12 +52,41 @@ type ValidatorRecord struct {
 	Address [20]byte
 	PubKey  ed25519.PublicKey
 	Power   int64
-	// Removed is the misbehavior it was voted out for (0: none; its power
-	// is the validators' choice, membership_change.go).
-	Removed core.MisbehaviorKind
-	// ChangedAt is the height of the block that last changed its power,
-	// and EvidenceHeight the height of the misbehavior that block proved.
-	ChangedAt, EvidenceHeight int64
+	// Reason is why its power last changed.
+	Reason PowerReason
+	// ChangedAt is the height of the block that last changed its power
+	// and ChangedAtMs that block's time; EvidenceHeight the height of the
+	// misbehavior that block proved (a misbehavior's Reason only).
+	ChangedAt, ChangedAtMs, EvidenceHeight int64
+}
+
+// PowerReason is why the chain changed a validator's power: the
+// validators' votes (membership_change.go), committed evidence of a
+// misbehavior (its core.MisbehaviorKind, the same numbers), or downtime
+// (downtime.go).
+type PowerReason uint8
+
+const (
+	ReasonVote              PowerReason = 0
+	ReasonDuplicateVote     PowerReason = PowerReason(core.DuplicateVote)
+	ReasonLightClientAttack PowerReason = PowerReason(core.LightClientAttack)
+	ReasonDowntime          PowerReason = 3
+)
+
+// Misbehaved reports whether the reason is a misbehavior: the key was
+// voted out, and is never promoted again.
+func (r PowerReason) Misbehaved() bool {
+	return r == ReasonDuplicateVote || r == ReasonLightClientAttack
+}
+
+func (r PowerReason) String() string {
+	switch r {
+	case ReasonVote:
+		return "vote"
+	case ReasonDowntime:
+		return "downtime"
+	}
+	return core.MisbehaviorKind(r).String()
 }
 
 // membershipState is the cluster module's part of the state for
@@ -78,8 +107,9 @@ func encodeValidatorRecord(r ValidatorRecord) []byte {
 	w.U8(core.PersistVersion)
 	w.Bytes(r.PubKey)
 	w.I64(r.Power)
-	w.U8(uint8(r.Removed))
+	w.U8(uint8(r.Reason))
 	w.I64(r.ChangedAt)
+	w.I64(r.ChangedAtMs)
 	w.I64(r.EvidenceHeight)
 	return w.B
 }
@@ -90,7 +120,7 @@ func decodeValidatorRecord(addr [20]byte, b []byte) (ValidatorRecord, error) {
 		r.Fail("validator record format %d", v)
 	}
 	rec := ValidatorRecord{Address: addr, PubKey: append(ed25519.PublicKey(nil), r.Bytes()...), Power: r.I64(),
-		Removed: core.MisbehaviorKind(r.U8()), ChangedAt: r.I64(), EvidenceHeight: r.I64()}
+		Reason: PowerReason(r.U8()), ChangedAt: r.I64(), ChangedAtMs: r.I64(), EvidenceHeight: r.I64()}
 	if r.E == nil && len(rec.PubKey) != ed25519.PublicKeySize {
 		r.Fail("validator %X: a key of %d bytes", addr, len(rec.PubKey))
 	}
@@ -150,10 +180,10 @@ func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
 		copy(addr[:], e.Validator)
 		v, ok := vs.Lookup(addr)
 		if !ok {
-			if r, ok := f.validatorRecs[addr]; ok && r.Removed == 0 {
+			if r, ok := f.validatorRecs[addr]; ok && !r.Reason.Misbehaved() {
 				// A replica proven to have misbehaved while it voted: it
 				// has no power to lose, and is never promoted again.
-				r.Removed, r.ChangedAt, r.EvidenceHeight = e.Kind, f.Height, e.Height
+				r.Reason, r.EvidenceHeight = PowerReason(e.Kind), e.Height
 				f.setValidatorRecord(r)
 			}
 			continue // removed already (or never a validator)
@@ -164,7 +194,7 @@ func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
 				"validator", fmt.Sprintf("%X", addr), "kind", e.Kind.String(), "evidence_height", e.Height, "height", f.Height)
 			continue
 		}
-		rec := ValidatorRecord{Address: addr, PubKey: v.PubKey, Power: 0, Removed: e.Kind, ChangedAt: f.Height, EvidenceHeight: e.Height}
+		rec := ValidatorRecord{Address: addr, PubKey: v.PubKey, Power: 0, Reason: PowerReason(e.Kind), EvidenceHeight: e.Height}
 		f.setValidatorRecord(rec)
 		if vs = f.Trust.Validators(); vs == nil {
 			return // faulted
@@ -235,6 +265,8 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 	// activates version 7 removes, as it would in any later block.
 	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 12, Name: "evidence", Module: ModCluster,
 		Run: func(f *Cluster, b core.Block) { f.applyEvidence(b.Misbehavior) }})
+	core.RegisterModuleBlockBegin(r, clusterOf, core.ModuleBlockBegin[*Cluster]{Rank: 13, Name: "downtime", Module: ModCluster,
+		Run: func(f *Cluster, _ core.Block) { f.demoteDowntime() }})
 	registerChangeMembership(r, h) // membership_change.go
 	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 51, Name: "membership", Module: ModCluster,
 		Load: func(f *Cluster) error {

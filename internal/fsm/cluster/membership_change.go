@@ -217,7 +217,7 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	if ch.Power == current {
 		return core.Result{} // nothing to hand CometBFT
 	}
-	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, ChangedAt: f.Height})
+	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, Reason: ReasonVote})
 	f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), key...), Power: ch.Power})
 	f.opts.Logger.Warn("validator power changed by the validators' votes", "validator", fmt.Sprintf("%X", ch.Validator),
 		"from", current, "to", ch.Power, "height", f.Height, "epoch", f.membershipEpoch)
@@ -229,8 +229,8 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 // voted out for misbehavior is refused.
 func (f *Cluster) changeTarget(addr [20]byte) (ed25519.PublicKey, int64, core.Result) {
 	if r, ok := f.validatorRecs[addr]; ok {
-		if r.Removed != 0 {
-			return nil, 0, core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("validator %X was voted out for %s at height %d: it comes back only with a new key", addr, r.Removed, r.ChangedAt))
+		if r.Reason.Misbehaved() {
+			return nil, 0, core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("validator %X was voted out for %s at height %d: it comes back only with a new key", addr, r.Reason, r.ChangedAt))
 		}
 		return r.PubKey, r.Power, core.Result{}
 	}
@@ -275,8 +275,10 @@ func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, ch MembershipChange) c
 	return core.Result{}
 }
 
-// setValidatorRecord records r and makes the trust module's set follow.
+// setValidatorRecord records r, changed in this block, and makes the
+// trust module's set follow.
 func (f *Cluster) setValidatorRecord(r ValidatorRecord) {
+	r.ChangedAt, r.ChangedAtMs = f.Height, f.BlockTime
 	if f.validatorRecs == nil {
 		f.validatorRecs = map[[20]byte]ValidatorRecord{}
 	}
