@@ -183,6 +183,8 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.Restart(n.Idx)
 			c.T.Logf("%s node%d's clock is %v off", harness.Clock(), n.Idx, off)
 			clock = clockWatch{from: c.MaxHeight(rest...) + 1, node: n.Idx, off: off}
+		case FaultMembership:
+			setPower(c, rest[0], p.Nodes[0], 0)
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
@@ -223,6 +225,8 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.Restart(p.Nodes[0])
 			c.WaitCaughtUp(3*time.Minute, p.Nodes[0], rest...)
 			rebuild = append(rebuild, time.Since(t0))
+		case FaultMembership:
+			setPower(c, rest[0], p.Nodes[0], -1)
 		}
 		end()
 	}
@@ -516,7 +520,7 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("fault %s: overlaps the previous (which ended at %v) or leaves the run", p, last)
 		}
 		last = p.At + p.For
-		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultOneWay: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 1}[p.Kind]
+		want := map[string]int{FaultKill: 1, FaultPause: 1, FaultIsolate: 1, FaultOneWay: 1, FaultSplit: 2, FaultKillAll: 4, FaultByzantine: 1, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 1, FaultMembership: 1}[p.Kind]
 		if p.Kind == FaultPowerCut && (len(p.Nodes) == 1 || len(p.Nodes) == 4) {
 			want = len(p.Nodes)
 		}

@@ -45,6 +45,11 @@ const (
 	// stores that they had not fsynced, as a power cut would
 	// (harness.LoseUnsynced); then restarts them.
 	FaultPowerCut = "power-cut"
+	// FaultMembership demotes one broker to a replica with the
+	// validators' signed votes (docs/cluster.md, "Membership"): it keeps
+	// applying the chain and serving reads, and votes on nothing; then it
+	// is promoted back and signs again.
+	FaultMembership = "membership"
 )
 
 // clockOffsets are the clock errors a FaultClock broker gets.
@@ -52,7 +57,7 @@ var clockOffsets = []time.Duration{time.Hour, -time.Hour, 5 * time.Minute, -5 * 
 
 // FaultKinds lists every kind Schedule can choose, in a fixed order.
 func FaultKinds() []string {
-	return []string{FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock, FaultPowerCut}
+	return []string{FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultSplit, FaultKillAll, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock, FaultPowerCut, FaultMembership}
 }
 
 // Planned is one fault of a schedule: when it begins (from the start of
@@ -73,7 +78,7 @@ func (p Planned) String() string {
 
 // weight of each kind in a schedule: the faults of f brokers most, the ones
 // that stop the chain least.
-var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 2, FaultOneWay: 2, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 2, FaultPowerCut: 2}
+var weight = map[string]int{FaultKill: 4, FaultPause: 3, FaultIsolate: 2, FaultOneWay: 2, FaultSplit: 1, FaultKillAll: 1, FaultByzantine: 2, FaultCorrupt: 1, FaultTamper: 1, FaultClock: 2, FaultPowerCut: 2, FaultMembership: 2}
 
 // Schedule returns the faults of a run of length d on a cluster of nodes
 // brokers, from seed alone: the same arguments give the same schedule.
@@ -114,7 +119,7 @@ func Schedule(seed uint64, d, gap, hold time.Duration, nodes int, kinds []string
 		}
 		perm := rng.Perm(nodes)
 		switch p.Kind {
-		case FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock:
+		case FaultKill, FaultPause, FaultIsolate, FaultOneWay, FaultByzantine, FaultCorrupt, FaultTamper, FaultClock, FaultMembership:
 			p.Nodes = perm[:1]
 		case FaultSplit:
 			p.Nodes = perm[:nodes/2] // one side; the rest is the other
