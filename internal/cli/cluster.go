@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +36,9 @@ const (
 	// brokersFileName is the file in the cluster directory listing the
 	// Kafka addresses, comma-separated on one line.
 	brokersFileName = "brokers.txt"
+	// adminKeyFileName is the cluster administrator's ed25519 key (base64
+	// seed, as producer keys), which may sign membership changes alone.
+	adminKeyFileName = "admin.key"
 )
 
 // nodeDirPattern matches the node directories `cluster init` writes.
@@ -92,6 +98,9 @@ type clusterInitOutput struct {
 	// comma-separated.
 	Brokers     string `json:"brokers"`
 	BrokersFile string `json:"brokers_file"`
+	// AdminKey is DIR/admin.key, the cluster administrator's key, which
+	// may sign membership changes alone: keep it off the brokers.
+	AdminKey string `json:"admin_key"`
 	// ClientProperties is DIR/client.properties with --tls or
 	// --admin-password-file, for --command-config.
 	ClientProperties string `json:"client_properties,omitempty"`
@@ -109,7 +118,10 @@ func newClusterInitCmd(g *globalOptions) *cobra.Command {
 DIR/node1, ... each with its CometBFT keys, the cluster's one shared genesis
 (naming every broker a validator and recording the broker directory) and a
 node file, stele.json, holding its node id, listeners and peers. DIR/brokers.txt
-lists the brokers' Kafka addresses, comma-separated on one line.
+lists the brokers' Kafka addresses, comma-separated on one line, and
+DIR/admin.key is the cluster administrator's key, which the genesis names
+and which may change the validators alone (stele cluster demote|promote
+--admin-key): keep it off the brokers.
 
 Node i listens for Kafka on port P+i, for HTTP on P+100+i and for CometBFT's
 peer-to-peer traffic on P+200+i (P is --base-port, 19092 by default).
@@ -216,6 +228,7 @@ func runClusterInit(cmd *cobra.Command, g *globalOptions, o clusterInitOptions) 
 		Nodes:           nodes,
 		Brokers:         strings.Join(kafka, ","),
 		BrokersFile:     filepath.Join(o.dir, brokersFileName),
+		AdminKey:        filepath.Join(o.dir, adminKeyFileName),
 	}
 	out.Listener = listenerProtocol(o.tls, password != nil)
 	if o.tls || password != nil {
@@ -358,7 +371,16 @@ func writeCluster(o clusterInitOptions, nodes []clusterNode, adminPassword []byt
 		cfgs[i] = c
 		brokers[i] = cometbft.GenesisBroker{NodeID: n.NodeID, Kafka: n.Kafka, HTTP: n.HTTP}
 	}
-	iopts := cometbft.InitOptions{ChainID: o.chainID, Brokers: brokers}
+	// The cluster administrator's key: it may sign membership changes
+	// alone (docs/cluster.md, "Membership"), as the genesis records.
+	adminPub, adminKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(o.dir, adminKeyFileName), []byte(base64.StdEncoding.EncodeToString(adminKey.Seed())+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("the cluster administrator's key: %w", err)
+	}
+	iopts := cometbft.InitOptions{ChainID: o.chainID, Brokers: brokers, AdminKey: adminPub}
 	if adminPassword != nil {
 		creds, err := server.ScramCredentials(adminPassword)
 		if err != nil {
@@ -459,7 +481,8 @@ func printClusterInit(w io.Writer, out clusterInitOutput, multiHost bool) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", nd.NodeID, nd.Dir, nd.Kafka, nd.HTTP, nd.P2P, nd.Validator)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nKafka bootstrap brokers (in %s): %s\n\n", out.BrokersFile, out.Brokers)
+	fmt.Fprintf(w, "\nKafka bootstrap brokers (in %s): %s\n", out.BrokersFile, out.Brokers)
+	fmt.Fprintf(w, "The cluster administrator's key, which may change the validators alone (stele cluster demote|promote --admin-key): %s; keep it off the brokers.\n\n", out.AdminKey)
 	if !multiHost {
 		fmt.Fprintf(w, "Start them all on this machine, logs prefixed with [nodeI], until Ctrl-C:\n  stele cluster up --dir %s\n", out.Dir)
 		fmt.Fprintln(w, "or each in its own terminal:")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -23,16 +24,17 @@ import (
 // voted for it (POST /v1/cluster/membership).
 
 type clusterMembershipOptions struct {
-	http  string
-	dir   string
-	keys  []string
-	power int64
+	http     string
+	dir      string
+	keys     []string
+	adminKey string
+	power    int64
 }
 
 func newClusterDemoteCmd(g *globalOptions) *cobra.Command {
 	var o clusterMembershipOptions
 	cmd := &cobra.Command{
-		Use:   "demote N (--dir CLUSTERDIR | --key FILE...)",
+		Use:   "demote N (--dir CLUSTERDIR | --key FILE... | --admin-key FILE)",
 		Short: "Make broker N a replica: it follows the chain and serves reads, and no longer votes",
 		Long: `Vote, with validator keys, to make broker N (its node id) a replica: its
 voting power becomes 0, so it no longer votes, proposes or certifies
@@ -42,7 +44,9 @@ again. The change is applied once validators holding more than 2/3 of the
 voting power voted for it: run the command with every key at hand
 (--dir signs with every node's key under a directory 'stele cluster init'
 wrote), or on each validator's host with its own --key; each vote adds up
-until there are enough. It is refused, whoever signs, when it would leave
+until there are enough. --admin-key signs with the cluster administrator's
+key that 'stele cluster init' wrote to DIR/admin.key, which the genesis
+names: that signature alone applies the change. It is refused, whoever signs, when it would leave
 no validator, or when the validators signing now would not hold more than
 2/3 of the power it leaves (demoting a broker while another is down).`,
 		Args: cobra.ExactArgs(1),
@@ -55,7 +59,7 @@ no validator, or when the validators signing now would not hold more than
 func newClusterPromoteCmd(g *globalOptions) *cobra.Command {
 	var o clusterMembershipOptions
 	cmd := &cobra.Command{
-		Use:   "promote N [--power P] (--dir CLUSTERDIR | --key FILE...)",
+		Use:   "promote N [--power P] (--dir CLUSTERDIR | --key FILE... | --admin-key FILE)",
 		Short: "Make replica N a validator again (or change a validator's voting power)",
 		Long: `Vote, with validator keys, to give broker N (its node id) voting power
 --power (default: its power in the genesis), making a replica a validator
@@ -76,6 +80,7 @@ func (o *clusterMembershipOptions) flags(cmd *cobra.Command) {
 	f.StringVar(&o.http, "http", defaultHTTP, "a broker's HTTP API host:port (env "+httpEnv+")")
 	f.StringVar(&o.dir, "dir", "", "sign with every validator's key under this cluster directory")
 	f.StringArrayVar(&o.keys, "key", nil, "sign with this validator key file (repeatable)")
+	f.StringVar(&o.adminKey, "admin-key", "", "sign with the cluster administrator's key (DIR/admin.key of stele cluster init), which applies the change alone")
 }
 
 func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, node string, promote bool) error {
@@ -117,9 +122,11 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 	if err := membershipRequest(ctx, g, http.MethodGet, addr, nil, &mv); err != nil {
 		return err
 	}
-	keys, err := validatorKeys(o.dir, o.keys, "a membership change")
-	if err != nil {
-		return err
+	var keys []validatorKey
+	if o.adminKey == "" || o.dir != "" || len(o.keys) > 0 {
+		if keys, err = validatorKeys(o.dir, o.keys, "a membership change"); err != nil {
+			return err
+		}
 	}
 	raw, err := hex.DecodeString(target.Address)
 	if err != nil || len(raw) != 20 {
@@ -136,8 +143,15 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 		s := fsm.SignMembership(mv.ChainID, ch, k.addr, k.key)
 		req.Signatures = append(req.Signatures, httpapi.UpgradeSignature{Validator: hex.EncodeToString(s.Validator[:]), Signature: s.Signature[:]})
 	}
-	if len(req.Signatures) == 0 {
-		return fmt.Errorf("none of the keys given is a validator's now: only validators vote for membership changes")
+	if o.adminKey != "" {
+		k, err := readProducerKey(o.adminKey)
+		if err != nil {
+			return fmt.Errorf("--admin-key: %w", err)
+		}
+		req.AdminSignature = ed25519.Sign(k, fsm.MembershipStatement(mv.ChainID, ch))
+	}
+	if len(req.Signatures) == 0 && req.AdminSignature == nil {
+		return fmt.Errorf("none of the keys given is a validator's now: only validators, or the cluster administrator's key, vote for membership changes")
 	}
 	before := mv.Epoch
 	if err := membershipRequest(ctx, g, http.MethodPost, addr, req, &mv); err != nil {

@@ -45,6 +45,7 @@
 package fsm
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 
@@ -151,6 +152,10 @@ type Options struct {
 	// security module creates them as it applies the first block, when
 	// that block's app version has users (security/users.go).
 	GenesisUsers []security.GenesisUser
+	// GenesisAdminKey is the cluster administrator's ed25519 public key,
+	// the genesis app_state's admin_key (nil: none): it may sign
+	// membership changes alone (cluster/membership_change.go).
+	GenesisAdminKey ed25519.PublicKey
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches trust.BatchSource
@@ -224,7 +229,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
-		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion,
+		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion, AdminKey: opts.GenesisAdminKey,
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,

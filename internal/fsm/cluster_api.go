@@ -63,6 +63,11 @@ func SignUpgrade(chainID string, p cluster.UpgradePlan, addr [20]byte, key ed255
 	return cluster.SignUpgrade(chainID, p, addr, key)
 }
 
+// MembershipStatement is cluster.MembershipStatement.
+func MembershipStatement(chainID string, ch cluster.MembershipChange) []byte {
+	return cluster.MembershipStatement(chainID, ch)
+}
+
 // SignMembership is cluster.SignMembership.
 func SignMembership(chainID string, ch cluster.MembershipChange, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
 	return cluster.SignMembership(chainID, ch, addr, key)

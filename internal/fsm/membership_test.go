@@ -380,3 +380,53 @@ func TestDowntimeDemotion(t *testing.T) {
 		t.Fatalf("%d validators after it signed nothing for 8 s since its promotion, want 3", n)
 	}
 }
+
+// TestMembershipAdminKey: the cluster administrator's key the genesis
+// names applies a change alone, under the same guards; another key's
+// signature, or any on a chain whose genesis names none, is refused.
+func TestMembershipAdminKey(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	seed := sha256.Sum256([]byte("cluster admin"))
+	admin := ed25519.NewKeyFromSeed(seed[:])
+	dir := t.TempDir()
+	f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion, ChainID: membershipChain,
+		Validators: vs, Batches: mapBatches{}, GenesisAdminKey: admin.Public().(ed25519.PublicKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var all [][]byte
+	for _, k := range keys {
+		all = append(all, addressOf(k))
+	}
+	h := int64(0)
+	apply := func(c ChangeMembership) core.BlockOutcome {
+		h++
+		return applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all, Txs: [][]byte{tx(int(h), c)}})
+	}
+	signed := func(k ed25519.PrivateKey, epoch uint64, who ed25519.PrivateKey, power int64) ChangeMembership {
+		c := memberChange(epoch, who, power)
+		c.AdminSig = ed25519.Sign(k, MembershipStatement(membershipChain, c.Change))
+		return c
+	}
+	if out := apply(signed(keys[0], 0, keys[3], 0)); out.Txs[0].Results[0].Code != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("a validator's key as the administrator's: code %d", out.Txs[0].Results[0].Code)
+	}
+	out := apply(signed(admin, 0, keys[3], 0))
+	if out.Txs[0].Results[0].Code != 0 || len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 0 {
+		t.Fatalf("the administrator's demotion: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	if f.Membership().Epoch != 1 || len(f.CommittedValidators().Validators()) != 3 {
+		t.Fatalf("after the administrator's demotion: epoch %d, %d validators", f.Membership().Epoch, len(f.CommittedValidators().Validators()))
+	}
+	if out := apply(signed(admin, 0, keys[3], 10)); out.Txs[0].Results[0].Code != kerr.InvalidRequest.Code {
+		t.Fatalf("the administrator's signature replayed for an old epoch: code %d", out.Txs[0].Results[0].Code)
+	}
+
+	none := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
+	defer none.Close()
+	o := applyCommit(t, none, core.Block{Height: 1, TimeMs: 1000, Signers: all, Txs: [][]byte{tx(1, signed(admin, 0, keys[3], 0))}})
+	if c := o.Txs[0].Results[0].Code; c != kerr.ClusterAuthorizationFailed.Code || len(o.ValidatorUpdates) != 0 {
+		t.Fatalf("an administrator's signature on a chain without one: code %d", c)
+	}
+}

@@ -19,8 +19,9 @@ import (
 // /v1/cluster/membership shows the membership epoch and the validators'
 // votes towards a change; POST submits validators' signed votes for one
 // (a ChangeMembership command: a validator's power, 0 to demote it to a
-// replica). As for upgrades, the signatures are the authority: the route
-// needs no login, and one broker cannot change the set alone.
+// replica), or the cluster administrator's. As for upgrades, the
+// signatures are the authority: the route needs no login, and one broker
+// cannot change the set alone.
 
 // MembershipRequest is the body of POST /v1/cluster/membership: the
 // change, the chain and membership epoch it is signed for, and the
@@ -31,6 +32,10 @@ type MembershipRequest struct {
 	Validator  string             `json:"validator"` // the changed validator's address, hex
 	Power      int64              `json:"power"`
 	Signatures []UpgradeSignature `json:"signatures"`
+	// AdminSignature is the cluster administrator's signature of the
+	// statement (the key the genesis names, DIR/admin.key): it applies the
+	// change alone.
+	AdminSignature []byte `json:"admin_signature,omitempty"`
 }
 
 // MembershipVoteView is a validator's vote for a change not yet applied.
@@ -80,6 +85,9 @@ func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
 		return fsm.ChangeMembership{}, errBadField("the body holds more than one JSON object")
 	}
 	c := fsm.ChangeMembership{ChainID: req.ChainID, Change: fsm.MembershipChange{Epoch: req.Epoch, Power: req.Power}}
+	if len(req.AdminSignature) > 0 {
+		c.AdminSig = req.AdminSignature
+	}
 	a, err := hex.DecodeString(req.Validator)
 	if err != nil || len(a) != len(c.Change.Validator) {
 		return fsm.ChangeMembership{}, errBadField("validator " + strconv.Quote(req.Validator) + ": want the changed validator's address, 40 hex digits")
@@ -110,7 +118,7 @@ func serveMembershipPost(opts Options) http.HandlerFunc {
 		}
 		c, err := decodeMembershipRequest(body)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, epoch, validator, power, signatures: [{validator, signature}]}: %v", err)
+			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, epoch, validator, power, signatures: [{validator, signature}], admin_signature}: %v", err)
 			return
 		}
 		if res := fsm.CheckCommand(c); res.Code != 0 {

@@ -73,6 +73,9 @@ func FuzzMembershipRequest(f *testing.F) {
 		if json.Unmarshal(body, &req) != nil || req.ChainID != c.ChainID || req.Epoch != c.Change.Epoch || req.Power != c.Change.Power || len(req.Signatures) != len(c.Sigs) {
 			t.Fatalf("decoded %+v from %q", c, body)
 		}
+		if !bytes.Equal(req.AdminSignature, c.AdminSig) {
+			t.Fatalf("admin signature %x decoded as %x", req.AdminSignature, c.AdminSig)
+		}
 		if a, _ := hex.DecodeString(req.Validator); !bytes.Equal(a, c.Change.Validator[:]) {
 			t.Fatalf("validator %q decoded as %X", req.Validator, c.Change.Validator)
 		}

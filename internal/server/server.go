@@ -356,6 +356,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fopts := fsm.Options{Dir: cfg.DataDir, ChainID: genesis.ChainID, GenesisAppVersion: uint32(genesis.ConsensusParams.Version.App), Logger: log.With("component", "fsm"), TraceState: os.Getenv("STELE_TRACE_STATE") != ""}
+	fopts.GenesisAdminKey = appState.AdminKey
 	for _, u := range appState.Users {
 		creds, _ := u.ScramCredentials() // checked by ReadGenesis
 		fopts.GenesisUsers = append(fopts.GenesisUsers, fsm.GenesisUser{Name: u.Name, Credentials: creds})

@@ -22,7 +22,8 @@ import (
 // catches up as a replica; `stele cluster promote` makes it a validator
 // again and every broker shows it signing. Then, with
 // stele.validator.downtime.ms at 5 s, another broker killed is demoted by
-// the chain itself, and promoted back once restarted. Nothing acknowledged
+// the chain itself, and promoted back once restarted with the cluster
+// administrator's key alone. Nothing acknowledged
 // is lost or duplicated and all four end at one app hash with
 // byte-identical logs.
 func TestDemoteDeadBroker(t *testing.T) {
@@ -78,7 +79,9 @@ func TestDemoteDeadBroker(t *testing.T) {
 	w.waitAcked(c, 60*time.Second, 500, fmt.Sprintf("node%d demoted after its downtime", second))
 	c.Restart(second)
 	c.WaitCaughtUp(60*time.Second, second, rest...)
-	out, err = exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(c.Nodes[second].NodeID), "--dir", dir,
+	// Promoted with the cluster administrator's key alone (cluster init's
+	// DIR/admin.key, which the genesis names).
+	out, err = exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(c.Nodes[second].NodeID), "--admin-key", filepath.Join(dir, "admin.key"),
 		"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "applied at height") {
 		t.Fatalf("stele cluster promote %d: %v\n%s", second, err, out)

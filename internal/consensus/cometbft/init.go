@@ -85,6 +85,10 @@ type InitOptions struct {
 	// with NodeID, Kafka and HTTP set; InitCluster fills in Validator and
 	// records the list in the genesis. Empty means no directory.
 	Brokers []GenesisBroker
+	// AdminKey is the cluster administrator's ed25519 public key (`stele
+	// cluster init` writes its private half to DIR/admin.key): recorded in
+	// the genesis app_state, it may sign membership changes alone.
+	AdminKey []byte
 }
 
 // GenesisAppState is the application part of the genesis (app_state).
@@ -99,6 +103,10 @@ type GenesisAppState struct {
 	// Users are the users the chain starts with: their SCRAM credentials
 	// (never a password), created as the first block is applied.
 	Users []GenesisUser `json:"users,omitempty"`
+	// AdminKey is the cluster administrator's ed25519 public key, which may
+	// sign membership changes alone (fsm/cluster's membership_change.go);
+	// absent: only the validators may.
+	AdminKey []byte `json:"admin_key,omitempty"`
 }
 
 // GenesisUser is a user of the genesis, with its SCRAM credentials.
@@ -371,7 +379,7 @@ func NewGenesis(opts InitOptions, validators []Identity) (*types.GenesisDoc, err
 			brokers = append(brokers, b)
 		}
 	}
-	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes, Brokers: brokers, Users: opts.Users})
+	appState, err := json.Marshal(GenesisAppState{MaxTxBytes: opts.MaxTxBytes, Brokers: brokers, Users: opts.Users, AdminKey: opts.AdminKey})
 	if err != nil {
 		return nil, fmt.Errorf("stele/consensus/cometbft: app state: %w", err)
 	}
@@ -448,6 +456,9 @@ func ReadGenesis(home string) (*types.GenesisDoc, GenesisAppState, error) {
 		if _, err := u.ScramCredentials(); err != nil {
 			return nil, GenesisAppState{}, err
 		}
+	}
+	if st.AdminKey != nil && len(st.AdminKey) != 32 {
+		return nil, GenesisAppState{}, fmt.Errorf("stele/consensus/cometbft: genesis app_state admin_key is %d bytes, want an ed25519 public key of 32", len(st.AdminKey))
 	}
 	return doc, st, nil
 }

@@ -7,8 +7,10 @@ package cluster
 // more than two thirds of the current voting power signed the same
 // change for the same membership epoch, over one or several commands
 // (each validator may vote apart, as for upgrades, and a later vote
-// replaces its earlier one); one broker, Byzantine or not, can never
-// change the set alone.
+// replaces its earlier one), or at once when the cluster administrator's
+// key, which the genesis names (`stele cluster init` writes DIR/admin.key),
+// signed it; one broker, Byzantine or not, can never change the set
+// alone.
 //
 // The epoch counts the changes applied: a change is signed for the epoch
 // it is meant to follow, so a signature can be replayed neither after
@@ -69,11 +71,13 @@ type MembershipChange struct {
 }
 
 // ChangeMembership carries validators' signatures of a MembershipChange
-// on chain ChainID.
+// on chain ChainID, or the cluster administrator's (AdminSig, empty when
+// none), or both.
 type ChangeMembership struct {
-	ChainID string
-	Change  MembershipChange
-	Sigs    []trust.CertSig
+	ChainID  string
+	Change   MembershipChange
+	Sigs     []trust.CertSig
+	AdminSig []byte
 }
 
 func (ChangeMembership) Kind() core.Kind { return KindChangeMembership }
@@ -88,6 +92,7 @@ func (c ChangeMembership) Encode(w *core.Writer) {
 		w.B = append(w.B, s.Validator[:]...)
 		w.B = append(w.B, s.Signature[:]...)
 	}
+	w.Bytes(c.AdminSig)
 }
 
 func decodeChangeMembership(r *core.Reader) ChangeMembership {
@@ -101,6 +106,9 @@ func decodeChangeMembership(r *core.Reader) ChangeMembership {
 		copy(s.Validator[:], r.Take(20))
 		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
 		c.Sigs = append(c.Sigs, s)
+	}
+	if b := r.Bytes(); len(b) > 0 {
+		c.AdminSig = append([]byte(nil), b...)
 	}
 	return c
 }
@@ -132,8 +140,11 @@ func checkChangeMembership(c ChangeMembership) core.Result {
 	if c.Change.Power < 0 || c.Change.Power > MaxValidatorPower {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a validator's power is 0 (a replica) to %d, got %d", int64(MaxValidatorPower), c.Change.Power))
 	}
-	if len(c.Sigs) == 0 || len(c.Sigs) > trust.MaxCertSigs {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership change carries 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
+	if len(c.AdminSig) != 0 && len(c.AdminSig) != ed25519.SignatureSize {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the cluster administrator's signature is %d bytes, got %d", ed25519.SignatureSize, len(c.AdminSig)))
+	}
+	if len(c.Sigs) > trust.MaxCertSigs || len(c.Sigs) == 0 && len(c.AdminSig) == 0 {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership change carries the cluster administrator's signature or 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
 	}
 	seen := make(map[[20]byte]bool, len(c.Sigs))
 	for _, s := range c.Sigs {
@@ -177,6 +188,15 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the change is signed for membership epoch %d, and the membership is at epoch %d: sign it again", ch.Epoch, f.membershipEpoch))
 	}
 	stmt := MembershipStatement(f.opts.ChainID, ch)
+	admin := len(c.AdminSig) > 0
+	if admin {
+		if len(f.opts.AdminKey) != ed25519.PublicKeySize {
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, "this chain's genesis names no cluster administrator key: only the validators vote for membership changes")
+		}
+		if !ed25519.Verify(f.opts.AdminKey, stmt, c.AdminSig) {
+			return core.Fail(kerr.ClusterAuthorizationFailed.Code, "the cluster administrator's signature of the change does not verify")
+		}
+	}
 	for _, s := range c.Sigs {
 		v, ok := vs.Lookup(s.Validator)
 		if !ok {
@@ -203,7 +223,7 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 			power += v.Power
 		}
 	}
-	if !vs.Supermajority(power) {
+	if !admin && !vs.Supermajority(power) {
 		return core.Result{} // a vote; the change waits for more
 	}
 	if res := f.membershipGuard(vs, ch); res.Code != 0 {

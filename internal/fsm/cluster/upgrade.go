@@ -159,9 +159,12 @@ type Cluster struct {
 
 // ClusterOptions are the cluster module's options (Options').
 type ClusterOptions struct {
-	ChainID              string
-	Validators           *trust.ValidatorSet
-	GenesisAppVersion    uint32
+	ChainID           string
+	Validators        *trust.ValidatorSet
+	GenesisAppVersion uint32
+	// AdminKey is the cluster administrator's ed25519 public key from the
+	// genesis (nil: none), which may sign membership changes alone.
+	AdminKey             ed25519.PublicKey
 	Logger               *slog.Logger
 	MaxAppVersionForTest uint32
 }
