@@ -2,15 +2,11 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm"
 )
@@ -110,37 +106,6 @@ func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
 }
 
 func serveMembershipPost(opts Options) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
-		if err != nil {
-			httpError(w, http.StatusBadRequest, "%v", err)
-			return
-		}
-		c, err := decodeMembershipRequest(body)
-		if err != nil {
-			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, epoch, validator, power, signatures: [{validator, signature}], admin_signature}: %v", err)
-			return
-		}
-		if res := fsm.CheckCommand(c); res.Code != 0 {
-			httpError(w, http.StatusBadRequest, "%s", res.Message)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		res, err := opts.Broker.SubmitOne(ctx, c)
-		switch {
-		case err != nil:
-			httpError(w, http.StatusServiceUnavailable, "the vote was not confirmed (it may still be applied): %v", err)
-		case res.Code == kerr.ClusterAuthorizationFailed.Code:
-			httpError(w, http.StatusForbidden, "%s", res.Message)
-		case res.Code == kerr.PolicyViolation.Code:
-			httpError(w, http.StatusConflict, "%s", res.Message)
-		case res.Code != 0:
-			httpError(w, http.StatusBadRequest, "%s", res.Message)
-		default:
-			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(membershipView(opts))
-		}
-	}
+	return serveVote(opts, decodeMembershipRequest, "{chain_id, epoch, validator, power, signatures: [{validator, signature}], admin_signature}", http.StatusConflict,
+		func() any { return membershipView(opts) })
 }

@@ -102,15 +102,24 @@ type errBadField string
 func (e errBadField) Error() string { return string(e) }
 
 func serveUpgradePost(opts Options) http.HandlerFunc {
+	return serveVote(opts, decodeUpgradeRequest, "{chain_id, height, version, name, signatures: [{validator, signature}]}", http.StatusBadRequest,
+		func() any { return upgradeView(opts) })
+}
+
+// serveVote answers a POST of signed votes (an upgrade's, a membership
+// change's): the body decoded into its command, checked, submitted and
+// waited for; a refusal is 403 for a signature that does not authorize,
+// policy for POLICY_VIOLATION, 400 for any other, and success the view.
+func serveVote[C fsm.Command](opts Options, decode func([]byte) (C, error), shape string, policy int, view func() any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
 		if err != nil {
 			httpError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
-		c, err := decodeUpgradeRequest(body)
+		c, err := decode(body)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "the body must be a JSON object {chain_id, height, version, name, signatures: [{validator, signature}]}: %v", err)
+			httpError(w, http.StatusBadRequest, "the body must be a JSON object %s: %v", shape, err)
 			return
 		}
 		if res := fsm.CheckCommand(c); res.Code != 0 {
@@ -125,12 +134,14 @@ func serveUpgradePost(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusServiceUnavailable, "the vote was not confirmed (it may still be applied): %v", err)
 		case res.Code == kerr.ClusterAuthorizationFailed.Code:
 			httpError(w, http.StatusForbidden, "%s", res.Message)
+		case res.Code == kerr.PolicyViolation.Code:
+			httpError(w, policy, "%s", res.Message)
 		case res.Code != 0:
 			httpError(w, http.StatusBadRequest, "%s", res.Message)
 		default:
 			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(upgradeView(opts))
+			json.NewEncoder(w).Encode(view())
 		}
 	}
 }

@@ -79,12 +79,8 @@ func TestByzantineEquivocation(t *testing.T) {
 	removedAt := map[int]int64{}
 	c.Eventually(60*time.Second, "every broker lists the copied key as removed", func() error {
 		for _, i := range brokers {
-			out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+			st, err := c.clusterStatus(i)
 			if err != nil {
-				return fmt.Errorf("node%d: stele cluster status: %v", i, err)
-			}
-			var st httpapi.ClusterStatus
-			if err := json.Unmarshal(out, &st); err != nil {
 				return err
 			}
 			for _, v := range st.Validators {

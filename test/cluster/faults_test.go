@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -373,12 +371,8 @@ func maxOf(hs map[int]harness.Health) int64 {
 func (c *cluster) waitSigning(d time.Duration, i int, want map[int]bool) {
 	c.T.Helper()
 	c.Eventually(d, fmt.Sprintf("stele cluster status at node%d shows signing %v", i, want), func() error {
-		out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+		st, err := c.clusterStatus(i)
 		if err != nil {
-			return fmt.Errorf("stele cluster status: %v", err)
-		}
-		var st httpapi.ClusterStatus
-		if err := json.Unmarshal(out, &st); err != nil {
 			return err
 		}
 		if len(st.Validators) != len(c.Nodes) {

@@ -95,25 +95,44 @@ func TestDemoteDeadBroker(t *testing.T) {
 	}
 }
 
-// waitRole waits until `stele cluster status --output json`, asked of each
-// of nodes, lists node target with role.
-func (c *cluster) waitRole(d time.Duration, nodes []int, target int, role string) {
+// clusterStatus is `stele cluster status --output json` asked of node i.
+func (c *cluster) clusterStatus(i int) (httpapi.ClusterStatus, error) {
+	var st httpapi.ClusterStatus
+	out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+	if err != nil {
+		return st, fmt.Errorf("node%d: stele cluster status: %v", i, err)
+	}
+	return st, json.Unmarshal(out, &st)
+}
+
+// waitListed waits until every node of nodes lists node target as ok
+// says (nil: as it should).
+func (c *cluster) waitListed(d time.Duration, nodes []int, target int, what string, ok func(httpapi.ValidatorView) error) {
 	c.T.Helper()
-	c.Eventually(d, fmt.Sprintf("nodes %v list node%d as %s", nodes, target, role), func() error {
+	c.Eventually(d, fmt.Sprintf("nodes %v list node%d as %s", nodes, target, what), func() error {
 		for _, i := range nodes {
-			out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
+			st, err := c.clusterStatus(i)
 			if err != nil {
-				return fmt.Errorf("node%d: stele cluster status: %v", i, err)
-			}
-			var st httpapi.ClusterStatus
-			if err := json.Unmarshal(out, &st); err != nil {
 				return err
 			}
 			for _, v := range st.Validators {
-				if v.NodeID != nil && *v.NodeID == c.Nodes[target].NodeID && v.Role != role {
-					return fmt.Errorf("node%d lists node%d as %s of power %d", i, target, v.Role, v.Power)
+				if v.NodeID != nil && *v.NodeID == c.Nodes[target].NodeID {
+					if err := ok(v); err != nil {
+						return fmt.Errorf("node%d lists node%d as %s of power %d: %v", i, target, v.Role, v.Power, err)
+					}
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// waitRole waits until each of nodes lists node target with role.
+func (c *cluster) waitRole(d time.Duration, nodes []int, target int, role string) {
+	c.T.Helper()
+	c.waitListed(d, nodes, target, role, func(v httpapi.ValidatorView) error {
+		if v.Role != role {
+			return fmt.Errorf("want %s", role)
 		}
 		return nil
 	})
@@ -123,21 +142,9 @@ func (c *cluster) waitRole(d time.Duration, nodes []int, target int, role string
 // demoted for reason.
 func (c *cluster) waitDemoted(d time.Duration, nodes []int, target int, reason string) {
 	c.T.Helper()
-	c.Eventually(d, fmt.Sprintf("nodes %v list node%d as demoted for %s", nodes, target, reason), func() error {
-		for _, i := range nodes {
-			out, err := exec.Command(harness.SteleBin, "cluster", "status", "--http", c.Nodes[i].HTTP, "--output", "json").Output()
-			if err != nil {
-				return fmt.Errorf("node%d: stele cluster status: %v", i, err)
-			}
-			var st httpapi.ClusterStatus
-			if err := json.Unmarshal(out, &st); err != nil {
-				return err
-			}
-			for _, v := range st.Validators {
-				if v.NodeID != nil && *v.NodeID == c.Nodes[target].NodeID && (v.Role != httpapi.RoleReplica || v.Demoted == nil || v.Demoted.Reason != reason) {
-					return fmt.Errorf("node%d lists node%d as %s of power %d (demoted: %+v)", i, target, v.Role, v.Power, v.Demoted)
-				}
-			}
+	c.waitListed(d, nodes, target, "demoted for "+reason, func(v httpapi.ValidatorView) error {
+		if v.Role != httpapi.RoleReplica || v.Demoted == nil || v.Demoted.Reason != reason {
+			return fmt.Errorf("demoted: %+v", v.Demoted)
 		}
 		return nil
 	})

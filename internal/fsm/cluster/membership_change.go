@@ -217,12 +217,7 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 		f.memberVotes[s.Validator] = ch
 	}
 	f.memberDirty = true
-	var power int64
-	for _, v := range vs.Validators() { // in address order
-		if q, ok := f.memberVotes[v.Address]; ok && q == ch {
-			power += v.Power
-		}
-	}
+	power := votedPower(vs, func(a [20]byte) bool { q, ok := f.memberVotes[a]; return ok && q == ch })
 	if !admin && !vs.Supermajority(power) {
 		return core.Result{} // a vote; the change waits for more
 	}

@@ -316,18 +316,25 @@ func (f *Cluster) scheduleUpgrade(c ScheduleUpgrade) core.Result {
 		f.upgradeVotes[s.Validator] = p
 	}
 	f.upgradeDirty = true
-	var power int64
-	for _, v := range vs.Validators() { // in address order
-		if q, ok := f.upgradeVotes[v.Address]; ok && q == p {
-			power += v.Power
-		}
-	}
+	power := votedPower(vs, func(a [20]byte) bool { q, ok := f.upgradeVotes[a]; return ok && q == p })
 	if vs.Supermajority(power) {
 		f.upgradePlan = &p
 		clear(f.upgradeVotes)
 		f.opts.Logger.Info("upgrade scheduled", "height", p.Height, "version", p.Version, "name", p.Name, "at_height", f.Height)
 	}
 	return core.Result{}
+}
+
+// votedPower is the power of the validators of vs whose vote voted
+// counts (upgrades', membership changes').
+func votedPower(vs *trust.ValidatorSet, voted func([20]byte) bool) int64 {
+	var power int64
+	for _, v := range vs.Validators() { // in address order
+		if voted(v.Address) {
+			power += v.Power
+		}
+	}
+	return power
 }
 
 // upgradeDue is checked before block height is applied: when the
