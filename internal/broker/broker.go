@@ -11,6 +11,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -745,3 +746,14 @@ func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
 // broker without one): the genesis set less any validator the chain
 // voted out (fsm/cluster's membership.go).
 func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }
+
+// Removed reports whether the chain took the validator at addr out of the
+// cluster (stele cluster remove), as of the last commit.
+func (b *Broker) Removed(addr []byte) bool {
+	for _, r := range b.fsm.ValidatorRecords() {
+		if r.Reason == fsm.ReasonRemoved && bytes.Equal(r.Address[:], addr) {
+			return true
+		}
+	}
+	return false
+}

@@ -45,10 +45,11 @@ const (
 var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 
 // newClusterCmd is `stele cluster`: create (init), run (up), upgrade, show
-// (status) and change the validators of (demote, promote) a cluster.
+// (status) and change the validators of (demote, promote, remove) a
+// cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
 	return newGroupCmd("cluster", "Create, run, upgrade and change the validators of a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g))
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g), newClusterRemoveCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

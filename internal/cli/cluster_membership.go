@@ -29,6 +29,7 @@ type clusterMembershipOptions struct {
 	keys     []string
 	adminKey string
 	power    int64
+	remove   bool
 }
 
 func newClusterDemoteCmd(g *globalOptions) *cobra.Command {
@@ -49,6 +50,26 @@ key that 'stele cluster init' wrote to DIR/admin.key, which the genesis
 names: that signature alone applies the change. It is refused, whoever signs, when it would leave
 no validator, or when the validators signing now would not hold more than
 2/3 of the power it leaves (demoting a broker while another is down).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0], false) },
+	}
+	o.flags(cmd)
+	return cmd
+}
+
+func newClusterRemoveCmd(g *globalOptions) *cobra.Command {
+	o := clusterMembershipOptions{remove: true}
+	cmd := &cobra.Command{
+		Use:   "remove N (--dir CLUSTERDIR | --key FILE... | --admin-key FILE)",
+		Short: "Take broker N out of the cluster for good: it stops serving",
+		Long: `Vote, with validator keys (or the cluster administrator's key), to take
+broker N (its node id) out of the cluster: its voting power becomes 0, it
+is no longer listed in Metadata (clients move to the other brokers at
+their next metadata refresh), and its stele serve stops with exit status
+11 and will not start again on that data directory; its key is never
+promoted again. Votes add up as for 'stele cluster demote', under the same
+guards (the validators left that are signing must hold more than 2/3 of
+the power).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0], false) },
 	}
@@ -133,7 +154,8 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 		return fmt.Errorf("the broker lists validator %q for broker %d: not a 20-byte address", target.Address, id)
 	}
 	ch := fsm.MembershipChange{Epoch: mv.Epoch, Validator: [20]byte(raw), Power: power}
-	req := httpapi.MembershipRequest{ChainID: mv.ChainID, Epoch: ch.Epoch, Validator: hex.EncodeToString(raw), Power: power}
+	ch.Remove = o.remove
+	req := httpapi.MembershipRequest{ChainID: mv.ChainID, Epoch: ch.Epoch, Validator: hex.EncodeToString(raw), Power: power, Remove: o.remove}
 	for _, k := range keys {
 		// Only validators vote: under --dir the replicas' keys (the
 		// target's own, when it is promoted) are left out.
@@ -157,7 +179,7 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 	if err := membershipRequest(ctx, g, http.MethodPost, addr, req, &mv); err != nil {
 		return err
 	}
-	return printMembership(cmd.OutOrStdout(), g, mv, before, id, power)
+	return printMembership(cmd.OutOrStdout(), g, mv, before, id, power, o.remove)
 }
 
 // genesisPower is the genesis voting power of the validator at address.
@@ -185,12 +207,15 @@ func membershipRequest(ctx context.Context, g *globalOptions, method, addr strin
 	return nil
 }
 
-func printMembership(w io.Writer, g *globalOptions, mv httpapi.MembershipView, before uint64, id, power int64) error {
+func printMembership(w io.Writer, g *globalOptions, mv httpapi.MembershipView, before uint64, id, power int64, remove bool) error {
 	if g.jsonOutput() {
 		return writeJSON(w, mv)
 	}
 	role := "a replica (power 0)"
-	if power > 0 {
+	switch {
+	case remove:
+		role = "removed from the cluster"
+	case power > 0:
 		role = fmt.Sprintf("a validator of power %d", power)
 	}
 	if mv.Epoch > before {

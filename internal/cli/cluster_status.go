@@ -96,7 +96,11 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 	}
 	fmt.Fprintf(w, "%d of %d validators signing, %d of %d voting power (more than 2/3 commits blocks)\n", signing, voting, power, total)
 	for _, v := range removed {
-		fmt.Fprintf(w, "validator %s removed at height %d: %s at height %d\n", v.Address, v.Removed.Height, v.Removed.Reason, v.Removed.EvidenceHeight)
+		if v.Removed.EvidenceHeight == 0 {
+			fmt.Fprintf(w, "validator %s removed from the cluster at height %d\n", v.Address, v.Removed.Height)
+			continue
+		}
+		fmt.Fprintf(w, "validator %s voted out at height %d: %s at height %d\n", v.Address, v.Removed.Height, v.Removed.Reason, v.Removed.EvidenceHeight)
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/server"
 )
 
 // Exit codes returned by Run and Main.
@@ -50,6 +51,10 @@ const (
 	// directory (docs/cluster.md, "Upgrades"). Supervisors should not
 	// restart the same binary on it.
 	ExitUpgradeRequired = 10
+	// ExitRemoved means stele serve stopped (or did not start) because
+	// the cluster took this broker out (stele cluster remove,
+	// docs/cluster.md "Membership"). Supervisors should not restart it.
+	ExitRemoved = 11
 )
 
 // Defaults of the global flags.
@@ -243,6 +248,9 @@ func reportError(stderr io.Writer, cmd *cobra.Command, g *globalOptions, err err
 	}
 	if errors.Is(err, fsm.ErrUpgradeRequired) {
 		return ExitUpgradeRequired
+	}
+	if errors.Is(err, server.ErrRemoved) {
+		return ExitRemoved
 	}
 	if hint := g.connectionHint(err); hint != "" {
 		fmt.Fprintln(stderr, hint)

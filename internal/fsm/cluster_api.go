@@ -28,6 +28,7 @@ type (
 const (
 	MaxAppVersion                      = cluster.MaxAppVersion
 	MembershipVersion                  = cluster.MembershipVersion
+	ReasonRemoved                      = cluster.ReasonRemoved
 	MaxAppendTimeAheadMs               = cluster.MaxAppendTimeAheadMs
 	MaxConnectionCreationRateConfig    = cluster.MaxConnectionCreationRateConfig
 	MaxConnectionsConfig               = cluster.MaxConnectionsConfig

@@ -648,6 +648,11 @@ func goldenScenario(t *testing.T) []block {
 	must("the voted-out key promoted", g.cmds(100, memberVote(0, vkeys[3], 10, vkeys[0]))[0], kerr.PolicyViolation.Code)
 	must("a stale epoch", g.cmds(100, memberVote(5, vkeys[2], 0, vkeys[0]))[0], kerr.InvalidRequest.Code)
 	must("a removed validator's membership vote", g.cmds(100, memberVote(0, vkeys[2], 0, vkeys[3]))[0], kerr.ClusterAuthorizationFailed.Code)
+	removal := ChangeMembership{ChainID: testChainID, Change: MembershipChange{Epoch: 0, Validator: addr(vkeys[1]), Remove: true}}
+	for _, k := range vkeys[:3] {
+		removal.Sigs = append(removal.Sigs, SignMembership(testChainID, removal.Change, addr(k), k))
+	}
+	must("a removal, and nobody signing", g.cmds(100, removal)[0], kerr.PolicyViolation.Code)
 	byAdmin := memberVote(0, vkeys[2], 0)
 	byAdmin.AdminSig = ed25519.Sign(vkeys[0], MembershipStatement(testChainID, byAdmin.Change))
 	must("an administrator's signature on a chain without one", g.cmds(100, byAdmin)[0], kerr.ClusterAuthorizationFailed.Code)

@@ -430,3 +430,63 @@ func TestMembershipAdminKey(t *testing.T) {
 		t.Fatalf("an administrator's signature on a chain without one: code %d", c)
 	}
 }
+
+// TestMembershipRemove: a broker removed by the validators' votes loses its
+// power (an update only when it had some), is recorded as removed, and is
+// never promoted again; a removal with power is refused statelessly.
+func TestMembershipRemove(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
+	defer f.Close()
+	var all [][]byte
+	for _, k := range keys {
+		all = append(all, addressOf(k))
+	}
+	h := int64(0)
+	apply := func(c ChangeMembership) core.BlockOutcome {
+		h++
+		return applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all, Txs: [][]byte{tx(int(h), c)}})
+	}
+	remove := func(epoch uint64, who ed25519.PrivateKey, signers ...ed25519.PrivateKey) ChangeMembership {
+		c := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: epoch, Validator: [20]byte(addressOf(who)), Remove: true}}
+		for _, k := range signers {
+			c.Sigs = append(c.Sigs, SignMembership(membershipChain, c.Change, [20]byte(addressOf(k)), k))
+		}
+		return c
+	}
+	h++
+	applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all}) // the chain has seen them sign
+	out := apply(remove(0, keys[3], keys[0], keys[1], keys[2]))
+	if out.Txs[0].Results[0].Code != 0 || len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 0 {
+		t.Fatalf("removing validator 3: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	if recs := f.ValidatorRecords(); len(recs) != 1 || recs[0].Reason != cluster.ReasonRemoved {
+		t.Fatalf("records %+v", recs)
+	}
+	if c := apply(memberChange(1, keys[3], 10, keys[0], keys[1], keys[2])).Txs[0].Results[0].Code; c != kerr.PolicyViolation.Code {
+		t.Fatalf("promoting a removed broker: code %d", c)
+	}
+	// A replica removed: recorded, nothing for CometBFT.
+	if out := apply(memberChange(1, keys[2], 0, keys[0], keys[1], keys[2])); len(out.ValidatorUpdates) != 1 {
+		t.Fatalf("demoting validator 2: %s", out.Txs[0].Results[0].Message)
+	}
+	out = apply(remove(2, keys[2], keys[0], keys[1]))
+	if out.Txs[0].Results[0].Code != 0 || len(out.ValidatorUpdates) != 0 {
+		t.Fatalf("removing the replica: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	removed := 0
+	for _, r := range f.ValidatorRecords() {
+		if r.Reason == cluster.ReasonRemoved {
+			removed++
+		}
+	}
+	if removed != 2 || f.Membership().Epoch != 3 {
+		t.Fatalf("%d removed at epoch %d, want 2 at 3", removed, f.Membership().Epoch)
+	}
+	bad := remove(3, keys[1], keys[0])
+	bad.Change.Power = 10
+	bad.Sigs = []trust.CertSig{SignMembership(membershipChain, bad.Change, [20]byte(addressOf(keys[0])), keys[0])}
+	if c := apply(bad).Txs[0].Results[0].Code; c != kerr.InvalidRequest.Code || f.Membership().Epoch != 3 {
+		t.Fatalf("a removal with power: code %d, epoch %d", c, f.Membership().Epoch)
+	}
+}

@@ -23,10 +23,12 @@ import (
 // change, the chain and membership epoch it is signed for, and the
 // signatures of fsm.MembershipStatement.
 type MembershipRequest struct {
-	ChainID    string             `json:"chain_id"`
-	Epoch      uint64             `json:"epoch"`
-	Validator  string             `json:"validator"` // the changed validator's address, hex
-	Power      int64              `json:"power"`
+	ChainID   string `json:"chain_id"`
+	Epoch     uint64 `json:"epoch"`
+	Validator string `json:"validator"` // the changed validator's address, hex
+	Power     int64  `json:"power"`
+	// Remove takes the broker out of the cluster for good (power 0).
+	Remove     bool               `json:"remove,omitempty"`
 	Signatures []UpgradeSignature `json:"signatures"`
 	// AdminSignature is the cluster administrator's signature of the
 	// statement (the key the genesis names, DIR/admin.key): it applies the
@@ -40,6 +42,7 @@ type MembershipVoteView struct {
 	Epoch     uint64 `json:"epoch"`
 	Validator string `json:"validator"`
 	Power     int64  `json:"power"`
+	Remove    bool   `json:"remove,omitempty"`
 }
 
 // MembershipView is the body of GET /v1/cluster/membership and of a
@@ -57,7 +60,7 @@ func membershipView(opts Options) MembershipView {
 	v := MembershipView{Height: h, ChainID: st.ChainID, Epoch: st.Epoch, Votes: []MembershipVoteView{}}
 	for _, vote := range st.Votes {
 		v.Votes = append(v.Votes, MembershipVoteView{Voter: hex.EncodeToString(vote.Validator[:]), Epoch: vote.Change.Epoch,
-			Validator: hex.EncodeToString(vote.Change.Validator[:]), Power: vote.Change.Power})
+			Validator: hex.EncodeToString(vote.Change.Validator[:]), Power: vote.Change.Power, Remove: vote.Change.Remove})
 	}
 	return v
 }
@@ -80,7 +83,7 @@ func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return fsm.ChangeMembership{}, errBadField("the body holds more than one JSON object")
 	}
-	c := fsm.ChangeMembership{ChainID: req.ChainID, Change: fsm.MembershipChange{Epoch: req.Epoch, Power: req.Power}}
+	c := fsm.ChangeMembership{ChainID: req.ChainID, Change: fsm.MembershipChange{Epoch: req.Epoch, Power: req.Power, Remove: req.Remove}}
 	if len(req.AdminSignature) > 0 {
 		c.AdminSig = req.AdminSignature
 	}

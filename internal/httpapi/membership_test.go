@@ -70,7 +70,7 @@ func FuzzMembershipRequest(f *testing.F) {
 			return
 		}
 		var req MembershipRequest
-		if json.Unmarshal(body, &req) != nil || req.ChainID != c.ChainID || req.Epoch != c.Change.Epoch || req.Power != c.Change.Power || len(req.Signatures) != len(c.Sigs) {
+		if json.Unmarshal(body, &req) != nil || req.ChainID != c.ChainID || req.Epoch != c.Change.Epoch || req.Power != c.Change.Power || req.Remove != c.Change.Remove || len(req.Signatures) != len(c.Sigs) {
 			t.Fatalf("decoded %+v from %q", c, body)
 		}
 		if !bytes.Equal(req.AdminSignature, c.AdminSig) {

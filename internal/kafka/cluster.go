@@ -42,7 +42,8 @@ func (c *conn) advertised(b BrokerInfo) (string, int32) {
 	return b.Host, b.Port
 }
 
-// members returns every broker of the cluster and those alive now: brokers
+// members returns every broker of the cluster (the directory's, less those
+// the chain removed) and those alive now: brokers
 // whose validator is in the committed validator set (not voted out) and
 // signed a block within LiveWindow of the last committed block time. Both come from the chain, so every broker answers alike. A
 // node without a directory (a single node) is the whole cluster and alive.
@@ -54,7 +55,11 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		self := []BrokerInfo{{NodeID: s.opts.NodeID, Host: host, Port: port}}
 		return self, self
 	}
-	all = s.opts.Brokers
+	for _, b := range s.opts.Brokers {
+		if !s.b.Removed(b.Validator) { // taken out of the cluster: clients move on
+			all = append(all, b)
+		}
+	}
 	if byzantineMetadata() {
 		for _, b := range all {
 			if b.NodeID == s.opts.NodeID {

@@ -23,6 +23,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 	if err != nil {
 		return err
 	}
+	n.validator = self
 	// Under --http-tls the peers' HTTP ports serve TLS too (every broker
 	// of a cluster is started alike), verified against --ssl-ca.
 	scheme, client := "http://", (*http.Client)(nil)

@@ -273,7 +273,9 @@ type Node struct {
 	snap     *broker.SnapshotApp
 	batches  *dataplane.Store
 	plane    *dataplane.Plane
-	kafka    *kafka.Server
+	// validator is this broker's validator address (startDataPlane).
+	validator [20]byte
+	kafka     *kafka.Server
 	// kafkaServing is kafka for the HTTP API, which serves before it
 	// exists.
 	kafkaServing atomic.Pointer[kafka.Server]
@@ -386,6 +388,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// A binary that cannot run the app version the next block is applied
 	// under does not start: the operator starts the new binary here.
 	if err := n.fsm.UpgradeRequired(); err != nil {
+		return nil, err
+	}
+	if err := n.removedFromCluster(); err != nil {
 		return nil, err
 	}
 	bopts := broker.Options{MaxTxBytes: int(appState.MaxTxBytes), Logger: log.With("component", "broker"), Registerer: reg,
@@ -601,6 +606,9 @@ func (n *Node) Wait(ctx context.Context) error {
 			if err := n.fsm.UpgradeRequired(); err != nil {
 				return err
 			}
+			if err := n.removedFromCluster(); err != nil {
+				return err
+			}
 			if err := n.orderer.Err(); err != nil {
 				if errors.Is(err, fsm.ErrLocalFault) {
 					return fmt.Errorf("stele/server: stopped on a local storage fault; fix the disk (space, permissions, hardware) and restart: the block is replayed from the chain: %w", err)
@@ -609,6 +617,22 @@ func (n *Node) Wait(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// ErrRemoved is returned by Wait (and New) when the chain has taken this
+// broker out of the cluster (stele cluster remove): it stops serving, and
+// starts no more on this data directory.
+var ErrRemoved = errors.New("stele/server: this broker was removed from the cluster")
+
+// removedFromCluster returns ErrRemoved, with when, once the committed
+// state records this broker's validator as removed.
+func (n *Node) removedFromCluster() error {
+	for _, r := range n.fsm.ValidatorRecords() {
+		if r.Address == n.validator && r.Reason == fsm.ReasonRemoved {
+			return fmt.Errorf("%w at height %d (stele cluster remove); its clients moved to the other brokers. Its data directory is no longer of use to this cluster", ErrRemoved, r.ChangedAt)
+		}
+	}
+	return nil
 }
 
 // tenantTraffic is the Kafka server's TenantTraffic, nothing before it

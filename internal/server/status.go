@@ -37,7 +37,7 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			// the state says what it is now.
 			vv.Power = r.Power
 			switch {
-			case r.Reason.Misbehaved():
+			case r.Reason.Final():
 				vv.Role = httpapi.RoleRemoved
 				vv.Removed = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
 			case r.Power == 0:

@@ -1,13 +1,17 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/test/harness"
@@ -156,4 +160,53 @@ func (c *cluster) heightsIn(i int, d time.Duration) int64 {
 	h0 := c.MaxHeight(i)
 	time.Sleep(d)
 	return c.MaxHeight(i) - h0
+}
+
+// TestRemoveBroker (issue 19, remove): under continuous idempotent produce
+// and consume, `stele cluster remove` takes one of four running brokers
+// out: it stops with exit status 11 and will not start again on its data
+// directory, every other broker lists it as removed, Metadata no longer
+// names it, and the three left keep committing; nothing acknowledged is
+// lost or duplicated and they end at one app hash with byte-identical
+// logs.
+func TestRemoveBroker(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: "remove", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 60 * time.Second,
+	})
+	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
+	gone := 1 + c.Rng.IntN(len(c.Nodes)-1)
+	rest := without(c.All(), gone)
+	out, err := exec.Command(harness.SteleBin, "cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--dir", filepath.Join(c.Dir, "cluster"),
+		"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed from the cluster") {
+		t.Fatalf("stele cluster remove %d: %v\n%s", gone, err, out)
+	}
+	t.Logf("%s", out)
+	if code := exitCode(c.WaitExit(gone, 30*time.Second, "its removal")); code != 11 {
+		t.Fatalf("node%d exited with status %d after its removal, want 11", gone, code)
+	}
+	c.waitListed(30*time.Second, rest, gone, "removed", func(v httpapi.ValidatorView) error {
+		if v.Role != httpapi.RoleRemoved || v.Removed == nil || v.Removed.Reason != "removed" || v.Power != 0 {
+			return fmt.Errorf("removed: %+v", v.Removed)
+		}
+		return nil
+	})
+	cl := c.DirectClient(rest[0])
+	brokers, err := kadm.NewClient(cl).ListBrokers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(brokers) != 3 || slices.Contains(brokers.NodeIDs(), c.Nodes[gone].NodeID) {
+		t.Fatalf("Metadata after the removal names brokers %v", brokers.NodeIDs())
+	}
+	w.waitAcked(c, 60*time.Second, 500, fmt.Sprintf("node%d removed", gone))
+	// It does not start again on its data directory.
+	c.Launch(gone)
+	if code := exitCode(c.WaitExit(gone, 60*time.Second, "a start after its removal")); code != 11 {
+		t.Fatalf("node%d started again after its removal: exit status %d, want 11", gone, code)
+	}
+	w.end(c, 60*time.Second, rest...)
 }

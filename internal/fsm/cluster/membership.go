@@ -71,12 +71,27 @@ const (
 	ReasonDuplicateVote     PowerReason = PowerReason(core.DuplicateVote)
 	ReasonLightClientAttack PowerReason = PowerReason(core.LightClientAttack)
 	ReasonDowntime          PowerReason = 3
+	// ReasonRemoved: the validators (or the cluster administrator) took
+	// the broker out of the cluster (membership_change.go).
+	ReasonRemoved PowerReason = 4
 )
 
 // Misbehaved reports whether the reason is a misbehavior: the key was
-// voted out, and is never promoted again.
+// voted out.
 func (r PowerReason) Misbehaved() bool {
 	return r == ReasonDuplicateVote || r == ReasonLightClientAttack
+}
+
+// Final reports whether the key is out for good: voted out or removed; it
+// is never promoted again.
+func (r PowerReason) Final() bool { return r.Misbehaved() || r == ReasonRemoved }
+
+// Past says what happened to a key out for good, for messages.
+func (r PowerReason) Past() string {
+	if r == ReasonRemoved {
+		return "removed from the cluster"
+	}
+	return "voted out for " + r.String()
 }
 
 func (r PowerReason) String() string {
@@ -85,6 +100,8 @@ func (r PowerReason) String() string {
 		return "vote"
 	case ReasonDowntime:
 		return "downtime"
+	case ReasonRemoved:
+		return "removed"
 	}
 	return core.MisbehaviorKind(r).String()
 }
@@ -180,7 +197,7 @@ func (f *Cluster) applyEvidence(evidence []core.Misbehavior) {
 		copy(addr[:], e.Validator)
 		v, ok := vs.Lookup(addr)
 		if !ok {
-			if r, ok := f.validatorRecs[addr]; ok && !r.Reason.Misbehaved() {
+			if r, ok := f.validatorRecs[addr]; ok && !r.Reason.Final() {
 				// A replica proven to have misbehaved while it voted: it
 				// has no power to lose, and is never promoted again.
 				r.Reason, r.EvidenceHeight = PowerReason(e.Kind), e.Height

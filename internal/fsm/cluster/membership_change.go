@@ -63,11 +63,14 @@ var (
 )
 
 // MembershipChange sets one validator's voting power: 0 makes it a
-// replica, more makes it (again) a validator with that power.
+// replica, more makes it (again) a validator with that power. Remove
+// (with power 0) takes the broker out of the cluster for good: it stops
+// serving, Metadata no longer lists it, and its key is never promoted.
 type MembershipChange struct {
 	Epoch     uint64 // the membership epoch it is signed for
 	Validator [20]byte
 	Power     int64
+	Remove    bool
 }
 
 // ChangeMembership carries validators' signatures of a MembershipChange
@@ -87,6 +90,7 @@ func (c ChangeMembership) Encode(w *core.Writer) {
 	w.I64(int64(c.Change.Epoch))
 	w.B = append(w.B, c.Change.Validator[:]...)
 	w.I64(c.Change.Power)
+	w.Bool(c.Change.Remove)
 	w.Count(len(c.Sigs))
 	for _, s := range c.Sigs {
 		w.B = append(w.B, s.Validator[:]...)
@@ -100,6 +104,7 @@ func decodeChangeMembership(r *core.Reader) ChangeMembership {
 	c.Change.Epoch = uint64(r.I64())
 	copy(c.Change.Validator[:], r.Take(20))
 	c.Change.Power = r.I64()
+	c.Change.Remove = r.Bool()
 	n := r.Count(trust.CertSigSize)
 	for i := 0; i < n && r.E == nil; i++ {
 		var s trust.CertSig
@@ -121,6 +126,7 @@ func MembershipStatement(chainID string, ch MembershipChange) []byte {
 	w.I64(int64(ch.Epoch))
 	w.B = append(w.B, ch.Validator[:]...)
 	w.I64(ch.Power)
+	w.Bool(ch.Remove)
 	return w.B
 }
 
@@ -139,6 +145,9 @@ func checkChangeMembership(c ChangeMembership) core.Result {
 	}
 	if c.Change.Power < 0 || c.Change.Power > MaxValidatorPower {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a validator's power is 0 (a replica) to %d, got %d", int64(MaxValidatorPower), c.Change.Power))
+	}
+	if c.Change.Remove && c.Change.Power != 0 {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a broker removed from the cluster has power 0, got %d", c.Change.Power))
 	}
 	if len(c.AdminSig) != 0 && len(c.AdminSig) != ed25519.SignatureSize {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the cluster administrator's signature is %d bytes, got %d", ed25519.SignatureSize, len(c.AdminSig)))
@@ -229,13 +238,19 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	}
 	clear(f.memberVotes)
 	f.membershipEpoch++
-	if ch.Power == current {
-		return core.Result{} // nothing to hand CometBFT
+	reason := ReasonVote
+	if ch.Remove {
+		reason = ReasonRemoved
 	}
-	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, Reason: ReasonVote})
-	f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), key...), Power: ch.Power})
+	if ch.Power == current && !ch.Remove {
+		return core.Result{} // nothing to record or hand CometBFT
+	}
+	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, Reason: reason})
+	if ch.Power != current {
+		f.ValidatorUpdates = append(f.ValidatorUpdates, core.ValidatorUpdate{PubKey: append([]byte(nil), key...), Power: ch.Power})
+	}
 	f.opts.Logger.Warn("validator power changed by the validators' votes", "validator", fmt.Sprintf("%X", ch.Validator),
-		"from", current, "to", ch.Power, "height", f.Height, "epoch", f.membershipEpoch)
+		"from", current, "to", ch.Power, "removed", ch.Remove, "height", f.Height, "epoch", f.membershipEpoch)
 	return core.Result{}
 }
 
@@ -244,8 +259,8 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 // voted out for misbehavior is refused.
 func (f *Cluster) changeTarget(addr [20]byte) (ed25519.PublicKey, int64, core.Result) {
 	if r, ok := f.validatorRecs[addr]; ok {
-		if r.Reason.Misbehaved() {
-			return nil, 0, core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("validator %X was voted out for %s at height %d: it comes back only with a new key", addr, r.Reason, r.ChangedAt))
+		if r.Reason.Final() {
+			return nil, 0, core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("validator %X was %s at height %d: it comes back only with a new key", addr, r.Reason.Past(), r.ChangedAt))
 		}
 		return r.PubKey, r.Power, core.Result{}
 	}
@@ -327,6 +342,7 @@ func encodeMemberVote(ch MembershipChange) []byte {
 	w.I64(int64(ch.Epoch))
 	w.B = append(w.B, ch.Validator[:]...)
 	w.I64(ch.Power)
+	w.Bool(ch.Remove)
 	return w.B
 }
 
@@ -339,6 +355,7 @@ func decodeMemberVote(b []byte) (MembershipChange, error) {
 	ch.Epoch = uint64(r.I64())
 	copy(ch.Validator[:], r.Take(20))
 	ch.Power = r.I64()
+	ch.Remove = r.Bool()
 	if r.E == nil && len(r.B) != 0 {
 		r.Fail("%d bytes after the vote", len(r.B))
 	}
