@@ -196,6 +196,15 @@ func TestMembershipDeterministic(t *testing.T) {
 	}
 }
 
+// signersOf is the addresses of keys, as a block's signers.
+func signersOf(keys ...ed25519.PrivateKey) [][]byte {
+	var out [][]byte
+	for _, k := range keys {
+		out = append(out, addressOf(k))
+	}
+	return out
+}
+
 // memberChange is a ChangeMembership of validator who to power for epoch,
 // signed by keys.
 func memberChange(epoch uint64, who ed25519.PrivateKey, power int64, keys ...ed25519.PrivateKey) ChangeMembership {
@@ -217,13 +226,7 @@ func TestMembershipChanges(t *testing.T) {
 	vs, keys := testValidators(t, 4)
 	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
 	defer f.Close()
-	signers := func(ks ...ed25519.PrivateKey) [][]byte {
-		var out [][]byte
-		for _, k := range ks {
-			out = append(out, addressOf(k))
-		}
-		return out
-	}
+	signers := signersOf
 	h, now := int64(0), int64(0)
 	block := func(sg [][]byte, cmds ...core.Command) core.BlockOutcome {
 		h++
@@ -321,13 +324,7 @@ func TestDowntimeDemotion(t *testing.T) {
 	vs, keys := testValidators(t, 4)
 	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
 	defer f.Close()
-	sg := func(ks ...ed25519.PrivateKey) [][]byte {
-		var out [][]byte
-		for _, k := range ks {
-			out = append(out, addressOf(k))
-		}
-		return out
-	}
+	sg := signersOf
 	h, now := int64(0), int64(0)
 	block := func(signers [][]byte, cmds ...core.Command) core.BlockOutcome {
 		h++
@@ -395,10 +392,7 @@ func TestMembershipAdminKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var all [][]byte
-	for _, k := range keys {
-		all = append(all, addressOf(k))
-	}
+	all := signersOf(keys...)
 	h := int64(0)
 	apply := func(c ChangeMembership) core.BlockOutcome {
 		h++
@@ -438,10 +432,7 @@ func TestMembershipRemove(t *testing.T) {
 	vs, keys := testValidators(t, 4)
 	f := openMembership(t, t.TempDir(), cluster.MaxAppVersion, vs, mapBatches{})
 	defer f.Close()
-	var all [][]byte
-	for _, k := range keys {
-		all = append(all, addressOf(k))
-	}
+	all := signersOf(keys...)
 	h := int64(0)
 	apply := func(c ChangeMembership) core.BlockOutcome {
 		h++
