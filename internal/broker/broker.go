@@ -11,7 +11,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -747,13 +746,17 @@ func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
 // voted out (fsm/cluster's membership.go).
 func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }
 
-// Removed reports whether the chain took the validator at addr out of the
-// cluster (stele cluster remove), as of the last commit.
-func (b *Broker) Removed(addr []byte) bool {
+// Removed returns the validators the chain took out of the cluster
+// (stele cluster remove), as of the last commit; nil when none.
+func (b *Broker) Removed() map[[20]byte]bool {
+	var out map[[20]byte]bool
 	for _, r := range b.fsm.ValidatorRecords() {
-		if r.Reason == fsm.ReasonRemoved && bytes.Equal(r.Address[:], addr) {
-			return true
+		if r.Reason == fsm.ReasonRemoved {
+			if out == nil {
+				out = map[[20]byte]bool{}
+			}
+			out[r.Address] = true
 		}
 	}
-	return false
+	return out
 }

@@ -133,8 +133,10 @@ type Options struct {
 	// HousekeepingIntervalMs is how often, in block time, retention and
 	// compaction are evaluated. Default 30000.
 	HousekeepingIntervalMs int64
-	// Validators checks certified transactions' signatures; nil refuses
-	// every certified transaction (inline transactions only).
+	// Validators are the genesis validators: certified transactions'
+	// signatures are checked against them as the chain's membership
+	// changes them (cluster/membership.go); nil refuses every certified
+	// transaction (inline transactions only).
 	Validators *trust.ValidatorSet
 	// ChainID is the chain's id (CometBFT's genesis chain_id), the same on
 	// every broker of a chain. Upgrade votes are signed for it

@@ -55,9 +55,13 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		self := []BrokerInfo{{NodeID: s.opts.NodeID, Host: host, Port: port}}
 		return self, self
 	}
-	for _, b := range s.opts.Brokers {
-		if !s.b.Removed(b.Validator) { // taken out of the cluster: clients move on
-			all = append(all, b)
+	all = s.opts.Brokers
+	if removed := s.b.Removed(); len(removed) > 0 {
+		all = nil
+		for _, b := range s.opts.Brokers {
+			if len(b.Validator) != 20 || !removed[[20]byte(b.Validator)] { // taken out of the cluster: clients move on
+				all = append(all, b)
+			}
 		}
 	}
 	if byzantineMetadata() {

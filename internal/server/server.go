@@ -363,7 +363,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		creds, _ := u.ScramCredentials() // checked by ReadGenesis
 		fopts.GenesisUsers = append(fopts.GenesisUsers, fsm.GenesisUser{Name: u.Name, Credentials: creds})
 	}
-	// Certificates are checked against the genesis validators on every
+	// Certificates are checked against the genesis validators, as the
+	// chain's membership changes them (fsm/cluster's membership.go), on every
 	// broker, so each can apply them even when it orders inline itself.
 	if fopts.Validators, err = cometbft.Validators(genesis); err != nil {
 		return nil, err

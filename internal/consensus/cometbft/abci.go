@@ -78,8 +78,12 @@ type abciApp struct {
 	lastCommit atomic.Int64
 
 	// Touched by the consensus connection only.
-	finalized       int64  // height of the last FinalizeBlock
-	lastHash        []byte // app hash after it
+	finalized int64  // height of the last FinalizeBlock
+	lastHash  []byte // app hash after it
+	// setArchived: the application's committed validator set is in the
+	// header archive; false at start and after a block that changed it,
+	// so the set is read and archived only then, not at every commit.
+	setArchived     bool
 	warnedEmptyHash bool
 	// emptyHashChanges counts consecutive empty blocks that changed the
 	// app hash.
@@ -306,6 +310,7 @@ func (a *abciApp) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBloc
 	}
 	if m, ok := a.app.(consensus.Membership); ok {
 		for _, u := range m.FinalizedValidatorUpdates() {
+			a.setArchived = false
 			res.ValidatorUpdates = append(res.ValidatorUpdates, abci.Ed25519ValidatorUpdate(u.PubKey, u.Power))
 			a.logger.Info("validator set change; CometBFT applies it two heights later", "height", req.Height,
 				"pub_key", fmt.Sprintf("%X", u.PubKey), "power", u.Power)
@@ -391,10 +396,12 @@ func (a *abciApp) Commit(context.Context, *abci.RequestCommit) (*abci.ResponseCo
 				"height", a.finalized, "err", err)
 		}
 	}
-	if m, ok := a.app.(consensus.Membership); ok && a.headers != nil {
+	if m, ok := a.app.(consensus.Membership); ok && a.headers != nil && !a.setArchived {
 		if err := a.headers.archiveSet(m.Validators()); err != nil {
 			a.logger.Warn("archiving the validator set; proofs of headers that name it will come from other brokers",
 				"height", a.finalized, "err", err)
+		} else {
+			a.setArchived = true
 		}
 	}
 	a.lastCommit.Store(time.Now().UnixNano())

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/cometbft/cometbft/crypto/ed25519"
@@ -44,8 +43,6 @@ type headerArchive struct {
 	st     *storage.Store
 	closed bool
 	last   []byte // app hash of the last header archived; Commit's only
-	// lastSet is the validator set archiveSet saw last; Commit's only.
-	lastSet []consensus.ValidatorUpdate
 }
 
 // The archive also keeps every validator set the application's state has
@@ -53,17 +50,16 @@ type headerArchive struct {
 // voted out), protobuf-encoded under s/<the set's hash>, so a proof of a
 // header that names a set other than the genesis one carries that set and
 // a light client can follow the change (pkg/proof's VerifyHeaderWith).
-// Sets change rarely; one is written when the committed set differs from
-// the one seen at the commit before.
+// Sets change rarely: the set is archived at the first commit after start
+// and after each block that changed it (abci.go's setArchived), and
+// written unless it is stored already.
 
 func setKey(hash []byte) []byte { return append([]byte("s/"), hash...) }
 
 // archiveSet stores vals, the application's committed validator set,
-// unless it is the set seen last or is stored already.
+// unless it is stored already.
 func (h *headerArchive) archiveSet(vals []consensus.ValidatorUpdate) error {
-	if len(vals) == 0 || slices.EqualFunc(vals, h.lastSet, func(a, b consensus.ValidatorUpdate) bool {
-		return a.Power == b.Power && bytes.Equal(a.PubKey, b.PubKey)
-	}) {
+	if len(vals) == 0 {
 		return nil
 	}
 	var tv []*types.Validator
@@ -97,7 +93,6 @@ func (h *headerArchive) archiveSet(vals []consensus.ValidatorUpdate) error {
 			return err
 		}
 	}
-	h.lastSet = append(h.lastSet[:0], vals...)
 	return nil
 }
 

@@ -110,8 +110,11 @@ func (r PowerReason) String() string {
 // membership: the records, the ones the block changed, and the records
 // as of the last commit for the status.
 type membershipState struct {
-	validatorRecs    map[[20]byte]ValidatorRecord
-	validatorsDirty  map[[20]byte]bool
+	validatorRecs   map[[20]byte]ValidatorRecord
+	validatorsDirty map[[20]byte]bool
+	// membersNew: the records, the votes or the epoch changed since the
+	// last publish (set at load too).
+	membersNew       bool
 	committedMembers struct {
 		sync.Mutex
 		recs []ValidatorRecord
@@ -247,6 +250,7 @@ func (f *Cluster) loadMembership() error {
 		return fmt.Errorf("stele/fsm: the validator set the state makes: %w", err)
 	}
 	f.Trust.SetValidators(vs)
+	f.membersNew = true
 	return nil
 }
 
@@ -298,6 +302,10 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 			return nil
 		},
 		Publish: func(f *Cluster, _ bool) {
+			if !f.membersNew {
+				return
+			}
+			f.membersNew = false
 			recs := f.sortedValidatorRecs()
 			st := MembershipStatus{ChainID: f.opts.ChainID, Epoch: f.membershipEpoch}
 			for _, a := range sortedMemberVoters(f.memberVotes) {

@@ -91,11 +91,7 @@ func (c ChangeMembership) Encode(w *core.Writer) {
 	w.B = append(w.B, c.Change.Validator[:]...)
 	w.I64(c.Change.Power)
 	w.Bool(c.Change.Remove)
-	w.Count(len(c.Sigs))
-	for _, s := range c.Sigs {
-		w.B = append(w.B, s.Validator[:]...)
-		w.B = append(w.B, s.Signature[:]...)
-	}
+	encodeSigs(w, c.Sigs)
 	w.Bytes(c.AdminSig)
 }
 
@@ -105,13 +101,7 @@ func decodeChangeMembership(r *core.Reader) ChangeMembership {
 	copy(c.Change.Validator[:], r.Take(20))
 	c.Change.Power = r.I64()
 	c.Change.Remove = r.Bool()
-	n := r.Count(trust.CertSigSize)
-	for i := 0; i < n && r.E == nil; i++ {
-		var s trust.CertSig
-		copy(s.Validator[:], r.Take(20))
-		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
-		c.Sigs = append(c.Sigs, s)
-	}
+	c.Sigs = decodeSigs(r)
 	if b := r.Bytes(); len(b) > 0 {
 		c.AdminSig = append([]byte(nil), b...)
 	}
@@ -155,14 +145,7 @@ func checkChangeMembership(c ChangeMembership) core.Result {
 	if len(c.Sigs) > trust.MaxCertSigs || len(c.Sigs) == 0 && len(c.AdminSig) == 0 {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership change carries the cluster administrator's signature or 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
 	}
-	seen := make(map[[20]byte]bool, len(c.Sigs))
-	for _, s := range c.Sigs {
-		if seen[s.Validator] {
-			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the change twice", s.Validator))
-		}
-		seen[s.Validator] = true
-	}
-	return core.Result{}
+	return signedOnce(c.Sigs, "change")
 }
 
 // MembershipStatus is the membership's state as of the last commit: the
@@ -309,6 +292,7 @@ func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, ch MembershipChange) c
 // trust module's set follow.
 func (f *Cluster) setValidatorRecord(r ValidatorRecord) {
 	r.ChangedAt, r.ChangedAtMs = f.Height, f.BlockTime
+	f.membersNew = true
 	if f.validatorRecs == nil {
 		f.validatorRecs = map[[20]byte]ValidatorRecord{}
 	}
@@ -391,7 +375,7 @@ func (f *Cluster) persistMembershipVotes(b *core.StateBatch) {
 	if !f.memberDirty {
 		return
 	}
-	f.memberDirty = false
+	f.memberDirty, f.membersNew = false, true
 	if f.membershipEpoch != 0 {
 		b.Set(keyMembershipEpoch, binary.BigEndian.AppendUint64(nil, f.membershipEpoch))
 	}

@@ -200,11 +200,43 @@ func (c ScheduleUpgrade) Encode(w *core.Writer) {
 	w.I64(c.Plan.Height)
 	w.I32(int32(c.Plan.Version))
 	w.Str(c.Plan.Name)
-	w.Count(len(c.Sigs))
-	for _, s := range c.Sigs {
+	encodeSigs(w, c.Sigs)
+}
+
+// encodeSigs writes validators' signatures (an upgrade's, a membership
+// change's): a count, then each address and signature.
+func encodeSigs(w *core.Writer, sigs []trust.CertSig) {
+	w.Count(len(sigs))
+	for _, s := range sigs {
 		w.Raw(s.Validator[:])
 		w.Raw(s.Signature[:])
 	}
+}
+
+// decodeSigs reads what encodeSigs wrote.
+func decodeSigs(r *core.Reader) []trust.CertSig {
+	var sigs []trust.CertSig
+	n := r.Count(trust.CertSigSize)
+	for i := 0; i < n && r.E == nil; i++ {
+		var s trust.CertSig
+		copy(s.Validator[:], r.Take(20))
+		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
+		sigs = append(sigs, s)
+	}
+	return sigs
+}
+
+// signedOnce refuses signatures of which two are one validator's; what
+// names what they sign.
+func signedOnce(sigs []trust.CertSig, what string) core.Result {
+	seen := make(map[[20]byte]bool, len(sigs))
+	for _, s := range sigs {
+		if seen[s.Validator] {
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the %s twice", s.Validator, what))
+		}
+		seen[s.Validator] = true
+	}
+	return core.Result{}
 }
 
 // RegisterCluster is the cluster module's registration function
@@ -228,13 +260,7 @@ func registerScheduleUpgrade(r *core.Registry, h *topics.TopicHooks) {
 func decodeScheduleUpgrade(r *core.Reader) ScheduleUpgrade {
 	c := ScheduleUpgrade{ChainID: r.Str()}
 	c.Plan = UpgradePlan{Height: r.I64(), Version: uint32(r.I32()), Name: r.Str()}
-	n := r.Count(trust.CertSigSize)
-	for i := 0; i < n && r.E == nil; i++ {
-		var s trust.CertSig
-		copy(s.Validator[:], r.Take(20))
-		copy(s.Signature[:], r.Take(ed25519.SignatureSize))
-		c.Sigs = append(c.Sigs, s)
-	}
+	c.Sigs = decodeSigs(r)
 	return c
 }
 
@@ -269,14 +295,7 @@ func checkUpgrade(c ScheduleUpgrade) core.Result {
 	if len(c.Sigs) == 0 || len(c.Sigs) > trust.MaxCertSigs {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("an upgrade carries 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
 	}
-	seen := make(map[[20]byte]bool, len(c.Sigs))
-	for _, s := range c.Sigs {
-		if seen[s.Validator] {
-			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X signed the upgrade twice", s.Validator))
-		}
-		seen[s.Validator] = true
-	}
-	return core.Result{}
+	return signedOnce(c.Sigs, "upgrade")
 }
 
 // scheduleUpgrade applies a ScheduleUpgrade: every signature must be a
