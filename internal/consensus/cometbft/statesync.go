@@ -12,6 +12,7 @@ import (
 	"time"
 
 	cmtcfg "github.com/cometbft/cometbft/config"
+	cmtmath "github.com/cometbft/cometbft/libs/math"
 	"github.com/cometbft/cometbft/light/provider"
 	lighthttp "github.com/cometbft/cometbft/light/provider/http"
 	"github.com/cometbft/cometbft/node"
@@ -29,10 +30,16 @@ import (
 //
 // CometBFT checks the snapshot's app hash against a header it verifies
 // itself. Its own light client needs a trusted height and header hash from
-// the operator; Stele's validator set does not change (no validator
-// updates), so this node instead verifies every header it needs against
-// the validators in its genesis: a header counts only with a commit signed
-// by more than two thirds of their power (genesisStateProvider). Headers,
+// the operator; this node instead trusts the validators in its genesis
+// and verifies every header it needs as CometBFT's light client skips to
+// a header (genesisStateProvider): the header's own validator set hashes
+// to the header's and more than two thirds of its power signed the
+// commit, and genesis validators holding more than a third of the
+// genesis power signed it too. The membership changes since the genesis
+// (fsm/cluster's membership.go) need not be replayed, as long as more
+// than a third of the genesis power still signs: a broker joining a
+// cluster that has replaced most of its genesis validators cannot state-
+// sync (the error says so), and replays from genesis instead. Headers,
 // validator sets and consensus parameters are fetched over CometBFT's RPC
 // from the peers listed in StateSyncConfig.RPCServers, whose nodes must
 // serve RPC (Config.RPCListen); a peer that serves anything unverifiable is
@@ -212,19 +219,27 @@ func rpcClient(server string) (*rpchttp.HTTP, error) {
 }
 
 // verify checks that lb is a header of this chain committed by more than
-// two thirds of the genesis validators' power, carrying their set.
+// two thirds of the power of the validator set it carries (which hashes
+// to the header's), among whose signers genesis validators hold more than
+// a third of the genesis power.
 func (p *genesisStateProvider) verify(lb *types.LightBlock, height int64) error {
 	if lb.Height != height {
 		return fmt.Errorf("asked for height %d, got %d", height, lb.Height)
 	}
-	if err := lb.ValidateBasic(p.genesis.ChainID); err != nil {
+	if err := lb.ValidateBasic(p.genesis.ChainID); err != nil { // the set hashes to ValidatorsHash
 		return err
 	}
 	vals := p.genesis.Validators
-	if !bytes.Equal(lb.ValidatorsHash, vals.Hash()) || !bytes.Equal(lb.NextValidatorsHash, vals.Hash()) {
-		return errors.New("the validator set is not the genesis one (validator changes are not supported)")
+	if bytes.Equal(lb.ValidatorsHash, vals.Hash()) {
+		return vals.VerifyCommitLight(p.genesis.ChainID, lb.Commit.BlockID, lb.Height, lb.Commit)
 	}
-	return vals.VerifyCommitLight(p.genesis.ChainID, lb.Commit.BlockID, lb.Height, lb.Commit)
+	if err := lb.ValidatorSet.VerifyCommitLight(p.genesis.ChainID, lb.Commit.BlockID, lb.Height, lb.Commit); err != nil {
+		return err
+	}
+	if err := vals.VerifyCommitLightTrusting(p.genesis.ChainID, lb.Commit, cmtmath.Fraction{Numerator: 1, Denominator: 3}); err != nil {
+		return fmt.Errorf("the validator set changed since the genesis, and the genesis validators signing this header hold a third of the genesis power or less (%w): this broker cannot verify the chain's headers from its genesis; start it without state sync to replay the chain", err)
+	}
+	return nil
 }
 
 // lightBlock returns the verified light block at height from the first
