@@ -653,6 +653,11 @@ func orderingError(err error) error {
 		return fmt.Errorf("%w: %w", ErrMempoolFull, err)
 	case errors.Is(err, consensus.ErrStopped):
 		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, fsm.ErrCertificate):
+		// The validator set changed between the certificate and its
+		// admission (a signer demoted, removed or voted out; fsm/
+		// cluster's membership.go): certifying it again is the cure.
+		return fmt.Errorf("%w: %w", ErrUncertified, err)
 	}
 	return fmt.Errorf("ordering: %w", err)
 }
@@ -745,6 +750,11 @@ func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
 // broker without one): the genesis set less any validator the chain
 // voted out (fsm/cluster's membership.go).
 func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }
+
+// Directory returns the broker directory as of the last commit: the
+// genesis brokers, then those the chain added (fsm/cluster's
+// directory.go).
+func (b *Broker) Directory() []fsm.DirectoryBroker { return b.fsm.Directory() }
 
 // Removed returns the validators the chain took out of the cluster
 // (stele cluster remove), as of the last commit; nil when none.

@@ -243,3 +243,17 @@ func TestOrdererErrorsTranslated(t *testing.T) {
 		t.Errorf("a transaction pending at Close: %v, want ErrClosed", errs[0])
 	}
 }
+
+// TestRefusedCertificateIsRetriable: a certificate the orderer refuses
+// because the validator set changed since it was made (its signer demoted
+// or removed) fails its callers with ErrUncertified, which clients retry
+// (REQUEST_TIMED_OUT), not with an unknown error.
+func TestRefusedCertificateIsRetriable(t *testing.T) {
+	err := orderingError(fmt.Errorf("rejected: %w: ABCD is not a validator", fsm.ErrCertificate))
+	if !errors.Is(err, ErrUncertified) || !errors.Is(err, fsm.ErrCertificate) {
+		t.Fatalf("a refused certificate: %v, want ErrUncertified wrapping fsm.ErrCertificate", err)
+	}
+	if err := orderingError(errors.New("something else")); errors.Is(err, ErrUncertified) {
+		t.Fatalf("another refusal: %v", err)
+	}
+}

@@ -45,11 +45,11 @@ const (
 var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 
 // newClusterCmd is `stele cluster`: create (init), run (up), upgrade, show
-// (status) and change the validators of (demote, promote, remove) a
-// cluster.
+// (status), grow (add) and change the validators of (demote, promote,
+// remove, approve) a cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
 	return newGroupCmd("cluster", "Create, run, upgrade and change the validators of a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g), newClusterRemoveCmd(g))
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterAddCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g), newClusterRemoveCmd(g), newClusterApproveCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"github.com/cometbft/cometbft/types"
 	"github.com/spf13/cobra"
 
-	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 )
 
@@ -83,7 +79,8 @@ func newClusterPromoteCmd(g *globalOptions) *cobra.Command {
 		Use:   "promote N [--power P] (--dir CLUSTERDIR | --key FILE... | --admin-key FILE)",
 		Short: "Make replica N a validator again (or change a validator's voting power)",
 		Long: `Vote, with validator keys, to give broker N (its node id) voting power
---power (default: its power in the genesis), making a replica a validator
+--power (default: its power in the genesis, or for a broker added since,
+the power every genesis validator has), making a replica a validator
 again; CometBFT counts it from two heights after the change. Votes add up
 as for 'stele cluster demote'. A key voted out for misbehavior is never
 promoted: it needs a new key. Promote a replica that has caught up: until
@@ -92,7 +89,7 @@ it signs, the validators must hold more than 2/3 of the power without it.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0], true) },
 	}
 	o.flags(cmd)
-	cmd.Flags().Int64Var(&o.power, "power", 0, "the voting power to give it (default: its genesis power)")
+	cmd.Flags().Int64Var(&o.power, "power", 0, "the voting power to give it (default: its genesis power, or the genesis validators' for a broker added since)")
 	return cmd
 }
 
@@ -119,13 +116,9 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 		return fmt.Errorf("GET %s/v1/cluster: %w", addr, err)
 	}
 	var target *httpapi.ValidatorView
-	voters := map[string]bool{}
 	for i, v := range st.Validators {
 		if v.NodeID != nil && int64(*v.NodeID) == id {
 			target = &st.Validators[i]
-		}
-		if v.Power > 0 {
-			voters[strings.ToUpper(v.Address)] = true
 		}
 	}
 	if target == nil {
@@ -143,43 +136,26 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 	if err := membershipRequest(ctx, g, http.MethodGet, addr, nil, &mv); err != nil {
 		return err
 	}
-	var keys []validatorKey
-	if o.adminKey == "" || o.dir != "" || len(o.keys) > 0 {
-		if keys, err = validatorKeys(o.dir, o.keys, "a membership change"); err != nil {
-			return err
-		}
+	if o.adminKey == "" && o.dir == "" && len(o.keys) == 0 {
+		return usageErrorf("give --dir CLUSTERDIR or --key FILE: a membership change is signed by validators (or --admin-key)")
 	}
-	raw, err := hex.DecodeString(target.Address)
-	if err != nil || len(raw) != 20 {
-		return fmt.Errorf("the broker lists validator %q for broker %d: not a 20-byte address", target.Address, id)
-	}
-	ch := fsm.MembershipChange{Epoch: mv.Epoch, Validator: [20]byte(raw), Power: power}
-	ch.Remove = o.remove
-	req := httpapi.MembershipRequest{ChainID: mv.ChainID, Epoch: ch.Epoch, Validator: hex.EncodeToString(raw), Power: power, Remove: o.remove}
-	for _, k := range keys {
-		// Only validators vote: under --dir the replicas' keys (the
-		// target's own, when it is promoted) are left out.
-		if !voters[strings.ToUpper(hex.EncodeToString(k.addr[:]))] {
-			continue
-		}
-		s := fsm.SignMembership(mv.ChainID, ch, k.addr, k.key)
-		req.Signatures = append(req.Signatures, httpapi.UpgradeSignature{Validator: hex.EncodeToString(s.Validator[:]), Signature: s.Signature[:]})
-	}
-	if o.adminKey != "" {
-		k, err := readProducerKey(o.adminKey)
-		if err != nil {
-			return fmt.Errorf("--admin-key: %w", err)
-		}
-		req.AdminSignature = ed25519.Sign(k, fsm.MembershipStatement(mv.ChainID, ch))
-	}
-	if len(req.Signatures) == 0 && req.AdminSignature == nil {
-		return fmt.Errorf("none of the keys given is a validator's now: only validators, or the cluster administrator's key, vote for membership changes")
-	}
+	req := httpapi.MembershipRequest{ChainID: mv.ChainID, Epoch: mv.Epoch, Validator: strings.ToLower(target.Address), Power: power, Remove: o.remove}
 	before := mv.Epoch
-	if err := membershipRequest(ctx, g, http.MethodPost, addr, req, &mv); err != nil {
+	if err := (membershipSigner{dir: o.dir, keys: o.keys, adminKey: o.adminKey}).submit(ctx, g, addr, &req, &mv); err != nil {
 		return err
 	}
-	return printMembership(cmd.OutOrStdout(), g, mv, before, id, power, o.remove)
+	return printChangeResult(cmd.OutOrStdout(), g, mv, before, membershipWhat(id, power, o.remove), req)
+}
+
+// membershipWhat says what a demote, promote or remove does to broker id.
+func membershipWhat(id, power int64, remove bool) string {
+	switch {
+	case remove:
+		return fmt.Sprintf("broker %d removed from the cluster", id)
+	case power > 0:
+		return fmt.Sprintf("broker %d a validator of power %d", id, power)
+	}
+	return fmt.Sprintf("broker %d a replica (power 0)", id)
 }
 
 // genesisPower is the genesis voting power of the validator at address.
@@ -192,39 +168,26 @@ func genesisPower(ctx context.Context, g *globalOptions, addr, validator string)
 	if err != nil {
 		return 0, fmt.Errorf("the broker's genesis: %w", err)
 	}
-	for _, v := range doc.Validators {
+	same := int64(0)
+	for i, v := range doc.Validators {
 		if strings.EqualFold(v.Address.String(), validator) {
 			return v.Power, nil
 		}
+		if i == 0 || v.Power == same {
+			same = v.Power
+		} else {
+			same = -1
+		}
 	}
-	return 0, fmt.Errorf("validator %s is not in the genesis: give --power", validator)
+	if same > 0 {
+		return same, nil // a broker added later: the power every genesis validator has
+	}
+	return 0, fmt.Errorf("validator %s is not in the genesis and the genesis validators' powers differ: give --power", validator)
 }
 
 func membershipRequest(ctx context.Context, g *globalOptions, method, addr string, body, out any) error {
 	if err := jsonRequest(ctx, g, method, httpBase(addr)+"/v1/cluster/membership", body, out); err != nil {
 		return fmt.Errorf("%s %s/v1/cluster/membership: %w", method, addr, err)
-	}
-	return nil
-}
-
-func printMembership(w io.Writer, g *globalOptions, mv httpapi.MembershipView, before uint64, id, power int64, remove bool) error {
-	if g.jsonOutput() {
-		return writeJSON(w, mv)
-	}
-	role := "a replica (power 0)"
-	switch {
-	case remove:
-		role = "removed from the cluster"
-	case power > 0:
-		role = fmt.Sprintf("a validator of power %d", power)
-	}
-	if mv.Epoch > before {
-		fmt.Fprintf(w, "applied at height %d: broker %d is %s; CometBFT counts it from two heights later (membership epoch %d)\n", mv.Height, id, role, mv.Epoch)
-		return nil
-	}
-	fmt.Fprintf(w, "vote recorded at height %d: broker %d to be %s once validators holding more than 2/3 of the power vote for it; votes so far:\n", mv.Height, id, role)
-	for _, v := range mv.Votes {
-		fmt.Fprintf(w, "  %s: validator %s to power %d (epoch %d)\n", v.Voter, v.Validator, v.Power, v.Epoch)
 	}
 	return nil
 }

@@ -792,3 +792,68 @@ func TestClusterStatus(t *testing.T) {
 		t.Fatalf("stele cluster status against nothing: exit 0\n%s", r.stdout)
 	}
 }
+
+// TestClusterAddPlans checks what `cluster add` writes for the fifth
+// broker of a --tls cluster: the next node id on init's port layout, every
+// broker a peer and a state-sync server, its own advertised address, an
+// SSL listener with a certificate from the cluster's CA, and the cluster's
+// genesis; and that a change no broker takes leaves no directory behind.
+func TestClusterAddPlans(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	base := freeBasePort(t, 5)
+	runOK(t, "cluster", "init", "--nodes", "4", "--dir", dir, "--tls", "--base-port", strconv.Itoa(base))
+	nodes, err := readClusterNodes(dir)
+	if err != nil || len(nodes) != 4 {
+		t.Fatalf("%d nodes, %v", len(nodes), err)
+	}
+	n, err := planAddedNode(clusterAddOptions{dir: dir}, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.file
+	if n.NodeID != 4 || f.Kafka != hostPort("127.0.0.1", base+4) || f.HTTP != hostPort("127.0.0.1", base+104) ||
+		f.P2P != hostPort("127.0.0.1", base+204) || f.RPC != hostPort("127.0.0.1", base+304) || f.AdvertiseKafka != f.Kafka {
+		t.Fatalf("planned node %d: %+v", n.NodeID, f)
+	}
+	if len(f.Peers) != 4 || len(f.StateSyncRPC) != 4 || f.Listeners != "SSL://"+f.Kafka || f.SSLCert == "" || !f.HTTPTLS {
+		t.Fatalf("peers %v, state sync %v, listeners %q, cert %q, http tls %v", f.Peers, f.StateSyncRPC, f.Listeners, f.SSLCert, f.HTTPTLS)
+	}
+	if err := writeAddedNode(dir, nodes[0], &n); err != nil {
+		t.Fatal(err)
+	}
+	g0, _ := os.ReadFile(filepath.Join(dir, "node0", "cometbft", "config", "genesis.json"))
+	g4, _ := os.ReadFile(filepath.Join(dir, "node4", "cometbft", "config", "genesis.json"))
+	if len(g0) == 0 || !bytes.Equal(g0, g4) {
+		t.Fatal("node4's genesis is not the cluster's")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node4", "tls", "broker.crt")); err != nil {
+		t.Fatalf("no certificate for node4: %v", err)
+	}
+	if err := writeAddedNode(dir, nodes[0], &n); err == nil {
+		t.Fatal("node4 written twice")
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		t.Fatal(err)
+	}
+	// No broker answers: nothing is left behind.
+	r := runCLI(context.Background(), "", "cluster", "add", "--dir", dir, "--http", hostPort("127.0.0.1", base+100), "--timeout", "2s")
+	if r.code == ExitOK {
+		t.Fatalf("cluster add without a running broker: %s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node4")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed add left node4 behind: %v", err)
+	}
+	wantFailure(t, runCLI(context.Background(), "", "cluster", "add"), ExitUsage, "--dir is required")
+
+	// A change as approve takes it, and what is refused.
+	req := httpapi.MembershipRequest{ChainID: "c", Epoch: 3, Validator: strings.Repeat("ab", 20), Broker: &httpapi.BrokerView{NodeID: 4, PubKey: strings.Repeat("01", 32), Kafka: "h:1", HTTP: "h:2"}}
+	back, err := decodeChange(encodeChange(req))
+	if err != nil || back.Epoch != 3 || back.Broker == nil || *back.Broker != *req.Broker {
+		t.Fatalf("a change round trip: %+v, %v", back, err)
+	}
+	if !strings.Contains(describeChange(back), "add broker 4") {
+		t.Fatalf("describe: %s", describeChange(back))
+	}
+	wantFailure(t, runCLI(context.Background(), "", "cluster", "approve", "not a change", "--key", "k"), ExitUsage, "CHANGE is not what")
+	wantFailure(t, runCLI(context.Background(), "", "cluster", "approve", encodeChange(req)), ExitUsage, "give --key FILE")
+}

@@ -69,11 +69,11 @@ func (p *Plane) authenticated(r *http.Request) ([20]byte, error) {
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return addr, fmt.Errorf("%w: %s carries no signature", errUnauthenticated, NodeAuthHeader)
 	}
-	v, ok := p.opts.Validators.Lookup(addr)
+	pub, ok := p.key(addr)
 	if !ok {
-		return addr, fmt.Errorf("%w: %X is not a validator", errUnauthenticated, addr)
+		return addr, fmt.Errorf("%w: %X is no broker of this cluster", errUnauthenticated, addr)
 	}
-	if !ed25519.Verify(v.PubKey, authMessage(p.opts.ChainID, r.Method, r.URL.RequestURI()), sig) {
+	if !ed25519.Verify(pub, authMessage(p.opts.ChainID, r.Method, r.URL.RequestURI()), sig) {
 		return addr, fmt.Errorf("%w: the signature of %X does not verify", errUnauthenticated, addr)
 	}
 	return addr, nil

@@ -322,7 +322,7 @@ func (p *Plane) candidates(c fsm.Certificate) (signers, others []Peer) {
 	for _, s := range c.Sigs {
 		signed[s.Validator] = true
 	}
-	for _, peer := range p.opts.Peers {
+	for _, peer := range p.peers() {
 		if signed[peer.Validator] {
 			signers = append(signers, peer)
 		} else {

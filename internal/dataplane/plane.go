@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,11 +43,14 @@ var (
 	ErrNotValidator = errors.New("stele/dataplane: this broker's key is not in the validator set")
 )
 
-// Peer is another validator's data plane endpoint.
+// Peer is another broker's data plane endpoint.
 type Peer struct {
 	Validator [20]byte
 	// URL is the peer's HTTP base URL, "http://host:port".
 	URL string
+	// PubKey is the key of a broker the chain added (Options.Added); a
+	// genesis broker's key is in Options.Validators.
+	PubKey ed25519.PublicKey
 }
 
 // Options configures a Plane.
@@ -64,8 +68,18 @@ type Options struct {
 	// signatures count toward a certificate, with what power, and who may
 	// push a batch to be signed. Nil (or a nil set) means Validators.
 	Current func() *fsm.ValidatorSet
-	// Peers are the other validators' endpoints.
+	// Peers are the other genesis brokers' endpoints.
 	Peers []Peer
+	// Added returns the brokers the chain added to the directory, with
+	// their keys, as of the last commit (fsm/cluster's directory.go; nil:
+	// none): they are peers too, and their signed requests authenticate
+	// as the genesis brokers' do.
+	Added func() []Peer
+	// Excluded reports whether the chain took the broker with this
+	// validator address out of the cluster (removed, or voted out for
+	// misbehavior): its pushes are refused and it certifies nothing. Nil:
+	// only validators' pushes are signed.
+	Excluded func(validator [20]byte) bool
 	// Height returns the last committed height: a new batch's height, and
 	// the reference for accepting pushed ones.
 	Height func() int64
@@ -172,7 +186,12 @@ func New(opts Options) (*Plane, error) {
 	copy(addr[:], addressOf(opts.Key.Public().(ed25519.PublicKey)))
 	self, ok := opts.Validators.Lookup(addr)
 	if !ok {
-		return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
+		if opts.Added == nil {
+			return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
+		}
+		// A broker the chain added (or is about to): it signs with its
+		// own key, and counts once the chain's set holds it.
+		self = fsm.Validator{Address: addr, PubKey: opts.Key.Public().(ed25519.PublicKey)}
 	}
 	p := &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -216,13 +235,15 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	}
 	start := time.Now()
 	vs := p.current()
-	self, ok := vs.Lookup(p.self.Address)
-	if !ok {
-		// The chain removed this broker's key (committed evidence,
-		// fsm/cluster's membership.go): no other broker signs its
-		// batches, and its own signature would void the certificate.
-		return fsm.Certificate{}, fmt.Errorf("%w: this broker's validator %X is no longer in the validator set", ErrNotCertified, p.self.Address)
+	if p.opts.Excluded != nil && p.opts.Excluded(p.self.Address) {
+		// The chain took this broker out (removed, or voted out for
+		// misbehavior: fsm/cluster's membership.go): no other broker
+		// signs its batches.
+		return fsm.Certificate{}, fmt.Errorf("%w: the chain took this broker's validator %X out of the cluster", ErrNotCertified, p.self.Address)
 	}
+	// A replica (added, or demoted) does not sign: its signature would
+	// void the certificate. The validators' signatures make it.
+	self, validator := vs.Lookup(p.self.Address)
 	height := p.opts.Height()
 	d, err := p.opts.Store.Put(payload, height)
 	if err != nil {
@@ -233,9 +254,13 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	if p.bound() {
 		c.Chain = p.opts.ChainID
 	}
-	c.Sigs = append(c.Sigs, p.sign(c))
-	power := self.Power
-	if len(p.opts.Peers) == 0 {
+	var power int64
+	if validator {
+		c.Sigs = append(c.Sigs, p.sign(c))
+		power = self.Power
+	}
+	peers := p.peers()
+	if len(peers) == 0 {
 		if !vs.Enough(power) {
 			return fsm.Certificate{}, fmt.Errorf("%w: no peers to ask", ErrNotCertified)
 		}
@@ -246,12 +271,12 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	if err := p.sem.acquire(ctx, int64(len(payload)), p.ctx.Done()); err != nil {
 		return fsm.Certificate{}, err
 	}
-	sigs := make(chan fsm.CertSig, len(p.opts.Peers))
+	sigs := make(chan fsm.CertSig, len(peers))
 	var pushes sync.WaitGroup
 	// The pushes get the certificate without signatures, so that they do
 	// not read c while the loop below adds to it.
 	unsigned := fsm.Certificate{Chain: c.Chain, Digest: c.Digest, Size: c.Size, Height: c.Height}
-	for _, peer := range p.opts.Peers {
+	for _, peer := range peers {
 		pushes.Add(1)
 		if !p.spawn(func() {
 			defer pushes.Done()
@@ -292,7 +317,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 				add(<-sigs)
 			}
 			if !vs.Enough(power) {
-				return fsm.Certificate{}, fmt.Errorf("%w: %d of %d validators signed", ErrNotCertified, len(c.Sigs), len(p.opts.Peers)+1)
+				return fsm.Certificate{}, fmt.Errorf("%w: %d of %d validators signed", ErrNotCertified, len(c.Sigs), len(peers)+1)
 			}
 		case <-ctx.Done():
 			return fsm.Certificate{}, ctx.Err()
@@ -306,6 +331,44 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 }
 
 // current is the validator set certificates are made for now.
+// peers are the genesis peers and the brokers the chain added, less
+// this broker.
+func (p *Plane) peers() []Peer {
+	if p.opts.Added == nil {
+		return p.opts.Peers
+	}
+	added := p.opts.Added()
+	if len(added) == 0 {
+		return p.opts.Peers
+	}
+	out := append([]Peer(nil), p.opts.Peers...)
+	for _, a := range added {
+		if a.Validator != p.self.Address && !slices.ContainsFunc(out, func(q Peer) bool { return q.Validator == a.Validator }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// key returns the public key of the broker at addr: a genesis validator
+// or a broker the chain added.
+func (p *Plane) key(addr [20]byte) (ed25519.PublicKey, bool) {
+	if v, ok := p.opts.Validators.Lookup(addr); ok {
+		return v.PubKey, true
+	}
+	if addr == p.self.Address {
+		return p.self.PubKey, true
+	}
+	if p.opts.Added != nil {
+		for _, a := range p.opts.Added() {
+			if a.Validator == addr && len(a.PubKey) == ed25519.PublicKeySize {
+				return a.PubKey, true
+			}
+		}
+	}
+	return nil, false
+}
+
 func (p *Plane) current() *fsm.ValidatorSet {
 	if p.opts.Current != nil {
 		if vs := p.opts.Current(); vs != nil {

@@ -542,3 +542,48 @@ func TestRemovedValidator(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaCertifies: a broker outside the validator set that the chain
+// did not take out (a replica: added, or demoted) has its batches signed
+// by the validators, and its certificate carries their signatures only;
+// one the chain took out (Options.Excluded) certifies nothing and its
+// pushes are refused.
+func TestReplicaCertifies(t *testing.T) {
+	nodes := cluster(t, 4)
+	replica := nodes[3].plane.self.Address
+	var left []fsm.Validator
+	for _, v := range nodes[0].plane.opts.Validators.Validators() {
+		if v.Address != replica {
+			left = append(left, v)
+		}
+	}
+	cur, err := fsm.NewValidatorSet(left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := false
+	for _, nd := range nodes {
+		nd.plane.opts.Current = func() *fsm.ValidatorSet { return cur }
+		nd.plane.opts.Excluded = func(a [20]byte) bool { return out && a == replica }
+	}
+	c, err := nodes[3].plane.Certify(context.Background(), payload(t, 1))
+	if err != nil {
+		t.Fatalf("the replica's batch: %v", err)
+	}
+	if err := cur.Verify(c); err != nil {
+		t.Fatalf("the replica's certificate does not verify against the validators: %v", err)
+	}
+	for _, s := range c.Sigs {
+		if s.Validator == replica {
+			t.Fatal("the replica signed its own certificate")
+		}
+	}
+	out = true
+	if _, err := nodes[3].plane.Certify(context.Background(), payload(t, 2)); !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("a broker taken out certified: %v", err)
+	}
+	p := payload(t, 3)
+	if _, err := nodes[3].plane.push(nodes[3].plane.opts.Peers[0], fsm.Certificate{Digest: sha256.Sum256(p), Size: uint32(len(p))}, p); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("a push by a broker taken out: %v, want 403 Forbidden", err)
+	}
+}

@@ -63,17 +63,29 @@ func (p *Plane) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	http.Error(w, err.Error(), http.StatusUnauthorized)
 }
 
+// refusesPushes reports whether this broker signs no batch pushed by the
+// broker at from: one the chain took out of the cluster, or (without
+// Options.Excluded) any broker outside the validator set.
+func (p *Plane) refusesPushes(from [20]byte) bool {
+	if p.opts.Excluded != nil {
+		return p.opts.Excluded(from)
+	}
+	_, ok := p.current().Lookup(from)
+	return !ok
+}
+
 func (p *Plane) servePush(w http.ResponseWriter, r *http.Request) {
 	from, err := p.authenticated(r)
 	if err != nil {
 		p.refuse(w, r, err)
 		return
 	}
-	if _, ok := p.current().Lookup(from); !ok {
-		// A genesis broker whose power the chain removed (committed
-		// evidence, fsm/cluster's membership.go) still fetches the
-		// batches it applies, but has none signed.
-		http.Error(w, fmt.Sprintf("%X is no longer a validator: its batches are not signed", from), http.StatusForbidden)
+	if p.refusesPushes(from) {
+		// A broker the chain took out (removed, or voted out for
+		// misbehavior: fsm/cluster's membership.go) still fetches the
+		// batches it applies, but has none signed. A replica's are
+		// signed: it takes produce requests like any broker.
+		http.Error(w, fmt.Sprintf("%X was taken out of the cluster: its batches are not signed", from), http.StatusForbidden)
 		return
 	}
 	claimed, err := hex.DecodeString(r.URL.Query().Get("digest"))
@@ -195,8 +207,8 @@ func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig,
 	}
 	copy(s.Validator[:], body)
 	copy(s.Signature[:], body[len(s.Validator):])
-	v, ok := p.opts.Validators.Lookup(s.Validator)
-	if !ok || s.Validator != peer.Validator || !ed25519.Verify(v.PubKey, c.Statement(), s.Signature[:]) {
+	pub, ok := p.key(s.Validator)
+	if !ok || s.Validator != peer.Validator || !ed25519.Verify(pub, c.Statement(), s.Signature[:]) {
 		return s, fmt.Errorf("stele/dataplane: %s answered a signature that does not verify", peer.URL)
 	}
 	return s, nil

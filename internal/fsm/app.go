@@ -158,6 +158,9 @@ type Options struct {
 	// the genesis app_state's admin_key (nil: none): it may sign
 	// membership changes alone (cluster/membership_change.go).
 	GenesisAdminKey ed25519.PublicKey
+	// GenesisBrokers is the genesis app_state's broker directory, which
+	// membership changes add to (cluster/directory.go).
+	GenesisBrokers []cluster.DirectoryBroker
 	// Batches reads certified transactions' payloads; required when
 	// Validators is set.
 	Batches trust.BatchSource
@@ -231,7 +234,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
-		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion, AdminKey: opts.GenesisAdminKey,
+		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion, AdminKey: opts.GenesisAdminKey, Brokers: opts.GenesisBrokers,
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,

@@ -23,12 +23,16 @@ type (
 	UpgradePlan        = cluster.UpgradePlan
 	UpgradeStatus      = cluster.UpgradeStatus
 	ValidatorRecord    = cluster.ValidatorRecord
+	BrokerEntry        = cluster.BrokerEntry
+	DirectoryBroker    = cluster.DirectoryBroker
 )
 
 const (
 	MaxAppVersion                      = cluster.MaxAppVersion
 	MembershipVersion                  = cluster.MembershipVersion
+	DirectoryVersion                   = cluster.DirectoryVersion
 	ReasonRemoved                      = cluster.ReasonRemoved
+	ReasonAdded                        = cluster.ReasonAdded
 	MaxAppendTimeAheadMs               = cluster.MaxAppendTimeAheadMs
 	MaxConnectionCreationRateConfig    = cluster.MaxConnectionCreationRateConfig
 	MaxConnectionsConfig               = cluster.MaxConnectionsConfig

@@ -657,6 +657,30 @@ func goldenScenario(t *testing.T) []block {
 	byAdmin.AdminSig = ed25519.Sign(vkeys[0], MembershipStatement(testChainID, byAdmin.Change))
 	must("an administrator's signature on a chain without one", g.cmds(100, byAdmin)[0], kerr.ClusterAuthorizationFailed.Code)
 
+	// From app version 8 (cluster.DirectoryVersion) a change adds a broker
+	// to the directory as a replica; under 7 it is refused.
+	newKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{8}, ed25519.SeedSize))
+	addBroker := func(epoch uint64, id int32) ChangeMembership {
+		e := BrokerEntry{NodeID: id, Kafka: "127.0.0.1:19096", HTTP: "127.0.0.1:19196"}
+		copy(e.PubKey[:], newKey.Public().(ed25519.PublicKey))
+		c := ChangeMembership{ChainID: testChainID, Change: MembershipChange{Epoch: epoch, Validator: e.Address(), Broker: e}}
+		for _, k := range vkeys[:3] {
+			c.Sigs = append(c.Sigs, SignMembership(testChainID, c.Change, addr(k), k))
+		}
+		return c
+	}
+	must("a broker added under version 7", g.cmds(100, addBroker(0, 4))[0], kerr.UnsupportedVersion.Code)
+	v8 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 8, Name: "directory"}
+	must("upgrade to version 8", g.cmds(100, upgradeVote(v8, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v8.Height {
+		g.cmds(100, Tick{})
+	}
+	must("a broker added", g.cmds(100, addBroker(0, 4))[0], 0)
+	must("its node id again", g.cmds(100, addBroker(1, 4))[0], kerr.InvalidRequest.Code)
+	if d := f.Directory(); len(d) != 1 || d[0].NodeID != 4 {
+		t.Fatalf("golden scenario: directory %+v after adding broker 4 (the scenario's genesis lists none)", d)
+	}
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -479,5 +480,138 @@ func TestMembershipRemove(t *testing.T) {
 	bad.Sigs = []trust.CertSig{SignMembership(membershipChain, bad.Change, [20]byte(addressOf(keys[0])), keys[0])}
 	if c := apply(bad).Txs[0].Results[0].Code; c != kerr.InvalidRequest.Code || f.Membership().Epoch != 3 {
 		t.Fatalf("a removal with power: code %d, epoch %d", c, f.Membership().Epoch)
+	}
+}
+
+// TestMembershipAddBroker (issue 19, `stele cluster add`): from app
+// version 8 a change signed like any other adds a broker to the directory
+// as a replica (no update for CometBFT), the directory survives a
+// restart, and the new key is promoted like any replica; a node id or a
+// key the chain knows, a change giving the new broker power, a key that
+// is not the change's validator, a bad address and a chain at version 7
+// are refused.
+func TestMembershipAddBroker(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	var genesis []cluster.DirectoryBroker
+	for i, k := range keys {
+		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
+			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
+	}
+	src := mapBatches{}
+	open := func(dir string, version uint32) *FSM {
+		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
+			Validators: vs, Batches: src, GenesisBrokers: genesis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	dir := t.TempDir()
+	f := open(dir, cluster.MaxAppVersion)
+	all := signersOf(keys...)
+	h := int64(0)
+	apply := func(c ChangeMembership) core.BlockOutcome {
+		h++
+		return applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all, Txs: [][]byte{tx(int(h), c)}})
+	}
+	seed := sha256.Sum256([]byte("broker 4"))
+	k4 := ed25519.NewKeyFromSeed(seed[:])
+	add := func(epoch uint64, id int32, k ed25519.PrivateKey, signers ...ed25519.PrivateKey) ChangeMembership {
+		e := BrokerEntry{NodeID: id, Kafka: "127.0.0.1:19096", HTTP: "127.0.0.1:19196"}
+		copy(e.PubKey[:], k.Public().(ed25519.PublicKey))
+		c := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: epoch, Validator: e.Address(), Broker: e}}
+		for _, s := range signers {
+			c.Sigs = append(c.Sigs, SignMembership(membershipChain, c.Change, [20]byte(addressOf(s)), s))
+		}
+		return c
+	}
+	code := func(what string, c ChangeMembership, want int16) {
+		t.Helper()
+		if got := apply(c).Txs[0].Results[0]; got.Code != want {
+			t.Fatalf("%s: code %d (%s), want %d", what, got.Code, got.Message, want)
+		}
+	}
+	// One validator's vote is recorded, not applied.
+	code("one vote", add(0, 4, k4, keys[0]), 0)
+	if n := len(f.Directory()); n != 4 || f.Membership().Epoch != 0 {
+		t.Fatalf("after one vote: %d brokers, epoch %d", n, f.Membership().Epoch)
+	}
+	out := apply(add(0, 4, k4, keys[1], keys[2]))
+	if out.Txs[0].Results[0].Code != 0 || len(out.ValidatorUpdates) != 0 {
+		t.Fatalf("adding broker 4: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	d := f.Directory()
+	if len(d) != 5 || d[4].NodeID != 4 || d[4].Validator != [20]byte(addressOf(k4)) || d[4].Kafka != "127.0.0.1:19096" || d[4].AddedAt != h {
+		t.Fatalf("directory %+v", d)
+	}
+	if recs := f.ValidatorRecords(); len(recs) != 1 || recs[0].Reason != cluster.ReasonAdded || recs[0].Power != 0 {
+		t.Fatalf("records %+v", recs)
+	}
+	if n := len(f.CommittedValidators().Validators()); n != 4 {
+		t.Fatalf("%d validators after adding a replica", n)
+	}
+	code("a genesis node id", add(1, 2, k4, keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("the same key again", add(1, 5, k4, keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("a genesis key", add(1, 5, keys[3], keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	seed5 := sha256.Sum256([]byte("broker 5"))
+	k5 := ed25519.NewKeyFromSeed(seed5[:])
+	code("the added node id", add(1, 4, k5, keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	withPower := add(1, 5, k5)
+	withPower.Change.Power = 10
+	withPower.Sigs = []trust.CertSig{SignMembership(membershipChain, withPower.Change, [20]byte(addressOf(keys[0])), keys[0])}
+	code("a new broker with power", withPower, kerr.InvalidRequest.Code)
+	wrong := add(1, 5, k5)
+	wrong.Change.Validator = [20]byte(addressOf(keys[3]))
+	wrong.Sigs = []trust.CertSig{SignMembership(membershipChain, wrong.Change, [20]byte(addressOf(keys[0])), keys[0])}
+	code("another validator's address", wrong, kerr.InvalidRequest.Code)
+	bad := add(1, 5, k5)
+	bad.Change.Broker.Kafka = "no-port"
+	bad.Sigs = []trust.CertSig{SignMembership(membershipChain, bad.Change, [20]byte(addressOf(keys[0])), keys[0])}
+	code("a Kafka address without a port", bad, kerr.InvalidRequest.Code)
+
+	// Restarted, the directory is the same; the new key is promoted.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open(dir, cluster.MaxAppVersion)
+	defer f.Close()
+	if d := f.Directory(); len(d) != 5 || d[4].Validator != [20]byte(addressOf(k4)) || !bytes.Equal(d[4].PubKey, k4.Public().(ed25519.PublicKey)) {
+		t.Fatalf("directory after a restart %+v", d)
+	}
+	out = apply(memberChange(1, k4, 10, keys[0], keys[1], keys[2]))
+	if out.Txs[0].Results[0].Code != 0 || len(out.ValidatorUpdates) != 1 || out.ValidatorUpdates[0].Power != 10 ||
+		!bytes.Equal(out.ValidatorUpdates[0].PubKey, k4.Public().(ed25519.PublicKey)) {
+		t.Fatalf("promoting broker 4: %s, updates %+v", out.Txs[0].Results[0].Message, out.ValidatorUpdates)
+	}
+	if n := len(f.CommittedValidators().Validators()); n != 5 {
+		t.Fatalf("%d validators after promoting broker 4", n)
+	}
+	// A certificate the new validator helps sign, applied once it is
+	// removed: its submitter certifies it again (not a plain refusal,
+	// which clients do not retry).
+	payload := tx(1000, topics.DeleteTopic{Name: "nothing"})
+	src[sha256.Sum256(payload)] = payload
+	withNew := trust.EncodeCertifiedTx(certifyFor(membershipChain, payload, h, keys[0], k4))
+	removal := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: 2, Validator: [20]byte(addressOf(k4)), Remove: true}}
+	for _, k := range keys { // 40 of 50
+		removal.Sigs = append(removal.Sigs, SignMembership(membershipChain, removal.Change, [20]byte(addressOf(k)), k))
+	}
+	code("removing broker 4", removal, 0)
+	if n := len(f.CommittedValidators().Validators()); n != 4 {
+		t.Fatalf("%d validators after removing broker 4", n)
+	}
+	h++
+	out = applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all})
+	h++
+	out = applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all, Txs: [][]byte{withNew}})
+	if out.Txs[0].Code != core.CodeResubmit {
+		t.Fatalf("a certificate signed by an added validator since removed: code %d (%s), want %d (submit again)", out.Txs[0].Code, out.Txs[0].Log, core.CodeResubmit)
+	}
+
+	old := open(t.TempDir(), cluster.MembershipVersion)
+	defer old.Close()
+	o := applyCommit(t, old, core.Block{Height: 1, TimeMs: 1000, Signers: all, Txs: [][]byte{tx(1, add(0, 4, k4, keys[0], keys[1], keys[2]))}})
+	if c := o.Txs[0].Results[0].Code; c != kerr.UnsupportedVersion.Code || len(old.Directory()) != 4 {
+		t.Fatalf("adding a broker under version 7: code %d, %d brokers", c, len(old.Directory()))
 	}
 }

@@ -37,6 +37,7 @@ var immutableVars = map[string]string{
 	"keyUpgradePlan":            "store key u/plan",
 	"upgradeVotePfx":            "store prefix u/vote/",
 	"validatorPfx":              "store prefix u/validator/",
+	"brokerPfx":                 "store prefix u/broker/",
 	"keyMembershipEpoch":        "store key u/membership-epoch",
 	"memberVotePfx":             "store prefix u/member-vote/",
 	"membershipStatementPrefix": "a signed statement's domain prefix",

@@ -26,6 +26,7 @@ const (
 var (
 	ErrBatchUnavailable = trust.ErrBatchUnavailable
 	ErrNoProducerKey    = trust.ErrNoProducerKey
+	ErrCertificate      = trust.ErrCertificate
 )
 
 // DecodeCertifiedTx is trust.DecodeCertifiedTx.

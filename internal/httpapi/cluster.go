@@ -32,8 +32,9 @@ type ValidatorView struct {
 	PubKey  string `json:"pub_key"`
 	Power   int64  `json:"power"`
 	Name    string `json:"name"`
-	// NodeID and Kafka come from the genesis broker directory (absent for
-	// a single node started without one).
+	// NodeID and Kafka come from the broker directory, the genesis's and
+	// the brokers the chain added (absent for a single node started
+	// without one).
 	NodeID *int32 `json:"node_id,omitempty"`
 	Kafka  string `json:"kafka,omitempty"`
 	// LastSignedHeight is the last height whose block this validator's
@@ -43,7 +44,8 @@ type ValidatorView struct {
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
 	// Role is what the broker is to the chain: "validator" (a voting
 	// member), "replica" (demoted: it follows and serves reads) or
-	// "removed" (voted out; Removed says why). Signing says whether its
+	// "removed" (voted out; Removed says why); a broker just added is a
+	// replica until promoted. Signing says whether its
 	// signature is in a commit within the live window (10 s of block
 	// time) of the last block: the rule by which Metadata makes a broker
 	// a partition leader.
@@ -55,6 +57,12 @@ type ValidatorView struct {
 	// Demoted says why and when a replica lost its power: "vote" (stele
 	// cluster demote) or "downtime" (stele.validator.downtime.ms).
 	Demoted *RemovalView `json:"demoted,omitempty"`
+	// AddedAt is the height of the membership change that added the
+	// broker to the cluster (stele cluster add); absent for a genesis
+	// broker.
+	AddedAt int64 `json:"added_at,omitempty"`
+	// Rack is the broker's rack (stele cluster add --rack), if any.
+	Rack string `json:"rack,omitempty"`
 }
 
 // RemovalView is why and when a validator lost its power.

@@ -34,15 +34,55 @@ type MembershipRequest struct {
 	// statement (the key the genesis names, DIR/admin.key): it applies the
 	// change alone.
 	AdminSignature []byte `json:"admin_signature,omitempty"`
+	// Broker, when set, adds a broker to the cluster as a replica
+	// (stele cluster add): Validator is its key's address, Power 0.
+	Broker *BrokerView `json:"broker,omitempty"`
+}
+
+// BrokerView is a broker a membership change adds: its node id, its
+// validator key (hex) and the addresses (host:port) clients reach its
+// Kafka listener and peers its HTTP API at.
+type BrokerView struct {
+	NodeID int32  `json:"node_id"`
+	PubKey string `json:"pub_key"`
+	Kafka  string `json:"kafka"`
+	HTTP   string `json:"http"`
+	// Rack is its rack (Kafka's broker.rack): consumers that name it
+	// read from this broker (KIP-392). Empty for none.
+	Rack string `json:"rack,omitempty"`
 }
 
 // MembershipVoteView is a validator's vote for a change not yet applied.
 type MembershipVoteView struct {
-	Voter     string `json:"voter"`
-	Epoch     uint64 `json:"epoch"`
-	Validator string `json:"validator"`
-	Power     int64  `json:"power"`
-	Remove    bool   `json:"remove,omitempty"`
+	Voter     string      `json:"voter"`
+	Epoch     uint64      `json:"epoch"`
+	Validator string      `json:"validator"`
+	Power     int64       `json:"power"`
+	Remove    bool        `json:"remove,omitempty"`
+	Broker    *BrokerView `json:"broker,omitempty"`
+}
+
+// BrokerViewOf is the JSON form of a change's broker (nil when it adds
+// none).
+func BrokerViewOf(e fsm.BrokerEntry) *BrokerView {
+	if e.IsZero() {
+		return nil
+	}
+	return &BrokerView{NodeID: e.NodeID, PubKey: hex.EncodeToString(e.PubKey[:]), Kafka: e.Kafka, HTTP: e.HTTP, Rack: e.Rack}
+}
+
+// Entry is the change's broker b describes.
+func (b *BrokerView) Entry() (fsm.BrokerEntry, error) {
+	if b == nil {
+		return fsm.BrokerEntry{}, nil
+	}
+	e := fsm.BrokerEntry{NodeID: b.NodeID, Kafka: b.Kafka, HTTP: b.HTTP, Rack: b.Rack}
+	k, err := hex.DecodeString(b.PubKey)
+	if err != nil || len(k) != len(e.PubKey) {
+		return e, errBadField("broker pub_key " + strconv.Quote(b.PubKey) + ": want the new broker's ed25519 key, 64 hex digits")
+	}
+	copy(e.PubKey[:], k)
+	return e, nil
 }
 
 // MembershipView is the body of GET /v1/cluster/membership and of a
@@ -60,7 +100,8 @@ func membershipView(opts Options) MembershipView {
 	v := MembershipView{Height: h, ChainID: st.ChainID, Epoch: st.Epoch, Votes: []MembershipVoteView{}}
 	for _, vote := range st.Votes {
 		v.Votes = append(v.Votes, MembershipVoteView{Voter: hex.EncodeToString(vote.Validator[:]), Epoch: vote.Change.Epoch,
-			Validator: hex.EncodeToString(vote.Change.Validator[:]), Power: vote.Change.Power, Remove: vote.Change.Remove})
+			Validator: hex.EncodeToString(vote.Change.Validator[:]), Power: vote.Change.Power, Remove: vote.Change.Remove,
+			Broker: BrokerViewOf(vote.Change.Broker)})
 	}
 	return v
 }
@@ -92,6 +133,9 @@ func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
 		return fsm.ChangeMembership{}, errBadField("validator " + strconv.Quote(req.Validator) + ": want the changed validator's address, 40 hex digits")
 	}
 	copy(c.Change.Validator[:], a)
+	if c.Change.Broker, err = req.Broker.Entry(); err != nil {
+		return fsm.ChangeMembership{}, err
+	}
 	for _, s := range req.Signatures {
 		var sig fsm.CertSig
 		a, err := hex.DecodeString(s.Validator)
@@ -109,6 +153,6 @@ func decodeMembershipRequest(body []byte) (fsm.ChangeMembership, error) {
 }
 
 func serveMembershipPost(opts Options) http.HandlerFunc {
-	return serveVote(opts, decodeMembershipRequest, "{chain_id, epoch, validator, power, signatures: [{validator, signature}], admin_signature}", http.StatusConflict,
+	return serveVote(opts, decodeMembershipRequest, "{chain_id, epoch, validator, power, remove, broker: {node_id, pub_key, kafka, http}, signatures: [{validator, signature}], admin_signature}", http.StatusConflict,
 		func() any { return membershipView(opts) })
 }

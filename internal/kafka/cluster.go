@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"hash/fnv"
+	"net"
+	"strconv"
 	"time"
 )
 
@@ -14,6 +16,10 @@ type BrokerInfo struct {
 	Host      string
 	Port      int32
 	Validator []byte
+	// Rack is the broker's rack (Kafka's broker.rack), from the chain's
+	// directory: consumers that name it read from the broker (KIP-392,
+	// readReplica).
+	Rack string
 }
 
 // defaultLiveWindow is how recently (in block time) a broker's validator
@@ -55,10 +61,11 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		self := []BrokerInfo{{NodeID: s.opts.NodeID, Host: host, Port: port}}
 		return self, self
 	}
-	all = s.opts.Brokers
+	all = s.directory()
 	if removed := s.b.Removed(); len(removed) > 0 {
+		dir := all
 		all = nil
-		for _, b := range s.opts.Brokers {
+		for _, b := range dir {
 			if len(b.Validator) != 20 || !removed[[20]byte(b.Validator)] { // taken out of the cluster: clients move on
 				all = append(all, b)
 			}
@@ -91,6 +98,57 @@ func (s *Server) members() (all, live []BrokerInfo) {
 		live = all
 	}
 	return all, live
+}
+
+// directory is the genesis directory followed by the brokers the chain
+// added (fsm/cluster's directory.go), as of the last commit.
+func (s *Server) directory() []BrokerInfo {
+	added := s.b.Directory()
+	if len(added) <= len(s.opts.Brokers) {
+		return s.opts.Brokers
+	}
+	out := append([]BrokerInfo(nil), s.opts.Brokers...)
+	for _, d := range added {
+		if d.AddedAt == 0 {
+			continue // a genesis broker: opts.Brokers has it
+		}
+		host, port, err := net.SplitHostPort(d.Kafka)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil {
+			continue // not reachable: the state machine checked it
+		}
+		out = append(out, BrokerInfo{NodeID: d.NodeID, Host: host, Port: int32(p), Validator: append([]byte(nil), d.Validator[:]...), Rack: d.Rack})
+	}
+	return out
+}
+
+// readReplicas returns, for a consumer in rack, which broker to read
+// each partition from (KIP-392's preferred read replica): when this
+// broker is not in that rack and brokers of the directory are, one of
+// them, spread over partitions as leaders are, so the consumer's reads
+// go to its rack (read replicas added with stele cluster add --rack);
+// nil when the consumer should read here. Every broker holds every
+// partition, and one that is behind refuses reads
+// (NOT_LEADER_OR_FOLLOWER), which sends the consumer back to the leader.
+func (s *Server) readReplicas(rack string) func(topic string, partition int32) int32 {
+	if rack == "" || len(s.opts.Brokers) == 0 {
+		return nil
+	}
+	all, _ := s.members()
+	var inRack []BrokerInfo
+	for _, b := range all {
+		if b.Rack != rack {
+			continue
+		}
+		if b.NodeID == s.opts.NodeID {
+			return nil
+		}
+		inRack = append(inRack, b)
+	}
+	if len(inRack) == 0 {
+		return nil
+	}
+	return func(topic string, partition int32) int32 { return leader(inRack, topic, partition) }
 }
 
 // leader names the partition's leader among the live brokers: spread by

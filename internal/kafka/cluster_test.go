@@ -367,3 +367,85 @@ func TestFindCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestPreferredReadReplica (KIP-392): a consumer that names a rack this
+// broker is not in, where brokers of the directory are, is told to read
+// each partition from one of them (no records, the answer at once); one in
+// this broker's rack, of an unknown rack or of none reads here. Metadata
+// and DescribeCluster name the racks.
+func TestPreferredReadReplica(t *testing.T) {
+	a, b, c := []byte("validator-a"), []byte("validator-b"), []byte("validator-c")
+	tb := startTestBrokerSigned(t, [][]byte{a, b}, func(o *Options) {
+		o.Brokers = []BrokerInfo{
+			{NodeID: 0, Host: o.AdvertisedHost, Port: o.AdvertisedPort, Validator: a, Rack: "east"},
+			{NodeID: 1, Host: "127.0.0.1", Port: 2, Validator: b, Rack: "west"},
+			{NodeID: 2, Host: "127.0.0.1", Port: 3, Validator: c, Rack: "west"},
+		}
+	})
+	cl := client(t, tb.addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), 4, -1, nil, "racked"); err != nil {
+		t.Fatal(err)
+	}
+	// A record in a partition broker 0 leads (the others do not exist).
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := int32(-1)
+	for _, mt := range md.Topics {
+		for _, mp := range mt.Partitions {
+			if mt.Topic != nil && *mt.Topic == "racked" && mp.Leader == 0 {
+				part = mp.Partition
+			}
+		}
+	}
+	if part < 0 {
+		t.Fatal("broker 0 leads no partition of racked")
+	}
+	pc := client(t, tb.addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := pc.ProduceSync(ctx(t), &kgo.Record{Topic: "racked", Partition: part, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(rack string) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.Rack, req.MaxBytes, req.MaxWaitMillis = 11, rack, 1<<20, 5000
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "racked"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = part, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(0).Request(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	if p := fetch("west"); (p.PreferredReadReplica != 1 && p.PreferredReadReplica != 2) || len(p.RecordBatches) != 0 || p.HighWatermark != 1 || p.ErrorCode != 0 {
+		t.Fatalf("a consumer in rack west: read replica %d, %d record bytes, high watermark %d, code %d", p.PreferredReadReplica, len(p.RecordBatches), p.HighWatermark, p.ErrorCode)
+	}
+	for _, rack := range []string{"east", "", "north"} {
+		if p := fetch(rack); p.PreferredReadReplica != -1 || len(p.RecordBatches) == 0 {
+			t.Fatalf("a consumer in rack %q: read replica %d, %d record bytes", rack, p.PreferredReadReplica, len(p.RecordBatches))
+		}
+	}
+	racks := map[int32]string{}
+	for _, br := range md.Brokers {
+		if br.Rack != nil {
+			racks[br.NodeID] = *br.Rack
+		}
+	}
+	if racks[0] != "east" || racks[1] != "west" || racks[2] != "west" {
+		t.Fatalf("Metadata racks %v", racks)
+	}
+	dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, br := range dc.Brokers {
+		if br.Rack == nil || *br.Rack != racks[br.NodeID] {
+			t.Fatalf("DescribeCluster: broker %d rack %v", br.NodeID, br.Rack)
+		}
+	}
+}

@@ -75,6 +75,9 @@ func (s *Server) clusterBrokers() []kmsg.DescribeClusterResponseBroker {
 	for i, m := range all {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = m.NodeID, m.Host, m.Port
+		if m.Rack != "" {
+			b.Rack = kmsg.StringPtr(m.Rack)
+		}
 		out[i] = b
 	}
 	return out

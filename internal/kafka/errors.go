@@ -41,7 +41,7 @@ func (c *conn) submit(timeoutMs int32, cmds ...fsm.Command) []outcome {
 	n := len(cmds)
 	defer c.waitedSince(time.Now())
 	res, errs := c.s.b.Submit(ctx, byzantineCommands(cmds)...)
-	return outcomes(res, errs)[:n]
+	return c.outcomes(res, errs)[:n]
 }
 
 // outcome is one command's result as a Kafka error code and message.
@@ -50,12 +50,17 @@ type outcome struct {
 	msg *string
 }
 
-func outcomes(res []fsm.Result, errs []error) []outcome {
+func (c *conn) outcomes(res []fsm.Result, errs []error) []outcome {
 	out := make([]outcome, len(errs))
 	for i, err := range errs {
 		if err != nil {
 			m := err.Error()
 			out[i] = outcome{Result: fsm.Result{Code: submitErrorCode(err)}, msg: &m}
+			if out[i].Code == kerr.UnknownServerError.Code {
+				// Not a refusal clients know to retry: worth an operator's
+				// eye.
+				c.s.opts.Logger.Warn("a command failed with UNKNOWN_SERVER_ERROR", "err", err)
+			}
 			continue
 		}
 		out[i].Result = res[i]

@@ -145,6 +145,10 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 	behind := c.s.catchingUp()
 	committed := r.IsolationLevel == 1
 	resp.Topics = resp.Topics[:0]
+	var readReplica func(string, int32) int32
+	if r.Version >= 11 {
+		readReplica = c.s.readReplicas(r.Rack)
+	}
 	// max_bytes 0 (or less) is a limit like any other, as in Kafka: the
 	// answer holds one batch.
 	maxBytes := max(0, int(r.MaxBytes))
@@ -173,6 +177,14 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 				stop = true
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				stop = true
+			case readReplica != nil:
+				// KIP-392: the consumer's rack has brokers and this one is
+				// not among them: no records, the broker to read from, and
+				// the answer goes now (as Kafka's ReplicaManager does).
+				sp.PreferredReadReplica = readReplica(rt.Topic, rp.Partition)
+				hwm := p.HighWatermark()
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, min(hwm, p.LastStableOffset()), p.LogStartOffset()
 				stop = true
 			case behind:
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code

@@ -147,7 +147,7 @@ func (c *conn) startCall(timeout time.Duration, cmds ...fsm.Command) *call {
 func (g *call) wait() []outcome {
 	defer g.c.waitedSince(time.Now())
 	res, errs := g.pending.Wait(g.ctx)
-	return outcomes(res, errs)
+	return g.c.outcomes(res, errs)
 }
 
 // answerCode enqueues cmd and answers resp once it is applied, handing set

@@ -47,6 +47,9 @@ func handleMetadata(c *conn, req kmsg.Request) (respond, error) {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = m.NodeID
 		b.Host, b.Port = c.advertised(m)
+		if m.Rack != "" {
+			b.Rack = kmsg.StringPtr(m.Rack)
+		}
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	mem := membership{replicas: nodeIDs(all), isr: nodeIDs(live), live: live}

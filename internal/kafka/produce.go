@@ -161,7 +161,7 @@ func handleProduce(c *conn, req kmsg.Request) (respond, error) {
 	return func() kmsg.Response {
 		defer cancel()
 		res, errs := pending.Wait(ctx)
-		out := outcomes(res, errs)
+		out := c.outcomes(res, errs)
 		for _, p := range parts {
 			if p.cmd < 0 {
 				continue

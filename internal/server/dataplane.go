@@ -17,7 +17,8 @@ import (
 
 // startDataPlane opens the batch store (DATA/batches) and the data plane:
 // this broker signs with its validator key and pushes batches to the other
-// brokers of the genesis directory at their HTTP addresses.
+// brokers of the directory (the genesis's, and those the chain added) at
+// their HTTP addresses.
 func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisAppState, vals *fsm.ValidatorSet, reg prometheus.Registerer) error {
 	key, self, err := cometbft.ValidatorKey(home)
 	if err != nil {
@@ -60,6 +61,8 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		Validators:    vals,
 		Current:       n.validators,
 		Peers:         peers,
+		Added:         func() []dataplane.Peer { return n.addedPeers(scheme) },
+		Excluded:      n.excluded,
 		Height:        n.height,
 		ChainID:       chainID,
 		Bound:         n.certificatesBound,
@@ -147,6 +150,37 @@ func (n *Node) validators() *fsm.ValidatorSet {
 		return nil
 	}
 	return n.fsm.CommittedValidators()
+}
+
+// addedPeers are the brokers the chain added to the directory (fsm/
+// cluster's directory.go), as data-plane peers (none until the state
+// machine is open).
+func (n *Node) addedPeers(scheme string) []dataplane.Peer {
+	if n.fsm == nil {
+		return nil
+	}
+	var out []dataplane.Peer
+	for _, b := range n.fsm.Directory() {
+		if b.AddedAt > 0 {
+			out = append(out, dataplane.Peer{Validator: b.Validator, URL: scheme + b.HTTP, PubKey: b.PubKey})
+		}
+	}
+	return out
+}
+
+// excluded reports whether the chain took the broker with validator addr
+// out of the cluster: removed, or voted out for misbehavior (as of the
+// last commit; nobody until the state machine is open).
+func (n *Node) excluded(addr [20]byte) bool {
+	if n.fsm == nil {
+		return false
+	}
+	for _, r := range n.fsm.ValidatorRecords() {
+		if r.Address == addr {
+			return r.Reason.Final()
+		}
+	}
+	return false
 }
 
 // height is the last committed height (0 until the state machine is open).

@@ -359,6 +359,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fopts := fsm.Options{Dir: cfg.DataDir, ChainID: genesis.ChainID, GenesisAppVersion: uint32(genesis.ConsensusParams.Version.App), Logger: log.With("component", "fsm"), TraceState: os.Getenv("STELE_TRACE_STATE") != ""}
 	fopts.GenesisAdminKey = appState.AdminKey
+	if fopts.GenesisBrokers, err = genesisDirectory(appState.Brokers); err != nil {
+		return nil, err
+	}
 	for _, u := range appState.Users {
 		creds, _ := u.ScramCredentials() // checked by ReadGenesis
 		fopts.GenesisUsers = append(fopts.GenesisUsers, fsm.GenesisUser{Name: u.Name, Credentials: creds})
@@ -522,10 +525,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 				self = i
 			}
 		}
-		if self < 0 {
-			return nil, fmt.Errorf("stele/server: node id %d is not in the genesis broker directory of %s", cfg.NodeID, home)
+		if self < 0 && cfg.AdvertisedKafka == "" {
+			// A broker the chain added (stele cluster add writes its
+			// advertise_kafka) or a misconfigured one.
+			return nil, fmt.Errorf("stele/server: node id %d is not in the genesis broker directory of %s, and the node file advertises no Kafka address: a broker added to the cluster (stele cluster add) has one", cfg.NodeID, home)
 		}
-		if cfg.AdvertisedKafka == "" {
+		if self >= 0 && cfg.AdvertisedKafka == "" {
 			kopts.AdvertisedHost, kopts.AdvertisedPort = kopts.Brokers[self].Host, kopts.Brokers[self].Port
 		}
 	}
@@ -561,6 +566,20 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	log.Info("stele is serving", "kafka", n.kafkaNames, "http", n.httpLn.Addr().String(),
 		"p2p", cfg.P2PAddr, "data", cfg.DataDir, "chain_id", genesis.ChainID, "height", h)
 	return n, nil
+}
+
+// genesisDirectory turns the genesis broker directory into the state
+// machine's.
+func genesisDirectory(gbs []cometbft.GenesisBroker) ([]fsm.DirectoryBroker, error) {
+	var out []fsm.DirectoryBroker
+	for _, g := range gbs {
+		v, err := hex.DecodeString(g.Validator)
+		if err != nil || len(v) != 20 {
+			return nil, fmt.Errorf("stele/server: genesis broker %d: validator %q is not a 20-byte hex address", g.NodeID, g.Validator)
+		}
+		out = append(out, fsm.DirectoryBroker{NodeID: g.NodeID, Validator: [20]byte(v), Kafka: g.Kafka, HTTP: g.HTTP})
+	}
+	return out, nil
 }
 
 // directory turns the genesis broker directory into the front-end's.

@@ -2,10 +2,12 @@ package server
 
 import (
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 )
 
@@ -15,7 +17,7 @@ import (
 // window Metadata leads by (from the state machine, so every broker
 // reports the same), this broker's height and app hash, and its CometBFT
 // peers.
-func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpapi.ClusterStatus {
+func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker) httpapi.ClusterStatus {
 	h, hash := n.broker.Info()
 	signers, now := n.broker.Liveness()
 	st := httpapi.ClusterStatus{NodeID: n.cfg.NodeID, ChainID: chainID, Height: h, AppHash: strings.ToUpper(hex.EncodeToString(hash)),
@@ -27,7 +29,14 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 		return st
 	}
 	recs := n.fsm.ValidatorRecords()
-	for _, v := range n.orderer.Validators() {
+	dir := n.fsm.Directory()
+	vals := n.orderer.Validators()
+	for _, b := range dir {
+		if b.AddedAt > 0 { // added by the chain: not in the genesis
+			vals = append(vals, cometbft.ValidatorInfo{Address: strings.ToUpper(hex.EncodeToString(b.Validator[:])), PubKey: hex.EncodeToString(b.PubKey), Name: fmt.Sprintf("node%d", b.NodeID)})
+		}
+	}
+	for _, v := range vals {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
 		for _, r := range recs {
 			if !strings.EqualFold(hex.EncodeToString(r.Address[:]), v.Address) {
@@ -40,15 +49,21 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 			case r.Reason.Final():
 				vv.Role = httpapi.RoleRemoved
 				vv.Removed = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
+			case r.Power == 0 && r.Reason == fsm.ReasonAdded:
+				vv.Role = httpapi.RoleReplica // added, never promoted yet
 			case r.Power == 0:
 				vv.Role = httpapi.RoleReplica
 				vv.Demoted = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt}
 			}
 		}
 		for _, b := range dir {
-			if strings.EqualFold(b.Validator, v.Address) {
+			if strings.EqualFold(hex.EncodeToString(b.Validator[:]), v.Address) {
 				id := b.NodeID
 				vv.NodeID, vv.Kafka = &id, b.Kafka
+				if b.AddedAt > 0 {
+					vv.AddedAt = b.AddedAt
+				}
+				vv.Rack = b.Rack
 			}
 		}
 		for _, s := range signers {
@@ -60,7 +75,7 @@ func (n *Node) clusterStatus(chainID string, dir []cometbft.GenesisBroker) httpa
 		}
 		st.Validators = append(st.Validators, vv)
 	}
-	if len(dir) == 0 && len(st.Validators) == 1 {
+	if len(genesisDir) == 0 && len(st.Validators) == 1 {
 		// A single node without a broker directory: its one validator is
 		// this broker.
 		id := n.cfg.NodeID

@@ -30,7 +30,9 @@ const (
 	httpPortOffset = 100
 	p2pPortOffset  = 200
 	rpcPortOffset  = 300
-	portSpan       = rpcPortOffset + 4 // base .. base+303 must be free
+	// portSpan: base .. base+307 must be free, for the brokers of a
+	// cluster of up to 8, counting those AddNode adds.
+	portSpan = rpcPortOffset + 8
 )
 
 // Options configures New.
@@ -247,6 +249,40 @@ func readNodeFile(t *testing.T, dir string) nodeFile {
 		t.Fatalf("%s/stele.json: %v", dir, err)
 	}
 	return nf
+}
+
+// AddNode runs `stele cluster add --dir DIR` with args (against node
+// via's HTTP API), which writes the next broker's directory and adds it to
+// the chain's directory as a replica, and returns the new node (not
+// started) with the command's output.
+func (c *Cluster) AddNode(via int, args ...string) (*Node, string) {
+	t := c.T
+	t.Helper()
+	cdir := filepath.Join(c.Dir, "cluster")
+	out, err := exec.Command(SteleBin, append([]string{"cluster", "add", "--dir", cdir, "--http", c.Nodes[via].HTTPURL}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("stele cluster add: %v\n%s", err, out)
+	}
+	i := len(c.Nodes)
+	var dir string
+	for _, e := range c.Nodes {
+		if e.NodeID >= int32(i) {
+			i = int(e.NodeID) + 1
+		}
+	}
+	dir = filepath.Join(cdir, fmt.Sprintf("node%d", i))
+	nf := readNodeFile(t, dir)
+	n := &Node{Idx: len(c.Nodes), NodeID: nf.NodeID, Dir: dir, Kafka: nf.Kafka, HTTP: nf.HTTP, P2P: nf.P2P,
+		LogPath: filepath.Join(c.Dir, fmt.Sprintf("node%d.stderr", len(c.Nodes)))}
+	n.HTTPURL = "http://" + n.HTTP
+	if nf.HTTPTLS {
+		n.HTTPURL = "https://" + n.HTTP
+	}
+	if n.NodeID != int32(i) {
+		t.Fatalf("stele cluster add wrote node id %d into %s", n.NodeID, dir)
+	}
+	c.Nodes = append(c.Nodes, n)
+	return n, string(out)
 }
 
 // installProxies starts a linkProxy for every directed pair and rewrites

@@ -14,11 +14,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // enforces (connections, byte rates: tenants.Version5); version 6 lets a
 // tenant's user sign administration inside its tenant (tenants.Version6);
 // version 7 removes the power of a validator that committed evidence proves
-// misbehaved (MembershipVersion, membership.go). New chains
+// misbehaved (MembershipVersion, membership.go); version 8 lets a
+// membership change add a broker to the directory (DirectoryVersion,
+// directory.go). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 8
+// up by an upgrade. Builds with the steleupgradetest tag add a version 9
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 7
+const MaxAppVersion uint32 = 8
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -9,11 +9,12 @@ package cluster
 // heights later.
 //
 // What changes the set: the validators' signed votes (membership_change.go:
-// demote to a replica, promote back), and evidence. A validator that CometBFT's
+// add a broker as a replica (directory.go), demote to a replica, promote
+// back), and evidence. A validator that CometBFT's
 // committed evidence proves to have misbehaved (a duplicate vote, or a
 // light-client attack) loses all its power in the block that commits the
 // evidence, with the reason recorded; it can come back only with a new key
-// (adding a key is not built yet). Evidence against a replica (a validator
+// (a broker added anew, directory.go). Evidence against a replica (a validator
 // demoted since it misbehaved, membership_change.go) records the same, so
 // it is never promoted again. The removal is refused, and only
 // logged, when it would leave no validator with power. Evidence against a
@@ -74,6 +75,9 @@ const (
 	// ReasonRemoved: the validators (or the cluster administrator) took
 	// the broker out of the cluster (membership_change.go).
 	ReasonRemoved PowerReason = 4
+	// ReasonAdded: the validators (or the cluster administrator) added the
+	// broker to the directory as a replica (directory.go).
+	ReasonAdded PowerReason = 5
 )
 
 // Misbehaved reports whether the reason is a misbehavior: the key was
@@ -102,6 +106,8 @@ func (r PowerReason) String() string {
 		return "downtime"
 	case ReasonRemoved:
 		return "removed"
+	case ReasonAdded:
+		return "added"
 	}
 	return core.MisbehaviorKind(r).String()
 }
@@ -117,8 +123,13 @@ type membershipState struct {
 	membersNew       bool
 	committedMembers struct {
 		sync.Mutex
-		recs []ValidatorRecord
+		recs      []ValidatorRecord
+		directory []DirectoryBroker
 	}
+	// addedBrokers: the brokers the chain added to the directory
+	// (directory.go), and those the block added.
+	addedBrokers        map[int32]DirectoryBroker
+	brokersDirty        map[int32]bool
 	membershipVoteState // membership_change.go
 }
 
@@ -294,10 +305,14 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 			if err := f.loadMembership(); err != nil {
 				return err
 			}
+			if err := f.loadDirectory(); err != nil {
+				return err
+			}
 			return f.loadMembershipVotes()
 		},
 		Stage: func(f *Cluster, b *core.StateBatch) error {
 			f.persistMembership(b)
+			f.persistDirectory(b)
 			f.persistMembershipVotes(b)
 			return nil
 		},
@@ -313,6 +328,7 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 			}
 			f.committedMembers.Lock()
 			f.committedMembers.recs = recs
+			f.committedMembers.directory = f.directory()
 			f.committedVotes.status = st
 			f.committedMembers.Unlock()
 			f.Trust.PublishValidators()

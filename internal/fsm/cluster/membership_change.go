@@ -1,11 +1,13 @@
 package cluster
 
 // Membership changes signed by the validators (docs/cluster.md,
-// "Membership"): demote a validator to a replica (power 0: it follows the
-// chain and serves reads, and votes on nothing) or promote a replica back
-// (or re-weight a validator). A change is applied once validators holding
-// more than two thirds of the current voting power signed the same
-// change for the same membership epoch, over one or several commands
+// "Membership"): add a broker to the directory as a replica (from app
+// version 8, directory.go), demote a validator to a replica (power 0: it
+// follows the chain and serves reads, and votes on nothing) or promote a
+// replica back (or re-weight a validator). A change is applied once
+// validators holding more than two thirds of the current voting power
+// signed the same change for the same membership epoch, over one or
+// several commands
 // (each validator may vote apart, as for upgrades, and a later vote
 // replaces its earlier one), or at once when the cluster administrator's
 // key, which the genesis names (`stele cluster init` writes DIR/admin.key),
@@ -66,11 +68,54 @@ var (
 // replica, more makes it (again) a validator with that power. Remove
 // (with power 0) takes the broker out of the cluster for good: it stops
 // serving, Metadata no longer lists it, and its key is never promoted.
+//
+// With Broker set (from app version 8, directory.go) the change adds a
+// broker to the directory as a replica: Validator is its key's address
+// and Power 0.
 type MembershipChange struct {
 	Epoch     uint64 // the membership epoch it is signed for
 	Validator [20]byte
 	Power     int64
 	Remove    bool
+	Broker    BrokerEntry
+}
+
+// encodeBrokerEntry appends a change's broker, when it adds one: a
+// change without is encoded (and signed) as before version 8.
+func encodeBrokerEntry(w *core.Writer, e BrokerEntry) {
+	if e.IsZero() {
+		return
+	}
+	w.U8(1)
+	w.I64(int64(e.NodeID))
+	w.B = append(w.B, e.PubKey[:]...)
+	w.Str(e.Kafka)
+	w.Str(e.HTTP)
+	w.Str(e.Rack)
+}
+
+// decodeBrokerEntry reads what encodeBrokerEntry wrote, if anything is
+// left.
+func decodeBrokerEntry(r *core.Reader) BrokerEntry {
+	var e BrokerEntry
+	if r.E != nil || len(r.B) == 0 {
+		return e
+	}
+	if tag := r.U8(); tag != 1 {
+		r.Fail("broker entry tag %d", tag)
+		return e
+	}
+	id := r.I64()
+	if id < -1<<31 || id > 1<<31-1 {
+		r.Fail("node id %d", id)
+	}
+	e.NodeID = int32(id)
+	copy(e.PubKey[:], r.Take(ed25519.PublicKeySize))
+	e.Kafka, e.HTTP, e.Rack = r.Str(), r.Str(), r.Str()
+	if r.E == nil && e.IsZero() {
+		r.Fail("an empty broker entry")
+	}
+	return e
 }
 
 // ChangeMembership carries validators' signatures of a MembershipChange
@@ -93,6 +138,7 @@ func (c ChangeMembership) Encode(w *core.Writer) {
 	w.Bool(c.Change.Remove)
 	encodeSigs(w, c.Sigs)
 	w.Bytes(c.AdminSig)
+	encodeBrokerEntry(w, c.Change.Broker)
 }
 
 func decodeChangeMembership(r *core.Reader) ChangeMembership {
@@ -105,6 +151,7 @@ func decodeChangeMembership(r *core.Reader) ChangeMembership {
 	if b := r.Bytes(); len(b) > 0 {
 		c.AdminSig = append([]byte(nil), b...)
 	}
+	c.Change.Broker = decodeBrokerEntry(r)
 	return c
 }
 
@@ -117,6 +164,7 @@ func MembershipStatement(chainID string, ch MembershipChange) []byte {
 	w.B = append(w.B, ch.Validator[:]...)
 	w.I64(ch.Power)
 	w.Bool(ch.Remove)
+	encodeBrokerEntry(w, ch.Broker)
 	return w.B
 }
 
@@ -144,6 +192,11 @@ func checkChangeMembership(c ChangeMembership) core.Result {
 	}
 	if len(c.Sigs) > trust.MaxCertSigs || len(c.Sigs) == 0 && len(c.AdminSig) == 0 {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a membership change carries the cluster administrator's signature or 1 to %d validator signatures, got %d", trust.MaxCertSigs, len(c.Sigs)))
+	}
+	if !c.Change.Broker.IsZero() {
+		if res := checkBrokerEntry(c.Change); res.Code != 0 {
+			return res
+		}
 	}
 	return signedOnce(c.Sigs, "change")
 }
@@ -198,7 +251,14 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 			return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("validator %X's signature of the change does not verify", s.Validator))
 		}
 	}
-	key, current, res := f.changeTarget(ch.Validator)
+	var key ed25519.PublicKey
+	var current int64
+	var res core.Result
+	if adds := !ch.Broker.IsZero(); adds {
+		res, key = f.addBroker(ch), ch.Broker.PubKey[:]
+	} else {
+		key, current, res = f.changeTarget(ch.Validator)
+	}
 	if res.Code != 0 {
 		return res
 	}
@@ -213,7 +273,9 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	if !admin && !vs.Supermajority(power) {
 		return core.Result{} // a vote; the change waits for more
 	}
-	if res := f.membershipGuard(vs, ch); res.Code != 0 {
+	// A broker added as a replica changes no validator's power: the
+	// guard has nothing to weigh.
+	if res := f.membershipGuard(vs, ch); ch.Broker.IsZero() && res.Code != 0 {
 		// Enough votes for a change that must not be made now: they are
 		// dropped, so it is not made later by surprise either.
 		clear(f.memberVotes)
@@ -222,10 +284,14 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	clear(f.memberVotes)
 	f.membershipEpoch++
 	reason := ReasonVote
-	if ch.Remove {
+	switch {
+	case ch.Remove:
 		reason = ReasonRemoved
+	case !ch.Broker.IsZero():
+		reason = ReasonAdded
+		f.recordAddedBroker(ch.Broker)
 	}
-	if ch.Power == current && !ch.Remove {
+	if ch.Power == current && reason == ReasonVote {
 		return core.Result{} // nothing to record or hand CometBFT
 	}
 	f.setValidatorRecord(ValidatorRecord{Address: ch.Validator, PubKey: key, Power: ch.Power, Reason: reason})
@@ -252,7 +318,7 @@ func (f *Cluster) changeTarget(addr [20]byte) (ed25519.PublicKey, int64, core.Re
 			return v.PubKey, v.Power, core.Result{}
 		}
 	}
-	return nil, 0, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%X is no broker of this chain: membership changes name a genesis validator", addr))
+	return nil, 0, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%X is no broker of this chain: membership changes name a broker of the directory (stele cluster status lists them)", addr))
 }
 
 // membershipGuard refuses a change that would leave no validator with
@@ -327,6 +393,7 @@ func encodeMemberVote(ch MembershipChange) []byte {
 	w.B = append(w.B, ch.Validator[:]...)
 	w.I64(ch.Power)
 	w.Bool(ch.Remove)
+	encodeBrokerEntry(w, ch.Broker)
 	return w.B
 }
 
@@ -340,6 +407,7 @@ func decodeMemberVote(b []byte) (MembershipChange, error) {
 	copy(ch.Validator[:], r.Take(20))
 	ch.Power = r.I64()
 	ch.Remove = r.Bool()
+	ch.Broker = decodeBrokerEntry(r)
 	if r.E == nil && len(r.B) != 0 {
 		r.Fail("%d bytes after the vote", len(r.B))
 	}

@@ -164,7 +164,9 @@ type ClusterOptions struct {
 	GenesisAppVersion uint32
 	// AdminKey is the cluster administrator's ed25519 public key from the
 	// genesis (nil: none), which may sign membership changes alone.
-	AdminKey             ed25519.PublicKey
+	AdminKey ed25519.PublicKey
+	// Brokers is the genesis broker directory (directory.go), by node id.
+	Brokers              []DirectoryBroker
 	Logger               *slog.Logger
 	MaxAppVersionForTest uint32
 }
@@ -172,7 +174,9 @@ type ClusterOptions struct {
 // NewCluster is the cluster module of the machine m, above the trust
 // module t.
 func NewCluster(m *core.Machine, t *trust.Trust, o ClusterOptions) *Cluster {
-	return &Cluster{Machine: m, Trust: t, opts: o}
+	f := &Cluster{Machine: m, Trust: t, opts: o}
+	t.KnownSigners = f.knownSigners // directory.go
+	return f
 }
 
 // clusterOf is the cluster module of the machine m.

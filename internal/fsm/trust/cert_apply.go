@@ -60,6 +60,15 @@ type Trust struct {
 	// when nil). A tenant's user signs its records over the topic's name
 	// as the tenant knows it, and only its tenant's (signed.go).
 	SignerTenant func(principal string) string
+	// KnownSigners is a hook point for the cluster module, which sets it
+	// (cluster.NewCluster): whether every signature of c is a good one by
+	// a key the chain has had as a validator, as the block being applied
+	// leaves them (from app version 8, false before and when nil). A
+	// certificate refused by the set of now, made by such keys just
+	// before a change, is refused as one to certify again
+	// (core.ErrResubmit), as one of the genesis set's is. Called by the
+	// applier only.
+	KnownSigners func(c Certificate) bool
 	trustState
 }
 
@@ -139,6 +148,12 @@ func (f *Trust) openCertified(raw []byte) (core.Tx, core.Digest, error) {
 		return core.Tx{}, core.Digest{}, errChainCertTooEarly(c)
 	}
 	if err := f.verifyCertificate(raw, c, f.validators); err != nil {
+		if !errors.Is(err, core.ErrResubmit) && errors.Is(err, ErrCertificate) && f.KnownSigners != nil && f.KnownSigners(c) {
+			// Good signatures of validators the chain has changed since
+			// (promoted after the genesis, then demoted or removed).
+			err = fmt.Errorf("%w: %w: batch %s was certified by validators the chain has changed since (%v); certify it again",
+				ErrCertificate, core.ErrResubmit, digestString(c.Digest), err)
+		}
 		return core.Tx{}, c.Digest, err
 	}
 	if c.Height >= f.Height || f.Height > c.Height+CertWindow {

@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stele-io/stele/internal/httpapi"
+	"github.com/stele-io/stele/test/harness"
+)
+
+// TestGrowAndShrink (issue 19: 4 -> 5 -> 7 validators and back to 4, one
+// step at a time): under continuous idempotent produce and a consumer
+// group, `stele cluster add` writes a fifth broker's directory and adds it
+// to the chain as a replica; started, it joins by state sync (the others keep 600
+// blocks), catches up, is listed by every broker's Metadata and
+// status, and serves reads; `stele cluster promote` makes it a validator.
+// Two more are added and promoted the same way (their state sync verifies
+// headers signed by a validator set that is no longer the genesis one),
+// making seven validators, which tolerate two faults. Then the cluster
+// goes back: the two last are removed (they stop with exit status 11) and
+// the fifth demoted to a replica. The fifth was added in a rack: a
+// franz-go consumer that names that rack, bootstrapped on a validator,
+// reads from it (KIP-392). Nothing acknowledged is lost or
+// duplicated, and every broker still running ends at one app hash with
+// byte-identical logs.
+func TestGrowAndShrink(t *testing.T) {
+	c := newCluster(t, clusterOptions{ServeArgs: []string{"--snapshot-interval", "100", "--snapshot-keep", "10", "--retain-blocks", "600"}})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: "grow", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 2 * time.Minute,
+	})
+	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
+	dir := filepath.Join(c.Dir, "cluster")
+	// Past a snapshot and the retained blocks: a new broker state-syncs.
+	c.WaitHeight(3*time.Minute, 720, 0)
+
+	grow := func(via int, args ...string) int {
+		t.Helper()
+		n, out := c.AddNode(via, args...)
+		if !strings.Contains(out, "Added to the cluster as a replica") {
+			t.Fatalf("stele cluster add:\n%s", out)
+		}
+		t.Logf("%s", out)
+		i := n.Idx
+		running := c.running()
+		c.waitRole(30*time.Second, running, i, httpapi.RoleReplica)
+		c.Start(i)
+		c.WaitCaughtUp(2*time.Minute, i, running...)
+		if lines := c.logLines(i, "syncing from a snapshot"); len(lines) == 0 {
+			t.Fatalf("node%d did not join by state sync", i)
+		}
+		// Every broker's Metadata lists it; it serves reads.
+		for _, j := range append(running, i) {
+			brokers, err := kadm.NewClient(c.DirectClient(j)).ListBrokers(context.Background())
+			if err != nil {
+				t.Fatalf("node%d: Metadata: %v", j, err)
+			}
+			if !slices.Contains(brokers.NodeIDs(), n.NodeID) {
+				t.Fatalf("node%d's Metadata names brokers %v, not the new node %d", j, brokers.NodeIDs(), n.NodeID)
+			}
+		}
+		// Just restored, it block-syncs the last heights and refuses
+		// reads until it has (NOT_LEADER_OR_FOLLOWER); then it serves
+		// what the validators serve (the producers go on, so up to its
+		// own end).
+		c.Eventually(time.Minute, fmt.Sprintf("node%d serves Fetch", i), func() error {
+			_, err := c.FetchAll(i, w.opts.topic, 0)
+			return err
+		})
+		for p := range w.opts.partitions {
+			mine, err := c.FetchAll(i, w.opts.topic, p)
+			if err != nil {
+				t.Fatalf("node%d: %s-%d: %v", i, w.opts.topic, p, err)
+			}
+			theirs, err := c.FetchAll(via, w.opts.topic, p)
+			if err != nil {
+				t.Fatalf("node%d: %s-%d: %v", via, w.opts.topic, p, err)
+			}
+			if len(mine) == 0 || len(mine) > len(theirs) || !slices.Equal(mine, theirs[:len(mine)]) {
+				t.Fatalf("node%d serves %d records of %s-%d, node%d %d, and they differ", i, len(mine), w.opts.topic, p, via, len(theirs))
+			}
+		}
+		out2, err := exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(n.NodeID), "--dir", dir,
+			"--http", c.Nodes[via].HTTP).CombinedOutput()
+		if err != nil || !strings.Contains(string(out2), "applied at height") || !strings.Contains(string(out2), "a validator of power 10") {
+			t.Fatalf("stele cluster promote %d: %v\n%s", n.NodeID, err, out2)
+		}
+		c.waitRole(30*time.Second, append(running, i), i, httpapi.RoleValidator)
+		want := map[int]bool{}
+		for _, j := range append(running, i) {
+			want[j] = true
+		}
+		c.waitSigning(60*time.Second, i, want)
+		w.waitAcked(c, 60*time.Second, 300, fmt.Sprintf("node%d promoted: %d validators", i, len(want)))
+		return i
+	}
+	fifth := grow(0, "--rack", "rack-a")
+	sixth := grow(1)
+	seventh := grow(2)
+
+	for _, gone := range []int{seventh, sixth} {
+		rest := without(c.running(), gone)
+		out, err := exec.Command(harness.SteleBin, "cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--dir", dir,
+			"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "removed from the cluster") {
+			t.Fatalf("stele cluster remove %d: %v\n%s", gone, err, out)
+		}
+		if code := exitCode(c.WaitExit(gone, 30*time.Second, "its removal")); code != 11 {
+			t.Fatalf("node%d exited with status %d after its removal, want 11", gone, code)
+		}
+		w.waitAcked(c, 60*time.Second, 300, fmt.Sprintf("node%d removed", gone))
+	}
+	out, err := exec.Command(harness.SteleBin, "cluster", "demote", fmt.Sprint(c.Nodes[fifth].NodeID), "--dir", dir,
+		"--http", c.Nodes[0].HTTP).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "applied at height") {
+		t.Fatalf("stele cluster demote %d: %v\n%s", fifth, err, out)
+	}
+	c.waitRole(30*time.Second, c.running(), fifth, httpapi.RoleReplica)
+	w.waitAcked(c, 60*time.Second, 300, "back to 4 validators and a replica")
+
+	// A read replica: a consumer in the fifth broker's rack, bootstrapped
+	// on a validator, is sent to read from it (KIP-392) and reads the
+	// topic from its start.
+	before, err := c.metric(fifth, "stele_kafka_fetch_bytes_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := kgo.NewClient(kgo.SeedBrokers(c.Nodes[0].Kafka), kgo.Rack("rack-a"), kgo.ConsumeTopics(w.opts.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	read := 0
+	for read < 10000 && ctx.Err() == nil {
+		fs := rc.PollFetches(ctx)
+		read += fs.NumRecords()
+	}
+	after, err := c.metric(fifth, "stele_kafka_fetch_bytes_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read < 10000 || after-before < 1e6 {
+		t.Fatalf("a consumer in rack-a read %d records, %.0f bytes of them from node%d, the replica in its rack", read, after-before, fifth)
+	}
+	t.Logf("a consumer in rack-a read %d records, %.0f bytes from node%d", read, after-before, fifth)
+	rc.Close()
+	running := c.running()
+	w.end(c, 60*time.Second, running...)
+	w.mu.Lock()
+	failed := maps.Clone(w.mu.failed)
+	w.mu.Unlock()
+	for class, n := range failed {
+		// A change of membership costs clients retries, never an error
+		// they do not retry.
+		if strings.Contains(class, "UNKNOWN_SERVER_ERROR") {
+			t.Errorf("%d records failed with %s", n, class)
+		}
+	}
+	for _, i := range running {
+		w.checkDisk(c, i)
+	}
+}
+
+// running is the nodes whose process runs.
+func (c *cluster) running() []int {
+	var out []int
+	for _, i := range c.All() {
+		if c.Nodes[i].Proc != nil && c.Exited(i) == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
