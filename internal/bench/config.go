@@ -98,6 +98,9 @@ type Config struct {
 	// (offsets are never committed); otherwise each consumer is assigned a
 	// share of the partitions directly.
 	Group string
+	// Rack, if set, is the consumers' rack (Kafka's client.rack): a broker
+	// outside it sends them to read from a broker in it (KIP-392).
+	Rack string
 
 	// Timeout bounds each admin request, the delivery of each record, and
 	// how long the consumers may go without a record while records are
@@ -251,6 +254,9 @@ func (c *Config) Args() []string {
 		add("consumers", strconv.Itoa(c.Consumers))
 		if c.Group != "" {
 			add("group", c.Group)
+		}
+		if c.Rack != "" {
+			add("rack", c.Rack)
 		}
 	}
 	if c.produces() {

@@ -58,6 +58,9 @@ func (s *consumerSet) build(cfg *Config, parts []int32, offsets func(int32) kgo.
 		}
 	}
 	for _, opts := range sets {
+		if cfg.Rack != "" {
+			opts = append(opts, kgo.Rack(cfg.Rack))
+		}
 		cl, err := newClient(cfg, opts...)
 		if err != nil {
 			s.close()

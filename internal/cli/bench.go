@@ -101,6 +101,7 @@ func newBenchScenarioCmd(g *globalOptions, s bench.Scenario) *cobra.Command {
 	if consumes {
 		f.IntVar(&cfg.Consumers, "consumers", def.Consumers, "consuming clients, each with its own connections")
 		f.StringVar(&cfg.Group, "group", "", "consume as members of this consumer group (nothing is committed); default: assign partitions directly")
+		f.StringVar(&cfg.Rack, "rack", "", "the consumers' rack (client.rack): brokers send them to read from a broker of that rack (KIP-392 read replicas, stele cluster add --rack)")
 	}
 	if produces {
 		f.Int64Var(&cfg.Rate, "rate", def.Rate, "target records/s over all producers; 0 is open loop (as fast as possible)")
