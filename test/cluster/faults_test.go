@@ -366,8 +366,8 @@ func maxOf(hs map[int]harness.Health) int64 {
 }
 
 // waitSigning waits until `stele cluster status --output json`, asked of
-// node i, shows each node of want signing or not as want says, and every
-// validator as a validator with voting power.
+// node i, lists every node, and shows each node of want as a validator
+// with voting power, signing or not as want says.
 func (c *cluster) waitSigning(d time.Duration, i int, want map[int]bool) {
 	c.T.Helper()
 	c.Eventually(d, fmt.Sprintf("stele cluster status at node%d shows signing %v", i, want), func() error {
@@ -379,11 +379,17 @@ func (c *cluster) waitSigning(d time.Duration, i int, want map[int]bool) {
 			return fmt.Errorf("%d validators listed", len(st.Validators))
 		}
 		for _, v := range st.Validators {
-			if v.NodeID == nil || v.Role != httpapi.RoleValidator || v.Power <= 0 {
+			if v.NodeID == nil {
 				return fmt.Errorf("validator %+v", v)
 			}
 			for n, s := range want {
-				if c.Nodes[n].NodeID == *v.NodeID && s != v.Signing {
+				if c.Nodes[n].NodeID != *v.NodeID {
+					continue
+				}
+				if v.Role != httpapi.RoleValidator || v.Power <= 0 {
+					return fmt.Errorf("node%d is a %s of power %d", n, v.Role, v.Power)
+				}
+				if s != v.Signing {
 					return fmt.Errorf("node%d signing %v (last signed height %d, the chain at %d)", n, v.Signing, v.LastSignedHeight, st.Height)
 				}
 			}

@@ -185,3 +185,69 @@ func (c *cluster) running() []int {
 	}
 	return out
 }
+
+// TestReplaceDeadBroker (issue 19: a dead broker replaced by a new one
+// with another id): under idempotent produce and a consumer group one of
+// four brokers is killed. Promoting a new broker while it is dead is
+// refused by the guard (3 of 5 validators would be signing); so, with the
+// cluster administrator's key, the dead one is removed first, then a new
+// one added by `stele cluster add`, joined and promoted. The heights
+// committed in ten seconds with the dead broker a validator and after its
+// removal are logged (not asserted: the one-in-four proposals it cost go
+// away); the chain keeps committing, nothing acknowledged is lost or
+// duplicated, and the four running brokers end at one app hash with
+// byte-identical logs.
+func TestReplaceDeadBroker(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: "replace", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 2 * time.Minute,
+	})
+	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
+	dead := 1 + c.Rng.IntN(len(c.Nodes)-1)
+	alive := without(c.All(), dead)
+	dir := filepath.Join(c.Dir, "cluster")
+	admin := filepath.Join(dir, "admin.key")
+	cluster := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(harness.SteleBin, append([]string{"cluster"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("stele cluster %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	c.Kill9(dead)
+	c.waitSigning(45*time.Second, alive[0], map[int]bool{dead: false, alive[0]: true, alive[1]: true, alive[2]: true})
+	before := c.heightsIn(alive[0], 10*time.Second)
+
+	n, out := c.AddNode(alive[0], "--admin-key", admin)
+	if !strings.Contains(out, "Added to the cluster as a replica") {
+		t.Fatalf("stele cluster add:\n%s", out)
+	}
+	c.Start(n.Idx)
+	c.WaitCaughtUp(2*time.Minute, n.Idx, alive...)
+	promote := exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP)
+	if out, err := promote.CombinedOutput(); err == nil || !strings.Contains(string(out), "not more than 2/3") {
+		t.Fatalf("promoting a new broker while another validator is dead: %v\n%s", err, out)
+	}
+	if out := cluster("remove", fmt.Sprint(c.Nodes[dead].NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "removed from the cluster") {
+		t.Fatalf("stele cluster remove:\n%s", out)
+	}
+	running := append(slices.Clone(alive), n.Idx)
+	c.waitRole(30*time.Second, running, dead, httpapi.RoleRemoved)
+	after := c.heightsIn(alive[0], 10*time.Second)
+	t.Logf("heights committed in 10 s: %d with node%d dead and a validator, %d once it was removed", before, dead, after)
+	if after == 0 {
+		t.Fatal("the chain stopped committing after the removal")
+	}
+	if out := cluster("promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "applied at height") {
+		t.Fatalf("stele cluster promote:\n%s", out)
+	}
+	c.waitSigning(60*time.Second, alive[0], map[int]bool{alive[0]: true, alive[1]: true, alive[2]: true, n.Idx: true})
+	w.waitAcked(c, 60*time.Second, 500, fmt.Sprintf("node%d replaced by node%d", dead, n.Idx))
+	w.end(c, 60*time.Second, running...)
+	for _, i := range running {
+		w.checkDisk(c, i)
+	}
+}
