@@ -96,8 +96,9 @@ type Options struct {
 	DefaultPartitions int32
 	// DataDir is reported by DescribeLogDirs.
 	DataDir string
-	// Brokers is the cluster's broker directory (from the genesis); empty
-	// for a single node, which then describes only itself.
+	// Brokers is the cluster's genesis broker directory; empty for a
+	// single node, which then describes only itself. The brokers the chain
+	// added since come from the state (Server.directory).
 	Brokers []BrokerInfo
 	// LiveWindow is how recently a broker's validator must have signed a
 	// block for Metadata to name it a partition leader. Default 10 s.

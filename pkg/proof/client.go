@@ -68,7 +68,99 @@ func (c *Client) Prove(ctx context.Context, topic string, partition int32, offse
 	if b.Topic != topic || b.Partition != partition || offset < b.BaseOffset || offset > b.LastOffset {
 		return nil, unproven("asked for %s-%d offset %d, the broker proved %s-%d offsets %d-%d", topic, partition, offset, b.Topic, b.Partition, b.BaseOffset, b.LastOffset)
 	}
-	return c.Trust.Verify(b)
+	return following(ctx, c, func() (*Verified, error) { return c.Trust.Verify(b) })
+}
+
+// following runs verify and, when it fails on a header no trusted set
+// vouches for, follows the chain to that header (Follow) and runs it once
+// more.
+func following[T any](ctx context.Context, c *Client, verify func() (T, error)) (T, error) {
+	v, err := verify()
+	if h, ok := unvouchedHeight(err); ok {
+		if ferr := c.Follow(ctx, h); ferr != nil {
+			return v, fmt.Errorf("%w (following the validator set's changes: %v)", err, ferr)
+		}
+		return verify()
+	}
+	return v, err
+}
+
+// rawHeader fetches the first signed header the broker holds at height h
+// or above and below until (a broker archives the headers of the heights
+// whose app hash changed), with the validator set it names (nil when it
+// names the genesis set), unverified.
+func (c *Client) rawHeader(ctx context.Context, h, until int64) (height int64, header, vals []byte, err error) {
+	var page struct {
+		Headers []struct {
+			Height       int64  `json:"height"`
+			SignedHeader []byte `json:"signed_header"`
+			Validators   []byte `json:"validators"`
+		} `json:"headers"`
+	}
+	limit := min(max(until-h, 1), 1000)
+	u := c.base() + "/v1/cluster/headers?from=" + strconv.FormatInt(h, 10) + "&limit=" + strconv.FormatInt(limit, 10)
+	if err := c.get(ctx, u, &page); err != nil {
+		return 0, nil, nil, fmt.Errorf("stele/proof: header %d: %w", h, err)
+	}
+	if len(page.Headers) == 0 || page.Headers[0].Height < h || page.Headers[0].Height >= max(until, h+1) {
+		return 0, nil, nil, fmt.Errorf("stele/proof: the broker holds no header from height %d to %d", h, max(until, h+1)-1)
+	}
+	e := page.Headers[0]
+	return e.Height, e.SignedHeader, e.Validators, nil
+}
+
+// maxFollowSteps bounds the headers one Follow fetches: a bisection over
+// 2^31 heights takes 31 halvings per change of trust.
+const maxFollowSteps = 256
+
+// Follow makes the header at height verifiable when the chain's validator
+// set has changed so much since the sets Trust holds that none of them
+// vouches for it: as CometBFT's light client bisects, it fetches the
+// header halfway between the last height it trusts and the one it wants
+// (the first the broker archived from there), anchors it (Trust.Anchor)
+// if a trusted set vouches for it, or halves again, until the wanted
+// header verifies. Every header is checked; a broker that serves headers
+// of a set no valid transition reached gets an error wrapping
+// ErrUnproven.
+func (c *Client) Follow(ctx context.Context, height int64) error {
+	trusted := int64(1) // the genesis set signs the first height
+	c.Trust.mu.Lock()
+	for _, a := range c.Trust.anchors {
+		if a.height < height {
+			trusted = max(trusted, a.height)
+		}
+	}
+	c.Trust.mu.Unlock()
+	pending := []int64{height}
+	for steps := 0; len(pending) > 0; steps++ {
+		if steps == maxFollowSteps {
+			return unproven("following the validator set to height %d took more than %d headers", height, maxFollowSteps)
+		}
+		want := pending[len(pending)-1]
+		until := want + 1 // the height asked for itself
+		if want != height {
+			until = pending[len(pending)-2] // a pivot: any height before the one it leads to
+		}
+		h, b, vals, err := c.rawHeader(ctx, want, until)
+		if err != nil {
+			return err
+		}
+		pending[len(pending)-1] = h
+		err = c.Trust.Anchor(b, vals)
+		if err == nil {
+			trusted, pending = h, pending[:len(pending)-1]
+			continue
+		}
+		if _, ok := unvouchedHeight(err); !ok {
+			return err
+		}
+		mid := trusted + (h-trusted)/2
+		if mid <= trusted || mid >= h {
+			return err // adjacent to a trusted header and still not vouched for
+		}
+		pending = append(pending, mid)
+	}
+	return nil
 }
 
 // Check verifies a batch read from any broker (a RecordBatch as Fetch
@@ -119,7 +211,7 @@ func (c *Client) Headers(ctx context.Context, from, limit int64) ([]Header, int6
 	}
 	out := make([]Header, 0, len(page.Headers))
 	for _, h := range page.Headers {
-		sh, err := c.Trust.VerifyHeaderWith(h.SignedHeader, h.Validators)
+		sh, err := following(ctx, c, func() (*types.SignedHeader, error) { return c.Trust.VerifyHeaderWith(h.SignedHeader, h.Validators) })
 		if err != nil {
 			return out, from, err
 		}
@@ -241,5 +333,5 @@ func (c *Client) ProveState(ctx context.Context, keys ...[]byte) (*VerifiedState
 			return nil, unproven("asked for key %q, the broker proved %q", k, p.Entries[i].Key)
 		}
 	}
-	return c.Trust.VerifyState(&p)
+	return following(ctx, c, func() (*VerifiedState, error) { return c.Trust.VerifyState(&p) })
 }

@@ -15,7 +15,10 @@
 // header of the next height. Trust.Verify accepts it only if the signatures
 // come from the validator set the caller trusts (the cluster's genesis),
 // the header's app hash is AppHash(digest, stateRoot, root), and the batch's leaf is
-// under root at the topic, partition and base offset claimed.
+// under root at the topic, partition and base offset claimed. After the
+// chain changed its validator set, a header is accepted as CometBFT's
+// light client accepts it (VerifyHeaderWith), and Client follows the
+// changes by bisection from the trusted set (Client.Follow).
 //
 // The package imports nothing of Stele's internals, so other programs can
 // use it; it depends on CometBFT's types and crypto only.
@@ -29,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 
 	"github.com/cometbft/cometbft/crypto/merkle"
 	cmtmath "github.com/cometbft/cometbft/libs/math"
@@ -141,7 +145,35 @@ type Batch struct {
 type Trust struct {
 	ChainID    string
 	Validators *types.ValidatorSet
+
+	// anchors are headers verified from Validators through the chain's
+	// validator-set changes (Anchor, Client.Follow): a later header is
+	// verified from them as from Validators.
+	mu      sync.Mutex
+	anchors []anchor
 }
+
+// anchor is a verified header's height, validator set and the hash of the
+// set it names for the next height.
+type anchor struct {
+	height int64
+	set    *types.ValidatorSet
+	next   []byte
+}
+
+// notVouched is the error of a header whose validator set no trusted set
+// vouches for: more than a third of the power of none of them signed it.
+// Client.Follow bisects to such a header.
+type notVouched struct {
+	height int64
+	err    error
+}
+
+func (e *notVouched) Error() string {
+	return fmt.Sprintf("%v: the header at height %d names a validator set no trusted set vouches for (more than a third of the power of none of them signed it): %v", ErrUnproven, e.height, e.err)
+}
+
+func (e *notVouched) Unwrap() error { return ErrUnproven }
 
 // TrustGenesis trusts the chain and validators of a genesis document (the
 // cluster's config/genesis.json).
@@ -243,15 +275,17 @@ func (t *Trust) VerifyHeader(b []byte) (*types.SignedHeader, error) {
 
 // VerifyHeaderWith is VerifyHeader for a header that may name a validator
 // set other than the trusted one: the chain changed its set since
-// (a validator voted out, docs/cluster.md). vals is the set the header
-// names, a protobuf-encoded CometBFT ValidatorSet (nil when it names the
-// trusted set). The header is accepted, as CometBFT's light client skips
-// to a header, when vals is the set the header names, its commit carries
-// more than two thirds of that set's power, and validators of the trusted
-// set holding more than a third of the trusted power signed it too: at
-// least one honest trusted validator vouches for the new set. A header
-// whose set shares less than that with the trusted one is refused (the
-// intermediate headers a bisection would need are not fetched yet).
+// (docs/cluster.md, "Membership"). vals is the set the header names, a
+// protobuf-encoded CometBFT ValidatorSet (nil when it names the trusted
+// set). The header is accepted, as CometBFT's light client skips to a
+// header, when vals is the set the header names, its commit carries more
+// than two thirds of that set's power, and validators of the trusted set
+// (or of a header anchored since, Anchor) holding more than a third of
+// its power signed it too: at least one honest trusted validator vouches
+// for the new set; or when it is the height right after an anchored
+// header that named its set as the next one. A header no trusted set
+// vouches for is refused; Client.Follow fetches the intermediate headers
+// that lead to it (bisection) and anchors them.
 func (t *Trust) VerifyHeaderWith(b, vals []byte) (*types.SignedHeader, error) {
 	sh, _, err := t.verifyHeader(b, vals)
 	return sh, err
@@ -293,10 +327,68 @@ func (t *Trust) verifyHeader(b, vals []byte) (*types.SignedHeader, *types.Valida
 	if err := set.VerifyCommitLight(t.ChainID, sh.Commit.BlockID, sh.Height, sh.Commit); err != nil {
 		return nil, nil, unproven("commit of height %d by its validator set: %v", sh.Height, err)
 	}
-	if err := t.Validators.VerifyCommitLightTrusting(t.ChainID, sh.Commit, cmtmath.Fraction{Numerator: 1, Denominator: 3}); err != nil {
-		return nil, nil, unproven("the header at height %d names a validator set the trusted validators do not vouch for (bisection through intermediate headers is not built): %v", sh.Height, err)
+	if err := t.vouched(sh); err != nil {
+		return nil, nil, err
 	}
 	return sh, set, nil
+}
+
+// vouched checks that a trusted set vouches for sh, whose own set signed
+// it: the genesis set or an anchored header's set signed it with more than
+// a third of its power, or sh is the height after an anchored header that
+// named sh's set as the next.
+func (t *Trust) vouched(sh *types.SignedHeader) error {
+	third := cmtmath.Fraction{Numerator: 1, Denominator: 3}
+	err := t.Validators.VerifyCommitLightTrusting(t.ChainID, sh.Commit, third)
+	if err == nil {
+		return nil
+	}
+	t.mu.Lock()
+	anchors := t.anchors
+	t.mu.Unlock()
+	for _, a := range anchors {
+		if a.height+1 == sh.Height && bytes.Equal(a.next, sh.ValidatorsHash) {
+			return nil
+		}
+		if a.height < sh.Height && a.set.VerifyCommitLightTrusting(t.ChainID, sh.Commit, third) == nil {
+			return nil
+		}
+	}
+	return &notVouched{height: sh.Height, err: err}
+}
+
+// Anchor verifies a signed header and the set it names (as
+// VerifyHeaderWith) and trusts that set from then on: later headers it
+// vouches for verify too, as CometBFT's light client moves its trusted
+// header forward. Only a header that verifies is anchored. Safe for
+// concurrent use.
+func (t *Trust) Anchor(b, vals []byte) error {
+	sh, set, err := t.verifyHeader(b, vals)
+	if err != nil {
+		return err
+	}
+	if set == t.Validators {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range t.anchors {
+		if a.height == sh.Height {
+			return nil
+		}
+	}
+	t.anchors = append(t.anchors, anchor{height: sh.Height, set: set, next: append([]byte(nil), sh.NextValidatorsHash...)})
+	return nil
+}
+
+// unvouchedHeight reports the height of the header err says no trusted
+// set vouches for.
+func unvouchedHeight(err error) (int64, bool) {
+	var nv *notVouched
+	if errors.As(err, &nv) {
+		return nv.height, true
+	}
+	return 0, false
 }
 
 // checkBatch checks that b is exactly one RecordBatch v2 with a valid CRC

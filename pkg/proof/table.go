@@ -233,7 +233,7 @@ func (c *Client) ProveTable(ctx context.Context, topic string, key []byte) (*Tab
 	if p.Topic != topic || !bytes.Equal(p.Key, key) {
 		return nil, nil, unproven("asked for key %q of %q, the broker answered for %q of %q", key, topic, p.Key, p.Topic)
 	}
-	tv, err := c.Trust.VerifyTable(&p)
+	tv, err := following(ctx, c, func() (*TableValue, error) { return c.Trust.VerifyTable(&p) })
 	if err != nil {
 		return nil, nil, err
 	}
