@@ -561,10 +561,11 @@ func TestReplicaCertifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := false
+	// Read by pushes still running in the background after a Certify.
+	var out atomic.Bool
 	for _, nd := range nodes {
 		nd.plane.opts.Current = func() *fsm.ValidatorSet { return cur }
-		nd.plane.opts.Excluded = func(a [20]byte) bool { return out && a == replica }
+		nd.plane.opts.Excluded = func(a [20]byte) bool { return out.Load() && a == replica }
 	}
 	c, err := nodes[3].plane.Certify(context.Background(), payload(t, 1))
 	if err != nil {
@@ -578,7 +579,7 @@ func TestReplicaCertifies(t *testing.T) {
 			t.Fatal("the replica signed its own certificate")
 		}
 	}
-	out = true
+	out.Store(true)
 	if _, err := nodes[3].plane.Certify(context.Background(), payload(t, 2)); !errors.Is(err, ErrNotCertified) {
 		t.Fatalf("a broker taken out certified: %v", err)
 	}
