@@ -80,8 +80,10 @@ func TestClusterSASL(t *testing.T) {
 	}
 
 	// Nothing is allowed without an ACL on a cluster that authenticates:
-	// alice may read and write the topic (ACLs are replicated state too,
-	// so every broker enforces this one at once).
+	// alice may read and write the topic. ACLs are replicated state, so
+	// every broker enforces this one as soon as it has applied the block
+	// that holds it; the broker that answered CreateACLs has, the others
+	// may be a block behind.
 	created, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("sasl").Operations(kadm.OpRead, kadm.OpWrite))
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +100,16 @@ func TestClusterSASL(t *testing.T) {
 		for j := i * 100; j < i*100+100; j++ {
 			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(j % 8)), Value: []byte(fmt.Sprint(j))})
 		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("alice produces through %s: %v", a, err)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kerr.TopicAuthorizationFailed) || time.Now().After(deadline) {
+				t.Fatalf("alice produces through %s: %v", a, err)
+			}
+			time.Sleep(100 * time.Millisecond) // this broker has not applied the ACL's block yet
 		}
 	}
 	consumeAll := func(seed string, want int) {
