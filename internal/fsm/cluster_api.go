@@ -31,6 +31,9 @@ const (
 	MaxAppVersion                      = cluster.MaxAppVersion
 	MembershipVersion                  = cluster.MembershipVersion
 	DirectoryVersion                   = cluster.DirectoryVersion
+	RotationVersion                    = cluster.RotationVersion
+	ReasonRotatedOut                   = cluster.ReasonRotatedOut
+	ReasonRotatedIn                    = cluster.ReasonRotatedIn
 	ReasonRemoved                      = cluster.ReasonRemoved
 	ReasonAdded                        = cluster.ReasonAdded
 	MaxAppendTimeAheadMs               = cluster.MaxAppendTimeAheadMs

@@ -681,6 +681,31 @@ func goldenScenario(t *testing.T) []block {
 		t.Fatalf("golden scenario: directory %+v after adding broker 4 (the scenario's genesis lists none)", d)
 	}
 
+	// From app version 9 (cluster.RotationVersion) a change replaces a
+	// broker's key; under 8 it is refused as version 8's binaries refuse
+	// it. Broker 4 is a replica: no power moves, no guard weighs it.
+	rotatedKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))
+	rotate := func(epoch uint64, from ed25519.PrivateKey) ChangeMembership {
+		e := BrokerEntry{NodeID: 4, Kafka: "127.0.0.1:19096", HTTP: "127.0.0.1:19196"}
+		copy(e.PubKey[:], rotatedKey.Public().(ed25519.PublicKey))
+		c := ChangeMembership{ChainID: testChainID, Change: MembershipChange{Epoch: epoch, Validator: addr(from), Broker: e}}
+		for _, k := range vkeys[:3] {
+			c.Sigs = append(c.Sigs, SignMembership(testChainID, c.Change, addr(k), k))
+		}
+		return c
+	}
+	must("a key rotated under version 8", g.cmds(100, rotate(1, newKey))[0], kerr.InvalidRequest.Code)
+	v9 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 9, Name: "rotation"}
+	must("upgrade to version 9", g.cmds(100, upgradeVote(v9, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v9.Height {
+		g.cmds(100, Tick{})
+	}
+	must("broker 4's key rotated", g.cmds(100, rotate(1, newKey))[0], 0)
+	must("a rotation naming the old key", g.cmds(100, rotate(2, newKey))[0], kerr.InvalidRequest.Code)
+	if d := f.Directory(); len(d) != 1 || d[0].Validator != addr(rotatedKey) {
+		t.Fatalf("golden scenario: directory %+v after rotating broker 4's key", d)
+	}
+
 	// The timers did what the scenario means them to.
 	for _, name := range []string{"lapsing", "cg", "txgroup", "audit", "live"} {
 		if gr := f.Groups().Group(name); gr != nil {

@@ -615,3 +615,130 @@ func TestMembershipAddBroker(t *testing.T) {
 		t.Fatalf("adding a broker under version 7: code %d, %d brokers", c, len(old.Directory()))
 	}
 }
+
+// TestMembershipRotateKey (issue 19, stele cluster rotate-key): from app
+// version 9 a change naming a broker's current key and carrying its entry
+// with a new key moves the old key's power to the new one, retires the old
+// key for good, and makes the directory name the new key for the same
+// node id (a genesis broker's too), across a restart; a rotation naming a
+// stale key, to a key the chain knows, or one the validators signing now
+// could not carry is refused; under version 8 it is refused as the
+// binaries before it refuse it.
+func TestMembershipRotateKey(t *testing.T) {
+	vs, keys := testValidators(t, 4)
+	var genesis []cluster.DirectoryBroker
+	for i, k := range keys {
+		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
+			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
+	}
+	open := func(dir string, version uint32) *FSM {
+		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
+			Validators: vs, Batches: mapBatches{}, GenesisBrokers: genesis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	newKey := func(name string) ed25519.PrivateKey {
+		seed := sha256.Sum256([]byte(name))
+		return ed25519.NewKeyFromSeed(seed[:])
+	}
+	rotate := func(epoch uint64, id int32, old, next ed25519.PrivateKey, signers ...ed25519.PrivateKey) ChangeMembership {
+		e := BrokerEntry{NodeID: id, Kafka: fmt.Sprintf("127.0.0.1:%d", 29092+id), HTTP: fmt.Sprintf("127.0.0.1:%d", 29192+id), Rack: "r1"}
+		copy(e.PubKey[:], next.Public().(ed25519.PublicKey))
+		c := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: epoch, Validator: [20]byte(addressOf(old)), Broker: e}}
+		for _, s := range signers {
+			c.Sigs = append(c.Sigs, SignMembership(membershipChain, c.Change, [20]byte(addressOf(s)), s))
+		}
+		return c
+	}
+	all := signersOf(keys...)
+	dir := t.TempDir()
+	f := open(dir, cluster.MaxAppVersion)
+	h := int64(0)
+	apply := func(c ChangeMembership) core.BlockOutcome {
+		h++
+		return applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all, Txs: [][]byte{tx(int(h), c)}})
+	}
+	code := func(what string, c ChangeMembership, want int16) {
+		t.Helper()
+		if got := apply(c).Txs[0].Results[0]; got.Code != want {
+			t.Fatalf("%s: code %d (%s), want %d", what, got.Code, got.Message, want)
+		}
+	}
+	k3 := newKey("broker 3, second key")
+	code("one vote", rotate(0, 3, keys[3], k3, keys[0]), 0)
+	if d := f.Directory(); d[3].Validator != [20]byte(addressOf(keys[3])) {
+		t.Fatalf("one vote rotated the key: %+v", d[3])
+	}
+	out := apply(rotate(0, 3, keys[3], k3, keys[1], keys[2]))
+	if r := out.Txs[0].Results[0]; r.Code != 0 {
+		t.Fatalf("rotating broker 3's key: %s", r.Message)
+	}
+	if u := out.ValidatorUpdates; len(u) != 2 || !bytes.Equal(u[0].PubKey, keys[3].Public().(ed25519.PublicKey)) || u[0].Power != 0 ||
+		!bytes.Equal(u[1].PubKey, k3.Public().(ed25519.PublicKey)) || u[1].Power != 10 {
+		t.Fatalf("validator updates %+v, want the old key to 0 and the new one to 10", u)
+	}
+	rotatedAt := h
+	check := func(f *FSM) {
+		t.Helper()
+		d := f.Directory()
+		if len(d) != 4 || d[3].NodeID != 3 || d[3].Validator != [20]byte(addressOf(k3)) || !bytes.Equal(d[3].PubKey, k3.Public().(ed25519.PublicKey)) ||
+			d[3].RotatedAt != rotatedAt || d[3].AddedAt != 0 || d[3].Kafka != "127.0.0.1:29095" || d[3].Rack != "r1" {
+			t.Fatalf("directory after the rotation %+v", d)
+		}
+		recs := map[[20]byte]cluster.ValidatorRecord{}
+		for _, r := range f.ValidatorRecords() {
+			recs[r.Address] = r
+		}
+		if r := recs[[20]byte(addressOf(keys[3]))]; r.Reason != cluster.ReasonRotatedOut || r.Power != 0 || r.ChangedAt != rotatedAt {
+			t.Fatalf("the old key's record %+v", r)
+		}
+		if r := recs[[20]byte(addressOf(k3))]; r.Reason != cluster.ReasonRotatedIn || r.Power != 10 {
+			t.Fatalf("the new key's record %+v", r)
+		}
+		vals := f.CommittedValidators()
+		if _, ok := vals.Lookup([20]byte(addressOf(keys[3]))); ok {
+			t.Fatal("the old key is still a validator")
+		}
+		if v, ok := vals.Lookup([20]byte(addressOf(k3))); !ok || v.Power != 10 {
+			t.Fatal("the new key is not a validator of power 10")
+		}
+	}
+	check(f)
+	k3b := newKey("broker 3, third key")
+	code("a rotation naming the old key", rotate(1, 3, keys[3], k3b, keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("a rotation to a genesis key", rotate(1, 3, k3, keys[0], keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("a rotation to the old key", rotate(1, 3, k3, keys[3], keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("a rotation of no broker", rotate(1, 7, k3, k3b, keys[0], keys[1], keys[2]), kerr.InvalidRequest.Code)
+	code("promoting the rotated-out key", memberChange(1, keys[3], 10, keys[0], keys[1], keys[2]), kerr.PolicyViolation.Code)
+	// The new key has not signed yet: rotating another broker now would
+	// leave 20 of 40 signing.
+	code("a second rotation before the first key signs", rotate(1, 2, keys[2], k3b, keys[0], keys[1], keys[2]), kerr.PolicyViolation.Code)
+	withPower := rotate(1, 2, keys[2], k3b)
+	withPower.Change.Power = 10
+	withPower.Sigs = []trust.CertSig{SignMembership(membershipChain, withPower.Change, [20]byte(addressOf(keys[0])), keys[0])}
+	code("a rotation giving power", withPower, kerr.InvalidRequest.Code)
+
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open(dir, cluster.MaxAppVersion)
+	defer f.Close()
+	check(f)
+	// Once the new key signs, the next rotation goes through.
+	all = signersOf(keys[0], keys[1], keys[2], k3)
+	h++
+	applyCommit(t, f, core.Block{Height: h, TimeMs: h * 1000, Signers: all})
+	code("rotating broker 2 once broker 3's new key signs", rotate(1, 2, keys[2], k3b, keys[0], keys[1], k3), 0)
+	if d := f.Directory(); d[2].Validator != [20]byte(addressOf(k3b)) || d[3].Validator != [20]byte(addressOf(k3)) {
+		t.Fatalf("directory after two rotations %+v", d)
+	}
+
+	old := open(t.TempDir(), cluster.DirectoryVersion)
+	defer old.Close()
+	o := applyCommit(t, old, core.Block{Height: 1, TimeMs: 1000, Signers: all, Txs: [][]byte{tx(1, rotate(0, 3, keys[3], k3, keys[0], keys[1], keys[2]))}})
+	if c := o.Txs[0].Results[0].Code; c != kerr.InvalidRequest.Code || old.Directory()[3].Validator != [20]byte(addressOf(keys[3])) || len(o.ValidatorUpdates) != 0 {
+		t.Fatalf("rotating a key under version 8: code %d, directory %+v", c, old.Directory()[3])
+	}
+}

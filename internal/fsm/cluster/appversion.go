@@ -16,11 +16,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // version 7 removes the power of a validator that committed evidence proves
 // misbehaved (MembershipVersion, membership.go); version 8 lets a
 // membership change add a broker to the directory (DirectoryVersion,
+// directory.go); version 9 lets one replace a broker's key (RotationVersion,
 // directory.go). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 9
+// up by an upgrade. Builds with the steleupgradetest tag add a version 10
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 8
+const MaxAppVersion uint32 = 9
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

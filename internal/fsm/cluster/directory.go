@@ -13,6 +13,18 @@ package cluster
 // directory or the validator records already name (a removed broker's
 // included) is refused.
 //
+// From app version 9 (RotationVersion) a membership change may replace a
+// broker's validator key (`stele cluster rotate-key`): the change names
+// the broker's current key (Validator) and carries its directory entry
+// with the new key (Broker, the same node id). The new key must be new to
+// the chain; it takes the old key's power, and the old key is out for good
+// (ReasonRotatedOut). The directory entry of the node id then names the
+// new key (RotatedAt), a genesis broker's included. CometBFT counts the
+// new key two heights later; the broker signs with it from then on
+// (internal/consensus/cometbft's rotation.go). The guard weighs the new
+// key as not signing yet: a rotation is refused while the validators
+// signing without the rotated one would not keep a quorum.
+//
 // Every broker reads the directory from the state, so Metadata,
 // FindCoordinator, the data plane's peers and GET /v1/cluster follow a
 // change at once, alike on every broker.
@@ -20,8 +32,10 @@ package cluster
 // State, authenticated (one leaf per broker the chain added):
 //
 //	u/broker/<node id, 4 bytes big-endian>   its key, Kafka and HTTP
-//	                                         addresses, rack, and the
-//	                                         height that added it
+//	                                         addresses, rack, the height
+//	                                         that added it (0: a genesis
+//	                                         broker) and the one that last
+//	                                         rotated its key (absent: none)
 
 import (
 	"crypto/ed25519"
@@ -41,6 +55,10 @@ import (
 // DirectoryVersion is the app version from which a membership change may
 // add a broker to the directory.
 const DirectoryVersion = 8
+
+// RotationVersion is the app version from which a membership change may
+// replace a broker's key.
+const RotationVersion = 9
 
 // maxBrokerAddress bounds a directory address (host:port).
 const maxBrokerAddress = 255
@@ -74,17 +92,26 @@ func ValidatorAddress(pub []byte) [20]byte {
 }
 
 // DirectoryBroker is one broker of the directory: a genesis one (AddedAt
-// 0) or one the chain added.
+// 0) or one the chain added; RotatedAt is the height of the change that
+// last replaced its key (0: never).
 type DirectoryBroker struct {
 	NodeID    int32
 	Validator [20]byte
 	Kafka     string
 	HTTP      string
 	Rack      string
-	// PubKey is the validator key of an added broker (nil for a genesis
-	// one: the genesis validator set holds it).
-	PubKey  ed25519.PublicKey
-	AddedAt int64
+	// PubKey is the validator key of an added broker or of one whose key
+	// was rotated (nil for a genesis one as the genesis left it: the
+	// genesis validator set holds it).
+	PubKey    ed25519.PublicKey
+	AddedAt   int64
+	RotatedAt int64
+}
+
+// IsRotation reports whether ch replaces a broker's key: it carries a
+// broker entry whose key is not the validator it names.
+func IsRotation(ch MembershipChange) bool {
+	return !ch.Broker.IsZero() && ch.Broker.Address() != ch.Validator
 }
 
 // checkBrokerEntry is the stateless check of a change that adds e.
@@ -93,9 +120,10 @@ func checkBrokerEntry(ch MembershipChange) core.Result {
 	switch {
 	case e.NodeID < 0:
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("a broker's node id is not negative, got %d", e.NodeID))
-	case ch.Validator != e.Address():
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the change names validator %X, and the new broker's key is %X's", ch.Validator, e.Address()))
 	case ch.Power != 0 || ch.Remove:
+		if IsRotation(ch) {
+			return core.Fail(kerr.InvalidRequest.Code, "a rotated key takes the old key's power: the change gives power 0 and removes nothing")
+		}
 		return core.Fail(kerr.InvalidRequest.Code, "a broker joins as a replica (power 0): promote it once it has caught up")
 	}
 	if len(e.Rack) > maxBrokerAddress {
@@ -132,38 +160,79 @@ func (f *Cluster) addBroker(ch MembershipChange) core.Result {
 	if f.Version < DirectoryVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("adding a broker needs app version %d; this chain runs %d (stele cluster upgrade)", DirectoryVersion, f.Version))
 	}
-	for _, b := range f.opts.Brokers {
-		if b.NodeID == e.NodeID {
+	if b, ok := f.brokerByID(e.NodeID); ok {
+		if b.AddedAt == 0 {
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node id %d is a broker of the genesis already: give the new broker another id", e.NodeID))
 		}
-	}
-	if b, ok := f.addedBrokers[e.NodeID]; ok {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node id %d was added at height %d already: give the new broker another id", e.NodeID, b.AddedAt))
 	}
-	if r, ok := f.validatorRecs[ch.Validator]; ok {
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X is known to the chain already (%s at height %d): a new broker needs a new key", ch.Validator, r.Reason, r.ChangedAt))
+	return f.newKey(ch.Validator, "a new broker")
+}
+
+// newKey refuses a key the chain has known: one it has a record of (a
+// removed or rotated one included) or a genesis validator's.
+func (f *Cluster) newKey(addr [20]byte, who string) core.Result {
+	if r, ok := f.validatorRecs[addr]; ok {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X is known to the chain already (%s at height %d): %s needs a new key", addr, r.Reason, r.ChangedAt, who))
 	}
 	if f.opts.Validators != nil {
-		if _, ok := f.opts.Validators.Lookup(ch.Validator); ok {
-			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X is a genesis validator: a new broker needs a new key", ch.Validator))
+		if _, ok := f.opts.Validators.Lookup(addr); ok {
+			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("validator %X is a genesis validator: %s needs a new key", addr, who))
 		}
 	}
 	return core.Result{}
 }
 
-// recordAddedBroker writes the directory entry of an added broker (after
-// the votes and guards let the change through).
-func (f *Cluster) recordAddedBroker(e BrokerEntry) {
+// brokerByID is the directory's broker with node id id: the chain's entry
+// (added, or rotated), else the genesis one.
+func (f *Cluster) brokerByID(id int32) (DirectoryBroker, bool) {
+	if b, ok := f.addedBrokers[id]; ok {
+		return b, true
+	}
+	for _, b := range f.opts.Brokers {
+		if b.NodeID == id {
+			return b, true
+		}
+	}
+	return DirectoryBroker{}, false
+}
+
+// rotationTarget checks a change that replaces a broker's key: from app
+// version 9, naming a broker of the directory by its node id and its
+// current key, with a key new to the chain. It returns the broker's
+// entry as it is.
+func (f *Cluster) rotationTarget(ch MembershipChange) (DirectoryBroker, core.Result) {
+	e := ch.Broker
+	b, ok := f.brokerByID(e.NodeID)
+	if !ok {
+		return b, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node id %d is no broker of this chain: a key rotation names a broker of the directory (stele cluster status lists them)", e.NodeID))
+	}
+	if b.Validator != ch.Validator {
+		return b, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("broker %d's key is %X's, and the rotation names %X: sign it again for the current key", e.NodeID, b.Validator, ch.Validator))
+	}
+	return b, f.newKey(e.Address(), "a rotated broker")
+}
+
+// recordBroker writes the directory entry of an added broker, or of one
+// whose key was rotated (after the votes and guards let the change
+// through).
+func (f *Cluster) recordBroker(b DirectoryBroker) {
 	if f.addedBrokers == nil {
 		f.addedBrokers = map[int32]DirectoryBroker{}
 	}
 	if f.brokersDirty == nil {
 		f.brokersDirty = map[int32]bool{}
 	}
-	f.addedBrokers[e.NodeID] = DirectoryBroker{NodeID: e.NodeID, Validator: e.Address(), Kafka: e.Kafka, HTTP: e.HTTP, Rack: e.Rack,
-		PubKey: append(ed25519.PublicKey(nil), e.PubKey[:]...), AddedAt: f.Height}
-	f.brokersDirty[e.NodeID] = true
+	f.addedBrokers[b.NodeID] = b
+	f.brokersDirty[b.NodeID] = true
 	f.membersNew = true
+}
+
+// entryOf is the directory entry e makes, with key and addresses from the
+// change.
+func entryOf(e BrokerEntry) DirectoryBroker {
+	return DirectoryBroker{NodeID: e.NodeID, Validator: e.Address(), Kafka: e.Kafka, HTTP: e.HTTP, Rack: e.Rack,
+		PubKey: append(ed25519.PublicKey(nil), e.PubKey[:]...)}
 }
 
 func brokerKey(id int32) []byte {
@@ -178,6 +247,9 @@ func encodeDirectoryBroker(b DirectoryBroker) []byte {
 	w.Str(b.HTTP)
 	w.Str(b.Rack)
 	w.I64(b.AddedAt)
+	if b.RotatedAt != 0 {
+		w.I64(b.RotatedAt) // from app version 9: absent before
+	}
 	return w.B
 }
 
@@ -187,6 +259,9 @@ func decodeDirectoryBroker(id int32, v []byte) (DirectoryBroker, error) {
 		r.Fail("directory entry format %d", ver)
 	}
 	b := DirectoryBroker{NodeID: id, PubKey: append(ed25519.PublicKey(nil), r.Bytes()...), Kafka: r.Str(), HTTP: r.Str(), Rack: r.Str(), AddedAt: r.I64()}
+	if r.E == nil && len(r.B) > 0 {
+		b.RotatedAt = r.I64()
+	}
 	if r.E == nil && len(b.PubKey) != ed25519.PublicKeySize {
 		r.Fail("broker %d: a key of %d bytes", id, len(b.PubKey))
 	}
@@ -230,21 +305,29 @@ func (f *Cluster) persistDirectory(b *core.StateBatch) {
 	clear(f.brokersDirty)
 }
 
-// directory is the genesis directory followed by the added brokers, by
-// node id.
+// directory is the genesis directory (each broker as the chain's entry for
+// its node id has it, when its key was rotated) followed by the added
+// brokers, by node id.
 func (f *Cluster) directory() []DirectoryBroker {
 	out := append([]DirectoryBroker(nil), f.opts.Brokers...)
+	for i, b := range out {
+		if e, ok := f.addedBrokers[b.NodeID]; ok {
+			out[i] = e
+		}
+	}
 	added := make([]DirectoryBroker, 0, len(f.addedBrokers))
 	for _, b := range f.addedBrokers {
-		added = append(added, b)
+		if b.AddedAt > 0 {
+			added = append(added, b)
+		}
 	}
 	sort.Slice(added, func(i, j int) bool { return added[i].NodeID < added[j].NodeID })
 	return append(out, added...)
 }
 
 // Directory returns the broker directory as of the last commit: the
-// genesis brokers, then those the chain added, by node id. Safe for
-// concurrent use.
+// genesis brokers (with their rotated keys), then those the chain added,
+// by node id. Safe for concurrent use.
 func (f *Cluster) Directory() []DirectoryBroker {
 	f.committedMembers.Lock()
 	defer f.committedMembers.Unlock()

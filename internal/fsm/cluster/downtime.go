@@ -63,7 +63,7 @@ func (f *Cluster) demoteDowntime() {
 		if now-t <= limit {
 			continue
 		}
-		if res := f.membershipGuard(vs, MembershipChange{Validator: v.Address}); res.Code != 0 {
+		if res := f.membershipGuard(vs, []powerChange{{validator: v.Address}}); res.Code != 0 {
 			continue
 		}
 		f.setValidatorRecord(ValidatorRecord{Address: v.Address, PubKey: v.PubKey, Power: 0, Reason: ReasonDowntime})

@@ -78,6 +78,13 @@ const (
 	// ReasonAdded: the validators (or the cluster administrator) added the
 	// broker to the directory as a replica (directory.go).
 	ReasonAdded PowerReason = 5
+	// ReasonRotatedOut: the broker's key was replaced by a new one (`stele
+	// cluster rotate-key`, directory.go), which took its power; the old
+	// key is out for good.
+	ReasonRotatedOut PowerReason = 6
+	// ReasonRotatedIn: the new key of a broker whose key was rotated, with
+	// the power the old one had.
+	ReasonRotatedIn PowerReason = 7
 )
 
 // Misbehaved reports whether the reason is a misbehavior: the key was
@@ -88,12 +95,17 @@ func (r PowerReason) Misbehaved() bool {
 
 // Final reports whether the key is out for good: voted out or removed; it
 // is never promoted again.
-func (r PowerReason) Final() bool { return r.Misbehaved() || r == ReasonRemoved }
+func (r PowerReason) Final() bool {
+	return r.Misbehaved() || r == ReasonRemoved || r == ReasonRotatedOut
+}
 
 // Past says what happened to a key out for good, for messages.
 func (r PowerReason) Past() string {
-	if r == ReasonRemoved {
+	switch r {
+	case ReasonRemoved:
 		return "removed from the cluster"
+	case ReasonRotatedOut:
+		return "replaced by its broker's new key"
 	}
 	return "voted out for " + r.String()
 }
@@ -108,6 +120,10 @@ func (r PowerReason) String() string {
 		return "removed"
 	case ReasonAdded:
 		return "added"
+	case ReasonRotatedOut:
+		return "key-rotated"
+	case ReasonRotatedIn:
+		return "new-key"
 	}
 	return core.MisbehaviorKind(r).String()
 }

@@ -2,7 +2,8 @@ package cluster
 
 // Membership changes signed by the validators (docs/cluster.md,
 // "Membership"): add a broker to the directory as a replica (from app
-// version 8, directory.go), demote a validator to a replica (power 0: it
+// version 8, directory.go), replace a broker's key (from app version 9,
+// directory.go), demote a validator to a replica (power 0: it
 // follows the chain and serves reads, and votes on nothing) or promote a
 // replica back (or re-weight a validator). A change is applied once
 // validators holding more than two thirds of the current voting power
@@ -17,12 +18,14 @@ package cluster
 // The epoch counts the changes applied: a change is signed for the epoch
 // it is meant to follow, so a signature can be replayed neither after
 // its change nor after another one (it is refused as stale: sign again).
-// A change is refused, whoever signed it, when it would leave no
-// validator with power, or when the validators it would leave that are
-// signing now (a signature within LiveWindowMs of block time, from the
-// chain's own record of commit signatures) would not hold more than two
-// thirds of the power it leaves: the guard against demoting the wrong
-// broker while another is down. A key voted out for misbehavior
+// A change of power (a demotion, promotion, removal or key rotation) is
+// refused, whoever signed it, when it would leave no validator with
+// power, or when the validators it would leave that are signing now (a
+// signature within LiveWindowMs of block time, from the chain's own
+// record of commit signatures; a rotated-in key is not signing yet)
+// would not hold more than two thirds of the power it leaves: the guard
+// against demoting the wrong broker while another is down. Adding a
+// broker changes no power, so no guard weighs it. A key voted out for misbehavior
 // (membership.go) is never promoted again: it needs a new key.
 //
 // State, authenticated:
@@ -35,6 +38,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -71,7 +75,10 @@ var (
 //
 // With Broker set (from app version 8, directory.go) the change adds a
 // broker to the directory as a replica: Validator is its key's address
-// and Power 0.
+// and Power 0. From app version 9, a Broker whose key is not Validator's
+// replaces the key of the broker with its node id (IsRotation): Validator
+// is that broker's current key, Power 0 (the new key takes the old one's
+// power).
 type MembershipChange struct {
 	Epoch     uint64 // the membership epoch it is signed for
 	Validator [20]byte
@@ -218,6 +225,11 @@ type MembershipVote struct {
 // changeMembership applies a ChangeMembership: every signature must be a
 // current validator's good one, or nothing is recorded.
 func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
+	if IsRotation(c.Change) && f.Version < RotationVersion {
+		// Refused first, with the code the binaries before version 9 give
+		// it (their stateless check): they must agree on the results.
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("replacing a broker's key needs app version %d; this chain runs %d (stele cluster upgrade)", RotationVersion, f.Version))
+	}
 	if f.Version < MembershipVersion {
 		return core.Fail(kerr.UnsupportedVersion.Code, fmt.Sprintf("membership changes need app version %d; this chain runs %d (stele cluster upgrade)", MembershipVersion, f.Version))
 	}
@@ -254,9 +266,16 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	var key ed25519.PublicKey
 	var current int64
 	var res core.Result
-	if adds := !ch.Broker.IsZero(); adds {
+	var rotated DirectoryBroker
+	rotation := IsRotation(ch)
+	switch {
+	case rotation:
+		if rotated, res = f.rotationTarget(ch); res.Code == 0 {
+			key, current, res = f.changeTarget(ch.Validator)
+		}
+	case !ch.Broker.IsZero():
 		res, key = f.addBroker(ch), ch.Broker.PubKey[:]
-	} else {
+	default:
 		key, current, res = f.changeTarget(ch.Validator)
 	}
 	if res.Code != 0 {
@@ -274,8 +293,15 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 		return core.Result{} // a vote; the change waits for more
 	}
 	// A broker added as a replica changes no validator's power: the
-	// guard has nothing to weigh.
-	if res := f.membershipGuard(vs, ch); ch.Broker.IsZero() && res.Code != 0 {
+	// guard has nothing to weigh; nor has a replica's key rotation. A
+	// validator's moves the old key's power to a key that signs nothing
+	// yet.
+	powers := []powerChange{{ch.Validator, ch.Power}}
+	if rotation {
+		powers = append(powers, powerChange{ch.Broker.Address(), current})
+	}
+	guarded := ch.Broker.IsZero() || rotation && current > 0
+	if res := f.membershipGuard(vs, powers); guarded && res.Code != 0 {
 		// Enough votes for a change that must not be made now: they are
 		// dropped, so it is not made later by surprise either.
 		clear(f.memberVotes)
@@ -287,9 +313,14 @@ func (f *Cluster) changeMembership(c ChangeMembership) core.Result {
 	switch {
 	case ch.Remove:
 		reason = ReasonRemoved
+	case rotation:
+		f.rotateKey(ch.Broker, rotated, key, current)
+		return core.Result{}
 	case !ch.Broker.IsZero():
 		reason = ReasonAdded
-		f.recordAddedBroker(ch.Broker)
+		e := entryOf(ch.Broker)
+		e.AddedAt = f.Height
+		f.recordBroker(e)
 	}
 	if ch.Power == current && reason == ReasonVote {
 		return core.Result{} // nothing to record or hand CometBFT
@@ -321,10 +352,34 @@ func (f *Cluster) changeTarget(addr [20]byte) (ed25519.PublicKey, int64, core.Re
 	return nil, 0, core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("%X is no broker of this chain: membership changes name a broker of the directory (stele cluster status lists them)", addr))
 }
 
+// rotateKey replaces broker b's key (oldKey, with power) by e's: the old
+// key's power goes to 0 for good, the new key gets it, and the directory
+// entry of b's node id names the new key.
+func (f *Cluster) rotateKey(e BrokerEntry, b DirectoryBroker, oldKey ed25519.PublicKey, power int64) {
+	n := entryOf(e)
+	n.AddedAt, n.RotatedAt = b.AddedAt, f.Height
+	f.recordBroker(n)
+	f.setValidatorRecord(ValidatorRecord{Address: b.Validator, PubKey: oldKey, Power: 0, Reason: ReasonRotatedOut})
+	f.setValidatorRecord(ValidatorRecord{Address: n.Validator, PubKey: n.PubKey, Power: power, Reason: ReasonRotatedIn})
+	if power > 0 {
+		f.ValidatorUpdates = append(f.ValidatorUpdates,
+			core.ValidatorUpdate{PubKey: append([]byte(nil), oldKey...), Power: 0},
+			core.ValidatorUpdate{PubKey: append([]byte(nil), n.PubKey...), Power: power})
+	}
+	f.opts.Logger.Warn("broker key rotated by the validators' votes", "node_id", e.NodeID, "from", fmt.Sprintf("%X", b.Validator),
+		"to", fmt.Sprintf("%X", n.Validator), "power", power, "height", f.Height, "epoch", f.membershipEpoch)
+}
+
+// powerChange is one validator's power after a change.
+type powerChange struct {
+	validator [20]byte
+	power     int64
+}
+
 // membershipGuard refuses a change that would leave no validator with
 // power, or leave validators whose signing part holds two thirds of the
 // power or less.
-func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, ch MembershipChange) core.Result {
+func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, changes []powerChange) core.Result {
 	signers, now := f.Trust.Liveness()
 	live := map[[20]byte]bool{}
 	for _, s := range signers {
@@ -339,17 +394,23 @@ func (f *Cluster) membershipGuard(vs *trust.ValidatorSet, ch MembershipChange) c
 			signing += p
 		}
 	}
+	changed := func(a [20]byte) bool {
+		return slices.ContainsFunc(changes, func(c powerChange) bool { return c.validator == a })
+	}
 	for _, v := range vs.Validators() {
-		if v.Address != ch.Validator {
+		if !changed(v.Address) {
 			add(v.Address, v.Power)
 		}
 	}
-	add(ch.Validator, ch.Power)
+	for _, c := range changes {
+		add(c.validator, c.power)
+	}
+	ch := changes[0]
 	if total <= 0 {
-		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("the change would leave no validator with power (validator %X to %d)", ch.Validator, ch.Power))
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("the change would leave no validator with power (validator %X to %d)", ch.validator, ch.power))
 	}
 	if signing*3 <= total*2 {
-		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("after the change the validators signing now would hold %d of %d voting power, not more than 2/3: the chain could stop (validator %X to %d)", signing, total, ch.Validator, ch.Power))
+		return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("after the change the validators signing now would hold %d of %d voting power, not more than 2/3: the chain could stop (validator %X to %d)", signing, total, ch.validator, ch.power))
 	}
 	return core.Result{}
 }
