@@ -752,9 +752,13 @@ func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
 func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }
 
 // Directory returns the broker directory as of the last commit: the
-// genesis brokers, then those the chain added (fsm/cluster's
-// directory.go).
+// genesis brokers (with the keys the chain rotated them to), then those
+// the chain added (fsm/cluster's directory.go).
 func (b *Broker) Directory() []fsm.DirectoryBroker { return b.fsm.Directory() }
+
+// Members returns the membership as of the last commit, shared (read it,
+// never change it): a new value after each change (fsm.Members).
+func (b *Broker) Members() *fsm.Members { return b.fsm.Members() }
 
 // Removed returns the validators the chain took out of the cluster
 // (stele cluster remove), as of the last commit; nil when none.

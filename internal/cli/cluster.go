@@ -49,7 +49,7 @@ var nodeDirPattern = regexp.MustCompile(`^node([0-9]+)$`)
 // remove, approve) a cluster.
 func newClusterCmd(g *globalOptions) *cobra.Command {
 	return newGroupCmd("cluster", "Create, run, upgrade and change the validators of a cluster of Stele brokers",
-		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterAddCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g), newClusterRemoveCmd(g), newClusterApproveCmd(g))
+		newClusterInitCmd(g), newClusterUpCmd(), newClusterUpgradeCmd(g), newClusterStatusCmd(g), newClusterAddCmd(g), newClusterDemoteCmd(g), newClusterPromoteCmd(g), newClusterRemoveCmd(g), newClusterRotateKeyCmd(g), newClusterApproveCmd(g))
 }
 
 // clusterInitOptions are the flags of `stele cluster init`.

@@ -368,6 +368,8 @@ func decodeChange(s string) (httpapi.MembershipRequest, error) {
 // describeChange says what a change does, for a person about to sign it.
 func describeChange(req httpapi.MembershipRequest) string {
 	switch {
+	case isRotation(req):
+		return fmt.Sprintf("replace broker %d's key (validator %s) by key %s (Kafka %s, HTTP %s, rack %q)", req.Broker.NodeID, strings.ToUpper(req.Validator), req.Broker.PubKey, req.Broker.Kafka, req.Broker.HTTP, req.Broker.Rack)
 	case req.Broker != nil:
 		return fmt.Sprintf("add broker %d (validator %s, key %s, Kafka %s, HTTP %s, rack %q) as a replica", req.Broker.NodeID, strings.ToUpper(req.Validator), req.Broker.PubKey, req.Broker.Kafka, req.Broker.HTTP, req.Broker.Rack)
 	case req.Remove:

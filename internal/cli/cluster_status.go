@@ -59,7 +59,7 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 		return nil
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "BROKER\tROLE\tPOWER\tSIGNING\tLAST SIGNED\tKAFKA\tVALIDATOR")
+	fmt.Fprintln(tw, "BROKER\tROLE\tPOWER\tHEIGHT\tSIGNING\tLAST SIGNED\tKAFKA\tVALIDATOR")
 	signing, power, total, voting := 0, int64(0), int64(0), 0
 	var removed []httpapi.ValidatorView
 	for _, v := range st.Validators {
@@ -89,14 +89,22 @@ func printClusterStatus(w io.Writer, g *globalOptions, st httpapi.ClusterStatus)
 		if kafkaAddr == "" {
 			kafkaAddr = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, v.Role, v.Power, yes, last, kafkaAddr, v.Address)
+		height := "-"
+		if v.Height != nil {
+			height = strconv.FormatInt(*v.Height, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", id, v.Role, v.Power, height, yes, last, kafkaAddr, v.Address)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%d of %d validators signing, %d of %d voting power (more than 2/3 commits blocks)\n", signing, voting, power, total)
 	for _, v := range removed {
-		if v.Removed.EvidenceHeight == 0 {
+		switch {
+		case v.Removed.Reason == "key-rotated":
+			fmt.Fprintf(w, "validator %s replaced by its broker's new key at height %d\n", v.Address, v.Removed.Height)
+			continue
+		case v.Removed.EvidenceHeight == 0:
 			fmt.Fprintf(w, "validator %s removed from the cluster at height %d\n", v.Address, v.Removed.Height)
 			continue
 		}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
 	"github.com/stele-io/stele/internal/freeport"
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 	"github.com/stele-io/stele/internal/server"
 )
@@ -785,7 +788,8 @@ func TestClusterStatus(t *testing.T) {
 	}
 	r = runCLI(ctx, "", "cluster", "status", "--http", cfg.HTTPAddr, "--output", "json")
 	var st httpapi.ClusterStatus
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Validators) != 1 || !st.Validators[0].Signing || st.Validators[0].Role != httpapi.RoleValidator {
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Validators) != 1 || !st.Validators[0].Signing || st.Validators[0].Role != httpapi.RoleValidator ||
+		st.Validators[0].Height == nil || *st.Validators[0].Height <= 0 {
 		t.Fatalf("stele cluster status --output json: %v\n%s", err, r.stdout)
 	}
 	if r := runCLI(ctx, "", "cluster", "status", "--http", freeAddr(t)); r.code == ExitOK {
@@ -846,7 +850,8 @@ func TestClusterAddPlans(t *testing.T) {
 	wantFailure(t, runCLI(context.Background(), "", "cluster", "add"), ExitUsage, "--dir is required")
 
 	// A change as approve takes it, and what is refused.
-	req := httpapi.MembershipRequest{ChainID: "c", Epoch: 3, Validator: strings.Repeat("ab", 20), Broker: &httpapi.BrokerView{NodeID: 4, PubKey: strings.Repeat("01", 32), Kafka: "h:1", HTTP: "h:2"}}
+	newKey := fsm.ValidatorAddress(bytes.Repeat([]byte{1}, 32))
+	req := httpapi.MembershipRequest{ChainID: "c", Epoch: 3, Validator: hex.EncodeToString(newKey[:]), Broker: &httpapi.BrokerView{NodeID: 4, PubKey: strings.Repeat("01", 32), Kafka: "h:1", HTTP: "h:2"}}
 	back, err := decodeChange(encodeChange(req))
 	if err != nil || back.Epoch != 3 || back.Broker == nil || *back.Broker != *req.Broker {
 		t.Fatalf("a change round trip: %+v, %v", back, err)
@@ -856,4 +861,31 @@ func TestClusterAddPlans(t *testing.T) {
 	}
 	wantFailure(t, runCLI(context.Background(), "", "cluster", "approve", "not a change", "--key", "k"), ExitUsage, "CHANGE is not what")
 	wantFailure(t, runCLI(context.Background(), "", "cluster", "approve", encodeChange(req)), ExitUsage, "give --key FILE")
+}
+
+// TestClusterRotateKeyUsage: rotate-key needs a node id, signatures and
+// the broker's data directory (given, or found under --dir); a change
+// carrying a key that is not its validator's is described as a rotation.
+func TestClusterRotateKeyUsage(t *testing.T) {
+	ctx := context.Background()
+	wantFailure(t, runCLI(ctx, "", "cluster", "rotate-key", "x", "--admin-key", "k"), ExitUsage, "node id")
+	wantFailure(t, runCLI(ctx, "", "cluster", "rotate-key", "2"), ExitUsage, "--dir CLUSTERDIR or --key FILE")
+	wantFailure(t, runCLI(ctx, "", "cluster", "rotate-key", "2", "--admin-key", "k"), ExitUsage, "--data DATADIR")
+	dir := t.TempDir()
+	if r := runCLI(ctx, "", "cluster", "init", "--nodes", "4", "--dir", dir); r.code != ExitOK {
+		t.Fatalf("cluster init: %d %s", r.code, r.stderr)
+	}
+	wantFailure(t, runCLI(ctx, "", "cluster", "rotate-key", "9", "--dir", dir), ExitFailure, "holds no node directory of broker 9")
+
+	seed := make([]byte, ed25519.SeedSize)
+	pub := hex.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+	self := fsm.ValidatorAddress(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+	add := httpapi.MembershipRequest{Validator: hex.EncodeToString(self[:]), Broker: &httpapi.BrokerView{NodeID: 4, PubKey: pub}}
+	rot := httpapi.MembershipRequest{Validator: strings.Repeat("ab", 20), Broker: &httpapi.BrokerView{NodeID: 2, PubKey: pub}}
+	if isRotation(add) || !strings.HasPrefix(describeChange(add), "add broker 4") {
+		t.Errorf("an added broker described as %q", describeChange(add))
+	}
+	if !isRotation(rot) || !strings.HasPrefix(describeChange(rot), "replace broker 2's key") {
+		t.Errorf("a rotation described as %q", describeChange(rot))
+	}
 }

@@ -47,8 +47,9 @@ func authMessage(chain, method, uri string) []byte {
 
 // authenticate signs req with this broker's key.
 func (p *Plane) authenticate(req *http.Request) {
-	sig := ed25519.Sign(p.opts.Key, authMessage(p.opts.ChainID, req.Method, req.URL.RequestURI()))
-	req.Header.Set(NodeAuthHeader, hex.EncodeToString(p.self.Address[:])+":"+base64.RawURLEncoding.EncodeToString(sig))
+	me := p.self.Load()
+	sig := ed25519.Sign(me.key, authMessage(p.opts.ChainID, req.Method, req.URL.RequestURI()))
+	req.Header.Set(NodeAuthHeader, hex.EncodeToString(me.address[:])+":"+base64.RawURLEncoding.EncodeToString(sig))
 }
 
 // authenticated checks r's NodeAuthHeader against the validator set and

@@ -114,7 +114,7 @@ func TestFetchPastAHangingSigner(t *testing.T) {
 	fetcher := nodes[3]
 	fetcher.plane.opts.FetchTimeout = deadline
 	hang := newHangingPeer(t)
-	replacePeer(fetcher, nodes[0].plane.self.Address, hang.URL())
+	replacePeer(fetcher, nodes[0].plane.Self(), hang.URL())
 	p := payload(t, 4)
 	// Signed by node 0 (hanging) and by the fetcher itself, which lost
 	// it; held by node 1.
@@ -211,7 +211,7 @@ func TestFetchStopsAtClose(t *testing.T) {
 			for _, nd := range nodes[:3] {
 				h := newHangingPeer(t)
 				hangs = append(hangs, h)
-				replacePeer(fetcher, nd.plane.self.Address, h.URL())
+				replacePeer(fetcher, nd.plane.Self(), h.URL())
 			}
 			c := certified(t, nodes, payload(t, 2), []int{0, 1})
 			if prefetch {
@@ -338,7 +338,7 @@ func TestPrefetchReleaseEndsUnclaimed(t *testing.T) {
 	fetcher.plane.opts.FetchTimeout = time.Minute
 	hang := newHangingPeer(t)
 	for _, nd := range nodes[:3] {
-		replacePeer(fetcher, nd.plane.self.Address, hang.URL())
+		replacePeer(fetcher, nd.plane.Self(), hang.URL())
 	}
 	c := certified(t, nodes, payload(t, 3), []int{0, 1})
 	release := fetcher.plane.Prefetch([][]byte{fsm.EncodeCertifiedTx(c)})

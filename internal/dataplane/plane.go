@@ -29,8 +29,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
@@ -48,16 +48,18 @@ type Peer struct {
 	Validator [20]byte
 	// URL is the peer's HTTP base URL, "http://host:port".
 	URL string
-	// PubKey is the key of a broker the chain added (Options.Added); a
-	// genesis broker's key is in Options.Validators.
+	// PubKey is the broker's validator key as the directory names it
+	// (Options.Directory): a genesis broker's, one the chain added, or
+	// one it rotated in.
 	PubKey ed25519.PublicKey
 }
 
 // Options configures a Plane.
 type Options struct {
 	Store *Store
-	// Key is this broker's validator key; its address must be in
-	// Validators.
+	// Key is this broker's validator key: a genesis validator's, or (with
+	// Directory set) one the chain added or rotated in. SetKey replaces it
+	// when the chain rotates it.
 	Key ed25519.PrivateKey
 	// Validators are the genesis validators: who the brokers of the
 	// cluster are (what authenticates a request, and whose signature a
@@ -70,11 +72,13 @@ type Options struct {
 	Current func() *fsm.ValidatorSet
 	// Peers are the other genesis brokers' endpoints.
 	Peers []Peer
-	// Added returns the brokers the chain added to the directory, with
-	// their keys, as of the last commit (fsm/cluster's directory.go; nil:
-	// none): they are peers too, and their signed requests authenticate
-	// as the genesis brokers' do.
-	Added func() []Peer
+	// Directory returns the other brokers of the directory as of the last
+	// commit (fsm/cluster's directory.go), with their keys: the genesis
+	// brokers with their current keys and those the chain added, less the
+	// ones taken out. Nil, or nil returned: Peers. It is called for every
+	// push and request, so it returns a value computed once per change.
+	// Their signed requests authenticate as the genesis brokers' do.
+	Directory func() []Peer
 	// Excluded reports whether the chain took the broker with this
 	// validator address out of the cluster (removed, or voted out for
 	// misbehavior): its pushes are refused and it certifies nothing. Nil:
@@ -160,7 +164,7 @@ func (o *Options) setDefaults() {
 // Plane is one broker's data plane.
 type Plane struct {
 	opts   Options
-	self   fsm.Validator
+	self   atomic.Pointer[identity]
 	sem    *byteSemaphore
 	recent *recentBatches
 	// ctx is the plane's lifetime: every request to a peer and every
@@ -182,18 +186,15 @@ func New(opts Options) (*Plane, error) {
 	if opts.Store == nil || opts.Height == nil || opts.Validators == nil || len(opts.Key) != ed25519.PrivateKeySize {
 		return nil, errors.New("stele/dataplane: a store, a height function, a validator set and a key are required")
 	}
-	var addr [20]byte
-	copy(addr[:], addressOf(opts.Key.Public().(ed25519.PublicKey)))
-	self, ok := opts.Validators.Lookup(addr)
-	if !ok {
-		if opts.Added == nil {
-			return nil, fmt.Errorf("%w: %X", ErrNotValidator, addr)
-		}
-		// A broker the chain added (or is about to): it signs with its
-		// own key, and counts once the chain's set holds it.
-		self = fsm.Validator{Address: addr, PubKey: opts.Key.Public().(ed25519.PublicKey)}
+	self := identityOf(opts.Key)
+	if _, ok := opts.Validators.Lookup(self.address); !ok && opts.Directory == nil {
+		// Without a directory only the genesis validators are brokers. A
+		// broker the chain added (or is about to, or rotated in) signs
+		// with its own key, and counts once the chain's set holds it.
+		return nil, fmt.Errorf("%w: %X", ErrNotValidator, self.address)
 	}
-	p := &Plane{opts: opts, self: self, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes)}
+	p := &Plane{opts: opts, sem: newByteSemaphore(opts.MaxPushBytes), recent: newRecentBatches(opts.RecentBytes)}
+	p.self.Store(self)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.fetching.jobs = map[fsm.Digest]*fetchJob{}
 	return p, nil
@@ -235,15 +236,16 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	}
 	start := time.Now()
 	vs := p.current()
-	if p.opts.Excluded != nil && p.opts.Excluded(p.self.Address) {
+	me := p.self.Load()
+	if p.opts.Excluded != nil && p.opts.Excluded(me.address) {
 		// The chain took this broker out (removed, or voted out for
-		// misbehavior: fsm/cluster's membership.go): no other broker
-		// signs its batches.
-		return fsm.Certificate{}, fmt.Errorf("%w: the chain took this broker's validator %X out of the cluster", ErrNotCertified, p.self.Address)
+		// misbehavior, or its key rotated out: fsm/cluster's
+		// membership.go): no other broker signs its batches.
+		return fsm.Certificate{}, fmt.Errorf("%w: the chain took this broker's validator %X out of the cluster", ErrNotCertified, me.address)
 	}
 	// A replica (added, or demoted) does not sign: its signature would
 	// void the certificate. The validators' signatures make it.
-	self, validator := vs.Lookup(p.self.Address)
+	self, validator := vs.Lookup(me.address)
 	height := p.opts.Height()
 	d, err := p.opts.Store.Put(payload, height)
 	if err != nil {
@@ -256,7 +258,7 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	}
 	var power int64
 	if validator {
-		c.Sigs = append(c.Sigs, p.sign(c))
+		c.Sigs = append(c.Sigs, me.sign(c))
 		power = self.Power
 	}
 	peers := p.peers()
@@ -330,37 +332,28 @@ func (p *Plane) Certify(ctx context.Context, payload []byte) (fsm.Certificate, e
 	return c, nil
 }
 
-// current is the validator set certificates are made for now.
-// peers are the genesis peers and the brokers the chain added, less
-// this broker.
+// peers are the other brokers: the directory's as of the last commit, or
+// the genesis peers.
 func (p *Plane) peers() []Peer {
-	if p.opts.Added == nil {
-		return p.opts.Peers
-	}
-	added := p.opts.Added()
-	if len(added) == 0 {
-		return p.opts.Peers
-	}
-	out := append([]Peer(nil), p.opts.Peers...)
-	for _, a := range added {
-		if a.Validator != p.self.Address && !slices.ContainsFunc(out, func(q Peer) bool { return q.Validator == a.Validator }) {
-			out = append(out, a)
+	if p.opts.Directory != nil {
+		if d := p.opts.Directory(); d != nil {
+			return d
 		}
 	}
-	return out
+	return p.opts.Peers
 }
 
-// key returns the public key of the broker at addr: a genesis validator
-// or a broker the chain added.
+// key returns the public key of the broker at addr: a genesis validator,
+// this broker, or a broker of the directory (added, or rotated in).
 func (p *Plane) key(addr [20]byte) (ed25519.PublicKey, bool) {
 	if v, ok := p.opts.Validators.Lookup(addr); ok {
 		return v.PubKey, true
 	}
-	if addr == p.self.Address {
-		return p.self.PubKey, true
+	if me := p.self.Load(); addr == me.address {
+		return me.pub, true
 	}
-	if p.opts.Added != nil {
-		for _, a := range p.opts.Added() {
+	if p.opts.Directory != nil {
+		for _, a := range p.opts.Directory() {
 			if a.Validator == addr && len(a.PubKey) == ed25519.PublicKeySize {
 				return a.PubKey, true
 			}
@@ -368,6 +361,28 @@ func (p *Plane) key(addr [20]byte) (ed25519.PublicKey, bool) {
 	}
 	return nil, false
 }
+
+// identity is the key this broker signs with, and its validator address.
+type identity struct {
+	key     ed25519.PrivateKey
+	pub     ed25519.PublicKey
+	address [20]byte
+}
+
+func identityOf(key ed25519.PrivateKey) *identity {
+	pub := key.Public().(ed25519.PublicKey)
+	return &identity{key: key, pub: pub, address: [20]byte(addressOf(pub))}
+}
+
+// SetKey makes key this broker's validator key from now on: the chain
+// rotated its key (fsm/cluster's directory.go), and checks certificates
+// against the new one at once.
+func (p *Plane) SetKey(key ed25519.PrivateKey) {
+	p.self.Store(identityOf(key))
+}
+
+// Self is the validator address this broker signs as.
+func (p *Plane) Self() [20]byte { return p.self.Load().address }
 
 func (p *Plane) current() *fsm.ValidatorSet {
 	if p.opts.Current != nil {
@@ -382,9 +397,11 @@ func (p *Plane) current() *fsm.ValidatorSet {
 func (p *Plane) bound() bool { return p.opts.Bound != nil && p.opts.Bound() }
 
 // sign signs c's statement with this broker's key.
-func (p *Plane) sign(c fsm.Certificate) fsm.CertSig {
-	s := fsm.CertSig{Validator: p.self.Address}
-	copy(s.Signature[:], ed25519.Sign(p.opts.Key, c.Statement()))
+func (p *Plane) sign(c fsm.Certificate) fsm.CertSig { return p.self.Load().sign(c) }
+
+func (me *identity) sign(c fsm.Certificate) fsm.CertSig {
+	s := fsm.CertSig{Validator: me.address}
+	copy(s.Signature[:], ed25519.Sign(me.key, c.Statement()))
 	return s
 }
 

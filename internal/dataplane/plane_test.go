@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -281,7 +282,7 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 			nd.plane.authenticate(req)
 		case byStranger:
 			sig := ed25519.Sign(stranger, authMessage(nd.plane.opts.ChainID, req.Method, req.URL.RequestURI()))
-			req.Header.Set(NodeAuthHeader, fmt.Sprintf("%x:%s", nd.plane.self.Address, base64.RawURLEncoding.EncodeToString(sig)))
+			req.Header.Set(NodeAuthHeader, fmt.Sprintf("%x:%s", nd.plane.Self(), base64.RawURLEncoding.EncodeToString(sig)))
 		case forged:
 			nd.plane.authenticate(req)
 			req.URL.RawQuery = strings.Replace(req.URL.RawQuery, "height=1000", "height=1001", 1)
@@ -513,7 +514,7 @@ func TestRemovedValidator(t *testing.T) {
 	nodes := cluster(t, 4)
 	var left []fsm.Validator
 	for _, v := range nodes[0].plane.opts.Validators.Validators() {
-		if v.Address != nodes[3].plane.self.Address {
+		if v.Address != nodes[3].plane.Self() {
 			left = append(left, v)
 		}
 	}
@@ -550,7 +551,7 @@ func TestRemovedValidator(t *testing.T) {
 // pushes are refused.
 func TestReplicaCertifies(t *testing.T) {
 	nodes := cluster(t, 4)
-	replica := nodes[3].plane.self.Address
+	replica := nodes[3].plane.Self()
 	var left []fsm.Validator
 	for _, v := range nodes[0].plane.opts.Validators.Validators() {
 		if v.Address != replica {
@@ -586,5 +587,72 @@ func TestReplicaCertifies(t *testing.T) {
 	p := payload(t, 3)
 	if _, err := nodes[3].plane.push(nodes[3].plane.opts.Peers[0], fsm.Certificate{Digest: sha256.Sum256(p), Size: uint32(len(p))}, p); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("a push by a broker taken out: %v, want 403 Forbidden", err)
+	}
+}
+
+// TestRotatedKey: once the chain rotated a broker's key (its directory
+// entry names the new key, the set holds the new key with the old one's
+// power, the old key is taken out), the broker signs with the new key
+// (SetKey): the others authenticate its pushes by the directory, count
+// its signature, and refuse the old key's pushes; its own certificates
+// verify against the new set.
+func TestRotatedKey(t *testing.T) {
+	nodes := cluster(t, 4)
+	old := nodes[3].plane.Self()
+	seed := sha256.Sum256([]byte("node 3, second key"))
+	next := ed25519.NewKeyFromSeed(seed[:])
+	nextAddr := [20]byte(addressOf(next.Public().(ed25519.PublicKey)))
+	var vals []fsm.Validator
+	for _, v := range nodes[0].plane.opts.Validators.Validators() {
+		if v.Address == old {
+			v = fsm.Validator{Address: nextAddr, PubKey: next.Public().(ed25519.PublicKey), Power: v.Power}
+		}
+		vals = append(vals, v)
+	}
+	cur, err := fsm.NewValidatorSet(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		var dir []Peer
+		for _, q := range nd.plane.opts.Peers {
+			if q.Validator == old {
+				q = Peer{Validator: nextAddr, URL: q.URL, PubKey: next.Public().(ed25519.PublicKey)}
+			}
+			dir = append(dir, q)
+		}
+		nd.plane.opts.Current = func() *fsm.ValidatorSet { return cur }
+		nd.plane.opts.Directory = func() []Peer { return dir }
+		nd.plane.opts.Excluded = func(a [20]byte) bool { return a == old }
+	}
+	// Before it switches, the broker is taken out as far as the others
+	// know.
+	if _, err := nodes[3].plane.Certify(context.Background(), payload(t, 1)); !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("certified with the rotated-out key: %v", err)
+	}
+	nodes[3].plane.SetKey(next)
+	if nodes[3].plane.Self() != nextAddr {
+		t.Fatal("SetKey did not change the broker's address")
+	}
+	c, err := nodes[3].plane.Certify(context.Background(), payload(t, 2))
+	if err != nil {
+		t.Fatalf("certifying with the new key: %v", err)
+	}
+	if err := cur.Verify(c); err != nil {
+		t.Fatalf("a certificate made with the new key: %v", err)
+	}
+	// Its signature counts in another broker's certificate: with two of
+	// the others down, only its signature and node 0's make one.
+	nodes[1].srv.Close()
+	nodes[2].srv.Close()
+	c, err = nodes[0].plane.Certify(context.Background(), payload(t, 3))
+	if err != nil {
+		t.Fatalf("certifying with the rotated broker's help: %v", err)
+	}
+	if !slices.ContainsFunc(c.Sigs, func(s fsm.CertSig) bool { return s.Validator == nextAddr }) {
+		t.Fatal("the rotated broker's new key did not sign")
+	}
+	if err := cur.Verify(c); err != nil {
+		t.Fatal(err)
 	}
 }

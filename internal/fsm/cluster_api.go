@@ -25,6 +25,7 @@ type (
 	ValidatorRecord    = cluster.ValidatorRecord
 	BrokerEntry        = cluster.BrokerEntry
 	DirectoryBroker    = cluster.DirectoryBroker
+	Members            = cluster.Members
 )
 
 const (
@@ -85,3 +86,7 @@ func SignMembership(chainID string, ch cluster.MembershipChange, addr [20]byte, 
 func UpgradeStatement(chainID string, p cluster.UpgradePlan) []byte {
 	return cluster.UpgradeStatement(chainID, p)
 }
+
+// ValidatorAddress is cluster.ValidatorAddress: CometBFT's address of an
+// ed25519 key.
+func ValidatorAddress(pub []byte) [20]byte { return cluster.ValidatorAddress(pub) }

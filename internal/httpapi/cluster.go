@@ -42,6 +42,13 @@ type ValidatorView struct {
 	// time of the commit that carried it.
 	LastSignedHeight int64      `json:"last_signed_height"`
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
+	// Height is the broker's last committed height: the answering
+	// broker's own, another's as its /healthz reported it within a second
+	// (absent when it did not answer: down, cut off, or a key no broker
+	// of the directory holds). A replica signs nothing, so this is how
+	// far it has caught up; a broker reports its own height, so a
+	// Byzantine one may lie about it.
+	Height *int64 `json:"height,omitempty"`
 	// Role is what the broker is to the chain: "validator" (a voting
 	// member), "replica" (demoted: it follows and serves reads) or
 	// "removed" (voted out; Removed says why); a broker just added is a
@@ -61,6 +68,14 @@ type ValidatorView struct {
 	// broker to the cluster (stele cluster add); absent for a genesis
 	// broker.
 	AddedAt int64 `json:"added_at,omitempty"`
+	// KeyRotatedAt is the height of the membership change that last
+	// replaced the broker's key (stele cluster rotate-key); absent when
+	// never. Its old key is listed as "removed" for "key-rotated", with
+	// no node id.
+	KeyRotatedAt int64 `json:"key_rotated_at,omitempty"`
+	// HTTP is the broker's HTTP API address as the directory lists it
+	// (absent for a single node without a directory).
+	HTTP string `json:"http,omitempty"`
 	// Rack is the broker's rack (stele cluster add --rack), if any.
 	Rack string `json:"rack,omitempty"`
 }
@@ -68,8 +83,9 @@ type ValidatorView struct {
 // RemovalView is why and when a validator lost its power.
 type RemovalView struct {
 	// Reason is the evidence's kind ("duplicate-vote" or
-	// "light-client-attack") for a validator voted out, "vote" or
-	// "downtime" for a demoted one.
+	// "light-client-attack") for a validator voted out, "removed" for one
+	// taken out of the cluster, "key-rotated" for a key its broker
+	// replaced, "vote" or "downtime" for a demoted one.
 	Reason string `json:"reason"`
 	// Height is the block that removed it; EvidenceHeight the height of
 	// the misbehavior that block proved.

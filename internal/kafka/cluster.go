@@ -5,8 +5,11 @@ import (
 	"context"
 	"hash/fnv"
 	"net"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // BrokerInfo is one broker of the cluster's directory (the genesis lists
@@ -100,26 +103,44 @@ func (s *Server) members() (all, live []BrokerInfo) {
 	return all, live
 }
 
-// directory is the genesis directory followed by the brokers the chain
-// added (fsm/cluster's directory.go), as of the last commit.
+// directory is the genesis directory (each broker with the key and
+// addresses the chain's entry for its node id names, once its key was
+// rotated) followed by the brokers the chain added (fsm/cluster's
+// directory.go), as of the last commit: derived once per change of the
+// membership, read by every Metadata request.
 func (s *Server) directory() []BrokerInfo {
-	added := s.b.Directory()
-	if len(added) <= len(s.opts.Brokers) {
-		return s.opts.Brokers
+	m := s.b.Members()
+	if d := s.dir.Load(); d != nil && d.members == m {
+		return d.brokers
 	}
-	out := append([]BrokerInfo(nil), s.opts.Brokers...)
-	for _, d := range added {
-		if d.AddedAt == 0 {
-			continue // a genesis broker: opts.Brokers has it
+	out := s.opts.Brokers
+	for _, e := range m.Directory {
+		if e.PubKey == nil {
+			continue // a genesis broker as the genesis left it: opts.Brokers has it
 		}
-		host, port, err := net.SplitHostPort(d.Kafka)
+		host, port, err := net.SplitHostPort(e.Kafka)
 		p, perr := strconv.Atoi(port)
 		if err != nil || perr != nil {
 			continue // not reachable: the state machine checked it
 		}
-		out = append(out, BrokerInfo{NodeID: d.NodeID, Host: host, Port: int32(p), Validator: append([]byte(nil), d.Validator[:]...), Rack: d.Rack})
+		b := BrokerInfo{NodeID: e.NodeID, Host: host, Port: int32(p), Validator: append([]byte(nil), e.Validator[:]...), Rack: e.Rack}
+		if len(out) == len(s.opts.Brokers) {
+			out = append([]BrokerInfo(nil), s.opts.Brokers...) // a copy to change
+		}
+		if i := slices.IndexFunc(out, func(o BrokerInfo) bool { return o.NodeID == e.NodeID }); i >= 0 {
+			out[i] = b // its key rotated
+		} else {
+			out = append(out, b)
+		}
 	}
+	s.dir.Store(&directoryView{members: m, brokers: out})
 	return out
+}
+
+// directoryView is the directory derived from one membership.
+type directoryView struct {
+	members *fsm.Members
+	brokers []BrokerInfo
 }
 
 // readReplicas returns, for a consumer in rack, which broker to read

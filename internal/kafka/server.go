@@ -229,6 +229,9 @@ type Server struct {
 	tenantMetrics *tenantMetrics
 	quotas        *connQuotas
 	fds           *fdBudget // shared by the listeners' Serve goroutines
+	// dir is the broker directory, derived once per membership change
+	// (cluster.go).
+	dir atomic.Pointer[directoryView]
 	// saslSecret derives the salts SCRAM answers for unknown users
 	// (sasl.NewScramServer); failed limits password guessing (sasl.go).
 	saslSecret []byte

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -17,14 +18,13 @@ import (
 
 // startDataPlane opens the batch store (DATA/batches) and the data plane:
 // this broker signs with its validator key and pushes batches to the other
-// brokers of the directory (the genesis's, and those the chain added) at
-// their HTTP addresses.
+// brokers of the directory (the genesis's, and those the chain added, with
+// the keys the chain names for them) at their HTTP addresses.
 func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisAppState, vals *fsm.ValidatorSet, reg prometheus.Registerer) error {
 	key, self, err := cometbft.ValidatorKey(home)
 	if err != nil {
 		return err
 	}
-	n.validator = self
 	// Under --http-tls the peers' HTTP ports serve TLS too (every broker
 	// of a cluster is started alike), verified against --ssl-ca.
 	scheme, client := "http://", (*http.Client)(nil)
@@ -36,6 +36,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute, TLSClientConfig: lt.ClientConfig(), ForceAttemptHTTP2: false}
 		scheme, client = "https://", &http.Client{Transport: tr}
 	}
+	n.peerScheme, n.peerClient = scheme, client
 	var peers []dataplane.Peer
 	for _, b := range appState.Brokers {
 		raw, err := hex.DecodeString(b.Validator)
@@ -61,8 +62,8 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		Validators:    vals,
 		Current:       n.validators,
 		Peers:         peers,
-		Added:         func() []dataplane.Peer { return n.addedPeers(scheme) },
-		Excluded:      n.excluded,
+		Directory:     func() []dataplane.Peer { return n.currentPlaneView(scheme, vals).peers },
+		Excluded:      func(a [20]byte) bool { return n.currentPlaneView(scheme, vals).excluded[a] },
 		Height:        n.height,
 		ChainID:       chainID,
 		Bound:         n.certificatesBound,
@@ -152,35 +153,73 @@ func (n *Node) validators() *fsm.ValidatorSet {
 	return n.fsm.CommittedValidators()
 }
 
-// addedPeers are the brokers the chain added to the directory (fsm/
-// cluster's directory.go), as data-plane peers (none until the state
-// machine is open).
-func (n *Node) addedPeers(scheme string) []dataplane.Peer {
-	if n.fsm == nil {
-		return nil
-	}
-	var out []dataplane.Peer
-	for _, b := range n.fsm.Directory() {
-		if b.AddedAt > 0 {
-			out = append(out, dataplane.Peer{Validator: b.Validator, URL: scheme + b.HTTP, PubKey: b.PubKey})
-		}
-	}
-	return out
+// planeView is what the data plane reads of the membership as of the last
+// commit, derived once per change of it: the other brokers of the
+// directory with the keys the chain names for them, less those taken out,
+// and the validator keys taken out (removed, voted out, or rotated out).
+type planeView struct {
+	members  *fsm.Members
+	peers    []dataplane.Peer
+	excluded map[[20]byte]bool
 }
 
-// excluded reports whether the chain took the broker with validator addr
-// out of the cluster: removed, or voted out for misbehavior (as of the
-// last commit; nobody until the state machine is open).
-func (n *Node) excluded(addr [20]byte) bool {
+// currentPlaneView is the planeView of the last commit's membership (nil
+// peers, nobody excluded, until the state machine is open: the data plane
+// then uses the genesis peers).
+func (n *Node) currentPlaneView(scheme string, genesis *fsm.ValidatorSet) *planeView {
 	if n.fsm == nil {
-		return false
+		return &planeView{}
 	}
-	for _, r := range n.fsm.ValidatorRecords() {
-		if r.Address == addr {
-			return r.Reason.Final()
+	m := n.fsm.Members()
+	if v := n.planeView.Load(); v != nil && v.members == m {
+		return v
+	}
+	v := &planeView{members: m, excluded: map[[20]byte]bool{}}
+	for _, r := range m.Records {
+		if r.Reason.Final() {
+			v.excluded[r.Address] = true
 		}
 	}
-	return false
+	for _, b := range m.Directory {
+		if b.NodeID == n.cfg.NodeID || v.excluded[b.Validator] || b.HTTP == "" {
+			continue
+		}
+		pub := b.PubKey
+		if pub == nil {
+			if g, ok := genesis.Lookup(b.Validator); ok {
+				pub = g.PubKey
+			}
+		}
+		v.peers = append(v.peers, dataplane.Peer{Validator: b.Validator, URL: scheme + b.HTTP, PubKey: pub})
+	}
+	if v.peers == nil {
+		v.peers = []dataplane.Peer{} // a directory of this broker alone: no peers, not the genesis's
+	}
+	n.planeView.Store(v)
+	return v
+}
+
+// chainKey is the validator key the chain names for this broker's node id
+// and the height of the change that named it (0: the genesis's), as of
+// the last commit (cometbft.KeyRotation).
+func (n *Node) chainKey() ([20]byte, int64) {
+	if n.fsm == nil {
+		return [20]byte{}, 0
+	}
+	for _, b := range n.fsm.Members().Directory {
+		if b.NodeID == n.cfg.NodeID {
+			return b.Validator, b.RotatedAt
+		}
+	}
+	return [20]byte{}, 0
+}
+
+// rotatedKey makes the data plane sign with the key the chain rotated
+// this broker's to (cometbft.Config.OnKey).
+func (n *Node) rotatedKey(key ed25519.PrivateKey) {
+	if n.plane != nil {
+		n.plane.SetKey(key)
+	}
 }
 
 // height is the last committed height (0 until the state machine is open).

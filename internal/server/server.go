@@ -273,9 +273,14 @@ type Node struct {
 	snap     *broker.SnapshotApp
 	batches  *dataplane.Store
 	plane    *dataplane.Plane
-	// validator is this broker's validator address (startDataPlane).
-	validator [20]byte
-	kafka     *kafka.Server
+	// planeView is what the data plane reads of the membership, derived
+	// once per change of it (dataplane.go).
+	planeView atomic.Pointer[planeView]
+	// peerScheme and peerClient reach the other brokers' HTTP APIs (nil:
+	// http.DefaultClient's transport), as the data plane does.
+	peerScheme string
+	peerClient *http.Client
+	kafka      *kafka.Server
 	// kafkaServing is kafka for the HTTP API, which serves before it
 	// exists.
 	kafkaServing atomic.Pointer[kafka.Server]
@@ -347,6 +352,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	case cfg.InlineBatches:
 		ccfg.TimeoutPropose = cometbft.InlineTimeoutPropose
 	}
+	// After a key rotation (stele cluster rotate-key) the broker signs
+	// with the key the chain names for its node id (dataplane.go).
+	ccfg.KeyRotation, ccfg.OnKey = n.chainKey, n.rotatedKey
 	if err := cometbft.Init(home, cometbft.InitOptions{Config: ccfg}); err != nil {
 		return nil, err
 	}
@@ -648,7 +656,7 @@ var ErrRemoved = errors.New("stele/server: this broker was removed from the clus
 // state records this broker's validator as removed.
 func (n *Node) removedFromCluster() error {
 	for _, r := range n.fsm.ValidatorRecords() {
-		if r.Address == n.validator && r.Reason == fsm.ReasonRemoved {
+		if r.Address == n.plane.Self() && r.Reason == fsm.ReasonRemoved {
 			return fmt.Errorf("%w at height %d (stele cluster remove); its clients moved to the other brokers. Its data directory is no longer of use to this cluster", ErrRemoved, r.ChangedAt)
 		}
 	}

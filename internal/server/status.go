@@ -2,8 +2,13 @@ package server
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stele-io/stele/internal/consensus/cometbft"
@@ -32,8 +37,16 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 	dir := n.fsm.Directory()
 	vals := n.orderer.Validators()
 	for _, b := range dir {
-		if b.AddedAt > 0 { // added by the chain: not in the genesis
+		if b.PubKey != nil { // added by the chain, or rotated: not in the genesis
 			vals = append(vals, cometbft.ValidatorInfo{Address: strings.ToUpper(hex.EncodeToString(b.Validator[:])), PubKey: hex.EncodeToString(b.PubKey), Name: fmt.Sprintf("node%d", b.NodeID)})
+		}
+	}
+	for _, r := range recs {
+		// A key the directory no longer names (an added broker's key
+		// rotated out) is listed with its record.
+		a := strings.ToUpper(hex.EncodeToString(r.Address[:]))
+		if !slices.ContainsFunc(vals, func(v cometbft.ValidatorInfo) bool { return strings.EqualFold(v.Address, a) }) {
+			vals = append(vals, cometbft.ValidatorInfo{Address: a, PubKey: hex.EncodeToString(r.PubKey)})
 		}
 	}
 	for _, v := range vals {
@@ -49,8 +62,8 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 			case r.Reason.Final():
 				vv.Role = httpapi.RoleRemoved
 				vv.Removed = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
-			case r.Power == 0 && r.Reason == fsm.ReasonAdded:
-				vv.Role = httpapi.RoleReplica // added, never promoted yet
+			case r.Power == 0 && (r.Reason == fsm.ReasonAdded || r.Reason == fsm.ReasonRotatedIn):
+				vv.Role = httpapi.RoleReplica // added (or a replica's key rotated), never promoted since
 			case r.Power == 0:
 				vv.Role = httpapi.RoleReplica
 				vv.Demoted = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt}
@@ -59,10 +72,8 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 		for _, b := range dir {
 			if strings.EqualFold(hex.EncodeToString(b.Validator[:]), v.Address) {
 				id := b.NodeID
-				vv.NodeID, vv.Kafka = &id, b.Kafka
-				if b.AddedAt > 0 {
-					vv.AddedAt = b.AddedAt
-				}
+				vv.NodeID, vv.Kafka, vv.HTTP = &id, b.Kafka, b.HTTP
+				vv.AddedAt, vv.KeyRotatedAt = b.AddedAt, b.RotatedAt
 				vv.Rack = b.Rack
 			}
 		}
@@ -75,11 +86,12 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 		}
 		st.Validators = append(st.Validators, vv)
 	}
+	n.brokerHeights(st.Validators, h)
 	if len(genesisDir) == 0 && len(st.Validators) == 1 {
 		// A single node without a broker directory: its one validator is
 		// this broker.
 		id := n.cfg.NodeID
-		st.Validators[0].NodeID = &id
+		st.Validators[0].NodeID, st.Validators[0].Height = &id, &h
 		st.Validators[0].Kafka = n.cfg.AdvertisedKafka
 		if st.Validators[0].Kafka == "" {
 			st.Validators[0].Kafka = n.KafkaAddr() // its first listener (listenKafka ran before HTTP served)
@@ -89,4 +101,43 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 		st.Peers = append(st.Peers, httpapi.PeerView{ID: p.ID, Addr: p.Addr, Outbound: p.Outbound, Height: p.Height})
 	}
 	return st
+}
+
+// brokerHeights fills in each listed broker's height: this broker's own
+// (h), every other's from its /healthz, asked at once with a second to
+// answer.
+func (n *Node) brokerHeights(views []httpapi.ValidatorView, h int64) {
+	client := &http.Client{Timeout: time.Second}
+	if n.peerClient != nil {
+		client.Transport = n.peerClient.Transport
+	}
+	var wg sync.WaitGroup
+	for i := range views {
+		v := &views[i]
+		switch {
+		case v.NodeID == nil || v.Role == httpapi.RoleRemoved:
+			continue
+		case *v.NodeID == n.cfg.NodeID:
+			own := h
+			v.Height = &own
+			continue
+		case v.HTTP == "":
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get(n.peerScheme + v.HTTP + "/healthz")
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			var health httpapi.Health
+			if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&health) != nil || health.NodeID != *v.NodeID {
+				return
+			}
+			v.Height = &health.Height
+		}()
+	}
+	wg.Wait()
 }

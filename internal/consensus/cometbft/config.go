@@ -2,6 +2,7 @@ package cometbft
 
 import (
 	"bufio"
+	stded25519 "crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,6 +91,13 @@ type Config struct {
 	// application snapshot (statesync.go). It needs the application to
 	// implement consensus.Snapshotter and the peers to serve RPC.
 	StateSync StateSyncConfig
+	// KeyRotation, when set, says which validator key the chain names for
+	// this broker (rotation.go): once it names the key in NextKeyFile, the
+	// broker signs with that key from the height CometBFT counts it, and
+	// OnKey (when set) is called with it at once, for the signatures the
+	// state machine checks against its own set (the data plane's).
+	KeyRotation KeyRotation
+	OnKey       func(stded25519.PrivateKey)
 }
 
 // DefaultConfig returns the defaults for a node whose home is home.

@@ -170,7 +170,12 @@ func (o *Orderer) build(ctx context.Context) (*node.Node, *abciApp, *resources, 
 		return nil, nil, res, err
 	}
 	res.headers = a.headers
-	n, err := node.NewNodeWithContext(ctx, cc, byzantineSigner(pv), nodeKey,
+	committed := func() int64 { h, _ := o.app.Info(); return h }
+	signer, err := newRotatingSigner(o.cfg.Home, pv, o.cfg.KeyRotation, committed, o.cfg.OnKey, o.logger.With("module", "privval"))
+	if err != nil {
+		return nil, nil, res, err
+	}
+	n, err := node.NewNodeWithContext(ctx, cc, byzantineSigner(signer), nodeKey,
 		res.clientCreator(proxy.NewConnSyncLocalClientCreator(a)),
 		func() (*types.GenesisDoc, error) { return doc, nil },
 		res.dbProvider(cmtcfg.DefaultDBProvider),

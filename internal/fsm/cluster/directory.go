@@ -329,9 +329,7 @@ func (f *Cluster) directory() []DirectoryBroker {
 // genesis brokers (with their rotated keys), then those the chain added,
 // by node id. Safe for concurrent use.
 func (f *Cluster) Directory() []DirectoryBroker {
-	f.committedMembers.Lock()
-	defer f.committedMembers.Unlock()
-	return append([]DirectoryBroker(nil), f.committedMembers.directory...)
+	return append([]DirectoryBroker(nil), f.Members().Directory...)
 }
 
 // knownSigners reports whether every signature of c is a good one by a

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -138,9 +139,10 @@ type membershipState struct {
 	// last publish (set at load too).
 	membersNew       bool
 	committedMembers struct {
-		sync.Mutex
-		recs      []ValidatorRecord
-		directory []DirectoryBroker
+		sync.Mutex // guards committedVotes (membership_change.go)
+		// members is the records and the directory as of the last
+		// commit, shared with readers (Members).
+		members atomic.Pointer[Members]
 	}
 	// addedBrokers: the brokers the chain added to the directory
 	// (directory.go), and those the block added.
@@ -301,9 +303,26 @@ func (f *Cluster) persistMembership(b *core.StateBatch) {
 // ValidatorRecords returns, as of the last commit, the validators whose
 // power the chain changed, ordered by address. Safe for concurrent use.
 func (f *Cluster) ValidatorRecords() []ValidatorRecord {
-	f.committedMembers.Lock()
-	defer f.committedMembers.Unlock()
-	return append([]ValidatorRecord(nil), f.committedMembers.recs...)
+	return append([]ValidatorRecord(nil), f.Members().Records...)
+}
+
+// Members is the membership as of a commit: the validator records and
+// the broker directory. A commit that changes either publishes a new
+// value and never changes a published one, so a reader may keep what it
+// derives from one for as long as Members returns the same pointer. Its
+// slices are shared: read them, never change them.
+type Members struct {
+	Records   []ValidatorRecord
+	Directory []DirectoryBroker
+}
+
+// Members returns the membership as of the last commit (empty before the
+// state is loaded). Safe for concurrent use.
+func (f *Cluster) Members() *Members {
+	if m := f.committedMembers.members.Load(); m != nil {
+		return m
+	}
+	return &Members{}
 }
 
 // registerMembership registers the evidence's block-begin step and the
@@ -342,9 +361,8 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 			for _, a := range sortedMemberVoters(f.memberVotes) {
 				st.Votes = append(st.Votes, MembershipVote{Validator: a, Change: f.memberVotes[a]})
 			}
+			f.committedMembers.members.Store(&Members{Records: recs, Directory: f.directory()})
 			f.committedMembers.Lock()
-			f.committedMembers.recs = recs
-			f.committedMembers.directory = f.directory()
 			f.committedVotes.status = st
 			f.committedMembers.Unlock()
 			f.Trust.PublishValidators()
