@@ -79,6 +79,13 @@ type Options struct {
 	// push and request, so it returns a value computed once per change.
 	// Their signed requests authenticate as the genesis brokers' do.
 	Directory func() []Peer
+	// KeyOf, when set, returns the key of a broker the chain has named at
+	// validator address addr (of the directory, or in the chain's records,
+	// taken out or not): what authenticates its requests. A broker taken
+	// out still fetches what it needs to apply the blocks up to the one
+	// that took it out; Excluded refuses its pushes. Nil: the keys of
+	// Directory.
+	KeyOf func(addr [20]byte) (ed25519.PublicKey, bool)
 	// Excluded reports whether the chain took the broker with this
 	// validator address out of the cluster (removed, or voted out for
 	// misbehavior): its pushes are refused and it certifies nothing. Nil:
@@ -344,13 +351,16 @@ func (p *Plane) peers() []Peer {
 }
 
 // key returns the public key of the broker at addr: a genesis validator,
-// this broker, or a broker of the directory (added, or rotated in).
+// this broker, or one the chain named (Options.KeyOf, or the directory).
 func (p *Plane) key(addr [20]byte) (ed25519.PublicKey, bool) {
 	if v, ok := p.opts.Validators.Lookup(addr); ok {
 		return v.PubKey, true
 	}
 	if me := p.self.Load(); addr == me.address {
 		return me.pub, true
+	}
+	if p.opts.KeyOf != nil {
+		return p.opts.KeyOf(addr)
 	}
 	if p.opts.Directory != nil {
 		for _, a := range p.opts.Directory() {

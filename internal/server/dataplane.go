@@ -57,13 +57,17 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		return err
 	}
 	n.plane, err = dataplane.New(dataplane.Options{
-		Store:         n.batches,
-		Key:           key,
-		Validators:    vals,
-		Current:       n.validators,
-		Peers:         peers,
-		Directory:     func() []dataplane.Peer { return n.currentPlaneView(scheme, vals).peers },
-		Excluded:      func(a [20]byte) bool { return n.currentPlaneView(scheme, vals).excluded[a] },
+		Store:      n.batches,
+		Key:        key,
+		Validators: vals,
+		Current:    n.validators,
+		Peers:      peers,
+		Directory:  func() []dataplane.Peer { return n.currentPlaneView(scheme, vals).peers },
+		Excluded:   func(a [20]byte) bool { return n.currentPlaneView(scheme, vals).excluded[a] },
+		KeyOf: func(a [20]byte) (ed25519.PublicKey, bool) {
+			k, ok := n.currentPlaneView(scheme, vals).keys[a]
+			return k, ok
+		},
 		Height:        n.height,
 		ChainID:       chainID,
 		Bound:         n.certificatesBound,
@@ -155,12 +159,17 @@ func (n *Node) validators() *fsm.ValidatorSet {
 
 // planeView is what the data plane reads of the membership as of the last
 // commit, derived once per change of it: the other brokers of the
-// directory with the keys the chain names for them, less those taken out,
-// and the validator keys taken out (removed, voted out, or rotated out).
+// directory with the keys the chain names for them, less those taken out
+// (whom batches are pushed to); the validator keys taken out (removed,
+// voted out, or rotated out: their pushes are refused); and every key the
+// chain has named, taken out or not (what authenticates a request: a
+// broker taken out still fetches the batches of the blocks up to the one
+// that took it out, or it would never apply that block).
 type planeView struct {
 	members  *fsm.Members
 	peers    []dataplane.Peer
 	excluded map[[20]byte]bool
+	keys     map[[20]byte]ed25519.PublicKey
 }
 
 // currentPlaneView is the planeView of the last commit's membership (nil
@@ -174,21 +183,25 @@ func (n *Node) currentPlaneView(scheme string, genesis *fsm.ValidatorSet) *plane
 	if v := n.planeView.Load(); v != nil && v.members == m {
 		return v
 	}
-	v := &planeView{members: m, excluded: map[[20]byte]bool{}}
+	v := &planeView{members: m, excluded: map[[20]byte]bool{}, keys: map[[20]byte]ed25519.PublicKey{}}
 	for _, r := range m.Records {
 		if r.Reason.Final() {
 			v.excluded[r.Address] = true
 		}
+		v.keys[r.Address] = r.PubKey
 	}
 	for _, b := range m.Directory {
-		if b.NodeID == n.cfg.NodeID || v.excluded[b.Validator] || b.HTTP == "" {
-			continue
-		}
 		pub := b.PubKey
 		if pub == nil {
 			if g, ok := genesis.Lookup(b.Validator); ok {
 				pub = g.PubKey
 			}
+		}
+		if pub != nil {
+			v.keys[b.Validator] = pub
+		}
+		if b.NodeID == n.cfg.NodeID || v.excluded[b.Validator] || b.HTTP == "" {
+			continue
 		}
 		v.peers = append(v.peers, dataplane.Peer{Validator: b.Validator, URL: scheme + b.HTTP, PubKey: pub})
 	}

@@ -28,7 +28,8 @@ import (
 // Two more are added and promoted the same way (their state sync verifies
 // headers signed by a validator set that is no longer the genesis one),
 // making seven validators, which tolerate two faults. Then the cluster
-// goes back: the two last are removed (they stop with exit status 11) and
+// goes back: the two last are removed, the seventh while killed, so that
+// restarted it must catch up to its removal (they stop with exit status 11) and
 // the fifth demoted to a replica. The fifth was added in a rack: a
 // franz-go consumer that names that rack, bootstrapped on a validator,
 // reads from it (KIP-392). Nothing acknowledged is lost or
@@ -112,12 +113,25 @@ func TestGrowAndShrink(t *testing.T) {
 
 	for _, gone := range []int{seventh, sixth} {
 		rest := without(c.running(), gone)
+		down := gone == seventh
+		if down {
+			// Removed while down, it has blocks to apply up to its
+			// removal when it restarts, and batches to fetch for them:
+			// the others still authenticate an added broker they took
+			// out.
+			c.Kill9(gone)
+			w.waitAcked(c, 60*time.Second, 100, fmt.Sprintf("node%d killed", gone))
+		}
 		out, err := exec.Command(harness.SteleBin, "cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--dir", dir,
 			"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "removed from the cluster") {
 			t.Fatalf("stele cluster remove %d: %v\n%s", gone, err, out)
 		}
-		if code := exitCode(c.WaitExit(gone, 30*time.Second, "its removal")); code != 11 {
+		if down {
+			w.waitAcked(c, 60*time.Second, 100, fmt.Sprintf("node%d removed while down", gone))
+			c.Launch(gone)
+		}
+		if code := exitCode(c.WaitExit(gone, 60*time.Second, "its removal")); code != 11 {
 			t.Fatalf("node%d exited with status %d after its removal, want 11", gone, code)
 		}
 		w.waitAcked(c, 60*time.Second, 300, fmt.Sprintf("node%d removed", gone))
@@ -210,14 +224,6 @@ func TestReplaceDeadBroker(t *testing.T) {
 	alive := without(c.All(), dead)
 	dir := filepath.Join(c.Dir, "cluster")
 	admin := filepath.Join(dir, "admin.key")
-	cluster := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(harness.SteleBin, append([]string{"cluster"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("stele cluster %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 	c.Kill9(dead)
 	c.waitSigning(45*time.Second, alive[0], map[int]bool{dead: false, alive[0]: true, alive[1]: true, alive[2]: true})
 	before := c.heightsIn(alive[0], 10*time.Second)
@@ -232,7 +238,7 @@ func TestReplaceDeadBroker(t *testing.T) {
 	if out, err := promote.CombinedOutput(); err == nil || !strings.Contains(string(out), "not more than 2/3") {
 		t.Fatalf("promoting a new broker while another validator is dead: %v\n%s", err, out)
 	}
-	if out := cluster("remove", fmt.Sprint(c.Nodes[dead].NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "removed from the cluster") {
+	if out := c.stele("cluster", "remove", fmt.Sprint(c.Nodes[dead].NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "removed from the cluster") {
 		t.Fatalf("stele cluster remove:\n%s", out)
 	}
 	running := append(slices.Clone(alive), n.Idx)
@@ -242,7 +248,7 @@ func TestReplaceDeadBroker(t *testing.T) {
 	if after == 0 {
 		t.Fatal("the chain stopped committing after the removal")
 	}
-	if out := cluster("promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "applied at height") {
+	if out := c.stele("cluster", "promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[alive[0]].HTTP); !strings.Contains(out, "applied at height") {
 		t.Fatalf("stele cluster promote:\n%s", out)
 	}
 	c.waitSigning(60*time.Second, alive[0], map[int]bool{alive[0]: true, alive[1]: true, alive[2]: true, n.Idx: true})
@@ -278,20 +284,12 @@ func TestVerifyAcrossChanges(t *testing.T) {
 	produce("before")
 	dir := filepath.Join(c.Dir, "cluster")
 	admin := filepath.Join(dir, "admin.key")
-	stele := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(harness.SteleBin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("stele %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 	var added []int
 	for range 3 {
 		n, _ := c.AddNode(0, "--admin-key", admin)
 		c.Start(n.Idx)
 		c.WaitCaughtUp(time.Minute, n.Idx, 0)
-		stele("cluster", "promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[0].HTTP)
+		c.stele("cluster", "promote", fmt.Sprint(n.NodeID), "--admin-key", admin, "--http", c.Nodes[0].HTTP)
 		added = append(added, n.Idx)
 		want := map[int]bool{}
 		for _, i := range c.running() {
@@ -300,7 +298,7 @@ func TestVerifyAcrossChanges(t *testing.T) {
 		c.waitSigning(60*time.Second, 0, want)
 	}
 	for _, gone := range []int{1, 2, 3} {
-		stele("cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--admin-key", admin, "--http", c.Nodes[0].HTTP)
+		c.stele("cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--admin-key", admin, "--http", c.Nodes[0].HTTP)
 		if code := exitCode(c.WaitExit(gone, 30*time.Second, "its removal")); code != 11 {
 			t.Fatalf("node%d exited with status %d after its removal, want 11", gone, code)
 		}
@@ -315,12 +313,12 @@ func TestVerifyAcrossChanges(t *testing.T) {
 		Validators    int    `json:"validators"`
 		HighWatermark *int64 `json:"high_watermark"`
 	}
-	out := stele("verify", "--end", topic, "0", "--http", via, "--genesis", genesis, "--timeout", "60s", "--output", "json")
+	out := c.stele("verify", "--end", topic, "0", "--http", via, "--genesis", genesis, "--timeout", "60s", "--output", "json")
 	if err := json.Unmarshal([]byte(out), &end); err != nil || end.HighWatermark == nil || *end.HighWatermark != 3 || end.Validators != 4 {
 		t.Fatalf("stele verify --end after six changes: %v: %s", err, out)
 	}
 	for offset, want := range []string{"before", "after", "later"} {
-		out := stele("verify", topic, "0", fmt.Sprint(offset), "--http", via, "--genesis", genesis, "--timeout", "60s", "--output", "json")
+		out := c.stele("verify", topic, "0", fmt.Sprint(offset), "--http", via, "--genesis", genesis, "--timeout", "60s", "--output", "json")
 		if !strings.Contains(out, want) {
 			t.Fatalf("stele verify of offset %d: %s", offset, out)
 		}

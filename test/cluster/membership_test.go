@@ -109,6 +109,17 @@ func (c *cluster) clusterStatus(i int) (httpapi.ClusterStatus, error) {
 	return st, json.Unmarshal(out, &st)
 }
 
+// stele runs the stele CLI and returns its output, failing the test if it
+// fails.
+func (c *cluster) stele(args ...string) string {
+	c.T.Helper()
+	out, err := exec.Command(harness.SteleBin, args...).CombinedOutput()
+	if err != nil {
+		c.T.Fatalf("stele %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 // waitListed waits until every node of nodes lists node target as ok
 // says (nil: as it should).
 func (c *cluster) waitListed(d time.Duration, nodes []int, target int, what string, ok func(httpapi.ValidatorView) error) {
@@ -164,7 +175,9 @@ func (c *cluster) heightsIn(i int, d time.Duration) int64 {
 
 // TestRemoveBroker (issue 19, remove): under continuous idempotent produce
 // and consume, `stele cluster remove` takes one of four running brokers
-// out: it stops with exit status 11 and will not start again on its data
+// out while it is frozen (SIGSTOP); thawed, it catches up to its removal
+// (fetching the batches it missed from the others) and stops with exit
+// status 11 and will not start again on its data
 // directory, every other broker lists it as removed, Metadata no longer
 // names it, and the three left keep committing; nothing acknowledged is
 // lost or duplicated and they end at one app hash with byte-identical
@@ -179,12 +192,18 @@ func TestRemoveBroker(t *testing.T) {
 	w.waitAcked(c, 30*time.Second, 300, "4 brokers")
 	gone := 1 + c.Rng.IntN(len(c.Nodes)-1)
 	rest := without(c.All(), gone)
+	// Removed while frozen, it has blocks to apply, and batches to fetch
+	// for them, up to its removal: the others still answer its fetches.
+	c.Pause(gone)
+	w.waitAcked(c, 30*time.Second, 100, fmt.Sprintf("node%d frozen", gone))
 	out, err := exec.Command(harness.SteleBin, "cluster", "remove", fmt.Sprint(c.Nodes[gone].NodeID), "--dir", filepath.Join(c.Dir, "cluster"),
 		"--http", c.Nodes[rest[0]].HTTP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "removed from the cluster") {
 		t.Fatalf("stele cluster remove %d: %v\n%s", gone, err, out)
 	}
 	t.Logf("%s", out)
+	w.waitAcked(c, 30*time.Second, 100, fmt.Sprintf("node%d removed while frozen", gone))
+	c.Resume(gone)
 	if code := exitCode(c.WaitExit(gone, 30*time.Second, "its removal")); code != 11 {
 		t.Fatalf("node%d exited with status %d after its removal, want 11", gone, code)
 	}
