@@ -137,6 +137,7 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 	var serve, catchUp, rebuild []time.Duration
 	var clock clockWatch
 	skipped := 0
+	added := -1 // the broker a FaultMembership added, until removed
 	for n, p := range plan {
 		if time.Since(start)+p.For > length {
 			skipped = len(plan) - n
@@ -184,7 +185,11 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.T.Logf("%s node%d's clock is %v off", harness.Clock(), n.Idx, off)
 			clock = clockWatch{from: c.MaxHeight(rest...) + 1, node: n.Idx, off: off}
 		case FaultMembership:
-			setPower(c, rest[0], p.Nodes[0], 0)
+			if p.Variant%2 == 1 && c.NextNodeID() <= harness.MaxNodeID {
+				added = addReplica(c, rest[0])
+			} else {
+				setPower(c, rest[0], p.Nodes[0], 0)
+			}
 		}
 		time.Sleep(p.For)
 		switch p.Kind {
@@ -226,7 +231,12 @@ func injectFaults(c *harness.Cluster, rec *Recorder, plan []Planned, start time.
 			c.WaitCaughtUp(3*time.Minute, p.Nodes[0], rest...)
 			rebuild = append(rebuild, time.Since(t0))
 		case FaultMembership:
-			setPower(c, rest[0], p.Nodes[0], -1)
+			if added >= 0 {
+				removeReplica(c, rest[0], added)
+				added = -1
+			} else {
+				setPower(c, rest[0], p.Nodes[0], -1)
+			}
 		}
 		end()
 	}

@@ -45,10 +45,15 @@ const (
 	// stores that they had not fsynced, as a power cut would
 	// (harness.LoseUnsynced); then restarts them.
 	FaultPowerCut = "power-cut"
-	// FaultMembership demotes one broker to a replica with the
-	// validators' signed votes (docs/cluster.md, "Membership"): it keeps
-	// applying the chain and serving reads, and votes on nothing; then it
-	// is promoted back and signs again.
+	// FaultMembership changes the membership with signed changes
+	// (docs/cluster.md, "Membership"), by Variant: it demotes one broker
+	// to a replica with the validators' votes (it keeps applying the chain
+	// and serving reads, and votes on nothing), then promotes it back
+	// until it signs again; or it adds a fifth broker (stele cluster add,
+	// the administrator's key) that joins and catches up as a replica,
+	// then removes it (it exits with status 11). Each broker added has a
+	// new node id; once the ports reserved for them are used up, the
+	// fault demotes and promotes.
 	FaultMembership = "membership"
 )
 

@@ -31,8 +31,10 @@ const (
 	p2pPortOffset  = 200
 	rpcPortOffset  = 300
 	// portSpan: base .. base+307 must be free, for the brokers of a
-	// cluster of up to 8, counting those AddNode adds.
-	portSpan = rpcPortOffset + 8
+	// cluster with node ids up to MaxNodeID, counting those AddNode adds.
+	portSpan = rpcPortOffset + MaxNodeID + 1
+	// MaxNodeID is the highest node id a cluster's ports are reserved for.
+	MaxNodeID = 7
 )
 
 // Options configures New.
@@ -263,17 +265,14 @@ func (c *Cluster) AddNode(via int, args ...string) (*Node, string) {
 	if err != nil {
 		t.Fatalf("stele cluster add: %v\n%s", err, out)
 	}
-	i := len(c.Nodes)
-	var dir string
-	for _, e := range c.Nodes {
-		if e.NodeID >= int32(i) {
-			i = int(e.NodeID) + 1
-		}
-	}
-	dir = filepath.Join(cdir, fmt.Sprintf("node%d", i))
+	// The directory `cluster add` wrote: the next node id after every
+	// node directory under the cluster's, those of brokers added and
+	// removed since included.
+	i := c.NextNodeID() - 1
+	dir := filepath.Join(cdir, fmt.Sprintf("node%d", i))
 	nf := readNodeFile(t, dir)
 	n := &Node{Idx: len(c.Nodes), NodeID: nf.NodeID, Dir: dir, Kafka: nf.Kafka, HTTP: nf.HTTP, P2P: nf.P2P,
-		LogPath: filepath.Join(c.Dir, fmt.Sprintf("node%d.stderr", len(c.Nodes)))}
+		LogPath: filepath.Join(c.Dir, fmt.Sprintf("node%d.stderr", i))}
 	n.HTTPURL = "http://" + n.HTTP
 	if nf.HTTPTLS {
 		n.HTTPURL = "https://" + n.HTTP
@@ -283,6 +282,25 @@ func (c *Cluster) AddNode(via int, args ...string) (*Node, string) {
 	}
 	c.Nodes = append(c.Nodes, n)
 	return n, string(out)
+}
+
+// NextNodeID is the node id `stele cluster add` gives the next broker: one
+// more than the highest of the node directories under the cluster's.
+// Node ids up to MaxNodeID have ports reserved.
+func (c *Cluster) NextNodeID() int {
+	c.T.Helper()
+	ents, err := os.ReadDir(filepath.Join(c.Dir, "cluster"))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	next := 0
+	for _, e := range ents {
+		var id int
+		if _, err := fmt.Sscanf(e.Name(), "node%d", &id); err == nil && e.IsDir() && id >= next {
+			next = id + 1
+		}
+	}
+	return next
 }
 
 // installProxies starts a linkProxy for every directed pair and rewrites
