@@ -68,13 +68,8 @@ for ((rep = 1; rep <= reps; rep++)); do
 			die "stele cluster init failed (log: $d.init.log)"
 		serve=(--log-level warn)
 		[[ $propose == default ]] || serve+=(--timeout-propose "$propose")
-		start_bg "$d.log" "$bin" cluster up --dir "$d" --bin "$bin" -- "${serve[@]}"
+		start_cluster "$bin" "$d" "$d.log" "${serve[@]}"
 		up=$BG_PID
-		deadline=$((SECONDS + 120))
-		until grep -q 'bootstrap brokers:' "$d.log" 2>/dev/null; do
-			kill -0 "$up" 2>/dev/null && ((SECONDS < deadline)) || die "the cluster did not come up (log: $d.log)"
-			sleep 0.5
-		done
 		# node3 is the one killed: the client knows only the others.
 		brokers="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 		"$bin" --brokers "$brokers" topic create down --partitions 8 >/dev/null

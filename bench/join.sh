@@ -103,13 +103,8 @@ for ((rep = 1; rep <= reps; rep++)); do
 		base_http=$((base + 100))
 		"$bin" cluster init --nodes 4 --dir "$d" --base-port "$base" >"$d.init.log" 2>&1 ||
 			die "stele cluster init failed (log: $d.init.log)"
-		start_bg "$d.up.log" "$bin" cluster up --dir "$d" --bin "$bin" -- "${serve[@]}"
+		start_cluster "$bin" "$d" "$d.up.log" "${serve[@]}"
 		up=$BG_PID
-		deadline=$((SECONDS + 120))
-		until grep -q 'bootstrap brokers:' "$d.up.log" 2>/dev/null; do
-			kill -0 "$up" 2>/dev/null && ((SECONDS < deadline)) || die "the cluster did not come up (log: $d.up.log)"
-			sleep 0.5
-		done
 		validators="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))"
 		log "$size MB, rep $rep: filling"
 		"$bin" --brokers "$validators" bench produce --topic join --create --partitions 6 --record-size 16384 --producers 4 \

@@ -128,6 +128,21 @@ start_bg() {
 	BENCH_PIDS+=("$BG_PID")
 }
 
+# start_cluster BIN DIR LOG [SERVE-FLAG...]: `stele cluster up` on the
+# cluster DIR (which `stele cluster init` wrote) in the background, output
+# to LOG, until it names its bootstrap brokers (every broker serving), at
+# most 120 s. Sets BG_PID to the `cluster up` process.
+start_cluster() {
+	local bin=$1 dir=$2 logf=$3 deadline
+	shift 3
+	start_bg "$logf" "$bin" cluster up --dir "$dir" --bin "$bin" -- "$@"
+	deadline=$((SECONDS + 120))
+	until grep -q 'bootstrap brokers:' "$logf" 2>/dev/null; do
+		kill -0 "$BG_PID" 2>/dev/null && ((SECONDS < deadline)) || die "the cluster did not come up (log: $logf)"
+		sleep 0.5
+	done
+}
+
 # stop_bg PID: SIGTERM the process group PID leads, wait, then SIGKILL.
 stop_bg() {
 	local pid=$1 deadline
