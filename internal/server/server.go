@@ -418,8 +418,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	bopts.TenantShare, bopts.PeekBatch = cfg.TenantBlockShare, n.plane.Peek
 	n.broker = broker.New(n.fsm, bopts)
 	// Before a block is applied, the data plane starts fetching the
-	// batches it names that this broker lacks, in parallel.
-	var app consensus.Application = prefetchingApp{n.broker.App(), n.plane}
+	// batches it names that this broker lacks, in parallel. (The test-only
+	// stelebyzantine build may forge membership changes in its proposals:
+	// byzantine_on.go.)
+	var app consensus.Application = byzantineMembership(prefetchingApp{n.broker.App(), n.plane}, n, home)
 	t0 = time.Now()
 	if len(appState.Brokers) > 0 {
 		// A cluster keeps recent blocks for brokers catching up and

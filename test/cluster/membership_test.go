@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -228,4 +229,79 @@ func TestRemoveBroker(t *testing.T) {
 		t.Fatalf("node%d started again after its removal: exit status %d, want 11", gone, code)
 	}
 	w.end(c, 60*time.Second, rest...)
+}
+
+// TestByzantineMembershipChange (issue 19: a Byzantine broker's unsigned
+// or under-signed membership change is refused by every honest broker):
+// one broker of four runs the stelebyzantine build with forge-membership,
+// so every block it proposes carries a change removing another validator,
+// bypassing every CheckTx: unsigned, signed by itself alone, with forged
+// signatures of the others, or with its own key's signature as the
+// administrator's, one form per proposal in turn. Under idempotent produce
+// and consume, after it has proposed every form more than once, every
+// honest broker still lists the four validators with their power and the
+// membership at epoch 0 with the Byzantine broker's own vote recorded (the
+// self-signed change, committed, counts as that and no more), the chain
+// keeps committing, nothing acknowledged is lost or
+// duplicated, and the four end at one app hash with byte-identical logs.
+func TestByzantineMembershipChange(t *testing.T) {
+	byz := harness.ByzantineBin(t)
+	c := newCluster(t, clusterOptions{})
+	bad := c.Rng.IntN(len(c.Nodes))
+	c.Nodes[bad].Bin, c.Nodes[bad].Env = byz, []string{"STELE_BYZANTINE=forge-membership"}
+	honest := without(c.All(), bad)
+	vals := c.ValidatorAddrs()
+	c.StartAll()
+	w := startWorkload(t, c.KafkaAddrs(c.All()...), workloadOptions{
+		topic: "forged", partitions: 3, writers: 2, consumers: 2, interval: 5 * time.Millisecond,
+		produceTimeout: 5 * time.Second, deliveryTimeout: 30 * time.Second,
+	})
+	w.waitAcked(c, 45*time.Second, 300, fmt.Sprintf("node%d forging membership changes", bad))
+	forms := map[string]int{}
+	c.Eventually(90*time.Second, fmt.Sprintf("node%d proposes every form of forged change twice", bad), func() error {
+		clear(forms)
+		for _, line := range c.logLines(bad, "byzantine: proposing a forged membership change") {
+			for _, f := range []string{"unsigned", "under-signed", "forged", "forged-admin"} {
+				if strings.Contains(line, "form="+f+" ") {
+					forms[f]++
+				}
+			}
+		}
+		for _, f := range []string{"unsigned", "under-signed", "forged", "forged-admin"} {
+			if forms[f] < 2 {
+				return fmt.Errorf("proposed so far: %v", forms)
+			}
+		}
+		return nil
+	})
+	t.Logf("node%d proposed forged changes %v", bad, forms)
+	w.waitAcked(c, 30*time.Second, 300, "after the forged changes")
+	for _, i := range honest {
+		st, err := c.clusterStatus(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range st.Validators {
+			if v.Role != httpapi.RoleValidator || v.Power != 10 || v.Removed != nil || v.Demoted != nil {
+				t.Errorf("node%d lists %s (node %v) as a %s of power %d after the forged changes", i, v.Address, v.NodeID, v.Role, v.Power)
+			}
+		}
+		var mv httpapi.MembershipView
+		out := c.stele("cluster", "status", "--http", c.Nodes[i].HTTP) // the table, for the log
+		if i == honest[0] {
+			t.Logf("node%d's status:\n%s", i, out)
+		}
+		resp, err := http.Get("http://" + c.Nodes[i].HTTP + "/v1/cluster/membership")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&mv)
+		resp.Body.Close()
+		// The self-signed change was committed and counted as what it is:
+		// the Byzantine broker's own vote, never enough alone.
+		if err != nil || mv.Epoch != 0 || len(mv.Votes) != 1 || !strings.EqualFold(mv.Votes[0].Voter, vals[bad]) {
+			t.Errorf("node%d's membership after the forged changes: epoch %d, votes %+v (%v), want epoch 0 and node%d's vote alone", i, mv.Epoch, mv.Votes, err, bad)
+		}
+	}
+	w.end(c, 60*time.Second)
 }
