@@ -111,18 +111,9 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 		return err
 	}
 	ctx := cmd.Context()
-	var st httpapi.ClusterStatus
-	if err := jsonRequest(ctx, g, http.MethodGet, httpBase(addr)+"/v1/cluster", nil, &st); err != nil {
-		return fmt.Errorf("GET %s/v1/cluster: %w", addr, err)
-	}
-	var target *httpapi.ValidatorView
-	for i, v := range st.Validators {
-		if v.NodeID != nil && int64(*v.NodeID) == id {
-			target = &st.Validators[i]
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("broker %d is not in the cluster (stele cluster status lists the brokers)", id)
+	target, err := brokerStatus(ctx, g, addr, id)
+	if err != nil {
+		return err
 	}
 	power := int64(0)
 	if promote {
@@ -145,6 +136,21 @@ func (o *clusterMembershipOptions) run(cmd *cobra.Command, g *globalOptions, nod
 		return err
 	}
 	return printChangeResult(cmd.OutOrStdout(), g, mv, before, membershipWhat(id, power, o.remove), req)
+}
+
+// brokerStatus is broker id's row of GET /v1/cluster, asked of the broker
+// at addr.
+func brokerStatus(ctx context.Context, g *globalOptions, addr string, id int64) (*httpapi.ValidatorView, error) {
+	var st httpapi.ClusterStatus
+	if err := jsonRequest(ctx, g, http.MethodGet, httpBase(addr)+"/v1/cluster", nil, &st); err != nil {
+		return nil, fmt.Errorf("GET %s/v1/cluster: %w", addr, err)
+	}
+	for i, v := range st.Validators {
+		if v.NodeID != nil && int64(*v.NodeID) == id {
+			return &st.Validators[i], nil
+		}
+	}
+	return nil, fmt.Errorf("broker %d is not in the cluster (stele cluster status lists the brokers)", id)
 }
 
 // membershipWhat says what a demote, promote or remove does to broker id.

@@ -91,18 +91,9 @@ func (o *clusterRotateOptions) run(cmd *cobra.Command, g *globalOptions, node st
 		return err
 	}
 	ctx := cmd.Context()
-	var st httpapi.ClusterStatus
-	if err := jsonRequest(ctx, g, http.MethodGet, httpBase(addr)+"/v1/cluster", nil, &st); err != nil {
-		return fmt.Errorf("GET %s/v1/cluster: %w", addr, err)
-	}
-	var target *httpapi.ValidatorView
-	for i, v := range st.Validators {
-		if v.NodeID != nil && int64(*v.NodeID) == id {
-			target = &st.Validators[i]
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("broker %d is not in the cluster (stele cluster status lists the brokers)", id)
+	target, err := brokerStatus(ctx, g, addr, id)
+	if err != nil {
+		return err
 	}
 	if target.HTTP == "" {
 		return fmt.Errorf("broker %d has no HTTP address in the directory: a single node has no key to rotate this way", id)
