@@ -751,13 +751,11 @@ func (b *Broker) Liveness() ([]fsm.Signer, int64) { return b.fsm.Liveness() }
 // voted out (fsm/cluster's membership.go).
 func (b *Broker) Validators() *fsm.ValidatorSet { return b.fsm.CommittedValidators() }
 
-// Directory returns the broker directory as of the last commit: the
-// genesis brokers (with the keys the chain rotated them to), then those
-// the chain added (fsm/cluster's directory.go).
-func (b *Broker) Directory() []fsm.DirectoryBroker { return b.fsm.Directory() }
-
 // Members returns the membership as of the last commit, shared (read it,
-// never change it): a new value after each change (fsm.Members).
+// never change it): a new value after each change (fsm.Members): the
+// validator records and the broker directory (the genesis brokers with
+// the keys the chain rotated them to, then those it added; fsm/cluster's
+// directory.go).
 func (b *Broker) Members() *fsm.Members { return b.fsm.Members() }
 
 // Removed returns the validators the chain took out of the cluster

@@ -51,7 +51,8 @@ type ValidatorView struct {
 	Height *int64 `json:"height,omitempty"`
 	// Role is what the broker is to the chain: "validator" (a voting
 	// member), "replica" (demoted: it follows and serves reads) or
-	// "removed" (voted out; Removed says why); a broker just added is a
+	// "removed" (taken out, voted out, or a key its broker replaced;
+	// Removed says why); a broker just added is a
 	// replica until promoted. Signing says whether its
 	// signature is in a commit within the live window (10 s of block
 	// time) of the last block: the rule by which Metadata makes a broker
@@ -95,8 +96,9 @@ type RemovalView struct {
 
 // RoleValidator is a broker that votes; RoleReplica one the validators
 // demoted (power 0: it follows the chain and serves reads, and votes on
-// nothing, until promoted); RoleRemoved one voted out for misbehavior (a
-// replica for good: its key is never promoted again).
+// nothing, until promoted); RoleRemoved one taken out of the cluster,
+// voted out for misbehavior, or a key its broker replaced (stele cluster
+// rotate-key): its key is never promoted again.
 const (
 	RoleValidator = "validator"
 	RoleReplica   = "replica"

@@ -18,10 +18,11 @@ import (
 
 // clusterStatus gathers /v1/cluster: the chain's validators with the broker
 // each one is, its power as the chain's membership left it (a validator
-// removed for misbehavior is listed with why), its last signed block and whether that is within the live
-// window Metadata leads by (from the state machine, so every broker
-// reports the same), this broker's height and app hash, and its CometBFT
-// peers.
+// removed, voted out or rotated out is listed with why), its last signed
+// block and whether that is within the live window Metadata leads by (from
+// the state machine, so every broker reports the same), each broker's own
+// height as it reports it (brokerHeights), this broker's height and app
+// hash, and its CometBFT peers.
 func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker) httpapi.ClusterStatus {
 	h, hash := n.broker.Info()
 	signers, now := n.broker.Liveness()
