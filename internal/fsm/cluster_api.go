@@ -14,6 +14,7 @@ import (
 type (
 	AlterBrokerConfigs = cluster.AlterBrokerConfigs
 	ChangeMembership   = cluster.ChangeMembership
+	ReplicaAlive       = cluster.ReplicaAlive
 	MembershipChange   = cluster.MembershipChange
 	MembershipStatus   = cluster.MembershipStatus
 	MembershipVote     = cluster.MembershipVote
@@ -33,6 +34,8 @@ const (
 	MembershipVersion                  = cluster.MembershipVersion
 	DirectoryVersion                   = cluster.DirectoryVersion
 	RotationVersion                    = cluster.RotationVersion
+	AliveVersion                       = cluster.AliveVersion
+	MaxAliveLag                        = cluster.MaxAliveLag
 	ReasonRotatedOut                   = cluster.ReasonRotatedOut
 	ReasonRotatedIn                    = cluster.ReasonRotatedIn
 	ReasonRemoved                      = cluster.ReasonRemoved
@@ -70,6 +73,11 @@ func ParseConnectionOverrides(s string) (map[string]int, error) {
 // SignUpgrade is cluster.SignUpgrade.
 func SignUpgrade(chainID string, p cluster.UpgradePlan, addr [20]byte, key ed25519.PrivateKey) trust.CertSig {
 	return cluster.SignUpgrade(chainID, p, addr, key)
+}
+
+// SignAlive is cluster.SignAlive.
+func SignAlive(chainID string, nodeID int32, height int64, key ed25519.PrivateKey) cluster.ReplicaAlive {
+	return cluster.SignAlive(chainID, nodeID, height, key)
 }
 
 // MembershipStatement is cluster.MembershipStatement.

@@ -41,6 +41,7 @@ var immutableVars = map[string]string{
 	"keyMembershipEpoch":        "store key u/membership-epoch",
 	"memberVotePfx":             "store prefix u/member-vote/",
 	"membershipStatementPrefix": "a signed statement's domain prefix",
+	"aliveStatementPrefix":      "a signed statement's domain prefix",
 	"unauthenticated":           "the store prefixes outside the state trie",
 	"statementPrefix":           "the domain of a batch statement's signature",
 	"chainStatementPrefix":      "the domain of a chain-bound batch statement's signature",

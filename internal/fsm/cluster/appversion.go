@@ -17,11 +17,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // misbehaved (MembershipVersion, membership.go); version 8 lets a
 // membership change add a broker to the directory (DirectoryVersion,
 // directory.go); version 9 lets one replace a broker's key (RotationVersion,
-// directory.go). New chains
+// directory.go); version 10 lets a replica say it is caught up, so it
+// leads partitions (AliveVersion, alive.go). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 10
+// up by an upgrade. Builds with the steleupgradetest tag add a version 11
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 9
+const MaxAppVersion uint32 = 10
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -251,6 +251,7 @@ func RegisterCluster(r *core.Registry, h *topics.TopicHooks) {
 	registerBrokerConfigs(r, h)   // broker_configs.go
 	registerProposals(r, h)       // proposals.go
 	registerMembership(r, h)      // membership.go
+	registerReplicaAlive(r, h)    // alive.go
 }
 
 // registerScheduleUpgrade registers ScheduleUpgrade (RegisterCluster
@@ -582,6 +583,7 @@ func registerUpgradeSteps(r *core.Registry, h *topics.TopicHooks) {
 			f.ChainBound = f.Version >= chainCertsVersion
 		}})
 	r.SetDigestDomain(func(m *core.Machine) string { return blockDigestDomain(clusterOf(m).Version) })
+	r.SetAppVersion(func(m *core.Machine) uint32 { return clusterOf(m).Version })
 	core.RegisterModuleStep(r, clusterOf, core.ModuleStep[*Cluster]{Rank: 50, Name: "app version and upgrades", Module: ModCluster,
 		Load:  (*Cluster).loadUpgrade,
 		Stage: func(f *Cluster, b *core.StateBatch) error { f.persistUpgrade(b); return nil },

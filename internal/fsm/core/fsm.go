@@ -294,6 +294,9 @@ func (f *Machine) ApplyBlock(b Block) (BlockOutcome, error) {
 		} else {
 			tx, err = f.reg.DecodeTx(raw)
 		}
+		if err == nil {
+			err = f.reg.unknownUnder(f, tx)
+		}
 		if err != nil {
 			o.Code, o.Log = 1, err.Error()
 			if errors.Is(err, ErrResubmit) {

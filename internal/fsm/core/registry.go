@@ -165,6 +165,12 @@ type CommandSpec struct {
 	// Size estimates the command's encoded body, for EncodeTx's buffer
 	// (a produce's records); nil: a small command.
 	Size func(Command) int
+	// Since is the app version that introduced the command (0: every
+	// version). Under an older version a transaction holding it fails as
+	// a whole, as it does on the binaries that predate the command, which
+	// cannot decode it (ApplyBlock; AppVersionOf says the version), so
+	// brokers of mixed binaries agree on its result.
+	Since uint32
 }
 
 // Registry is what the modules register: built by buildRegistry, never
@@ -189,6 +195,9 @@ type Registry struct {
 	// cluster module's, which depends on the app version
 	// (blockDigestDomain); nil is digestDomain.
 	DigestDomainOf func(*Machine) string
+	// AppVersionOf is the app version of the block being applied: the
+	// cluster module's; nil: commands' Since is not checked.
+	AppVersionOf func(*Machine) uint32
 	// SnapshotFileSteps holds the registered snapshot files by rank.
 	SnapshotFileSteps []*SnapshotFiles
 	// StateMark is the registered state mark, or nil.
@@ -370,6 +379,31 @@ func (r *Registry) SetDigestDomain(fn func(*Machine) string) {
 		panic("stele/fsm: two digest domains registered")
 	}
 	r.DigestDomainOf = fn
+}
+
+// SetAppVersion registers what says the app version of the block being
+// applied (the cluster module's); a second one is a programming error.
+func (r *Registry) SetAppVersion(fn func(*Machine) uint32) {
+	if r.AppVersionOf != nil {
+		panic("stele/fsm: two app versions registered")
+	}
+	r.AppVersionOf = fn
+}
+
+// unknownUnder fails a transaction holding a command the app version of
+// the block being applied does not have yet, with the error the binaries
+// before the command give when they decode it.
+func (r *Registry) unknownUnder(f *Machine, tx Tx) error {
+	if r.AppVersionOf == nil {
+		return nil
+	}
+	v := r.AppVersionOf(f)
+	for _, c := range tx.Commands {
+		if s := r.Commands[c.Kind()]; s != nil && s.Since > v {
+			return fmt.Errorf("%w: unknown command kind %d", ErrMalformed, c.Kind())
+		}
+	}
+	return nil
 }
 
 // TxFormat is a module's form of a transaction besides the plain one

@@ -8,8 +8,11 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 )
 
-// Signer is what the chain says about one validator's liveness: the last
-// height whose block it signed and that block's successor's time.
+// Signer is what the chain says about one broker's liveness: the last
+// height whose block its validator signed and that block's successor's
+// time, or, for a replica, the height its last statement that it is
+// caught up named and the time of the block that ordered it
+// (RecordAlive).
 type Signer struct {
 	Address    []byte
 	LastHeight int64
@@ -37,6 +40,32 @@ func (f *Trust) recordSigners(signers [][]byte) {
 		s.LastHeight, s.LastTimeMs = f.Height-1, f.BlockTime
 	}
 	f.signersChanged = true
+}
+
+// RecordAlive notes a replica's statement, ordered in this block, that it
+// applied the chain up to height (the cluster module's alive.go): it
+// counts as signing at this block's time, as a commit signature does.
+func (f *Trust) RecordAlive(addr [20]byte, height int64) {
+	if f.signers == nil {
+		f.signers = map[string]*Signer{}
+	}
+	k := hex.EncodeToString(addr[:])
+	s := f.signers[k]
+	if s == nil {
+		s = &Signer{Address: append([]byte(nil), addr[:]...)}
+		f.signers[k] = s
+	}
+	s.LastHeight, s.LastTimeMs = height, f.BlockTime
+	f.signersChanged = true
+}
+
+// LastSigned is the last height addr signed, by a commit signature or a
+// replica's statement, as of the block being applied (0: none seen).
+func (f *Trust) LastSigned(addr [20]byte) int64 {
+	if s := f.signers[hex.EncodeToString(addr[:])]; s != nil {
+		return s.LastHeight
+	}
+	return 0
 }
 
 // sortedSigners returns a copy of the signers ordered by address.
