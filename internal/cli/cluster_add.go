@@ -80,8 +80,9 @@ If the change cannot be submitted, the directory is removed again.
 
 Start the broker with 'stele serve --data DIR/nodeN': it joins by state
 sync when the other brokers have pruned old blocks (by replaying them
-otherwise), follows the chain, serves reads and is listed in Metadata, but
-votes on nothing and leads no partition. With --rack R, consumers that
+otherwise), follows the chain, serves reads and is listed in Metadata, and
+votes on nothing; once it has caught up it says so every 2 s and leads
+partitions (from app version 10). With --rack R, consumers that
 set client.rack=R (franz-go's Rack, librdkafka's client.rack) are sent to
 read from it (KIP-392's preferred read replica): a read replica. Once it
 has caught up, 'stele cluster promote N --power P' makes it a validator.`,

@@ -35,8 +35,9 @@ func newClusterDemoteCmd(g *globalOptions) *cobra.Command {
 		Short: "Make broker N a replica: it follows the chain and serves reads, and no longer votes",
 		Long: `Vote, with validator keys, to make broker N (its node id) a replica: its
 voting power becomes 0, so it no longer votes, proposes or certifies
-batches, and Metadata makes it lead no partition; it keeps applying the
-chain and serving reads, and 'stele cluster promote' makes it a validator
+batches; it keeps applying the chain and serving reads, leads partitions
+while it says it has caught up (from app version 10), as every replica
+does, and 'stele cluster promote' makes it a validator
 again. The change is applied once validators holding more than 2/3 of the
 voting power voted for it: run the command with every key at hand
 (--dir signs with every node's key under a directory 'stele cluster init'

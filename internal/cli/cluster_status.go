@@ -24,10 +24,12 @@ func newClusterStatusCmd(g *globalOptions) *cobra.Command {
 		Use:   "status",
 		Short: "List the cluster's brokers: role, voting power, last signed height, whether each is signing",
 		Long: `List every broker of the cluster as the chain records it: its node id,
-its role (validator: it votes; replica: demoted, it follows the chain and
-serves reads; removed: voted out for misbehavior), its voting power, the last height whose
-commit carries its signature and whether that commit is within the live
-window (10 s of block time) of the last block, which is what makes a
+its role (validator: it votes; replica: added or demoted, it follows the
+chain and serves reads; removed: taken out, voted out for misbehavior, or
+a key rotated out), its voting power, the last height whose commit
+carries its signature (a replica's: the height its last statement that it
+has caught up named) and whether that commit (or statement) is within the
+live window (10 s of block time) of the last block, which is what makes a
 broker lead partitions in Metadata. A broker that is down or cut off shows
 signing "no" once the window has passed. Asks one broker's HTTP API
 (GET /v1/cluster, --http); the table is the same from every broker, the

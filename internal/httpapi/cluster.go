@@ -39,24 +39,28 @@ type ValidatorView struct {
 	Kafka  string `json:"kafka,omitempty"`
 	// LastSignedHeight is the last height whose block this validator's
 	// signature is in the chain for (0: none seen); LastSignedTime the block
-	// time of the commit that carried it.
+	// time of the commit that carried it. A replica's are those of its
+	// last statement that it is caught up (from app version 10): the
+	// height it said it had applied, and the time of the block that
+	// ordered the statement.
 	LastSignedHeight int64      `json:"last_signed_height"`
 	LastSignedTime   *time.Time `json:"last_signed_time,omitempty"`
 	// Height is the broker's last committed height: the answering
 	// broker's own, another's as its /healthz reported it within a second
 	// (absent when it did not answer: down, cut off, or a key no broker
-	// of the directory holds). A replica signs nothing, so this is how
-	// far it has caught up; a broker reports its own height, so a
-	// Byzantine one may lie about it.
+	// of the directory holds). A replica signs no commit, so this is how
+	// far it has caught up (besides its statements); a broker reports
+	// its own height, so a Byzantine one may lie about it.
 	Height *int64 `json:"height,omitempty"`
 	// Role is what the broker is to the chain: "validator" (a voting
 	// member), "replica" (demoted: it follows and serves reads) or
 	// "removed" (taken out, voted out, or a key its broker replaced;
 	// Removed says why); a broker just added is a
 	// replica until promoted. Signing says whether its
-	// signature is in a commit within the live window (10 s of block
-	// time) of the last block: the rule by which Metadata makes a broker
-	// a partition leader.
+	// signature is in a commit, or for a replica its statement that it
+	// is caught up (made since it became a replica) in a block, within
+	// the live window (10 s of block time) of the last block: the rule
+	// by which Metadata makes a broker a partition leader.
 	Role    string `json:"role"`
 	Signing bool   `json:"signing"`
 	// Removed says why the chain took the validator's power away (role

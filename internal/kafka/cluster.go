@@ -52,9 +52,12 @@ func (c *conn) advertised(b BrokerInfo) (string, int32) {
 }
 
 // members returns every broker of the cluster (the directory's, less those
-// the chain removed) and those alive now: brokers
-// whose validator is in the committed validator set (not voted out) and
-// signed a block within LiveWindow of the last committed block time. Both come from the chain, so every broker answers alike. A
+// the chain removed) and those alive now: brokers whose key the chain has
+// not taken out (voted out for misbehavior, rotated out) and that signed
+// within LiveWindow of the last committed block time: a validator's commit
+// signature, or a replica's statement that it is caught up (fsm/cluster's
+// alive.go), so a replica that keeps up leads partitions as a validator
+// does. Both come from the chain, so every broker answers alike. A
 // node without a directory (a single node) is the whole cluster and alive.
 // When the chain shows nobody alive (no commit signatures seen yet), every
 // broker counts as alive.
@@ -84,14 +87,24 @@ func (s *Server) members() (all, live []BrokerInfo) {
 	}
 	signers, now := s.b.Liveness()
 	vs := s.b.Validators()
+	recs := s.b.Members().Records // by address
 	for _, b := range all {
+		// A replica (not in the validator set) is alive by what it said
+		// since the change that made it one: its statements, not the
+		// commit signatures it gave as a validator, so a demoted broker
+		// and one voted out lead nothing from the block that changed them.
+		since := int64(-1)
 		if vs != nil && len(b.Validator) == 20 {
 			if _, ok := vs.Lookup([20]byte(b.Validator)); !ok {
-				continue // voted out: it leads nothing from the block that removed it
+				i, found := slices.BinarySearchFunc(recs, [20]byte(b.Validator), func(r fsm.ValidatorRecord, a [20]byte) int { return bytes.Compare(r.Address[:], a[:]) })
+				if !found || recs[i].Reason.Final() {
+					continue
+				}
+				since = recs[i].ChangedAtMs
 			}
 		}
 		for _, sg := range signers {
-			if bytes.Equal(sg.Address, b.Validator) && s.Signing(sg.LastTimeMs, now) {
+			if bytes.Equal(sg.Address, b.Validator) && sg.LastTimeMs > since && s.Signing(sg.LastTimeMs, now) {
 				live = append(live, b)
 				break
 			}

@@ -25,6 +25,7 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 	if err != nil {
 		return err
 	}
+	n.key.Store(&key)
 	// Under --http-tls the peers' HTTP ports serve TLS too (every broker
 	// of a cluster is started alike), verified against --ssl-ca.
 	scheme, client := "http://", (*http.Client)(nil)
@@ -227,9 +228,11 @@ func (n *Node) chainKey() ([20]byte, int64) {
 	return [20]byte{}, 0
 }
 
-// rotatedKey makes the data plane sign with the key the chain rotated
-// this broker's to (cometbft.Config.OnKey).
+// rotatedKey makes the data plane, and a replica's statements (alive.go),
+// sign with the key the chain rotated this broker's to
+// (cometbft.Config.OnKey).
 func (n *Node) rotatedKey(key ed25519.PrivateKey) {
+	n.key.Store(&key)
 	if n.plane != nil {
 		n.plane.SetKey(key)
 	}

@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -276,6 +277,9 @@ type Node struct {
 	// planeView is what the data plane reads of the membership, derived
 	// once per change of it (dataplane.go).
 	planeView atomic.Pointer[planeView]
+	// key is this broker's validator key: the one it starts with, then
+	// the one the chain rotated it to (rotatedKey); alive.go signs with it.
+	key atomic.Pointer[ed25519.PrivateKey]
 	// peerScheme and peerClient reach the other brokers' HTTP APIs (nil:
 	// http.DefaultClient's transport), as the data plane does.
 	peerScheme string
@@ -568,6 +572,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	go n.pruneBatches()
+	if len(appState.Brokers) > 0 { // a broker of a cluster may be a replica
+		n.bg.Add(1)
+		go n.sayAlive(genesis.ChainID)
+	}
 	if cfg.AdminPasswordFile != "" {
 		n.bg.Add(1)
 		go n.bootstrapAdmin()

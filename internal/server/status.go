@@ -19,8 +19,10 @@ import (
 // clusterStatus gathers /v1/cluster: the chain's validators with the broker
 // each one is, its power as the chain's membership left it (a validator
 // removed, voted out or rotated out is listed with why), its last signed
-// block and whether that is within the live window Metadata leads by (from
-// the state machine, so every broker reports the same), each broker's own
+// block (a replica's: the height its last statement that it is caught up
+// named, fsm/cluster's alive.go) and whether that is within the live
+// window Metadata leads by (from the state machine, so every broker
+// reports the same), each broker's own
 // height as it reports it (brokerHeights), this broker's height and app
 // hash, and its CometBFT peers.
 func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker) httpapi.ClusterStatus {
@@ -52,6 +54,7 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 	}
 	for _, v := range vals {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
+		since := int64(-1) // a replica signs by its statements since it became one (kafka's members)
 		for _, r := range recs {
 			if !strings.EqualFold(hex.EncodeToString(r.Address[:]), v.Address) {
 				continue
@@ -65,9 +68,11 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 				vv.Removed = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt, EvidenceHeight: r.EvidenceHeight}
 			case r.Power == 0 && (r.Reason == fsm.ReasonAdded || r.Reason == fsm.ReasonRotatedIn):
 				vv.Role = httpapi.RoleReplica // added (or a replica's key rotated), never promoted since
+				since = r.ChangedAtMs
 			case r.Power == 0:
 				vv.Role = httpapi.RoleReplica
 				vv.Demoted = &httpapi.RemovalView{Reason: r.Reason.String(), Height: r.ChangedAt}
+				since = r.ChangedAtMs
 			}
 		}
 		for _, b := range dir {
@@ -82,7 +87,7 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 			if strings.EqualFold(hex.EncodeToString(s.Address), v.Address) {
 				t := time.UnixMilli(s.LastTimeMs).UTC()
 				vv.LastSignedHeight, vv.LastSignedTime = s.LastHeight, &t
-				vv.Signing = k.Signing(s.LastTimeMs, now)
+				vv.Signing = s.LastTimeMs > since && k.Signing(s.LastTimeMs, now)
 			}
 		}
 		st.Validators = append(st.Validators, vv)

@@ -102,6 +102,10 @@ func TestGrowAndShrink(t *testing.T) {
 				return nil
 			})
 		}
+		// Caught up, it says so (fsm/cluster's alive.go): every broker
+		// shows it signing, and makes it a partition leader; a producer
+		// bootstrapped on a validator writes through it.
+		c.replicaLeads(time.Minute, append(running, i), i, via)
 		out2, err := exec.Command(harness.SteleBin, "cluster", "promote", fmt.Sprint(n.NodeID), "--dir", dir,
 			"--http", c.Nodes[via].HTTP).CombinedOutput()
 		if err != nil || !strings.Contains(string(out2), "applied at height") || !strings.Contains(string(out2), "a validator of power 10") {
@@ -152,6 +156,8 @@ func TestGrowAndShrink(t *testing.T) {
 	}
 	c.waitRole(30*time.Second, c.running(), fifth, httpapi.RoleReplica)
 	w.waitAcked(c, 60*time.Second, 300, "back to 4 validators and a replica")
+	// Demoted, it leads by its statements again.
+	c.replicaLeads(time.Minute, c.running(), fifth, 0)
 
 	// A read replica: a consumer in the fifth broker's rack, bootstrapped
 	// on a validator, is sent to read from it (KIP-392) and reads the
@@ -197,6 +203,66 @@ func TestGrowAndShrink(t *testing.T) {
 	for _, i := range running {
 		w.checkDisk(c, i)
 	}
+}
+
+// replicaLeads waits until every one of nodes shows replica i signing (by
+// its statements that it is caught up) and names it the leader of
+// partitions of a topic of two partitions a broker, then produces to one
+// of them with a client bootstrapped on node via and reads the record
+// back from i.
+func (c *cluster) replicaLeads(d time.Duration, nodes []int, i, via int) {
+	c.T.Helper()
+	id := c.Nodes[i].NodeID
+	topic := fmt.Sprintf("led-by-%d-%d", id, time.Now().UnixNano())
+	harness.CreateTopic(c.T, c.KafkaAddrs(via), topic, int32(2*len(nodes)), nil)
+	part := int32(-1)
+	c.Eventually(d, fmt.Sprintf("every broker makes replica node%d a leader", i), func() error {
+		for _, j := range nodes {
+			st, err := c.clusterStatus(j)
+			if err != nil {
+				return err
+			}
+			k := slices.IndexFunc(st.Validators, func(v httpapi.ValidatorView) bool { return v.NodeID != nil && *v.NodeID == id })
+			if k < 0 || st.Validators[k].Role != httpapi.RoleReplica || !st.Validators[k].Signing {
+				return fmt.Errorf("node%d's status of node%d: %+v", j, i, st.Validators)
+			}
+			md, err := kadm.NewClient(c.DirectClient(j)).Metadata(context.Background(), topic)
+			if err != nil {
+				return fmt.Errorf("node%d: Metadata: %v", j, err)
+			}
+			led := -1
+			for _, p := range md.Topics[topic].Partitions.Sorted() {
+				if p.Leader == id {
+					led = int(p.Partition)
+				}
+			}
+			if led < 0 {
+				return fmt.Errorf("node%d's Metadata makes node%d the leader of no partition of %s", j, i, topic)
+			}
+			part = int32(led)
+		}
+		return nil
+	})
+	pc, err := kgo.NewClient(kgo.SeedBrokers(c.Nodes[via].Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer pc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pc.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: part, Value: []byte("through a replica")}).FirstErr(); err != nil {
+		c.T.Fatalf("producing to %s-%d, which node%d leads: %v", topic, part, i, err)
+	}
+	c.Eventually(d, fmt.Sprintf("node%d serves the record it took", i), func() error {
+		recs, err := c.FetchAll(i, topic, part)
+		if err != nil {
+			return err
+		}
+		if len(recs) != 1 {
+			return fmt.Errorf("node%d serves %d records of %s-%d", i, len(recs), topic, part)
+		}
+		return nil
+	})
 }
 
 // running is the nodes whose process runs.
