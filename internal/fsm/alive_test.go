@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,19 +23,7 @@ import (
 // on the binaries before version 10.
 func TestReplicaAlive(t *testing.T) {
 	vs, keys := testValidators(t, 4)
-	var genesis []cluster.DirectoryBroker
-	for i, k := range keys {
-		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
-			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
-	}
-	open := func(dir string, version uint32) *FSM {
-		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
-			Validators: vs, Batches: mapBatches{}, GenesisBrokers: genesis})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	open := directoryOpener(t, vs, keys, mapBatches{})
 	dir := t.TempDir()
 	f := open(dir, cluster.MaxAppVersion)
 	all := signersOf(keys...)

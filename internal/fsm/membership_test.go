@@ -31,6 +31,26 @@ func addressOf(k ed25519.PrivateKey) []byte {
 	return h[:20]
 }
 
+// directoryOpener returns what opens a state machine of the validators
+// keys (vs) whose genesis directory lists a broker for each, node ids 0
+// up, at the app version given.
+func directoryOpener(t testing.TB, vs *trust.ValidatorSet, keys []ed25519.PrivateKey, src trust.BatchSource) func(dir string, version uint32) *FSM {
+	var genesis []cluster.DirectoryBroker
+	for i, k := range keys {
+		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
+			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
+	}
+	return func(dir string, version uint32) *FSM {
+		t.Helper()
+		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
+			Validators: vs, Batches: src, GenesisBrokers: genesis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
+
 // applyCommit applies one block and commits it.
 func applyCommit(t testing.TB, f *FSM, b core.Block) core.BlockOutcome {
 	t.Helper()
@@ -492,20 +512,8 @@ func TestMembershipRemove(t *testing.T) {
 // are refused.
 func TestMembershipAddBroker(t *testing.T) {
 	vs, keys := testValidators(t, 4)
-	var genesis []cluster.DirectoryBroker
-	for i, k := range keys {
-		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
-			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
-	}
 	src := mapBatches{}
-	open := func(dir string, version uint32) *FSM {
-		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
-			Validators: vs, Batches: src, GenesisBrokers: genesis})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	open := directoryOpener(t, vs, keys, src)
 	dir := t.TempDir()
 	f := open(dir, cluster.MaxAppVersion)
 	all := signersOf(keys...)
@@ -626,19 +634,7 @@ func TestMembershipAddBroker(t *testing.T) {
 // binaries before it refuse it.
 func TestMembershipRotateKey(t *testing.T) {
 	vs, keys := testValidators(t, 4)
-	var genesis []cluster.DirectoryBroker
-	for i, k := range keys {
-		genesis = append(genesis, cluster.DirectoryBroker{NodeID: int32(i), Validator: [20]byte(addressOf(k)),
-			Kafka: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTP: fmt.Sprintf("127.0.0.1:%d", 19192+i)})
-	}
-	open := func(dir string, version uint32) *FSM {
-		f, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: version, ChainID: membershipChain,
-			Validators: vs, Batches: mapBatches{}, GenesisBrokers: genesis})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	open := directoryOpener(t, vs, keys, mapBatches{})
 	newKey := func(name string) ed25519.PrivateKey {
 		seed := sha256.Sum256([]byte(name))
 		return ed25519.NewKeyFromSeed(seed[:])

@@ -58,7 +58,8 @@ type ValidatorView struct {
 	// Removed says why); a broker just added is a
 	// replica until promoted. Signing says whether its
 	// signature is in a commit, or for a replica its statement that it
-	// is caught up (made since it became a replica) in a block, within
+	// is caught up in a block (either after the block that made it a
+	// replica), within
 	// the live window (10 s of block time) of the last block: the rule
 	// by which Metadata makes a broker a partition leader.
 	Role    string `json:"role"`

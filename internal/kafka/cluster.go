@@ -89,10 +89,13 @@ func (s *Server) members() (all, live []BrokerInfo) {
 	vs := s.b.Validators()
 	recs := s.b.Members().Records // by address
 	for _, b := range all {
-		// A replica (not in the validator set) is alive by what it said
-		// since the change that made it one: its statements, not the
-		// commit signatures it gave as a validator, so a demoted broker
-		// and one voted out lead nothing from the block that changed them.
+		// A replica (not in the validator set) is alive by what it
+		// signed after the block that made it one (its statements, and
+		// the commits CometBFT still has it sign for two heights), not
+		// by what it signed as a validator: a broker demoted for downtime
+		// leads nothing from that block, one voted out or removed never
+		// again, and one demoted while it signs goes on leading as a
+		// replica that keeps up.
 		since := int64(-1)
 		if vs != nil && len(b.Validator) == 20 {
 			if _, ok := vs.Lookup([20]byte(b.Validator)); !ok {

@@ -54,7 +54,7 @@ func (n *Node) clusterStatus(chainID string, genesisDir []cometbft.GenesisBroker
 	}
 	for _, v := range vals {
 		vv := httpapi.ValidatorView{Address: v.Address, PubKey: v.PubKey, Power: v.Power, Name: v.Name, Role: httpapi.RoleValidator}
-		since := int64(-1) // a replica signs by its statements since it became one (kafka's members)
+		since := int64(-1) // a replica signs by what it signed after it became one (kafka's members)
 		for _, r := range recs {
 			if !strings.EqualFold(hex.EncodeToString(r.Address[:]), v.Address) {
 				continue
