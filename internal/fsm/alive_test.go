@@ -17,7 +17,8 @@ import (
 // the chain up to a height records it as signing at the block's time, in
 // the liveness every broker derives from the chain, across a restart; a
 // statement by a validator with power, for another chain, with another
-// key, for a height not committed, too far behind, replayed, or by a
+// key, for a height not committed, too far behind, replayed (before or
+// after a restart: the last height is authenticated state), or by a
 // broker taken out is refused; a demoted genesis validator's is accepted
 // with its genesis key; under version 9 the transaction fails whole, as
 // on the binaries before version 10.
@@ -104,6 +105,7 @@ func TestReplicaAlive(t *testing.T) {
 	if s := lastOf(k4); s.LastHeight != want.LastHeight || s.LastTimeMs != want.LastTimeMs || s.LastHeight == 0 {
 		t.Fatalf("after a restart broker 4 is %+v, was %+v", s, want)
 	}
+	code("its last statement replayed after a restart", SignAlive(membershipChain, 4, want.LastHeight, k4), kerr.InvalidRequest.Code)
 	// Taken out of the cluster, it says nothing more.
 	remove := ChangeMembership{ChainID: membershipChain, Change: MembershipChange{Epoch: 2, Validator: [20]byte(addressOf(k4)), Remove: true}}
 	for _, k := range keys[:3] {

@@ -42,6 +42,7 @@ var immutableVars = map[string]string{
 	"memberVotePfx":             "store prefix u/member-vote/",
 	"membershipStatementPrefix": "a signed statement's domain prefix",
 	"aliveStatementPrefix":      "a signed statement's domain prefix",
+	"replicaAlivePfx":           "store prefix u/replica-alive/",
 	"unauthenticated":           "the store prefixes outside the state trie",
 	"statementPrefix":           "the domain of a batch statement's signature",
 	"chainStatementPrefix":      "the domain of a chain-bound batch statement's signature",

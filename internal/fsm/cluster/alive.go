@@ -17,19 +17,28 @@ package cluster
 // nor out of the cluster (removed, voted out, or a key rotated out), for
 // a height the chain has committed, at most MaxAliveLag blocks below the
 // block that orders it (a replica that far behind is not caught up), and
-// above the last height recorded for the key (a statement replayed is
-// refused). A replica still decides what it claims: a Byzantine one can
+// above the height of the key's last accepted statement (a statement
+// replayed is refused). A replica still decides what it claims: a Byzantine one can
 // say it is caught up when it is not. Leading a partition gives it
 // nothing a client does not already trust the broker it talks to with
 // (docs/cluster.md, "What a cluster guarantees").
 //
-// State: none of its own. The record is the signers' (m/signers, not
-// authenticated: it is derived from the chain's blocks, as commit
-// signatures are); the statement's result is in the app hash.
+// State, authenticated (one leaf per replica that made a statement):
+//
+//	u/replica-alive/<address>   the height its last accepted statement
+//	                            named (u64), which the next must exceed
+//
+// The liveness record is the signers' (m/signers, outside the trie: it
+// changes with every block, trust's liveness.go), which Metadata and GET
+// /v1/cluster read; what a statement's result depends on is in the trie,
+// so a broker restored from a snapshot decides as every other broker.
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -49,8 +58,17 @@ const KindReplicaAlive core.Kind = 36
 // and a block or two to be ordered.
 const MaxAliveLag = 50
 
-// aliveStatementPrefix opens an AliveStatement.
-var aliveStatementPrefix = []byte("stele/replica-alive/v1\x00")
+var (
+	// aliveStatementPrefix opens an AliveStatement.
+	aliveStatementPrefix = []byte("stele/replica-alive/v1\x00")
+	replicaAlivePfx      = []byte("u/replica-alive/")
+)
+
+// aliveState is the height of each replica's last accepted statement.
+type aliveState struct {
+	aliveHeights map[[20]byte]int64
+	aliveDirty   map[[20]byte]bool
+}
 
 // ReplicaAlive says that the broker with node id NodeID has applied chain
 // ChainID up to Height, signed (Sig) with the key the directory names for
@@ -142,7 +160,7 @@ func (f *Cluster) replicaAlive(c ReplicaAlive) core.Result {
 	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, AliveStatement(c.ChainID, c.NodeID, c.Height), c.Sig[:]) {
 		return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("the statement is not signed by node %d's key %X", c.NodeID, b.Validator))
 	}
-	switch last := f.Trust.LastSigned(b.Validator); {
+	switch last := f.aliveHeights[b.Validator]; {
 	case c.Height >= f.Height:
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node %d says it applied height %d, and the chain is at %d", c.NodeID, c.Height, f.Height-1))
 	case c.Height < f.Height-MaxAliveLag:
@@ -150,8 +168,40 @@ func (f *Cluster) replicaAlive(c ReplicaAlive) core.Result {
 	case c.Height <= last:
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node %d's statement for height %d is not above its last, %d", c.NodeID, c.Height, last))
 	}
+	f.aliveHeights[b.Validator] = c.Height
+	f.aliveDirty[b.Validator] = true
 	f.Trust.RecordAlive(b.Validator, c.Height)
 	return core.Result{}
+}
+
+// loadAlive reads the replicas' last statement heights.
+func (f *Cluster) loadAlive() error {
+	f.aliveHeights, f.aliveDirty = map[[20]byte]int64{}, map[[20]byte]bool{}
+	return f.Store.Scan(replicaAlivePfx, func(k, v []byte) error {
+		var a [20]byte
+		if len(k) != len(replicaAlivePfx)+len(a) || len(v) != 8 {
+			return fmt.Errorf("stele/fsm: bad replica statement record %x", k)
+		}
+		copy(a[:], k[len(replicaAlivePfx):])
+		f.aliveHeights[a] = int64(binary.BigEndian.Uint64(v))
+		return nil
+	})
+}
+
+// persistAlive writes the heights the block changed, in address order.
+func (f *Cluster) persistAlive(b *core.StateBatch) {
+	if len(f.aliveDirty) == 0 {
+		return
+	}
+	addrs := make([][20]byte, 0, len(f.aliveDirty))
+	for a := range f.aliveDirty {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return bytes.Compare(addrs[i][:], addrs[j][:]) < 0 })
+	for _, a := range addrs {
+		b.Set(append(append([]byte(nil), replicaAlivePfx...), a[:]...), binary.BigEndian.AppendUint64(nil, uint64(f.aliveHeights[a])))
+	}
+	clear(f.aliveDirty)
 }
 
 // registerReplicaAlive registers ReplicaAlive, which app versions below

@@ -149,6 +149,7 @@ type membershipState struct {
 	addedBrokers        map[int32]DirectoryBroker
 	brokersDirty        map[int32]bool
 	membershipVoteState // membership_change.go
+	aliveState          // alive.go
 }
 
 func encodeValidatorRecord(r ValidatorRecord) []byte {
@@ -343,12 +344,16 @@ func registerMembership(r *core.Registry, h *topics.TopicHooks) {
 			if err := f.loadDirectory(); err != nil {
 				return err
 			}
+			if err := f.loadAlive(); err != nil {
+				return err
+			}
 			return f.loadMembershipVotes()
 		},
 		Stage: func(f *Cluster, b *core.StateBatch) error {
 			f.persistMembership(b)
 			f.persistDirectory(b)
 			f.persistMembershipVotes(b)
+			f.persistAlive(b)
 			return nil
 		},
 		Publish: func(f *Cluster, _ bool) {

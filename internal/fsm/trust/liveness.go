@@ -59,15 +59,6 @@ func (f *Trust) RecordAlive(addr [20]byte, height int64) {
 	f.signersChanged = true
 }
 
-// LastSigned is the last height addr signed, by a commit signature or a
-// replica's statement, as of the block being applied (0: none seen).
-func (f *Trust) LastSigned(addr [20]byte) int64 {
-	if s := f.signers[hex.EncodeToString(addr[:])]; s != nil {
-		return s.LastHeight
-	}
-	return 0
-}
-
 // sortedSigners returns a copy of the signers ordered by address.
 func (f *Trust) sortedSigners() []Signer {
 	out := make([]Signer, 0, len(f.signers))
