@@ -184,7 +184,7 @@ func (c *cluster) upgradeAsTheyExit(d time.Duration, h int64, newBin string, idx
 			t.Fatalf("node%d exited with %v, want exit status %d", i, err, exitUpgradeRequired)
 		}
 		lines := c.logLines(i, "upgrade required")
-		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 10") {
+		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 11") {
 			t.Fatalf("node%d's last words do not name the version and height: %q", i, lines)
 		}
 		t.Logf("%s node%d stopped with exit status %d before height %d", harness.Clock(), i, exitUpgradeRequired, h)
