@@ -26,11 +26,13 @@ type BrokerInfo struct {
 }
 
 // defaultLiveWindow is how recently (in block time) a broker's validator
-// must have signed a block for the broker to lead partitions.
+// must have signed a block, or a replica have said it is caught up, for
+// the broker to lead partitions.
 const defaultLiveWindow = 10 * time.Second
 
-// Signing reports whether a validator whose signature is last in the
-// commit of block time lastMs (ms) is signing at block time nowMs: within
+// Signing reports whether a broker whose last signature (a commit's, or a
+// replica's statement, fsm/cluster's alive.go) came with the block of
+// time lastMs (ms) is signing at block time nowMs: within
 // LiveWindow, the rule by which Metadata makes its broker a partition
 // leader (members), and what GET /v1/cluster calls signing.
 func (s *Server) Signing(lastMs, nowMs int64) bool {

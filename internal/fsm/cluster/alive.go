@@ -143,19 +143,9 @@ func (f *Cluster) replicaAlive(c ReplicaAlive) core.Result {
 			return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("node %d is a validator: its commit signatures say it is alive", c.NodeID))
 		}
 	}
-	key := b.PubKey
-	if r, ok := f.validatorRecs[b.Validator]; ok {
-		if r.Reason.Final() {
-			return core.Fail(kerr.PolicyViolation.Code, fmt.Sprintf("node %d's key %X was %s at height %d", c.NodeID, b.Validator, r.Reason.Past(), r.ChangedAt))
-		}
-		if key == nil {
-			key = r.PubKey
-		}
-	}
-	if key == nil && f.opts.Validators != nil {
-		if v, ok := f.opts.Validators.Lookup(b.Validator); ok {
-			key = v.PubKey
-		}
+	key, _, res := f.changeTarget(b.Validator) // its key; refused when taken out for good
+	if res.Code != 0 {
+		return res
 	}
 	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, AliveStatement(c.ChainID, c.NodeID, c.Height), c.Sig[:]) {
 		return core.Fail(kerr.ClusterAuthorizationFailed.Code, fmt.Sprintf("the statement is not signed by node %d's key %X", c.NodeID, b.Validator))
