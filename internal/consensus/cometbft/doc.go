@@ -9,7 +9,8 @@
 //	config/genesis.json               chain ID, validators, consensus params, app_state
 //	config/node_key.json              peer-to-peer identity
 //	config/priv_validator_key.json    consensus signing key
-//	data/priv_validator_state.json    last signed height/round/step (double-sign guard)
+//	data/priv_validator_state.json    last signed height/round/step (double-sign guard;
+//	                                  CometBFT's JSON padded to 4 KiB, overwritten in place: signer.go)
 //	data/*.db, data/cs.wal            block store, state, evidence (goleveldb), consensus WAL
 //
 // New and Start then run the node with the settings of Config. The

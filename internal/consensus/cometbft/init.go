@@ -338,9 +338,9 @@ func InitKeys(home string) (Identity, error) {
 			return Identity{}, fmt.Errorf("stele/consensus/cometbft: validator key: %w", err)
 		}
 		if !exists(statePath) {
-			state, err := cmtjson.MarshalIndent(privval.FilePVLastSignState{}, "", "  ")
+			state, err := encodeSignState(privval.FilePVLastSignState{})
 			if err != nil {
-				return Identity{}, fmt.Errorf("stele/consensus/cometbft: validator state: %w", err)
+				return Identity{}, err
 			}
 			if err := writeFileAtomic(statePath, state, 0o600); err != nil {
 				return Identity{}, err
@@ -510,22 +510,9 @@ func readPrivValKey(path string) (privval.FilePVKey, error) {
 	return key, nil
 }
 
-// loadFilePV checks the validator key and state files, then loads them
-// with CometBFT's loader (which would exit the process on a bad file).
-func loadFilePV(home string) (*privval.FilePV, error) {
-	keyPath, statePath := filepath.Join(home, privValKeyFile), filepath.Join(home, privValState)
-	if _, err := readPrivValKey(keyPath); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(statePath)
-	if err != nil {
-		return nil, fmt.Errorf("stele/consensus/cometbft: validator state: %w", err)
-	}
-	var st privval.FilePVLastSignState
-	if err := cmtjson.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("stele/consensus/cometbft: validator state %s: %w", statePath, err)
-	}
-	return privval.LoadFilePV(keyPath, statePath), nil
+// loadFilePV loads the broker's validator key and sign state (signer.go).
+func loadFilePV(home string) (*filePV, error) {
+	return loadPV(filepath.Join(home, privValKeyFile), filepath.Join(home, privValState))
 }
 
 // writeFileAtomic writes data to path through a synced temporary file and a

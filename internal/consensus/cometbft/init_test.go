@@ -48,7 +48,7 @@ func TestInitWritesASingleValidatorHomeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(pv.GetAddress(), doc.Validators[0].Address) {
+	if !bytes.Equal(pv.key.Address, doc.Validators[0].Address) {
 		t.Error("the genesis validator is not this home's validator key")
 	}
 	if info, _ := os.Stat(filepath.Join(home, privValKeyFile)); info.Mode().Perm() != 0o600 {

@@ -68,9 +68,9 @@ func WriteNextKey(home string) (stded25519.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stele/consensus/cometbft: validator key: %w", err)
 	}
-	state, err := cmtjson.MarshalIndent(privval.FilePVLastSignState{}, "", "  ")
+	state, err := encodeSignState(privval.FilePVLastSignState{})
 	if err != nil {
-		return nil, fmt.Errorf("stele/consensus/cometbft: validator state: %w", err)
+		return nil, err
 	}
 	// The state first: a key file without its state is refused.
 	if err := writeFileAtomic(statePath, state, 0o600); err != nil {
@@ -92,14 +92,14 @@ type rotatingSigner struct {
 	logger   *slog.Logger
 
 	mu       sync.Mutex
-	cur      *privval.FilePV
-	next     *privval.FilePV // nil: no next key read
-	switchAt int64           // the height the next key signs from (0: not named yet)
-	read     int64           // the committed height the next key's files were last read at (-1: never)
-	warned   [20]byte        // a key the chain names that this broker lacks, reported once
+	cur      *filePV
+	next     *filePV  // nil: no next key read
+	switchAt int64    // the height the next key signs from (0: not named yet)
+	read     int64    // the committed height the next key's files were last read at (-1: never)
+	warned   [20]byte // a key the chain names that this broker lacks, reported once
 }
 
-func newRotatingSigner(home string, cur *privval.FilePV, chainKey KeyRotation, height func() int64, onKey func(stded25519.PrivateKey), logger *slog.Logger) (*rotatingSigner, error) {
+func newRotatingSigner(home string, cur *filePV, chainKey KeyRotation, height func() int64, onKey func(stded25519.PrivateKey), logger *slog.Logger) (*rotatingSigner, error) {
 	s := &rotatingSigner{home: home, cur: cur, chainKey: chainKey, height: height, onKey: onKey, logger: logger, read: -1}
 	if _, err := s.readNext(); err != nil {
 		return nil, err
@@ -109,19 +109,20 @@ func newRotatingSigner(home string, cur *privval.FilePV, chainKey KeyRotation, h
 
 // readNext loads the next key's files, when there are: `stele cluster
 // rotate-key` writes them while the broker runs.
-func (s *rotatingSigner) readNext() (*privval.FilePV, error) {
+func (s *rotatingSigner) readNext() (*filePV, error) {
 	keyPath, statePath := filepath.Join(s.home, NextKeyFile), filepath.Join(s.home, NextStateFile)
 	if !exists(keyPath) {
 		return nil, nil
 	}
-	if _, err := readPrivValKey(keyPath); err != nil {
-		return nil, err
-	}
 	if !exists(statePath) {
 		return nil, fmt.Errorf("stele/consensus/cometbft: the next validator key %s has no state file %s", keyPath, statePath)
 	}
-	s.next = privval.LoadFilePV(keyPath, statePath)
-	return s.next, nil
+	next, err := loadPV(keyPath, statePath)
+	if err != nil {
+		return nil, err
+	}
+	s.next = next
+	return next, nil
 }
 
 // follow reads which key the chain names for this broker: the next key
@@ -132,23 +133,23 @@ func (s *rotatingSigner) follow() {
 		return
 	}
 	want, at := s.chainKey()
-	if at == 0 || want == [20]byte(s.cur.Key.Address) {
+	if at == 0 || want == [20]byte(s.cur.key.Address) {
 		return
 	}
-	if h := s.height(); (s.next == nil || want != [20]byte(s.next.Key.Address)) && s.read != h {
+	if h := s.height(); (s.next == nil || want != [20]byte(s.next.key.Address)) && s.read != h {
 		// Written since the last look (at most one look per height).
 		s.read = h
 		if _, err := s.readNext(); err != nil {
 			s.logger.Error("reading the next validator key", "err", err)
 		}
 	}
-	if s.next != nil && want == [20]byte(s.next.Key.Address) {
+	if s.next != nil && want == [20]byte(s.next.key.Address) {
 		if s.switchAt == 0 {
 			s.switchAt = at + validatorUpdateDelay
 			s.logger.Warn("the chain names this broker's next validator key", "validator", fmt.Sprintf("%X", want),
 				"changed_at", at, "signs_from", s.switchAt)
 			if s.onKey != nil {
-				s.onKey(stded25519.PrivateKey(s.next.Key.PrivKey.Bytes()))
+				s.onKey(stded25519.PrivateKey(s.next.key.PrivKey.Bytes()))
 			}
 		}
 		return
@@ -161,7 +162,7 @@ func (s *rotatingSigner) follow() {
 }
 
 // signer is the key that signs at height h. Called with mu held.
-func (s *rotatingSigner) signer(h int64) *privval.FilePV {
+func (s *rotatingSigner) signer(h int64) *filePV {
 	s.follow()
 	if s.next != nil && s.switchAt > 0 && h >= s.switchAt {
 		if err := s.promote(); err != nil {
@@ -189,7 +190,7 @@ func (s *rotatingSigner) promote() error {
 	if err != nil {
 		return err
 	}
-	s.logger.Warn("this broker signs with its new validator key", "validator", fmt.Sprintf("%X", pv.Key.Address), "from_height", s.switchAt)
+	s.logger.Warn("this broker signs with its new validator key", "validator", fmt.Sprintf("%X", pv.key.Address), "from_height", s.switchAt)
 	s.cur, s.next, s.switchAt = pv, nil, 0
 	return nil
 }

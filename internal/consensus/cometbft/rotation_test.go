@@ -46,7 +46,7 @@ func TestRotatingSigner(t *testing.T) {
 		case 2:
 			return stranger, n[1]
 		}
-		return [20]byte(cur.Key.Address), n[1]
+		return [20]byte(cur.key.Address), n[1]
 	}
 	var height atomic.Int64
 	var handed []stded25519.PrivateKey
@@ -69,7 +69,7 @@ func TestRotatingSigner(t *testing.T) {
 			t.Fatalf("height %d: the vote is not signed by %v", h, want)
 		}
 	}
-	oldKey, nextKey := cur.Key.PubKey, crypto.PubKey(nil)
+	oldKey, nextKey := cur.key.PubKey, crypto.PubKey(nil)
 	signsWith(5, oldKey)
 	// The next key is written while the broker runs.
 	if next, err = WriteNextKey(home); err != nil {
@@ -107,11 +107,11 @@ func TestRotatingSigner(t *testing.T) {
 	}
 	// Restarted, the broker loads the new key; the chain names it.
 	pv, err := loadFilePV(home)
-	if err != nil || !pv.Key.PubKey.Equals(nextKey) {
+	if err != nil || !pv.key.PubKey.Equals(nextKey) {
 		t.Fatalf("the key file after the switch: %v", err)
 	}
-	if pv.LastSignState.Height != 13 {
-		t.Fatalf("the new key's signing state is at height %d, want 13", pv.LastSignState.Height)
+	if pv.state.Height != 13 {
+		t.Fatalf("the new key's signing state is at height %d, want 13", pv.state.Height)
 	}
 	s2, err := newRotatingSigner(home, pv, chainKey, height.Load, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
