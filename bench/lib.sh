@@ -25,7 +25,8 @@
 #   duration_s D               "20s", "1m", "500ms", "20" -> seconds (may be fractional)
 #
 # Every server these scripts start listens on 127.0.0.1 only, and every
-# benchmark client targets 127.0.0.1 only.
+# benchmark client targets 127.0.0.1 only; netns.sh's brokers and client
+# talk over addresses of network namespaces it makes and removes.
 
 set -euo pipefail
 
