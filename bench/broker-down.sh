@@ -38,11 +38,7 @@ done
 ((${#proposes[@]})) || proposes=(default)
 need_pkg jq jq
 results_dir
-if [[ -z "$bin" ]]; then
-	bin="$RESULTS_DIR/bin/stele"
-	log "go build -o $bin ./cmd/stele"
-	(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele)
-fi
+bin="$(stele_bin "$bin")"
 
 # measure SCENARIO PROPOSE BROKERS: one bench produce run, one JSON line.
 measure() {

@@ -40,11 +40,7 @@ done
 need_pkg jq jq
 need_pkg curl curl
 results_dir
-if [[ -z "$bin" ]]; then
-	bin="$RESULTS_DIR/bin/stele"
-	log "go build -o $bin ./cmd/stele"
-	(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele)
-fi
+bin="$(stele_bin "$bin")"
 
 height() { curl -sf --max-time 2 "http://127.0.0.1:$1/healthz" | jq -r .height 2>/dev/null || echo 0; }
 

@@ -23,6 +23,8 @@
 #                              are added as run and rep
 #   size_list LIST             "100,1024" -> "100 1024"
 #   duration_s D               "20s", "1m", "500ms", "20" -> seconds (may be fractional)
+#   stele_bin [PATH]           prints PATH, or builds ./cmd/stele into
+#                              RESULTS_DIR/bin and prints that (after results_dir)
 #
 # Every server these scripts start listens on 127.0.0.1 only, and every
 # benchmark client targets 127.0.0.1 only; netns.sh's brokers and client
@@ -223,3 +225,15 @@ duration_s() {
 }
 
 need_pkg jq jq
+
+# stele_bin [PATH]: the stele binary a script measures: PATH (a --bin
+# flag) if given, else one built from this checkout into RESULTS_DIR/bin.
+stele_bin() {
+	local bin=${1:-}
+	if [[ -z "$bin" ]]; then
+		bin="$RESULTS_DIR/bin/stele"
+		log "go build -o $bin ./cmd/stele"
+		(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele) || die "go build ./cmd/stele"
+	fi
+	printf '%s\n' "$bin"
+}

@@ -50,11 +50,7 @@ need_pkg tc iproute2
 need_pkg jq jq
 need_pkg curl curl
 results_dir
-if [[ -z "$bin" ]]; then
-	bin="$RESULTS_DIR/bin/stele"
-	log "go build -o $bin ./cmd/stele"
-	(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele)
-fi
+bin="$(stele_bin "$bin")"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 
 # Names unique to this run: namespaces s<pid>-hub, s<pid>-n0..3, s<pid>-cl.

@@ -62,11 +62,7 @@ done
 need_pkg jq jq
 need_pkg curl curl
 results_dir
-if [[ -z "$bin" ]]; then
-	bin="$RESULTS_DIR/bin/stele"
-	log "go build -o $bin ./cmd/stele"
-	(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele)
-fi
+bin="$(stele_bin "$bin")"
 secs=$(duration_s "$duration")
 
 d="$RESULTS_DIR/noisy"
