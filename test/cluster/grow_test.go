@@ -72,14 +72,19 @@ func TestGrowAndShrink(t *testing.T) {
 				t.Fatalf("node%d's Metadata names brokers %v, not the new node %d", j, brokers.NodeIDs(), n.NodeID)
 			}
 		}
-		// Just restored, it block-syncs the last heights and refuses
-		// reads until it has (NOT_LEADER_OR_FOLLOWER); then it serves
-		// what the validators serve (the producers go on, so up to its
-		// own end).
-		c.Eventually(time.Minute, fmt.Sprintf("node%d serves Fetch", i), func() error {
+		// Just restored, it block-syncs the heights made since its
+		// snapshot and refuses reads until it has (NOT_LEADER_OR_FOLLOWER);
+		// then it serves what the validators serve (the producers go on,
+		// so up to its own end). Under the producers' load the chain makes
+		// heights nearly as fast as block sync applies them, so closing
+		// the gap takes a while (docs/cluster.md, "Catching up and
+		// joining"): the wait is generous, and its length is logged.
+		serving := time.Now()
+		c.Eventually(4*time.Minute, fmt.Sprintf("node%d serves Fetch", i), func() error {
 			_, err := c.FetchAll(i, w.opts.topic, 0)
 			return err
 		})
+		t.Logf("node%d serves reads %v after reaching the others' height", i, time.Since(serving).Round(time.Millisecond))
 		for p := range w.opts.partitions {
 			// A read it refuses while it counts itself behind (a peer a
 			// few heights ahead under the producers' load) is retried, as
