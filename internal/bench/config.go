@@ -24,7 +24,15 @@ const (
 	// EndToEnd runs producers and consumers at once and measures the
 	// latency from intended send time to receipt by a consumer.
 	EndToEnd Scenario = "e2e"
+	// Commit has members of a consumer group read the topic and commit
+	// each record's offset synchronously before the next (the
+	// at-least-once pattern), and measures the OffsetCommit round trip.
+	Commit Scenario = "commit"
 )
+
+// DefaultCommitGroup is the group the Commit scenario's consumers join
+// when Group is empty.
+const DefaultCommitGroup = "stele-bench-commit"
 
 // Limits checked by Validate.
 const (
@@ -95,8 +103,9 @@ type Config struct {
 	Compression string
 
 	// Group, if set, makes the consumers members of this consumer group
-	// (offsets are never committed); otherwise each consumer is assigned a
-	// share of the partitions directly.
+	// (offsets are never committed, except by Commit); otherwise each
+	// consumer is assigned a share of the partitions directly. Commit
+	// always consumes in a group: DefaultCommitGroup when this is empty.
 	Group string
 	// Rack, if set, is the consumers' rack (Kafka's client.rack): a broker
 	// outside it sends them to read from a broker in it (KIP-392).
@@ -167,7 +176,18 @@ func (c *Config) bufferMemory() int64 {
 // produces and consumes report whether the scenario runs producers and
 // consumers.
 func (c *Config) produces() bool { return c.Scenario == Produce || c.Scenario == EndToEnd }
-func (c *Config) consumes() bool { return c.Scenario == Consume || c.Scenario == EndToEnd }
+func (c *Config) consumes() bool {
+	return c.Scenario == Consume || c.Scenario == EndToEnd || c.Scenario == Commit
+}
+
+// group is the consumer group: Group, or for Commit DefaultCommitGroup
+// when Group is empty.
+func (c *Config) group() string {
+	if c.Group == "" && c.Scenario == Commit {
+		return DefaultCommitGroup
+	}
+	return c.Group
+}
 
 // Validate checks c and returns an error wrapping ErrInvalidConfig that
 // names the first field out of range.
@@ -176,9 +196,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 	}
 	switch c.Scenario {
-	case Produce, Consume, EndToEnd:
+	case Produce, Consume, EndToEnd, Commit:
 	default:
-		return bad("unknown scenario %q: want produce, consume or e2e", c.Scenario)
+		return bad("unknown scenario %q: want produce, consume, e2e or commit", c.Scenario)
 	}
 	switch {
 	case len(c.Brokers) == 0:
@@ -201,6 +221,8 @@ func (c *Config) Validate() error {
 		return bad("progress interval %v: must be positive", c.ProgressInterval)
 	case c.consumes() && (c.Consumers < 1 || c.Consumers > MaxClients):
 		return bad("consumers %d: want 1 to %d", c.Consumers, MaxClients)
+	case c.Scenario == Commit && c.Duration == 0 && c.Records == 0:
+		return bad("neither a duration nor a commit count: the run would never end")
 	}
 	if !c.produces() {
 		return nil
@@ -252,8 +274,8 @@ func (c *Config) Args() []string {
 	}
 	if c.consumes() {
 		add("consumers", strconv.Itoa(c.Consumers))
-		if c.Group != "" {
-			add("group", c.Group)
+		if g := c.group(); g != "" {
+			add("group", g)
 		}
 		if c.Rack != "" {
 			add("rack", c.Rack)
@@ -271,6 +293,8 @@ func (c *Config) Args() []string {
 			add("buffer-memory", strconv.FormatInt(c.BufferMemory, 10))
 		}
 		add("compression", c.Compression)
+	}
+	if c.produces() || c.Scenario == Commit {
 		add("warmup", c.Warmup.String())
 	}
 	add("duration", c.Duration.String())

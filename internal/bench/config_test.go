@@ -20,6 +20,7 @@ func TestConfigValidate(t *testing.T) {
 		"record size 7":        func(c *Config) { c.Scenario, c.RecordSize = EndToEnd, 7 },
 		"producers 0":          func(c *Config) { c.Producers = 0 },
 		"consumers 0":          func(c *Config) { c.Scenario, c.Consumers = Consume, 0 },
+		"nor a commit count":   func(c *Config) { c.Scenario, c.Duration = Commit, 0 },
 		"never end":            func(c *Config) { c.Duration = 0 },
 		"do not fit":           func(c *Config) { c.KeySize, c.Keys = 2, 101 },
 		`acks "2"`:             func(c *Config) { c.Acks = "2" },
@@ -57,5 +58,17 @@ func TestConfigCommandLine(t *testing.T) {
 	c.Scenario = Consume
 	if got := c.CommandLine(); strings.Contains(got, "--producers") || strings.Contains(got, "--acks") {
 		t.Errorf("consume command line has producer flags: %q", got)
+	}
+	// Commit: its group (the default one when unset) and warmup, no
+	// producer flags.
+	c.Scenario, c.Group = Commit, ""
+	got = c.CommandLine()
+	for _, want := range []string{"stele bench commit ", "--group stele-bench-commit", "--consumers 1", "--warmup 5s", "--duration 30s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "--producers") || strings.Contains(got, "--rate") {
+		t.Errorf("commit command line has producer flags: %q", got)
 	}
 }

@@ -17,11 +17,14 @@
 //   - EndToEnd: both at once; each value starts with its intended send time
 //     (8 bytes, big-endian Unix nanoseconds) and the consumers measure the
 //     latency to its receipt.
+//   - Commit: Consumers members of a group read the topic and commit every
+//     record's offset synchronously before the next (commit.go); the
+//     commit latency is from sending each OffsetCommit to its answer.
 //
 // Latencies go into Histogram, a fixed-size log-linear histogram (about
-// 0.4% relative error, mergeable). Records sent during Warmup are left out
-// of every figure. Only acknowledged records count; a failed record adds to
-// Errors and the run goes on.
+// 0.4% relative error, mergeable). Records sent during Warmup (Commit:
+// commits) are left out of every figure. Only acknowledged records (and
+// answered commits) count; a failed one adds to Errors and the run goes on.
 //
 // Not done: transactions, idempotence off with acks=all, record headers,
 // compressible payloads (values are random bytes), several topics, and

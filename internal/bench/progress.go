@@ -15,6 +15,8 @@ type sample struct {
 	consumed, consumedBytes int64 // read, warmup included
 	e2eP99                  int64
 	e2eCount                uint64
+	commitP99               int64
+	commitCount             uint64
 	errors                  int64
 	warmup                  bool
 }
@@ -83,7 +85,7 @@ func (p *progressPrinter) print(now time.Time, s, last sample, d time.Duration) 
 	sec := max(d.Seconds(), 1e-9)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%7.1fs ", now.Sub(p.start).Seconds())
-	if p.scenario != Consume {
+	if p.scenario != Consume && p.scenario != Commit {
 		fmt.Fprintf(&b, " produce %9.0f rec/s %8.2f MB/s  p99 %s",
 			float64(s.produced-last.produced)/sec, float64(s.producedBytes-last.producedBytes)/sec/1e6,
 			fmtP99(s.prodP99, s.prodCount))
@@ -91,7 +93,12 @@ func (p *progressPrinter) print(now time.Time, s, last sample, d time.Duration) 
 	if p.scenario == EndToEnd {
 		b.WriteString("  |")
 	}
-	if p.scenario != Produce {
+	switch p.scenario {
+	case Produce:
+	case Commit:
+		fmt.Fprintf(&b, " commit %7.1f /s  p99 %s  total %d",
+			float64(s.consumed-last.consumed)/sec, fmtP99(s.commitP99, s.commitCount), s.consumed)
+	default:
 		fmt.Fprintf(&b, " consume %9.0f rec/s %8.2f MB/s",
 			float64(s.consumed-last.consumed)/sec, float64(s.consumedBytes-last.consumedBytes)/sec/1e6)
 	}

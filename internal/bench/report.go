@@ -13,7 +13,8 @@ import (
 //
 // Records, Bytes and the rates count only measured records: for Produce and
 // EndToEnd the records acknowledged by the broker whose intended send time
-// fell after the warmup; for Consume the records read. Bytes are key plus
+// fell after the warmup; for Consume the records read; for Commit the
+// records whose offsets were committed, by a commit sent after the warmup. Bytes are key plus
 // value bytes (not the wire size); MB is 10^6 bytes, MiB 2^20.
 type Report struct {
 	Scenario Scenario `json:"scenario"`
@@ -31,8 +32,9 @@ type Report struct {
 	TargetRate int64   `json:"target_rate"`
 	WarmupS    float64 `json:"warmup_s"`
 	// DurationS is the measured span: from the end of the warmup to the
-	// last acknowledgement (Produce, EndToEnd), or from the start of
-	// reading to the last record read (Consume).
+	// last acknowledgement (Produce, EndToEnd) or the last commit's answer
+	// (Commit), or from the start of reading to the last record read
+	// (Consume).
 	DurationS   float64 `json:"duration_s"`
 	Records     int64   `json:"records"`
 	Bytes       int64   `json:"bytes"`
@@ -48,6 +50,11 @@ type Report struct {
 	// E2ELatency is from each record's intended send time to its receipt
 	// by a consumer (EndToEnd).
 	E2ELatency *Latency `json:"e2e_latency_ms,omitempty"`
+	// Group is the consumer group the Commit scenario commits in.
+	Group string `json:"group,omitempty"`
+	// CommitLatency is from sending each synchronous OffsetCommit to its
+	// answer (Commit); Records then counts the records committed.
+	CommitLatency *Latency `json:"commit_latency_ms,omitempty"`
 	// TimeToFirstRecordMS is from the start of reading to the first record
 	// (Consume; absent when nothing was read).
 	TimeToFirstRecordMS *float64 `json:"time_to_first_record_ms,omitempty"`
@@ -109,7 +116,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("scenario", "%s", r.Scenario)
 	row("topic", "%s (%d partitions)", r.Topic, r.Partitions)
 	row("record size", "%d B value, %d B key", r.RecordSize, r.KeySize)
-	if r.Scenario != Consume {
+	if r.Scenario != Consume && r.Scenario != Commit {
 		row("producers", "%d (acks %s, compression %s)", r.Producers, r.Acks, r.Compression)
 		if r.TargetRate > 0 {
 			row("target rate", "%d records/s", r.TargetRate)
@@ -117,7 +124,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			row("target rate", "open loop")
 		}
 	}
-	if r.Scenario != Produce {
+	if r.Scenario == Commit {
+		row("consumers", "%d in group %s, each committing every record synchronously", r.Consumers, r.Group)
+	} else if r.Scenario != Produce {
 		row("consumers", "%d", r.Consumers)
 	}
 	if r.WarmupS > 0 {
@@ -130,6 +139,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("throughput", "%.1f records/s, %.2f MB/s (%.2f MiB/s)", r.RecordsPerS, r.MBPerS, r.MiBPerS)
 	if r.Latency != nil {
 		row("produce latency", "%s", r.Latency)
+	}
+	if r.CommitLatency != nil {
+		row("commit latency", "%s", r.CommitLatency)
 	}
 	if r.Scenario == EndToEnd {
 		row("consumed", "%d records", r.ConsumedRecords)

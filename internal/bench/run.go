@@ -62,6 +62,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		err = r.produce(ctx, &rep)
 	case Consume:
 		err = r.consume(ctx, &rep)
+	case Commit:
+		err = r.commit(ctx, &rep)
 	default:
 		err = r.endToEnd(ctx, &rep)
 	}

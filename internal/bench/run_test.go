@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -228,3 +229,68 @@ func TestSetupErrors(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// Commit: a member commits each record it reads before the next, so the
+// group's committed offsets add up to exactly the records the report
+// counts; a second run goes on from them; a run that outlasts the topic
+// stalls with what it committed reported.
+func TestCommitEveryRecord(t *testing.T) {
+	brokers := newCluster(t, 0)
+	cfg := testConfig(brokers, Produce)
+	cfg.Create, cfg.Partitions, cfg.Records = true, 3, 300
+	run(t, cfg)
+
+	committed := func() int64 {
+		t.Helper()
+		cl, err := newClient(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		or, err := kadm.NewClient(cl).FetchOffsets(ctx, DefaultCommitGroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		or.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum
+	}
+
+	ccfg := testConfig(brokers, Commit)
+	ccfg.Consumers, ccfg.Records = 1, 100
+	var progress bytes.Buffer
+	ccfg.Progress, ccfg.ProgressInterval = &progress, time.Millisecond
+	rep := run(t, ccfg)
+	if rep.Records != 100 || rep.Bytes != 100*100 || rep.Errors != 0 || rep.Group != DefaultCommitGroup {
+		t.Fatalf("commit report: records %d bytes %d errors %d (%s) group %q", rep.Records, rep.Bytes, rep.Errors, rep.FirstError, rep.Group)
+	}
+	if l := rep.CommitLatency; l == nil || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max || rep.RecordsPerS <= 0 || rep.Latency != nil {
+		t.Fatalf("commit figures: latency %+v, %v commits/s, produce latency %+v", l, rep.RecordsPerS, rep.Latency)
+	}
+	if got := committed(); got != 100 {
+		t.Fatalf("the group committed offsets adding up to %d, want 100", got)
+	}
+	if !strings.Contains(progress.String(), "commit") {
+		t.Errorf("no commit progress line:\n%s", progress.String())
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "commit latency") ||
+		strings.Contains(table.String(), "producers") {
+		t.Errorf("table (%v):\n%s", err, table.String())
+	}
+
+	ccfg.Progress, ccfg.Records = nil, 50
+	if rep = run(t, ccfg); rep.Records != 50 || committed() != 150 {
+		t.Fatalf("second run: %d records, the group at %d, want 50 and 150", rep.Records, committed())
+	}
+
+	ccfg.Records, ccfg.Timeout = 1000, 2*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, ccfg)
+	if !errors.Is(err, ErrStalled) || rep.Records != 150 || committed() != 300 {
+		t.Fatalf("a run past the end: err %v, %d records, the group at %d; want ErrStalled, 150, 300", err, rep.Records, committed())
+	}
+}

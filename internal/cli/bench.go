@@ -12,10 +12,11 @@ import (
 // newBenchCmd returns `stele bench`, the load generator: a thin wrapper
 // over internal/bench, which does the work and owns the figures.
 func newBenchCmd(g *globalOptions) *cobra.Command {
-	return newGroupCmd("bench", "Measure produce and consume throughput and latency against any Kafka broker",
+	return newGroupCmd("bench", "Measure produce, consume and offset-commit throughput and latency against any Kafka broker",
 		newBenchScenarioCmd(g, bench.Produce),
 		newBenchScenarioCmd(g, bench.Consume),
 		newBenchScenarioCmd(g, bench.EndToEnd),
+		newBenchScenarioCmd(g, bench.Commit),
 	)
 }
 
@@ -50,6 +51,20 @@ nothing). Reports records/s, MB/s, MiB/s and the time to the first record;
 every record's value must be --record-size bytes (0 checks nothing).`,
 			`  stele bench produce --create --records 1000000 --warmup 0s
   stele bench consume --consumers 4`
+	case bench.Commit:
+		return "Measure synchronous offset commits: a consumer that commits after every record", `Join --consumers clients to --group (default stele-bench-commit) and read the
+topic from the group's committed offsets (or its start); after each record,
+commit that record's offset synchronously and wait for the answer before the
+next record (the at-least-once pattern of committing after every message).
+Reports the commits per second and the commit latency p50/p99/p99.9/max, from
+sending each OffsetCommit to its answer; commits sent during --warmup are not
+counted. The topic must hold enough records for the run (a consumer commits
+about one per commit latency); a group that reaches the end stalls and the run
+fails after --timeout. Run 'stele bench produce' beside it to measure commits
+under load.`,
+			`  stele bench produce --create --records 20000 --warmup 0s
+  stele bench commit --duration 30s
+  stele bench commit --group payments --consumers 4 --output json`
 	default:
 		return "Measure end-to-end latency, producers and consumers at once", `Run producers and consumers together. Every value starts with the record's
 intended send time (8 bytes, Unix nanoseconds); the consumers measure the
@@ -84,11 +99,11 @@ func newBenchScenarioCmd(g *globalOptions, s bench.Scenario) *cobra.Command {
 		RunE:    func(cmd *cobra.Command, _ []string) error { return runBench(cmd, g, o) },
 	}
 	cfg, f := &o.cfg, c.Flags()
-	produces, consumes := s != bench.Consume, s != bench.Produce
+	produces, consumes := s == bench.Produce || s == bench.EndToEnd, s != bench.Produce
 	f.StringVar(&cfg.Topic, "topic", def.Topic, "topic to write and read")
 	f.BoolVar(&cfg.Create, "create", false, "create the topic if it is missing (replication factor 1); fail if it has fewer than --partitions")
 	f.IntVar(&cfg.Partitions, "partitions", def.Partitions, "partitions of the topic --create makes")
-	if s == bench.Consume {
+	if !produces {
 		f.IntVar(&cfg.RecordSize, "record-size", def.RecordSize, "expected value size in bytes, checked on every record (0: no check)")
 	} else {
 		f.IntVar(&cfg.RecordSize, "record-size", def.RecordSize, "value size in bytes (figures are published for 100, 1024 and 16384)")
@@ -100,17 +115,28 @@ func newBenchScenarioCmd(g *globalOptions, s bench.Scenario) *cobra.Command {
 	}
 	if consumes {
 		f.IntVar(&cfg.Consumers, "consumers", def.Consumers, "consuming clients, each with its own connections")
-		f.StringVar(&cfg.Group, "group", "", "consume as members of this consumer group (nothing is committed); default: assign partitions directly")
+		if s == bench.Commit {
+			f.StringVar(&cfg.Group, "group", bench.DefaultCommitGroup, "the consumer group whose offsets are committed")
+		} else {
+			f.StringVar(&cfg.Group, "group", "", "consume as members of this consumer group (nothing is committed); default: assign partitions directly")
+		}
 		f.StringVar(&cfg.Rack, "rack", "", "the consumers' rack (client.rack): brokers send them to read from a broker of that rack (KIP-392 read replicas, stele cluster add --rack)")
 	}
 	if produces {
 		f.Int64Var(&cfg.Rate, "rate", def.Rate, "target records/s over all producers; 0 is open loop (as fast as possible)")
 		f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "initial span whose records are sent but not counted")
 	}
-	if s == bench.Consume {
+	if s == bench.Commit {
+		f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "initial span whose commits are made but not counted (the group's join, the first connections)")
+	}
+	switch s {
+	case bench.Consume:
 		f.DurationVar(&cfg.Duration, "duration", def.Duration, "stop reading after this long (0: at the end of the topic)")
 		f.Int64Var(&cfg.Records, "records", 0, "stop after reading this many records instead of at the end of the topic")
-	} else {
+	case bench.Commit:
+		f.DurationVar(&cfg.Duration, "duration", def.Duration, "how long to measure after --warmup")
+		f.Int64Var(&cfg.Records, "records", 0, "stop after this many measured commits instead of after --duration")
+	default:
 		f.DurationVar(&cfg.Duration, "duration", def.Duration, "how long to measure after --warmup")
 		f.Int64Var(&cfg.Records, "records", 0, "stop after this many measured records instead of after --duration")
 	}
@@ -177,6 +203,9 @@ func (o *benchOptions) config(cmd *cobra.Command, g *globalOptions) (bench.Confi
 		if cfg.Records > 0 && !changed("duration") {
 			cfg.Duration = 0 // --records replaces --duration unless both are given
 		}
+	}
+	if cfg.Scenario == bench.Commit && cfg.Group == "" {
+		return cfg, usageErrorf("commit needs a --group to commit in (default %s)", bench.DefaultCommitGroup)
 	}
 	if cfg.Scenario == bench.EndToEnd && !changed("rate") {
 		return cfg, usageErrorf("e2e needs --rate RECORDS/S (0 for open loop); " +

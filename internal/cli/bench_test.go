@@ -28,6 +28,10 @@ type benchJSON struct {
 	E2ELatency *struct {
 		P50, P99, P999, Max *float64
 	} `json:"e2e_latency_ms"`
+	CommitLatency *struct {
+		P50, P99, P999, Max *float64
+	} `json:"commit_latency_ms"`
+	Group               string   `json:"group"`
 	ConsumedRecords     int64    `json:"consumed_records"`
 	TimeToFirstRecordMS *float64 `json:"time_to_first_record_ms"`
 	Errors              int64    `json:"errors"`
@@ -73,6 +77,16 @@ func TestBenchProduceConsume(t *testing.T) {
 		t.Errorf("rerun of %q gave %q, %d records", p.Command, again.Command, again.Records)
 	}
 
+	// bench commit: a member of the default group commits each record.
+	r = c.ok("", "bench", "commit", "--records", "20", "--warmup", "0s", "--output", "json")
+	var cm benchJSON
+	decodeJSON(t, r.stdout, &cm)
+	if cm.Scenario != "commit" || cm.Records != 20 || cm.Group != "stele-bench-commit" || cm.Errors != 0 ||
+		cm.CommitLatency == nil || cm.CommitLatency.P50 == nil || cm.Latency != nil || cm.Producers != 0 ||
+		!strings.Contains(cm.Command, "--group stele-bench-commit") {
+		t.Fatalf("commit report: %s", r.stdout)
+	}
+
 	// The table names each figure.
 	r = c.ok("", "bench", "consume", "--records", "10")
 	for _, want := range []string{"throughput", "records/s", "MB/s", "MiB/s", "first record", "errors"} {
@@ -109,6 +123,8 @@ func TestBenchErrors(t *testing.T) {
 	wantFailure(t, c.run("", "bench", "produce", "--acks", "2"), ExitUsage, "must be one of")
 	wantFailure(t, c.run("", "bench", "produce", "--group", "g"), ExitUsage, "unknown flag: --group")
 	wantFailure(t, c.run("", "bench", "produce", "--record-size", "0"), ExitUsage, "record size 0")
+	wantFailure(t, c.run("", "bench", "commit", "--group", ""), ExitUsage, "commit needs a --group")
+	wantFailure(t, c.run("", "bench", "commit", "--rate", "5"), ExitUsage, "unknown flag: --rate")
 	wantFailure(t, c.run("", "bench", "produce", "--records", "5", "--quiet"), ExitFailure,
 		`topic "stele-bench" does not exist`, "--create")
 }
