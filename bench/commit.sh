@@ -9,6 +9,7 @@
 # producer) on another topic.
 #
 #   bench/commit.sh [--duration 20s] [--rate 100] [--reps N] [--bin PATH]
+#                   [--systems single,cluster4]
 #
 # One JSON line per measurement on stdout: system (single, cluster4),
 # load (idle, or the produce rate), commit p50/p99 and commits/s; under
@@ -18,6 +19,7 @@ source "$(dirname "$0")/lib.sh"
 duration=20s
 rate=100
 reps=1
+systems=single,cluster4
 bin=""
 while (($#)); do
 	case $1 in
@@ -25,7 +27,8 @@ while (($#)); do
 	--rate) rate=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
-	-h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+	--systems) systems=$2; shift 2 ;;
+	-h | --help) sed -n '2,16p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -61,32 +64,45 @@ measure() {
 		command="$(jq -r .command "$d.busy.json")"
 }
 
-for ((rep = 1; rep <= reps; rep++)); do
-	export BENCH_REP=$rep
-
-	d="$RESULTS_DIR/commit-single-rep$rep"
+# single REP: a fresh `stele serve`, measured, then its data removed.
+single() {
+	local d="$RESULTS_DIR/commit-single-rep$1" kafka http pid
 	rm -rf "$d" "$d".*
 	kafka="$(free_port)"
 	http="$(free_port)"
 	start_bg "$d.log" "$bin" serve --data "$d" --kafka "127.0.0.1:$kafka" --http "127.0.0.1:$http" --log-level warn
-	single=$BG_PID
+	pid=$BG_PID
 	wait_port "$kafka" 60
 	for _ in $(seq 100); do
 		curl -sf "http://127.0.0.1:$http/healthz" >/dev/null && break
 		sleep 0.2
 	done
-	log "single node, rep $rep"
+	log "single node, rep $1"
 	measure single "127.0.0.1:$kafka" "$d"
-	stop_bg "$single"
+	stop_bg "$pid"
+	rm -rf "$d" # the records; the reports stay
+}
 
-	d="$RESULTS_DIR/commit-cluster-rep$rep"
+# cluster4 REP: a fresh four-broker cluster, measured, then its data removed.
+cluster4() {
+	local d="$RESULTS_DIR/commit-cluster-rep$1" base
 	rm -rf "$d" "$d".*
 	base="$(free_base_port 0 1 2 3 100 101 102 103 200 201 202 203 300 301 302 303)"
 	"$bin" cluster init --nodes 4 --dir "$d" --base-port "$base" >"$d.init.log" 2>&1 ||
 		die "stele cluster init failed (log: $d.init.log)"
 	start_cluster "$bin" "$d" "$d.up.log" --log-level warn
-	up=$BG_PID
-	log "four brokers, rep $rep"
+	log "four brokers, rep $1"
 	measure cluster4 "127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" "$d"
-	stop_bg "$up"
+	stop_bg "$BG_PID"
+	rm -rf "$d"
+}
+
+for ((rep = 1; rep <= reps; rep++)); do
+	export BENCH_REP=$rep
+	for system in ${systems//,/ }; do
+		case $system in
+		single | cluster4) "$system" "$rep" ;;
+		*) die "unknown system $system: want single or cluster4" ;;
+		esac
+	done
 done
