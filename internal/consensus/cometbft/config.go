@@ -31,6 +31,7 @@ const (
 	DefaultTimeoutCommit             time.Duration = 0
 	DefaultCreateEmptyBlocksInterval               = 2 * time.Second
 	peerGossipSleep                                = 5 * time.Millisecond
+	p2pFlushThrottle                               = 2 * time.Millisecond
 	DefaultMaxTxBytes                              = 16 << 20
 	DefaultMempoolSize                             = 10000
 	DefaultMempoolMaxTxsBytes                      = 256 << 20
@@ -392,6 +393,26 @@ func (c Config) cometConfig(chainMaxTxBytes int64) *cmtcfg.Config {
 	cc.P2P.SendRate = c.P2PRate
 	cc.P2P.RecvRate = c.P2PRate
 	cc.P2P.MaxPacketMsgPayloadSize = p2pMaxPacketPayload
+	// A message written to a peer connection goes out at the next flush,
+	// which CometBFT makes flush_throttle_timeout (10 ms by default) after
+	// the first write since the last one: each step of a height (the
+	// proposal, the prevotes, the precommits) and each transaction's way to
+	// the proposer waited that long on loopback. bench/commit.sh on four
+	// brokers of the 2-core machine, 3 alternating 30 s runs each
+	// (docs/benchmarks.md, "A consumer that commits after every record"), 10
+	// ms -> 2 ms: a synchronous commit on an idle cluster p50 88-90 -> 53-58
+	// ms; beside 100 records/s of produce, commit p50 90-95 -> 69-77 ms,
+	// produce p50 97-105 -> 72-82 ms. The p99s fell too in those runs
+	// (produce 290-404 -> 118-161 ms), but two later runs of the final build
+	// gave 240-268 ms against 153-199 for the build before it an hour
+	// earlier: the tail follows the machine's state more than this setting.
+	// Open-loop produce (4 alternating 15 s runs each): 44-57 MB/s -> 40-58
+	// MB/s (means 51.0 and 48.1), within the runs' spread; four idle brokers
+	// (bench/idle.sh, 4 alternating runs) 12.1-15.9 % of a core -> 11.9-15.8
+	// %. 1 ms and 0 measured like 2 ms (one run each); gossiping at 1 ms
+	// instead of 5 ms as well made the loaded p99s 330-530 ms (busier loops
+	// on shared cores), so the gossip sleep stays.
+	cc.P2P.FlushThrottleTimeout = p2pFlushThrottle
 
 	cc.Mempool.Type = cmtcfg.MempoolTypeFlood
 	cc.Mempool.Recheck = false // CheckTx depends on nothing a block changes
