@@ -13,7 +13,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -174,16 +173,7 @@ func commitLoop(ctx context.Context, cl *kgo.Client, cfg *Config, stats *commitS
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		fs.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-				return
-			}
-			if topic == "" {
-				stats.fail(fmt.Errorf("consume: %w", err))
-				return
-			}
-			stats.fail(fmt.Errorf("fetch topic %q partition %d: %w", topic, p, err))
-		})
+		fetchErrors(fs, stats.fail)
 		for _, rec := range fs.Records() {
 			stats.progressed.Store(time.Now().UnixNano())
 			if _, err := decodeValue(rec.Value, cfg.RecordSize, false); err != nil {

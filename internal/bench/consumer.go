@@ -52,16 +52,7 @@ func (c *consumer) run(ctx context.Context) {
 			return
 		}
 		now := time.Now()
-		fs.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-				return
-			}
-			if topic == "" { // not about a partition: the group, the connection
-				c.stats.fail(fmt.Errorf("consume: %w", err))
-				return
-			}
-			c.stats.fail(fmt.Errorf("fetch topic %q partition %d: %w", topic, p, err))
-		})
+		fetchErrors(fs, c.stats.fail)
 		done := false
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			for _, r := range fp.Records {
@@ -89,6 +80,21 @@ func (c *consumer) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// fetchErrors passes each error of fs to fail, but for those of the run's
+// own ending (a cancelled context, a closed client).
+func fetchErrors(fs kgo.Fetches, fail func(error)) {
+	fs.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		if topic == "" { // not about a partition: the group, the connection
+			fail(fmt.Errorf("consume: %w", err))
+			return
+		}
+		fail(fmt.Errorf("fetch topic %q partition %d: %w", topic, p, err))
+	})
 }
 
 // record accounts for one record received at now.

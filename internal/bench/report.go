@@ -14,8 +14,9 @@ import (
 // Records, Bytes and the rates count only measured records: for Produce and
 // EndToEnd the records acknowledged by the broker whose intended send time
 // fell after the warmup; for Consume the records read; for Commit the
-// records whose offsets were committed, by a commit sent after the warmup. Bytes are key plus
-// value bytes (not the wire size); MB is 10^6 bytes, MiB 2^20.
+// records whose offsets were committed, by a commit sent after the warmup.
+// Bytes are key plus value bytes (not the wire size); MB is 10^6 bytes,
+// MiB 2^20.
 type Report struct {
 	Scenario Scenario `json:"scenario"`
 	// Command is the `stele bench` command line that reproduces the run.
