@@ -286,8 +286,11 @@ func TestCommitEveryRecord(t *testing.T) {
 		t.Fatalf("second run: %d records, the group at %d, want 50 and 150", rep.Records, committed())
 	}
 
-	ccfg.Records, ccfg.Timeout = 1000, 2*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The stall clock runs from the start, group join included: kfake
+	// takes up to about 5 s to let a new member in after the last run's
+	// left, so the timeout is longer than that.
+	ccfg.Records, ccfg.Timeout = 1000, 8*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, ccfg)
 	if !errors.Is(err, ErrStalled) || rep.Records != 150 || committed() != 300 {
