@@ -49,8 +49,11 @@
 //
 // Append writes to the page cache; Sync makes the log durable. A segment is
 // fsynced when it is sealed, so after a crash only the last segment can have
-// a torn tail, which OpenLog cuts. Corruption elsewhere is reported, not
-// repaired.
+// a torn tail, which OpenLog cuts. Sync fsyncs only the active segment's
+// .log: OpenLog rebuilds that segment's indexes from it after any stop, so
+// their files are fsynced only when the segment is sealed (as Kafka, which
+// flushes indexes at a roll and rebuilds the active ones on recovery).
+// Corruption elsewhere is reported, not repaired.
 //
 // # Concurrency
 //

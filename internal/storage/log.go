@@ -266,7 +266,7 @@ func (l *Log) roll() (*segment, error) {
 	l.mu.Lock()
 	old.ix = ix
 	l.mu.Unlock()
-	if err := old.sync(); err != nil {
+	if err := old.syncAll(); err != nil {
 		return nil, err
 	}
 	s, err := createSegment(l.dir, old.next, l.cfg)
@@ -328,8 +328,10 @@ func (l *Log) Size() int64 {
 }
 
 // Sync makes everything written so far durable: pending index entries are
-// written, every segment file written since the last Sync is fsynced, and
-// so is the directory if files were created, renamed or removed.
+// written, every segment file written since the last Sync is fsynced
+// (except the active segment's index files, which every open rebuilds from
+// its log: segment.sync), and so is the directory if files were created,
+// renamed or removed.
 func (l *Log) Sync() error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
@@ -346,8 +348,12 @@ func (l *Log) syncLocked() error {
 	l.mu.RLock()
 	segs := slices.Clone(l.mu.segs)
 	l.mu.RUnlock()
-	for _, s := range segs {
-		if err := s.sync(); err != nil {
+	for i, s := range segs {
+		sync := s.syncAll
+		if i == len(segs)-1 {
+			sync = s.sync
+		}
+		if err := sync(); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/stele-io/stele/internal/durable"
 )
 
 // buildLog writes a log of several segments, closes it and returns the
@@ -276,4 +280,87 @@ func TestRemove(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatal("directory still there")
 	}
+}
+
+// Sync fsyncs the active segment's log but not its index files, which
+// every open rebuilds from the log; a segment's index files are fsynced
+// when it is sealed. A power cut that loses whatever of the active index
+// files was not fsynced (here: all of it) loses nothing.
+func TestSyncLeavesActiveIndexesToRecovery(t *testing.T) {
+	var mu sync.Mutex
+	var synced []string
+	fsync = func(f *os.File) error {
+		mu.Lock()
+		synced = append(synced, filepath.Base(f.Name()))
+		mu.Unlock()
+		return durable.Sync(f)
+	}
+	t.Cleanup(func() { fsync = durable.Sync })
+	took := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		s := synced
+		synced = nil
+		return s
+	}
+
+	cfg := LogConfig{SegmentBytes: 1200, IndexIntervalBytes: 100}
+	dir := t.TempDir()
+	l, err := OpenLog(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, l, 3, 3, 40, 1000)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.TrimSuffix(filepath.Base(lastSegment(t, dir)), logSuffix)
+	if got := took(); !slices.Equal(got, []string{first + logSuffix}) {
+		t.Fatalf("Sync of the active segment fsynced %v, want only its log", got)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, first+indexSuffix)); err != nil || fi.Size() == 0 {
+		t.Fatalf("the active offset index is not written: %v %v", fi, err)
+	}
+
+	// Roll: the sealed segment's three files are fsynced, the new active
+	// segment's log at the next Sync.
+	for len(l.Segments()) == 1 {
+		appendValues(t, l, 1, 3, 40, 2000)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := took()
+	for _, want := range []string{first + logSuffix, first + indexSuffix, first + timeIndexSuffix} {
+		if !slices.Contains(got, want) {
+			t.Errorf("sealing fsynced %v, not %s", got, want)
+		}
+	}
+	active := strings.TrimSuffix(filepath.Base(lastSegment(t, dir)), logSuffix)
+	for _, name := range got {
+		if name == active+indexSuffix || name == active+timeIndexSuffix {
+			t.Errorf("Sync fsynced the active segment's %s", name)
+		}
+	}
+	appendValues(t, l, 2, 3, 40, 3000)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	batches := readAllBatches(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := segmentFiles(t, dir)
+
+	// The power cut: the active index files lose everything never fsynced.
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Truncate(filepath.Join(dir, active+suffix), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = reopen(t, dir, cfg)
+	if got := readAllBatches(t, l); !bytes.Equal(concat(got), concat(batches)) {
+		t.Fatalf("after the power cut %d batches read, want %d", len(got), len(batches))
+	}
+	sameFiles(t, segmentFiles(t, dir), want)
 }

@@ -124,7 +124,7 @@ func (l *Log) DeleteSegmentsBefore(offset int64) (int64, error) {
 		}
 		// The new segment must be durable before the old ones go, or a
 		// crash could leave an empty directory, which restarts at offset 0.
-		if err := s.sync(); err != nil {
+		if err := s.syncAll(); err != nil {
 			s.unref()
 			return segs[0].base, err
 		}

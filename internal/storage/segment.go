@@ -49,7 +49,8 @@ type segment struct {
 	// Applier only.
 	flushedOffs  int  // offset index entries written to offIdx
 	flushedTimes int  // time index entries written to timeIdx
-	dirty        bool // written since the last fsync
+	dirty        bool // the log file written since its last fsync
+	idxDirty     bool // an index file written since its last fsync
 }
 
 // segView is a reader's picture of a segment, taken under Log.mu.
@@ -287,7 +288,7 @@ func (s *segment) writeIndexes(ix indexer) error {
 		if _, err := x.f.WriteAt(x.entries, 0); err != nil {
 			return fmt.Errorf("stele/storage: %w", err)
 		}
-		s.dirty = true
+		s.idxDirty = true
 	}
 	s.flushedOffs, s.flushedTimes = ix.nOffs, ix.nTimes
 	return nil
@@ -302,19 +303,29 @@ func (s *segment) flushIndexes() error {
 		if _, err := s.offIdx.WriteAt(s.ix.offs[s.flushedOffs*offsetEntrySize:], int64(s.flushedOffs)*offsetEntrySize); err != nil {
 			return fmt.Errorf("stele/storage: %w", err)
 		}
-		s.flushedOffs, s.dirty = s.ix.nOffs, true
+		s.flushedOffs, s.idxDirty = s.ix.nOffs, true
 	}
 	if s.flushedTimes < s.ix.nTimes {
 		if _, err := s.timeIdx.WriteAt(s.ix.times[s.flushedTimes*timeEntrySize:], int64(s.flushedTimes)*timeEntrySize); err != nil {
 			return fmt.Errorf("stele/storage: %w", err)
 		}
-		s.flushedTimes, s.dirty = s.ix.nTimes, true
+		s.flushedTimes, s.idxDirty = s.ix.nTimes, true
 	}
 	return nil
 }
 
-// sync writes pending index entries and fsyncs the segment's files if they
-// changed since the last sync.
+// fsync is how segments fsync their files (a variable so that a test can
+// see which files are fsynced).
+var fsync = durable.Sync
+
+// sync makes the segment's batches durable: it writes pending index
+// entries and fsyncs the log file if it changed since its last fsync. It
+// does not fsync the index files: the segment it is called on at every
+// commit is the active one, whose indexes every open rebuilds from the log
+// (recoverActive), so a crash cannot leave them disagreeing with it, and
+// waiting for two more flushes per partition and block bought nothing (two
+// of the three serial fsyncs of a commit's partition). syncAll, when the
+// segment is sealed and when the log closes, makes the indexes durable too.
 func (s *segment) sync() error {
 	if err := s.flushIndexes(); err != nil {
 		return err
@@ -322,12 +333,29 @@ func (s *segment) sync() error {
 	if !s.dirty {
 		return nil
 	}
-	for _, f := range []*os.File{s.log, s.offIdx, s.timeIdx} {
-		if err := durable.Sync(f); err != nil {
+	if err := fsync(s.log); err != nil {
+		return fmt.Errorf("stele/storage: fsync %s: %w", s.log.Name(), err)
+	}
+	s.dirty = false
+	return nil
+}
+
+// syncAll is sync and, if they changed, an fsync of both index files: a
+// sealed segment's indexes are read from disk as they are when they check
+// out (loadSealed).
+func (s *segment) syncAll() error {
+	if err := s.sync(); err != nil {
+		return err
+	}
+	if !s.idxDirty {
+		return nil
+	}
+	for _, f := range []*os.File{s.offIdx, s.timeIdx} {
+		if err := fsync(f); err != nil {
 			return fmt.Errorf("stele/storage: fsync %s: %w", f.Name(), err)
 		}
 	}
-	s.dirty = false
+	s.idxDirty = false
 	return nil
 }
 
