@@ -8,6 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,11 +76,41 @@ func (f *fakeApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte
 
 func (f *fakeApp) Commit() (int64, error) { return f.retain, f.commitErr }
 
-type fakeMempool struct{ removed []types.TxKey }
+type fakeMempool struct {
+	removed []types.TxKey
+	// txs is what the mempool holds (PrepareProposal's wait reads it).
+	mu  sync.Mutex
+	txs types.Txs
+}
 
 func (m *fakeMempool) RemoveTxByKey(k types.TxKey) error {
 	m.removed = append(m.removed, k)
 	return nil
+}
+
+func (m *fakeMempool) Size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.txs)
+}
+
+func (m *fakeMempool) ReapMaxBytesMaxGas(maxBytes, _ int64) types.Txs {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out types.Txs
+	for _, tx := range m.txs {
+		if types.ComputeProtoSizeForTxs(append(out, tx)) > maxBytes {
+			break
+		}
+		out = append(out, tx)
+	}
+	return out
+}
+
+func (m *fakeMempool) add(tx string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.txs = append(m.txs, types.Tx(tx))
 }
 
 func newTestAdapter(app consensus.Application, maxTx int64) (*abciApp, *fakeMempool) {
@@ -462,5 +495,55 @@ func TestProposalOpening(t *testing.T) {
 		if d := time.Since(app.checkedAt); d < 0 || d > time.Minute {
 			t.Errorf("CheckProposal judged by a clock %v off this broker's", d)
 		}
+	}
+}
+
+// TestEmptyProposalWaitsForTxs: a proposer whose mempool is empty when
+// asked for a proposal (a proof block) waits up to emptyProposalWait for a
+// transaction and proposes it, opening and checks included, instead of an
+// empty block; if none comes it proposes an empty block once the wait is
+// over, and a proposal that already has transactions does not wait.
+func TestEmptyProposalWaitsForTxs(t *testing.T) {
+	app := &proposerApp{}
+	a, mp := newTestAdapter(app, 1<<10)
+	a.proposalWait = 2 * time.Second // long enough for a slow CI machine
+	ctx := context.Background()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		mp.add("late")
+		mp.add("bad2")
+	}()
+	start := time.Now()
+	res, err := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Txs) != 2 || !strings.HasPrefix(string(res.Txs[0]), "open@") || string(res.Txs[1]) != "late" {
+		t.Fatalf("proposal %q, want the opening and the transaction that arrived (the invalid one dropped)", res.Txs)
+	}
+	if waited := time.Since(start); waited >= a.proposalWait {
+		t.Errorf("waited %v: the wait should end with the first transaction", waited)
+	}
+	if !slices.Contains(mp.removed, types.Tx("bad2").Key()) {
+		t.Error("the invalid transaction that arrived was not removed from the mempool")
+	}
+
+	// Nothing arrives: an empty block once the wait is over.
+	a.proposalWait = 30 * time.Millisecond
+	mp.txs = nil
+	start = time.Now()
+	if res, _ := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 5}); len(res.Txs) != 0 {
+		t.Fatalf("proposal %q from an empty mempool, want an empty one", res.Txs)
+	}
+	if waited := time.Since(start); waited < a.proposalWait {
+		t.Errorf("an empty proposal came after %v, before the %v wait", waited, a.proposalWait)
+	}
+
+	// Transactions already there: no wait, the mempool is not read again.
+	a.proposalWait = time.Hour
+	mp.add("queued")
+	res, _ = a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 6, Txs: [][]byte{[]byte("t1")}})
+	if len(res.Txs) != 2 || string(res.Txs[1]) != "t1" {
+		t.Fatalf("proposal %q, want the opening and t1 only", res.Txs)
 	}
 }

@@ -29,14 +29,24 @@
 // height or the block time into its app hash changes it on every block and
 // keeps the node making blocks back to back, never idle. The app hash must
 // change only when the replicated state does (the adapter logs a warning
-// when an empty block changes it).
+// when an empty block changes it). A proposer about to propose an empty
+// block waits up to 10 ms for a transaction first (abci.go,
+// emptyProposalWait), so that a client's next request rides in that block.
+//
+// Each broker sends the votes it signs to its peers the moment they are
+// made (push.go) instead of leaving them to CometBFT's gossip routines,
+// which look for something to send every peer_gossip_sleep_duration.
 //
 // State sync (statesync.go, snapshot.go): an application implementing
 // consensus.Snapshotter serves snapshots to peers, and a node with an empty
 // state restores one (Config.StateSync) after verifying its app hash
 // against the genesis validators' signatures, fetched from peers' RPC.
 //
-// Not done yet: validator set changes (state sync relies on the genesis set
-// too), and serving CometBFT's RPC beyond switching it on with
+// Validator set changes come from the application (FinalizeBlock's
+// validator updates, from fsm/cluster's membership); state sync trusts the
+// genesis set, so a broker joining a cluster that has replaced most of its
+// genesis validators replays instead (statesync.go).
+//
+// Not done yet: serving CometBFT's RPC beyond switching it on with
 // Config.RPCListen (state sync needs it on the peers it names).
 package cometbft
