@@ -33,16 +33,6 @@ results_dir
 bin="$(stele_bin "$bin")"
 ticks="$(getconf CLK_TCK)"
 
-# cpu_ticks PID...: the user + system clock ticks the processes used.
-cpu_ticks() {
-	local pid sum=0 f
-	for pid in "$@"; do
-		f="$(sed 's/^.*) //' "/proc/$pid/stat")"
-		sum=$((sum + $(awk '{print $12 + $13}' <<<"$f")))
-	done
-	echo "$sum"
-}
-
 # measure SYSTEM BROKERS D PID...: the warm-up and the measured run.
 measure() {
 	local system=$1 brokers=$2 d=$3 t0 t1 c0 c1

@@ -32,17 +32,6 @@ bin="$(stele_bin "$bin")"
 dur_s="$(duration_s "$duration")"
 ticks="$(getconf CLK_TCK)"
 
-# cpu_ticks PID...: the user + system clock ticks the processes used.
-cpu_ticks() {
-	local pid sum=0 f
-	for pid in "$@"; do
-		# Fields 14 and 15 after the command name, which may hold spaces.
-		f="$(sed 's/^.*) //' "/proc/$pid/stat")"
-		sum=$((sum + $(awk '{print $12 + $13}' <<<"$f")))
-	done
-	echo "$sum"
-}
-
 height() { curl -sf --max-time 2 "http://127.0.0.1:$1/healthz" | jq -r .height; }
 
 for ((rep = 1; rep <= reps; rep++)); do

@@ -25,6 +25,9 @@
 #   duration_s D               "20s", "1m", "500ms", "20" -> seconds (may be fractional)
 #   stele_bin [PATH]           prints PATH, or builds ./cmd/stele into
 #                              RESULTS_DIR/bin and prints that (after results_dir)
+#   cpu_ticks PID...           the user + system clock ticks the processes
+#                              used so far (/proc/PID/stat; getconf CLK_TCK
+#                              per second)
 #
 # Every server these scripts start listens on 127.0.0.1 only, and every
 # benchmark client targets 127.0.0.1 only; netns.sh's brokers and client
@@ -236,4 +239,15 @@ stele_bin() {
 		(cd "$REPO_DIR" && go build -o "$bin" ./cmd/stele) || die "go build ./cmd/stele"
 	fi
 	printf '%s\n' "$bin"
+}
+
+# cpu_ticks PID...: the user + system clock ticks the processes used.
+cpu_ticks() {
+	local pid sum=0 f
+	for pid in "$@"; do
+		# Fields 14 and 15 after the command name, which may hold spaces.
+		f="$(sed 's/^.*) //' "/proc/$pid/stat")"
+		sum=$((sum + $(awk '{print $12 + $13}' <<<"$f")))
+	done
+	echo "$sum"
 }
