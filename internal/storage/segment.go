@@ -324,8 +324,9 @@ var fsync = durable.Sync
 // commit is the active one, whose indexes every open rebuilds from the log
 // (recoverActive), so a crash cannot leave them disagreeing with it, and
 // waiting for two more flushes per partition and block bought nothing (two
-// of the three serial fsyncs of a commit's partition). syncAll, when the
-// segment is sealed and when the log closes, makes the indexes durable too.
+// of the three serial fsyncs of a commit's partition). syncAll makes the
+// indexes durable too: when the segment is sealed, and for the sealed
+// segments Log.Sync finds changed (Close syncs as Sync does).
 func (s *segment) sync() error {
 	if err := s.flushIndexes(); err != nil {
 		return err

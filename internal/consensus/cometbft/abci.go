@@ -475,12 +475,7 @@ func (a *abciApp) awaitTxs(ctx context.Context, maxBytes int64) [][]byte {
 		}
 		time.Sleep(emptyProposalPoll)
 	}
-	txs := (*mp).ReapMaxBytesMaxGas(maxBytes, -1)
-	out := make([][]byte, len(txs))
-	for i, tx := range txs {
-		out[i] = tx
-	}
-	return out
+	return (*mp).ReapMaxBytesMaxGas(maxBytes, -1).ToSliceOfBytes()
 }
 
 // forget removes tx from the mempool, if the node is up.

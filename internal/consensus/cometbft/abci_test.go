@@ -78,9 +78,11 @@ func (f *fakeApp) Commit() (int64, error) { return f.retain, f.commitErr }
 
 type fakeMempool struct {
 	removed []types.TxKey
-	// txs is what the mempool holds (PrepareProposal's wait reads it).
-	mu  sync.Mutex
-	txs types.Txs
+	// txs is what the mempool holds (PrepareProposal's wait reads it);
+	// sizes counts the reads of its size.
+	mu    sync.Mutex
+	txs   types.Txs
+	sizes int
 }
 
 func (m *fakeMempool) RemoveTxByKey(k types.TxKey) error {
@@ -91,7 +93,25 @@ func (m *fakeMempool) RemoveTxByKey(k types.TxKey) error {
 func (m *fakeMempool) Size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sizes++
 	return len(m.txs)
+}
+
+// looked returns how many times the mempool's size was read.
+func (m *fakeMempool) looked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sizes
+}
+
+// set replaces what the mempool holds.
+func (m *fakeMempool) set(txs ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.txs = nil
+	for _, tx := range txs {
+		m.txs = append(m.txs, types.Tx(tx))
+	}
 }
 
 func (m *fakeMempool) ReapMaxBytesMaxGas(maxBytes, _ int64) types.Txs {
@@ -105,12 +125,6 @@ func (m *fakeMempool) ReapMaxBytesMaxGas(maxBytes, _ int64) types.Txs {
 		out = append(out, tx)
 	}
 	return out
-}
-
-func (m *fakeMempool) add(tx string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.txs = append(m.txs, types.Tx(tx))
 }
 
 func newTestAdapter(app consensus.Application, maxTx int64) (*abciApp, *fakeMempool) {
@@ -508,10 +522,15 @@ func TestEmptyProposalWaitsForTxs(t *testing.T) {
 	a, mp := newTestAdapter(app, 1<<10)
 	a.proposalWait = 2 * time.Second // long enough for a slow CI machine
 	ctx := context.Background()
+	// Both arrive together once the proposer has looked at the empty
+	// mempool a few times: the wait is under way.
+	arrived := make(chan struct{})
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		mp.add("late")
-		mp.add("bad2")
+		defer close(arrived)
+		for deadline := time.Now().Add(10 * time.Second); mp.looked() < 3 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		mp.set("late", "bad2")
 	}()
 	start := time.Now()
 	res, err := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 4})
@@ -528,9 +547,11 @@ func TestEmptyProposalWaitsForTxs(t *testing.T) {
 		t.Error("the invalid transaction that arrived was not removed from the mempool")
 	}
 
+	<-arrived
+
 	// Nothing arrives: an empty block once the wait is over.
 	a.proposalWait = 30 * time.Millisecond
-	mp.txs = nil
+	mp.set()
 	start = time.Now()
 	if res, _ := a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 5}); len(res.Txs) != 0 {
 		t.Fatalf("proposal %q from an empty mempool, want an empty one", res.Txs)
@@ -541,7 +562,7 @@ func TestEmptyProposalWaitsForTxs(t *testing.T) {
 
 	// Transactions already there: no wait, the mempool is not read again.
 	a.proposalWait = time.Hour
-	mp.add("queued")
+	mp.set("queued")
 	res, _ = a.PrepareProposal(ctx, &abci.RequestPrepareProposal{MaxTxBytes: 1 << 20, Height: 6, Txs: [][]byte{[]byte("t1")}})
 	if len(res.Txs) != 2 || string(res.Txs[1]) != "t1" {
 		t.Fatalf("proposal %q, want the opening and t1 only", res.Txs)
