@@ -127,9 +127,13 @@ type Options struct {
 	// FetchParallel bounds the batches of one block fetched at once
 	// (Prefetch). Default 4.
 	FetchParallel int
-	Client        *http.Client
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// Blocks returns the transactions of the committed block at a height,
+	// if this broker holds it: what a peer catching up asks for to fetch
+	// the next blocks' batches ahead (ahead.go). Nil: none is served.
+	Blocks  func(height int64) (txs [][]byte, ok bool)
+	Client  *http.Client
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 func (o *Options) setDefaults() {
@@ -184,6 +188,9 @@ type Plane struct {
 	// (fetch.go). Its lock is taken before the recent batches' and the
 	// store's, never while they are held.
 	fetching fetches
+	// ahead holds the fetches started for the next blocks while catching
+	// up (ahead.go).
+	ahead ahead
 }
 
 // New checks opts and returns a Plane. Its HTTP side is Handler, to be
@@ -204,6 +211,7 @@ func New(opts Options) (*Plane, error) {
 	p.self.Store(self)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.fetching.jobs = map[fsm.Digest]*fetchJob{}
+	p.ahead.releases = map[int64]func(){}
 	return p, nil
 }
 

@@ -273,6 +273,11 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 		{"too large", "POST", batchesPath + "?height=1000" + dg(good), make([]byte, 17<<20), signed, http.StatusRequestEntityTooLarge},
 		{"bad digest", "GET", batchesPath + "/xyz", nil, signed, http.StatusBadRequest},
 		{"unknown digest", "GET", batchesPath + "/" + strings.Repeat("ab", 32), nil, signed, http.StatusNotFound},
+		{"unsigned certificates", "GET", certificatesPath + "?from=1&count=1", nil, unsigned, http.StatusUnauthorized},
+		{"certificates from 0", "GET", certificatesPath + "?from=0&count=1", nil, signed, http.StatusBadRequest},
+		{"certificates, no count", "GET", certificatesPath + "?from=5", nil, signed, http.StatusBadRequest},
+		{"certificates, too many", "GET", fmt.Sprintf("%s?from=5&count=%d", certificatesPath, aheadHeights+1), nil, signed, http.StatusBadRequest},
+		{"certificates not held", "GET", certificatesPath + "?from=5&count=2", nil, signed, http.StatusNotFound},
 		{"good", "POST", batchesPath + "?height=1000" + dg(good), good, signed, http.StatusOK},
 		{"fetch good", "GET", fmt.Sprintf("%s/%x", batchesPath, sha256.Sum256(good)), nil, signed, http.StatusOK},
 	} {
@@ -302,8 +307,8 @@ func TestHandlerRefusesBadInput(t *testing.T) {
 	if st := nd.store.Stats(); st.Batches != 1 {
 		t.Errorf("%d batches stored, want only the good one", st.Batches)
 	}
-	if got := testutil.ToFloat64(nd.plane.opts.Metrics.unauthenticated); got != 4 {
-		t.Errorf("stele_dataplane_unauthenticated_requests_total %v, want 4", got)
+	if got := testutil.ToFloat64(nd.plane.opts.Metrics.unauthenticated); got != 5 {
+		t.Errorf("stele_dataplane_unauthenticated_requests_total %v, want 5", got)
 	}
 }
 

@@ -32,6 +32,8 @@ import (
 //	     (409: app version 2).
 //	GET  /v1/internal/batches/{digest}   the payload with that SHA-256
 //	     (hex), 404 when this broker does not hold it.
+//	GET  /v1/internal/certificates?from=H&count=N   the certified
+//	     transactions of the blocks from H on (ahead.go).
 //
 // Both are served only to the cluster's validators: each request carries
 // its sender's signature (NodeAuthHeader, auth.go), and one no validator
@@ -53,6 +55,7 @@ func (p *Plane) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+batchesPath, p.servePush)
 	mux.HandleFunc("GET "+batchesPath+"/{digest}", p.serveFetch)
+	mux.HandleFunc("GET "+certificatesPath, p.serveCertificates)
 	return mux
 }
 
@@ -292,7 +295,7 @@ type Metrics struct {
 	certified, signed, served, fetched prometheus.Counter
 	pushErrors, fetchErrors            prometheus.Counter
 	fetchAttempts, fetchMismatches     prometheus.Counter
-	recentHits                         prometheus.Counter
+	recentHits, aheadBlocks            prometheus.Counter
 	unauthenticated                    prometheus.Counter
 	certifySeconds, fetchSeconds       prometheus.Histogram
 	fetchPending, fetchOldest          prometheus.GaugeFunc
@@ -320,6 +323,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fetchErrors:     c("fetch_errors_total", "Requests to a peer for a certified batch that failed (error, timeout, wrong bytes)."),
 		fetchMismatches: c("fetch_mismatches_total", "Batches a peer served whose digest did not match the certificate; the peer is not asked again for that batch."),
 		recentHits:      c("recent_hits_total", "Batches applied from memory, as stored moments before, without reading them back from disk."),
+		aheadBlocks:     c("ahead_blocks_total", "Blocks whose missing batches this broker started fetching before applying the block before them, while catching up."),
 		unauthenticated: c("unauthenticated_requests_total", "Data-plane requests refused because no validator of this cluster signed them (Stele-Node-Auth)."),
 		certifySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stele_dataplane_certify_seconds",
 			Help: "Time from a batch's arrival to its certificate.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
@@ -345,7 +349,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.certified, m.signed, m.served, m.fetched, m.pushErrors, m.fetchAttempts, m.fetchErrors,
-			m.fetchMismatches, m.recentHits, m.unauthenticated, m.certifySeconds, m.fetchSeconds, m.fetchPending, m.fetchOldest)
+			m.fetchMismatches, m.recentHits, m.aheadBlocks, m.unauthenticated, m.certifySeconds, m.fetchSeconds, m.fetchPending, m.fetchOldest)
 	}
 	return m
 }

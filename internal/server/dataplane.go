@@ -77,23 +77,30 @@ func (n *Node) startDataPlane(home, chainID string, appState cometbft.GenesisApp
 		Logger:        n.log.With("component", "dataplane"),
 		Metrics:       dataplane.NewMetrics(reg),
 		Client:        client,
+		Blocks:        n.blockTxs,
 	})
 	return err
 }
 
-// prefetcher starts fetching a block's missing batches (dataplane.Plane).
+// prefetcher starts fetching a block's missing batches, and while catching
+// up the next blocks' (dataplane.Plane).
 type prefetcher interface {
 	Prefetch(txs [][]byte) (release func())
+	Ahead(height int64, catchingUp bool)
 }
 
 // prefetchingApp has the data plane fetch a block's certified batches that
 // this broker lacks, several at once, before the state machine applies
 // the block and asks for them one after another (fsm.BatchSource): one
 // block missing n batches then waits about one fetch, not n. The fetches
-// the block did not claim end when it has been applied.
+// the block did not claim end when it has been applied. While the broker
+// is catching up (catchingUp), the data plane also fetches the batches of
+// the next few blocks, asking a peer what they are, so that block sync
+// does not wait for a round trip per block.
 type prefetchingApp struct {
 	consensus.Application
-	batches prefetcher
+	batches    prefetcher
+	catchingUp func() bool
 }
 
 // AppVersion and FinalizedAppVersion pass the broker's app version on
@@ -144,9 +151,28 @@ var (
 )
 
 func (a prefetchingApp) FinalizeBlock(b consensus.Block) ([]consensus.TxResult, []byte, error) {
+	a.batches.Ahead(b.Height, a.catchingUp())
 	release := a.batches.Prefetch(b.Txs)
 	defer release()
 	return a.Application.FinalizeBlock(b)
+}
+
+// catchingUp reports whether this broker is catching up (true before its
+// consensus exists: it is replaying stored blocks).
+func (n *Node) catchingUp() bool {
+	o := n.consensus.Load()
+	return o == nil || o.CatchingUp()
+}
+
+// blockTxs returns the transactions of the committed block at height, if
+// this broker's block store holds it (the data plane serves them to peers
+// catching up).
+func (n *Node) blockTxs(height int64) ([][]byte, bool) {
+	o := n.consensus.Load()
+	if o == nil {
+		return nil, false
+	}
+	return o.BlockTxs(height)
 }
 
 // validators is the validator set as of the last commit (nil until the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -24,6 +25,10 @@ type recordingPrefetcher struct {
 	txs   *[][]byte
 }
 
+func (p recordingPrefetcher) Ahead(height int64, catchingUp bool) {
+	*p.calls = append(*p.calls, fmt.Sprintf("ahead %d %t", height, catchingUp))
+}
+
 func (p recordingPrefetcher) Prefetch(txs [][]byte) func() {
 	*p.calls = append(*p.calls, "prefetch")
 	*p.txs = txs
@@ -31,20 +36,29 @@ func (p recordingPrefetcher) Prefetch(txs [][]byte) func() {
 }
 
 // TestPrefetchBeforeApply: a block's batches are announced to the data
-// plane before the state machine applies it, and released after.
+// plane before the state machine applies it, and released after; before
+// that, the data plane learns the block's height and whether the broker is
+// catching up (to fetch the next blocks' batches ahead).
 func TestPrefetchBeforeApply(t *testing.T) {
 	var calls []string
 	var seen [][]byte
-	app := prefetchingApp{recordingApp{calls: &calls}, recordingPrefetcher{calls: &calls, txs: &seen}}
+	behind := true
+	app := prefetchingApp{Application: recordingApp{calls: &calls}, batches: recordingPrefetcher{calls: &calls, txs: &seen},
+		catchingUp: func() bool { return behind }}
 	txs := [][]byte{[]byte("a"), []byte("b")}
 	res, _, err := app.FinalizeBlock(consensus.Block{Height: 7, Txs: txs})
 	if err != nil || len(res) != 2 {
 		t.Fatalf("FinalizeBlock: %d results, %v", len(res), err)
 	}
-	if want := []string{"prefetch", "apply", "release"}; !slices.Equal(calls, want) {
-		t.Errorf("calls %v, want %v", calls, want)
-	}
 	if len(seen) != 2 || &seen[0][0] != &txs[0][0] {
 		t.Errorf("Prefetch got %q, want the block's transactions", seen)
+	}
+	behind = false
+	if _, _, err := app.FinalizeBlock(consensus.Block{Height: 8}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ahead 7 true", "prefetch", "apply", "release", "ahead 8 false", "prefetch", "apply", "release"}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls %v, want %v", calls, want)
 	}
 }

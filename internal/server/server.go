@@ -277,6 +277,10 @@ type Node struct {
 	// planeView is what the data plane reads of the membership, derived
 	// once per change of it (dataplane.go).
 	planeView atomic.Pointer[planeView]
+	// consensus is orderer once it exists, read by the data plane, which
+	// runs from before then: the blocks it serves to peers catching up,
+	// and whether this broker is catching up (dataplane.go).
+	consensus atomic.Pointer[cometbft.Orderer]
 	// key is this broker's validator key: the one it starts with, then
 	// the one the chain rotated it to (rotatedKey); alive.go signs with it.
 	key atomic.Pointer[ed25519.PrivateKey]
@@ -422,10 +426,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	bopts.TenantShare, bopts.PeekBatch = cfg.TenantBlockShare, n.plane.Peek
 	n.broker = broker.New(n.fsm, bopts)
 	// Before a block is applied, the data plane starts fetching the
-	// batches it names that this broker lacks, in parallel. (The test-only
+	// batches it names that this broker lacks, in parallel, and while the
+	// broker catches up those of the next blocks. (The test-only
 	// stelebyzantine build may forge membership changes in its proposals:
 	// byzantine_on.go.)
-	var app consensus.Application = byzantineMembership(prefetchingApp{n.broker.App(), n.plane}, n, home)
+	var app consensus.Application = byzantineMembership(prefetchingApp{Application: n.broker.App(), batches: n.plane, catchingUp: n.catchingUp}, n, home)
 	t0 = time.Now()
 	if len(appState.Brokers) > 0 {
 		// A cluster keeps recent blocks for brokers catching up and
@@ -443,6 +448,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.orderer, err = cometbft.New(ccfg, app, log.With("component", "cometbft")); err != nil {
 		return nil, err
 	}
+	n.consensus.Store(n.orderer)
 	// The HTTP endpoints serve before consensus starts: starting replays
 	// the blocks the state lacks, and a block may need a batch from a peer
 	// that is itself replaying (every broker restarted at once), so each

@@ -236,3 +236,23 @@ func (o *Orderer) SignedHeader(height int64) (*types.SignedHeader, error) {
 	}
 	return &types.SignedHeader{Header: &meta.Header, Commit: commit}, nil
 }
+
+// BlockTxs returns the transactions of the block at height if this node's
+// block store holds it (a block block sync has stored counts, applied or
+// not: its commit was checked). False before Start, after Stop, or for a
+// height pruned or not reached.
+func (o *Orderer) BlockTxs(height int64) ([][]byte, bool) {
+	n := o.Node()
+	if n == nil || height < 1 {
+		return nil, false
+	}
+	b := n.BlockStore().LoadBlock(height)
+	if b == nil {
+		return nil, false
+	}
+	txs := make([][]byte, len(b.Txs))
+	for i, tx := range b.Txs {
+		txs[i] = tx
+	}
+	return txs, true
+}
