@@ -33,6 +33,10 @@
 // block waits up to 10 ms for a transaction first (abci.go,
 // emptyProposalWait), so that a client's next request rides in that block.
 //
+// Each broker sends the votes it signs to its peers the moment they are
+// made (push.go) instead of leaving them to CometBFT's gossip routines,
+// which look for something to send every peer_gossip_sleep_duration.
+//
 // State sync (statesync.go, snapshot.go): an application implementing
 // consensus.Snapshotter serves snapshots to peers, and a node with an empty
 // state restores one (Config.StateSync) after verifying its app hash

@@ -119,6 +119,9 @@ func (o *Orderer) Start(ctx context.Context) error {
 		res.release()
 		return err
 	}
+	pushCtx, stopPush := context.WithCancel(context.Background())
+	startVotePush(pushCtx, n, o.logger.With("module", "push"))
+	res.stopPush = stopPush
 	o.mu.Lock()
 	o.mu.state, o.mu.node, o.mu.abci, o.mu.cleanup = stateRunning, n, a, res
 	o.mu.Unlock()
@@ -301,6 +304,9 @@ func (o *Orderer) Stop() error {
 
 // stopNode stops a started node, its ABCI clients and its stores.
 func (o *Orderer) stopNode(n *node.Node, res *resources) {
+	if res.stopPush != nil {
+		res.stopPush()
+	}
 	if err := n.Stop(); err != nil {
 		o.logger.Warn("stopping cometbft node", "err", err)
 	}
@@ -314,10 +320,11 @@ func (o *Orderer) stopNode(n *node.Node, res *resources) {
 // (whose watcher goroutine outlives the node otherwise) and the databases
 // (whose file locks would make the next start on the home fail).
 type resources struct {
-	mu      sync.Mutex
-	clients []abcicli.Client
-	dbs     []dbm.DB
-	headers *headerArchive
+	stopPush context.CancelFunc // ends the vote pusher (push.go)
+	mu       sync.Mutex
+	clients  []abcicli.Client
+	dbs      []dbm.DB
+	headers  *headerArchive
 }
 
 type clientCreatorFunc func() (abcicli.Client, error)
