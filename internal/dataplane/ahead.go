@@ -22,10 +22,15 @@ package dataplane
 // answer is a hint, not trusted: each transaction must decode as a
 // certificate whose batch height lies in the window the state machine would
 // accept at that block (fsm.CertWindow), or the whole answer is dropped;
-// the batches it names are fetched like any others (checked against their
-// digests), and a batch that was never certified is fetched until its
-// block is applied, then dropped. The worst a lying peer does is make a
-// broker ask its peers for batches nobody has, for a few heights.
+// a certificate whose signatures do not verify against the validator set
+// this broker knows (more than a third of its power, so at least one honest
+// signer holds the batch) is not fetched ahead; and the batches fetched are
+// checked against their digests like any others. So a lying peer can make
+// a broker fetch ahead only batches that exist (named at other heights
+// than their own, at worst), and a certificate skipped here is fetched when
+// its block is applied. A block's batches are fetched FetchParallel at a
+// time, as Prefetch does, and Batch takes over a fetch that has not started
+// (fetch.go), so no fetch ahead holds up applying a block.
 //
 // Ahead is called before each block is applied. While the broker is
 // catching up, it keeps the batches of up to aheadHeights blocks past the
@@ -57,10 +62,12 @@ const (
 	aheadMaxBody = 4 << 20
 )
 
-// aheadBlock is one block's certified transactions in an answer.
+// aheadBlock is one block's certified transactions in an answer, and
+// their certificates.
 type aheadBlock struct {
 	height int64
 	txs    [][]byte
+	certs  []fsm.Certificate
 }
 
 // ahead is the Plane's state for fetching ahead. Its lock is taken before
@@ -102,12 +109,24 @@ func (p *Plane) Ahead(height int64, catchingUp bool) {
 		a.Lock()
 		defer a.Unlock()
 		a.asking = false
+		vs := p.current()
 		for _, b := range blocks {
 			a.next = max(a.next, b.height+1)
 			if b.height <= a.applying || a.releases[b.height] != nil {
 				continue // applied meanwhile, or under way
 			}
-			a.releases[b.height] = p.Prefetch(b.txs)
+			var txs [][]byte
+			for i, c := range b.certs {
+				if p.holds(c.Digest) {
+					continue
+				}
+				if err := vs.Verify(c); err != nil {
+					p.opts.Logger.Debug("not fetching ahead a batch whose certificate does not verify", "height", b.height, "err", err)
+					continue
+				}
+				txs = append(txs, b.txs[i])
+			}
+			a.releases[b.height] = p.Prefetch(txs)
 			p.opts.Metrics.aheadBlocks.Inc()
 		}
 	})
@@ -184,7 +203,7 @@ func decodeAhead(b []byte, from int64, count int) ([]aheadBlock, error) {
 		if uint64(n) > uint64(len(b))/4 {
 			return nil, fmt.Errorf("%w: block %d announces %d transactions in %d bytes", errAheadBody, h, n, len(b))
 		}
-		blk := aheadBlock{height: h, txs: make([][]byte, 0, n)}
+		blk := aheadBlock{height: h} // n is the peer's word: nothing is sized by it
 		for range n {
 			if len(b) < 4 {
 				return nil, fmt.Errorf("%w: a transaction length cut short", errAheadBody)
@@ -204,6 +223,7 @@ func decodeAhead(b []byte, from int64, count int) ([]aheadBlock, error) {
 				return nil, fmt.Errorf("%w: block %d names a batch of height %d", errAheadBody, h, c.Height)
 			}
 			blk.txs = append(blk.txs, tx)
+			blk.certs = append(blk.certs, c)
 		}
 		out = append(out, blk)
 	}

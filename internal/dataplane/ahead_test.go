@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,8 +47,11 @@ func aheadCluster(t *testing.T) (nodes []*node, certs map[int64][]fsm.Certificat
 		txs := [][]byte{payload(t, 1)} // not a certificate: left out
 		for i := range 2 {
 			p := payload(t, int(h)*10+i)
-			c := certified(t, nodes, p, []int{0, 1}, 0, 1, 2)
+			c := certified(t, nodes, p, nil, 0, 1, 2)
 			c.Height = h - 1
+			for _, i := range []int{0, 1} {
+				c.Sigs = append(c.Sigs, nodes[i].plane.sign(c))
+			}
 			certs[h] = append(certs[h], c)
 			payloads[h] = append(payloads[h], p)
 			txs = append(txs, fsm.EncodeCertifiedTx(c))
@@ -200,6 +205,59 @@ func TestAheadDropsALyingAnswer(t *testing.T) {
 	fetcher.ahead.Unlock()
 	if next > 11 {
 		t.Errorf("after lying answers the next height to ask for is %d, want 11 still", next)
+	}
+}
+
+// TestAheadSkipsUnverifiedCertificates: of the certificates a peer's
+// answer names, one whose signatures are not the validators' (a stranger's
+// key) is not fetched ahead, though its batch exists; the one the
+// validators signed is.
+func TestAheadSkipsUnverifiedCertificates(t *testing.T) {
+	nodes := cluster(t, 4)
+	good := payload(t, 7)
+	gc := certified(t, nodes, good, nil, 0, 1, 2)
+	gc.Height = 10
+	for _, i := range []int{0, 1} {
+		gc.Sigs = append(gc.Sigs, nodes[i].plane.sign(gc))
+	}
+	forged := payload(t, 8)
+	fc := certified(t, nodes, forged, nil, 0, 1, 2)
+	fc.Height = 10
+	seed := sha256.Sum256([]byte("stranger"))
+	stranger := ed25519.NewKeyFromSeed(seed[:])
+	var addr [20]byte
+	copy(addr[:], addressOf(stranger.Public().(ed25519.PublicKey)))
+	for range 3 {
+		s := fsm.CertSig{Validator: addr}
+		copy(s.Signature[:], ed25519.Sign(stranger, fc.Statement()))
+		fc.Sigs = append(fc.Sigs, s)
+	}
+	answer := encodeAhead(nil, 11, [][]byte{fsm.EncodeCertifiedTx(fc), fsm.EncodeCertifiedTx(gc)})
+	for _, nd := range nodes[:3] {
+		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == certificatesPath {
+				w.Write(answer)
+				return
+			}
+			nd.plane.Handler().ServeHTTP(w, r)
+		}))
+		nd.wrap.Store(&h)
+	}
+	fetcher := nodes[3].plane
+	fetcher.Ahead(10, true)
+	eventually(t, 10*time.Second, func() error {
+		if !fetcher.holds(gc.Digest) {
+			return errors.New("the validators' certificate's batch not fetched yet")
+		}
+		return nil
+	})
+	fetcher.Ahead(12, false)
+	noGoroutines(t, "dataplane.(*Plane)")
+	if fetcher.holds(fc.Digest) {
+		t.Error("the batch of a certificate no validator signed was fetched ahead")
+	}
+	if got := testutil.ToFloat64(fetcher.opts.Metrics.fetchAttempts); got != 1 {
+		t.Errorf("%v fetch attempts, want 1: the validators' certificate's batch only", got)
 	}
 }
 

@@ -28,7 +28,8 @@ package dataplane
 // FinalizeBlock) calls Prefetch with the block's transactions: the missing
 // batches are fetched in the background, FetchParallel at a time in block
 // order, and Batch waits for the fetch of its batch instead of starting
-// one. A fetched batch goes to the store and to the recent batches in
+// one, if the fetch has started (one still queued it takes over, so that
+// it never waits behind other batches' fetches). A fetched batch goes to the store and to the recent batches in
 // memory (bounded), not to the job, so that batches fetched ahead of the
 // applier hold no more memory than the recent batches may. The fetches a
 // block started and did not claim (a certificate the state machine
@@ -41,6 +42,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
@@ -64,11 +66,22 @@ type fetchJob struct {
 	c      fsm.Certificate
 	ctx    context.Context // ends with the plane, or when released
 	cancel context.CancelFunc
-	done   chan struct{} // closed once the fetch ended
+	// state is jobQueued until a worker starts the job (jobRunning) or
+	// Batch, finding it still queued, takes it over (jobTaken): Batch
+	// never waits behind the other jobs of the queue, whatever they are.
+	state atomic.Int32
+	done  chan struct{} // closed once the fetch ended
 	// payload is set only when the fetched batch could not be stored;
 	// otherwise it is in the store and, likely, the recent batches.
 	payload []byte
 }
+
+// fetchJob states.
+const (
+	jobQueued int32 = iota
+	jobRunning
+	jobTaken
+)
 
 // fetches is the Plane's set of background fetches, guarded by its mutex.
 type fetches struct {
@@ -149,6 +162,13 @@ func (p *Plane) Batch(c fsm.Certificate) ([]byte, error) {
 	j := p.fetching.jobs[c.Digest]
 	delete(p.fetching.jobs, c.Digest) // claimed: its block no longer ends it
 	p.fetching.Unlock()
+	if j != nil && j.state.CompareAndSwap(jobQueued, jobTaken) {
+		// Not started: its workers are busy with the batches before it
+		// (some perhaps named by a lying hint, ahead.go, and fetched
+		// until released). Fetch it here rather than wait for them.
+		j.cancel()
+		j = nil
+	}
 	if j != nil {
 		select {
 		case <-j.done:
@@ -185,7 +205,7 @@ func (e unavailableError) Unwrap() []error { return []error{fsm.ErrBatchUnavaila
 // was released.
 func (p *Plane) runJob(j *fetchJob) {
 	defer close(j.done)
-	if j.ctx.Err() != nil || p.holds(j.c.Digest) {
+	if !j.state.CompareAndSwap(jobQueued, jobRunning) || j.ctx.Err() != nil || p.holds(j.c.Digest) {
 		return
 	}
 	b, stored, err := p.fetchAndStore(j.ctx, j.c)

@@ -256,8 +256,9 @@ func TestFetchStopsAtClose(t *testing.T) {
 // TestPrefetchFetchesInParallel: a block naming five batches this broker
 // lacks, each answered by its peer after 200 ms, has them fetched several
 // at once (a handler counts the requests in flight together), at most
-// FetchParallel at once, each once; Batch takes what Prefetch fetched, and
-// a batch held here is not fetched at all.
+// FetchParallel at once in the background and one by Batch, each once;
+// Batch takes what Prefetch fetched, and a batch held here is not fetched
+// at all.
 func TestPrefetchFetchesInParallel(t *testing.T) {
 	nodes := cluster(t, 4)
 	fetcher := nodes[3]
@@ -320,8 +321,8 @@ func TestPrefetchFetchesInParallel(t *testing.T) {
 	if most < 2 {
 		t.Errorf("at most %d fetch in flight at once: the batches were fetched one after another", most)
 	}
-	if limit := fetcher.plane.opts.FetchParallel; most > limit {
-		t.Errorf("%d fetches in flight at once, more than FetchParallel (%d)", most, limit)
+	if limit := fetcher.plane.opts.FetchParallel; most > limit+1 {
+		t.Errorf("%d fetches in flight at once, more than FetchParallel (%d) and Batch's own", most, limit)
 	}
 	if total != len(certs) {
 		t.Errorf("%d requests for %d missing batches: want each fetched once, the held one never", total, len(certs))
@@ -353,6 +354,31 @@ func TestPrefetchReleaseEndsUnclaimed(t *testing.T) {
 	if got := testutil.ToFloat64(fetcher.plane.opts.Metrics.fetchPending); got != 0 {
 		t.Errorf("fetch_pending = %v after release, want 0", got)
 	}
+}
+
+// TestBatchTakesOverAQueuedFetch: with one background fetch at a time, a
+// block whose first batch no peer can deliver (a certificate a lying hint
+// named, ahead.go) does not hold up its second: Batch fetches that one
+// itself instead of waiting behind the first, which goes on until the
+// block is released.
+func TestBatchTakesOverAQueuedFetch(t *testing.T) {
+	nodes := cluster(t, 4)
+	fetcher := nodes[3]
+	fetcher.plane.opts.FetchParallel = 1
+	nobody := certified(t, nodes, payload(t, 5), []int{0, 1}) // held by no one
+	p := payload(t, 6)
+	real := certified(t, nodes, p, []int{0, 1}, 0, 1)
+	release := fetcher.plane.Prefetch([][]byte{fsm.EncodeCertifiedTx(nobody), fsm.EncodeCertifiedTx(real)})
+	select {
+	case r := <-batchResult(fetcher.plane, real):
+		if r.err != nil || !bytes.Equal(r.b, p) {
+			t.Fatalf("Batch: %v", r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Batch waited behind a fetch that cannot end")
+	}
+	release()
+	noGoroutines(t, "dataplane.(*Plane)")
 }
 
 // noGoroutines waits until no goroutine runs a function whose name

@@ -124,8 +124,9 @@ type Options struct {
 	// next peer is asked after it. Default 10 s, what a push of the same
 	// bytes may take.
 	FetchTimeout time.Duration
-	// FetchParallel bounds the batches of one block fetched at once
-	// (Prefetch). Default 4.
+	// FetchParallel bounds the batches of one block fetched at once in
+	// the background (Prefetch); Batch may fetch one more itself, one whose
+	// fetch had not started. Default 4.
 	FetchParallel int
 	// Blocks returns the transactions of the committed block at a height,
 	// if this broker holds it: what a peer catching up asks for to fetch
