@@ -39,7 +39,6 @@ package dataplane
 // block is applied, as Prefetch's do.
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -152,30 +151,19 @@ func (p *Plane) askAhead(from int64, count int) []aheadBlock {
 
 // requestAhead makes one request of askAhead, within FetchTimeout.
 func (p *Plane) requestAhead(peer Peer, from int64, count int) ([]aheadBlock, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.opts.FetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s?from=%d&count=%d", peer.URL, certificatesPath, from, count), nil)
+	body, done, err := p.get(p.ctx, peer, fmt.Sprintf("%s?from=%d&count=%d", certificatesPath, from, count))
 	if err != nil {
 		return nil, err
 	}
-	p.authenticate(req)
-	resp, err := p.opts.Client.Do(req)
+	defer done()
+	b, err := io.ReadAll(io.LimitReader(body, aheadMaxBody+1))
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("stele/dataplane: %s answered %s", peer.URL, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, aheadMaxBody+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(body) > aheadMaxBody {
+	if len(b) > aheadMaxBody {
 		return nil, fmt.Errorf("stele/dataplane: %s answered more than %d bytes", peer.URL, aheadMaxBody)
 	}
-	return decodeAhead(body, from, count)
+	return decodeAhead(b, from, count)
 }
 
 // errAheadBody is decodeAhead's error.

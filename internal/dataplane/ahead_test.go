@@ -58,21 +58,34 @@ func aheadCluster(t *testing.T) (nodes []*node, certs map[int64][]fsm.Certificat
 		}
 		chain.blocks[h] = txs
 	}
-	var mu sync.Mutex
-	n := 0
 	for _, nd := range nodes[:3] {
 		nd.plane.opts.Blocks = chain.get
+	}
+	return nodes, certs, payloads, answerAhead(nodes[:3], nil)
+}
+
+// answerAhead has peers answer every certificates request with answer (nil:
+// from their blocks, as the plane does) and returns a count of the
+// requests they answered.
+func answerAhead(peers []*node, answer []byte) (asked func() int) {
+	var mu sync.Mutex
+	n := 0
+	for _, nd := range peers {
 		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == certificatesPath {
 				mu.Lock()
 				n++
 				mu.Unlock()
+				if answer != nil {
+					w.Write(answer)
+					return
+				}
 			}
 			nd.plane.Handler().ServeHTTP(w, r)
 		}))
 		nd.wrap.Store(&h)
 	}
-	return nodes, certs, payloads, func() int {
+	return func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return n
@@ -163,24 +176,7 @@ func TestAheadDropsALyingAnswer(t *testing.T) {
 	c := certified(t, nodes, payload(t, 3), []int{0, 1}, 0, 1)
 	c.Height = 11
 	lie := encodeAhead(nil, 11, [][]byte{fsm.EncodeCertifiedTx(c)})
-	var (
-		mu   sync.Mutex
-		lies int
-	)
-	for _, nd := range nodes[:3] {
-		nd.plane.opts.Blocks = nil
-		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == certificatesPath {
-				mu.Lock()
-				lies++
-				mu.Unlock()
-				w.Write(lie)
-				return
-			}
-			nd.plane.Handler().ServeHTTP(w, r)
-		}))
-		nd.wrap.Store(&h)
-	}
+	lies := answerAhead(nodes[:3], lie)
 	fetcher := nodes[3].plane
 	fetcher.Ahead(10, true)
 	eventually(t, 10*time.Second, func() error {
@@ -195,10 +191,8 @@ func TestAheadDropsALyingAnswer(t *testing.T) {
 	if got := testutil.ToFloat64(fetcher.opts.Metrics.fetchAttempts); got != 0 {
 		t.Errorf("%v fetch attempts for a lying answer's batch, want none", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if lies != 3 {
-		t.Errorf("%d lying answers, want one from each of the 3 peers", lies)
+	if n := lies(); n != 3 {
+		t.Errorf("%d lying answers, want one from each of the 3 peers", n)
 	}
 	fetcher.ahead.Lock()
 	next := fetcher.ahead.next
@@ -233,16 +227,7 @@ func TestAheadSkipsUnverifiedCertificates(t *testing.T) {
 		fc.Sigs = append(fc.Sigs, s)
 	}
 	answer := encodeAhead(nil, 11, [][]byte{fsm.EncodeCertifiedTx(fc), fsm.EncodeCertifiedTx(gc)})
-	for _, nd := range nodes[:3] {
-		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == certificatesPath {
-				w.Write(answer)
-				return
-			}
-			nd.plane.Handler().ServeHTTP(w, r)
-		}))
-		nd.wrap.Store(&h)
-	}
+	answerAhead(nodes[:3], answer)
 	fetcher := nodes[3].plane
 	fetcher.Ahead(10, true)
 	eventually(t, 10*time.Second, func() error {

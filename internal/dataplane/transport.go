@@ -220,23 +220,12 @@ func (p *Plane) push(peer Peer, c fsm.Certificate, payload []byte) (fsm.CertSig,
 // fetch gets c's payload from peer and checks it against the digest. The
 // attempt ends at FetchTimeout, or with ctx.
 func (p *Plane) fetch(ctx context.Context, peer Peer, c fsm.Certificate) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.FetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s/%x", peer.URL, batchesPath, c.Digest), nil)
+	body, done, err := p.get(ctx, peer, fmt.Sprintf("%s/%x", batchesPath, c.Digest))
 	if err != nil {
 		return nil, err
 	}
-	p.authenticate(req)
-	resp, err := p.opts.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("stele/dataplane: %s answered %s", peer.URL, resp.Status)
-	}
-	b, err := readBody(io.LimitReader(resp.Body, int64(c.Size)+1), int64(c.Size), int(c.Size)+1)
+	defer done()
+	b, err := readBody(io.LimitReader(body, int64(c.Size)+1), int64(c.Size), int(c.Size)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +233,31 @@ func (p *Plane) fetch(ctx context.Context, peer Peer, c fsm.Certificate) ([]byte
 		return nil, fmt.Errorf("%w: %s served %d bytes, the certificate names %d", errMismatch, peer.URL, len(b), c.Size)
 	}
 	return b, nil
+}
+
+// get makes a signed GET of path (with its query) to peer, within
+// FetchTimeout or until ctx ends, and returns the body of a 200 answer, to
+// be read before done is called; any other answer is an error.
+func (p *Plane) get(ctx context.Context, peer Peer, path string) (body io.Reader, done func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.FetchTimeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer.URL+path, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	p.authenticate(req)
+	resp, err := p.opts.Client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		cancel()
+		return nil, nil, fmt.Errorf("stele/dataplane: %s answered %s", peer.URL, resp.Status)
+	}
+	return resp.Body, func() { resp.Body.Close(); cancel() }, nil
 }
 
 // readBody reads r to its end into a buffer of the announced length (when
