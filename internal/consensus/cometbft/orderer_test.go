@@ -166,6 +166,28 @@ func TestSubmittedTransactionsCommitInOrder(t *testing.T) {
 	if h := o.Node().BlockStore().Height(); h < st.Height {
 		t.Errorf("block store at %d behind the app at %d", h, st.Height)
 	}
+	// BlockTxs reads the blocks back: the committed transactions, in
+	// order, and nothing for a height not reached.
+	var stored []string
+	for h := int64(1); h <= st.Height; h++ {
+		txs, ok := o.BlockTxs(h)
+		if !ok {
+			t.Fatalf("BlockTxs(%d): not held, the app is at %d", h, st.Height)
+		}
+		for _, tx := range txs {
+			if strings.HasPrefix(string(tx), "tx-") {
+				stored = append(stored, string(tx))
+			}
+		}
+	}
+	if !reflect.DeepEqual(stored, want) {
+		t.Errorf("BlockTxs found %d transactions %q, want the %d committed", len(stored), stored, len(want))
+	}
+	for _, h := range []int64{0, -1, o.Node().BlockStore().Height() + 1000} {
+		if txs, ok := o.BlockTxs(h); ok {
+			t.Errorf("BlockTxs(%d) = %q, true; want not held", h, txs)
+		}
+	}
 	// The invalid transaction never reaches a block and leaves the mempool.
 	eventually(t, 30*time.Second, func() error {
 		if n := o.Node().Mempool().Size(); n != 0 {
