@@ -250,9 +250,5 @@ func (o *Orderer) BlockTxs(height int64) ([][]byte, bool) {
 	if b == nil {
 		return nil, false
 	}
-	txs := make([][]byte, len(b.Txs))
-	for i, tx := range b.Txs {
-		txs[i] = tx
-	}
-	return txs, true
+	return b.Txs.ToSliceOfBytes(), true
 }
