@@ -18,6 +18,7 @@
 #   bench/noisy.sh [--quota BYTES_PER_S] [--rate N] [--duration D]
 #                  [--lead SECONDS] [--reps N] [--share BYTES]
 #                  [--noisy-batch-bytes BYTES] [--brokers 1|4] [--bin PATH]
+#                  [--broker-env 'NAME=VALUE ...'] [--trace]
 #
 # --share is the broker's --tenant-block-share (default: stele serve's,
 # 1 MiB; 0 turns the sharing of blocks among tenants off, as before it
@@ -26,7 +27,14 @@
 # four-broker cluster (`stele cluster init --nodes 4 --admin-password-file`,
 # `stele cluster up`) instead of one `stele serve`; --quota is then the
 # noisy tenant's rate over the cluster, set as quota/4 on each broker
-# (Kafka's producer_byte_rate is per broker).
+# (Kafka's producer_byte_rate is per broker). --broker-env sets environment
+# variables for the broker processes only (GOGC=400, GOMAXPROCS=4: the Go
+# runtime's settings). --trace (one broker) serves Go's profiler on the
+# broker (--pprof) and, in each run beside the noisy tenant, writes an 8 s
+# execution trace of it (trace-SCENARIO-REP.out, `go tool trace`) and the
+# broker's /metrics before and after quiet's run (metrics-SCENARIO-REP-
+# before.txt, -after.txt) to RESULTS_DIR/noisy. The broker's data is in
+# TMPDIR (TMPDIR=/dev/shm puts it on tmpfs: no fsync waits for a disk).
 #
 # One JSON line per measurement on stdout (peer stele-1 or stele-4, scenario, p50_ms,
 # p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
@@ -43,6 +51,8 @@ share=""
 noisy_batch=0
 nbrokers=1
 bin=""
+broker_env=""
+trace=0
 while (($#)); do
 	case $1 in
 	--quota) quota=$2; shift 2 ;;
@@ -54,11 +64,14 @@ while (($#)); do
 	--noisy-batch-bytes) noisy_batch=$2; shift 2 ;;
 	--brokers) nbrokers=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
-	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+	--broker-env) broker_env=$2; shift 2 ;;
+	--trace) trace=1; shift ;;
+	-h | --help) sed -n '2,42p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
 [[ $nbrokers == 1 || $nbrokers == 4 ]] || die "--brokers is 1 or 4"
+((trace == 0 || nbrokers == 1)) || die "--trace measures one broker"
 need_pkg jq jq
 need_pkg curl curl
 results_dir
@@ -75,11 +88,19 @@ trap 'bench_cleanup; rm -rf "$data"' EXIT
 printf 'admin-%s\n' "$RANDOM$RANDOM" >"$d/admin.password"
 share_args=()
 [[ -n $share ]] && share_args=(--tenant-block-share "$share")
+# The broker's environment: --broker-env's words, each NAME=VALUE.
+env_args=()
+for kv in $broker_env; do
+	[[ $kv == [A-Za-z_]*=* ]] || die "--broker-env: $kv is not NAME=VALUE"
+	env_args+=("$kv")
+done
+pprof_args=()
+((trace)) && pprof_args=(--pprof)
 if ((nbrokers == 1)); then
 	base="$(free_base_port 0 1 2)"
 	kafka="127.0.0.1:$base"
 	http="127.0.0.1:$((base + 1))"
-	start_bg "$d/serve.log" "$bin" serve "${share_args[@]}" --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
+	start_bg "$d/serve.log" env "${env_args[@]}" "$bin" serve "${share_args[@]}" "${pprof_args[@]}" --data "$data" --listeners "SASL_PLAINTEXT://$kafka" --http "$http" \
 		--p2p "127.0.0.1:$((base + 2))" --admin-password-file "$d/admin.password" --log-level warn
 	serve=$BG_PID
 	up() { curl -sf "http://$http/healthz" >/dev/null; }
@@ -88,7 +109,7 @@ else
 	"$bin" cluster init --nodes 4 --dir "$data/cluster" --base-port "$base" --admin-password-file "$d/admin.password" >"$d/init.log" 2>&1 ||
 		die "stele cluster init failed (log: $d/init.log)"
 	http="127.0.0.1:$((base + 100))"
-	start_bg "$d/serve.log" "$bin" cluster up --dir "$data/cluster" --bin "$bin" -- --log-level warn "${share_args[@]}"
+	start_bg "$d/serve.log" env "${env_args[@]}" "$bin" cluster up --dir "$data/cluster" --bin "$bin" -- --log-level warn "${share_args[@]}"
 	serve=$BG_PID
 	up() { grep -q 'bootstrap brokers:' "$d/serve.log" 2>/dev/null; }
 fi
@@ -142,9 +163,19 @@ measure() { # SCENARIO NOISY_TOPIC|-
 		noisy_bg "$topic" $((secs + lead + 8))
 		sleep "$lead" # the noisy tenant past its first burst before quiet starts
 	fi
+	local tracer=""
+	if ((trace)) && [[ $topic != - ]]; then
+		curl -sf -o "$d/trace-$scenario-$BENCH_REP.out" "http://$http/debug/pprof/trace?seconds=8" &
+		tracer=$!
+		curl -sf -o "$d/metrics-$scenario-$BENCH_REP-before.txt" "http://$http/metrics" || die "reading /metrics"
+	fi
 	read -r b0 t0 < <(cpu_ticks)
 	out="$(quiet_run "$scenario" "q-$scenario-$BENCH_REP")" || die "quiet bench produce failed: $out"
 	read -r b1 t1 < <(cpu_ticks)
+	if [[ -n $tracer ]]; then
+		curl -sf -o "$d/metrics-$scenario-$BENCH_REP-after.txt" "http://$http/metrics" || die "reading /metrics"
+		wait "$tracer" || die "the execution trace failed"
+	fi
 	if [[ $topic != - ]]; then
 		wait "$NOISY_PID" || die "noisy bench produce failed: $(cat "$d/$topic.err")"
 		noisy_mb="$(jq .mb_per_s "$d/$topic.json")"
@@ -153,7 +184,7 @@ measure() { # SCENARIO NOISY_TOPIC|-
 	if [[ $topic != - ]]; then
 		"$bin" --brokers "$kafka" --command-config "$d/noisy.properties" topic delete "$topic" >/dev/null || die "topic delete"
 	fi
-	json_line peer="stele-$nbrokers" scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" \
+	json_line peer="stele-$nbrokers" scenario="$scenario" kind=write record_size=1024 quota_bytes_per_s="$quota" lead_s="$lead" tenant_block_share="${share:-default}" noisy_batch_max_bytes="$noisy_batch" broker_env="$broker_env" \
 		msgs_per_s="$(jq .records_per_s <<<"$out")" p50_ms="$(jq .latency_ms.p50 <<<"$out")" \
 		p99_ms="$(jq .latency_ms.p99 <<<"$out")" max_ms="$(jq .latency_ms.max <<<"$out")" \
 		errors="$(jq .errors <<<"$out")" noisy_mb_per_s="$noisy_mb" \
