@@ -74,7 +74,7 @@ func addReplica(c *harness.Cluster, via int) int {
 	n, out := c.AddNode(via, args...)
 	c.T.Logf("%s %s", harness.Clock(), strings.TrimSpace(out))
 	c.Start(n.Idx)
-	c.WaitCaughtUp(3*time.Minute, n.Idx, others...)
+	c.WaitCaughtUp(rejoinBound(c.MaxHeight(others...)), n.Idx, others...)
 	c.T.Logf("%s node%d (broker %d) added and caught up as a replica", harness.Clock(), n.Idx, n.NodeID)
 	return n.Idx
 }
