@@ -39,7 +39,8 @@
 # One JSON line per measurement on stdout (peer stele-1 or stele-4, scenario, p50_ms,
 # p99_ms, max_ms, msgs_per_s of the quiet tenant; noisy_mb_per_s, the noisy
 # tenant's acknowledged MB/s over its run; cpu_busy_pct, how busy the
-# machine's CPUs were while quiet's run measured, from /proc/stat).
+# machine's CPUs were while quiet's run measured, from /proc/stat;
+# broker_env, --broker-env as given).
 source "$(dirname "$0")/lib.sh"
 
 quota=$((8 << 20))
@@ -66,7 +67,7 @@ while (($#)); do
 	--bin) bin=$2; shift 2 ;;
 	--broker-env) broker_env=$2; shift 2 ;;
 	--trace) trace=1; shift ;;
-	-h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,43p' "$0"; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
