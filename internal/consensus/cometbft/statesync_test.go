@@ -211,6 +211,32 @@ func TestStateSyncJoinsAfterPruning(t *testing.T) {
 	}
 	joiner.StateSync.Mode = StateSyncAuto
 	joiner.StateSync.DiscoveryTime = 5 * time.Second
+	// Peers offer their snapshots when the joiner connects, and the
+	// running nodes make a block a second and a snapshot every 5. Were
+	// node 2, the corrupting one, alone in holding the newest snapshot
+	// then, it alone would offer the best one; once it is rejected for a
+	// bad chunk that snapshot has no peer left, and CometBFT waits for its
+	// next chunk for two minutes (chunkTimeout, statesync/syncer.go) before
+	// it takes another, older than the blocks the others still keep (seen
+	// once in CI). So the joiner starts just after a snapshot
+	// height, when the three hold the same latest one and the next is four
+	// blocks away: the offers it is sent are of the same snapshots.
+	eventually(t, time.Minute, func() error {
+		var at []string
+		for i, a := range apps[:3] {
+			h, _ := a.Info()
+			a.smu.Lock()
+			latest := a.latest
+			a.smu.Unlock()
+			if h%a.every != 1 || latest != h-1 {
+				at = append(at, fmt.Sprintf("node %d at height %d, latest snapshot %d", i, h, latest))
+			}
+		}
+		if len(at) > 0 {
+			return errors.New(strings.Join(at, "; "))
+		}
+		return nil
+	})
 	o3 := startOrderer(t, joiner, apps[3])
 	eventually(t, 60*time.Second, func() error {
 		if h, _ := apps[3].Info(); h == 0 {
