@@ -188,7 +188,7 @@ func (c *conn) readLoop() error {
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if c.auth.rawTokens && n >= 0 && n <= maxRawToken {
 			// A SASL token after a SaslHandshake v0: no request header.
-			body, err := readRequestBody(c.nc, int(n))
+			body, err := readRequestBody(c.nc, int(n), &c.s.bodies)
 			if err != nil {
 				return err
 			}
@@ -207,7 +207,7 @@ func (c *conn) readLoop() error {
 			c.s.metrics.rejected.WithLabelValues("frame_size").Inc()
 			return fmt.Errorf("request frame of %d bytes (socket.request.max.bytes is %d)", n, c.s.opts.MaxRequestBytes)
 		}
-		body, err := readRequestBody(c.nc, int(n))
+		body, err := readRequestBody(c.nc, int(n), &c.s.bodies)
 		if err != nil {
 			return err
 		}
@@ -351,13 +351,35 @@ func (c *conn) write(b []byte) error {
 	}
 }
 
-// readRequestBody reads an n-byte frame body, growing its buffer as bytes arrive,
-// so that memory follows what the client sent rather than what it announced.
-func readRequestBody(r io.Reader, n int) ([]byte, error) {
-	buf := make([]byte, 0, min(n, 64<<10))
+// readRequestBody reads an n-byte frame body. It starts with a 64 KiB
+// buffer; once that is full, a larger body gets one buffer of its announced
+// size if the server's bodyReserve has room for it: the bytes announced by
+// the frames being read, summed over every connection, stay under
+// bodyReserveBytes, and only a client that has sent its first 64 KiB takes
+// any, so announcing a large frame and sending little cannot make the
+// broker hold much more than was sent. Without room (or without a reserve,
+// reserve == nil) the buffer doubles as bytes arrive, so memory follows
+// what the client sent (at most twice it). A 1 MiB body read the second
+// way allocates about 2 MiB and copies about 1 MiB, the first way 1 MiB
+// and 64 KiB: garbage a tenant producing large batches leaves behind for
+// the collector (docs/benchmarks.md, "Noisy neighbour").
+func readRequestBody(r io.Reader, n int, reserve *bodyReserve) ([]byte, error) {
+	buf := make([]byte, 0, min(n, firstBodyRead))
+	reserved := false
+	defer func() {
+		if reserved {
+			reserve.give(n)
+		}
+	}()
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			buf = append(buf, make([]byte, min(n, 2*cap(buf))-len(buf))...)[:len(buf)]
+			size := min(n, 2*cap(buf))
+			if !reserved && reserve.take(n) {
+				reserved, size = true, n
+			}
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			buf = grown
 		}
 		m, err := r.Read(buf[len(buf):min(n, cap(buf))])
 		buf = buf[:len(buf)+m]
@@ -370,3 +392,31 @@ func readRequestBody(r io.Reader, n int) ([]byte, error) {
 	}
 	return buf, nil
 }
+
+// firstBodyRead is the buffer a request body starts with: most requests
+// fit in it.
+const firstBodyRead = 64 << 10
+
+// bodyReserveBytes bounds the sizes of the request bodies, summed over all
+// connections, that the broker allocates whole before they have arrived:
+// 64 MiB, a 1 MiB produce on each of 64 connections at once; a body that
+// does not fit grows as it arrives.
+const bodyReserveBytes = 64 << 20
+
+// bodyReserve counts the bytes of bodyReserveBytes that frames being read
+// hold (readRequestBody).
+type bodyReserve struct{ held atomic.Int64 }
+
+// take reserves n bytes if they fit; a nil reserve has no room.
+func (b *bodyReserve) take(n int) bool {
+	if b == nil {
+		return false
+	}
+	if b.held.Add(int64(n)) > bodyReserveBytes {
+		b.held.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *bodyReserve) give(n int) { b.held.Add(-int64(n)) }

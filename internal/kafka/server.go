@@ -11,8 +11,11 @@
 //     decode, or an API key or version that is not served closes the
 //     connection, as Apache Kafka does; ApiVersions with an unknown version
 //     is answered with UNSUPPORTED_VERSION in the v0 format instead (KIP-511).
-//   - A request frame's buffer grows as its bytes arrive, so memory follows
-//     what a client sent, not the size it announced; a connection silent
+//   - A request frame's buffer starts at 64 KiB; once that has arrived it
+//     is allocated at the frame's announced size if the frames being read
+//     that way, over all connections, announce at most 64 MiB together,
+//     and otherwise it doubles as bytes arrive, so memory follows what
+//     clients sent, not the sizes they announced; a connection silent
 //     for IdleTimeout (connections.max.idle.ms, 10 min) is closed.
 //   - A client that takes no byte of a response for WriteTimeout (30 s;
 //     it stopped reading) has its connection closed, so it cannot pin a
@@ -229,6 +232,9 @@ type Server struct {
 	tenantMetrics *tenantMetrics
 	quotas        *connQuotas
 	fds           *fdBudget // shared by the listeners' Serve goroutines
+	// bodies bounds the request bytes read ahead of their arrival
+	// (readRequestBody).
+	bodies bodyReserve
 	// dir is the broker directory, derived once per membership change
 	// (cluster.go).
 	dir atomic.Pointer[directoryView]
