@@ -402,10 +402,10 @@ func TestAnnouncedSizeIsNotReserved(t *testing.T) {
 
 // TestBodyReadWhole: a large body that fits in the reserve is read into
 // one buffer of its size once its first 64 KiB have arrived (1.5 MB and
-// 64 KiB allocated, not the 3.5 MB of doubling), holds its
-// size in the reserve while it arrives and gives it back when it has, or
-// when its connection ends; a body announced while the reserve is full
-// grows as it arrives instead.
+// 64 KiB allocated, not the 3.5 MB of doubling), holds its size in the
+// reserve while it arrives and gives it back when it has, or when its
+// connection ends; the reserve takes no more than 64 MiB in all. (A body
+// that does not fit grows as it arrives: TestAnnouncedSizeIsNotReserved.)
 func TestBodyReadWhole(t *testing.T) {
 	var reserve bodyReserve
 	body := bytes.Repeat([]byte("stele"), 300_000)
@@ -450,7 +450,7 @@ func TestBodyReadWhole(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// 60 MiB more do not fit: that frame grows as it arrives.
+	// 60 MiB more do not fit; a 1.5 MB frame still does.
 	if reserve.take(60 << 20) {
 		t.Fatal("60 MiB taken beside 10 MiB held, the reserve is 64 MiB")
 	}
