@@ -1,0 +1,199 @@
+package subject
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+)
+
+// A batch's subject summary: what a partition keeps of the subjects of one
+// batch, so that a read by pattern decides from it alone whether the batch
+// may hold a match and skips it unread otherwise.
+//
+// While they are few (MaxSummaryEntries distinct subjects, MaxSummaryBytes
+// of them), the summary is the batch's distinct subjects with their
+// record counts. With more, it keeps only the subjects' first Depth tokens
+// (the largest depth that fits; a subject with fewer tokens stays whole),
+// which a pattern matches as a prefix (Pattern.MatchPrefix): never a
+// match missed, sometimes a batch read that holds none. When not even the
+// first tokens fit, the summary says "anything" (All).
+//
+// Encoding (EncodeSummary): a version byte (1), the depth (0: whole
+// subjects; 0xff: All), a uvarint count of entries, then each entry as a
+// uvarint length, the bytes and a uvarint record count, in byte order.
+
+// Summary limits.
+const (
+	MaxSummaryEntries = 32
+	MaxSummaryBytes   = 2048
+)
+
+// depthAll marks a summary that may match anything.
+const depthAll = 0xff
+
+// Summary is one batch's subjects.
+type Summary struct {
+	// Depth is 0 when the entries are the batch's whole subjects, else
+	// how many first tokens each entry keeps.
+	Depth int
+	// All: the batch has too many subjects to summarise; it may hold any.
+	All     bool
+	Entries []Entry // in byte order of Subject
+}
+
+// Entry is a subject (or its first Depth tokens) and how many of the
+// batch's records have it.
+type Entry struct {
+	Subject []byte
+	Count   uint64
+}
+
+// ErrSummary is returned for bytes that are no summary.
+var ErrSummary = errors.New("stele/subject: malformed subject summary")
+
+// Summarize makes the summary of a batch whose records have the subjects
+// counted in counts (subject → records).
+func Summarize(counts map[string]uint64) Summary {
+	entries := make([]Entry, 0, len(counts))
+	maxTokens := 0
+	for s, n := range counts {
+		entries = append(entries, Entry{Subject: []byte(s), Count: n})
+		maxTokens = max(maxTokens, bytes.Count([]byte(s), []byte{'.'})+1)
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return bytes.Compare(a.Subject, b.Subject) })
+	if fits(entries) {
+		return Summary{Entries: entries}
+	}
+	for d := maxTokens - 1; d >= 1; d-- {
+		if cut := truncate(entries, d); fits(cut) {
+			return Summary{Depth: d, Entries: cut}
+		}
+	}
+	return Summary{All: true}
+}
+
+func fits(es []Entry) bool {
+	if len(es) > MaxSummaryEntries {
+		return false
+	}
+	n := 0
+	for _, e := range es {
+		n += len(e.Subject)
+	}
+	return n <= MaxSummaryBytes
+}
+
+// truncate keeps the first d tokens of each subject, merging those that
+// become equal (es sorted; the result sorted).
+func truncate(es []Entry, d int) []Entry {
+	out := make([]Entry, 0, len(es))
+	for _, e := range es {
+		s := firstTokens(e.Subject, d)
+		if n := len(out); n > 0 && bytes.Equal(out[n-1].Subject, s) {
+			out[n-1].Count += e.Count
+			continue
+		}
+		out = append(out, Entry{Subject: s, Count: e.Count})
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Subject, b.Subject) })
+	// Sorting can bring equal prefixes together that were apart
+	// ("a.b" < "a.b-c" < "a.b.d" cut to one token: a, a, a).
+	merged := out[:0]
+	for _, e := range out {
+		if n := len(merged); n > 0 && bytes.Equal(merged[n-1].Subject, e.Subject) {
+			merged[n-1].Count += e.Count
+			continue
+		}
+		merged = append(merged, e)
+	}
+	return merged
+}
+
+// firstTokens is s cut after its d-th token (s whole when it has fewer).
+func firstTokens(s []byte, d int) []byte {
+	for i, c := range s {
+		if c == '.' {
+			d--
+			if d == 0 {
+				return s[:i]
+			}
+		}
+	}
+	return s
+}
+
+// Matches reports whether the batch may hold a record whose subject
+// matches p.
+func (s Summary) Matches(p Pattern) bool {
+	if s.All {
+		return true
+	}
+	for _, e := range s.Entries {
+		if s.Depth > 0 && bytes.Count(e.Subject, []byte{'.'})+1 >= s.Depth {
+			if p.MatchPrefix(e.Subject) {
+				return true
+			}
+		} else if p.Match(e.Subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// EncodeSummary appends s's encoding to dst.
+func EncodeSummary(dst []byte, s Summary) []byte {
+	depth := byte(s.Depth)
+	if s.All {
+		depth = depthAll
+	}
+	dst = append(dst, 1, depth)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Entries)))
+	for _, e := range s.Entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Subject)))
+		dst = append(dst, e.Subject...)
+		dst = binary.AppendUvarint(dst, e.Count)
+	}
+	return dst
+}
+
+// DecodeSummary reads EncodeSummary's bytes. The entries alias b. What it
+// allocates is bounded by len(b).
+func DecodeSummary(b []byte) (Summary, error) {
+	if len(b) < 3 || b[0] != 1 {
+		return Summary{}, ErrSummary
+	}
+	var s Summary
+	if b[1] == depthAll {
+		s.All = true
+	} else if b[1] > MaxLen/2+1 {
+		return Summary{}, ErrSummary
+	} else {
+		s.Depth = int(b[1])
+	}
+	b = b[2:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) || (s.All && n != 0) {
+		return Summary{}, ErrSummary
+	}
+	b = b[k:]
+	s.Entries = make([]Entry, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) || l == 0 || l > MaxLen {
+			return Summary{}, ErrSummary
+		}
+		sub := b[k : k+int(l)]
+		b = b[k+int(l):]
+		c, k2 := binary.Uvarint(b)
+		if k2 <= 0 {
+			return Summary{}, ErrSummary
+		}
+		b = b[k2:]
+		s.Entries = append(s.Entries, Entry{Subject: sub, Count: c})
+	}
+	if len(b) != 0 {
+		return Summary{}, ErrSummary
+	}
+	return s, nil
+}
