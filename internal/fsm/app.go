@@ -1,13 +1,13 @@
 // Package fsm is Stele's replicated state machine: the modules (topics,
-// keys, groups, producers, trust, cluster, security, tenants; the registry's
+// keys, subjects, groups, producers, trust, cluster, security, tenants; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
 // authenticated store, the app hash, Commit, snapshots and proofs), and
 // the façade the broker imports.
 //
 // The core is a package of its own (core/), and so is each module
-// (topics/, keys/, groups/, trust/, producers/, cluster/, security/,
-// tenants/). Every
+// (topics/, keys/, subjects/, groups/, trust/, producers/, cluster/,
+// security/, tenants/). Every
 // command is registered by its module with its decoder, check and apply,
 // and so is every step of the core a module takes part in: reading its
 // state back from the store at Open, staging the block's changes,
@@ -17,7 +17,7 @@
 // changed after; no package of the state machine has init functions or a
 // package-level variable written after it is initialised
 // (TestNoMutablePackageState). Each module works on its own type, its
-// part of a state machine (topics.Topics, keys.Index, groups.Coordinator,
+// part of a state machine (topics.Topics, keys.Index, subjects.Subjects, groups.Coordinator,
 // producers.TxnCoordinator, trust.Trust, cluster.Cluster,
 // security.Security, tenants.Tenants), which Open makes, FSM embeds beside the core's
 // Machine, and the module finds again from the machine through the
@@ -40,7 +40,7 @@
 // neither changes the state.
 //
 // The state machine (fsm, its core and its modules) imports of Stele's
-// only its own packages, storage, record, sasl and pkg/proof: never
+// only its own packages, storage, record, subject, sasl and pkg/proof: never
 // consensus, the wall clock or a front-end (TestImportsPointDown).
 package fsm
 
@@ -57,6 +57,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/subjects"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -95,6 +96,7 @@ type FSM struct {
 	*cluster.Cluster          // cluster/
 	*security.Security        // security/
 	*tenants.Tenants          // tenants/
+	*subjects.Subjects        // subjects/
 }
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -121,6 +123,9 @@ func (f *FSM) SecurityModule() *security.Security { return f.Security }
 
 // TenantsModule is f's tenants module (tenantsOf).
 func (f *FSM) TenantsModule() *tenants.Tenants { return f.Tenants }
+
+// SubjectsModule is f's subjects module (subjectsOf).
+func (f *FSM) SubjectsModule() *subjects.Subjects { return f.Subjects }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -231,6 +236,7 @@ func Open(opts Options) (*FSM, error) {
 		f.Topics = topics.NewTopics(m, assembled.TopicHooks, topics.TopicOptions{Dir: opts.Dir, HousekeepingIntervalMs: opts.HousekeepingIntervalMs,
 			CompactionWorkers: opts.CompactionWorkers, WithoutKeyIndex: opts.WithoutKeyIndex, Logger: opts.Logger, PassHookForTest: opts.passHookForTest})
 		f.Index = keys.NewIndex(m, f.Topics)
+		f.Subjects = subjects.NewSubjects(m, f.Topics)
 		f.Coordinator = groups.NewCoordinator(m, f.Topics, opts.OffsetsRetentionMs)
 		f.TxnCoordinator = producers.NewTxnCoordinator(m, f.Topics, f.Coordinator)
 		f.Trust = trust.NewTrust(m, f.Topics, opts.ChainID, opts.Validators, opts.Batches)
@@ -292,6 +298,7 @@ func buildRegistry() *registry {
 	r := newRegistry()
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
+	subjects.RegisterSubjects(r.Registry, r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)

@@ -12,7 +12,7 @@ import (
 
 // stateMachineImports are the packages of Stele's that the state machine
 // (this package, its core and its modules) may import: its own packages,
-// the logs and records it applies to, the SCRAM credentials users keep,
+// the logs and records it applies to, records' subjects, the SCRAM credentials users keep,
 // and the proofs' formats it commits to. Never consensus, the broker or a
 // front-end (DESIGN.md §2: dependencies point down).
 var stateMachineImports = []string{
@@ -20,6 +20,7 @@ var stateMachineImports = []string{
 	"github.com/stele-io/stele/internal/storage",
 	"github.com/stele-io/stele/internal/record",
 	"github.com/stele-io/stele/internal/sasl",
+	"github.com/stele-io/stele/internal/subject",
 	"github.com/stele-io/stele/pkg/proof",
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/subjects"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -35,14 +36,14 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants, "subjects": subjects.ModSubjects}
 
 // The files of this package, by what they are: every module is a package
 // of its own (modulePackages), so this package's files are the
 // application's. A new file names itself here; TestModuleLayering refuses
 // a file it cannot place.
 var fileModules = map[string]core.Module{
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp, "subjects_api.go": modApp,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
@@ -62,7 +63,8 @@ var fileModules = map[string]core.Module{
 //	topics              topics, partition logs and what a log keeps of its
 //	                    producers (sequences, last stable offset, aborted
 //	                    transactions, markers), as Kafka's log does
-//	keys, groups, trust use topics
+//	keys, subjects,     use topics
+//	groups, trust
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
 //	cluster             uses trust, and topics' config definitions
@@ -84,6 +86,7 @@ var allowedCalls = map[core.Module][]core.Module{
 	modApp:                 {},
 	topics.ModTopics:       {},
 	keys.ModKeys:           {topics.ModTopics},
+	subjects.ModSubjects:   {topics.ModTopics},
 	groups.ModGroups:       {topics.ModTopics},
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},
@@ -395,13 +398,13 @@ func TestHooks(t *testing.T) {
 	want := map[string][]string{
 		"batch checks":       {"10 producers: transactions"},
 		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes"},
-		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries"},
+		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries", "25 subjects: subject summaries"},
 		"marker written":     {"10 keys: table versions of a committed transaction"},
-		"log trimmed":        {"10 keys: table leaves below the log start"},
+		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries"},
 		"compaction decided": {"10 keys: tombstones a compaction removes"},
 		"config changed":     {"10 keys: table leaves of a changed cleanup.policy"},
 		"topic deleted":      {"10 groups: committed offsets of the topic"},
-		"topic dropped":      {"10 keys: key stream entries", "20 keys: table leaves"},
+		"topic dropped":      {"10 keys: key stream entries", "20 keys: table leaves", "25 subjects: subject summaries and counts"},
 		"housekeeping":       {"10 groups: committed offsets' expiry", "20 producers: transactional ids' expiry"},
 	}
 	for _, name := range core.SortedKeys(want) {
@@ -496,6 +499,7 @@ func TestSteps(t *testing.T) {
 		"10 next producer id: load stage",
 		"20 signers and certificates: empty load stage publish",
 		"30 key stream entries: stage forget",
+		"32 subject summaries and counts: stage forget",
 		"40 producer keys and signed sequences: stage",
 		"50 app version and upgrades: load stage publish",
 		"51 membership: load stage publish",
@@ -625,7 +629,7 @@ func TestRegistryOrder(t *testing.T) {
 		r.AdminGates = security.RegisterSecurity(r.Registry)
 		tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	}, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
-		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }} {
+		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }, func(r *registry) { subjects.RegisterSubjects(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}
 	if got, want := describeRegistry(reversed), describeRegistry(assembled); !slices.Equal(got, want) {

@@ -37,8 +37,11 @@ package kafka
 //  * Stele's own record headers are checked in apply, failing the whole
 //    batch with INVALID_RECORD: a record expecting a version of its key
 //    other than the latest (docs/keys.md), a signature that does not verify
-//    or a replayed sequence, and an unsigned record in a topic with
-//    stele.signed.by (docs/signed-producers.md).
+//    or a replayed sequence, an unsigned record in a topic with
+//    stele.signed.by (docs/signed-producers.md), and from app version 11
+//    a record whose subject (the stele-subject header, or the JSON Pointer
+//    of stele.subject.from) is invalid, or missing where
+//    stele.subject.required is true (docs/subjects.md).
 //  * An unknown topic is created first when auto.create.topics.enable is on
 //    (in the same transaction, so the batch lands in the new topic), and
 //    gets UNKNOWN_TOPIC_OR_PARTITION otherwise; an invalid topic name

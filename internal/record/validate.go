@@ -55,13 +55,13 @@ func Validate(b []byte) (Header, error) {
 }
 
 // ValidateKeys is Validate that also calls fn with the offset delta,
-// timestamp (as Record.Timestamp reads it), key (nil when null) and headers
-// of every record, in order. key and headers alias b (or, for a compressed
+// timestamp (as Record.Timestamp reads it), key and value (nil when null) and headers
+// of every record, in order. key, value and headers alias b (or, for a compressed
 // batch, a buffer private to this call) and the headers slice is reused
 // from one call to the next: copy what you keep.
-func ValidateKeys(b []byte, fn func(offsetDelta int32, timestamp int64, key []byte, headers []RecordHeader)) (Header, error) {
+func ValidateKeys(b []byte, fn func(offsetDelta int32, timestamp int64, key, value []byte, headers []RecordHeader)) (Header, error) {
 	return check(b, true, headersReuse, func(_ Header, _ int, r Record) error {
-		fn(r.OffsetDelta, r.Timestamp, r.Key, r.Headers)
+		fn(r.OffsetDelta, r.Timestamp, r.Key, r.Value, r.Headers)
 		return nil
 	})
 }

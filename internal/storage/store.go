@@ -197,6 +197,9 @@ func (b *Batch) DeletePrefix(prefix []byte) {
 	}
 }
 
+// DeleteRange removes every key in [start, end): one range deletion.
+func (b *Batch) DeleteRange(start, end []byte) { _ = b.b.DeleteRange(start, end, nil) }
+
 // Len is the number of operations in the batch.
 func (b *Batch) Len() int { return int(b.b.Count()) }
 

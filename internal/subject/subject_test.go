@@ -167,10 +167,16 @@ func TestSummaryNeverMisses(t *testing.T) {
 			counts[sub()]++
 		}
 		s := Summarize(counts)
+		if iter%2 == 0 {
+			s.FromJSON, s.Pointer = true, "/a/b"
+		}
 		enc := EncodeSummary(nil, s)
 		d, err := DecodeSummary(enc)
 		if err != nil {
 			t.Fatalf("decoding %x: %v", enc, err)
+		}
+		if d.FromJSON != s.FromJSON || d.Pointer != s.Pointer {
+			t.Fatalf("decoded from %v %q, want %v %q", d.FromJSON, d.Pointer, s.FromJSON, s.Pointer)
 		}
 		total := uint64(0)
 		for _, e := range d.Entries {
@@ -215,7 +221,7 @@ func TestSummaryLimits(t *testing.T) {
 	if s := Summarize(counts); !s.All || !s.Matches(MustPattern("nothing.like.it")) {
 		t.Fatalf("100 one-token subjects: %+v", s)
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0, 0}, {1, 0, 1}, {1, 0, 1, 0, 0}, {1, 0xff, 1, 1, 'a', 1}, {1, 0, 1, 1, 'a', 1, 9}} {
+	for _, bad := range [][]byte{nil, {1}, {2, 0, 0}, {1, 0, 0}, {1, 0, 0, 1, 0, 0}, {1, 0xff, 0, 1, 1, 'a', 1}, {1, 0, 0, 1, 1, 'a', 1, 9}, {1, 0, 2, 0}, {1, 0, 1, 1, 'x', 0}} {
 		if _, err := DecodeSummary(bad); err == nil {
 			t.Errorf("DecodeSummary(%x) took it", bad)
 		}

@@ -20,8 +20,10 @@ import (
 // first tokens fit, the summary says "anything" (All).
 //
 // Encoding (EncodeSummary): a version byte (1), the depth (0: whole
-// subjects; 0xff: All), a uvarint count of entries, then each entry as a
-// uvarint length, the bytes and a uvarint record count, in byte order.
+// subjects; 0xff: All), where the subjects came from (0: the header; 1: a
+// JSON Pointer, then its length as a uvarint and its bytes), a uvarint
+// count of entries, then each entry as a uvarint length, the bytes and a
+// uvarint record count, in byte order.
 
 // Summary limits.
 const (
@@ -40,6 +42,13 @@ type Summary struct {
 	// All: the batch has too many subjects to summarise; it may hold any.
 	All     bool
 	Entries []Entry // in byte order of Subject
+	// FromJSON: the records' subjects came from their JSON values at
+	// Pointer (stele.subject.from=json:Pointer when the batch was
+	// written), not from their subject header; a reader finds each
+	// record's subject the same way (RecordSubject).
+	FromJSON bool
+	Pointer  string
+	ptr      Pointer // Pointer parsed, by DecodeSummary
 }
 
 // Entry is a subject (or its first Depth tokens) and how many of the
@@ -148,6 +157,13 @@ func EncodeSummary(dst []byte, s Summary) []byte {
 		depth = depthAll
 	}
 	dst = append(dst, 1, depth)
+	if s.FromJSON {
+		dst = append(dst, 1)
+		dst = binary.AppendUvarint(dst, uint64(len(s.Pointer)))
+		dst = append(dst, s.Pointer...)
+	} else {
+		dst = append(dst, 0)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Entries)))
 	for _, e := range s.Entries {
 		dst = binary.AppendUvarint(dst, uint64(len(e.Subject)))
@@ -160,7 +176,7 @@ func EncodeSummary(dst []byte, s Summary) []byte {
 // DecodeSummary reads EncodeSummary's bytes. The entries alias b. What it
 // allocates is bounded by len(b).
 func DecodeSummary(b []byte) (Summary, error) {
-	if len(b) < 3 || b[0] != 1 {
+	if len(b) < 4 || b[0] != 1 {
 		return Summary{}, ErrSummary
 	}
 	var s Summary
@@ -172,6 +188,24 @@ func DecodeSummary(b []byte) (Summary, error) {
 		s.Depth = int(b[1])
 	}
 	b = b[2:]
+	switch b[0] {
+	case 0:
+		b = b[1:]
+	case 1:
+		l, k := binary.Uvarint(b[1:])
+		if k <= 0 || l > uint64(len(b)-1-k) {
+			return Summary{}, ErrSummary
+		}
+		s.FromJSON, s.Pointer = true, string(b[1+k:1+k+int(l)])
+		ptr, err := ParsePointer(s.Pointer)
+		if err != nil {
+			return Summary{}, ErrSummary
+		}
+		s.ptr = ptr
+		b = b[1+k+int(l):]
+	default:
+		return Summary{}, ErrSummary
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) || (s.All && n != 0) {
 		return Summary{}, ErrSummary
@@ -196,4 +230,23 @@ func DecodeSummary(b []byte) (Summary, error) {
 		return Summary{}, ErrSummary
 	}
 	return s, nil
+}
+
+// RecordSubject is the subject of a record of the summarised batch, found
+// as it was when the batch was written: header (the value of the record's
+// first subject header, nil without one), or the string at the JSON
+// Pointer in value. It is nil when the record has none, or none valid.
+func (s Summary) RecordSubject(header, value []byte) []byte {
+	sub := header
+	if s.FromJSON {
+		v, found, err := s.ptr.FromJSON(value)
+		if err != nil || !found {
+			return nil
+		}
+		sub = v
+	}
+	if sub == nil || Check(sub) != nil {
+		return nil
+	}
+	return sub
 }

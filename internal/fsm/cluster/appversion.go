@@ -18,11 +18,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // membership change add a broker to the directory (DirectoryVersion,
 // directory.go); version 9 lets one replace a broker's key (RotationVersion,
 // directory.go); version 10 lets a replica say it is caught up, so it
-// leads partitions (AliveVersion, alive.go). New chains
+// leads partitions (AliveVersion, alive.go); version 11 gives records
+// subjects (topics.SubjectsVersion: the stele.subject.* topic configs and
+// a produce's check of each record's subject). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 11
+// up by an upgrade. Builds with the steleupgradetest tag add a version 12
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 10
+const MaxAppVersion uint32 = 11
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

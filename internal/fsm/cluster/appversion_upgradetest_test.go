@@ -8,14 +8,14 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 )
 
-// TestUpgradeTestVersionHashesDifferently: the test build's version 11 is a
+// TestUpgradeTestVersionHashesDifferently: the test build's version 12 is a
 // real change of what is hashed, so brokers applying a block under
 // different versions would fork.
 func TestUpgradeTestVersionHashesDifferently(t *testing.T) {
-	if MaxAppVersion != 11 {
+	if MaxAppVersion != 12 {
 		t.Fatalf("MaxAppVersion %d in a steleupgradetest build", MaxAppVersion)
 	}
-	if blockDigestDomain(10) != core.DigestDomain || blockDigestDomain(11) == blockDigestDomain(10) {
-		t.Fatalf("version 11 opens the block digest with %q, version 10 with %q", blockDigestDomain(11), blockDigestDomain(10))
+	if blockDigestDomain(11) != core.DigestDomain || blockDigestDomain(12) == blockDigestDomain(11) {
+		t.Fatalf("version 12 opens the block digest with %q, version 11 with %q", blockDigestDomain(12), blockDigestDomain(11))
 	}
 }

@@ -32,6 +32,8 @@ import (
 //	                     guard the data plane against replays: the state is
 //	                     the same whether a batch came inline or certified
 //	k/...                the key stream index, derived from the logs
+//	j/...                the subject summaries and counts, derived from the
+//	                     logs (subjects/)
 //	v/..., b/...         the batch proof entries, which hold the roots
 //	                     themselves (derived from what the app hash commits to)
 //	z/...                the trie's own nodes
@@ -49,7 +51,7 @@ const TrieNodePrefix = "z/"
 const TrieRefreshBlocks = 1000
 
 // unauthenticated lists the key prefixes left out of the trie.
-var unauthenticated = [][]byte{[]byte("m/state"), []byte("m/signers"), []byte("c/"), []byte("k/"), []byte("v/"), []byte("b/"), []byte(TrieNodePrefix)}
+var unauthenticated = [][]byte{[]byte("m/state"), []byte("m/signers"), []byte("c/"), []byte("k/"), []byte("j/"), []byte("v/"), []byte("b/"), []byte(TrieNodePrefix)}
 
 // Authenticated reports whether key is a leaf of the state trie.
 func Authenticated(key []byte) bool {

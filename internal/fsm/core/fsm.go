@@ -75,6 +75,17 @@ type Options struct {
 // Registry is the registry the machine runs (what its modules registered).
 func (f *Machine) Registry() *Registry { return f.reg }
 
+// BlockAppVersion is the app version of the block being applied (the cluster
+// module's, Registry.AppVersionOf), for a module below the cluster module
+// whose rules changed with a version; 0 when none is registered. Only the
+// applier may call it.
+func (f *Machine) BlockAppVersion() uint32 {
+	if f.reg.AppVersionOf == nil {
+		return 0
+	}
+	return f.reg.AppVersionOf(f)
+}
+
 // OpenMachine opens the core over opts.Dir with the modules' registry:
 // bind makes the application the machine belongs to (called before any
 // step runs), reopen opens another one in a directory. It runs every

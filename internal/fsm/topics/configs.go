@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -42,6 +43,10 @@ type ConfigDef struct {
 	// a list whose values are open, a string with no fixed set of values
 	// (valid is then unused), or a number or boolean Kafka checks further.
 	Check func(string) error
+	// Since is the app version that added the config (0: every version):
+	// under an older one it is unknown, as to the binaries that predate it
+	// (config_versions.go).
+	Since uint32
 }
 
 const maxLong = math.MaxInt64
@@ -109,6 +114,10 @@ var TopicConfigs = []ConfigDef{
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, Min: 1, Max: maxLong},
 	{Name: "stele.signed.by", Type: TypeList, Default: "", Enforced: true, Check: proof.ValidPrincipal,
 		Doc: "Stele: principals whose signed records the topic takes, and no others; empty: signatures optional, verified when present (docs/signed-producers.md)"},
+	{Name: "stele.subject.from", Type: TypeString, Default: "header", Enforced: true, Check: SubjectFrom, Since: SubjectsVersion,
+		Doc: "Stele: where a record's subject comes from: header (the stele-subject header) or json:/pointer (a JSON Pointer into the record's JSON value) (docs/subjects.md)"},
+	{Name: "stele.subject.required", Type: TypeBoolean, Default: "false", Enforced: true, Since: SubjectsVersion,
+		Doc: "Stele: a record without a subject is refused with its batch (docs/subjects.md)"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false"},
 }
 
@@ -352,6 +361,10 @@ type TopicConfig struct {
 	SegmentBytes                int64
 	SegmentMs                   int64
 	SignedBy                    []string // stele.signed.by (signed.go)
+	// SubjectFrom is stele.subject.from: nil for the stele-subject header,
+	// else the JSON Pointer into the record's value (record_headers.go).
+	SubjectFrom     *subject.Pointer
+	SubjectRequired bool // stele.subject.required
 }
 
 // resolveConfig computes the effective config from a topic's explicit
@@ -391,5 +404,11 @@ func resolveConfig(explicit, logDefaults map[string]string) TopicConfig {
 	c.SegmentBytes = num("segment.bytes")
 	c.SegmentMs = num("segment.ms")
 	c.SignedBy = splitList(get("stele.signed.by"))
+	if ptr, ok := strings.CutPrefix(get("stele.subject.from"), "json:"); ok {
+		if p, err := subject.ParsePointer(ptr); err == nil {
+			c.SubjectFrom = &p
+		}
+	}
+	c.SubjectRequired = strings.EqualFold(get("stele.subject.required"), "true")
 	return c
 }

@@ -50,18 +50,25 @@ func (f *Topics) produce(c Produce) core.Result {
 	signed := make([]bool, len(batches))  // the batch has a signed record
 	// validate checks a batch, calls fn with its records' keys (for the
 	// key index) and returns its records' largest timestamp.
-	validate := func(b []byte, fn func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+	validate := func(b []byte, fn func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
 		maxTs := int64(-1)
-		h, err := record.ValidateKeys(b, func(delta int32, ts int64, key []byte, hs []record.RecordHeader) {
+		h, err := record.ValidateKeys(b, func(delta int32, ts int64, key, value []byte, hs []record.RecordHeader) {
 			maxTs = max(maxTs, ts)
-			fn(delta, key, hs)
+			fn(delta, key, value, hs)
 		})
 		return h, maxTs, err
 	}
 	if f.opts.WithoutKeyIndex {
-		validate = func(b []byte, _ func(int32, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+		validate = func(b []byte, _ func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
 			return record.ValidateMaxTimestamp(b)
 		}
+	}
+	// Records have subjects from app version 11 (SubjectsVersion): each
+	// batch's are counted for its summary (the subjects module's).
+	withSubjects := f.BlockAppVersion() >= SubjectsVersion
+	var subjects []map[string]uint64 // per batch: subject → records, nil for none
+	if withSubjects {
+		subjects = make([]map[string]uint64, len(batches))
 	}
 	restamp := make([]bool, len(batches)) // the batch's header max timestamp is to be rewritten
 	var keyBytes []byte                   // the batches' keys, copied: one allocation per doubling, not per key
@@ -70,11 +77,22 @@ func (f *Topics) produce(c Produce) core.Result {
 	for i, b := range batches {
 		bases[i] = base
 		var bad recordErrors // records whose Stele headers are wrong
-		h, maxTs, err := validate(b, func(delta int32, key []byte, hs []record.RecordHeader) {
+		h, maxTs, err := validate(b, func(delta int32, key, value []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
 			if err != nil {
 				bad.add(base+delta, err.Error())
+			}
+			if withSubjects {
+				switch s, err := recordSubject(&cfg, hs, value); {
+				case err != nil:
+					bad.add(base+delta, err.Error())
+				case s != nil:
+					if subjects[i] == nil {
+						subjects[i] = map[string]uint64{}
+					}
+					subjects[i][string(s)]++
+				}
 			}
 			if key != nil {
 				// keyBytes may move as it grows; a key already taken
@@ -157,7 +175,7 @@ func (f *Topics) produce(c Produce) core.Result {
 		next += int64(h.LastOffsetDelta) + 1
 	}
 	pr := &Producing{T: t, P: p, Batches: batches, Headers: headers, Bases: bases, Keys: keys,
-		Conditional: conditional, Signed: signed, Offsets: offsets, Dup: dup}
+		Conditional: conditional, Signed: signed, Offsets: offsets, Dup: dup, Subjects: subjects}
 	var written []func() // what the produce checks do once the batches are written
 	for _, hk := range f.hooks.ProduceChecks.Hooks {
 		r, then := hk.Fn(f, pr)

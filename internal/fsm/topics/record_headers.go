@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -12,7 +13,10 @@ import (
 // batch's records (with the record's validation, as Kafka's LogValidator
 // makes one pass): what they say is handed to the modules that act on it
 // (keys: expected versions, snapshots; trust: signatures) through the
-// produce's hooks (topic_hooks.go).
+// produce's hooks (topic_hooks.go); and each record's subject
+// (subject.Header, or the JSON Pointer of stele.subject.from), checked
+// here from app version 11 (SubjectsVersion) and summed up per batch for
+// the subjects module.
 
 // SnapshotHeader marks a snapshot record: its value summarises its key up
 // to and including itself, so cleanup.policy=snapshot may remove the
@@ -66,4 +70,51 @@ func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, s
 		return 0, false, false, fmt.Errorf("header %s on a record without a key", ExpectedVersionHeader)
 	}
 	return expect, snapshot, signed, nil
+}
+
+// recordSubject is a record's subject under the topic's config (header:
+// the value of its subject.Header; json: the pointer's string in its
+// value), checked: nil when it has none, an error when it is invalid or
+// missing where the topic requires one. (A second pass over the headers,
+// made from app version 11 only: keyHeaders' results stay what they were
+// under every version.)
+func recordSubject(cfg *TopicConfig, hs []record.RecordHeader, value []byte) ([]byte, error) {
+	var s []byte
+	if cfg.SubjectFrom == nil {
+		for _, h := range hs {
+			if h.Key != subject.Header {
+				continue
+			}
+			if s != nil {
+				return nil, fmt.Errorf("header %s given twice", subject.Header)
+			}
+			s = h.Value
+			if s == nil {
+				s = []byte{} // a null value: an empty subject, refused below
+			}
+		}
+	} else {
+		var found bool
+		var err error
+		s, found, err = cfg.SubjectFrom.FromJSON(value)
+		if err != nil {
+			return nil, fmt.Errorf("no subject at %q (stele.subject.from): %v", cfg.SubjectFrom.String(), err)
+		}
+		if !found {
+			s = nil
+		}
+	}
+	if s == nil {
+		if cfg.SubjectRequired {
+			if cfg.SubjectFrom != nil {
+				return nil, fmt.Errorf("no subject: the value has no string at %q, and the topic requires a subject (stele.subject.required=true)", cfg.SubjectFrom.String())
+			}
+			return nil, fmt.Errorf("no subject: the record has no %s header, and the topic requires a subject (stele.subject.required=true)", subject.Header)
+		}
+		return nil, nil
+	}
+	if err := subject.Check(s); err != nil {
+		return nil, fmt.Errorf("subject: %w", err)
+	}
+	return s, nil
 }

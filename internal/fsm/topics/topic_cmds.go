@@ -258,6 +258,12 @@ func CheckTopicCommandStrict(c core.Command) core.Result {
 }
 
 func checkTopicCommandWith(c core.Command, validName func(string) error) core.Result {
+	return checkTopicCommandAt(c, validName, ^uint32(0))
+}
+
+// checkTopicCommandAt is the check with the topic configs of app version
+// v (config_versions.go): one added later is unknown.
+func checkTopicCommandAt(c core.Command, validName func(string) error, v uint32) core.Result {
 	if r := checkAssignmentCommand(c); r.Code != 0 {
 		return r
 	}
@@ -278,6 +284,9 @@ func checkTopicCommandWith(c core.Command, validName func(string) error) core.Re
 				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %s given more than once", e.Name))
 			}
 			seen[e.Name] = true
+			if !configKnownAt(e.Name, v) {
+				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", e.Name))
+			}
 			if err := ValidateConfig(e.Name, e.Value); err != nil {
 				return core.Fail(kerr.InvalidConfig.Code, err.Error())
 			}
@@ -300,7 +309,7 @@ func checkTopicCommandWith(c core.Command, validName func(string) error) core.Re
 			return core.Fail(kerr.InvalidTopicException.Code, err.Error())
 		}
 		for _, ch := range c.Changes {
-			if _, ok := LookupConfig(ch.Name); !ok {
+			if !configKnownAt(ch.Name, v) {
 				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", ch.Name))
 			}
 			switch ch.Op {

@@ -30,6 +30,10 @@ type Producing struct {
 	Signed      []bool  // the batch has a signed record
 	Offsets     []int64 // each batch's base offset (a retry's: the first time's)
 	Dup         []bool  // the batch is a retry, not written again
+	// Subjects counts each batch's records by subject (nil for a batch
+	// with none; the slice is nil under app versions before
+	// SubjectsVersion), read by the topic's stele.subject.from.
+	Subjects []map[string]uint64
 }
 
 // TopicHooks are the topics module's hook points.

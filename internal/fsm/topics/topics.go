@@ -410,6 +410,7 @@ func RegisterTopics(r *core.Registry) *TopicHooks {
 	h := newTopicHooks()          // topic_hooks.go
 	registerTopicState(r)         // topic_state.go
 	registerTopicCommands(r)      // topic_cmds.go
+	registerConfigVersions(r)     // config_versions.go
 	registerLogDefaults(r)        // log_defaults.go
 	registerAppendClock(r)        // append_clock.go
 	registerHousekeeping(r)       // housekeeping.go

@@ -1,0 +1,243 @@
+package subjects
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/internal/subject"
+)
+
+// Reads by subject, from the committed state: any goroutine.
+
+// Record is a record read by subject.
+type Record struct {
+	Partition int32
+	Offset    int64
+	Timestamp int64 // ms
+	Subject   []byte
+	Key       []byte // nil when null
+	Value     []byte // nil for a tombstone
+	Headers   []record.RecordHeader
+}
+
+// ReadStats says what a read by subject cost: the batches whose summary
+// matched and were read, those skipped on their summary alone, and the
+// bytes of the batches read.
+type ReadStats struct {
+	BatchesRead    int64
+	BatchesSkipped int64
+	BytesRead      int64
+}
+
+// Add adds o to s.
+func (s *ReadStats) Add(o ReadStats) {
+	s.BatchesRead += o.BatchesRead
+	s.BatchesSkipped += o.BatchesSkipped
+	s.BytesRead += o.BytesRead
+}
+
+// SubjectRecords returns up to limit committed records of topic whose
+// subject matches pat, partition by partition, from offset from[pi] in
+// each partition pi listed in from (a partition the topic does not have
+// is skipped), in offset order, as a read_committed consumer sees them:
+// below the last stable offset, without records of aborted transactions.
+// next holds, for each partition of from, the offset the following read
+// starts at: after the last record returned, or after the last batch
+// looked at. Only batches whose summary may match are read; a topic that
+// does not exist gives topics.ErrUnknownTopic.
+func (f *Subjects) SubjectRecords(topic string, pat subject.Pattern, from map[int32]int64, limit int) (out []Record, next map[int32]int64, stats ReadStats, err error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return nil, nil, stats, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
+	}
+	next = make(map[int32]int64, len(from))
+	for pi := int32(0); int(pi) < len(t.Partitions); pi++ {
+		off, ok := from[pi]
+		if !ok {
+			continue
+		}
+		if len(out) >= limit {
+			next[pi] = off
+			continue
+		}
+		recs, n, st, err := readPartition(f.Store, t, pi, pat, off, limit-len(out))
+		stats.Add(st)
+		if err != nil {
+			return nil, nil, stats, err
+		}
+		out = append(out, recs...)
+		next[pi] = n
+	}
+	return out, next, stats, nil
+}
+
+// readPartition reads partition pi from offset off (readPartition's
+// parts of SubjectRecords).
+func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subject.Pattern, off int64, limit int) ([]Record, int64, ReadStats, error) {
+	var stats ReadStats
+	p := t.Partitions[pi]
+	stable := p.LastStableOffset()
+	off = max(off, p.LogStartOffset())
+	if off >= stable {
+		return nil, off, stats, nil
+	}
+	prefix := SummaryPartitionPrefix(t.ID, pi)
+	lower := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(off))
+	var out []Record
+	next := off
+	err := store.Seek(lower, storage.PrefixEnd(prefix), func(k, v []byte) ([]byte, error) {
+		if len(k) != len(prefix)+8 {
+			return nil, fmt.Errorf("stele/fsm: subject summary key %x is malformed", k)
+		}
+		last := int64(binary.BigEndian.Uint64(k[len(prefix):]))
+		if last >= stable {
+			return nil, core.ErrStopScan // not decided yet, or newer than this view
+		}
+		s, err := subject.DecodeSummary(v)
+		if err != nil {
+			return nil, fmt.Errorf("stele/fsm: %s-%d: the summary of the batch ending at %d: %w", t.Name, pi, last, err)
+		}
+		if !s.Matches(pat) {
+			stats.BatchesSkipped++
+			next = last + 1
+			return nil, nil
+		}
+		data, err := p.Read(last, 1)
+		if errors.Is(err, topics.ErrOffsetOutOfRange) {
+			return nil, core.ErrStopScan // retention moved the start since
+		}
+		if err != nil {
+			return nil, err
+		}
+		batches, err := record.Split(data)
+		if err != nil || len(batches) == 0 {
+			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", t.Name, pi, last, err)
+		}
+		b := batches[0]
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			return nil, err
+		}
+		stats.BatchesRead++
+		stats.BytesRead += int64(len(b))
+		next = h.LastOffset() + 1
+		if h.Control() || aborted(p, h.ProducerID, h.BaseOffset) {
+			return nil, nil
+		}
+		full := false
+		_, err = record.Each(b, func(r *record.Record) error {
+			if r.Offset < off {
+				return nil
+			}
+			var hdr []byte
+			for _, hd := range r.Headers {
+				if hd.Key == subject.Header {
+					hdr = hd.Value
+					if hdr == nil {
+						hdr = []byte{}
+					}
+					break
+				}
+			}
+			sub := s.RecordSubject(hdr, r.Value)
+			if sub == nil || !pat.Match(sub) {
+				return nil
+			}
+			rec := Record{Partition: pi, Offset: r.Offset, Timestamp: r.Timestamp, Subject: bytes.Clone(sub),
+				Key: cloneNil(r.Key), Value: cloneNil(r.Value)}
+			for _, hd := range r.Headers {
+				rec.Headers = append(rec.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
+			}
+			out = append(out, rec)
+			if len(out) >= limit {
+				next = r.Offset + 1
+				full = true
+				return core.ErrStopScan
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, core.ErrStopScan) {
+			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, last, err)
+		}
+		if full {
+			return nil, core.ErrStopScan
+		}
+		return nil, nil
+	})
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
+		return nil, off, stats, err
+	}
+	return out, next, stats, nil
+}
+
+// aborted reports whether a record of producer pid at offset off belongs
+// to an aborted transaction.
+func aborted(p *topics.Partition, pid int64, off int64) bool {
+	if pid < 0 {
+		return false
+	}
+	for _, a := range p.AbortedTxns(off, off+1) {
+		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+func cloneNil(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+// SubjectCount is a subject seen in a topic and how many records were
+// given it.
+type SubjectCount struct {
+	Subject []byte
+	Records uint64
+}
+
+// SubjectCounts lists, in byte order, up to limit subjects of topic that
+// are prefix or lie under it (whole tokens; empty: every subject) and
+// sort after after (nil: from the first), with how many records the
+// topic was given with each. A topic that does not exist gives
+// topics.ErrUnknownTopic.
+func (f *Subjects) SubjectCounts(topic string, prefix, after []byte, limit int) ([]SubjectCount, error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
+	}
+	base := CountPrefix(t.ID)
+	lower := append(bytes.Clone(base), prefix...)
+	if after != nil && bytes.Compare(after, prefix) >= 0 {
+		lower = append(append(bytes.Clone(base), after...), 0)
+	}
+	upper := storage.PrefixEnd(append(bytes.Clone(base), prefix...))
+	var out []SubjectCount
+	err := f.Store.Seek(lower, upper, func(k, v []byte) ([]byte, error) {
+		sub := k[len(base):]
+		if !subject.HasPrefix(sub, prefix) {
+			return nil, nil
+		}
+		n, c := binary.Uvarint(v)
+		if c <= 0 {
+			return nil, fmt.Errorf("stele/fsm: subject count %q is malformed", k)
+		}
+		out = append(out, SubjectCount{Subject: bytes.Clone(sub), Records: n})
+		if len(out) >= limit {
+			return nil, core.ErrStopScan
+		}
+		return nil, nil
+	})
+	if err != nil && !errors.Is(err, core.ErrStopScan) {
+		return nil, err
+	}
+	return out, nil
+}

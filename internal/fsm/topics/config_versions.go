@@ -1,0 +1,92 @@
+package topics
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/subject"
+)
+
+// Topic configs by app version. A config added by an app version
+// (ConfigDef.Since) is unknown under the versions before it, as it is to
+// the binaries that predate it: a CreateTopics or AlterConfigs naming it
+// gets INVALID_CONFIG, "unknown topic config name", with the result those
+// binaries give, so brokers of mixed binaries agree on every result while
+// an upgrade is under way. The gate runs before the command's own check
+// (the check knows every config), under the old versions only.
+
+// SubjectsVersion is the app version from which records have subjects
+// (docs/subjects.md): the topic configs stele.subject.from and
+// stele.subject.required, and a produce's check of each record's subject
+// (produce.go). Under older versions the stele-subject header is a header
+// like any other.
+const SubjectsVersion = 11
+
+// newestConfigSince is the highest Since of any topic config.
+const newestConfigSince = SubjectsVersion
+
+// SubjectFrom checks a stele.subject.from value: "header", or "json:"
+// and an RFC 6901 JSON Pointer.
+func SubjectFrom(v string) error {
+	if v == "header" {
+		return nil
+	}
+	ptr, ok := strings.CutPrefix(v, "json:")
+	if !ok {
+		return fmt.Errorf("invalid value %s for configuration stele.subject.from: want header, or json: and a JSON Pointer such as json:/type", v)
+	}
+	if _, err := subject.ParsePointer(ptr); err != nil {
+		return fmt.Errorf("invalid value %s for configuration stele.subject.from: %v", v, err)
+	}
+	return nil
+}
+
+// configKnownAt reports whether the topic config name exists under app
+// version v.
+func configKnownAt(name string, v uint32) bool {
+	d, ok := LookupConfig(name)
+	return ok && d.Since <= v
+}
+
+// namesNewConfig reports whether c names a topic config that app version
+// v does not have.
+func namesNewConfig(c core.Command, v uint32) bool {
+	switch c := c.(type) {
+	case CreateTopic:
+		for _, e := range c.Configs {
+			if d, ok := LookupConfig(e.Name); ok && d.Since > v {
+				return true
+			}
+		}
+	case AlterConfigs:
+		for _, ch := range c.Changes {
+			if d, ok := LookupConfig(ch.Name); ok && d.Since > v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// registerConfigVersions registers the gate (RegisterTopics calls it).
+// After the tenants module's gate on names (rank 5), which has checked
+// the name the way the command's version wants.
+func registerConfigVersions(r *core.Registry) {
+	r.RegisterCommandGate(core.CommandGate{Rank: 6, Name: "topic configs by app version", Module: ModTopics, BeforeCheck: true,
+		Run: func(m *core.Machine, c core.Command) (core.Result, bool) {
+			v := m.BlockAppVersion()
+			if v >= newestConfigSince || !namesNewConfig(c, v) {
+				return core.Result{}, true
+			}
+			res := checkTopicCommandAt(c, ValidStateTopicName, v)
+			if res.Code == 0 {
+				// Unreachable: the check refuses a config v does not
+				// know. Refuse it here all the same.
+				res = core.Fail(kerr.InvalidConfig.Code, "a topic config this app version does not have")
+			}
+			return res, false
+		}})
+}
