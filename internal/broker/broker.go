@@ -24,6 +24,7 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus"
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/internal/wallclock"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -309,6 +310,18 @@ func (b *Broker) Transactions() []fsm.TxnInfo { return b.fsm.Transactions() }
 // offset from on (fsm.FSM.KeyEvents).
 func (b *Broker) KeyEvents(topic string, key []byte, from int64, limit int) ([]fsm.KeyEvent, error) {
 	return b.fsm.KeyEvents(topic, key, from, limit)
+}
+
+// SubjectRecords returns up to limit committed records of topic whose
+// subject matches pat, from the offsets of from (fsm.FSM.SubjectRecords).
+func (b *Broker) SubjectRecords(topic string, pat subject.Pattern, from map[int32]int64, limit int) ([]fsm.SubjectRecord, map[int32]int64, fsm.SubjectReadStats, error) {
+	return b.fsm.SubjectRecords(topic, pat, from, limit)
+}
+
+// SubjectCounts lists the subjects seen in topic with their record counts
+// (fsm.FSM.SubjectCounts).
+func (b *Broker) SubjectCounts(topic string, prefix, after []byte, limit int) ([]fsm.SubjectCount, error) {
+	return b.fsm.SubjectCounts(topic, prefix, after, limit)
 }
 
 // ProducerKey returns a principal's registered key (fsm.FSM.ProducerKey).

@@ -85,6 +85,8 @@ var routeACLs = map[string]routeACL{
 	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": {fsm.ACLResourceTopic, fsm.ACLOpDescribe, topicOf},
 	"GET /v1/topics/{topic}/partitions/{partition}/proof":            {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"GET /v1/topics/{topic}/keys":                                    {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/records":                                 {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/subjects":                                {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"GET /v1/topics/{topic}/keys/{key}/events":                       {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"POST /v1/topics/{topic}/keys/{key}/events":                      {fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
 	"GET /v1/state/proof":                                            {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},

@@ -4,7 +4,9 @@
 // (/v1/cluster/upgrade, upgrade.go), membership changes
 // (/v1/cluster/membership, membership.go), signed administration
 // (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go) and the native API's
-// key streams (/v1/topics/{topic}/keys/..., keys.go). Later issues add the
+// key streams (/v1/topics/{topic}/keys/..., keys.go) and reads by subject
+// (/v1/topics/{topic}/records?subject=, /v1/topics/{topic}/subjects,
+// subjects.go). Later issues add the
 // rest of the native API, the schema registry and the console here.
 //
 // httpapi imports broker; nothing below it imports httpapi.
@@ -78,6 +80,8 @@ var routes = []string{
 	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}",
 	"GET /v1/topics/{topic}/partitions/{partition}/proof",
 	"GET /v1/topics/{topic}/keys",
+	"GET /v1/topics/{topic}/records",
+	"GET /v1/topics/{topic}/subjects",
 	"GET /v1/topics/{topic}/keys/{key}/events",
 	"POST /v1/topics/{topic}/keys/{key}/events",
 	"GET /v1/tenants",
@@ -103,6 +107,8 @@ func New(opts Options) http.Handler {
 		"GET /v1/cluster/genesis": serveGenesis(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/proof":            withMinHeight(opts, serveProof(opts)),
 		"GET /v1/topics/{topic}/keys":                                    withMinHeight(opts, serveKeys(opts)),
+		"GET /v1/topics/{topic}/records":                                 withMinHeight(opts, serveSubjectRecords(opts)),
+		"GET /v1/topics/{topic}/subjects":                                withMinHeight(opts, serveSubjects(opts)),
 		"GET /v1/state/proof":                                            withMinHeight(opts, serveStateProof(opts)),
 		"GET /v1/topics/{topic}/keys/{key}/events":                       withMinHeight(opts, serveKeyEvents(opts)),
 		"POST /v1/topics/{topic}/keys/{key}/events":                      serveAppend(opts),
