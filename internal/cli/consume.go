@@ -31,6 +31,7 @@ type consumeOptions struct {
 	group         string
 	verify        bool
 	quorum        bool
+	subject       string
 	trust         trustOptions
 }
 
@@ -69,14 +70,27 @@ read_uncommitted. docs/trust.md says what it guarantees.
 --quorum needs no trusted genesis: every partition is read through every
 --brokers broker at once (at least f+1 of the cluster's 3f+1, so that one is
 honest), and only batches all of them returned byte for byte are printed;
-brokers that disagree end it with an error (exit 1).`,
+brokers that disagree end it with an error (exit 1).
+
+--subject PATTERN prints only the records whose subject (the stele-subject
+header, or the topic's stele.subject.from) matches PATTERN: dotted tokens,
+* for any one token, > at the end for one or more (docs/subjects.md). The
+broker filters, skipping batches that hold no match unread; the records
+come from a broker's HTTP API (--http, or STELE_HTTP), committed ones only
+(read_committed), partition by partition. --from-beginning, --partition,
+--offset, --max-messages, --timeout-idle, --format and --output json work as
+without it; --group, --verify and --quorum do not go with it.`,
 		Example: `  stele consume orders --from-beginning --max-messages 10
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
   stele consume orders --from-beginning --timeout-idle 5s --output json
   stele consume orders --group billing --from-beginning
-  stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json`,
+  stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json
+  stele consume orders --subject 'orders.*.fr.>' --from-beginning --timeout-idle 2s`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if cmd.Flags().Changed("subject") {
+				return runSubjectConsume(cmd, g, o, a[0])
+			}
 			if o.quorum {
 				return runQuorumConsume(cmd, g, o, a[0])
 			}
@@ -84,7 +98,7 @@ brokers that disagree end it with an error (exit 1).`,
 				return runVerifiedConsume(cmd, g, o, &o.trust, a[0])
 			}
 			if cmd.Flags().Changed("genesis") || cmd.Flags().Changed("http") {
-				return usageErrorf("--genesis and --http go with --verify")
+				return usageErrorf("--genesis and --http go with --verify (and --http with --subject)")
 			}
 			return runConsume(cmd, g, o, a[0])
 		},
@@ -100,6 +114,7 @@ brokers that disagree end it with an error (exit 1).`,
 	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing offsets")
 	f.BoolVar(&o.verify, "verify", false, "prove every batch against the validators' signatures before printing it (docs/trust.md)")
 	f.BoolVar(&o.quorum, "quorum", false, "read through every --brokers broker (at least f+1 of 3f+1) and print only what all of them return identically")
+	f.StringVar(&o.subject, "subject", "", "only records whose subject matches this pattern (* one token, > the rest), filtered by the broker, over its HTTP API (--http)")
 	o.trust.register(c)
 	return c
 }

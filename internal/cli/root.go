@@ -139,6 +139,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newConfigCmd(g),
 		newDumpLogCmd(g),
 		newKeyCmd(g),
+		newSubjectCmd(g),
 		newVerifyCmd(g),
 		newAuditCmd(g),
 		newProducerKeyCmd(g),

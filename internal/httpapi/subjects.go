@@ -10,8 +10,10 @@ package httpapi
 //
 //	?partition=N   one partition (default: every partition)
 //	?from=O        start at offset O in each partition (default: the log
-//	               start); or a cursor P:O,P:O,... (the Stele-Next header
-//	               of the previous page) for each partition's own
+//	               start); earliest or latest (each partition's log start,
+//	               or its end: only records committed from now on); or a
+//	               cursor P:O,P:O,... (the Stele-Next header of the
+//	               previous page) for each partition's own
 //	?time=MS       start in each partition at the first record whose
 //	               timestamp is MS or later (ListOffsets by time)
 //	?limit=N       at most N records (default 1000, at most 10000)
@@ -106,7 +108,7 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 		}
 		pat, err := subject.ParsePattern(q.Get("subject"))
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "subject=%q: %v", q.Get("subject"), strings.TrimPrefix(err.Error(), subject.ErrInvalid.Error()+": "))
+			httpError(w, http.StatusBadRequest, "subject=%q: %v", q.Get("subject"), err)
 			return
 		}
 		limit, ok := queryLimit(w, q)
@@ -190,10 +192,17 @@ func startPositions(opts Options, t *fsm.TopicView, q url.Values, lastEventID st
 			}
 		}
 		return c, 0, nil
+	case fromQ == "earliest" || fromQ == "latest":
+		for _, p := range parts {
+			from[p] = 0
+			if fromQ == "latest" {
+				from[p] = t.Partitions[p].LastStableOffset()
+			}
+		}
 	case fromQ != "":
 		o, err := strconv.ParseInt(fromQ, 10, 64)
 		if err != nil || o < 0 {
-			return nil, http.StatusBadRequest, fmt.Errorf("from=%q: want an offset, 0 or more, or a cursor P:O,P:O", fromQ)
+			return nil, http.StatusBadRequest, fmt.Errorf("from=%q: want an offset (0 or more), earliest, latest, or a cursor P:O,P:O", fromQ)
 		}
 		for _, p := range parts {
 			from[p] = o
@@ -326,7 +335,7 @@ func serveSubjects(opts Options) http.HandlerFunc {
 		prefix := []byte(q.Get("prefix"))
 		if len(prefix) > 0 {
 			if err := subject.Check(prefix); err != nil {
-				httpError(w, http.StatusBadRequest, "prefix=%q: %v", prefix, strings.TrimPrefix(err.Error(), subject.ErrInvalid.Error()+": "))
+				httpError(w, http.StatusBadRequest, "prefix=%q: %v", prefix, err)
 				return
 			}
 		}

@@ -129,6 +129,12 @@ func TestSubjectRecordsAPI(t *testing.T) {
 	if p := page(q("orders.>") + "&partition=1&from=27"); len(p.Records) != 2 || p.Records[0].Offset != 27 || p.Next != "1:30" {
 		t.Fatalf("partition 1 from 27: %+v next %q", p.Records, p.Next)
 	}
+	if p := page(q(">") + "&from=latest"); len(p.Records) != 0 || p.Next != "0:31,1:30" {
+		t.Fatalf("from latest: %+v next %q", p.Records, p.Next)
+	}
+	if p := page(q("audit.>") + "&from=earliest"); len(p.Records) != 1 {
+		t.Fatalf("from earliest: %+v", p.Records)
+	}
 	if p := page(q("orders.eu.>") + fmt.Sprintf("&time=%d", t0+18_000)); len(p.Records) != 2 || p.Records[0].Timestamp != t0+18_000 {
 		t.Fatalf("from a time: %+v", p.Records)
 	}

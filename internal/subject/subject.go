@@ -25,35 +25,44 @@ const Header = "stele-subject"
 // MaxLen is the longest subject or pattern, in bytes, separators included.
 const MaxLen = 255
 
-// ErrInvalid is wrapped by every error about a subject or a pattern.
-var ErrInvalid = errors.New("stele/subject: invalid subject")
+// ErrInvalid is wrapped by every error about a subject or a pattern
+// (errors.Is); their messages are for people and name neither.
+var ErrInvalid = errors.New("stele/subject: invalid subject or pattern")
+
+// invalid is an error about a subject or a pattern.
+type invalid string
+
+func (e invalid) Error() string { return string(e) }
+func (e invalid) Unwrap() error { return ErrInvalid }
+
+func invalidf(format string, args ...any) error { return invalid(fmt.Sprintf(format, args...)) }
 
 // Check reports why s is not a valid subject, or nil: tokens separated by
 // dots, each non-empty, at most MaxLen bytes in all, valid UTF-8, and no
 // wildcard (`*`, `>`), whitespace or control character anywhere.
 func Check(s []byte) error {
 	if len(s) == 0 {
-		return fmt.Errorf("%w: it is empty", ErrInvalid)
+		return invalidf("the subject is empty")
 	}
 	if len(s) > MaxLen {
-		return fmt.Errorf("%w: it is %d bytes, more than %d", ErrInvalid, len(s), MaxLen)
+		return invalidf("the subject is %d bytes, more than %d", len(s), MaxLen)
 	}
 	if !utf8.Valid(s) {
-		return fmt.Errorf("%w: it is not valid UTF-8", ErrInvalid)
+		return invalidf("the subject is not valid UTF-8")
 	}
 	start := 0
 	for i := 0; i <= len(s); i++ {
 		if i == len(s) || s[i] == '.' {
 			if i == start {
-				return fmt.Errorf("%w: %q has an empty token at byte %d", ErrInvalid, s, i)
+				return invalidf("subject %q has an empty token at byte %d", s, i)
 			}
 			start = i + 1
 			continue
 		}
 		if c := s[i]; c == '*' || c == '>' {
-			return fmt.Errorf("%w: %q has the wildcard %q at byte %d; wildcards are for patterns", ErrInvalid, s, c, i)
+			return invalidf("subject %q has the wildcard %q at byte %d; wildcards are for patterns", s, c, i)
 		} else if bad(c) {
-			return fmt.Errorf("%w: %q has whitespace or a control character at byte %d", ErrInvalid, s, i)
+			return invalidf("subject %q has whitespace or a control character at byte %d", s, i)
 		}
 	}
 	return nil
@@ -76,33 +85,33 @@ type Pattern struct {
 // tokens). A wildcard must be a whole token: `ord*` is refused.
 func ParsePattern(p string) (Pattern, error) {
 	if len(p) == 0 {
-		return Pattern{}, fmt.Errorf("%w: the pattern is empty", ErrInvalid)
+		return Pattern{}, invalidf("the pattern is empty")
 	}
 	if len(p) > MaxLen {
-		return Pattern{}, fmt.Errorf("%w: the pattern is %d bytes, more than %d", ErrInvalid, len(p), MaxLen)
+		return Pattern{}, invalidf("the pattern is %d bytes, more than %d", len(p), MaxLen)
 	}
 	if !utf8.ValidString(p) {
-		return Pattern{}, fmt.Errorf("%w: the pattern is not valid UTF-8", ErrInvalid)
+		return Pattern{}, invalidf("the pattern is not valid UTF-8")
 	}
 	pat := Pattern{text: p}
 	toks := bytes.Split([]byte(p), []byte{'.'})
 	for i, t := range toks {
 		switch {
 		case len(t) == 0:
-			return Pattern{}, fmt.Errorf("%w: pattern %q has an empty token (token %d)", ErrInvalid, p, i+1)
+			return Pattern{}, invalidf("pattern %q has an empty token (token %d)", p, i+1)
 		case string(t) == ">":
 			if i != len(toks)-1 {
-				return Pattern{}, fmt.Errorf("%w: pattern %q has `>` before its last token; `>` matches the rest and may only end a pattern", ErrInvalid, p)
+				return Pattern{}, invalidf("pattern %q has `>` before its last token; `>` matches the rest and may only end a pattern", p)
 			}
 			pat.rest = true
 		case string(t) == "*":
 		default:
 			for j, c := range t {
 				if c == '*' || c == '>' {
-					return Pattern{}, fmt.Errorf("%w: pattern %q: a wildcard must be a whole token, not part of %q", ErrInvalid, p, t)
+					return Pattern{}, invalidf("pattern %q: a wildcard must be a whole token, not part of %q", p, t)
 				}
 				if bad(c) {
-					return Pattern{}, fmt.Errorf("%w: pattern %q has whitespace or a control character in token %d at byte %d", ErrInvalid, p, i+1, j)
+					return Pattern{}, invalidf("pattern %q has whitespace or a control character in token %d at byte %d", p, i+1, j)
 				}
 			}
 		}

@@ -114,7 +114,7 @@ func recordSubject(cfg *TopicConfig, hs []record.RecordHeader, value []byte) ([]
 		return nil, nil
 	}
 	if err := subject.Check(s); err != nil {
-		return nil, fmt.Errorf("subject: %w", err)
+		return nil, err
 	}
 	return s, nil
 }
