@@ -159,14 +159,25 @@ func TestSummaryNeverMisses(t *testing.T) {
 	}
 	for iter := range 2000 {
 		counts := map[string]uint64{}
+		var c Counter
 		n := 1 + rng.IntN(80)
 		if iter%3 == 0 {
 			n = 1 + rng.IntN(10)
 		}
 		for range n {
-			counts[sub()]++
+			s := sub()
+			counts[s]++
+			c.Add([]byte(s))
 		}
-		s := Summarize(counts)
+		if len(c.Entries) != len(counts) {
+			t.Fatalf("the counter holds %d subjects, want %d", len(c.Entries), len(counts))
+		}
+		for _, e := range c.Entries {
+			if counts[string(e.Subject)] != e.Count {
+				t.Fatalf("the counter counts %q %d times, want %d", e.Subject, e.Count, counts[string(e.Subject)])
+			}
+		}
+		s := Summarize(c.Entries)
 		if iter%2 == 0 {
 			s.FromJSON, s.Pointer = true, "/a/b"
 		}
@@ -203,27 +214,37 @@ func TestSummaryNeverMisses(t *testing.T) {
 }
 
 func TestSummaryLimits(t *testing.T) {
-	counts := map[string]uint64{}
+	var counts Counter
 	for i := range 1000 {
-		counts[fmt.Sprintf("orders.r%d.c%d", i%5, i)]++
+		counts.Add(fmt.Appendf(nil, "orders.r%d.c%d", i%5, i))
 	}
-	s := Summarize(counts)
+	s := Summarize(counts.Entries)
 	if s.Depth != 2 || len(s.Entries) != 5 || s.All {
 		t.Fatalf("summary of 1000 subjects under 5 regions: depth %d, %d entries, all %v", s.Depth, len(s.Entries), s.All)
 	}
 	if !s.Matches(MustPattern("orders.r3.c999")) || !s.Matches(MustPattern("orders.*.c1")) || s.Matches(MustPattern("orders.r7.>")) || s.Matches(MustPattern("billing.>")) {
 		t.Fatal("a depth-2 summary answers wrongly")
 	}
-	counts = map[string]uint64{}
+	counts = Counter{}
 	for i := range 100 {
-		counts[fmt.Sprintf("t%d", i)]++
+		counts.Add(fmt.Appendf(nil, "t%d", i))
 	}
-	if s := Summarize(counts); !s.All || !s.Matches(MustPattern("nothing.like.it")) {
+	if s := Summarize(counts.Entries); !s.All || !s.Matches(MustPattern("nothing.like.it")) {
 		t.Fatalf("100 one-token subjects: %+v", s)
 	}
 	for _, bad := range [][]byte{nil, {1}, {2, 0, 0}, {1, 0, 0}, {1, 0, 0, 1, 0, 0}, {1, 0xff, 0, 1, 1, 'a', 1}, {1, 0, 0, 1, 1, 'a', 1, 9}, {1, 0, 2, 0}, {1, 0, 1, 1, 'x', 0}} {
 		if _, err := DecodeSummary(bad); err == nil {
 			t.Errorf("DecodeSummary(%x) took it", bad)
 		}
+	}
+}
+
+// TestCounterAllocates: counting a subject seen before allocates nothing.
+func TestCounterAllocates(t *testing.T) {
+	var c Counter
+	s := []byte("orders.eu.fr.created")
+	c.Add(s)
+	if n := testing.AllocsPerRun(100, func() { c.Add(s) }); n != 0 {
+		t.Fatalf("%v allocations per record", n)
 	}
 }

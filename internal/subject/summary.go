@@ -61,14 +61,34 @@ type Entry struct {
 // ErrSummary is returned for bytes that are no summary.
 var ErrSummary = errors.New("stele/subject: malformed subject summary")
 
+// Counter counts a batch's records by subject, allocating once per
+// distinct subject (not per record).
+type Counter struct {
+	index   map[string]int // subject → its entry
+	Entries []Entry        // in the order first seen
+}
+
+// Add counts one record with subject s (s is copied when new).
+func (c *Counter) Add(s []byte) {
+	if j, ok := c.index[string(s)]; ok {
+		c.Entries[j].Count++
+		return
+	}
+	if c.index == nil {
+		c.index = map[string]int{}
+	}
+	key := string(s)
+	c.index[key] = len(c.Entries)
+	c.Entries = append(c.Entries, Entry{Subject: []byte(key), Count: 1})
+}
+
 // Summarize makes the summary of a batch whose records have the subjects
-// counted in counts (subject → records).
-func Summarize(counts map[string]uint64) Summary {
-	entries := make([]Entry, 0, len(counts))
+// counted in counts (distinct subjects, in any order).
+func Summarize(counts []Entry) Summary {
+	entries := slices.Clone(counts)
 	maxTokens := 0
-	for s, n := range counts {
-		entries = append(entries, Entry{Subject: []byte(s), Count: n})
-		maxTokens = max(maxTokens, bytes.Count([]byte(s), []byte{'.'})+1)
+	for _, e := range entries {
+		maxTokens = max(maxTokens, bytes.Count(e.Subject, []byte{'.'})+1)
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return bytes.Compare(a.Subject, b.Subject) })
 	if fits(entries) {

@@ -113,14 +113,14 @@ func RegisterSubjects(r *core.Registry, h *topics.TopicHooks) {
 			return core.Result{}
 		}
 		f := subjectsOf(tm.Machine)
-		s := subject.Summarize(pr.Subjects[i])
+		s := subject.Summarize(pr.Subjects[i].Entries)
 		if p := pr.T.Config.SubjectFrom; p != nil {
 			s.FromJSON, s.Pointer = true, p.String()
 		}
 		last := at + int64(pr.Headers[i].LastOffsetDelta)
 		f.added = append(f.added, summaryAt{pr.T, pr.P.Index, last, subject.EncodeSummary(nil, s)})
-		for sub, n := range pr.Subjects[i] {
-			f.counts[countRef{pr.T, sub}] += n
+		for _, e := range pr.Subjects[i].Entries {
+			f.counts[countRef{pr.T, string(e.Subject)}] += e.Count
 		}
 		return core.Result{}
 	})

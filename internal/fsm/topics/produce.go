@@ -8,6 +8,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // produce appends a partition's batches, all or nothing: every batch is
@@ -66,9 +67,9 @@ func (f *Topics) produce(c Produce) core.Result {
 	// Records have subjects from app version 11 (SubjectsVersion): each
 	// batch's are counted for its summary (the subjects module's).
 	withSubjects := f.BlockAppVersion() >= SubjectsVersion
-	var subjects []map[string]uint64 // per batch: subject → records, nil for none
+	var subjects []*subject.Counter // per batch: its records by subject, nil for none
 	if withSubjects {
-		subjects = make([]map[string]uint64, len(batches))
+		subjects = make([]*subject.Counter, len(batches))
 	}
 	restamp := make([]bool, len(batches)) // the batch's header max timestamp is to be rewritten
 	var keyBytes []byte                   // the batches' keys, copied: one allocation per doubling, not per key
@@ -89,9 +90,9 @@ func (f *Topics) produce(c Produce) core.Result {
 					bad.add(base+delta, err.Error())
 				case s != nil:
 					if subjects[i] == nil {
-						subjects[i] = map[string]uint64{}
+						subjects[i] = &subject.Counter{}
 					}
-					subjects[i][string(s)]++
+					subjects[i].Add(s)
 				}
 			}
 			if key != nil {

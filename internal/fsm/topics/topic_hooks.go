@@ -3,6 +3,7 @@ package topics
 import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/internal/storage"
 )
 
@@ -33,7 +34,7 @@ type Producing struct {
 	// Subjects counts each batch's records by subject (nil for a batch
 	// with none; the slice is nil under app versions before
 	// SubjectsVersion), read by the topic's stele.subject.from.
-	Subjects []map[string]uint64
+	Subjects []*subject.Counter
 }
 
 // TopicHooks are the topics module's hook points.
