@@ -90,6 +90,7 @@ func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subj
 	prefix := SummaryPartitionPrefix(t.ID, pi)
 	lower := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(off))
 	var out []Record
+	var chunk readChunk
 	next := off
 	err := store.Seek(lower, storage.PrefixEnd(prefix), func(k, v []byte) ([]byte, error) {
 		if len(k) != len(prefix)+8 {
@@ -106,23 +107,15 @@ func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subj
 		if !s.Matches(pat) {
 			stats.BatchesSkipped++
 			next = last + 1
+			chunk.size = 0 // the next match starts a run
 			return nil, nil
 		}
-		data, err := p.Read(last, 1)
+		b, h, err := chunk.batch(p, last)
 		if errors.Is(err, topics.ErrOffsetOutOfRange) {
 			return nil, core.ErrStopScan // retention moved the start since
 		}
 		if err != nil {
-			return nil, err
-		}
-		batches, err := record.Split(data)
-		if err != nil || len(batches) == 0 {
-			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %v", t.Name, pi, last, err)
-		}
-		b := batches[0]
-		h, err := record.ParseHeader(b)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, last, err)
 		}
 		stats.BatchesRead++
 		stats.BytesRead += int64(len(b))
@@ -174,6 +167,57 @@ func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subj
 		return nil, off, stats, err
 	}
 	return out, next, stats, nil
+}
+
+// readChunk holds the batches of the last read of a partition's log, so
+// that a run of matching batches comes from a few reads rather than one
+// read each. The first batch of a run is read alone (a rare match costs
+// its own bytes); each read after it within the run asks for twice as
+// much, up to readChunkBytes.
+type readChunk struct {
+	batches [][]byte
+	heads   []record.Header
+	i       int // the batch to look at first
+	size    int // the next read's size: 0 at the start of a run
+}
+
+// readChunkBytes is the most one read of the log asks for.
+const readChunkBytes = 8 << 20
+
+// batch returns the batch of p whose last offset is last.
+func (c *readChunk) batch(p *topics.Partition, last int64) ([]byte, record.Header, error) {
+	for ; c.i < len(c.heads); c.i++ {
+		if h := c.heads[c.i]; h.LastOffset() >= last {
+			if h.BaseOffset <= last {
+				return c.batches[c.i], h, nil
+			}
+			break
+		}
+	}
+	data, err := p.Read(last, max(c.size, 1))
+	c.size = min(max(2*c.size, 64<<10), readChunkBytes)
+	if err != nil {
+		return nil, record.Header{}, err
+	}
+	batches, err := record.Split(data)
+	if err == nil && len(batches) == 0 {
+		err = record.ErrTruncated
+	}
+	if err != nil {
+		return nil, record.Header{}, err
+	}
+	c.batches, c.heads, c.i = batches, c.heads[:0], 0
+	for _, b := range batches {
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			return nil, record.Header{}, err
+		}
+		c.heads = append(c.heads, h)
+	}
+	if h := c.heads[0]; h.BaseOffset > last || h.LastOffset() < last {
+		return nil, record.Header{}, fmt.Errorf("the log's batch at %d holds %d to %d", last, h.BaseOffset, h.LastOffset())
+	}
+	return c.batches[0], c.heads[0], nil
 }
 
 // aborted reports whether a record of producer pid at offset off belongs
