@@ -3,8 +3,8 @@ package topics
 import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/record"
-	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/internal/storage"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // The topics module's hook points: where the modules above it (keys,
