@@ -170,6 +170,25 @@ const keepAlive = 15 * time.Second
 // Events (id: the offset; data: the event as JSON), woken by every commit,
 // until the client goes away.
 func followKey(w http.ResponseWriter, r *http.Request, opts Options, topic string, key []byte, from int64) {
+	streamEvents(w, r, opts, func(emit func(id, event string, data any)) (bool, error) {
+		evs, err := opts.Broker.KeyEvents(topic, key, from, maxKeyLimit)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs {
+			emit(strconv.FormatInt(e.Offset, 10), "event", keyEvent(e))
+			from = e.Offset + 1
+		}
+		return len(evs) == maxKeyLimit, nil
+	})
+}
+
+// streamEvents answers r with Server-Sent Events: it calls poll, which
+// emits the events it finds (id, event name, data as JSON) and says
+// whether more are waiting; then again at once if so, else at the next
+// commit, with a keep-alive comment every keepAlive, until the client goes
+// away. An error of poll ends the stream with an error event.
+func streamEvents(w http.ResponseWriter, r *http.Request, opts Options, poll func(emit func(id, event string, data any)) (more bool, err error)) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		httpError(w, http.StatusNotAcceptable, "this connection cannot stream events")
@@ -187,22 +206,22 @@ func followKey(w http.ResponseWriter, r *http.Request, opts Options, topic strin
 	defer tick.Stop()
 	for {
 		changed := opts.Broker.Changed()
-		evs, err := opts.Broker.KeyEvents(topic, key, from, maxKeyLimit)
+		n := 0
+		more, err := poll(func(id, event string, v any) {
+			data, _ := json.Marshal(v)
+			fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", id, event, data)
+			n++
+		})
 		if err != nil {
 			fmt.Fprintf(w, "event: error\ndata: %q\n\n", err.Error())
 			flusher.Flush()
 			return
 		}
-		for _, e := range evs {
-			data, _ := json.Marshal(keyEvent(e))
-			fmt.Fprintf(w, "id: %d\nevent: event\ndata: %s\n\n", e.Offset, data)
-			from = e.Offset + 1
-		}
-		if len(evs) > 0 {
+		if n > 0 {
 			flusher.Flush()
 		}
-		if len(evs) == maxKeyLimit {
-			continue // more waiting
+		if more {
+			continue
 		}
 		select {
 		case <-changed:

@@ -37,7 +37,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/subject"
@@ -282,49 +281,19 @@ func subjectRecord(r fsm.SubjectRecord) SubjectRecord {
 // the record; data: the record as JSON), woken by every commit, until the
 // client goes away.
 func followSubject(w http.ResponseWriter, r *http.Request, opts Options, topic string, pat subject.Pattern, from map[int32]int64) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		httpError(w, http.StatusNotAcceptable, "this connection cannot stream events")
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	tick := time.NewTicker(keepAlive)
-	defer tick.Stop()
 	pos := from
-	for {
-		changed := opts.Broker.Changed()
+	streamEvents(w, r, opts, func(emit func(id, event string, data any)) (bool, error) {
 		recs, next, _, err := opts.Broker.SubjectRecords(topic, pat, pos, maxKeyLimit)
 		if err != nil {
-			fmt.Fprintf(w, "event: error\ndata: %q\n\n", err.Error())
-			flusher.Flush()
-			return
+			return false, err
 		}
 		for _, rec := range recs {
 			pos[rec.Partition] = rec.Offset + 1
-			data, _ := json.Marshal(subjectRecord(rec))
-			fmt.Fprintf(w, "id: %s\nevent: record\ndata: %s\n\n", cursor(pos), data)
+			emit(cursor(pos), "record", subjectRecord(rec))
 		}
 		pos = next
-		if len(recs) > 0 {
-			flusher.Flush()
-		}
-		if len(recs) == maxKeyLimit {
-			continue // more waiting
-		}
-		select {
-		case <-changed:
-		case <-tick.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			flusher.Flush()
-		case <-r.Context().Done():
-			return
-		}
-	}
+		return len(recs) == maxKeyLimit, nil
+	})
 }
 
 // serveSubjects is GET /v1/topics/{topic}/subjects.

@@ -353,18 +353,8 @@ func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte)
 }
 
 // Aborted reports whether a record of producer pid at offset off belongs to
-// an aborted transaction.
-func Aborted(p *topics.Partition, pid int64, off int64) bool {
-	if pid < 0 {
-		return false
-	}
-	for _, a := range p.AbortedTxns(off, off+1) {
-		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
-			return true
-		}
-	}
-	return false
-}
+// an aborted transaction (topics.Partition.InAbortedTxn).
+func Aborted(p *topics.Partition, pid int64, off int64) bool { return p.InAbortedTxn(pid, off) }
 
 func cloneNil(b []byte) []byte {
 	if b == nil {

@@ -120,7 +120,7 @@ func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subj
 		stats.BatchesRead++
 		stats.BytesRead += int64(len(b))
 		next = h.LastOffset() + 1
-		if h.Control() || aborted(p, h.ProducerID, h.BaseOffset) {
+		if h.Control() || p.InAbortedTxn(h.ProducerID, h.BaseOffset) {
 			return nil, nil
 		}
 		full := false
@@ -218,20 +218,6 @@ func (c *readChunk) batch(p *topics.Partition, last int64) ([]byte, record.Heade
 		return nil, record.Header{}, fmt.Errorf("the log's batch at %d holds %d to %d", last, h.BaseOffset, h.LastOffset())
 	}
 	return c.batches[0], c.heads[0], nil
-}
-
-// aborted reports whether a record of producer pid at offset off belongs
-// to an aborted transaction.
-func aborted(p *topics.Partition, pid int64, off int64) bool {
-	if pid < 0 {
-		return false
-	}
-	for _, a := range p.AbortedTxns(off, off+1) {
-		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
-			return true
-		}
-	}
-	return false
 }
 
 func cloneNil(b []byte) []byte {

@@ -86,6 +86,20 @@ func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
 	return out
 }
 
+// InAbortedTxn reports whether a record of producer pid at offset off
+// belongs to a committed aborted transaction (pid -1: no producer, never).
+func (p *Partition) InAbortedTxn(pid, off int64) bool {
+	if pid < 0 {
+		return false
+	}
+	for _, a := range p.AbortedTxns(off, off+1) {
+		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
 // LastStableOffset is the offset below which every transaction is decided:
 // read_committed readers see only what is below it.
 func (p *Partition) LastStableOffset() int64 { return p.stable.Load() }
