@@ -174,9 +174,11 @@ type Options struct {
 	// Default 7 days, as Kafka's.
 	OffsetsRetentionMs int64
 	// WithoutKeyIndex turns the key index off (and with it optimistic
-	// concurrency and key snapshots' reads), to measure what the index
-	// costs the produce path (BenchmarkProduceKeyIndex). Every broker of a
-	// chain must agree on it; nothing outside benchmarks sets it.
+	// concurrency and key snapshots' reads, and records' subjects: the
+	// produce's pass over each batch's records is skipped), to measure
+	// what the index costs the produce path (BenchmarkProduceKeyIndex).
+	// Every broker of a chain must agree on it; nothing outside benchmarks
+	// sets it.
 	WithoutKeyIndex bool
 	// CompactionWorkers is how many compaction passes may rewrite files at
 	// once, in the background (compactor.go). Default 1. It changes nothing

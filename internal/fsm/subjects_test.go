@@ -405,3 +405,53 @@ func TestSubjectsBeforeVersion11(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjectErrorsPerRecord: a batch's record errors name each failing
+// record once, with its first error (a bad expected version before its
+// subject), and every failing record, as Kafka's record_errors does.
+func TestSubjectErrorsPerRecord(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sub := func(s string) record.RecordHeader { return record.RecordHeader{Key: subject.Header, Value: []byte(s)} }
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
+		{OffsetDelta: 0, Key: []byte("a"), Headers: []record.RecordHeader{sub("ok.one")}},
+		{OffsetDelta: 1, Key: []byte("a"), Headers: []record.RecordHeader{{Key: topics.ExpectedVersionHeader, Value: []byte("x")}, sub("bad..one")}},
+		{OffsetDelta: 2, Key: []byte("a"), Headers: []record.RecordHeader{sub("a.b"), sub("a.c")}},
+		{OffsetDelta: 3, Key: []byte("a"), Headers: []record.RecordHeader{sub("wild.*")}},
+		{OffsetDelta: 4, Key: []byte("a"), Headers: []record.RecordHeader{{Key: subject.Header}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+		tx(1, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, topics.Produce{Topic: "t", Partition: 0, Records: b}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := out.Txs[1].Results[0]
+	var got []string
+	for _, e := range r.RecordErrors {
+		got = append(got, fmt.Sprintf("%d %s", e.Index, e.Message))
+	}
+	want := []string{"1 " + topics.ExpectedVersionHeader, "2 given twice", "3 wildcard", "4 the subject is empty"}
+	if r.Code != kerr.InvalidRecord.Code || len(got) != len(want) {
+		t.Fatalf("code %d, record errors %q; want INVALID_RECORD and %q", r.Code, got, want)
+	}
+	for i, w := range want {
+		idx, text, _ := strings.Cut(w, " ")
+		if !strings.HasPrefix(got[i], idx+" ") || !strings.Contains(got[i], text) {
+			t.Fatalf("record error %d is %q, want record %s: %q", i, got[i], idx, text)
+		}
+	}
+	if p := f.View().Partition("t", 0); p.HighWatermark() != 0 {
+		t.Fatalf("the refused batch left %d records", p.HighWatermark())
+	}
+}

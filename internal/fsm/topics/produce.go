@@ -84,7 +84,7 @@ func (f *Topics) produce(c Produce) core.Result {
 			if err != nil {
 				bad.add(base+delta, err.Error())
 			}
-			if withSubjects {
+			if withSubjects && err == nil { // one error per record: its first
 				switch s, err := recordSubject(&cfg, hs, value); {
 				case err != nil:
 					bad.add(base+delta, err.Error())
