@@ -41,7 +41,7 @@ func scanKey(t *testing.T, f *FSM, topic string, key []byte, from int64) []strin
 					t.Fatal(err)
 				}
 				for _, r := range recs {
-					if !h.Control() && r.Offset >= off && r.Offset >= from && bytes.Equal(r.Key, key) && !keys.Aborted(p, h.ProducerID, r.Offset) {
+					if !h.Control() && r.Offset >= off && r.Offset >= from && bytes.Equal(r.Key, key) && !p.InAbortedTxn(h.ProducerID, r.Offset) {
 						out = append(out, fmt.Sprintf("%d/%d=%s", p.Index, r.Offset, r.Value))
 					}
 				}

@@ -71,7 +71,7 @@ var fileModules = map[string]core.Module{
 //	security            uses cluster (the app version, stele.admin.signed),
 //	                    trust (the keys that sign administration), and
 //	                    topics and groups (the commands it gates)
-//	tenants             uses every module but keys: the names a tenant
+//	tenants             uses every module but keys and subjects: the names a tenant
 //	                    owns in each (topics, groups, transactional ids,
 //	                    users, ACLs, quotas, producer keys), the app
 //	                    version, and signed administration's extension point

@@ -52,7 +52,7 @@ func tableOracle(t testing.TB, f *FSM) map[string]string {
 						open = true
 					}
 					for _, r := range recs {
-						if h.Control() || open || r.Key == nil || r.Offset < off || keys.Aborted(p, h.ProducerID, r.Offset) {
+						if h.Control() || open || r.Key == nil || r.Offset < off || p.InAbortedTxn(h.ProducerID, r.Offset) {
 							continue
 						}
 						want[string(proof.TableKey(tp.ID, p.Index, r.Key))] = string(proof.EncodeTableVersion(keys.VersionOf(p.Index, &r)))

@@ -114,7 +114,7 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		from, status, err := startPositions(opts, t, q, r.Header.Get("Last-Event-ID"))
+		from, status, err := startPositions(t, q, r.Header.Get("Last-Event-ID"))
 		if err != nil {
 			httpError(w, status, "%v", err)
 			return
@@ -154,7 +154,7 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 // startPositions is where a read by subject starts in each partition:
 // from the query's partition, from and time, or a resumed stream's
 // Last-Event-ID (a cursor). The status is the HTTP status of an error.
-func startPositions(opts Options, t *fsm.TopicView, q url.Values, lastEventID string) (map[int32]int64, int, error) {
+func startPositions(t *fsm.TopicView, q url.Values, lastEventID string) (map[int32]int64, int, error) {
 	n := int32(len(t.Partitions))
 	parts := make([]int32, 0, n)
 	if v := q.Get("partition"); v != "" {

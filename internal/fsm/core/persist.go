@@ -20,6 +20,8 @@ import (
 //	x/...                             transactions (txns.go)
 //	a/...                             a partition's aborted transactions (partition_txns.go)
 //	k/<topic id><key>...              the key stream index (keys.go)
+//	j/b/<topic id><partition u32><last offset u64> and j/c/<topic id><subject>
+//	                                  batch subject summaries and subject counts (subjects/)
 //	l/<topic id><partition u32><key>  a table topic's key's latest version in a partition (tables.go)
 //	v/<height> and b/<topic id>...    batch proofs: leaves per block, block per batch (proofs.go)
 //	r/<principal> and y/<principal>... producer keys and used signature sequences (signed.go)
@@ -31,17 +33,18 @@ import (
 //	n/<tenant>                        a tenant and its quotas (tenants/tenants.go)
 //	z/<digest>                        the state trie's nodes (authstate.go)
 //
-// Every key but m/state, m/signers, c/, k/, v/, b/ and z/ is a leaf of the
+// Every key but m/state, m/signers, c/, k/, j/, v/, b/ and z/ is a leaf of the
 // state trie, whose root the app hash commits to (authstate.go).
 //
 // Values use the command encoding's writer, prefixed by a format version.
 // The module that owns a prefix encodes and decodes its values (the file
 // named above). What a module keeps in memory it reads back at Open in
-// its load step (registry.go); k/, l/, v/, b/, r/ and y/ are read when
+// its load step (registry.go); k/, j/, l/, v/, b/, r/ and y/ are read when
 // needed. The core reads only m/state (load, below), one field of which
 // is the topics module's (stateMark, registry.go). The decoders bound
 // what they allocate by the bytes they are given: FuzzDecodeStoreValues
-// runs them all.
+// runs them all, but the subject summaries' (FuzzDecodeSummary, in
+// internal/subject).
 const PersistVersion = 1
 
 var keyState = []byte("m/state")

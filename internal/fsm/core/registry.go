@@ -32,6 +32,8 @@ import (
 //	          markers, the last stable offset and the aborted transactions
 //	          (Kafka's ProducerStateManager is a part of its log too)
 //	keys      the key stream index and the table leaves derived from logs
+//	subjects  each batch's subject summary and each topic's subject counts,
+//	          derived from logs (subjects/)
 //	groups    classic and KIP-848 consumer groups, committed offsets
 //	producers producer ids and transactions (the coordinator's part: a
 //	          transaction's partitions, offsets, timeouts and its end, for
@@ -47,12 +49,12 @@ import (
 //	          names its own and within its quotas, a tenant's deletion
 //	          across every module (tenants/)
 //
-// The modules form layers, topics at the bottom: keys, groups and trust
-// use topics, producers use topics and groups, cluster uses trust and
+// The modules form layers, topics at the bottom: keys, subjects, groups
+// and trust use topics, producers use topics and groups, cluster uses trust and
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
 // topics and groups (the commands it gates), tenants uses every module
-// but keys (what a tenant owns in each) (allowedCalls in package
+// but keys and subjects (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,

@@ -145,7 +145,7 @@ func (f *Index) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) 
 	}
 	staged := f.keyStaged[keyRef{t, p.Index, string(key)}]
 	for i := len(staged) - 1; i >= 0; i-- {
-		if e := f.keysAdded[staged[i]]; !Aborted(p, e.Pid, e.Offset) {
+		if e := f.keysAdded[staged[i]]; !p.InAbortedTxn(e.Pid, e.Offset) {
 			return e.Offset, nil
 		}
 	}
@@ -160,7 +160,7 @@ func (f *Index) latestVersion(t *topics.Topic, p *topics.Partition, key []byte) 
 		if err != nil {
 			return err
 		}
-		if Aborted(p, pid, off) {
+		if p.InAbortedTxn(pid, off) {
 			return nil
 		}
 		latest = off
@@ -326,7 +326,7 @@ func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte)
 			return KeyEvent{}, false, err
 		}
 	}
-	if c.head.Control() || Aborted(p, c.head.ProducerID, off) {
+	if c.head.Control() || p.InAbortedTxn(c.head.ProducerID, off) {
 		return KeyEvent{}, false, nil
 	}
 	var ev KeyEvent
@@ -351,10 +351,6 @@ func (c *batchCache) event(t *topics.TopicView, pi int32, off int64, key []byte)
 	}
 	return ev, found, nil
 }
-
-// Aborted reports whether a record of producer pid at offset off belongs to
-// an aborted transaction (topics.Partition.InAbortedTxn).
-func Aborted(p *topics.Partition, pid int64, off int64) bool { return p.InAbortedTxn(pid, off) }
 
 func cloneNil(b []byte) []byte {
 	if b == nil {
@@ -511,7 +507,7 @@ func (f *Index) KeySnapshot(topic string, key []byte) (int32, int64, bool, error
 		if err != nil {
 			return err
 		}
-		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || Aborted(t.Partitions[p], pid, o) {
+		if int(p) >= len(t.Partitions) || o >= t.Partitions[p].LastStableOffset() || t.Partitions[p].InAbortedTxn(pid, o) {
 			return nil
 		}
 		part, off = p, o

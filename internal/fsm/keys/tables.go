@@ -322,7 +322,7 @@ func (f *Index) tableBackfill(t *topics.Topic) error {
 // log: false if it is below the log start, of an aborted or open
 // transaction, or removed by compaction.
 func (f *Index) readableVersion(p *topics.Partition, e KeyEntry) (proof.TableVersion, bool, error) {
-	if e.Offset < p.Start || e.Offset >= p.Next || Aborted(p, e.Pid, e.Offset) {
+	if e.Offset < p.Start || e.Offset >= p.Next || p.InAbortedTxn(e.Pid, e.Offset) {
 		return proof.TableVersion{}, false, nil
 	}
 	if st := p.ProducerStates[e.Pid]; e.Pid >= 0 && st != nil && st.TxnFirst >= 0 && e.Offset >= st.TxnFirst {

@@ -158,17 +158,19 @@ func stage(f *Subjects, b *core.StateBatch) error {
 	for _, s := range sums {
 		b.B.Set(s.k, s.v)
 	}
-	counts := make([]kv, 0, len(f.counts))
-	for r, n := range f.counts {
-		if r.topic.Deleted {
-			continue
-		}
-		k := append(CountPrefix(r.topic.ID), r.subject...)
-		counts = append(counts, kv{k, binary.AppendUvarint(nil, n)})
+	type kn struct {
+		k []byte
+		n uint64
 	}
-	slices.SortFunc(counts, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+	counts := make([]kn, 0, len(f.counts))
+	for r, n := range f.counts {
+		if !r.topic.Deleted {
+			counts = append(counts, kn{append(CountPrefix(r.topic.ID), r.subject...), n})
+		}
+	}
+	slices.SortFunc(counts, func(a, b kn) int { return bytes.Compare(a.k, b.k) })
 	for _, c := range counts {
-		n, _ := binary.Uvarint(c.v)
+		n := c.n
 		old, ok, err := f.Store.Get(c.k)
 		if err != nil {
 			return fmt.Errorf("stele/fsm: reading a subject's count: %w", err)

@@ -8,7 +8,7 @@ import (
 )
 
 // The topics module's hook points: where the modules above it (keys,
-// groups, producers, trust) act on what happens to a topic or a partition
+// subjects, groups, producers, trust) act on what happens to a topic or a partition
 // log, without the topics module naming them (registry.go's hook). The
 // points are the registry's (its embedded topicHooks), made by the topics
 // module's registration function (RegisterTopics, topics.go), which
