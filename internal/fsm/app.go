@@ -1,12 +1,12 @@
 // Package fsm is Stele's replicated state machine: the modules (topics,
-// keys, subjects, groups, producers, trust, cluster, security, tenants; the registry's
+// keys, subjects, views, groups, producers, trust, cluster, security, tenants; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
 // authenticated store, the app hash, Commit, snapshots and proofs), and
 // the façade the broker imports.
 //
 // The core is a package of its own (core/), and so is each module
-// (topics/, keys/, subjects/, groups/, trust/, producers/, cluster/,
+// (topics/, keys/, subjects/, views/, groups/, trust/, producers/, cluster/,
 // security/, tenants/). Every
 // command is registered by its module with its decoder, check and apply,
 // and so is every step of the core a module takes part in: reading its
@@ -58,6 +58,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/subjects"
+	"github.com/stele-io/stele/internal/fsm/views"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -301,6 +302,7 @@ func buildRegistry() *registry {
 	r.TopicHooks = topics.RegisterTopics(r.Registry)
 	keys.RegisterKeys(r.Registry, r.TopicHooks)
 	subjects.RegisterSubjects(r.Registry, r.TopicHooks)
+	views.RegisterViews(r.TopicHooks)
 	groups.RegisterGroups(r.Registry, r.TopicHooks)
 	producers.RegisterProducers(r.Registry, r.TopicHooks)
 	trust.RegisterTrust(r.Registry, r.TopicHooks)

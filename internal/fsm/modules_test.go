@@ -19,6 +19,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/subjects"
+	"github.com/stele-io/stele/internal/fsm/views"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -36,7 +37,7 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants, "subjects": subjects.ModSubjects}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants, "subjects": subjects.ModSubjects, "views": views.ModViews}
 
 // The files of this package, by what they are: every module is a package
 // of its own (modulePackages), so this package's files are the
@@ -64,14 +65,15 @@ var fileModules = map[string]core.Module{
 //	                    producers (sequences, last stable offset, aborted
 //	                    transactions, markers), as Kafka's log does
 //	keys, subjects,     use topics
-//	groups, trust
+//	views, groups,
+//	trust
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
 //	cluster             uses trust, and topics' config definitions
 //	security            uses cluster (the app version, stele.admin.signed),
 //	                    trust (the keys that sign administration), and
 //	                    topics and groups (the commands it gates)
-//	tenants             uses every module but keys and subjects: the names a tenant
+//	tenants             uses every module but keys, subjects and views: the names a tenant
 //	                    owns in each (topics, groups, transactional ids,
 //	                    users, ACLs, quotas, producer keys), the app
 //	                    version, and signed administration's extension point
@@ -87,6 +89,7 @@ var allowedCalls = map[core.Module][]core.Module{
 	topics.ModTopics:       {},
 	keys.ModKeys:           {topics.ModTopics},
 	subjects.ModSubjects:   {topics.ModTopics},
+	views.ModViews:         {topics.ModTopics},
 	groups.ModGroups:       {topics.ModTopics},
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},
@@ -398,9 +401,9 @@ func TestHooks(t *testing.T) {
 	want := map[string][]string{
 		"batch checks":       {"10 producers: transactions"},
 		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes"},
-		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries", "25 subjects: subject summaries"},
-		"marker written":     {"10 keys: table versions of a committed transaction"},
-		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries"},
+		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries", "25 subjects: subject summaries", "40 views: view copies"},
+		"marker written":     {"10 keys: table versions of a committed transaction", "40 views: view copies of what a transaction's end made stable"},
+		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries", "40 views: view log starts"},
 		"compaction decided": {"10 keys: tombstones a compaction removes"},
 		"config changed":     {"10 keys: table leaves of a changed cleanup.policy"},
 		"topic deleted":      {"10 groups: committed offsets of the topic"},
@@ -629,6 +632,7 @@ func TestRegistryOrder(t *testing.T) {
 		r.AdminGates = security.RegisterSecurity(r.Registry)
 		tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	}, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+		func(r *registry) { views.RegisterViews(r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }, func(r *registry) { subjects.RegisterSubjects(r.Registry, r.TopicHooks) }} {
 		register(reversed)
 	}

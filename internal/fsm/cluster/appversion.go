@@ -20,11 +20,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // directory.go); version 10 lets a replica say it is caught up, so it
 // leads partitions (AliveVersion, alive.go); version 11 gives records
 // subjects (topics.SubjectsVersion: the stele.subject.* topic configs and
-// a produce's check of each record's subject). New chains
+// a produce's check of each record's subject); version 12 views
+// (topics.ViewsVersion: the stele.view.* topic configs, and the views
+// module's copies of their sources' matching records). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 12
+// up by an upgrade. Builds with the steleupgradetest tag add a version 13
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 11
+const MaxAppVersion uint32 = 12
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

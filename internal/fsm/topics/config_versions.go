@@ -25,8 +25,14 @@ import (
 // like any other.
 const SubjectsVersion = 11
 
+// ViewsVersion is the app version from which a topic may be a view
+// (views.go, docs/subjects.md): the topic configs stele.view.from,
+// stele.view.subject and stele.view.order, and the copying of matching
+// records into views as their sources' records are applied.
+const ViewsVersion = 12
+
 // newestConfigSince is the highest Since of any topic config.
-const newestConfigSince = SubjectsVersion
+const newestConfigSince = ViewsVersion
 
 // SubjectFrom checks a stele.subject.from value: "header", or "json:"
 // and an RFC 6901 JSON Pointer.

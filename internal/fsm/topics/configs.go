@@ -118,6 +118,12 @@ var TopicConfigs = []ConfigDef{
 		Doc: "Stele: where a record's subject comes from: header (the stele-subject header) or json:/pointer (a JSON Pointer into the record's JSON value) (docs/subjects.md)"},
 	{Name: "stele.subject.required", Type: TypeBoolean, Default: "false", Enforced: true, Since: SubjectsVersion,
 		Doc: "Stele: a record without a subject is refused with its batch (docs/subjects.md)"},
+	{Name: "stele.view.from", Type: TypeList, Default: "", Enforced: true, Check: ValidTopicName, Since: ViewsVersion,
+		Doc: "Stele: the topic is a view of these topics' records whose subject matches stele.view.subject; set when the view is created, never changed (docs/subjects.md)"},
+	{Name: "stele.view.order", Type: TypeString, Default: "partition", Enforced: true, valid: []string{"global", "partition"}, Since: ViewsVersion,
+		Doc: "Stele: a view's order: partition (source partition p feeds view partition p) or global (one view partition in the chain's order) (docs/subjects.md)"},
+	{Name: "stele.view.subject", Type: TypeString, Default: ">", Enforced: true, Check: viewPattern, Since: ViewsVersion,
+		Doc: "Stele: the subject pattern a view's records match (docs/subjects.md)"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false"},
 }
 
@@ -365,6 +371,9 @@ type TopicConfig struct {
 	// else the JSON Pointer into the record's value (record_headers.go).
 	SubjectFrom     *subject.Pointer
 	SubjectRequired bool // stele.subject.required
+	// View is what the stele.view.* configs make of a view (views.go);
+	// nil for a topic that is not one.
+	View *ViewDef
 }
 
 // resolveConfig computes the effective config from a topic's explicit
@@ -410,5 +419,10 @@ func resolveConfig(explicit, logDefaults map[string]string) TopicConfig {
 		}
 	}
 	c.SubjectRequired = strings.EqualFold(get("stele.subject.required"), "true")
+	if from := splitList(explicit["stele.view.from"]); len(from) > 0 {
+		if pat, err := subject.ParsePattern(get("stele.view.subject")); err == nil {
+			c.View = &ViewDef{From: from, Pattern: pat, Global: get("stele.view.order") == "global"}
+		}
+	}
 	return c
 }

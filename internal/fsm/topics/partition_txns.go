@@ -214,3 +214,34 @@ func registerPartitionTxns(r *core.Registry) {
 		Load:  (*Topics).loadAborted,
 		Stage: func(f *Topics, b *core.StateBatch) error { f.persistAborted(b); return nil }})
 }
+
+// StableNow is the partition's last stable offset in the apply, before the
+// block commits (LastStableOffset is the committed one): the first offset
+// of its oldest open transaction, else its end. Unless without >= 0, that
+// producer's transaction is left out (the one whose marker is being
+// written: MarkerWritten's hooks run before it is closed).
+func (p *Partition) StableNow(without int64) int64 {
+	lso := p.Next
+	for pid, s := range p.ProducerStates { // a minimum: the order does not matter
+		if s.TxnFirst >= 0 && pid != without {
+			lso = min(lso, s.TxnFirst)
+		}
+	}
+	return lso
+}
+
+// AbortedNow reports whether the record at off, of producer pid, is in a
+// transaction aborted before now in the apply (InAbortedTxn reads the
+// committed ones).
+func (p *Partition) AbortedNow(pid, off int64) bool {
+	if pid < 0 {
+		return false
+	}
+	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= off })
+	for _, a := range p.aborted[i:] {
+		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}

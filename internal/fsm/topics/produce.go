@@ -36,6 +36,9 @@ func (f *Topics) produce(c Produce) core.Result {
 	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
 	}
+	if IsView(t) {
+		return viewRefusal(t, "its records are copied from its sources")
+	}
 	p := t.Partitions[c.Partition]
 	batches, err := record.Split(c.Records)
 	if err == nil && len(batches) == 0 {
@@ -357,6 +360,9 @@ func (f *Topics) deleteRecords(c DeleteRecords) core.Result {
 	}
 	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 		return core.Fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic '%s' has %d partitions; partition %d does not exist", t.Name, len(t.Partitions), c.Partition))
+	}
+	if IsView(t) {
+		return viewRefusal(t, "its records leave with its sources'")
 	}
 	p := t.Partitions[c.Partition]
 	off := c.Offset

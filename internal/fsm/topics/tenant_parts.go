@@ -6,8 +6,10 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // for the tenants module: the topics named tenant~topic (core/names.go),
 // which only exist while the tenant does.
 
-// indexTopic adds t to its tenant's topics (byTenant), if it has a tenant.
+// indexTopic adds t to its tenant's topics (byTenant), if it has a tenant,
+// and drops the view index (views.go).
 func (f *Topics) indexTopic(t *Topic) {
+	f.viewsChanged()
 	tenant, _ := core.SplitTenant(t.Name)
 	if tenant == "" {
 		return
@@ -22,6 +24,7 @@ func (f *Topics) indexTopic(t *Topic) {
 
 // unindexTopic removes t from its tenant's topics.
 func (f *Topics) unindexTopic(t *Topic) {
+	f.viewsChanged()
 	tenant, _ := core.SplitTenant(t.Name)
 	if own := f.byTenant[tenant]; own != nil {
 		delete(own, t.Name)

@@ -28,7 +28,7 @@ func registerTopicCommands(r *core.Registry) {
 	core.RegisterModuleCommand(r, topicsOf, KindCreateTopic, "CreateTopic", ModTopics, decodeCreateTopic, checkTopicCommand,
 		func(f *Topics, c CreateTopic, at core.CmdAt) core.Result { return f.createTopic(c, at.Tx, at.Cmd) })
 	core.RegisterModuleCommand(r, topicsOf, KindDeleteTopic, "DeleteTopic", ModTopics, decodeDeleteTopic, checkTopicCommand,
-		func(f *Topics, c DeleteTopic, _ core.CmdAt) core.Result { return f.deleteTopic(c) })
+		func(f *Topics, c DeleteTopic, _ core.CmdAt) core.Result { return f.deleteTopicCommand(c) })
 	core.RegisterModuleCommand(r, topicsOf, KindCreatePartitions, "CreatePartitions", ModTopics, decodeCreatePartitions, checkTopicCommand,
 		func(f *Topics, c CreatePartitions, _ core.CmdAt) core.Result { return f.createPartitions(c) })
 	core.RegisterModuleCommand(r, topicsOf, KindAlterConfigs, "AlterConfigs", ModTopics, decodeAlterConfigs, checkTopicCommand,

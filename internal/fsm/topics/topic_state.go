@@ -52,6 +52,9 @@ type topicsState struct {
 	// ByName does (tenant_parts.go: indexTopic, unindexTopic), so what a
 	// tenant uses is found without reading every topic of the cluster.
 	byTenant map[string]map[string]*Topic
+	// viewIndex holds the live views of each source topic by name,
+	// sorted (views.go's ViewsOf); nil until asked after a change.
+	viewIndex map[string][]*Topic
 }
 
 func stageTopics(f *Topics, b *core.StateBatch) error {

@@ -118,6 +118,12 @@ func (f *Topics) createTopic(c CreateTopic, txIndex, cmdIndex int) core.Result {
 	if collides := f.collidingTopic(c.Name); collides != "" {
 		return core.Fail(kerr.InvalidTopicException.Code, fmt.Sprintf("topic '%s' collides with existing topic: %s", c.Name, collides))
 	}
+	if f.BlockAppVersion() >= ViewsVersion {
+		var r core.Result
+		if c, r = f.checkView(c); r.Code != 0 {
+			return r
+		}
+	}
 	t := &Topic{
 		Name:              c.Name,
 		ID:                f.topicID(c.Name, txIndex, cmdIndex),
@@ -285,6 +291,9 @@ func (f *Topics) createPartitions(c CreatePartitions) core.Result {
 	if t == nil {
 		return r
 	}
+	if IsView(t) {
+		return viewRefusal(t, "its partitions follow its sources")
+	}
 	if have := int32(len(t.Partitions)); c.Count <= have {
 		return core.Fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, which is higher than or equal to the requested %d", have, c.Count))
 	}
@@ -309,6 +318,9 @@ func (f *Topics) createPartitions(c CreatePartitions) core.Result {
 func (f *Topics) alterConfigs(c AlterConfigs) core.Result {
 	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
+		return r
+	}
+	if r := viewConfigRefusal(t, c); r.Code != 0 {
 		return r
 	}
 	next, err := ApplyConfigChanges(t.Configs, c)

@@ -1,0 +1,325 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/fsm/views"
+	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
+)
+
+// openViews opens a state machine at the newest app version.
+func openViews(t *testing.T) *FSM {
+	t.Helper()
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 60_000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// viewRec is one record of a partition as a test compares them:
+// "subject value <- source" ("" for a record of a source).
+func viewRecs(t *testing.T, f *FSM, topic string, pi int32) []string {
+	t.Helper()
+	p := f.View().Partition(topic, pi)
+	if p == nil {
+		t.Fatalf("%s-%d does not exist", topic, pi)
+	}
+	var out []string
+	for off := p.LogStartOffset(); off < p.LastStableOffset(); {
+		data, err := p.ReadCommitted(off, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, err := record.Split(data)
+		if err != nil || len(batches) == 0 {
+			t.Fatalf("%s-%d@%d: %v", topic, pi, off, err)
+		}
+		for _, b := range batches {
+			h, recs, err := record.Records(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off = h.LastOffset() + 1
+			if h.Control() {
+				continue
+			}
+			if h.Transactional() && p.InAbortedTxn(h.ProducerID, h.BaseOffset) {
+				continue
+			}
+			for _, r := range recs {
+				var sub, src string
+				for _, hd := range r.Headers {
+					switch hd.Key {
+					case subject.Header:
+						sub = string(hd.Value)
+					case views.SourceHeader:
+						src = string(hd.Value)
+					}
+				}
+				s := fmt.Sprintf("%d:%s %s", r.Offset, sub, r.Value)
+				if src != "" {
+					s += " <- " + src
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// sourceMatches is what a view of topic's partition pi over pat should
+// hold: its records that match, in order, each named by its source.
+func sourceMatches(t *testing.T, f *FSM, topic string, pi int32, pat string, from int64) []string {
+	t.Helper()
+	var out []string
+	for _, s := range viewRecs(t, f, topic, pi) {
+		off, rest, _ := strings.Cut(s, ":")
+		sub, value, _ := strings.Cut(rest, " ")
+		var o int64
+		fmt.Sscan(off, &o)
+		if sub != "" && o >= from && subject.MustPattern(pat).Match([]byte(sub)) {
+			out = append(out, sub+" "+value+" <- "+topic+"/"+fmt.Sprint(pi)+"/"+off)
+		}
+	}
+	return out
+}
+
+// withoutOffsets drops the view offsets of viewRecs' entries.
+func withoutOffsets(rs []string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		_, out[i], _ = strings.Cut(r, ":")
+	}
+	return out
+}
+
+func subjectRecords(t *testing.T, pid int64, seq int32, txn bool, subjects ...string) []byte {
+	t.Helper()
+	recs := make([]record.Record, len(subjects))
+	for i, s := range subjects {
+		recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte("k" + s), Value: []byte(fmt.Sprintf("v%d-%s", seq+int32(i), s))}
+		if s != "" {
+			recs[i].Headers = []record.RecordHeader{{Key: subject.Header, Value: []byte(s)}}
+		}
+	}
+	h := record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if pid >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, 0, seq
+	}
+	if txn {
+		h.Attributes = 0x10
+	}
+	b, err := record.Build(h, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestViews: a view holds, in its own dense offsets, exactly the records
+// of its sources applied after it was made whose subjects match, each
+// naming its source record; partition order keeps each source partition's
+// order (and grows with the source), global order the chain's; a
+// transaction's records arrive when it commits and never when it aborts;
+// a view is read-only and its sources cannot be deleted before it; its log
+// start follows its sources'; and a second state machine fed the same
+// blocks has the same app hashes.
+func TestViews(t *testing.T) {
+	d := &groupDriver{t: t, f: openViews(t), now: t0}
+	mk := func(name string, cfg ...string) topics.CreateTopic {
+		c := topics.CreateTopic{Name: name, Partitions: 1, ReplicationFactor: -1}
+		for i := 0; i < len(cfg); i += 2 {
+			c.Configs = append(c.Configs, topics.ConfigEntry{Name: cfg[i], Value: cfg[i+1]})
+		}
+		return c
+	}
+	orders := mk("orders")
+	orders.Partitions = 3
+	rs := d.block(0, orders, mk("audit"),
+		mk("fr", "stele.view.from", "orders", "stele.view.subject", "orders.*.fr.>"),
+		mk("all", "stele.view.from", "orders, audit", "stele.view.order", "global"),
+		mk("nosrc", "stele.view.from", "missing"),
+		mk("ofview", "stele.view.from", "fr"),
+		mk("self", "stele.view.from", "self"),
+		mk("orphan", "stele.view.subject", "a.b"),
+		mk("compacted", "stele.view.from", "orders", "cleanup.policy", "compact"),
+		mk("badpat", "stele.view.from", "orders", "stele.view.subject", "a.>.b"),
+		mk("twice", "stele.view.from", "orders,orders"))
+	for i, want := range []int16{0, 0, 0, 0, kerr.UnknownTopicOrPartition.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code,
+		kerr.InvalidConfig.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code, kerr.InvalidConfig.Code} {
+		wantCode(t, fmt.Sprintf("create %d", i), rs[i], want)
+	}
+	if n := len(d.f.View().Topic("fr").Partitions); n != 3 {
+		t.Fatalf("view fr has %d partitions, want its source's 3", n)
+	}
+	if n := len(d.f.View().Topic("all").Partitions); n != 1 {
+		t.Fatalf("global view all has %d partitions, want 1", n)
+	}
+	if got := d.f.View().Topic("fr").Configs["retention.ms"]; got != "-1" {
+		t.Fatalf("view fr: retention.ms %q, want -1", got)
+	}
+
+	// Plain, idempotent and transactional records.
+	pid := d.block(10, producers.InitProducerID{TransactionalID: "tx", TimeoutMs: 60_000})[0].ProducerID
+	idem := d.block(10, producers.InitProducerID{TimeoutMs: 60_000})[0].ProducerID
+	for i, r := range d.block(10,
+		topics.Produce{Topic: "orders", Partition: 0, Records: subjectRecords(t, -1, 0, false, "orders.eu.fr.created", "orders.us.us.created", "", "orders.eu.fr.paid")},
+		topics.Produce{Topic: "audit", Partition: 0, Records: subjectRecords(t, -1, 0, false, "audit.login")},
+		topics.Produce{Topic: "orders", Partition: 1, Records: subjectRecords(t, idem, 0, false, "orders.eu.de.created", "orders.ap.fr.created")},
+		topics.Produce{Topic: "orders", Partition: 1, Records: subjectRecords(t, idem, 0, false, "orders.eu.de.created", "orders.ap.fr.created")}, // a retry: not copied twice
+		topics.Produce{Topic: "orders", Partition: 2, Records: subjectRecords(t, -1, 0, false, "nothing", "else")},
+	) {
+		wantCode(t, fmt.Sprintf("produce %d", i), r, 0)
+	}
+	txn := func(seq int32, commit bool, subjects ...string) {
+		wantCode(t, "add", d.block(10, producers.AddPartitionsToTxn{TransactionalID: "tx", ProducerID: pid, Topic: "orders", Partition: 0})[0], 0)
+		wantCode(t, "produce", d.block(10, topics.Produce{Topic: "orders", Partition: 0, Records: subjectRecords(t, pid, seq, true, subjects...)},
+			topics.Produce{Topic: "orders", Partition: 0, Records: subjectRecords(t, -1, 100+seq, false, "orders.xx.fr.between")})[0], 0)
+		if got := viewRecs(t, d.f, "fr", 0); slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, subjects[0]) }) {
+			t.Fatalf("an undecided transaction's record is in the view: %v", got)
+		}
+		wantCode(t, "end", d.block(10, producers.EndTxn{TransactionalID: "tx", ProducerID: pid, Commit: commit})[0], 0)
+	}
+	txn(0, false, "orders.eu.fr.aborted")
+	txn(1, true, "orders.eu.fr.committed", "orders.eu.de.committed")
+	d.block(10, topics.Produce{Topic: "audit", Partition: 0, Records: subjectRecords(t, -1, 9, false, "audit.logout")})
+
+	check := func(f *FSM, what string, froms map[int32]int64) {
+		t.Helper()
+		for pi := int32(0); pi < 3; pi++ {
+			want := sourceMatches(t, f, "orders", pi, "orders.*.fr.>", froms[pi])
+			if got := withoutOffsets(viewRecs(t, f, "fr", pi)); !slices.Equal(got, want) {
+				t.Fatalf("%s: view fr-%d:\n got %q\nwant %q", what, pi, got, want)
+			}
+		}
+	}
+	check(d.f, "applied", nil)
+	fr0 := viewRecs(t, d.f, "fr", 0)
+	if len(fr0) != 5 || !strings.HasPrefix(fr0[0], "0:") || !strings.HasPrefix(fr0[4], "4:") || !strings.Contains(fr0[3], "fr.committed") || slices.ContainsFunc(fr0, func(s string) bool { return strings.Contains(s, "aborted") }) {
+		t.Fatalf("view fr-0 is %q: want five records at dense offsets 0-4 in the source's read_committed order, the aborted transaction's nowhere", fr0)
+	}
+	// The global view: every record with a subject, in the chain's order.
+	all := withoutOffsets(viewRecs(t, d.f, "all", 0))
+	wantAll := []string{
+		"orders.eu.fr.created v0-orders.eu.fr.created <- orders/0/0", "orders.us.us.created v1-orders.us.us.created <- orders/0/1",
+		"orders.eu.fr.paid v3-orders.eu.fr.paid <- orders/0/3", "audit.login v0-audit.login <- audit/0/0",
+		"orders.eu.de.created v0-orders.eu.de.created <- orders/1/0", "orders.ap.fr.created v1-orders.ap.fr.created <- orders/1/1",
+		"nothing v0-nothing <- orders/2/0", "else v1-else <- orders/2/1",
+		"orders.xx.fr.between v100-orders.xx.fr.between <- orders/0/5",
+		"orders.eu.fr.committed v1-orders.eu.fr.committed <- orders/0/7", "orders.eu.de.committed v2-orders.eu.de.committed <- orders/0/8",
+		"orders.xx.fr.between v101-orders.xx.fr.between <- orders/0/9",
+		"audit.logout v9-audit.logout <- audit/0/1",
+	}
+	if !slices.Equal(all, wantAll) {
+		t.Fatalf("global view:\n got %q\nwant %q", all, wantAll)
+	}
+
+	// Read-only; its sources outlive it.
+	for i, c := range []struct {
+		cmd  core.Command
+		code int16
+		msg  string
+	}{
+		{topics.Produce{Topic: "fr", Partition: 0, Records: subjectRecords(t, -1, 0, false, "orders.eu.fr.x")}, kerr.InvalidTopicException.Code, "topic 'fr' is a view of orders"},
+		{topics.DeleteRecords{Topic: "fr", Partition: 0, Offset: 1}, kerr.InvalidTopicException.Code, "read-only"},
+		{topics.CreatePartitions{Name: "fr", Count: 5}, kerr.InvalidTopicException.Code, "read-only"},
+		{topics.AlterConfigs{Topic: "fr", Incremental: true, Changes: []topics.ConfigChange{{Name: "retention.ms", Value: "1000"}}}, kerr.PolicyViolation.Code, "fixed when it is created"},
+		{topics.AlterConfigs{Topic: "orders", Incremental: true, Changes: []topics.ConfigChange{{Name: "stele.view.from", Value: "audit"}}}, kerr.PolicyViolation.Code, "only when a view is created"},
+		{topics.DeleteTopic{Name: "orders"}, kerr.PolicyViolation.Code, "source of the view(s) all, fr"},
+		{topics.DeleteTopic{Name: "audit"}, kerr.PolicyViolation.Code, "source of the view(s) all"},
+	} {
+		r := d.block(10, c.cmd)[0]
+		if r.Code != c.code || !strings.Contains(r.Message, c.msg) {
+			t.Fatalf("refusal %d: code %d %q, want %d %q", i, r.Code, r.Message, c.code, c.msg)
+		}
+	}
+
+	// A source growing past a partition-order view grows the view.
+	wantCode(t, "grow", d.block(10, topics.CreatePartitions{Name: "orders", Count: 4})[0], 0)
+	wantCode(t, "produce p3", d.block(10, topics.Produce{Topic: "orders", Partition: 3, Records: subjectRecords(t, -1, 0, false, "orders.eu.fr.p3")})[0], 0)
+	if got := viewRecs(t, d.f, "fr", 3); len(got) != 1 || !strings.HasSuffix(got[0], "<- orders/3/0") {
+		t.Fatalf("view fr-3: %q", got)
+	}
+
+	// The log start follows the sources'.
+	wantCode(t, "trim orders-0", d.block(10, topics.DeleteRecords{Topic: "orders", Partition: 0, Offset: 4})[0], 0)
+	if p := d.f.View().Partition("fr", 0); p.LogStartOffset() != 2 {
+		t.Fatalf("view fr-0 starts at %d after its source's records 0-3 left, want 2", p.LogStartOffset())
+	}
+	if p := d.f.View().Partition("all", 0); p.LogStartOffset() != 3 {
+		t.Fatalf("global view starts at %d, want 3: its first batch (orders/0/0-3) left, audit/0/0 (its offset 3) is still in its source", p.LogStartOffset())
+	}
+	wantCode(t, "trim audit", d.block(10, topics.DeleteRecords{Topic: "audit", Partition: 0, Offset: 1})[0], 0)
+	if p := d.f.View().Partition("all", 0); p.LogStartOffset() != 4 {
+		t.Fatalf("global view starts at %d, want 4 (its first batch still in a source is orders/1's)", p.LogStartOffset())
+	}
+	check(d.f, "trimmed", map[int32]int64{0: 4})
+
+	// Replayed: the same app hashes, the same views.
+	g, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 60_000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i, b := range d.blocks {
+		out, err := g.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.AppHash, d.hashes[i]) {
+			t.Fatalf("app hash differs at height %d", i+1)
+		}
+	}
+	check(g, "replayed", map[int32]int64{0: 4})
+	if a, b := viewRecs(t, g, "all", 0), viewRecs(t, d.f, "all", 0); !slices.Equal(a, b) {
+		t.Fatalf("global views differ:\n%q\n%q", a, b)
+	}
+
+	// Deleted with its views first, in one transaction (--cascade), a
+	// source goes.
+	out, err := d.f.ApplyBlock(core.Block{Height: int64(len(d.blocks) + 1), TimeMs: d.now + 10, Txs: [][]byte{
+		tx(900, topics.DeleteTopic{Name: "fr"}, topics.DeleteTopic{Name: "all"}, topics.DeleteTopic{Name: "orders"}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range out.Txs[0].Results {
+		wantCode(t, fmt.Sprintf("cascade %d", i), r, 0)
+	}
+}
+
+// TestViewsBeforeVersion12: under app version 11 the stele.view.* configs
+// are unknown, as to the binaries before views.
+func TestViewsBeforeVersion12(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := f.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{
+		tx(1, topics.CreateTopic{Name: "a", Partitions: 1, ReplicationFactor: -1}),
+		tx(2, topics.CreateTopic{Name: "v", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.view.from", Value: "a"}}}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.Txs[1].Results[0]; r.Code != kerr.InvalidConfig.Code || !strings.Contains(r.Message, "unknown topic config name") {
+		t.Fatalf("a view under version 11: code %d %q", r.Code, r.Message)
+	}
+}
