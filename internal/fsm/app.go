@@ -58,10 +58,10 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/subjects"
-	"github.com/stele-io/stele/internal/fsm/views"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
+	"github.com/stele-io/stele/internal/fsm/views"
 )
 
 // The application: the core's machine with the modules assembled on it.

@@ -19,10 +19,10 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/subjects"
-	"github.com/stele-io/stele/internal/fsm/views"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
+	"github.com/stele-io/stele/internal/fsm/views"
 )
 
 // modApp stands, in this test, for the application's own files (app.go,
