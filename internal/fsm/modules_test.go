@@ -65,8 +65,8 @@ var fileModules = map[string]core.Module{
 //	                    producers (sequences, last stable offset, aborted
 //	                    transactions, markers), as Kafka's log does
 //	keys, subjects,     use topics
-//	views, groups,
-//	trust
+//	groups, trust
+//	views               uses topics and subjects (the summaries of its copies)
 //	producers           uses topics and groups (producer ids, transactions:
 //	                    a commit writes markers and applies group offsets)
 //	cluster             uses trust, and topics' config definitions
@@ -89,7 +89,7 @@ var allowedCalls = map[core.Module][]core.Module{
 	topics.ModTopics:       {},
 	keys.ModKeys:           {topics.ModTopics},
 	subjects.ModSubjects:   {topics.ModTopics},
-	views.ModViews:         {topics.ModTopics},
+	views.ModViews:         {topics.ModTopics, subjects.ModSubjects},
 	groups.ModGroups:       {topics.ModTopics},
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},

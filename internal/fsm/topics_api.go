@@ -23,6 +23,7 @@ type (
 	Topic            = topics.Topic
 	TopicView        = topics.TopicView
 	View             = topics.View
+	ViewDef          = topics.ViewDef
 )
 
 const (
@@ -34,6 +35,12 @@ const (
 	OpSubtract            = topics.OpSubtract
 	SnapshotHeader        = topics.SnapshotHeader
 )
+
+// ViewPartitions is how many partitions a view over sources of these
+// partition counts has (topics/views.go).
+func ViewPartitions(global bool, sources []int32) int32 {
+	return topics.ViewPartitions(global, sources)
+}
 
 // The topics module's errors (the same values).
 var (

@@ -227,6 +227,14 @@ func TestViews(t *testing.T) {
 		t.Fatalf("global view:\n got %q\nwant %q", all, wantAll)
 	}
 
+	// Read by pattern through its own summaries.
+	if got, _ := readSubjects(t, d.f, "all", subject.MustPattern("audit.>"), 0, 100); !slices.Equal(got, []string{"0/3=audit.login", "0/12=audit.logout"}) {
+		t.Fatalf("the global view read by audit.>: %q", got)
+	}
+	if got, _ := readSubjects(t, d.f, "fr", subject.MustPattern("*.*.*.paid"), 0, 100); !slices.Equal(got, []string{"0/1=orders.eu.fr.paid"}) {
+		t.Fatalf("view fr read by *.*.*.paid: %q", got)
+	}
+
 	// Read-only; its sources outlive it.
 	for i, c := range []struct {
 		cmd  core.Command
@@ -252,6 +260,16 @@ func TestViews(t *testing.T) {
 	wantCode(t, "produce p3", d.block(10, topics.Produce{Topic: "orders", Partition: 3, Records: subjectRecords(t, -1, 0, false, "orders.eu.fr.p3")})[0], 0)
 	if got := viewRecs(t, d.f, "fr", 3); len(got) != 1 || !strings.HasSuffix(got[0], "<- orders/3/0") {
 		t.Fatalf("view fr-3: %q", got)
+	}
+
+	// A source whose subjects are in its JSON values, compressed: the
+	// view's records carry their subjects in the header.
+	wantCode(t, "create js", d.block(10, mk("js", "stele.subject.from", "json:/meta/subject"))[0], 0)
+	wantCode(t, "create jsv", d.block(10, mk("jsv", "stele.view.from", "js", "stele.view.subject", "orders.eu.>"))[0], 0)
+	wantCode(t, "produce js", d.block(10, topics.Produce{Topic: "js", Partition: 0, Records: subjectBatch(t, t0, record.CodecZstd, true, "orders.eu.fr.x", "", "orders.us.x.y", "orders.eu.de.z")})[0], 0)
+	if got := viewRecs(t, d.f, "jsv", 0); len(got) != 2 || !strings.HasPrefix(got[0], "0:orders.eu.fr.x {") || !strings.HasSuffix(got[0], "<- js/0/0") ||
+		!strings.HasPrefix(got[1], "1:orders.eu.de.z {") || !strings.HasSuffix(got[1], "<- js/0/3") {
+		t.Fatalf("view jsv: %q", got)
 	}
 
 	// The log start follows the sources'.

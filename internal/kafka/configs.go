@@ -201,13 +201,14 @@ func (s *Server) checkBrokerName(name string) problem {
 func topicConfigEntries(explicit, logDefaults map[string]string) []configEntry {
 	defs := fsm.TopicConfigDefs()
 	out := make([]configEntry, 0, len(defs))
+	isView := explicit["stele.view.from"] != "" // a view's configs are fixed (docs/subjects.md)
 	for _, d := range defs {
 		def := configSynonym{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig}
 		b := fsm.BrokerSynonym(d.Name)
 		if b != "" {
 			def.name = b
 		}
-		e := configEntry{typ: kmsg.ConfigType(d.Type), doc: configDoc(d)}
+		e := configEntry{typ: kmsg.ConfigType(d.Type), doc: configDoc(d), readOnly: isView || strings.HasPrefix(d.Name, "stele.view.")}
 		if v, ok := explicit[d.Name]; ok {
 			e.synonyms = append(e.synonyms, configSynonym{name: d.Name, value: v, source: kmsg.ConfigSourceDynamicTopicConfig})
 		}

@@ -33,6 +33,11 @@ package kafka
 //    INVALID_CONFIG with Kafka's message. Each topic is answered on its own.
 //  * validate_only runs the same checks against the committed state and
 //    creates nothing.
+//  * A view (configs stele.view.*, docs/subjects.md) needs READ on each of
+//    its sources too (TOPIC_AUTHORIZATION_FAILED naming the source); its
+//    partitions are its sources' (num_partitions is not used), and the
+//    state machine checks the rest (sources that exist and are not
+//    views, the pattern, the order).
 //  * v5+ answers with the topic's configs (explicit ones as
 //    DYNAMIC_TOPIC_CONFIG, the others as DEFAULT_CONFIG), its partition
 //    count and replication factor; v7 with its topic ID (zero when
@@ -193,7 +198,51 @@ func (s *Server) checkCreateTopic(c *conn, view *fsm.View, rt *kmsg.CreateTopics
 	if p := checked(cmd); p.failed() {
 		return fsm.CreateTopic{}, p
 	}
+	if p := c.checkViewSources(view, &cmd); p.failed() {
+		return fsm.CreateTopic{}, p
+	}
 	return cmd, problem{}
+}
+
+// checkViewSources checks the sources of a view (a topic created with
+// stele.view.from, docs/subjects.md): the principal must be allowed to
+// READ each, or a view would read for it what it may not; and it sets the
+// partitions the state machine gives the view, for the answer and the
+// mutation quota. A source that does not exist is left to the state
+// machine's answer, which names it.
+func (c *conn) checkViewSources(view *fsm.View, cmd *fsm.CreateTopic) problem {
+	var from string
+	global := false
+	for _, e := range cmd.Configs {
+		switch e.Name {
+		case "stele.view.from":
+			from = e.Value
+		case "stele.view.order":
+			global = e.Value == "global"
+		}
+	}
+	if strings.TrimSpace(from) == "" {
+		return problem{}
+	}
+	tenant, _ := fsm.SplitTenant(cmd.Name)
+	var parts []int32
+	for _, local := range strings.Split(from, ",") {
+		local = strings.TrimSpace(local)
+		if local == "" {
+			continue
+		}
+		name := fsm.Qualify(tenant, local)
+		if !c.authorize(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, name) {
+			return newProblem(kerr.TopicAuthorizationFailed, fmt.Sprintf("view '%s': not authorized to read its source topic '%s'", cmd.Name, local))
+		}
+		if tv := view.Topic(name); tv != nil {
+			parts = append(parts, int32(len(tv.Partitions)))
+		}
+	}
+	if n := fsm.ViewPartitions(global, parts); n > 0 {
+		cmd.Partitions = n
+	}
+	return problem{}
 }
 
 // collidingTopic returns a topic, committed or accepted earlier in this

@@ -112,16 +112,7 @@ func RegisterSubjects(r *core.Registry, h *topics.TopicHooks) {
 		if pr.Subjects == nil || pr.Subjects[i] == nil {
 			return core.Result{}
 		}
-		f := subjectsOf(tm.Machine)
-		s := subject.Summarize(pr.Subjects[i].Entries)
-		if p := pr.T.Config.SubjectFrom; p != nil {
-			s.FromJSON, s.Pointer = true, p.String()
-		}
-		last := at + int64(pr.Headers[i].LastOffsetDelta)
-		f.added = append(f.added, summaryAt{pr.T, pr.P.Index, last, subject.EncodeSummary(nil, s)})
-		for _, e := range pr.Subjects[i].Entries {
-			f.counts[countRef{pr.T, string(e.Subject)}] += e.Count
-		}
+		Summarized(tm.Machine, pr.T, pr.P.Index, at+int64(pr.Headers[i].LastOffsetDelta), pr.Subjects[i])
 		return core.Result{}
 	})
 	h.LogTrimmed.Register(20, "subject summaries", ModSubjects, func(tm *topics.Topics, t *topics.Topic, p *topics.Partition) {
@@ -135,6 +126,22 @@ func RegisterSubjects(r *core.Registry, h *topics.TopicHooks) {
 		b.B.DeletePrefix(append([]byte(summaryPrefix), t.ID[:]...))
 		b.B.DeletePrefix(CountPrefix(t.ID))
 	})
+}
+
+// Summarized keeps the summary of a batch of partition pi of t ending at
+// last, whose records have the subjects c counted: for a produced batch
+// (the batch appended hook), and for a batch the views module copied into
+// a view (whose records carry their subjects in the stele-subject header).
+func Summarized(m *core.Machine, t *topics.Topic, pi int32, last int64, c *subject.Counter) {
+	f := subjectsOf(m)
+	s := subject.Summarize(c.Entries)
+	if p := t.Config.SubjectFrom; p != nil {
+		s.FromJSON, s.Pointer = true, p.String()
+	}
+	f.added = append(f.added, summaryAt{t, pi, last, subject.EncodeSummary(nil, s)})
+	for _, e := range c.Entries {
+		f.counts[countRef{t, string(e.Subject)}] += e.Count
+	}
 }
 
 // stage writes the block's summaries and adds its counts to the

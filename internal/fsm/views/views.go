@@ -37,9 +37,14 @@
 // still in its source. Records removed from a source by compaction stay
 // in the view.
 //
+// A view's records carry their subjects in the stele-subject header (added
+// to a copy when its source takes subjects from JSON), and each view batch
+// has its summary (the subjects module's), so a view is read by pattern
+// over HTTP like any topic.
+//
 // The module keeps no state of its own: the views' logs and the topics'
-// configs are the topics module's. It uses the topics module below it and
-// no other.
+// configs are the topics module's, the summaries the subjects module's.
+// It uses those two modules below it and no other.
 package views
 
 import (
@@ -48,8 +53,10 @@ import (
 	"strconv"
 
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/subjects"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // ModViews is the views module's name.
@@ -177,6 +184,7 @@ func copyBatch(tm *topics.Topics, v, t *topics.Topic, p *topics.Partition, b []b
 	pat := v.Config.View.Pattern
 	src := topics.LocalName(t) + "/" + strconv.Itoa(int(p.Index)) + "/"
 	var out []record.Record
+	var counted subject.Counter
 	minTs := int64(0)
 	_, recs, err := record.Records(b)
 	if err != nil {
@@ -188,9 +196,13 @@ func copyBatch(tm *topics.Topics, v, t *topics.Topic, p *topics.Partition, b []b
 		if s == nil || !pat.Match(s) {
 			continue
 		}
-		hs := make([]record.RecordHeader, 0, len(r.Headers)+1)
+		hs := make([]record.RecordHeader, 0, len(r.Headers)+2)
 		hs = append(hs, r.Headers...)
+		if t.Config.SubjectFrom != nil { // the view's record carries its subject
+			hs = append(hs, record.RecordHeader{Key: subject.Header, Value: s})
+		}
 		hs = append(hs, record.RecordHeader{Key: SourceHeader, Value: []byte(src + strconv.FormatInt(r.Offset, 10))})
+		counted.Add(s)
 		if len(out) == 0 || r.Timestamp < minTs {
 			minTs = r.Timestamp
 		}
@@ -214,7 +226,13 @@ func copyBatch(tm *topics.Topics, v, t *topics.Topic, p *topics.Partition, b []b
 	if err != nil {
 		return err
 	}
-	return tm.AppendDerived(v, v.Partitions[vi], nb)
+	vp := v.Partitions[vi]
+	at := vp.Next
+	if err := tm.AppendDerived(v, vp, nb); err != nil {
+		return err
+	}
+	subjects.Summarized(tm.Machine, v, vi, at+int64(len(out)-1), &counted)
+	return nil
 }
 
 // trimView moves the log start of view partition vp past its leading
