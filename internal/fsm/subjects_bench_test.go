@@ -49,6 +49,49 @@ func subjectBenchFSM(tb testing.TB, configs ...topics.ConfigEntry) (*FSM, int64)
 	return f, 1
 }
 
+// benchView makes view NAME of sb over the pattern (views.go).
+func benchView(tb testing.TB, f *FSM, height *int64, name, pattern string) {
+	tb.Helper()
+	*height++
+	out, err := f.ApplyBlock(core.Block{Height: *height, TimeMs: t0, Txs: [][]byte{tx(0, topics.CreateTopic{Name: name, Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "stele.view.from", Value: "sb"}, {Name: "stele.view.subject", Value: pattern}, {Name: "segment.bytes", Value: "1073741824"}}})}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if r := out.Txs[0].Results[0]; r.Code != 0 {
+		tb.Fatalf("view %s: %d %s", name, r.Code, r.Message)
+	}
+	if _, err := f.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// readPartition reads a partition from its start to its high watermark
+// as a consumer's fetches do (8 MiB at a time), calling fn for each
+// record, and returns the bytes read.
+func readPartition(tb testing.TB, p *Partition, fn func(r *record.Record)) int {
+	size := 0
+	for off := p.LogStartOffset(); off < p.HighWatermark(); {
+		data, err := p.Read(off, 8<<20)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		size += len(data)
+		batches, err := record.Split(data)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, bt := range batches {
+			h, err := record.Each(bt, func(r *record.Record) error { fn(r); return nil })
+			if err != nil {
+				tb.Fatal(err)
+			}
+			off = h.LastOffset() + 1
+		}
+	}
+	return size
+}
+
 // subjectBenchBlocks produces n records to sb as blocks of 100 batches of
 // 100 records (200-byte values), record i made by mk, and returns the time
 // the blocks took to apply and commit.
@@ -105,7 +148,9 @@ func headerRecord(i int, s string, value []byte) record.Record {
 // "spread": one in each batch of 100 (every batch holds a match).
 // Reported: ms per read, and the bytes and batches the read touched;
 // scan-ms is reading the whole partition and filtering by subject as a
-// client reading everything would (without the network).
+// client reading everything would (without the network); view-ms reading
+// a view of audit.rare (docs/subjects.md) whole, as a Kafka consumer of
+// the view fetches it (without the network).
 func BenchmarkSubjectRead(b *testing.B) {
 	value := bytes.Repeat([]byte("v"), 200)
 	for _, c := range []struct {
@@ -115,6 +160,7 @@ func BenchmarkSubjectRead(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			n := *benchSubjectRecords
 			f, h := subjectBenchFSM(b)
+			benchView(b, f, &h, "rare", "audit.rare")
 			took := subjectBenchBlocks(b, f, n, &h, func(i int) record.Record { return headerRecord(i, subjectOf(i, c.rare), value) })
 			b.Logf("built %d records in %v", n, took.Round(time.Millisecond))
 			pat := subject.MustPattern("audit.rare")
@@ -151,39 +197,29 @@ func BenchmarkSubjectRead(b *testing.B) {
 			b.ReportMetric(float64(stats.BatchesRead), "batches-read")
 			b.ReportMetric(float64(stats.BatchesSkipped), "batches-skipped")
 			// The same answer from reading everything.
-			p := f.View().Partition("sb", 0)
 			start := time.Now()
-			found, size := 0, 0
-			for off := int64(0); off < p.HighWatermark(); {
-				data, err := p.Read(off, 8<<20)
-				if err != nil {
-					b.Fatal(err)
-				}
-				size += len(data)
-				batches, err := record.Split(data)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, bt := range batches {
-					h, err := record.Each(bt, func(r *record.Record) error {
-						for _, hd := range r.Headers {
-							if hd.Key == subject.Header && pat.Match(hd.Value) {
-								found++
-							}
-						}
-						return nil
-					})
-					if err != nil {
-						b.Fatal(err)
+			found := 0
+			size := readPartition(b, f.View().Partition("sb", 0), func(r *record.Record) {
+				for _, hd := range r.Headers {
+					if hd.Key == subject.Header && pat.Match(hd.Value) {
+						found++
 					}
-					off = h.LastOffset() + 1
 				}
-			}
+			})
 			if found != want {
 				b.Fatalf("the scan found %d, want %d", found, want)
 			}
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "scan-ms")
 			b.ReportMetric(float64(size)/1e6, "scan-MB")
+			// And from the view.
+			start = time.Now()
+			found = 0
+			size = readPartition(b, f.View().Partition("rare", 0), func(*record.Record) { found++ })
+			if found != want {
+				b.Fatalf("the view holds %d records, want %d", found, want)
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "view-ms")
+			b.ReportMetric(float64(size)/1e6, "view-MB")
 		})
 	}
 }
@@ -191,8 +227,10 @@ func BenchmarkSubjectRead(b *testing.B) {
 // BenchmarkProduceSubjects: records applied and committed per second, 100
 // per batch: without subjects, with a subject header (60 subjects), with a
 // subject lifted from a JSON value (stele.subject.from=json:/type), and
-// with a distinct subject per record (summaries of first tokens) — the
-// cost of subjects on the produce path.
+// with a distinct subject per record (summaries of first tokens), and with
+// subject headers copied into views (view-1pct: a view of 1 record in
+// 100; view-all: a view of every record) — the cost of subjects and
+// views on the produce path.
 func BenchmarkProduceSubjects(b *testing.B) {
 	value := bytes.Repeat([]byte("v"), 200)
 	never := func(int) bool { return false }
@@ -200,16 +238,24 @@ func BenchmarkProduceSubjects(b *testing.B) {
 		name    string
 		configs []topics.ConfigEntry
 		mk      func(i int) record.Record
+		view    string // the pattern of a view of sb, if any
 	}{
-		{"none", nil, func(i int) record.Record { return record.Record{Key: fmt.Appendf(nil, "k-%d", i%1000), Value: value} }},
-		{"header", nil, func(i int) record.Record { return headerRecord(i, subjectOf(i, never), value) }},
+		{"none", nil, func(i int) record.Record { return record.Record{Key: fmt.Appendf(nil, "k-%d", i%1000), Value: value} }, ""},
+		{"header", nil, func(i int) record.Record { return headerRecord(i, subjectOf(i, never), value) }, ""},
 		{"json", []topics.ConfigEntry{{Name: "stele.subject.from", Value: "json:/type"}}, func(i int) record.Record {
 			return record.Record{Key: fmt.Appendf(nil, "k-%d", i%1000), Value: fmt.Appendf(nil, `{"id": %d, "type": %q, "pad": "%s"}`, i, subjectOf(i, never), value[:150])}
-		}},
-		{"distinct", nil, func(i int) record.Record { return headerRecord(i, fmt.Sprintf("orders.eu.c%d.created", i), value) }},
+		}, ""},
+		{"distinct", nil, func(i int) record.Record { return headerRecord(i, fmt.Sprintf("orders.eu.c%d.created", i), value) }, ""},
+		{"view-1pct", nil, func(i int) record.Record {
+			return headerRecord(i, subjectOf(i, func(i int) bool { return i%100 == 42 }), value)
+		}, "audit.rare"},
+		{"view-all", nil, func(i int) record.Record { return headerRecord(i, subjectOf(i, never), value) }, ">"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			f, h := subjectBenchFSM(b, c.configs...)
+			if c.view != "" {
+				benchView(b, f, &h, "v", c.view)
+			}
 			records := 10_000 * b.N
 			took := subjectBenchBlocks(b, f, records, &h, c.mk)
 			b.ReportMetric(float64(records)/took.Seconds(), "records/s")
