@@ -255,6 +255,17 @@ func TestViews(t *testing.T) {
 		}
 	}
 
+	// A produced record may not name a source.
+	forged, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
+		{Value: []byte("x"), Headers: []record.RecordHeader{{Key: subject.Header, Value: []byte("orders.eu.fr.x")}, {Key: views.SourceHeader, Value: []byte("orders/0/0")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := d.block(10, topics.Produce{Topic: "orders", Partition: 0, Records: forged})[0]; r.Code != kerr.InvalidRecord.Code ||
+		len(r.RecordErrors) != 1 || !strings.Contains(r.RecordErrors[0].Message, "written by views only") {
+		t.Fatalf("a record with a stele-source header: %d %q %+v", r.Code, r.Message, r.RecordErrors)
+	}
+
 	// A source growing past a partition-order view grows the view.
 	wantCode(t, "grow", d.block(10, topics.CreatePartitions{Name: "orders", Count: 4})[0], 0)
 	wantCode(t, "produce p3", d.block(10, topics.Produce{Topic: "orders", Partition: 3, Records: subjectRecords(t, -1, 0, false, "orders.eu.fr.p3")})[0], 0)

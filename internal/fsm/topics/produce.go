@@ -70,6 +70,7 @@ func (f *Topics) produce(c Produce) core.Result {
 	// Records have subjects from app version 11 (SubjectsVersion): each
 	// batch's are counted for its summary (the subjects module's).
 	withSubjects := f.BlockAppVersion() >= SubjectsVersion
+	withViews := f.BlockAppVersion() >= ViewsVersion
 	var subjects []*subject.Counter // per batch: its records by subject, nil for none
 	if withSubjects {
 		subjects = make([]*subject.Counter, len(batches))
@@ -86,6 +87,11 @@ func (f *Topics) produce(c Produce) core.Result {
 			signed[i] = signed[i] || sig
 			if err != nil {
 				bad.add(base+delta, err.Error())
+			}
+			if withViews && err == nil {
+				if err = sourceHeaderProblem(hs); err != nil {
+					bad.add(base+delta, err.Error())
+				}
 			}
 			if withSubjects && err == nil { // one error per record: its first
 				switch s, err := recordSubject(&cfg, hs, value); {

@@ -32,6 +32,22 @@ const SnapshotHeader = "stele-snapshot"
 // refused whole with INVALID_RECORD, nothing of it written.
 const ExpectedVersionHeader = "stele-expected-version"
 
+// SourceHeader names, on a view's record, the source record it is a copy
+// of (topic/partition/offset, views.go). From app version 12 a produced
+// record may not carry it: a reader of a view must be able to trust it.
+const SourceHeader = "stele-source"
+
+// sourceHeaderProblem says why a produced record's headers are refused
+// from app version 12 (ViewsVersion): they hold SourceHeader.
+func sourceHeaderProblem(hs []record.RecordHeader) error {
+	for _, h := range hs {
+		if h.Key == SourceHeader {
+			return fmt.Errorf("header %s is written by views only (docs/subjects.md)", SourceHeader)
+		}
+	}
+	return nil
+}
+
 // NoExpectation marks a record without ExpectedVersionHeader.
 const NoExpectation = int64(-2)
 

@@ -62,8 +62,9 @@ import (
 // ModViews is the views module's name.
 const ModViews core.Module = "views"
 
-// SourceHeader is the header a view's record names its source record with.
-const SourceHeader = "stele-source"
+// SourceHeader is the header a view's record names its source record
+// with; a produced record may not carry it (topics.SourceHeader).
+const SourceHeader = topics.SourceHeader
 
 // RegisterViews is the views module's registration function
 // (buildRegistry): its hooks on the topics module's hook points.
