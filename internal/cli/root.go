@@ -140,6 +140,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newDumpLogCmd(g),
 		newKeyCmd(g),
 		newSubjectCmd(g),
+		newViewCmd(g),
 		newVerifyCmd(g),
 		newAuditCmd(g),
 		newProducerKeyCmd(g),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -199,53 +200,62 @@ func newTopicListCmd(g *globalOptions) *cobra.Command {
 	return c
 }
 
-// topicDeleted is the JSON form of one `topic delete` result.
+// topicDeleted is the JSON form of one `topic delete` result. ViewOf is
+// set for a view deleted with --cascade: its sources.
 type topicDeleted struct {
-	Topic   string `json:"topic"`
-	Deleted bool   `json:"deleted"`
-	Error   string `json:"error,omitempty"`
+	Topic   string   `json:"topic"`
+	Deleted bool     `json:"deleted"`
+	Error   string   `json:"error,omitempty"`
+	ViewOf  []string `json:"view_of,omitempty"`
 }
 
 func newTopicDeleteCmd(g *globalOptions) *cobra.Command {
-	var ifExists bool
+	var ifExists, cascade bool
 	var sign *adminSigning
 	c := &cobra.Command{
 		Use:   "delete NAME...",
 		Short: "Delete topics (kafka-topics.sh --delete)",
+		Long: `Delete topics (kafka-topics.sh --delete). A topic that is the source of a
+view is deleted only after the view: --cascade deletes those views first,
+in the same request (one signed command each, views first, under --sign).`,
 		Example: `  stele topic delete orders payments --if-exists
+  stele topic delete orders --cascade   # and the views of orders
   stele topic delete orders --sign admin.key --principal admin   # under stele.admin.signed=true`,
 		Args: minArgs("NAME"),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			if err := sign.ready(cmd, g); err != nil {
 				return err
 			}
-			var rs kadm.DeleteTopicResponses
-			if sign.on() {
-				rs = kadm.DeleteTopicResponses{}
-				for _, name := range uniqueSorted(names) {
-					err := sign.submit(cmd.Context(), g, fsm.DeleteTopic{Name: name})
-					rs[name] = kadm.DeleteTopicResponse{Topic: name, Err: err}
-				}
-			} else {
-				adm, cl, err := g.newAdmin()
+			var adm *kadm.Client
+			if !sign.on() || cascade {
+				a, cl, err := g.newAdmin()
 				if err != nil {
 					return err
 				}
 				defer cl.Close()
+				adm = a
+			}
+			order, viewOf := uniqueSorted(names), map[string][]string{}
+			if cascade {
 				ctx, cancel := g.requestContext(cmd)
-				defer cancel()
-				if rs, err = adm.DeleteTopics(ctx, uniqueSorted(names)...); err != nil {
-					return fmt.Errorf("delete topics: %w", err)
+				_, views, err := listViews(ctx, adm) // view.go
+				cancel()
+				if err != nil {
+					return err
 				}
+				order, viewOf = cascadeOrder(views, names)
+			}
+			rs, err := deleteTopicsInOrder(cmd, g, sign, adm, order)
+			if err != nil {
+				return err
 			}
 			var (
 				out  []topicDeleted
 				errs []error
-				err  error
 			)
-			for _, name := range uniqueSorted(names) {
+			for _, name := range order {
 				r, ok := rs[name]
-				d := topicDeleted{Topic: name}
+				d := topicDeleted{Topic: name, ViewOf: viewOf[name]}
 				switch {
 				case !ok:
 					err = fmt.Errorf("delete topic %q: the broker did not answer for this topic", name)
@@ -272,8 +282,31 @@ func newTopicDeleteCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&ifExists, "if-exists", false, "succeed for topics that do not exist")
+	c.Flags().BoolVar(&cascade, "cascade", false, "delete the views of these topics first, in the same request")
 	sign = addSignFlags(c)
 	return c
+}
+
+// deleteTopicsInOrder deletes names in the order given, so that views go
+// before their sources: in one DeleteTopics request (kadm sends the topics
+// in order, and the broker applies them in order), or under --sign as one
+// signed command each, in turn. adm may be nil under --sign.
+func deleteTopicsInOrder(cmd *cobra.Command, g *globalOptions, sign *adminSigning, adm *kadm.Client, names []string) (kadm.DeleteTopicResponses, error) {
+	if sign.on() {
+		rs := kadm.DeleteTopicResponses{}
+		for _, name := range names {
+			err := sign.submit(cmd.Context(), g, fsm.DeleteTopic{Name: name})
+			rs[name] = kadm.DeleteTopicResponse{Topic: name, Err: err}
+		}
+		return rs, nil
+	}
+	ctx, cancel := g.requestContext(cmd)
+	defer cancel()
+	rs, err := adm.DeleteTopics(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("delete topics: %w", err)
+	}
+	return rs, nil
 }
 
 func printTopicsDeleted(cmd *cobra.Command, g *globalOptions, out []topicDeleted) error {
@@ -281,11 +314,16 @@ func printTopicsDeleted(cmd *cobra.Command, g *globalOptions, out []topicDeleted
 		return writeJSON(cmd.OutOrStdout(), out)
 	}
 	for _, d := range out {
-		if d.Deleted {
+		switch {
+		case d.Deleted && len(d.ViewOf) > 0:
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Deleted view %q (a view of %s).\n", d.Topic, strings.Join(d.ViewOf, ", ")); err != nil {
+				return err
+			}
+		case d.Deleted:
 			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Deleted topic %q.\n", d.Topic); err != nil {
 				return err
 			}
-		} else if d.Error == "" {
+		case d.Error == "":
 			fmt.Fprintf(cmd.ErrOrStderr(), "Topic %q does not exist; nothing to delete.\n", d.Topic)
 		}
 	}
