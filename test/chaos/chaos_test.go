@@ -78,6 +78,8 @@ func TestChaos(t *testing.T) {
 	seeds := c.KafkaAddrs(c.All()...)
 	harness.CreateTopic(t, seeds, sendTopic, sendParts, nil, clientOpts...)
 	harness.CreateTopic(t, seeds, txnTopic, txnParts, nil, clientOpts...)
+	from, pattern, order := sendTopic+","+txnTopic, viewOf, "global"
+	harness.CreateTopic(t, seeds, viewTopic, -1, map[string]*string{"stele.view.from": &from, "stele.view.subject": &pattern, "stele.view.order": &order}, clientOpts...)
 
 	start := time.Now()
 	rec := NewRecorder(seed, start)
@@ -90,6 +92,7 @@ func TestChaos(t *testing.T) {
 
 	t.Logf("%s faults over; every broker running and connected; stopping the producers", harness.Clock())
 	final := w.finish(t, c)
+	checkView(t, c, final)
 	c.StopAll()
 	files := c.CompareLogs(c.All()...)
 
@@ -477,6 +480,61 @@ func readFinal(t *testing.T, c *harness.Cluster, i int) Final {
 		}
 	}
 	return f
+}
+
+// checkView checks the view of both topics on every broker
+// (docs/subjects.md): it holds every committed record whose subject
+// matches its pattern once, none other, each source partition's in their
+// order there, and the same on every broker.
+func checkView(t *testing.T, c *harness.Cluster, final Final) {
+	t.Helper()
+	where := map[string]place{} // value -> where its source record is
+	for tp, offs := range final.Committed {
+		for off, v := range offs {
+			if strings.HasSuffix(chaosSubject(v), ".7") {
+				where[v] = place{tp, off}
+			}
+		}
+	}
+	var first []string
+	for _, i := range c.All() {
+		var view map[int64]string
+		c.Eventually(30*time.Second, fmt.Sprintf("node%d's view", i), func() error {
+			var err error
+			view, _, err = c.CommittedLog(i, viewTopic, 0)
+			return err
+		})
+		seq := make([]string, 0, len(view))
+		for _, off := range slices.Sorted(maps.Keys(view)) {
+			seq = append(seq, view[off])
+		}
+		seen := map[string]bool{}
+		last := map[TP]int64{}
+		for _, v := range seq {
+			p, ok := where[v]
+			switch {
+			case seen[v]:
+				t.Errorf("node%d's view holds %q twice", i, v)
+			case !ok:
+				t.Errorf("node%d's view holds %q, which is no committed record matching %s", i, v, viewOf)
+			case p.off < last[p.tp]:
+				t.Errorf("node%d's view holds %q (%s) after a later record of %v", i, v, p, p.tp)
+			}
+			seen[v] = true
+			if ok {
+				last[p.tp] = p.off + 1
+			}
+		}
+		if len(seen) != len(where) {
+			t.Errorf("node%d's view holds %d of the %d committed records matching %s", i, len(seen), len(where), viewOf)
+		}
+		if first == nil {
+			first = seq
+			t.Logf("the view %s holds the %d committed records of %s and %s matching %s, each source partition's in order, on every broker", viewTopic, len(seq), sendTopic, txnTopic, viewOf)
+		} else if !slices.Equal(seq, first) {
+			t.Errorf("node%d's view differs from node%d's", i, c.All()[0])
+		}
+	}
 }
 
 func sameFinal(a, b Final) bool {

@@ -18,12 +18,17 @@ import (
 // consumers assigned every partition of both topics (read_committed and
 // read_uncommitted), and two members of a consumer group on sendTopic.
 // Every operation is recorded with its invocation and completion times.
+// Every record has a subject (chaosSubject), and viewTopic is a view of
+// both topics in the global order (docs/subjects.md), checked at the end
+// by checkView.
 const (
 	sendTopic = "chaos"
 	sendParts = 4
 	txnTopic  = "chaos-txn"
 	txnParts  = 2
 	group     = "chaos-group"
+	viewTopic = "chaos-view"
+	viewOf    = "chaos.*.7" // its pattern: about a tenth of the records
 
 	// Process ids in the history.
 	firstSender   = 0  // and 1
@@ -31,6 +36,15 @@ const (
 	firstAssigned = 10 // 10 read_committed, 11 read_uncommitted
 	firstMember   = 20 // 20, 21: the group's members
 )
+
+// chaosSubject is the subject of the record whose value is v: chaos, its
+// kind (s or t) and the last digit of its number.
+func chaosSubject(v string) string { return "chaos." + v[:1] + "." + v[len(v)-1:] }
+
+// subjectHeader is the headers of the record whose value is v.
+func subjectHeader(v string) []kgo.RecordHeader {
+	return []kgo.RecordHeader{{Key: "stele-subject", Value: []byte(chaosSubject(v))}}
+}
 
 // workload runs the clients. Producers and consumers stop separately:
 // producing first, then consuming once the consumers have read everything.
@@ -94,7 +108,7 @@ func (w *workload) send(process int) {
 		}
 		r := Rec{Topic: sendTopic, Partition: int32(rng.IntN(sendParts)), Offset: -1, Value: fmt.Sprintf("s%d-%d", process, n)}
 		idx := w.rec.Invoke(process, TypeSend, []Rec{r})
-		cl.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Value: []byte(r.Value)}, func(kr *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Value: []byte(r.Value), Headers: subjectHeader(r.Value)}, func(kr *kgo.Record, err error) {
 			out := r
 			outcome := OutcomeOK
 			if err != nil {
@@ -139,7 +153,7 @@ func (w *workload) transact(process int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		for i := range recs {
 			recs[i] = Rec{Topic: txnTopic, Partition: int32(rng.IntN(txnParts)), Offset: -1, Value: fmt.Sprintf("t%d-%d", n, i)}
-			krs[i] = &kgo.Record{Partition: recs[i].Partition, Value: []byte(recs[i].Value)}
+			krs[i] = &kgo.Record{Partition: recs[i].Partition, Value: []byte(recs[i].Value), Headers: subjectHeader(recs[i].Value)}
 		}
 		failed := cl.ProduceSync(ctx, krs...).FirstErr() // results come in completion order
 		cancel()
