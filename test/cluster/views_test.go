@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,7 +26,9 @@ import (
 // the order a read_committed reader of the source reads them, each naming
 // its source record; a global view read by a consumer group holds every
 // committed record with a subject of both sources, once, each source
-// partition's in order; and every broker serves the same views.
+// partition's in order; an assigned consumer of the global view and a
+// group on the partition-order one read the same as the others; and every
+// broker serves the same views.
 func TestViewsAgree(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	c.StartAll()
@@ -136,12 +139,6 @@ func TestViewsAgree(t *testing.T) {
 	}
 
 	// The global view, read by a consumer group.
-	g, err := kgo.NewClient(kgo.SeedBrokers(all...), kgo.ConsumerGroup("view-readers"), kgo.ConsumeTopics("everything"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
 	wantCount := 0
 	for _, es := range sources {
 		for _, e := range es {
@@ -150,17 +147,7 @@ func TestViewsAgree(t *testing.T) {
 			}
 		}
 	}
-	var global []string
-	for len(global) < wantCount && ctx.Err() == nil {
-		fs := g.PollFetches(ctx)
-		if err := fs.Err(); err != nil && ctx.Err() == nil {
-			t.Fatal(err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { global = append(global, fmt.Sprintf("%s@%s", r.Value, header(r, "stele-source"))) })
-	}
-	if len(global) != wantCount {
-		t.Fatalf("the global view holds %d records, want %d", len(global), wantCount)
-	}
+	global := groupRead(t, ctx, all, "everything", "view-readers", wantCount)
 	for src, es := range sources {
 		var want, got []string
 		for _, e := range es {
@@ -168,8 +155,8 @@ func TestViewsAgree(t *testing.T) {
 				want = append(want, e.at)
 			}
 		}
-		for _, s := range global {
-			if strings.Contains(s, "@"+src+"/") {
+		for _, r := range global {
+			if s := fmt.Sprintf("%s@%s", r.Value, header(r, "stele-source")); strings.Contains(s, "@"+src+"/") {
 				got = append(got, s)
 			}
 		}
@@ -177,10 +164,31 @@ func TestViewsAgree(t *testing.T) {
 			t.Fatalf("the global view's records of %s:\n got %q\nwant %q", src, got, want)
 		}
 	}
-	if err := g.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
+	// Read without a group, the same records in the same order.
+	var direct, grouped []string
+	for _, r := range readAll(t, ctx, all, "everything", kgo.ReadCommitted()) {
+		direct = append(direct, fmt.Sprintf("%d:%s", r.Offset, r.Value))
 	}
-	t.Logf("the global view: %d records, every source partition's in order", len(global))
+	for _, r := range global {
+		grouped = append(grouped, fmt.Sprintf("%d:%s", r.Offset, r.Value))
+	}
+	if !slices.Equal(direct, grouped) {
+		t.Fatalf("the global view read by a group and by an assigned consumer differ:\n%q\n%q", grouped, direct)
+	}
+	t.Logf("the global view: %d records, every source partition's in order, by a group and by an assigned consumer", len(global))
+	// The partition-order view read by a group: each partition as read by
+	// an assigned consumer.
+	frAll := readAll(t, ctx, all, "fr", kgo.ReadCommitted())
+	byPart := func(rs []*kgo.Record) map[int32][]string {
+		out := map[int32][]string{}
+		for _, r := range rs {
+			out[r.Partition] = append(out[r.Partition], fmt.Sprintf("%d:%s", r.Offset, r.Value))
+		}
+		return out
+	}
+	if a, b := byPart(groupRead(t, ctx, all, "fr", "fr-readers", len(frAll))), byPart(frAll); !maps.EqualFunc(a, b, slices.Equal) {
+		t.Fatalf("view fr read by a group and by an assigned consumer differ:\n%v\n%v", a, b)
+	}
 
 	// Every broker serves the same views.
 	get := func(node int, path string) string {
@@ -211,6 +219,33 @@ func TestViewsAgree(t *testing.T) {
 			t.Fatalf("%s: no records", path)
 		}
 	}
+}
+
+// groupRead reads n records of topic as a member of a consumer group
+// (read_committed, from the start), and commits its offsets.
+func groupRead(t *testing.T, ctx context.Context, seeds []string, topic, group string, n int) []*kgo.Record {
+	t.Helper()
+	g, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var out []*kgo.Record
+	for len(out) < n && ctx.Err() == nil {
+		fs := g.PollFetches(ctx)
+		if err := fs.Err(); err != nil && ctx.Err() == nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	if len(out) != n {
+		t.Fatalf("group %s read %d records of %s, want %d", group, len(out), topic, n)
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // readAll reads every record of topic from the start: until each

@@ -12,7 +12,8 @@
 #     (partition p of fr holds partition p of orders'); kcat -p 0 reads
 #     one partition (an assigned consumer).
 #  4. kcat -G reads everything in a consumer group: every record with a
-#     subject, once, each source partition's in order.
+#     subject, once, each source partition's in order; kcat -G reads fr in
+#     a group and kcat -p 0 reads everything, the same records.
 #  5. kcat cannot write to a view (librdkafka reports the broker's
 #     INVALID_TOPIC_EXCEPTION); curl reads a view by subject.
 #  6. `stele consume fr --verify` proves every view record.
@@ -101,6 +102,14 @@ for p in 0 1 2; do
 	[[ $have == "$want" ]] || fail "the global view's $orders-$p records: '$have', want '$want'"
 done
 log "kcat -G everything: 8 records in one partition, each source partition's in order"
+# And the other way round: a group on the partition-order view, an
+# assigned consumer on the global one.
+grp=$(e2e_timeout 30 kcat -b "$BROKER" -G e2e-views-fr-$$ -X auto.offset.reset=earliest -c 5 -q -f '%p %o %s\n' fr | sort) ||
+	fail "kcat -G fr: $grp"
+[[ $grp == "$(awk '{print $1, $2, $3}' <<<"$got")" ]] || fail "kcat -G fr read '$grp', kcat -C '$got'"
+one=$(e2e_timeout 20 kcat -C -b "$BROKER" -t everything -p 0 -e -q -f '%o ' )
+[[ $one == '0 1 2 3 4 5 6 7 ' ]] || fail "kcat -C everything -p 0: '$one'"
+log "kcat -G fr (a group on the partition-order view) and kcat -p 0 everything agree"
 
 # --- 5. a view is read-only; curl reads it by subject ------------------------------------
 if printf 'x\n' | e2e_timeout 20 kcat -P -b "$BROKER" -t fr -X message.send.max.retries=0 2>"$E2E_TMP/kcat-put.err"; then
