@@ -44,7 +44,7 @@ var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": 
 // application's. A new file names itself here; TestModuleLayering refuses
 // a file it cannot place.
 var fileModules = map[string]core.Module{
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp, "subjects_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp, "subjects_api.go": modApp, "views_api.go": modApp,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
