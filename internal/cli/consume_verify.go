@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/verified"
 )
@@ -25,7 +26,8 @@ import (
 // through the first --brokers broker with pkg/verified, so that each batch
 // printed is proven against the trusted validators, and a lie (an altered,
 // reordered or left-out record, a forged high watermark) ends the command
-// with an error instead of being printed.
+// with an error instead of being printed. A view's records are proven as
+// the source records they name too (consume_view.go).
 func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, t *trustOptions, topic string) error {
 	format, err := checkDirectRead(cmd, g, o, topic, "--verify")
 	if err != nil {
@@ -51,19 +53,40 @@ func runVerifiedConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions,
 	for _, r := range readers {
 		r.Proofs = proofs
 	}
+	// A view's records are proven as the source records they name too.
+	var sources *sourceProver
+	rctx, cancel := g.requestContext(cmd)
+	view, err := isView(rctx, kadm.NewClient(cl), topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("describe the configs of topic %q: %w", topic, err)
+	}
+	if view {
+		sources = &sourceProver{broker: cl.SeedBrokers()[0], proofs: proofs, last: map[string]*provenBatch{}}
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is a view: each record is proven as the view's and as the source record its %s header names\n", topic, fsm.ViewSourceHeader)
+	}
 
 	polls := make([]partPoll, len(readers))
 	for i, r := range readers {
 		polls[i] = partPoll{partition: r.Partition, next: func() int64 { return r.Next }, poll: func(ctx context.Context) ([][]byte, error) {
 			bs, err := r.Poll(ctx)
-			out := make([][]byte, len(bs))
-			for k, b := range bs {
-				out[k] = b.Batch
+			out := make([][]byte, 0, len(bs))
+			for _, b := range bs {
+				if sources != nil {
+					if serr := sources.check(ctx, topic, r.Partition, b.Batch); serr != nil {
+						return out, serr
+					}
+				}
+				out = append(out, b.Batch)
 			}
 			return out, err
 		}}
 	}
-	return printPolled(ctx, cmd, g, o, topic, format, polls)
+	err = printPolled(ctx, cmd, g, o, topic, format, polls)
+	if sources != nil && sources.gone > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d records of view %s name source records no longer in their sources (retention, DeleteRecords or compaction): those are proven as the view's only\n", sources.gone, topic)
+	}
+	return err
 }
 
 // partPoll reads one partition: poll returns the next batches (checked,

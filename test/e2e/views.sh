@@ -16,7 +16,8 @@
 #     a group and kcat -p 0 reads everything, the same records.
 #  5. kcat cannot write to a view (librdkafka reports the broker's
 #     INVALID_TOPIC_EXCEPTION); curl reads a view by subject.
-#  6. `stele consume fr --verify` proves every view record.
+#  6. `stele consume fr --verify` proves every view record, as the view's
+#     and as the source record it names.
 #  7. `stele view list|describe`; `stele topic delete orders` is refused
 #     while views use it; `stele topic delete orders --cascade` deletes
 #     them with it.
@@ -126,7 +127,10 @@ got=$(e2e_stele consume fr --from-beginning --verify --http "$BROKER_HTTP" --gen
 	--timeout-idle 3s --format '%v\n' 2>"$E2E_TMP/c.err" | sort | tr '\n' ' ') ||
 	fail "stele consume fr --verify: $(cat "$E2E_TMP/c.err")"
 [[ $got == 'fr-1 fr-2 fr-3 fr-4 fr-paid ' ]] || fail "stele consume fr --verify printed: $got"
-log "stele consume fr --verify: $got, each proven"
+grep -q "fr is a view: each record is proven as the view's and as the source record" "$E2E_TMP/c.err" ||
+	fail "stele consume fr --verify did not prove the source records: $(cat "$E2E_TMP/c.err")"
+grep -q "proven as the view's only" "$E2E_TMP/c.err" && fail "stele consume fr --verify: $(cat "$E2E_TMP/c.err")"
+log "stele consume fr --verify: $got, each proven as the view's record and as its source record"
 
 # --- 7. stele view list|describe; deleting a source ---------------------------------------
 out=$(e2e_stele view list 2>&1) || fail "stele view list: $out"
