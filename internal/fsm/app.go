@@ -21,7 +21,8 @@
 // producers.TxnCoordinator, trust.Trust, cluster.Cluster,
 // security.Security, tenants.Tenants), which Open makes, FSM embeds beside the core's
 // Machine, and the module finds again from the machine through the
-// application (FSM.TopicsModule and its kin). The modules form layers
+// application (FSM.TopicsModule and its kin); the views module has no
+// state of its own and works on the topics and subjects modules'. The modules form layers
 // without a cycle, topics at the bottom: a module imports only the
 // modules below it, and a lower module calls an upper one only through
 // the hook points it offers (topics/topic_hooks.go), which the upper

@@ -352,3 +352,40 @@ func TestViewsBeforeVersion12(t *testing.T) {
 		t.Fatalf("a view under version 11: code %d %q", r.Code, r.Message)
 	}
 }
+
+// TestViewsInATenant: a tenant's view names its sources as the tenant
+// does, and reads its own tenant's topic of that name, never the default
+// tenant's; its records name their sources by the tenant's names.
+func TestViewsInATenant(t *testing.T) {
+	d := &groupDriver{t: t, f: openViews(t), now: t0}
+	wantCode(t, "tenant", d.block(0, CreateTenant{Name: "acme"})[0], 0)
+	for i, r := range d.block(10,
+		topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "acme~orders", Partitions: 2, ReplicationFactor: -1},
+		topics.CreateTopic{Name: "acme~v", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.view.from", Value: "orders"}}},
+		topics.CreateTopic{Name: "acme~w", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.view.from", Value: "acme~orders"}}},
+	) {
+		want := int16(0)
+		if i == 3 {
+			want = kerr.InvalidConfig.Code // not a topic name: the tenant's names have no prefix
+		}
+		wantCode(t, fmt.Sprintf("create %d", i), r, want)
+	}
+	if n := len(d.f.View().Topic("acme~v").Partitions); n != 2 {
+		t.Fatalf("acme~v has %d partitions, want acme~orders' 2", n)
+	}
+	d.block(10, topics.Produce{Topic: "orders", Partition: 0, Records: subjectRecords(t, -1, 0, false, "a.default")},
+		topics.Produce{Topic: "acme~orders", Partition: 1, Records: subjectRecords(t, -1, 0, false, "a.acme")})
+	if got := viewRecs(t, d.f, "acme~v", 1); len(got) != 1 || got[0] != "0:a.acme v0-a.acme <- orders/1/0" {
+		t.Fatalf("acme~v-1: %q", got)
+	}
+	if got := viewRecs(t, d.f, "acme~v", 0); len(got) != 0 {
+		t.Fatalf("acme~v-0 holds the default tenant's record: %q", got)
+	}
+	if r := d.block(10, topics.DeleteTopic{Name: "orders"})[0]; r.Code != 0 {
+		t.Fatalf("the default tenant's orders is no source of acme's view: %d %s", r.Code, r.Message)
+	}
+	if r := d.block(10, topics.DeleteTopic{Name: "acme~orders"})[0]; r.Code != kerr.PolicyViolation.Code || !strings.Contains(r.Message, "view(s) v:") {
+		t.Fatalf("deleting acme~orders: %d %s", r.Code, r.Message)
+	}
+}

@@ -34,6 +34,9 @@ import (
 //	keys      the key stream index and the table leaves derived from logs
 //	subjects  each batch's subject summary and each topic's subject counts,
 //	          derived from logs (subjects/)
+//	views     the copies of their sources' matching records into views
+//	          (topics whose stele.view.* configs make them views; views/);
+//	          no state of its own
 //	groups    classic and KIP-848 consumer groups, committed offsets
 //	producers producer ids and transactions (the coordinator's part: a
 //	          transaction's partitions, offsets, timeouts and its end, for
@@ -50,11 +53,12 @@ import (
 //	          across every module (tenants/)
 //
 // The modules form layers, topics at the bottom: keys, subjects, groups
-// and trust use topics, producers use topics and groups, cluster uses trust and
+// and trust use topics, views uses topics and subjects, producers use
+// topics and groups, cluster uses trust and
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
 // topics and groups (the commands it gates), tenants uses every module
-// but keys and subjects (what a tenant owns in each) (allowedCalls in package
+// but keys, subjects and views (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A
 // lower module never calls an upper one: it offers hook points (hook,
