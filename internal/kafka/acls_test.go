@@ -35,7 +35,7 @@ func TestACLMatrix(t *testing.T) {
 	if _, err := admin.AlterUserSCRAMs(ctx(t), nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"lo", "pr", "fe", "dc", "ac", "doomed", "trimmed", "grown", "hidden", "olep", "dp"} {
+	for _, name := range []string{"lo", "pr", "fe", "dc", "ac", "doomed", "trimmed", "grown", "hidden", "olep", "dp", "vsrc"} {
 		if _, err := admin.CreateTopic(ctx(t), 1, -1, nil, name); err != nil {
 			t.Fatal(err)
 		}
@@ -293,6 +293,20 @@ func TestACLMatrix(t *testing.T) {
 				return r
 			}, func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode })},
 	}
+	// A view (docs/subjects.md) needs READ on its sources besides CREATE
+	// on itself: else it would read for alice what she may not.
+	grant(kmsg.ACLResourceTypeTopic, "myview", kmsg.ACLOperationCreate, kmsg.ACLPermissionTypeAllow)
+	rows = append(rows, aclRow{"CreateTopics of a view", kmsg.ACLResourceTypeTopic, "vsrc", kmsg.ACLOperationRead, kerr.TopicAuthorizationFailed.Code,
+		topicCode("CreateTopics", func() kmsg.Request {
+			r := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "myview", -1, -1
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = "stele.view.from", kmsg.StringPtr("vsrc")
+			rt.Configs = append(rt.Configs, c)
+			r.Topics = append(r.Topics, rt)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode })})
 	for _, row := range rows {
 		if got := row.call(ctx(t), alice); got != row.denied {
 			t.Errorf("%s without %s on %s %q: code %d, want %d", row.name, row.op, row.rt, row.res, got, row.denied)
@@ -330,11 +344,11 @@ func TestACLMatrix(t *testing.T) {
 	for _, m := range md().Topics {
 		listed = append(listed, *m.Topic)
 	}
-	// Visible: lo and olep (DESCRIBE), pr (WRITE), fe and dp (READ),
+	// Visible: lo and olep (DESCRIBE), pr (WRITE), fe, dp and vsrc (READ),
 	// trimmed (DELETE) and grown (ALTER) imply DESCRIBE; dc, ac, hidden do
 	// not; doomed is gone.
 	slices.Sort(listed)
-	if want := []string{"dp", "fe", "grown", "lo", "olep", "pr", "trimmed"}; !slices.Equal(listed, want) {
+	if want := []string{"dp", "fe", "grown", "lo", "olep", "pr", "trimmed", "vsrc"}; !slices.Equal(listed, want) {
 		t.Errorf("all-topics Metadata lists %v, want %v", listed, want)
 	}
 	grant(kmsg.ACLResourceTypeTopic, "pr", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)
@@ -349,7 +363,7 @@ func TestACLMatrix(t *testing.T) {
 	if resp, err := req.RequestWith(ctx(t), alice); err != nil || resp.Results[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("alice grants herself a topic: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, resp)
 	}
-	if n := tb.b.ACLs().NumBindings(); n != len(rows)+1 {
-		t.Errorf("%d ACLs, want %d", n, len(rows)+1)
+	if n := tb.b.ACLs().NumBindings(); n != len(rows)+2 { // a grant per row, the DENY, CREATE on myview
+		t.Errorf("%d ACLs, want %d", n, len(rows)+2)
 	}
 }

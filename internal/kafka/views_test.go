@@ -1,0 +1,67 @@
+package kafka
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestViewTopics: CreateTopics of a view (docs/subjects.md) answers with
+// the partitions its sources give it, whatever num_partitions said;
+// DescribeConfigs reports every config of a view read-only, and the
+// stele.view.* configs of any topic; a produce to a view gets
+// INVALID_TOPIC_EXCEPTION, and DeleteTopics of its source POLICY_VIOLATION
+// naming it.
+func TestViewTopics(t *testing.T) {
+	addr := newTestBroker(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordRetries(0), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx(t), 3, -1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	from := "orders"
+	r, err := adm.CreateTopic(ctx(t), 7, -1, map[string]*string{"stele.view.from": &from}, "v")
+	if err != nil || r.Err != nil || r.NumPartitions != 3 {
+		t.Fatalf("create view v: %v %+v, want 3 partitions", err, r)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, name := range []string{"v", "orders"} {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		req.Resources = append(req.Resources, rr)
+	}
+	resp, err := req.RequestWith(ctx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range resp.Resources {
+		if rc.ErrorCode != 0 || len(rc.Configs) == 0 {
+			t.Fatalf("describe %s: code %d, %d configs", rc.ResourceName, rc.ErrorCode, len(rc.Configs))
+		}
+		for _, c := range rc.Configs {
+			viewConfig := strings.HasPrefix(c.Name, "stele.view.")
+			if want := rc.ResourceName == "v" || viewConfig; c.ReadOnly != want {
+				t.Errorf("%s: %s read-only %v, want %v", rc.ResourceName, c.Name, c.ReadOnly, want)
+			}
+			if rc.ResourceName == "v" && c.Name == "stele.view.from" && (c.Value == nil || *c.Value != "orders") {
+				t.Errorf("v: stele.view.from %v", c.Value)
+			}
+		}
+	}
+	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "v", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.InvalidTopicException) {
+		t.Errorf("produce to a view: %v, want INVALID_TOPIC_EXCEPTION", err)
+	}
+	dr, _ := adm.DeleteTopic(ctx(t), "orders") // kadm returns dr.Err as its error too
+	if !errors.Is(dr.Err, kerr.PolicyViolation) || !strings.Contains(dr.ErrMessage, "view(s) v") {
+		t.Errorf("delete a view's source: %+v, want POLICY_VIOLATION naming v", dr)
+	}
+}
