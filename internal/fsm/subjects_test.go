@@ -455,3 +455,26 @@ func TestSubjectErrorsPerRecord(t *testing.T) {
 		t.Fatalf("the refused batch left %d records", p.HighWatermark())
 	}
 }
+
+// TestSubjectRuleChange: a change of stele.subject.from applies to the
+// batches written afterwards; each batch is read by the rule it was
+// written under (docs/subjects.md).
+func TestSubjectRuleChange(t *testing.T) {
+	d := &groupDriver{t: t, f: openViews(t), now: t0}
+	wantCode(t, "create", d.block(0, topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1})[0], 0)
+	mixed := func(header, jsonType string) []byte {
+		b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
+			{Value: []byte(fmt.Sprintf(`{"type": %q}`, jsonType)), Headers: []record.RecordHeader{{Key: subject.Header, Value: []byte(header)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	wantCode(t, "produce under header", d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: mixed("h.one", "j.one")})[0], 0)
+	wantCode(t, "alter", d.block(10, topics.AlterConfigs{Topic: "t", Incremental: true, Changes: []topics.ConfigChange{{Name: "stele.subject.from", Value: "json:/type"}}})[0], 0)
+	wantCode(t, "produce under json", d.block(10, topics.Produce{Topic: "t", Partition: 0, Records: mixed("h.two", "j.two")})[0], 0)
+	got, _ := readSubjects(t, d.f, "t", subject.MustPattern(">"), 0, 100)
+	if want := []string{"0/0=h.one", "0/1=j.two"}; !slices.Equal(got, want) {
+		t.Fatalf("read by >: %q, want %q (each batch by the rule it was written under)", got, want)
+	}
+}
