@@ -256,19 +256,7 @@ in the same request (one signed command each, views first, under --sign).`,
 			for _, name := range order {
 				r, ok := rs[name]
 				d := topicDeleted{Topic: name, ViewOf: viewOf[name]}
-				switch {
-				case !ok:
-					err = fmt.Errorf("delete topic %q: the broker did not answer for this topic", name)
-				case r.Err == nil:
-					d.Deleted = true
-					err = nil
-				case isUnknownTopic(r.Err) && ifExists:
-					err = nil
-				case isUnknownTopic(r.Err):
-					err = topicNotFoundError{name}
-				default:
-					err = brokerError(fmt.Sprintf("delete topic %q", name), r.Err, r.ErrMessage)
-				}
+				d.Deleted, err = deleteOutcome("topic", name, r, ok, ifExists)
 				if err != nil {
 					d.Error = err.Error()
 					errs = append(errs, err)
@@ -285,6 +273,24 @@ in the same request (one signed command each, views first, under --sign).`,
 	c.Flags().BoolVar(&cascade, "cascade", false, "delete the views of these topics first, in the same request")
 	sign = addSignFlags(c)
 	return c
+}
+
+// deleteOutcome says whether the deletion of topic (or view: what) name
+// answered by r (ok: the broker answered for it) deleted it, or why not;
+// a name that does not exist is no error with --if-exists.
+func deleteOutcome(what, name string, r kadm.DeleteTopicResponse, ok, ifExists bool) (bool, error) {
+	switch {
+	case !ok:
+		return false, fmt.Errorf("delete %s %q: the broker did not answer for this topic", what, name)
+	case r.Err == nil:
+		return true, nil
+	case isUnknownTopic(r.Err) && ifExists:
+		return false, nil
+	case isUnknownTopic(r.Err):
+		return false, topicNotFoundError{name}
+	default:
+		return false, brokerError(fmt.Sprintf("delete %s %q", what, name), r.Err, r.ErrMessage)
+	}
 }
 
 // deleteTopicsInOrder deletes names in the order given, so that views go

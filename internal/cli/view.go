@@ -294,17 +294,8 @@ deleted; the exit code is 1 if any was not.`,
 				d := viewDeleted{View: name}
 				r, ok := rs[name]
 				err := refused[name]
-				switch {
-				case err != nil:
-				case !ok:
-					err = fmt.Errorf("delete view %q: the broker did not answer for this topic", name)
-				case r.Err == nil:
-					d.Deleted = true
-				case isUnknownTopic(r.Err) && ifExists:
-				case isUnknownTopic(r.Err):
-					err = topicNotFoundError{name}
-				default:
-					err = brokerError(fmt.Sprintf("delete view %q", name), r.Err, r.ErrMessage)
+				if err == nil {
+					d.Deleted, err = deleteOutcome("view", name, r, ok, ifExists) // topic.go
 				}
 				if err != nil {
 					d.Error = err.Error()
