@@ -147,44 +147,23 @@ func VersionOf(p int32, r *record.Record) proof.TableVersion {
 // from offset first to the marker at end, their keys' latest versions where
 // no later version is.
 func (f *Index) tableTxnCommitted(t *topics.Topic, p *topics.Partition, pid, first, end int64) error {
-	for off := max(first, p.Start); off < end; {
-		data, err := p.Log.Read(off, 1<<20, end)
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
+	return p.EachBatch(first, end, func(h record.Header, b []byte) error {
+		if h.ProducerID != pid || !h.Transactional() || h.Control() {
 			return nil
 		}
-		batches, err := record.Split(data)
-		if err != nil {
-			return err
-		}
-		for _, b := range batches {
-			h, err := record.ParseHeader(b)
-			if err != nil {
-				return err
-			}
-			off = h.LastOffset() + 1
-			if h.ProducerID != pid || !h.Transactional() || h.Control() {
-				continue
-			}
-			_, err = record.Each(b, func(r *record.Record) error {
-				if r.Key == nil || r.Offset < first {
-					return nil
-				}
-				cur, ok, err := f.tableLeaf(t, p.Index, r.Key)
-				if err != nil || ok && cur.Offset > r.Offset {
-					return err
-				}
-				f.tables.set(t, p.Index, r.Key, VersionOf(p.Index, r))
+		_, err := record.Each(b, func(r *record.Record) error {
+			if r.Key == nil || r.Offset < first {
 				return nil
-			})
-			if err != nil {
+			}
+			cur, ok, err := f.tableLeaf(t, p.Index, r.Key)
+			if err != nil || ok && cur.Offset > r.Offset {
 				return err
 			}
-		}
-	}
-	return nil
+			f.tables.set(t, p.Index, r.Key, VersionOf(p.Index, r))
+			return nil
+		})
+		return err
+	})
 }
 
 // tableLeaf is key's leaf in partition p of t as the block leaves it so far.

@@ -162,42 +162,24 @@ func mayMatch(pr *topics.Producing, i int, pat subject.Pattern) bool {
 // end of producer pid's transaction (a commit when commit) has made
 // stable: every data batch but those of aborted transactions.
 func copyStable(tm *topics.Topics, views []*topics.Topic, t *topics.Topic, p *topics.Partition, from, to, pid int64, commit bool) error {
-	for off := max(from, p.Start); off < to; {
-		data, err := p.Log.Read(off, 1<<20, to)
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
+	return p.EachBatch(from, to, func(h record.Header, b []byte) error {
+		switch {
+		case h.Control():
+			return nil
+		case h.Transactional() && h.ProducerID == pid:
+			if !commit {
+				return nil
+			}
+		case h.Transactional() && p.AbortedNow(h.ProducerID, h.BaseOffset):
 			return nil
 		}
-		batches, err := record.Split(data)
-		if err != nil {
-			return err
-		}
-		for _, b := range batches {
-			h, err := record.ParseHeader(b)
-			if err != nil {
+		for _, v := range views {
+			if err := copyBatch(tm, v, t, p, b); err != nil {
 				return err
 			}
-			off = h.LastOffset() + 1
-			switch {
-			case h.Control():
-				continue
-			case h.Transactional() && h.ProducerID == pid:
-				if !commit {
-					continue
-				}
-			case h.Transactional() && p.AbortedNow(h.ProducerID, h.BaseOffset):
-				continue
-			}
-			for _, v := range views {
-				if err := copyBatch(tm, v, t, p, b); err != nil {
-					return err
-				}
-			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // copyBatch appends to view v the records of the stored batch b of
@@ -262,34 +244,19 @@ func copyBatch(tm *topics.Topics, v, t *topics.Topic, p *topics.Partition, b []b
 // batches whose source records have left their sources.
 func trimView(tm *topics.Topics, v *topics.Topic, vp *topics.Partition) error {
 	start := vp.Start
-	for start < vp.Next {
-		data, err := vp.Log.Read(start, 1<<20, vp.Next)
+	err := vp.EachBatch(start, vp.Next, func(h record.Header, b []byte) error {
+		_, recs, err := record.Records(b)
 		if err != nil {
 			return err
 		}
-		if len(data) == 0 {
-			break
+		if len(recs) == 0 || !gone(tm, v, recs[len(recs)-1].Headers) {
+			return topics.ErrStopBatches
 		}
-		batches, err := record.Split(data)
-		if err != nil {
-			return err
-		}
-		moved := false
-		for _, b := range batches {
-			h, recs, err := record.Records(b)
-			if err != nil {
-				return err
-			}
-			if len(recs) == 0 || !gone(tm, v, recs[len(recs)-1].Headers) {
-				tm.MoveLogStart(v, vp, start)
-				return nil
-			}
-			start = h.LastOffset() + 1
-			moved = true
-		}
-		if !moved {
-			break
-		}
+		start = h.LastOffset() + 1
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	tm.MoveLogStart(v, vp, start)
 	return nil
