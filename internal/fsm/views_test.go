@@ -168,8 +168,10 @@ func TestViews(t *testing.T) {
 	if n := len(d.f.View().Topic("all").Partitions); n != 1 {
 		t.Fatalf("global view all has %d partitions, want 1", n)
 	}
-	if got := d.f.View().Topic("fr").Configs["retention.ms"]; got != "-1" {
-		t.Fatalf("view fr: retention.ms %q, want -1", got)
+	for k, want := range map[string]string{"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete", "stele.view.subject": "orders.*.fr.>"} {
+		if got := d.f.View().Topic("fr").Configs[k]; got != want {
+			t.Fatalf("view fr: %s %q, want %q", k, got, want)
+		}
 	}
 
 	// Plain, idempotent and transactional records.

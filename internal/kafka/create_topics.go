@@ -207,8 +207,8 @@ func (s *Server) checkCreateTopic(c *conn, view *fsm.View, rt *kmsg.CreateTopics
 // checkViewSources checks the sources of a view (a topic created with
 // stele.view.from, docs/subjects.md): the principal must be allowed to
 // READ each, or a view would read for it what it may not; and it sets the
-// partitions the state machine gives the view, for the answer and the
-// mutation quota. A source that does not exist is left to the state
+// partitions and the configs the state machine gives the view, for the
+// answer and the mutation quota. A source that does not exist is left to the state
 // machine's answer, which names it.
 func (c *conn) checkViewSources(view *fsm.View, cmd *fsm.CreateTopic) problem {
 	var from string
@@ -241,6 +241,17 @@ func (c *conn) checkViewSources(view *fsm.View, cmd *fsm.CreateTopic) problem {
 	}
 	if n := fsm.ViewPartitions(global, parts); n > 0 {
 		cmd.Partitions = n
+	}
+	// The configs the state machine fixes on a view unless given
+	// (topics/views.go), so that the answer describes what it makes.
+	given := map[string]bool{}
+	for _, e := range cmd.Configs {
+		given[e.Name] = true
+	}
+	for _, e := range []fsm.ConfigEntry{{Name: "cleanup.policy", Value: "delete"}, {Name: "retention.bytes", Value: "-1"}, {Name: "retention.ms", Value: "-1"}} {
+		if !given[e.Name] {
+			cmd.Configs = append(cmd.Configs, e)
+		}
 	}
 	return problem{}
 }

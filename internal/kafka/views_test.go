@@ -33,6 +33,23 @@ func TestViewTopics(t *testing.T) {
 	if err != nil || r.Err != nil || r.NumPartitions != 3 {
 		t.Fatalf("create view v: %v %+v, want 3 partitions", err, r)
 	}
+	// The answer describes the configs the view got.
+	req0 := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "v2", -1, -1
+	rc := kmsg.NewCreateTopicsRequestTopicConfig()
+	rc.Name, rc.Value = "stele.view.from", kmsg.StringPtr("orders")
+	rt.Configs = append(rt.Configs, rc)
+	req0.Topics = append(req0.Topics, rt)
+	cr, err := req0.RequestWith(ctx(t), cl)
+	if err != nil || cr.Topics[0].ErrorCode != 0 || cr.Topics[0].NumPartitions != 3 {
+		t.Fatalf("create view v2: %v %+v", err, cr)
+	}
+	for _, c := range cr.Topics[0].Configs {
+		if c.Name == "retention.ms" && (c.Value == nil || *c.Value != "-1") {
+			t.Errorf("CreateTopics answers view v2's retention.ms as %v, want -1", c.Value)
+		}
+	}
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, name := range []string{"v", "orders"} {
 		rr := kmsg.NewDescribeConfigsRequestResource()
@@ -54,6 +71,9 @@ func TestViewTopics(t *testing.T) {
 			}
 			if rc.ResourceName == "v" && c.Name == "stele.view.from" && (c.Value == nil || *c.Value != "orders") {
 				t.Errorf("v: stele.view.from %v", c.Value)
+			}
+			if rc.ResourceName == "v" && c.Name == "retention.ms" && (c.Value == nil || *c.Value != "-1") {
+				t.Errorf("v: retention.ms %v, want -1", c.Value)
 			}
 		}
 	}

@@ -32,9 +32,10 @@ import (
 //   - a source is deleted only after its views (POLICY_VIOLATION names
 //     them; `stele topic delete --cascade` deletes the views first, in the
 //     same request);
-//   - its explicit configs are fixed when it is created: retention.ms is
-//     -1 unless given (a view keeps a record while its source does, the
-//     views module's trim), cleanup.policy only delete.
+//   - its explicit configs are fixed when it is created: retention.ms and
+//     retention.bytes are -1 unless given (a view keeps a record while its
+//     source does, the views module's trim), cleanup.policy is delete,
+//     whatever the cluster-wide log defaults say.
 //
 // The topics module keeps the rules on the topic; the views module does the
 // copying, through AppendDerived, GrowView and MoveLogStart.
@@ -139,8 +140,13 @@ func (f *Topics) checkView(c CreateTopic) (CreateTopic, core.Result) {
 		parts = 1
 	}
 	c.Partitions = parts
-	if _, ok := given["retention.ms"]; !ok {
-		c.Configs = append(slices.Clone(c.Configs), ConfigEntry{Name: "retention.ms", Value: "-1"})
+	// Fixed here, not left to the cluster-wide log defaults, which may
+	// change: a view keeps what its sources keep, and is never compacted.
+	c.Configs = slices.Clone(c.Configs)
+	for _, e := range []ConfigEntry{{"cleanup.policy", "delete"}, {"retention.bytes", "-1"}, {"retention.ms", "-1"}} {
+		if _, ok := given[e.Name]; !ok {
+			c.Configs = append(c.Configs, e)
+		}
 	}
 	return c, core.Result{}
 }
