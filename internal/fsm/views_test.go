@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -389,5 +390,205 @@ func TestViewsInATenant(t *testing.T) {
 	}
 	if r := d.block(10, topics.DeleteTopic{Name: "acme~orders"})[0]; r.Code != kerr.PolicyViolation.Code || !strings.Contains(r.Message, "view(s) v:") {
 		t.Fatalf("deleting acme~orders: %d %s", r.Code, r.Message)
+	}
+}
+
+// TestViewsRandom: random runs of plain, idempotent and transactional
+// produces (two transactional producers, their transactions open across
+// blocks, committed or aborted), growing partitions and DeleteRecords on
+// two sources, with a partition-order view and a global one over both.
+// After every block: each source partition's records in the partition
+// view are exactly its matching records as a read_committed reader reads
+// them, in order; the global view holds each record with a subject of
+// both sources once, each source partition's in order; and a second state
+// machine fed the same blocks has the same app hashes.
+func TestViewsRandom(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { viewsRandomRun(t, seed) })
+	}
+}
+
+func viewsRandomRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 57))
+	d := &groupDriver{t: t, f: openViews(t), now: t0}
+	mk := func(name string, parts int32, cfg ...string) topics.CreateTopic {
+		c := topics.CreateTopic{Name: name, Partitions: parts, ReplicationFactor: -1}
+		for i := 0; i < len(cfg); i += 2 {
+			c.Configs = append(c.Configs, topics.ConfigEntry{Name: cfg[i], Value: cfg[i+1]})
+		}
+		return c
+	}
+	for i, r := range d.block(0, mk("a", 2), mk("b", 1),
+		mk("pv", 1, "stele.view.from", "a,b", "stele.view.subject", "x.*.>"),
+		mk("gv", 1, "stele.view.from", "a,b", "stele.view.order", "global")) {
+		wantCode(t, fmt.Sprint("create ", i), r, 0)
+	}
+	type txnState struct {
+		id    string
+		pid   int64
+		seq   map[string]int32 // by topic/partition
+		open  bool
+		added map[string]bool
+	}
+	txns := []*txnState{{id: "t1"}, {id: "t2"}}
+	for _, x := range txns {
+		x.pid = d.block(10, producers.InitProducerID{TransactionalID: x.id, TimeoutMs: 600_000})[0].ProducerID
+		x.seq = map[string]int32{}
+	}
+	idem := d.block(10, producers.InitProducerID{TimeoutMs: 600_000})[0].ProducerID
+	idemSeq := map[string]int32{}
+	parts := map[string]int32{"a": 2, "b": 1}
+	n := 0
+	subjectsOf := []string{"x.a.1", "x.b.2", "y.a", "x.c", ""}
+	batch := func(pid int64, seq int32, txn bool) []byte {
+		k := 1 + rng.IntN(3)
+		subs := make([]string, k)
+		for i := range subs {
+			subs[i] = subjectsOf[rng.IntN(len(subjectsOf))]
+		}
+		n++
+		recs := make([]record.Record, k)
+		for i, s := range subs {
+			recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprintf("k%d", rng.IntN(5))), Value: []byte(fmt.Sprintf("r%d-%d", n, i))}
+			if s != "" {
+				recs[i].Headers = []record.RecordHeader{{Key: subject.Header, Value: []byte(s)}}
+			}
+		}
+		h := record.Header{FirstTimestamp: t0 + int64(n), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+		if pid >= 0 {
+			h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, 0, seq
+		}
+		if txn {
+			h.Attributes = 0x10
+		}
+		b, err := record.Build(h, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for step := 0; step < 60; step++ {
+		var cmds []core.Command
+		for range 1 + rng.IntN(4) {
+			topic := []string{"a", "b"}[rng.IntN(2)]
+			p := int32(rng.IntN(int(parts[topic])))
+			tp := fmt.Sprintf("%s/%d", topic, p)
+			switch r := rng.IntN(10); {
+			case r < 3:
+				cmds = append(cmds, topics.Produce{Topic: topic, Partition: p, Records: batch(-1, 0, false)})
+			case r < 5:
+				b := batch(idem, idemSeq[tp], false)
+				h, _ := record.ParseHeader(b)
+				idemSeq[tp] += h.LastOffsetDelta + 1
+				cmds = append(cmds, topics.Produce{Topic: topic, Partition: p, Records: b})
+			case r < 8:
+				x := txns[rng.IntN(2)]
+				x.open = true
+				if x.added == nil {
+					x.added = map[string]bool{}
+				}
+				if !x.added[tp] {
+					x.added[tp] = true
+					cmds = append(cmds, producers.AddPartitionsToTxn{TransactionalID: x.id, ProducerID: x.pid, Topic: topic, Partition: p})
+				}
+				b := batch(x.pid, x.seq[tp], true)
+				h, _ := record.ParseHeader(b)
+				x.seq[tp] += h.LastOffsetDelta + 1
+				cmds = append(cmds, topics.Produce{Topic: topic, Partition: p, Records: b})
+			case r < 9:
+				x := txns[rng.IntN(2)]
+				if x.open {
+					cmds = append(cmds, producers.EndTxn{TransactionalID: x.id, ProducerID: x.pid, Commit: rng.IntN(3) > 0})
+					x.open, x.added = false, nil
+				}
+			default:
+				if rng.IntN(3) == 0 && parts[topic] < 4 {
+					parts[topic]++
+					cmds = append(cmds, topics.CreatePartitions{Name: topic, Count: parts[topic]})
+				} else if tv := d.f.View().Partition(topic, p); tv != nil && tv.LastStableOffset() > tv.LogStartOffset() {
+					cmds = append(cmds, topics.DeleteRecords{Topic: topic, Partition: p, Offset: tv.LogStartOffset() + 1 + rng.Int64N(tv.LastStableOffset()-tv.LogStartOffset())})
+				}
+			}
+		}
+		for i, r := range d.block(10, cmds...) {
+			if r.Code != 0 {
+				t.Fatalf("step %d command %d (%T): %d %s", step, i, cmds[i], r.Code, r.Message)
+			}
+		}
+		checkViewsAgainstSources(t, d.f, parts, fmt.Sprintf("seed %d step %d", seed, step))
+	}
+	g, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 60_000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i, b := range d.blocks {
+		out, err := g.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.AppHash, d.hashes[i]) {
+			t.Fatalf("app hash differs at height %d", i+1)
+		}
+	}
+}
+
+// checkViewsAgainstSources checks views pv (partition order, x.*.>) and gv
+// (global, >) of a and b against the sources' read_committed records from
+// the views' first surviving record of each source partition on.
+func checkViewsAgainstSources(t *testing.T, f *FSM, parts map[string]int32, what string) {
+	t.Helper()
+	type rec struct{ sub, value, src string }
+	split := func(s string) rec {
+		_, rest, _ := strings.Cut(s, ":")
+		body, src, _ := strings.Cut(rest, " <- ")
+		sub, value, _ := strings.Cut(body, " ")
+		return rec{sub, value, src}
+	}
+	for _, view := range []struct {
+		name, pat string
+		global    bool
+	}{{"pv", "x.*.>", false}, {"gv", ">", true}} {
+		got := map[string][]rec{} // by source topic/partition
+		seen := map[string]bool{}
+		vparts := len(f.View().Topic(view.name).Partitions)
+		for vp := 0; vp < vparts; vp++ {
+			for _, s := range viewRecs(t, f, view.name, int32(vp)) {
+				r := split(s)
+				if seen[r.src] {
+					t.Fatalf("%s: view %s holds %s twice", what, view.name, r.src)
+				}
+				seen[r.src] = true
+				st, sp, _, err := ParseViewSource([]byte(r.src))
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if !view.global && sp != int32(vp) {
+					t.Fatalf("%s: view %s-%d holds %s", what, view.name, vp, r.src)
+				}
+				key := fmt.Sprintf("%s/%d", st, sp)
+				got[key] = append(got[key], r)
+			}
+		}
+		for _, topic := range []string{"a", "b"} {
+			for p := int32(0); p < parts[topic]; p++ {
+				key := fmt.Sprintf("%s/%d", topic, p)
+				var want []rec
+				for _, s := range sourceMatches(t, f, topic, p, view.pat, f.View().Partition(topic, p).LogStartOffset()) {
+					want = append(want, split("0:"+s))
+				}
+				// The view holds a suffix of every matching record that
+				// became stable, the source (from its log start) another:
+				// the view's is the longer, as it drops a batch only once
+				// all of it left the source.
+				have := got[key]
+				if len(have) < len(want) || !slices.Equal(have[len(have)-len(want):], want) {
+					t.Fatalf("%s: view %s's records of %s:\n got %v\nwant a suffix %v", what, view.name, key, have, want)
+				}
+			}
+		}
 	}
 }
