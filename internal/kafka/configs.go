@@ -146,7 +146,7 @@ func (s *Server) describeResource(c *conn, view *fsm.View, typ kmsg.ConfigResour
 		if t == nil {
 			return nil, newProblem(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", name))
 		}
-		return topicConfigEntries(t.Configs, view.LogDefaults()), problem{}
+		return topicConfigEntries(t.Configs, view.LogDefaults(), s.b.Upgrade().Version), problem{}
 	case kmsg.ConfigResourceTypeBroker:
 		bc := s.b.BrokerConfigs()
 		if name == "" {
@@ -197,12 +197,17 @@ func (s *Server) checkBrokerName(name string) problem {
 // ones and the cluster-wide log defaults, sorted by name. As in Kafka's
 // ConfigHelper, a config's value and source are those of the first of its
 // synonyms: the topic's own value, the cluster-wide default under its
-// broker name (DYNAMIC_DEFAULT_BROKER_CONFIG), Kafka's default.
-func topicConfigEntries(explicit, logDefaults map[string]string) []configEntry {
+// broker name (DYNAMIC_DEFAULT_BROKER_CONFIG), Kafka's default. A config
+// added by an app version above the chain's (ConfigDef.Since) is left
+// out, as the binaries before it describe none such.
+func topicConfigEntries(explicit, logDefaults map[string]string, appVersion uint32) []configEntry {
 	defs := fsm.TopicConfigDefs()
 	out := make([]configEntry, 0, len(defs))
 	isView := explicit["stele.view.from"] != "" // a view's configs are fixed (docs/subjects.md)
 	for _, d := range defs {
+		if d.Since > appVersion {
+			continue // unknown to the chain's version, as to the binaries before it
+		}
 		def := configSynonym{name: d.Name, value: d.Default, source: kmsg.ConfigSourceDefaultConfig}
 		b := fsm.BrokerSynonym(d.Name)
 		if b != "" {

@@ -120,7 +120,7 @@ func handleCreateTopics(c *conn, req kmsg.Request) (respond, error) {
 			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code // Kafka's answer without DESCRIBE_CONFIGS
 			explicit = nil
 		}
-		for _, e := range topicConfigEntries(explicit, view.LogDefaults()) {
+		for _, e := range topicConfigEntries(explicit, view.LogDefaults(), c.s.b.Upgrade().Version) {
 			if st.ConfigErrorCode != 0 {
 				break
 			}

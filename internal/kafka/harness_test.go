@@ -46,7 +46,14 @@ func startTestBrokerOrdered(t testing.TB, lo local.Options, tweak func(*Options)
 	t.Helper()
 	// A chain as `stele serve` starts one: at the newest app version, its
 	// chain id the cluster id clients see.
-	f, err := fsm.Open(fsm.Options{Dir: t.TempDir(), ChainID: "stele-test", GenesisAppVersion: fsm.MaxAppVersion})
+	return startTestBrokerVersion(t, fsm.MaxAppVersion, lo, tweak)
+}
+
+// startTestBrokerVersion is startTestBrokerOrdered on a chain at app
+// version v.
+func startTestBrokerVersion(t testing.TB, v uint32, lo local.Options, tweak func(*Options)) *testBroker {
+	t.Helper()
+	f, err := fsm.Open(fsm.Options{Dir: t.TempDir(), ChainID: "stele-test", GenesisAppVersion: v})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/internal/consensus/local"
+	"github.com/stele-io/stele/internal/fsm"
 )
 
 // TestViewTopics: CreateTopics of a view (docs/subjects.md) answers with
@@ -83,5 +86,54 @@ func TestViewTopics(t *testing.T) {
 	dr, _ := adm.DeleteTopic(ctx(t), "orders") // kadm returns dr.Err as its error too
 	if !errors.Is(dr.Err, kerr.PolicyViolation) || !strings.Contains(dr.ErrMessage, "view(s) v") {
 		t.Errorf("delete a view's source: %+v, want POLICY_VIOLATION naming v", dr)
+	}
+}
+
+// TestConfigsByAppVersion: DescribeConfigs and CreateTopics describe only
+// the topic configs the chain's app version has: none of stele.view.*
+// under version 11, nor stele.subject.* under version 10, as the binaries
+// before them.
+func TestConfigsByAppVersion(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		absent  []string
+		present []string
+	}{{11, []string{"stele.view.from", "stele.view.order", "stele.view.subject"}, []string{"stele.subject.from", "retention.ms"}},
+		{10, []string{"stele.view.from", "stele.subject.from", "stele.subject.required"}, []string{"stele.signed.by"}},
+		{fsm.MaxAppVersion, nil, []string{"stele.view.from", "stele.subject.from"}}} {
+		addr := startTestBrokerVersion(t, c.version, local.Options{}, nil).addr
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		created, err := kadm.NewClient(cl).CreateTopic(ctx(t), 1, -1, nil, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx(t), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, rc := range rcs {
+			for _, e := range rc.Configs {
+				got[e.Key] = true
+			}
+		}
+		answered := map[string]bool{}
+		for k := range created.Configs {
+			answered[k] = true
+		}
+		for _, k := range c.absent {
+			if got[k] || answered[k] {
+				t.Errorf("version %d: %s described (DescribeConfigs %v, CreateTopics %v)", c.version, k, got[k], answered[k])
+			}
+		}
+		for _, k := range c.present {
+			if !got[k] || !answered[k] {
+				t.Errorf("version %d: %s not described (DescribeConfigs %v, CreateTopics %v)", c.version, k, got[k], answered[k])
+			}
+		}
 	}
 }
