@@ -353,6 +353,9 @@ func (b *Broker) Users() *fsm.Users { return b.fsm.Users() }
 // Tenants returns the committed tenants.
 func (b *Broker) Tenants() *fsm.TenantsView { return b.fsm.TenantsView() }
 
+// Schemas returns the committed schema registries.
+func (b *Broker) Schemas() *fsm.SchemasView { return b.fsm.SchemasView() }
+
 // KeyLatest returns the latest committed record of key (fsm.FSM.KeyLatest).
 func (b *Broker) KeyLatest(topic string, key []byte) (fsm.KeyEvent, bool, error) {
 	return b.fsm.KeyLatest(topic, key)

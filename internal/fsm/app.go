@@ -1,5 +1,5 @@
 // Package fsm is Stele's replicated state machine: the modules (topics,
-// keys, subjects, views, groups, producers, trust, cluster, security, tenants; the registry's
+// keys, subjects, views, groups, producers, trust, cluster, security, schemas, tenants; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
 // authenticated store, the app hash, Commit, snapshots and proofs), and
@@ -7,7 +7,7 @@
 //
 // The core is a package of its own (core/), and so is each module
 // (topics/, keys/, subjects/, views/, groups/, trust/, producers/, cluster/,
-// security/, tenants/). Every
+// security/, schemas/, tenants/). Every
 // command is registered by its module with its decoder, check and apply,
 // and so is every step of the core a module takes part in: reading its
 // state back from the store at Open, staging the block's changes,
@@ -19,7 +19,7 @@
 // (TestNoMutablePackageState). Each module works on its own type, its
 // part of a state machine (topics.Topics, keys.Index, subjects.Subjects, groups.Coordinator,
 // producers.TxnCoordinator, trust.Trust, cluster.Cluster,
-// security.Security, tenants.Tenants), which Open makes, FSM embeds beside the core's
+// security.Security, schemas.Schemas, tenants.Tenants), which Open makes, FSM embeds beside the core's
 // Machine, and the module finds again from the machine through the
 // application (FSM.TopicsModule and its kin); the views module has no
 // state of its own and works on the topics and subjects modules'. The modules form layers
@@ -57,6 +57,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/subjects"
 	"github.com/stele-io/stele/internal/fsm/tenants"
@@ -99,6 +100,7 @@ type FSM struct {
 	*security.Security        // security/
 	*tenants.Tenants          // tenants/
 	*subjects.Subjects        // subjects/
+	*schemas.Schemas          // schemas/
 }
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -128,6 +130,9 @@ func (f *FSM) TenantsModule() *tenants.Tenants { return f.Tenants }
 
 // SubjectsModule is f's subjects module (subjectsOf).
 func (f *FSM) SubjectsModule() *subjects.Subjects { return f.Subjects }
+
+// SchemasModule is f's schemas module (schemasOf).
+func (f *FSM) SchemasModule() *schemas.Schemas { return f.Schemas }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -247,8 +252,9 @@ func Open(opts Options) (*FSM, error) {
 		f.Cluster = cluster.NewCluster(m, f.Trust, cluster.ClusterOptions{ChainID: opts.ChainID, Validators: opts.Validators, GenesisAppVersion: opts.GenesisAppVersion, AdminKey: opts.GenesisAdminKey, Brokers: opts.GenesisBrokers,
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
+		f.Schemas = schemas.NewSchemas(m, f.Cluster)
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,
-			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security})
+			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -309,6 +315,7 @@ func buildRegistry() *registry {
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
 	r.AdminGates = security.RegisterSecurity(r.Registry)
+	schemas.RegisterSchemas(r.Registry)
 	tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	return r
 }

@@ -483,7 +483,7 @@ func goldenScenario(t *testing.T) []block {
 	del := must("signed tenant deletion", g.cmds(100, gadmin.signAdmin(testChainID, 6, DeleteTenant{Name: "acme"}))[0], 0)
 	must("signed off again", g.cmds(100, gadmin.signAdmin(testChainID, 7, off))[0], 0)
 	var want []core.Count
-	for i, n := range []int{1, 1, 2, 3, 1, 1, 1, 1} {
+	for i, n := range []int{1, 1, 2, 3, 1, 1, 1, 1, 0} {
 		want = append(want, core.Count{What: tenants.Removed[i], N: n})
 	}
 	if !slices.Equal(del.Counts, want) {
@@ -739,8 +739,42 @@ func goldenScenario(t *testing.T) []block {
 			t.Fatalf("golden scenario: producers not expired in orders-%d", p.Index)
 		}
 	}
+
+	// Versions 11 and 12 (subjects, views: configs, no commands of their
+	// own), then 13: the schema registry's commands, refused below it.
+	must("a schema under version 10", g.cmds(100, RegisterSchema{Subject: "orders-value", Text: goldenAvro})[0], kerr.UnsupportedVersion.Code)
+	for v := uint32(11); v <= 13; v++ {
+		plan := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: v, Name: fmt.Sprintf("v%d", v)}
+		must(fmt.Sprintf("upgrade to version %d", v), g.cmds(100, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+		for int64(len(g.blocks)) < plan.Height {
+			g.cmds(100, Tick{})
+		}
+	}
+	must("a schema", g.cmds(100, RegisterSchema{Subject: "orders-value", Text: goldenAvro})[0], 0)
+	must("an incompatible schema", g.cmds(100, RegisterSchema{Subject: "orders-value", Text: goldenAvroNoDefault})[0], kerr.InvalidRecord.Code)
+	must("a subject's level", g.cmds(100, SetSchemaConfig{Subject: "orders-value", Level: "NONE"})[0], 0)
+	must("the schema now", g.cmds(100, RegisterSchema{Subject: "orders-value", Text: goldenAvroNoDefault})[0], 0)
+	must("a version soft-deleted", g.cmds(100, DeleteSchemaVersion{Subject: "orders-value", Version: 2})[0], 0)
+	must("and hard", g.cmds(100, DeleteSchemaVersion{Subject: "orders-value", Version: 2, Permanent: true})[0], 0)
+	must("a schema of a tenant that does not exist", g.cmds(100, RegisterSchema{Tenant: "umbrella", Subject: "x", Text: goldenAvro})[0], kerr.InvalidRequest.Code)
+	must("a tenant", g.cmds(100, CreateTenant{Name: "umbrella"})[0], 0)
+	must("a tenant's schema", g.cmds(100, RegisterSchema{Tenant: "umbrella", Subject: "x", Text: goldenAvro})[0], 0)
+	if del := must("the tenant deleted", g.cmds(100, DeleteTenant{Name: "umbrella"})[0], 0); !slices.Contains(del.Counts, core.Count{What: "schemas", N: 1}) {
+		t.Fatalf("golden scenario: the tenant's deletion removed %v", del.Counts)
+	}
+	must("read-only", g.cmds(100, SetSchemaMode{Mode: "READONLY"})[0], 0)
+	must("a subject deleted in READONLY", g.cmds(100, DeleteSchemaSubject{Subject: "orders-value"})[0], kerr.InvalidRequest.Code)
+	must("read-write", g.cmds(100, SetSchemaMode{Mode: "READWRITE"})[0], 0)
+	must("a subject deleted", g.cmds(100, DeleteSchemaSubject{Subject: "orders-value"})[0], 0)
 	return g.blocks
 }
+
+// The golden scenario's schemas: the second adds a field without a
+// default, which BACKWARD refuses.
+const (
+	goldenAvro          = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`
+	goldenAvroNoDefault = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}`
+)
 
 func encodeBlocks(blocks []block) []byte {
 	w := &core.Writer{}

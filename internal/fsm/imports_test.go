@@ -21,6 +21,7 @@ var stateMachineImports = []string{
 	"github.com/stele-io/stele/internal/record",
 	"github.com/stele-io/stele/internal/sasl",
 	"github.com/stele-io/stele/internal/subject",
+	"github.com/stele-io/stele/internal/schema",
 	"github.com/stele-io/stele/pkg/proof",
 }
 

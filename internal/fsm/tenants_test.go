@@ -80,13 +80,15 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 			Principal: "User:" + user, Host: "*", Operation: ACLOpAll, Permission: ACLPermissionAllow}})[0], 0)
 		must("quota", run(AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Name: user}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 4096}}})[0], 0)
 		must("key", run(newSigner(user, 3).register(nil))[0], 0)
+		must("schema", run(RegisterSchema{Tenant: tenant, Subject: "orders-value", Text: avroV1})[0], 0)
 	}
 	// The default tenant's topic of the same name is another topic.
 	must("default topic", run(topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
 
 	mentions := func(k []byte, tenant string) bool {
 		id := ids[tenant]
-		return bytes.Contains(k, []byte(tenant+"~")) || bytes.Contains(k, []byte("@"+tenant)) || bytes.Equal(k, []byte("n/"+tenant)) || bytes.Contains(k, id[:])
+		return bytes.Contains(k, []byte(tenant+"~")) || bytes.Contains(k, []byte("@"+tenant)) || bytes.Equal(k, []byte("n/"+tenant)) || bytes.Contains(k, id[:]) ||
+			bytes.HasPrefix(k, []byte("h/m/"+tenant)) || bytes.HasPrefix(k, []byte("h/i/"+tenant+"\x00")) || bytes.HasPrefix(k, []byte("h/s/"+tenant+"\x00"))
 	}
 	countKeys := func(tenant string) (n int) {
 		t.Helper()
@@ -121,7 +123,7 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		run(Tick{})
 	}
 	if got, want := del.Counts, []core.Count{{What: "transactional_ids", N: 1}, {What: "groups", N: 1}, {What: "topics", N: 1}, {What: "partitions", N: 2},
-		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}}; !slices.Equal(got, want) {
+		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}, {What: "schemas", N: 1}}; !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
 	if k, fl := countKeys("acme"), countFiles("acme"); k != 0 || fl != 0 {

@@ -22,11 +22,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // subjects (topics.SubjectsVersion: the stele.subject.* topic configs and
 // a produce's check of each record's subject); version 12 views
 // (topics.ViewsVersion: the stele.view.* topic configs, and the views
-// module's copies of their sources' matching records). New chains
+// module's copies of their sources' matching records); version 13 the
+// schema registry (schemas.SchemasVersion: the schemas module's
+// commands). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 13
+// up by an upgrade. Builds with the steleupgradetest tag add a version 14
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 12
+const MaxAppVersion uint32 = 13
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -4,18 +4,18 @@ package cluster
 
 import "github.com/stele-io/stele/internal/fsm/core"
 
-// Test builds (-tags steleupgradetest) run app version 13, which differs
-// from version 12 in what it hashes: its block digest opens with another
-// domain. A broker applying a block under version 12 and one applying it
-// under version 13 would fork, which is what the upgrade tests show never
+// Test builds (-tags steleupgradetest) run app version 14, which differs
+// from version 13 in what it hashes: its block digest opens with another
+// domain. A broker applying a block under version 13 and one applying it
+// under version 14 would fork, which is what the upgrade tests show never
 // happens (test/cluster's TestUpgradeUnderLoad). Never ship such a build.
-const MaxAppVersion uint32 = 13
+const MaxAppVersion uint32 = 14
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.
 func blockDigestDomain(v uint32) string {
-	if v >= 13 {
-		return core.DigestDomain + "+app13-upgradetest"
+	if v >= 14 {
+		return core.DigestDomain + "+app14-upgradetest"
 	}
 	return core.DigestDomain
 }

@@ -48,6 +48,8 @@ import (
 //	security  users and their SASL credentials (users.go), ACLs
 //	          (acls.go, acls_view.go), client and IP quotas (quotas.go,
 //	          ip_quotas.go) and signed administration (admin_signed.go)
+//	schemas   each tenant's schema registry: schemas, subjects and their
+//	          versions, compatibility levels, mode (schemas/)
 //	tenants   tenants and their quotas, the gates that keep a tenant's
 //	          names its own and within its quotas, a tenant's deletion
 //	          across every module (tenants/)
@@ -57,7 +59,8 @@ import (
 // topics and groups, cluster uses trust and
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
-// topics and groups (the commands it gates), tenants uses every module
+// topics and groups (the commands it gates), schemas uses cluster (the
+// app version), tenants uses every module
 // but keys, subjects and views (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A

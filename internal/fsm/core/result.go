@@ -48,6 +48,9 @@ type Result struct {
 	// Height is the block that committed the command, set by the broker
 	// when it answers (not part of the results' encoding or the app hash).
 	Height int64
+	// Schema registry commands (the schemas module): what the registry
+	// did or why it refused (see SchemaResult).
+	Schema *SchemaResult
 	// Counts says what a command did, for its answer (DeleteTenant: what
 	// it removed, by kind). Like Height, not part of the results'
 	// encoding or the app hash: the state changes it counts are.
@@ -72,6 +75,30 @@ const MaxRecordErrors = 1000
 type RecordError struct {
 	Index   int32
 	Message string
+}
+
+// SchemaResult is what a schema registry command tells the broker that
+// submitted it: the schema's id and the subject's version it registered
+// (or found registered), the versions a delete removed, and, when the
+// command was refused, the error code Confluent's Schema Registry gives
+// for the case (40401 subject not found, 409 incompatible, ...), which the
+// REST API answers.
+type SchemaResult struct {
+	ID        int32
+	Version   int32
+	ErrorCode int32
+	Versions  []int32
+}
+
+// Encode writes r (EncodeResults).
+func (r *SchemaResult) Encode(w *Writer) {
+	w.I32(r.ID)
+	w.I32(r.Version)
+	w.I32(r.ErrorCode)
+	w.Count(len(r.Versions))
+	for _, v := range r.Versions {
+		w.I32(v)
+	}
 }
 
 // GroupResult is what a group command tells the broker that submitted it.
@@ -202,6 +229,7 @@ const (
 	resProducer
 	resVersionConflict
 	resRecordErrors
+	resSchema
 )
 
 // EncodeResults is the deterministic encoding of a transaction's results,
@@ -213,7 +241,9 @@ const (
 //	result  := i16 code | i64 base offset | i64 log append time |
 //	           i64 log start offset | 16-byte topic id | i64 low watermark |
 //	           u8 presence | [group result] | [i64 producer id | i16 epoch] |
-//	           [i64 key version] | [count k | k × i32 record index]
+//	           [i64 key version] | [count k | k × i32 record index] |
+//	           [schema result: i32 id | i32 version | i32 error code |
+//	            count v | v × i32 version]
 func EncodeResults(rs []Result) []byte {
 	w := &Writer{}
 	w.Count(len(rs))
@@ -237,6 +267,9 @@ func EncodeResults(rs []Result) []byte {
 		if len(r.RecordErrors) > 0 {
 			presence |= resRecordErrors
 		}
+		if r.Schema != nil {
+			presence |= resSchema
+		}
 		w.U8(presence)
 		if r.Group != nil {
 			r.Group.Encode(w)
@@ -253,6 +286,9 @@ func EncodeResults(rs []Result) []byte {
 			for _, e := range r.RecordErrors {
 				w.I32(e.Index)
 			}
+		}
+		if r.Schema != nil {
+			r.Schema.Encode(w)
 		}
 	}
 	return w.B

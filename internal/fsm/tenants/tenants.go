@@ -10,7 +10,8 @@
 // alike, in the one block that applies the deletion: its transactions
 // (aborted when open), groups with their members and offsets, topics with
 // their data, users, the ACLs on its resources and for its users, its
-// users' client quotas and producer keys, and the tenant itself.
+// users' client quotas and producer keys, its schema registry, and the
+// tenant itself.
 //
 // Three commands, each applied from app version 4 (TenantsVersion) and
 // gated by stele.admin.signed (a cluster administrator's ALTER on the
@@ -33,7 +34,8 @@
 // it sets trust.SignerTenant), cluster (the app version) and security (its
 // users, ACLs and quotas; signed administration's extension point; it sets
 // security.AdminTenant, so a tenant's user signs administration inside its
-// tenant from app version 6). Nothing uses it.
+// tenant from app version 6) and schemas (its registry; it sets
+// schemas.TenantExists). Nothing uses it.
 //
 // State, in the metadata store:
 //
@@ -53,6 +55,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
@@ -290,6 +293,7 @@ type Tenants struct {
 	trust    *trust.Trust
 	cluster  *cluster.Cluster
 	security *security.Security
+	schemas  *schemas.Schemas
 
 	byName map[string]*Tenant // never nil once loaded
 	dirty  map[string]bool
@@ -305,14 +309,16 @@ type Modules struct {
 	Trust     *trust.Trust
 	Cluster   *cluster.Cluster
 	Security  *security.Security
+	Schemas   *schemas.Schemas
 }
 
 // NewTenants is the tenants module of the machine m, above the modules
 // of below.
 func NewTenants(m *core.Machine, below Modules) *Tenants {
 	f := &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
-		trust: below.Trust, cluster: below.Cluster, security: below.Security}
+		trust: below.Trust, cluster: below.Cluster, security: below.Security, schemas: below.Schemas}
 	below.Trust.SignerTenant = f.signerTenant
+	below.Schemas.TenantExists = func(t string) bool { return f.byName[t] != nil }
 	below.Security.AdminTenant = f.adminTenant
 	return f
 }
@@ -444,7 +450,7 @@ func (f *Tenants) inUse(tenant string) string {
 
 // Removed are the kinds DeleteTenant's answer counts (Result.Counts), in
 // the order it removes them.
-var Removed = []string{"transactional_ids", "groups", "topics", "partitions", "users", "acls", "quotas", "producer_keys"}
+var Removed = []string{"transactional_ids", "groups", "topics", "partitions", "users", "acls", "quotas", "producer_keys", "schemas"}
 
 func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 	if r, failed := f.versionFail(); failed {
@@ -463,9 +469,10 @@ func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 	if err != nil {
 		return f.LocalFault("removing the producer keys of tenant %s: %w", c.Name, err)
 	}
+	regSchemas := f.schemas.RemoveTenant(c.Name)
 	delete(f.byName, c.Name)
 	f.dirty[c.Name], f.fresh = true, true
-	counts := []int{txns, grps, tops, parts, users, acls, quotas, keys}
+	counts := []int{txns, grps, tops, parts, users, acls, quotas, keys, regSchemas}
 	r := core.Result{}
 	for i, what := range Removed {
 		r.Counts = append(r.Counts, core.Count{What: what, N: counts[i]})

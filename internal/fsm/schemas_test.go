@@ -1,0 +1,203 @@
+package fsm
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stele-io/stele/internal/fsm/cluster"
+	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/schemas"
+	"github.com/stele-io/stele/internal/schema"
+)
+
+const (
+	avroV1      = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"}]}`
+	avroV1Space = "{ \"type\": \"record\", \"name\": \"Order\", \"namespace\": \"shop\",\n  \"fields\": [ {\"type\": \"long\", \"name\": \"id\"} ] }"
+	// avroV2 adds a field with a default: readers of v2 read v1's data.
+	avroV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"note","type":"string","default":""}]}`
+	// avroV3 adds a field without a default: not BACKWARD compatible.
+	avroV3   = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}`
+	avroItem = `{"type":"record","name":"Item","namespace":"shop","fields":[{"name":"sku","type":"string"}]}`
+	// avroCart references shop.Item, registered under subject "item".
+	avroCart = `{"type":"record","name":"Cart","namespace":"shop","fields":[{"name":"items","type":{"type":"array","items":"shop.Item"}}]}`
+)
+
+// schemaCode fails the test unless r has Kafka code code and registry
+// error code ec.
+func schemaCode(t *testing.T, what string, r core.Result, code int16, ec int32) *core.SchemaResult {
+	t.Helper()
+	if r.Code != code || r.Schema == nil || r.Schema.ErrorCode != ec {
+		t.Fatalf("%s: code %d registry code %+v (%s), want %d / %d", what, r.Code, r.Schema, r.Message, code, ec)
+	}
+	return r.Schema
+}
+
+// TestSchemaRegistry (issue 22, docs/schemas.md): the registry's commands
+// as Confluent's Schema Registry answers them, applied by two machines
+// that must agree on every result, state root and app hash, and by a
+// third opened again from the first's store.
+func TestSchemaRegistry(t *testing.T) {
+	var fs []*FSM
+	for range 2 {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			fs[0].Close()
+		}
+		fs[1].Close()
+	}()
+	run := oneCommandBlocks(t, fs...)
+	ok := func(what string, c core.Command) *core.SchemaResult {
+		t.Helper()
+		return schemaCode(t, what, run(c), 0, 0)
+	}
+	reg := func(subject, text string, refs ...schema.Ref) RegisterSchema {
+		return RegisterSchema{Subject: subject, Text: text, Refs: refs}
+	}
+
+	if r := ok("v1", reg("orders-value", avroV1)); r.ID != 1 || r.Version != 1 {
+		t.Fatalf("v1: %+v", r)
+	}
+	// The same schema spelled otherwise is the same schema: no new version.
+	if r := ok("v1 again", reg("orders-value", avroV1Space)); r.ID != 1 || r.Version != 1 {
+		t.Fatalf("v1 again: %+v", r)
+	}
+	if r := ok("v2", reg("orders-value", avroV2)); r.ID != 2 || r.Version != 2 {
+		t.Fatalf("v2: %+v", r)
+	}
+	schemaCode(t, "v3 under BACKWARD", run(reg("orders-value", avroV3)), kerr.InvalidRecord.Code, schemas.ErrIncompatible)
+	schemaCode(t, "not Avro", run(reg("orders-value", `{"type":"recrod"}`)), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	schemaCode(t, "JSON", run(RegisterSchema{Subject: "j", Type: "JSON", Text: `{}`}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	schemaCode(t, "bad level", run(SetSchemaConfig{Level: "SIDEWAYS"}), kerr.InvalidRequest.Code, schemas.ErrInvalidLevel)
+	ok("subject NONE", SetSchemaConfig{Subject: "orders-value", Level: schema.None})
+	if r := ok("v3 under NONE", reg("orders-value", avroV3)); r.ID != 3 || r.Version != 3 {
+		t.Fatalf("v3: %+v", r)
+	}
+	// The same schema under another subject keeps its id.
+	if r := ok("v1 elsewhere", reg("audit-value", avroV1)); r.ID != 1 || r.Version != 1 {
+		t.Fatalf("v1 under audit-value: %+v", r)
+	}
+	// References: the cart names shop.Item through subject item.
+	ok("item", reg("item", avroItem))
+	schemaCode(t, "cart without its reference", run(reg("cart", avroCart)), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	if r := ok("cart", reg("cart", avroCart, schema.Ref{Name: "shop.Item", Subject: "item", Version: 1})); r.ID != 5 {
+		t.Fatalf("cart: %+v", r)
+	}
+	// A version another schema references cannot be deleted (as
+	// Confluent's registry, softly or not) until the referrer is gone.
+	schemaCode(t, "delete of a referenced version", run(DeleteSchemaVersion{Subject: "item", Version: 1}), kerr.InvalidRequest.Code, schemas.ErrReferenceExists)
+	ok("soft delete cart", DeleteSchemaSubject{Subject: "cart"})
+	schemaCode(t, "delete of a version a soft-deleted schema references", run(DeleteSchemaVersion{Subject: "item", Version: 1}), kerr.InvalidRequest.Code, schemas.ErrReferenceExists)
+	ok("hard delete cart", DeleteSchemaSubject{Subject: "cart", Permanent: true})
+	ok("soft delete item", DeleteSchemaVersion{Subject: "item", Version: 1})
+
+	// Deletes: soft, then hard; a hard delete needs a soft one first.
+	schemaCode(t, "hard before soft", run(DeleteSchemaVersion{Subject: "orders-value", Version: 3, Permanent: true}), kerr.InvalidRequest.Code, schemas.ErrVersionNotSoftDeleted)
+	if r := ok("soft delete latest", DeleteSchemaVersion{Subject: "orders-value", Version: SchemaLatest}); r.Version != 3 {
+		t.Fatalf("soft delete latest: %+v", r)
+	}
+	schemaCode(t, "soft twice", run(DeleteSchemaVersion{Subject: "orders-value", Version: 3}), kerr.InvalidRequest.Code, schemas.ErrVersionSoftDeleted)
+	ok("hard delete 3", DeleteSchemaVersion{Subject: "orders-value", Version: 3, Permanent: true})
+	schemaCode(t, "gone", run(DeleteSchemaVersion{Subject: "orders-value", Version: 3}), kerr.ResourceNotFound.Code, schemas.ErrVersionNotFound)
+	schemaCode(t, "no subject", run(DeleteSchemaSubject{Subject: "nope"}), kerr.ResourceNotFound.Code, schemas.ErrSubjectNotFound)
+	if r := ok("soft delete audit", DeleteSchemaSubject{Subject: "audit-value"}); !slices.Equal(r.Versions, []int32{1}) {
+		t.Fatalf("soft delete audit: %+v", r)
+	}
+	ok("hard delete audit", DeleteSchemaSubject{Subject: "audit-value", Permanent: true})
+
+	// READONLY refuses changes of schemas, not of the mode.
+	ok("readonly", SetSchemaMode{Mode: schemas.ModeReadOnly})
+	schemaCode(t, "register in READONLY", run(reg("x", avroItem)), kerr.InvalidRequest.Code, schemas.ErrOperationNotPermitted)
+	ok("readwrite", SetSchemaMode{Mode: schemas.ModeReadWrite})
+
+	// A tenant's registry is its own: it needs the tenant, and its ids
+	// start at 1.
+	schemaCode(t, "no such tenant", run(RegisterSchema{Tenant: "acme", Subject: "s", Text: avroItem}), kerr.InvalidRequest.Code, schemas.ErrInvalidSubject)
+	if r := run(CreateTenant{Name: "acme"}); r.Code != 0 {
+		t.Fatal(r.Message)
+	}
+	if r := ok("tenant's first", RegisterSchema{Tenant: "acme", Subject: "orders-value", Text: avroV3}); r.ID != 1 || r.Version != 1 {
+		t.Fatalf("acme's first schema: %+v", r)
+	}
+
+	for _, f := range fs {
+		v := f.SchemasView().Tenant("")
+		if got := v.Subjects(false); !slices.Equal(got, []string{"orders-value"}) {
+			t.Fatalf("subjects: %v", got)
+		}
+		if got := v.Subjects(true); !slices.Equal(got, []string{"item", "orders-value"}) {
+			t.Fatalf("subjects with deleted: %v", got)
+		}
+		if got := v.IDs(); !slices.Equal(got, []int32{1, 2, 4}) {
+			t.Fatalf("ids: %v (3 and 5 went with their last versions)", got)
+		}
+		if _, st, ok := v.Version("orders-value", SchemaLatest, false); !ok || st.ID != 2 || st.Text != avroV2 {
+			t.Fatalf("latest of orders-value: %+v", st)
+		}
+		p, err := schema.Parse(schema.Def{Text: avroV1Space}, v.Resolver())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ver, _, ok := v.Lookup("orders-value", p, false); !ok || ver.Version != 1 {
+			t.Fatalf("lookup of v1: %+v %v", ver, ok)
+		}
+		if a := f.SchemasView().Tenant("acme"); !slices.Equal(a.Subjects(false), []string{"orders-value"}) {
+			t.Fatalf("acme's subjects: %v", a.Subjects(false))
+		}
+	}
+	h0, hash0 := fs[0].Info()
+	if h1, hash1 := fs[1].Info(); h0 != h1 || string(hash0) != string(hash1) {
+		t.Fatalf("app hashes differ at heights %d and %d", h0, h1)
+	}
+
+	// Deleting the tenant removes its registry and counts its schemas.
+	r := run(DeleteTenant{Name: "acme"})
+	if r.Code != 0 || !slices.Contains(r.Counts, core.Count{What: "schemas", N: 1}) {
+		t.Fatalf("delete tenant: %+v", r)
+	}
+
+	// What a restart reads back is what was published.
+	dir := fs[0].opts.Dir
+	before := fs[0].SchemasView()
+	fs[0].Close()
+	closed = true
+	g, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	after := g.SchemasView()
+	for _, tenant := range []string{"", "acme"} {
+		b, a := before.Tenant(tenant), after.Tenant(tenant)
+		if !slices.Equal(a.Subjects(true), b.Subjects(true)) || !slices.Equal(a.IDs(), b.IDs()) || a.EffectiveLevel("orders-value") != b.EffectiveLevel("orders-value") {
+			t.Fatalf("tenant %q after a restart: subjects %v ids %v, before %v %v", tenant, a.Subjects(true), a.IDs(), b.Subjects(true), b.IDs())
+		}
+	}
+	if n := len(after.Tenant("acme").IDs()); n != 0 {
+		t.Fatalf("the deleted tenant's registry holds %d schemas", n)
+	}
+	// Ids are never given again, after a restart too.
+	if r := schemaCode(t, "after a restart", oneCommandBlocks(t, g)(RegisterSchema{Subject: "new", Text: avroV3}), 0, 0); r.ID != 6 {
+		t.Fatalf("a new schema after a restart: %+v, want id 6", r)
+	}
+}
+
+// TestSchemasBeforeVersion13: under app version 12 the registry's commands
+// are refused, as the binaries before it refuse an unknown command's work.
+func TestSchemasBeforeVersion13(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	run := oneCommandBlocks(t, f)
+	schemaCode(t, "register under 12", run(RegisterSchema{Subject: "s", Text: avroItem}), kerr.UnsupportedVersion.Code, schemas.ErrOperationNotPermitted)
+}
