@@ -75,8 +75,14 @@ func Compatible(level string, s *Schema, earlier []*Schema) []string {
 	return out
 }
 
-// readable says why reader cannot read what writer wrote.
-func readable(reader, writer *Schema) error {
+// readable says why reader cannot read what writer wrote. A panic of the
+// library is a verdict of incompatibility, the same on every broker.
+func readable(reader, writer *Schema) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the schemas break the compatibility check (%v)", r)
+		}
+	}()
 	// A fresh checker each time: hamba/avro's caches its verdicts by the
 	// schemas' parsing canonical fingerprints, which leave defaults out.
 	return newAvroCompat().Compatible(reader.avro, writer.avro)

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 )
@@ -105,7 +106,16 @@ func NormalizeType(t string) string {
 }
 
 // Parse parses d, reading the schemas it references through resolve.
-func Parse(d Def, resolve Resolver) (*Schema, error) {
+//
+// A panic of the parsing library is an invalid schema: every broker meets
+// the same one on the same input, so the verdict is the same everywhere,
+// and a crafted schema cannot stop the chain.
+func Parse(d Def, resolve Resolver) (s *Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w: the schema breaks the parser (%v)", ErrInvalid, r)
+		}
+	}()
 	d.Type = NormalizeType(d.Type)
 	if !slices.Contains(Types, d.Type) {
 		if d.Type == TypeJSON || d.Type == TypeProtobuf {
@@ -116,6 +126,9 @@ func Parse(d Def, resolve Resolver) (*Schema, error) {
 	if len(d.Text) > MaxText {
 		return nil, fmt.Errorf("%w: %d bytes; a schema is at most %d", ErrInvalid, len(d.Text), MaxText)
 	}
+	if !utf8.ValidString(d.Text) {
+		return nil, fmt.Errorf("%w: a schema is UTF-8 text", ErrInvalid)
+	}
 	if len(d.Refs) > MaxRefs {
 		return nil, fmt.Errorf("%w: %d references; a schema names at most %d", ErrInvalid, len(d.Refs), MaxRefs)
 	}
@@ -123,15 +136,15 @@ func Parse(d Def, resolve Resolver) (*Schema, error) {
 	if err := p.refs(d.Refs, 0); err != nil {
 		return nil, err
 	}
-	s, err := avro.ParseWithCache(d.Text, "", p.cache)
+	as, err := avro.ParseWithCache(d.Text, "", p.cache)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	canon, err := json.Marshal(s)
+	canon, err := json.Marshal(as)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return &Schema{Def: d, Canonical: string(canon), avro: s}, nil
+	return &Schema{Def: d, Canonical: string(canon), avro: as}, nil
 }
 
 // parser reads a schema's references into one cache.

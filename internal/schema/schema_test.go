@@ -29,6 +29,9 @@ const (
 	// v5 widens a to long: reads v1's (int promotes to long), not the
 	// other way.
 	v5 = `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
+	enumAB       = `{"type":"enum","name":"E","symbols":["A","B"]}`
+	enumA        = `{"type":"enum","name":"E","symbols":["A"]}`
+	enumADefault = `{"type":"enum","name":"E","symbols":["A","Z"],"default":"Z"}`
 	// v6 has b without a default.
 	v6 = `{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"b","type":"string"}]}`
 )
@@ -69,6 +72,15 @@ func TestCompatibilityLevels(t *testing.T) {
 		{FullTransitive, []string{v1, v2}, v2, true},
 		{FullTransitive, []string{v4, v2}, v1, false},
 		{Backward, nil, v1, true},
+		// An enum reader needs the writer's symbols, or a default.
+		{Backward, []string{enumAB}, enumA, false},
+		{Backward, []string{enumAB}, enumADefault, true},
+		{Backward, []string{enumA}, enumAB, true},
+		// int promotes to float and double; not back.
+		{Backward, []string{`"int"`}, `"float"`, true},
+		{Backward, []string{`"int"`}, `"double"`, true},
+		{Backward, []string{`"double"`}, `"int"`, false},
+		{Backward, []string{`"int"`}, `"string"`, false},
 	} {
 		var earlier []*Schema
 		for _, e := range c.earlier {
