@@ -1,8 +1,12 @@
 package fsm
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"slices"
 	"testing"
+
+	"github.com/pokt-network/smt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/schema"
+	"github.com/stele-io/stele/pkg/proof"
 )
 
 const (
@@ -116,6 +121,9 @@ func TestSchemaRegistry(t *testing.T) {
 	// READONLY refuses changes of schemas, not of the mode.
 	ok("readonly", SetSchemaMode{Mode: schemas.ModeReadOnly})
 	schemaCode(t, "register in READONLY", run(reg("x", avroItem)), kerr.InvalidRequest.Code, schemas.ErrOperationNotPermitted)
+	schemaCode(t, "delete in READONLY", run(DeleteSchemaSubject{Subject: "orders-value"}), kerr.InvalidRequest.Code, schemas.ErrOperationNotPermitted)
+	ok("a level in READONLY", SetSchemaConfig{Level: schema.Full})
+	ok("and back", SetSchemaConfig{Remove: true})
 	ok("readwrite", SetSchemaMode{Mode: schemas.ModeReadWrite})
 
 	// A tenant's registry is its own: it needs the tenant, and its ids
@@ -153,6 +161,27 @@ func TestSchemaRegistry(t *testing.T) {
 			t.Fatalf("acme's subjects: %v", a.Subjects(false))
 		}
 	}
+	// A schema is proven like any state (issue 10): its key's value in a
+	// proof against the app hash, as pkg/proof reads it.
+	if got, want := proof.SchemaKey("acme", 1), schemas.SchemaKey("acme", 1); !bytes.Equal(got, want) {
+		t.Fatalf("proof.SchemaKey %q, store %q", got, want)
+	}
+	p, err := fs[1].ProveState(proof.SchemaKey("", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, appHash := fs[1].Info(); !bytes.Equal(proof.AppHash(p.Digest, p.StateRoot, p.LeavesRoot), appHash) {
+		t.Fatal("the proof's parts do not hash to the app hash")
+	}
+	spec := smt.NewTrieSpec(sha256.New(), false)
+	e := p.Entries[0]
+	if ok, err := smt.VerifyProof(&smt.SparseMerkleProof{SideNodes: e.SideNodes, NonMembershipLeafData: e.NonMembershipLeafData}, p.StateRoot, proof.SchemaKey("", 2), trieLeaf(e.Value), &spec); err != nil || !ok {
+		t.Fatalf("the schema's proof does not verify: %v", err)
+	}
+	if s, err := proof.DecodeSchema(e.Value); err != nil || s.Type != "AVRO" || s.Text != avroV2 {
+		t.Fatalf("proven schema %+v, %v", s, err)
+	}
+
 	h0, hash0 := fs[0].Info()
 	if h1, hash1 := fs[1].Info(); h0 != h1 || string(hash0) != string(hash1) {
 		t.Fatalf("app hashes differ at heights %d and %d", h0, h1)

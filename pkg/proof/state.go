@@ -226,6 +226,47 @@ func DecodePartition(v []byte) (Partition, error) {
 	return p, r.end()
 }
 
+// SchemaKey is the key of a schema of the schema registry of tenant (""
+// for the default tenant's) by its id: its type, text and references
+// (docs/schemas.md).
+func SchemaKey(tenant string, id int32) []byte {
+	k := append(append([]byte("h/i/"), tenant...), 0)
+	return binary.BigEndian.AppendUint32(k, uint32(id))
+}
+
+// Schema is a registered schema as the state holds it.
+type Schema struct {
+	Type string
+	Text string
+	// Refs are its references: name, subject and version each.
+	Refs []SchemaRef
+	// Canonical is the form under which the registry took two schemas
+	// for one.
+	Canonical string
+}
+
+// SchemaRef is one reference of a Schema.
+type SchemaRef struct {
+	Name, Subject string
+	Version       int32
+}
+
+// DecodeSchema reads a SchemaKey's value.
+func DecodeSchema(v []byte) (Schema, error) {
+	r := &valueReader{b: v}
+	r.version()
+	s := Schema{Type: r.str(), Text: r.str()}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		s.Refs = append(s.Refs, SchemaRef{Name: r.str(), Subject: r.str(), Version: int32(r.u32())})
+	}
+	s.Canonical = r.str()
+	return s, r.end()
+}
+
 // DecodeCommittedOffset reads an OffsetKey's value.
 func DecodeCommittedOffset(v []byte) (CommittedOffset, error) {
 	r := &valueReader{b: v}

@@ -106,10 +106,12 @@ func FuzzDecodeStateValues(f *testing.F) {
 	f.Add(append([]byte{1}, make([]byte, 16+2+4+1)...))
 	f.Add(EncodeTableVersion(TableVersion{Offset: 3, Timestamp: 4, ValueHash: [32]byte{1}}))
 	f.Add(EncodeTableVersion(TableVersion{Offset: 3, Deleted: true}))
+	f.Add([]byte("\x01\x04AVRO\x05\"int\"\x01\x01x\x01s\x00\x00\x00\x01\x05\"int\""))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		DecodeTopic(b)
 		DecodePartition(b)
 		DecodeCommittedOffset(b)
 		DecodeTableVersion(0, b)
+		DecodeSchema(b)
 	})
 }

@@ -19,6 +19,9 @@ const (
 
 func metaKey(tenant string) []byte { return append([]byte(metaPrefix), tenant...) }
 
+// SchemaKey is the key of tenant's schema id (pkg/proof's SchemaKey).
+func SchemaKey(tenant string, id int32) []byte { return schemaKey(tenant, id) }
+
 func schemaKey(tenant string, id int32) []byte {
 	k := append([]byte(schemaPrefix), tenant...)
 	k = append(k, 0)
