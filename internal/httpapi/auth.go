@@ -79,22 +79,22 @@ func clusterName(*http.Request) string { return fsm.ClusterResourceName }
 // offsets, configs), so it needs DESCRIBE on the cluster. Tenants are the
 // cluster administrator's: DESCRIBE on the cluster reads them, ALTER
 // changes them.
-var routeACLs = map[string]routeACL{
-	"GET /v1/tables/{topic}/{key}":                                   {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/tables/{topic}/{key}/proof":                             {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": {fsm.ACLResourceTopic, fsm.ACLOpDescribe, topicOf},
-	"GET /v1/topics/{topic}/partitions/{partition}/proof":            {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/keys":                                    {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/records":                                 {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/subjects":                                {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/keys/{key}/events":                       {fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"POST /v1/topics/{topic}/keys/{key}/events":                      {fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
-	"GET /v1/state/proof":                                            {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"GET /v1/tenants":                                                {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"GET /v1/tenants/{tenant}":                                       {fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"POST /v1/tenants":                                               {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
-	"DELETE /v1/tenants/{tenant}":                                    {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
-	"PUT /v1/tenants/{tenant}/quotas":                                {fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+var routeACLs = map[string]*routeACL{
+	"GET /v1/tables/{topic}/{key}":                                   &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/tables/{topic}/{key}/proof":                             &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": &routeACL{fsm.ACLResourceTopic, fsm.ACLOpDescribe, topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/proof":            &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/keys":                                    &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/records":                                 &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/subjects":                                &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"GET /v1/topics/{topic}/keys/{key}/events":                       &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
+	"POST /v1/topics/{topic}/keys/{key}/events":                      &routeACL{fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
+	"GET /v1/state/proof":                                            &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"GET /v1/tenants":                                                &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"GET /v1/tenants/{tenant}":                                       &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"POST /v1/tenants":                                               &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+	"DELETE /v1/tenants/{tenant}":                                    &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+	"PUT /v1/tenants/{tenant}/quotas":                                &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
 }
 
 // guard is the HTTP API's authentication and authorization.
@@ -135,9 +135,10 @@ func newGuard(opts Options) *guard {
 	return g
 }
 
-// wrap returns h behind pattern's authentication and authorization.
-func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
-	acl, protected := routeACLs[pattern]
+// wrap returns h behind pattern's authentication and authorization: acl,
+// when not nil, is what the route needs.
+func (g *guard) wrap(pattern string, h http.Handler, acl *routeACL) http.Handler {
+	protected := acl != nil
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		principal, ok := g.principal(w, r)
 		if !ok {
@@ -145,6 +146,7 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 		}
 		tenant := g.tenantOf(principal)
 		if tenant != "" {
+			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
 			// A tenant's user names its tenant's topics by their short
 			// names, as its Kafka clients do (docs/tenants.md).
 			if topic := r.PathValue("topic"); topic != "" {
@@ -156,7 +158,7 @@ func (g *guard) wrap(pattern string, h http.Handler) http.Handler {
 				w = tb
 			}
 		}
-		if protected && !g.authorize(principal, r, acl) {
+		if protected && !g.authorize(principal, r, *acl) {
 			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, kmsg.ACLOperation(acl.op), kmsg.ACLResourceType(acl.resourceType), acl.name(r))
 			return
 		}
@@ -181,6 +183,12 @@ func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool 
 		switch acl.resourceType {
 		case fsm.ACLResourceTopic, fsm.ACLResourceGroup, fsm.ACLResourceTransactionalID:
 			if owner, _ := fsm.SplitTenant(name); owner != tenant {
+				return false
+			}
+		case fsm.ACLResourceCluster:
+			// Its tenant's own CLUSTER resource (the schema registry's
+			// routes name it for a tenant's user).
+			if name != fsm.TenantCluster(tenant) {
 				return false
 			}
 		default:

@@ -6,8 +6,9 @@
 // (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go) and reads by subject
 // (/v1/topics/{topic}/records?subject=, /v1/topics/{topic}/subjects,
-// subjects.go). Later issues add the
-// rest of the native API, the schema registry and the console here.
+// subjects.go), and Confluent's Schema Registry API (/subjects, /schemas,
+// /config, /mode, /compatibility: schemas.go). Later issues add the
+// rest of the native API and the console here.
 //
 // httpapi imports broker; nothing below it imports httpapi.
 package httpapi
@@ -137,7 +138,16 @@ func New(opts Options) http.Handler {
 	for _, r := range routes {
 		h := handlers[r]
 		if g != nil {
-			h = g.wrap(r, h)
+			h = g.wrap(r, h, routeACLs[r])
+		}
+		mux.Handle(r, h)
+	}
+	// The schema registry's routes are Confluent's (schemas.go,
+	// docs/schemas.md), not the native API's.
+	for r, h := range registryRoutes(opts) {
+		if g != nil {
+			acl := registryACL(r)
+			h = g.wrap(r, h, &acl)
 		}
 		mux.Handle(r, h)
 	}

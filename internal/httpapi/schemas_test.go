@@ -1,0 +1,296 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/stele-io/stele/internal/fsm"
+)
+
+const (
+	orderV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}`
+	orderV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"},{"name":"qty","type":"int","default":1}]}`
+	orderV3 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"price","type":"double"}]}`
+)
+
+// srCode is the registry error code of err (0 when it is none).
+func srCode(err error) int {
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		return re.ErrorCode
+	}
+	return 0
+}
+
+// TestSchemaRegistryWithFranzGo (issue 22, docs/schemas.md): franz-go's
+// schema registry client (pkg/sr), written for Confluent's registry, runs
+// against a broker's registry: registration, lookups, versions, ids,
+// compatibility levels and checks, modes, deletes, and the Confluent wire
+// format a serde writes with the ids the registry gave.
+func TestSchemaRegistryWithFranzGo(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.SchemasVersion)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	cl, err := sr.NewClient(sr.URLs(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	if types, err := cl.SupportedTypes(ctx); err != nil || !slices.Equal(types, []sr.SchemaType{sr.TypeAvro}) {
+		t.Fatalf("types: %v %v", types, err)
+	}
+	s1, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV1})
+	if err != nil || s1.ID != 1 || s1.Version != 1 || s1.Subject != "orders-value" {
+		t.Fatalf("v1: %+v %v", s1, err)
+	}
+	// Registering it again, spelled otherwise, answers the same id.
+	if id, err := cl.RegisterSchema(ctx, "orders-value", sr.Schema{Schema: strings.ReplaceAll(orderV1, ",", ", ")}, -1, -1); err != nil || id != 1 {
+		t.Fatalf("v1 again: %d %v", id, err)
+	}
+	if got, err := cl.LookupSchema(ctx, "orders-value", sr.Schema{Schema: orderV1}); err != nil || got.ID != 1 || got.Version != 1 {
+		t.Fatalf("lookup: %+v %v", got, err)
+	}
+	if _, err := cl.LookupSchema(ctx, "orders-value", sr.Schema{Schema: orderV2}); srCode(err) != 40403 {
+		t.Fatalf("lookup of an unregistered schema: %v", err)
+	}
+	if _, err := cl.LookupSchema(ctx, "nope", sr.Schema{Schema: orderV2}); srCode(err) != 40401 {
+		t.Fatalf("lookup under an unknown subject: %v", err)
+	}
+	// The compatibility check first, then the registration.
+	if r, err := cl.CheckCompatibility(ctx, "orders-value", -1, sr.Schema{Schema: orderV2}); err != nil || !r.Is {
+		t.Fatalf("v2 compatible: %+v %v", r, err)
+	}
+	if r, err := cl.CheckCompatibility(ctx, "orders-value", -1, sr.Schema{Schema: orderV3}); err != nil || r.Is {
+		t.Fatalf("v3 compatible: %+v %v", r, err)
+	}
+	s2, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV2})
+	if err != nil || s2.ID != 2 || s2.Version != 2 {
+		t.Fatalf("v2: %+v %v", s2, err)
+	}
+	if _, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV3}); srCode(err) != 409 {
+		t.Fatalf("v3 under BACKWARD: %v", err)
+	}
+	if _, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: `{"type":"nonsense"}`}); srCode(err) != 42201 {
+		t.Fatalf("not a schema: %v", err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j", sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON}); srCode(err) != 42201 {
+		t.Fatalf("JSON Schema: %v", err)
+	}
+
+	// Levels: the global one, a subject's, and back.
+	if r := cl.Compatibility(ctx); r[0].Err != nil || r[0].Level != sr.CompatBackward {
+		t.Fatalf("global level: %+v", r[0])
+	}
+	if r := cl.Compatibility(ctx, "orders-value"); srCode(r[0].Err) != 40408 {
+		t.Fatalf("subject level not set: %+v", r[0])
+	}
+	if r := cl.SetCompatibility(ctx, sr.SetCompatibility{Level: sr.CompatNone}, "orders-value"); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	if r := cl.Compatibility(ctx, "orders-value"); r[0].Err != nil || r[0].Level != sr.CompatNone {
+		t.Fatalf("subject level: %+v", r[0])
+	}
+	s3, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV3})
+	if err != nil || s3.Version != 3 {
+		t.Fatalf("v3 under NONE: %+v %v", s3, err)
+	}
+	if r := cl.ResetCompatibility(ctx, "orders-value"); r[0].Err != nil || r[0].Level != sr.CompatNone {
+		t.Fatalf("reset: %+v", r[0])
+	}
+
+	// Reads by subject and by id.
+	if vs, err := cl.SubjectVersions(ctx, "orders-value"); err != nil || !slices.Equal(vs, []int{1, 2, 3}) {
+		t.Fatalf("versions: %v %v", vs, err)
+	}
+	if got, err := cl.SchemaByVersion(ctx, "orders-value", -1); err != nil || got.ID != 3 || got.Schema.Schema != orderV3 {
+		t.Fatalf("latest: %+v %v", got, err)
+	}
+	if got, err := cl.SchemaByID(ctx, 2); err != nil || got.Schema != orderV2 {
+		t.Fatalf("by id: %+v %v", got, err)
+	}
+	if _, err := cl.SchemaByID(ctx, 99); srCode(err) != 40403 {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if _, err := cl.SchemaByVersion(ctx, "orders-value", 9); srCode(err) != 40402 {
+		t.Fatalf("unknown version: %v", err)
+	}
+	cl.CreateSchema(ctx, "audit-value", sr.Schema{Schema: orderV1})
+	if subs, err := cl.SubjectsByID(ctx, 1); err != nil || !slices.Equal(subs, []string{"audit-value", "orders-value"}) {
+		t.Fatalf("subjects of id 1: %v %v", subs, err)
+	}
+	if subs, err := cl.Subjects(ctx); err != nil || !slices.Equal(subs, []string{"audit-value", "orders-value"}) {
+		t.Fatalf("subjects: %v %v", subs, err)
+	}
+
+	// References: a cart names shop.Item, registered under "item".
+	item := `{"type":"record","name":"Item","namespace":"shop","fields":[{"name":"sku","type":"string"}]}`
+	cart := `{"type":"record","name":"Cart","namespace":"shop","fields":[{"name":"items","type":{"type":"array","items":"shop.Item"}}]}`
+	si, err := cl.CreateSchema(ctx, "item", sr.Schema{Schema: item})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSchema(ctx, "cart", sr.Schema{Schema: cart}); srCode(err) != 42201 {
+		t.Fatalf("a cart without its reference: %v", err)
+	}
+	sc, err := cl.CreateSchema(ctx, "cart", sr.Schema{Schema: cart, References: []sr.SchemaReference{{Name: "shop.Item", Subject: "item", Version: 1}}})
+	if err != nil || len(sc.References) != 1 || sc.References[0].Subject != "item" {
+		t.Fatalf("cart: %+v %v", sc, err)
+	}
+	if refs, err := cl.SchemaReferences(ctx, "item", 1); err != nil || len(refs) != 1 || refs[0].ID != sc.ID {
+		t.Fatalf("referenced by: %+v %v", refs, err)
+	}
+	if err := cl.DeleteSchema(ctx, "item", 1, sr.SoftDelete); srCode(err) != 42206 {
+		t.Fatalf("delete of a referenced version: %v", err)
+	}
+	_ = si
+	// ?normalize=true stores the canonical form.
+	spaced := "{ \"type\": \"record\", \"name\": \"N\", \"fields\": [ {\"name\": \"a\", \"type\": \"int\"} ] }"
+	sn, err := cl.CreateSchema(sr.WithParams(ctx, sr.Normalize), "normal", sr.Schema{Schema: spaced})
+	if err != nil || sn.Schema.Schema != `{"name":"N","type":"record","fields":[{"name":"a","type":"int"}]}` {
+		t.Fatalf("normalized: %q %v", sn.Schema.Schema, err)
+	}
+	var prefixed []string
+	getJSON(t, srv.URL+"/subjects?subjectPrefix=orders", &prefixed)
+	if !slices.Equal(prefixed, []string{"orders-value"}) {
+		t.Fatalf("subjects by prefix: %v", prefixed)
+	}
+	for _, s := range []string{"cart", "item", "normal"} {
+		cl.DeleteSubject(ctx, s, sr.SoftDelete)
+		cl.DeleteSubject(ctx, s, sr.HardDelete)
+	}
+
+	// A serde writes Confluent's wire format with the registry's id, and
+	// reads it back.
+	type order struct {
+		ID   int64  `avro:"id"`
+		Item string `avro:"item"`
+		Qty  int32  `avro:"qty"`
+	}
+	parsed := avro.MustParse(orderV2)
+	var serde sr.Serde
+	serde.Register(s2.ID, order{}, sr.EncodeFn(func(v any) ([]byte, error) { return avro.Marshal(parsed, v) }),
+		sr.DecodeFn(func(b []byte, v any) error { return avro.Unmarshal(parsed, b, v) }))
+	wire, err := serde.Encode(order{ID: 7, Item: "tea", Qty: 2})
+	if err != nil || wire[0] != 0 || wire[4] != 2 {
+		t.Fatalf("wire format: % x %v", wire, err)
+	}
+	var back order
+	if err := serde.Decode(wire, &back); err != nil || back != (order{ID: 7, Item: "tea", Qty: 2}) {
+		t.Fatalf("decoded %+v %v", back, err)
+	}
+
+	// Modes.
+	if r := cl.SetMode(ctx, sr.ModeReadOnly); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	if _, err := cl.CreateSchema(ctx, "x", sr.Schema{Schema: orderV1}); srCode(err) != 42205 {
+		t.Fatalf("register in READONLY: %v", err)
+	}
+	if r := cl.SetMode(ctx, sr.ModeImport); srCode(r[0].Err) != 42204 {
+		t.Fatalf("IMPORT: %+v", r[0])
+	}
+	cl.SetMode(ctx, sr.ModeReadWrite)
+
+	// Deletes, soft then hard.
+	if err := cl.DeleteSchema(ctx, "orders-value", 3, sr.HardDelete); srCode(err) != 40407 {
+		t.Fatalf("hard before soft: %v", err)
+	}
+	if err := cl.DeleteSchema(ctx, "orders-value", 3, sr.SoftDelete); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := cl.SubjectVersions(ctx, "orders-value"); !slices.Equal(vs, []int{1, 2}) {
+		t.Fatalf("versions after a soft delete: %v", vs)
+	}
+	if vs, _ := cl.SubjectVersions(sr.WithParams(ctx, sr.ShowDeleted), "orders-value"); !slices.Equal(vs, []int{1, 2, 3}) {
+		t.Fatalf("versions with deleted: %v", vs)
+	}
+	if vs, err := cl.DeleteSubject(ctx, "audit-value", sr.SoftDelete); err != nil || !slices.Equal(vs, []int{1}) {
+		t.Fatalf("soft delete of a subject: %v %v", vs, err)
+	}
+	if _, err := cl.DeleteSubject(ctx, "audit-value", sr.SoftDelete); srCode(err) != 40404 {
+		t.Fatalf("soft delete twice: %v", err)
+	}
+	if vs, err := cl.DeleteSubject(ctx, "audit-value", sr.HardDelete); err != nil || !slices.Equal(vs, []int{1}) {
+		t.Fatalf("hard delete of a subject: %v %v", vs, err)
+	}
+	if subs, _ := cl.Subjects(sr.WithParams(ctx, sr.ShowDeleted)); !slices.Equal(subs, []string{"orders-value"}) {
+		t.Fatalf("subjects after a hard delete: %v", subs)
+	}
+}
+
+// TestSchemaRegistryErrors: what the routes answer to what a serializer
+// would never send, in Confluent's error bodies.
+func TestSchemaRegistryErrors(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.SchemasVersion)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	for _, c := range []struct {
+		method, path, body string
+		status, code       int
+	}{
+		{"POST", "/subjects/s/versions", `{`, 422, 422},
+		{"POST", "/subjects/s/versions", `{"schema":""}`, 422, 42201},
+		{"POST", "/subjects/s/versions", `{"schema":"{\"type\":\"int\"}","schemaType":"XML"}`, 422, 42201},
+		{"GET", "/subjects/s/versions/zero", ``, 422, 42202},
+		{"GET", "/subjects/s/versions/0", ``, 422, 42202},
+		{"GET", "/subjects/s/versions/1", ``, 404, 40401},
+		{"GET", "/schemas/ids/x", ``, 404, 40403},
+		{"PUT", "/config", `{"compatibility":"SIDEWAYS"}`, 422, 42203},
+		{"PUT", "/mode", `{"mode":"IMPORT"}`, 422, 42204},
+		{"DELETE", "/config/s", ``, 404, 40408},
+		{"POST", "/compatibility/subjects/s/versions/1", `{"schema":"{\"type\":\"int\"}"}`, 404, 40401},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e RegistryError
+		decodeJSON(t, resp, &e)
+		if resp.StatusCode != c.status || e.ErrorCode != c.code || e.Message == "" {
+			t.Errorf("%s %s %s: %d %+v, want %d %d", c.method, c.path, c.body, resp.StatusCode, e, c.status, c.code)
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeJSON(t, resp, v)
+}
+
+// TestSchemaRoutesDocumented: docs/schemas.md lists every route of the
+// registry.
+func TestSchemaRoutesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/schemas.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pattern := range registryRoutes(Options{}) {
+		if !strings.Contains(string(doc), "| `"+pattern+"` |") {
+			t.Errorf("docs/schemas.md does not list %s", pattern)
+		}
+	}
+}
+
+func decodeJSON(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", resp.Request.URL, err)
+	}
+}
