@@ -28,7 +28,7 @@ const (
 	v4 = `{"type":"record","name":"R","fields":[{"name":"b","type":"string","default":"x"}]}`
 	// v5 widens a to long: reads v1's (int promotes to long), not the
 	// other way.
-	v5 = `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
+	v5           = `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
 	enumAB       = `{"type":"enum","name":"E","symbols":["A","B"]}`
 	enumA        = `{"type":"enum","name":"E","symbols":["A"]}`
 	enumADefault = `{"type":"enum","name":"E","symbols":["A","Z"],"default":"Z"}`
