@@ -141,6 +141,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newKeyCmd(g),
 		newSubjectCmd(g),
 		newViewCmd(g),
+		newSchemaCmd(g),
 		newVerifyCmd(g),
 		newAuditCmd(g),
 		newProducerKeyCmd(g),

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSchemaCLI: against a real node (docs/schemas.md), `stele schema`
+// registers, lists, gets, checks, configures and deletes schemas through
+// the broker's registry.
+func TestSchemaCLI(t *testing.T) {
+	cfg, n := startStele(t)
+	c := &testCluster{t: t, brokers: n.KafkaAddr()}
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	v1 := file("v1.avsc", `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`)
+	v2 := file("v2.avsc", `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string","default":""}]}`)
+	bad := file("bad.avsc", `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}`)
+	h := "--http=" + cfg.HTTPAddr
+
+	if r := c.ok("", "schema", "register", "orders-value", "--file", v1, h); r.stdout != "subject orders-value version 1: schema id 1\n" {
+		t.Fatalf("register: %q", r.stdout)
+	}
+	var reg struct{ ID, Version int }
+	decodeJSON(t, c.ok(`{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string","default":""}]}`,
+		"schema", "register", "orders-value", "--file", "-", h, "--output", "json").stdout, &reg)
+	if reg.ID != 2 || reg.Version != 2 {
+		t.Fatalf("register from stdin: %+v", reg)
+	}
+	if r := c.ok("", "schema", "compat", "orders-value", "--file", v2, h); r.stdout != "compatible with subject orders-value\n" {
+		t.Fatalf("compat: %q", r.stdout)
+	}
+	r := c.run("", "schema", "compat", "orders-value", "--file", bad, h)
+	if r.code != ExitFailure || !strings.Contains(r.stdout, "NOT compatible") || !strings.Contains(r.stdout, "qty") {
+		t.Fatalf("compat of an incompatible schema: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantFailure(t, c.run("", "schema", "register", "orders-value", "--file", bad, h), ExitFailure, "incompatible", "409")
+	if r := c.ok("", "schema", "config", "orders-value", "--set", "none", h); r.stdout != "subject orders-value: NONE\n" {
+		t.Fatalf("config --set: %q", r.stdout)
+	}
+	if r := c.ok("", "schema", "config", h); r.stdout != "the registry: BACKWARD\n" {
+		t.Fatalf("config: %q", r.stdout)
+	}
+	c.ok("", "schema", "register", "orders-value", "--file", bad, h)
+
+	r = c.ok("", "schema", "list", h)
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 2 ||
+		strings.Join(strings.Fields(lines[1]), " ") != "orders-value 3 3 3 AVRO" {
+		t.Fatalf("list:\n%s", r.stdout)
+	}
+	if r := c.ok("", "schema", "get", "orders-value", "--version", "1", h); strings.TrimSpace(r.stdout) != `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}` {
+		t.Fatalf("get: %q", r.stdout)
+	}
+	if r := c.ok("", "schema", "get", "--id", "2", h); !strings.Contains(r.stdout, `"note"`) {
+		t.Fatalf("get --id: %q", r.stdout)
+	}
+	wantFailure(t, c.run("", "schema", "get", "nope", h), ExitFailure, "40401")
+	if r := c.run("", "schema", "get", h); r.code != ExitUsage {
+		t.Fatalf("get without a subject or id: exit %d", r.code)
+	}
+	wantFailure(t, c.run("", "schema", "delete", "orders-value", "--version", "3", "--permanent", h), ExitFailure, "40407")
+	if r := c.ok("", "schema", "delete", "orders-value", "--version", "3", h); r.stdout != "subject orders-value: soft-deleted version 3\n" {
+		t.Fatalf("delete a version: %q", r.stdout)
+	}
+	if r := c.ok("", "schema", "delete", "orders-value", h); r.stdout != "subject orders-value: soft-deleted versions 1, 2\n" {
+		t.Fatalf("delete the subject: %q", r.stdout)
+	}
+	if r := c.ok("", "schema", "delete", "orders-value", "--permanent", h); r.stdout != "subject orders-value: deleted for good versions 1, 2, 3\n" {
+		t.Fatalf("delete for good: %q", r.stdout)
+	}
+	if r := c.ok("", "schema", "list", h); strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("list after the deletes:\n%s", r.stdout)
+	}
+}
