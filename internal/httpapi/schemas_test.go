@@ -294,3 +294,85 @@ func decodeJSON(t *testing.T, resp *http.Response, v any) {
 		t.Fatalf("%s: %v", resp.Request.URL, err)
 	}
 }
+
+// TestSchemaRegistryTenantsAndACLs (docs/schemas.md "Tenants and
+// authorization"): a tenant's user reaches its tenant's registry only, by
+// the same routes, with DESCRIBE or ALTER on its tenant's cluster
+// resource; the default tenant's users need them on the cluster.
+func TestSchemaRegistryTenantsAndACLs(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	for _, c := range []fsm.Command{fsm.CreateTenant{Name: "acme"}} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	addUser(t, b, "alice@acme", "alice-pw")
+	addUser(t, b, "bob@acme", "bob-pw")
+	addUser(t, b, "carol", "carol-pw")
+	addUser(t, b, "admin", "admin-pw")
+	for _, c := range []fsm.Command{
+		allow("User:alice@acme", fsm.ACLResourceCluster, fsm.TenantCluster("acme"), fsm.ACLOpAll),
+		allow("User:bob@acme", fsm.ACLResourceCluster, fsm.TenantCluster("acme"), fsm.ACLOpDescribe),
+		allow("User:carol", fsm.ACLResourceCluster, fsm.ClusterResourceName, fsm.ACLOpDescribe),
+	} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg, Security: &Security{BasicOverPlaintext: true}}))
+	defer srv.Close()
+	client := func(user, pass string) *sr.Client {
+		cl, err := sr.NewClient(sr.URLs(srv.URL), sr.BasicAuth(user, pass))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	ctx := context.Background()
+	alice, bob, carol, admin := client("alice@acme", "alice-pw"), client("bob@acme", "bob-pw"), client("carol", "carol-pw"), client("admin", "admin-pw")
+
+	if s, err := admin.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV1}); err != nil || s.ID != 1 {
+		t.Fatalf("the admin registers in the default tenant's registry: %+v %v", s, err)
+	}
+	if _, err := admin.CreateSchema(ctx, "audit-value", sr.Schema{Schema: orderV2}); err != nil {
+		t.Fatal(err)
+	}
+	// alice's registry is acme's: its ids start at 1, its subjects are its own.
+	s, err := alice.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV3})
+	if err != nil || s.ID != 1 || s.Version != 1 {
+		t.Fatalf("alice registers in acme's registry: %+v %v", s, err)
+	}
+	if subs, err := alice.Subjects(ctx); err != nil || !slices.Equal(subs, []string{"orders-value"}) {
+		t.Fatalf("alice's subjects: %v %v", subs, err)
+	}
+	if got, err := alice.SchemaByID(ctx, 1); err != nil || got.Schema != orderV3 {
+		t.Fatalf("alice's id 1: %+v %v", got, err)
+	}
+	if _, err := alice.SchemaByID(ctx, 2); srCode(err) != 40403 {
+		t.Fatalf("alice asks for the default tenant's id 2: %v", err)
+	}
+	if got, err := admin.SchemaByID(ctx, 1); err != nil || got.Schema != orderV1 {
+		t.Fatalf("the default tenant's id 1: %+v %v", got, err)
+	}
+	if subs, _ := admin.Subjects(ctx); !slices.Equal(subs, []string{"audit-value", "orders-value"}) {
+		t.Fatalf("the default tenant's subjects: %v", subs)
+	}
+	// bob reads acme's registry and changes nothing; carol reads the
+	// default tenant's.
+	if subs, err := bob.Subjects(ctx); err != nil || !slices.Equal(subs, []string{"orders-value"}) {
+		t.Fatalf("bob's subjects: %v %v", subs, err)
+	}
+	var re *sr.ResponseError
+	if _, err := bob.CreateSchema(ctx, "x", sr.Schema{Schema: orderV1}); !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+		t.Fatalf("bob registers: %v, want 403", err)
+	}
+	if _, err := carol.SchemaByID(ctx, 2); err != nil {
+		t.Fatalf("carol reads: %v", err)
+	}
+	if err := carol.DeleteSchema(ctx, "audit-value", 1, sr.SoftDelete); !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+		t.Fatalf("carol deletes: %v, want 403", err)
+	}
+	if _, err := client("carol", "wrong").Subjects(ctx); !errors.As(err, &re) || re.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %v, want 401", err)
+	}
+}
