@@ -35,3 +35,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseWire: any bytes split or are refused, never panic.
+func FuzzParseWire(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 1, 2})
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, p, err := ParseWire(b)
+		if err == nil && (id <= 0 || len(p) != len(b)-WireHeaderSize) {
+			t.Fatalf("% x: id %d, %d bytes of payload", b, id, len(p))
+		}
+	})
+}
+
+// FuzzValidate: any payload validates or is refused under any schema,
+// never panics, and is refused when it is longer than a value (a byte
+// more after a valid one).
+func FuzzValidate(f *testing.F) {
+	schemas := []string{everything, `"int"`, `{"type":"array","items":"null"}`, `{"type":"map","values":["null","string"]}`,
+		`{"type":"record","name":"L","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","L"]}]}`}
+	var parsed []*Schema
+	for _, s := range schemas {
+		p, err := Parse(Def{Text: s}, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		parsed = append(parsed, p)
+	}
+	f.Add(uint8(0), []byte{0})
+	f.Add(uint8(1), []byte{0xfe, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(uint8(2), []byte{0xfe, 0xff, 0xff, 0xff, 0x0f, 0})
+	f.Add(uint8(4), []byte{2, 2, 4, 0})
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		s := parsed[int(which)%len(parsed)]
+		if s.Validate(b) == nil {
+			if err := s.Validate(append(b[:len(b):len(b)], 0)); err == nil {
+				t.Fatalf("%s: % x and a byte more both validate", schemas[int(which)%len(parsed)], b)
+			}
+		}
+	})
+}
