@@ -315,7 +315,7 @@ func buildRegistry() *registry {
 	trust.RegisterTrust(r.Registry, r.TopicHooks)
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
 	r.AdminGates = security.RegisterSecurity(r.Registry)
-	schemas.RegisterSchemas(r.Registry)
+	schemas.RegisterSchemas(r.Registry, r.TopicHooks)
 	tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	return r
 }

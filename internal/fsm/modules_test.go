@@ -74,7 +74,8 @@ var fileModules = map[string]core.Module{
 //	security            uses cluster (the app version, stele.admin.signed),
 //	                    trust (the keys that sign administration), and
 //	                    topics and groups (the commands it gates)
-//	schemas             uses cluster (the app version)
+//	schemas             uses cluster (the app version) and topics (a
+//	                    produce check validates records)
 //	tenants             uses every module but keys, subjects and views: the names a tenant
 //	                    owns in each (topics, groups, transactional ids,
 //	                    users, ACLs, quotas, producer keys, schemas), the app
@@ -97,7 +98,7 @@ var allowedCalls = map[core.Module][]core.Module{
 	trust.ModTrust:         {topics.ModTopics},
 	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                                                                                         // topics: the config definitions and changes (configs.go) broker configs reuse
 	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster},                                                                   // the commands signed administration gates, the producer keys that sign them, the app version and the setting
-	schemas.ModSchemas:     {cluster.ModCluster},                                                                                                                       // the app version
+	schemas.ModSchemas:     {topics.ModTopics, cluster.ModCluster},                                                                                                     // the app version, the produce checks (validate.go)
 	tenants.ModTenants:     {topics.ModTopics, groups.ModGroups, producers.ModProducers, trust.ModTrust, cluster.ModCluster, security.ModSecurity, schemas.ModSchemas}, // what a tenant owns in each, the app version, signed administration
 }
 
@@ -403,7 +404,7 @@ func TestHooks(t *testing.T) {
 	}
 	want := map[string][]string{
 		"batch checks":       {"10 producers: transactions"},
-		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes"},
+		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes", "40 schemas: schema validation"},
 		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries", "25 subjects: subject summaries", "40 views: view copies"},
 		"marker written":     {"10 keys: table versions of a committed transaction", "40 views: view copies of what a transaction's end made stable"},
 		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries", "40 views: view log starts"},
@@ -635,7 +636,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, register := range []func(*registry){func(r *registry) {
 		r.AdminGates = security.RegisterSecurity(r.Registry)
 		tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
-	}, func(r *registry) { schemas.RegisterSchemas(r.Registry) }, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
+	}, func(r *registry) { schemas.RegisterSchemas(r.Registry, r.TopicHooks) }, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { views.RegisterViews(r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }, func(r *registry) { subjects.RegisterSubjects(r.Registry, r.TopicHooks) }} {
 		register(reversed)

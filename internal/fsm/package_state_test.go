@@ -25,8 +25,9 @@ import (
 var immutableVars = map[string]string{
 	// The registry, built by buildRegistry as the package is initialised
 	// (registry.go says why it is a package value and not built by Open).
-	"assembled": "the modules' registry, built once by buildRegistry",
-	"Modes":     "the schema registry's modes",
+	"assembled":         "the modules' registry, built once by buildRegistry",
+	"Modes":             "the schema registry's modes",
+	"SchemaValidations": "the values of stele.*.schema.validation",
 	// Keys and prefixes of the store, and fixed byte strings of formats.
 	"keyState":                  "store key m/state",
 	"KeyProducerID":             "store key m/producer-id",

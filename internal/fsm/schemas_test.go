@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/hamba/avro/v2"
 	"github.com/pokt-network/smt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,6 +15,8 @@ import (
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/schemas"
+	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/schema"
 	"github.com/stele-io/stele/pkg/proof"
 )
@@ -229,4 +233,122 @@ func TestSchemasBeforeVersion13(t *testing.T) {
 	defer f.Close()
 	run := oneCommandBlocks(t, f)
 	schemaCode(t, "register under 12", run(RegisterSchema{Subject: "s", Text: avroItem}), kerr.UnsupportedVersion.Code, schemas.ErrOperationNotPermitted)
+}
+
+// wireBatch is a batch of records with keys and values as given (nil:
+// null), timestamps t0.
+func wireBatch(t *testing.T, kvs ...[]byte) []byte {
+	t.Helper()
+	var recs []record.Record
+	for i := 0; i < len(kvs); i += 2 {
+		recs = append(recs, record.Record{OffsetDelta: int32(i / 2), Key: kvs[i], Value: kvs[i+1]})
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// avroWire is v encoded with text's schema, in Confluent's wire format
+// with id.
+func avroWire(t *testing.T, id int32, text string, v any) []byte {
+	t.Helper()
+	b, err := avro.Marshal(avro.MustParse(text), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(schema.AppendWire(nil, id), b...)
+}
+
+// TestSchemaValidation (docs/schemas.md "Validation on produce"): a topic
+// that validates takes a batch only when every record's value (or key) is
+// in Confluent's wire format with an id registered under its subject, and
+// under full also decodes with that schema; otherwise the batch is refused
+// whole with INVALID_RECORD, each failing record listed, and nothing is
+// written. Two machines agree on every verdict and on the app hash.
+func TestSchemaValidation(t *testing.T) {
+	var fs []*FSM
+	for range 2 {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fs = append(fs, f)
+	}
+	run := oneCommandBlocks(t, fs...)
+	must := func(what string, r core.Result, code int16) core.Result {
+		t.Helper()
+		if r.Code != code {
+			t.Fatalf("%s: code %d (%s), want %d", what, r.Code, r.Message, code)
+		}
+		return r
+	}
+	must("ids", run(topics.CreateTopic{Name: "ids", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.schema.validation", Value: "id"}}}), 0)
+	must("full", run(topics.CreateTopic{Name: "full", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+		{Name: "stele.value.schema.validation", Value: "full"},
+		{Name: "stele.key.schema.validation", Value: "id"}, {Name: "stele.key.subject.name.strategy", Value: "io.confluent.kafka.serializers.subject.RecordNameStrategy"}}}), 0)
+	must("bad strategy", run(topics.CreateTopic{Name: "x", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.subject.name.strategy", Value: "Whatever"}}}), kerr.InvalidConfig.Code)
+	must("bad level", run(topics.CreateTopic{Name: "x", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.schema.validation", Value: "some"}}}), kerr.InvalidConfig.Code)
+	must("ids-value", run(RegisterSchema{Subject: "ids-value", Text: avroV1}), 0)   // id 1
+	must("full-value", run(RegisterSchema{Subject: "full-value", Text: avroV2}), 0) // id 2
+	must("key", run(RegisterSchema{Subject: "shop.Item", Text: avroItem}), 0)       // id 3
+
+	type order struct {
+		ID   int64  `avro:"id"`
+		Note string `avro:"note"`
+	}
+	v1 := avroWire(t, 1, avroV1, order{ID: 1})
+	v2 := avroWire(t, 2, avroV2, order{ID: 2, Note: "n"})
+	key := avroWire(t, 3, avroItem, map[string]any{"sku": "tea"})
+	produce := func(topic string, kvs ...[]byte) core.Result {
+		return run(topics.Produce{Topic: topic, Partition: 0, Records: wireBatch(t, kvs...)})
+	}
+
+	must("valid ids", produce("ids", nil, v1, nil, nil, []byte("k"), avroWire(t, 1, avroV1, order{ID: 9})), 0)
+	r := must("a wrong id and bytes", produce("ids", nil, v1, nil, v2, nil, []byte("plain"), nil, append(schema.AppendWire(nil, 77), 1)), kerr.InvalidRecord.Code)
+	if len(r.RecordErrors) != 3 || r.RecordErrors[0].Index != 1 || r.RecordErrors[1].Index != 2 || r.RecordErrors[2].Index != 3 ||
+		!strings.Contains(r.RecordErrors[0].Message, `not registered under subject "ids-value"`) ||
+		!strings.Contains(r.RecordErrors[1].Message, "wire format") || !strings.Contains(r.RecordErrors[2].Message, "id 77 is not registered") {
+		t.Fatalf("record errors: %+v", r.RecordErrors)
+	}
+	// id accepts any payload after a registered id; full decodes it.
+	must("id takes an undecodable payload", produce("ids", nil, append(schema.AppendWire(nil, 1), 0xff)), 0)
+	must("valid full", produce("full", key, v2, key, nil), 0)
+	r = must("undecodable under full", produce("full", key, append(schema.AppendWire(nil, 2), 0x02)), kerr.InvalidRecord.Code)
+	if len(r.RecordErrors) != 1 || !strings.Contains(r.RecordErrors[0].Message, "does not decode with schema id 2") {
+		t.Fatalf("record errors: %+v", r.RecordErrors)
+	}
+	r = must("a key by RecordNameStrategy", produce("full", v2, v2), kerr.InvalidRecord.Code)
+	if len(r.RecordErrors) != 1 || !strings.Contains(r.RecordErrors[0].Message, `key's schema id 2 is not registered under subject "shop.Order"`) {
+		t.Fatalf("record errors: %+v", r.RecordErrors)
+	}
+	// Nothing of a refused batch was written.
+	for _, f := range fs {
+		if hw := f.View().Partition("ids", 0).HighWatermark(); hw != 4 {
+			t.Fatalf("ids holds %d records, want 4", hw)
+		}
+		if hw := f.View().Partition("full", 0).HighWatermark(); hw != 2 {
+			t.Fatalf("full holds %d records, want 2", hw)
+		}
+	}
+	// A soft-deleted version's id is refused; the validation off takes it.
+	must("soft delete", run(DeleteSchemaVersion{Subject: "ids-value", Version: 1}), 0)
+	must("a deleted version's id", produce("ids", nil, v1), kerr.InvalidRecord.Code)
+	must("validation off", run(topics.AlterConfigs{Topic: "ids", Incremental: true, Changes: []topics.ConfigChange{{Name: "stele.value.schema.validation", Op: topics.OpDelete}}}), 0)
+	must("validation off: anything", produce("ids", nil, []byte("plain")), 0)
+
+	// A tenant's topic validates against its tenant's registry, by its
+	// short name.
+	must("tenant", run(CreateTenant{Name: "acme"}), 0)
+	must("acme~ids", run(topics.CreateTopic{Name: "acme~ids", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.schema.validation", Value: "full"}}}), 0)
+	must("the default tenant's id 2 in acme", produce("acme~ids", nil, v2), kerr.InvalidRecord.Code)
+	must("acme's schema", run(RegisterSchema{Tenant: "acme", Subject: "ids-value", Text: avroV2}), 0) // acme's id 1
+	must("acme's id 1", produce("acme~ids", nil, avroWire(t, 1, avroV2, order{ID: 3})), 0)
+
+	h0, hash0 := fs[0].Info()
+	if h1, hash1 := fs[1].Info(); h0 != h1 || !bytes.Equal(hash0, hash1) {
+		t.Fatal("the machines' app hashes differ")
+	}
 }

@@ -60,7 +60,7 @@ import (
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
 // topics and groups (the commands it gates), schemas uses cluster (the
-// app version), tenants uses every module
+// app version) and topics (it validates produced records), tenants uses every module
 // but keys, subjects and views (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A

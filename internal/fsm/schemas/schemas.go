@@ -26,7 +26,8 @@
 // means is stored with each (its canonical form), so a later library that
 // spelled the form otherwise would not change what the state holds.
 //
-// It uses cluster (the app version). The tenants module removes a
+// It uses cluster (the app version) and topics (whose produce checks
+// validate records against the registry: validate.go). The tenants module removes a
 // deleted tenant's registry (RemoveTenant) and tells it which tenants
 // exist (TenantExists).
 //
@@ -48,6 +49,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
+	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/schema"
 )
 
@@ -309,10 +311,12 @@ type Schemas struct {
 	// exists (set by the tenants module; nil: none does).
 	TenantExists func(tenant string) bool
 
-	regs  map[string]*registry // by tenant; never nil once loaded
-	dirty dirtySet
-	fresh map[string]bool // tenants changed since the last publish
-	view  viewPointer
+	regs map[string]*registry // by tenant; never nil once loaded
+	// parsedCache holds schemas parsed for validation (validate.go).
+	parsedCache map[parsedKey]parsedEntry
+	dirty       dirtySet
+	fresh       map[string]bool // tenants changed since the last publish
+	view        viewPointer
 }
 
 // NewSchemas is the schemas module of the machine m.
@@ -325,9 +329,10 @@ func schemasOf(m *core.Machine) *Schemas {
 	return m.App.(interface{ SchemasModule() *Schemas }).SchemasModule()
 }
 
-// RegisterSchemas registers the schemas module: its commands and its
-// state's step.
-func RegisterSchemas(r *core.Registry) {
+// RegisterSchemas registers the schemas module: its commands, its
+// state's step and its check of produced records (validate.go).
+func RegisterSchemas(r *core.Registry, h *topics.TopicHooks) {
+	registerValidation(h)
 	core.RegisterModuleCommand(r, schemasOf, KindRegisterSchema, "RegisterSchema", ModSchemas, decodeRegisterSchema, checkCommand,
 		func(f *Schemas, c RegisterSchema, _ core.CmdAt) core.Result {
 			return f.apply(c.Tenant, func(g *registry) core.Result { return f.register(g, c) })

@@ -31,8 +31,15 @@ const SubjectsVersion = 11
 // records into views as their sources' records are applied.
 const ViewsVersion = 12
 
+// SchemaValidationVersion is the app version from which a topic may
+// require its records' keys and values to be written with registered
+// schemas (schema_configs.go, docs/schemas.md): the topic configs
+// stele.key.schema.validation, stele.value.schema.validation and their
+// subject name strategies, which the schemas module checks on produce.
+const SchemaValidationVersion = 13
+
 // newestConfigSince is the highest Since of any topic config.
-const newestConfigSince = ViewsVersion
+const newestConfigSince = SchemaValidationVersion
 
 // SubjectFrom checks a stele.subject.from value: "header", or "json:"
 // and an RFC 6901 JSON Pointer.

@@ -112,12 +112,20 @@ var TopicConfigs = []ConfigDef{
 	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Min: 4, Max: math.MaxInt32},
 	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Min: 0, Max: maxLong},
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Enforced: true, Min: 1, Max: maxLong},
+	{Name: "stele.key.schema.validation", Type: TypeString, Default: "none", Enforced: true, valid: SchemaValidations, Since: SchemaValidationVersion,
+		Doc: "Stele: what each record's key must be: none; id (Confluent's wire format with a schema id registered under the key's subject); full (also a value of that schema) (docs/schemas.md)"},
+	{Name: "stele.key.subject.name.strategy", Type: TypeString, Default: "TopicNameStrategy", Enforced: true, Check: SubjectNameStrategy, Since: SchemaValidationVersion,
+		Doc: "Stele: the registry subject a key's schema id must be registered under: TopicNameStrategy (<topic>-key), RecordNameStrategy (the record's full name) or TopicRecordNameStrategy (<topic>-<full name>) (docs/schemas.md)"},
 	{Name: "stele.signed.by", Type: TypeList, Default: "", Enforced: true, Check: proof.ValidPrincipal,
 		Doc: "Stele: principals whose signed records the topic takes, and no others; empty: signatures optional, verified when present (docs/signed-producers.md)"},
 	{Name: "stele.subject.from", Type: TypeString, Default: "header", Enforced: true, Check: SubjectFrom, Since: SubjectsVersion,
 		Doc: "Stele: where a record's subject comes from: header (the stele-subject header) or json:/pointer (a JSON Pointer into the record's JSON value) (docs/subjects.md)"},
 	{Name: "stele.subject.required", Type: TypeBoolean, Default: "false", Enforced: true, Since: SubjectsVersion,
 		Doc: "Stele: a record without a subject is refused with its batch (docs/subjects.md)"},
+	{Name: "stele.value.schema.validation", Type: TypeString, Default: "none", Enforced: true, valid: SchemaValidations, Since: SchemaValidationVersion,
+		Doc: "Stele: what each record's value must be: none; id (Confluent's wire format with a schema id registered under the value's subject); full (also a value of that schema); a null value passes (docs/schemas.md)"},
+	{Name: "stele.value.subject.name.strategy", Type: TypeString, Default: "TopicNameStrategy", Enforced: true, Check: SubjectNameStrategy, Since: SchemaValidationVersion,
+		Doc: "Stele: the registry subject a value's schema id must be registered under: TopicNameStrategy (<topic>-value), RecordNameStrategy or TopicRecordNameStrategy (docs/schemas.md)"},
 	{Name: "stele.view.from", Type: TypeList, Default: "", Enforced: true, Check: ValidTopicName, Since: ViewsVersion,
 		Doc: "Stele: the topic is a view of these topics' records whose subject matches stele.view.subject; set when the view is created, never changed (docs/subjects.md)"},
 	{Name: "stele.view.order", Type: TypeString, Default: "partition", Enforced: true, valid: []string{"global", "partition"}, Since: ViewsVersion,
@@ -374,6 +382,9 @@ type TopicConfig struct {
 	// View is what the stele.view.* configs make of a view (views.go);
 	// nil for a topic that is not one.
 	View *ViewDef
+	// KeySchema and ValueSchema are stele.key.* and stele.value.*'s
+	// schema validation (schema_configs.go).
+	KeySchema, ValueSchema SchemaCheck
 }
 
 // resolveConfig computes the effective config from a topic's explicit
@@ -419,6 +430,8 @@ func resolveConfig(explicit, logDefaults map[string]string) TopicConfig {
 		}
 	}
 	c.SubjectRequired = strings.EqualFold(get("stele.subject.required"), "true")
+	c.KeySchema = schemaCheck(get("stele.key.schema.validation"), get("stele.key.subject.name.strategy"))
+	c.ValueSchema = schemaCheck(get("stele.value.schema.validation"), get("stele.value.subject.name.strategy"))
 	if from := splitList(explicit["stele.view.from"]); len(from) > 0 {
 		if pat, err := subject.ParsePattern(get("stele.view.subject")); err == nil {
 			c.View = &ViewDef{From: from, Pattern: pat, Global: get("stele.view.order") == "global"}

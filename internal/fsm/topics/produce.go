@@ -81,22 +81,22 @@ func (f *Topics) produce(c Produce) core.Result {
 	bases := make([]int32, len(batches))
 	for i, b := range batches {
 		bases[i] = base
-		var bad recordErrors // records whose Stele headers are wrong
+		var bad RecordErrors // records whose Stele headers are wrong
 		h, maxTs, err := validate(b, func(delta int32, key, value []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
 			if err != nil {
-				bad.add(base+delta, err.Error())
+				bad.Add(base+delta, err.Error())
 			}
 			if withViews && err == nil {
 				if err = sourceHeaderProblem(hs); err != nil {
-					bad.add(base+delta, err.Error())
+					bad.Add(base+delta, err.Error())
 				}
 			}
 			if withSubjects && err == nil { // one error per record: its first
 				switch s, err := recordSubject(&cfg, hs, value); {
 				case err != nil:
-					bad.add(base+delta, err.Error())
+					bad.Add(base+delta, err.Error())
 				case s != nil:
 					if subjects[i] == nil {
 						subjects[i] = &subject.Counter{}
@@ -117,7 +117,7 @@ func (f *Topics) produce(c Produce) core.Result {
 			return core.Fail(record.ErrorCode(err), err.Error())
 		}
 		if bad.total > 0 {
-			return bad.result(kerr.InvalidRecord.Code)
+			return bad.Result(kerr.InvalidRecord.Code)
 		}
 		if res := f.checkBatch(t, p, h, b, base); res.Code != 0 {
 			return res
@@ -289,19 +289,19 @@ func (f *Topics) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, b
 	if err != nil {
 		return core.Fail(kerr.CorruptMessage.Code, err.Error())
 	}
-	var bad recordErrors
+	var bad RecordErrors
 	timestamps := false // some record's timestamp is refused: INVALID_TIMESTAMP
 	for i, rec := range recs {
 		switch {
 		case cfg.Compact && rec.Key == nil:
-			bad.add(base+int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index))
+			bad.Add(base+int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", t.Name, p.Index))
 		case producerLAT:
 			timestamps = true
-			bad.add(base+int32(i), "Invalid timestamp type in message: the producer should not set timestamp type to LogAppendTime.")
+			bad.Add(base+int32(i), "Invalid timestamp type in message: the producer should not set timestamp type to LogAppendTime.")
 		case checkTime && rec.Timestamp != -1 && outOfRange(rec.Timestamp, f.BlockTime, cfg.TimestampDifferenceMaxMs):
 			// -1 is no timestamp: Kafka checks only the others.
 			timestamps = true
-			bad.add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+			bad.Add(base+int32(i), fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
 				rec.Timestamp, base+int32(i), f.BlockTime-cfg.TimestampDifferenceMaxMs, f.BlockTime+cfg.TimestampDifferenceMaxMs))
 		}
 	}
@@ -309,9 +309,9 @@ func (f *Topics) checkBatch(t *Topic, p *Partition, h record.Header, b []byte, b
 	case bad.total == 0:
 		return core.Result{}
 	case timestamps:
-		return bad.result(kerr.InvalidTimestamp.Code)
+		return bad.Result(kerr.InvalidTimestamp.Code)
 	}
-	return bad.result(kerr.InvalidRecord.Code)
+	return bad.Result(kerr.InvalidRecord.Code)
 }
 
 // outOfRange reports whether ts is more than maxDiff from now.
@@ -323,24 +323,28 @@ func outOfRange(ts, now, maxDiff int64) bool {
 	return d > maxDiff
 }
 
-// recordErrors gathers the failing records of a batch, as Kafka's
+// RecordErrors gathers the failing records of a batch, as Kafka's
 // LogValidator does before refusing it whole (KIP-467): the first
 // MaxRecordErrors of them, and how many there are.
-type recordErrors struct {
+type RecordErrors struct {
 	list  []core.RecordError
 	total int
 }
 
-func (e *recordErrors) add(index int32, msg string) {
+// Len is how many records failed.
+func (e *RecordErrors) Len() int { return e.total }
+
+// Add records that the record at index (in the record set) failed, and why.
+func (e *RecordErrors) Add(index int32, msg string) {
 	e.total++
 	if len(e.list) < core.MaxRecordErrors {
 		e.list = append(e.list, core.RecordError{Index: index, Message: msg})
 	}
 }
 
-// result is the refusal of the batch with code, listing the records; its
+// Result is the refusal of the batch with code, listing the records; its
 // message, like Kafka's, counts them and shows the first three.
-func (e *recordErrors) result(code int16) core.Result {
+func (e *RecordErrors) Result(code int16) core.Result {
 	var b strings.Builder
 	if code == kerr.InvalidTimestamp.Code {
 		b.WriteString("One or more records have been rejected due to invalid timestamp")
