@@ -128,6 +128,24 @@ e2e_require_clients() {
 	"$PY" -c 'import confluent_kafka, kafka' || fail "the Python clients are still missing after apt-get install"
 }
 
+# e2e_require_debian_python MODULE=PACKAGE... checks that $PY imports each
+# MODULE, installing the Debian PACKAGE of those missing when we are root.
+e2e_require_debian_python() {
+	local missing=() pair
+	for pair in "$@"; do
+		"$PY" -c "import ${pair%%=*}" 2>/dev/null || missing+=("${pair#*=}")
+	done
+	((${#missing[@]} == 0)) && return 0
+	[[ $(id -u) == 0 ]] || fail "missing ${missing[*]}: run as root, or: apt-get install -y ${missing[*]}"
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	e2e_timeout 300 apt-get update >/dev/null || fail "apt-get update failed"
+	e2e_timeout 300 apt-get install -y "${missing[@]}" >/dev/null || fail "apt-get install ${missing[*]} failed"
+	for pair in "$@"; do
+		"$PY" -c "import ${pair%%=*}" || fail "${pair%%=*} still missing after apt-get install ${pair#*=}"
+	done
+}
+
 # e2e_build sets STELE_BIN, building ./cmd/stele once into the temporary
 # directory unless STELE_BIN is already set.
 e2e_build() {
