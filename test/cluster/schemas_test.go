@@ -169,7 +169,6 @@ func TestSchemasAgree(t *testing.T) {
 	c.CheckAppHashes(30*time.Second, c.All()...)
 }
 
-
 // httpGet is node i's answer to GET path: its status and body.
 func (c *cluster) httpGet(i int, path string) string {
 	resp, err := c.HTTPC.Get(c.Nodes[i].HTTPURL + path)
