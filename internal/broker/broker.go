@@ -318,6 +318,12 @@ func (b *Broker) SubjectRecords(topic string, pat subject.Pattern, from map[int3
 	return b.fsm.SubjectRecords(topic, pat, from, limit)
 }
 
+// AllRecords reads topic's committed records whatever their subjects
+// (fsm.FSM.AllRecords).
+func (b *Broker) AllRecords(topic string, from map[int32]int64, limit int) ([]fsm.SubjectRecord, map[int32]int64, fsm.SubjectReadStats, error) {
+	return b.fsm.AllRecords(topic, from, limit)
+}
+
 // SubjectCounts lists the subjects seen in topic with their record counts
 // (fsm.FSM.SubjectCounts).
 func (b *Broker) SubjectCounts(topic string, prefix, after []byte, limit int) ([]fsm.SubjectCount, error) {

@@ -79,13 +79,20 @@ broker filters, skipping batches that hold no match unread; the records
 come from a broker's HTTP API (--http, or STELE_HTTP), committed ones only
 (read_committed), partition by partition. --from-beginning, --partition,
 --offset, --max-messages, --timeout-idle, --format and --output json work as
-without it; --group, --verify and --quorum do not go with it.`,
+without it; --group, --verify and --quorum do not go with it.
+
+--format json prints each record as --output json does, with its key and
+value decoded when they are in Confluent's wire format (a magic byte 0 and
+a schema id): key_typed and value_typed hold the schema id and the value as
+JSON, the schemas fetched once each from the brokers' registry (--http,
+docs/schemas.md).`,
 		Example: `  stele consume orders --from-beginning --max-messages 10
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
   stele consume orders --from-beginning --timeout-idle 5s --output json
   stele consume orders --group billing --from-beginning
   stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json
-  stele consume orders --subject 'orders.*.fr.>' --from-beginning --timeout-idle 2s`,
+  stele consume orders --subject 'orders.*.fr.>' --from-beginning --timeout-idle 2s
+  stele consume orders --from-beginning --format json --http 127.0.0.1:8080`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if cmd.Flags().Changed("subject") {
@@ -97,8 +104,8 @@ without it; --group, --verify and --quorum do not go with it.`,
 			if o.verify {
 				return runVerifiedConsume(cmd, g, o, &o.trust, a[0])
 			}
-			if cmd.Flags().Changed("genesis") || cmd.Flags().Changed("http") {
-				return usageErrorf("--genesis and --http go with --verify (and --http with --subject)")
+			if cmd.Flags().Changed("genesis") || cmd.Flags().Changed("http") && o.format != formatJSON {
+				return usageErrorf("--genesis and --http go with --verify (and --http with --subject or --format json)")
 			}
 			return runConsume(cmd, g, o, a[0])
 		},
@@ -167,8 +174,16 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 	if err := o.validate(cmd, g); err != nil {
 		return err
 	}
-	format, err := parseFormat(o.format)
-	if err != nil {
+	var format recordFormat
+	var typed *typedEmitter
+	var err error
+	if o.format == formatJSON {
+		cl, err := schemaClient(cmd, g, o.trust.httpAddr)
+		if err != nil {
+			return err
+		}
+		typed = newTypedEmitter(cmd.Context(), cl)
+	} else if format, err = parseFormat(o.format); err != nil {
 		return usageError{err}
 	}
 	start, exact, err := o.startOffset()
@@ -202,9 +217,12 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 	defer cl.Close()
 
 	var emit func(*bufio.Writer, *kgo.Record) error
-	if g.jsonOutput() {
+	switch {
+	case typed != nil:
+		emit = typed.emit
+	case g.jsonOutput():
 		emit = emitJSON
-	} else {
+	default:
 		var buf []byte
 		emit = func(w *bufio.Writer, r *kgo.Record) error {
 			buf = format.append(buf[:0], r)

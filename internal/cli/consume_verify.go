@@ -185,6 +185,9 @@ func checkDirectRead(cmd *cobra.Command, g *globalOptions, o *consumeOptions, to
 	case o.isolation.String() == "read_committed":
 		return recordFormat{}, usageErrorf("%s reads read_uncommitted only (aborted transactions' records are printed)", mode)
 	}
+	if o.format == formatJSON {
+		return recordFormat{}, usageErrorf("--format json does not go with %s yet", mode)
+	}
 	format, err := parseFormat(o.format)
 	if err != nil {
 		return recordFormat{}, usageError{err}

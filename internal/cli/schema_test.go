@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestSchemaCLI: against a real node (docs/schemas.md), `stele schema`
@@ -78,5 +82,42 @@ func TestSchemaCLI(t *testing.T) {
 	}
 	if r := c.ok("", "schema", "list", h); strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("list after the deletes:\n%s", r.stdout)
+	}
+}
+
+// TestConsumeFormatJSON: `stele consume --format json` prints each record
+// with its value decoded by the schema its wire format names, fetched from
+// the registry; what is not in the wire format stays as it is.
+func TestConsumeFormatJSON(t *testing.T) {
+	cfg, n := startStele(t)
+	c := &testCluster{t: t, brokers: n.KafkaAddr()}
+	h := "--http=" + cfg.HTTPAddr
+	text := `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}`
+	p := filepath.Join(t.TempDir(), "o.avsc")
+	os.WriteFile(p, []byte(text), 0o600)
+	c.ok("", "schema", "register", "orders-value", "--file", p, h)
+	c.ok("", "topic", "create", "orders")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	payload, err := avro.Marshal(avro.MustParse(text), map[string]any{"id": int64(5), "item": "tea"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: "orders", Key: []byte("k"), Value: append([]byte{0, 0, 0, 0, 1}, payload...)},
+		&kgo.Record{Topic: "orders", Value: []byte("plain")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.ok("", "consume", "orders", "--from-beginning", "--max-messages", "2", "--timeout-idle", "5s", "--format", "json", h)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"value_typed":{"schema_id":1,"json":{"id":5,"item":"tea"}}`) ||
+		strings.Contains(lines[0], "key_typed") || !strings.Contains(lines[1], `"value":"plain"`) || strings.Contains(lines[1], "value_typed") {
+		t.Fatalf("consume --format json:\n%s", r.stdout)
+	}
+	if r := c.run("", "consume", "orders", "--subject", ">", "--format", "json", h); r.code != ExitUsage {
+		t.Fatalf("--format json with --subject: exit %d", r.code)
 	}
 }

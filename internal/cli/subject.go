@@ -126,6 +126,9 @@ func runSubjectConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, 
 	if _, err := subject.ParsePattern(o.subject); err != nil {
 		return usageErrorf("invalid --subject %q: %v", o.subject, err)
 	}
+	if o.format == formatJSON {
+		return usageErrorf("--format json does not go with --subject yet: GET /v1/topics/{topic}/records?subject=P&format=json decodes by subject (docs/schemas.md)")
+	}
 	format, err := parseFormat(o.format)
 	if err != nil {
 		return usageError{err}

@@ -49,6 +49,9 @@ type Options struct {
 	// now by quota key (connections open, produce and fetch byte rates):
 	// the usage the tenant routes show for those quotas.
 	TenantTraffic func(tenant string) map[string]int64
+
+	// typed decodes records for typed reads (typed.go); New makes it.
+	typed *typedDecoder
 }
 
 // Health is the body of /healthz.
@@ -95,6 +98,7 @@ var routes = []string{
 
 // New returns the handler for every endpoint.
 func New(opts Options) http.Handler {
+	opts.typed = &typedDecoder{}
 	handlers := map[string]http.Handler{
 		"GET /healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h, hash := opts.Broker.Info()

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/record"
 )
 
 const (
@@ -374,5 +375,76 @@ func TestSchemaRegistryTenantsAndACLs(t *testing.T) {
 	}
 	if _, err := client("carol", "wrong").Subjects(ctx); !errors.As(err, &re) || re.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a wrong password: %v, want 401", err)
+	}
+}
+
+// TestTypedReads (docs/schemas.md "Typed reads"): GET
+// /v1/topics/{topic}/records?format=json decodes the keys and values in
+// Confluent's wire format with their registered schemas, every record
+// read whether it has a subject or not, bytes kept; what does not decode
+// says why.
+func TestTypedReads(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.SchemasVersion)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	cl, _ := sr.NewClient(sr.URLs(srv.URL))
+	ctx := context.Background()
+	s2, err := cl.CreateSchema(ctx, "t-value", sr.Schema{Schema: orderV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(v map[string]any) []byte {
+		p, err := avro.Marshal(avro.MustParse(orderV2), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte{0, 0, 0, 0, byte(s2.ID)}, p...)
+	}
+	recs := []record.Record{
+		{Key: []byte("k1"), Value: enc(map[string]any{"id": int64(1), "item": "tea", "qty": 2})},
+		{Key: []byte("k2"), Value: []byte("plain text")},
+		{Key: []byte("k3"), Value: []byte{0, 0, 0, 0, 99, 1}},
+		{Key: []byte("k4"), Value: append([]byte{0, 0, 0, 0, byte(s2.ID)}, 0xff)},
+		{Key: []byte("k5"), Value: nil},
+	}
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	batch, err := record.Build(record.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.SubmitOne(ctx, fsm.Produce{Topic: "t", Partition: 0, Records: batch}); err != nil || r.Code != 0 {
+		t.Fatalf("produce: %v %+v", err, r)
+	}
+	var page SubjectRecordsPage
+	getJSON(t, srv.URL+"/v1/topics/t/records?format=json", &page)
+	if len(page.Records) != 5 {
+		t.Fatalf("%d records: %+v", len(page.Records), page)
+	}
+	r0 := page.Records[0]
+	if r0.ValueTyped == nil || r0.ValueTyped.SchemaID != int32(s2.ID) || string(r0.ValueTyped.JSON) != `{"id":1,"item":"tea","qty":2}` || r0.KeyTyped != nil {
+		t.Fatalf("record 0: %+v %s", r0.ValueTyped, r0.ValueTyped.JSON)
+	}
+	if r0.Value == nil || len(*r0.Value) != len(recs[0].Value) {
+		t.Fatal("record 0 lost its bytes")
+	}
+	if page.Records[1].ValueTyped != nil {
+		t.Fatalf("plain text typed: %+v", page.Records[1].ValueTyped)
+	}
+	if v := page.Records[2].ValueTyped; v == nil || v.SchemaID != 99 || v.Error == "" {
+		t.Fatalf("an unknown id: %+v", v)
+	}
+	if v := page.Records[3].ValueTyped; v == nil || !strings.Contains(v.Error, "does not decode") {
+		t.Fatalf("an undecodable payload: %+v", v)
+	}
+	if page.Records[4].ValueTyped != nil || page.Records[4].Value != nil {
+		t.Fatalf("a tombstone: %+v", page.Records[4])
+	}
+	// Without format=json, nothing is decoded.
+	var plain SubjectRecordsPage
+	getJSON(t, srv.URL+"/v1/topics/t/records", &plain)
+	if len(plain.Records) != 5 || plain.Records[0].ValueTyped != nil {
+		t.Fatalf("without format: %+v", plain.Records[0])
 	}
 }

@@ -51,6 +51,10 @@ type SubjectRecord struct {
 	Key       *Bytes        `json:"key"`   // null: no key
 	Value     *Bytes        `json:"value"` // null: a tombstone
 	Headers   []EventHeader `json:"headers,omitempty"`
+	// KeyTyped and ValueTyped are the key and value decoded with their
+	// schemas, with ?format=json (typed.go).
+	KeyTyped   *Typed `json:"key_typed,omitempty"`
+	ValueTyped *Typed `json:"value_typed,omitempty"`
 }
 
 // SubjectRecordsPage is the JSON body of a read by subject.
@@ -101,17 +105,28 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 			return
 		}
 		q := r.URL.Query()
-		if !q.Has("subject") {
-			httpError(w, http.StatusBadRequest, "subject=PATTERN is required: a subject such as orders.eu.fr, * for one token, > for the rest")
-			return
-		}
-		pat, err := subject.ParsePattern(q.Get("subject"))
-		if err != nil {
-			httpError(w, http.StatusBadRequest, "subject=%q: %v", q.Get("subject"), err)
-			return
+		// Without subject=, every record is read (the log, batch after
+		// batch); with it, only the matching ones (the summaries).
+		var pat *subject.Pattern
+		if q.Has("subject") {
+			p, err := subject.ParsePattern(q.Get("subject"))
+			if err != nil {
+				httpError(w, http.StatusBadRequest, "subject=%q: %v", q.Get("subject"), err)
+				return
+			}
+			pat = &p
 		}
 		limit, ok := queryLimit(w, q)
 		if !ok {
+			return
+		}
+		typed := false
+		switch f := q.Get("format"); f {
+		case "", "bytes":
+		case "json":
+			typed = true
+		default:
+			httpError(w, http.StatusBadRequest, "format=%q: bytes (the default) or json (keys and values decoded with their registered schemas)", f)
 			return
 		}
 		from, status, err := startPositions(t, q, r.Header.Get("Last-Event-ID"))
@@ -120,10 +135,10 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 			return
 		}
 		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-			followSubject(w, r, opts, topic, pat, from)
+			followSubject(w, r, opts, topic, pat, from, typed)
 			return
 		}
-		recs, next, stats, err := opts.Broker.SubjectRecords(topic, pat, from, limit)
+		recs, next, stats, err := readRecords(opts, topic, pat, from, limit)
 		switch {
 		case errors.Is(err, fsm.ErrUnknownTopic):
 			httpError(w, http.StatusNotFound, "topic %q does not exist", topic)
@@ -132,10 +147,14 @@ func serveSubjectRecords(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusInternalServerError, "reading %q by subject: %v", topic, err)
 			return
 		}
-		page := SubjectRecordsPage{Topic: topic, Subject: pat.String(), Records: make([]SubjectRecord, 0, len(recs)), Next: cursor(next),
+		page := SubjectRecordsPage{Topic: topic, Subject: patternText(pat), Records: make([]SubjectRecord, 0, len(recs)), Next: cursor(next),
 			Scanned: SubjectScan{stats.BatchesRead, stats.BatchesSkipped, stats.BytesRead}}
 		for _, rec := range recs {
-			page.Records = append(page.Records, subjectRecord(rec))
+			out := subjectRecord(rec)
+			if typed {
+				opts.typed.typeRecord(opts, topic, &out)
+			}
+			page.Records = append(page.Records, out)
 		}
 		w.Header().Set("Stele-Next", page.Next)
 		if strings.Contains(r.Header.Get("Accept"), "application/x-ndjson") {
@@ -276,20 +295,41 @@ func subjectRecord(r fsm.SubjectRecord) SubjectRecord {
 	return out
 }
 
+// readRecords reads topic's records matching pat, or all of them when pat
+// is nil.
+func readRecords(opts Options, topic string, pat *subject.Pattern, from map[int32]int64, limit int) ([]fsm.SubjectRecord, map[int32]int64, fsm.SubjectReadStats, error) {
+	if pat == nil {
+		return opts.Broker.AllRecords(topic, from, limit)
+	}
+	return opts.Broker.SubjectRecords(topic, *pat, from, limit)
+}
+
+// patternText is pat as text ("" for none: every record).
+func patternText(pat *subject.Pattern) string {
+	if pat == nil {
+		return ""
+	}
+	return pat.String()
+}
+
 // followSubject streams the records of topic whose subject matches pat,
 // from the positions from on, as Server-Sent Events (id: the cursor after
 // the record; data: the record as JSON), woken by every commit, until the
 // client goes away.
-func followSubject(w http.ResponseWriter, r *http.Request, opts Options, topic string, pat subject.Pattern, from map[int32]int64) {
+func followSubject(w http.ResponseWriter, r *http.Request, opts Options, topic string, pat *subject.Pattern, from map[int32]int64, typed bool) {
 	pos := from
 	streamEvents(w, r, opts, func(emit func(id, event string, data any)) (bool, error) {
-		recs, next, _, err := opts.Broker.SubjectRecords(topic, pat, pos, maxKeyLimit)
+		recs, next, _, err := readRecords(opts, topic, pat, pos, maxKeyLimit)
 		if err != nil {
 			return false, err
 		}
 		for _, rec := range recs {
 			pos[rec.Partition] = rec.Offset + 1
-			emit(cursor(pos), "record", subjectRecord(rec))
+			out := subjectRecord(rec)
+			if typed {
+				opts.typed.typeRecord(opts, topic, &out)
+			}
+			emit(cursor(pos), "record", out)
 		}
 		pos = next
 		return len(recs) == maxKeyLimit, nil

@@ -146,7 +146,7 @@ func TestSubjectRecordsAPI(t *testing.T) {
 	}
 	// Bad input.
 	for path, code := range map[string]int{
-		"/v1/topics/t/records":                           400,
+		"/v1/topics/t/records?format=avro":               400,
 		q("orders..eu"):                                  400,
 		q("orders.>.eu"):                                 400,
 		q("ord*"):                                        400,

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -185,4 +186,29 @@ func (v *avroValidator) primitive(t avro.Type) {
 	default:
 		v.fail("type %s is not validated", t)
 	}
+}
+
+// decodeConfig bounds what decoding a payload may allocate: no more than
+// the payload's own bytes for any bytes or string, and for any slice.
+var decodeConfig = avro.Config{MaxByteSliceSize: 1 << 20, MaxSliceAllocSize: 1 << 20}.Freeze()
+
+// DecodeJSON decodes payload, one value of s in Avro's binary encoding,
+// into JSON: records as objects, maps as objects, arrays as arrays, a
+// union's value as the value itself, bytes and fixed as base64 strings,
+// enums as their symbols. It validates the payload first (Validate), so a
+// payload claiming more than its bytes hold is refused before anything is
+// allocated.
+func (s *Schema) DecodeJSON(payload []byte) (json.RawMessage, error) {
+	if err := s.Validate(payload); err != nil {
+		return nil, err
+	}
+	var v any
+	if err := decodeConfig.Unmarshal(s.avro, payload, &v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPayload, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: as JSON: %v", ErrPayload, err)
+	}
+	return b, nil
 }

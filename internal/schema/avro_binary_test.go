@@ -102,3 +102,20 @@ func TestParseWire(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeJSON: a payload decodes to the JSON of its value.
+func TestDecodeJSON(t *testing.T) {
+	s := mustParse(t, `{"type":"record","name":"R","fields":[{"name":"id","type":"long"},{"name":"tags","type":{"type":"map","values":"string"}},
+		{"name":"note","type":["null","string"]},{"name":"e","type":{"type":"enum","name":"E","symbols":["A","B"]}},{"name":"b","type":"bytes"}]}`)
+	b, err := avro.Marshal(s.Avro(), map[string]any{"id": int64(7), "tags": map[string]any{"x": "y"}, "note": "hi", "e": "B", "b": []byte{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.DecodeJSON(b)
+	if err != nil || string(got) != `{"b":"AQI=","e":"B","id":7,"note":"hi","tags":{"x":"y"}}` {
+		t.Fatalf("%s %v", got, err)
+	}
+	if _, err := s.DecodeJSON(b[:len(b)-1]); !errors.Is(err, ErrPayload) {
+		t.Fatalf("a cut payload: %v", err)
+	}
+}

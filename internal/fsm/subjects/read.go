@@ -271,3 +271,100 @@ func (f *Subjects) SubjectCounts(topic string, prefix, after []byte, limit int) 
 	}
 	return out, nil
 }
+
+// AllRecords reads topic's committed records as SubjectRecords does, every
+// record whatever its subject (a record without one has a nil Subject; a
+// stele-subject header's value is its subject, as written): from each
+// partition's offset in from (a partition absent is not read), at most
+// limit records, which readers of typed records use (docs/schemas.md).
+// It reads the log, batch after batch: no summary lets it skip.
+func (f *Subjects) AllRecords(topic string, from map[int32]int64, limit int) (out []Record, next map[int32]int64, stats ReadStats, err error) {
+	t := f.View().Topic(topic)
+	if t == nil {
+		return nil, nil, stats, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
+	}
+	next = make(map[int32]int64, len(from))
+	for pi := int32(0); int(pi) < len(t.Partitions); pi++ {
+		off, ok := from[pi]
+		if !ok {
+			continue
+		}
+		if len(out) >= limit {
+			next[pi] = off
+			continue
+		}
+		recs, n, st, err := readAll(t, pi, off, limit-len(out))
+		stats.Add(st)
+		if err != nil {
+			return nil, nil, stats, err
+		}
+		out = append(out, recs...)
+		next[pi] = n
+	}
+	return out, next, stats, nil
+}
+
+// readAll reads partition pi from offset off, every record.
+func readAll(t *topics.TopicView, pi int32, off int64, limit int) ([]Record, int64, ReadStats, error) {
+	var stats ReadStats
+	p := t.Partitions[pi]
+	stable := p.LastStableOffset()
+	off = max(off, p.LogStartOffset())
+	next := off
+	var out []Record
+	for next < stable && len(out) < limit {
+		data, err := p.Read(next, readChunkBytes)
+		if errors.Is(err, topics.ErrOffsetOutOfRange) {
+			break // retention moved the start since
+		}
+		if err != nil {
+			return nil, next, stats, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, next, err)
+		}
+		batches, err := record.Split(data)
+		if err != nil {
+			return nil, next, stats, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, next, err)
+		}
+		if len(batches) == 0 {
+			break
+		}
+		for _, b := range batches {
+			h, err := record.ParseHeader(b)
+			if err != nil {
+				return nil, next, stats, err
+			}
+			if h.BaseOffset >= stable || len(out) >= limit {
+				break
+			}
+			stats.BatchesRead++
+			stats.BytesRead += int64(len(b))
+			last := h.LastOffset() + 1
+			if h.Control() || p.InAbortedTxn(h.ProducerID, h.BaseOffset) {
+				next = last
+				continue
+			}
+			_, err = record.Each(b, func(r *record.Record) error {
+				if r.Offset < next || r.Offset >= stable {
+					return nil
+				}
+				rec := Record{Partition: pi, Offset: r.Offset, Timestamp: r.Timestamp, Key: cloneNil(r.Key), Value: cloneNil(r.Value)}
+				for _, hd := range r.Headers {
+					rec.Headers = append(rec.Headers, record.RecordHeader{Key: hd.Key, Value: cloneNil(hd.Value)})
+					if hd.Key == subject.Header && hd.Value != nil {
+						rec.Subject = bytes.Clone(hd.Value)
+					}
+				}
+				out = append(out, rec)
+				if len(out) >= limit {
+					last = r.Offset + 1
+					return core.ErrStopScan
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, core.ErrStopScan) {
+				return nil, next, stats, fmt.Errorf("stele/fsm: %s-%d: reading offset %d: %w", t.Name, pi, h.BaseOffset, err)
+			}
+			next = min(last, stable)
+		}
+	}
+	return out, next, stats, nil
+}
