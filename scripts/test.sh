@@ -2,7 +2,8 @@
 # scripts/test.sh: Stele's whole test suite, the README's test command.
 # .ci/run runs exactly this. It needs only the Go toolchain; the end-to-end
 # tests install their clients (kcat, confluent-kafka, kafka-python) from
-# Debian's packages when they are missing and this runs as root.
+# Debian's packages when they are missing and this runs as root, and npm
+# fetches AsyncAPI's JSON Schema from the npm registry.
 #
 #   scripts/test.sh              vet, unit and protocol tests (with the race
 #                                detector on the concurrent packages), then
@@ -18,6 +19,16 @@ cd "$(dirname "$0")/.."
 
 echo "== go vet"
 go vet ./...
+
+# AsyncAPI's own JSON Schema of its 3.0.0 documents, from the npm package
+# @asyncapi/specs, which TestAsyncAPIValidates checks GET /v1/asyncapi
+# against (a pinned version, in a directory of its own).
+if [[ -z ${STELE_ASYNCAPI_SPECS:-} ]]; then
+	specs=$(mktemp -d)
+	trap 'rm -rf "$specs"' EXIT
+	(cd "$specs" && npm install --no-save --no-audit --no-fund --silent @asyncapi/specs@6.11.1 >/dev/null)
+	export STELE_ASYNCAPI_SPECS="$specs/node_modules/@asyncapi/specs"
+fi
 
 echo "== go test"
 # The race detector roughly doubles run time; it covers the packages where
@@ -45,7 +56,7 @@ fi
 
 # The cluster and chaos suites run the same two binaries: build them once.
 bins=$(mktemp -d)
-trap 'rm -rf "$bins"' EXIT
+trap 'rm -rf "$bins" ${specs:-}' EXIT
 go build -o "$bins/stele" ./cmd/stele
 go build -tags stelebyzantine -o "$bins/stele-byzantine" ./cmd/stele
 export STELE_BIN="$bins/stele" STELE_BYZANTINE_BIN="$bins/stele-byzantine"

@@ -142,6 +142,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newSubjectCmd(g),
 		newViewCmd(g),
 		newSchemaCmd(g),
+		newAsyncAPICmd(g),
 		newVerifyCmd(g),
 		newAuditCmd(g),
 		newProducerKeyCmd(g),

@@ -121,3 +121,18 @@ func TestConsumeFormatJSON(t *testing.T) {
 		t.Fatalf("--format json with --subject: exit %d", r.code)
 	}
 }
+
+// TestAsyncAPICLI: `stele asyncapi --out FILE` writes the broker's
+// AsyncAPI document.
+func TestAsyncAPICLI(t *testing.T) {
+	cfg, n := startStele(t)
+	c := &testCluster{t: t, brokers: n.KafkaAddr()}
+	c.ok("", "topic", "create", "orders")
+	out := filepath.Join(t.TempDir(), "asyncapi.json")
+	c.ok("", "asyncapi", "--out", out, "--http", cfg.HTTPAddr)
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), `"asyncapi": "3.0.0"`) || !strings.Contains(string(b), `"address": "orders"`) ||
+		!strings.Contains(string(b), `"host": "`+n.KafkaAddr()+`"`) {
+		t.Fatalf("asyncapi --out: %v\n%s", err, b)
+	}
+}

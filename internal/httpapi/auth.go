@@ -73,6 +73,15 @@ type routeACL struct {
 func topicOf(r *http.Request) string   { return r.PathValue("topic") }
 func clusterName(*http.Request) string { return fsm.ClusterResourceName }
 
+// ownClusterName is the CLUSTER resource of the request's tenant: its own
+// (acme~kafka-cluster) for a tenant's user.
+func ownClusterName(r *http.Request) string {
+	if t := registryTenant(r); t != "" {
+		return fsm.TenantCluster(t)
+	}
+	return fsm.ClusterResourceName
+}
+
 // routeACLs are the protected routes: records and keys read need READ on
 // the topic (Fetch's), appends WRITE (Produce's), an offset's height
 // DESCRIBE (ListOffsets'); a state proof may show any state (groups'
@@ -90,6 +99,7 @@ var routeACLs = map[string]*routeACL{
 	"GET /v1/topics/{topic}/keys/{key}/events":                       &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
 	"POST /v1/topics/{topic}/keys/{key}/events":                      &routeACL{fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
 	"GET /v1/state/proof":                                            &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
+	"GET /v1/asyncapi":                                               &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, ownClusterName},
 	"GET /v1/tenants":                                                &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
 	"GET /v1/tenants/{tenant}":                                       &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
 	"POST /v1/tenants":                                               &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},

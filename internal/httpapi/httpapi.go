@@ -3,7 +3,8 @@
 // view (validators, their last signed blocks, peers), upgrades
 // (/v1/cluster/upgrade, upgrade.go), membership changes
 // (/v1/cluster/membership, membership.go), signed administration
-// (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go) and the native API's
+// (/v1/admin/signed, admin.go), tenants (/v1/tenants, tenants.go), the
+// AsyncAPI document (/v1/asyncapi, asyncapi.go) and the native API's
 // key streams (/v1/topics/{topic}/keys/..., keys.go) and reads by subject
 // (/v1/topics/{topic}/records?subject=, /v1/topics/{topic}/subjects,
 // subjects.go), and Confluent's Schema Registry API (/subjects, /schemas,
@@ -49,6 +50,9 @@ type Options struct {
 	// now by quota key (connections open, produce and fetch byte rates):
 	// the usage the tenant routes show for those quotas.
 	TenantTraffic func(tenant string) map[string]int64
+	// KafkaAddr is this broker's Kafka address, for the AsyncAPI
+	// document's servers when the cluster's directory names none.
+	KafkaAddr func() string
 
 	// typed decodes records for typed reads (typed.go); New makes it.
 	typed *typedDecoder
@@ -67,6 +71,7 @@ type Health struct {
 var routes = []string{
 	"GET /healthz",
 	"GET /v1/admin/signed",
+	"GET /v1/asyncapi",
 	"POST /v1/admin/signed",
 	"GET /metrics",
 	"GET /v1/cluster",
@@ -108,6 +113,7 @@ func New(opts Options) http.Handler {
 		"GET /metrics":            promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}),
 		"GET /v1/cluster":         serveCluster(opts),
 		"GET /v1/admin/signed":    serveSignedAdminGet(opts),
+		"GET /v1/asyncapi":        withMinHeight(opts, serveAsyncAPI(opts)),
 		"POST /v1/admin/signed":   serveSignedAdminPost(opts),
 		"GET /v1/cluster/genesis": serveGenesis(opts),
 		"GET /v1/topics/{topic}/partitions/{partition}/proof":            withMinHeight(opts, serveProof(opts)),

@@ -305,12 +305,7 @@ func registryACL(pattern string) routeACL {
 	if strings.HasPrefix(pattern, "GET ") || strings.HasPrefix(pattern, "POST /compatibility/") || pattern == "POST /subjects/{subject}" {
 		op = fsm.ACLOpDescribe
 	}
-	return routeACL{fsm.ACLResourceCluster, op, func(r *http.Request) string {
-		if t := registryTenant(r); t != "" {
-			return fsm.TenantCluster(t)
-		}
-		return fsm.ClusterResourceName
-	}}
+	return routeACL{fsm.ACLResourceCluster, op, ownClusterName}
 }
 
 func srRegister(opts Options, w http.ResponseWriter, r *http.Request) {

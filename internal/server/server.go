@@ -470,7 +470,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	mux.Handle("/", httpapi.New(httpapi.Options{Broker: n.broker, Gatherer: reg, NodeID: cfg.NodeID, Cluster: status,
-		Security: security, TenantTraffic: n.tenantTraffic,
+		Security: security, TenantTraffic: n.tenantTraffic, KafkaAddr: n.kafkaAddrIfBound,
 		SignedHeader: signedHeader(n.orderer), HeaderValidators: n.orderer.HeaderValidators, Genesis: func() ([]byte, error) { return os.ReadFile(filepath.Join(home, "config", "genesis.json")) }}))
 	// A request must arrive whole within a minute (a data-plane push is at
 	// most 16 MiB) and an idle keep-alive connection is closed after two:
@@ -629,6 +629,14 @@ func directory(gbs []cometbft.GenesisBroker) ([]kafka.BrokerInfo, error) {
 
 // KafkaAddr is the address the Kafka listener is bound to.
 func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
+
+// kafkaAddrIfBound is KafkaAddr, or "" before the listener is bound.
+func (n *Node) kafkaAddrIfBound() string {
+	if n.kafkaLn == nil {
+		return ""
+	}
+	return n.KafkaAddr()
+}
 
 // HTTPAddr is the address the HTTP listener is bound to.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
