@@ -141,7 +141,9 @@ func TestAsyncAPIValidates(t *testing.T) {
 	// The check is not vacuous: an AsyncAPI 2 action, a channel binding's
 	// unknown field, or an Avro schema that is none are each refused.
 	for _, bad := range []func(map[string]any){
-		func(d map[string]any) { d["operations"].(map[string]any)["orders.send"].(map[string]any)["action"] = "publish" },
+		func(d map[string]any) {
+			d["operations"].(map[string]any)["orders.send"].(map[string]any)["action"] = "publish"
+		},
 		func(d map[string]any) {
 			d["channels"].(map[string]any)["orders"].(map[string]any)["bindings"].(map[string]any)["kafka"].(map[string]any)["partitions"] = "three"
 		},
