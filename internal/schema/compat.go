@@ -36,6 +36,12 @@ var Levels = []string{Backward, BackwardTransitive, Forward, ForwardTransitive, 
 // default).
 const DefaultLevel = Backward
 
+// Transitive reports whether level checks every live version, not only
+// the latest.
+func Transitive(level string) bool {
+	return level == BackwardTransitive || level == ForwardTransitive || level == FullTransitive
+}
+
 // ValidLevel reports whether l is a compatibility level.
 func ValidLevel(l string) bool { return slices.Contains(Levels, l) }
 
@@ -48,8 +54,7 @@ func Compatible(level string, s *Schema, earlier []*Schema) []string {
 		return nil
 	}
 	check := earlier[len(earlier)-1:]
-	switch level {
-	case BackwardTransitive, ForwardTransitive, FullTransitive:
+	if Transitive(level) {
 		check = earlier
 	}
 	backward := level != Forward && level != ForwardTransitive

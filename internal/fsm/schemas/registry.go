@@ -168,19 +168,25 @@ func (f *Schemas) register(g *registry, c RegisterSchema) core.Result {
 	if sub != nil && len(sub.Versions) >= MaxVersions {
 		return fail(kerr.PolicyViolation.Code, ErrOperationNotPermitted, fmt.Sprintf("subject %q has %d versions: at most %d; delete some permanently", c.Subject, len(sub.Versions), MaxVersions))
 	}
+	// Only the versions the level checks against are parsed (each once:
+	// f.parsed keeps them): the latest live one, or every live one for the
+	// _TRANSITIVE levels.
+	level := g.levelOf(sub)
 	var earlier []*schema.Schema
-	if sub != nil {
-		for _, v := range sub.live() {
-			old, err := schema.Parse(g.schemas[v.ID].Def(), g.resolver())
+	if sub != nil && level != schema.None {
+		live := sub.live()
+		if !schema.Transitive(level) && len(live) > 1 {
+			live = live[len(live)-1:]
+		}
+		for _, v := range live {
+			old, err := f.parsed(g, g.schemas[v.ID])
 			if err != nil {
-				// A stored schema that no longer parses is one the
-				// state should never hold: a local fault.
-				return f.LocalFault("schema registry: parsing schema %d of subject %q: %w", v.ID, c.Subject, err)
+				// Every broker parses it alike: a verdict, not a fault.
+				return fail(kerr.InvalidRecord.Code, ErrInvalidSchema, fmt.Sprintf("version %d of subject %q (schema %d) does not parse, so nothing can be checked against it: %v", v.Version, c.Subject, v.ID, err))
 			}
 			earlier = append(earlier, old)
 		}
 	}
-	level := g.levelOf(sub)
 	if problems := schema.Compatible(level, parsed, earlier); len(problems) > 0 {
 		return fail(kerr.InvalidRecord.Code, ErrIncompatible, fmt.Sprintf("Schema being registered is incompatible with an earlier schema for subject %q, details: %s", c.Subject, strings.Join(problems, "; ")))
 	}
