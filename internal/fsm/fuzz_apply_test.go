@@ -17,6 +17,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/schema"
 )
 
 // cmdProgram turns fuzz bytes into blocks of hostile but well-formed
@@ -55,7 +56,16 @@ var (
 		{Name: "segment.bytes", Value: "1400"}, {Name: "max.message.bytes", Value: "200"}, {Name: "message.timestamp.type", Value: "LogAppendTime"},
 		{Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "no.such.config", Value: "1"}, {Name: "stele.signed.by", Value: "alice"},
 		{Name: "delete.retention.ms", Value: "0"}, {Name: "cleanup.policy", Value: "compact,delete"},
+		{Name: "stele.value.schema.validation", Value: "full"}, {Name: "stele.key.schema.validation", Value: "id"},
+		{Name: "stele.value.subject.name.strategy", Value: "RecordNameStrategy"},
 	}
+	// fuzzSchemas are Avro schemas of the registry's commands: compatible
+	// and incompatible with each other, referencing one another, and none.
+	fuzzSchemas = []string{`"string"`, `{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`,
+		`{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"b","type":"string","default":""}]}`,
+		`{"type":"record","name":"R","fields":[{"name":"a","type":"long"},{"name":"c","type":"int"}]}`,
+		`{"type":"record","name":"S","fields":[{"name":"r","type":"R"}]}`, `{"type":"recrod"}`}
+	fuzzSubjects = []string{"a-value", "a-key", "b-value", "R"}
 	// fuzzTable makes a topic a table (tables.go) that compacts at once.
 	fuzzTable = []topics.ConfigEntry{{Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}
 	fuzzKeys  = []string{"a", "b", "c"}
@@ -91,7 +101,7 @@ func (p *cmdProgram) blocks(t *testing.T) []block {
 
 func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	topic := p.pick(fuzzTopics...)
-	switch op % 24 {
+	switch op % 26 {
 	case 0:
 		c := topics.CreateTopic{Name: topic, Partitions: p.small() + 1, ReplicationFactor: -1}
 		for range p.next() % 3 {
@@ -173,6 +183,23 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 		return c
 	case 23:
 		return p.upgrade()
+	case 24:
+		c := RegisterSchema{Tenant: p.pick("", "", "", "acme"), Subject: p.pick(fuzzSubjects...), Text: p.pick(fuzzSchemas...), Normalize: p.next()%4 == 0}
+		if p.next()%3 == 0 {
+			c.Refs = []schema.Ref{{Name: "R", Subject: p.pick(fuzzSubjects...), Version: p.small()}}
+		}
+		return c
+	case 25:
+		subject := p.pick(fuzzSubjects...)
+		switch p.next() % 4 {
+		case 0:
+			return DeleteSchemaVersion{Subject: subject, Version: p.small(), Permanent: p.next()%2 == 0}
+		case 1:
+			return DeleteSchemaSubject{Subject: subject, Permanent: p.next()%2 == 0}
+		case 2:
+			return SetSchemaConfig{Subject: p.pick(subject, ""), Level: p.pick("NONE", "FULL_TRANSITIVE", "BACKWARD", "FORWARD"), Remove: p.next()%4 == 0}
+		}
+		return SetSchemaMode{Mode: p.pick("READONLY", "READWRITE", "READWRITE")}
 	}
 	return nil
 }
@@ -224,9 +251,13 @@ func (p *cmdProgram) upgrade() cluster.ScheduleUpgrade {
 	}
 	switch p.next() % 8 {
 	case 0:
-		c.Sigs[0].Signature[p.next()%64] ^= 1
+		if len(c.Sigs) > 0 {
+			c.Sigs[0].Signature[p.next()%64] ^= 1
+		}
 	case 1:
-		c.Sigs = append(c.Sigs, c.Sigs[0])
+		if len(c.Sigs) > 0 {
+			c.Sigs = append(c.Sigs, c.Sigs[0])
+		}
 	}
 	return c
 }

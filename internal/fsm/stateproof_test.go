@@ -14,6 +14,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
 	"github.com/stele-io/stele/internal/fsm/producers"
+	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -160,6 +161,10 @@ func decodeStoreValue(b []byte) {
 	proof.DecodePartition(b)
 	proof.DecodeCommittedOffset(b)
 	proof.DecodeTableVersion(0, b)
+	schemas.DecodeRegistryMeta(b)
+	schemas.DecodeStoredSchema(1, b)
+	schemas.DecodeSubject("s", b)
+	proof.DecodeSchema(b)
 }
 
 // hugeCounts are values whose counts or lengths claim far more than

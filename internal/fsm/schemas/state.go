@@ -136,6 +136,46 @@ func (f *Schemas) reg(tenant string) *registry {
 	return g
 }
 
+// RegistryMeta is a registry's h/m/ value: the id its next new schema
+// gets, its level and its mode.
+type RegistryMeta struct {
+	NextID      int32
+	Level, Mode string
+}
+
+// DecodeRegistryMeta reads a registry's h/m/ value (encodeMeta).
+func DecodeRegistryMeta(v []byte) (RegistryMeta, error) {
+	r, err := reader("registry", v)
+	if err != nil {
+		return RegistryMeta{}, err
+	}
+	m := RegistryMeta{NextID: r.I32(), Level: r.Str(), Mode: r.Str()}
+	return m, r.Done()
+}
+
+// DecodeStoredSchema reads schema id's h/i/ value (encodeSchema).
+func DecodeStoredSchema(id int32, v []byte) (*Stored, error) {
+	r, err := reader("schema", v)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stored{ID: id, Type: r.Str(), Text: r.Str(), Refs: decodeRefs(r), Canonical: r.Str()}
+	return s, r.Done()
+}
+
+// DecodeSubject reads subject name's h/s/ value (encodeSubject).
+func DecodeSubject(name string, v []byte) (*Subject, error) {
+	r, err := reader("subject", v)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subject{Name: name, Level: r.Str()}
+	for i, n := 0, r.Count(9); i < n && r.E == nil; i++ {
+		s.Versions = append(s.Versions, Version{Version: r.I32(), ID: r.I32(), Deleted: r.Bool()})
+	}
+	return s, r.Done()
+}
+
 func loadSchemas(f *Schemas) error {
 	emptySchemas(f)
 	err := f.Store.Scan([]byte(metaPrefix), func(k, v []byte) error {
@@ -143,13 +183,13 @@ func loadSchemas(f *Schemas) error {
 		if err := checkTenant(tenant); err != nil {
 			return fmt.Errorf("stele/fsm: %w: schema registry of %q: %v", core.ErrMalformed, tenant, err)
 		}
-		r, err := reader("registry", v)
+		m, err := DecodeRegistryMeta(v)
 		if err != nil {
 			return err
 		}
 		g := f.reg(tenant)
-		g.nextID, g.level, g.mode = r.I32(), r.Str(), r.Str()
-		return r.Done()
+		g.nextID, g.level, g.mode = m.NextID, m.Level, m.Mode
+		return nil
 	})
 	if err == nil {
 		err = f.Store.Scan([]byte(schemaPrefix), func(k, v []byte) error {
@@ -157,12 +197,8 @@ func loadSchemas(f *Schemas) error {
 			if err != nil || len(rest) != 4 {
 				return fmt.Errorf("stele/fsm: %w: schema key %q", core.ErrMalformed, k)
 			}
-			r, err := reader("schema", v)
+			s, err := DecodeStoredSchema(int32(binary.BigEndian.Uint32(rest)), v)
 			if err != nil {
-				return err
-			}
-			s := &Stored{ID: int32(binary.BigEndian.Uint32(rest)), Type: r.Str(), Text: r.Str(), Refs: decodeRefs(r), Canonical: r.Str()}
-			if err := r.Done(); err != nil {
 				return err
 			}
 			g := f.reg(tenant)
@@ -177,15 +213,8 @@ func loadSchemas(f *Schemas) error {
 			if err != nil {
 				return err
 			}
-			r, err := reader("subject", v)
+			s, err := DecodeSubject(string(name), v)
 			if err != nil {
-				return err
-			}
-			s := &Subject{Name: string(name), Level: r.Str()}
-			for i, n := 0, r.Count(9); i < n && r.E == nil; i++ {
-				s.Versions = append(s.Versions, Version{Version: r.I32(), ID: r.I32(), Deleted: r.Bool()})
-			}
-			if err := r.Done(); err != nil {
 				return err
 			}
 			f.reg(tenant).subjects[s.Name] = s
