@@ -65,7 +65,9 @@ var (
 		`{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"b","type":"string","default":""}]}`,
 		`{"type":"record","name":"R","fields":[{"name":"a","type":"long"},{"name":"c","type":"int"}]}`,
 		`{"type":"record","name":"S","fields":[{"name":"r","type":"R"}]}`, `{"type":"recrod"}`}
-	fuzzSubjects = []string{"a-value", "a-key", "b-value", "R"}
+	fuzzSubjects    = []string{"a-value", "a-key", "b-value", "R"}
+	fuzzJSONSchemas = []string{`{"title":"R","type":"object","properties":{"a":{"type":"integer"}}}`,
+		`{"title":"R","type":"object","properties":{"a":{"type":"number"}},"additionalProperties":false}`, `true`, `{"type":"strin"}`}
 	// fuzzTable makes a topic a table (tables.go) that compacts at once.
 	fuzzTable = []topics.ConfigEntry{{Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}
 	fuzzKeys  = []string{"a", "b", "c"}
@@ -185,6 +187,9 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 		return p.upgrade()
 	case 24:
 		c := RegisterSchema{Tenant: p.pick("", "", "", "acme"), Subject: p.pick(fuzzSubjects...), Text: p.pick(fuzzSchemas...), Normalize: p.next()%4 == 0}
+		if p.next()%3 == 0 {
+			c.Type, c.Text = "JSON", p.pick(fuzzJSONSchemas...)
+		}
 		if p.next()%3 == 0 {
 			c.Refs = []schema.Ref{{Name: "R", Subject: p.pick(fuzzSubjects...), Version: p.small()}}
 		}

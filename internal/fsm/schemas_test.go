@@ -352,3 +352,32 @@ func TestSchemaValidation(t *testing.T) {
 		t.Fatal("the machines' app hashes differ")
 	}
 }
+
+// TestSchemaValidationJSON: under full, a JSON Schema's payload is one
+// JSON value valid under it; RecordNameStrategy names the subject by the
+// schema's title.
+func TestSchemaValidationJSON(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	run := oneCommandBlocks(t, f)
+	for _, c := range []core.Command{
+		topics.CreateTopic{Name: "events", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+			{Name: "stele.value.schema.validation", Value: "full"}, {Name: "stele.value.subject.name.strategy", Value: "RecordNameStrategy"}}},
+		RegisterSchema{Subject: "shop.Event", Type: "JSON", Text: `{"title":"shop.Event","type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`},
+	} {
+		if r := run(c); r.Code != 0 {
+			t.Fatalf("%T: %s", c, r.Message)
+		}
+	}
+	wire := func(s string) []byte { return append(schema.AppendWire(nil, 1), s...) }
+	if r := run(topics.Produce{Topic: "events", Partition: 0, Records: wireBatch(t, nil, wire(`{"id": 7}`))}); r.Code != 0 {
+		t.Fatalf("a valid event: %s", r.Message)
+	}
+	r := run(topics.Produce{Topic: "events", Partition: 0, Records: wireBatch(t, nil, wire(`{"id": 7}`), nil, wire(`{"id": "x"}`), nil, wire(`{"id": 8`))})
+	if r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != 2 || r.RecordErrors[0].Index != 1 || r.RecordErrors[1].Index != 2 {
+		t.Fatalf("invalid events: %d %+v", r.Code, r.RecordErrors)
+	}
+}

@@ -7,7 +7,8 @@ package httpapi
 // replicas, the topic configs Kafka's binding describes), a receive
 // operation for every channel and a send operation for every topic but
 // views, and a message per channel: its value's schema (the latest version
-// of <topic>-value in the registry, as AsyncAPI's Avro schema format), its
+// of <topic>-value in the registry, in AsyncAPI's Avro or JSON Schema
+// format), its
 // key's (<topic>-key) in its Kafka binding, the stele-subject header, and
 // the subjects seen (x-stele-subjects: the first 100 in byte order, with
 // their record counts). The document validates against AsyncAPI's 3.0.0 JSON Schema
@@ -209,16 +210,28 @@ func channelMessage(opts Options, reg *fsm.SchemaRegistryView, t *fsm.TopicView,
 	return msg, nil
 }
 
+// jsonSchemaFormat names JSON Schema payloads in AsyncAPI (draft-07, as
+// the registry reads a schema without $schema).
+const jsonSchemaFormat = "application/schema+json;version=draft-07"
+
 // latestSchema is the latest live version of subject as an AsyncAPI
 // multi-format schema.
 func latestSchema(reg *fsm.SchemaRegistryView, subject string) (obj, bool) {
 	_, st, ok := reg.Version(subject, fsm.SchemaLatest, false)
-	if !ok || st.Type != schema.TypeAvro {
+	if !ok {
+		return nil, false
+	}
+	format := avroSchemaFormat
+	switch st.Type {
+	case schema.TypeAvro:
+	case schema.TypeJSON:
+		format = jsonSchemaFormat
+	default:
 		return nil, false
 	}
 	var s any
 	if err := json.Unmarshal([]byte(st.Text), &s); err != nil {
 		return nil, false
 	}
-	return obj{"schemaFormat": avroSchemaFormat, "schema": s}, true
+	return obj{"schemaFormat": format, "schema": s}, true
 }

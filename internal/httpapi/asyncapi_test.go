@@ -56,6 +56,10 @@ func TestAsyncAPIValidates(t *testing.T) {
 	if _, err := cl.CreateSchema(ctx, "orders-key", sr.Schema{Schema: `"string"`}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cl.CreateSchema(ctx, "compacted-value", sr.Schema{Type: sr.TypeJSON,
+		Schema: `{"$schema":"http://json-schema.org/draft-07/schema#","title":"Balance","type":"object","properties":{"amount":{"type":"integer"}}}`}); err != nil {
+		t.Fatal(err)
+	}
 	var doc map[string]any
 	getJSON(t, srv.URL+"/v1/asyncapi", &doc)
 
@@ -101,6 +105,9 @@ func TestAsyncAPIValidates(t *testing.T) {
 	m := d.Components.Messages["orders"]
 	if m.Payload.SchemaFormat != avroSchemaFormat || m.Payload.Schema["name"] != "Order" || m.Bindings.Kafka["key"] == nil || m.Bindings.Kafka["schemaIdPayloadEncoding"] != "confluent" {
 		t.Errorf("orders' message: %+v", m)
+	}
+	if p := d.Components.Messages["compacted"].Payload; p.SchemaFormat != jsonSchemaFormat || p.Schema["title"] != "Balance" {
+		t.Errorf("compacted's JSON payload: %+v", p)
 	}
 	if s := d.Components.Messages["t"].Subjects; len(s) != 1 || s[0]["subject"] != "orders.eu.fr.created" {
 		t.Errorf("t's subjects: %v", s)

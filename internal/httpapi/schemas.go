@@ -20,8 +20,8 @@ package httpapi
 // Confluent's bodies, {"error_code": 40401, "message": ...}, with its
 // statuses.
 //
-// Not served (docs/schemas.md): JSON Schema and Protobuf (only Avro is
-// parsed yet), the IMPORT mode and subject-level modes, contexts,
+// Not served (docs/schemas.md): Protobuf (Avro and JSON Schema are
+// parsed), the IMPORT mode and subject-level modes, contexts,
 // metadata and rule sets (accepted in a body and ignored), and ACLs on
 // single subjects: a request needs DESCRIBE (reads) or ALTER (changes) on
 // the CLUSTER resource, a tenant's user on its tenant's own.

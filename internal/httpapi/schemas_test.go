@@ -48,7 +48,7 @@ func TestSchemaRegistryWithFranzGo(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	if types, err := cl.SupportedTypes(ctx); err != nil || !slices.Equal(types, []sr.SchemaType{sr.TypeAvro}) {
+	if types, err := cl.SupportedTypes(ctx); err != nil || !slices.Equal(types, []sr.SchemaType{sr.TypeAvro, sr.TypeJSON}) {
 		t.Fatalf("types: %v %v", types, err)
 	}
 	s1, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV1})
@@ -85,9 +85,11 @@ func TestSchemaRegistryWithFranzGo(t *testing.T) {
 	if _, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: `{"type":"nonsense"}`}); srCode(err) != 42201 {
 		t.Fatalf("not a schema: %v", err)
 	}
-	if _, err := cl.CreateSchema(ctx, "j", sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON}); srCode(err) != 42201 {
-		t.Fatalf("JSON Schema: %v", err)
+	if _, err := cl.CreateSchema(ctx, "p", sr.Schema{Schema: `syntax = "proto3"; message M {}`, Type: sr.TypeProtobuf}); srCode(err) != 42201 {
+		t.Fatalf("Protobuf: %v", err)
 	}
+	cl.DeleteSubject(ctx, "j", sr.SoftDelete)
+	cl.DeleteSubject(ctx, "j", sr.HardDelete)
 
 	// Levels: the global one, a subject's, and back.
 	if r := cl.Compatibility(ctx); r[0].Err != nil || r[0].Level != sr.CompatBackward {
@@ -228,6 +230,26 @@ func TestSchemaRegistryWithFranzGo(t *testing.T) {
 	if subs, _ := cl.Subjects(sr.WithParams(ctx, sr.ShowDeleted)); !slices.Equal(subs, []string{"orders-value"}) {
 		t.Fatalf("subjects after a hard delete: %v", subs)
 	}
+	// JSON Schema, with its own content-model rules: an optional property
+	// added to a closed model is BACKWARD, to an open one is not.
+	j1, err := cl.CreateSchema(ctx, "j", sr.Schema{Schema: `{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":false}`, Type: sr.TypeJSON})
+	if err != nil || j1.Type != sr.TypeJSON {
+		t.Fatalf("JSON Schema: %+v %v", j1, err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j", sr.Schema{Schema: `{"type":"object","properties":{"id":{"type":"integer"},"n":{"type":"string"}},"additionalProperties":false}`, Type: sr.TypeJSON}); err != nil {
+		t.Fatalf("a property added to a closed model: %v", err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j", sr.Schema{Schema: `{"type":"object","properties":{"id":{"type":"integer"},"n":{"type":"string"},"m":{"type":"string"}},"required":["m"]}`, Type: sr.TypeJSON}); srCode(err) != 409 {
+		t.Fatalf("a required property added: %v", err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j2", sr.Schema{Schema: `{"type":"object","properties":{"id":{"type":"integer"}}}`, Type: sr.TypeJSON}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSchema(ctx, "j2", sr.Schema{Schema: `{"type":"object","properties":{"id":{"type":"integer"},"n":{"type":"string"}}}`, Type: sr.TypeJSON}); srCode(err) != 409 {
+		t.Fatalf("a property added to an open model: %v", err)
+	}
+	cl.DeleteSubject(ctx, "j2", sr.SoftDelete)
+	cl.DeleteSubject(ctx, "j2", sr.HardDelete)
 }
 
 // TestSchemaRegistryErrors: what the routes answer to what a serializer

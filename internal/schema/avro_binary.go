@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,9 +31,14 @@ const maxDepth = 128
 // The verdict is the same on every machine (no allocation depends on the
 // payload's claims, no floating point is computed), so the state machine
 // may decide with it.
+//
+// A JSON Schema's payload is one JSON value valid under it (json.go).
 func (s *Schema) Validate(payload []byte) error {
+	if s.json != nil {
+		return s.validateJSON(payload)
+	}
 	if s.avro == nil {
-		return fmt.Errorf("%w: only Avro payloads are validated", ErrPayload)
+		return fmt.Errorf("%w: only Avro and JSON payloads are validated", ErrPayload)
 	}
 	v := &avroValidator{b: payload, budget: 8*len(payload) + 64}
 	v.value(s.avro, 0)
@@ -201,6 +207,13 @@ var decodeConfig = avro.Config{MaxByteSliceSize: 1 << 20, MaxSliceAllocSize: 1 <
 func (s *Schema) DecodeJSON(payload []byte) (json.RawMessage, error) {
 	if err := s.Validate(payload); err != nil {
 		return nil, err
+	}
+	if s.json != nil {
+		var b bytes.Buffer
+		if err := json.Compact(&b, payload); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPayload, err)
+		}
+		return b.Bytes(), nil
 	}
 	var v any
 	if err := decodeConfig.Unmarshal(s.avro, payload, &v); err != nil {

@@ -90,6 +90,9 @@ func readable(reader, writer *Schema) (err error) {
 	}()
 	// A fresh checker each time: hamba/avro's caches its verdicts by the
 	// schemas' parsing canonical fingerprints, which leave defaults out.
+	if reader.json != nil {
+		return jsonReadable(reader, writer)
+	}
 	return newAvroCompat().Compatible(reader.avro, writer.avro)
 }
 

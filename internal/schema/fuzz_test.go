@@ -75,3 +75,30 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseJSON: any text parses as a JSON Schema or is refused, never
+// panics, loads nothing, parses to the same canonical form twice, and is
+// compatible with itself under every level; a payload validates or is
+// refused, never panics.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{jOpen1, jClosed2, `{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/a"}}}`,
+		`{"anyOf":[{"type":"string","pattern":"^a+$"},{"type":"array","items":{"$ref":"#"}}]}`, `true`, `{"type":"number","multipleOf":1e-300}`} {
+		f.Add(s, []byte(`{"id": 1}`))
+	}
+	f.Fuzz(func(t *testing.T, text string, payload []byte) {
+		a, err := Parse(Def{Type: TypeJSON, Text: text}, nil)
+		if err != nil {
+			return
+		}
+		b, err := Parse(Def{Type: TypeJSON, Text: text}, nil)
+		if err != nil || b.Canonical != a.Canonical {
+			t.Fatalf("parsed twice: %q and %q (%v)", a.Canonical, b.Canonical, err)
+		}
+		for _, l := range Levels {
+			if p := Compatible(l, a, []*Schema{b}); len(p) != 0 {
+				t.Fatalf("%q is not %s with itself: %v", text, l, p)
+			}
+		}
+		a.Validate(payload)
+	})
+}

@@ -13,9 +13,10 @@
 // leaks into another's parse. Verdicts are booleans and codes; the
 // messages that explain them are for people and are never hashed.
 //
-// Formats: Avro (github.com/hamba/avro/v2). JSON Schema and Protobuf are
-// not served yet (docs/schemas.md says so): registering one is refused
-// as an invalid schema naming the types served.
+// Formats: Avro (github.com/hamba/avro/v2) and JSON Schema
+// (github.com/santhosh-tekuri/jsonschema/v6, json.go). Protobuf is not
+// served yet (docs/schemas.md says so): registering one is refused as an
+// invalid schema naming the types served.
 //
 // schema imports no package of Stele's.
 package schema
@@ -40,7 +41,7 @@ const (
 )
 
 // Types are the schema types served, as GET /schemas/types lists them.
-var Types = []string{TypeAvro}
+var Types = []string{TypeAvro, TypeJSON}
 
 // Limits on what one schema may be: they bound the cost of parsing it in
 // the deterministic apply.
@@ -89,11 +90,12 @@ type Resolver func(subject string, version int32) (Def, bool)
 type Schema struct {
 	Def
 	// Canonical is the form under which two schemas of one type are the
-	// same: for Avro, the schema's JSON with whitespace, key order and
+	// same: the schema's JSON with whitespace, key order and (for Avro)
 	// number spellings made uniform (defaults, docs and other attributes
 	// kept, as Confluent's registry keeps them when it compares).
 	Canonical string
 	avro      avro.Schema
+	json      *jsonSchema
 }
 
 // NormalizeType is the type a registration names, "" read as AVRO (as
@@ -118,7 +120,7 @@ func Parse(d Def, resolve Resolver) (s *Schema, err error) {
 	}()
 	d.Type = NormalizeType(d.Type)
 	if !slices.Contains(Types, d.Type) {
-		if d.Type == TypeJSON || d.Type == TypeProtobuf {
+		if d.Type == TypeProtobuf {
 			return nil, fmt.Errorf("%w: schema type %s is not served yet; this registry serves %v (docs/schemas.md)", ErrInvalid, d.Type, Types)
 		}
 		return nil, fmt.Errorf("%w: unknown schema type %q; this registry serves %v", ErrInvalid, d.Type, Types)
@@ -133,6 +135,9 @@ func Parse(d Def, resolve Resolver) (s *Schema, err error) {
 		return nil, fmt.Errorf("%w: %d references; a schema names at most %d", ErrInvalid, len(d.Refs), MaxRefs)
 	}
 	p := &parser{resolve: resolve, cache: &avro.SchemaCache{}}
+	if d.Type == TypeJSON {
+		return p.jsonParse(d)
+	}
 	if err := p.refs(d.Refs, 0); err != nil {
 		return nil, err
 	}
@@ -190,6 +195,23 @@ func Compact(text string) string {
 		return text
 	}
 	return b.String()
+}
+
+// RecordName is the name RecordNameStrategy gives the schema's subject:
+// an Avro named type's full name, a JSON schema's title.
+func (s *Schema) RecordName() (string, bool) {
+	if s.json != nil {
+		if m, ok := s.json.docs[mainURL].(map[string]any); ok {
+			if t, ok := m["title"].(string); ok && t != "" {
+				return t, true
+			}
+		}
+		return "", false
+	}
+	if n, ok := s.avro.(avro.NamedSchema); ok {
+		return n.FullName(), true
+	}
+	return "", false
 }
 
 // Avro returns the parsed Avro schema (nil for other types).

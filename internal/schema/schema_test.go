@@ -137,10 +137,10 @@ func TestReferences(t *testing.T) {
 	}
 }
 
-// TestTypes: JSON Schema and Protobuf are refused as not served yet, an
-// unknown type as unknown.
+// TestTypes: Protobuf is refused as not served yet, an unknown type as
+// unknown.
 func TestTypes(t *testing.T) {
-	for _, typ := range []string{TypeJSON, TypeProtobuf, "XML"} {
+	for _, typ := range []string{TypeProtobuf, "XML"} {
 		if _, err := Parse(Def{Type: typ, Text: "{}"}, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", typ, err)
 		}

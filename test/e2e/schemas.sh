@@ -8,14 +8,18 @@
 #     the valid ones are delivered, each invalid one refused with
 #     INVALID_RECORD; a consumer reads back exactly the valid ones
 #     (schemas_confluent.py).
-#  2. curl: Confluent's error bodies; `stele schema list` and `get`.
-#  3. A broker restart keeps the registry: same ids, same answers.
+#  2. confluent-kafka's JSONSerializer registers its JSON Schema and writes
+#     through a validating topic; what the schema refuses is refused
+#     (INVALID_RECORD); JSONDeserializer reads back the valid records
+#     (schemas_json_confluent.py).
+#  3. curl: Confluent's error bodies; `stele schema list` and `get`.
+#  4. A broker restart keeps the registry: same ids, same answers.
 # e2e-limit: 240
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
 e2e_require_clients
-e2e_require_debian_python requests=python3-requests avro=python3-avro
+e2e_require_debian_python requests=python3-requests avro=python3-avro jsonschema=python3-jsonschema
 e2e_broker_init
 e2e_broker_start
 
@@ -30,7 +34,16 @@ out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_confluent.py" --bootstrap "$BROKER"
 printf '%s\n' "$out" | sed 's/^/    /' >&2
 log "1. confluent-kafka's registry client and librdkafka: ok"
 
-# --- 2. curl and stele schema ----------------------------------------------------
+# --- 2. confluent-kafka's JSON serializer -------------------------------------------
+jtopic=e2e-schemas-json-$$x$RANDOM
+e2e_stele topic create "$jtopic" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
+	fail "topic create $jtopic"
+out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_json_confluent.py" --bootstrap "$BROKER" --registry "$registry" --topic "$jtopic" 2>&1) ||
+	fail "schemas_json_confluent.py: $out"
+printf '%s\n' "$out" | sed 's/^/    /' >&2
+log "2. confluent-kafka's JSONSerializer and JSONDeserializer: ok"
+
+# --- 3. curl and stele schema ----------------------------------------------------
 body=$(curl -s -w ' %{http_code}' "$registry/subjects/nope/versions/1")
 [[ $body == '{"error_code":40401,'*' 404' ]] || fail "unknown subject: $body"
 body=$(curl -s -w ' %{http_code}' -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
@@ -40,9 +53,9 @@ list=$(e2e_stele schema list --http "$BROKER_HTTP") || fail "stele schema list"
 grep -Eq "^$topic-value +3 +3 " <<<"$list" || fail "stele schema list: $list"
 e2e_stele schema get "$topic-value" --version 2 --http "$BROKER_HTTP" 2>/dev/null | grep -q '"qty"' || fail "stele schema get"
 before=$(curl -sf "$registry/schemas/ids/2")
-log "2. curl and stele schema: ok"
+log "3. curl and stele schema: ok"
 
-# --- 3. a restart keeps the registry ---------------------------------------------
+# --- 4. a restart keeps the registry ---------------------------------------------
 e2e_broker_stop 30
 e2e_broker_start
 after=$(curl -sf "$registry/schemas/ids/2")
@@ -51,6 +64,6 @@ body=$(curl -sf -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json
 	--data '{"schema":"{\"type\":\"record\",\"name\":\"Order\",\"namespace\":\"shop\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"item\",\"type\":\"string\"}]}"}' \
 	"$registry/subjects/$topic-value/versions") || fail "register again after a restart"
 [[ $body == '{"id":1}' ]] || fail "v1 again after a restart: $body"
-log "3. the registry after a restart: ok"
+log "4. the registry after a restart: ok"
 e2e_broker_stop 30
 log "PASS"

@@ -3,7 +3,6 @@ package schemas
 import (
 	"fmt"
 
-	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stele-io/stele/internal/fsm/core"
@@ -105,11 +104,11 @@ func (f *Schemas) check(g *registry, topic string, c topics.SchemaCheck, what st
 		}
 	}
 	if c.Strategy != topics.TopicNameStrategy {
-		named, ok := parsed.Avro().(avro.NamedSchema)
+		name, ok := parsed.RecordName()
 		if !ok {
-			return fmt.Sprintf("the %s's schema id %d is not a named type, which %s needs", what, id, c.Strategy)
+			return fmt.Sprintf("the %s's schema id %d has no record name (an Avro named type's, a JSON schema's title), which %s needs", what, id, c.Strategy)
 		}
-		subject = named.FullName()
+		subject = name
 		if c.Strategy == topics.TopicRecordNameStrategy {
 			subject = topic + "-" + subject
 		}
