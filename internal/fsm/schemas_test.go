@@ -84,7 +84,7 @@ func TestSchemaRegistry(t *testing.T) {
 	}
 	schemaCode(t, "v3 under BACKWARD", run(reg("orders-value", avroV3)), kerr.InvalidRecord.Code, schemas.ErrIncompatible)
 	schemaCode(t, "not Avro", run(reg("orders-value", `{"type":"recrod"}`)), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
-	schemaCode(t, "JSON", run(RegisterSchema{Subject: "j", Type: "JSON", Text: `{}`}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	schemaCode(t, "Protobuf", run(RegisterSchema{Subject: "p", Type: "PROTOBUF", Text: `syntax = "proto3";`}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
 	schemaCode(t, "bad level", run(SetSchemaConfig{Level: "SIDEWAYS"}), kerr.InvalidRequest.Code, schemas.ErrInvalidLevel)
 	ok("subject NONE", SetSchemaConfig{Subject: "orders-value", Level: schema.None})
 	if r := ok("v3 under NONE", reg("orders-value", avroV3)); r.ID != 3 || r.Version != 3 {
