@@ -52,6 +52,16 @@ func (s *ReadStats) Add(o ReadStats) {
 // looked at. Only batches whose summary may match are read; a topic that
 // does not exist gives topics.ErrUnknownTopic.
 func (f *Subjects) SubjectRecords(topic string, pat subject.Pattern, from map[int32]int64, limit int) (out []Record, next map[int32]int64, stats ReadStats, err error) {
+	return f.eachPartition(topic, from, limit, func(t *topics.TopicView, pi int32, off int64, n int) ([]Record, int64, ReadStats, error) {
+		return readPartition(f.Store, t, pi, pat, off, n)
+	})
+}
+
+// eachPartition reads topic's partitions in from, in order, with read,
+// until limit records are read: the records, each partition's offset
+// after what was read (or where it would have started), and what it cost.
+func (f *Subjects) eachPartition(topic string, from map[int32]int64, limit int,
+	read func(t *topics.TopicView, pi int32, off int64, n int) ([]Record, int64, ReadStats, error)) (out []Record, next map[int32]int64, stats ReadStats, err error) {
 	t := f.View().Topic(topic)
 	if t == nil {
 		return nil, nil, stats, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
@@ -66,7 +76,7 @@ func (f *Subjects) SubjectRecords(topic string, pat subject.Pattern, from map[in
 			next[pi] = off
 			continue
 		}
-		recs, n, st, err := readPartition(f.Store, t, pi, pat, off, limit-len(out))
+		recs, n, st, err := read(t, pi, off, limit-len(out))
 		stats.Add(st)
 		if err != nil {
 			return nil, nil, stats, err
@@ -279,29 +289,9 @@ func (f *Subjects) SubjectCounts(topic string, prefix, after []byte, limit int) 
 // limit records, which readers of typed records use (docs/schemas.md).
 // It reads the log, batch after batch: no summary lets it skip.
 func (f *Subjects) AllRecords(topic string, from map[int32]int64, limit int) (out []Record, next map[int32]int64, stats ReadStats, err error) {
-	t := f.View().Topic(topic)
-	if t == nil {
-		return nil, nil, stats, fmt.Errorf("%w: %s", topics.ErrUnknownTopic, topic)
-	}
-	next = make(map[int32]int64, len(from))
-	for pi := int32(0); int(pi) < len(t.Partitions); pi++ {
-		off, ok := from[pi]
-		if !ok {
-			continue
-		}
-		if len(out) >= limit {
-			next[pi] = off
-			continue
-		}
-		recs, n, st, err := readAll(t, pi, off, limit-len(out))
-		stats.Add(st)
-		if err != nil {
-			return nil, nil, stats, err
-		}
-		out = append(out, recs...)
-		next[pi] = n
-	}
-	return out, next, stats, nil
+	return f.eachPartition(topic, from, limit, func(t *topics.TopicView, pi int32, off int64, n int) ([]Record, int64, ReadStats, error) {
+		return readAll(t, pi, off, n)
+	})
 }
 
 // readAll reads partition pi from offset off, every record.
