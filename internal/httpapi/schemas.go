@@ -244,6 +244,10 @@ type RegisterBody struct {
 	References []schema.Ref    `json:"references,omitempty"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
 	RuleSet    json.RawMessage `json:"ruleSet,omitempty"`
+	// ID and Version are a registration's in IMPORT mode, which is not
+	// served: a registration that names an id is refused.
+	ID      int32 `json:"id,omitempty"`
+	Version int32 `json:"version,omitempty"`
 }
 
 // decodeRegisterBody reads a RegisterBody, or answers why it cannot.
@@ -311,6 +315,10 @@ func registryACL(pattern string) routeACL {
 func srRegister(opts Options, w http.ResponseWriter, r *http.Request) {
 	b, ok := decodeRegisterBody(w, r)
 	if !ok {
+		return
+	}
+	if b.ID > 0 {
+		srError(w, schemas.ErrOperationNotPermitted, "a schema id may be given only in IMPORT mode, which this registry does not serve (docs/schemas.md): register without one")
 		return
 	}
 	res, ok := srSubmit(opts, w, r, fsm.RegisterSchema{Tenant: registryTenant(r), Subject: r.PathValue("subject"),

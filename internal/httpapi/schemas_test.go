@@ -271,6 +271,7 @@ func TestSchemaRegistryErrors(t *testing.T) {
 		{"GET", "/schemas/ids/x", ``, 404, 40403},
 		{"PUT", "/config", `{"compatibility":"SIDEWAYS"}`, 422, 42203},
 		{"PUT", "/mode", `{"mode":"IMPORT"}`, 422, 42204},
+		{"POST", "/subjects/s/versions", `{"schema":"\"int\"","id":7}`, 422, 42205},
 		{"DELETE", "/config/s", ``, 404, 40408},
 		{"POST", "/compatibility/subjects/s/versions/1", `{"schema":"{\"type\":\"int\"}"}`, 404, 40401},
 	} {
