@@ -90,6 +90,10 @@ func TestJSONCompatibility(t *testing.T) {
 			`{"type":"object","properties":{"a":{"$ref":"#/definitions/x"}},"definitions":{"x":{"type":"number"}}}`, true},
 		{Backward, []string{`{"type":"object","properties":{"a":{"$ref":"#/definitions/x"}},"definitions":{"x":{"type":"number"}}}`},
 			`{"type":"object","properties":{"a":{"$ref":"#/definitions/x"}},"definitions":{"x":{"type":"integer"}}}`, false},
+		// Names a writer's patternProperties allow, which a closed reader
+		// refuses; 2020-12's prefixItems compared whole.
+		{Backward, []string{`{"type":"object","additionalProperties":false,"patternProperties":{"^x":{}}}`}, `{"type":"object","additionalProperties":false}`, false},
+		{Backward, []string{`{"type":"array"}`}, `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"array","prefixItems":[{"type":"string"}]}`, false},
 		// A recursive schema against itself.
 		{Full, []string{`{"type":"object","properties":{"next":{"$ref":"#"}}}`}, `{"type":"object","properties":{"next":{"$ref":"#"}}}`, true},
 	} {

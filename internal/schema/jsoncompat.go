@@ -211,7 +211,10 @@ func (c *jsonCompare) covers(rn, wn jsonNode, path string) {
 	c.boundsCover(rm, wm, path)
 	c.objectsCover(rn, wn, rm, wm, path)
 	c.arraysCover(rn, wn, rm, wm, path)
-	for _, k := range []string{"pattern", "format", "not", "if", "then", "else", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames", "contains", "uniqueItems"} {
+	// Keywords compared whole: the reader's must be the writer's.
+	for _, k := range []string{"pattern", "format", "not", "if", "then", "else", "patternProperties", "dependencies", "dependentRequired",
+		"dependentSchemas", "propertyNames", "contains", "minContains", "maxContains", "uniqueItems", "prefixItems", "additionalItems",
+		"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"} {
 		rv, rok := rm[k]
 		if !rok {
 			continue
@@ -416,6 +419,11 @@ func (c *jsonCompare) objectsCover(rn, wn jsonNode, rm, wm map[string]any, path 
 		case ra != nil:
 			c.covers(jsonNode{ra, rn.doc}, jsonNode{wp[name], wn.doc}, p)
 		}
+	}
+	// Names the writer's patternProperties let it write that the reader
+	// would not take.
+	if wpp, ok := wm["patternProperties"]; ok && ra != nil && canonicalJSON(wpp) != canonicalJSON(rm["patternProperties"]) {
+		c.fail(path, "the earlier schema's patternProperties are not the new one's, which is not open")
 	}
 	if ra != nil && !isFalse(wa) {
 		if wa == nil {
