@@ -127,22 +127,10 @@ func (p *parser) jsonParse(d Def) (*Schema, error) {
 
 // jsonRefs adds the references (and theirs) to c and docs.
 func (p *parser) jsonRefs(c *jsonschema.Compiler, refs []Ref, docs map[string]any, depth int) error {
-	if len(refs) > 0 && depth >= MaxRefDepth {
-		return fmt.Errorf("%w: references nest deeper than %d", ErrInvalid, MaxRefDepth)
-	}
 	for _, r := range refs {
-		if r.Name == "" || r.Subject == "" {
-			return fmt.Errorf("%w: a reference needs a name and a subject", ErrInvalid)
-		}
-		if p.read++; p.read > MaxRefTotal {
-			return fmt.Errorf("%w: more than %d schemas read through references", ErrInvalid, MaxRefTotal)
-		}
-		d, ok := p.resolve(r.Subject, r.Version)
-		if !ok {
-			return fmt.Errorf("%w: subject %q version %d (reference %q)", ErrReference, r.Subject, r.Version, r.Name)
-		}
-		if NormalizeType(d.Type) != TypeJSON {
-			return fmt.Errorf("%w: reference %q is a %s schema, not JSON", ErrInvalid, r.Name, d.Type)
+		d, err := p.reference(r, depth, TypeJSON)
+		if err != nil {
+			return err
 		}
 		u := refURL(r.Name)
 		if _, seen := docs[u]; seen {

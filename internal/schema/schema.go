@@ -159,23 +159,33 @@ type parser struct {
 	read    int
 }
 
-func (p *parser) refs(refs []Ref, depth int) error {
-	if len(refs) > 0 && depth >= MaxRefDepth {
-		return fmt.Errorf("%w: references nest deeper than %d", ErrInvalid, MaxRefDepth)
+// reference is the schema r names, of type typ, at depth (the schema
+// being parsed is at 0), within the limits on references.
+func (p *parser) reference(r Ref, depth int, typ string) (Def, error) {
+	if depth >= MaxRefDepth {
+		return Def{}, fmt.Errorf("%w: references nest deeper than %d", ErrInvalid, MaxRefDepth)
 	}
+	if r.Name == "" || r.Subject == "" {
+		return Def{}, fmt.Errorf("%w: a reference needs a name and a subject", ErrInvalid)
+	}
+	if p.read++; p.read > MaxRefTotal {
+		return Def{}, fmt.Errorf("%w: more than %d schemas read through references", ErrInvalid, MaxRefTotal)
+	}
+	d, ok := p.resolve(r.Subject, r.Version)
+	if !ok {
+		return Def{}, fmt.Errorf("%w: subject %q version %d (reference %q)", ErrReference, r.Subject, r.Version, r.Name)
+	}
+	if NormalizeType(d.Type) != typ {
+		return Def{}, fmt.Errorf("%w: reference %q is a %s schema, not %s", ErrInvalid, r.Name, NormalizeType(d.Type), typ)
+	}
+	return d, nil
+}
+
+func (p *parser) refs(refs []Ref, depth int) error {
 	for _, r := range refs {
-		if r.Name == "" || r.Subject == "" {
-			return fmt.Errorf("%w: a reference needs a name and a subject", ErrInvalid)
-		}
-		if p.read++; p.read > MaxRefTotal {
-			return fmt.Errorf("%w: more than %d schemas read through references", ErrInvalid, MaxRefTotal)
-		}
-		d, ok := p.resolve(r.Subject, r.Version)
-		if !ok {
-			return fmt.Errorf("%w: subject %q version %d (reference %q)", ErrReference, r.Subject, r.Version, r.Name)
-		}
-		if NormalizeType(d.Type) != TypeAvro {
-			return fmt.Errorf("%w: reference %q is a %s schema, not Avro", ErrInvalid, r.Name, d.Type)
+		d, err := p.reference(r, depth, TypeAvro)
+		if err != nil {
+			return err
 		}
 		if err := p.refs(d.Refs, depth+1); err != nil {
 			return err
