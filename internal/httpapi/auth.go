@@ -299,6 +299,9 @@ func (t *tenantBody) rename(v any, field string) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
+			if k == "json" {
+				continue // a record's decoded key or value (typed.go): the user's data, as written
+			}
 			v[k] = t.rename(x, k)
 		}
 	case []any:

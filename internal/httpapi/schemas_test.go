@@ -471,3 +471,49 @@ func TestTypedReads(t *testing.T) {
 		t.Fatalf("without format: %+v", plain.Records[0])
 	}
 }
+
+// TestTypedReadsTenant: a tenant's user reads its topic typed with its
+// tenant's registry; its records' data is left as written, even where it
+// looks like a qualified name.
+func TestTypedReadsTenant(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	ctx := context.Background()
+	for _, c := range []fsm.Command{fsm.CreateTenant{Name: "acme"}, fsm.CreateTopic{Name: "acme~t", Partitions: 1, ReplicationFactor: -1}} {
+		if r, err := b.SubmitOne(ctx, c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	addUser(t, b, "alice@acme", "alice-pw")
+	for _, c := range []fsm.Command{
+		fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: fsm.ACLResourceTopic, ResourceName: "acme~", PatternType: fsm.ACLPatternPrefixed,
+			Principal: "User:alice@acme", Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}},
+		allow("User:alice@acme", fsm.ACLResourceCluster, fsm.TenantCluster("acme"), fsm.ACLOpAll),
+	} {
+		if r, err := b.SubmitOne(ctx, c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg, Security: &Security{BasicOverPlaintext: true}}))
+	defer srv.Close()
+	cl, _ := sr.NewClient(sr.URLs(srv.URL), sr.BasicAuth("alice@acme", "alice-pw"))
+	s, err := cl.CreateSchema(ctx, "t-value", sr.Schema{Type: sr.TypeJSON, Schema: `{"type":"object","properties":{"topic":{"type":"string"}}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, _ := record.Build(record.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Value: append([]byte{0, 0, 0, 0, byte(s.ID)}, `{"topic":"acme~x"}`...)}})
+	if r, err := b.SubmitOne(ctx, fsm.Produce{Topic: "acme~t", Partition: 0, Records: batch}); err != nil || r.Code != 0 {
+		t.Fatalf("produce: %v %+v", err, r)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/topics/t/records?format=json", nil)
+	req.SetBasicAuth("alice@acme", "alice-pw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page SubjectRecordsPage
+	decodeJSON(t, resp, &page)
+	if page.Topic != "t" || len(page.Records) != 1 || page.Records[0].ValueTyped == nil || string(page.Records[0].ValueTyped.JSON) != `{"topic":"acme~x"}` {
+		t.Fatalf("alice's typed read: %+v", page)
+	}
+}
