@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -170,3 +173,49 @@ func TestAsyncAPIValidates(t *testing.T) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// TestAsyncAPITenant: a tenant's user gets its tenant's topics, by their
+// short names, and nothing of the default tenant's.
+func TestAsyncAPITenant(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	ctx := context.Background()
+	for _, c := range []fsm.Command{fsm.CreateTenant{Name: "acme"}, fsm.CreateTopic{Name: "acme~secret", Partitions: 2, ReplicationFactor: -1}} {
+		if r, err := b.SubmitOne(ctx, c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	addUser(t, b, "alice@acme", "alice-pw")
+	if r, err := b.SubmitOne(ctx, allow("User:alice@acme", fsm.ACLResourceCluster, fsm.TenantCluster("acme"), fsm.ACLOpDescribe)); err != nil || r.Code != 0 {
+		t.Fatalf("acl: %v %+v", err, r)
+	}
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg, Security: &Security{BasicOverPlaintext: true}}))
+	defer srv.Close()
+	get := func(user, pass string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/asyncapi", nil)
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get("alice@acme", "alice-pw")
+	var d struct {
+		Channels map[string]struct {
+			Address  string `json:"address"`
+			Bindings struct {
+				Kafka struct {
+					Topic string `json:"topic"`
+				} `json:"kafka"`
+			} `json:"bindings"`
+		} `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(body), &d); code != http.StatusOK || err != nil {
+		t.Fatalf("alice: %d %v %s", code, err, body)
+	}
+	if len(d.Channels) != 1 || d.Channels["secret"].Address != "secret" || d.Channels["secret"].Bindings.Kafka.Topic != "secret" || strings.Contains(body, "acme~") {
+		t.Fatalf("alice's document: %s", body)
+	}
+}
