@@ -49,8 +49,8 @@ func FuzzParseWire(f *testing.F) {
 }
 
 // FuzzValidate: any payload validates or is refused under any schema,
-// never panics, and is refused when it is longer than a value (a byte
-// more after a valid one).
+// never panics, decodes with hamba/avro when it validates, and is refused
+// when it is longer than a value (a byte more after a valid one).
 func FuzzValidate(f *testing.F) {
 	schemas := []string{everything, `"int"`, `{"type":"array","items":"null"}`, `{"type":"map","values":["null","string"]}`,
 		`{"type":"record","name":"L","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","L"]}]}`}
@@ -69,6 +69,10 @@ func FuzzValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		s := parsed[int(which)%len(parsed)]
 		if s.Validate(b) == nil {
+			// What the validator takes, hamba/avro decodes.
+			if _, err := s.DecodeJSON(b); err != nil {
+				t.Fatalf("%s: % x validates but does not decode: %v", schemas[int(which)%len(parsed)], b, err)
+			}
 			if err := s.Validate(append(b[:len(b):len(b)], 0)); err == nil {
 				t.Fatalf("%s: % x and a byte more both validate", schemas[int(which)%len(parsed)], b)
 			}
