@@ -24,6 +24,11 @@ go vet ./...
 # @asyncapi/specs, which TestAsyncAPIValidates checks GET /v1/asyncapi
 # against (a pinned version, in a directory of its own).
 if [[ -z ${STELE_ASYNCAPI_SPECS:-} ]]; then
+	if ! command -v npm >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+		echo "== installing npm (Debian's) for AsyncAPI's JSON Schema"
+		DEBIAN_FRONTEND=noninteractive apt-get update >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y npm >/dev/null
+	fi
 	specs=$(mktemp -d)
 	trap 'rm -rf "$specs"' EXIT
 	(cd "$specs" && npm install --no-save --no-audit --no-fund --silent @asyncapi/specs@6.11.1 >/dev/null)
