@@ -59,7 +59,7 @@ type schemaFlags struct {
 
 func (f *schemaFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.file, "file", "", "the schema's file (- for stdin)")
-	cmd.Flags().StringVar(&f.typ, "type", "AVRO", "the schema's type: AVRO or JSON (PROTOBUF is not served yet)")
+	cmd.Flags().StringVar(&f.typ, "type", "AVRO", "the schema's type: AVRO, JSON or PROTOBUF (a .proto file; its imports are --ref NAME=SUBJECT:VERSION with NAME the import path)")
 	cmd.Flags().StringArrayVar(&f.refs, "ref", nil, "a reference NAME=SUBJECT:VERSION (repeatable)")
 }
 

@@ -68,6 +68,9 @@ var (
 	fuzzSubjects    = []string{"a-value", "a-key", "b-value", "R"}
 	fuzzJSONSchemas = []string{`{"title":"R","type":"object","properties":{"a":{"type":"integer"}}}`,
 		`{"title":"R","type":"object","properties":{"a":{"type":"number"}},"additionalProperties":false}`, `true`, `{"type":"strin"}`}
+	// fuzzProtoSchemas import "R" (a reference's name) in one of them.
+	fuzzProtoSchemas = []string{`syntax = "proto3"; message R { int32 a = 1; }`, `syntax = "proto3"; message R { sint32 a = 1; string b = 2; }`,
+		`syntax = "proto3"; import "R"; message S { R r = 1; }`, `syntax = "proto3"; message {`}
 	// fuzzTable makes a topic a table (tables.go) that compacts at once.
 	fuzzTable = []topics.ConfigEntry{{Name: "segment.bytes", Value: "300"}, {Name: "min.cleanable.dirty.ratio", Value: "0.01"}, {Name: "delete.retention.ms", Value: "0"}}
 	fuzzKeys  = []string{"a", "b", "c"}
@@ -187,8 +190,11 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 		return p.upgrade()
 	case 24:
 		c := RegisterSchema{Tenant: p.pick("", "", "", "acme"), Subject: p.pick(fuzzSubjects...), Text: p.pick(fuzzSchemas...), Normalize: p.next()%4 == 0}
-		if p.next()%3 == 0 {
+		switch p.next() % 6 {
+		case 0, 1:
 			c.Type, c.Text = "JSON", p.pick(fuzzJSONSchemas...)
+		case 2:
+			c.Type, c.Text = "PROTOBUF", p.pick(fuzzProtoSchemas...)
 		}
 		if p.next()%3 == 0 {
 			c.Refs = []schema.Ref{{Name: "R", Subject: p.pick(fuzzSubjects...), Version: p.small()}}

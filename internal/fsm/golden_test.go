@@ -766,6 +766,17 @@ func goldenScenario(t *testing.T) []block {
 	must("a subject deleted in READONLY", g.cmds(100, DeleteSchemaSubject{Subject: "orders-value"})[0], kerr.InvalidRequest.Code)
 	must("read-write", g.cmds(100, SetSchemaMode{Mode: "READWRITE"})[0], 0)
 	must("a subject deleted", g.cmds(100, DeleteSchemaSubject{Subject: "orders-value"})[0], 0)
+
+	// Version 14: Protobuf schemas, refused below it as version 13's
+	// binaries refuse them.
+	must("a Protobuf schema under version 13", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProto})[0], kerr.InvalidRecord.Code)
+	plan := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 14, Name: "v14"}
+	must("upgrade to version 14", g.cmds(100, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < plan.Height {
+		g.cmds(100, Tick{})
+	}
+	must("a Protobuf schema", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProto})[0], 0)
+	must("an incompatible Protobuf schema", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProtoSigned})[0], kerr.InvalidRecord.Code)
 	return g.blocks
 }
 
@@ -774,6 +785,10 @@ func goldenScenario(t *testing.T) []block {
 const (
 	goldenAvro          = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`
 	goldenAvroNoDefault = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}`
+	// goldenProtoSigned changes a field from int64 to sint64, which
+	// encodes otherwise: BACKWARD refuses it.
+	goldenProto       = `syntax = "proto3"; package shop; message Order { int64 id = 1; }`
+	goldenProtoSigned = `syntax = "proto3"; package shop; message Order { sint64 id = 1; }`
 )
 
 func encodeBlocks(blocks []block) []byte {

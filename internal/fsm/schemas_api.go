@@ -25,5 +25,9 @@ type (
 // SchemasVersion is the app version from which the registry exists.
 const SchemasVersion = schemas.SchemasVersion
 
+// ProtobufVersion is the app version from which the registry takes
+// Protobuf schemas.
+const ProtobufVersion = schemas.ProtobufVersion
+
 // SchemaLatest names a subject's latest live version.
 const SchemaLatest = schemas.Latest

@@ -84,7 +84,7 @@ func TestSchemaRegistry(t *testing.T) {
 	}
 	schemaCode(t, "v3 under BACKWARD", run(reg("orders-value", avroV3)), kerr.InvalidRecord.Code, schemas.ErrIncompatible)
 	schemaCode(t, "not Avro", run(reg("orders-value", `{"type":"recrod"}`)), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
-	schemaCode(t, "Protobuf", run(RegisterSchema{Subject: "p", Type: "PROTOBUF", Text: `syntax = "proto3";`}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	schemaCode(t, "not Protobuf", run(RegisterSchema{Subject: "p", Type: "PROTOBUF", Text: `syntax = "proto3"; message {`}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
 	schemaCode(t, "bad level", run(SetSchemaConfig{Level: "SIDEWAYS"}), kerr.InvalidRequest.Code, schemas.ErrInvalidLevel)
 	ok("subject NONE", SetSchemaConfig{Subject: "orders-value", Level: schema.None})
 	if r := ok("v3 under NONE", reg("orders-value", avroV3)); r.ID != 3 || r.Version != 3 {
@@ -235,6 +235,22 @@ func TestSchemasBeforeVersion13(t *testing.T) {
 	schemaCode(t, "register under 12", run(RegisterSchema{Subject: "s", Text: avroItem}), kerr.UnsupportedVersion.Code, schemas.ErrOperationNotPermitted)
 }
 
+// TestProtobufBeforeVersion14: under app version 13 a Protobuf schema is
+// refused as an invalid schema, as version 13's binaries refuse it; Avro
+// is taken.
+func TestProtobufBeforeVersion14(t *testing.T) {
+	f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	run := oneCommandBlocks(t, f)
+	schemaCode(t, "Protobuf under 13", run(RegisterSchema{Subject: "p", Type: "PROTOBUF", Text: protoOrder}), kerr.InvalidRecord.Code, schemas.ErrInvalidSchema)
+	if r := run(RegisterSchema{Subject: "a", Text: avroItem}); r.Code != 0 {
+		t.Fatalf("Avro under 13: %+v", r)
+	}
+}
+
 // wireBatch is a batch of records with keys and values as given (nil:
 // null), timestamps t0.
 func wireBatch(t *testing.T, kvs ...[]byte) []byte {
@@ -379,5 +395,69 @@ func TestSchemaValidationJSON(t *testing.T) {
 	r := run(topics.Produce{Topic: "events", Partition: 0, Records: wireBatch(t, nil, wire(`{"id": 7}`), nil, wire(`{"id": "x"}`), nil, wire(`{"id": 8`))})
 	if r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != 2 || r.RecordErrors[0].Index != 1 || r.RecordErrors[1].Index != 2 {
 		t.Fatalf("invalid events: %d %+v", r.Code, r.RecordErrors)
+	}
+}
+
+// protoOrder is a Protobuf schema with a nested message.
+const protoOrder = `syntax = "proto3"; package shop; message Order { int64 id = 1; string note = 2; message Line { string sku = 1; } } message Refund { int64 order_id = 1; }`
+
+// TestSchemaValidationProtobuf: a Protobuf value's id is followed by
+// message indexes naming one of its schema's messages (under id and
+// full); under full the message decodes; RecordNameStrategy names the
+// subject by the message the indexes name. Two machines agree.
+func TestSchemaValidationProtobuf(t *testing.T) {
+	var fs []*FSM
+	for range 2 {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fs = append(fs, f)
+	}
+	run := oneCommandBlocks(t, fs...)
+	for _, c := range []core.Command{
+		topics.CreateTopic{Name: "ids", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.schema.validation", Value: "id"}}},
+		topics.CreateTopic{Name: "full", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+			{Name: "stele.value.schema.validation", Value: "full"}, {Name: "stele.value.subject.name.strategy", Value: "RecordNameStrategy"}}},
+		RegisterSchema{Subject: "ids-value", Type: "PROTOBUF", Text: protoOrder},       // id 1
+		RegisterSchema{Subject: "shop.Order.Line", Type: "PROTOBUF", Text: protoOrder}, // id 1 again
+	} {
+		if r := run(c); r.Code != 0 {
+			t.Fatalf("%T: %s", c, r.Message)
+		}
+	}
+	wire := func(idx []int, msg ...byte) []byte {
+		return append(schema.AppendProtoIndexes(schema.AppendWire(nil, 1), idx), msg...)
+	}
+	order := wire([]int{0}, 0x08, 7, 0x12, 2, 'h', 'i') // id 7, note "hi"
+	line := wire([]int{0, 0}, 0x0a, 1, 'x')             // sku "x"
+	produce := func(topic string, vs ...[]byte) core.Result {
+		var kvs [][]byte
+		for _, v := range vs {
+			kvs = append(kvs, nil, v)
+		}
+		return run(topics.Produce{Topic: topic, Partition: 0, Records: wireBatch(t, kvs...)})
+	}
+	if r := produce("ids", order, line, wire([]int{1}, 0xff)); r.Code != 0 {
+		t.Fatalf("id: valid indexes, any message: %s", r.Message)
+	}
+	r := produce("ids", order, wire([]int{2}), append(schema.AppendWire(nil, 1), 0x03))
+	if r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != 2 || r.RecordErrors[0].Index != 1 || r.RecordErrors[1].Index != 2 ||
+		!strings.Contains(r.RecordErrors[0].Message, "message indexes") {
+		t.Fatalf("indexes naming no message: %d %+v", r.Code, r.RecordErrors)
+	}
+	if r := produce("full", line); r.Code != 0 {
+		t.Fatalf("full: Order.Line under subject shop.Order.Line: %s", r.Message)
+	}
+	r = produce("full", line, order, wire([]int{0, 0}, 0x0a, 5, 'x'))
+	if r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != 2 ||
+		!strings.Contains(r.RecordErrors[0].Message, `not registered under subject "shop.Order"`) ||
+		!strings.Contains(r.RecordErrors[1].Message, "does not decode") {
+		t.Fatalf("full: %d %+v", r.Code, r.RecordErrors)
+	}
+	h0, hash0 := fs[0].Info()
+	if h1, hash1 := fs[1].Info(); h0 != h1 || !bytes.Equal(hash0, hash1) {
+		t.Fatal("the machines' app hashes differ")
 	}
 }

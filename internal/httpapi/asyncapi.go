@@ -210,6 +210,16 @@ func channelMessage(opts Options, reg *fsm.SchemaRegistryView, t *fsm.TopicView,
 	return msg, nil
 }
 
+// protobufSchemaFormat names a Protobuf payload's format in AsyncAPI, by
+// the syntax its file declares (canonical: its canonical form, whose
+// tokens a space apart open with the syntax statement when it has one).
+func protobufSchemaFormat(canonical string) string {
+	if strings.HasPrefix(canonical, `syntax = "proto3"`) || strings.HasPrefix(canonical, `syntax = 'proto3'`) {
+		return "application/vnd.google.protobuf;version=3"
+	}
+	return "application/vnd.google.protobuf;version=2"
+}
+
 // jsonSchemaFormat names JSON Schema payloads in AsyncAPI (draft-07, as
 // the registry reads a schema without $schema).
 const jsonSchemaFormat = "application/schema+json;version=draft-07"
@@ -226,6 +236,11 @@ func latestSchema(reg *fsm.SchemaRegistryView, subject string) (obj, bool) {
 	case schema.TypeAvro:
 	case schema.TypeJSON:
 		format = jsonSchemaFormat
+	case schema.TypeProtobuf:
+		// The .proto file's text, as AsyncAPI's Protobuf schema parser
+		// reads it.
+		format = protobufSchemaFormat(st.Canonical)
+		return obj{"schemaFormat": format, "schema": st.Text}, true
 	default:
 		return nil, false
 	}

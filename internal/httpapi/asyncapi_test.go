@@ -63,6 +63,10 @@ func TestAsyncAPIValidates(t *testing.T) {
 		Schema: `{"$schema":"http://json-schema.org/draft-07/schema#","title":"Balance","type":"object","properties":{"amount":{"type":"integer"}}}`}); err != nil {
 		t.Fatal(err)
 	}
+	const protoEvent = `syntax = "proto3"; package shop; message Event { string id = 1; }`
+	if _, err := cl.CreateSchema(ctx, "t-value", sr.Schema{Type: sr.TypeProtobuf, Schema: protoEvent}); err != nil {
+		t.Fatal(err)
+	}
 	var doc map[string]any
 	getJSON(t, srv.URL+"/v1/asyncapi", &doc)
 
@@ -78,8 +82,8 @@ func TestAsyncAPIValidates(t *testing.T) {
 		Components struct {
 			Messages map[string]struct {
 				Payload struct {
-					SchemaFormat string         `json:"schemaFormat"`
-					Schema       map[string]any `json:"schema"`
+					SchemaFormat string `json:"schemaFormat"`
+					Schema       any    `json:"schema"`
 				} `json:"payload"`
 				Subjects []map[string]string `json:"x-stele-subjects"`
 				Bindings struct {
@@ -106,11 +110,15 @@ func TestAsyncAPIValidates(t *testing.T) {
 		t.Errorf("operations: %+v", d.Operations)
 	}
 	m := d.Components.Messages["orders"]
-	if m.Payload.SchemaFormat != avroSchemaFormat || m.Payload.Schema["name"] != "Order" || m.Bindings.Kafka["key"] == nil || m.Bindings.Kafka["schemaIdPayloadEncoding"] != "confluent" {
+	field := func(v any, k string) any { m, _ := v.(map[string]any); return m[k] }
+	if m.Payload.SchemaFormat != avroSchemaFormat || field(m.Payload.Schema, "name") != "Order" || m.Bindings.Kafka["key"] == nil || m.Bindings.Kafka["schemaIdPayloadEncoding"] != "confluent" {
 		t.Errorf("orders' message: %+v", m)
 	}
-	if p := d.Components.Messages["compacted"].Payload; p.SchemaFormat != jsonSchemaFormat || p.Schema["title"] != "Balance" {
+	if p := d.Components.Messages["compacted"].Payload; p.SchemaFormat != jsonSchemaFormat || field(p.Schema, "title") != "Balance" {
 		t.Errorf("compacted's JSON payload: %+v", p)
+	}
+	if p := d.Components.Messages["t"].Payload; p.SchemaFormat != "application/vnd.google.protobuf;version=3" || p.Schema != protoEvent {
+		t.Errorf("t's Protobuf payload: %+v", p)
 	}
 	if s := d.Components.Messages["t"].Subjects; len(s) != 1 || s[0]["subject"] != "orders.eu.fr.created" {
 		t.Errorf("t's subjects: %v", s)

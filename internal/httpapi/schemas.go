@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -435,8 +436,14 @@ func srIDSubjects(opts Options, w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func srTypes(_ Options, w http.ResponseWriter, _ *http.Request) {
-	srJSON(w, http.StatusOK, schema.Types)
+// srTypes lists the schema types the chain's app version takes: Protobuf
+// from fsm.ProtobufVersion.
+func srTypes(opts Options, w http.ResponseWriter, _ *http.Request) {
+	types := schema.Types
+	if opts.Broker.Upgrade().Version < fsm.ProtobufVersion {
+		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == schema.TypeProtobuf })
+	}
+	srJSON(w, http.StatusOK, types)
 }
 
 // ConfigBody is a compatibility level as GET /config answers it

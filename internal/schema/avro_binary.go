@@ -32,13 +32,17 @@ const maxDepth = 128
 // payload's claims, no floating point is computed), so the state machine
 // may decide with it.
 //
-// A JSON Schema's payload is one JSON value valid under it (json.go).
+// A JSON Schema's payload is one JSON value valid under it (json.go); a
+// Protobuf schema's, message indexes and one message (protobuf.go).
 func (s *Schema) Validate(payload []byte) error {
 	if s.json != nil {
 		return s.validateJSON(payload)
 	}
+	if s.proto != nil {
+		return s.validateProto(payload)
+	}
 	if s.avro == nil {
-		return fmt.Errorf("%w: only Avro and JSON payloads are validated", ErrPayload)
+		return fmt.Errorf("%w: no schema to validate with", ErrPayload)
 	}
 	v := &avroValidator{b: payload, budget: 8*len(payload) + 64}
 	v.value(s.avro, 0)
@@ -203,8 +207,12 @@ var decodeConfig = avro.Config{MaxByteSliceSize: 1 << 20, MaxSliceAllocSize: 1 <
 // union's value as the value itself, bytes and fixed as base64 strings,
 // enums as their symbols. It validates the payload first (Validate), so a
 // payload claiming more than its bytes hold is refused before anything is
-// allocated.
+// allocated. A JSON Schema's payload is already JSON (compacted here); a
+// Protobuf message takes Protobuf's JSON mapping (protojson).
 func (s *Schema) DecodeJSON(payload []byte) (json.RawMessage, error) {
+	if s.proto != nil {
+		return s.protoJSON(payload)
+	}
 	if err := s.Validate(payload); err != nil {
 		return nil, err
 	}

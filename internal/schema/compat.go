@@ -93,6 +93,9 @@ func readable(reader, writer *Schema) (err error) {
 	if reader.json != nil {
 		return jsonReadable(reader, writer)
 	}
+	if reader.proto != nil {
+		return protoReadable(reader, writer)
+	}
 	return newAvroCompat().Compatible(reader.avro, writer.avro)
 }
 

@@ -1,6 +1,9 @@
 package schema
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The decoders of what comes from outside: a schema's text, from a
 // client's registration or a peer's block.
@@ -104,5 +107,60 @@ func FuzzParseJSON(f *testing.F) {
 			}
 		}
 		a.Validate(payload)
+	})
+}
+
+// FuzzParseProtobuf: any text parses as a Protobuf schema or is refused,
+// never panics, reads no file, parses to the same canonical form twice and
+// from its canonical form, and is compatible with itself under every
+// level; a payload validates or is refused, never panics, and what
+// validates decodes to JSON.
+func FuzzParseProtobuf(f *testing.F) {
+	for _, s := range []string{protoOrder, `syntax = "proto2"; message R { required int32 a = 1; optional group G = 2 { optional string s = 3; } }`,
+		`syntax = "proto3"; message T { repeated T children = 1; oneof o { string a = 2; T b = 3; } map<int32, T> m = 4; }`,
+		`syntax = "proto3"; import "google/protobuf/any.proto"; message A { google.protobuf.Any x = 1; }`} {
+		f.Add(s, []byte{0, 0x0a, 1, 'x'})
+	}
+	f.Fuzz(func(t *testing.T, text string, payload []byte) {
+		a, err := Parse(Def{Type: TypeProtobuf, Text: text}, nil)
+		if err != nil {
+			return
+		}
+		b, err := Parse(Def{Type: TypeProtobuf, Text: text}, nil)
+		if err != nil || b.Canonical != a.Canonical {
+			t.Fatalf("parsed twice: %q and %q (%v)", a.Canonical, b.Canonical, err)
+		}
+		c, err := Parse(Def{Type: TypeProtobuf, Text: a.Canonical}, nil)
+		if err != nil || c.Canonical != a.Canonical {
+			t.Fatalf("the canonical form %q parses to %q (%v)", a.Canonical, c.Canonical, err)
+		}
+		for _, l := range Levels {
+			if p := Compatible(l, a, []*Schema{b}); len(p) != 0 {
+				t.Fatalf("%q is not %s with itself: %v", text, l, p)
+			}
+		}
+		if a.Validate(payload) == nil {
+			// What validates decodes, but for an Any naming a type the
+			// schema does not define, which has no JSON form.
+			if _, err := a.DecodeJSON(payload); err != nil && !strings.Contains(err.Error(), "resolve") {
+				t.Fatalf("% x validates but does not decode: %v", payload, err)
+			}
+		}
+	})
+}
+
+// FuzzProtoIndexes: any bytes split into message indexes or are refused,
+// never panic, and what splits is between 1 and MaxIndexes indexes.
+func FuzzProtoIndexes(f *testing.F) {
+	f.Add([]byte{0, 1})
+	f.Add([]byte{4, 2, 4, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, rest, err := ProtoIndexes(b)
+		if err != nil {
+			return
+		}
+		if len(idx) == 0 || len(idx) > MaxIndexes || len(rest) > len(b)-1 {
+			t.Fatalf("% x: %v, %d bytes left", b, idx, len(rest))
+		}
 	})
 }

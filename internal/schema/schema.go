@@ -13,10 +13,9 @@
 // leaks into another's parse. Verdicts are booleans and codes; the
 // messages that explain them are for people and are never hashed.
 //
-// Formats: Avro (github.com/hamba/avro/v2) and JSON Schema
-// (github.com/santhosh-tekuri/jsonschema/v6, json.go). Protobuf is not
-// served yet (docs/schemas.md says so): registering one is refused as an
-// invalid schema naming the types served.
+// Formats: Avro (github.com/hamba/avro/v2), JSON Schema
+// (github.com/santhosh-tekuri/jsonschema/v6, json.go) and Protobuf
+// (github.com/bufbuild/protocompile, protobuf.go).
 //
 // schema imports no package of Stele's.
 package schema
@@ -31,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The schema types, as Confluent's registry names them.
@@ -41,7 +41,7 @@ const (
 )
 
 // Types are the schema types served, as GET /schemas/types lists them.
-var Types = []string{TypeAvro, TypeJSON}
+var Types = []string{TypeAvro, TypeJSON, TypeProtobuf}
 
 // Limits on what one schema may be: they bound the cost of parsing it in
 // the deterministic apply.
@@ -92,10 +92,12 @@ type Schema struct {
 	// Canonical is the form under which two schemas of one type are the
 	// same: the schema's JSON with whitespace, key order and (for Avro)
 	// number spellings made uniform (defaults, docs and other attributes
-	// kept, as Confluent's registry keeps them when it compares).
+	// kept, as Confluent's registry keeps them when it compares); a
+	// Protobuf file's tokens without layout or comments (protoCanonical).
 	Canonical string
 	avro      avro.Schema
 	json      *jsonSchema
+	proto     protoreflect.FileDescriptor
 }
 
 // NormalizeType is the type a registration names, "" read as AVRO (as
@@ -120,9 +122,6 @@ func Parse(d Def, resolve Resolver) (s *Schema, err error) {
 	}()
 	d.Type = NormalizeType(d.Type)
 	if !slices.Contains(Types, d.Type) {
-		if d.Type == TypeProtobuf {
-			return nil, fmt.Errorf("%w: schema type %s is not served yet; this registry serves %v (docs/schemas.md)", ErrInvalid, d.Type, Types)
-		}
 		return nil, fmt.Errorf("%w: unknown schema type %q; this registry serves %v", ErrInvalid, d.Type, Types)
 	}
 	if len(d.Text) > MaxText {
@@ -135,8 +134,11 @@ func Parse(d Def, resolve Resolver) (s *Schema, err error) {
 		return nil, fmt.Errorf("%w: %d references; a schema names at most %d", ErrInvalid, len(d.Refs), MaxRefs)
 	}
 	p := &parser{resolve: resolve, cache: &avro.SchemaCache{}}
-	if d.Type == TypeJSON {
+	switch d.Type {
+	case TypeJSON:
 		return p.jsonParse(d)
+	case TypeProtobuf:
+		return p.protoParse(d)
 	}
 	if err := p.refs(d.Refs, 0); err != nil {
 		return nil, err
@@ -208,8 +210,17 @@ func Compact(text string) string {
 }
 
 // RecordName is the name RecordNameStrategy gives the schema's subject:
-// an Avro named type's full name, a JSON schema's title.
-func (s *Schema) RecordName() (string, bool) {
+// an Avro named type's full name, a JSON schema's title, a Protobuf
+// file's first message's full name.
+func (s *Schema) RecordName() (string, bool) { return s.RecordNameOf(nil) }
+
+// RecordNameOf is the name RecordNameStrategy gives the subject of
+// payload, written with s: RecordName, but for Protobuf the full name of
+// the message payload's indexes name.
+func (s *Schema) RecordNameOf(payload []byte) (string, bool) {
+	if s.proto != nil {
+		return s.protoRecordName(payload)
+	}
 	if s.json != nil {
 		if m, ok := s.json.docs[mainURL].(map[string]any); ok {
 			if t, ok := m["title"].(string); ok && t != "" {

@@ -147,11 +147,19 @@ func (f *Schemas) register(g *registry, c RegisterSchema) core.Result {
 			}
 		}
 	}
+	if schema.NormalizeType(c.Type) == schema.TypeProtobuf && f.cluster.Version < ProtobufVersion {
+		// Version 13's binaries refuse Protobuf as a type they do not
+		// serve, with the same codes.
+		return fail(kerr.InvalidRecord.Code, ErrInvalidSchema, fmt.Sprintf("Protobuf schemas need app version %d; this chain runs %d (stele cluster upgrade)", ProtobufVersion, f.cluster.Version))
+	}
 	parsed, err := schema.Parse(schema.Def{Type: c.Type, Text: c.Text, Refs: refs}, g.resolver())
 	if err != nil {
 		return fail(kerr.InvalidRecord.Code, ErrInvalidSchema, err.Error())
 	}
-	text := schema.Compact(c.Text)
+	text := c.Text
+	if parsed.Type != schema.TypeProtobuf {
+		text = schema.Compact(text) // JSON's whitespace, as Confluent's registry stores it
+	}
 	if c.Normalize {
 		text = parsed.Canonical
 	}

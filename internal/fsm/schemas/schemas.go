@@ -8,7 +8,8 @@
 // Each tenant (the default tenant "" included) has a registry of its own:
 // its own ids, counted from 1, its subjects, its levels and its mode; no
 // command or read reaches another tenant's. Five commands, applied from
-// app version 13 (SchemasVersion): RegisterSchema (a schema under a
+// app version 13 (SchemasVersion; Protobuf schemas from 14,
+// ProtobufVersion): RegisterSchema (a schema under a
 // subject: the same schema registered again under the subject answers its
 // version; otherwise it is checked against the subject's live versions at
 // the subject's compatibility level, or the registry's, and becomes the
@@ -67,6 +68,11 @@ const (
 
 // SchemasVersion is the app version from which the registry exists.
 const SchemasVersion = 13
+
+// ProtobufVersion is the app version from which the registry takes
+// Protobuf schemas; under version 13 registering one is refused as an
+// invalid schema, as version 13's binaries refuse it.
+const ProtobufVersion = 14
 
 // The registry's modes.
 const (

@@ -16,7 +16,9 @@ import (
 // full takes a produce only when every record's key (or value) is in
 // Confluent's wire format with a schema id registered, in the topic's
 // tenant's registry, under the subject its subject name strategy names;
-// full also decodes the payload with that schema (schema.Validate). A
+// a Protobuf schema's id must be followed by message indexes naming one
+// of its messages (whose full name RecordNameStrategy takes); full also
+// decodes the payload with that schema (schema.Validate). A
 // null key or value passes (a tombstone has no schema). A batch with any
 // record that fails is refused whole with INVALID_RECORD, every failing
 // record listed (KIP-467's record errors) with the reason; nothing is
@@ -98,15 +100,21 @@ func (f *Schemas) check(g *registry, topic string, c topics.SchemaCheck, what st
 	}
 	var parsed *schema.Schema
 	subject := topic + "-" + what
-	if c.Strategy != topics.TopicNameStrategy || c.Level == topics.SchemaValidationFull {
+	if c.Strategy != topics.TopicNameStrategy || c.Level == topics.SchemaValidationFull || st.Type == schema.TypeProtobuf {
 		if parsed, err = f.parsed(g, st); err != nil {
 			return fmt.Sprintf("the %s's schema id %d does not parse: %v", what, id, err)
 		}
 	}
+	if st.Type == schema.TypeProtobuf {
+		// Protobuf's wire format names the message after the id.
+		if err := parsed.CheckIndexes(payload); err != nil {
+			return fmt.Sprintf("the %s's Protobuf message indexes do not name a message of schema id %d: %v", what, id, err)
+		}
+	}
 	if c.Strategy != topics.TopicNameStrategy {
-		name, ok := parsed.RecordName()
+		name, ok := parsed.RecordNameOf(payload)
 		if !ok {
-			return fmt.Sprintf("the %s's schema id %d has no record name (an Avro named type's, a JSON schema's title), which %s needs", what, id, c.Strategy)
+			return fmt.Sprintf("the %s's schema id %d has no record name (an Avro named type's, a JSON schema's title, a Protobuf message's), which %s needs", what, id, c.Strategy)
 		}
 		subject = name
 		if c.Strategy == topics.TopicRecordNameStrategy {
