@@ -24,8 +24,8 @@ import (
 // id and every subject one order of versions, which each broker answers
 // alike; a broker killed with SIGKILL, wiped and restored by state sync
 // from the others' snapshots while they go on registering, answers the
-// same after. A topic
-// with stele.value.schema.validation=full takes what a serde writes with
+// same after, Protobuf schemas (a shared subject of .proto files growing
+// a field a version) as Avro ones. A topic with stele.value.schema.validation=full takes what a serde writes with
 // the registry's ids, through any broker, and refuses an unregistered id;
 // the brokers end with one app hash.
 func TestSchemasAgree(t *testing.T) {
@@ -53,6 +53,13 @@ func TestSchemasAgree(t *testing.T) {
 		}
 		return s + "]}"
 	}
+	protoText := func(fields int) string {
+		s := `syntax = "proto3"; package shop; message Shared {`
+		for f := range fields {
+			s += fmt.Sprintf(" int64 f%d = %d;", f, f+1)
+		}
+		return s + " }"
+	}
 	register := func(nodes []int, round int) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -68,6 +75,9 @@ func TestSchemasAgree(t *testing.T) {
 					}
 					if _, err := clients[i].CreateSchema(ctx, "shared", sr.Schema{Schema: schemaText("Shared", round*5+k+1)}); err != nil {
 						errs <- fmt.Errorf("node%d shared: %w", i, err)
+					}
+					if _, err := clients[i].CreateSchema(ctx, "proto-shared", sr.Schema{Type: sr.TypeProtobuf, Schema: protoText(round*5 + k + 1)}); err != nil {
+						errs <- fmt.Errorf("node%d proto-shared: %w", i, err)
 					}
 				}
 			}()
@@ -144,12 +154,12 @@ func TestSchemasAgree(t *testing.T) {
 		for _, path := range []string{"/subjects", "/subjects/shared/versions", "/subjects/own-0/versions", "/subjects/own-3/versions", "/config"} {
 			out += path + " " + c.httpGet(i, path) + "\n"
 		}
-		for _, s := range []string{"shared", "own-0", "own-1", "own-2", "own-3", "orders-value"} {
+		for _, s := range []string{"shared", "proto-shared", "own-0", "own-1", "own-2", "own-3", "orders-value"} {
 			for v := 1; v <= 15; v++ {
 				out += fmt.Sprintf("%s/%d %s\n", s, v, c.httpGet(i, fmt.Sprintf("/subjects/%s/versions/%d", s, v)))
 			}
 		}
-		for id := 1; id <= 60; id++ {
+		for id := 1; id <= 90; id++ {
 			out += fmt.Sprintf("id %d %s\n", id, c.httpGet(i, fmt.Sprintf("/schemas/ids/%d", id)))
 		}
 		return out
@@ -165,6 +175,9 @@ func TestSchemasAgree(t *testing.T) {
 	vs, err := clients[victim].SubjectVersions(ctx, "shared")
 	if err != nil || !slices.Equal(vs, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
 		t.Fatalf("shared's versions on node%d: %v %v", victim, vs, err)
+	}
+	if vs, err := clients[victim].SubjectVersions(ctx, "proto-shared"); err != nil || len(vs) != 15 {
+		t.Fatalf("proto-shared's versions on node%d: %v %v", victim, vs, err)
 	}
 	c.CheckAppHashes(30*time.Second, c.All()...)
 }
