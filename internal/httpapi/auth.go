@@ -68,6 +68,12 @@ type routeACL struct {
 	resourceType int8
 	op           int8
 	name         func(*http.Request) string
+	// topicOp, when not 0, also grants a schema registry route: that
+	// operation on the topic of a subject the route is about
+	// (registryACL); filtered lets the route through to a handler that
+	// answers only what the principal may see.
+	topicOp  int8
+	filtered bool
 }
 
 func topicOf(r *http.Request) string   { return r.PathValue("topic") }
@@ -89,22 +95,22 @@ func ownClusterName(r *http.Request) string {
 // cluster administrator's: DESCRIBE on the cluster reads them, ALTER
 // changes them.
 var routeACLs = map[string]*routeACL{
-	"GET /v1/tables/{topic}/{key}":                                   &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/tables/{topic}/{key}/proof":                             &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": &routeACL{fsm.ACLResourceTopic, fsm.ACLOpDescribe, topicOf},
-	"GET /v1/topics/{topic}/partitions/{partition}/proof":            &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/keys":                                    &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/records":                                 &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/subjects":                                &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"GET /v1/topics/{topic}/keys/{key}/events":                       &routeACL{fsm.ACLResourceTopic, fsm.ACLOpRead, topicOf},
-	"POST /v1/topics/{topic}/keys/{key}/events":                      &routeACL{fsm.ACLResourceTopic, fsm.ACLOpWrite, topicOf},
-	"GET /v1/state/proof":                                            &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"GET /v1/asyncapi":                                               &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, ownClusterName},
-	"GET /v1/tenants":                                                &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"GET /v1/tenants/{tenant}":                                       &routeACL{fsm.ACLResourceCluster, fsm.ACLOpDescribe, clusterName},
-	"POST /v1/tenants":                                               &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
-	"DELETE /v1/tenants/{tenant}":                                    &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
-	"PUT /v1/tenants/{tenant}/quotas":                                &routeACL{fsm.ACLResourceCluster, fsm.ACLOpAlter, clusterName},
+	"GET /v1/tables/{topic}/{key}":                                   &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/tables/{topic}/{key}/proof":                             &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/offsets/{offset}": &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpDescribe, name: topicOf},
+	"GET /v1/topics/{topic}/partitions/{partition}/proof":            &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/topics/{topic}/keys":                                    &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/topics/{topic}/records":                                 &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/topics/{topic}/subjects":                                &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"GET /v1/topics/{topic}/keys/{key}/events":                       &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpRead, name: topicOf},
+	"POST /v1/topics/{topic}/keys/{key}/events":                      &routeACL{resourceType: fsm.ACLResourceTopic, op: fsm.ACLOpWrite, name: topicOf},
+	"GET /v1/state/proof":                                            &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpDescribe, name: clusterName},
+	"GET /v1/asyncapi":                                               &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpDescribe, name: ownClusterName},
+	"GET /v1/tenants":                                                &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpDescribe, name: clusterName},
+	"GET /v1/tenants/{tenant}":                                       &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpDescribe, name: clusterName},
+	"POST /v1/tenants":                                               &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
+	"DELETE /v1/tenants/{tenant}":                                    &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
+	"PUT /v1/tenants/{tenant}/quotas":                                &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
 }
 
 // guard is the HTTP API's authentication and authorization.
@@ -168,13 +174,13 @@ func (g *guard) wrap(pattern string, h http.Handler, acl *routeACL) http.Handler
 				w = tb
 			}
 		}
-		if protected && !g.authorize(principal, r, *acl) {
+		if protected && !g.authorize(principal, r, *acl) && !acl.filtered && !g.subjectGrants(principal, r, *acl) {
 			httpError(w, http.StatusForbidden, "%s is not authorized to %s %s %q", principal, kmsg.ACLOperation(acl.op), kmsg.ACLResourceType(acl.resourceType), acl.name(r))
 			return
 		}
 		// A route whose resources are in its body asks allowed.
 		allow := func(rt, op int8, name string) bool {
-			return g.authorize(principal, r, routeACL{rt, op, func(*http.Request) string { return name }})
+			return g.authorize(principal, r, routeACL{resourceType: rt, op: op, name: func(*http.Request) string { return name }})
 		}
 		ctx := context.WithValue(r.Context(), authorizerKey{}, allow)
 		if tenant != "" {
@@ -182,6 +188,25 @@ func (g *guard) wrap(pattern string, h http.Handler, acl *routeACL) http.Handler
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// subjectGrants reports whether acl.topicOp on the topic of a subject r's
+// registry route is about grants the route (registryACL).
+func (g *guard) subjectGrants(principal string, r *http.Request, acl routeACL) bool {
+	if acl.topicOp == 0 {
+		return false
+	}
+	for _, s := range registrySubjectsOf(g.opts, r) {
+		topic, ok := subjectTopic(s)
+		if !ok {
+			continue
+		}
+		name := qualified(r, topic)
+		if g.authorize(principal, r, routeACL{resourceType: fsm.ACLResourceTopic, op: acl.topicOp, name: func(*http.Request) string { return name }}) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *guard) authorize(principal string, r *http.Request, acl routeACL) bool {

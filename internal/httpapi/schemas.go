@@ -155,11 +155,20 @@ func schemaType(t string) string {
 
 func srSubjects(opts Options, w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("subjectPrefix")
+	// Without the cluster's DESCRIBE, the subjects of the topics the
+	// principal may DESCRIBE (registryACL).
+	all := allowed(r, fsm.ACLResourceCluster, fsm.ACLOpDescribe, ownClusterName(r))
 	out := []string{}
 	for _, s := range srView(opts, r).Subjects(boolParam(r, "deleted")) {
-		if strings.HasPrefix(s, prefix) {
-			out = append(out, s)
+		if !strings.HasPrefix(s, prefix) {
+			continue
 		}
+		if !all {
+			if topic, ok := subjectTopic(s); !ok || !allowed(r, fsm.ACLResourceTopic, fsm.ACLOpDescribe, qualified(r, topic)) {
+				continue
+			}
+		}
+		out = append(out, s)
 	}
 	srJSON(w, http.StatusOK, out)
 }
@@ -305,12 +314,63 @@ type fsmSchemaResult struct{ fsm.SchemaResult }
 // registryACL is what a registry route needs: DESCRIBE on the CLUSTER
 // resource to read (lookups and compatibility checks change nothing),
 // ALTER to change; a tenant's user, on its tenant's own CLUSTER resource.
+//
+// A route about one subject is also granted, as Confluent's Topic ACL
+// Authorizer grants it, by an ACL on the topic the subject belongs to
+// under TopicNameStrategy (<topic>-key, <topic>-value): DESCRIBE reads
+// the subject (its versions, lookups, its level), WRITE changes it
+// (registrations, deletes, its level) and checks compatibility against
+// it. Confluent's asks READ to read; DESCRIBE is what Kafka's READ and
+// WRITE both imply, so a producer that may write a topic reads its
+// schemas too. A route about one schema id is granted by DESCRIBE on the
+// topic of any subject that has the id. GET /subjects answers a principal
+// without the cluster ACL the subjects whose topics it may DESCRIBE. The
+// registry's own level and mode stay the cluster's.
 func registryACL(pattern string) routeACL {
 	op := fsm.ACLOpAlter
 	if strings.HasPrefix(pattern, "GET ") || strings.HasPrefix(pattern, "POST /compatibility/") || pattern == "POST /subjects/{subject}" {
 		op = fsm.ACLOpDescribe
 	}
-	return routeACL{fsm.ACLResourceCluster, op, ownClusterName}
+	acl := routeACL{resourceType: fsm.ACLResourceCluster, op: op, name: ownClusterName}
+	switch {
+	case pattern == "GET /subjects":
+		acl.topicOp, acl.filtered = fsm.ACLOpDescribe, true
+	case strings.Contains(pattern, "{id}"):
+		acl.topicOp = fsm.ACLOpDescribe
+	case strings.Contains(pattern, "{subject}"):
+		acl.topicOp = fsm.ACLOpDescribe
+		if op == fsm.ACLOpAlter || strings.HasPrefix(pattern, "POST /compatibility/") {
+			acl.topicOp = fsm.ACLOpWrite
+		}
+	}
+	return acl
+}
+
+// subjectTopic is the topic subject belongs to under TopicNameStrategy.
+func subjectTopic(subject string) (string, bool) {
+	for _, suffix := range []string{"-value", "-key"} {
+		if t, ok := strings.CutSuffix(subject, suffix); ok && t != "" {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// registrySubjectsOf are the subjects r's route is about: its subject, or
+// the subjects that have its schema id (deleted ones too).
+func registrySubjectsOf(opts Options, r *http.Request) []string {
+	if s := r.PathValue("subject"); s != "" {
+		return []string{s}
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, u := range srView(opts, r).Uses(int32(id), true) {
+		out = append(out, u.Subject)
+	}
+	return out
 }
 
 func srRegister(opts Options, w http.ResponseWriter, r *http.Request) {

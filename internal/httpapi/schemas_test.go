@@ -399,6 +399,60 @@ func TestSchemaRegistryTenantsAndACLs(t *testing.T) {
 	if _, err := client("carol", "wrong").Subjects(ctx); !errors.As(err, &re) || re.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a wrong password: %v, want 401", err)
 	}
+
+	// Subjects by their topics' ACLs (Confluent's Topic ACL Authorizer):
+	// dave may READ orders and WRITE payments, erin (acme's) WRITE acme's
+	// orders; none of them holds an ACL on a cluster resource.
+	addUser(t, b, "dave", "dave-pw")
+	addUser(t, b, "erin@acme", "erin-pw")
+	for _, c := range []fsm.Command{
+		allow("User:dave", fsm.ACLResourceTopic, "orders", fsm.ACLOpRead),
+		allow("User:dave", fsm.ACLResourceTopic, "payments", fsm.ACLOpWrite),
+		allow("User:erin@acme", fsm.ACLResourceTopic, "acme~orders", fsm.ACLOpWrite),
+	} {
+		if r, err := b.SubmitOne(context.Background(), c); err != nil || r.Code != 0 {
+			t.Fatalf("%+v: %v %+v", c, err, r)
+		}
+	}
+	dave, erin := client("dave", "dave-pw"), client("erin@acme", "erin-pw")
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: %v, want 403", what, err)
+		}
+	}
+	if subs, err := dave.Subjects(ctx); err != nil || !slices.Equal(subs, []string{"orders-value"}) {
+		t.Fatalf("dave's subjects: %v %v", subs, err)
+	}
+	if vs, err := dave.SubjectVersions(ctx, "orders-value"); err != nil || !slices.Equal(vs, []int{1}) {
+		t.Fatalf("dave reads orders-value: %v %v", vs, err)
+	}
+	if got, err := dave.SchemaByID(ctx, 1); err != nil || got.Schema != orderV1 {
+		t.Fatalf("dave reads id 1 (orders-value's): %+v %v", got, err)
+	}
+	_, err = dave.SchemaByID(ctx, 2)
+	forbidden("dave reads id 2 (audit-value's)", err)
+	_, err = dave.SubjectVersions(ctx, "audit-value")
+	forbidden("dave reads audit-value", err)
+	_, err = dave.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV2})
+	forbidden("dave registers under orders-value (READ only)", err)
+	if _, err := dave.CreateSchema(ctx, "payments-value", sr.Schema{Schema: orderV1}); err != nil {
+		t.Fatalf("dave registers under payments-value: %v", err)
+	}
+	if r := dave.SetCompatibility(ctx, sr.SetCompatibility{Level: sr.CompatFull}, "payments-value"); r[0].Err != nil {
+		t.Fatalf("dave sets payments-value's level: %v", r[0].Err)
+	}
+	forbidden("dave reads the registry's level", dave.Compatibility(ctx)[0].Err)
+	forbidden("dave sets the registry's level", dave.SetCompatibility(ctx, sr.SetCompatibility{Level: sr.CompatNone})[0].Err)
+	if s, err := erin.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV3}); err != nil || s.ID != 1 {
+		t.Fatalf("erin registers in acme's orders-value: %+v %v", s, err)
+	}
+	_, err = erin.CreateSchema(ctx, "payments-value", sr.Schema{Schema: orderV1})
+	forbidden("erin registers under acme's payments-value", err)
+	// WRITE implies DESCRIBE, which reads.
+	if subs, err := erin.Subjects(ctx); err != nil || !slices.Equal(subs, []string{"orders-value"}) {
+		t.Fatalf("erin lists: %v %v", subs, err)
+	}
 }
 
 // TestTypedReads (docs/schemas.md "Typed reads"): GET
