@@ -84,7 +84,12 @@ func (f *schemaFlags) schema(cmd *cobra.Command) (sr.Schema, error) {
 	s := sr.Schema{Schema: string(text), Type: t}
 	for _, r := range f.refs {
 		name, rest, ok1 := strings.Cut(r, "=")
-		subject, version, ok2 := strings.Cut(rest, ":")
+		i := strings.LastIndexByte(rest, ':') // a subject may hold ':'
+		ok2 := i >= 0
+		subject, version := rest, ""
+		if ok2 {
+			subject, version = rest[:i], rest[i+1:]
+		}
 		v, err := strconv.Atoi(version)
 		if !ok1 || !ok2 || name == "" || subject == "" || err != nil {
 			return sr.Schema{}, usageErrorf("--ref %q: want NAME=SUBJECT:VERSION", r)

@@ -122,6 +122,47 @@ func TestConsumeFormatJSON(t *testing.T) {
 	}
 }
 
+// TestSchemaCLIProtobuf: `stele schema register --type PROTOBUF` with
+// --ref for an import, and `stele consume --format json` decoding a
+// Protobuf value (message indexes, then the message) to Protobuf's JSON
+// mapping.
+func TestSchemaCLIProtobuf(t *testing.T) {
+	cfg, n := startStele(t)
+	c := &testCluster{t: t, brokers: n.KafkaAddr()}
+	h := "--http=" + cfg.HTTPAddr
+	dir := t.TempDir()
+	money := filepath.Join(dir, "money.proto")
+	os.WriteFile(money, []byte(`syntax = "proto3"; package common; message Money { int64 cents = 1; }`), 0o600)
+	order := filepath.Join(dir, "order.proto")
+	os.WriteFile(order, []byte(`syntax = "proto3"; package shop; import "common/money.proto"; message Order { string id = 1; common.Money total = 2; }`), 0o600)
+	c.ok("", "schema", "register", "common/money.proto", "--type", "protobuf", "--file", money, h)
+	if r := c.run("", "schema", "register", "orders-value", "--type", "PROTOBUF", "--file", order, h); r.code == 0 {
+		t.Fatal("an import without its --ref registered")
+	}
+	r := c.ok("", "schema", "register", "orders-value", "--type", "PROTOBUF", "--file", order, "--ref", "common/money.proto=common/money.proto:1", h, "--output", "json")
+	if !strings.Contains(r.stdout, `"id": 2`) {
+		t.Fatalf("register: %s", r.stdout)
+	}
+	if r := c.ok("", "schema", "get", "orders-value", h, "--output", "json"); !strings.Contains(r.stdout, "PROTOBUF") || !strings.Contains(r.stdout, "common/money.proto") {
+		t.Fatalf("get: %s", r.stdout)
+	}
+	c.ok("", "topic", "create", "orders")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Indexes [0] (the shortcut 0), then id "o-1" and total {cents: 250}.
+	value := append([]byte{0, 0, 0, 0, 2, 0}, 0x0a, 3, 'o', '-', '1', 0x12, 3, 0x08, 0xfa, 0x01)
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "orders", Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r = c.ok("", "consume", "orders", "--from-beginning", "--max-messages", "1", "--timeout-idle", "5s", "--format", "json", h)
+	if !strings.Contains(r.stdout, `"value_typed":{"schema_id":2,"json":{"id":"o-1","total":{"cents":"250"}}}`) {
+		t.Fatalf("consume --format json:\n%s", r.stdout)
+	}
+}
+
 // TestAsyncAPICLI: `stele asyncapi --out FILE` writes the broker's
 // AsyncAPI document.
 func TestAsyncAPICLI(t *testing.T) {
