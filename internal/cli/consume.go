@@ -489,9 +489,21 @@ type consumedHeader struct {
 	Value *string `json:"value"`
 }
 
-// emitJSON writes r as one JSON line. When the key, the value or a header
-// value is not valid UTF-8, all three are base64 and Encoding says so.
+// emitJSON writes r as one JSON line (consumedOf).
 func emitJSON(w *bufio.Writer, r *kgo.Record) error {
+	b, err := json.Marshal(consumedOf(r))
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// consumedOf is r as --output json prints it. When the key, the value or
+// a header value is not valid UTF-8, all three are base64 and Encoding
+// says so.
+func consumedOf(r *kgo.Record) consumedRecord {
 	binary := !utf8.Valid(r.Key) || !utf8.Valid(r.Value)
 	for _, h := range r.Headers {
 		binary = binary || !utf8.Valid(h.Value)
@@ -516,11 +528,5 @@ func emitJSON(w *bufio.Writer, r *kgo.Record) error {
 	if binary {
 		cr.Encoding = "base64"
 	}
-	b, err := json.Marshal(cr)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	_, err = w.Write(b)
-	return err
+	return cr
 }

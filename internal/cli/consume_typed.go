@@ -107,16 +107,7 @@ func (e *typedEmitter) typed(b []byte) *typedField {
 }
 
 func (e *typedEmitter) emit(w *bufio.Writer, r *kgo.Record) error {
-	var line bytesWriter
-	bw := bufio.NewWriter(&line)
-	if err := emitJSON(bw, r); err != nil {
-		return err
-	}
-	bw.Flush()
-	var tr typedRecord
-	if err := json.Unmarshal(line, &tr.consumedRecord); err != nil {
-		return err
-	}
+	tr := typedRecord{consumedRecord: consumedOf(r)}
 	if r.Key != nil {
 		tr.KeyTyped = e.typed(r.Key)
 	}
@@ -131,7 +122,3 @@ func (e *typedEmitter) emit(w *bufio.Writer, r *kgo.Record) error {
 	return err
 }
 
-// bytesWriter collects what is written to it.
-type bytesWriter []byte
-
-func (b *bytesWriter) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
