@@ -97,7 +97,9 @@ func asyncAPI(opts Options, tenant string) (obj, error) {
 		if owner != tenant || strings.HasPrefix(name, "__") {
 			continue
 		}
-		id := channelID(name)
+		// A topic's name is a valid AsyncAPI component key as it is
+		// (letters, digits, '.', '-' and '_', as Kafka's topic names are).
+		id := name
 		ch := obj{"address": name, "messages": obj{"record": obj{"$ref": "#/components/messages/" + id}},
 			"bindings": obj{"kafka": kafkaTopicBinding(t)}}
 		from, view := t.Configs["stele.view.from"]
@@ -125,10 +127,6 @@ func asyncAPI(opts Options, tenant string) (obj, error) {
 	doc["components"] = obj{"messages": messages}
 	return doc, nil
 }
-
-// channelID is a topic's name as an AsyncAPI component key (letters,
-// digits, '.', '-' and '_', as Kafka's topic names are).
-func channelID(topic string) string { return topic }
 
 func orDefault(s, d string) string {
 	if s == "" {

@@ -393,7 +393,7 @@ func (c *jsonCompare) objectsCover(rn, wn jsonNode, rm, wm map[string]any, path 
 	rp, _ := rm["properties"].(map[string]any)
 	wp, _ := wm["properties"].(map[string]any)
 	ra, wa := additional(rm), additional(wm)
-	for _, name := range sortedKeys(rp) {
+	for _, name := range slices.Sorted(maps.Keys(rp)) {
 		p := path + "/properties/" + name
 		if wv, ok := wp[name]; ok {
 			c.covers(jsonNode{rp[name], rn.doc}, jsonNode{wv, wn.doc}, p)
@@ -408,7 +408,7 @@ func (c *jsonCompare) objectsCover(rn, wn jsonNode, rm, wm map[string]any, path 
 			c.covers(jsonNode{rp[name], rn.doc}, jsonNode{true, wn.doc}, p+" (a property added to an open content model)")
 		}
 	}
-	for _, name := range sortedKeys(wp) {
+	for _, name := range slices.Sorted(maps.Keys(wp)) {
 		if _, ok := rp[name]; ok {
 			continue
 		}
@@ -518,13 +518,4 @@ func (c *jsonCompare) combinators(rn, wn jsonNode, rm, wm map[string]any, path s
 			c.fail(path, "alternative %d of the earlier schema is covered by none of the new one's", i)
 		}
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
