@@ -94,6 +94,12 @@ func newRegistry(tenant string) *registry {
 	return &registry{tenant: tenant, nextID: 1, schemas: map[int32]*Stored{}, byCanon: map[string]int32{}, subjects: map[string]*Subject{}}
 }
 
+// empty reports whether g holds nothing a command set: what newRegistry
+// makes.
+func (g *registry) empty() bool {
+	return g.nextID == 1 && g.level == "" && g.mode == "" && len(g.schemas) == 0 && len(g.subjects) == 0
+}
+
 // resolver finds the schemas g's references name: a live or soft-deleted
 // version of a subject (Latest: its latest live one).
 func (g *registry) resolver() schema.Resolver {

@@ -373,9 +373,15 @@ func (f *Schemas) apply(tenant string, do func(*registry) core.Result) core.Resu
 		return fail(kerr.InvalidRequest.Code, ErrInvalidSubject, fmt.Sprintf("tenant %s does not exist", tenant))
 	}
 	g := f.regs[tenant]
-	if g == nil {
+	created := g == nil
+	if created {
 		g = newRegistry(tenant)
 		f.regs[tenant] = g
 	}
-	return do(g)
+	r := do(g)
+	if created && r.Code != 0 && g.empty() {
+		// A refused command leaves no registry behind (none was stored).
+		delete(f.regs, tenant)
+	}
+	return r
 }
