@@ -24,6 +24,12 @@ class CheckError(Exception):
     """A property of the log that does not hold."""
 
 
+def check(cond, what):
+    """Ends the script with FAIL: what unless cond holds."""
+    if not cond:
+        sys.exit("FAIL: " + what)
+
+
 def key_of(seq, keys):
     return "k%03d" % (seq % keys)
 

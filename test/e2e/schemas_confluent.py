@@ -20,6 +20,7 @@ byte 0, the 4-byte schema id the registry gave, the binary datum.
      the schema fetched by the id each carries.
 """
 import argparse
+import os
 import io
 import struct
 import sys
@@ -31,14 +32,12 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2elib import check  # noqa: E402
+
 V1 = '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}'
 V2 = '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"},{"name":"qty","type":"int","default":1}]}'
 BAD = '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"}]}'
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
 
 
 def encode(schema_id, text, value):

@@ -11,6 +11,7 @@ stele.value.schema.validation=full (docs/schemas.md).
      optional one added to this closed model is.
 """
 import argparse
+import os
 import json
 import struct
 import sys
@@ -21,17 +22,15 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import StringDeserializer, StringSerializer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2elib import check  # noqa: E402
+
 SCHEMA = json.dumps({
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "Order", "type": "object",
     "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
     "required": ["id", "item"], "additionalProperties": False,
 })
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
 
 
 def main():
