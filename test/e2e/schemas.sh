@@ -12,8 +12,12 @@
 #     through a validating topic; what the schema refuses is refused
 #     (INVALID_RECORD); JSONDeserializer reads back the valid records
 #     (schemas_json_confluent.py).
-#  3. curl: Confluent's error bodies; `stele schema list` and `get`.
-#  4. A broker restart keeps the registry: same ids, same answers.
+#  3. confluent-kafka's SchemaRegistryClient registers Protobuf schemas (an
+#     import as a reference) and checks their compatibility; librdkafka
+#     produces Protobuf values through a validating topic; the typed read
+#     gives them in Protobuf's JSON mapping (schemas_protobuf_confluent.py).
+#  4. curl: Confluent's error bodies; `stele schema list` and `get`.
+#  5. A broker restart keeps the registry: same ids, same answers.
 # e2e-limit: 240
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -43,7 +47,16 @@ out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_json_confluent.py" --bootstrap "$BR
 printf '%s\n' "$out" | sed 's/^/    /' >&2
 log "2. confluent-kafka's JSONSerializer and JSONDeserializer: ok"
 
-# --- 3. curl and stele schema ----------------------------------------------------
+# --- 3. Protobuf ------------------------------------------------------------------
+ptopic=e2e-schemas-proto-$$x$RANDOM
+e2e_stele topic create "$ptopic" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
+	fail "topic create $ptopic"
+out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_protobuf_confluent.py" --bootstrap "$BROKER" --registry "$registry" --topic "$ptopic" 2>&1) ||
+	fail "schemas_protobuf_confluent.py: $out"
+printf '%s\n' "$out" | sed 's/^/    /' >&2
+log "3. Protobuf with confluent-kafka's registry client and librdkafka: ok"
+
+# --- 4. curl and stele schema ----------------------------------------------------
 body=$(curl -s -w ' %{http_code}' "$registry/subjects/nope/versions/1")
 [[ $body == '{"error_code":40401,'*' 404' ]] || fail "unknown subject: $body"
 body=$(curl -s -w ' %{http_code}' -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
@@ -53,9 +66,9 @@ list=$(e2e_stele schema list --http "$BROKER_HTTP") || fail "stele schema list"
 grep -Eq "^$topic-value +3 +3 " <<<"$list" || fail "stele schema list: $list"
 e2e_stele schema get "$topic-value" --version 2 --http "$BROKER_HTTP" 2>/dev/null | grep -q '"qty"' || fail "stele schema get"
 before=$(curl -sf "$registry/schemas/ids/2")
-log "3. curl and stele schema: ok"
+log "4. curl and stele schema: ok"
 
-# --- 4. a restart keeps the registry ---------------------------------------------
+# --- 5. a restart keeps the registry ---------------------------------------------
 e2e_broker_stop 30
 e2e_broker_start
 after=$(curl -sf "$registry/schemas/ids/2")
@@ -64,6 +77,6 @@ body=$(curl -sf -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json
 	--data '{"schema":"{\"type\":\"record\",\"name\":\"Order\",\"namespace\":\"shop\",\"fields\":[{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"item\",\"type\":\"string\"}]}"}' \
 	"$registry/subjects/$topic-value/versions") || fail "register again after a restart"
 [[ $body == '{"id":1}' ]] || fail "v1 again after a restart: $body"
-log "4. the registry after a restart: ok"
+log "5. the registry after a restart: ok"
 e2e_broker_stop 30
 log "PASS"
