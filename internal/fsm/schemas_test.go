@@ -251,6 +251,22 @@ func TestProtobufBeforeVersion14(t *testing.T) {
 	}
 }
 
+// newestMachines are n state machines at the newest app version, closed
+// when the test ends.
+func newestMachines(t *testing.T, n int) []*FSM {
+	t.Helper()
+	var fs []*FSM
+	for range n {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fs = append(fs, f)
+	}
+	return fs
+}
+
 // wireBatch is a batch of records with keys and values as given (nil:
 // null), timestamps t0.
 func wireBatch(t *testing.T, kvs ...[]byte) []byte {
@@ -284,15 +300,7 @@ func avroWire(t *testing.T, id int32, text string, v any) []byte {
 // whole with INVALID_RECORD, each failing record listed, and nothing is
 // written. Two machines agree on every verdict and on the app hash.
 func TestSchemaValidation(t *testing.T) {
-	var fs []*FSM
-	for range 2 {
-		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		fs = append(fs, f)
-	}
+	fs := newestMachines(t, 2)
 	run := oneCommandBlocks(t, fs...)
 	must := func(what string, r core.Result, code int16) core.Result {
 		t.Helper()
@@ -406,15 +414,7 @@ const protoOrder = `syntax = "proto3"; package shop; message Order { int64 id = 
 // full); under full the message decodes; RecordNameStrategy names the
 // subject by the message the indexes name. Two machines agree.
 func TestSchemaValidationProtobuf(t *testing.T) {
-	var fs []*FSM
-	for range 2 {
-		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		fs = append(fs, f)
-	}
+	fs := newestMachines(t, 2)
 	run := oneCommandBlocks(t, fs...)
 	for _, c := range []core.Command{
 		topics.CreateTopic{Name: "ids", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.value.schema.validation", Value: "id"}}},

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -33,29 +32,13 @@ message Order {
   repeated Line lines = 3;
 }
 `
+)
+
+var (
 	// protoOrderV2 adds a field: compatible both ways.
-	protoOrderV2 = `syntax = "proto3";
-package shop;
-import "common/money.proto";
-message Order {
-  string id = 1;
-  common.Money total = 2;
-  message Line { string sku = 1; int32 qty = 2; }
-  repeated Line lines = 3;
-  string note = 4;
-}
-`
+	protoOrderV2 = strings.Replace(protoOrderV1, "  repeated Line lines = 3;\n", "  repeated Line lines = 3;\n  string note = 4;\n", 1)
 	// protoOrderV3 makes qty a sint32, which encodes otherwise.
-	protoOrderV3 = `syntax = "proto3";
-package shop;
-import "common/money.proto";
-message Order {
-  string id = 1;
-  common.Money total = 2;
-  message Line { string sku = 1; sint32 qty = 2; }
-  repeated Line lines = 3;
-}
-`
+	protoOrderV3 = strings.Replace(protoOrderV1, "int32 qty", "sint32 qty", 1)
 )
 
 // TestSchemaRegistryProtobufWithFranzGo (docs/schemas.md): franz-go's
@@ -65,13 +48,7 @@ message Order {
 // indexes) that a validating topic takes under full, and the topic reads
 // back typed as Protobuf's JSON mapping.
 func TestSchemaRegistryProtobufWithFranzGo(t *testing.T) {
-	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
-	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
-	defer srv.Close()
-	cl, err := sr.NewClient(sr.URLs(srv.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, srv, cl := registryAt(t, fsm.MaxAppVersion)
 	ctx := context.Background()
 	if types, err := cl.SupportedTypes(ctx); err != nil || len(types) != 3 || !slices.Contains(types, sr.TypeProtobuf) {
 		t.Fatalf("types: %v %v", types, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/stele-io/stele/internal/broker"
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -33,19 +34,28 @@ func srCode(err error) int {
 	return 0
 }
 
+// registryAt is a broker at app version v, its HTTP API served without
+// security (closed when the test ends), and franz-go's registry client of
+// it.
+func registryAt(t *testing.T, v uint32) (*broker.Broker, *httptest.Server, *sr.Client) {
+	t.Helper()
+	b, reg := startBrokerAt(t, v)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	t.Cleanup(srv.Close)
+	cl, err := sr.NewClient(sr.URLs(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, srv, cl
+}
+
 // TestSchemaRegistryWithFranzGo (issue 22, docs/schemas.md): franz-go's
 // schema registry client (pkg/sr), written for Confluent's registry, runs
 // against a broker's registry: registration, lookups, versions, ids,
 // compatibility levels and checks, modes, deletes, and the Confluent wire
 // format a serde writes with the ids the registry gave.
 func TestSchemaRegistryWithFranzGo(t *testing.T) {
-	b, reg := startBrokerAt(t, fsm.SchemasVersion)
-	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
-	defer srv.Close()
-	cl, err := sr.NewClient(sr.URLs(srv.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, srv, cl := registryAt(t, fsm.SchemasVersion)
 	ctx := context.Background()
 
 	if types, err := cl.SupportedTypes(ctx); err != nil || !slices.Equal(types, []sr.SchemaType{sr.TypeAvro, sr.TypeJSON}) {

@@ -30,6 +30,16 @@ def check(cond, what):
         sys.exit("FAIL: " + what)
 
 
+def registry_args():
+    """The arguments of the schema registry scripts: --bootstrap, --registry
+    (the broker's HTTP API) and --topic."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--registry", required=True)
+    ap.add_argument("--topic", required=True)
+    return ap.parse_args()
+
+
 def key_of(seq, keys):
     return "k%03d" % (seq % keys)
 

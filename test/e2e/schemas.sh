@@ -27,33 +27,31 @@ e2e_require_debian_python requests=python3-requests avro=python3-avro jsonschema
 e2e_broker_init
 e2e_broker_start
 
-topic=e2e-schemas-$$x$RANDOM
-e2e_stele topic create "$topic" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
-	fail "topic create with stele.value.schema.validation=full"
 registry=http://$BROKER_HTTP
 
+# validating_part SCRIPT TOPIC: TOPIC made with
+# stele.value.schema.validation=full, then SCRIPT (a Python client) run
+# against it and the registry.
+validating_part() {
+	e2e_stele topic create "$2" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
+		fail "topic create $2 with stele.value.schema.validation=full"
+	local out
+	out=$(e2e_timeout 90 "$PY" "$E2E_DIR/$1" --bootstrap "$BROKER" --registry "$registry" --topic "$2" 2>&1) ||
+		fail "$1: $out"
+	printf '%s\n' "$out" | sed 's/^/    /' >&2
+}
+
 # --- 1. confluent-kafka ----------------------------------------------------------
-out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_confluent.py" --bootstrap "$BROKER" --registry "$registry" --topic "$topic" 2>&1) ||
-	fail "schemas_confluent.py: $out"
-printf '%s\n' "$out" | sed 's/^/    /' >&2
+topic=e2e-schemas-$$x$RANDOM
+validating_part schemas_confluent.py "$topic"
 log "1. confluent-kafka's registry client and librdkafka: ok"
 
 # --- 2. confluent-kafka's JSON serializer -------------------------------------------
-jtopic=e2e-schemas-json-$$x$RANDOM
-e2e_stele topic create "$jtopic" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
-	fail "topic create $jtopic"
-out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_json_confluent.py" --bootstrap "$BROKER" --registry "$registry" --topic "$jtopic" 2>&1) ||
-	fail "schemas_json_confluent.py: $out"
-printf '%s\n' "$out" | sed 's/^/    /' >&2
+validating_part schemas_json_confluent.py "e2e-schemas-json-$$x$RANDOM"
 log "2. confluent-kafka's JSONSerializer and JSONDeserializer: ok"
 
 # --- 3. Protobuf ------------------------------------------------------------------
-ptopic=e2e-schemas-proto-$$x$RANDOM
-e2e_stele topic create "$ptopic" --partitions 1 --config stele.value.schema.validation=full >/dev/null ||
-	fail "topic create $ptopic"
-out=$(e2e_timeout 90 "$PY" "$E2E_DIR/schemas_protobuf_confluent.py" --bootstrap "$BROKER" --registry "$registry" --topic "$ptopic" 2>&1) ||
-	fail "schemas_protobuf_confluent.py: $out"
-printf '%s\n' "$out" | sed 's/^/    /' >&2
+validating_part schemas_protobuf_confluent.py "e2e-schemas-proto-$$x$RANDOM"
 log "3. Protobuf with confluent-kafka's registry client and librdkafka: ok"
 
 # --- 4. curl and stele schema ----------------------------------------------------

@@ -19,7 +19,6 @@ byte 0, the 4-byte schema id the registry gave, the binary datum.
   4. A consumer reads exactly the valid records back and decodes them with
      the schema fetched by the id each carries.
 """
-import argparse
 import os
 import io
 import struct
@@ -33,7 +32,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2elib import check  # noqa: E402
+from e2elib import check, registry_args  # noqa: E402
 
 V1 = '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}'
 V2 = '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"},{"name":"qty","type":"int","default":1}]}'
@@ -54,11 +53,7 @@ def decode(sr, data):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--registry", required=True)
-    ap.add_argument("--topic", required=True)
-    a = ap.parse_args()
+    a = registry_args()
     sr = SchemaRegistryClient({"url": a.registry})
     subject = a.topic + "-value"
 

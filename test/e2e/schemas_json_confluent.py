@@ -10,7 +10,6 @@ stele.value.schema.validation=full (docs/schemas.md).
   4. test_compatibility: a required property added is not BACKWARD; an
      optional one added to this closed model is.
 """
-import argparse
 import os
 import json
 import struct
@@ -23,7 +22,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.serialization import StringDeserializer, StringSerializer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2elib import check  # noqa: E402
+from e2elib import check, registry_args  # noqa: E402
 
 SCHEMA = json.dumps({
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -34,11 +33,7 @@ SCHEMA = json.dumps({
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--registry", required=True)
-    ap.add_argument("--topic", required=True)
-    a = ap.parse_args()
+    a = registry_args()
     sr = SchemaRegistryClient({"url": a.registry})
     subject = a.topic + "-value"
 

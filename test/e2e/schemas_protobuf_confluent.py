@@ -13,7 +13,6 @@ broker's typed read (GET /v1/topics/T/records?format=json) gives the two
 delivered values in Protobuf's JSON mapping.
 """
 
-import argparse
 import json
 import os
 import struct
@@ -25,7 +24,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2elib import check  # noqa: E402
+from e2elib import check, registry_args  # noqa: E402
 
 MONEY = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; string currency = 2; }\n'
 ORDER = """syntax = "proto3";
@@ -47,11 +46,7 @@ def ld(field, data):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--registry", required=True)
-    ap.add_argument("--topic", required=True)
-    a = ap.parse_args()
+    a = registry_args()
     sr = SchemaRegistryClient({"url": a.registry})
 
     sr.register_schema("common/money.proto", Schema(MONEY, "PROTOBUF"))
