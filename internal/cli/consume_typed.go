@@ -121,4 +121,3 @@ func (e *typedEmitter) emit(w *bufio.Writer, r *kgo.Record) error {
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
-

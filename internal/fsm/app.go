@@ -253,6 +253,9 @@ func Open(opts Options) (*FSM, error) {
 			Logger: opts.Logger, MaxAppVersionForTest: opts.maxAppVersionForTest})
 		f.Security = security.NewSecurity(m, f.Cluster, security.SecurityOptions{ChainID: opts.ChainID, GenesisUsers: opts.GenesisUsers})
 		f.Schemas = schemas.NewSchemas(m, f.Cluster)
+		// stele.subject.from=field:PATH finds subjects with the registry.
+		f.Topics.SubjectOfField = f.Schemas.SubjectOfField
+		f.Subjects.CommittedSubjectOfField = f.Schemas.CommittedSubjectOfField
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,
 			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas})
 		return f

@@ -58,6 +58,7 @@ var (
 		{Name: "delete.retention.ms", Value: "0"}, {Name: "cleanup.policy", Value: "compact,delete"},
 		{Name: "stele.value.schema.validation", Value: "full"}, {Name: "stele.key.schema.validation", Value: "id"},
 		{Name: "stele.value.subject.name.strategy", Value: "RecordNameStrategy"},
+		{Name: "stele.subject.from", Value: "field:a"}, {Name: "stele.subject.from", Value: "field:r.a"},
 	}
 	// fuzzSchemas are Avro schemas of the registry's commands: compatible
 	// and incompatible with each other, referencing one another, and none.

@@ -770,6 +770,8 @@ func goldenScenario(t *testing.T) []block {
 	// Version 14: Protobuf schemas, refused below it as version 13's
 	// binaries refuse them.
 	must("a Protobuf schema under version 13", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProto})[0], kerr.InvalidRecord.Code)
+	fieldTopic := topics.CreateTopic{Name: "by-field", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{{Name: "stele.subject.from", Value: "field:note"}}}
+	must("a subject from a field under version 13", g.cmds(100, fieldTopic)[0], kerr.InvalidConfig.Code)
 	plan := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 14, Name: "v14"}
 	must("upgrade to version 14", g.cmds(100, upgradeVote(plan, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks)) < plan.Height {
@@ -777,6 +779,19 @@ func goldenScenario(t *testing.T) []block {
 	}
 	must("a Protobuf schema", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProto})[0], 0)
 	must("an incompatible Protobuf schema", g.cmds(100, RegisterSchema{Subject: "orders-proto", Type: "PROTOBUF", Text: goldenProtoSigned})[0], kerr.InvalidRecord.Code)
+	must("a subject from a field", g.cmds(100, fieldTopic)[0], 0)
+	// Order{id: 7, note: "eu.fr"} with the Protobuf schema's id (3), then
+	// a value that is not in the wire format.
+	fieldValue := []byte{0, 0, 0, 0, 3, 0, 0x08, 7, 0x12, 5, 'e', 'u', '.', 'f', 'r'}
+	fieldBatch := func(v []byte) []byte {
+		b, err := record.Build(record.Header{FirstTimestamp: g.now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{{Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	must("a record with a subject from its field", g.cmds(100, topics.Produce{Topic: "by-field", Partition: 0, Records: fieldBatch(fieldValue)})[0], 0)
+	must("a record not in the wire format", g.cmds(100, topics.Produce{Topic: "by-field", Partition: 0, Records: fieldBatch([]byte("plain"))})[0], kerr.InvalidRecord.Code)
 	return g.blocks
 }
 
@@ -787,8 +802,8 @@ const (
 	goldenAvroNoDefault = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"qty","type":"int"}]}`
 	// goldenProtoSigned changes a field from int64 to sint64, which
 	// encodes otherwise: BACKWARD refuses it.
-	goldenProto       = `syntax = "proto3"; package shop; message Order { int64 id = 1; }`
-	goldenProtoSigned = `syntax = "proto3"; package shop; message Order { sint64 id = 1; }`
+	goldenProto       = `syntax = "proto3"; package shop; message Order { int64 id = 1; string note = 2; }`
+	goldenProtoSigned = `syntax = "proto3"; package shop; message Order { sint64 id = 1; string note = 2; }`
 )
 
 func encodeBlocks(blocks []block) []byte {

@@ -18,6 +18,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/schema"
+	"github.com/stele-io/stele/internal/subject"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -460,4 +461,106 @@ func TestSchemaValidationProtobuf(t *testing.T) {
 	if h1, hash1 := fs[1].Info(); h0 != h1 || !bytes.Equal(hash0, hash1) {
 		t.Fatal("the machines' app hashes differ")
 	}
+}
+
+// TestSubjectFromField (docs/subjects.md, stele.subject.from=field:PATH):
+// a record's subject is the string at a field of its schema-encoded value,
+// whatever the schema's format (Avro, JSON Schema, Protobuf); a value
+// without it is refused where the topic requires a subject; reads by
+// subject and views find the same subjects; under app version 13 the rule
+// is refused as version 13's binaries refuse it. Two machines agree.
+func TestSubjectFromField(t *testing.T) {
+	old := func() *FSM {
+		f, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: 13})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}()
+	field := []topics.ConfigEntry{{Name: "stele.subject.from", Value: "field:customer.region"}, {Name: "stele.subject.required", Value: "true"}}
+	if r := oneCommandBlocks(t, old)(topics.CreateTopic{Name: "events", Partitions: 1, ReplicationFactor: -1, Configs: field}); r.Code != kerr.InvalidConfig.Code {
+		t.Fatalf("field: under version 13: %d %s", r.Code, r.Message)
+	}
+
+	fs := newestMachines(t, 2)
+	run := oneCommandBlocks(t, fs...)
+	const (
+		avroEvent = `{"type":"record","name":"Event","fields":[{"name":"id","type":"long"},
+			{"name":"customer","type":["null",{"type":"record","name":"Customer","fields":[{"name":"region","type":"string"}]}]}]}`
+		jsonEvent  = `{"type":"object","properties":{"customer":{"type":"object","properties":{"region":{"type":"string"}}}}}`
+		protoEvent = `syntax = "proto3"; message Event { int64 id = 1; Customer customer = 2; } message Customer { string region = 1; }`
+	)
+	for _, c := range []core.Command{
+		topics.CreateTopic{Name: "events", Partitions: 1, ReplicationFactor: -1, Configs: field},
+		topics.CreateTopic{Name: "eu", Partitions: 1, ReplicationFactor: -1, Configs: []topics.ConfigEntry{
+			{Name: "stele.view.from", Value: "events"}, {Name: "stele.view.subject", Value: "eu.>"}}},
+		RegisterSchema{Subject: "a", Text: avroEvent},                    // id 1
+		RegisterSchema{Subject: "j", Type: "JSON", Text: jsonEvent},      // id 2
+		RegisterSchema{Subject: "p", Type: "PROTOBUF", Text: protoEvent}, // id 3
+	} {
+		if r := run(c); r.Code != 0 {
+			t.Fatalf("%T: %s", c, r.Message)
+		}
+	}
+	type customer struct {
+		Region string `avro:"region"`
+	}
+	type event struct {
+		ID       int64     `avro:"id"`
+		Customer *customer `avro:"customer"`
+	}
+	avroValue := func(region *string) []byte {
+		v := event{ID: 1}
+		if region != nil {
+			v.Customer = &customer{Region: *region}
+		}
+		b, err := avro.Marshal(avro.MustParse(avroEvent), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(schema.AppendWire(nil, 1), b...)
+	}
+	ptr := func(s string) *string { return &s }
+	jsonValue := append(schema.AppendWire(nil, 2), `{"customer":{"region":"us.ny"}}`...)
+	// Event{id: 1, customer: {region: "eu.de"}}, indexes [0].
+	protoValue := append(schema.AppendProtoIndexes(schema.AppendWire(nil, 3), []int{0}), 0x08, 1, 0x12, 7, 0x0a, 5, 'e', 'u', '.', 'd', 'e')
+	produce := func(vs ...[]byte) core.Result {
+		var kvs [][]byte
+		for _, v := range vs {
+			kvs = append(kvs, nil, v)
+		}
+		return run(topics.Produce{Topic: "events", Partition: 0, Records: wireBatch(t, kvs...)})
+	}
+	if r := produce(avroValue(ptr("eu.fr")), jsonValue, protoValue); r.Code != 0 {
+		t.Fatalf("subjects from fields: %s", r.Message)
+	}
+	r := produce(avroValue(ptr("eu.it")), avroValue(nil), []byte(`{"customer":{"region":"eu.es"}}`), avroValue(ptr("eu..x")))
+	if r.Code != kerr.InvalidRecord.Code || len(r.RecordErrors) != 3 || r.RecordErrors[0].Index != 1 ||
+		!strings.Contains(r.RecordErrors[0].Message, "no string at field customer.region") ||
+		!strings.Contains(r.RecordErrors[1].Message, "no subject at field customer.region") {
+		t.Fatalf("values without a subject: %d %+v", r.Code, r.RecordErrors)
+	}
+	for i, f := range fs {
+		if got, _ := readSubjects(t, f, "events", anyPattern(t), 0, 10); !slices.Equal(got, []string{"0/0=eu.fr", "0/1=us.ny", "0/2=eu.de"}) {
+			t.Fatalf("machine %d reads by subject: %v", i, got)
+		}
+		if got, _ := readSubjects(t, f, "eu", anyPattern(t), 0, 10); !slices.Equal(got, []string{"0/0=eu.fr", "0/1=eu.de"}) {
+			t.Fatalf("machine %d's view: %v", i, got)
+		}
+	}
+	h0, hash0 := fs[0].Info()
+	if h1, hash1 := fs[1].Info(); h0 != h1 || !bytes.Equal(hash0, hash1) {
+		t.Fatal("the machines' app hashes differ")
+	}
+}
+
+// anyPattern is the pattern every subject matches.
+func anyPattern(t *testing.T) subject.Pattern {
+	t.Helper()
+	p, err := subject.ParsePattern(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -71,6 +71,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add(uint8(4), []byte{2, 2, 4, 0})
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		s := parsed[int(which)%len(parsed)]
+		s.Field(b, []string{"next", "v"})
 		if s.Validate(b) == nil {
 			// What the validator takes, hamba/avro decodes.
 			if _, err := s.DecodeJSON(b); err != nil {
@@ -139,6 +140,7 @@ func FuzzParseProtobuf(f *testing.F) {
 				t.Fatalf("%q is not %s with itself: %v", text, l, p)
 			}
 		}
+		a.Field(payload, []string{"id"})
 		if a.Validate(payload) == nil {
 			// What validates decodes, but for an Any naming a type the
 			// schema does not define, which has no JSON form.

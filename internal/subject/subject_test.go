@@ -178,16 +178,19 @@ func TestSummaryNeverMisses(t *testing.T) {
 			}
 		}
 		s := Summarize(c.Entries)
-		if iter%2 == 0 {
+		switch iter % 3 {
+		case 0:
 			s.FromJSON, s.Pointer = true, "/a/b"
+		case 1:
+			s.FromField, s.Field = true, "customer.region"
 		}
 		enc := EncodeSummary(nil, s)
 		d, err := DecodeSummary(enc)
 		if err != nil {
 			t.Fatalf("decoding %x: %v", enc, err)
 		}
-		if d.FromJSON != s.FromJSON || d.Pointer != s.Pointer {
-			t.Fatalf("decoded from %v %q, want %v %q", d.FromJSON, d.Pointer, s.FromJSON, s.Pointer)
+		if d.FromJSON != s.FromJSON || d.Pointer != s.Pointer || d.FromField != s.FromField || d.Field != s.Field {
+			t.Fatalf("decoded from %v %q / %v %q, want %v %q / %v %q", d.FromJSON, d.Pointer, d.FromField, d.Field, s.FromJSON, s.Pointer, s.FromField, s.Field)
 		}
 		total := uint64(0)
 		for _, e := range d.Entries {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 )
 
 // A batch's subject summary: what a partition keeps of the subjects of one
@@ -49,7 +50,17 @@ type Summary struct {
 	FromJSON bool
 	Pointer  string
 	ptr      Pointer // Pointer parsed, by DecodeSummary
+	// FromField: the records' subjects came from the field at Field (a
+	// path of names joined by '.') of their schema-encoded values
+	// (stele.subject.from=field:Field); a reader finds each record's
+	// subject with the registry (RecordSubject's field).
+	FromField bool
+	Field     string
 }
+
+// FieldFunc finds the string at path in value, a schema-encoded value,
+// with a registry.
+type FieldFunc func(value []byte, path []string) (subject []byte, found bool, err error)
 
 // Entry is a subject (or its first Depth tokens) and how many of the
 // batch's records have it.
@@ -181,6 +192,10 @@ func EncodeSummary(dst []byte, s Summary) []byte {
 		dst = append(dst, 1)
 		dst = binary.AppendUvarint(dst, uint64(len(s.Pointer)))
 		dst = append(dst, s.Pointer...)
+	} else if s.FromField {
+		dst = append(dst, 2)
+		dst = binary.AppendUvarint(dst, uint64(len(s.Field)))
+		dst = append(dst, s.Field...)
 	} else {
 		dst = append(dst, 0)
 	}
@@ -223,6 +238,13 @@ func DecodeSummary(b []byte) (Summary, error) {
 		}
 		s.ptr = ptr
 		b = b[1+k+int(l):]
+	case 2:
+		l, k := binary.Uvarint(b[1:])
+		if k <= 0 || l == 0 || l > uint64(len(b)-1-k) {
+			return Summary{}, ErrSummary
+		}
+		s.FromField, s.Field = true, string(b[1+k:1+k+int(l)])
+		b = b[1+k+int(l):]
 	default:
 		return Summary{}, ErrSummary
 	}
@@ -254,11 +276,22 @@ func DecodeSummary(b []byte) (Summary, error) {
 
 // RecordSubject is the subject of a record of the summarised batch, found
 // as it was when the batch was written: header (the value of the record's
-// first subject header, nil without one), or the string at the JSON
-// Pointer in value. It is nil when the record has none, or none valid.
-func (s Summary) RecordSubject(header, value []byte) []byte {
+// first subject header, nil without one), the string at the JSON Pointer
+// in value, or the string at the field path in the schema-encoded value,
+// found with field (nil: none is found). It is nil when the record has
+// none, or none valid.
+func (s Summary) RecordSubject(header, value []byte, field FieldFunc) []byte {
 	sub := header
-	if s.FromJSON {
+	if s.FromField {
+		if field == nil || value == nil {
+			return nil
+		}
+		v, found, err := field(value, strings.Split(s.Field, "."))
+		if err != nil || !found {
+			return nil
+		}
+		sub = v
+	} else if s.FromJSON {
 		v, found, err := s.ptr.FromJSON(value)
 		if err != nil || !found {
 			return nil

@@ -24,8 +24,9 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // (topics.ViewsVersion: the stele.view.* topic configs, and the views
 // module's copies of their sources' matching records); version 13 the
 // schema registry (schemas.SchemasVersion: the schemas module's
-// commands); version 14 its Protobuf schemas (schemas.ProtobufVersion),
-// which version 13 refuses as its binaries do. New chains
+// commands); version 14 its Protobuf schemas (schemas.ProtobufVersion)
+// and subjects from a schema field (topics.SubjectFieldVersion), which
+// version 13 refuses as its binaries do. New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
 // up by an upgrade. Builds with the steleupgradetest tag add a version 15
 // that hashes differently, to test upgrades (appversion_upgradetest.go).

@@ -320,9 +320,11 @@ type Schemas struct {
 	regs map[string]*registry // by tenant; never nil once loaded
 	// parsedCache holds schemas parsed for validation (validate.go).
 	parsedCache map[parsedKey]parsedEntry
-	dirty       dirtySet
-	fresh       map[string]bool // tenants changed since the last publish
-	view        viewPointer
+	// reads holds schemas parsed for reads by subject (field.go).
+	reads readParses
+	dirty dirtySet
+	fresh map[string]bool // tenants changed since the last publish
+	view  viewPointer
 }
 
 // NewSchemas is the schemas module of the machine m.

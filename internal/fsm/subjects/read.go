@@ -53,7 +53,7 @@ func (s *ReadStats) Add(o ReadStats) {
 // does not exist gives topics.ErrUnknownTopic.
 func (f *Subjects) SubjectRecords(topic string, pat subject.Pattern, from map[int32]int64, limit int) (out []Record, next map[int32]int64, stats ReadStats, err error) {
 	return f.eachPartition(topic, from, limit, func(t *topics.TopicView, pi int32, off int64, n int) ([]Record, int64, ReadStats, error) {
-		return readPartition(f.Store, t, pi, pat, off, n)
+		return readPartition(f.Store, t, pi, pat, off, n, f.committedField(topic))
 	})
 }
 
@@ -89,7 +89,7 @@ func (f *Subjects) eachPartition(topic string, from map[int32]int64, limit int,
 
 // readPartition reads partition pi from offset off (readPartition's
 // parts of SubjectRecords).
-func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subject.Pattern, off int64, limit int) ([]Record, int64, ReadStats, error) {
+func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subject.Pattern, off int64, limit int, field subject.FieldFunc) ([]Record, int64, ReadStats, error) {
 	var stats ReadStats
 	p := t.Partitions[pi]
 	stable := p.LastStableOffset()
@@ -148,7 +148,7 @@ func readPartition(store *storage.Store, t *topics.TopicView, pi int32, pat subj
 					break
 				}
 			}
-			sub := s.RecordSubject(hdr, r.Value)
+			sub := s.RecordSubject(hdr, r.Value, field)
 			if sub == nil || !pat.Match(sub) {
 				return nil
 			}
@@ -357,4 +357,16 @@ func readAll(t *topics.TopicView, pi int32, off int64, limit int) ([]Record, int
 		}
 	}
 	return out, next, stats, nil
+}
+
+// committedField is how a read of topic finds a record's subject in a
+// field of its value: with the topic's tenant's committed registry.
+func (f *Subjects) committedField(topic string) subject.FieldFunc {
+	if f.CommittedSubjectOfField == nil {
+		return nil
+	}
+	tenant, _ := core.SplitTenant(topic)
+	return func(value []byte, path []string) ([]byte, bool, error) {
+		return f.CommittedSubjectOfField(tenant, value, path)
+	}
 }

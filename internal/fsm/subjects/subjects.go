@@ -30,6 +30,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -44,9 +45,13 @@ const ModSubjects core.Module = "subjects"
 type Subjects struct {
 	*core.Machine
 	*topics.Topics
-	added  []summaryAt         // the block's batch summaries
-	counts map[countRef]uint64 // the block's records by topic and subject
-	trims  []trim              // the block's moved log starts
+	// CommittedSubjectOfField finds a field of a schema-encoded value with
+	// the tenant's committed registry, for reads of topics whose subjects
+	// come from a field (set by the schemas module; nil: none).
+	CommittedSubjectOfField func(tenant string, value []byte, path []string) ([]byte, bool, error)
+	added                   []summaryAt         // the block's batch summaries
+	counts                  map[countRef]uint64 // the block's records by topic and subject
+	trims                   []trim              // the block's moved log starts
 }
 
 // summaryAt is one batch's summary, staged until the block's Commit.
@@ -137,6 +142,8 @@ func Summarized(m *core.Machine, t *topics.Topic, pi int32, last int64, c *subje
 	s := subject.Summarize(c.Entries)
 	if p := t.Config.SubjectFrom; p != nil {
 		s.FromJSON, s.Pointer = true, p.String()
+	} else if path := t.Config.SubjectField; path != nil {
+		s.FromField, s.Field = true, strings.Join(path, ".")
 	}
 	f.added = append(f.added, summaryAt{t, pi, last, subject.EncodeSummary(nil, s)})
 	for _, e := range c.Entries {

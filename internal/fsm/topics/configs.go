@@ -377,7 +377,11 @@ type TopicConfig struct {
 	SignedBy                    []string // stele.signed.by (signed.go)
 	// SubjectFrom is stele.subject.from: nil for the stele-subject header,
 	// else the JSON Pointer into the record's value (record_headers.go).
-	SubjectFrom     *subject.Pointer
+	SubjectFrom *subject.Pointer
+	// SubjectField is stele.subject.from's field:PATH: the path of the
+	// field of the record's schema-encoded value that is its subject
+	// (nil for the other rules).
+	SubjectField    []string
 	SubjectRequired bool // stele.subject.required
 	// View is what the stele.view.* configs make of a view (views.go);
 	// nil for a topic that is not one.
@@ -428,6 +432,9 @@ func resolveConfig(explicit, logDefaults map[string]string) TopicConfig {
 		if p, err := subject.ParsePointer(ptr); err == nil {
 			c.SubjectFrom = &p
 		}
+	}
+	if path, ok := strings.CutPrefix(get("stele.subject.from"), "field:"); ok {
+		c.SubjectField, _ = ParseFieldPath(path)
 	}
 	c.SubjectRequired = strings.EqualFold(get("stele.subject.required"), "true")
 	c.KeySchema = schemaCheck(get("stele.key.schema.validation"), get("stele.key.subject.name.strategy"))

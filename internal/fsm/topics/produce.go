@@ -71,6 +71,7 @@ func (f *Topics) produce(c Produce) core.Result {
 	// batch's are counted for its summary (the subjects module's).
 	withSubjects := f.BlockAppVersion() >= SubjectsVersion
 	withViews := f.BlockAppVersion() >= ViewsVersion
+	field := f.fieldSubject(t)
 	var subjects []*subject.Counter // per batch: its records by subject, nil for none
 	if withSubjects {
 		subjects = make([]*subject.Counter, len(batches))
@@ -94,7 +95,7 @@ func (f *Topics) produce(c Produce) core.Result {
 				}
 			}
 			if withSubjects && err == nil { // one error per record: its first
-				switch s, err := recordSubject(&cfg, hs, value); {
+				switch s, err := recordSubject(&cfg, hs, value, field); {
 				case err != nil:
 					bad.Add(base+delta, err.Error())
 				case s != nil:

@@ -3,6 +3,7 @@ package topics
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/subject"
@@ -88,15 +89,36 @@ func keyHeaders(key []byte, hs []record.RecordHeader) (expect int64, snapshot, s
 	return expect, snapshot, signed, nil
 }
 
+// FieldSubject finds the string at path in value, a key or value in
+// Confluent's wire format, with the schema its id names in a tenant's
+// registry (set by the schemas module: Topics.SubjectOfField).
+type FieldSubject func(value []byte, path []string) (subject []byte, found bool, err error)
+
 // recordSubject is a record's subject under the topic's config (header:
 // the value of its subject.Header; json: the pointer's string in its
-// value), checked: nil when it has none, an error when it is invalid or
-// missing where the topic requires one. (A second pass over the headers,
-// made from app version 11 only: keyHeaders' results stay what they were
-// under every version.)
-func recordSubject(cfg *TopicConfig, hs []record.RecordHeader, value []byte) ([]byte, error) {
+// value; field: the string at the path in its schema-encoded value, found
+// with field), checked: nil when it has none, an error when it is invalid
+// or missing where the topic requires one. (A second pass over the
+// headers, made from app version 11 only: keyHeaders' results stay what
+// they were under every version.)
+func recordSubject(cfg *TopicConfig, hs []record.RecordHeader, value []byte, field FieldSubject) ([]byte, error) {
 	var s []byte
-	if cfg.SubjectFrom == nil {
+	if cfg.SubjectField != nil {
+		var found bool
+		var err error
+		if value != nil {
+			if field == nil {
+				return nil, fmt.Errorf("no subject at field %s (stele.subject.from): no schema registry", strings.Join(cfg.SubjectField, "."))
+			}
+			s, found, err = field(value, cfg.SubjectField)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("no subject at field %s (stele.subject.from): %v", strings.Join(cfg.SubjectField, "."), err)
+		}
+		if !found {
+			s = nil
+		}
+	} else if cfg.SubjectFrom == nil {
 		for _, h := range hs {
 			if h.Key != subject.Header {
 				continue
@@ -122,6 +144,9 @@ func recordSubject(cfg *TopicConfig, hs []record.RecordHeader, value []byte) ([]
 	}
 	if s == nil {
 		if cfg.SubjectRequired {
+			if cfg.SubjectField != nil {
+				return nil, fmt.Errorf("no subject: the value has no string at field %s, and the topic requires a subject (stele.subject.required=true)", strings.Join(cfg.SubjectField, "."))
+			}
 			if cfg.SubjectFrom != nil {
 				return nil, fmt.Errorf("no subject: the value has no string at %q, and the topic requires a subject (stele.subject.required=true)", cfg.SubjectFrom.String())
 			}

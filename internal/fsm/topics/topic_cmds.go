@@ -287,7 +287,7 @@ func checkTopicCommandAt(c core.Command, validName func(string) error, v uint32)
 			if !configKnownAt(e.Name, v) {
 				return core.Fail(kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config name: %s", e.Name))
 			}
-			if err := ValidateConfig(e.Name, e.Value); err != nil {
+			if err := validateConfigAt(e.Name, e.Value, v); err != nil {
 				return core.Fail(kerr.InvalidConfig.Code, err.Error())
 			}
 		}
@@ -314,7 +314,7 @@ func checkTopicCommandAt(c core.Command, validName func(string) error, v uint32)
 			}
 			switch ch.Op {
 			case OpSet:
-				if err := ValidateConfig(ch.Name, ch.Value); err != nil {
+				if err := validateConfigAt(ch.Name, ch.Value, v); err != nil {
 					return core.Fail(kerr.InvalidConfig.Code, err.Error())
 				}
 			case OpDelete:

@@ -43,6 +43,21 @@ type Topics struct {
 	opts  TopicOptions
 	hooks *TopicHooks
 	topicsState
+
+	// SubjectOfField finds a field of a schema-encoded value with the
+	// tenant's registry, for stele.subject.from=field:PATH (set by the
+	// schemas module; nil: none).
+	SubjectOfField func(tenant string, value []byte, path []string) ([]byte, bool, error)
+}
+
+// fieldSubject is how records of t find a subject in a field of their
+// value (nil when nothing can).
+func (f *Topics) fieldSubject(t *Topic) FieldSubject {
+	if f.SubjectOfField == nil {
+		return nil
+	}
+	tenant, _ := core.SplitTenant(t.Name)
+	return func(value []byte, path []string) ([]byte, bool, error) { return f.SubjectOfField(tenant, value, path) }
 }
 
 // TopicOptions are the options of the topics module (Options').

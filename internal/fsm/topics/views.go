@@ -244,10 +244,10 @@ func (f *Topics) MoveLogStart(t *Topic, p *Partition, off int64) {
 	f.trimmed(t, p)
 }
 
-// RecordSubject is a stored record's subject under its topic's config c:
+// RecordSubject is a stored record's subject under its topic t's config:
 // nil when it has none or it is not valid (now).
-func RecordSubject(c *TopicConfig, hs []record.RecordHeader, value []byte) []byte {
-	s, err := recordSubject(c, hs, value)
+func (f *Topics) RecordSubject(t *Topic, hs []record.RecordHeader, value []byte) []byte {
+	s, err := recordSubject(&t.Config, hs, value, f.fieldSubject(t))
 	if err != nil {
 		return nil
 	}

@@ -197,13 +197,13 @@ func copyBatch(tm *topics.Topics, v, t *topics.Topic, p *topics.Partition, b []b
 	}
 	for i := range recs {
 		r := &recs[i]
-		s := topics.RecordSubject(&t.Config, r.Headers, r.Value)
+		s := tm.RecordSubject(t, r.Headers, r.Value)
 		if s == nil || !pat.Match(s) {
 			continue
 		}
 		hs := make([]record.RecordHeader, 0, len(r.Headers)+2)
 		hs = append(hs, r.Headers...)
-		if t.Config.SubjectFrom != nil { // the view's record carries its subject
+		if t.Config.SubjectFrom != nil || t.Config.SubjectField != nil { // the view's record carries its subject
 			hs = append(hs, record.RecordHeader{Key: subject.Header, Value: s})
 		}
 		hs = append(hs, record.RecordHeader{Key: SourceHeader, Value: []byte(src + strconv.FormatInt(r.Offset, 10))})
