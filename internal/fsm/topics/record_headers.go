@@ -15,7 +15,8 @@ import (
 // makes one pass): what they say is handed to the modules that act on it
 // (keys: expected versions, snapshots; trust: signatures) through the
 // produce's hooks (topic_hooks.go); and each record's subject
-// (subject.Header, or the JSON Pointer of stele.subject.from), checked
+// (subject.Header, the JSON Pointer of stele.subject.from, or the field
+// of its schema-encoded value that field:PATH names), checked
 // here from app version 11 (SubjectsVersion) and summed up per batch for
 // the subjects module.
 
