@@ -11,7 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -189,7 +190,7 @@ func newViewListCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			out := []viewListed{}
-			for _, name := range sortedViewNames(views) {
+			for _, name := range slices.Sorted(maps.Keys(views)) {
 				v := views[name]
 				out = append(out, viewListed{View: name, From: v.From, Subject: v.Subject, Order: v.Order,
 					Partitions: len(tds[name].Partitions)})
@@ -391,7 +392,7 @@ func describeViews(ctx context.Context, adm *kadm.Client, names []string) ([]vie
 		good []string
 	)
 	if len(names) == 0 {
-		good = sortedViewNames(views)
+		good = slices.Sorted(maps.Keys(views))
 	}
 	for _, name := range names {
 		td, listed := tds[name]
@@ -487,23 +488,13 @@ func cascadeOrder(views map[string]viewDef, names []string) (order []string, vie
 			}
 		}
 	}
-	order = sortedViewNames(viewOf)
+	order = slices.Sorted(maps.Keys(viewOf))
 	for _, n := range uniqueSorted(names) {
 		if _, isView := viewOf[n]; !isView {
 			order = append(order, n)
 		}
 	}
 	return order, viewOf
-}
-
-// sortedViewNames returns the keys of m in order.
-func sortedViewNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // splitViewSources splits a stele.view.from list: comma-separated, spaces

@@ -1,4 +1,4 @@
-// Package subjects is the state machine's subjects module (issue 21,
+// Package subjects is the state machine's subjects module (issue 15,
 // docs/subjects.md): what a partition keeps of its records' subjects, so
 // that a read by pattern skips the batches that cannot match without
 // reading them, and the subjects seen in each topic with their counts.
@@ -20,9 +20,14 @@
 //	        retention, compaction or an aborted transaction)
 //
 // Both are derived from the logs, as the key stream index is, and are
-// outside the state trie (core/authstate.go); snapshots carry them. The
-// module uses the topics module below it (its types, the produce's
-// appended batches, a trimmed log, a dropped topic) and no other.
+// outside the state trie (core/authstate.go); snapshots carry them. A
+// batch a view copies is summarised too (Summarized, which the views
+// module calls). The module uses the topics module below it (its types,
+// the produce's appended batches, a trimmed log, a dropped topic) and no
+// other; for topics whose subjects come from a schema field
+// (stele.subject.from=field:PATH), reads find each record's subject with
+// the registry through CommittedSubjectOfField, which the state machine
+// sets to the schemas module's.
 package subjects
 
 import (
