@@ -36,6 +36,10 @@ const (
 	SnapshotHeader        = topics.SnapshotHeader
 )
 
+// WithViewConfigs is a view's configs with those the state machine fixes
+// on a view unless given.
+func WithViewConfigs(configs []ConfigEntry) []ConfigEntry { return topics.WithViewConfigs(configs) }
+
 // ViewPartitions is how many partitions a view over sources of these
 // partition counts has (topics/views.go).
 func ViewPartitions(global bool, sources []int32) int32 {

@@ -242,17 +242,9 @@ func (c *conn) checkViewSources(view *fsm.View, cmd *fsm.CreateTopic) problem {
 	if n := fsm.ViewPartitions(global, parts); n > 0 {
 		cmd.Partitions = n
 	}
-	// The configs the state machine fixes on a view unless given
-	// (topics/views.go), so that the answer describes what it makes.
-	given := map[string]bool{}
-	for _, e := range cmd.Configs {
-		given[e.Name] = true
-	}
-	for _, e := range []fsm.ConfigEntry{{Name: "cleanup.policy", Value: "delete"}, {Name: "retention.bytes", Value: "-1"}, {Name: "retention.ms", Value: "-1"}} {
-		if !given[e.Name] {
-			cmd.Configs = append(cmd.Configs, e)
-		}
-	}
+	// The configs the state machine fixes on a view unless given, so that
+	// the answer describes what it makes.
+	cmd.Configs = fsm.WithViewConfigs(cmd.Configs)
 	return problem{}
 }
 

@@ -140,15 +140,24 @@ func (f *Topics) checkView(c CreateTopic) (CreateTopic, core.Result) {
 		parts = 1
 	}
 	c.Partitions = parts
-	// Fixed here, not left to the cluster-wide log defaults, which may
-	// change: a view keeps what its sources keep, and is never compacted.
-	c.Configs = slices.Clone(c.Configs)
+	c.Configs = WithViewConfigs(c.Configs)
+	return c, core.Result{}
+}
+
+// WithViewConfigs is a view's configs with those the state machine fixes
+// on a view unless given, appended in this order: cleanup.policy=delete,
+// retention.bytes=-1, retention.ms=-1. Fixed, not left to the cluster-wide
+// log defaults, which may change: a view keeps what its sources keep, and
+// is never compacted. (A front end answering CreateTopics calls it too, so
+// that its answer describes what the state machine makes.)
+func WithViewConfigs(configs []ConfigEntry) []ConfigEntry {
+	out := slices.Clone(configs)
 	for _, e := range []ConfigEntry{{"cleanup.policy", "delete"}, {"retention.bytes", "-1"}, {"retention.ms", "-1"}} {
-		if _, ok := given[e.Name]; !ok {
-			c.Configs = append(c.Configs, e)
+		if !slices.ContainsFunc(configs, func(g ConfigEntry) bool { return g.Name == e.Name }) {
+			out = append(out, e)
 		}
 	}
-	return c, core.Result{}
+	return out
 }
 
 // ViewPartitions is how many partitions a view over sources of these
