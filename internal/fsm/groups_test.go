@@ -54,6 +54,13 @@ func (d *groupDriver) replay() *FSM {
 	d.t.Helper()
 	other := openGroups(d.t, d.t.TempDir())
 	d.t.Cleanup(func() { other.Close() })
+	return d.replayInto(other)
+}
+
+// replayInto feeds the driver's blocks to other, a fresh state machine,
+// requires the same app hash at every height, and returns it.
+func (d *groupDriver) replayInto(other *FSM) *FSM {
+	d.t.Helper()
 	for i, b := range d.blocks {
 		out, err := other.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
 		if err != nil {

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -301,23 +300,7 @@ func TestViews(t *testing.T) {
 	check(d.f, "trimmed", map[int32]int64{0: 4})
 
 	// Replayed: the same app hashes, the same views.
-	g, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 60_000, GenesisAppVersion: cluster.MaxAppVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	for i, b := range d.blocks {
-		out, err := g.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(out.AppHash, d.hashes[i]) {
-			t.Fatalf("app hash differs at height %d", i+1)
-		}
-	}
+	g := d.replayInto(openViews(t))
 	check(g, "replayed", map[int32]int64{0: 4})
 	if a, b := viewRecs(t, g, "all", 0), viewRecs(t, d.f, "all", 0); !slices.Equal(a, b) {
 		t.Fatalf("global views differ:\n%q\n%q", a, b)
@@ -517,23 +500,7 @@ func viewsRandomRun(t *testing.T, seed uint64) {
 		}
 		checkViewsAgainstSources(t, d.f, parts, fmt.Sprintf("seed %d step %d", seed, step))
 	}
-	g, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, OffsetsRetentionMs: 60_000, GenesisAppVersion: cluster.MaxAppVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	for i, b := range d.blocks {
-		out, err := g.ApplyBlock(core.Block{Height: int64(i + 1), TimeMs: b.time, Txs: b.txs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(out.AppHash, d.hashes[i]) {
-			t.Fatalf("app hash differs at height %d", i+1)
-		}
-	}
+	d.replayInto(openViews(t))
 }
 
 // checkViewsAgainstSources checks views pv (partition order, x.*.>) and gv
