@@ -235,7 +235,7 @@ func (b *Broker) tickLoop() {
 		case <-b.stop:
 			return
 		case now := <-t.C:
-			due := b.fsm.GroupTimerDue()
+			due := min(b.fsm.GroupTimerDue(), b.fsm.ShareTimerDue())
 			idle := now.Sub(time.Unix(0, b.lastCommit.Load()))
 			if due > wallclock.Now().UnixMilli() || idle < tickIdle || now.Sub(last) < tickIdle || inflight.Load() {
 				continue
@@ -245,7 +245,7 @@ func (b *Broker) tickLoop() {
 			go func() {
 				defer inflight.Store(false)
 				b.tickOnce()
-				if b.fsm.GroupTimerDue() <= wallclock.Now().UnixMilli() {
+				if min(b.fsm.GroupTimerDue(), b.fsm.ShareTimerDue()) <= wallclock.Now().UnixMilli() {
 					b.tickOnce() // the first tick's block carried an older time
 				}
 			}()
@@ -409,6 +409,9 @@ func (b *Broker) Keys(topic string, prefix, after []byte, limit int) ([][]byte, 
 
 // Groups returns the committed consumer groups.
 func (b *Broker) Groups() *fsm.GroupsView { return b.fsm.Groups() }
+
+// ShareGroups returns the committed share groups.
+func (b *Broker) ShareGroups() *fsm.ShareGroupsView { return b.fsm.ShareGroups() }
 
 // Height returns the last committed height.
 func (b *Broker) Height() int64 { h, _ := b.fsm.Info(); return h }

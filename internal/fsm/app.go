@@ -1,5 +1,5 @@
 // Package fsm is Stele's replicated state machine: the modules (topics,
-// keys, subjects, views, groups, producers, trust, cluster, security, schemas, tenants; the registry's
+// keys, subjects, views, groups, producers, trust, cluster, security, schemas, shares, tenants; the registry's
 // documentation in core/registry.go lists what each owns) assembled on
 // the core (package core: blocks, the codec, the registry, the
 // authenticated store, the app hash, Commit, snapshots and proofs), and
@@ -7,7 +7,7 @@
 //
 // The core is a package of its own (core/), and so is each module
 // (topics/, keys/, subjects/, views/, groups/, trust/, producers/, cluster/,
-// security/, schemas/, tenants/). Every
+// security/, schemas/, shares/, tenants/). Every
 // command is registered by its module with its decoder, check and apply,
 // and so is every step of the core a module takes part in: reading its
 // state back from the store at Open, staging the block's changes,
@@ -19,7 +19,7 @@
 // (TestNoMutablePackageState). Each module works on its own type, its
 // part of a state machine (topics.Topics, keys.Index, subjects.Subjects, groups.Coordinator,
 // producers.TxnCoordinator, trust.Trust, cluster.Cluster,
-// security.Security, schemas.Schemas, tenants.Tenants), which Open makes, FSM embeds beside the core's
+// security.Security, schemas.Schemas, shares.Shares, tenants.Tenants), which Open makes, FSM embeds beside the core's
 // Machine, and the module finds again from the machine through the
 // application (FSM.TopicsModule and its kin); the views module has no
 // state of its own and works on the topics and subjects modules'. The modules form layers
@@ -59,6 +59,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/shares"
 	"github.com/stele-io/stele/internal/fsm/subjects"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
@@ -101,6 +102,7 @@ type FSM struct {
 	*tenants.Tenants          // tenants/
 	*subjects.Subjects        // subjects/
 	*schemas.Schemas          // schemas/
+	*shares.Shares            // shares/
 }
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -133,6 +135,9 @@ func (f *FSM) SubjectsModule() *subjects.Subjects { return f.Subjects }
 
 // SchemasModule is f's schemas module (schemasOf).
 func (f *FSM) SchemasModule() *schemas.Schemas { return f.Schemas }
+
+// SharesModule is f's share groups module (sharesOf).
+func (f *FSM) SharesModule() *shares.Shares { return f.Shares }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -256,8 +261,11 @@ func Open(opts Options) (*FSM, error) {
 		// stele.subject.from=field:PATH finds subjects with the registry.
 		f.Topics.SubjectOfField = f.Schemas.SubjectOfField
 		f.Subjects.CommittedSubjectOfField = f.Schemas.CommittedSubjectOfField
+		f.Shares = shares.NewShares(m, f.Topics, f.Coordinator, f.Cluster)
+		// A consumer group may not take a share group's name.
+		f.Coordinator.IsShareGroup = f.Shares.IsShareGroup
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,
-			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas})
+			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas, Shares: f.Shares})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -319,6 +327,7 @@ func buildRegistry() *registry {
 	cluster.RegisterCluster(r.Registry, r.TopicHooks)
 	r.AdminGates = security.RegisterSecurity(r.Registry)
 	schemas.RegisterSchemas(r.Registry, r.TopicHooks)
+	shares.RegisterShares(r.Registry, r.TopicHooks)
 	tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	return r
 }

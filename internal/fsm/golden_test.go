@@ -483,7 +483,7 @@ func goldenScenario(t *testing.T) []block {
 	del := must("signed tenant deletion", g.cmds(100, gadmin.signAdmin(testChainID, 6, DeleteTenant{Name: "acme"}))[0], 0)
 	must("signed off again", g.cmds(100, gadmin.signAdmin(testChainID, 7, off))[0], 0)
 	var want []core.Count
-	for i, n := range []int{1, 1, 2, 3, 1, 1, 1, 1, 0} {
+	for i, n := range []int{1, 1, 2, 3, 1, 1, 1, 1, 0, 0} {
 		want = append(want, core.Count{What: tenants.Removed[i], N: n})
 	}
 	if !slices.Equal(del.Counts, want) {
@@ -792,6 +792,38 @@ func goldenScenario(t *testing.T) []block {
 	}
 	must("a record with a subject from its field", g.cmds(100, topics.Produce{Topic: "by-field", Partition: 0, Records: fieldBatch(fieldValue)})[0], 0)
 	must("a record not in the wire format", g.cmds(100, topics.Produce{Topic: "by-field", Partition: 0, Records: fieldBatch([]byte("plain"))})[0], kerr.InvalidRecord.Code)
+
+	// Version 15: share groups; under 14 a transaction holding one of
+	// their commands fails whole, as version 14's binaries fail it.
+	g.nonce++
+	if o := g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce, ShareGroupHeartbeat{Group: "sq", MemberID: "m1", TopicsSet: true, Topics: []string{"by-field"}})}}); o[0].Code != 1 || len(o[0].Results) != 0 {
+		t.Fatalf("golden scenario: a share group heartbeat under version 14: code %d, %d results (%s)", o[0].Code, len(o[0].Results), o[0].Log)
+	}
+	v15 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 15, Name: "v15"}
+	must("upgrade to version 15", g.cmds(100, upgradeVote(v15, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v15.Height {
+		g.cmds(100, Tick{})
+	}
+	must("a share group's configs", g.cmds(100, SetShareGroupConfigs{Group: "sq", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}, {Name: "stele.share.key.ordering", Value: "true"}}})[0], 0)
+	must("a share group member", g.cmds(100, ShareGroupHeartbeat{Group: "sq", MemberID: "m1", TopicsSet: true, Topics: []string{"by-field"}})[0], 0)
+	must("a second", g.cmds(100, ShareGroupHeartbeat{Group: "sq", MemberID: "m2", TopicsSet: true, Topics: []string{"by-field"}})[0], 0)
+	part := func(acks ...ShareAckBatch) []SharePart {
+		return []SharePart{{Topic: "by-field", Partition: 0, Acquire: true, Acks: acks}}
+	}
+	got := must("an acquisition", g.cmds(100, ShareAcquire{Group: "sq", MemberID: "m1", MaxRecords: 10, Parts: part()})[0], 0)
+	if got.Share == nil || len(got.Share.Parts) != 1 || len(got.Share.Parts[0].Acquired) == 0 {
+		t.Fatalf("golden scenario: the acquisition acquired nothing: %+v", got.Share)
+	}
+	acqOff := got.Share.Parts[0].Acquired[0].First
+	must("acknowledged by the other member", g.cmds(100, ShareAcquire{Group: "sq", MemberID: "m2", Parts: part(ShareAckBatch{First: acqOff, Last: acqOff, Types: []int8{1}})})[0], 0)
+	must("released by its member", g.cmds(100, ShareAcquire{Group: "sq", MemberID: "m1", Parts: part(ShareAckBatch{First: acqOff, Last: acqOff, Types: []int8{2}})})[0], 0)
+	must("acquired again", g.cmds(100, ShareAcquire{Group: "sq", MemberID: "m2", MaxRecords: 10, Parts: part()})[0], 0)
+	g.cmds(30_000, Tick{}) // the locks expire
+	must("a member leaves", g.cmds(100, ShareGroupHeartbeat{Group: "sq", MemberID: "m1", Epoch: -1})[0], 0)
+	g.cmds(45_000, Tick{}) // the other's session expires
+	must("a share group's start offset", g.cmds(100, AlterShareOffsets{Group: "sq", Offsets: []ShareOffset{{Topic: "by-field", Partition: 0, Start: 0}}})[0], 0)
+	must("its offsets deleted", g.cmds(100, DeleteShareOffsets{Group: "sq", Topics: []string{"by-field"}})[0], 0)
+	must("the share group deleted", g.cmds(100, DeleteShareGroup{Group: "sq"})[0], 0)
 	return g.blocks
 }
 

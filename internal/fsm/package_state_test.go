@@ -27,6 +27,7 @@ var immutableVars = map[string]string{
 	// (registry.go says why it is a package value and not built by Open).
 	"assembled":         "the modules' registry, built once by buildRegistry",
 	"Modes":             "the schema registry's modes",
+	"configDefs":        "the share groups' configs and their defaults",
 	"SchemaValidations": "the values of stele.*.schema.validation",
 	// Keys and prefixes of the store, and fixed byte strings of formats.
 	"keyState":                  "store key m/state",

@@ -81,6 +81,8 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		must("quota", run(AlterClientQuotas{Entity: QuotaEntity{User: QuotaName{Set: true, Name: user}}, Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 4096}}})[0], 0)
 		must("key", run(newSigner(user, 3).register(nil))[0], 0)
 		must("schema", run(RegisterSchema{Tenant: tenant, Subject: "orders-value", Text: avroV1})[0], 0)
+		must("share group", run(ShareGroupHeartbeat{Group: q("workers"), MemberID: "m", TopicsSet: true, Topics: []string{q("orders")}})[0], 0)
+		must("share acquisition", run(ShareAcquire{Group: q("workers"), MemberID: "m", MaxRecords: 2, Parts: []SharePart{{Topic: q("orders"), Partition: 0, Acquire: true}}})[0], 0)
 	}
 	// The default tenant's topic of the same name is another topic.
 	must("default topic", run(topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
@@ -123,7 +125,7 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		run(Tick{})
 	}
 	if got, want := del.Counts, []core.Count{{What: "transactional_ids", N: 1}, {What: "groups", N: 1}, {What: "topics", N: 1}, {What: "partitions", N: 2},
-		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}, {What: "schemas", N: 1}}; !slices.Equal(got, want) {
+		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}, {What: "schemas", N: 1}, {What: "share_groups", N: 1}}; !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
 	if k, fl := countKeys("acme"), countFiles("acme"); k != 0 || fl != 0 {

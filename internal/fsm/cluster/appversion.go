@@ -26,11 +26,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // schema registry (schemas.SchemasVersion: the schemas module's
 // commands); version 14 its Protobuf schemas (schemas.ProtobufVersion)
 // and subjects from a schema field (topics.SubjectFieldVersion), which
-// version 13 refuses as its binaries do. New chains
+// version 13 refuses as its binaries do; version 15 share groups (shares.Version:
+// the shares module's commands). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 15
+// up by an upgrade. Builds with the steleupgradetest tag add a version 16
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 14
+const MaxAppVersion uint32 = 15
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

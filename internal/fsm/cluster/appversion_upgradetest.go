@@ -4,18 +4,18 @@ package cluster
 
 import "github.com/stele-io/stele/internal/fsm/core"
 
-// Test builds (-tags steleupgradetest) run app version 15, which differs
-// from version 14 in what it hashes: its block digest opens with another
-// domain. A broker applying a block under version 14 and one applying it
-// under version 15 would fork, which is what the upgrade tests show never
+// Test builds (-tags steleupgradetest) run app version 16, which differs
+// from version 15 in what it hashes: its block digest opens with another
+// domain. A broker applying a block under version 15 and one applying it
+// under version 16 would fork, which is what the upgrade tests show never
 // happens (test/cluster's TestUpgradeUnderLoad). Never ship such a build.
-const MaxAppVersion uint32 = 15
+const MaxAppVersion uint32 = 16
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.
 func blockDigestDomain(v uint32) string {
-	if v >= 15 {
-		return core.DigestDomain + "+app15-upgradetest"
+	if v >= 16 {
+		return core.DigestDomain + "+app16-upgradetest"
 	}
 	return core.DigestDomain
 }

@@ -18,19 +18,21 @@ type Change struct {
 type changeKind uint8
 
 const (
-	ChangeRetention         changeKind = iota + 1 // name topic, a partition, b new log start offset
-	ChangeCompact                                 // name topic, a partition, b cleaned up to, c delete horizon
-	ChangeGroupInitialDelay                       // name group, a deadline
-	ChangeMemberExpired                           // name group, sub member (classic or KIP-848)
-	ChangeSyncTimedOut                            // name group
-	ChangeGeneration                              // name group, a generation
-	ChangeOffsetExpired                           // name group, sub topic, a partition
-	ChangeGroupRemoved                            // name group
-	ChangeTxnTimedOut                             // name transactional id
-	ChangeTxnIDExpired                            // name transactional id
-	ChangeMemberFenced                            // name group, sub member (KIP-848 revocation timed out)
-	ChangeProducerExpired                         // name topic, a partition, b producer id
-	ChangeRegexResolved                           // name group, sub regex, a topics it resolved to
+	ChangeRetention          changeKind = iota + 1 // name topic, a partition, b new log start offset
+	ChangeCompact                                  // name topic, a partition, b cleaned up to, c delete horizon
+	ChangeGroupInitialDelay                        // name group, a deadline
+	ChangeMemberExpired                            // name group, sub member (classic or KIP-848)
+	ChangeSyncTimedOut                             // name group
+	ChangeGeneration                               // name group, a generation
+	ChangeOffsetExpired                            // name group, sub topic, a partition
+	ChangeGroupRemoved                             // name group
+	ChangeTxnTimedOut                              // name transactional id
+	ChangeTxnIDExpired                             // name transactional id
+	ChangeMemberFenced                             // name group, sub member (KIP-848 revocation timed out)
+	ChangeProducerExpired                          // name topic, a partition, b producer id
+	ChangeRegexResolved                            // name group, sub regex, a topics it resolved to
+	ChangeShareMemberExpired                       // name share group, sub member
+	ChangeShareLocksExpired                        // name share group, sub topic, a partition, b locks
 )
 
 // Encode appends the change's hashed form:
@@ -72,6 +74,10 @@ func (c Change) String() string {
 		return fmt.Sprintf("group %s: member %s fenced, revocation timed out", c.Name, c.Sub)
 	case ChangeRegexResolved:
 		return fmt.Sprintf("group %s: regex %q resolved to %d topics", c.Name, c.Sub, c.A)
+	case ChangeShareMemberExpired:
+		return fmt.Sprintf("share group %s: member %s's session expired", c.Name, c.Sub)
+	case ChangeShareLocksExpired:
+		return fmt.Sprintf("share group %s: %d acquisition locks of %s-%d expired", c.Name, c.B, c.Sub, c.A)
 	case ChangeProducerExpired:
 		return fmt.Sprintf("producer %d expired in %s-%d", c.B, c.Name, c.A)
 	}

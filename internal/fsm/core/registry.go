@@ -50,6 +50,8 @@ import (
 //	          ip_quotas.go) and signed administration (admin_signed.go)
 //	schemas   each tenant's schema registry: schemas, subjects and their
 //	          versions, compatibility levels, mode (schemas/)
+//	shares    share groups (KIP-932) and key-ordered share groups: members,
+//	          acquisitions, acknowledgements, locks, start offsets (shares/)
 //	tenants   tenants and their quotas, the gates that keep a tenant's
 //	          names its own and within its quotas, a tenant's deletion
 //	          across every module (tenants/)
@@ -60,7 +62,7 @@ import (
 // topics' config definitions, security uses cluster (the app version,
 // stele.admin.signed), trust (the keys that sign administration), and
 // topics and groups (the commands it gates), schemas uses cluster (the
-// app version) and topics (it validates produced records), tenants uses every module
+// app version) and topics (it validates produced records), shares uses topics, groups and cluster (the logs it reads, the consumer groups' names, the app version), tenants uses every module
 // but keys, subjects and views (what a tenant owns in each) (allowedCalls in package
 // fsm's modules_test.go; TestModuleLayering reads the modules' source,
 // TestLayeringIsADAG checks that there is no cycle). A

@@ -51,6 +51,8 @@ type Result struct {
 	// Schema registry commands (the schemas module): what the registry
 	// did or why it refused (see SchemaResult).
 	Schema *SchemaResult
+	// ShareAcquire (the shares module): what it acknowledged and acquired.
+	Share *ShareResult
 	// Counts says what a command did, for its answer (DeleteTenant: what
 	// it removed, by kind). Like Height, not part of the results'
 	// encoding or the app hash: the state changes it counts are.
@@ -98,6 +100,49 @@ func (r *SchemaResult) Encode(w *Writer) {
 	w.Count(len(r.Versions))
 	for _, v := range r.Versions {
 		w.I32(v)
+	}
+}
+
+// ShareResult is what a ShareAcquire did: for each partition it named, in
+// its order, the partition's code, its acknowledgements' code and the
+// records it acquired; the acquisition lock's duration; how many locks of
+// those partitions had expired when it applied.
+type ShareResult struct {
+	LockMs  int32
+	Expired int32
+	Parts   []SharePartResult
+}
+
+// SharePartResult is one partition of a ShareResult.
+type SharePartResult struct {
+	Topic         string
+	Partition     int32
+	Code, AckCode int16
+	Acquired      []AcquiredRange
+}
+
+// AcquiredRange is a run of offsets acquired with one delivery count.
+type AcquiredRange struct {
+	First, Last int64
+	Deliveries  int16
+}
+
+// Encode writes r (EncodeResults).
+func (r *ShareResult) Encode(w *Writer) {
+	w.I32(r.LockMs)
+	w.I32(r.Expired)
+	w.Count(len(r.Parts))
+	for _, p := range r.Parts {
+		w.Str(p.Topic)
+		w.I32(p.Partition)
+		w.I16(p.Code)
+		w.I16(p.AckCode)
+		w.Count(len(p.Acquired))
+		for _, a := range p.Acquired {
+			w.I64(a.First)
+			w.I64(a.Last)
+			w.I16(a.Deliveries)
+		}
 	}
 }
 
@@ -230,6 +275,7 @@ const (
 	resVersionConflict
 	resRecordErrors
 	resSchema
+	resShare
 )
 
 // EncodeResults is the deterministic encoding of a transaction's results,
@@ -270,6 +316,9 @@ func EncodeResults(rs []Result) []byte {
 		if r.Schema != nil {
 			presence |= resSchema
 		}
+		if r.Share != nil {
+			presence |= resShare
+		}
 		w.U8(presence)
 		if r.Group != nil {
 			r.Group.Encode(w)
@@ -289,6 +338,9 @@ func EncodeResults(rs []Result) []byte {
 		}
 		if r.Schema != nil {
 			r.Schema.Encode(w)
+		}
+		if r.Share != nil {
+			r.Share.Encode(w)
 		}
 	}
 	return w.B

@@ -18,6 +18,9 @@ const KindConsumerGroupHeartbeat core.Kind = 14
 func registerGroup848Commands(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, groupsOf, KindConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", ModGroups, decodeConsumerHeartbeat, CheckGroupCommand,
 		func(f *Coordinator, c ConsumerGroupHeartbeat, at core.CmdAt) core.Result {
+			if r, ok := f.shareNamed(c.Group); ok {
+				return r
+			}
 			return f.consumerGroupHeartbeat(c, at.Tx, at.Cmd)
 		})
 }

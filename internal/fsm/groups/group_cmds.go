@@ -203,7 +203,12 @@ func (c OffsetDelete) Encode(w *core.Writer) {
 // and the committed offsets' (RegisterGroups calls it).
 func registerGroupCommands(r *core.Registry, h *topics.TopicHooks) {
 	core.RegisterModuleCommand(r, groupsOf, KindJoinGroup, "JoinGroup", ModGroups, decodeJoinGroup, CheckGroupCommand,
-		func(f *Coordinator, c JoinGroup, at core.CmdAt) core.Result { return f.joinGroup(c, at.Tx, at.Cmd) })
+		func(f *Coordinator, c JoinGroup, at core.CmdAt) core.Result {
+			if r, ok := f.shareNamed(c.Group); ok {
+				return r
+			}
+			return f.joinGroup(c, at.Tx, at.Cmd)
+		})
 	core.RegisterModuleCommand(r, groupsOf, KindSyncGroup, "SyncGroup", ModGroups, decodeSyncGroup, CheckGroupCommand,
 		func(f *Coordinator, c SyncGroup, _ core.CmdAt) core.Result { return f.syncGroup(c) })
 	core.RegisterModuleCommand(r, groupsOf, KindHeartbeat, "Heartbeat", ModGroups,
@@ -222,7 +227,12 @@ func registerGroupCommands(r *core.Registry, h *topics.TopicHooks) {
 			return OffsetCommit{Group: r.Str(), MemberID: r.Str(), InstanceID: r.Str(), Generation: r.I32(),
 				Topic: r.Str(), Partition: r.I32(), Offset: r.I64(), LeaderEpoch: r.I32(), Metadata: r.Str()}
 		}, CheckGroupCommand,
-		func(f *Coordinator, c OffsetCommit, _ core.CmdAt) core.Result { return f.offsetCommit(c) })
+		func(f *Coordinator, c OffsetCommit, _ core.CmdAt) core.Result {
+			if r, ok := f.shareNamed(c.Group); ok {
+				return r
+			}
+			return f.offsetCommit(c)
+		})
 	core.RegisterModuleCommand(r, groupsOf, KindDeleteGroup, "DeleteGroup", ModGroups,
 		func(r *core.Reader) DeleteGroup { return DeleteGroup{Group: r.Str()} }, CheckGroupCommand,
 		func(f *Coordinator, c DeleteGroup, _ core.CmdAt) core.Result { return f.deleteGroup(c) })

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
@@ -41,7 +43,19 @@ type Coordinator struct {
 	// offsetsRetentionMs is offsets.retention.minutes in milliseconds
 	// (Options.OffsetsRetentionMs).
 	offsetsRetentionMs int64
+	// IsShareGroup reports whether a name is a share group's (set by the
+	// shares module; nil: none is): a consumer group may not take it.
+	IsShareGroup func(name string) bool
 	groupsState
+}
+
+// shareNamed refuses a command of a consumer group whose name a share
+// group holds, as Kafka refuses it (GROUP_ID_NOT_FOUND).
+func (f *Coordinator) shareNamed(group string) (core.Result, bool) {
+	if f.IsShareGroup == nil || !f.IsShareGroup(group) {
+		return core.Result{}, false
+	}
+	return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %s is a share group, not a consumer group", group)), true
 }
 
 // NewCoordinator is the groups module of the machine m, above the topics

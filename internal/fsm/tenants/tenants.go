@@ -34,8 +34,8 @@
 // it sets trust.SignerTenant), cluster (the app version) and security (its
 // users, ACLs and quotas; signed administration's extension point; it sets
 // security.AdminTenant, so a tenant's user signs administration inside its
-// tenant from app version 6) and schemas (its registry; it sets
-// schemas.TenantExists). Nothing uses it.
+// tenant from app version 6), schemas (its registry; it sets
+// schemas.TenantExists) and shares (its share groups). Nothing uses it.
 //
 // State, in the metadata store:
 //
@@ -57,6 +57,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/shares"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 )
@@ -294,6 +295,7 @@ type Tenants struct {
 	cluster  *cluster.Cluster
 	security *security.Security
 	schemas  *schemas.Schemas
+	shares   *shares.Shares
 
 	byName map[string]*Tenant // never nil once loaded
 	dirty  map[string]bool
@@ -310,13 +312,14 @@ type Modules struct {
 	Cluster   *cluster.Cluster
 	Security  *security.Security
 	Schemas   *schemas.Schemas
+	Shares    *shares.Shares
 }
 
 // NewTenants is the tenants module of the machine m, above the modules
 // of below.
 func NewTenants(m *core.Machine, below Modules) *Tenants {
 	f := &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
-		trust: below.Trust, cluster: below.Cluster, security: below.Security, schemas: below.Schemas}
+		trust: below.Trust, cluster: below.Cluster, security: below.Security, schemas: below.Schemas, shares: below.Shares}
 	below.Trust.SignerTenant = f.signerTenant
 	below.Schemas.TenantExists = func(t string) bool { return f.byName[t] != nil }
 	below.Security.AdminTenant = f.adminTenant
@@ -450,7 +453,7 @@ func (f *Tenants) inUse(tenant string) string {
 
 // Removed are the kinds DeleteTenant's answer counts (Result.Counts), in
 // the order it removes them.
-var Removed = []string{"transactional_ids", "groups", "topics", "partitions", "users", "acls", "quotas", "producer_keys", "schemas"}
+var Removed = []string{"transactional_ids", "groups", "topics", "partitions", "users", "acls", "quotas", "producer_keys", "schemas", "share_groups"}
 
 func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 	if r, failed := f.versionFail(); failed {
@@ -470,9 +473,10 @@ func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 		return f.LocalFault("removing the producer keys of tenant %s: %w", c.Name, err)
 	}
 	regSchemas := f.schemas.RemoveTenant(c.Name)
+	shareGroups := f.shares.RemoveTenantGroups(c.Name)
 	delete(f.byName, c.Name)
 	f.dirty[c.Name], f.fresh = true, true
-	counts := []int{txns, grps, tops, parts, users, acls, quotas, keys, regSchemas}
+	counts := []int{txns, grps, tops, parts, users, acls, quotas, keys, regSchemas, shareGroups}
 	r := core.Result{}
 	for i, what := range Removed {
 		r.Counts = append(r.Counts, core.Count{What: what, N: counts[i]})
