@@ -4,6 +4,7 @@ package kafka
 // AlterConfigs: v0-2
 // IncrementalAlterConfigs: v0-1
 // Behavior:
+//  * GROUP resources: share groups' configs (share_configs.go).
 //  * Authorization (acls.go): DESCRIBE_CONFIGS to describe, ALTER_CONFIGS
 //    to alter, on the topic for a TOPIC resource
 //    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not) and on the
@@ -164,6 +165,8 @@ func (s *Server) describeResource(c *conn, view *fsm.View, typ kmsg.ConfigResour
 			return nil, p
 		}
 		return s.loggerConfigEntries(), problem{}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return s.groupConfigEntries(name)
 	}
 	return nil, newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", typ))
 }
@@ -394,7 +397,7 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("Duplicate resource: %s %q is named more than once.", r.typ, r.name))
 		case c.configDenied(r.typ, r.name, kmsg.ACLOperationAlterConfigs).failed():
 			p = c.configDenied(r.typ, r.name, kmsg.ACLOperationAlterConfigs)
-		case r.typ != kmsg.ConfigResourceTypeTopic && r.typ != kmsg.ConfigResourceTypeBroker && r.typ != kmsg.ConfigResourceTypeBrokerLogger:
+		case r.typ != kmsg.ConfigResourceTypeTopic && r.typ != kmsg.ConfigResourceTypeBroker && r.typ != kmsg.ConfigResourceTypeBrokerLogger && r.typ != kmsg.ConfigResourceTypeGroupConfig:
 			p = newProblem(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %s", r.typ))
 		case r.dupKeys:
 			p = newProblem(kerr.InvalidRequest, "Error due to duplicate config keys")
@@ -410,6 +413,12 @@ func (c *conn) alterConfigs(rs []alterResource, incremental, validateOnly bool) 
 			}
 		case r.typ == kmsg.ConfigResourceTypeBrokerLogger:
 			p = c.s.alterLoggers(r, incremental, validateOnly)
+		case r.typ == kmsg.ConfigResourceTypeGroupConfig:
+			var cmd fsm.SetShareGroupConfigs
+			if cmd, p = alterGroupConfigs(r, incremental); !p.failed() && !validateOnly {
+				cmds = append(cmds, cmd)
+				slots = append(slots, i)
+			}
 		default:
 			cmd := fsm.AlterConfigs{Topic: r.name, Incremental: incremental, Changes: r.changes}
 			if p = checkAlterConfigs(c, view, cmd); !p.failed() && !validateOnly {
@@ -444,6 +453,10 @@ func (c *conn) configDenied(typ kmsg.ConfigResourceType, name string, op kmsg.AC
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if !c.clusterAllowed(op) {
 			return newProblem(kerr.ClusterAuthorizationFailed, "")
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !c.groupAllowed(op, name) {
+			return newProblem(kerr.GroupAuthorizationFailed, "")
 		}
 	}
 	return problem{}

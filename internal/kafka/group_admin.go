@@ -11,6 +11,9 @@ package kafka
 //     (Empty/Assigning/Reconciling/Stable), the assignor as the protocol,
 //     and each member's subscription and assignment in the classic consumer
 //     protocol's encoding.
+//   - Share groups (share_groups.go) are listed with type "share",
+//     described as "Dead" here (ShareGroupDescribe describes them) and
+//     deleted when empty with their share partitions and configs.
 //   - DeleteGroups deletes empty groups and their offsets
 //     (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); OffsetDelete deletes
 //     offsets of an empty group, or of topics a consumer group's members do
@@ -56,6 +59,7 @@ func handleDescribeGroups(c *conn, req kmsg.Request) (respond, error) {
 		case loading:
 			dg.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		case g == nil:
+			// A share group too: Kafka describes it Dead to this API.
 			dg.State = "Dead"
 		case g.Type == fsm.GroupConsumer:
 			// A KIP-848 group in the classic terms, as Kafka describes it.
@@ -128,6 +132,21 @@ func handleListGroups(c *conn, req kmsg.Request) (respond, error) {
 		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, protocolType, state, typ
 		resp.Groups = append(resp.Groups, lg)
 	}
+	// Share groups (KIP-932): protocol type and group type "share".
+	for _, g := range c.s.b.ShareGroups().Groups() {
+		if !all && !c.groupAllowed(kmsg.ACLOperationDescribe, g.Name) || hide && c.foreign(g.Name) {
+			continue
+		}
+		if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, g.State) }) {
+			continue
+		}
+		if len(r.TypesFilter) > 0 && !slices.ContainsFunc(r.TypesFilter, func(s string) bool { return strings.EqualFold(s, "share") }) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, "share", g.State, "share"
+		resp.Groups = append(resp.Groups, lg)
+	}
 	return done(resp), nil
 }
 
@@ -140,7 +159,11 @@ func handleDeleteGroups(c *conn, req kmsg.Request) (respond, error) {
 		dg := kmsg.NewDeleteGroupsResponseGroup()
 		dg.Group = name
 		if c.groupAllowed(kmsg.ACLOperationDelete, name) {
-			cmds = append(cmds, fsm.DeleteGroup{Group: name})
+			var cmd fsm.Command = fsm.DeleteGroup{Group: name}
+			if c.s.b.ShareGroups().Group(name) != nil {
+				cmd = fsm.DeleteShareGroup{Group: name}
+			}
+			cmds = append(cmds, cmd)
 			slots = append(slots, len(resp.Groups))
 		} else {
 			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code

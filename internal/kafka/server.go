@@ -246,6 +246,9 @@ type Server struct {
 	quotaSensors quotaSensors
 	// tenantConns count each tenant's connections (tenant_quotas.go).
 	tenantConns tenantConns
+	// shareSessions are the share sessions of share group members
+	// (share_groups.go).
+	shareSessions shareSessions
 	// ipSensors measure each address's connection creation rate against
 	// its ip quota (accept.go); ipHeld counts the connections held
 	// before being closed for it.
@@ -277,7 +280,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.routes = map[int16]route{}
 	s.saslSecret = make([]byte, 32)
 	rand.Read(s.saslSecret)
-	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), aclRoutes(), quotaRoutes(), adminRoutes(), groupRoutes(), group848Routes(), producerRoutes(), txnRoutes()} {
+	for _, group := range [][]route{coreRoutes(), saslRoutes(), userRoutes(), aclRoutes(), quotaRoutes(), adminRoutes(), groupRoutes(), group848Routes(), shareRoutes(), shareOffsetRoutes(), producerRoutes(), txnRoutes()} {
 		for _, r := range group {
 			s.routes[r.key] = r
 		}

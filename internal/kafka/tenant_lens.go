@@ -275,7 +275,7 @@ func (l tenantLens) unqualify(s string) string { return strings.TrimPrefix(s, l.
 // topic name, a group id or a transactional id, or lists of them.
 var nameFields = map[string]bool{
 	"Topic": true, "Group": true, "GroupID": true, "TransactionalID": true, "TransactionID": true,
-	"Groups": true, "TransactionalIDs": true, "CoordinatorKeys": true, "SubscribedTopicNames": true, "SubscribedTopics": true, "Topics": true,
+	"Groups": true, "GroupIDs": true, "TransactionalIDs": true, "CoordinatorKeys": true, "SubscribedTopicNames": true, "SubscribedTopics": true, "Topics": true,
 }
 
 // in qualifies the names of req.
@@ -341,10 +341,10 @@ func (l tenantLens) walk(v reflect.Value, rename func(string) string) {
 	case reflect.Struct:
 		t := v.Type()
 		// A config resource (DescribeConfigs, AlterConfigs,
-		// IncrementalAlterConfigs, requests and responses) names a topic
-		// when its type says so.
+		// IncrementalAlterConfigs, requests and responses) names a topic or
+		// a group when its type says so.
 		if typ, name := v.FieldByName("ResourceType"), v.FieldByName("ResourceName"); typ.IsValid() && name.IsValid() && name.CanSet() &&
-			typ.Type() == configResourceType && kmsg.ConfigResourceType(typ.Int()) == kmsg.ConfigResourceTypeTopic {
+			typ.Type() == configResourceType && (kmsg.ConfigResourceType(typ.Int()) == kmsg.ConfigResourceTypeTopic || kmsg.ConfigResourceType(typ.Int()) == kmsg.ConfigResourceTypeGroupConfig) {
 			name.SetString(rename(name.String()))
 		}
 		for i := 0; i < v.NumField(); i++ {
