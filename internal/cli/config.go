@@ -30,12 +30,13 @@ type configResource struct {
 	name string // topic name, or the broker id in decimal
 }
 
-// resourceFlags are --topic, --broker and --broker-default, exactly one
-// of which is needed.
+// resourceFlags are --topic, --broker, --broker-default and --group,
+// exactly one of which is needed.
 type resourceFlags struct {
 	topic         string
 	broker        int32
 	brokerDefault bool
+	group         string
 }
 
 func (r *resourceFlags) register(c *cobra.Command) {
@@ -43,12 +44,22 @@ func (r *resourceFlags) register(c *cobra.Command) {
 	c.Flags().Int32Var(&r.broker, "broker", -1, "the broker id")
 	c.Flags().BoolVar(&r.brokerDefault, "broker-default", false,
 		"the cluster-wide broker defaults (kafka-configs.sh --entity-type brokers --entity-default)")
+	c.Flags().StringVar(&r.group, "group", "", "a share group (kafka-configs.sh --entity-type groups): its share.* configs")
 }
 
 // resolve checks that exactly one of --topic, --broker and
 // --broker-default was given.
 func (r *resourceFlags) resolve(c *cobra.Command) (configResource, error) {
 	hasTopic, hasBroker := c.Flags().Changed("topic"), c.Flags().Changed("broker")
+	if c.Flags().Changed("group") {
+		switch {
+		case hasTopic || hasBroker || r.brokerDefault:
+			return configResource{}, usageErrorf("give one of --topic, --broker, --broker-default and --group")
+		case r.group == "":
+			return configResource{}, usageErrorf("--group needs a group name")
+		}
+		return configResource{kind: kmsg.ConfigResourceTypeGroupConfig, name: r.group}, nil
+	}
 	switch {
 	case r.brokerDefault && (hasTopic || hasBroker):
 		return configResource{}, usageErrorf("give one of --topic, --broker and --broker-default")
@@ -65,7 +76,7 @@ func (r *resourceFlags) resolve(c *cobra.Command) (configResource, error) {
 	case hasBroker:
 		return configResource{kind: kmsg.ConfigResourceTypeBroker, name: strconv.Itoa(int(r.broker))}, nil
 	default:
-		return configResource{}, usageErrorf("say which configs: --topic NAME, --broker ID or --broker-default")
+		return configResource{}, usageErrorf("say which configs: --topic NAME, --broker ID, --broker-default or --group NAME")
 	}
 }
 
@@ -74,6 +85,8 @@ func (r configResource) String() string {
 	switch {
 	case r.kind == kmsg.ConfigResourceTypeTopic:
 		return fmt.Sprintf("topic %q", r.name)
+	case r.kind == kmsg.ConfigResourceTypeGroupConfig:
+		return fmt.Sprintf("group %q", r.name)
 	case r.name == "":
 		return "the cluster-wide broker defaults"
 	}
@@ -81,8 +94,11 @@ func (r configResource) String() string {
 }
 
 func (r configResource) kindName() string {
-	if r.kind == kmsg.ConfigResourceTypeTopic {
+	switch r.kind {
+	case kmsg.ConfigResourceTypeTopic:
 		return "topic"
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return "group"
 	}
 	return "broker"
 }
@@ -111,13 +127,14 @@ func newConfigDescribeCmd(g *globalOptions) *cobra.Command {
 		all bool
 	)
 	c := &cobra.Command{
-		Use:   "describe (--topic NAME | --broker ID | --broker-default) [--all]",
+		Use:   "describe (--topic NAME | --broker ID | --broker-default | --group NAME) [--all]",
 		Short: "Describe the configs of a topic or a broker (kafka-configs.sh --describe)",
 		Long: `Describe the configs of a topic or a broker (kafka-configs.sh --describe).
 
 Without --all only dynamic overrides are shown, as kafka-configs.sh does:
 source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker,
-DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide defaults (--broker-default).
+DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide defaults (--broker-default),
+GROUP_CONFIG for a share group (--group, docs/share-groups.md).
 With --all every config is shown with its source, and whether it is read-only
 or sensitive (sensitive values are never sent by the broker).`,
 		Example: `  stele config describe --topic orders
@@ -177,6 +194,8 @@ func dynamicSource(r configResource) kmsg.ConfigSource {
 		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
 	case r.kind == kmsg.ConfigResourceTypeBroker:
 		return kmsg.ConfigSourceDynamicBrokerConfig
+	case r.kind == kmsg.ConfigResourceTypeGroupConfig:
+		return kmsg.ConfigSourceGroupConfig
 	}
 	return kmsg.ConfigSourceDynamicTopicConfig
 }
@@ -241,7 +260,7 @@ func newConfigAlterCmd(g *globalOptions) *cobra.Command {
 		sign                   *adminSigning
 	)
 	c := &cobra.Command{
-		Use:   "alter (--topic NAME | --broker ID | --broker-default) [--set k=v ...] [--delete k ...]",
+		Use:   "alter (--topic NAME | --broker ID | --broker-default | --group NAME) [--set k=v ...] [--delete k ...]",
 		Short: "Change configs of a topic, a broker or the cluster-wide broker defaults (kafka-configs.sh --alter)",
 		Long: `Change configs of a topic or a broker with an incremental alter
 (IncrementalAlterConfigs): configs not named are left as they are.
@@ -262,6 +281,10 @@ broker that does not set its own.
 --entity-type brokers --entity-name ID). Both are replicated state: they
 apply at once, without a restart, and survive restarts; a limit lowered
 closes no connection already open.
+--group NAME changes a share group's configs (kafka-configs.sh --entity-type
+groups): share.auto.offset.reset, share.record.lock.duration.ms,
+stele.share.key.ordering and the others of docs/share-groups.md; the group
+need not exist yet.
 
 Under stele.admin.signed=true every alteration must be signed: --sign FILE
 --principal NAME signs it with the principal's producer key and submits it
@@ -273,7 +296,8 @@ this way, on and off.`,
   stele config alter --broker-default --set log.retention.ms=86400000
   stele config alter --broker 0 --set max.connections.per.ip=100
   stele config alter --broker-default --set max.connection.creation.rate=50
-  stele config alter --broker-default --set stele.admin.signed=true --sign admin.key --principal admin`,
+  stele config alter --broker-default --set stele.admin.signed=true --sign admin.key --principal admin
+  stele config alter --group workers --set share.auto.offset.reset=earliest --set stele.share.key.ordering=true`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := res.resolve(cmd)
@@ -301,6 +325,9 @@ this way, on and off.`,
 			}
 			if err := sign.ready(cmd, g); err != nil {
 				return err
+			}
+			if sign.on() && r.kind == kmsg.ConfigResourceTypeGroupConfig {
+				return usageErrorf("a share group's configs are not signed administration: alter them without --sign")
 			}
 			if sign.on() {
 				if err := alterSigned(cmd, g, sign, r, ops); err != nil {
@@ -379,6 +406,9 @@ func alterOverKafka(cmd *cobra.Command, g *globalOptions, r configResource, brok
 	defer cl.Close()
 	ctx, cancel := g.requestContext(cmd)
 	defer cancel()
+	if r.kind == kmsg.ConfigResourceTypeGroupConfig {
+		return alterGroupConfigs(ctx, cl, r, ops)
+	}
 	if r.kind == kmsg.ConfigResourceTypeTopic {
 		rs, err := adm.AlterTopicConfigs(ctx, ops, r.name)
 		err = alterConfigsError(r.String(), r.name, rs, err)
@@ -395,6 +425,35 @@ func alterOverKafka(cmd *cobra.Command, g *globalOptions, r configResource, brok
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// alterGroupConfigs makes an alteration of a group's configs with
+// IncrementalAlterConfigs (kadm has no helper for GROUP resources).
+func alterGroupConfigs(ctx context.Context, cl *kgo.Client, r configResource, ops []kadm.AlterConfig) error {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = r.kind, r.name
+	for _, o := range ops {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = o.Name, kmsg.IncrementalAlterConfigOp(o.Op), o.Value
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("alter configs of %s: %w", r, err)
+	}
+	if len(resp.Resources) != 1 {
+		return fmt.Errorf("alter configs of %s: the broker answered for %d resources, want 1", r, len(resp.Resources))
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		msg := ""
+		if m := resp.Resources[0].ErrorMessage; m != nil {
+			msg = *m
+		}
+		return brokerError("alter configs of "+r.String(), err, msg)
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func TestConfigUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"config", "describe"}, "--topic NAME, --broker ID or --broker-default"},
+		{[]string{"config", "describe"}, "--topic NAME, --broker ID, --broker-default or --group NAME"},
 		{[]string{"config", "describe", "--broker-default", "--broker", "0"}, "one of --topic, --broker and --broker-default"},
 		{[]string{"config", "describe", "--topic", "t", "--broker", "0"}, "not both"},
 		{[]string{"config", "describe", "--broker", "-3"}, "invalid --broker -3"},

@@ -29,6 +29,7 @@ type consumeOptions struct {
 	format        string
 	isolation     *enumFlag
 	group         string
+	shareGroup    string
 	verify        bool
 	quorum        bool
 	subject       string
@@ -81,6 +82,15 @@ come from a broker's HTTP API (--http, or STELE_HTTP), committed ones only
 --offset, --max-messages, --timeout-idle, --format and --output json work as
 without it; --group, --verify and --quorum do not go with it.
 
+With --share-group G it consumes as a member of share group G (KIP-932,
+docs/share-groups.md): records are handed out one by one among the group's
+members, however many there are, and each record printed is accepted, so no
+member of the group gets it again; records received but not printed (past
+--max-messages, or at an interrupt) are released to the others. Where a new
+share group starts is the group's share.auto.offset.reset config (stele
+config alter --group G --set share.auto.offset.reset=earliest), not
+--from-beginning.
+
 --format json prints each record as --output json does, with its key and
 value decoded when they are in Confluent's wire format (a magic byte 0 and
 a schema id): key_typed and value_typed hold the schema id and the value as
@@ -90,11 +100,15 @@ docs/schemas.md).`,
   stele consume orders --partition 2 --offset 1500 --format '%p/%o %k=%v\n'
   stele consume orders --from-beginning --timeout-idle 5s --output json
   stele consume orders --group billing --from-beginning
+  stele consume jobs --share-group workers --max-messages 100
   stele consume orders --from-beginning --verify --genesis cluster/node0/cometbft/config/genesis.json
   stele consume orders --subject 'orders.*.fr.>' --from-beginning --timeout-idle 2s
   stele consume orders --from-beginning --format json --http 127.0.0.1:8080`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if o.shareGroup != "" && (cmd.Flags().Changed("subject") || o.quorum || o.verify) {
+				return usageErrorf("--share-group does not go with --subject, --verify or --quorum")
+			}
 			if cmd.Flags().Changed("subject") {
 				return runSubjectConsume(cmd, g, o, a[0])
 			}
@@ -119,6 +133,7 @@ docs/schemas.md).`,
 	f.StringVar(&o.format, "format", defaultFormat, formatHelp)
 	f.Var(o.isolation, "isolation", "read_committed hides records of open and aborted transactions")
 	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing offsets")
+	f.StringVar(&o.shareGroup, "share-group", "", "consume as a member of this share group, accepting each record printed")
 	f.BoolVar(&o.verify, "verify", false, "prove every batch against the validators' signatures before printing it (docs/trust.md)")
 	f.BoolVar(&o.quorum, "quorum", false, "read through every --brokers broker (at least f+1 of 3f+1) and print only what all of them return identically")
 	f.StringVar(&o.subject, "subject", "", "only records whose subject matches this pattern (* one token, > the rest), filtered by the broker, over its HTTP API (--http)")
@@ -152,6 +167,14 @@ func (o *consumeOptions) validate(cmd *cobra.Command, g *globalOptions) error {
 	switch {
 	case cmd.Flags().Changed("group") && o.group == "":
 		return usageErrorf("--group must not be empty")
+	case cmd.Flags().Changed("share-group") && o.shareGroup == "":
+		return usageErrorf("--share-group must not be empty")
+	case o.shareGroup != "" && (o.group != "" || o.partition >= 0 || o.offset != ""):
+		return usageErrorf("--share-group does not go with --group, --partition or --offset: a share group hands out the records of its topics' partitions")
+	case o.shareGroup != "" && o.fromBeginning:
+		return usageErrorf("--from-beginning does not go with --share-group: a new share group starts where its share.auto.offset.reset says (stele config alter --group %s --set share.auto.offset.reset=earliest)", o.shareGroup)
+	case o.shareGroup != "" && cmd.Flags().Changed("isolation"):
+		return usageErrorf("--isolation does not go with --share-group: a share group reads as its share.isolation.level says")
 	case o.group != "" && o.partition >= 0:
 		return usageErrorf("--partition cannot be used with --group: a group member reads the partitions the group assigns it")
 	case o.offset != "" && o.partition < 0:
@@ -198,7 +221,14 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 	// begin: kgo uses the reset offset only for those.
 	opts := []kgo.Opt{kgo.ConsumeResetOffset(start)}
 	var grp *groupHooks
-	if o.group != "" {
+	if o.shareGroup != "" {
+		// A share group member (KIP-932): no reset offset, no group
+		// callbacks (kgo refuses them with a share group); the idle clock
+		// starts at once.
+		grp = &groupHooks{joined: make(chan struct{}), share: true}
+		close(grp.joined)
+		opts = []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ShareGroup(o.shareGroup), kgo.FetchMaxWait(groupFetchMaxWait(o.idle))}
+	} else if o.group != "" {
 		grp = &groupHooks{}
 		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(o.group), kgo.AutoCommitMarks(),
 			kgo.OnPartitionsAssigned(grp.onAssigned()), kgo.FetchMaxWait(groupFetchMaxWait(o.idle)))
@@ -230,11 +260,17 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 			return err
 		}
 	}
-	if grp != nil {
+	switch {
+	case grp != nil && grp.share:
+		grp.mark = func(rs ...*kgo.Record) { cl.MarkAcks(kgo.AckAccept, rs...) }
+	case grp != nil:
 		grp.mark = cl.MarkCommitRecords
 	}
 	n, err := consumeLoop(cmd.Context(), cl, o, bufio.NewWriter(cmd.OutOrStdout()), cmd.ErrOrStderr(), emit, grp)
-	if grp != nil {
+	switch {
+	case grp != nil && grp.share:
+		err = errors.Join(err, leaveShareGroup(cmd, g, cl, o.shareGroup))
+	case grp != nil:
 		err = errors.Join(err, leaveGroup(cmd, g, cl, o.group))
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Processed a total of %d messages\n", n)
@@ -261,8 +297,11 @@ type groupHooks struct {
 	// joining can take seconds (Kafka delays a new group's first
 	// rebalance by group.initial.rebalance.delay.ms, 3s by default).
 	joined chan struct{}
-	// mark marks records printed, for the next commit.
+	// mark marks records printed, for the next commit (a share group's:
+	// accepts them).
 	mark func(...*kgo.Record)
+	// share: the group is a share group (--share-group).
+	share bool
 }
 
 // onAssigned returns the kgo.OnPartitionsAssigned callback that closes
@@ -295,6 +334,22 @@ func leaveGroup(cmd *cobra.Command, g *globalOptions, cl *kgo.Client, group stri
 	}
 	if err := cl.LeaveGroupContext(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("leave group %q: %w", group, err))
+	}
+	return errors.Join(errs...)
+}
+
+// leaveShareGroup sends the acceptances of the records printed, then
+// leaves the share group (closing the client releases what was received
+// and not printed), bounded by --timeout even after an interrupt.
+func leaveShareGroup(cmd *cobra.Command, g *globalOptions, cl *kgo.Client, group string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), g.timeout)
+	defer cancel()
+	var errs []error
+	if err := cl.FlushAcks(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("accept the records printed of share group %q: %w", group, err))
+	}
+	if err := cl.LeaveGroupContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("leave share group %q: %w", group, err))
 	}
 	return errors.Join(errs...)
 }
@@ -406,9 +461,9 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 			case errors.As(err, &loss):
 				fmt.Fprintf(stderr, "stele: warning: %v\n", err)
 			case errors.As(err, &session) && !fatalGroupError(err):
-				fmt.Fprintf(stderr, "stele: warning: consumer group %q: %v (retrying)\n", o.group, session.Err)
+				fmt.Fprintf(stderr, "stele: warning: %s: %v (retrying)\n", o.groupName(), session.Err)
 			case errors.As(err, &session) && fatal == nil:
-				fatal = fmt.Errorf("consumer group %q: %w", o.group, session.Err)
+				fatal = fmt.Errorf("%s: %w", o.groupName(), session.Err)
 			case fatal != nil:
 			case isUnknownTopic(err):
 				fatal = fmt.Errorf("consume topic %q: %w (was the topic deleted?)", topic, err)
@@ -421,8 +476,10 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 			emitted []*kgo.Record
 		)
 		before := n
+		var unprinted []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			if werr != nil || (o.maxMessages > 0 && n >= o.maxMessages) {
+				unprinted = append(unprinted, r)
 				return
 			}
 			if werr = emit(out, r); werr == nil {
@@ -441,6 +498,12 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 		if werr == nil && len(emitted) > 0 {
 			grp.mark(emitted...)
 		}
+		if grp != nil && grp.share && len(unprinted) > 0 {
+			// Received and not printed: for another member.
+			for _, r := range unprinted {
+				r.Ack(kgo.AckRelease)
+			}
+		}
 		switch {
 		case werr != nil:
 			return n, fmt.Errorf("write record: %w", werr)
@@ -454,6 +517,14 @@ func consumeLoop(ctx context.Context, cl *kgo.Client, o *consumeOptions, out *bu
 			return n, nil
 		}
 	}
+}
+
+// groupName names the group of --group or --share-group for messages.
+func (o *consumeOptions) groupName() string {
+	if o.shareGroup != "" {
+		return fmt.Sprintf("share group %q", o.shareGroup)
+	}
+	return fmt.Sprintf("consumer group %q", o.group)
 }
 
 // fatalGroupError reports whether a group management error is one a

@@ -136,6 +136,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newProduceCmd(g),
 		newConsumeCmd(g),
 		newConsumerGroupCmd(g),
+		newShareGroupCmd(g),
 		newConfigCmd(g),
 		newDumpLogCmd(g),
 		newKeyCmd(g),

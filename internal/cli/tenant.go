@@ -195,7 +195,8 @@ func newTenantDeleteCmd(g *globalOptions) *cobra.Command {
 		Long: `Delete a tenant and, in the same block, everything it owns: its transactional ids
 (open transactions are aborted), groups with their offsets, topics with their
 data, users, the ACLs on its resources and for its users, its users' quotas
-and producer keys, and its schema registry. Prints how many of each were removed.`,
+and producer keys, its schema registry and its share groups. Prints how many of each
+were removed.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTenantArg(args[0]); err != nil {
