@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stele-io/stele/test/harness"
+)
+
+// TestShareGroupBrokerKilled (issue 23, docs/share-groups.md): four
+// franz-go share consumers of one group read a 2-partition topic on four
+// brokers, releasing one record in ten once (it must come again) and
+// accepting the rest; the broker leading partition 0, which its share
+// fetches go to, is killed with SIGKILL. Every record is accepted in the
+// end, each record's deliveries carry strictly increasing delivery counts
+// (the acquisitions the killed broker ordered were not forgotten), a record
+// released comes again, and every broker, the restarted one included,
+// reports the share partitions done up to their high watermarks.
+func TestShareGroupBrokerKilled(t *testing.T) {
+	const topic, group, parts = "work", "crew", 2
+	c := newCluster(t, clusterOptions{})
+	c.StartAll()
+	seeds := c.KafkaAddrs(c.All()...)
+	harness.CreateTopic(t, seeds, topic, parts, nil)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := context.Background()
+	setEarliest := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, cfg)
+	setEarliest.Resources = append(setEarliest.Resources, res)
+	if resp, err := setEarliest.RequestWith(ctx, admin); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share.auto.offset.reset: %v %+v", err, resp)
+	}
+
+	var (
+		mu         sync.Mutex
+		deliveries = map[string][]int32{} // value → delivery counts, in order
+		accepted   = map[string]bool{}
+		released   = map[string]bool{}
+	)
+	var members []*kgo.Client
+	for i := range 4 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+			kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareMaxRecords(20), kgo.DialTimeout(2*time.Second),
+			kgo.RetryTimeout(2*time.Minute), kgo.ClientID(fmt.Sprintf("member%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, cl)
+		go func() {
+			for {
+				fs := cl.PollRecords(context.Background(), 20)
+				if fs.IsClientClosed() {
+					return
+				}
+				for _, r := range fs.Records() {
+					v := string(r.Value)
+					mu.Lock()
+					deliveries[v] = append(deliveries[v], r.DeliveryCount())
+					release := len(v) > 0 && v[len(v)-1] == '3' && !released[v]
+					if release {
+						released[v] = true
+					} else {
+						accepted[v] = true
+					}
+					mu.Unlock()
+					if release {
+						r.Ack(kgo.AckRelease)
+					} else {
+						r.Ack(kgo.AckAccept)
+					}
+				}
+			}
+		}()
+	}
+	defer func() {
+		for _, cl := range members {
+			cl.Close()
+		}
+	}()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RecordRetries(100), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	sent := 0
+	produce := func(n int) {
+		t.Helper()
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		var rs []*kgo.Record
+		for range n {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(sent % 13)), Value: []byte(fmt.Sprintf("r%05d", sent))})
+			sent++
+		}
+		if err := prod.ProduceSync(pctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("producing: %v", err)
+		}
+	}
+	waitAccepted := func(d time.Duration, why string) {
+		t.Helper()
+		c.Eventually(d, fmt.Sprintf("all %d records accepted (%s)", sent, why), func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(accepted) < sent {
+				return fmt.Errorf("%d of %d records accepted", len(accepted), sent)
+			}
+			return nil
+		})
+	}
+
+	produce(400)
+	waitAccepted(60*time.Second, "before the kill")
+	md, err := kadm.NewClient(admin).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics[topic].Partitions[0]
+	leader := c.nodeIndex(p0.Leader)
+	if leader < 0 {
+		t.Fatalf("partition 0's leader %d is no node", p0.Leader)
+	}
+	t.Logf("%s node%d leads %s-0; killing it", harness.Clock(), leader, topic)
+	c.Kill9(leader)
+	produce(400)
+	waitAccepted(3*time.Minute, fmt.Sprintf("after node%d, partition 0's leader, was killed", leader))
+
+	mu.Lock()
+	redelivered := 0
+	for v, counts := range deliveries {
+		if !slices.IsSorted(counts) || len(slices.Compact(slices.Clone(counts))) != len(counts) {
+			mu.Unlock()
+			t.Fatalf("record %s delivered with counts %v: a delivery count came again (an acquisition forgotten)", v, counts)
+		}
+		if len(counts) > 1 {
+			redelivered++
+		}
+		if released[v] && len(counts) < 2 {
+			mu.Unlock()
+			t.Fatalf("record %s was released and never delivered again", v)
+		}
+	}
+	t.Logf("%d records, %d delivered more than once (released, or acknowledged to the killed broker)", sent, redelivered)
+	mu.Unlock()
+	for _, cl := range members {
+		cl.Close()
+	}
+	members = nil
+
+	others := without(c.All(), leader)
+	c.Restart(leader)
+	c.WaitCaughtUp(60*time.Second, leader, others...)
+	hwm, err := c.HighWatermarks(others[0], topic, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range c.All() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs(i)...), kgo.DialTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Eventually(30*time.Second, fmt.Sprintf("node%d reports every share partition done", i), func() error {
+			req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+			rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+			rg.GroupID = group
+			req.Groups = append(req.Groups, rg)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			starts := map[int32]int64{}
+			for _, g := range resp.Groups {
+				for _, tp := range g.Topics {
+					for _, p := range tp.Partitions {
+						starts[p.Partition] = p.StartOffset
+					}
+				}
+			}
+			for p, h := range hwm {
+				if starts[int32(p)] != h {
+					return fmt.Errorf("start offsets %v, high watermarks %v", starts, hwm)
+				}
+			}
+			return nil
+		})
+		cl.Close()
+	}
+}
