@@ -17,7 +17,7 @@ import (
 
 // setGroupConfigs sets share group configs with IncrementalAlterConfigs
 // on a GROUP resource, as kgo's own tests do, and reads them back.
-func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kv ...string) {
+func setGroupConfigs(t testing.TB, cl *kgo.Client, group string, kv ...string) {
 	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
