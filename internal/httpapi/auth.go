@@ -88,7 +88,8 @@ func ownClusterName(r *http.Request) string {
 	return fsm.ClusterResourceName
 }
 
-// routeACLs are the protected routes: records and keys read need READ on
+// routeACLs are the protected routes (share groups: shares.go's comment
+// says what each needs): records and keys read need READ on
 // the topic (Fetch's), appends WRITE (Produce's), an offset's height
 // DESCRIBE (ListOffsets'); a state proof may show any state (groups'
 // offsets, configs), so it needs DESCRIBE on the cluster. Tenants are the
@@ -111,7 +112,14 @@ var routeACLs = map[string]*routeACL{
 	"POST /v1/tenants":                                               &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
 	"DELETE /v1/tenants/{tenant}":                                    &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
 	"PUT /v1/tenants/{tenant}/quotas":                                &routeACL{resourceType: fsm.ACLResourceCluster, op: fsm.ACLOpAlter, name: clusterName},
+	"GET /v1/share-groups/{group}":                                   &routeACL{resourceType: fsm.ACLResourceGroup, op: fsm.ACLOpDescribe, name: groupOf},
+	"POST /v1/share-groups/{group}/acquire":                          &routeACL{resourceType: fsm.ACLResourceGroup, op: fsm.ACLOpRead, name: groupOf},
+	"POST /v1/share-groups/{group}/acknowledge":                      &routeACL{resourceType: fsm.ACLResourceGroup, op: fsm.ACLOpRead, name: groupOf},
+	"DELETE /v1/share-groups/{group}/members/{member}":               &routeACL{resourceType: fsm.ACLResourceGroup, op: fsm.ACLOpDelete, name: groupOf},
 }
+
+// groupOf is the {group} of a share group route.
+func groupOf(r *http.Request) string { return r.PathValue("group") }
 
 // guard is the HTTP API's authentication and authorization.
 type guard struct {
@@ -167,6 +175,9 @@ func (g *guard) wrap(pattern string, h http.Handler, acl *routeACL) http.Handler
 			// names, as its Kafka clients do (docs/tenants.md).
 			if topic := r.PathValue("topic"); topic != "" {
 				r.SetPathValue("topic", fsm.Qualify(tenant, topic))
+			}
+			if group := r.PathValue("group"); group != "" {
+				r.SetPathValue("group", fsm.Qualify(tenant, group))
 			}
 			if !strings.HasSuffix(pattern, "/proof") { // a proof names what it proves
 				tb := &tenantBody{ResponseWriter: w, prefix: tenant + string(fsm.TenantSep)}

@@ -99,6 +99,11 @@ var routes = []string{
 	"DELETE /v1/tenants/{tenant}",
 	"PUT /v1/tenants/{tenant}/quotas",
 	"POST /v1/wait",
+	"GET /v1/share-groups",
+	"GET /v1/share-groups/{group}",
+	"POST /v1/share-groups/{group}/acquire",
+	"POST /v1/share-groups/{group}/acknowledge",
+	"DELETE /v1/share-groups/{group}/members/{member}",
 }
 
 // New returns the handler for every endpoint.
@@ -139,6 +144,11 @@ func New(opts Options) http.Handler {
 		"GET /v1/tenants/{tenant}":                                       withMinHeight(opts, serveTenant(opts)),
 		"DELETE /v1/tenants/{tenant}":                                    serveTenantDelete(opts),
 		"PUT /v1/tenants/{tenant}/quotas":                                serveTenantQuotas(opts),
+		"GET /v1/share-groups":                                           withMinHeight(opts, serveShareGroups(opts)),
+		"GET /v1/share-groups/{group}":                                   withMinHeight(opts, serveShareGroup(opts)),
+		"POST /v1/share-groups/{group}/acquire":                          serveShareAcquire(opts),
+		"POST /v1/share-groups/{group}/acknowledge":                      serveShareAck(opts),
+		"DELETE /v1/share-groups/{group}/members/{member}":               serveShareLeave(opts),
 	}
 	mux := http.NewServeMux()
 	var g *guard

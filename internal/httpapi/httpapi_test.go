@@ -118,6 +118,10 @@ func FuzzHTTPRequest(f *testing.F) {
 		"PUT /v1/tenants/acme/quotas HTTP/1.1\r\nHost: x\r\nContent-Length: 35\r\n\r\n{\"set\":{\"groups\":2},\"remove\":[\"x\"]}",
 		"DELETE /v1/tenants/acme HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /v1/tenants/acme?min_height=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/share-groups/g/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 57\r\n\r\n{\"member\":\"m\",\"topic\":\"t\",\"max_records\":5,\"wait_ms\":1}",
+		"POST /v1/share-groups/g/acknowledge HTTP/1.1\r\nHost: x\r\nContent-Length: 82\r\n\r\n{\"member\":\"m\",\"acks\":[{\"topic\":\"t\",\"partition\":0,\"offset\":0,\"type\":\"accept\"}]}",
+		"DELETE /v1/share-groups/g/members/m HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /v1/share-groups?min_height=1 HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST /v1/cluster/upgrade HTTP/1.1\r\nHost: x\r\nContent-Length: 128\r\n\r\n{\"height\":90,\"version\":2,\"name\":\"v2\",\"signatures\":[{\"validator\":\"0102030405060708090a0b0c0d0e0f1011121314\",\"signature\":\"AAAA\"}]}",
 	} {
 		f.Add([]byte(seed))
