@@ -398,3 +398,25 @@ func TestShareGroupsOfADeletedTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestShareSessionClose: a ShareAcquire that closes a member's share
+// session (ShareFetch or ShareAcknowledge with epoch -1) applies its
+// acknowledgements, then releases what the member holds of the session's
+// partitions, and only those: a session on another broker keeps its own.
+func TestShareSessionClose(t *testing.T) {
+	r := newShareRig(t, cluster.MaxAppVersion)
+	r.do("topic", topics.CreateTopic{Name: "q", Partitions: 2, ReplicationFactor: -1}, 0)
+	for p := range int32(2) {
+		r.do("records", topics.Produce{Topic: "q", Partition: p, Records: keysBatch(t, "a", "b", "c")}, 0)
+	}
+	r.do("earliest", SetShareGroupConfigs{Group: "sg", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}, 0)
+	r.do("m joins", shareJoin("sg", "m", "q"), 0)
+	both := ShareAcquire{Group: "sg", MemberID: "m", MaxRecords: 100, Parts: []SharePart{{Topic: "q", Partition: 0, Acquire: true}, {Topic: "q", Partition: 1, Acquire: true}}}
+	r.do("m acquires both partitions", both, 0)
+	r.do("m closes its session of partition 0, accepting offset 0", ShareAcquire{Group: "sg", MemberID: "m", Close: true,
+		Parts: []SharePart{{Topic: "q", Partition: 0, Acks: shareAck(0, 0, shares.AckAccept)}}}, 0)
+	g := r.fs[0].ShareGroups().Group("sg")
+	if p0, p1 := g.Parts[0], g.Parts[1]; p0.Start != 1 || p0.Acquired != 0 || p0.InFlight != 2 || p1.Acquired != 3 {
+		t.Fatalf("after closing the session of partition 0: %+v %+v", p0, p1)
+	}
+}

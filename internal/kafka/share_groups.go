@@ -136,7 +136,7 @@ func (s *shareSessions) at(k shareSessionKey, epoch int32) (*shareSession, int16
 
 // update applies a request's partitions to ss (added, then forgotten)
 // and moves its epoch on; with close it removes ss. It returns the
-// session's partitions.
+// session's partitions (with close: those it had).
 func (s *shareSessions) update(k shareSessionKey, ss *shareSession, epoch int32, add, forget []sharePartKey, close bool) []sharePartKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,7 +144,7 @@ func (s *shareSessions) update(k shareSessionKey, ss *shareSession, epoch int32,
 		if s.mu.m[k] == ss {
 			delete(s.mu.m, k)
 		}
-		return nil
+		return append([]sharePartKey(nil), ss.parts...)
 	}
 	for _, p := range add {
 		if !containsPart(ss.parts, p) {
@@ -675,11 +675,20 @@ func handleShareAcknowledge(c *conn, req kmsg.Request) (respond, error) {
 		return fail(code)
 	}
 	closing := sr.epoch == -1
-	c.s.shareSessions.update(key, ss, sr.epoch, nil, nil, closing)
+	had := c.s.shareSessions.update(key, ss, sr.epoch, nil, nil, closing)
 	cmd := fsm.ShareAcquire{Group: sr.group, MemberID: sr.member, Renew: r.IsRenewAck, Close: closing}
+	inCmd := map[sharePartKey]bool{}
 	for _, k := range sr.named {
 		if a := sr.acks[k]; len(a) > 0 {
+			inCmd[k] = true
 			cmd.Parts = append(cmd.Parts, fsm.SharePart{Topic: k.topic, Partition: k.partition, Acks: a})
+		}
+	}
+	if closing { // what the member holds of the session's partitions goes back
+		for _, k := range had {
+			if !inCmd[k] {
+				cmd.Parts = append(cmd.Parts, fsm.SharePart{Topic: k.topic, Partition: k.partition})
+			}
 		}
 	}
 	return func() kmsg.Response {

@@ -362,7 +362,7 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 		k := partKey{cp.Topic, cp.Partition}
 		p := g.Parts[k]
 		changed := false
-		if p == nil && (cp.Acquire || len(cp.Acks) > 0) {
+		if p == nil && (cp.Acquire || len(cp.Acks) > 0) && !c.Close {
 			p = &Part{End: tp.Next}
 			if g.config(cfgAutoOffsetReset) == "earliest" {
 				p.End = tp.Start
@@ -388,10 +388,10 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 		parts[i], tps[i] = p, tp
 		res.Parts = append(res.Parts, pr)
 	}
-	if c.Close {
-		for _, k := range sortedParts(g.Parts) {
-			if g.Parts[k].releaseMember(c.MemberID, limit) {
-				f.dirty.part(g.Name, k)
+	if c.Close { // the member's share session closed: what it holds of its partitions goes back
+		for i, cp := range c.Parts {
+			if p := parts[i]; p != nil && p.releaseMember(c.MemberID, limit) {
+				f.dirty.part(g.Name, partKey{cp.Topic, cp.Partition})
 			}
 		}
 	}

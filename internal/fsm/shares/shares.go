@@ -131,7 +131,8 @@ type SharePart struct {
 // acquisition of up to MaxRecords records over the parts marked Acquire)
 // or ShareAcknowledge (no part marked Acquire). Renew allows renew
 // acknowledgements (type 4). Close releases every record the member still
-// holds after the acknowledgements: its share session closed.
+// holds of the parts named, after the acknowledgements: its share session
+// on a broker, which fetched from those partitions, closed.
 type ShareAcquire struct {
 	Group, MemberID string
 	MaxRecords      int32
