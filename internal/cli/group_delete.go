@@ -52,44 +52,52 @@ reported on its own; the exit code is 1 if any could not be deleted.`,
 					return fmt.Errorf("delete groups: %w", err)
 				}
 			}
-			var (
-				out  []groupDeleted
-				errs []error
-				err  error
-			)
-			for _, name := range names {
-				r, ok := rs[name]
-				d := groupDeleted{Group: name}
-				switch {
-				case !ok:
-					err = fmt.Errorf("delete group %q: the broker did not answer for this group", name)
-				case r.Err != nil:
-					err = groupError(fmt.Sprintf("delete group %q", name), name, r.Err, r.ErrMessage)
-				default:
-					d.Deleted, err = true, nil
-				}
-				if err != nil {
-					d.Error = err.Error()
-					errs = append(errs, err)
-				}
-				out = append(out, d)
-			}
-			if g.jsonOutput() {
-				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
-			} else {
-				for _, d := range out {
-					if d.Deleted {
-						fmt.Fprintf(cmd.OutOrStdout(), "Deleted group %q.\n", d.Group)
-					}
-				}
-			}
-			return errors.Join(errs...)
+			return reportGroupsDeleted(cmd, g, names, rs, "group", groupError)
 		},
 	}
 	sign = addSignFlags(c)
 	return c
+}
+
+// reportGroupsDeleted prints what a deletion of the groups names answered
+// (rs), each group's error through errOf, and returns the errors joined;
+// kind names the groups for people ("group", "share group").
+func reportGroupsDeleted(cmd *cobra.Command, g *globalOptions, names []string, rs kadm.DeleteGroupResponses, kind string,
+	errOf func(what, group string, err error, brokerMsg string) error) error {
+	var (
+		out  []groupDeleted
+		errs []error
+	)
+	for _, name := range names {
+		r, ok := rs[name]
+		d := groupDeleted{Group: name}
+		var err error
+		switch {
+		case !ok:
+			err = fmt.Errorf("delete %s %q: the broker did not answer for this group", kind, name)
+		case r.Err != nil:
+			err = errOf(fmt.Sprintf("delete %s %q", kind, name), name, r.Err, r.ErrMessage)
+		default:
+			d.Deleted = true
+		}
+		if err != nil {
+			d.Error = err.Error()
+			errs = append(errs, err)
+		}
+		out = append(out, d)
+	}
+	if g.jsonOutput() {
+		if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range out {
+			if d.Deleted {
+				fmt.Fprintf(cmd.OutOrStdout(), "Deleted %s %q.\n", kind, d.Group)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // offsetDeleted is the JSON form of one partition of `group delete-offsets`.

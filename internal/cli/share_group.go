@@ -354,33 +354,7 @@ partitions' state and their configs. A group with members is not deleted
 			if err := partialOK(err); err != nil {
 				return fmt.Errorf("delete share groups: %w", err)
 			}
-			var out []groupDeleted
-			var errs []error
-			for _, name := range names {
-				d := groupDeleted{Group: name}
-				r, ok := rs[name]
-				switch {
-				case !ok:
-					err = fmt.Errorf("delete share group %q: the broker did not answer for it", name)
-				case r.Err != nil:
-					err = shareGroupError(fmt.Sprintf("delete share group %q", name), name, r.Err, r.ErrMessage)
-				default:
-					d.Deleted, err = true, nil
-				}
-				if err != nil {
-					d.Error = err.Error()
-					errs = append(errs, err)
-				} else if !g.jsonOutput() {
-					fmt.Fprintf(cmd.OutOrStdout(), "Deleted share group %q.\n", name)
-				}
-				out = append(out, d)
-			}
-			if g.jsonOutput() {
-				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
-			}
-			return errors.Join(errs...)
+			return reportGroupsDeleted(cmd, g, names, rs, "share group", shareGroupError)
 		},
 	}
 }

@@ -36,6 +36,9 @@ const (
 	ShareRecordLockMs        = shares.DefaultRecordLockMs
 )
 
+// ShareBrokerDefaults are Kafka's group.share.* broker configs, fixed.
+func ShareBrokerDefaults() []shares.BrokerDefault { return shares.BrokerDefaults() }
+
 // ShareGroupConfigNames are the share.* group configs, sorted.
 func ShareGroupConfigNames() []string { return shares.ConfigNames() }
 

@@ -285,6 +285,12 @@ func (s *Server) brokerConfigEntries(logDefaults map[string]string, bc *fsm.Brok
 		{name: "delete.topic.enable", value: "true", source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
 			typ: kmsg.ConfigTypeBoolean, doc: "Topics can always be deleted."},
 	}
+	// Share groups' broker defaults (Kafka's group.share.*), which a
+	// group's share.* configs override (docs/share-groups.md).
+	for _, d := range fsm.ShareBrokerDefaults() {
+		out = append(out, configEntry{name: d.Name, value: d.Value, source: kmsg.ConfigSourceDefaultConfig, readOnly: true,
+			typ: kmsg.ConfigTypeInt, doc: d.Doc})
+	}
 	if s.opts.DataDir != "" {
 		dir := s.opts.DataDir
 		if abs, err := filepath.Abs(dir); err == nil {

@@ -369,6 +369,22 @@ func TestShareGroupAdmin(t *testing.T) {
 	if err := m.FlushAcks(pctx); err != nil {
 		t.Fatal(err)
 	}
+	// Kafka's broker defaults of share groups are described, read-only.
+	brokerCfgs, err := adm.DescribeBrokerConfigs(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range brokerCfgs {
+		for _, c := range rc.Configs {
+			if c.Key == "group.share.record.lock.duration.ms" && c.MaybeValue() == "30000" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("broker configs lack group.share.record.lock.duration.ms=30000: %+v", brokerCfgs)
+	}
 	listed, err := adm.ListGroupsByType(ctx, []string{"share"})
 	if err != nil || len(listed) != 1 || listed["auditors"].GroupType != "share" || listed["auditors"].State != "Stable" {
 		t.Fatalf("listed share groups: %v %+v", err, listed)

@@ -828,6 +828,21 @@ var configDefs = map[string]configDef{
 	CfgKeyOrdering:       {def: "false", values: []string{"false", "true"}},
 }
 
+// BrokerDefault is one of Kafka's group.share.* broker configs: its
+// value, fixed in Stele, which a group's share.* config overrides.
+type BrokerDefault struct{ Name, Value, Doc string }
+
+// BrokerDefaults are the group.share.* broker configs, by name.
+func BrokerDefaults() []BrokerDefault {
+	return []BrokerDefault{
+		{"group.share.delivery.count.limit", strconv.Itoa(DefaultDeliveryLimit), "Deliveries of a record before it is archived; a group's share.delivery.count.limit overrides it."},
+		{"group.share.heartbeat.interval.ms", strconv.Itoa(DefaultHeartbeatIntervalMs), "The heartbeat interval share group members are told; a group's share.heartbeat.interval.ms overrides it."},
+		{"group.share.partition.max.record.locks", strconv.Itoa(DefaultMaxRecordLocks), "Records in flight per share partition; a group's share.partition.max.record.locks overrides it."},
+		{"group.share.record.lock.duration.ms", strconv.Itoa(DefaultRecordLockMs), "How long an acquired record is locked to its member; a group's share.record.lock.duration.ms overrides it."},
+		{"group.share.session.timeout.ms", strconv.Itoa(DefaultSessionTimeoutMs), "A share group member is removed after this long without a heartbeat; a group's share.session.timeout.ms overrides it."},
+	}
+}
+
 // ConfigNames are the group configs, sorted.
 func ConfigNames() []string { return core.SortedKeys(configDefs) }
 
