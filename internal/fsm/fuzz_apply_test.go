@@ -107,7 +107,7 @@ func (p *cmdProgram) blocks(t *testing.T) []block {
 
 func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 	topic := p.pick(fuzzTopics...)
-	switch op % 26 {
+	switch op % 28 {
 	case 0:
 		c := topics.CreateTopic{Name: topic, Partitions: p.small() + 1, ReplicationFactor: -1}
 		for range p.next() % 3 {
@@ -212,6 +212,33 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 			return SetSchemaConfig{Subject: p.pick(subject, ""), Level: p.pick("NONE", "FULL_TRANSITIVE", "BACKWARD", "FORWARD"), Remove: p.next()%4 == 0}
 		}
 		return SetSchemaMode{Mode: p.pick("READONLY", "READWRITE", "READWRITE")}
+	case 26:
+		group, member := p.pick("sg", "sg", "g", "cg"), p.pick("s-1", "s-2", "s-3")
+		switch p.next() % 4 {
+		case 0:
+			return ShareGroupHeartbeat{Group: group, MemberID: member, Epoch: p.small() - 1, TopicsSet: p.next()%2 == 0, Topics: []string{topic}}
+		case 1:
+			return SetShareGroupConfigs{Group: group, Configs: []ShareConfigEntry{{Name: p.pick("share.auto.offset.reset", "stele.share.key.ordering", "share.isolation.level", "share.delivery.count.limit"),
+				Value: p.pick("earliest", "true", "read_committed", "2", "x"), Delete: p.next()%5 == 0}}}
+		case 2:
+			return AlterShareOffsets{Group: group, Offsets: []ShareOffset{{Topic: topic, Partition: p.small(), Start: p.offset()}}}
+		}
+		if p.next()%2 == 0 {
+			return DeleteShareGroup{Group: group}
+		}
+		return DeleteShareOffsets{Group: group, Topics: []string{topic}}
+	case 27:
+		c := ShareAcquire{Group: p.pick("sg", "sg", "g"), MemberID: p.pick("s-1", "s-2", "s-3"), MaxRecords: int32(p.next() % 8),
+			Renew: p.next()%3 == 0, Close: p.next()%6 == 0}
+		for range 1 + p.next()%2 {
+			part := SharePart{Topic: topic, Partition: p.small(), Acquire: p.next()%3 != 0}
+			if p.next()%2 == 0 {
+				first := p.offset()
+				part.Acks = []ShareAckBatch{{First: first, Last: first + int64(p.next()%3), Types: []int8{int8(p.next() % 5)}}}
+			}
+			c.Parts = append(c.Parts, part)
+		}
+		return c
 	}
 	return nil
 }

@@ -420,3 +420,100 @@ func TestShareSessionClose(t *testing.T) {
 		t.Fatalf("after closing the session of partition 0: %+v %+v", p0, p1)
 	}
 }
+
+// shareOps are the command bytes of FuzzShareGroups' programs (cmdProgram's
+// numbering): topics created, deleted and trimmed, keyed records, share
+// group commands, ticks.
+var shareOps = []byte{0, 1, 7, 16, 21, 21, 26, 26, 27, 27, 27}
+
+// FuzzShareGroups applies hostile but well-formed programs of share group
+// commands (members joining, leaving and fenced, acquisitions with
+// acknowledgements of every kind, sessions closed, configs, offsets
+// altered and deleted, groups deleted) over keyed records, topics created
+// and deleted and block time jumping past locks and sessions, to two
+// state machines at the newest app version, the second reopened before
+// every other block: neither may panic or fail, and after every block
+// both hold the same results, app hash and state root; at the end the
+// same store and logs, and a state root the store's contents hash to.
+func FuzzShareGroups(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0xff, 1, 4, 0, 1, 2, 0, 1, 2, 0xff, 1, 6, 0, 1, 1, 0, 1, 0xff, 1, 8, 0, 0, 5, 1, 1, 0, 0, 0, 1, 0xff, 40})
+	seed := []byte{0, 0, 1, 0xff, 1, 4, 0, 2, 2, 0, 1, 2, 0xff, 1, 6, 0, 1, 1, 0, 1}
+	for i := range byte(16) {
+		seed = append(seed, 6, 0, 0, i%3, i, 8, 0, i%3, i, 1, 1, i, 1, i, i%5, 0xff, 1+i*3)
+	}
+	f.Add(append(seed, 7, 0, 2, 0, 1, 2, 7, 0, 3, 0, 1, 0xff, 1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Every byte read as an operation picks among shareOps; the others
+		// stay parameters (cmdProgram reads both from one stream).
+		prog := &cmdProgram{b: data}
+		var blocks []block
+		now := t0
+		cur := block{time: now}
+		nonce := 0
+		for len(prog.b) > 0 && len(blocks) < 40 {
+			op := prog.next()
+			if op == 0xff {
+				blocks = append(blocks, cur)
+				now += int64(prog.next()) * 1000
+				cur = block{time: now}
+				continue
+			}
+			if c := prog.command(t, shareOps[int(op)%len(shareOps)]); c != nil {
+				nonce++
+				cur.txs = append(cur.txs, tx(nonce, c))
+			}
+		}
+		blocks = append(blocks, cur)
+		open := func(dir string) *FSM {
+			m, err := Open(Options{Dir: dir, HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(m.Compactor.Wg.Wait)
+			return m
+		}
+		bdir := t.TempDir()
+		a, b := open(t.TempDir()), open(bdir)
+		defer a.Close()
+		defer func() { b.Close() }()
+		for i, blk := range blocks {
+			h := int64(i + 1)
+			if i%2 == 1 {
+				b.Close()
+				b = open(bdir)
+			}
+			var outs [2]core.BlockOutcome
+			for j, m := range []*FSM{a, b} {
+				out, err := m.ApplyBlock(core.Block{Height: h, TimeMs: blk.time, Txs: blk.txs})
+				if err != nil {
+					t.Fatalf("height %d: %v", h, err)
+				}
+				if _, err := m.Commit(); err != nil {
+					t.Fatalf("height %d: commit: %v", h, err)
+				}
+				outs[j] = out
+			}
+			if !bytes.Equal(outs[0].AppHash, outs[1].AppHash) || !bytes.Equal(a.StateRoot, b.StateRoot) {
+				t.Fatalf("height %d: app hashes or state roots differ", h)
+			}
+			for k := range outs[0].Txs {
+				if !bytes.Equal(outs[0].Txs[k].Data, outs[1].Txs[k].Data) {
+					t.Fatalf("height %d tx %d: results differ", h, k)
+				}
+			}
+			if !reflect.DeepEqual(a.ShareGroups().Groups(), b.ShareGroups().Groups()) {
+				t.Fatalf("height %d: the share groups differ", h)
+			}
+		}
+		sameMachines(t, a, b, "at the end")
+		for _, m := range []*FSM{a, b} {
+			root, err := core.RebuildStateRoot(m.Store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(root, m.StateRoot) {
+				t.Fatalf("the store's contents hash to state root %x, the machine holds %x", root, m.StateRoot)
+			}
+		}
+	})
+}
