@@ -13,6 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/stele-io/stele/internal/consensus/local"
+	"github.com/stele-io/stele/internal/fsm"
+	stelesasl "github.com/stele-io/stele/internal/sasl"
 )
 
 // setGroupConfigs sets share group configs with IncrementalAlterConfigs
@@ -426,5 +431,77 @@ func TestShareGroupAdmin(t *testing.T) {
 	}
 	if g := tb.b.ShareGroups().Group("auditors"); g != nil {
 		t.Fatalf("deleted group: %+v", g)
+	}
+}
+
+// TestTenantShareGroups (docs/tenants.md, docs/share-groups.md): two
+// tenants each run a share group named workers on a topic named jobs,
+// through franz-go clients logged in as their users: each member gets
+// exactly its tenant's records, each tenant lists and describes only its
+// own group under its short name, and the state keeps them apart.
+func TestTenantShareGroups(t *testing.T) {
+	tb, addr := startSASLBrokerOrdered(t, local.Options{StartTime: time.Now(), Step: 20 * time.Millisecond, Interval: 20 * time.Millisecond}, nil)
+	submit := tb.submitter(t)
+	type tenantUser struct{ tenant, user, pass string }
+	users := []tenantUser{{"acme", "alice@acme", "alice-pw"}, {"globex", "bob@globex", "bob-pw"}}
+	for _, u := range users {
+		submit("tenant", fsm.CreateTenant{Name: u.tenant})
+		cred, err := stelesasl.NewCredential(stelesasl.SHA256, []byte(u.pass), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		submit("user", fsm.AlterScramCredentials{User: u.user, Upserts: []stelesasl.Credential{cred}})
+		for _, rt := range []int8{fsm.ACLResourceTopic, fsm.ACLResourceGroup} {
+			submit("acl", fsm.CreateACL{ACL: fsm.ACLBinding{ResourceType: rt, ResourceName: u.tenant + "~", PatternType: fsm.ACLPatternPrefixed,
+				Principal: "User:" + u.user, Host: "*", Operation: fsm.ACLOpAll, Permission: fsm.ACLPermissionAllow}})
+		}
+	}
+	for _, u := range users {
+		cl := scramClient(t, addr, u.user, u.pass, false)
+		if r, err := kadm.NewClient(cl).CreateTopics(ctx(t), 1, -1, nil, "jobs"); err != nil || r.Error() != nil {
+			t.Fatalf("%s: create jobs: %v %v", u.user, err, r.Error())
+		}
+		setGroupConfigs(t, cl, "workers", "share.auto.offset.reset", "earliest")
+		for i := range 5 {
+			if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "jobs", Value: fmt.Appendf(nil, "%s-%d", u.tenant, i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, u := range users {
+		a := scram.Auth{User: u.user, Pass: u.pass}
+		m := shareClient(t, addr, "workers", "jobs", kgo.SASL(a.AsSha256Mechanism()))
+		var got []string
+		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for len(got) < 5 && pctx.Err() == nil {
+			for _, r := range m.PollRecords(pctx, 10).Records() {
+				got = append(got, string(r.Value))
+				r.Ack(kgo.AckAccept)
+			}
+		}
+		m.FlushAcks(pctx)
+		cancel()
+		adm := kadm.NewClient(scramClient(t, addr, u.user, u.pass, false))
+		listed, err := adm.ListGroupsByType(ctx(t), []string{"share"})
+		if err != nil || len(listed) != 1 || listed["workers"].Group != "workers" {
+			t.Fatalf("%s lists share groups %v %+v", u.user, err, listed)
+		}
+		described, err := adm.DescribeShareGroups(ctx(t), "workers")
+		if err != nil || len(described["workers"].Members) != 1 {
+			t.Fatalf("%s describes %v %+v", u.user, err, described)
+		}
+		m.Close()
+		slices.Sort(got)
+		want := []string{u.tenant + "-0", u.tenant + "-1", u.tenant + "-2", u.tenant + "-3", u.tenant + "-4"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s's share consumer got %v, want %v", u.user, got, want)
+		}
+	}
+	var names []string
+	for _, g := range tb.b.ShareGroups().Groups() {
+		names = append(names, g.Name)
+	}
+	if !slices.Equal(names, []string{"acme~workers", "globex~workers"}) {
+		t.Fatalf("share groups in the state: %v", names)
 	}
 }
