@@ -48,6 +48,15 @@ const (
 	// GarbageRead: a poll handed a value no operation wrote and the final
 	// log does not hold. Counted per value.
 	GarbageRead = "garbage-read"
+	// ShareAcceptedAgain: a share group member was handed a record by a
+	// poll invoked after an acknowledgement accepting that record was
+	// confirmed (an ok share-ack): an accepted record delivered again.
+	// Counted per poll and value.
+	ShareAcceptedAgain = "share-accepted-again"
+	// ShareUnseen: a value in the final committed log of a topic share
+	// group members polled that no share poll ever handed out: a record
+	// never delivered. Counted per value.
+	ShareUnseen = "share-unseen"
 )
 
 // maxExamples is how many examples a Report keeps per anomaly kind.
@@ -59,6 +68,7 @@ func AnomalyKinds() []string {
 	return []string{
 		LostWrite, Duplicate, InconsistentOffsets, AbortedRead, PrecommittedRead,
 		PollSkip, NonmonotonicPoll, NonmonotonicSend, Unseen, GarbageRead,
+		ShareAcceptedAgain, ShareUnseen,
 	}
 }
 
@@ -141,6 +151,7 @@ func Check(h History, f Final) Report {
 	c.nonmonotonicSends()
 	c.unseen()
 	c.garbageReads()
+	c.shareChecks()
 	return c.report
 }
 
@@ -672,4 +683,52 @@ func containsPlace(ps []place, p place) bool {
 		}
 	}
 	return false
+}
+
+// shareChecks reports the anomalies of share groups: a record handed to a
+// member by a poll invoked after an acknowledgement accepting it was
+// confirmed (ShareAcceptedAgain), and a record of a topic share members
+// polled that no share poll handed out (ShareUnseen). An acknowledgement
+// whose outcome is unknown (info) proves nothing: it may not have been
+// applied, and the record comes again.
+func (c *checker) shareChecks() {
+	accepted := map[string]int64{} // value → the earliest completion of an ok share-ack
+	seen := map[string]bool{}
+	topics := map[string]bool{}
+	for _, op := range c.h.Ops {
+		switch {
+		case op.Type == TypeShareAck && outcome(op) == OutcomeOK:
+			for _, r := range op.Records {
+				if t, ok := accepted[r.Value]; !ok || op.Complete < t {
+					accepted[r.Value] = op.Complete
+				}
+			}
+		case op.Type == TypeSharePoll:
+			for _, r := range op.Records {
+				seen[r.Value] = true
+				topics[r.Topic] = true
+			}
+		}
+	}
+	for i, op := range c.h.Ops {
+		if op.Type != TypeSharePoll {
+			continue
+		}
+		for _, r := range op.Records {
+			if t, ok := accepted[r.Value]; ok && op.Invoke > t {
+				c.add(ShareAcceptedAgain, "process %d's share poll (op %d) handed %q at %s, accepted (confirmed) %.3fs before the poll began",
+					op.Process, i, r.Value, place{r.TP(), r.Offset}, float64(op.Invoke-t)/1e9)
+			}
+		}
+	}
+	for _, tp := range c.tps {
+		if !topics[tp.Topic] {
+			continue
+		}
+		for _, off := range c.offsets[tp] {
+			if v := c.f.Committed[tp][off]; !seen[v] {
+				c.add(ShareUnseen, "%q at %s was never handed to a share group member", v, place{tp, off})
+			}
+		}
+	}
 }

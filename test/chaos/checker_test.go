@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -500,4 +501,45 @@ func FuzzDecodeFile(f *testing.F) {
 			t.Fatalf("report changed after a round trip:\n%s\nwas:\n%s", got.Summary(), rep.Summary())
 		}
 	})
+}
+
+// TestCheckShareGroups: share polls and acknowledgements (KIP-932). A
+// record redelivered after an unconfirmed (info) acceptance is fine; one
+// handed out by a poll begun after its acceptance was confirmed is
+// share-accepted-again; a committed record of the polled topic that no
+// share poll handed out is share-unseen. Ordinary polls are not share
+// polls: neither check looks at them, nor do the order checks at share
+// polls.
+func TestCheckShareGroups(t *testing.T) {
+	sharePoll := func(p int, inv, comp int64, recs ...Rec) Op {
+		return Op{Process: p, Type: TypeSharePoll, Invoke: inv, Complete: comp, Outcome: OutcomeOK, Records: recs}
+	}
+	shareAck := func(p int, inv, comp int64, outcome string, recs ...Rec) Op {
+		return Op{Process: p, Type: TypeShareAck, Invoke: inv, Complete: comp, Outcome: outcome, Records: recs}
+	}
+	h, f := clean()
+	h.Ops = append(h.Ops,
+		// Out of offset order, across partitions: share polls are not
+		// checked for order.
+		sharePoll(30, 700, 710, rec(t0, 6, "g"), rec(t0, 0, "a"), rec(t0, 1, "b")),
+		shareAck(30, 711, 720, OutcomeOK, rec(t0, 6, "g"), rec(t0, 0, "a")),
+		shareAck(30, 711, 720, OutcomeInfo, rec(t0, 1, "b")),
+		sharePoll(31, 730, 740, rec(t0, 1, "b"), rec(t0, 2, "c"), rec(t1, 0, "d")),
+		shareAck(31, 741, 750, OutcomeOK, rec(t0, 1, "b"), rec(t0, 2, "c"), rec(t1, 0, "d")),
+	)
+	if r := Check(h, f); !r.OK() {
+		t.Fatalf("a clean share history: %s", r.Summary())
+	}
+	// g accepted (confirmed at 720) handed out again by a poll begun at
+	// 760; a poll begun before the confirmation is fine.
+	again := append(slices.Clone(h.Ops), sharePoll(31, 715, 725, rec(t0, 6, "g")), sharePoll(31, 760, 770, rec(t0, 6, "g")))
+	if r := Check(History{Seed: h.Seed, Ops: again}, f); r.Counts[ShareAcceptedAgain] != 1 || r.Counts[ShareUnseen] != 0 {
+		t.Fatalf("g accepted, then handed out again:\n%s", r.Summary())
+	}
+	// Without the second member's poll, c and d were never handed to a
+	// share member.
+	short := slices.Clone(h.Ops[:len(h.Ops)-2])
+	if r := Check(History{Seed: h.Seed, Ops: short}, f); r.Counts[ShareUnseen] != 2 || r.Counts[ShareAcceptedAgain] != 0 {
+		t.Fatalf("c and d never handed to a share member:\n%s", r.Summary())
+	}
 }

@@ -25,6 +25,11 @@ const (
 	TypeSend = "send" // one record produced outside a transaction
 	TypeTxn  = "txn"  // the records of one transaction and its commit or abort
 	TypePoll = "poll" // the records one poll handed to a consumer
+	// TypeSharePoll: the records one poll handed to a share group member
+	// (KIP-932); TypeShareAck: the records a member accepted, ok once the
+	// broker confirmed the acknowledgement.
+	TypeSharePoll = "share-poll"
+	TypeShareAck  = "share-ack"
 
 	OutcomeOK   = "ok"   // the operation happened
 	OutcomeFail = "fail" // the operation definitely did not happen
@@ -330,6 +335,15 @@ func (r *Recorder) Poll(process, session int, isolation string, invoke time.Time
 		Session:   session,
 		Isolation: isolation,
 	})
+}
+
+// SharePoll records, in one call, a poll by share group member process,
+// invoked at invoke and completed now, that handed it recs.
+func (r *Recorder) SharePoll(process int, invoke time.Time, recs []Rec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.h.Ops = append(r.mu.h.Ops, Op{Process: process, Type: TypeSharePoll, Invoke: r.since(invoke), Complete: r.since(time.Now()),
+		Outcome: OutcomeOK, Records: copyRecs(recs)})
 }
 
 // Fault records the start of a fault of the given kind on nodes, now, and

@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The clients of a run: idempotent producers (franz-go's defaults) writing
 // one record at a time to sendTopic, one transactional producer writing
 // small transactions to txnTopic (every fifth aborted on purpose), two
 // consumers assigned every partition of both topics (read_committed and
-// read_uncommitted), and two members of a consumer group on sendTopic.
+// read_uncommitted), two members of a consumer group on sendTopic, and
+// two members of a share group on sendTopic (KIP-932, docs/share-groups.md)
+// that accept every record they are handed (sharePoll).
 // Every operation is recorded with its invocation and completion times.
 // Every record has a subject (chaosSubject), and viewTopic is a view of
 // both topics in the global order (docs/subjects.md), checked at the end
@@ -27,6 +30,7 @@ const (
 	txnTopic  = "chaos-txn"
 	txnParts  = 2
 	group     = "chaos-group"
+	shareGrp  = "chaos-share"
 	viewTopic = "chaos-view"
 	viewOf    = "chaos.*.7" // its pattern: about a tenth of the records
 
@@ -35,6 +39,7 @@ const (
 	transactor    = 2  // the transactional producer
 	firstAssigned = 10 // 10 read_committed, 11 read_uncommitted
 	firstMember   = 20 // 20, 21: the group's members
+	firstShare    = 30 // 30, 31: the share group's members
 )
 
 // chaosSubject is the subject of the record whose value is v: chaos, its
@@ -57,13 +62,15 @@ type workload struct {
 	stopProduce, stopAll context.CancelFunc
 	producers, consumers sync.WaitGroup
 
-	// read[process][tp] is the highest offset a consumer was handed.
-	mu   sync.Mutex
-	read map[int]map[TP]int64
+	// read[process][tp] is the highest offset a consumer was handed;
+	// shared the values share group members were handed.
+	mu     sync.Mutex
+	read   map[int]map[TP]int64
+	shared map[string]bool
 }
 
 func startWorkload(seeds []string, seed uint64, rec *Recorder) *workload {
-	w := &workload{seeds: seeds, seed: seed, rec: rec, read: map[int]map[TP]int64{}}
+	w := &workload{seeds: seeds, seed: seed, rec: rec, read: map[int]map[TP]int64{}, shared: map[string]bool{}}
 	w.consume, w.stopAll = context.WithCancel(context.Background())
 	w.produce, w.stopProduce = context.WithCancel(w.consume)
 	for i := range 2 {
@@ -76,7 +83,104 @@ func startWorkload(seeds []string, seed uint64, rec *Recorder) *workload {
 	for i := range 2 {
 		w.consumers.Go(func() { w.poll(firstMember+i, kgo.ReadCommitted(), map[string]int32{sendTopic: sendParts}, group) })
 	}
+	w.shareFromStart()
+	for i := range 2 {
+		w.consumers.Go(func() { w.sharePoll(firstShare + i) })
+	}
 	return w
+}
+
+// shareFromStart sets the share group's share.auto.offset.reset to
+// earliest, so that its members are handed every record of sendTopic,
+// retrying for up to a minute while the cluster starts.
+func (w *workload) shareFromStart() {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...)}, clientOpts...)...)
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, shareGrp
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := req.RequestWith(ctx, cl)
+		cancel()
+		if err == nil && resp.Resources[0].ErrorCode == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("stele/chaos: setting share.auto.offset.reset of %s: %v %+v", shareGrp, err, resp))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// sharePoll is a member of the share group on sendTopic until consuming
+// stops: each poll is recorded (TypeSharePoll), then its records are
+// accepted and the acknowledgement flushed; the acceptance is recorded
+// ok (TypeShareAck) only when the flush and every acknowledgement result
+// it waited for came back without an error, info otherwise.
+func (w *workload) sharePoll(process int) {
+	var (
+		mu     sync.Mutex
+		ackErr error
+	)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.ShareGroup(shareGrp), kgo.ConsumeTopics(sendTopic),
+		kgo.FetchMaxWait(500 * time.Millisecond), kgo.ShareMaxRecords(500),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			if err := rs.Error(); err != nil {
+				mu.Lock()
+				ackErr = errors.Join(ackErr, err)
+				mu.Unlock()
+			}
+		})}, clientOpts...)...)
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	for w.consume.Err() == nil {
+		invoke := time.Now()
+		ctx, cancel := context.WithTimeout(w.consume, 2*time.Second)
+		krs := cl.PollRecords(ctx, 500).Records()
+		cancel()
+		if len(krs) == 0 {
+			continue
+		}
+		var recs []Rec
+		for _, r := range krs {
+			recs = append(recs, Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		}
+		w.rec.SharePoll(process, invoke, recs)
+		w.mu.Lock()
+		for _, r := range recs {
+			w.shared[r.Value] = true
+		}
+		w.mu.Unlock()
+		mu.Lock()
+		ackErr = nil // the previous flush waited for every result before it
+		mu.Unlock()
+		idx := w.rec.Invoke(process, TypeShareAck, recs)
+		for _, r := range krs {
+			r.Ack(kgo.AckAccept)
+		}
+		fctx, fcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := cl.FlushAcks(fctx)
+		fcancel()
+		mu.Lock()
+		err = errors.Join(err, ackErr)
+		mu.Unlock()
+		outcome := OutcomeOK
+		if err != nil {
+			outcome = OutcomeInfo // it may have been applied: the record may come again
+		}
+		w.rec.Complete(idx, outcome, nil, err)
+	}
 }
 
 // rng is a client's own random source, from the run's seed and its id.
@@ -250,10 +354,21 @@ func (w *workload) poll(process int, isolation kgo.IsolationLevel, topics map[st
 }
 
 // caughtUp reports whether the assigned consumers have been handed every
-// partition's last committed record of final, or says which is behind.
+// partition's last committed record of final, and the share group's
+// members every committed record of sendTopic, or says which is behind.
 func (w *workload) caughtUp(final Final) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for tp, offs := range final.Committed {
+		if tp.Topic != sendTopic {
+			continue
+		}
+		for off, v := range offs {
+			if !w.shared[v] {
+				return fmt.Errorf("the share group's members have not been handed %q (%s@%d)", v, tp, off)
+			}
+		}
+	}
 	for _, process := range []int{firstAssigned, firstAssigned + 1} {
 		for tp, offs := range final.Committed {
 			last := int64(-1)
