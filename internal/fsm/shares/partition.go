@@ -199,13 +199,12 @@ func keyDigest(k []byte) uint64 {
 
 // acquisition is what one partition's acquisition asks for.
 type acquisition struct {
-	member      string
-	max         int   // records at most
-	maxLocks    int   // records in flight at most
-	deadline    int64 // of the locks taken
-	keyed       bool
-	committed   bool
-	deliveryLim int
+	member    string
+	max       int   // records at most
+	maxLocks  int   // records in flight at most
+	deadline  int64 // of the locks taken
+	keyed     bool
+	committed bool
 }
 
 // errFull ends a walk of the log once the acquisition has what it may take.
@@ -400,7 +399,7 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 		left = MaxRecordsPerAcquire
 	}
 	a := acquisition{member: c.MemberID, deadline: now + lockMs, keyed: g.config(CfgKeyOrdering) == "true",
-		committed: g.config(cfgIsolationLevel) == "read_committed", maxLocks: g.intConfig(cfgMaxRecordLocks), deliveryLim: limit}
+		committed: g.config(cfgIsolationLevel) == "read_committed", maxLocks: g.intConfig(cfgMaxRecordLocks)}
 	for i, cp := range c.Parts {
 		p := parts[i]
 		if p == nil || !cp.Acquire || c.Close || left == 0 {

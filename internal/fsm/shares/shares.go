@@ -22,10 +22,12 @@
 // read_committed). Start is the first in-flight offset, or End. The window
 // holds at most share.partition.max.record.locks records in flight.
 //
-// Three commands, applied from app version 15 (Version):
+// Six commands, applied from app version 15 (Version):
 // ShareGroupHeartbeat (join with epoch 0, leave with -1, subscriptions),
-// ShareAcquire and SetShareGroupConfigs (the group's share.* configs,
-// IncrementalAlterConfigs on a GROUP resource). A block-end step expires
+// ShareAcquire, SetShareGroupConfigs (the group's share.* configs,
+// IncrementalAlterConfigs on a GROUP resource), and for empty groups
+// DeleteShareGroup, AlterShareOffsets and DeleteShareOffsets (DeleteGroups
+// and KIP-932's offsets admin APIs). A block-end step expires
 // members whose session timed out (their records are released) and locks
 // whose deadline passed.
 //
