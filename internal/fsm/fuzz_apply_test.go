@@ -238,6 +238,9 @@ func (p *cmdProgram) command(t *testing.T, op byte) core.Command {
 			}
 			c.Parts = append(c.Parts, part)
 		}
+		if p.next()%4 == 0 { // a filter, by key prefix or subject (records here have none)
+			return FilteredShareAcquire{ShareAcquire: c, Filter: ShareFilter{KeyPrefix: []byte(p.pick("", "k", "k1", "x")), Subject: p.pick("", "", "a.>", "*")}}
+		}
 		return c
 	}
 	return nil

@@ -824,6 +824,53 @@ func goldenScenario(t *testing.T) []block {
 	must("a share group's start offset", g.cmds(100, AlterShareOffsets{Group: "sq", Offsets: []ShareOffset{{Topic: "by-field", Partition: 0, Start: 0}}})[0], 0)
 	must("its offsets deleted", g.cmds(100, DeleteShareOffsets{Group: "sq", Topics: []string{"by-field"}})[0], 0)
 	must("the share group deleted", g.cmds(100, DeleteShareGroup{Group: "sq"})[0], 0)
+
+	// Version 16: acquisitions with a filter; under 15 a transaction
+	// holding one fails whole, as version 15's binaries fail it.
+	queue := topics.CreateTopic{Name: "queue", Partitions: 1, ReplicationFactor: -1}
+	must("a queue topic", g.cmds(100, queue)[0], 0)
+	var qrecs []record.Record
+	for i, k := range []string{"a-1", "b-1", "a-2", "b-2"} {
+		qrecs = append(qrecs, record.Record{Key: []byte(k), Value: []byte{byte(i)}, OffsetDelta: int32(i),
+			Headers: []record.RecordHeader{{Key: "stele-subject", Value: []byte("orders." + k[:1])}}})
+	}
+	qbatch, err := record.Build(record.Header{FirstTimestamp: g.now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, qrecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must("records with keys and subjects", g.cmds(100, topics.Produce{Topic: "queue", Partition: 0, Records: qbatch})[0], 0)
+	must("a queue's configs", g.cmds(100, SetShareGroupConfigs{Group: "fq", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}})[0], 0)
+	must("a queue's member", g.cmds(100, ShareGroupHeartbeat{Group: "fq", MemberID: "m1", TopicsSet: true, Topics: []string{"queue"}})[0], 0)
+	qpart := []SharePart{{Topic: "queue", Partition: 0, Acquire: true}}
+	byKey := FilteredShareAcquire{ShareAcquire: ShareAcquire{Group: "fq", MemberID: "m1", MaxRecords: 10, Parts: qpart}, Filter: ShareFilter{KeyPrefix: []byte("b-")}}
+	g.nonce++
+	if o := g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce, byKey)}}); o[0].Code != 1 || len(o[0].Results) != 0 {
+		t.Fatalf("golden scenario: a filtered acquisition under version 15: code %d, %d results (%s)", o[0].Code, len(o[0].Results), o[0].Log)
+	}
+	v16 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 16, Name: "v16"}
+	must("upgrade to version 16", g.cmds(100, upgradeVote(v16, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v16.Height {
+		g.cmds(100, Tick{})
+	}
+	wantAcquired := func(what string, r core.Result, offs ...int64) {
+		t.Helper()
+		var got []int64
+		if r.Share != nil && len(r.Share.Parts) == 1 {
+			for _, a := range r.Share.Parts[0].Acquired {
+				for o := a.First; o <= a.Last; o++ {
+					got = append(got, o)
+				}
+			}
+		}
+		if !slices.Equal(got, offs) {
+			t.Fatalf("golden scenario: %s acquired %v, want %v", what, got, offs)
+		}
+	}
+	wantAcquired("by key prefix", must("an acquisition by key prefix", g.cmds(100, byKey)[0], 0), 1, 3)
+	bySubject := FilteredShareAcquire{ShareAcquire: ShareAcquire{Group: "fq", MemberID: "m1", MaxRecords: 10, Parts: qpart}, Filter: ShareFilter{Subject: "orders.a"}}
+	wantAcquired("by subject", must("an acquisition by subject", g.cmds(100, bySubject)[0], 0), 0, 2)
+	badFilter := FilteredShareAcquire{ShareAcquire: ShareAcquire{Group: "fq", MemberID: "m1", Parts: qpart}, Filter: ShareFilter{Subject: "orders..a"}}
+	must("a bad subject pattern", g.cmds(100, badFilter)[0], kerr.InvalidRequest.Code)
 	return g.blocks
 }
 

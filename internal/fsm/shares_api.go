@@ -19,6 +19,8 @@ type (
 	ShareOffset          = shares.ShareOffset
 	DeleteShareOffsets   = shares.DeleteShareOffsets
 	ShareConfigEntry     = shares.ConfigEntry
+	ShareFilter          = shares.Filter
+	FilteredShareAcquire = shares.FilteredAcquire
 	ShareGroupsView      = shares.View
 	ShareGroupView       = shares.GroupView
 	ShareMemberView      = shares.MemberView
@@ -29,6 +31,10 @@ type (
 
 // ShareGroupsVersion is the app version from which share groups exist.
 const ShareGroupsVersion = shares.Version
+
+// ShareFilterVersion is the app version from which an acquisition takes a
+// filter.
+const ShareFilterVersion = shares.FilterVersion
 
 // Share groups' defaults (Kafka's group.share.* broker configs).
 const (

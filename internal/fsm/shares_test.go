@@ -13,6 +13,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/shares"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/record"
 )
 
 // shareRig applies blocks at times it is given to two machines, which must
@@ -516,4 +517,114 @@ func FuzzShareGroups(f *testing.F) {
 			}
 		}
 	})
+}
+
+// keySubjectBatch is records of keys with the subjects in their
+// stele-subject header, in pairs.
+func keySubjectBatch(t *testing.T, keySubjects ...string) []byte {
+	var recs []record.Record
+	for i := 0; i+1 < len(keySubjects); i += 2 {
+		recs = append(recs, record.Record{OffsetDelta: int32(i / 2), Key: []byte(keySubjects[i]), Value: []byte("v"),
+			Headers: []record.RecordHeader{{Key: "stele-subject", Value: []byte(keySubjects[i+1])}}})
+	}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func filtered(c ShareAcquire, keyPrefix, subject string) FilteredShareAcquire {
+	return FilteredShareAcquire{ShareAcquire: c, Filter: ShareFilter{KeyPrefix: []byte(keyPrefix), Subject: subject}}
+}
+
+// TestShareGroupFilters (docs/share-groups.md "Over HTTP"): an acquisition
+// with a filter takes only the records whose key starts with its prefix
+// and whose subject matches its pattern; the records it passes over stay
+// available, in the window, to the group's other acquisitions, and under
+// key ordering hold back the later records of their key. Records no
+// acquisition takes fill the window up to share.partition.max.record.locks
+// and stop filtered acquisitions there; a share group of a view holds
+// only its pattern's records. Under app version 15 a filtered
+// acquisition fails whole, as version 15's binaries fail it.
+func TestShareGroupFilters(t *testing.T) {
+	r := newShareRig(t, cluster.MaxAppVersion)
+	r.do("topic", topics.CreateTopic{Name: "q", Partitions: 1, ReplicationFactor: -1}, 0)
+	r.do("configs", SetShareGroupConfigs{Group: "fg", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"},
+		{Name: "stele.share.key.ordering", Value: "true"}, {Name: "share.partition.max.record.locks", Value: "100"}}}, 0)
+	r.do("records", topics.Produce{Topic: "q", Partition: 0, Records: keySubjectBatch(t,
+		"eu-1", "orders.eu.created", // 0
+		"us-1", "orders.us.created", // 1
+		"eu-1", "orders.eu.paid", // 2
+		"eu-2", "orders.eu.paid", // 3
+		"us-1", "orders.us.paid", // 4
+	)}, 0)
+	r.do("a joins", shareJoin("fg", "a", "q"), 0)
+	r.do("b joins", shareJoin("fg", "b", "q"), 0)
+	r.do("an empty filter", filtered(fetchFrom("fg", "a", 10), "", ""), kerr.InvalidRequest.Code)
+	r.do("a bad pattern", filtered(fetchFrom("fg", "a", 10), "", "orders..eu"), kerr.InvalidRequest.Code)
+
+	// eu-1's and us-1's paid records wait behind their created ones,
+	// which the filter passes over; eu-2's is taken.
+	if offs, _ := acquired(r.do("a acquires paid orders", filtered(fetchFrom("fg", "a", 10), "", "orders.*.paid"), 0)); !slices.Equal(offs, []int64{3}) {
+		t.Fatalf("a acquired %v by subject, want [3]", offs)
+	}
+	if offs, _ := acquired(r.do("b acquires eu keys", filtered(fetchFrom("fg", "b", 10), "eu-", ""), 0)); !slices.Equal(offs, []int64{0}) {
+		t.Fatalf("b acquired %v by key prefix, want [0]", offs)
+	}
+	if offs, _ := acquired(r.do("b acquires us keys", filtered(fetchFrom("fg", "b", 10), "us-", "orders.us.>"), 0)); !slices.Equal(offs, []int64{1}) {
+		t.Fatalf("b acquired %v by key prefix and subject, want [1]", offs)
+	}
+	r.do("b accepts", ackOnly("fg", "b", shareAck(0, 1, shares.AckAccept)), 0)
+	if offs, _ := acquired(r.do("a acquires paid orders again", filtered(fetchFrom("fg", "a", 10), "", "orders.*.paid"), 0)); !slices.Equal(offs, []int64{2, 4}) {
+		t.Fatalf("a acquired %v by subject, want [2 4] once their keys' first records are done", offs)
+	}
+
+	// 150 records no filter takes fill the window (100 in flight, three
+	// of them acquired by a): the
+	// eu record after them is out of the filtered acquisition's reach
+	// until an unfiltered one takes them.
+	var many []string
+	for i := range 150 {
+		many = append(many, fmt.Sprintf("x-%d", i), "other")
+	}
+	r.do("unmatched records", topics.Produce{Topic: "q", Partition: 0, Records: keySubjectBatch(t, many...)}, 0)
+	r.do("an eu record", topics.Produce{Topic: "q", Partition: 0, Records: keySubjectBatch(t, "eu-3", "orders.eu.created")}, 0)
+	if offs, _ := acquired(r.do("b acquires eu keys", filtered(fetchFrom("fg", "b", 10), "eu-", ""), 0)); len(offs) != 0 {
+		t.Fatalf("b acquired %v with the window full", offs)
+	}
+	if offs, _ := acquired(r.do("a acquires anything", fetchFrom("fg", "a", 200), 0)); len(offs) != 97 || offs[0] != 5 {
+		t.Fatalf("a acquired %d records from %v, want the 97 unmatched records in the window", len(offs), offs[:min(len(offs), 1)])
+	}
+	r.do("a accepts them", ackOnly("fg", "a", shareAck(2, 101, shares.AckAccept)), 0)
+	if offs, _ := acquired(r.do("b acquires eu keys", filtered(fetchFrom("fg", "b", 10), "eu-", ""), 0)); !slices.Equal(offs, []int64{155}) {
+		t.Fatalf("b acquired %v, want the eu record past the unmatched ones", offs)
+	}
+
+	// A share group of a view holds only the records of its pattern: no
+	// record waits for a filter that no member has.
+	r.do("a view of eu orders", topics.CreateTopic{Name: "eu", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "stele.view.from", Value: "q"}, {Name: "stele.view.subject", Value: "orders.eu.>"}}}, 0)
+	r.do("the view's queue starts at its beginning", SetShareGroupConfigs{Group: "vg", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}, 0)
+	r.do("v joins", shareJoin("vg", "v", "eu"), 0)
+	r.do("records after the view", topics.Produce{Topic: "q", Partition: 0, Records: keySubjectBatch(t, "us-4", "orders.us.created", "eu-4", "orders.eu.created", "x", "other", "eu-5", "orders.eu.paid")}, 0)
+	got := r.do("v acquires", ShareAcquire{Group: "vg", MemberID: "v", MaxRecords: 100, Parts: []SharePart{{Topic: "eu", Partition: 0, Acquire: true}}}, 0)
+	if offs, _ := acquired(got); !slices.Equal(offs, []int64{0, 1}) {
+		t.Fatalf("v acquired %v of the view, want its two records", offs)
+	}
+
+	// Under version 15 a transaction holding a filtered acquisition fails
+	// whole, as version 15's binaries, which cannot decode it, fail it.
+	old, err := Open(Options{Dir: t.TempDir(), HousekeepingIntervalMs: 1000, GenesisAppVersion: shares.FilterVersion - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	o, err := old.ApplyBlock(core.Block{Height: 1, TimeMs: t0, Txs: [][]byte{tx(1, filtered(fetchFrom("fg", "a", 10), "eu-", ""))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Txs[0].Code == 0 || len(o.Txs[0].Results) != 0 {
+		t.Fatalf("a filtered acquisition under version 15: %+v", o.Txs[0])
+	}
 }

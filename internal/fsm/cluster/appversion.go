@@ -27,11 +27,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // commands); version 14 its Protobuf schemas (schemas.ProtobufVersion)
 // and subjects from a schema field (topics.SubjectFieldVersion), which
 // version 13 refuses as its binaries do; version 15 share groups (shares.Version:
-// the shares module's commands). New chains
+// the shares module's commands); version 16 acquisitions that take only
+// the records a filter of key prefix or subject matches
+// (shares.FilterVersion: the command FilteredAcquire). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 16
+// up by an upgrade. Builds with the steleupgradetest tag add a version 17
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 15
+const MaxAppVersion uint32 = 16
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -1,6 +1,7 @@
 package shares
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // Part is a share partition: the window of its records a group has looked
@@ -205,6 +207,9 @@ type acquisition struct {
 	deadline  int64 // of the locks taken
 	keyed     bool
 	committed bool
+	// match, when set, is the acquisition's filter: a record it does not
+	// match is passed over, and one past End enters the window available.
+	match func(*record.Record) bool
 }
 
 // errFull ends a walk of the log once the acquisition has what it may take.
@@ -220,6 +225,13 @@ var errFull = errors.New("stele/fsm/shares: acquisition full")
 func (p *Part) acquire(tp *topics.Partition, a acquisition) ([]int64, error) {
 	var got []int64
 	blocked := map[uint64]bool{}
+	var matched map[int64]bool
+	if a.match != nil {
+		var err error
+		if matched, err = p.matchAvailable(tp, a.match); err != nil {
+			return nil, err
+		}
+	}
 	take := func(r *rec) {
 		r.Acquired, r.Member, r.Deadline = true, a.member, a.deadline
 		r.Deliveries++
@@ -236,7 +248,7 @@ func (p *Part) acquire(tp *topics.Partition, a acquisition) ([]int64, error) {
 		if a.keyed && r.HasKey && blocked[r.Key] {
 			continue
 		}
-		if r.Acquired {
+		if r.Acquired || (a.match != nil && !matched[r.Off]) {
 			if a.keyed && r.HasKey {
 				blocked[r.Key] = true
 			}
@@ -260,7 +272,7 @@ func (p *Part) acquire(tp *topics.Partition, a acquisition) ([]int64, error) {
 			p.End = h.LastOffset() + 1 // nothing to deliver
 			return nil
 		}
-		if !a.keyed {
+		if !a.keyed && a.match == nil {
 			// By offsets, without decoding: an offset compaction emptied
 			// is acquired too, and the client acknowledges it as a gap.
 			for o := max(p.End, h.BaseOffset); o <= h.LastOffset(); o++ {
@@ -281,15 +293,21 @@ func (p *Part) acquire(tp *topics.Partition, a acquisition) ([]int64, error) {
 				return errFull
 			}
 			n := rec{Off: r.Offset}
-			if r.Key != nil {
+			if a.keyed && r.Key != nil {
 				n.HasKey, n.Key = true, keyDigest(r.Key)
 			}
 			p.Recs = append(p.Recs, n)
 			p.End = r.Offset + 1
-			if !n.HasKey || !blocked[n.Key] {
+			switch {
+			case a.match != nil && !a.match(r), n.HasKey && blocked[n.Key]:
+				// Left available, in the window, for another
+				// acquisition; under key ordering it holds back the
+				// later records of its key.
+				if n.HasKey {
+					blocked[n.Key] = true
+				}
+			case len(got) < a.max:
 				take(&p.Recs[len(p.Recs)-1])
-			} else {
-				blocked[n.Key] = true
 			}
 			return nil
 		})
@@ -306,6 +324,42 @@ func (p *Part) acquire(tp *topics.Partition, a acquisition) ([]int64, error) {
 		return nil, fmt.Errorf("reading %s-%d from %d: %w", tp.Topic, tp.Index, p.End, err)
 	}
 	return got, nil
+}
+
+// matchAvailable reads the records available in the window from the log
+// and says which of them match: a filtered acquisition's test of the
+// records in flight, whose keys and subjects the state does not keep.
+func (p *Part) matchAvailable(tp *topics.Partition, match func(*record.Record) bool) (map[int64]bool, error) {
+	avail := map[int64]bool{}
+	first, last := int64(-1), int64(-1)
+	for _, r := range p.Recs {
+		if !r.Acquired {
+			avail[r.Off] = false
+			if first < 0 {
+				first = r.Off
+			}
+			last = r.Off
+		}
+	}
+	if first < 0 {
+		return avail, nil
+	}
+	err := tp.EachBatch(first, last+1, func(h record.Header, b []byte) error {
+		if h.LastOffset() < first || h.Control() {
+			return nil
+		}
+		_, err := record.Each(b, func(r *record.Record) error {
+			if _, ok := avail[r.Offset]; ok && match(r) {
+				avail[r.Offset] = true
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s-%d from %d: %w", tp.Topic, tp.Index, first, err)
+	}
+	return avail, nil
 }
 
 // ranges turns offsets taken, ascending, into acquired ranges of one
@@ -328,8 +382,9 @@ func (p *Part) ranges(offs []int64) []core.AcquiredRange {
 }
 
 // acquire applies a ShareAcquire: the acknowledgements of every part, then
-// the acquisitions, in the order of the parts, until MaxRecords.
-func (f *Shares) acquire(c ShareAcquire) core.Result {
+// the acquisitions, in the order of the parts, until MaxRecords, of the
+// records flt matches (nil: every record).
+func (f *Shares) acquire(c ShareAcquire, flt *Filter) core.Result {
 	if f.groups.GroupsByName[c.Group] != nil {
 		return core.Fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("group %s is a consumer group, not a share group", c.Group))
 	}
@@ -346,6 +401,7 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 	res := &core.ShareResult{LockMs: int32(lockMs)}
 	parts := make([]*Part, len(c.Parts))
 	tps := make([]*topics.Partition, len(c.Parts))
+	tops := make([]*topics.Topic, len(c.Parts))
 	for i, cp := range c.Parts {
 		pr := core.SharePartResult{Topic: cp.Topic, Partition: cp.Partition}
 		t := f.topics.ByName[cp.Topic]
@@ -358,6 +414,7 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 			continue
 		}
 		tp := t.Partitions[cp.Partition]
+		tops[i] = t
 		k := partKey{cp.Topic, cp.Partition}
 		p := g.Parts[k]
 		changed := false
@@ -406,6 +463,7 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 			continue
 		}
 		a.max = left
+		a.match = f.matcher(flt, tops[i])
 		end := p.End
 		offs, err := p.acquire(tps[i], a)
 		if err != nil {
@@ -421,4 +479,27 @@ func (f *Shares) acquire(c ShareAcquire) core.Result {
 		}
 	}
 	return core.Result{Share: res}
+}
+
+// matcher is flt's test of a record of topic t (nil: no filter).
+func (f *Shares) matcher(flt *Filter, t *topics.Topic) func(*record.Record) bool {
+	if flt == nil {
+		return nil
+	}
+	var pat subject.Pattern
+	if flt.Subject != "" {
+		pat, _ = subject.ParsePattern(flt.Subject) // the check parsed it
+	}
+	return func(r *record.Record) bool {
+		if len(flt.KeyPrefix) > 0 && (r.Key == nil || !bytes.HasPrefix(r.Key, flt.KeyPrefix)) {
+			return false
+		}
+		if flt.Subject != "" {
+			s := f.topics.RecordSubject(t, r.Headers, r.Value)
+			if s == nil || !pat.Match(s) {
+				return false
+			}
+		}
+		return true
+	}
 }

@@ -27,7 +27,9 @@
 // ShareAcquire, SetShareGroupConfigs (the group's share.* configs,
 // IncrementalAlterConfigs on a GROUP resource), and for empty groups
 // DeleteShareGroup, AlterShareOffsets and DeleteShareOffsets (DeleteGroups
-// and KIP-932's offsets admin APIs). A block-end step expires
+// and KIP-932's offsets admin APIs); from app version 16 (FilterVersion) a
+// seventh, FilteredAcquire: a ShareAcquire taking only the records
+// whose key or subject its filter matches. A block-end step expires
 // members whose session timed out (their records are released) and locks
 // whose deadline passed.
 //
@@ -54,6 +56,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // ModShares is the share groups module.
@@ -67,10 +70,17 @@ const (
 	KindDeleteShareGroup     core.Kind = 45
 	KindAlterShareOffsets    core.Kind = 46
 	KindDeleteShareOffsets   core.Kind = 47
+	// KindFilteredAcquire is a ShareAcquire with a Filter (app
+	// version 16): version 15's binaries cannot decode the filter.
+	KindFilteredAcquire core.Kind = 48
 )
 
 // Version is the app version from which share groups exist.
 const Version = 15
+
+// FilterVersion is the app version from which an acquisition takes only
+// the records a filter matches (ShareAcquire.Filter).
+const FilterVersion = 16
 
 // Kafka's defaults of the broker's group.share.* configs, which a group's
 // share.* configs override.
@@ -99,6 +109,8 @@ const (
 	maxTopics   = 10000
 	maxParts    = 10000
 	maxBatches  = 10000
+	// maxKeyPrefix bounds a filter's key prefix.
+	maxKeyPrefix = 1024
 )
 
 // ShareGroupHeartbeat is a member's heartbeat: epoch 0 joins (MemberID is
@@ -140,6 +152,24 @@ type ShareAcquire struct {
 	MaxRecords      int32
 	Renew, Close    bool
 	Parts           []SharePart
+}
+
+// FilteredAcquire is a ShareAcquire that takes only the records Filter
+// matches (the native HTTP API's acquisitions by key prefix or subject,
+// app version 16): the records it passes over stay available to the
+// group's other acquisitions.
+type FilteredAcquire struct {
+	ShareAcquire
+	Filter Filter
+}
+
+// Filter is what records a filtered acquisition takes: those whose key
+// starts with KeyPrefix (when it is not empty; a null key does not) and
+// whose subject matches the pattern Subject (when it is not empty; a
+// record without a subject does not). At least one of them is set.
+type Filter struct {
+	KeyPrefix []byte
+	Subject   string
 }
 
 // ConfigEntry sets a group config (Delete: returns it to the default).
@@ -226,7 +256,14 @@ func decodeDeleteOffsets(r *core.Reader) DeleteShareOffsets {
 	return c
 }
 
-func (ShareAcquire) Kind() core.Kind         { return KindShareAcquire }
+func (ShareAcquire) Kind() core.Kind    { return KindShareAcquire }
+func (FilteredAcquire) Kind() core.Kind { return KindFilteredAcquire }
+
+func (c FilteredAcquire) Encode(w *core.Writer) {
+	c.ShareAcquire.Encode(w)
+	w.Bytes(c.Filter.KeyPrefix)
+	w.Str(c.Filter.Subject)
+}
 func (SetShareGroupConfigs) Kind() core.Kind { return KindSetShareGroupConfigs }
 
 func (c ShareGroupHeartbeat) Encode(w *core.Writer) {
@@ -290,6 +327,10 @@ func decodeAcquire(r *core.Reader) ShareAcquire {
 	return c
 }
 
+func decodeAcquireFiltered(r *core.Reader) FilteredAcquire {
+	return FilteredAcquire{ShareAcquire: decodeAcquire(r), Filter: Filter{KeyPrefix: r.BytesCopy(), Subject: r.Str()}}
+}
+
 func (c SetShareGroupConfigs) Encode(w *core.Writer) {
 	w.Str(c.Group)
 	w.Count(len(c.Configs))
@@ -328,6 +369,11 @@ func checkCommand(c core.Command) core.Result {
 		case !slices.IsSorted(c.Topics) || len(slices.Compact(slices.Clone(c.Topics))) != len(c.Topics):
 			return invalid("a subscription's topics are sorted and distinct")
 		}
+	case FilteredAcquire:
+		if msg := checkFilter(c.Filter); msg != "" {
+			return invalid(msg)
+		}
+		return checkCommand(c.ShareAcquire)
 	case ShareAcquire:
 		group, member = c.Group, c.MemberID
 		if c.MemberID == "" || len(c.MemberID) > maxMemberID {
@@ -376,6 +422,23 @@ func checkCommand(c core.Command) core.Result {
 		}
 	}
 	return groups.CheckGroupIDs(group, member, "")
+}
+
+// checkFilter says what is wrong with an acquisition's filter ("" when
+// nothing is).
+func checkFilter(f Filter) string {
+	if len(f.KeyPrefix) == 0 && f.Subject == "" {
+		return "a filter names a key prefix, a subject pattern or both"
+	}
+	if len(f.KeyPrefix) > maxKeyPrefix {
+		return fmt.Sprintf("a key prefix has at most %d bytes", maxKeyPrefix)
+	}
+	if f.Subject != "" {
+		if _, err := subject.ParsePattern(f.Subject); err != nil {
+			return fmt.Sprintf("subject pattern %q: %v", f.Subject, err)
+		}
+	}
+	return ""
 }
 
 // checkAcks says what is wrong with a partition's acknowledgement batches
@@ -438,8 +501,12 @@ func RegisterShares(r *core.Registry, h *topics.TopicHooks) {
 		}).Since = Version
 	core.RegisterModuleCommand(r, sharesOf, KindShareAcquire, "ShareAcquire", ModShares, decodeAcquire, checkCommand,
 		func(f *Shares, c ShareAcquire, _ core.CmdAt) core.Result {
-			return f.gated(func() core.Result { return f.acquire(c) })
+			return f.gated(func() core.Result { return f.acquire(c, nil) })
 		}).Since = Version
+	core.RegisterModuleCommand(r, sharesOf, KindFilteredAcquire, "FilteredAcquire", ModShares, decodeAcquireFiltered, checkCommand,
+		func(f *Shares, c FilteredAcquire, _ core.CmdAt) core.Result {
+			return f.gated(func() core.Result { return f.acquire(c.ShareAcquire, &c.Filter) })
+		}).Since = FilterVersion
 	core.RegisterModuleCommand(r, sharesOf, KindSetShareGroupConfigs, "SetShareGroupConfigs", ModShares, decodeSetConfigs, checkCommand,
 		func(f *Shares, c SetShareGroupConfigs, _ core.CmdAt) core.Result {
 			return f.gated(func() core.Result { return f.setConfigs(c) })
