@@ -5,11 +5,15 @@ package httpapi
 // APIs serve, a member named by the client.
 //
 // POST /v1/share-groups/{group}/acquire {"member", "topic",
-// "max_records", "wait_ms"}: the member (joined when it is not in the
-// group, its subscription widened to the topic when needed; each call is
-// also its heartbeat) acquires up to max_records records (default 100, at
-// most 10000) of the topic's partitions; with nothing to acquire it waits
-// up to wait_ms (default 0, at most 30000) for records.
+// "max_records", "wait_ms", "key_prefix", "subject"}: the member (joined
+// when it is not in the group, its subscription widened to the topic when
+// needed; each call is also its heartbeat) acquires up to max_records
+// records (default 100, at most 10000) of the topic's partitions; with
+// nothing to acquire it waits up to wait_ms (default 0, at most 30000)
+// for records. With key_prefix or subject (a pattern, docs/subjects.md)
+// it acquires only the records whose key starts with the prefix and
+// whose subject matches (app version 16); the others stay available to
+// the group's other acquisitions.
 //
 // POST /v1/share-groups/{group}/acknowledge {"member", "acks": [{"topic",
 // "partition", "offset", "type"}]}: accept, release, reject or renew
@@ -39,6 +43,7 @@ import (
 
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/internal/subject"
 )
 
 // Limits of an acquisition over HTTP.
@@ -54,6 +59,9 @@ type ShareAcquireRequest struct {
 	Topic      string `json:"topic"`
 	MaxRecords int32  `json:"max_records,omitempty"`
 	WaitMs     int64  `json:"wait_ms,omitempty"`
+	// KeyPrefix and Subject filter what is acquired.
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	Subject   string `json:"subject,omitempty"`
 }
 
 // ShareRecord is one record acquired.
@@ -155,7 +163,7 @@ func serveShareAcquire(opts Options) http.HandlerFunc {
 		}
 		group := r.PathValue("group")
 		var req ShareAcquireRequest
-		if !decodeBody(w, r, &req, `{"member", "topic", "max_records", "wait_ms"}`) {
+		if !decodeBody(w, r, &req, `{"member", "topic", "max_records", "wait_ms", "key_prefix", "subject"}`) {
 			return
 		}
 		if req.Member == "" || req.Topic == "" {
@@ -185,9 +193,23 @@ func serveShareAcquire(opts Options) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), wait+30*time.Second)
 		defer cancel()
 
-		acquire := fsm.ShareAcquire{Group: group, MemberID: req.Member, MaxRecords: n}
+		base := fsm.ShareAcquire{Group: group, MemberID: req.Member, MaxRecords: n}
 		for p := range t.Partitions {
-			acquire.Parts = append(acquire.Parts, fsm.SharePart{Topic: topic, Partition: int32(p), Acquire: true})
+			base.Parts = append(base.Parts, fsm.SharePart{Topic: topic, Partition: int32(p), Acquire: true})
+		}
+		var acquire fsm.Command = base
+		if req.KeyPrefix != "" || req.Subject != "" {
+			if v := opts.Broker.Upgrade().Version; v < fsm.ShareFilterVersion {
+				httpError(w, http.StatusNotImplemented, "acquiring by key prefix or subject needs app version %d; this chain runs %d (stele cluster upgrade)", fsm.ShareFilterVersion, v)
+				return
+			}
+			if req.Subject != "" {
+				if _, err := subject.ParsePattern(req.Subject); err != nil {
+					httpError(w, http.StatusBadRequest, "subject pattern %q: %v", req.Subject, err)
+					return
+				}
+			}
+			acquire = fsm.FilteredShareAcquire{ShareAcquire: base, Filter: fsm.ShareFilter{KeyPrefix: []byte(req.KeyPrefix), Subject: req.Subject}}
 		}
 		var res fsm.Result
 		for {
@@ -264,8 +286,10 @@ func sharesAcquired(r fsm.Result) bool {
 	return false
 }
 
-// awaitShare waits until t grows or a record of the group in t becomes
-// acquirable again, or the deadline.
+// awaitShare waits until t grows or the group's share partitions of t
+// change (a record acknowledged, released or its lock expired, which may
+// make one acquirable: available records that key ordering or a filter
+// holds back do not wake it), or the deadline.
 func awaitShare(ctx context.Context, opts Options, group string, t *fsm.TopicView, deadline time.Time) bool {
 	hwm := func() (n int64) {
 		for _, p := range t.Partitions {
@@ -273,7 +297,17 @@ func awaitShare(ctx context.Context, opts Options, group string, t *fsm.TopicVie
 		}
 		return n
 	}
-	start := hwm()
+	parts := func() (out []fsm.SharePartView) {
+		if g := opts.Broker.ShareGroups().Group(group); g != nil {
+			for _, p := range g.Parts {
+				if p.Topic == t.Name {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	start, was := hwm(), parts()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
@@ -281,12 +315,8 @@ func awaitShare(ctx context.Context, opts Options, group string, t *fsm.TopicVie
 		if hwm() > start {
 			return true
 		}
-		if g := opts.Broker.ShareGroups().Group(group); g != nil {
-			for _, p := range g.Parts {
-				if p.Topic == t.Name && p.Acquirable > 0 {
-					return true
-				}
-			}
+		if !slices.Equal(parts(), was) {
+			return true
 		}
 		select {
 		case <-changed:

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/record"
@@ -111,5 +112,88 @@ func TestShareGroupsHTTP(t *testing.T) {
 	}
 	if code := post("/v1/share-groups/g/acknowledge", ShareAckRequest{Member: "b", Acks: []ShareAck{{Topic: "t", Type: "maybe"}}}, nil); code != http.StatusBadRequest {
 		t.Fatalf("an unknown type: %d", code)
+	}
+}
+
+// TestShareGroupsHTTPFilters (docs/share-groups.md "Over HTTP"): members
+// acquire by key prefix and by subject pattern, each only the records
+// its filter matches, the records passed over staying for the others; an
+// acquisition that waits wakes for a matching record produced later; a
+// bad pattern is refused (400), and a chain below app version 16 answers
+// a filtered acquisition 501.
+func TestShareGroupsHTTPFilters(t *testing.T) {
+	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
+	srv := httptest.NewServer(New(Options{Broker: b, Gatherer: reg}))
+	defer srv.Close()
+	produce := func(keySubjects ...string) {
+		t.Helper()
+		var recs []record.Record
+		for i := 0; i+1 < len(keySubjects); i += 2 {
+			recs = append(recs, record.Record{OffsetDelta: int32(i / 2), Key: []byte(keySubjects[i]), Value: []byte("v"),
+				Headers: []record.RecordHeader{{Key: "stele-subject", Value: []byte(keySubjects[i+1])}}})
+		}
+		batch, err := record.Build(record.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := b.SubmitOne(context.Background(), fsm.Produce{Topic: "t", Partition: 0, Records: batch}); err != nil || r.Code != 0 {
+			t.Fatalf("produce: %v %+v", err, r)
+		}
+	}
+	produce("eu-1", "orders.eu.created", "us-1", "orders.us.created", "eu-2", "orders.eu.paid", "us-2", "orders.us.paid")
+	if r, err := b.SubmitOne(context.Background(), fsm.SetShareGroupConfigs{Group: "g", Configs: []fsm.ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}); err != nil || r.Code != 0 {
+		t.Fatalf("config: %v %+v", err, r)
+	}
+	acquire := func(req ShareAcquireRequest) (int, []int64) {
+		t.Helper()
+		body, _ := json.Marshal(req)
+		resp, err := http.Post(srv.URL+"/v1/share-groups/g/acquire", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out ShareAcquired
+		var offs []int64
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range out.Records {
+				offs = append(offs, r.Offset)
+			}
+		}
+		return resp.StatusCode, offs
+	}
+	if code, offs := acquire(ShareAcquireRequest{Member: "a", Topic: "t", Subject: "orders.*.paid"}); code != http.StatusOK || !slices.Equal(offs, []int64{2, 3}) {
+		t.Fatalf("by subject: %d %v", code, offs)
+	}
+	if code, offs := acquire(ShareAcquireRequest{Member: "b", Topic: "t", KeyPrefix: "eu-"}); code != http.StatusOK || !slices.Equal(offs, []int64{0}) {
+		t.Fatalf("by key prefix: %d %v", code, offs)
+	}
+	if code, _ := acquire(ShareAcquireRequest{Member: "b", Topic: "t", Subject: "orders..eu"}); code != http.StatusBadRequest {
+		t.Fatalf("a bad pattern: %d", code)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		produce("us-3", "orders.us.created", "eu-3", "orders.eu.created")
+	}()
+	if code, offs := acquire(ShareAcquireRequest{Member: "b", Topic: "t", KeyPrefix: "eu-", WaitMs: 10000}); code != http.StatusOK || !slices.Equal(offs, []int64{5}) {
+		t.Fatalf("waiting by key prefix: %d %v", code, offs)
+	}
+	if code, offs := acquire(ShareAcquireRequest{Member: "c", Topic: "t"}); code != http.StatusOK || !slices.Equal(offs, []int64{1, 4}) {
+		t.Fatalf("unfiltered, after the filters: %d %v", code, offs)
+	}
+
+	old, oldReg := startBrokerAt(t, fsm.ShareFilterVersion-1)
+	oldSrv := httptest.NewServer(New(Options{Broker: old, Gatherer: oldReg}))
+	defer oldSrv.Close()
+	body, _ := json.Marshal(ShareAcquireRequest{Member: "a", Topic: "t", KeyPrefix: "eu-"})
+	resp, err := http.Post(oldSrv.URL+"/v1/share-groups/g/acquire", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Fatalf("a filter under version 15: %d", resp.StatusCode)
 	}
 }
