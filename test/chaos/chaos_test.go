@@ -396,7 +396,7 @@ func (w *workload) finish(t *testing.T, c *harness.Cluster) Final {
 	// ended) reports the newest acknowledged records lost.
 	c.WaitCaughtUp(time.Minute, 0, c.All()[1:]...)
 	final := readFinal(t, c, 0)
-	c.Eventually(90*time.Second, "the assigned consumers and the share group's members read every committed record", func() error { return w.caughtUp(final) })
+	c.Eventually(90*time.Second, "the assigned consumers and both share groups' members read every committed record", func() error { return w.caughtUp(final) })
 	w.stopAll()
 	w.consumers.Wait()
 	for _, i := range c.All()[1:] {

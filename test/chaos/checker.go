@@ -57,7 +57,21 @@ const (
 	// group members polled that no share poll ever handed out: a record
 	// never delivered. Counted per value.
 	ShareUnseen = "share-unseen"
+	// ShareKeyOrder: a member of a key-ordered share group was handed a
+	// record while an earlier record of its key in its partition was
+	// still in flight: no acknowledgement of the earlier one had been
+	// sent when the poll completed, and it had not been handed out
+	// ShareDeliveryLimit times (after which it may have been archived).
+	// Counted per poll and value.
+	ShareKeyOrder = "share-key-order"
 )
+
+// ShareDeliveryLimit is the share.delivery.count.limit the workload sets
+// for its key-ordered share group. A record is archived after that many
+// deliveries, and some deliveries are never seen (a ShareFetch whose
+// answer a fault lost): a false share-key-order would take that many
+// lost deliveries of one record, each waiting out a 30 s lock.
+const ShareDeliveryLimit = 10
 
 // maxExamples is how many examples a Report keeps per anomaly kind.
 const maxExamples = 5
@@ -68,7 +82,7 @@ func AnomalyKinds() []string {
 	return []string{
 		LostWrite, Duplicate, InconsistentOffsets, AbortedRead, PrecommittedRead,
 		PollSkip, NonmonotonicPoll, NonmonotonicSend, Unseen, GarbageRead,
-		ShareAcceptedAgain, ShareUnseen,
+		ShareAcceptedAgain, ShareUnseen, ShareKeyOrder,
 	}
 }
 
@@ -685,29 +699,65 @@ func containsPlace(ps []place, p place) bool {
 	return false
 }
 
-// shareChecks reports the anomalies of share groups: a record handed to a
-// member by a poll invoked after an acknowledgement accepting it was
-// confirmed (ShareAcceptedAgain), and a record of a topic share members
-// polled that no share poll handed out (ShareUnseen). An acknowledgement
-// whose outcome is unknown (info) proves nothing: it may not have been
-// applied, and the record comes again.
+// shareChecks reports the anomalies of share groups, group by group (a
+// member's group is its polls'): a record handed to a member by a poll
+// invoked after an acknowledgement of its group accepting it was
+// confirmed (ShareAcceptedAgain), a record of a topic a group's members
+// polled that none of them was handed (ShareUnseen), and under key
+// ordering a record handed while an earlier record of its key was in
+// flight (ShareKeyOrder). An acknowledgement whose outcome is unknown
+// (info) proves nothing: it may not have been applied, and the record
+// comes again.
 func (c *checker) shareChecks() {
-	accepted := map[string]int64{} // value → the earliest completion of an ok share-ack
-	seen := map[string]bool{}
-	topics := map[string]bool{}
+	type gv struct{ group, value string }
+	groupOf := map[int]string{} // process → its share group
+	keyed := map[string]bool{}
 	for _, op := range c.h.Ops {
+		if op.Type == TypeSharePoll {
+			groupOf[op.Process] = op.Group
+			keyed[op.Group] = keyed[op.Group] || op.KeyOrdered
+		}
+	}
+	accepted := map[gv]int64{} // the earliest completion of an ok share-ack
+	acked := map[gv]int64{}    // the earliest invocation of any share-ack
+	handed := map[gv][]int64{} // the invocations of the polls handing it
+	seen := map[gv]bool{}
+	topics := map[string]map[string]bool{} // group → the topics its members polled
+	for _, op := range c.h.Ops {
+		g := groupOf[op.Process]
 		switch {
-		case op.Type == TypeShareAck && outcome(op) == OutcomeOK:
+		case op.Type == TypeShareAck:
 			for _, r := range op.Records {
-				if t, ok := accepted[r.Value]; !ok || op.Complete < t {
-					accepted[r.Value] = op.Complete
+				k := gv{g, r.Value}
+				if t, ok := acked[k]; !ok || op.Invoke < t {
+					acked[k] = op.Invoke
+				}
+				if outcome(op) != OutcomeOK {
+					continue
+				}
+				if t, ok := accepted[k]; !ok || op.Complete < t {
+					accepted[k] = op.Complete
 				}
 			}
 		case op.Type == TypeSharePoll:
-			for _, r := range op.Records {
-				seen[r.Value] = true
-				topics[r.Topic] = true
+			if topics[g] == nil {
+				topics[g] = map[string]bool{}
 			}
+			for _, r := range op.Records {
+				k := gv{g, r.Value}
+				seen[k] = true
+				handed[k] = append(handed[k], op.Invoke)
+				topics[g][r.Topic] = true
+			}
+		}
+	}
+	// byKey[tp][key]: the committed offsets of the key's records, ascending.
+	byKey := map[TP]map[string][]int64{}
+	for _, tp := range c.tps {
+		byKey[tp] = map[string][]int64{}
+		for _, off := range c.offsets[tp] {
+			k := RecordKey(c.f.Committed[tp][off])
+			byKey[tp][k] = append(byKey[tp][k], off)
 		}
 	}
 	for i, op := range c.h.Ops {
@@ -715,19 +765,45 @@ func (c *checker) shareChecks() {
 			continue
 		}
 		for _, r := range op.Records {
-			if t, ok := accepted[r.Value]; ok && op.Invoke > t {
+			if t, ok := accepted[gv{op.Group, r.Value}]; ok && op.Invoke > t {
 				c.add(ShareAcceptedAgain, "process %d's share poll (op %d) handed %q at %s, accepted (confirmed) %.3fs before the poll began",
 					op.Process, i, r.Value, place{r.TP(), r.Offset}, float64(op.Invoke-t)/1e9)
 			}
+			if !keyed[op.Group] {
+				continue
+			}
+			for _, off := range byKey[r.TP()][RecordKey(r.Value)] {
+				if off >= r.Offset {
+					break
+				}
+				prev := gv{op.Group, c.f.Committed[r.TP()][off]}
+				if t, ok := acked[prev]; ok && t < op.Complete {
+					continue
+				}
+				n := 0
+				for _, inv := range handed[prev] {
+					if inv < op.Complete {
+						n++
+					}
+				}
+				if n >= ShareDeliveryLimit {
+					continue
+				}
+				c.add(ShareKeyOrder, "process %d's share poll (op %d) of key-ordered group %s handed %q at %s while %q at %s of its key was in flight (handed %d times, no acknowledgement sent)",
+					op.Process, i, op.Group, r.Value, place{r.TP(), r.Offset}, prev.value, place{r.TP(), off}, n)
+				break
+			}
 		}
 	}
-	for _, tp := range c.tps {
-		if !topics[tp.Topic] {
-			continue
-		}
-		for _, off := range c.offsets[tp] {
-			if v := c.f.Committed[tp][off]; !seen[v] {
-				c.add(ShareUnseen, "%q at %s was never handed to a share group member", v, place{tp, off})
+	for _, g := range slices.Sorted(maps.Keys(topics)) {
+		for _, tp := range c.tps {
+			if !topics[g][tp.Topic] {
+				continue
+			}
+			for _, off := range c.offsets[tp] {
+				if v := c.f.Committed[tp][off]; !seen[gv{g, v}] {
+					c.add(ShareUnseen, "%q at %s was never handed to a member of share group %q", v, place{tp, off}, g)
+				}
 			}
 		}
 	}

@@ -543,3 +543,73 @@ func TestCheckShareGroups(t *testing.T) {
 		t.Fatalf("c and d never handed to a share member:\n%s", r.Summary())
 	}
 }
+
+// TestCheckShareKeyOrder: under key ordering (a poll's KeyOrdered), a
+// record handed while an earlier record of its key in its partition had
+// no acknowledgement sent is share-key-order; one handed after it is
+// fine, as is one handed after the earlier record was handed out
+// ShareDeliveryLimit times (it may have been archived), and the same
+// history in a group without key ordering. Groups are checked apart: a
+// record accepted by one group and handed to another is not
+// share-accepted-again.
+func TestCheckShareKeyOrder(t *testing.T) {
+	k0 := TP{Topic: "k", Partition: 0}
+	poll := func(p int, group string, keyed bool, inv, comp int64, recs ...Rec) Op {
+		return Op{Process: p, Type: TypeSharePoll, Invoke: inv, Complete: comp, Outcome: OutcomeOK, Records: recs, Group: group, KeyOrdered: keyed}
+	}
+	ack := func(p int, inv, comp int64, recs ...Rec) Op {
+		return Op{Process: p, Type: TypeShareAck, Invoke: inv, Complete: comp, Outcome: OutcomeOK, Records: recs}
+	}
+	// s0-11 and s1-11 have key "11", s0-12 key "12".
+	a, b, c := rec(k0, 0, "s0-11"), rec(k0, 1, "s1-11"), rec(k0, 2, "s0-12")
+	f := Final{Committed: map[TP]map[int64]string{k0: {0: a.Value, 1: b.Value, 2: c.Value}}}
+	sends := []Op{sendOp(1, a, 0, 10, OutcomeOK), sendOp(1, b, 20, 30, OutcomeOK), sendOp(1, c, 40, 50, OutcomeOK)}
+	history := func(keyed bool, ops ...Op) History {
+		h := History{Seed: 7, Ops: slices.Clone(sends)}
+		for _, op := range ops {
+			if op.Type == TypeSharePoll && op.Group == "kg" {
+				op.KeyOrdered = keyed
+			}
+			h.Ops = append(h.Ops, op)
+		}
+		return h
+	}
+	inOrder := []Op{poll(32, "kg", true, 100, 110, a, c), ack(32, 111, 120, a, c), poll(33, "kg", true, 115, 130, b), ack(33, 131, 140, b)}
+	if r := Check(history(true, inOrder...), f); !r.OK() {
+		t.Fatalf("key order kept: %s", r.Summary())
+	}
+	// b handed by a poll that completed before a's acknowledgement was sent.
+	early := []Op{poll(32, "kg", true, 100, 110, a, c), poll(33, "kg", true, 105, 109, b), ack(32, 111, 120, a, c), ack(33, 131, 140, b)}
+	if r := Check(history(true, early...), f); r.Counts[ShareKeyOrder] != 1 {
+		t.Fatalf("b handed while a was in flight:\n%s", r.Summary())
+	}
+	if r := Check(history(false, early...), f); !r.OK() {
+		t.Fatalf("the same without key ordering: %s", r.Summary())
+	}
+	// In one poll: b handed with a.
+	together := []Op{poll(32, "kg", true, 100, 110, a, b, c), ack(32, 111, 120, a, b, c)}
+	if r := Check(history(true, together...), f); r.Counts[ShareKeyOrder] != 1 {
+		t.Fatalf("a and b handed together:\n%s", r.Summary())
+	}
+	// a handed ShareDeliveryLimit times and never acknowledged: it may have
+	// been archived, and b may come.
+	var archived []Op
+	for i := range int64(ShareDeliveryLimit) {
+		archived = append(archived, poll(32, "kg", true, 100+i*100, 110+i*100, a))
+	}
+	archived = append(archived, poll(33, "kg", true, 5000, 5010, b, c), ack(33, 5011, 5020, b, c))
+	if r := Check(history(true, archived...), f); r.Counts[ShareKeyOrder] != 0 {
+		t.Fatalf("after a's last delivery:\n%s", r.Summary())
+	}
+	// Two groups: each is handed every record once; a record one accepted
+	// is handed to the other later.
+	two := append(slices.Clone(inOrder), poll(30, "other", false, 200, 210, a, b, c), ack(30, 211, 220, a, b, c))
+	if r := Check(history(true, two...), f); !r.OK() {
+		t.Fatalf("two groups: %s", r.Summary())
+	}
+	// The other group never handed c: share-unseen, of that group only.
+	short := append(slices.Clone(inOrder), poll(30, "other", false, 200, 210, a, b), ack(30, 211, 220, a, b))
+	if r := Check(history(true, short...), f); r.Counts[ShareUnseen] != 1 {
+		t.Fatalf("c never handed to group other:\n%s", r.Summary())
+	}
+}

@@ -90,8 +90,18 @@ type Op struct {
 	// Isolation is ReadCommitted or ReadUncommitted, for a poll; anything
 	// else is taken as ReadUncommitted (franz-go's default).
 	Isolation string `json:"isolation,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Group is the share group of a share poll's member (its
+	// acknowledgements are its process's), and KeyOrdered says the group
+	// has stele.share.key.ordering=true.
+	Group      string `json:"group,omitempty"`
+	KeyOrdered bool   `json:"key_ordered,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
+
+// RecordKey is the key the workload gives the record whose value is v:
+// its last two bytes (all of v when shorter), so about a hundred keys
+// each partition's records spread over.
+func RecordKey(v string) string { return v[max(0, len(v)-2):] }
 
 // FaultRecord is one injected fault, in nanoseconds since the run began.
 type FaultRecord struct {
@@ -337,13 +347,14 @@ func (r *Recorder) Poll(process, session int, isolation string, invoke time.Time
 	})
 }
 
-// SharePoll records, in one call, a poll by share group member process,
-// invoked at invoke and completed now, that handed it recs.
-func (r *Recorder) SharePoll(process int, invoke time.Time, recs []Rec) {
+// SharePoll records, in one call, a poll by process, a member of share
+// group (key-ordered or not), invoked at invoke and completed now, that
+// handed it recs.
+func (r *Recorder) SharePoll(process int, group string, keyOrdered bool, invoke time.Time, recs []Rec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mu.h.Ops = append(r.mu.h.Ops, Op{Process: process, Type: TypeSharePoll, Invoke: r.since(invoke), Complete: r.since(time.Now()),
-		Outcome: OutcomeOK, Records: copyRecs(recs)})
+		Outcome: OutcomeOK, Records: copyRecs(recs), Group: group, KeyOrdered: keyOrdered})
 }
 
 // Fault records the start of a fault of the given kind on nodes, now, and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,9 @@ import (
 // small transactions to txnTopic (every fifth aborted on purpose), two
 // consumers assigned every partition of both topics (read_committed and
 // read_uncommitted), two members of a consumer group on sendTopic, and
-// two members of a share group on sendTopic (KIP-932, docs/share-groups.md)
-// that accept every record they are handed (sharePoll).
+// two members of each of two share groups on sendTopic (KIP-932,
+// docs/share-groups.md), the second key-ordered, that accept every record
+// they are handed (sharePoll). sendTopic's records have keys (RecordKey).
 // Every operation is recorded with its invocation and completion times.
 // Every record has a subject (chaosSubject), and viewTopic is a view of
 // both topics in the global order (docs/subjects.md), checked at the end
@@ -31,6 +33,7 @@ const (
 	txnParts  = 2
 	group     = "chaos-group"
 	shareGrp  = "chaos-share"
+	keyedGrp  = "chaos-share-keyed" // stele.share.key.ordering=true
 	viewTopic = "chaos-view"
 	viewOf    = "chaos.*.7" // its pattern: about a tenth of the records
 
@@ -40,6 +43,7 @@ const (
 	firstAssigned = 10 // 10 read_committed, 11 read_uncommitted
 	firstMember   = 20 // 20, 21: the group's members
 	firstShare    = 30 // 30, 31: the share group's members
+	firstKeyed    = 32 // 32, 33: the key-ordered share group's members
 )
 
 // chaosSubject is the subject of the record whose value is v: chaos, its
@@ -63,14 +67,14 @@ type workload struct {
 	producers, consumers sync.WaitGroup
 
 	// read[process][tp] is the highest offset a consumer was handed;
-	// shared the values share group members were handed.
+	// shared[group] the values the share group's members were handed.
 	mu     sync.Mutex
 	read   map[int]map[TP]int64
-	shared map[string]bool
+	shared map[string]map[string]bool
 }
 
 func startWorkload(seeds []string, seed uint64, rec *Recorder) *workload {
-	w := &workload{seeds: seeds, seed: seed, rec: rec, read: map[int]map[TP]int64{}, shared: map[string]bool{}}
+	w := &workload{seeds: seeds, seed: seed, rec: rec, read: map[int]map[TP]int64{}, shared: map[string]map[string]bool{shareGrp: {}, keyedGrp: {}}}
 	w.consume, w.stopAll = context.WithCancel(context.Background())
 	w.produce, w.stopProduce = context.WithCancel(w.consume)
 	for i := range 2 {
@@ -83,17 +87,20 @@ func startWorkload(seeds []string, seed uint64, rec *Recorder) *workload {
 	for i := range 2 {
 		w.consumers.Go(func() { w.poll(firstMember+i, kgo.ReadCommitted(), map[string]int32{sendTopic: sendParts}, group) })
 	}
-	w.shareFromStart()
+	w.shareFromStart(shareGrp)
+	w.shareFromStart(keyedGrp, "stele.share.key.ordering", "true", "share.delivery.count.limit", strconv.Itoa(ShareDeliveryLimit))
 	for i := range 2 {
-		w.consumers.Go(func() { w.sharePoll(firstShare + i) })
+		w.consumers.Go(func() { w.sharePoll(firstShare+i, shareGrp, false) })
+		w.consumers.Go(func() { w.sharePoll(firstKeyed+i, keyedGrp, true) })
 	}
 	return w
 }
 
-// shareFromStart sets the share group's share.auto.offset.reset to
+// shareFromStart sets share group grp's share.auto.offset.reset to
 // earliest, so that its members are handed every record of sendTopic,
-// retrying for up to a minute while the cluster starts.
-func (w *workload) shareFromStart() {
+// and the other configs given in name, value pairs, retrying for up to a
+// minute while the cluster starts.
+func (w *workload) shareFromStart(grp string, configs ...string) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...)}, clientOpts...)...)
 	if err != nil {
 		panic(err)
@@ -103,10 +110,13 @@ func (w *workload) shareFromStart() {
 	for {
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		res := kmsg.NewIncrementalAlterConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, shareGrp
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-		res.Configs = append(res.Configs, c)
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, grp
+		kv := append([]string{"share.auto.offset.reset", "earliest"}, configs...)
+		for i := 0; i+1 < len(kv); i += 2 {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = kv[i], kmsg.StringPtr(kv[i+1])
+			res.Configs = append(res.Configs, c)
+		}
 		req.Resources = append(req.Resources, res)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		resp, err := req.RequestWith(ctx, cl)
@@ -115,23 +125,23 @@ func (w *workload) shareFromStart() {
 			return
 		}
 		if time.Now().After(deadline) {
-			panic(fmt.Sprintf("stele/chaos: setting share.auto.offset.reset of %s: %v %+v", shareGrp, err, resp))
+			panic(fmt.Sprintf("stele/chaos: setting the configs of share group %s: %v %+v", grp, err, resp))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-// sharePoll is a member of the share group on sendTopic until consuming
-// stops: each poll is recorded (TypeSharePoll), then its records are
+// sharePoll is a member of share group grp (keyed: key-ordered) on
+// sendTopic until consuming stops: each poll is recorded (TypeSharePoll), then its records are
 // accepted and the acknowledgement flushed; the acceptance is recorded
 // ok (TypeShareAck) only when the flush and every acknowledgement result
 // it waited for came back without an error, info otherwise.
-func (w *workload) sharePoll(process int) {
+func (w *workload) sharePoll(process int, grp string, keyed bool) {
 	var (
 		mu     sync.Mutex
 		ackErr error
 	)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.ShareGroup(shareGrp), kgo.ConsumeTopics(sendTopic),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...), kgo.ShareGroup(grp), kgo.ConsumeTopics(sendTopic),
 		kgo.FetchMaxWait(500 * time.Millisecond), kgo.ShareMaxRecords(500),
 		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 			if err := rs.Error(); err != nil {
@@ -156,10 +166,10 @@ func (w *workload) sharePoll(process int) {
 		for _, r := range krs {
 			recs = append(recs, Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		}
-		w.rec.SharePoll(process, invoke, recs)
+		w.rec.SharePoll(process, grp, keyed, invoke, recs)
 		w.mu.Lock()
 		for _, r := range recs {
-			w.shared[r.Value] = true
+			w.shared[grp][r.Value] = true
 		}
 		w.mu.Unlock()
 		mu.Lock()
@@ -212,7 +222,7 @@ func (w *workload) send(process int) {
 		}
 		r := Rec{Topic: sendTopic, Partition: int32(rng.IntN(sendParts)), Offset: -1, Value: fmt.Sprintf("s%d-%d", process, n)}
 		idx := w.rec.Invoke(process, TypeSend, []Rec{r})
-		cl.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Value: []byte(r.Value), Headers: subjectHeader(r.Value)}, func(kr *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Partition: r.Partition, Key: []byte(RecordKey(r.Value)), Value: []byte(r.Value), Headers: subjectHeader(r.Value)}, func(kr *kgo.Record, err error) {
 			out := r
 			outcome := OutcomeOK
 			if err != nil {
@@ -354,7 +364,7 @@ func (w *workload) poll(process int, isolation kgo.IsolationLevel, topics map[st
 }
 
 // caughtUp reports whether the assigned consumers have been handed every
-// partition's last committed record of final, and the share group's
+// partition's last committed record of final, and each share group's
 // members every committed record of sendTopic, or says which is behind.
 func (w *workload) caughtUp(final Final) error {
 	w.mu.Lock()
@@ -364,8 +374,10 @@ func (w *workload) caughtUp(final Final) error {
 			continue
 		}
 		for off, v := range offs {
-			if !w.shared[v] {
-				return fmt.Errorf("the share group's members have not been handed %q (%s@%d)", v, tp, off)
+			for _, grp := range []string{shareGrp, keyedGrp} {
+				if !w.shared[grp][v] {
+					return fmt.Errorf("share group %s's members have not been handed %q (%s@%d)", grp, v, tp, off)
+				}
 			}
 		}
 	}
