@@ -871,6 +871,9 @@ func goldenScenario(t *testing.T) []block {
 	wantAcquired("by subject", must("an acquisition by subject", g.cmds(100, bySubject)[0], 0), 0, 2)
 	badFilter := FilteredShareAcquire{ShareAcquire: ShareAcquire{Group: "fq", MemberID: "m1", Parts: qpart}, Filter: ShareFilter{Subject: "orders..a"}}
 	must("a bad subject pattern", g.cmds(100, badFilter)[0], kerr.InvalidRequest.Code)
+	must("a tenant of one group", g.cmds(100, CreateTenant{Name: "shq", Quotas: []TenantQuota{{Key: "groups", Value: 1}}})[0], 0)
+	must("its share group", g.cmds(100, SetShareGroupConfigs{Group: "shq~a", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}})[0], 0)
+	must("a share group past its groups quota", g.cmds(100, SetShareGroupConfigs{Group: "shq~b", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}})[0], kerr.PolicyViolation.Code)
 	return g.blocks
 }
 

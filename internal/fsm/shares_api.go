@@ -3,6 +3,7 @@ package fsm
 import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/shares"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 )
 
 // The share groups module's names the broker uses, under the package it
@@ -35,6 +36,10 @@ const ShareGroupsVersion = shares.Version
 // ShareFilterVersion is the app version from which an acquisition takes a
 // filter.
 const ShareFilterVersion = shares.FilterVersion
+
+// ShareGroupsQuotaVersion is the app version from which a tenant's share
+// groups count against its groups quota.
+const ShareGroupsQuotaVersion = tenants.ShareGroupsQuotaVersion
 
 // Share groups' defaults (Kafka's group.share.* broker configs).
 const (

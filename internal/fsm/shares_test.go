@@ -12,6 +12,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/shares"
+	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
 )
@@ -626,5 +627,43 @@ func TestShareGroupFilters(t *testing.T) {
 	}
 	if o.Txs[0].Code == 0 || len(o.Txs[0].Results) != 0 {
 		t.Fatalf("a filtered acquisition under version 15: %+v", o.Txs[0])
+	}
+}
+
+// TestShareGroupsTenantQuota (docs/tenants.md): from app version 16 a
+// tenant's share groups count against its groups quota with its consumer
+// groups: a heartbeat, configs or offsets that would create a share group
+// past it are refused POLICY_VIOLATION, creating nothing, and a consumer
+// group past it too; a group that exists is not counted again. Under
+// version 15 share groups were not counted.
+func TestShareGroupsTenantQuota(t *testing.T) {
+	for _, v := range []uint32{shares.FilterVersion - 1, cluster.MaxAppVersion} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
+			r := newShareRig(t, v)
+			counted := v >= tenants.ShareGroupsQuotaVersion
+			want := func(ok bool) int16 {
+				if ok || !counted {
+					return 0
+				}
+				return kerr.PolicyViolation.Code
+			}
+			r.do("tenant", CreateTenant{Name: "acme", Quotas: []TenantQuota{{Key: "groups", Value: 2}}}, 0)
+			r.do("topic", topics.CreateTopic{Name: "acme~q", Partitions: 1, ReplicationFactor: -1}, 0)
+			r.do("a consumer group", ConsumerGroupHeartbeat{Group: "acme~cg", MemberID: "c1", RebalanceTimeoutMs: 30000, TopicsSet: true, Topics: []string{"acme~q"}, OwnedSet: true}, 0)
+			r.do("a share group", shareJoin("acme~sg", "m", "acme~q"), 0)
+			r.do("a member of it", shareJoin("acme~sg", "m2", "acme~q"), 0)
+			r.do("a second share group", shareJoin("acme~sg2", "m", "acme~q"), want(false))
+			r.do("configs of a new share group", SetShareGroupConfigs{Group: "acme~cfg", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}, want(false))
+			r.do("offsets of a new share group", AlterShareOffsets{Group: "acme~off", Offsets: []ShareOffset{{Topic: "acme~q", Partition: 0, Start: 0}}}, want(false))
+			r.do("configs of the share group", SetShareGroupConfigs{Group: "acme~sg", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}, 0)
+			r.do("a second consumer group", ConsumerGroupHeartbeat{Group: "acme~cg2", MemberID: "c1", RebalanceTimeoutMs: 30000, TopicsSet: true, Topics: []string{"acme~q"}, OwnedSet: true}, want(false))
+			names := map[string]bool{}
+			for _, g := range r.fs[0].ShareGroups().Groups() {
+				names[g.Name] = true
+			}
+			if counted && (len(names) != 1 || !names["acme~sg"]) {
+				t.Fatalf("share groups past the quota: %v", names)
+			}
+		})
 	}
 }

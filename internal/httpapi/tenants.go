@@ -93,6 +93,11 @@ func tenantUsage(opts Options) map[string]map[string]int64 {
 			add(g.Name, fsm.QuotaGroups, 1)
 		}
 	}
+	if sv := opts.Broker.ShareGroups(); sv != nil && opts.Broker.Upgrade().Version >= fsm.ShareGroupsQuotaVersion {
+		for _, g := range sv.Groups() {
+			add(g.Name, fsm.QuotaGroups, 1) // counted against the quota from that version
+		}
+	}
 	return use
 }
 

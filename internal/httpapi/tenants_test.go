@@ -14,7 +14,8 @@ import (
 
 // TestTenantsAPI (issue 18): a tenant created with quotas, refused when it
 // exists, with a bad name or quota, or a body with fields it does not know;
-// listed and described with its usage against its quotas; its quotas
+// listed and described with its usage against its quotas (its share
+// groups among its groups); its quotas
 // changed; deleted with what it owned counted; then gone (404).
 func TestTenantsAPI(t *testing.T) {
 	b, reg := startBrokerAt(t, fsm.MaxAppVersion)
@@ -71,6 +72,14 @@ func TestTenantsAPI(t *testing.T) {
 	if q := acme.Quotas["groups"]; q.Limit != nil || q.Used != 0 {
 		t.Errorf("acme's groups %+v", q)
 	}
+	// A share group counts as a group (app version 16).
+	if r, err := b.SubmitOne(context.Background(), fsm.SetShareGroupConfigs{Group: "acme~queue", Configs: []fsm.ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}); err != nil || r.Code != 0 {
+		t.Fatalf("a share group: %v %+v", err, r)
+	}
+	do("GET", "/v1/tenants/acme", "", http.StatusOK, &acme)
+	if q := acme.Quotas["groups"]; q.Used != 1 {
+		t.Errorf("acme's groups with a share group %+v", q)
+	}
 	do("PUT", "/v1/tenants/acme/quotas", `{"set":{"groups":5},"remove":["partitions"]}`, http.StatusOK, nil)
 	do("GET", "/v1/tenants/acme", "", http.StatusOK, &acme)
 	if q := acme.Quotas["partitions"]; q.Limit != nil || q.Used != 3 {
@@ -83,7 +92,7 @@ func TestTenantsAPI(t *testing.T) {
 	do("PUT", "/v1/tenants/acme/quotas", `{}`, http.StatusBadRequest, nil)
 
 	do("DELETE", "/v1/tenants/acme", "", http.StatusOK, &res)
-	if res.Removed["topics"] != 1 || res.Removed["partitions"] != 3 || res.Removed["groups"] != 0 {
+	if res.Removed["topics"] != 1 || res.Removed["partitions"] != 3 || res.Removed["groups"] != 0 || res.Removed["share_groups"] != 1 {
 		t.Errorf("deleted: %+v", res)
 	}
 	do("GET", "/v1/tenants/acme", "", http.StatusNotFound, nil)

@@ -58,7 +58,7 @@ func newTenantMetrics(b *broker.Broker, conns *tenantConns) *tenantMetrics {
 		connectionsRefused: d("connections_refused_total", "Logins of the tenant's users this broker refused at the tenant's connections quota."),
 		topics:             d("topics", "The tenant's topics."),
 		partitions:         d("partitions", "The partitions of the tenant's topics."),
-		groups:             d("groups", "The tenant's consumer groups."),
+		groups:             d("groups", "The tenant's consumer groups, and from app version 16 its share groups."),
 		stored:             d("stored_bytes", "The bytes of the tenant's partitions on this broker's disk."),
 		quota:              d("quota_limit", "Each quota the tenant has.", "quota"),
 	}
@@ -110,6 +110,13 @@ func (m *tenantMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if gv := m.b.Groups(); gv != nil {
 		for _, g := range gv.Groups() {
+			if u := at(g.Name); u != nil {
+				u.groups++
+			}
+		}
+	}
+	if sv := m.b.ShareGroups(); sv != nil && m.b.Upgrade().Version >= fsm.ShareGroupsQuotaVersion {
+		for _, g := range sv.Groups() {
 			if u := at(g.Name); u != nil {
 				u.groups++
 			}

@@ -324,7 +324,11 @@ func TestTenantsOwnClients(t *testing.T) {
 			t.Errorf("%s committed %d in billing, want 4", u.user, s.committed)
 		}
 	}
-	// Per-tenant metrics: each tenant's own traffic and holdings.
+	// Per-tenant metrics: each tenant's own traffic and holdings; a share
+	// group is one of globex's groups (app version 16).
+	if r, err := tb.b.SubmitOne(context.Background(), fsm.SetShareGroupConfigs{Group: "globex~queue", Configs: []fsm.ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}}); err != nil || r.Code != 0 {
+		t.Fatalf("a share group: %v %+v", err, r)
+	}
 	mfs, err := tb.srv.opts.Registerer.(*prometheus.Registry).Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -347,8 +351,12 @@ func TestTenantsOwnClients(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"stele_tenant_topics", "stele_tenant_partitions", "stele_tenant_groups"} {
-			if got2[name+"/"+tn] != 1 {
-				t.Errorf("%s{tenant=%q} = %v, want 1", name, tn, got2[name+"/"+tn])
+			want := 1.0
+			if name == "stele_tenant_groups" && tn == "globex" {
+				want = 2 // billing and the share group
+			}
+			if got2[name+"/"+tn] != want {
+				t.Errorf("%s{tenant=%q} = %v, want %v", name, tn, got2[name+"/"+tn], want)
 			}
 		}
 	}

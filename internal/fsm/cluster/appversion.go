@@ -29,7 +29,9 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // version 13 refuses as its binaries do; version 15 share groups (shares.Version:
 // the shares module's commands); version 16 acquisitions that take only
 // the records a filter of key prefix or subject matches
-// (shares.FilterVersion: the command FilteredAcquire). New chains
+// (shares.FilterVersion: the command FilteredAcquire), and a tenant's
+// share groups counted against its groups quota
+// (tenants.ShareGroupsQuotaVersion). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
 // up by an upgrade. Builds with the steleupgradetest tag add a version 17
 // that hashes differently, to test upgrades (appversion_upgradetest.go).

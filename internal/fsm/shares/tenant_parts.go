@@ -28,3 +28,15 @@ func (f *Shares) RemoveTenantGroups(tenant string) int {
 	}
 	return n
 }
+
+// TenantGroups is how many share groups the tenant has (the tenants
+// module's groups quota counts them from app version 16).
+func (f *Shares) TenantGroups(tenant string) int64 {
+	var n int64
+	for name := range f.byName { // a count: the order does not matter
+		if t, _ := core.SplitTenant(name); t == tenant {
+			n++
+		}
+	}
+	return n
+}

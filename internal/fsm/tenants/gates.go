@@ -10,6 +10,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/security"
+	"github.com/stele-io/stele/internal/fsm/shares"
 	"github.com/stele-io/stele/internal/fsm/topics"
 )
 
@@ -136,6 +137,18 @@ func (f *Tenants) gate(c core.Command) (core.Result, bool) {
 		return f.groupQuota(c.Group)
 	case groups.OffsetCommit:
 		return f.groupQuota(c.Group)
+	case shares.ShareGroupHeartbeat:
+		if f.cluster.Version >= ShareGroupsQuotaVersion {
+			return f.groupQuota(c.Group)
+		}
+	case shares.SetShareGroupConfigs:
+		if f.cluster.Version >= ShareGroupsQuotaVersion {
+			return f.groupQuota(c.Group)
+		}
+	case shares.AlterShareOffsets:
+		if f.cluster.Version >= ShareGroupsQuotaVersion {
+			return f.groupQuota(c.Group)
+		}
 	case producers.TxnOffsetCommit:
 		if f.cluster.Version >= Version6 {
 			return f.groupQuota(c.Group)
@@ -175,11 +188,14 @@ func (f *Tenants) topicQuotas(t *Tenant, topicsAdded, partitionsAdded int64) (co
 // will create when it commits (TxnOffsetCommit of a group that does not
 // exist) counts as the tenant's already, and such an offset is refused
 // like any command that would create a group past the quota, so a
-// transaction's commit never takes a tenant past it.
+// transaction's commit never takes a tenant past it. From app version 16
+// (ShareGroupsQuotaVersion) the tenant's share groups count too, and a
+// command that would create a share group is refused the same way.
 func (f *Tenants) groupQuota(group string) (core.Result, bool) {
 	tenant, _ := core.SplitTenant(group)
 	t := f.byName[tenant]
-	if t == nil || f.groups.GroupsByName[group] != nil {
+	shareQuota := f.cluster.Version >= ShareGroupsQuotaVersion
+	if t == nil || f.groups.GroupsByName[group] != nil || (shareQuota && f.shares.IsShareGroup(group)) {
 		return core.Result{}, true
 	}
 	q, ok := t.Quotas[QuotaGroups]
@@ -199,6 +215,9 @@ func (f *Tenants) groupQuota(group string) (core.Result, bool) {
 			return core.Result{}, true // counted already
 		}
 		n += int64(len(pending))
+	}
+	if shareQuota {
+		n += f.shares.TenantGroups(tenant)
 	}
 	if n+1 > q {
 		return overQuota(tenant, QuotaGroups, q, n), false

@@ -96,6 +96,11 @@ const Version5 = 5
 // groups (gates.go's groupQuota).
 const Version6 = 6
 
+// ShareGroupsQuotaVersion is the app version from which a tenant's share
+// groups count against its quota of groups, and a command that would
+// create one past it is refused (gates.go's groupQuota).
+const ShareGroupsQuotaVersion = 16
+
 // The quotas a tenant may have, each a whole number, 0 or more. A tenant
 // without a quota of a kind has no limit of that kind.
 const (
@@ -103,7 +108,8 @@ const (
 	QuotaTopics = "topics"
 	// QuotaPartitions bounds the partitions of all its topics.
 	QuotaPartitions = "partitions"
-	// QuotaGroups bounds its consumer groups.
+	// QuotaGroups bounds its consumer groups, and from app version 16
+	// (ShareGroupsQuotaVersion) its share groups with them.
 	QuotaGroups = "groups"
 
 	// The quotas each broker enforces on the tenant's connections to it,
