@@ -34,8 +34,11 @@ package kafka
 //     DESCRIBE on each subscribed topic; ShareFetch and ShareAcknowledge
 //     READ on the group and on each topic; ShareGroupDescribe DESCRIBE on
 //     each group.
-// Not done: ShareFetch v2's record-limit acquire mode is served as the
-// batch mode; racks do not influence assignment.
+//   - ShareFetch acquires at most max_records records in both acquire
+//     modes of v2 (KIP-1206): the record-limit mode's strict limit, which
+//     the batch-optimized mode may exceed to a batch's end in Kafka and
+//     does not here.
+// Not done: racks do not influence assignment.
 
 import (
 	"slices"
@@ -83,7 +86,9 @@ type shareSessionKey struct{ group, member string }
 
 // shareSessions are the broker's share sessions.
 type shareSessions struct {
-	mu struct {
+	// limit bounds them (0: maxShareSessions).
+	limit int
+	mu    struct {
 		sync.Mutex
 		m map[shareSessionKey]*shareSession
 	}
@@ -96,13 +101,17 @@ func (s *shareSessions) open(c *conn, k shareSessionKey) (*shareSession, int16) 
 	if s.mu.m == nil {
 		s.mu.m = map[shareSessionKey]*shareSession{}
 	}
-	if _, ok := s.mu.m[k]; !ok && len(s.mu.m) >= maxShareSessions {
-		for sk, ss := range s.mu.m {
+	limit := s.limit
+	if limit == 0 {
+		limit = maxShareSessions
+	}
+	if _, ok := s.mu.m[k]; !ok && len(s.mu.m) >= limit {
+		for sk, ss := range s.mu.m { // sessions of closed connections go
 			if ss.c.ctx.Err() != nil {
 				delete(s.mu.m, sk)
 			}
 		}
-		if len(s.mu.m) >= maxShareSessions {
+		if len(s.mu.m) >= limit {
 			return nil, kerr.ShareSessionLimitReached.Code
 		}
 	}

@@ -505,3 +505,55 @@ func TestTenantShareGroups(t *testing.T) {
 		t.Fatalf("share groups in the state: %v", names)
 	}
 }
+
+// TestShareFetchRecordLimit (KIP-1206): a ShareFetch acquires at most
+// max_records records even inside one batch of more, in the record-limit
+// acquire mode, whose limit is strict, and in the batch-optimized mode,
+// whose limit Kafka may round up to a batch's end and Stele does not.
+func TestShareFetchRecordLimit(t *testing.T) {
+	tb := startTestBroker(t, nil)
+	cl := client(t, tb.addr)
+	ctx := context.Background()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfigs(t, cl, "g", "share.auto.offset.reset", "earliest")
+	produceKeyed(t, cl, "t", 10, 10) // one batch of ten records
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "g", "member-1", []string{"t"}
+	if hresp, err := hb.RequestWith(ctx, cl); err != nil || hresp.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, hresp)
+	}
+	id := tb.b.View().Topic("t").ID
+	epoch := int32(0)
+	next := int64(0)
+	for _, mode := range []int8{1, 0} {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version = 2
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr("g"), kmsg.StringPtr("member-1"), epoch
+		req.MaxRecords, req.BatchSize, req.ShareAcquireMode, req.MaxWaitMillis = 3, 3, mode, 100
+		if epoch == 0 {
+			rt := kmsg.NewShareFetchRequestTopic()
+			rt.TopicID = id
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("mode %d: %v %+v", mode, err, resp)
+		}
+		n := int64(0)
+		for _, a := range resp.Topics[0].Partitions[0].AcquiredRecords {
+			if a.FirstOffset != next+n {
+				t.Fatalf("mode %d acquired from %d, want %d", mode, a.FirstOffset, next+n)
+			}
+			n += a.LastOffset - a.FirstOffset + 1
+		}
+		if n != 3 {
+			t.Fatalf("mode %d acquired %d records of a batch of 10 with max_records 3: %+v", mode, n, resp.Topics[0].Partitions[0].AcquiredRecords)
+		}
+		next += n
+		epoch++
+	}
+}
