@@ -1,0 +1,224 @@
+// Package meter adds deterministic fuel metering to a WebAssembly module
+// (issue 24, the plugins' instruction budget): Instrument rewrites a
+// module so that it counts what it runs in a mutable i64 global it
+// exports as FuelExport, and traps (unreachable) once the count goes
+// below zero. The host sets the global to the budget before a call and
+// reads what is left after it.
+//
+// Fuel is charged at every function entry and at the top of every loop
+// iteration: each such point is charged the number of instructions of the
+// code it owns (the function's or the loop's body, without the bodies of
+// the loops nested in it; at least one). Every call and every loop
+// iteration therefore costs fuel, so any run that does not end runs out of
+// it, and the fuel a call uses depends on the module, its inputs and the
+// budget only: every broker running the same module on the same record
+// stops at the same instruction. It is counted by instrumentation, never
+// by time.
+//
+// Instrument decodes every instruction of every function body, so it also
+// refuses what it does not know: SIMD (0xFD), threads (0xFE), exception
+// handling and any opcode outside the WebAssembly 2.0 core with tail
+// calls; a function with more than 50,000 locals (a body of a few bytes
+// may declare billions, which a runtime would allocate); a module that
+// already exports FuelExport; and counts a runtime would allocate before
+// finding the module too short, function types of more than 1,000
+// parameters or results and tables of more than 100,000 elements
+// (bounds.go).
+package meter
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// FuelExport is the name the metered module exports its fuel global as.
+const FuelExport = "stele_fuel"
+
+// ErrModule wraps every reason Instrument refuses a module.
+var ErrModule = errors.New("stele/plugin/meter: not a module that can be metered")
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrModule}, args...)...)
+}
+
+// Section ids of the binary format.
+const (
+	secCustom   = 0
+	secImport   = 2
+	secGlobal   = 6
+	secExport   = 7
+	secCode     = 10
+	secDataCnt  = 12
+	secTag      = 13
+	maxSections = 14
+)
+
+// rank is a known section's place in the order the binary format
+// requires; custom sections go anywhere.
+var rank = [maxSections]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+type section struct {
+	id   byte
+	body []byte
+}
+
+// Instrument returns module with fuel metering (see the package comment),
+// or an error wrapping ErrModule saying why it cannot.
+func Instrument(module []byte) ([]byte, error) {
+	if len(module) < 8 || string(module[:4]) != "\x00asm" || binary.LittleEndian.Uint32(module[4:8]) != 1 {
+		return nil, bad("no WebAssembly 1 header")
+	}
+	var secs []section
+	r := reader{b: module[8:]}
+	last := 0
+	for len(r.b) > 0 {
+		id := r.byte()
+		n := r.u32()
+		body := r.take(int(n))
+		if r.err != nil {
+			return nil, r.err
+		}
+		if id >= maxSections || (id != secCustom && rank[id] == 0) {
+			return nil, bad("unknown section %d", id)
+		}
+		if id == secTag {
+			return nil, bad("exception handling (a tag section) is not allowed")
+		}
+		if id != secCustom {
+			if rank[id] <= last {
+				return nil, bad("section %d out of order", id)
+			}
+			last = rank[id]
+		}
+		secs = append(secs, section{id, body})
+	}
+	types, err := checkSections(secs)
+	if err != nil {
+		return nil, err
+	}
+	importedGlobals, err := countImportedGlobals(secs, types)
+	if err != nil {
+		return nil, err
+	}
+	// The fuel global: the last of the module's own globals, whose index
+	// comes after every existing one, so no index changes.
+	fuel := importedGlobals
+	gi := find(secs, secGlobal)
+	if gi < 0 {
+		secs, gi = insert(secs, section{id: secGlobal, body: []byte{0}})
+	}
+	{
+		r := reader{b: secs[gi].body}
+		n := r.count()
+		if r.err != nil {
+			return nil, r.err
+		}
+		fuel += n
+		body := appendU32(nil, n+1)
+		body = append(body, r.b...)
+		body = append(body, 0x7E, 0x01, 0x42, 0x00, 0x0B) // mut i64 = i64.const 0
+		secs[gi].body = body
+	}
+	ei := find(secs, secExport)
+	if ei < 0 {
+		secs, ei = insert(secs, section{id: secExport, body: []byte{0}})
+	}
+	{
+		r := reader{b: secs[ei].body}
+		n := r.count()
+		entries := r.b
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			if name := r.name(); name == FuelExport {
+				return nil, bad("the module exports %s already", FuelExport)
+			}
+			r.byte()
+			r.u32()
+		}
+		if r.err == nil && len(r.b) != 0 {
+			r.fail("%d bytes after the exports", len(r.b))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		body := appendU32(nil, n+1)
+		body = append(body, entries...)
+		body = appendName(body, FuelExport)
+		body = append(body, 0x03) // a global
+		body = appendU32(body, fuel)
+		secs[ei].body = body
+	}
+	if ci := find(secs, secCode); ci >= 0 {
+		code, err := meterCode(secs[ci].body, fuel)
+		if err != nil {
+			return nil, err
+		}
+		secs[ci].body = code
+	}
+	out := append([]byte(nil), module[:8]...)
+	for _, s := range secs {
+		out = append(out, s.id)
+		out = appendU32(out, uint32(len(s.body)))
+		out = append(out, s.body...)
+	}
+	return out, nil
+}
+
+func find(secs []section, id byte) int {
+	for i, s := range secs {
+		if s.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// insert puts s where the section order wants it and returns its index.
+func insert(secs []section, s section) ([]section, int) {
+	at := len(secs)
+	for i, o := range secs {
+		if o.id != secCustom && rank[o.id] > rank[s.id] {
+			at = i
+			break
+		}
+	}
+	out := append(secs[:at:at], s)
+	return append(out, secs[at:]...), at
+}
+
+// countImportedGlobals counts the imports of globals, which come before
+// the module's own globals in the index space, and checks that imported
+// functions' types are among the module's types.
+func countImportedGlobals(secs []section, types uint32) (uint32, error) {
+	i := find(secs, secImport)
+	if i < 0 {
+		return 0, nil
+	}
+	r := reader{b: secs[i].body}
+	var globals uint32
+	for n, j := r.count(), uint32(0); j < n && r.err == nil; j++ {
+		r.name()
+		r.name()
+		switch kind := r.byte(); kind {
+		case 0x00: // a function: its type
+			if t := r.u32(); r.err == nil && t >= types {
+				r.fail("an imported function of type %d, of %d types", t, types)
+			}
+		case 0x01: // a table: its reference type and limits
+			r.valtype()
+			r.table()
+		case 0x02: // a memory
+			r.limits()
+		case 0x03: // a global: its type and mutability
+			r.byte()
+			r.byte()
+			globals++
+		default:
+			r.fail("import kind %d", kind)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes after the imports", len(r.b))
+	}
+	return globals, r.err
+}
