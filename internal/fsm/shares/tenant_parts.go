@@ -40,3 +40,25 @@ func (f *Shares) TenantGroups(tenant string) int64 {
 	}
 	return n
 }
+
+// GroupOf is the share group a command of the module names ("" for a
+// command of another module).
+func GroupOf(c core.Command) string {
+	switch c := c.(type) {
+	case ShareGroupHeartbeat:
+		return c.Group
+	case ShareAcquire:
+		return c.Group
+	case FilteredAcquire:
+		return c.Group
+	case SetShareGroupConfigs:
+		return c.Group
+	case DeleteShareGroup:
+		return c.Group
+	case AlterShareOffsets:
+		return c.Group
+	case DeleteShareOffsets:
+		return c.Group
+	}
+	return ""
+}

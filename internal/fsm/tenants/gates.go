@@ -137,17 +137,10 @@ func (f *Tenants) gate(c core.Command) (core.Result, bool) {
 		return f.groupQuota(c.Group)
 	case groups.OffsetCommit:
 		return f.groupQuota(c.Group)
-	case shares.ShareGroupHeartbeat:
+	case shares.ShareGroupHeartbeat, shares.SetShareGroupConfigs, shares.AlterShareOffsets:
+		// Each may create a share group.
 		if f.cluster.Version >= ShareGroupsQuotaVersion {
-			return f.groupQuota(c.Group)
-		}
-	case shares.SetShareGroupConfigs:
-		if f.cluster.Version >= ShareGroupsQuotaVersion {
-			return f.groupQuota(c.Group)
-		}
-	case shares.AlterShareOffsets:
-		if f.cluster.Version >= ShareGroupsQuotaVersion {
-			return f.groupQuota(c.Group)
+			return f.groupQuota(shares.GroupOf(c))
 		}
 	case producers.TxnOffsetCommit:
 		if f.cluster.Version >= Version6 {
