@@ -1,0 +1,81 @@
+// Package plugin is the Go SDK of Stele's plugins (issue 24): a plugin is a
+// Go program built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared that
+// registers its hooks in an init function:
+//
+//	package main
+//
+//	import "github.com/stele-io/stele/pkg/plugin"
+//
+//	func init() {
+//		plugin.HandleProduce(func(b *plugin.Batch) ([]plugin.Record, error) {
+//			for i := range b.Records {
+//				b.Records[i].Value = bytes.ToUpper(b.Records[i].Value)
+//			}
+//			return b.Records, nil
+//		})
+//	}
+//
+//	func main() {}
+//
+// The module exports what the broker calls (exports_wasip1.go):
+// stele_alloc(n) gives a buffer of n bytes for the broker to write a
+// hook's input into, and stele_produce(ptr, n) runs the produce hook on
+// the input there and answers a pointer and length of its output, packed
+// as ptr<<32|len (pkg/plugin/wire says the encoding of both).
+//
+// What exists so far: the SDK and the broker's runtime of a module
+// (internal/plugin), which meters it, bounds its memory and gives it a
+// clock and randomness that are the same on every broker. Deploying a
+// plugin to a topic (stele plugin deploy) is not built yet.
+package plugin
+
+import "github.com/stele-io/stele/pkg/plugin/wire"
+
+// Record is a record as a hook sees it; a nil Key or Value is null.
+type Record = wire.Record
+
+// Header is a record header.
+type Header = wire.Header
+
+// Batch is what a produce hook is given: the records of one produce to
+// one partition, and the plugin's config.
+type Batch struct {
+	Topic     string
+	Partition int32
+	Records   []Record
+	Config    map[string]string
+}
+
+// ProduceHook validates, transforms, filters or enriches a batch before it
+// is stored: it returns the records to store in its place (the same
+// ones, changed, fewer or more), or an error, which rejects the batch
+// with the error's text as the message its producer is given.
+type ProduceHook func(b *Batch) ([]Record, error)
+
+var produce ProduceHook
+
+// HandleProduce registers the plugin's produce hook.
+func HandleProduce(h ProduceHook) { produce = h }
+
+// runProduce decodes in, runs the produce hook and encodes its answer.
+func runProduce(in []byte) []byte {
+	dec, err := wire.DecodeInput(in)
+	if err != nil {
+		return wire.AppendOutput(nil, wire.Output{Reject: true, Message: "the plugin could not read its input: " + err.Error()})
+	}
+	if produce == nil {
+		return wire.AppendOutput(nil, wire.Output{Reject: true, Message: "the plugin has no produce hook"})
+	}
+	b := &Batch{Topic: dec.Topic, Partition: dec.Partition, Records: dec.Records, Config: map[string]string{}}
+	for _, c := range dec.Config {
+		b.Config[c.Key] = c.Value
+	}
+	recs, err := produce(b)
+	if err != nil {
+		return wire.AppendOutput(nil, wire.Output{Reject: true, Message: err.Error()})
+	}
+	if recs == nil {
+		recs = []Record{}
+	}
+	return wire.AppendOutput(nil, wire.Output{Records: recs})
+}
