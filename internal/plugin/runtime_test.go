@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stele-io/stele/pkg/plugin/wire"
+)
+
+var (
+	guestOnce sync.Once
+	guestWasm []byte
+	guestErr  error
+)
+
+// guest builds testdata/guest with the SDK, once.
+func guest(t *testing.T) []byte { return guestFor(t) }
+
+func guestFor(t testing.TB) []byte {
+	t.Helper()
+	guestOnce.Do(func() {
+		out := filepath.Join(os.TempDir(), "stele-plugin-guest-test.wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./testdata/guest")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			guestErr = errors.New(err.Error() + ": " + string(msg))
+			return
+		}
+		guestWasm, guestErr = os.ReadFile(out)
+		os.Remove(out)
+	})
+	if guestErr != nil {
+		t.Fatal(guestErr)
+	}
+	return guestWasm
+}
+
+func compiled(t *testing.T, lim Limits) *Module {
+	t.Helper()
+	m, err := Compile(context.Background(), guest(t), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+func batch(mode string, keys ...string) wire.Input {
+	in := wire.Input{Config: []wire.Config{{Key: "mode", Value: mode}, {Key: "suffix", Value: "!"}}, Topic: "orders", Partition: 1}
+	for i, k := range keys {
+		in.Records = append(in.Records, wire.Record{Timestamp: int64(i), Key: []byte(k), Value: []byte("v-" + k)})
+	}
+	return in
+}
+
+// TestProduceHook: a plugin built with the SDK transforms and filters a
+// batch, or rejects it with its message; it answers the same records, to
+// the byte, and uses the same fuel on two modules compiled apart and on
+// every call, though it reads the clock and draws random numbers.
+func TestProduceHook(t *testing.T) {
+	ctx := context.Background()
+	a, b := compiled(t, DefaultLimits), compiled(t, DefaultLimits)
+	out, st, err := a.Produce(ctx, batch("upper", "k1", "drop", "k2"))
+	if err != nil || out.Reject || len(out.Records) != 2 || string(out.Records[0].Value) != "V-K1!" || string(out.Records[1].Value) != "V-K2!" {
+		t.Fatalf("upper: %+v %v", out, err)
+	}
+	t.Logf("a call of two records used %d fuel; the module is %d bytes", st.Fuel, len(guest(t)))
+	for _, m := range []*Module{a, b} {
+		again, st2, err := m.Produce(ctx, batch("upper", "k1", "drop", "k2"))
+		if err != nil || !reflect.DeepEqual(again, out) || st2 != st {
+			t.Fatalf("a second call: %+v (%+v) %v, the first %+v (%+v)", again, st2, err, out, st)
+		}
+	}
+	rej, _, err := a.Produce(ctx, batch("upper", "k1", "bad"))
+	if err != nil || !rej.Reject || rej.Message != "a record keyed bad" {
+		t.Fatalf("bad: %+v %v", rej, err)
+	}
+}
+
+// TestHostileModules: a hook that never returns runs out of fuel, one
+// that allocates without end out of memory, one that panics traps; each
+// is an error, and the module serves the next call. What is not a plugin
+// is refused when compiled.
+func TestHostileModules(t *testing.T) {
+	ctx := context.Background()
+	m := compiled(t, Limits{Fuel: 200_000_000, MemoryPages: 512})
+	if _, st, err := m.Produce(ctx, batch("spin", "k")); !errors.Is(err, ErrFuel) || st.Fuel <= 200_000_000 {
+		t.Fatalf("spin: %v, %d fuel", err, st.Fuel)
+	}
+	if _, _, err := m.Produce(ctx, batch("hog", "k")); !errors.Is(err, ErrTrap) || errors.Is(err, ErrFuel) {
+		t.Fatalf("hog: %v", err)
+	} else {
+		t.Logf("hog: %v", err)
+	}
+	if _, _, err := m.Produce(ctx, batch("panic", "k")); !errors.Is(err, ErrTrap) || errors.Is(err, ErrFuel) {
+		t.Fatalf("panic: %v", err)
+	}
+	if out, _, err := m.Produce(ctx, batch("upper", "k")); err != nil || len(out.Records) != 1 {
+		t.Fatalf("after them: %+v %v", out, err)
+	}
+	for name, w := range map[string][]byte{
+		"not wasm":   []byte("hello"),
+		"no exports": []byte("\x00asm\x01\x00\x00\x00"),
+	} {
+		if _, err := Compile(ctx, w, DefaultLimits); !errors.Is(err, ErrModule) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A module importing what is not WASI: env.now.
+	imp := []byte("\x00asm\x01\x00\x00\x00" + "\x01\x04\x01\x60\x00\x00" + "\x02\x0b\x01\x03env\x03now\x00\x00")
+	if _, err := Compile(ctx, imp, DefaultLimits); !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), "env.now") {
+		t.Errorf("an env import: %v", err)
+	}
+}
+
+// BenchmarkProduceHook: one call of the SDK's produce hook on a batch of
+// ten records, a fresh instance each time (start, input, hook, output).
+func BenchmarkProduceHook(b *testing.B) {
+	m, err := Compile(context.Background(), guestFor(b), DefaultLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	in := batch("upper", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9")
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := m.Produce(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
