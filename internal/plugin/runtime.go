@@ -10,9 +10,13 @@
 //     environment, no arguments, a clock that starts at the same time and
 //     advances by a millisecond at each reading, and randomness from a
 //     fixed seed: what it reads of time and chance is the same everywhere;
-//   - every call runs on a fresh instance, so nothing a call leaves in the
-//     module's memory reaches the next: a broker that restarted computes
-//     what the others compute.
+//   - every call starts from the same state: an instance is started once
+//     (its _initialize run) and its whole state saved (its memory, its
+//     mutable globals, which the meter exports, its clock and its source
+//     of chance); each call restores that state first, and an instance
+//     whose memory a call grew is replaced by a new one. So nothing a call
+//     leaves reaches the next, and a broker that restarted computes what
+//     the others compute, at the same fuel.
 //
 // Deploying plugins (stele plugin deploy) and the hooks in the produce
 // path are not built yet; this is the runtime they will use.
@@ -23,8 +27,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math/rand"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -44,8 +49,10 @@ type Limits struct {
 }
 
 // DefaultLimits: two billion instructions and 64 MiB. A Go plugin's
-// call takes some 16 million instructions, most of them its runtime's
-// start (TestProduceHook).
+// start (its runtime's) takes some 14 million instructions and leaves 3
+// MiB of memory; a call of a hook on two records some 2 million
+// (TestProduceHook). The start has a budget of its own, of the same
+// size.
 var DefaultLimits = Limits{Fuel: 2_000_000_000, MemoryPages: 1024}
 
 // Errors a call gives, wrapped with what happened.
@@ -73,13 +80,55 @@ type Module struct {
 	rt     wazero.Runtime
 	cm     wazero.CompiledModule
 	lim    Limits
+	// globals are the names of the module's mutable globals (meter.Meter).
+	globals []string
+	// fresh: start an instance for every call (the tests' reference).
+	fresh bool
+
+	mu   sync.Mutex
+	warm *instance // started and saved, or nil
+}
+
+// instance is a started instance of the module and its state as it was
+// after the start.
+type instance struct {
+	mod     api.Module
+	fuel    api.MutableGlobal
+	globals []api.MutableGlobal
+	clock   int64
+	chance  chance
+
+	savedMem     []byte
+	savedGlobals []uint64
+	savedClock   int64
+	savedChance  chance
+	// StartFuel is what the start used.
+	startFuel int64
+}
+
+// chance is an instance's source of random bytes: splitmix64 of a
+// counter, so its state is one number, saved and restored with the rest.
+type chance struct{ n uint64 }
+
+func (c *chance) Read(p []byte) (int, error) {
+	for i := 0; i < len(p); i += 8 {
+		c.n += 0x9E3779B97F4A7C15
+		z := c.n
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		z ^= z >> 31
+		for j := 0; j < 8 && i+j < len(p); j++ {
+			p[i+j] = byte(z >> (8 * j))
+		}
+	}
+	return len(p), nil
 }
 
 // Compile meters and compiles wasm, refusing (ErrModule) what is not a
 // plugin: not a module the meter takes, imports from anywhere but WASI
 // preview 1, or the SDK's exports missing.
 func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error) {
-	metered, err := meter.Instrument(wasm)
+	metered, err := meter.Meter(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrModule, err)
 	}
@@ -92,7 +141,7 @@ func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		return nil, err
 	}
-	cm, err := compile(ctx, rt, metered)
+	cm, err := compile(ctx, rt, metered.Module)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrModule, err)
 	}
@@ -110,7 +159,7 @@ func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error
 			return nil, fmt.Errorf("%w: it does not export %s (build it with the Go SDK, pkg/plugin, and -buildmode=c-shared)", ErrModule, name)
 		}
 	}
-	return &Module{Digest: sha256.Sum256(wasm), rt: rt, cm: cm, lim: lim}, nil
+	return &Module{Digest: sha256.Sum256(wasm), rt: rt, cm: cm, lim: lim, globals: metered.Globals}, nil
 }
 
 // compile compiles metered, turning a panic of the runtime into an error.
@@ -124,64 +173,139 @@ func compile(ctx context.Context, rt wazero.Runtime, metered []byte) (cm wazero.
 }
 
 // Close releases the module.
-func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.warm = nil
+	return m.rt.Close(ctx)
+}
 
 // Stats is what a call used.
 type Stats struct {
 	Fuel int64 // instructions, as the meter counts them
 }
 
-// Produce runs the module's produce hook on in, on a fresh instance.
-func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, st Stats, err error) {
-	input := wire.AppendInput(nil, in)
-	clock := int64(0)
+// start instantiates the module, runs its _initialize on a budget of its
+// own and saves the state it leaves.
+func (m *Module) start(ctx context.Context) (*instance, error) {
+	in := &instance{}
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithRandSource(rand.New(rand.NewSource(1))).
-		WithWalltime(func() (int64, int32) { clock += 1e6; return clock / 1e9, int32(clock % 1e9) }, sys.ClockResolution(1e6)).
-		WithNanotime(func() int64 { clock += 1e6; return clock }, sys.ClockResolution(1e6)).
-		WithNanosleep(func(ns int64) { clock += ns })
+		WithRandSource(&in.chance).
+		WithWalltime(func() (int64, int32) { in.clock += 1e6; return in.clock / 1e9, int32(in.clock % 1e9) }, sys.ClockResolution(1e6)).
+		WithNanotime(func() int64 { in.clock += 1e6; return in.clock }, sys.ClockResolution(1e6)).
+		WithNanosleep(func(ns int64) { in.clock += ns })
 	mod, err := m.rt.InstantiateModule(ctx, m.cm, cfg)
 	if err != nil {
-		return out, st, fmt.Errorf("%w: instantiating: %w", ErrTrap, err)
+		return nil, fmt.Errorf("%w: instantiating: %w", ErrTrap, err)
 	}
-	defer mod.Close(ctx)
-	fuel := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
-	fuel.Set(uint64(m.lim.Fuel))
+	in.mod = mod
+	in.fuel = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+	for _, name := range m.globals {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+		if !ok {
+			mod.Close(ctx)
+			return nil, fmt.Errorf("%w: global %s is not exported mutable", ErrTrap, name)
+		}
+		in.globals = append(in.globals, g)
+	}
+	in.fuel.Set(uint64(m.lim.Fuel))
+	if _, err := in.call(ctx, exportInit); err != nil {
+		err = in.fuelError(err, m.lim.Fuel)
+		mod.Close(ctx)
+		return nil, fmt.Errorf("starting: %w", err)
+	}
+	in.startFuel = m.lim.Fuel - int64(in.fuel.Get())
+	mem, _ := mod.Memory().Read(0, mod.Memory().Size())
+	in.savedMem = slices.Clone(mem)
+	for _, g := range in.globals {
+		in.savedGlobals = append(in.savedGlobals, g.Get())
+	}
+	in.savedClock, in.savedChance = in.clock, in.chance
+	return in, nil
+}
+
+// restore puts in back as it was after its start; false when it cannot
+// (a call grew its memory, which cannot shrink).
+func (in *instance) restore() bool {
+	mem := in.mod.Memory()
+	if mem.Size() != uint32(len(in.savedMem)) {
+		return false
+	}
+	view, _ := mem.Read(0, mem.Size())
+	copy(view, in.savedMem)
+	for i, g := range in.globals {
+		g.Set(in.savedGlobals[i])
+	}
+	in.clock, in.chance = in.savedClock, in.savedChance
+	return true
+}
+
+// call calls an export of the instance.
+func (in *instance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
+	res, err := in.mod.ExportedFunction(name).Call(ctx, args...)
+	if err != nil {
+		var exit *sys.ExitError
+		if errors.As(err, &exit) {
+			return 0, fmt.Errorf("%w: %s exited with status %d", ErrTrap, name, exit.ExitCode())
+		}
+		return 0, fmt.Errorf("%w: %s: %s", ErrTrap, name, firstLine(err))
+	}
+	if len(res) == 0 {
+		return 0, nil
+	}
+	return res[0], nil
+}
+
+// fuelError is err, or ErrFuel when the fuel is gone.
+func (in *instance) fuelError(err error, budget int64) error {
+	if err != nil && int64(in.fuel.Get()) < 0 {
+		return fmt.Errorf("%w: more than %d instructions", ErrFuel, budget)
+	}
+	return err
+}
+
+// Produce runs the module's produce hook on in, from the state the
+// module's start left (see the package comment). Stats.Fuel counts the
+// call, not the start.
+func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, st Stats, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inst := m.warm
+	m.warm = nil
+	if inst != nil && !inst.restore() {
+		inst.mod.Close(ctx)
+		inst = nil
+	}
+	if inst == nil {
+		if inst, err = m.start(ctx); err != nil {
+			return out, st, err
+		}
+	}
 	defer func() {
-		st.Fuel = m.lim.Fuel - int64(fuel.Get())
-		if err != nil && int64(fuel.Get()) < 0 {
-			err = fmt.Errorf("%w: more than %d instructions", ErrFuel, m.lim.Fuel)
+		if err == nil && !m.fresh {
+			m.warm = inst // kept for the next call
+		} else {
+			inst.mod.Close(ctx) // after a failure nothing of it is trusted
 		}
 	}()
-	call := func(name string, args ...uint64) (uint64, error) {
-		res, err := mod.ExportedFunction(name).Call(ctx, args...)
-		if err != nil {
-			var exit *sys.ExitError
-			if errors.As(err, &exit) {
-				return 0, fmt.Errorf("%w: %s exited with status %d", ErrTrap, name, exit.ExitCode())
-			}
-			return 0, fmt.Errorf("%w: %s: %s", ErrTrap, name, firstLine(err))
-		}
-		if len(res) == 0 {
-			return 0, nil
-		}
-		return res[0], nil
-	}
-	if _, err := call(exportInit); err != nil {
-		return out, st, err
-	}
-	ptr, err := call(exportAlloc, uint64(len(input)))
+	input := wire.AppendInput(nil, in)
+	inst.fuel.Set(uint64(m.lim.Fuel))
+	defer func() {
+		st.Fuel = m.lim.Fuel - int64(inst.fuel.Get())
+		err = inst.fuelError(err, m.lim.Fuel)
+	}()
+	ptr, err := inst.call(ctx, exportAlloc, uint64(len(input)))
 	if err != nil {
 		return out, st, err
 	}
-	if !mod.Memory().Write(uint32(ptr), input) {
+	if !inst.mod.Memory().Write(uint32(ptr), input) {
 		return out, st, fmt.Errorf("%w: stele_alloc gave %d bytes at %d, outside its memory", ErrTrap, len(input), ptr)
 	}
-	packed, err := call(exportProduce, ptr, uint64(len(input)))
+	packed, err := inst.call(ctx, exportProduce, ptr, uint64(len(input)))
 	if err != nil {
 		return out, st, err
 	}
-	b, ok := mod.Memory().Read(uint32(packed>>32), uint32(packed))
+	b, ok := inst.mod.Memory().Read(uint32(packed>>32), uint32(packed))
 	if !ok {
 		return out, st, fmt.Errorf("%w: its answer of %d bytes at %d is outside its memory", ErrTrap, uint32(packed), packed>>32)
 	}

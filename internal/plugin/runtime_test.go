@@ -71,7 +71,8 @@ func TestProduceHook(t *testing.T) {
 	if err != nil || out.Reject || len(out.Records) != 2 || string(out.Records[0].Value) != "V-K1!" || string(out.Records[1].Value) != "V-K2!" {
 		t.Fatalf("upper: %+v %v", out, err)
 	}
-	t.Logf("a call of two records used %d fuel; the module is %d bytes", st.Fuel, len(guest(t)))
+	t.Logf("a call of two records used %d fuel after a start of %d; the module is %d bytes, its memory after the start %d bytes",
+		st.Fuel, a.warm.startFuel, len(guest(t)), len(a.warm.savedMem))
 	for _, m := range []*Module{a, b} {
 		again, st2, err := m.Produce(ctx, batch("upper", "k1", "drop", "k2"))
 		if err != nil || !reflect.DeepEqual(again, out) || st2 != st {
@@ -133,6 +134,30 @@ func BenchmarkProduceHook(b *testing.B) {
 	for range b.N {
 		if _, _, err := m.Produce(context.Background(), in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCallsStartFromTheSameState: a module that keeps its started
+// instance and restores it before each call answers every call of a
+// sequence (transforms, a call that grows the memory, one that panics,
+// one that runs out of fuel) as a module that starts a new instance for
+// each call does, to the byte, with the same fuel: nothing a call leaves
+// reaches the next, so a broker that restarted answers as the others.
+func TestCallsStartFromTheSameState(t *testing.T) {
+	ctx := context.Background()
+	lim := Limits{Fuel: 100_000_000, MemoryPages: 1024}
+	warm, fresh := compiled(t, lim), compiled(t, lim)
+	fresh.fresh = true
+	seq := []wire.Input{
+		batch("upper", "k1", "k2"), batch("upper", "k1", "k2"), batch("grow", "k3"), batch("upper", "k1", "k2"),
+		batch("panic", "k"), batch("upper", "k4"), batch("spin", "k"), batch("upper", "k1", "k2"),
+	}
+	for i, in := range seq {
+		o1, s1, e1 := warm.Produce(ctx, in)
+		o2, s2, e2 := fresh.Produce(ctx, in)
+		if !reflect.DeepEqual(o1, o2) || s1 != s2 || (e1 == nil) != (e2 == nil) || errors.Is(e1, ErrFuel) != errors.Is(e2, ErrFuel) {
+			t.Fatalf("call %d (%s): kept instance %+v %+v %v; new instance %+v %+v %v", i, in.Config[0].Value, o1, s1, e1, o2, s2, e2)
 		}
 	}
 }

@@ -143,8 +143,10 @@ func (r *reader) immediates(op byte) {
 		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
 			r.valtype()
 		}
-	case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
+	case op >= 0x20 && op <= 0x25: // locals, globals, table.get
 		r.u32()
+	case op == 0x26:
+		r.fail("table.set is not allowed: an instance's state is its memory and globals")
 	case op >= 0x28 && op <= 0x3E: // loads and stores
 		r.memarg()
 	case op == 0x3F || op == 0x40: // memory.size, memory.grow
@@ -163,14 +165,16 @@ func (r *reader) immediates(op byte) {
 	case op == 0xFC:
 		switch sub := r.u32(); {
 		case sub <= 7: // saturating truncations
-		case sub == 8: // memory.init
+		case sub == 11 || sub == 16:
+			r.u32() // memory.fill, table.size
+		case sub == 10:
+			r.u32() // memory.copy
 			r.u32()
-			r.u32()
-		case sub == 9 || sub == 11 || sub == 13 || sub == 15 || sub == 16 || sub == 17:
-			r.u32() // data.drop, memory.fill, elem.drop, table.grow, table.size, table.fill
-		case sub == 10 || sub == 12 || sub == 14:
-			r.u32() // memory.copy, table.init, table.copy
-			r.u32()
+		case sub == 8 || sub == 9 || (sub >= 12 && sub <= 15) || sub == 17:
+			// memory.init, data.drop, table.init, elem.drop, table.copy,
+			// table.grow, table.fill: a segment dropped or a table
+			// changed would be state beyond the memory and the globals.
+			r.fail("instruction 0xFC %d is not allowed: an instance's state is its memory and globals", sub)
 		default:
 			r.fail("instruction 0xFC %d", sub)
 		}

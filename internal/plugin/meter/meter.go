@@ -18,22 +18,36 @@
 // Instrument decodes every instruction of every function body, so it also
 // refuses what it does not know: SIMD (0xFD), threads (0xFE), exception
 // handling and any opcode outside the WebAssembly 2.0 core with tail
-// calls; a function with more than 50,000 locals (a body of a few bytes
+// calls; what changes an instance's state beyond its memory and globals
+// (table.set, table.grow, table.fill, table.copy, table.init, elem.drop,
+// memory.init, data.drop), so that saving those two saves all of it; a function with more than 50,000 locals (a body of a few bytes
 // may declare billions, which a runtime would allocate); a module that
-// already exports FuelExport; and counts a runtime would allocate before
-// finding the module too short, function types of more than 1,000
-// parameters or results and tables of more than 100,000 elements
-// (bounds.go).
+// already exports FuelExport or a name starting with GlobalExportPrefix;
+// and counts a runtime would allocate before finding the module too
+// short, function types of more than 1,000 parameters or results and
+// tables of more than 100,000 elements (bounds.go).
+//
+// Each mutable global of the module's own is exported too (under
+// GlobalExportPrefix and its index), so that the host can save an
+// instance's whole state, its memory and those globals, and restore it.
 package meter
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // FuelExport is the name the metered module exports its fuel global as.
 const FuelExport = "stele_fuel"
+
+// GlobalExportPrefix opens the names under which the metered module also
+// exports each mutable global of its own (GlobalExportPrefix and the
+// global's index), so that a host can save and restore the whole state of
+// an instance: its memory and these.
+const GlobalExportPrefix = "stele_global_"
 
 // ErrModule wraps every reason Instrument refuses a module.
 var ErrModule = errors.New("stele/plugin/meter: not a module that can be metered")
@@ -66,8 +80,26 @@ type section struct {
 // Instrument returns module with fuel metering (see the package comment),
 // or an error wrapping ErrModule saying why it cannot.
 func Instrument(module []byte) ([]byte, error) {
+	m, err := Meter(module)
+	return m.Module, err
+}
+
+// Metered is a metered module and the names it exports its mutable
+// globals under, by index.
+type Metered struct {
+	Module  []byte
+	Globals []string
+}
+
+// Meter is Instrument, saying too the names of the globals it exported.
+func Meter(module []byte) (Metered, error) {
+	m, globals, err := instrument(module)
+	return Metered{Module: m, Globals: globals}, err
+}
+
+func instrument(module []byte) ([]byte, []string, error) {
 	if len(module) < 8 || string(module[:4]) != "\x00asm" || binary.LittleEndian.Uint32(module[4:8]) != 1 {
-		return nil, bad("no WebAssembly 1 header")
+		return nil, nil, bad("no WebAssembly 1 header")
 	}
 	var secs []section
 	r := reader{b: module[8:]}
@@ -77,17 +109,17 @@ func Instrument(module []byte) ([]byte, error) {
 		n := r.u32()
 		body := r.take(int(n))
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 		if id >= maxSections || (id != secCustom && rank[id] == 0) {
-			return nil, bad("unknown section %d", id)
+			return nil, nil, bad("unknown section %d", id)
 		}
 		if id == secTag {
-			return nil, bad("exception handling (a tag section) is not allowed")
+			return nil, nil, bad("exception handling (a tag section) is not allowed")
 		}
 		if id != secCustom {
 			if rank[id] <= last {
-				return nil, bad("section %d out of order", id)
+				return nil, nil, bad("section %d out of order", id)
 			}
 			last = rank[id]
 		}
@@ -95,15 +127,17 @@ func Instrument(module []byte) ([]byte, error) {
 	}
 	types, err := checkSections(secs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	importedGlobals, err := countImportedGlobals(secs, types)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The fuel global: the last of the module's own globals, whose index
 	// comes after every existing one, so no index changes.
 	fuel := importedGlobals
+	var mutable []uint32 // the module's own mutable globals
+	var names []string
 	gi := find(secs, secGlobal)
 	if gi < 0 {
 		secs, gi = insert(secs, section{id: secGlobal, body: []byte{0}})
@@ -112,11 +146,22 @@ func Instrument(module []byte) ([]byte, error) {
 		r := reader{b: secs[gi].body}
 		n := r.count()
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 		fuel += n
+		entries := r.b
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			r.valtype()
+			if r.byte() == 0x01 {
+				mutable = append(mutable, importedGlobals+i)
+			}
+			r.expr()
+		}
+		if r.err != nil {
+			return nil, nil, r.err
+		}
 		body := appendU32(nil, n+1)
-		body = append(body, r.b...)
+		body = append(body, entries...)
 		body = append(body, 0x7E, 0x01, 0x42, 0x00, 0x0B) // mut i64 = i64.const 0
 		secs[gi].body = body
 	}
@@ -129,8 +174,8 @@ func Instrument(module []byte) ([]byte, error) {
 		n := r.count()
 		entries := r.b
 		for i := uint32(0); i < n && r.err == nil; i++ {
-			if name := r.name(); name == FuelExport {
-				return nil, bad("the module exports %s already", FuelExport)
+			if name := r.name(); name == FuelExport || strings.HasPrefix(name, GlobalExportPrefix) {
+				return nil, nil, bad("the module exports %s, a name the meter gives", name)
 			}
 			r.byte()
 			r.u32()
@@ -139,19 +184,25 @@ func Instrument(module []byte) ([]byte, error) {
 			r.fail("%d bytes after the exports", len(r.b))
 		}
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
-		body := appendU32(nil, n+1)
+		body := appendU32(nil, n+1+uint32(len(mutable)))
 		body = append(body, entries...)
 		body = appendName(body, FuelExport)
 		body = append(body, 0x03) // a global
 		body = appendU32(body, fuel)
+		for _, g := range mutable {
+			names = append(names, GlobalExportPrefix+strconv.FormatUint(uint64(g), 10))
+			body = appendName(body, names[len(names)-1])
+			body = append(body, 0x03)
+			body = appendU32(body, g)
+		}
 		secs[ei].body = body
 	}
 	if ci := find(secs, secCode); ci >= 0 {
 		code, err := meterCode(secs[ci].body, fuel)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		secs[ci].body = code
 	}
@@ -161,7 +212,7 @@ func Instrument(module []byte) ([]byte, error) {
 		out = appendU32(out, uint32(len(s.body)))
 		out = append(out, s.body...)
 	}
-	return out, nil
+	return out, names, nil
 }
 
 func find(secs []section, id byte) int {

@@ -258,3 +258,31 @@ func main() {
 		t.Fatal("the program ran to its end on half its fuel")
 	}
 }
+
+// TestGlobalsExported: each mutable global of the module's own is
+// exported under GlobalExportPrefix and its index, so a host can read and
+// restore it; immutable ones are not.
+func TestGlobalsExported(t *testing.T) {
+	sec := func(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, sec(1, 1, 0x60, 0, 0)...)
+	m = append(m, sec(3, 1, 0)...)
+	m = append(m, sec(6, 2, 0x7F, 0x01, 0x41, 5, 0x0B, 0x7E, 0x00, 0x42, 7, 0x0B)...)
+	m = append(m, sec(7, 1, 1, 'f', 0x00, 0)...)
+	m = append(m, sec(10, 1, 9, 0, 0x23, 0, 0x41, 1, 0x6A, 0x24, 0, 0x0B)...)
+	mod, fuel := instance(t, m, true)
+	g, ok := mod.ExportedGlobal(GlobalExportPrefix + "0").(api.MutableGlobal)
+	if !ok || g.Get() != 5 {
+		t.Fatalf("global 0: %v", mod.ExportedGlobal(GlobalExportPrefix+"0"))
+	}
+	if mod.ExportedGlobal(GlobalExportPrefix+"1") != nil {
+		t.Fatal("the immutable global 1 is exported")
+	}
+	if _, _, err := run(mod, fuel, 100, "f"); err != nil || g.Get() != 6 {
+		t.Fatalf("f: %v, global 0 = %d", err, g.Get())
+	}
+	g.Set(41)
+	if _, _, err := run(mod, fuel, 100, "f"); err != nil || g.Get() != 42 {
+		t.Fatalf("f after a restore: %v, global 0 = %d", err, g.Get())
+	}
+}

@@ -2,8 +2,9 @@
 // "mode" says what its produce hook does. upper: upper-cases values,
 // drops records keyed "drop", rejects a batch with a record keyed "bad",
 // appends config "suffix" to each value and a header "seen" with the
-// hook's reading of the clock and of chance; spin: never returns; hog:
-// allocates without end; panic: panics.
+// hook's reading of the clock and of chance; grow: the same after
+// allocating 16 MiB (which grows the module's memory); spin: never
+// returns; hog: allocates without end; panic: panics.
 package main
 
 import (
@@ -31,6 +32,8 @@ func init() {
 			}
 		case "panic":
 			panic("the guest panics")
+		case "grow":
+			sink = append(sink, make([]byte, 16<<20))
 		}
 		var out []plugin.Record
 		for _, r := range b.Records {
