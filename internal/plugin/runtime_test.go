@@ -122,19 +122,29 @@ func TestHostileModules(t *testing.T) {
 }
 
 // BenchmarkProduceHook: one call of the SDK's produce hook on a batch of
-// ten records, a fresh instance each time (start, input, hook, output).
+// ten records, from the started instance restored (kept) and, the peer,
+// on a new instance for each call (new).
 func BenchmarkProduceHook(b *testing.B) {
-	m, err := Compile(context.Background(), guestFor(b), DefaultLimits)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close(context.Background())
-	in := batch("upper", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9")
-	b.ResetTimer()
-	for range b.N {
-		if _, _, err := m.Produce(context.Background(), in); err != nil {
-			b.Fatal(err)
+	for _, fresh := range []bool{false, true} {
+		name := "kept"
+		if fresh {
+			name = "new"
 		}
+		b.Run(name, func(b *testing.B) {
+			m, err := Compile(context.Background(), guestFor(b), DefaultLimits)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			m.fresh = fresh
+			in := batch("upper", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9")
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := m.Produce(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
