@@ -171,3 +171,36 @@ func TestCallsStartFromTheSameState(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleRedact: examples/plugins/redact, built for wasip1 as its
+// comment says and run by the runtime, redacts a batch's JSON values
+// (its own tests cover its rules) and rejects one it cannot redact.
+func TestExampleRedact(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "redact.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/redact")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building redact: %v\n%s", err, msg)
+	}
+	w, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m, err := Compile(ctx, w, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	in := wire.Input{Config: []wire.Config{{Key: "fields", Value: "card"}, {Key: "mask", Value: "XXXX"}}, Topic: "payments",
+		Records: []wire.Record{{Key: []byte("p1"), Value: []byte(`{"card": "4111", "amount": 3}`)}, {Key: []byte("p2"), Value: nil}}}
+	res, st, err := m.Produce(ctx, in)
+	if err != nil || res.Reject || len(res.Records) != 2 || string(res.Records[0].Value) != `{"card":"XXXX","amount":3}` || res.Records[1].Value != nil {
+		t.Fatalf("redact: %+v %v", res, err)
+	}
+	t.Logf("redacting two records used %d fuel", st.Fuel)
+	in.Records = append(in.Records, wire.Record{Key: []byte("p3"), Value: []byte("not json")})
+	if res, _, err := m.Produce(ctx, in); err != nil || !res.Reject || !strings.Contains(res.Message, "record 2") {
+		t.Fatalf("a value that is not JSON: %+v %v", res, err)
+	}
+}

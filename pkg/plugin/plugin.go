@@ -23,10 +23,11 @@
 // the input there and answers a pointer and length of its output, packed
 // as ptr<<32|len (pkg/plugin/wire says the encoding of both).
 //
-// What exists so far: the SDK and the broker's runtime of a module
+// What exists so far: the SDK, the broker's runtime of a module
 // (internal/plugin), which meters it, bounds its memory and gives it a
-// clock and randomness that are the same on every broker. Deploying a
-// plugin to a topic (stele plugin deploy) is not built yet.
+// clock and randomness that are the same on every broker, and the example
+// plugin examples/plugins/redact. Deploying a plugin to a topic (stele
+// plugin deploy) is not built yet.
 package plugin
 
 import "github.com/stele-io/stele/pkg/plugin/wire"
