@@ -1,10 +1,17 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,16 +43,7 @@ func TestShareGroupBrokerKilled(t *testing.T) {
 	}
 	defer admin.Close()
 	ctx := context.Background()
-	setEarliest := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-	res.Configs = append(res.Configs, cfg)
-	setEarliest.Resources = append(setEarliest.Resources, res)
-	if resp, err := setEarliest.RequestWith(ctx, admin); err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("share.auto.offset.reset: %v %+v", err, resp)
-	}
+	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest")
 
 	var (
 		mu         sync.Mutex
@@ -201,4 +199,171 @@ func TestShareGroupBrokerKilled(t *testing.T) {
 		})
 		cl.Close()
 	}
+}
+
+// setGroupConfigs sets a share group's configs, in name, value pairs.
+func setGroupConfigs(t *testing.T, admin *kgo.Client, group string, kv ...string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for i := 0; i+1 < len(kv); i += 2 {
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = kv[i], kmsg.StringPtr(kv[i+1])
+		res.Configs = append(res.Configs, cfg)
+	}
+	req.Resources = append(req.Resources, res)
+	if resp, err := req.RequestWith(context.Background(), admin); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("group configs %v: %v %+v", kv, err, resp)
+	}
+}
+
+// TestShareGroupMemberKilled (issue 23, docs/share-groups.md): a share
+// group member, a `stele consume --share-group` process, is killed with
+// SIGKILL as soon as it prints its first record. A second member, another
+// such process, is handed every record the first did not get accepted
+// (those the first still held, if its acknowledgements had not gone out,
+// once their locks expire): in the end every record is accepted (the
+// share partition's start offset reaches the end of the log, nothing in
+// flight), and the broker has removed the killed member after
+// share.session.timeout.ms. Whether the first member's acknowledgement
+// left before the kill is a race the test does not control: it logs
+// which way it went.
+func TestShareGroupMemberKilled(t *testing.T) {
+	const topic, group, n = "jobs", "crew", 200
+	c := newCluster(t, clusterOptions{})
+	c.StartAll()
+	seeds := c.KafkaAddrs(c.All()...)
+	harness.CreateTopic(t, seeds, topic, 1, nil)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(time.Minute),
+		kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest",
+		"share.record.lock.duration.ms", "4000", "share.session.timeout.ms", "6000")
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("job%03d", i))})
+	}
+	if err := admin.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu      sync.Mutex
+		printed = map[string][]string{} // member → the values it printed
+	)
+	member := func(name string) *exec.Cmd {
+		cmd := exec.Command(harness.SteleBin, "consume", topic, "--share-group", group, "--brokers", strings.Join(seeds, ","))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				mu.Lock()
+				printed[name] = append(printed[name], sc.Text())
+				mu.Unlock()
+			}
+		}()
+		return cmd
+	}
+	first := member("first")
+	c.Eventually(60*time.Second, "the first member printing a record", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(printed["first"]) == 0 {
+			return errors.New("nothing printed yet")
+		}
+		return nil
+	})
+	g := shareGroup(t, c, group)
+	if len(g.Members) != 1 {
+		t.Fatalf("the group has %d members with the first alone", len(g.Members))
+	}
+	firstID := g.Members[0].Member
+	first.Process.Signal(syscall.SIGKILL)
+	first.Wait()
+	held := sharePartition(t, c, group)
+	t.Logf("%s the first member killed after printing %d records; the group holds %d acquired", harness.Clock(), len(printed["first"]), held.Acquired)
+
+	second := member("second")
+	defer func() {
+		second.Process.Signal(syscall.SIGKILL)
+		second.Wait()
+	}()
+	c.Eventually(90*time.Second, "every record accepted, and the killed member gone", func() error {
+		mu.Lock()
+		seen := map[string]bool{}
+		for _, vs := range printed {
+			for _, v := range vs {
+				seen[v] = true
+			}
+		}
+		mu.Unlock()
+		if len(seen) < n {
+			return fmt.Errorf("%d of %d records printed", len(seen), n)
+		}
+		g := shareGroup(t, c, group)
+		for _, m := range g.Members {
+			if m.Member == firstID {
+				return errors.New("the killed member is still in the group")
+			}
+		}
+		if len(g.Partitions) != 1 || g.Partitions[0].StartOffset != n || g.Partitions[0].InFlight != 0 {
+			return fmt.Errorf("the share partition: %+v", g.Partitions)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := 0
+	firsts := map[string]bool{}
+	for _, v := range printed["first"] {
+		firsts[v] = true
+	}
+	for _, v := range printed["second"] {
+		if firsts[v] {
+			again++
+		}
+	}
+	t.Logf("the second member printed %d records, %d of them printed by the first before it was killed", len(printed["second"]), again)
+}
+
+// shareGroup reads share group group from node 0's HTTP API.
+func shareGroup(t *testing.T, c *cluster, group string) (g struct {
+	Members []struct {
+		Member string `json:"member"`
+	} `json:"members"`
+	Partitions []struct {
+		StartOffset int64 `json:"start_offset"`
+		InFlight    int   `json:"in_flight"`
+		Acquired    int   `json:"acquired"`
+	} `json:"partitions"`
+}) {
+	t.Helper()
+	resp, err := http.Get("http://" + c.Nodes[0].HTTP + "/v1/share-groups/" + group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// sharePartition is the group's one share partition as node 0 sees it.
+func sharePartition(t *testing.T, c *cluster, group string) (p struct{ Acquired int }) {
+	g := shareGroup(t, c, group)
+	if len(g.Partitions) == 1 {
+		p.Acquired = g.Partitions[0].Acquired
+	}
+	return p
 }
