@@ -102,7 +102,7 @@ type instance struct {
 	savedGlobals []uint64
 	savedClock   int64
 	savedChance  chance
-	// StartFuel is what the start used.
+	// startFuel is what the start used.
 	startFuel int64
 }
 

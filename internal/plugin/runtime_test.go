@@ -21,9 +21,7 @@ var (
 )
 
 // guest builds testdata/guest with the SDK, once.
-func guest(t *testing.T) []byte { return guestFor(t) }
-
-func guestFor(t testing.TB) []byte {
+func guest(t testing.TB) []byte {
 	t.Helper()
 	guestOnce.Do(func() {
 		out := filepath.Join(os.TempDir(), "stele-plugin-guest-test.wasm")
@@ -131,7 +129,7 @@ func BenchmarkProduceHook(b *testing.B) {
 			name = "new"
 		}
 		b.Run(name, func(b *testing.B) {
-			m, err := Compile(context.Background(), guestFor(b), DefaultLimits)
+			m, err := Compile(context.Background(), guest(b), DefaultLimits)
 			if err != nil {
 				b.Fatal(err)
 			}
