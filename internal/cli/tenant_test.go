@@ -67,7 +67,7 @@ func TestTenantCommands(t *testing.T) {
 		Removed map[string]int `json:"removed"`
 	}
 	decodeJSON(t, ok("tenant", "delete", "globex", "--output", "json").stdout, &one)
-	if one.Tenant != "globex" || len(one.Removed) != 10 {
+	if one.Tenant != "globex" || len(one.Removed) != 11 || one.Removed["plugins"] != 0 {
 		t.Fatalf("delete --output json: %+v", one)
 	}
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/plugins"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
@@ -103,6 +104,7 @@ type FSM struct {
 	*subjects.Subjects        // subjects/
 	*schemas.Schemas          // schemas/
 	*shares.Shares            // shares/
+	*plugins.Plugins          // plugins/
 }
 
 // TopicsModule is f's topics module (how the topics module finds itself
@@ -138,6 +140,9 @@ func (f *FSM) SchemasModule() *schemas.Schemas { return f.Schemas }
 
 // SharesModule is f's share groups module (sharesOf).
 func (f *FSM) SharesModule() *shares.Shares { return f.Shares }
+
+// PluginsModule is f's plugins module (pluginsOf).
+func (f *FSM) PluginsModule() *plugins.Plugins { return f.Plugins }
 
 // appOf is the FSM machine m belongs to.
 func appOf(m *core.Machine) *FSM { return m.App.(*FSM) }
@@ -264,8 +269,9 @@ func Open(opts Options) (*FSM, error) {
 		f.Shares = shares.NewShares(m, f.Topics, f.Coordinator, f.Cluster)
 		// A consumer group may not take a share group's name.
 		f.Coordinator.IsShareGroup = f.Shares.IsShareGroup
+		f.Plugins = plugins.NewPlugins(m, f.Topics, f.Cluster)
 		f.Tenants = tenants.NewTenants(m, tenants.Modules{Topics: f.Topics, Groups: f.Coordinator, Producers: f.TxnCoordinator,
-			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas, Shares: f.Shares})
+			Trust: f.Trust, Cluster: f.Cluster, Security: f.Security, Schemas: f.Schemas, Shares: f.Shares, Plugins: f.Plugins})
 		return f
 	}
 	reopen := func(dir string) (*core.Machine, error) {
@@ -328,8 +334,20 @@ func buildRegistry() *registry {
 	r.AdminGates = security.RegisterSecurity(r.Registry)
 	schemas.RegisterSchemas(r.Registry, r.TopicHooks)
 	shares.RegisterShares(r.Registry, r.TopicHooks)
+	registerPlugins(r)
 	tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
 	return r
+}
+
+// registerPlugins registers the plugins module, its commands gated by
+// signed administration with ALTER_CONFIGS on their topic (after the
+// security module, which makes the gates).
+func registerPlugins(r *registry) {
+	plugins.RegisterPlugins(r.Registry, r.TopicHooks, func(k core.Kind, topic func(core.Command) string) {
+		r.AdminGates.Gate(k, func(c core.Command) []security.AdminCheck {
+			return []security.AdminCheck{{ResourceType: security.ACLResourceTopic, Name: topic(c), Op: security.ACLOpAlterConfigs}}
+		})
+	})
 }
 
 // KindName is the name a command kind was registered with, or Kind(n).

@@ -23,12 +23,14 @@ import (
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/plugins"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/tenants"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/fsm/trust"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/internal/sasl"
+	"github.com/stele-io/stele/pkg/plugin/wire"
 	"github.com/stele-io/stele/pkg/proof"
 )
 
@@ -874,6 +876,32 @@ func goldenScenario(t *testing.T) []block {
 	must("a tenant of one group", g.cmds(100, CreateTenant{Name: "shq", Quotas: []TenantQuota{{Key: "groups", Value: 1}}})[0], 0)
 	must("its share group", g.cmds(100, SetShareGroupConfigs{Group: "shq~a", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}})[0], 0)
 	must("a share group past its groups quota", g.cmds(100, SetShareGroupConfigs{Group: "shq~b", Configs: []ShareConfigEntry{{Name: "share.auto.offset.reset", Value: "earliest"}}})[0], kerr.PolicyViolation.Code)
+
+	// Version 17: plugins. Under 16 a transaction deploying one fails
+	// whole, as version 16's binaries fail it; then a plugin (a module
+	// written byte by byte, whose hook answers two fixed records) is
+	// uploaded in two chunks, rewrites a produce, and is removed.
+	stamp := constPlugin(wire.Output{Records: []wire.Record{{Timestamp: g.now, Key: []byte("k"), Value: []byte("plugged")}, {Timestamp: g.now + 1, Value: []byte("twice")}}})
+	deploy, _ := plugins.DeployCommands("stamp", "queue", plugins.HookProduce, []PluginConfig{{Key: "mode", Value: "golden"}}, stamp)
+	g.nonce++
+	if o := g.apply(block{time: g.now + 100, txs: [][]byte{tx(g.nonce, deploy)}}); o[0].Code != 1 || len(o[0].Results) != 0 {
+		t.Fatalf("golden scenario: a plugin deployed under version 16: code %d, %d results (%s)", o[0].Code, len(o[0].Results), o[0].Log)
+	}
+	v17 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 17, Name: "v17"}
+	must("upgrade to version 17", g.cmds(100, upgradeVote(v17, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v17.Height {
+		g.cmds(100, Tick{})
+	}
+	must("deploy a plugin", g.cmds(100, deploy)[0], 0)
+	half := len(stamp) / 2
+	must("its module's first half", g.cmds(100, PluginChunk{Name: "stamp", Topic: "queue", Digest: deploy.Digest, Data: stamp[:half]})[0], 0)
+	must("a chunk out of order", g.cmds(100, PluginChunk{Name: "stamp", Topic: "queue", Digest: deploy.Digest, Offset: 1, Data: stamp[1:]})[0], kerr.InvalidRequest.Code)
+	must("its second half", g.cmds(100, PluginChunk{Name: "stamp", Topic: "queue", Digest: deploy.Digest, Offset: int64(half), Data: stamp[half:]})[0], 0)
+	if r := must("a produce the plugin rewrites", g.cmds(100, topics.Produce{Topic: "queue", Partition: 0, Records: qbatch})[0], 0); r.BaseOffset != 4 {
+		t.Fatalf("golden scenario: the rewritten produce at %d", r.BaseOffset)
+	}
+	must("a plugin on a topic that does not exist", g.cmds(100, DeployPlugin{Name: "x", Topic: "nope", Hook: plugins.HookProduce, Size: 8})[0], kerr.UnknownTopicOrPartition.Code)
+	must("remove the plugin", g.cmds(100, RemovePlugin{Name: "stamp", Topic: "queue"})[0], 0)
 	return g.blocks
 }
 

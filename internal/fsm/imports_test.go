@@ -23,6 +23,10 @@ var stateMachineImports = []string{
 	"github.com/stele-io/stele/internal/subject",
 	"github.com/stele-io/stele/internal/schema",
 	"github.com/stele-io/stele/pkg/proof",
+	// Plugins' runtime (metered, with no clock or randomness of the
+	// broker's) and the encoding of what it passes to them.
+	"github.com/stele-io/stele/internal/plugin",
+	"github.com/stele-io/stele/pkg/plugin/wire",
 }
 
 // TestImportsPointDown: no file of the state machine, in this package or

@@ -16,6 +16,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
 	"github.com/stele-io/stele/internal/fsm/keys"
+	"github.com/stele-io/stele/internal/fsm/plugins"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
@@ -39,14 +40,14 @@ const modApp core.Module = "app"
 // this package is a use of the module) and does not check their own
 // files: Go's import rules keep a module package from naming any module
 // above it, as the core from naming any module.
-var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants, "subjects": subjects.ModSubjects, "views": views.ModViews, "schemas": schemas.ModSchemas, "shares": shares.ModShares}
+var modulePackages = map[string]core.Module{"topics": topics.ModTopics, "keys": keys.ModKeys, "groups": groups.ModGroups, "trust": trust.ModTrust, "producers": producers.ModProducers, "cluster": cluster.ModCluster, "security": security.ModSecurity, "tenants": tenants.ModTenants, "subjects": subjects.ModSubjects, "views": views.ModViews, "schemas": schemas.ModSchemas, "shares": shares.ModShares, "plugins": plugins.ModPlugins}
 
 // The files of this package, by what they are: every module is a package
 // of its own (modulePackages), so this package's files are the
 // application's. A new file names itself here; TestModuleLayering refuses
 // a file it cannot place.
 var fileModules = map[string]core.Module{
-	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp, "subjects_api.go": modApp, "views_api.go": modApp, "schemas_api.go": modApp, "shares_api.go": modApp,
+	"app.go": modApp, "core_api.go": modApp, "topics_api.go": modApp, "keys_api.go": modApp, "groups_api.go": modApp, "trust_api.go": modApp, "producers_api.go": modApp, "cluster_api.go": modApp, "security_api.go": modApp, "tenants_api.go": modApp, "subjects_api.go": modApp, "views_api.go": modApp, "schemas_api.go": modApp, "shares_api.go": modApp, "plugins_api.go": modApp,
 }
 
 // allowedCalls is the layering: which modules a module's code may use
@@ -80,10 +81,12 @@ var fileModules = map[string]core.Module{
 //	shares              uses topics (the logs it reads), groups (a share
 //	                    group's name is not a consumer group's) and cluster
 //	                    (the app version)
+//	plugins             uses topics (the produce hook, the topics deployed
+//	                    to) and cluster (the app version)
 //	tenants             uses every module but keys, subjects and views: the names a tenant
 //	                    owns in each (topics, groups, transactional ids,
 //	                    users, ACLs, quotas, producer keys, schemas, share
-//	                    groups), the app
+//	                    groups, plugins), the app
 //	                    version, and signed administration's extension point
 //
 // A lower module reaches an upper one only through the hook points it
@@ -101,11 +104,12 @@ var allowedCalls = map[core.Module][]core.Module{
 	groups.ModGroups:       {topics.ModTopics},
 	producers.ModProducers: {topics.ModTopics, groups.ModGroups},
 	trust.ModTrust:         {topics.ModTopics},
-	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                                                                                                           // topics: the config definitions and changes (configs.go) broker configs reuse
-	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster},                                                                                     // the commands signed administration gates, the producer keys that sign them, the app version and the setting
-	schemas.ModSchemas:     {topics.ModTopics, cluster.ModCluster},                                                                                                                       // the app version, the produce checks (validate.go)
-	shares.ModShares:       {topics.ModTopics, groups.ModGroups, cluster.ModCluster},                                                                                                     // the logs it reads, the consumer groups' names, the app version
-	tenants.ModTenants:     {topics.ModTopics, groups.ModGroups, producers.ModProducers, trust.ModTrust, cluster.ModCluster, security.ModSecurity, schemas.ModSchemas, shares.ModShares}, // what a tenant owns in each, the app version, signed administration
+	cluster.ModCluster:     {topics.ModTopics, trust.ModTrust},                                                                                                                                               // topics: the config definitions and changes (configs.go) broker configs reuse
+	security.ModSecurity:   {topics.ModTopics, groups.ModGroups, trust.ModTrust, cluster.ModCluster},                                                                                                         // the commands signed administration gates, the producer keys that sign them, the app version and the setting
+	schemas.ModSchemas:     {topics.ModTopics, cluster.ModCluster},                                                                                                                                           // the app version, the produce checks (validate.go)
+	shares.ModShares:       {topics.ModTopics, groups.ModGroups, cluster.ModCluster},                                                                                                                         // the logs it reads, the consumer groups' names, the app version
+	plugins.ModPlugins:     {topics.ModTopics, cluster.ModCluster},                                                                                                                                           // the produce hook and the topics deployed to, the app version
+	tenants.ModTenants:     {topics.ModTopics, groups.ModGroups, producers.ModProducers, trust.ModTrust, cluster.ModCluster, security.ModSecurity, schemas.ModSchemas, shares.ModShares, plugins.ModPlugins}, // what a tenant owns in each, the app version, signed administration
 }
 
 // TestModuleLayering checks that each module package imports only the
@@ -416,7 +420,8 @@ func TestHooks(t *testing.T) {
 		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries", "40 views: view log starts"},
 		"compaction decided": {"10 keys: tombstones a compaction removes"},
 		"config changed":     {"10 keys: table leaves of a changed cleanup.policy"},
-		"topic deleted":      {"10 groups: committed offsets of the topic", "15 shares: share partitions of the topic"},
+		"topic deleted":      {"10 groups: committed offsets of the topic", "15 shares: share partitions of the topic", "20 plugins: plugins on the topic"},
+		"transforms":         {"10 plugins: produce plugins"},
 		"topic dropped":      {"10 keys: key stream entries", "20 keys: table leaves", "25 subjects: subject summaries and counts"},
 		"housekeeping":       {"10 groups: committed offsets' expiry", "20 producers: transactional ids' expiry"},
 	}
@@ -529,6 +534,7 @@ func TestSteps(t *testing.T) {
 		"125 ACLs: empty load stage publish",
 		"130 client quotas: empty load stage publish",
 		"135 ip quotas: empty load stage publish",
+		"137 plugins: empty load stage publish close",
 		"138 schemas: empty load stage publish",
 		"139 share groups: empty load stage publish",
 		"140 tenants: empty load stage publish",
@@ -644,6 +650,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, register := range []func(*registry){func(r *registry) {
 		r.AdminGates = security.RegisterSecurity(r.Registry)
 		tenants.RegisterTenants(r.Registry, r.AdminGates, r.TopicHooks)
+		registerPlugins(r)
 	}, func(r *registry) { shares.RegisterShares(r.Registry, r.TopicHooks) }, func(r *registry) { schemas.RegisterSchemas(r.Registry, r.TopicHooks) }, func(r *registry) { cluster.RegisterCluster(r.Registry, r.TopicHooks) }, func(r *registry) { trust.RegisterTrust(r.Registry, r.TopicHooks) }, func(r *registry) { producers.RegisterProducers(r.Registry, r.TopicHooks) }, func(r *registry) { groups.RegisterGroups(r.Registry, r.TopicHooks) },
 		func(r *registry) { views.RegisterViews(r.TopicHooks) },
 		func(r *registry) { keys.RegisterKeys(r.Registry, r.TopicHooks) }, func(r *registry) { subjects.RegisterSubjects(r.Registry, r.TopicHooks) }} {

@@ -16,11 +16,13 @@ import (
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/topics"
 	"github.com/stele-io/stele/internal/record"
+	"github.com/stele-io/stele/pkg/plugin/wire"
 )
 
 // TestTenantDeletionLeavesNothing (issue 18): two tenants own the same
 // local names (a topic orders with records, a group billing, an open
-// transaction tx-1, a user with an ACL, a quota and a producer key).
+// transaction tx-1, a user with an ACL, a quota, a producer key, a
+// schema, a share group and a plugin).
 // Deleting acme removes every state key and every file of acme's, and
 // nothing of globex's; restarted, the state machine has globex alone, at
 // the same app hash.
@@ -83,6 +85,9 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		must("schema", run(RegisterSchema{Tenant: tenant, Subject: "orders-value", Text: avroV1})[0], 0)
 		must("share group", run(ShareGroupHeartbeat{Group: q("workers"), MemberID: "m", TopicsSet: true, Topics: []string{q("orders")}})[0], 0)
 		must("share acquisition", run(ShareAcquire{Group: q("workers"), MemberID: "m", MaxRecords: 2, Parts: []SharePart{{Topic: q("orders"), Partition: 0, Acquire: true}}})[0], 0)
+		for _, r := range run(deployPlugin(q("stamp"), q("orders"), constPlugin(wire.Output{Records: []wire.Record{{Value: []byte(tenant)}}}))...) {
+			must("plugin", r, 0)
+		}
 	}
 	// The default tenant's topic of the same name is another topic.
 	must("default topic", run(topics.CreateTopic{Name: "orders", Partitions: 1, ReplicationFactor: -1})[0], 0)
@@ -125,7 +130,7 @@ func TestTenantDeletionLeavesNothing(t *testing.T) {
 		run(Tick{})
 	}
 	if got, want := del.Counts, []core.Count{{What: "transactional_ids", N: 1}, {What: "groups", N: 1}, {What: "topics", N: 1}, {What: "partitions", N: 2},
-		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}, {What: "schemas", N: 1}, {What: "share_groups", N: 1}}; !slices.Equal(got, want) {
+		{What: "users", N: 1}, {What: "acls", N: 1}, {What: "quotas", N: 1}, {What: "producer_keys", N: 1}, {What: "schemas", N: 1}, {What: "share_groups", N: 1}, {What: "plugins", N: 1}}; !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
 	if k, fl := countKeys("acme"), countFiles("acme"); k != 0 || fl != 0 {

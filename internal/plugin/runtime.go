@@ -18,8 +18,9 @@
 //     leaves reaches the next, and a broker that restarted computes what
 //     the others compute, at the same fuel.
 //
-// Deploying plugins (stele plugin deploy) and the hooks in the produce
-// path are not built yet; this is the runtime they will use.
+// The state machine's plugins module (internal/fsm/plugins) runs the
+// produce hooks of deployed plugins with it, inside the deterministic
+// apply.
 package plugin
 
 import (
@@ -178,6 +179,27 @@ func (m *Module) Close(ctx context.Context) error {
 	defer m.mu.Unlock()
 	m.warm = nil
 	return m.rt.Close(ctx)
+}
+
+// Start starts the module's instance now, as its first call would, and
+// keeps it for the calls: a module whose start fails (traps, runs out of
+// fuel or memory) fails here, before any record reaches it.
+func (m *Module) Start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.warm != nil {
+		return nil
+	}
+	inst, err := m.start(ctx)
+	if err != nil {
+		return err
+	}
+	if m.fresh {
+		inst.mod.Close(ctx)
+	} else {
+		m.warm = inst
+	}
+	return nil
 }
 
 // Stats is what a call used.

@@ -64,6 +64,13 @@ func (h Header) WithMaxTimestamp(ts int64) Header {
 	return h
 }
 
+// WithoutCompression returns h marked uncompressed, for Build to encode
+// records afresh without a codec.
+func (h Header) WithoutCompression() Header {
+	h.Attributes &^= attrCodecMask
+	return h
+}
+
 // wholeBatch returns the batch b starts with, if b holds all of it.
 func wholeBatch(b []byte) ([]byte, bool) {
 	size, err := frameSize(b)

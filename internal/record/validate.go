@@ -66,6 +66,17 @@ func ValidateKeys(b []byte, fn func(offsetDelta int32, timestamp int64, key, val
 	})
 }
 
+// ValidateKeysRewritten is ValidateKeys for a produced batch the broker
+// rewrote before storing it (a produce plugin's output): the checks of
+// ValidateStored, so that it may have fewer records than offsets, or
+// none, and offset deltas that only increase.
+func ValidateKeysRewritten(b []byte, fn func(offsetDelta int32, timestamp int64, key, value []byte, headers []RecordHeader)) (Header, error) {
+	return check(b, false, headersReuse, func(_ Header, _ int, r Record) error {
+		fn(r.OffsetDelta, r.Timestamp, r.Key, r.Value, r.Headers)
+		return nil
+	})
+}
+
 // ValidateMaxTimestamp is Validate that also returns the largest record
 // timestamp, as Kafka's LogValidator computes a batch's max timestamp: -1
 // (no timestamp) when no record has a larger one. A batch's MaxTimestamp

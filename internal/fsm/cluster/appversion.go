@@ -31,11 +31,13 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // the records a filter of key prefix or subject matches
 // (shares.FilterVersion: the command FilteredAcquire), and a tenant's
 // share groups counted against its groups quota
-// (tenants.ShareGroupsQuotaVersion). New chains
+// (tenants.ShareGroupsQuotaVersion); version 17 plugins (plugins.Version:
+// the plugins module's commands, and produce plugins rewriting a topic's
+// batches). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 17
+// up by an upgrade. Builds with the steleupgradetest tag add a version 18
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 16
+const MaxAppVersion uint32 = 17
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

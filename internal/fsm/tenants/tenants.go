@@ -35,7 +35,8 @@
 // users, ACLs and quotas; signed administration's extension point; it sets
 // security.AdminTenant, so a tenant's user signs administration inside its
 // tenant from app version 6), schemas (its registry; it sets
-// schemas.TenantExists) and shares (its share groups). Nothing uses it.
+// schemas.TenantExists), shares (its share groups) and plugins (its
+// deployments). Nothing uses it.
 //
 // State, in the metadata store:
 //
@@ -54,6 +55,7 @@ import (
 	"github.com/stele-io/stele/internal/fsm/cluster"
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/groups"
+	"github.com/stele-io/stele/internal/fsm/plugins"
 	"github.com/stele-io/stele/internal/fsm/producers"
 	"github.com/stele-io/stele/internal/fsm/schemas"
 	"github.com/stele-io/stele/internal/fsm/security"
@@ -302,6 +304,7 @@ type Tenants struct {
 	security *security.Security
 	schemas  *schemas.Schemas
 	shares   *shares.Shares
+	plugins  *plugins.Plugins
 
 	byName map[string]*Tenant // never nil once loaded
 	dirty  map[string]bool
@@ -319,13 +322,14 @@ type Modules struct {
 	Security  *security.Security
 	Schemas   *schemas.Schemas
 	Shares    *shares.Shares
+	Plugins   *plugins.Plugins
 }
 
 // NewTenants is the tenants module of the machine m, above the modules
 // of below.
 func NewTenants(m *core.Machine, below Modules) *Tenants {
 	f := &Tenants{Machine: m, topics: below.Topics, groups: below.Groups, txns: below.Producers,
-		trust: below.Trust, cluster: below.Cluster, security: below.Security, schemas: below.Schemas, shares: below.Shares}
+		trust: below.Trust, cluster: below.Cluster, security: below.Security, schemas: below.Schemas, shares: below.Shares, plugins: below.Plugins}
 	below.Trust.SignerTenant = f.signerTenant
 	below.Schemas.TenantExists = func(t string) bool { return f.byName[t] != nil }
 	below.Security.AdminTenant = f.adminTenant
@@ -373,9 +377,18 @@ func insideTenant(tenant string, c core.Command) bool {
 	case security.AlterClientQuotas:
 		u := c.Entity.User
 		return u.Set && !u.Default && ownUser(u.Name)
+	case plugins.DeployPlugin:
+		return ownTopic(tenant, c.Topic)
+	case plugins.PluginChunk:
+		return ownTopic(tenant, c.Topic)
+	case plugins.RemovePlugin:
+		return ownTopic(tenant, c.Topic)
 	}
 	return false
 }
+
+// ownTopic reports whether topic is one of tenant's.
+func ownTopic(tenant, topic string) bool { t, _ := core.SplitTenant(topic); return t == tenant }
 
 // signerTenant is the tenant whose user principal is, as the block being
 // applied sees it: "" for the default tenant's, and for every principal
@@ -468,8 +481,14 @@ func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 	if f.byName[c.Name] == nil {
 		return core.Fail(kerr.ResourceNotFound.Code, fmt.Sprintf("tenant %s does not exist", c.Name))
 	}
-	// Transactions first: an open one's abort markers go to its
-	// partitions, which the topics' deletion then removes.
+	// Plugins first (from app version 17; the topics' deletion would
+	// remove them uncounted), then transactions: an open one's abort
+	// markers go to its partitions, which the topics' deletion then
+	// removes.
+	pluginsRemoved := -1
+	if f.cluster.Version >= plugins.Version {
+		pluginsRemoved = f.plugins.RemoveTenant(c.Name)
+	}
 	txns := f.txns.RemoveTenantTxns(c.Name)
 	grps := f.groups.RemoveTenantGroups(c.Name)
 	tops, parts := f.topics.RemoveTenantTopics(c.Name)
@@ -486,6 +505,9 @@ func (f *Tenants) deleteTenant(c DeleteTenant) core.Result {
 	r := core.Result{}
 	for i, what := range Removed {
 		r.Counts = append(r.Counts, core.Count{What: what, N: counts[i]})
+	}
+	if pluginsRemoved >= 0 {
+		r.Counts = append(r.Counts, core.Count{What: "plugins", N: pluginsRemoved})
 	}
 	return r
 }

@@ -103,6 +103,18 @@ func checkSequence(st *producerState, h record.Header, neverWritten bool) (code 
 	return 0, false, seqEntry{}
 }
 
+// isRetry reports whether the batch of header h, from an idempotent
+// producer, is one p holds already: a retry, answered with the offset the
+// batch got the first time and not written again.
+func (p *Partition) isRetry(h record.Header) bool {
+	st := p.ProducerStates[h.ProducerID]
+	if h.ProducerID < 0 || st == nil {
+		return false
+	}
+	_, dup, _ := checkSequence(st, h, false)
+	return dup
+}
+
 // record remembers a batch appended at offset with timestamp ts (its
 // MaxTimestamp as stored).
 func (s *producerState) record(h record.Header, offset, ts, now int64) {

@@ -2,6 +2,7 @@ package topics
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +29,12 @@ import (
 // header. The rewrite is of a copy and the same on every broker: a
 // certificate covers the bytes as sent, a signature no timestamp, and the
 // app hash the stored bytes (docs/kafka-api.md).
+//
+// Before any of that, the transforms (the plugins module's produce
+// plugins) may rewrite each batch but a retry's or one refused as sent
+// (docs/plugins.md): the checks then see the batch rewritten, with the
+// rules of a stored batch (it may have fewer records than offsets, or
+// none), and the producer's sequence goes by the records it sent.
 func (f *Topics) produce(c Produce) core.Result {
 	t, r := f.lookup(c.Topic, core.TopicID{})
 	if t == nil {
@@ -47,6 +54,34 @@ func (f *Topics) produce(c Produce) core.Result {
 	if err != nil {
 		return core.Fail(kerr.CorruptMessage.Code, fmt.Sprintf("record set is not a sequence of whole record batches: %v", err))
 	}
+	// A produce plugin rewrites each batch before the checks below see
+	// it; sent keeps the header as sent of each batch rewritten, whose
+	// record count the producer's sequence numbers go by.
+	var sent []*record.Header
+	for _, hk := range f.hooks.Transforms.Hooks {
+		rewrite := hk.Fn(f, t)
+		if rewrite == nil {
+			continue
+		}
+		if sent == nil {
+			batches, sent = slices.Clone(batches), make([]*record.Header, len(batches))
+		}
+		for i, b := range batches {
+			h, err := record.Validate(b)
+			if sent[i] != nil {
+				h = *sent[i] // an earlier plugin rewrote it, valid
+			} else if err != nil || p.isRetry(h) {
+				continue // refused below as sent, or not written again
+			}
+			nb, r := rewrite(p, h, b)
+			if r.Code != 0 {
+				return r
+			}
+			if nb != nil {
+				batches[i], sent[i] = nb, &h
+			}
+		}
+	}
 	cfg := t.Config
 	headers := make([]record.Header, len(batches))
 	keys := make([][]KeyAt, len(batches)) // the key stream entries of each batch
@@ -54,16 +89,20 @@ func (f *Topics) produce(c Produce) core.Result {
 	signed := make([]bool, len(batches))  // the batch has a signed record
 	// validate checks a batch, calls fn with its records' keys (for the
 	// key index) and returns its records' largest timestamp.
-	validate := func(b []byte, fn func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+	validate := func(i int, b []byte, fn func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
 		maxTs := int64(-1)
-		h, err := record.ValidateKeys(b, func(delta int32, ts int64, key, value []byte, hs []record.RecordHeader) {
+		check := record.ValidateKeys
+		if sent != nil && sent[i] != nil {
+			check = record.ValidateKeysRewritten
+		}
+		h, err := check(b, func(delta int32, ts int64, key, value []byte, hs []record.RecordHeader) {
 			maxTs = max(maxTs, ts)
 			fn(delta, key, value, hs)
 		})
 		return h, maxTs, err
 	}
-	if f.opts.WithoutKeyIndex {
-		validate = func(b []byte, _ func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
+	if f.opts.WithoutKeyIndex && sent == nil {
+		validate = func(_ int, b []byte, _ func(int32, []byte, []byte, []record.RecordHeader)) (record.Header, int64, error) {
 			return record.ValidateMaxTimestamp(b)
 		}
 	}
@@ -83,7 +122,7 @@ func (f *Topics) produce(c Produce) core.Result {
 	for i, b := range batches {
 		bases[i] = base
 		var bad RecordErrors // records whose Stele headers are wrong
-		h, maxTs, err := validate(b, func(delta int32, key, value []byte, hs []record.RecordHeader) {
+		h, maxTs, err := validate(i, b, func(delta int32, key, value []byte, hs []record.RecordHeader) {
 			expect, snapshot, sig, err := keyHeaders(key, hs)
 			signed[i] = signed[i] || sig
 			if err != nil {
@@ -123,7 +162,7 @@ func (f *Topics) produce(c Produce) core.Result {
 		if res := f.checkBatch(t, p, h, b, base); res.Code != 0 {
 			return res
 		}
-		if !cfg.LogAppendTime && (h.MaxTimestamp != maxTs || h.LogAppendTime()) {
+		if !cfg.LogAppendTime && h.NumRecords > 0 && (h.MaxTimestamp != maxTs || h.LogAppendTime()) {
 			// The header claims another max timestamp than its records
 			// hold: set it to theirs, as Kafka's LogValidator does, so
 			// that the producer state, the time index, retention and
@@ -144,6 +183,9 @@ func (f *Topics) produce(c Produce) core.Result {
 	next := p.Next
 	for i, h := range headers {
 		if h.ProducerID >= 0 {
+			if sent != nil && sent[i] != nil {
+				h.NumRecords = sent[i].NumRecords // what its sequence numbers count
+			}
 			for _, hk := range f.hooks.BatchChecks.Hooks {
 				if r := hk.Fn(f, t, p, h); r.Code != 0 {
 					return r

@@ -39,6 +39,14 @@ type Producing struct {
 
 // TopicHooks are the topics module's hook points.
 type TopicHooks struct {
+	// Transforms rewrite a produce's batches before anything else looks
+	// at them (the plugins module's produce hooks): given the topic, a
+	// hook returns nil when it has nothing to do there, or a function
+	// that rewrites one batch (h is its header as sent) and returns the
+	// batch to store in its place (nil: as it is) or a refusal of the
+	// produce. It is not called for a retried batch of an idempotent
+	// producer, nor for a batch the checks that follow refuse as sent.
+	Transforms core.HookPoint[func(f *Topics, t *Topic) func(p *Partition, h record.Header, b []byte) ([]byte, core.Result)]
 	// BatchChecks check one batch of an idempotent or transactional
 	// producer before its sequence is (a refusal refuses the produce).
 	BatchChecks core.HookPoint[func(f *Topics, t *Topic, p *Partition, h record.Header) core.Result]
@@ -78,6 +86,7 @@ func UnmadeTopicHooks() *TopicHooks { return &TopicHooks{} }
 // newTopicHooks makes the topics module's hook points, without hooks.
 func newTopicHooks() *TopicHooks {
 	return &TopicHooks{
+		Transforms:        core.HookPoint[func(f *Topics, t *Topic) func(p *Partition, h record.Header, b []byte) ([]byte, core.Result)]{Name: "transforms", Owner: ModTopics},
 		BatchChecks:       core.HookPoint[func(f *Topics, t *Topic, p *Partition, h record.Header) core.Result]{Name: "batch checks", Owner: ModTopics},
 		ProduceChecks:     core.HookPoint[func(f *Topics, pr *Producing) (core.Result, func())]{Name: "produce checks", Owner: ModTopics},
 		BatchAppended:     core.HookPoint[func(f *Topics, pr *Producing, i int, b []byte, at int64) core.Result]{Name: "batch appended", Owner: ModTopics},
@@ -93,7 +102,7 @@ func newTopicHooks() *TopicHooks {
 
 // Points lists the hook points, for TestHooks.
 func (h *TopicHooks) Points() []core.HookPointer {
-	return []core.HookPointer{&h.BatchChecks, &h.ProduceChecks, &h.BatchAppended, &h.MarkerWritten,
+	return []core.HookPointer{&h.Transforms, &h.BatchChecks, &h.ProduceChecks, &h.BatchAppended, &h.MarkerWritten,
 		&h.LogTrimmed, &h.CompactionDecided, &h.ConfigChanged, &h.TopicDeleted, &h.TopicDropped, &h.Housekeepers}
 }
 
