@@ -359,6 +359,9 @@ func (b *Broker) Users() *fsm.Users { return b.fsm.Users() }
 // Tenants returns the committed tenants.
 func (b *Broker) Tenants() *fsm.TenantsView { return b.fsm.TenantsView() }
 
+// Plugins returns the committed plugin deployments.
+func (b *Broker) Plugins() *fsm.PluginsView { return b.fsm.PluginsView() }
+
 // Schemas returns the committed schema registries.
 func (b *Broker) Schemas() *fsm.SchemasView { return b.fsm.SchemasView() }
 

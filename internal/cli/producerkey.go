@@ -158,6 +158,12 @@ func jsonRequest(ctx context.Context, g *globalOptions, method, url string, body
 	if err != nil {
 		return err
 	}
+	return doJSON(g, req, out)
+}
+
+// doJSON sends req and decodes its JSON answer into out, or answers its
+// refusal as an httpStatusError.
+func doJSON(g *globalOptions, req *http.Request, out any) error {
 	cl, err := g.httpClient(0)
 	if err != nil {
 		return err

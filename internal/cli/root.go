@@ -149,6 +149,7 @@ Kafka-compatible broker, Apache Kafka included. Point them at the brokers with
 		newProducerKeyCmd(g),
 		newUserCmd(g),
 		newTenantCmd(g),
+		newPluginCmd(g),
 		newACLCmd(g),
 		newQuotaCmd(g),
 		newCertCmd(g),

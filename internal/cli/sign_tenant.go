@@ -97,6 +97,15 @@ func asTenant(tenant string, c fsm.Command) fsm.Command {
 			c.Entity.User.Name = user(c.Entity.User.Name)
 		}
 		return c
+	case fsm.DeployPlugin:
+		c.Name, c.Topic = name(c.Name), name(c.Topic)
+		return c
+	case fsm.PluginChunk:
+		c.Name, c.Topic = name(c.Name), name(c.Topic)
+		return c
+	case fsm.RemovePlugin:
+		c.Name, c.Topic = name(c.Name), name(c.Topic)
+		return c
 	}
 	return c
 }

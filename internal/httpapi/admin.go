@@ -51,6 +51,9 @@ type SignedAdminResult struct {
 	Error     string `json:"error,omitempty"`
 	// Removed is a DeleteTenant's: how many of each kind it removed.
 	Removed map[string]int `json:"removed,omitempty"`
+	// BytesNeeded is a DeployPlugin's or PluginChunk's: how many bytes of
+	// the module are still to come (0: the deployment is in effect).
+	BytesNeeded *int `json:"bytes_needed,omitempty"`
 }
 
 func serveSignedAdminGet(opts Options) http.HandlerFunc {
@@ -98,6 +101,10 @@ func serveSignedAdminPost(opts Options) http.HandlerFunc {
 			w.Header().Set(HeightHeader, strconv.FormatInt(res.Height, 10))
 			out := SignedAdminResult{Height: res.Height}
 			for _, n := range res.Counts {
+				if n.What == fsm.PluginBytesNeeded {
+					out.BytesNeeded = &n.N
+					continue
+				}
 				if out.Removed == nil {
 					out.Removed = map[string]int{}
 				}

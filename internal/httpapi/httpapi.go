@@ -104,6 +104,10 @@ var routes = []string{
 	"POST /v1/share-groups/{group}/acquire",
 	"POST /v1/share-groups/{group}/acknowledge",
 	"DELETE /v1/share-groups/{group}/members/{member}",
+	"GET /v1/plugins",
+	"GET /v1/plugins/{name}",
+	"PUT /v1/plugins/{name}",
+	"DELETE /v1/plugins/{name}",
 }
 
 // New returns the handler for every endpoint.
@@ -149,6 +153,10 @@ func New(opts Options) http.Handler {
 		"POST /v1/share-groups/{group}/acquire":                          serveShareAcquire(opts),
 		"POST /v1/share-groups/{group}/acknowledge":                      serveShareAck(opts),
 		"DELETE /v1/share-groups/{group}/members/{member}":               serveShareLeave(opts),
+		"GET /v1/plugins":                                                withMinHeight(opts, servePlugins(opts)),
+		"GET /v1/plugins/{name}":                                         withMinHeight(opts, servePlugin(opts)),
+		"PUT /v1/plugins/{name}":                                         servePluginDeploy(opts),
+		"DELETE /v1/plugins/{name}":                                      servePluginRemove(opts),
 	}
 	mux := http.NewServeMux()
 	var g *guard

@@ -23,11 +23,12 @@
 // the input there and answers a pointer and length of its output, packed
 // as ptr<<32|len (pkg/plugin/wire says the encoding of both).
 //
-// What exists so far: the SDK, the broker's runtime of a module
-// (internal/plugin), which meters it, bounds its memory and gives it a
-// clock and randomness that are the same on every broker, and the example
-// plugin examples/plugins/redact. Deploying a plugin to a topic (stele
-// plugin deploy) is not built yet.
+// Deploy one with `stele plugin deploy NAME --wasm FILE --topic T`
+// (docs/plugins.md): every broker runs its produce hook on each batch
+// produced to the topic, inside the deterministic apply, with a runtime
+// (internal/plugin) that meters it, bounds its memory and gives it a clock
+// and randomness that are the same on every broker. Only the produce hook
+// runs so far.
 package plugin
 
 import "github.com/stele-io/stele/pkg/plugin/wire"

@@ -19,6 +19,10 @@
 // (null value) is kept. Build:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o redact.wasm ./examples/plugins/redact
+//
+// and deploy (docs/plugins.md):
+//
+//	stele plugin deploy redact --wasm redact.wasm --topic payments --config fields=card,customer.ssn
 package main
 
 import (
