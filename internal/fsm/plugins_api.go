@@ -34,8 +34,9 @@ func CheckPluginConfig(c []PluginConfig) error { return plugins.CheckConfig(c) }
 
 // The budget and memory of one call of a plugin, on every broker.
 const (
-	PluginFuel        = plugins.Fuel
-	PluginMemoryPages = plugins.MemoryPages
+	PluginFuel          = plugins.Fuel
+	PluginFuelPerRecord = plugins.FuelPerRecord
+	PluginMemoryPages   = plugins.MemoryPages
 )
 
 // DeployPluginCommands are plugins.DeployCommands' commands in the order

@@ -43,8 +43,11 @@ import (
 
 // Limits bound what one call of a module may use.
 type Limits struct {
-	// Fuel is a call's budget, in the instructions the meter counts.
-	Fuel int64
+	// Fuel is a call's budget, in the instructions the meter counts,
+	// and FuelPerRecord what it gains for each record of its input. The
+	// start's budget is Fuel.
+	Fuel          int64
+	FuelPerRecord int64
 	// MemoryPages bounds the module's memory, in 64 KiB pages.
 	MemoryPages uint32
 }
@@ -88,6 +91,9 @@ type Module struct {
 
 	mu   sync.Mutex
 	warm *instance // started and saved, or nil
+	// saved is the last instance used, whose saved state (the start's)
+	// revives a new one (its own may be closed).
+	saved *instance
 }
 
 // instance is a started instance of the module and its state as it was
@@ -177,7 +183,7 @@ func compile(ctx context.Context, rt wazero.Runtime, metered []byte) (cm wazero.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.warm = nil
+	m.warm, m.saved = nil, nil
 	return m.rt.Close(ctx)
 }
 
@@ -197,7 +203,7 @@ func (m *Module) Start(ctx context.Context) error {
 	if m.fresh {
 		inst.mod.Close(ctx)
 	} else {
-		m.warm = inst
+		m.warm, m.saved = inst, inst
 	}
 	return nil
 }
@@ -210,6 +216,28 @@ type Stats struct {
 // start instantiates the module, runs its _initialize on a budget of its
 // own and saves the state it leaves.
 func (m *Module) start(ctx context.Context) (*instance, error) {
+	in, err := m.instantiate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in.fuel.Set(uint64(m.lim.Fuel))
+	if _, err := in.call(ctx, exportInit); err != nil {
+		err = in.fuelError(err, m.lim.Fuel)
+		in.mod.Close(ctx)
+		return nil, fmt.Errorf("starting: %w", err)
+	}
+	in.startFuel = m.lim.Fuel - int64(in.fuel.Get())
+	mem, _ := in.mod.Memory().Read(0, in.mod.Memory().Size())
+	in.savedMem = slices.Clone(mem)
+	for _, g := range in.globals {
+		in.savedGlobals = append(in.savedGlobals, g.Get())
+	}
+	in.savedClock, in.savedChance = in.clock, in.chance
+	return in, nil
+}
+
+// instantiate makes an instance of the module, not started.
+func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	in := &instance{}
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
 		WithRandSource(&in.chance).
@@ -230,19 +258,36 @@ func (m *Module) start(ctx context.Context) (*instance, error) {
 		}
 		in.globals = append(in.globals, g)
 	}
-	in.fuel.Set(uint64(m.lim.Fuel))
-	if _, err := in.call(ctx, exportInit); err != nil {
-		err = in.fuelError(err, m.lim.Fuel)
-		mod.Close(ctx)
-		return nil, fmt.Errorf("starting: %w", err)
+	return in, nil
+}
+
+// revive makes a new instance in the state old's start left, without
+// running the start again: its memory grown to the saved size and
+// overwritten with the saved bytes, its globals, clock and chance set to
+// the saved values. An instance's state is its memory and globals (the
+// meter refuses what would change its tables or segments), so the new one
+// is the one a start would give, for a fraction of the cost. Used when a
+// call grew old's memory, which cannot shrink.
+func (m *Module) revive(ctx context.Context, old *instance) (*instance, error) {
+	in, err := m.instantiate(ctx)
+	if err != nil {
+		return nil, err
 	}
-	in.startFuel = m.lim.Fuel - int64(in.fuel.Get())
-	mem, _ := mod.Memory().Read(0, mod.Memory().Size())
-	in.savedMem = slices.Clone(mem)
-	for _, g := range in.globals {
-		in.savedGlobals = append(in.savedGlobals, g.Get())
+	mem := in.mod.Memory()
+	want := uint32(len(old.savedMem))
+	if mem.Size() > want {
+		in.mod.Close(ctx)
+		return nil, fmt.Errorf("%w: a new instance's memory of %d bytes exceeds the %d its start left", ErrTrap, mem.Size(), want)
 	}
-	in.savedClock, in.savedChance = in.clock, in.chance
+	if _, ok := mem.Grow((want - mem.Size()) / 65536); !ok || mem.Size() != want {
+		in.mod.Close(ctx)
+		return nil, fmt.Errorf("%w: growing a new instance's memory to %d bytes", ErrTrap, want)
+	}
+	in.savedMem, in.savedGlobals, in.savedClock, in.savedChance, in.startFuel = old.savedMem, old.savedGlobals, old.savedClock, old.savedChance, old.startFuel
+	if !in.restore() {
+		in.mod.Close(ctx)
+		return nil, fmt.Errorf("%w: restoring a new instance", ErrTrap)
+	}
 	return in, nil
 }
 
@@ -295,14 +340,25 @@ func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, s
 	inst := m.warm
 	m.warm = nil
 	if inst != nil && !inst.restore() {
+		// The call before grew the memory: a new instance, revived in the
+		// state the start left.
 		inst.mod.Close(ctx)
-		inst = nil
+		if inst, err = m.revive(ctx, inst); err != nil {
+			return out, st, err
+		}
+	}
+	if inst == nil && m.saved != nil && !m.fresh {
+		// The call before failed, and its instance was let go.
+		if inst, err = m.revive(ctx, m.saved); err != nil {
+			return out, st, err
+		}
 	}
 	if inst == nil {
 		if inst, err = m.start(ctx); err != nil {
 			return out, st, err
 		}
 	}
+	m.saved = inst
 	defer func() {
 		if err == nil && !m.fresh {
 			m.warm = inst // kept for the next call
@@ -311,10 +367,11 @@ func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, s
 		}
 	}()
 	input := wire.AppendInput(nil, in)
-	inst.fuel.Set(uint64(m.lim.Fuel))
+	budget := m.lim.Fuel + m.lim.FuelPerRecord*int64(len(in.Records))
+	inst.fuel.Set(uint64(budget))
 	defer func() {
-		st.Fuel = m.lim.Fuel - int64(inst.fuel.Get())
-		err = inst.fuelError(err, m.lim.Fuel)
+		st.Fuel = budget - int64(inst.fuel.Get())
+		err = inst.fuelError(err, budget)
 	}()
 	ptr, err := inst.call(ctx, exportAlloc, uint64(len(input)))
 	if err != nil {

@@ -34,10 +34,12 @@ func meterCode(sec []byte, fuel uint32) ([]byte, error) {
 }
 
 // point is where fuel is charged: at offset at of the body, the cost of
-// the code owner owns.
+// the region owner; always: charged even when the region is one
+// instruction (a function's entry, a loop's top).
 type point struct {
-	at    int
-	owner int
+	at     int
+	owner  int
+	always bool
 }
 
 // maxDepth bounds the nesting of blocks a body may have.
@@ -62,34 +64,52 @@ func meterBody(fb []byte, fuel uint32) ([]byte, error) {
 		return nil, r.err
 	}
 	pos := func() int { return len(fb) - len(r.b) }
-	points := []point{{at: pos(), owner: 0}}
+	// Regions of straight-line code, each charged at its start: the
+	// function's entry, and the code after each instruction where control
+	// may go elsewhere or arrive from elsewhere.
+	points := []point{{at: pos(), owner: 0, always: true}}
 	costs := []int64{0}
-	// The control stack: for each open block, the owner of the code in
-	// it; the function's own frame is the first.
-	stack := []int{0}
-	for len(stack) > 0 && r.err == nil {
+	region := 0
+	open := func(always bool) {
+		costs = append(costs, 0)
+		region = len(costs) - 1
+		points = append(points, point{at: pos(), owner: region, always: always})
+	}
+	depth := 1 // the function's own frame and the blocks open in it
+	for depth > 0 && r.err == nil {
 		if len(r.b) == 0 {
 			r.fail("the body ends inside a block")
 			break
 		}
-		owner := stack[len(stack)-1]
-		costs[owner]++
+		costs[region]++
 		op := r.byte()
 		switch op {
-		case 0x02, 0x04: // block, if
+		case 0x02: // block: entered in line
 			r.blocktype()
-			stack = append(stack, owner)
-		case 0x03: // loop: a new owner, charged at the top of each iteration
+			depth++
+		case 0x03: // loop: the top of each iteration, always charged
 			r.blocktype()
-			costs = append(costs, 0)
-			stack = append(stack, len(costs)-1)
-			points = append(points, point{at: pos(), owner: len(costs) - 1})
-		case 0x0B: // end
-			stack = stack[:len(stack)-1]
+			depth++
+			open(true)
+		case 0x04: // if: its first arm
+			r.blocktype()
+			depth++
+			open(false)
+		case 0x05: // else: the second arm
+			open(false)
+		case 0x0B: // end: where branches to the block arrive
+			if depth--; depth > 0 {
+				open(false)
+			}
+		case 0x00, 0x0C, 0x0D, 0x0E, 0x0F, 0x12, 0x13:
+			// unreachable, br, br_if (its fall-through), br_table,
+			// return, return_call, return_call_indirect
+			r.immediates(op)
+			open(false)
 		default:
 			r.immediates(op)
 		}
-		if len(stack) > maxDepth {
+		if depth > maxDepth {
 			r.fail("blocks nested deeper than %d", maxDepth)
 		}
 	}
@@ -102,6 +122,12 @@ func meterBody(fb []byte, fuel uint32) ([]byte, error) {
 	out := make([]byte, 0, len(fb)+len(points)*24)
 	prev := 0
 	for _, p := range points {
+		// A region of one instruction (an end after an end, say) is not
+		// worth its charge; the entry and loop tops are always charged,
+		// so every call and every iteration costs fuel.
+		if costs[p.owner] <= 1 && !p.always {
+			continue
+		}
 		out = append(out, fb[prev:p.at]...)
 		out = appendCharge(out, fuel, max(costs[p.owner], 1))
 		prev = p.at

@@ -5,15 +5,21 @@
 // below zero. The host sets the global to the budget before a call and
 // reads what is left after it.
 //
-// Fuel is charged at every function entry and at the top of every loop
-// iteration: each such point is charged the number of instructions of the
-// code it owns (the function's or the loop's body, without the bodies of
-// the loops nested in it; at least one). Every call and every loop
-// iteration therefore costs fuel, so any run that does not end runs out of
-// it, and the fuel a call uses depends on the module, its inputs and the
-// budget only: every broker running the same module on the same record
-// stops at the same instruction. It is counted by instrumentation, never
-// by time.
+// Fuel is charged at the start of each region of straight-line code, the
+// region's number of instructions: the function's entry, and the code
+// after each instruction where control may go elsewhere or arrive from
+// elsewhere (loop, if, else, end, br, br_if, br_table, return, the tail
+// calls, unreachable). Branches land only at region starts, so a region
+// runs whole or not at all (a trap aside), and the fuel a call uses is
+// the instructions it runs. Regions of one instruction are not charged, but for a
+// function's entry and a loop's top, which are always charged at least
+// one: every call and every loop iteration costs fuel, so any run that
+// does not end runs out of it, and the fuel a call uses depends on the
+// module, its inputs and the budget only: every broker running the same
+// module on the same record stops at the same instruction. It is counted
+// by instrumentation, never by time. (Charging each loop iteration the
+// whole loop body, as this did first, counted Go's code, whose functions
+// are one loop around a jump table, some twelve times over.)
 //
 // Instrument decodes every instruction of every function body, so it also
 // refuses what it does not know: SIMD (0xFD), threads (0xFE), exception
