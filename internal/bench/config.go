@@ -61,6 +61,10 @@ type Config struct {
 	// RecordSize is the size of each record value in bytes. Consumers
 	// check it on every record they read (Consume: 0 checks nothing).
 	RecordSize int
+	// JSON makes each value a JSON object of RecordSize bytes,
+	// {"id":N,"card":"...","pad":"..."}, as a plugin that reads JSON
+	// (docs/plugins.md) needs; otherwise values are pseudo-random bytes.
+	JSON bool
 	// KeySize is the size of each record key in bytes; 0 sends no key.
 	// Keys go round-robin over Keys distinct keys.
 	KeySize int
@@ -211,6 +215,8 @@ func (c *Config) Validate() error {
 		return bad("record size %d: want 0 to %d bytes", c.RecordSize, MaxRecordSize)
 	case c.produces() && c.RecordSize < 1:
 		return bad("record size %d: want at least 1 byte", c.RecordSize)
+	case c.JSON && (c.Scenario == EndToEnd || c.RecordSize < minJSONValue):
+		return bad("--json: values of at least %d bytes, and not with e2e (whose values start with the send time)", minJSONValue)
 	case c.Scenario == EndToEnd && c.RecordSize < 8:
 		return bad("record size %d: e2e needs at least 8 bytes for the send timestamp", c.RecordSize)
 	case c.Duration < 0 || c.Warmup < 0 || c.Records < 0 || c.Rate < 0 || c.Linger < 0 || c.BatchMaxBytes < 0 || c.MaxInflight < 0 || c.BufferMemory < 0:
@@ -266,6 +272,9 @@ func (c *Config) Args() []string {
 	}
 	add("record-size", strconv.Itoa(c.RecordSize))
 	if c.produces() {
+		if c.JSON {
+			a = append(a, "--json")
+		}
 		add("key-size", strconv.Itoa(c.KeySize))
 		if c.KeySize > 0 {
 			add("keys", strconv.Itoa(c.Keys))

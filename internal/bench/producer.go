@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -188,6 +189,28 @@ func newPayload(size int) *payload {
 	rng := rand.NewChaCha8([32]byte{'s', 't', 'e', 'l', 'e'})
 	_, _ = rng.Read(pool) // ChaCha8.Read never fails
 	return &payload{pool: pool, size: size, slots: slots}
+}
+
+// minJSONValue is the smallest JSON value newJSONPayload makes.
+const minJSONValue = 64
+
+// newJSONPayload builds a pool of JSON objects of size bytes each,
+// {"id":N,"card":"4111-....","pad":"<hex>"}, from a fixed seed.
+func newJSONPayload(size int) *payload {
+	p := newPayload(size)
+	rng := rand.NewChaCha8([32]byte{'j', 's', 'o', 'n'})
+	var rnd [8]byte
+	for i := range p.slots {
+		_, _ = rng.Read(rnd[:])
+		v := fmt.Appendf(nil, `{"id":%d,"card":"4111-%04d-%04d","pad":"`, i, i%10000, binary.BigEndian.Uint16(rnd[:])%10000)
+		for len(v) < size-2 {
+			_, _ = rng.Read(rnd[:])
+			v = hex.AppendEncode(v, rnd[:])
+		}
+		v = append(v[:size-2], '"', '}')
+		copy(p.pool[i*size:], v)
+	}
+	return p
 }
 
 // value returns the value of record seq. For e2e it is a new buffer whose

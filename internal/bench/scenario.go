@@ -23,6 +23,9 @@ func (r *runner) newProducers(ctx context.Context) (*producerSet, error) {
 	cfg := r.cfg
 	s := &producerSet{}
 	pl := newPayload(cfg.RecordSize)
+	if cfg.JSON {
+		pl = newJSONPayload(cfg.RecordSize)
+	}
 	keys := makeKeys(cfg.Keys, cfg.KeySize)
 	for i := range cfg.Producers {
 		cl, err := newClient(cfg, producerOpts(cfg)...)

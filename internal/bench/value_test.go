@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -63,4 +64,19 @@ func FuzzDecodeValue(f *testing.F) {
 			t.Fatalf("%d-byte value decoded a send time", len(v))
 		}
 	})
+}
+
+// TestJSONPayload: --json values are JSON objects of exactly the record
+// size, with the card field a plugin like redact removes.
+func TestJSONPayload(t *testing.T) {
+	for _, size := range []int{minJSONValue, 100, 1024, 16384} {
+		pl := newJSONPayload(size)
+		for seq := range 3 {
+			v := pl.value(seq, time.Time{}, false)
+			var obj map[string]any
+			if err := json.Unmarshal(v, &obj); err != nil || len(v) != size || obj["card"] == nil || obj["pad"] == nil {
+				t.Fatalf("size %d: value %q (%d bytes): %v", size, v, len(v), err)
+			}
+		}
+	}
 }

@@ -110,6 +110,7 @@ func newBenchScenarioCmd(g *globalOptions, s bench.Scenario) *cobra.Command {
 	}
 	if produces {
 		f.IntVar(&cfg.KeySize, "key-size", def.KeySize, "key size in bytes; 0 sends no key")
+		f.BoolVar(&cfg.JSON, "json", false, `values are JSON objects of --record-size bytes, {"id":N,"card":"...","pad":"..."} (for a plugin that reads JSON, docs/plugins.md); not with e2e`)
 		f.IntVar(&cfg.Keys, "keys", def.Keys, "distinct keys, used round-robin (with --key-size)")
 		f.IntVar(&cfg.Producers, "producers", def.Producers, "producing clients, each with its own connections")
 	}
