@@ -29,8 +29,10 @@ import (
 // fetches go to, is killed with SIGKILL. Every record is accepted in the
 // end, each record's deliveries carry strictly increasing delivery counts
 // (the acquisitions the killed broker ordered were not forgotten), a record
-// released comes again, and every broker, the restarted one included,
-// reports the share partitions done up to their high watermarks.
+// released comes again, a record whose acceptance went to the killed
+// broker comes again when its lock (5 s here) expires, and every broker,
+// the restarted one included, reports the share partitions done up to
+// their high watermarks.
 func TestShareGroupBrokerKilled(t *testing.T) {
 	const topic, group, parts = "work", "crew", 2
 	c := newCluster(t, clusterOptions{})
@@ -43,7 +45,10 @@ func TestShareGroupBrokerKilled(t *testing.T) {
 	}
 	defer admin.Close()
 	ctx := context.Background()
-	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest")
+	// A short lock: acknowledgements the killed broker took with it
+	// (sent after the records were counted accepted, before the kill)
+	// come back as redeliveries well within the test.
+	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "5000")
 
 	var (
 		mu         sync.Mutex
@@ -139,6 +144,47 @@ func TestShareGroupBrokerKilled(t *testing.T) {
 	produce(400)
 	waitAccepted(3*time.Minute, fmt.Sprintf("after node%d, partition 0's leader, was killed", leader))
 
+	// shareDone reports whether node i's share partitions are done: every
+	// record up to the high watermarks acknowledged, none in flight.
+	shareDone := func(i int, hwm []int64) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs(i)...), kgo.DialTimeout(2*time.Second))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		starts := map[int32]int64{}
+		for _, g := range resp.Groups {
+			for _, tp := range g.Topics {
+				for _, p := range tp.Partitions {
+					starts[p.Partition] = p.StartOffset
+				}
+			}
+		}
+		for p, h := range hwm {
+			if starts[int32(p)] != h {
+				return fmt.Errorf("start offsets %v, high watermarks %v", starts, hwm)
+			}
+		}
+		return nil
+	}
+	// With the members still running: a record whose acceptance went to
+	// the killed broker is redelivered once its lock expires, and accepted.
+	others := without(c.All(), leader)
+	hwm, err := c.HighWatermarks(others[0], topic, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Eventually(time.Minute, fmt.Sprintf("node%d reports every share partition done, the members running", others[0]),
+		func() error { return shareDone(others[0], hwm) })
+
 	mu.Lock()
 	redelivered := 0
 	for v, counts := range deliveries {
@@ -161,43 +207,11 @@ func TestShareGroupBrokerKilled(t *testing.T) {
 	}
 	members = nil
 
-	others := without(c.All(), leader)
 	c.Restart(leader)
 	c.WaitCaughtUp(60*time.Second, leader, others...)
-	hwm, err := c.HighWatermarks(others[0], topic, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, i := range c.All() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs(i)...), kgo.DialTimeout(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Eventually(30*time.Second, fmt.Sprintf("node%d reports every share partition done", i), func() error {
-			req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-			rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-			rg.GroupID = group
-			req.Groups = append(req.Groups, rg)
-			resp, err := req.RequestWith(ctx, cl)
-			if err != nil {
-				return err
-			}
-			starts := map[int32]int64{}
-			for _, g := range resp.Groups {
-				for _, tp := range g.Topics {
-					for _, p := range tp.Partitions {
-						starts[p.Partition] = p.StartOffset
-					}
-				}
-			}
-			for p, h := range hwm {
-				if starts[int32(p)] != h {
-					return fmt.Errorf("start offsets %v, high watermarks %v", starts, hwm)
-				}
-			}
-			return nil
-		})
-		cl.Close()
+		c.Eventually(30*time.Second, fmt.Sprintf("node%d reports every share partition done", i),
+			func() error { return shareDone(i, hwm) })
 	}
 }
 
