@@ -36,6 +36,7 @@ func CheckPluginConfig(c []PluginConfig) error { return plugins.CheckConfig(c) }
 const (
 	PluginFuel          = plugins.Fuel
 	PluginFuelPerRecord = plugins.FuelPerRecord
+	PluginStartFuel     = plugins.StartFuel
 	PluginMemoryPages   = plugins.MemoryPages
 )
 

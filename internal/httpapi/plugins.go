@@ -128,7 +128,7 @@ func CheckPluginModule(ctx context.Context, wasm []byte) error {
 	if len(wasm) == 0 || len(wasm) > fsm.MaxPluginModuleBytes {
 		return fmt.Errorf("a module of %d bytes: a module is 1 to %d bytes", len(wasm), fsm.MaxPluginModuleBytes)
 	}
-	m, err := plugin.Compile(ctx, wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord, MemoryPages: fsm.PluginMemoryPages})
+	m, err := plugin.Compile(ctx, wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord, StartFuel: fsm.PluginStartFuel, MemoryPages: fsm.PluginMemoryPages})
 	if err != nil {
 		return err
 	}

@@ -44,10 +44,11 @@ import (
 // Limits bound what one call of a module may use.
 type Limits struct {
 	// Fuel is a call's budget, in the instructions the meter counts,
-	// and FuelPerRecord what it gains for each record of its input. The
-	// start's budget is Fuel.
+	// and FuelPerRecord what it gains for each record of its input.
+	// StartFuel is the start's (0: Fuel).
 	Fuel          int64
 	FuelPerRecord int64
+	StartFuel     int64
 	// MemoryPages bounds the module's memory, in 64 KiB pages.
 	MemoryPages uint32
 }
@@ -220,13 +221,17 @@ func (m *Module) start(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.fuel.Set(uint64(m.lim.Fuel))
+	budget := m.lim.StartFuel
+	if budget == 0 {
+		budget = m.lim.Fuel
+	}
+	in.fuel.Set(uint64(budget))
 	if _, err := in.call(ctx, exportInit); err != nil {
-		err = in.fuelError(err, m.lim.Fuel)
+		err = in.fuelError(err, budget)
 		in.mod.Close(ctx)
 		return nil, fmt.Errorf("starting: %w", err)
 	}
-	in.startFuel = m.lim.Fuel - int64(in.fuel.Get())
+	in.startFuel = budget - int64(in.fuel.Get())
 	mem, _ := in.mod.Memory().Read(0, in.mod.Memory().Size())
 	in.savedMem = slices.Clone(mem)
 	for _, g := range in.globals {

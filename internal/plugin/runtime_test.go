@@ -196,19 +196,45 @@ func TestExampleRedact(t *testing.T) {
 }
 
 // buildRedact builds examples/plugins/redact with the SDK.
-func buildRedact(t testing.TB) []byte {
+func buildRedact(t testing.TB) []byte { return buildExample(t, "redact") }
+
+// buildExample builds examples/plugins/name with the SDK.
+func buildExample(t testing.TB, name string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "redact.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/redact")
+	out := filepath.Join(t.TempDir(), name+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/"+name)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building redact: %v\n%s", err, msg)
+		t.Fatalf("building %s: %v\n%s", name, err, msg)
 	}
 	w, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// TestExampleJSONSchemaCheck: the jsonschema-check example, built with the
+// SDK, passes a batch whose values conform and rejects one with a value
+// that does not, within the budget the brokers give it.
+func TestExampleJSONSchemaCheck(t *testing.T) {
+	ctx := context.Background()
+	m, err := Compile(ctx, buildExample(t, "jsonschema-check"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	in := wire.Input{Config: []wire.Config{{Key: "schema", Value: `{"type":"object","required":["id"],"properties":{"id":{"type":"integer"}}}`}}, Topic: "orders",
+		Records: []wire.Record{{Value: []byte(`{"id":1}`)}, {Value: nil}, {Value: []byte(`{"id":2,"note":"x"}`)}}}
+	out, st, err := m.Produce(ctx, in)
+	if err != nil || out.Reject || len(out.Records) != 3 {
+		t.Fatalf("conforming: %+v %v", out, err)
+	}
+	t.Logf("checking three records used %d fuel after a start of %d", st.Fuel, m.warm.startFuel)
+	in.Records = append(in.Records, wire.Record{Value: []byte(`{"id":"three"}`)})
+	if out, _, err := m.Produce(ctx, in); err != nil || !out.Reject || !strings.Contains(out.Message, "record 3 does not conform") {
+		t.Fatalf("a value that does not conform: %+v %v", out, err)
+	}
 }
 
 // BenchmarkRedactRecords: a call of redact (fields=card) on batches of 1,

@@ -14,6 +14,9 @@
 #  4. The same module deployed again with mask=### (no upload) masks the
 #     fields of the next records; `stele plugin list|describe` show it.
 #  5. `stele plugin remove`: records are stored as sent again.
+#  6. The example jsonschema-check, deployed on a second topic with a JSON
+#     Schema: kcat's conforming values are stored, a value that does not
+#     conform is refused with INVALID_RECORD.
 # e2e-limit: 300
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -83,5 +86,26 @@ got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$topic" -o 3 -e -q -f '%o %s\n')
 out=$(plugin list 2>&1) || fail "stele plugin list: $out"
 ! grep -q redact <<<"$out" || fail "stele plugin list after the removal: $out"
 log "removed: records are stored as sent"
+
+# --- 6. jsonschema-check ---------------------------------------------------------------
+checked=$topic-checked
+e2e_topic_create "$checked" 1
+jsc=$E2E_TMP/jsonschema-check.wasm
+(cd "$root" && GOOS=wasip1 GOARCH=wasm e2e_timeout 240 go build -buildmode=c-shared -o "$jsc" ./examples/plugins/jsonschema-check) ||
+	fail "building examples/plugins/jsonschema-check"
+out=$(plugin deploy orders-schema --wasm "$jsc" --topic "$checked" \
+	--config 'schema={"type":"object","required":["id"],"properties":{"id":{"type":"integer"}}}' 2>&1) ||
+	fail "stele plugin deploy jsonschema-check: $out"
+log "$out"
+printf '%s\n' '{"id":1}' '{"id":2,"note":"x"}' | e2e_timeout 20 kcat -P -b "$BROKER" -t "$checked" \
+	-X message.send.max.retries=0 2>"$E2E_TMP/kcat-put.err" || fail "kcat, conforming values: $(cat "$E2E_TMP/kcat-put.err")"
+if printf '%s\n' '{"id":"three"}' | e2e_timeout 20 kcat -P -b "$BROKER" -t "$checked" -X message.send.max.retries=0 2>"$E2E_TMP/kcat-put.err"; then
+	fail "kcat: a value that does not conform was stored"
+fi
+grep -qi "failed to validate record\|INVALID_RECORD" "$E2E_TMP/kcat-put.err" ||
+	fail "kcat's failure is not INVALID_RECORD: $(cat "$E2E_TMP/kcat-put.err")"
+got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$checked" -e -q -f '%o %s\n')
+[[ $got == $'0 {"id":1}\n1 {"id":2,"note":"x"}' ]] || fail "kcat read $checked: $got"
+log "jsonschema-check: conforming values stored, a value that does not conform refused"
 e2e_broker_stop 30
 log "PASS"

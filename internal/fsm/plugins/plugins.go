@@ -116,12 +116,15 @@ const (
 
 // What one call of a plugin may use, the same on every broker: 100
 // million instructions of fuel and 5 million more for each record of the
-// batch (a Go plugin's start takes some 3 million; the redact example
-// some 2 million a record of 1 KiB of JSON, BenchmarkRedactRecords), and
-// 64 MiB of memory. The start has a budget of its own, of 100 million.
+// batch (the redact example uses some 2 million a record of 1 KiB of JSON,
+// BenchmarkRedactRecords), and 64 MiB of memory. The start has a budget
+// of its own, of a billion: it runs once, and a Go program's package
+// initialisation can be long (the jsonschema-check example's compiles its
+// library's metaschemas, some 230 million).
 const (
 	Fuel          = 100_000_000
 	FuelPerRecord = 5_000_000
+	StartFuel     = 1_000_000_000
 	MemoryPages   = 1024
 )
 
@@ -607,7 +610,7 @@ func (f *Plugins) module(d *Deployment) (*plugin.Module, error) {
 		return m, nil
 	}
 	ctx := context.Background()
-	m, err := plugin.Compile(ctx, d.wasm, plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, MemoryPages: MemoryPages})
+	m, err := plugin.Compile(ctx, d.wasm, plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, StartFuel: StartFuel, MemoryPages: MemoryPages})
 	if err != nil {
 		return nil, err
 	}
