@@ -43,14 +43,17 @@ func newPluginDeployCmd(g *globalOptions) *cobra.Command {
 	var config []string
 	var sign *adminSigning
 	cmd := &cobra.Command{
-		Use:   "deploy NAME --wasm FILE --topic T [--hook produce] [--config KEY=VALUE ...]",
+		Use:   "deploy NAME --wasm FILE --topic T [--hook produce|fetch] [--config KEY=VALUE ...]",
 		Short: "Deploy a plugin's module on a topic's hook; in effect on every broker at one height",
 		Long: `Deploy a WebAssembly module built with the Go SDK (pkg/plugin) as plugin NAME on
 the topic's hook. The module is replicated state: it is uploaded in chunks of
 768 KiB, one block each, and takes effect in the block that applies its last
 chunk, on every broker at that height, replacing the module NAME ran before.
 Deploying the module NAME runs already, with another topic or config, takes
-effect at once. Only the produce hook runs so far. Needs ALTER_CONFIGS on the
+effect at once. A produce plugin runs on every batch produced to the topic,
+inside the apply, on every broker; a fetch plugin (app version 18) on the
+records a consumer is sent, on the broker it fetches from (outside what
+proofs cover). The snapshot hook is not built yet. Needs ALTER_CONFIGS on the
 topic; under stele.admin.signed=true, --sign.`,
 		Example: `  stele plugin deploy redact --wasm redact.wasm --topic orders --config fields=card,customer.ssn
   stele plugin deploy redact --wasm redact.wasm --topic orders --config fields=card --sign admin.key --principal admin`,
@@ -64,9 +67,9 @@ topic; under stele.admin.signed=true, --sign.`,
 				return usageErrorf("deploy needs --wasm FILE and --topic T")
 			}
 			switch hook {
-			case fsm.PluginHookProduce:
-			case fsm.PluginHookFetch, fsm.PluginHookSnapshot:
-				return usageErrorf("--hook %s: not built yet; only produce plugins run (docs/plugins.md)", hook)
+			case fsm.PluginHookProduce, fsm.PluginHookFetch:
+			case fsm.PluginHookSnapshot:
+				return usageErrorf("--hook %s: not built yet; plugins run on the produce and fetch hooks (docs/plugins.md)", hook)
 			default:
 				return usageErrorf("--hook %q: produce, fetch or snapshot", hook)
 			}
@@ -78,7 +81,7 @@ topic; under stele.admin.signed=true, --sign.`,
 			if err != nil {
 				return err
 			}
-			if err := httpapi.CheckPluginModule(cmd.Context(), wasm); err != nil {
+			if err := httpapi.CheckPluginModule(cmd.Context(), wasm, hook); err != nil {
 				return fmt.Errorf("%s cannot be a plugin: %w", wasmFile, err)
 			}
 			if err := sign.ready(cmd, g); err != nil {
@@ -120,7 +123,7 @@ topic; under stele.admin.signed=true, --sign.`,
 	}
 	cmd.Flags().StringVar(&wasmFile, "wasm", "", "the plugin's WebAssembly module (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
 	cmd.Flags().StringVar(&topic, "topic", "", "the topic whose hook runs it")
-	cmd.Flags().StringVar(&hook, "hook", fsm.PluginHookProduce, "the hook: produce (fetch and snapshot are not built yet)")
+	cmd.Flags().StringVar(&hook, "hook", fsm.PluginHookProduce, "the hook: produce or fetch (snapshot is not built yet)")
 	cmd.Flags().StringArrayVar(&config, "config", nil, "a config entry KEY=VALUE the plugin reads; repeat for several, in order")
 	sign = addTenantSignFlags(cmd)
 	return cmd

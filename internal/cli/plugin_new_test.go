@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stele-io/stele/internal/fsm"
 	"github.com/stele-io/stele/internal/httpapi"
 )
 
@@ -49,7 +50,7 @@ func TestPluginNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := httpapi.CheckPluginModule(context.Background(), wasm); err != nil {
+	if err := httpapi.CheckPluginModule(context.Background(), wasm, fsm.PluginHookProduce); err != nil {
 		t.Fatalf("the template's module is not a plugin: %v", err)
 	}
 

@@ -902,6 +902,32 @@ func goldenScenario(t *testing.T) []block {
 	}
 	must("a plugin on a topic that does not exist", g.cmds(100, DeployPlugin{Name: "x", Topic: "nope", Hook: plugins.HookProduce, Size: 8})[0], kerr.UnknownTopicOrPartition.Code)
 	must("remove the plugin", g.cmds(100, RemovePlugin{Name: "stamp", Topic: "queue"})[0], 0)
+
+	// Version 18: fetch plugins. Under 17 a deployment to the fetch hook
+	// is refused; from 18 a module with a fetch hook is deployed to it
+	// (and does nothing to a produce), one without is refused when whole.
+	hide := constFetchPlugin(wire.FetchOutput{Records: []wire.FetchRecord{}})
+	fdeploy, fchunks := plugins.DeployCommands("hide", "queue", plugins.HookFetch, nil, hide)
+	must("a fetch plugin under version 17", g.cmds(100, fdeploy)[0], kerr.InvalidRequest.Code)
+	v18 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 18, Name: "v18"}
+	must("upgrade to version 18", g.cmds(100, upgradeVote(v18, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
+	for int64(len(g.blocks)) < v18.Height {
+		g.cmds(100, Tick{})
+	}
+	must("deploy a fetch plugin", g.cmds(100, fdeploy)[0], 0)
+	must("its module", g.cmds(100, fchunks[0])[0], 0)
+	if r := must("a produce a fetch plugin leaves as sent", g.cmds(100, topics.Produce{Topic: "queue", Partition: 0, Records: qbatch})[0], 0); r.BaseOffset != 8 {
+		t.Fatalf("golden scenario: the produce past the fetch plugin at %d", r.BaseOffset)
+	}
+	pdeploy, pchunks := plugins.DeployCommands("stamp2", "queue", plugins.HookFetch, nil, stamp)
+	must("a module without a fetch hook, on it", g.cmds(100, pdeploy)[0], 0)
+	for i, c := range pchunks {
+		want := int16(0)
+		if i == len(pchunks)-1 {
+			want = kerr.InvalidRequest.Code
+		}
+		must("its chunk", g.cmds(100, c)[0], want)
+	}
 	return g.blocks
 }
 

@@ -38,11 +38,24 @@ func sleb(b []byte, v int64) []byte {
 	}
 }
 
+// constFetchPlugin is a module whose fetch hook (and no produce hook)
+// answers out, whatever its input.
+func constFetchPlugin(out wire.FetchOutput) []byte {
+	answer := wire.AppendFetchOutput(nil, out)
+	const at = 256
+	return wasmHook("stele_fetch", nil, append(sleb([]byte{0x42}, at<<32|int64(len(answer))), 0x0b), at, answer)
+}
+
 // wasmPlugin is a module with the SDK's exports: _initialize runs init
 // (nil: nothing; an expression without locals, ending in 0x0b),
 // stele_alloc answers 1024, stele_produce runs produce (an expression
 // leaving an i64), and data is in memory at at.
 func wasmPlugin(init, produce []byte, at int64, data []byte) []byte {
+	return wasmHook("stele_produce", init, produce, at, data)
+}
+
+// wasmHook is wasmPlugin with its hook exported as hook.
+func wasmHook(hook string, init, produce []byte, at int64, data []byte) []byte {
 	if init == nil {
 		init = []byte{0x0b}
 	}
@@ -60,7 +73,7 @@ func wasmPlugin(init, produce []byte, at int64, data []byte) []byte {
 	exports = append(name(exports, "memory"), 2, 0)
 	exports = append(name(exports, "_initialize"), 0, 0)
 	exports = append(name(exports, "stele_alloc"), 0, 1)
-	exports = append(name(exports, "stele_produce"), 0, 2)
+	exports = append(name(exports, hook), 0, 2)
 	m = section(m, 7, exports)
 	bodies := [][]byte{
 		append([]byte{0}, init...),

@@ -12,10 +12,13 @@ type (
 	PluginConfig = plugins.PluginConfig
 	PluginInfo   = plugins.Info
 	PluginsView  = plugins.View
+	// PluginFetch is a fetch plugin in effect (PluginsView.Fetch).
+	PluginFetch = plugins.FetchDeployment
 )
 
 const (
 	PluginsVersion       = plugins.Version
+	PluginsFetchVersion  = plugins.FetchVersion
 	PluginHookProduce    = plugins.HookProduce
 	PluginHookFetch      = plugins.HookFetch
 	PluginHookSnapshot   = plugins.HookSnapshot

@@ -327,7 +327,8 @@ func TestHostilePlugins(t *testing.T) {
 	refused("a start that never ends", wasmPlugin(loopForever, []byte{0x42, 0, 0x0b}, 0, nil), "out of fuel")
 	noExports := constPlugin(wire.Output{})
 	noExports = bytes.Replace(noExports, []byte("stele_produce"), []byte("stele_xroduce"), 1)
-	refused("without the SDK's exports", noExports, "does not export stele_produce")
+	refused("without the SDK's exports", noExports, "exports no hook")
+	refused("without the hook it is deployed to", constFetchPlugin(wire.FetchOutput{}), "has no produce hook")
 
 	// A chunk that does not match the digest deployed.
 	good := constPlugin(wire.Output{Records: []wire.Record{}})
@@ -338,7 +339,7 @@ func TestHostilePlugins(t *testing.T) {
 		t.Fatalf("altered bytes: %d %q", res.Code, res.Message)
 	}
 	r.must("a chunk without an upload", r.run(chunks[0])[0], kerr.InvalidRequest.Code)
-	r.must("a hook not built yet", r.run(DeployPlugin{Name: "f", Topic: "t", Hook: plugins.HookFetch, Size: 1})[0], kerr.InvalidRequest.Code)
+	r.must("a hook not built yet", r.run(DeployPlugin{Name: "f", Topic: "t", Hook: plugins.HookSnapshot, Size: 1})[0], kerr.InvalidRequest.Code)
 	r.must("no such topic", r.run(DeployPlugin{Name: "f", Topic: "nope", Hook: plugins.HookProduce, Size: 1})[0], kerr.UnknownTopicOrPartition.Code)
 	r.must("of another tenant", r.run(DeployPlugin{Name: "acme~f", Topic: "t", Hook: plugins.HookProduce, Size: 1})[0], kerr.InvalidRequest.Code)
 

@@ -123,8 +123,15 @@ func ParsePluginConfig(entries []string) ([]fsm.PluginConfig, error) {
 }
 
 // CheckPluginModule compiles wasm and starts it, as the brokers will when
-// it is deployed: an error says why it cannot be a plugin.
-func CheckPluginModule(ctx context.Context, wasm []byte) error {
+// it is deployed to hook: an error says why it cannot be a plugin there.
+func CheckPluginModule(ctx context.Context, wasm []byte, hook string) error {
+	switch hook {
+	case fsm.PluginHookProduce, fsm.PluginHookFetch:
+	case fsm.PluginHookSnapshot:
+		return fmt.Errorf("the snapshot hook is not built yet: plugins run on the produce and fetch hooks (docs/plugins.md)")
+	default:
+		return fmt.Errorf("unknown hook %q: produce, fetch or snapshot", hook)
+	}
 	if len(wasm) == 0 || len(wasm) > fsm.MaxPluginModuleBytes {
 		return fmt.Errorf("a module of %d bytes: a module is 1 to %d bytes", len(wasm), fsm.MaxPluginModuleBytes)
 	}
@@ -133,6 +140,12 @@ func CheckPluginModule(ctx context.Context, wasm []byte) error {
 		return err
 	}
 	defer m.Close(ctx)
+	switch {
+	case hook == fsm.PluginHookProduce && !m.HasProduce():
+		return fmt.Errorf("the module has no produce hook (it does not export stele_produce)")
+	case hook == fsm.PluginHookFetch && !m.HasFetch():
+		return fmt.Errorf("the module has no fetch hook (it does not export stele_fetch; build it with this release's SDK)")
+	}
 	return m.Start(ctx)
 }
 
@@ -169,7 +182,7 @@ func servePluginDeploy(opts Options) http.HandlerFunc {
 			httpError(w, http.StatusRequestEntityTooLarge, "the module: %v (at most %d bytes)", err, fsm.MaxPluginModuleBytes)
 			return
 		}
-		if err := CheckPluginModule(r.Context(), wasm); err != nil {
+		if err := CheckPluginModule(r.Context(), wasm, hook); err != nil {
 			httpError(w, http.StatusBadRequest, "%v", err)
 			return
 		}

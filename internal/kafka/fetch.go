@@ -26,6 +26,9 @@ package kafka
 //    tenant's consumer_byte_rate counts them too (tenant_quotas.go).
 //  * Authorization (acls.go): READ on each topic; a partition of a topic
 //    without it gets TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
+//  * A topic's fetch plugins (fetch_plugins.go) rewrite the batches read
+//    before they are sent; one that fails fails the partition with
+//    UNKNOWN_SERVER_ERROR.
 //  * Fetch sessions (KIP-227) are declined: every answer carries session id
 //    0, so clients send full requests; a request naming a session gets
 //    FETCH_SESSION_ID_NOT_FOUND.
@@ -230,6 +233,14 @@ func (c *conn) fillFetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, pastEnd
 					stop = true
 				case data != nil:
 					total += len(data)
+					if data, err = c.s.runFetchPlugins(rt.Topic, rp.Partition, c.principalNow(), data); err != nil {
+						// Fail closed: never the stored records in the
+						// place of what a plugin was to send.
+						c.s.opts.Logger.Warn("fetch plugin failed", "topic", rt.Topic, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+						sp.ErrorCode = kerr.UnknownServerError.Code
+						stop = true
+						break
+					}
 					sp.RecordBatches, sp.HighWatermark = byzantineFetch(data, hwm)
 					if committed {
 						for _, a := range p.AbortedTxns(rp.FetchOffset, sp.LastStableOffset) {

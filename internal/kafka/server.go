@@ -249,6 +249,8 @@ type Server struct {
 	// shareSessions are the share sessions of share group members
 	// (share_groups.go).
 	shareSessions shareSessions
+	// fetchModules are the fetch plugins' modules (fetch_plugins.go).
+	fetchModules fetchModules
 	// ipSensors measure each address's connection creation rate against
 	// its ip quota (accept.go); ipHeld counts the connections held
 	// before being closed for it.
@@ -464,5 +466,6 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.fetchModules.close()
 	return nil
 }

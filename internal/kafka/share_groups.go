@@ -557,6 +557,9 @@ func (c *conn) fillShareFetch(resp *kmsg.ShareFetchResponse, sr *shareRequest, r
 			sp.Records = []byte{}
 			if len(p.Acquired) > 0 {
 				data, err := c.readAcquired(view, p)
+				if err == nil {
+					data, err = c.s.runFetchPlugins(p.Topic, p.Partition, c.principalNow(), data)
+				}
 				if err != nil {
 					// The records are acquired but cannot be sent: the
 					// client releases what it did not get (gaps it

@@ -20,7 +20,8 @@
 //
 // The state machine's plugins module (internal/fsm/plugins) runs the
 // produce hooks of deployed plugins with it, inside the deterministic
-// apply.
+// apply; the Kafka layer runs fetch hooks with it on the records a
+// consumer is sent (internal/kafka/fetch_plugins.go).
 package plugin
 
 import (
@@ -76,6 +77,7 @@ const (
 	exportInit    = "_initialize"
 	exportAlloc   = "stele_alloc"
 	exportProduce = "stele_produce"
+	exportFetch   = "stele_fetch"
 )
 
 // Module is a compiled plugin.
@@ -89,6 +91,8 @@ type Module struct {
 	globals []string
 	// fresh: start an instance for every call (the tests' reference).
 	fresh bool
+	// produce, fetch: whether the module has the hook.
+	produce, fetch bool
 
 	mu   sync.Mutex
 	warm *instance // started and saved, or nil
@@ -134,7 +138,9 @@ func (c *chance) Read(p []byte) (int, error) {
 
 // Compile meters and compiles wasm, refusing (ErrModule) what is not a
 // plugin: not a module the meter takes, imports from anywhere but WASI
-// preview 1, or the SDK's exports missing.
+// preview 1, or the SDK's exports missing (its start, its allocator, and
+// a hook: stele_produce, stele_fetch or both; HasProduce and HasFetch say
+// which).
 func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error) {
 	metered, err := meter.Meter(wasm)
 	if err != nil {
@@ -162,13 +168,25 @@ func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error
 		return nil, fmt.Errorf("%w: it imports a memory", ErrModule)
 	}
 	exports := cm.ExportedFunctions()
-	for _, name := range []string{exportInit, exportAlloc, exportProduce} {
+	for _, name := range []string{exportInit, exportAlloc} {
 		if _, ok := exports[name]; !ok {
 			return nil, fmt.Errorf("%w: it does not export %s (build it with the Go SDK, pkg/plugin, and -buildmode=c-shared)", ErrModule, name)
 		}
 	}
-	return &Module{Digest: sha256.Sum256(wasm), rt: rt, cm: cm, lim: lim, globals: metered.Globals}, nil
+	_, produce := exports[exportProduce]
+	_, fetch := exports[exportFetch]
+	if !produce && !fetch {
+		return nil, fmt.Errorf("%w: it exports no hook, neither %s nor %s (build it with the Go SDK, pkg/plugin, and -buildmode=c-shared)", ErrModule, exportProduce, exportFetch)
+	}
+	return &Module{Digest: sha256.Sum256(wasm), rt: rt, cm: cm, lim: lim, globals: metered.Globals, produce: produce, fetch: fetch}, nil
 }
+
+// HasProduce reports whether the module has a produce hook (exports
+// stele_produce; a module built with the SDK has both).
+func (m *Module) HasProduce() bool { return m.produce }
+
+// HasFetch reports whether the module has a fetch hook (stele_fetch).
+func (m *Module) HasFetch() bool { return m.fetch }
 
 // compile compiles metered, turning a panic of the runtime into an error.
 func compile(ctx context.Context, rt wazero.Runtime, metered []byte) (cm wazero.CompiledModule, err error) {
@@ -340,6 +358,32 @@ func (in *instance) fuelError(err error, budget int64) error {
 // module's start left (see the package comment). Stats.Fuel counts the
 // call, not the start.
 func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, st Stats, err error) {
+	if !m.produce {
+		return out, st, fmt.Errorf("%w: it has no produce hook (%s)", ErrModule, exportProduce)
+	}
+	err = m.run(ctx, exportProduce, wire.AppendInput(nil, in), len(in.Records), &st, func(b []byte) (err error) {
+		out, err = wire.DecodeOutput(b) // copies out of the memory
+		return err
+	})
+	return out, st, err
+}
+
+// Fetch runs the module's fetch hook on in, as Produce runs its produce
+// hook, on the same budget.
+func (m *Module) Fetch(ctx context.Context, in wire.FetchInput) (out wire.FetchOutput, st Stats, err error) {
+	if !m.fetch {
+		return out, st, fmt.Errorf("%w: it has no fetch hook (%s)", ErrModule, exportFetch)
+	}
+	err = m.run(ctx, exportFetch, wire.AppendFetchInput(nil, in), len(in.Records), &st, func(b []byte) (err error) {
+		out, err = wire.DecodeFetchOutput(b)
+		return err
+	})
+	return out, st, err
+}
+
+// run calls the hook export on input, of records records, and decodes its
+// answer with decode, which must copy what it keeps.
+func (m *Module) run(ctx context.Context, export string, input []byte, records int, st *Stats, decode func([]byte) error) (err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	inst := m.warm
@@ -349,18 +393,18 @@ func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, s
 		// state the start left.
 		inst.mod.Close(ctx)
 		if inst, err = m.revive(ctx, inst); err != nil {
-			return out, st, err
+			return err
 		}
 	}
 	if inst == nil && m.saved != nil && !m.fresh {
 		// The call before failed, and its instance was let go.
 		if inst, err = m.revive(ctx, m.saved); err != nil {
-			return out, st, err
+			return err
 		}
 	}
 	if inst == nil {
 		if inst, err = m.start(ctx); err != nil {
-			return out, st, err
+			return err
 		}
 	}
 	m.saved = inst
@@ -371,8 +415,7 @@ func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, s
 			inst.mod.Close(ctx) // after a failure nothing of it is trusted
 		}
 	}()
-	input := wire.AppendInput(nil, in)
-	budget := m.lim.Fuel + m.lim.FuelPerRecord*int64(len(in.Records))
+	budget := m.lim.Fuel + m.lim.FuelPerRecord*int64(records)
 	inst.fuel.Set(uint64(budget))
 	defer func() {
 		st.Fuel = budget - int64(inst.fuel.Get())
@@ -380,24 +423,23 @@ func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, s
 	}()
 	ptr, err := inst.call(ctx, exportAlloc, uint64(len(input)))
 	if err != nil {
-		return out, st, err
+		return err
 	}
 	if !inst.mod.Memory().Write(uint32(ptr), input) {
-		return out, st, fmt.Errorf("%w: stele_alloc gave %d bytes at %d, outside its memory", ErrTrap, len(input), ptr)
+		return fmt.Errorf("%w: stele_alloc gave %d bytes at %d, outside its memory", ErrTrap, len(input), ptr)
 	}
-	packed, err := inst.call(ctx, exportProduce, ptr, uint64(len(input)))
+	packed, err := inst.call(ctx, export, ptr, uint64(len(input)))
 	if err != nil {
-		return out, st, err
+		return err
 	}
 	b, ok := inst.mod.Memory().Read(uint32(packed>>32), uint32(packed))
 	if !ok {
-		return out, st, fmt.Errorf("%w: its answer of %d bytes at %d is outside its memory", ErrTrap, uint32(packed), packed>>32)
+		return fmt.Errorf("%w: its answer of %d bytes at %d is outside its memory", ErrTrap, uint32(packed), packed>>32)
 	}
-	out, err = wire.DecodeOutput(b) // copies out of the memory
-	if err != nil {
-		return out, st, fmt.Errorf("%w: its answer: %w", ErrTrap, err)
+	if err := decode(b); err != nil {
+		return fmt.Errorf("%w: its answer: %w", ErrTrap, err)
 	}
-	return out, st, nil
+	return nil
 }
 
 // firstLine is the first line of a runtime error (its stack follows).

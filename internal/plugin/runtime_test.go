@@ -237,6 +237,26 @@ func TestExampleJSONSchemaCheck(t *testing.T) {
 	}
 }
 
+// TestHookExports: a module with only one hook compiles, says which, and
+// refuses a call of the other; one with neither is refused.
+func TestHookExports(t *testing.T) {
+	ctx := context.Background()
+	m, err := Compile(ctx, pluginModule(t, "stele_fetch"), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	if m.HasProduce() || !m.HasFetch() {
+		t.Fatalf("hooks: produce %v, fetch %v", m.HasProduce(), m.HasFetch())
+	}
+	if _, _, err := m.Produce(ctx, wire.Input{}); !errors.Is(err, ErrModule) {
+		t.Fatalf("a produce call of a fetch-only module: %v", err)
+	}
+	if _, err := Compile(ctx, pluginModule(t, "stele_other"), DefaultLimits); !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), "no hook") {
+		t.Fatalf("a module with no hook: %v", err)
+	}
+}
+
 // BenchmarkRedactRecords: a call of redact (fields=card) on batches of 1,
 // 10, 100 and 1000 records of 1 KiB JSON, as the broker makes it (the
 // instance restored, the input encoded, the output decoded): the fixed
@@ -267,4 +287,28 @@ func BenchmarkRedactRecords(b *testing.B) {
 			b.ReportMetric(float64(fuel)/float64(n), "fuel/record")
 		})
 	}
+}
+
+// pluginModule is a module with a start, an allocator and one function,
+// exported as hook, that answers nothing: the least a plugin exports.
+func pluginModule(t *testing.T, hook string) []byte {
+	t.Helper()
+	section := func(m []byte, id byte, body []byte) []byte {
+		return append(append(m, id, byte(len(body))), body...)
+	}
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = section(m, 1, []byte{3, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 2, 0x7f, 0x7f, 1, 0x7e}) // () (i32)->i32 (i32,i32)->i64
+	m = section(m, 3, []byte{3, 0, 1, 2})
+	m = section(m, 5, []byte{1, 0, 1})
+	exports := []byte{4}
+	for i, name := range []string{"memory", "_initialize", "stele_alloc", hook} {
+		kind, index := byte(0), byte(i-1)
+		if i == 0 {
+			kind, index = 2, 0
+		}
+		exports = append(append(append(exports, byte(len(name))), name...), kind, index)
+	}
+	m = section(m, 7, exports)
+	// init: end; alloc: i32.const 1024; hook: i64.const 0.
+	return section(m, 10, []byte{3, 2, 0, 0x0b, 5, 0, 0x41, 0x80, 0x08, 0x0b, 4, 0, 0x42, 0, 0x0b})
 }

@@ -28,3 +28,12 @@ func steleProduce(ptr, n uint32) uint64 {
 	}
 	return uint64(uintptr(unsafe.Pointer(&outBuf[0])))<<32 | uint64(len(outBuf))
 }
+
+//go:wasmexport stele_fetch
+func steleFetch(ptr, n uint32) uint64 {
+	outBuf = runFetch(inBuf[:n])
+	if len(outBuf) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&outBuf[0])))<<32 | uint64(len(outBuf))
+}

@@ -23,12 +23,17 @@
 // the input there and answers a pointer and length of its output, packed
 // as ptr<<32|len (pkg/plugin/wire says the encoding of both).
 //
-// Deploy one with `stele plugin deploy NAME --wasm FILE --topic T`
-// (docs/plugins.md): every broker runs its produce hook on each batch
-// produced to the topic, inside the deterministic apply, with a runtime
-// (internal/plugin) that meters it, bounds its memory and gives it a clock
-// and randomness that are the same on every broker. Only the produce hook
-// runs so far.
+// A fetch hook, registered with HandleFetch, is exported as
+// stele_fetch(ptr, n) in the same way.
+//
+// Deploy one with `stele plugin deploy NAME --wasm FILE --topic T [--hook
+// produce|fetch]` (docs/plugins.md): every broker runs its produce hook on
+// each batch produced to the topic, inside the deterministic apply, with
+// a runtime (internal/plugin) that meters it, bounds its memory and gives
+// it a clock and randomness that are the same on every broker. A fetch
+// hook runs on the broker a consumer fetches from, on the records it is
+// about to send. One module may have both hooks, deployed under two
+// names. The snapshot hook does not run yet.
 package plugin
 
 import "github.com/stele-io/stele/pkg/plugin/wire"
@@ -80,4 +85,55 @@ func runProduce(in []byte) []byte {
 		recs = []Record{}
 	}
 	return wire.AppendOutput(nil, wire.Output{Records: recs})
+}
+
+// FetchRecord is a stored record as a fetch hook sees it: its offset and
+// the record.
+type FetchRecord = wire.FetchRecord
+
+// FetchBatch is what a fetch hook is given: the records a consumer's
+// fetch of one partition is about to receive, in offset order, the
+// consumer's principal (User:alice; User:ANONYMOUS where clients are not
+// authenticated) and the plugin's config.
+type FetchBatch struct {
+	Topic     string
+	Partition int32
+	Principal string
+	Records   []FetchRecord
+	Config    map[string]string
+}
+
+// FetchHook filters or transforms the records of a fetch: it returns the
+// records to send in their place, each with the offset of the record it
+// stands for (a subset of the input's offsets, in order: a record left
+// out is not sent), or an error, which fails the consumer's fetch of the
+// partition.
+type FetchHook func(b *FetchBatch) ([]FetchRecord, error)
+
+var fetch FetchHook
+
+// HandleFetch registers the plugin's fetch hook.
+func HandleFetch(h FetchHook) { fetch = h }
+
+// runFetch decodes in, runs the fetch hook and encodes its answer.
+func runFetch(in []byte) []byte {
+	dec, err := wire.DecodeFetchInput(in)
+	if err != nil {
+		return wire.AppendFetchOutput(nil, wire.FetchOutput{Reject: true, Message: "the plugin could not read its input: " + err.Error()})
+	}
+	if fetch == nil {
+		return wire.AppendFetchOutput(nil, wire.FetchOutput{Reject: true, Message: "the plugin has no fetch hook"})
+	}
+	b := &FetchBatch{Topic: dec.Topic, Partition: dec.Partition, Principal: dec.Principal, Records: dec.Records, Config: map[string]string{}}
+	for _, c := range dec.Config {
+		b.Config[c.Key] = c.Value
+	}
+	recs, err := fetch(b)
+	if err != nil {
+		return wire.AppendFetchOutput(nil, wire.FetchOutput{Reject: true, Message: err.Error()})
+	}
+	if recs == nil {
+		recs = []FetchRecord{}
+	}
+	return wire.AppendFetchOutput(nil, wire.FetchOutput{Records: recs})
 }

@@ -45,3 +45,38 @@ func TestRunProduce(t *testing.T) {
 		t.Fatalf("all filtered: %+v", out)
 	}
 }
+
+// TestRunFetch: the same of the fetch hook, the principal and offsets
+// passed through.
+func TestRunFetch(t *testing.T) {
+	defer func() { fetch = nil }()
+	in := wire.AppendFetchInput(nil, wire.FetchInput{Config: []wire.Config{{Key: "x", Value: "1"}}, Topic: "t", Principal: "User:alice",
+		Records: []wire.FetchRecord{{Offset: 7, Record: wire.Record{Value: []byte("a")}}, {Offset: 9, Record: wire.Record{Value: []byte("b")}}}})
+	decode := func(b []byte) wire.FetchOutput {
+		t.Helper()
+		out, err := wire.DecodeFetchOutput(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := decode(runFetch(in)); !out.Reject || out.Message != "the plugin has no fetch hook" {
+		t.Fatalf("no hook: %+v", out)
+	}
+	HandleFetch(func(b *FetchBatch) ([]FetchRecord, error) {
+		if b.Config["x"] != "1" || b.Principal != "User:alice" {
+			return nil, errors.New("wrong batch")
+		}
+		return b.Records[1:], nil
+	})
+	if out := decode(runFetch([]byte{1, 2})); !out.Reject {
+		t.Fatalf("a bad input: %+v", out)
+	}
+	if out := decode(runFetch(in)); out.Reject || len(out.Records) != 1 || out.Records[0].Offset != 9 {
+		t.Fatalf("records: %+v", out)
+	}
+	HandleFetch(func(*FetchBatch) ([]FetchRecord, error) { return nil, errors.New("no") })
+	if out := decode(runFetch(in)); !out.Reject || out.Message != "no" {
+		t.Fatalf("an error: %+v", out)
+	}
+}

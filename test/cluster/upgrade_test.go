@@ -32,9 +32,9 @@ const exitUpgradeRequired = 10
 
 // TestUpgradeUnderLoad (issue 16 item 8, docs/cluster.md "Upgrades"): a
 // running 4-broker cluster, under idempotent produce load, upgrades from
-// the default build (app version 17, which a new chain starts at) to one
-// built with -tags steleupgradetest, whose version 18 hashes blocks
-// differently. `stele cluster upgrade` schedules version 18 a few dozen
+// the default build (app version 18, which a new chain starts at) to one
+// built with -tags steleupgradetest, whose version 19 hashes blocks
+// differently. `stele cluster upgrade` schedules version 19 a few dozen
 // heights ahead with every
 // validator's key, and the operator follows the documented procedure:
 // restart each broker on the new binary as soon as it exits with status 10.
@@ -45,14 +45,14 @@ const exitUpgradeRequired = 10
 // node3 to stop too, with nobody left to give it h-1). Here node3 is frozen
 // (SIGSTOP) well before the height; the three others commit h-1 without it,
 // each stops with exit status 10 and is started on the new binary at once,
-// and they go on under version 17. Thawed, node3, still on the old binary,
+// and they go on under version 18. Thawed, node3, still on the old binary,
 // takes the heights it lacks up to h-1 from the new-binary peers, stops
 // with status 10 in turn, and is started on the new binary after the
 // others have moved past h (a broker down across the height). Then two
 // brokers are wiped and block-sync the chain from genesis: node1 on the old
 // binary, which must stop with status 10 before h (block sync used to
 // crash there with Go's status 2) and then runs the new one, and node2 on
-// the new binary alone, applying version 17 below h and version 18 from h.
+// the new binary alone, applying version 18 below h and version 19 from h.
 // Nothing acknowledged is lost, every broker ends at one app hash (no
 // fork) with byte-identical logs.
 func TestUpgradeUnderLoad(t *testing.T) {
@@ -67,13 +67,13 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		produceTimeout: 5 * time.Second, deliveryTimeout: 2 * time.Minute,
 	})
 	w.waitAcked(c, 30*time.Second, 200, "old binary, 4 brokers")
-	if v := c.upgradeState(0); v.AppVersion != 17 || v.MaxAppVersion != 17 || v.Scheduled != nil {
+	if v := c.upgradeState(0); v.AppVersion != 18 || v.MaxAppVersion != 18 || v.Scheduled != nil {
 		t.Fatalf("before the upgrade: %+v", v)
 	}
 
-	v := c.scheduleUpgrade("+40", 18, "upgradetest")
+	v := c.scheduleUpgrade("+40", 19, "upgradetest")
 	h := v.Scheduled.Height
-	t.Logf("%s upgrade to app version 18 scheduled at height %d (committed at %d)", harness.Clock(), h, v.Height)
+	t.Logf("%s upgrade to app version 19 scheduled at height %d (committed at %d)", harness.Clock(), h, v.Height)
 
 	// node3 lags: frozen more than a dozen heights before h-1.
 	const laggard = 3
@@ -108,7 +108,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	c.WaitCaughtUp(2*time.Minute, laggard, 0, 1, 2)
 	w.waitAcked(c, 2*time.Minute, 500, "new binary, 4 brokers")
 	for _, i := range c.All() {
-		if v := c.upgradeState(i); v.AppVersion != 18 || v.MaxAppVersion != 18 || v.Scheduled != nil || v.Height < h {
+		if v := c.upgradeState(i); v.AppVersion != 19 || v.MaxAppVersion != 19 || v.Scheduled != nil || v.Height < h {
 			t.Fatalf("node%d after the upgrade: %+v", i, v)
 		}
 	}
@@ -125,7 +125,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	c.Launch(syncedOld)
 	c.upgradeAsTheyExit(2*time.Minute, h, newBin, syncedOld)
 	c.WaitCaughtUp(2*time.Minute, syncedOld, 0, 2, 3)
-	// On the new binary it applies version 17 rules below h, version 18
+	// On the new binary it applies version 18 rules below h, version 19
 	// from h.
 	const syncedNew = 2
 	c.Stop(syncedNew)
@@ -133,7 +133,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	c.Start(syncedNew)
 	c.WaitCaughtUp(2*time.Minute, syncedNew, 0, 1, 3)
 	for _, i := range []int{syncedOld, syncedNew} {
-		if v := c.upgradeState(i); v.AppVersion != 18 || v.Height < h {
+		if v := c.upgradeState(i); v.AppVersion != 19 || v.Height < h {
 			t.Fatalf("node%d rebuilt by block sync: %+v", i, v)
 		}
 	}
@@ -184,7 +184,7 @@ func (c *cluster) upgradeAsTheyExit(d time.Duration, h int64, newBin string, idx
 			t.Fatalf("node%d exited with %v, want exit status %d", i, err, exitUpgradeRequired)
 		}
 		lines := c.logLines(i, "upgrade required")
-		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 18") {
+		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], fmt.Sprintf("from height %d", h)) || !strings.Contains(lines[len(lines)-1], "app version 19") {
 			t.Fatalf("node%d's last words do not name the version and height: %q", i, lines)
 		}
 		t.Logf("%s node%d stopped with exit status %d before height %d", harness.Clock(), i, exitUpgradeRequired, h)

@@ -33,11 +33,12 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // share groups counted against its groups quota
 // (tenants.ShareGroupsQuotaVersion); version 17 plugins (plugins.Version:
 // the plugins module's commands, and produce plugins rewriting a topic's
-// batches). New chains
+// batches); version 18 fetch plugins (plugins.FetchVersion: a deployment
+// to the fetch hook, which version 17 refuses). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
-// up by an upgrade. Builds with the steleupgradetest tag add a version 18
+// up by an upgrade. Builds with the steleupgradetest tag add a version 19
 // that hashes differently, to test upgrades (appversion_upgradetest.go).
-const MaxAppVersion uint32 = 17
+const MaxAppVersion uint32 = 18
 
 // blockDigestDomain opens the block digest of blocks applied under app
 // version v.

@@ -25,6 +25,14 @@
 //
 // Deleting a topic removes the deployments on it.
 //
+// From app version 18 (FetchVersion) a plugin may be deployed to the
+// fetch hook (its module must export stele_fetch): the state machine
+// keeps the deployment and its module and checks that the module starts,
+// as for a produce plugin, but never runs it; the View hands the fetch
+// plugins of each topic to the Kafka layer, which runs them on the records
+// a consumer is sent (internal/kafka/fetch_plugins.go). The snapshot hook
+// is refused.
+//
 // The produce hook (the topics module's Transforms, rank 10) rewrites
 // each batch of a produce to the topic, but for an idempotent producer's
 // retries and batches the topics module refuses as sent: its records go
@@ -61,6 +69,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -89,8 +98,13 @@ const (
 // Version is the app version from which plugins exist.
 const Version = 17
 
-// The hooks a plugin may be deployed to. Only produce runs so far; the
-// others are refused at deploy (docs/plugins.md says what is left).
+// FetchVersion is the app version from which a plugin may be deployed to
+// the fetch hook (below it the deployment is refused, as version 17's
+// binaries refuse it).
+const FetchVersion = 18
+
+// The hooks a plugin may be deployed to. Produce and fetch run; snapshot
+// is refused at deploy (docs/plugins.md says what is left).
 const (
 	HookProduce  = "produce"
 	HookFetch    = "fetch"
@@ -454,7 +468,7 @@ func (f *Plugins) deploy(c DeployPlugin) core.Result {
 	if topics.IsView(t) {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic '%s' is a view: its records are copied from its sources, where a plugin may run", local(c.Topic)))
 	}
-	if c.Hook != HookProduce {
+	if c.Hook == HookSnapshot || (c.Hook == HookFetch && f.cluster.Version < FetchVersion) {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("the %s hook is not built yet: only produce plugins run (docs/plugins.md)", c.Hook))
 	}
 	if f.active[c.Name] == nil && f.pending[c.Name] == nil {
@@ -479,6 +493,9 @@ func (f *Plugins) deploy(c DeployPlugin) core.Result {
 	}
 	if old := f.active[c.Name]; old != nil && old.Digest == c.Digest && old.Size == c.Size {
 		d.wasm = old.wasm // the same module: in effect at once
+		if r := f.checkHook(d); r.Code != 0 {
+			return r
+		}
 		f.setActive(d)
 		return needed(0)
 	}
@@ -518,14 +535,31 @@ func (f *Plugins) chunk(c PluginChunk) core.Result {
 		f.dropPending(c.Name)
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("plugin %s: the module's bytes do not hash to the digest deployed; the upload is dropped", local(c.Name)))
 	}
-	if _, err := f.module(d); err != nil {
+	if r := f.checkHook(d); r.Code != 0 {
 		f.dropPending(c.Name)
-		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("plugin %s refused: %v", local(c.Name), err))
+		return r
 	}
 	f.dropPending(c.Name)
 	d.Height = f.Height
 	f.setActive(d)
 	return needed(0)
+}
+
+// checkHook compiles and starts d's module (or finds it compiled) and
+// checks that it has d's hook.
+func (f *Plugins) checkHook(d *Deployment) core.Result {
+	m, err := f.module(d)
+	switch {
+	case err != nil:
+	case d.Hook == HookProduce && !m.HasProduce():
+		err = errors.New("the module has no produce hook (it does not export stele_produce)")
+	case d.Hook == HookFetch && !m.HasFetch():
+		err = errors.New("the module has no fetch hook (it does not export stele_fetch; build it with this release's SDK)")
+	}
+	if err != nil {
+		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("plugin %s refused: %v", local(d.Name), err))
+	}
+	return core.Result{}
 }
 
 func (f *Plugins) remove(c RemovePlugin) core.Result {
@@ -838,6 +872,16 @@ func publishPlugins(f *Plugins, _ bool) {
 		v.all = append(v.all, info(f.pending[name], StateUploading))
 	}
 	slices.SortStableFunc(v.all, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	for _, topic := range core.SortedKeys(f.byTopic) {
+		for _, d := range f.byTopic[topic] {
+			if d.Hook == HookFetch {
+				if v.fetch == nil {
+					v.fetch = map[string][]FetchDeployment{}
+				}
+				v.fetch[topic] = append(v.fetch[topic], FetchDeployment{Name: d.Name, Digest: d.Digest, Config: slices.Clone(d.Config), Wasm: d.wasm})
+			}
+		}
+	}
 	f.view.Store(v)
 }
 
@@ -856,7 +900,29 @@ func info(d *Deployment, state string) Info {
 func (f *Plugins) PluginsView() *View { return f.view.Load() }
 
 // View is the committed deployments, as readers see them.
-type View struct{ all []Info }
+type View struct {
+	all []Info
+	// fetch: each topic's fetch deployments in effect, by name.
+	fetch map[string][]FetchDeployment
+}
+
+// FetchDeployment is a fetch plugin in effect, with its module for the
+// broker to run (Wasm is shared: read it, never change it).
+type FetchDeployment struct {
+	Name   string // qualified
+	Digest [32]byte
+	Config []PluginConfig
+	Wasm   []byte
+}
+
+// Fetch returns the fetch plugins in effect on topic (qualified), in the
+// order they run: by name.
+func (v *View) Fetch(topic string) []FetchDeployment {
+	if v == nil {
+		return nil
+	}
+	return v.fetch[topic]
+}
 
 // Info is one deployment as readers see it: in effect (StateActive) or
 // uploading its module (StateUploading; Received bytes of Size so far).

@@ -14,6 +14,16 @@
 //	records: u32 count, then each: i64 timestamp, nullable key, nullable
 //	        value, u32 header count, (string key, nullable value)...
 //
+// The fetch hook's input and output are the same but for a principal after
+// the partition and each record's offset before it:
+//
+//	FetchInput:  u32 version (1), u32 config count, (string key, string
+//	        value)..., string topic, i32 partition, string principal,
+//	        fetch records
+//	FetchOutput: u8 verdict: 0 (fetch records follow) or 1 (a string
+//	        message follows)
+//	fetch records: u32 count, then each: i64 offset, then a record as above
+//
 // A decoder refuses what the bytes after a count could not hold, so no
 // input makes it allocate more than the input's size allows.
 package wire
@@ -66,6 +76,65 @@ type Output struct {
 	Records []Record
 }
 
+// FetchRecord is a stored record as the fetch hook sees it: its offset and
+// the record.
+type FetchRecord struct {
+	Offset int64
+	Record
+}
+
+// FetchInput is what a fetch hook is given: its plugin's config, the
+// partition, the principal of the consumer (User:alice, User:ANONYMOUS
+// where clients are not authenticated) and the records of the fetch, in
+// offset order.
+type FetchInput struct {
+	Config    []Config
+	Topic     string
+	Partition int32
+	Principal string
+	Records   []FetchRecord
+}
+
+// FetchOutput is what a fetch hook answers: the records to send in place
+// of the input's (each with the offset of the input record it stands for),
+// or a refusal with its message.
+type FetchOutput struct {
+	Reject  bool
+	Message string
+	Records []FetchRecord
+}
+
+// AppendFetchInput appends the encoding of in to b.
+func AppendFetchInput(b []byte, in FetchInput) []byte {
+	b = binary.LittleEndian.AppendUint32(b, Version)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(in.Config)))
+	for _, c := range in.Config {
+		b = appendString(b, c.Key)
+		b = appendString(b, c.Value)
+	}
+	b = appendString(b, in.Topic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(in.Partition))
+	b = appendString(b, in.Principal)
+	return appendFetchRecords(b, in.Records)
+}
+
+// AppendFetchOutput appends the encoding of out to b.
+func AppendFetchOutput(b []byte, out FetchOutput) []byte {
+	if out.Reject {
+		return appendString(append(b, 1), out.Message)
+	}
+	return appendFetchRecords(append(b, 0), out.Records)
+}
+
+func appendFetchRecords(b []byte, rs []FetchRecord) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(rs)))
+	for _, r := range rs {
+		b = binary.LittleEndian.AppendUint64(b, uint64(r.Offset))
+		b = appendRecord(b, r.Record)
+	}
+	return b
+}
+
 // AppendInput appends the encoding of in to b.
 func AppendInput(b []byte, in Input) []byte {
 	b = binary.LittleEndian.AppendUint32(b, Version)
@@ -103,14 +172,19 @@ func appendNullable(b []byte, v []byte) []byte {
 func appendRecords(b []byte, rs []Record) []byte {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(rs)))
 	for _, r := range rs {
-		b = binary.LittleEndian.AppendUint64(b, uint64(r.Timestamp))
-		b = appendNullable(b, r.Key)
-		b = appendNullable(b, r.Value)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Headers)))
-		for _, h := range r.Headers {
-			b = appendString(b, h.Key)
-			b = appendNullable(b, h.Value)
-		}
+		b = appendRecord(b, r)
+	}
+	return b
+}
+
+func appendRecord(b []byte, r Record) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.Timestamp))
+	b = appendNullable(b, r.Key)
+	b = appendNullable(b, r.Value)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = appendString(b, h.Key)
+		b = appendNullable(b, h.Value)
 	}
 	return b
 }
@@ -130,6 +204,42 @@ func DecodeInput(b []byte) (Input, error) {
 	in.Partition = int32(d.u32())
 	in.Records = d.records()
 	return in, d.done()
+}
+
+// DecodeFetchInput decodes a fetch hook's input; the result shares no
+// bytes with b.
+func DecodeFetchInput(b []byte) (FetchInput, error) {
+	d := decoder{b: b}
+	var in FetchInput
+	if v := d.u32(); d.err == nil && v != Version {
+		return in, fmt.Errorf("%w: input version %d, this decoder reads %d", ErrMalformed, v, Version)
+	}
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		in.Config = append(in.Config, Config{Key: d.string(), Value: d.string()})
+	}
+	in.Topic = d.string()
+	in.Partition = int32(d.u32())
+	in.Principal = d.string()
+	in.Records = d.fetchRecords()
+	return in, d.done()
+}
+
+// DecodeFetchOutput decodes a fetch hook's output; the result shares no
+// bytes with b.
+func DecodeFetchOutput(b []byte) (FetchOutput, error) {
+	d := decoder{b: b}
+	var out FetchOutput
+	switch v := d.u8(); {
+	case d.err != nil:
+	case v == 0:
+		out.Records = d.fetchRecords()
+	case v == 1:
+		out.Reject, out.Message = true, d.string()
+	default:
+		d.fail("verdict %d", v)
+	}
+	return out, d.done()
 }
 
 // DecodeOutput decodes an output; the result shares no bytes with b.
@@ -222,13 +332,27 @@ func (d *decoder) records() []Record {
 	n := d.count(20) // timestamp, two lengths, a header count
 	rs := make([]Record, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
-		r := Record{Timestamp: int64(d.u64()), Key: d.nullable(), Value: d.nullable()}
-		for j, m := 0, d.count(8); j < m && d.err == nil; j++ {
-			r.Headers = append(r.Headers, Header{Key: d.string(), Value: d.nullable()})
-		}
-		rs = append(rs, r)
+		rs = append(rs, d.record())
 	}
 	return slices.Clip(rs)
+}
+
+func (d *decoder) fetchRecords() []FetchRecord {
+	n := d.count(28) // an offset, then a record's 20
+	rs := make([]FetchRecord, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		off := int64(d.u64())
+		rs = append(rs, FetchRecord{Offset: off, Record: d.record()})
+	}
+	return slices.Clip(rs)
+}
+
+func (d *decoder) record() Record {
+	r := Record{Timestamp: int64(d.u64()), Key: d.nullable(), Value: d.nullable()}
+	for j, m := 0, d.count(8); j < m && d.err == nil; j++ {
+		r.Headers = append(r.Headers, Header{Key: d.string(), Value: d.nullable()})
+	}
+	return r
 }
 
 func (d *decoder) done() error {

@@ -5,6 +5,12 @@
 // hook's reading of the clock and of chance; grow: the same after
 // allocating 16 MiB (which grows the module's memory); spin: never
 // returns; hog: allocates without end; panic: panics.
+//
+// Its fetch hook, by the same config's "fetch": filter: leaves out the
+// records keyed "drop", upper-cases the others' values and adds a header
+// "principal" with the consumer's principal; bogus: answers a record at
+// an offset it was not given; reject: fails with "no fetch for you";
+// spin: never returns.
 package main
 
 import (
@@ -45,6 +51,31 @@ func init() {
 			}
 			r.Value = append(bytes.ToUpper(r.Value), b.Config["suffix"]...)
 			r.Headers = append(r.Headers, plugin.Header{Key: "seen", Value: fmt.Appendf(nil, "%d/%d", time.Now().UnixNano(), rand.IntN(1000000))})
+			out = append(out, r)
+		}
+		return out, nil
+	})
+}
+
+func init() {
+	plugin.HandleFetch(func(b *plugin.FetchBatch) ([]plugin.FetchRecord, error) {
+		switch b.Config["fetch"] {
+		case "bogus":
+			return []plugin.FetchRecord{{Offset: -1}}, nil
+		case "reject":
+			return nil, errors.New("no fetch for you")
+		case "spin":
+			for {
+				sink = nil
+			}
+		}
+		var out []plugin.FetchRecord
+		for _, r := range b.Records {
+			if string(r.Key) == "drop" {
+				continue
+			}
+			r.Value = bytes.ToUpper(r.Value)
+			r.Headers = append(r.Headers, plugin.Header{Key: "principal", Value: []byte(b.Principal)})
 			out = append(out, r)
 		}
 		return out, nil
