@@ -32,6 +32,9 @@ const (
 // ValidPluginName is plugins.ValidName.
 func ValidPluginName(local string) error { return plugins.ValidName(local) }
 
+// PluginConfigSecret is plugins.ConfigSecret.
+func PluginConfigSecret(key string) bool { return plugins.ConfigSecret(key) }
+
 // CheckPluginConfig is plugins.CheckConfig.
 func CheckPluginConfig(c []PluginConfig) error { return plugins.CheckConfig(c) }
 

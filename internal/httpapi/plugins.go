@@ -62,8 +62,12 @@ type PluginResult struct {
 	Uploaded bool `json:"uploaded"`
 }
 
+// PluginSecretShown is what a listing shows of a secret config value
+// (a key that begins with "secret.").
+const PluginSecretShown = "[hidden]"
+
 // pluginsVisible are the deployments r's principal may see: of its
-// tenant, on topics it may DESCRIBE_CONFIGS.
+// tenant, on topics it may DESCRIBE_CONFIGS; secret config values hidden.
 func pluginsVisible(opts Options, r *http.Request) []Plugin {
 	tenant := registryTenant(r)
 	out := []Plugin{}
@@ -76,7 +80,11 @@ func pluginsVisible(opts Options, r *http.Request) []Plugin {
 		p := Plugin{Name: name, Topic: topic, Hook: in.Hook, Digest: in.Digest, Size: in.Size, State: in.State,
 			Received: in.Received, Config: []PluginEntry{}, Height: in.Height}
 		for _, kv := range in.Config {
-			p.Config = append(p.Config, PluginEntry{Key: kv.Key, Value: kv.Value})
+			v := kv.Value
+			if fsm.PluginConfigSecret(kv.Key) {
+				v = PluginSecretShown
+			}
+			p.Config = append(p.Config, PluginEntry{Key: kv.Key, Value: v})
 		}
 		out = append(out, p)
 	}

@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -234,6 +236,46 @@ func TestExampleJSONSchemaCheck(t *testing.T) {
 	in.Records = append(in.Records, wire.Record{Value: []byte(`{"id":"three"}`)})
 	if out, _, err := m.Produce(ctx, in); err != nil || !out.Reject || !strings.Contains(out.Message, "record 3 does not conform") {
 		t.Fatalf("a value that does not conform: %+v %v", out, err)
+	}
+}
+
+// TestExampleEncrypt: the encrypt example, built with the SDK, has both
+// hooks: its produce hook seals a value into an envelope (the same one on
+// a second call: nothing of a call reaches the next, and the nonce is
+// derived), and its fetch hook opens it for a reader and leaves it sealed
+// for anyone else, offsets kept. A module is compiled once for both.
+func TestExampleEncrypt(t *testing.T) {
+	ctx := context.Background()
+	m, err := Compile(ctx, buildExample(t, "encrypt"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	if !m.HasProduce() || !m.HasFetch() {
+		t.Fatalf("hooks: produce %v, fetch %v", m.HasProduce(), m.HasFetch())
+	}
+	key := wire.Config{Key: "secret.key.k1", Value: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}
+	in := wire.Input{Config: []wire.Config{key}, Topic: "payments",
+		Records: []wire.Record{{Key: []byte("p1"), Value: []byte("4111 1111")}, {Key: []byte("p2"), Value: nil}}}
+	out, st, err := m.Produce(ctx, in)
+	if err != nil || out.Reject || len(out.Records) != 2 || !bytes.HasPrefix(out.Records[0].Value, []byte("STE1")) || out.Records[1].Value != nil {
+		t.Fatalf("sealing: %+v %v", out, err)
+	}
+	again, _, err := m.Produce(ctx, in)
+	if err != nil || !bytes.Equal(again.Records[0].Value, out.Records[0].Value) {
+		t.Fatalf("sealed again: %q, first %q (%v)", again.Records[0].Value, out.Records[0].Value, err)
+	}
+	t.Logf("sealing two records used %d fuel", st.Fuel)
+	fin := wire.FetchInput{Config: []wire.Config{key, {Key: "readers", Value: "User:alice"}}, Topic: "payments", Principal: "User:alice",
+		Records: []wire.FetchRecord{{Offset: 10, Record: out.Records[0]}, {Offset: 11, Record: out.Records[1]}}}
+	fout, st, err := m.Fetch(ctx, fin)
+	if err != nil || fout.Reject || len(fout.Records) != 2 || string(fout.Records[0].Value) != "4111 1111" || fout.Records[0].Offset != 10 || fout.Records[1].Offset != 11 {
+		t.Fatalf("opening for alice: %+v %v", fout, err)
+	}
+	t.Logf("opening two records used %d fuel", st.Fuel)
+	fin.Principal = "User:eve"
+	if fout, _, err := m.Fetch(ctx, fin); err != nil || !bytes.Equal(fout.Records[0].Value, out.Records[0].Value) {
+		t.Fatalf("eve's fetch: %+v %v", fout, err)
 	}
 }
 

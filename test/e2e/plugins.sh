@@ -17,7 +17,14 @@
 #  6. The example jsonschema-check, deployed on a second topic with a JSON
 #     Schema: kcat's conforming values are stored, a value that does not
 #     conform is refused with INVALID_RECORD.
-# e2e-limit: 300
+#  7. The example encrypt, one module on two hooks of a third topic: its
+#     produce hook (deployed as encrypt) seals kcat's values into AES-GCM
+#     envelopes; its fetch hook (deployed as decrypt, --hook fetch) opens
+#     them only for the principals in readers=. With readers=User:nobody
+#     kcat and stele consume (franz-go) read envelopes; with the same
+#     module redeployed with readers=User:ANONYMOUS they read the values
+#     sent. The key (a secret. config) is never shown by describe.
+# e2e-limit: 360
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
@@ -107,5 +114,43 @@ grep -qi "failed to validate record\|INVALID_RECORD" "$E2E_TMP/kcat-put.err" ||
 got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$checked" -e -q -f '%o %s\n')
 [[ $got == $'0 {"id":1}\n1 {"id":2,"note":"x"}' ]] || fail "kcat read $checked: $got"
 log "jsonschema-check: conforming values stored, a value that does not conform refused"
+
+# --- 7. encrypt and decrypt: one module, two hooks -------------------------------------
+secret=$topic-secret
+e2e_topic_create "$secret" 1
+enc=$E2E_TMP/encrypt.wasm
+(cd "$root" && GOOS=wasip1 GOARCH=wasm e2e_timeout 240 go build -buildmode=c-shared -o "$enc" ./examples/plugins/encrypt) ||
+	fail "building examples/plugins/encrypt"
+key=$(head -c 32 /dev/urandom | base64)
+out=$(plugin deploy encrypt --wasm "$enc" --topic "$secret" --config "secret.key.k1=$key" 2>&1) ||
+	fail "stele plugin deploy encrypt: $out"
+log "$out"
+out=$(plugin deploy decrypt --wasm "$enc" --topic "$secret" --hook fetch --config "secret.key.k1=$key" --config readers=User:nobody 2>&1) ||
+	fail "stele plugin deploy decrypt --hook fetch: $out"
+log "$out"
+printf '%s
+' 'card 4111-1111' 'card 5500-0000' | e2e_timeout 20 kcat -P -b "$BROKER" -t "$secret" -k acct \
+	-X message.send.max.retries=0 2>"$E2E_TMP/kcat-put.err" || fail "kcat into $secret: $(cat "$E2E_TMP/kcat-put.err")"
+# An envelope: STE1, the key's ID (a length byte and k1), a 12-byte nonce,
+# the 14 bytes sealed and a 16-byte tag: 49 bytes.
+got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$secret" -e -q -f '%o %S\n')
+[[ $got == $'0 49\n1 49' ]] || fail "kcat, not a reader, read values of sizes: $got (want two envelopes of 49 bytes)"
+n=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$secret" -e -q -f '%s\n' | grep -ac '^STE1')
+[[ $n == 2 ]] || fail "kcat, not a reader: $n values begin with STE1, want 2"
+consume() { e2e_timeout 30 "$STELE_BIN" consume "$secret" --brokers "$BROKER" --from-beginning --max-messages 2 2>/dev/null; }
+got=$(consume) || fail "stele consume $secret"
+! grep -qa 4111 <<<"$got" && grep -qa STE1 <<<"$got" || fail "stele consume, not a reader, read: $got"
+log "not a reader: kcat and stele consume read envelopes"
+out=$(plugin deploy decrypt --wasm "$enc" --topic "$secret" --hook fetch --config "secret.key.k1=$key" --config readers=User:ANONYMOUS 2>&1) ||
+	fail "stele plugin deploy decrypt again: $out"
+grep -q "ran already" <<<"$out" || fail "redeploying decrypt uploaded the module again: $out"
+got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$secret" -e -q -f '%o %k %s\n')
+[[ $got == $'0 acct card 4111-1111\n1 acct card 5500-0000' ]] || fail "kcat, a reader, read: $got"
+got=$(consume) || fail "stele consume $secret"
+[[ $got == $'card 4111-1111\ncard 5500-0000' ]] || fail "stele consume, a reader, read: $got"
+out=$(plugin describe decrypt 2>&1) || fail "stele plugin describe decrypt: $out"
+grep -q "secret.key.k1=\[hidden\] readers=User:ANONYMOUS" <<<"$out" || fail "stele plugin describe decrypt: $out"
+! grep -qF "$key" <<<"$out" || fail "stele plugin describe shows the key"
+log "a reader: kcat and stele consume read the values sent; describe hides the key: $(grep config <<<"$out")"
 e2e_broker_stop 30
 log "PASS"

@@ -146,6 +146,12 @@ const (
 // given.
 type PluginConfig struct{ Key, Value string }
 
+// ConfigSecret reports whether a config key's value is a secret (the key
+// begins with "secret."): the plugin gets it, listings never show it.
+// It is replicated state like the rest of the config: every broker holds
+// it.
+func ConfigSecret(key string) bool { return strings.HasPrefix(key, "secret.") }
+
 // DeployPlugin deploys the module of Digest (Size bytes) as Name on
 // Topic's Hook with Config. Name and Topic are qualified with their
 // tenant, which must be the same.
