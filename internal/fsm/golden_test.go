@@ -909,6 +909,11 @@ func goldenScenario(t *testing.T) []block {
 	hide := constFetchPlugin(wire.FetchOutput{Records: []wire.FetchRecord{}})
 	fdeploy, fchunks := plugins.DeployCommands("hide", "queue", plugins.HookFetch, nil, hide)
 	must("a fetch plugin under version 17", g.cmds(100, fdeploy)[0], kerr.InvalidRequest.Code)
+	// A module importing the host functions is refused under 17.
+	counter := statePlugin(wire.Output{Records: []wire.Record{{Timestamp: g.now, Value: []byte("counted")}}}, "seen", "yes")
+	sdeploy, schunks := plugins.DeployCommands("counter", "queue", plugins.HookProduce, nil, counter)
+	must("a plugin importing the host functions under version 17", g.cmds(100, sdeploy)[0], 0)
+	must("its module, refused", g.cmds(100, schunks[0])[0], kerr.InvalidRequest.Code)
 	v18 := cluster.UpgradePlan{Height: int64(len(g.blocks)) + 1 + cluster.MinUpgradeDelay, Version: 18, Name: "v18"}
 	must("upgrade to version 18", g.cmds(100, upgradeVote(v18, vkeys[0], vkeys[1], vkeys[2]))[0], 0)
 	for int64(len(g.blocks)) < v18.Height {
@@ -919,6 +924,12 @@ func goldenScenario(t *testing.T) []block {
 	if r := must("a produce a fetch plugin leaves as sent", g.cmds(100, topics.Produce{Topic: "queue", Partition: 0, Records: qbatch})[0], 0); r.BaseOffset != 8 {
 		t.Fatalf("golden scenario: the produce past the fetch plugin at %d", r.BaseOffset)
 	}
+	// From 18 it is taken; its produce sets a key of its state, stored
+	// with the batch; removing it drops its state.
+	must("a plugin importing the host functions", g.cmds(100, sdeploy)[0], 0)
+	must("its module", g.cmds(100, schunks[0])[0], 0)
+	must("a produce that sets its state", g.cmds(100, topics.Produce{Topic: "queue", Partition: 0, Records: qbatch})[0], 0)
+	must("remove it", g.cmds(100, RemovePlugin{Name: "counter", Topic: "queue"})[0], 0)
 	pdeploy, pchunks := plugins.DeployCommands("stamp2", "queue", plugins.HookFetch, nil, stamp)
 	must("a module without a fetch hook, on it", g.cmds(100, pdeploy)[0], 0)
 	for i, c := range pchunks {

@@ -414,7 +414,7 @@ func TestHooks(t *testing.T) {
 	}
 	want := map[string][]string{
 		"batch checks":       {"10 producers: transactions"},
-		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes", "40 schemas: schema validation"},
+		"produce checks":     {"10 keys: expected versions", "20 trust: signatures", "30 tenants: tenant's stored bytes", "40 schemas: schema validation", "50 plugins: plugin state"},
 		"batch appended":     {"10 keys: table versions", "20 keys: key stream entries", "25 subjects: subject summaries", "40 views: view copies"},
 		"marker written":     {"10 keys: table versions of a committed transaction", "40 views: view copies of what a transaction's end made stable"},
 		"log trimmed":        {"10 keys: table leaves below the log start", "20 subjects: subject summaries", "40 views: view log starts"},

@@ -100,3 +100,47 @@ func deployPlugin(name, topic string, wasm []byte, config ...PluginConfig) []cor
 	}
 	return cmds
 }
+
+// statePlugin is a module whose produce hook sets key to value in its
+// state (importing stele.state_set) and answers out.
+func statePlugin(out wire.Output, key, value string) []byte {
+	answer := wire.AppendOutput(nil, out)
+	const at, keyAt, valueAt = 256, 512, 600
+	uleb := func(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+	section := func(m []byte, id byte, body []byte) []byte {
+		return append(uleb(append(m, id), uint64(len(body))), body...)
+	}
+	name := func(b []byte, s string) []byte { return append(uleb(b, uint64(len(s))), s...) }
+	m := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	// Types: () -> (), (i32) -> i32, (i32, i32) -> i64, (i32, i32, i32, i32) -> ().
+	m = section(m, 1, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 2, 0x7f, 0x7f, 1, 0x7e, 0x60, 4, 0x7f, 0x7f, 0x7f, 0x7f, 0})
+	m = section(m, 2, append(name(name([]byte{1}, "stele"), "state_set"), 0, 3)) // function 0
+	m = section(m, 3, []byte{3, 0, 1, 2})                                        // functions 1, 2, 3
+	m = section(m, 5, []byte{1, 0, 1})
+	exports := append(name([]byte{4}, "memory"), 2, 0)
+	exports = append(name(exports, "_initialize"), 0, 1)
+	exports = append(name(exports, "stele_alloc"), 0, 2)
+	exports = append(name(exports, "stele_produce"), 0, 3)
+	m = section(m, 7, exports)
+	produce := sleb([]byte{0, 0x41}, keyAt)
+	produce = sleb(append(produce, 0x41), int64(len(key)))
+	produce = sleb(append(produce, 0x41), valueAt)
+	produce = sleb(append(produce, 0x41), int64(len(value)))
+	produce = append(produce, 0x10, 0) // call state_set
+	produce = append(sleb(append(produce, 0x42), at<<32|int64(len(answer))), 0x0b)
+	bodies := [][]byte{{0, 0x0b}, append(sleb([]byte{0, 0x41}, 1024), 0x0b), produce}
+	code := uleb(nil, uint64(len(bodies)))
+	for _, b := range bodies {
+		code = append(uleb(code, uint64(len(b))), b...)
+	}
+	m = section(m, 10, code)
+	data := []byte{3}
+	for _, seg := range []struct {
+		at int64
+		b  []byte
+	}{{at, answer}, {keyAt, []byte(key)}, {valueAt, []byte(value)}} {
+		data = append(sleb(append(data, 0, 0x41), seg.at), 0x0b)
+		data = append(uleb(data, uint64(len(seg.b))), seg.b...)
+	}
+	return section(m, 11, data)
+}

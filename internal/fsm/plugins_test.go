@@ -357,3 +357,97 @@ func TestHostilePlugins(t *testing.T) {
 		t.Fatalf("stored %d batches", len(hs))
 	}
 }
+
+// examplePlugin builds examples/plugins/name with the SDK.
+func examplePlugin(t *testing.T, name string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/"+name)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, msg)
+	}
+	w, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestPluginState (issue 24, app version 18): the ratelimit example,
+// built with the SDK, counts each key's records per second of block time
+// in its own state, across batches: two state machines agree at every
+// height. A batch refused by the plugin, or by a check after it
+// (max.message.bytes), leaves the state as it was; a new second starts
+// afresh; the state survives a restart of the machines and goes with the
+// plugin when it is removed.
+func TestPluginState(t *testing.T) {
+	r := newPluginRig(t)
+	r.now = 1_700_000_000_000 // a second's start
+	r.must("topic", r.run(topics.CreateTopic{Name: "t", Partitions: 1, ReplicationFactor: -1,
+		Configs: []topics.ConfigEntry{{Name: "max.message.bytes", Value: "2000"}}})[0], 0)
+	r.must("deploy ratelimit", r.deploy("limit", "t", examplePlugin(t, "ratelimit"), PluginConfig{Key: "records", Value: "2"}), 0)
+	r.now = 1_700_000_010_000 - 100 // the next block opens second 1700000010
+	produce := func(b []byte) core.Result {
+		return r.run(topics.Produce{Topic: "t", Partition: 0, Records: b})[0]
+	}
+	keyed := func(keys ...string) []byte {
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k, "v")
+		}
+		return keyedBatch(t, t0, -1, -1, -1, false, kv...)
+	}
+	r.must("a, a", produce(keyed("a", "a")), 0)
+	if res := produce(keyed("a")); res.Code != kerr.InvalidRecord.Code || !strings.Contains(res.Message, `key "a" has more than 2 records in the second 1700000010`) {
+		t.Fatalf("a third a: %d %q", res.Code, res.Message)
+	}
+	// c, c counted, then a refused: c's counts are not kept.
+	r.must("c, c, a", produce(keyed("c", "c", "a")), kerr.InvalidRecord.Code)
+	r.must("c, c after the refusal", produce(keyed("c", "c")), 0)
+	// d, d counted by the plugin, the batch refused by max.message.bytes.
+	big := record.Record{Key: []byte("d"), Value: make([]byte, 3000)}
+	b, err := record.Build(record.Header{FirstTimestamp: t0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{big, {OffsetDelta: 1, Key: []byte("d"), Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := produce(b); res.Code == 0 || res.Code == kerr.InvalidRecord.Code {
+		t.Fatalf("a batch past max.message.bytes: %d %q", res.Code, res.Message)
+	}
+	r.must("d, d after the refusal", produce(keyed("d", "d")), 0)
+	r.must("a third d", produce(keyed("d")), kerr.InvalidRecord.Code)
+
+	// Restarted, the machines have the counts.
+	for i := range r.fs {
+		r.fs[i].Close()
+		f, err := Open(Options{Dir: r.dirs[i], HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.fs[i] = f
+	}
+	r.must("a third a after a restart", produce(keyed("a")), kerr.InvalidRecord.Code)
+
+	r.now += 1000 // the next second
+	r.must("a, a in the next second", produce(keyed("a", "a")), 0)
+	if n := countState(t, r.fs[0], "limit"); n != 3 { // ka, the window, one index piece: nothing of the last second
+		t.Fatalf("%d state keys in a new second, want 3", n)
+	}
+	r.must("remove", r.run(RemovePlugin{Name: "limit", Topic: "t"})[0], 0)
+	if n := countState(t, r.fs[0], "limit"); n != 0 {
+		t.Fatalf("%d state keys left after the removal", n)
+	}
+	r.must("redeploy", r.deploy("limit", "t", examplePlugin(t, "ratelimit"), PluginConfig{Key: "records", Value: "2"}), 0)
+	r.must("a, a after the redeployment: counted afresh", produce(keyed("a", "a")), 0)
+}
+
+// countState counts the keys of plugin name's state in f's store.
+func countState(t *testing.T, f *FSM, name string) int {
+	t.Helper()
+	n := 0
+	if err := f.Store.Scan(append([]byte("d/s/"+name), 0), func(k, v []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

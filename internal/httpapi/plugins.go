@@ -143,7 +143,7 @@ func CheckPluginModule(ctx context.Context, wasm []byte, hook string) error {
 	if len(wasm) == 0 || len(wasm) > fsm.MaxPluginModuleBytes {
 		return fmt.Errorf("a module of %d bytes: a module is 1 to %d bytes", len(wasm), fsm.MaxPluginModuleBytes)
 	}
-	m, err := plugin.Compile(ctx, wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord, StartFuel: fsm.PluginStartFuel, MemoryPages: fsm.PluginMemoryPages})
+	m, err := plugin.Compile(ctx, wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord, StartFuel: fsm.PluginStartFuel, MemoryPages: fsm.PluginMemoryPages, HostImports: true})
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,10 @@ type Limits struct {
 	StartFuel     int64
 	// MemoryPages bounds the module's memory, in 64 KiB pages.
 	MemoryPages uint32
+	// HostImports lets the module import the host functions (host.go):
+	// the block's time and its own state. Without it a module may import
+	// WASI preview 1 only.
+	HostImports bool
 }
 
 // DefaultLimits: two billion instructions and 64 MiB. A Go plugin's
@@ -59,7 +63,7 @@ type Limits struct {
 // MiB of memory; a call of a hook on two records some 2 million
 // (TestProduceHook). The start has a budget of its own, of the same
 // size.
-var DefaultLimits = Limits{Fuel: 2_000_000_000, MemoryPages: 1024}
+var DefaultLimits = Limits{Fuel: 2_000_000_000, MemoryPages: 1024, HostImports: true}
 
 // Errors a call gives, wrapped with what happened.
 var (
@@ -155,13 +159,23 @@ func Compile(ctx context.Context, wasm []byte, lim Limits) (m *Module, err error
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		return nil, err
 	}
+	if lim.HostImports {
+		if err := instantiateHost(ctx, rt); err != nil {
+			return nil, err
+		}
+	}
 	cm, err := compile(ctx, rt, metered.Module)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrModule, err)
 	}
 	for _, f := range cm.ImportedFunctions() {
-		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
-			return nil, fmt.Errorf("%w: it imports %s.%s; a plugin may import WASI preview 1 only", ErrModule, mod, name)
+		switch mod, name, _ := f.Import(); {
+		case mod == wasi_snapshot_preview1.ModuleName:
+		case mod == HostModule && lim.HostImports && hostNames[name]:
+		case mod == HostModule && !lim.HostImports:
+			return nil, fmt.Errorf("%w: it imports %s.%s; a plugin may import WASI preview 1 only (the host functions need app version 18)", ErrModule, mod, name)
+		default:
+			return nil, fmt.Errorf("%w: it imports %s.%s; a plugin may import WASI preview 1 and the host functions only", ErrModule, mod, name)
 		}
 	}
 	if len(cm.ImportedMemories()) > 0 {
@@ -358,6 +372,16 @@ func (in *instance) fuelError(err error, budget int64) error {
 // module's start left (see the package comment). Stats.Fuel counts the
 // call, not the start.
 func (m *Module) Produce(ctx context.Context, in wire.Input) (out wire.Output, st Stats, err error) {
+	return m.ProduceWith(ctx, in, &Env{})
+}
+
+// ProduceWith is Produce with env for the host functions (nil: none, a
+// call of one traps; Produce gives block time 0 and no state, whose
+// calls trap).
+func (m *Module) ProduceWith(ctx context.Context, in wire.Input, env *Env) (out wire.Output, st Stats, err error) {
+	if env != nil {
+		ctx = context.WithValue(ctx, envKey{}, env)
+	}
 	if !m.produce {
 		return out, st, fmt.Errorf("%w: it has no produce hook (%s)", ErrModule, exportProduce)
 	}

@@ -92,7 +92,7 @@ func TestProduceHook(t *testing.T) {
 // is refused when compiled.
 func TestHostileModules(t *testing.T) {
 	ctx := context.Background()
-	m := compiled(t, Limits{Fuel: 200_000_000, MemoryPages: 512})
+	m := compiled(t, Limits{Fuel: 200_000_000, MemoryPages: 512, HostImports: true})
 	if _, st, err := m.Produce(ctx, batch("spin", "k")); !errors.Is(err, ErrFuel) || st.Fuel <= 200_000_000 {
 		t.Fatalf("spin: %v, %d fuel", err, st.Fuel)
 	}
@@ -157,7 +157,7 @@ func BenchmarkProduceHook(b *testing.B) {
 // reaches the next, so a broker that restarted answers as the others.
 func TestCallsStartFromTheSameState(t *testing.T) {
 	ctx := context.Background()
-	lim := Limits{Fuel: 100_000_000, MemoryPages: 1024}
+	lim := Limits{Fuel: 100_000_000, MemoryPages: 1024, HostImports: true}
 	warm, fresh := compiled(t, lim), compiled(t, lim)
 	fresh.fresh = true
 	seq := []wire.Input{
@@ -221,7 +221,7 @@ func buildExample(t testing.TB, name string) []byte {
 // that does not, within the budget the brokers give it.
 func TestExampleJSONSchemaCheck(t *testing.T) {
 	ctx := context.Background()
-	m, err := Compile(ctx, buildExample(t, "jsonschema-check"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024})
+	m, err := Compile(ctx, buildExample(t, "jsonschema-check"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024, HostImports: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestExampleJSONSchemaCheck(t *testing.T) {
 // for anyone else, offsets kept. A module is compiled once for both.
 func TestExampleEncrypt(t *testing.T) {
 	ctx := context.Background()
-	m, err := Compile(ctx, buildExample(t, "encrypt"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024})
+	m, err := Compile(ctx, buildExample(t, "encrypt"), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, StartFuel: 1_000_000_000, MemoryPages: 1024, HostImports: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,13 +299,54 @@ func TestHookExports(t *testing.T) {
 	}
 }
 
+// mapState is a State in a map, with a bound on values.
+type mapState map[string][]byte
+
+func (m mapState) Get(key []byte) ([]byte, bool) { v, ok := m[string(key)]; return v, ok }
+func (m mapState) Set(key, value []byte) error {
+	if len(value) > 4096 {
+		return fmt.Errorf("state: a value of %d bytes", len(value))
+	}
+	m[string(key)] = value
+	return nil
+}
+func (m mapState) Delete(key []byte) { delete(m, string(key)) }
+
+// TestHostFunctions: a module built with the SDK imports the host
+// functions, so it is refused where they are not allowed; with them its
+// produce hook reads the block time and keeps state across calls (what
+// a call leaves in memory does not reach the next; the state does);
+// without a state, or past its bounds, a call traps.
+func TestHostFunctions(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Compile(ctx, guest(t), Limits{Fuel: 100_000_000, MemoryPages: 1024}); !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), "stele.") {
+		t.Fatalf("without HostImports: %v", err)
+	}
+	m := compiled(t, DefaultLimits)
+	st := mapState{}
+	in := wire.Input{Config: []wire.Config{{Key: "mode", Value: "state"}}, Records: []wire.Record{{Value: []byte("x")}}}
+	for i, want := range []string{"1@1700000000123", "2@1700000000123", "3@1700000000123"} {
+		out, _, err := m.ProduceWith(ctx, in, &Env{BlockTime: 1_700_000_000_123, State: st})
+		if err != nil || len(out.Records) != 1 || string(out.Records[0].Value) != want {
+			t.Fatalf("call %d: %+v %v, want %s", i, out, err, want)
+		}
+	}
+	if _, _, err := m.Produce(ctx, in); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "no state") {
+		t.Fatalf("without a state: %v", err)
+	}
+	in.Config = append(in.Config, wire.Config{Key: "big", Value: "xxxxx"})
+	if _, _, err := m.ProduceWith(ctx, in, &Env{State: st}); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "a value of 5120 bytes") {
+		t.Fatalf("a value past the bounds: %v", err)
+	}
+}
+
 // BenchmarkRedactRecords: a call of redact (fields=card) on batches of 1,
 // 10, 100 and 1000 records of 1 KiB JSON, as the broker makes it (the
 // instance restored, the input encoded, the output decoded): the fixed
 // cost of a call and, from the slope, each record's (docs/benchmarks.md).
 func BenchmarkRedactRecords(b *testing.B) {
 	ctx := context.Background()
-	m, err := Compile(ctx, buildRedact(b), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, MemoryPages: 1024})
+	m, err := Compile(ctx, buildRedact(b), Limits{Fuel: 100_000_000, FuelPerRecord: 5_000_000, MemoryPages: 1024, HostImports: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,9 +34,19 @@
 // hook runs on the broker a consumer fetches from, on the records it is
 // about to send. One module may have both hooks, deployed under two
 // names. The snapshot hook does not run yet.
+//
+// A produce hook's batch carries the block's time and the plugin's own
+// state (Batch.Time, Batch.State), which the module reads and writes
+// through host functions it imports from module "stele"
+// (host_wasip1.go): a module built with this SDK needs a chain at app
+// version 18.
 package plugin
 
-import "github.com/stele-io/stele/pkg/plugin/wire"
+import (
+	"time"
+
+	"github.com/stele-io/stele/pkg/plugin/wire"
+)
 
 // Record is a record as a hook sees it; a nil Key or Value is null.
 type Record = wire.Record
@@ -45,13 +55,40 @@ type Record = wire.Record
 type Header = wire.Header
 
 // Batch is what a produce hook is given: the records of one produce to
-// one partition, and the plugin's config.
+// one partition, and the plugin's config; and, from app version 18, the
+// time of the block the produce is in and the plugin's own state.
 type Batch struct {
 	Topic     string
 	Partition int32
 	Records   []Record
 	Config    map[string]string
+	// Time is the time of the block that orders the produce (the same on
+	// every broker; block times only go forward).
+	Time time.Time
+	// State is the plugin's own key-value state, kept in the replicated
+	// state from one batch to the next. What a hook sets is kept only if
+	// its batch is stored: a batch refused, by the hook or by the checks
+	// after it, leaves the state as it was.
+	State State
 }
+
+// State is a plugin's own key-value state (the broker's bounds: keys of
+// 1 to 256 bytes, values of at most 64 KiB, 4 MiB in all; a Set past them
+// fails the call, which refuses its batch). It belongs to the plugin's
+// name: a new module deployed under it keeps it, removing the plugin
+// drops it.
+type State interface {
+	Get(key []byte) (value []byte, ok bool)
+	Set(key, value []byte)
+	Delete(key []byte)
+}
+
+// MapState is a State in memory: for testing a hook outside WebAssembly.
+type MapState map[string][]byte
+
+func (m MapState) Get(key []byte) ([]byte, bool) { v, ok := m[string(key)]; return v, ok }
+func (m MapState) Set(key, value []byte)         { m[string(key)] = append([]byte{}, value...) }
+func (m MapState) Delete(key []byte)             { delete(m, string(key)) }
 
 // ProduceHook validates, transforms, filters or enriches a batch before it
 // is stored: it returns the records to store in its place (the same
@@ -73,7 +110,8 @@ func runProduce(in []byte) []byte {
 	if produce == nil {
 		return wire.AppendOutput(nil, wire.Output{Reject: true, Message: "the plugin has no produce hook"})
 	}
-	b := &Batch{Topic: dec.Topic, Partition: dec.Partition, Records: dec.Records, Config: map[string]string{}}
+	b := &Batch{Topic: dec.Topic, Partition: dec.Partition, Records: dec.Records, Config: map[string]string{},
+		Time: time.UnixMilli(hostBlockTime()), State: hostState{}}
 	for _, c := range dec.Config {
 		b.Config[c.Key] = c.Value
 	}

@@ -24,7 +24,11 @@
 #     kcat and stele consume (franz-go) read envelopes; with the same
 #     module redeployed with readers=User:ANONYMOUS they read the values
 #     sent. The key (a secret. config) is never shown by describe.
-# e2e-limit: 360
+#  8. The example ratelimit (records=2, counted in the plugin's state):
+#     kcat's batch of three records of one key is refused with
+#     INVALID_RECORD; redeployed with over=drop, records=1, a batch of five
+#     is stored as one.
+# e2e-limit: 420
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 e2e_setup
@@ -152,5 +156,30 @@ out=$(plugin describe decrypt 2>&1) || fail "stele plugin describe decrypt: $out
 grep -q "secret.key.k1=\[hidden\] readers=User:ANONYMOUS" <<<"$out" || fail "stele plugin describe decrypt: $out"
 ! grep -qF "$key" <<<"$out" || fail "stele plugin describe shows the key"
 log "a reader: kcat and stele consume read the values sent; describe hides the key: $(grep config <<<"$out")"
+
+# --- 8. ratelimit: counts in the plugin's state -----------------------------------------
+limited=$topic-limited
+e2e_topic_create "$limited" 1
+rl=$E2E_TMP/ratelimit.wasm
+(cd "$root" && GOOS=wasip1 GOARCH=wasm e2e_timeout 240 go build -buildmode=c-shared -o "$rl" ./examples/plugins/ratelimit) ||
+	fail "building examples/plugins/ratelimit"
+out=$(plugin deploy ratelimit --wasm "$rl" --topic "$limited" --config records=2 2>&1) || fail "stele plugin deploy ratelimit: $out"
+log "$out"
+# One batch (linger.ms=200), so one block and one second of block time.
+kcat_batch() {
+	seq "$1" | e2e_timeout 20 kcat -P -b "$BROKER" -t "$limited" -k clicker -X linger.ms=200 \
+		-X message.send.max.retries=0 2>"$E2E_TMP/kcat-put.err"
+}
+if kcat_batch 3; then
+	fail "kcat: three records of one key in a second were stored with records=2"
+fi
+grep -qi "failed to validate record\|INVALID_RECORD" "$E2E_TMP/kcat-put.err" ||
+	fail "kcat's failure is not INVALID_RECORD: $(cat "$E2E_TMP/kcat-put.err")"
+out=$(plugin deploy ratelimit --wasm "$rl" --topic "$limited" --config records=1 --config over=drop 2>&1) ||
+	fail "stele plugin deploy ratelimit over=drop: $out"
+kcat_batch 5 || fail "kcat, over=drop: $(cat "$E2E_TMP/kcat-put.err")"
+got=$(e2e_timeout 20 kcat -C -b "$BROKER" -t "$limited" -e -q -f '%k=%s\n')
+[[ $got == "clicker=1" ]] || fail "ratelimit over=drop stored: $got (want clicker=1)"
+log "ratelimit: three of one key refused with records=2; five stored as one with records=1 over=drop"
 e2e_broker_stop 30
 log "PASS"

@@ -34,7 +34,9 @@ import "github.com/stele-io/stele/internal/fsm/core"
 // (tenants.ShareGroupsQuotaVersion); version 17 plugins (plugins.Version:
 // the plugins module's commands, and produce plugins rewriting a topic's
 // batches); version 18 fetch plugins (plugins.FetchVersion: a deployment
-// to the fetch hook, which version 17 refuses). New chains
+// to the fetch hook, which version 17 refuses) and a produce plugin's
+// block time and state (plugins.HostVersion: modules that import the host
+// functions, which version 17 refuses). New chains
 // start at MaxAppVersion (Options.GenesisAppVersion); an older chain moves
 // up by an upgrade. Builds with the steleupgradetest tag add a version 19
 // that hashes differently, to test upgrades (appversion_upgradetest.go).

@@ -31,7 +31,8 @@
 // as for a produce plugin, but never runs it; the View hands the fetch
 // plugins of each topic to the Kafka layer, which runs them on the records
 // a consumer is sent (internal/kafka/fetch_plugins.go). The snapshot hook
-// is refused.
+// is refused. From the same version a produce hook gets the block's time
+// and its plugin's own state (state.go).
 //
 // The produce hook (the topics module's Transforms, rank 10) rewrites
 // each batch of a produce to the topic, but for an idempotent producer's
@@ -61,6 +62,7 @@
 //	d/m/<name>\0<u64 off>   its module's bytes from off, 512 KiB a key
 //	d/p/<name>              a deployment whose module is uploading
 //	d/u/<name>\0<u64 off>   the bytes of it received so far, a chunk a key
+//	d/s/<name>\0<key>       a key of its state (state.go)
 package plugins
 
 import (
@@ -348,7 +350,8 @@ type op struct {
 	kind   opKind
 	name   string
 	offset int64
-	data   []byte
+	data   []byte // a chunk's bytes; a state key
+	value  []byte // a state value
 	d      *Deployment
 }
 
@@ -360,6 +363,9 @@ const (
 	opDropPending
 	opSetActive
 	opDropActive
+	opStateSet
+	opStateDelete
+	opStateDrop
 )
 
 // Plugins is the plugins module, its part of a state machine.
@@ -377,6 +383,10 @@ type Plugins struct {
 	// to the same module, so it outlives what a failed block changed.
 	modules map[[32]byte]*plugin.Module
 	view    atomic.Pointer[View]
+	// state is each plugin's own state, by name (state.go); overlay the
+	// writes of the produce under way, by name and key.
+	state   map[string]*pluginState
+	overlay map[string]map[string]stateWrite
 }
 
 // NewPlugins is the plugins module of the machine m.
@@ -411,6 +421,7 @@ func RegisterPlugins(r *core.Registry, h *topics.TopicHooks, gate func(k core.Ki
 	gate(KindRemovePlugin, func(c core.Command) string { return c.(RemovePlugin).Topic })
 	h.Transforms.Register(10, "produce plugins", ModPlugins, func(tm *topics.Topics, t *topics.Topic) func(*topics.Partition, record.Header, []byte) ([]byte, core.Result) {
 		f := pluginsOf(tm.Machine)
+		f.overlay = nil // a produce begins: nothing of one refused before it is kept
 		if f.cluster.Version < Version {
 			return nil
 		}
@@ -437,6 +448,13 @@ func RegisterPlugins(r *core.Registry, h *topics.TopicHooks, gate func(k core.Ki
 			}
 			return out, core.Result{}
 		}
+	})
+	h.ProduceChecks.Register(50, "plugin state", ModPlugins, func(tm *topics.Topics, _ *topics.Producing) (core.Result, func()) {
+		f := pluginsOf(tm.Machine)
+		if len(f.overlay) == 0 {
+			return core.Result{}, nil
+		}
+		return core.Result{}, f.commitOverlay // once the batches are written
 	})
 	h.TopicDeleted.Register(20, "plugins on the topic", ModPlugins, func(tm *topics.Topics, t *topics.Topic) { pluginsOf(tm.Machine).dropTopic(t.Name) })
 }
@@ -630,6 +648,9 @@ func (f *Plugins) setActive(d *Deployment) {
 func (f *Plugins) dropActive(name string) {
 	delete(f.active, name)
 	f.ops = append(f.ops, op{kind: opDropActive, name: name})
+	if f.state[name] != nil {
+		f.dropState(name)
+	}
 	f.index()
 }
 
@@ -650,7 +671,8 @@ func (f *Plugins) module(d *Deployment) (*plugin.Module, error) {
 		return m, nil
 	}
 	ctx := context.Background()
-	m, err := plugin.Compile(ctx, d.wasm, plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, StartFuel: StartFuel, MemoryPages: MemoryPages})
+	m, err := plugin.Compile(ctx, d.wasm, plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, StartFuel: StartFuel, MemoryPages: MemoryPages,
+		HostImports: f.cluster.Version >= HostVersion})
 	if err != nil {
 		return nil, err
 	}
@@ -685,7 +707,11 @@ func (f *Plugins) transform(d *Deployment, t *topics.Topic, p *topics.Partition,
 	if err != nil {
 		return nil, core.Fail(kerr.InvalidRecord.Code, fmt.Sprintf("plugin %s cannot run: %v", name, err))
 	}
-	out, _, err := m.Produce(context.Background(), in)
+	var env *plugin.Env
+	if f.cluster.Version >= HostVersion {
+		env = &plugin.Env{BlockTime: f.BlockTime, State: overlayState{f: f, name: d.Name}}
+	}
+	out, _, err := m.ProduceWith(context.Background(), in, env)
 	switch {
 	case err != nil:
 		return nil, core.Fail(kerr.InvalidRecord.Code, fmt.Sprintf("plugin %s failed on the batch: %v", name, err))
@@ -776,6 +802,7 @@ func DecodeDeployment(name string, v []byte) (*Deployment, error) {
 
 func emptyPlugins(f *Plugins) {
 	f.active, f.pending = map[string]*Deployment{}, map[string]*Deployment{}
+	f.state, f.overlay = map[string]*pluginState{}, nil
 	f.ops = nil
 	f.index()
 }
@@ -818,7 +845,7 @@ func loadPlugins(f *Plugins) error {
 		}
 	}
 	f.index()
-	return nil
+	return f.loadState()
 }
 
 func stagePlugins(f *Plugins, b *core.StateBatch) error {
@@ -841,6 +868,12 @@ func stagePlugins(f *Plugins, b *core.StateBatch) error {
 		case opDropActive:
 			b.DeletePrefix(piecePrefix(prefixModule, o.name))
 			b.Delete(key(prefixActive, o.name))
+		case opStateSet:
+			b.Set(stateKey(o.name, o.data), o.value)
+		case opStateDelete:
+			b.Delete(stateKey(o.name, o.data))
+		case opStateDrop:
+			b.DeletePrefix(piecePrefix(prefixState, o.name))
 		}
 	}
 	f.ops = nil

@@ -4,7 +4,9 @@
 // appends config "suffix" to each value and a header "seen" with the
 // hook's reading of the clock and of chance; grow: the same after
 // allocating 16 MiB (which grows the module's memory); spin: never
-// returns; hog: allocates without end; panic: panics.
+// returns; hog: allocates without end; panic: panics; state: counts its
+// calls in its state (and, with config big=X, sets a value of len(X)
+// KiB) and answers one record "count@blocktime".
 //
 // Its fetch hook, by the same config's "fetch": filter: leaves out the
 // records keyed "drop", upper-cases the others' values and adds a header
@@ -40,6 +42,17 @@ func init() {
 			panic("the guest panics")
 		case "grow":
 			sink = append(sink, make([]byte, 16<<20))
+		case "state":
+			// Counts its calls in its state and says the block time.
+			n := 0
+			if v, ok := b.State.Get([]byte("n")); ok {
+				n = int(v[0])
+			}
+			b.State.Set([]byte("n"), []byte{byte(n + 1)})
+			if big := b.Config["big"]; big != "" {
+				b.State.Set([]byte("big"), make([]byte, len(big)*1024))
+			}
+			return []plugin.Record{{Value: fmt.Appendf(nil, "%d@%d", n+1, b.Time.UnixMilli())}}, nil
 		}
 		var out []plugin.Record
 		for _, r := range b.Records {
