@@ -2,14 +2,9 @@ package fsm
 
 import (
 	"bytes"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,35 +13,13 @@ import (
 	"github.com/stele-io/stele/internal/fsm/core"
 	"github.com/stele-io/stele/internal/fsm/plugins"
 	"github.com/stele-io/stele/internal/fsm/topics"
+	"github.com/stele-io/stele/internal/plugin/plugintest"
 	"github.com/stele-io/stele/internal/record"
 	"github.com/stele-io/stele/pkg/plugin/wire"
 )
 
-var (
-	redactOnce sync.Once
-	redactWasm []byte
-	redactErr  error
-)
-
 // redactPlugin builds examples/plugins/redact with the SDK, once.
-func redactPlugin(t testing.TB) []byte {
-	t.Helper()
-	redactOnce.Do(func() {
-		out := filepath.Join(os.TempDir(), "stele-fsm-redact-test.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/redact")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			redactErr = errors.New(err.Error() + ": " + string(msg))
-			return
-		}
-		redactWasm, redactErr = os.ReadFile(out)
-		os.Remove(out)
-	})
-	if redactErr != nil {
-		t.Fatal(redactErr)
-	}
-	return redactWasm
-}
+func redactPlugin(t testing.TB) []byte { return plugintest.Example(t, "redact") }
 
 // pluginRig is two state machines fed the same blocks, whose app hashes
 // are compared at every height.
@@ -74,6 +47,19 @@ func newPluginRig(t *testing.T) *pluginRig {
 		}
 	})
 	return r
+}
+
+// restart closes both machines and opens them again on their state.
+func (r *pluginRig) restart() {
+	r.t.Helper()
+	for i := range r.fs {
+		r.fs[i].Close()
+		f, err := Open(Options{Dir: r.dirs[i], HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		r.fs[i] = f
+	}
 }
 
 // run applies one block of one transaction per command to both machines.
@@ -260,14 +246,7 @@ func TestProducePlugin(t *testing.T) {
 	// Restarted with a deployment in effect: the module is loaded from
 	// the state, and runs as before.
 	r.must("deploy again", r.deploy("redact", "orders", wasm, PluginConfig{Key: "fields", Value: "card"}), 0)
-	for i := range r.fs {
-		r.fs[i].Close()
-		f, err := Open(Options{Dir: r.dirs[i], HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.fs[i] = f
-	}
+	r.restart()
 	r.must("produce after a restart", r.run(topics.Produce{Topic: "orders", Partition: 0, Records: jsonBatch(t, record.CodecNone, -1, 0, `{"card":"gone","id":10}`)})[0], 0)
 	_, recs = r.stored("orders")
 	if got := recs[len(recs)-1]; got != `k0@8={"id":10}` {
@@ -359,20 +338,7 @@ func TestHostilePlugins(t *testing.T) {
 }
 
 // examplePlugin builds examples/plugins/name with the SDK.
-func examplePlugin(t *testing.T, name string) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/"+name)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, msg)
-	}
-	w, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
+func examplePlugin(t *testing.T, name string) []byte { return plugintest.Example(t, name) }
 
 // TestPluginState (issue 24, app version 18): the ratelimit example,
 // built with the SDK, counts each key's records per second of block time
@@ -419,14 +385,7 @@ func TestPluginState(t *testing.T) {
 	r.must("a third d", produce(keyed("d")), kerr.InvalidRecord.Code)
 
 	// Restarted, the machines have the counts.
-	for i := range r.fs {
-		r.fs[i].Close()
-		f, err := Open(Options{Dir: r.dirs[i], HousekeepingIntervalMs: 1000, GenesisAppVersion: cluster.MaxAppVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.fs[i] = f
-	}
+	r.restart()
 	r.must("a third a after a restart", produce(keyed("a")), kerr.InvalidRecord.Code)
 
 	r.now += 1000 // the next second

@@ -3,9 +3,6 @@ package kafka
 import (
 	"context"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,23 +15,8 @@ import (
 
 	"github.com/stele-io/stele/internal/consensus/local"
 	"github.com/stele-io/stele/internal/fsm"
+	"github.com/stele-io/stele/internal/plugin/plugintest"
 )
-
-// buildGuestPlugin builds internal/plugin's test plugin with the SDK.
-func buildGuestPlugin(t *testing.T) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "guest.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../plugin/testdata/guest")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the guest plugin: %v\n%s", err, msg)
-	}
-	w, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
 
 // TestFetchPlugins (docs/plugins.md "The fetch hook"): a plugin on a
 // topic's fetch hook filters and transforms what franz-go consumers read,
@@ -132,7 +114,7 @@ func TestFetchPlugins(t *testing.T) {
 		}
 		return p.ErrorCode
 	}
-	wasm := buildGuestPlugin(t)
+	wasm := plugintest.Guest(t)
 	deploy := func(mode string) {
 		t.Helper()
 		for i, c := range fsm.DeployPluginCommands("view", "fp", fsm.PluginHookFetch, []fsm.PluginConfig{{Key: "fetch", Value: mode}}, wasm) {

@@ -6,42 +6,16 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/stele-io/stele/internal/plugin/plugintest"
 	"github.com/stele-io/stele/pkg/plugin/wire"
 )
 
-var (
-	guestOnce sync.Once
-	guestWasm []byte
-	guestErr  error
-)
-
-// guest builds testdata/guest with the SDK, once.
-func guest(t testing.TB) []byte {
-	t.Helper()
-	guestOnce.Do(func() {
-		out := filepath.Join(os.TempDir(), "stele-plugin-guest-test.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./testdata/guest")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			guestErr = errors.New(err.Error() + ": " + string(msg))
-			return
-		}
-		guestWasm, guestErr = os.ReadFile(out)
-		os.Remove(out)
-	})
-	if guestErr != nil {
-		t.Fatal(guestErr)
-	}
-	return guestWasm
-}
+// guest is testdata/guest built with the SDK.
+func guest(t testing.TB) []byte { return plugintest.Guest(t) }
 
 func compiled(t *testing.T, lim Limits) *Module {
 	t.Helper()
@@ -198,23 +172,10 @@ func TestExampleRedact(t *testing.T) {
 }
 
 // buildRedact builds examples/plugins/redact with the SDK.
-func buildRedact(t testing.TB) []byte { return buildExample(t, "redact") }
+func buildRedact(t testing.TB) []byte { return plugintest.Example(t, "redact") }
 
 // buildExample builds examples/plugins/name with the SDK.
-func buildExample(t testing.TB, name string) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../examples/plugins/"+name)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, msg)
-	}
-	w, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
+func buildExample(t testing.TB, name string) []byte { return plugintest.Example(t, name) }
 
 // TestExampleJSONSchemaCheck: the jsonschema-check example, built with the
 // SDK, passes a batch whose values conform and rejects one with a value

@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,23 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/stele-io/stele/internal/plugin/plugintest"
 	"github.com/stele-io/stele/test/harness"
 )
-
-// buildPlugin builds the example plugin examples/plugins/name with the SDK
-// into dir and returns its path.
-func buildPlugin(t *testing.T, dir, name string) string {
-	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	out := filepath.Join(dir, name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./examples/plugins/"+name)
-	cmd.Dir = filepath.Join(filepath.Dir(here), "..", "..")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the %s plugin: %v\n%s", name, err, msg)
-	}
-	return out
-}
 
 // TestPluginOnFourBrokers (issue 24): the redact example, built with the
 // SDK and deployed with `stele plugin deploy` through one broker's HTTP
@@ -46,7 +28,7 @@ func buildPlugin(t *testing.T, dir, name string) string {
 func TestPluginOnFourBrokers(t *testing.T) {
 	const topic = "payments"
 	c := newCluster(t, clusterOptions{})
-	wasm := buildPlugin(t, t.TempDir(), "redact")
+	wasm := plugintest.File(t, t.TempDir(), "redact")
 	c.StartAll()
 	seeds := c.KafkaAddrs(c.All()...)
 	harness.CreateTopic(t, seeds, topic, 1, nil)

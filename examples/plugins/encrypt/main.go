@@ -122,12 +122,16 @@ func aad(topic string, key []byte) []byte {
 	return append(append(b, 1), key...)
 }
 
-func seal(key []byte, id, topic string, recKey, value []byte) ([]byte, error) {
+func newGCM(key []byte) (cipher.AEAD, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
-	gcm, err := cipher.NewGCM(block)
+	return cipher.NewGCM(block)
+}
+
+func seal(key []byte, id, topic string, recKey, value []byte) ([]byte, error) {
+	gcm, err := newGCM(key)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +159,7 @@ func open(kr keyring, topic string, recKey, env []byte) ([]byte, error) {
 	if key == nil {
 		return nil, fmt.Errorf("no key %s", id)
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
+	gcm, err := newGCM(key)
 	if err != nil {
 		return nil, err
 	}
