@@ -6,7 +6,9 @@
 //   - the module is metered (internal/plugin/meter): a call has a budget of
 //     fuel counted in instructions, and one that runs out traps (ErrFuel);
 //   - its memory is bounded (Limits.MemoryPages);
-//   - it may import WASI preview 1 only, and gets no files, no
+//   - it may import WASI preview 1 and, where Limits.HostImports allows,
+//     the host functions (host.go: the block's time and its plugin's own
+//     state, both the same on every broker); it gets no files, no
 //     environment, no arguments, a clock that starts at the same time and
 //     advances by a millisecond at each reading, and randomness from a
 //     fixed seed: what it reads of time and chance is the same everywhere;
@@ -15,8 +17,9 @@
 //     mutable globals, which the meter exports, its clock and its source
 //     of chance); each call restores that state first, and an instance
 //     whose memory a call grew is replaced by a new one. So nothing a call
-//     leaves reaches the next, and a broker that restarted computes what
-//     the others compute, at the same fuel.
+//     leaves in the instance reaches the next (only what it writes to its
+//     state through the host does), and a broker that restarted computes
+//     what the others compute, at the same fuel.
 //
 // The state machine's plugins module (internal/fsm/plugins) runs the
 // produce hooks of deployed plugins with it, inside the deterministic
