@@ -56,7 +56,7 @@ records a consumer is sent, on the broker it fetches from (outside what
 proofs cover). The snapshot hook is not built yet. Needs ALTER_CONFIGS on the
 topic; under stele.admin.signed=true, --sign.`,
 		Example: `  stele plugin deploy redact --wasm redact.wasm --topic orders --config fields=card,customer.ssn
-  stele plugin deploy decrypt --wasm encrypt.wasm --topic orders --hook fetch --config key.1=... --config readers=User:alice
+  stele plugin deploy decrypt --wasm encrypt.wasm --topic orders --hook fetch --config secret.key.k1=... --config readers=User:alice
   stele plugin deploy redact --wasm redact.wasm --topic orders --config fields=card --sign admin.key --principal admin`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,6 +1,9 @@
 package fsm
 
-import "github.com/stele-io/stele/internal/fsm/plugins"
+import (
+	"github.com/stele-io/stele/internal/fsm/plugins"
+	"github.com/stele-io/stele/internal/plugin"
+)
 
 // The plugins module's names the broker and the CLI use, under the package
 // they import (core_api.go says why).
@@ -31,6 +34,12 @@ const (
 
 // ValidPluginName is plugins.ValidName.
 func ValidPluginName(local string) error { return plugins.ValidName(local) }
+
+// PluginLimits is plugins.Limits.
+func PluginLimits(hostImports bool) plugin.Limits { return plugins.Limits(hostImports) }
+
+// CheckPluginHook is plugins.CheckHook.
+func CheckPluginHook(m *plugin.Module, hook string) error { return plugins.CheckHook(m, hook) }
 
 // PluginConfigSecret is plugins.ConfigSecret.
 func PluginConfigSecret(key string) bool { return plugins.ConfigSecret(key) }

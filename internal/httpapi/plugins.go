@@ -143,16 +143,13 @@ func CheckPluginModule(ctx context.Context, wasm []byte, hook string) error {
 	if len(wasm) == 0 || len(wasm) > fsm.MaxPluginModuleBytes {
 		return fmt.Errorf("a module of %d bytes: a module is 1 to %d bytes", len(wasm), fsm.MaxPluginModuleBytes)
 	}
-	m, err := plugin.Compile(ctx, wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord, StartFuel: fsm.PluginStartFuel, MemoryPages: fsm.PluginMemoryPages, HostImports: true})
+	m, err := plugin.Compile(ctx, wasm, fsm.PluginLimits(true))
 	if err != nil {
 		return err
 	}
 	defer m.Close(ctx)
-	switch {
-	case hook == fsm.PluginHookProduce && !m.HasProduce():
-		return fmt.Errorf("the module has no produce hook (it does not export stele_produce)")
-	case hook == fsm.PluginHookFetch && !m.HasFetch():
-		return fmt.Errorf("the module has no fetch hook (it does not export stele_fetch; build it with this release's SDK)")
+	if err := fsm.CheckPluginHook(m, hook); err != nil {
+		return err
 	}
 	return m.Start(ctx)
 }

@@ -70,8 +70,7 @@ func (fm *fetchModules) module(view *fsm.PluginsView, d fsm.PluginFetch) (*plugi
 	fm.mu.Unlock()
 	e.once.Do(func() {
 		ctx := context.Background()
-		e.m, e.err = plugin.Compile(ctx, d.Wasm, plugin.Limits{Fuel: fsm.PluginFuel, FuelPerRecord: fsm.PluginFuelPerRecord,
-			StartFuel: fsm.PluginStartFuel, MemoryPages: fsm.PluginMemoryPages, HostImports: true})
+		e.m, e.err = plugin.Compile(ctx, d.Wasm, fsm.PluginLimits(true))
 		if e.err == nil {
 			if e.err = e.m.Start(ctx); e.err != nil {
 				e.m.Close(ctx)

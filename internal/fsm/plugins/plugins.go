@@ -569,16 +569,31 @@ func (f *Plugins) chunk(c PluginChunk) core.Result {
 	return needed(0)
 }
 
+// Limits is what one call of a plugin may use (the constants above), with
+// the host functions allowed or not: the state machine allows them from
+// HostVersion; a broker's fetch hooks and the checks before a deployment
+// always (a deployment the version refuses is refused in the apply).
+func Limits(hostImports bool) plugin.Limits {
+	return plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, StartFuel: StartFuel, MemoryPages: MemoryPages, HostImports: hostImports}
+}
+
+// CheckHook says why the compiled module m cannot run on hook, or nil.
+func CheckHook(m *plugin.Module, hook string) error {
+	switch {
+	case hook == HookProduce && !m.HasProduce():
+		return errors.New("the module has no produce hook (it does not export stele_produce)")
+	case hook == HookFetch && !m.HasFetch():
+		return errors.New("the module has no fetch hook (it does not export stele_fetch; build it with this release's SDK)")
+	}
+	return nil
+}
+
 // checkHook compiles and starts d's module (or finds it compiled) and
 // checks that it has d's hook.
 func (f *Plugins) checkHook(d *Deployment) core.Result {
 	m, err := f.module(d)
-	switch {
-	case err != nil:
-	case d.Hook == HookProduce && !m.HasProduce():
-		err = errors.New("the module has no produce hook (it does not export stele_produce)")
-	case d.Hook == HookFetch && !m.HasFetch():
-		err = errors.New("the module has no fetch hook (it does not export stele_fetch; build it with this release's SDK)")
+	if err == nil {
+		err = CheckHook(m, d.Hook)
 	}
 	if err != nil {
 		return core.Fail(kerr.InvalidRequest.Code, fmt.Sprintf("plugin %s refused: %v", local(d.Name), err))
@@ -671,8 +686,7 @@ func (f *Plugins) module(d *Deployment) (*plugin.Module, error) {
 		return m, nil
 	}
 	ctx := context.Background()
-	m, err := plugin.Compile(ctx, d.wasm, plugin.Limits{Fuel: Fuel, FuelPerRecord: FuelPerRecord, StartFuel: StartFuel, MemoryPages: MemoryPages,
-		HostImports: f.cluster.Version >= HostVersion})
+	m, err := plugin.Compile(ctx, d.wasm, Limits(f.cluster.Version >= HostVersion))
 	if err != nil {
 		return nil, err
 	}
